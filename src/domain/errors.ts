@@ -1,0 +1,63 @@
+/**
+ * The one error class of watchword. Every failure a caller can see carries a stable
+ * `code`; only the HTTP layer maps codes to statuses, and callers branch on the code,
+ * never on the message.
+ */
+export const ErrorCodes = [
+  /** Malformed or invalid request: bad JSON, unknown field, a rule of the spec broken. */
+  'INVALID_REQUEST',
+  /** The presented secret is unknown or expired. */
+  'ACL_NOT_FOUND',
+  /** The token lacks the permission the operation needs. */
+  'PERMISSION_DENIED',
+  /** A protected object or action: built-ins, the anonymous token, a second bootstrap. */
+  'NOT_PERMITTED',
+  /** The object named in the path does not exist. */
+  'NOT_FOUND',
+  /** A known path was called with a method it does not serve. */
+  'METHOD_NOT_ALLOWED',
+  /** A name or ID is already in use. */
+  'CONFLICT',
+  /** The request body exceeds the size limit. */
+  'BODY_TOO_LARGE',
+  /** The media type of the body cannot be read. */
+  'UNSUPPORTED_MEDIA_TYPE',
+  /** A configured rate limit was exceeded. */
+  'RATE_LIMITED',
+  /** A secondary could not reach the primary in time. */
+  'PRIMARY_UNAVAILABLE',
+  /** The request must be served by another datacenter or role (e.g. bootstrap on a secondary). */
+  'WRONG_DATACENTER',
+  /** A real fault inside the daemon (storage, bug). The message shown to callers is generic. */
+  'INTERNAL',
+] as const;
+
+export type ErrorCode = (typeof ErrorCodes)[number];
+
+export class WatchwordError extends Error {
+  readonly code: ErrorCode;
+
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'WatchwordError';
+    this.code = code;
+  }
+}
+
+export const isWatchwordError = (err: unknown): err is WatchwordError =>
+  err instanceof WatchwordError;
+
+export const invalid = (message: string): WatchwordError =>
+  new WatchwordError('INVALID_REQUEST', message);
+
+export const notFound = (message: string): WatchwordError =>
+  new WatchwordError('NOT_FOUND', message);
+
+export const conflict = (message: string): WatchwordError =>
+  new WatchwordError('CONFLICT', message);
+
+export const notPermitted = (message: string): WatchwordError =>
+  new WatchwordError('NOT_PERMITTED', `Permission denied: ${message}`);
+
+export const aclNotFound = (): WatchwordError =>
+  new WatchwordError('ACL_NOT_FOUND', 'ACL not found');

@@ -1,0 +1,176 @@
+import type { BootstrapState, PolicyRecord, RoleRecord, Scope, TokenRecord } from '../domain/types.js';
+import type { z } from 'zod';
+import type { KVView } from './kv.js';
+import { META, SEP, TABLES, type TableName, fromHex, hex, key, lastPart, prefixEnd, recordKey } from './keys.js';
+import { RECORD_SCHEMAS, type RecordTypes, bootstrapStateSchema, decodeRaw, decodeWith } from './records.js';
+
+/** Token list filters; at most one of policy/role/service/authMethod is set by callers. */
+export interface TokenQuery {
+  /** Restrict to these namespaces of the partition; undefined means every namespace. */
+  namespaces?: string[];
+  partition: string;
+  policy?: string;
+  role?: string;
+  serviceName?: string;
+  authMethod?: string;
+  /** Namespace of the auth method (authmethod-ns). */
+  authMethodNamespace?: string;
+  /** Only Local tokens. */
+  localOnly?: boolean;
+}
+
+const decodeString = (bytes: Uint8Array | undefined): string | undefined =>
+  bytes === undefined ? undefined : (decodeRaw(bytes) as string);
+
+/**
+ * Queries over a KV view. Every list goes through a secondary index: nothing here scans
+ * all tokens unless the caller asked for all tokens.
+ */
+export class Reader {
+  constructor(protected readonly kv: KVView) {}
+
+  async getRecord<T extends TableName>(table: T, id: string): Promise<RecordTypes[T] | undefined> {
+    const bytes = await this.kv.get(recordKey(TABLES[table], id));
+    return bytes === undefined ? undefined : (decodeWith(RECORD_SCHEMAS[table] as z.ZodType<RecordTypes[T]>, bytes, table));
+  }
+
+  async getRecords<T extends TableName>(table: T, ids: readonly string[]): Promise<Array<RecordTypes[T]>> {
+    if (ids.length === 0) return [];
+    const values = await this.kv.getMany(ids.map((id) => recordKey(TABLES[table], id)));
+    const out: Array<RecordTypes[T]> = [];
+    for (const bytes of values) {
+      if (bytes !== undefined) out.push(decodeWith(RECORD_SCHEMAS[table] as z.ZodType<RecordTypes[T]>, bytes, table));
+    }
+    return out;
+  }
+
+  getToken(accessor: string): Promise<TokenRecord | undefined> {
+    return this.getRecord('tokens', accessor);
+  }
+
+  async getTokenBySecret(secret: string): Promise<TokenRecord | undefined> {
+    const accessor = decodeString(await this.kv.get(key('ts', secret)));
+    return accessor === undefined ? undefined : this.getToken(accessor);
+  }
+
+  /** Whether any token uses this value as its SecretID. */
+  async isSecretInUse(secret: string): Promise<boolean> {
+    return (await this.kv.get(key('ts', secret))) !== undefined;
+  }
+
+  getPolicy(id: string): Promise<PolicyRecord | undefined> {
+    return this.getRecord('policies', id);
+  }
+
+  async getPolicyByName(scope: Scope, name: string): Promise<PolicyRecord | undefined> {
+    const id = decodeString(await this.kv.get(key('pn', scope.Partition, scope.Namespace, name.toLowerCase())));
+    return id === undefined ? undefined : this.getPolicy(id);
+  }
+
+  getRole(id: string): Promise<RoleRecord | undefined> {
+    return this.getRecord('roles', id);
+  }
+
+  async getRoleByName(scope: Scope, name: string): Promise<RoleRecord | undefined> {
+    const id = decodeString(await this.kv.get(key('rn', scope.Partition, scope.Namespace, name.toLowerCase())));
+    return id === undefined ? undefined : this.getRole(id);
+  }
+
+  /** IDs from the last part of every key under `prefix`. */
+  async idsUnder(prefix: string, limit?: number): Promise<string[]> {
+    const ids: string[] = [];
+    for await (const k of this.kv.keys({ gte: prefix, lt: prefixEnd(prefix), ...(limit ? { limit } : {}) })) ids.push(lastPart(k));
+    return ids;
+  }
+
+  /** Distinct namespaces holding objects of a table in a partition, read from its namespace index. */
+  async namespacesOf(table: TableName, partition: string): Promise<string[]> {
+    const tag = table === 'tokens' ? 'tn' : table === 'policies' ? 'pl' : 'rl';
+    const out: string[] = [];
+    let from = key(tag, partition, '');
+    const end = prefixEnd(from);
+    for (;;) {
+      let found: string | undefined;
+      for await (const k of this.kv.keys({ gte: from, lt: end, limit: 1 })) found = k;
+      if (found === undefined) return out;
+      const ns = found.split(SEP)[2] as string;
+      out.push(ns);
+      // Skip past every key of this namespace.
+      from = key(tag, partition, ns) + SEP + '\uffff';
+    }
+  }
+
+  async listTokens(q: TokenQuery): Promise<TokenRecord[]> {
+    let ids: string[];
+    if (q.policy !== undefined) ids = await this.idsUnder(key('tp', q.policy, ''));
+    else if (q.role !== undefined) ids = await this.idsUnder(key('tr', q.role, ''));
+    else if (q.serviceName !== undefined) ids = await this.idsUnder(key('tsv', q.serviceName, ''));
+    else if (q.authMethod !== undefined) ids = await this.idsUnder(key('tam', q.authMethod, ''));
+    else if (q.localOnly) ids = await this.idsUnder(key('tl', ''));
+    else if (q.namespaces !== undefined) {
+      ids = [];
+      for (const ns of q.namespaces) ids.push(...(await this.idsUnder(key('tn', q.partition, ns, ''))));
+    } else {
+      ids = await this.idsUnder(key('tn', q.partition, ''));
+    }
+    const tokens = await this.getRecords('tokens', ids);
+    const nsSet = q.namespaces ? new Set(q.namespaces) : undefined;
+    return tokens.filter(
+      (t) =>
+        t.Partition === q.partition &&
+        (nsSet === undefined || nsSet.has(t.Namespace)) &&
+        (!q.localOnly || t.Local) &&
+        (q.authMethodNamespace === undefined || (t.AuthMethodNamespace ?? t.Namespace) === q.authMethodNamespace),
+    );
+  }
+
+  /** Policies of a partition, in the given namespaces (all when undefined), ordered by namespace then ID. */
+  async listPolicies(partition: string, namespaces?: string[]): Promise<PolicyRecord[]> {
+    const ids: string[] = [];
+    for (const ns of namespaces ?? (await this.namespacesOf('policies', partition))) {
+      ids.push(...(await this.idsUnder(key('pl', partition, ns, ''))));
+    }
+    return this.getRecords('policies', ids);
+  }
+
+  async listRoles(partition: string, namespaces?: string[], policy?: string): Promise<RoleRecord[]> {
+    let ids: string[] = [];
+    if (policy !== undefined) {
+      ids = await this.idsUnder(key('rp', policy, ''));
+    } else {
+      for (const ns of namespaces ?? (await this.namespacesOf('roles', partition))) {
+        ids.push(...(await this.idsUnder(key('rl', partition, ns, ''))));
+      }
+    }
+    const nsSet = namespaces ? new Set(namespaces) : undefined;
+    const roles = await this.getRecords('roles', ids);
+    return roles.filter((r) => r.Partition === partition && (nsSet === undefined || nsSet.has(r.Namespace)));
+  }
+
+  /** Accessors of tokens whose expiry is at or before `until`, in expiry order. */
+  async expiredTokenIDs(until: number, limit: number): Promise<string[]> {
+    const out: string[] = [];
+    for await (const k of this.kv.keys({ gte: key('tx', ''), lt: key('tx', hex(Math.max(0, until) + 1)), limit })) {
+      out.push(lastPart(k));
+    }
+    return out;
+  }
+
+  /** The earliest expiry time in the index, if any (lets the reaper sleep until then). */
+  async nextExpiry(): Promise<number | undefined> {
+    for await (const k of this.kv.keys({ gte: key('tx', ''), lt: prefixEnd(key('tx', '')), limit: 1 })) {
+      return fromHex(k.split(SEP)[1] as string);
+    }
+    return undefined;
+  }
+
+  async getBootstrap(): Promise<BootstrapState> {
+    const bytes = await this.kv.get(META.bootstrap);
+    return bytes === undefined ? { Bootstrapped: false, ResetIndex: 0 } : decodeWith(bootstrapStateSchema, bytes, 'bootstrap state');
+  }
+
+  async getMetaNumber(metaKey: string): Promise<number> {
+    const bytes = await this.kv.get(metaKey);
+    return bytes === undefined ? 0 : Number(decodeRaw(bytes));
+  }
+}
