@@ -26,8 +26,6 @@ export const ErrorCodes = [
   'RATE_LIMITED',
   /** A secondary could not reach the primary in time. */
   'PRIMARY_UNAVAILABLE',
-  /** The request must be served by another datacenter or role (e.g. bootstrap on a secondary). */
-  'WRONG_DATACENTER',
   /** A real fault inside the daemon (storage, bug). The message shown to callers is generic. */
   'INTERNAL',
 ] as const;

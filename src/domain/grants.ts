@@ -28,7 +28,18 @@ export function checkDatacenterNames(dcs: readonly string[], what: string): void
 }
 
 /** Validates service identities and merges duplicates (datacenters unioned and sorted, order of first kept). */
-export function normalizeServiceIdentities(list: readonly ServiceIdentity[], owner: Owner, local: boolean): ServiceIdentity[] {
+/** Identities as clients send them: fields may be missing, which validation reports. */
+export interface ServiceIdentityInput {
+  ServiceName?: string;
+  Datacenters?: string[];
+}
+
+export interface NodeIdentityInput {
+  NodeName?: string;
+  Datacenter?: string;
+}
+
+export function normalizeServiceIdentities(list: readonly ServiceIdentityInput[], owner: Owner, local: boolean): ServiceIdentity[] {
   const merged = new Map<string, Set<string> | null>();
   for (const s of list) {
     if (!s.ServiceName) throw invalid(`Service identity is missing the service name field on this ${owner}`);
@@ -54,7 +65,7 @@ export function normalizeServiceIdentities(list: readonly ServiceIdentity[], own
 }
 
 /** Validates node identities and collapses duplicates on (NodeName, Datacenter). */
-export function normalizeNodeIdentities(list: readonly NodeIdentity[], owner: Owner): NodeIdentity[] {
+export function normalizeNodeIdentities(list: readonly NodeIdentityInput[], owner: Owner): NodeIdentity[] {
   const seen = new Set<string>();
   const out: NodeIdentity[] = [];
   for (const n of list) {
@@ -74,9 +85,9 @@ export function normalizeNodeIdentities(list: readonly NodeIdentity[], owner: Ow
 
 /** Raw templated-policy input: variables may arrive as `Name` or `name`. */
 export interface TemplatedPolicyInput {
-  TemplateName: string;
-  TemplateVariables?: Record<string, unknown> | null;
-  Datacenters?: string[] | null;
+  TemplateName?: string;
+  TemplateVariables?: Record<string, unknown>;
+  Datacenters?: string[];
 }
 
 /** Validates templated policies against their templates and collapses duplicates on (TemplateName, variables). */

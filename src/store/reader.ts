@@ -147,11 +147,15 @@ export class Reader {
     return roles.filter((r) => r.Partition === partition && (nsSet === undefined || nsSet.has(r.Namespace)));
   }
 
-  /** Accessors of tokens whose expiry is at or before `until`, in expiry order. */
-  async expiredTokenIDs(until: number, limit: number): Promise<string[]> {
-    const out: string[] = [];
-    for await (const k of this.kv.keys({ gte: key('tx', ''), lt: key('tx', hex(Math.max(0, until) + 1)), limit })) {
-      out.push(lastPart(k));
+  /**
+   * Tokens whose expiry is at or before `until`, in expiry order, starting after the
+   * index key `after` (a cursor, so entries that are skipped are not read again).
+   */
+  async expiredTokens(until: number, limit: number, after?: string): Promise<Array<{ id: string; key: string }>> {
+    const out: Array<{ id: string; key: string }> = [];
+    const gte = after === undefined ? key('tx', '') : after + '\u0000';
+    for await (const k of this.kv.keys({ gte, lt: key('tx', hex(Math.max(0, until) + 1)), limit })) {
+      out.push({ id: lastPart(k), key: k });
     }
     return out;
   }

@@ -1,0 +1,78 @@
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+import { type Config, type ConfigKey, configKeys, configSchema } from './schema.js';
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+export const flagName = (key: ConfigKey): string => `--${key.replaceAll('_', '-')}`;
+export const envName = (key: ConfigKey): string => `WATCHWORD_${key.toUpperCase()}`;
+
+export interface ConfigSources {
+  /** Paths of JSON config files, later ones win. */
+  files?: string[];
+  /** Environment (process.env). */
+  env?: Record<string, string | undefined>;
+  /** Values from command-line flags, keyed by config key. */
+  flags?: Partial<Record<ConfigKey, unknown>>;
+}
+
+/**
+ * Builds the agent configuration: built-in defaults < config files < environment <
+ * flags, validated once. Every problem is reported, each naming its key and source.
+ */
+export function loadConfig(sources: ConfigSources): Config {
+  const merged: Record<string, unknown> = {};
+  const origin = new Map<string, string>();
+  const problems: string[] = [];
+
+  for (const file of sources.files ?? []) {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(readFileSync(file, 'utf8'));
+    } catch (err) {
+      problems.push(`${file}: cannot read JSON config: ${(err as Error).message}`);
+      continue;
+    }
+    if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
+      problems.push(`${file}: a config file must hold a JSON object`);
+      continue;
+    }
+    for (const [k, v] of Object.entries(parsed)) {
+      merged[k] = v;
+      origin.set(k, file);
+    }
+  }
+  for (const k of configKeys) {
+    const v = sources.env?.[envName(k)];
+    if (v !== undefined && v !== '') {
+      merged[k] = v;
+      origin.set(k, `env ${envName(k)}`);
+    }
+  }
+  for (const [k, v] of Object.entries(sources.flags ?? {})) {
+    if (v === undefined) continue;
+    merged[k] = v;
+    origin.set(k, `flag ${flagName(k as ConfigKey)}`);
+  }
+
+  const result = configSchema.safeParse(merged);
+  if (!result.success) problems.push(...describeIssues(result.error, origin));
+  if (problems.length > 0) throw new ConfigError(problems);
+  return Object.freeze(result.data as Config);
+}
+
+function describeIssues(error: z.ZodError, origin: Map<string, string>): string[] {
+  return error.issues.map((issue) => {
+    if (issue.code === 'unrecognized_keys') {
+      return issue.keys.map((k) => `${k}: unknown setting (from ${origin.get(k) ?? 'config'})`).join('\n  - ');
+    }
+    const key = String(issue.path[0] ?? '');
+    const from = origin.get(key);
+    return `${key}: ${issue.message}${from ? ` (from ${from})` : ''}`;
+  });
+}

@@ -1,0 +1,112 @@
+import { hostname } from 'node:os';
+import { z } from 'zod';
+import { parseDuration } from '../domain/duration.js';
+
+const DC_RE = /^[a-z0-9]([a-z0-9\-_]*[a-z0-9])?$/;
+
+const datacenterName = z
+  .string()
+  .regex(DC_RE, 'expected a datacenter name of lowercase letters, digits, "-" and "_"')
+  .max(64);
+
+const duration = z.union([z.string(), z.number()]).transform((value, ctx) => {
+  const ms = typeof value === 'number' ? value : parseDuration(value);
+  if (ms === undefined || !Number.isFinite(ms) || ms < 0) {
+    ctx.addIssue({ code: 'custom', message: `expected a duration such as "90s" or "1h30m", got ${JSON.stringify(value)}` });
+    return z.NEVER;
+  }
+  return ms;
+});
+
+const hostPort = z.string().refine((v) => parseHostPort(v) !== undefined, {
+  message: 'expected HOST:PORT with a port from 0 to 65535 (0 picks a free port)',
+});
+
+export function parseHostPort(value: string): { host: string; port: number } | undefined {
+  const m = /^(\[[^\]]+\]|[^:\s]+):(\d{1,5})$/.exec(value);
+  if (!m) return undefined;
+  const port = Number(m[2]);
+  if (port > 65535) return undefined;
+  return { host: (m[1] as string).replace(/^\[|\]$/g, ''), port };
+}
+
+const httpURL = z.string().refine(
+  (v) => {
+    try {
+      const u = new URL(v);
+      return u.protocol === 'http:' || u.protocol === 'https:';
+    } catch {
+      return false;
+    }
+  },
+  { message: 'expected an http:// or https:// URL' },
+);
+
+/**
+ * Every agent setting. Keys are snake_case; each is also a flag (`--http-addr`) and an
+ * environment variable (`WATCHWORD_HTTP_ADDR`).
+ */
+export const configShape = {
+  /** Name of this daemon's datacenter. */
+  datacenter: datacenterName.default('dc1'),
+  /** The primary datacenter; this daemon is the primary when it equals `datacenter`. */
+  primary_datacenter: datacenterName.optional(),
+  /** HTTP base URL of the primary's daemon (secondaries). */
+  primary_address: httpURL.optional(),
+  /** Secret of a token with acl:write on the primary, used to replicate (secondaries). */
+  replication_token: z.string().min(1).optional(),
+  /** Where the LevelDB store and runtime files live; default ./data/<datacenter>. */
+  data_dir: z.string().min(1).optional(),
+  /** Address the HTTP API listens on. */
+  http_addr: hostPort.default('127.0.0.1:8500'),
+  /** Secret of a management token to create at start-up (primary). */
+  initial_management_token: z.string().min(1).max(256).optional(),
+  /** Name of this node, reported by expanded reads and /v1/agent/self. */
+  node_name: z.string().min(1).max(128).default(hostname()),
+  /** Log level. */
+  log_level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
+  /** What happens when no rule decides: deny, or allow (read, never ACL write). */
+  default_policy: z.enum(['allow', 'deny']).default('deny'),
+  /** Shortest token lifetime accepted on create. */
+  token_min_ttl: duration.default(60_000),
+  /** Longest token lifetime accepted on create. */
+  token_max_ttl: duration.default(24 * 3_600_000),
+  /** How often the reaper looks for expired tokens. */
+  reap_interval: duration.default(1_000),
+  /** fsync: a write is acknowledged once synced to disk. os: once handed to the OS. */
+  durability: z.enum(['fsync', 'os']).default('fsync'),
+  /** Change-log entries the primary keeps for secondaries to resume from. */
+  log_retention: z.coerce.number().int().min(10).max(100_000_000).default(100_000),
+} as const;
+
+export type ConfigKey = keyof typeof configShape;
+
+export const configKeys = Object.keys(configShape) as ConfigKey[];
+
+export const configSchema = z
+  .strictObject(configShape)
+  .superRefine((c, ctx) => {
+    if (c.token_min_ttl > c.token_max_ttl) {
+      ctx.addIssue({ code: 'custom', path: ['token_min_ttl'], message: 'must not exceed token_max_ttl' });
+    }
+    if (c.reap_interval < 10) {
+      ctx.addIssue({ code: 'custom', path: ['reap_interval'], message: 'must be at least 10ms' });
+    }
+    const primary = c.primary_datacenter ?? c.datacenter;
+    if (primary !== c.datacenter && c.primary_address === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['primary_address'], message: `is required on a secondary (datacenter ${c.datacenter}, primary ${primary})` });
+    }
+  })
+  .transform((c) => ({
+    ...c,
+    primary_datacenter: c.primary_datacenter ?? c.datacenter,
+    data_dir: c.data_dir ?? `./data/${c.datacenter}`,
+  }));
+
+/** The validated, frozen agent configuration. Durations are milliseconds. */
+export type Config = Readonly<z.output<typeof configSchema>>;
+
+export const isPrimary = (c: Config): boolean => c.datacenter === c.primary_datacenter;
+
+/** Keys whose values are secrets: never logged, never shown by /v1/agent/self. */
+export const SECRET_KEYS: ReadonlySet<ConfigKey> = new Set(['replication_token', 'initial_management_token']);

@@ -1,0 +1,97 @@
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
+import { pino } from 'pino';
+import { WatchwordError } from '../domain/errors.js';
+import type { BootstrapService } from '../service/bootstrap.js';
+import type { PolicyService } from '../service/policies.js';
+import type { AgentInfo } from '../service/context.js';
+import type { TokenService } from '../service/tokens.js';
+import type { Store } from '../store/store.js';
+import { type BlockingGauge, ReadGate } from './blocking.js';
+import { sendError } from './errors.js';
+import type { RouteInfo } from './routes.js';
+import { bootstrapRoutes } from './routes/bootstrap.js';
+import { policyRoutes } from './routes/policies.js';
+import { statusRoutes } from './routes/status.js';
+import { tokenRoutes } from './routes/tokens.js';
+
+/** 1 MiB: larger bodies get 413. */
+export const BODY_LIMIT = 1024 * 1024;
+
+export interface AppDeps {
+  store: Store;
+  tokens: TokenService;
+  policies: PolicyService;
+  bootstrap: BootstrapService;
+  agent: AgentInfo;
+  reads: ReadGate;
+  logger?: FastifyBaseLogger;
+  blockingGauge?: BlockingGauge;
+}
+
+export type AppDepsInput = Omit<AppDeps, 'reads'> & { reads?: ReadGate };
+
+/**
+ * Builds the HTTP API (never listens: the daemon or a test decides). Every route is
+ * registered here, errors leave through one handler, and bodies are read as text so
+ * that JSON is accepted whatever the Content-Type.
+ */
+export function buildApp(input: AppDepsInput): { app: FastifyInstance; routes: RouteInfo[] } {
+  const deps: AppDeps = { ...input, reads: input.reads ?? new ReadGate(input.store, input.blockingGauge) };
+  const app = Fastify({
+    loggerInstance: deps.logger ?? pino({ level: 'silent' }),
+    // One line per request comes from the onResponse hook below, without URLs or headers.
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit: BODY_LIMIT,
+    requestIdHeader: false,
+    return503OnClosing: true,
+    routerOptions: { maxParamLength: 512 },
+    frameworkErrors: (error, request, reply) => {
+      void sendError(request, reply, error);
+    },
+  });
+
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'string' }, (_request, body, done) => done(null, body));
+
+  app.addHook('onSend', async (request, reply, payload) => {
+    const table = request.routeOptions.config?.table;
+    if (table !== undefined && (request.method === 'GET' || request.method === 'HEAD')) {
+      const index = Math.max(1, request.watchIndex ?? deps.store.tableIndex(table));
+      const knownLeader = String(deps.agent.knownLeader());
+      const lastContact = String(deps.agent.lastContactMs());
+      const consistency = request.consistency === 'consistent' ? 'consistent' : request.consistency === 'stale' ? 'stale' : 'leader';
+      for (const prefix of ['X-Service-', 'X-Consul-']) {
+        void reply
+          .header(`${prefix}Index`, index)
+          .header(`${prefix}KnownLeader`, knownLeader)
+          .header(`${prefix}LastContact`, lastContact)
+          .header(`${prefix}Effective-Consistency`, consistency);
+      }
+    }
+    return payload;
+  });
+
+  app.addHook('onResponse', async (request, reply) => {
+    request.log.info(
+      {
+        method: request.method,
+        route: request.routeOptions.url ?? 'unknown',
+        status: reply.statusCode,
+        durationMs: Math.round(reply.elapsedTime * 100) / 100,
+      },
+      'request',
+    );
+  });
+
+  app.setErrorHandler((error, request, reply) => sendError(request, reply, error));
+  app.setNotFoundHandler((request, reply) =>
+    sendError(request, reply, new WatchwordError('NOT_FOUND', `No such endpoint: ${request.method} ${request.url.split('?')[0]}`)),
+  );
+
+  const routes: RouteInfo[] = [];
+  bootstrapRoutes(app, deps, routes);
+  tokenRoutes(app, deps, routes);
+  policyRoutes(app, deps, routes);
+  statusRoutes(app, deps, routes);
+  return { app, routes };
+}

@@ -1,0 +1,20 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { queryFlag } from './request.js';
+
+/** Sends a JSON value (booleans included), indented with `?pretty`. */
+export function sendJSON(request: FastifyRequest, reply: FastifyReply, value: unknown): FastifyReply {
+  let pretty = false;
+  try {
+    pretty = queryFlag(request, 'pretty');
+  } catch {
+    // A malformed query cannot stop an error from being sent.
+  }
+  const text = pretty ? `${JSON.stringify(value, null, 4)}\n` : JSON.stringify(value);
+  return reply.type('application/json; charset=utf-8').send(text);
+}
+
+/** Sends a write's result with the index of its change. */
+export function sendWrite(request: FastifyRequest, reply: FastifyReply, result: { value: unknown; index: number }): FastifyReply {
+  void reply.header('X-Service-Index', result.index).header('X-Consul-Index', result.index);
+  return sendJSON(request, reply, result.value);
+}

@@ -1,0 +1,83 @@
+#!/usr/bin/env node
+import { Command, Option } from 'commander';
+import { ConfigError, envName, flagName, loadConfig } from './config/load.js';
+import { type ConfigKey, configKeys } from './config/schema.js';
+import { VERSION, startDaemon } from './daemon.js';
+
+const AGENT_FLAGS: Record<ConfigKey, { arg: string; help: string }> = {
+  datacenter: { arg: 'NAME', help: 'name of this datacenter (default dc1)' },
+  primary_datacenter: { arg: 'NAME', help: 'the primary datacenter (default: this one)' },
+  primary_address: { arg: 'URL', help: "HTTP base URL of the primary's daemon (required on a secondary)" },
+  replication_token: { arg: 'SECRET', help: 'token with acl:write on the primary, used to replicate (secondary)' },
+  data_dir: { arg: 'DIR', help: 'data directory (default ./data/<datacenter>)' },
+  http_addr: { arg: 'HOST:PORT', help: 'HTTP listen address; port 0 picks a free port (default 127.0.0.1:8500)' },
+  initial_management_token: { arg: 'SECRET', help: 'create a management token with this secret at start-up (primary)' },
+  node_name: { arg: 'NAME', help: 'name of this node (default: host name)' },
+  log_level: { arg: 'LEVEL', help: 'trace|debug|info|warn|error|fatal|silent (default info)' },
+  default_policy: { arg: 'POLICY', help: 'allow|deny when no rule decides (default deny)' },
+  token_min_ttl: { arg: 'DURATION', help: 'shortest token lifetime on create (default 1m)' },
+  token_max_ttl: { arg: 'DURATION', help: 'longest token lifetime on create (default 24h)' },
+  reap_interval: { arg: 'DURATION', help: 'how often expired tokens are reaped (default 1s)' },
+  durability: { arg: 'MODE', help: 'fsync (acknowledge after sync) | os (after handing to the OS) (default fsync)' },
+  log_retention: { arg: 'N', help: 'change-log entries the primary keeps for secondaries (default 100000)' },
+};
+
+const camel = (key: string): string => key.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
+
+function agentCommand(): Command {
+  const cmd = new Command('agent').description('run the watchword daemon for one datacenter');
+  cmd.option('--config <FILE>', 'JSON config file; repeatable, later files win', (value: string, previous: string[]) => [...previous, value], []);
+  for (const key of configKeys) {
+    const { arg, help } = AGENT_FLAGS[key];
+    cmd.addOption(new Option(`${flagName(key)} <${arg}>`, `${help} [env ${envName(key)}]`));
+  }
+  cmd.action(async (opts: Record<string, unknown>) => {
+    let config;
+    try {
+      const flags: Partial<Record<ConfigKey, unknown>> = {};
+      for (const key of configKeys) if (opts[camel(key)] !== undefined) flags[key] = opts[camel(key)];
+      config = loadConfig({ files: opts.config as string[], env: process.env, flags });
+    } catch (err) {
+      if (err instanceof ConfigError) {
+        process.stderr.write(`watchword: ${err.message}\n`);
+        process.exit(2);
+      }
+      throw err;
+    }
+    let daemon;
+    try {
+      daemon = await startDaemon(config);
+    } catch (err) {
+      process.stderr.write(`watchword: cannot start: ${(err as Error).message}\n`);
+      process.exit(1);
+    }
+    let stopping = false;
+    const stop = (signal: string): void => {
+      if (stopping) {
+        process.stderr.write(`watchword: ${signal} again, exiting now\n`);
+        process.exit(1);
+      }
+      stopping = true;
+      daemon.close().then(
+        () => process.exit(0),
+        (err: unknown) => {
+          process.stderr.write(`watchword: error while stopping: ${(err as Error).message}\n`);
+          process.exit(1);
+        },
+      );
+    };
+    process.on('SIGINT', () => stop('SIGINT'));
+    process.on('SIGTERM', () => stop('SIGTERM'));
+  });
+  return cmd;
+}
+
+export function buildProgram(): Command {
+  const program = new Command('watchword')
+    .description('ACL token and role service: one daemon per datacenter')
+    .version(VERSION, '-v, --version');
+  program.addCommand(agentCommand());
+  return program;
+}
+
+await buildProgram().parseAsync(process.argv);

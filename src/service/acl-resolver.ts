@@ -1,0 +1,117 @@
+import type { Clock } from '../domain/clock.js';
+import { WatchwordError, aclNotFound } from '../domain/errors.js';
+import { isExpired } from '../domain/expiry.js';
+import { isBuiltinPolicyID } from '../domain/builtins.js';
+import { ANONYMOUS_TOKEN_ID, ANONYMOUS_TOKEN_SECRET } from '../domain/ids.js';
+import { type ApplicablePolicy, Authorizer, type DefaultPolicy } from '../domain/rules/authorizer.js';
+import { parsePolicyRules, type ScopeRules } from '../domain/rules/policy.js';
+import { type SyntheticPolicy, syntheticPolicies } from '../domain/templates.js';
+import type { PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
+import type { Reader } from '../store/reader.js';
+
+/** Who is making a request: the token and what it may do. */
+export interface Identity {
+  token: TokenRecord;
+  /** True when no secret was sent and the anonymous token stands in. */
+  anonymous: boolean;
+  /** The secret the request carried ('' for anonymous), to protect the caller's own token. */
+  secret: string;
+  authorizer: Authorizer;
+}
+
+/** Everything reachable from a token: live policies, live roles, rendered identities. */
+export interface ReachablePolicies {
+  policies: PolicyRecord[];
+  roles: RoleRecord[];
+  synthetic: SyntheticPolicy[];
+}
+
+const RULE_CACHE_LIMIT = 10_000;
+
+export interface ResolverOptions {
+  datacenter: string;
+  defaultPolicy: DefaultPolicy;
+}
+
+/**
+ * Turns a request's secret into an Identity. A missing secret means the anonymous
+ * token; an unknown or expired one is "ACL not found", never anonymous.
+ */
+export class AclResolver {
+  /** Parsed rules keyed by content hash: the same text is parsed once. */
+  private readonly ruleCache = new Map<string, ScopeRules>();
+
+  constructor(
+    private readonly reader: Reader,
+    private readonly clock: Clock,
+    private readonly options: ResolverOptions,
+  ) {}
+
+  async resolve(secret: string | undefined): Promise<Identity> {
+    const anonymous = secret === undefined || secret === '';
+    const token = anonymous ? await this.reader.getToken(ANONYMOUS_TOKEN_ID) : await this.reader.getTokenBySecret(secret);
+    if (token === undefined || isExpired(token, this.clock.now())) {
+      if (anonymous) {
+        // Not yet created (a secondary before its first sync): an anonymous token with nothing attached.
+        throw new WatchwordError('ACL_NOT_FOUND', 'ACL not found: the anonymous token does not exist yet');
+      }
+      throw aclNotFound();
+    }
+    return {
+      token,
+      anonymous: anonymous || token.SecretID === ANONYMOUS_TOKEN_SECRET,
+      secret: anonymous ? '' : (secret as string),
+      authorizer: await this.authorizerFor(token),
+    };
+  }
+
+  /** Policies and roles reachable from a token or role's links, dangling links dropped. */
+  async reachable(subject: Pick<TokenRecord, 'Policies' | 'ServiceIdentities' | 'NodeIdentities' | 'TemplatedPolicies'> & { Roles?: TokenRecord['Roles'] }): Promise<ReachablePolicies> {
+    const roles = await this.reader.getRecords('roles', (subject.Roles ?? []).map((l) => l.ID));
+    const policyIDs = new Set(subject.Policies.map((l) => l.ID));
+    for (const r of roles) for (const l of r.Policies) policyIDs.add(l.ID);
+    const policies = await this.reader.getRecords('policies', [...policyIDs]);
+    const synthetic = new Map<string, SyntheticPolicy>();
+    for (const s of [subject, ...roles]) for (const p of syntheticPolicies(s)) synthetic.set(p.ID, p);
+    return { policies, roles, synthetic: [...synthetic.values()] };
+  }
+
+  private validHere(dcs: readonly string[] | undefined): boolean {
+    return dcs === undefined || dcs.length === 0 || dcs.includes(this.options.datacenter);
+  }
+
+  private rulesOf(cacheKey: string, text: string): ScopeRules {
+    let rules = this.ruleCache.get(cacheKey);
+    if (rules === undefined) {
+      try {
+        rules = parsePolicyRules(text);
+      } catch {
+        // Stored rules were validated on write; if they no longer parse, they grant nothing.
+        rules = { flags: {}, resources: [], namespaces: [], partitions: [] };
+      }
+      if (this.ruleCache.size >= RULE_CACHE_LIMIT) this.ruleCache.delete(this.ruleCache.keys().next().value as string);
+      this.ruleCache.set(cacheKey, rules);
+    }
+    return rules;
+  }
+
+  async authorizerFor(token: TokenRecord): Promise<Authorizer> {
+    const { policies, synthetic } = await this.reachable(token);
+    const applicable: ApplicablePolicy[] = [];
+    for (const p of policies) {
+      if (!this.validHere(p.Datacenters)) continue;
+      applicable.push({
+        rules: this.rulesOf(`p:${p.Hash}`, p.Rules),
+        namespace: p.Namespace,
+        partition: p.Partition,
+        builtin: isBuiltinPolicyID(p.ID),
+      });
+    }
+    for (const s of synthetic) {
+      if (!this.validHere(s.Datacenters)) continue;
+      // Rendered policies act in the namespace of the token that carries them.
+      applicable.push({ rules: this.rulesOf(`s:${s.ID}`, s.Rules), namespace: token.Namespace, partition: token.Partition, builtin: false });
+    }
+    return new Authorizer(token.Namespace, token.Partition, applicable, this.options.defaultPolicy);
+  }
+}

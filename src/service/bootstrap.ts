@@ -1,0 +1,141 @@
+import { readFile, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { BUILTIN_POLICIES, anonymousTokenRecord, builtinPolicyRecord } from '../domain/builtins.js';
+import type { Clock } from '../domain/clock.js';
+import { conflict, invalid, notPermitted } from '../domain/errors.js';
+import { rfc3339 } from '../domain/expiry.js';
+import { tokenHash } from '../domain/hash.js';
+import {
+  ANONYMOUS_TOKEN_ID,
+  DEFAULT_NAMESPACE,
+  DEFAULT_PARTITION,
+  GLOBAL_MANAGEMENT_POLICY_ID,
+  RESERVED_PREFIX,
+  generateID,
+  isReservedID,
+  isUUID,
+} from '../domain/ids.js';
+import type { TokenRecord } from '../domain/types.js';
+import type { Store, Tx } from '../store/store.js';
+import type { WriteResult } from './context.js';
+import type { TokenService } from './tokens.js';
+import type { TokenView } from './views.js';
+
+/** Bootstrap's response: the token plus `ID` equal to its SecretID (Consul's legacy field). */
+export type BootstrapView = TokenView & { ID: string };
+
+/** Where an operator writes the reset index to allow one more bootstrap. */
+export const BOOTSTRAP_RESET_FILE = 'acl-bootstrap-reset';
+
+export interface BootstrapOptions {
+  dataDir: string;
+  isPrimary: boolean;
+  primaryDatacenter: string;
+  primaryAddress?: string;
+}
+
+async function managementToken(tx: Tx, now: number, secret: string, description: string): Promise<TokenRecord> {
+  let accessor = generateID();
+  while ((await tx.getToken(accessor)) || (await tx.isSecretInUse(accessor))) accessor = generateID();
+  const base = {
+    Description: description,
+    Policies: [{ ID: GLOBAL_MANAGEMENT_POLICY_ID }],
+    Roles: [],
+    ServiceIdentities: [],
+    NodeIdentities: [],
+    TemplatedPolicies: [],
+    Local: false,
+  };
+  return {
+    AccessorID: accessor,
+    SecretID: secret,
+    ...base,
+    AuthMethod: '',
+    CreateTime: rfc3339(now),
+    Hash: tokenHash(base),
+    Namespace: DEFAULT_NAMESPACE,
+    Partition: DEFAULT_PARTITION,
+    CreateIndex: tx.index,
+    ModifyIndex: tx.index,
+  };
+}
+
+export class BootstrapService {
+  constructor(
+    private readonly store: Store,
+    private readonly tokens: TokenService,
+    private readonly clock: Clock,
+    private readonly options: BootstrapOptions,
+  ) {}
+
+  /** Creates the built-in policies and the anonymous token when missing (primary start-up). */
+  async ensureBuiltins(): Promise<void> {
+    await this.store.transact(async (tx) => {
+      for (const p of BUILTIN_POLICIES) {
+        if (!(await tx.getPolicy(p.ID))) await tx.putPolicy(builtinPolicyRecord(p, tx.index));
+      }
+      if (!(await tx.getToken(ANONYMOUS_TOKEN_ID))) await tx.putToken(anonymousTokenRecord(rfc3339(this.clock.now()), tx.index));
+    });
+  }
+
+  /**
+   * `--initial-management-token`: a management token with that secret, created once
+   * (nothing happens when a token already has it), marking ACLs as bootstrapped.
+   */
+  async ensureInitialManagementToken(secret: string): Promise<void> {
+    await this.store.transact(async (tx) => {
+      if (await tx.isSecretInUse(secret)) return;
+      await tx.putToken(await managementToken(tx, this.clock.now(), secret, 'Initial Management Token'));
+      tx.putBootstrap({ Bootstrapped: true, ResetIndex: tx.index });
+    });
+  }
+
+  private async readResetFile(): Promise<number | undefined> {
+    try {
+      const text = (await readFile(join(this.options.dataDir, BOOTSTRAP_RESET_FILE), 'utf8')).trim();
+      return /^\d+$/.test(text) ? Number(text) : Number.NaN;
+    } catch {
+      return undefined;
+    }
+  }
+
+  async bootstrap(bootstrapSecret: string | undefined): Promise<WriteResult<BootstrapView>> {
+    if (!this.options.isPrimary) {
+      const where = this.options.primaryAddress ? ` at ${this.options.primaryAddress}` : '';
+      throw notPermitted(`ACL bootstrap is only allowed in the primary datacenter; send it to ${this.options.primaryDatacenter}${where}`);
+    }
+    if (bootstrapSecret !== undefined && bootstrapSecret !== '') {
+      if (!isUUID(bootstrapSecret)) throw invalid('Invalid BootstrapSecret: not a valid UUID');
+      if (isReservedID(bootstrapSecret)) throw invalid(`Invalid BootstrapSecret: UUIDs with the prefix ${JSON.stringify(RESERVED_PREFIX)} are reserved`);
+    }
+    const resetFromFile = await this.readResetFile();
+    let usedReset = false;
+    const token = await this.store.transact(async (tx) => {
+      const state = await tx.getBootstrap();
+      if (state.Bootstrapped) {
+        if (resetFromFile === undefined) {
+          throw notPermitted(`ACL bootstrap no longer allowed (reset index: ${state.ResetIndex})`);
+        }
+        if (resetFromFile !== state.ResetIndex) {
+          throw notPermitted(`Invalid bootstrap reset index (specified ${Number.isNaN(resetFromFile) ? 'unreadable' : resetFromFile}, reset index: ${state.ResetIndex})`);
+        }
+        usedReset = true;
+      }
+      let secret = bootstrapSecret || undefined;
+      if (secret !== undefined) {
+        if ((await tx.isSecretInUse(secret)) || (await tx.getToken(secret))) throw conflict('Invalid BootstrapSecret: already in use');
+      } else {
+        secret = generateID();
+        while ((await tx.isSecretInUse(secret)) || (await tx.getToken(secret))) secret = generateID();
+      }
+      const record = await managementToken(tx, this.clock.now(), secret, 'Bootstrap Token (Global Management)');
+      await tx.putToken(record);
+      tx.putBootstrap({ Bootstrapped: true, ResetIndex: tx.index });
+      return record;
+    });
+    // The reset file allows one bootstrap: remove it so a restore cannot reuse it.
+    if (usedReset) await rm(join(this.options.dataDir, BOOTSTRAP_RESET_FILE), { force: true });
+    const view = await this.tokens.view(token, true);
+    return { value: { ...view, ID: token.SecretID }, index: token.ModifyIndex };
+  }
+}

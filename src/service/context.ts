@@ -1,0 +1,31 @@
+import type { ScopeHints } from './scope.js';
+
+/** What every use case gets from the edge: who is asking, and where they point. */
+export interface RequestContext {
+  /** The request's secret (`?token=`, `X-Service-Token`, aliases); undefined for none. */
+  secret?: string;
+  /** Namespace/partition from query or headers. */
+  hints: ScopeHints;
+}
+
+/** A write's result and the index of its change (sent as X-Service-Index). */
+export interface WriteResult<T> {
+  value: T;
+  index: number;
+}
+
+/** Facts about the daemon that responses report. */
+export interface AgentInfo {
+  datacenter: string;
+  primaryDatacenter: string;
+  nodeName: string;
+  defaultPolicy: 'allow' | 'deny';
+  /** What a secondary does when the primary is unreachable (reported, as Consul does). */
+  downPolicy: string;
+  /** This daemon's HTTP address (host:port) once listening. */
+  address(): string;
+  /** True on the primary, or on a secondary connected to it. */
+  knownLeader(): boolean;
+  /** Milliseconds since the last contact with the primary; 0 on the primary. */
+  lastContactMs(): number;
+}

@@ -1,0 +1,64 @@
+import { invalid } from '../domain/errors.js';
+import { DEFAULT_NAMESPACE } from '../domain/ids.js';
+import { dedupeLinks } from '../domain/grants.js';
+import type { Link, NamedLink, PolicyRecord, RoleRecord, Scope } from '../domain/types.js';
+import type { Reader } from '../store/reader.js';
+
+export type LinkKind = 'policy' | 'role';
+
+/** A link as a client writes it: by ID, by name, or both (ID wins). */
+export interface LinkInput {
+  ID?: string;
+  Name?: string;
+}
+
+type Linkable = PolicyRecord | RoleRecord;
+
+const TABLE = { policy: 'policies', role: 'roles' } as const;
+
+/** A linked object is usable from `scope` when it lives there or in the partition's default namespace. */
+const reachableFrom = (target: Linkable, scope: Scope): boolean =>
+  target.Partition === scope.Partition && (target.Namespace === scope.Namespace || target.Namespace === DEFAULT_NAMESPACE);
+
+async function byName(reader: Reader, kind: LinkKind, scope: Scope, name: string): Promise<Linkable | undefined> {
+  const get = (s: Scope) => (kind === 'policy' ? reader.getPolicyByName(s, name) : reader.getRoleByName(s, name));
+  return (await get(scope)) ?? (scope.Namespace === DEFAULT_NAMESPACE ? undefined : get({ ...scope, Namespace: DEFAULT_NAMESPACE }));
+}
+
+/**
+ * Resolves links given by ID or name to stored IDs, in the owner's scope with the
+ * fallback to the default namespace. A link to nothing is a 400 in Consul's words.
+ * Duplicates collapse by ID, first kept, order kept.
+ */
+export async function resolveLinks(reader: Reader, kind: LinkKind, links: readonly LinkInput[] | undefined, scope: Scope): Promise<Link[]> {
+  const out: Link[] = [];
+  for (const link of links ?? []) {
+    const id = link.ID !== undefined && link.ID !== '' ? link.ID : undefined;
+    const name = link.Name !== undefined && link.Name !== '' ? link.Name : undefined;
+    if (id !== undefined) {
+      const target = (await reader.getRecord(TABLE[kind], id)) as Linkable | undefined;
+      if (target === undefined || !reachableFrom(target, scope)) throw invalid(`No such ACL ${kind} with ID ${JSON.stringify(id)}`);
+      out.push({ ID: target.ID });
+    } else if (name !== undefined) {
+      const target = await byName(reader, kind, scope, name);
+      if (target === undefined) throw invalid(`No such ACL ${kind} with name ${JSON.stringify(name)}`);
+      out.push({ ID: target.ID });
+    } else {
+      throw invalid(`${kind === 'policy' ? 'Policy' : 'Role'} link is missing both ID and Name`);
+    }
+  }
+  return dedupeLinks(out);
+}
+
+/** Links with names resolved now; links whose target is gone are dropped. */
+export async function namedLinks(reader: Reader, kind: LinkKind, links: readonly Link[]): Promise<NamedLink[]> {
+  if (links.length === 0) return [];
+  const targets = (await reader.getRecords(TABLE[kind], links.map((l) => l.ID))) as Linkable[];
+  const names = new Map(targets.map((t) => [t.ID, t.Name]));
+  const out: NamedLink[] = [];
+  for (const l of links) {
+    const name = names.get(l.ID);
+    if (name !== undefined) out.push({ ID: l.ID, Name: name });
+  }
+  return out;
+}

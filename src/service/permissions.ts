@@ -1,0 +1,36 @@
+import { WatchwordError } from '../domain/errors.js';
+import { DEFAULT_NAMESPACE, DEFAULT_PARTITION } from '../domain/ids.js';
+import type { Scope } from '../domain/types.js';
+import type { Identity } from './acl-resolver.js';
+
+export type AclLevel = 'read' | 'write';
+
+function where(scope: Scope): string {
+  const parts: string[] = [];
+  if (scope.Partition !== DEFAULT_PARTITION) parts.push(`partition "${scope.Partition}"`);
+  if (scope.Namespace !== DEFAULT_NAMESPACE) parts.push(`namespace "${scope.Namespace}"`);
+  return parts.length > 0 ? ` in ${parts.join(' ')}` : '';
+}
+
+export function permissionDenied(identity: Identity, level: AclLevel, scope: Scope): WatchwordError {
+  const permission = `acl:${level}`;
+  if (identity.anonymous) {
+    return new WatchwordError(
+      'PERMISSION_DENIED',
+      `Permission denied: anonymous token lacks permission '${permission}'${where(scope)}. The anonymous token is used implicitly when a request does not specify a token.`,
+    );
+  }
+  return new WatchwordError(
+    'PERMISSION_DENIED',
+    `Permission denied: token with AccessorID '${identity.token.AccessorID}' lacks permission '${permission}'${where(scope)}`,
+  );
+}
+
+/** Throws PERMISSION_DENIED unless the identity holds `acl:<level>` in the scope. */
+export function requireAcl(identity: Identity, level: AclLevel, scope: Scope): void {
+  const ok =
+    level === 'write'
+      ? identity.authorizer.canWrite(scope.Partition, scope.Namespace)
+      : identity.authorizer.canRead(scope.Partition, scope.Namespace);
+  if (!ok) throw permissionDenied(identity, level, scope);
+}

@@ -1,0 +1,151 @@
+import { isBuiltinPolicyID } from '../domain/builtins.js';
+import { conflict, invalid, notFound, notPermitted } from '../domain/errors.js';
+import { policyHash } from '../domain/hash.js';
+import { generateID, isUUID } from '../domain/ids.js';
+import { checkBuiltinPolicyUpdate, checkPolicyDatacenters, checkPolicyName, checkPolicyRules } from '../domain/policy-object.js';
+import type { PolicyRecord, Scope } from '../domain/types.js';
+import type { Store, Tx } from '../store/store.js';
+import type { AclResolver } from './acl-resolver.js';
+import type { RequestContext, WriteResult } from './context.js';
+import { requireAcl } from './permissions.js';
+import { type BodyScope, WILDCARD, selectScope } from './scope.js';
+import { type PolicyView, policyView } from './views.js';
+
+export interface PolicyInput extends BodyScope {
+  ID?: string;
+  Name?: string;
+  Description?: string;
+  Rules?: string;
+  Datacenters?: string[];
+}
+
+const notFoundPolicy = (what: string) => notFound(`Cannot find policy ${what}`);
+
+const inScope = (p: PolicyRecord | undefined, scope: Scope): PolicyRecord | undefined =>
+  p && p.Namespace === scope.Namespace && p.Partition === scope.Partition ? p : undefined;
+
+export class PolicyService {
+  constructor(
+    private readonly store: Store,
+    private readonly resolver: AclResolver,
+  ) {}
+
+  async read(ctx: RequestContext, id: string): Promise<PolicyView> {
+    const identity = await this.resolver.resolve(ctx.secret);
+    const scope = selectScope(identity, ctx.hints);
+    requireAcl(identity, 'read', scope);
+    const policy = isUUID(id) ? inScope(await this.store.reader.getPolicy(id), scope) : undefined;
+    if (!policy) throw notFoundPolicy(JSON.stringify(id));
+    return policyView(policy);
+  }
+
+  async readByName(ctx: RequestContext, name: string): Promise<PolicyView> {
+    const identity = await this.resolver.resolve(ctx.secret);
+    const scope = selectScope(identity, ctx.hints);
+    requireAcl(identity, 'read', scope);
+    const policy = await this.store.reader.getPolicyByName(scope, name);
+    if (!policy) throw notFoundPolicy(`with name ${JSON.stringify(name)}`);
+    return policyView(policy);
+  }
+
+  async list(ctx: RequestContext): Promise<PolicyView[]> {
+    const identity = await this.resolver.resolve(ctx.secret);
+    const scope = selectScope(identity, ctx.hints, undefined, true);
+    const wildcard = scope.Namespace === WILDCARD;
+    if (!wildcard) requireAcl(identity, 'read', scope);
+    const policies = await this.store.reader.listPolicies(scope.Partition, wildcard ? undefined : [scope.Namespace]);
+    return policies
+      .filter((p) => !wildcard || identity.authorizer.canRead(p.Partition, p.Namespace))
+      .map((p) => policyView(p, false));
+  }
+
+  async create(ctx: RequestContext, input: PolicyInput): Promise<WriteResult<PolicyView>> {
+    const identity = await this.resolver.resolve(ctx.secret);
+    const scope = selectScope(identity, ctx.hints, input);
+    requireAcl(identity, 'write', scope);
+    if (input.ID) throw invalid('Invalid Policy: ID must not be set when creating a policy; use PUT /v1/acl/policy/:id to update');
+    const fields = checkFields(input);
+    checkPolicyName(fields.Name);
+    const policy = await this.store.transact(async (tx) => {
+      await checkNameFree(tx, scope, fields.Name, undefined);
+      const record: PolicyRecord = {
+        ID: await freshPolicyID(tx),
+        ...fields,
+        Hash: policyHash(fields),
+        Namespace: scope.Namespace,
+        Partition: scope.Partition,
+        CreateIndex: tx.index,
+        ModifyIndex: tx.index,
+      };
+      await tx.putPolicy(record);
+      return record;
+    });
+    return { value: policyView(policy), index: policy.ModifyIndex };
+  }
+
+  async update(ctx: RequestContext, id: string, input: PolicyInput): Promise<WriteResult<PolicyView>> {
+    const identity = await this.resolver.resolve(ctx.secret);
+    const scope = selectScope(identity, ctx.hints, input);
+    requireAcl(identity, 'write', scope);
+    if (!isUUID(id)) throw invalid('Policy ID is not a valid UUID');
+    if (input.ID && input.ID !== id) throw invalid('Policy ID in URL and payload do not match');
+    const fields = checkFields(input);
+    const policy = await this.store.transact(async (tx) => {
+      const existing = inScope(await tx.getPolicy(id), scope);
+      if (!existing) throw notFoundPolicy(JSON.stringify(id));
+      // A built-in keeps its reserved name without tripping the "builtin/" rule.
+      if (!(isBuiltinPolicyID(id) && fields.Name === existing.Name)) checkPolicyName(fields.Name);
+      checkBuiltinPolicyUpdate(existing, fields);
+      if (fields.Name.toLowerCase() !== existing.Name.toLowerCase()) await checkNameFree(tx, scope, fields.Name, id);
+      const record: PolicyRecord = { ...existing, ...fields, Hash: policyHash(fields), ModifyIndex: tx.index };
+      if (fields.Datacenters === undefined) delete record.Datacenters;
+      await tx.putPolicy(record);
+      return record;
+    });
+    return { value: policyView(policy), index: policy.ModifyIndex };
+  }
+
+  async delete(ctx: RequestContext, id: string): Promise<WriteResult<boolean>> {
+    const identity = await this.resolver.resolve(ctx.secret);
+    const scope = selectScope(identity, ctx.hints);
+    requireAcl(identity, 'write', scope);
+    if (!isUUID(id)) throw invalid('Policy ID is not a valid UUID');
+    let index = this.store.currentIndex();
+    const deleted = await this.store.transact(async (tx) => {
+      const existing = inScope(await tx.getPolicy(id), scope);
+      if (!existing) return false;
+      if (isBuiltinPolicyID(id)) throw notPermitted(`Delete operation not permitted on the builtin ${existing.Name} policy`);
+      index = tx.index;
+      // Links to it stay in tokens and roles and are dropped at read time.
+      return tx.deletePolicy(id);
+    });
+    return { value: deleted, index: Math.max(index, 1) };
+  }
+}
+
+function checkFields(input: PolicyInput): Pick<PolicyRecord, 'Name' | 'Description' | 'Rules' | 'Datacenters'> {
+  const name = input.Name ?? '';
+  if (name === '') throw invalid('Invalid Policy: no Name is set');
+  const rules = input.Rules ?? '';
+  checkPolicyRules(rules);
+  const dcs = input.Datacenters ?? [];
+  checkPolicyDatacenters(dcs);
+  return {
+    Name: name,
+    Description: input.Description ?? '',
+    Rules: rules,
+    ...(dcs.length > 0 ? { Datacenters: [...new Set(dcs)] } : {}),
+  };
+}
+
+async function checkNameFree(tx: Tx, scope: Scope, name: string, selfID: string | undefined): Promise<void> {
+  const other = await tx.getPolicyByName(scope, name);
+  if (other && other.ID !== selfID) throw conflict(`Invalid Policy: A Policy with Name ${JSON.stringify(name)} already exists`);
+}
+
+async function freshPolicyID(tx: Tx): Promise<string> {
+  for (;;) {
+    const id = generateID();
+    if (!(await tx.getPolicy(id))) return id;
+  }
+}

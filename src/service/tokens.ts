@@ -1,0 +1,327 @@
+import type { Clock } from '../domain/clock.js';
+import { conflict, invalid, notFound, notPermitted } from '../domain/errors.js';
+import { type ExpiryLimits, isExpired, resolveExpiration, rfc3339 } from '../domain/expiry.js';
+import { type NodeIdentityInput, type ServiceIdentityInput, type TemplatedPolicyInput, normalizeNodeIdentities, normalizeServiceIdentities, normalizeTemplatedPolicies } from '../domain/grants.js';
+import { tokenHash } from '../domain/hash.js';
+import { ANONYMOUS_TOKEN_ID, RESERVED_PREFIX, generateID, isReservedID, isUUID } from '../domain/ids.js';
+import type { Scope, TokenRecord } from '../domain/types.js';
+import type { Reader } from '../store/reader.js';
+import type { Store, Tx } from '../store/store.js';
+import type { AclResolver, Identity } from './acl-resolver.js';
+import type { AgentInfo, RequestContext, WriteResult } from './context.js';
+import { type LinkInput, namedLinks, resolveLinks } from './links.js';
+import { requireAcl } from './permissions.js';
+import { type BodyScope, WILDCARD, selectScope } from './scope.js';
+import { type PolicyView, type RoleView, type TokenView, policyView, roleView, tokenView } from './views.js';
+import type { SyntheticPolicy } from '../domain/templates.js';
+
+/** A token as a client sends it, after decoding (times in ms). */
+export interface TokenInput extends BodyScope {
+  AccessorID?: string;
+  SecretID?: string;
+  Description?: string;
+  Policies?: LinkInput[];
+  Roles?: LinkInput[];
+  ServiceIdentities?: ServiceIdentityInput[];
+  NodeIdentities?: NodeIdentityInput[];
+  TemplatedPolicies?: TemplatedPolicyInput[];
+  Local?: boolean;
+  AuthMethod?: string;
+  /** Expiration time, ms since the epoch. */
+  ExpirationTime?: number;
+  /** Lifetime, ms. */
+  ExpirationTTL?: number;
+}
+
+export interface CloneInput extends BodyScope {
+  Description?: string;
+}
+
+export interface TokenListQuery {
+  policy?: string;
+  role?: string;
+  servicename?: string;
+  authmethod?: string;
+  authmethodNamespace?: string;
+}
+
+/** The expanded read: the token plus everything that shapes its permissions. */
+export type ExpandedTokenView = TokenView & {
+  ExpandedPolicies: Array<PolicyView | SyntheticPolicy>;
+  ExpandedRoles: RoleView[];
+  NamespaceDefaultPolicyIDs: string[] | null;
+  NamespaceDefaultRoleIDs: string[] | null;
+  AgentACLDefaultPolicy: string;
+  AgentACLDownPolicy: string;
+  ResolvedByAgent: string;
+};
+
+export interface TokenServiceOptions {
+  limits: ExpiryLimits;
+}
+
+const notFoundToken = (id: string) => notFound(`Cannot find token ${JSON.stringify(id)}`);
+
+export class TokenService {
+  constructor(
+    private readonly store: Store,
+    private readonly resolver: AclResolver,
+    private readonly clock: Clock,
+    private readonly options: TokenServiceOptions,
+  ) {}
+
+  private get reader(): Reader {
+    return this.store.reader;
+  }
+
+  /** The response view: names resolved now, secret shown only to acl:write in the token's scope. */
+  async view(token: TokenRecord, showSecret: boolean): Promise<TokenView> {
+    const [policies, roles] = await Promise.all([
+      namedLinks(this.reader, 'policy', token.Policies),
+      namedLinks(this.reader, 'role', token.Roles),
+    ]);
+    return tokenView(token, { policies, roles }, showSecret);
+  }
+
+  private canSeeSecret(identity: Identity, token: TokenRecord): boolean {
+    return identity.authorizer.canWrite(token.Partition, token.Namespace);
+  }
+
+  /** A live token in the given scope, or undefined (expired counts as gone). */
+  private live(token: TokenRecord | undefined, scope: Scope): TokenRecord | undefined {
+    if (token === undefined || isExpired(token, this.clock.now())) return undefined;
+    if (token.Namespace !== scope.Namespace || token.Partition !== scope.Partition) return undefined;
+    return token;
+  }
+
+  async read(ctx: RequestContext, accessorID: string): Promise<{ identity: Identity; token: TokenRecord; view: TokenView }> {
+    const identity = await this.resolver.resolve(ctx.secret);
+    const scope = selectScope(identity, ctx.hints);
+    requireAcl(identity, 'read', scope);
+    const token = isUUID(accessorID) ? this.live(await this.reader.getToken(accessorID), scope) : undefined;
+    if (!token) throw notFoundToken(accessorID);
+    return { identity, token, view: await this.view(token, this.canSeeSecret(identity, token)) };
+  }
+
+  async readExpanded(ctx: RequestContext, accessorID: string, agent: AgentInfo): Promise<ExpandedTokenView> {
+    const { token, view } = await this.read(ctx, accessorID);
+    const { policies, roles, synthetic } = await this.resolver.reachable(token);
+    const expandedRoles = await Promise.all(roles.map(async (r) => roleView(r, await namedLinks(this.reader, 'policy', r.Policies))));
+    return {
+      ...view,
+      ExpandedPolicies: [...policies.map((p) => policyView(p)), ...synthetic],
+      ExpandedRoles: expandedRoles,
+      NamespaceDefaultPolicyIDs: null,
+      NamespaceDefaultRoleIDs: null,
+      AgentACLDefaultPolicy: agent.defaultPolicy,
+      AgentACLDownPolicy: agent.downPolicy,
+      ResolvedByAgent: agent.nodeName,
+    };
+  }
+
+  async readSelf(ctx: RequestContext): Promise<TokenView> {
+    const identity = await this.resolver.resolve(ctx.secret);
+    return this.view(identity.token, true);
+  }
+
+  async list(ctx: RequestContext, q: TokenListQuery): Promise<TokenView[]> {
+    const identity = await this.resolver.resolve(ctx.secret);
+    const scope = selectScope(identity, ctx.hints, undefined, true);
+    const filters = [q.policy, q.role, q.servicename, q.authmethod].filter((f) => f !== undefined && f !== '');
+    if (filters.length > 1) throw invalid('Only one of the policy, role, servicename and authmethod filters may be given at a time');
+    const wildcard = scope.Namespace === WILDCARD;
+    if (!wildcard) requireAcl(identity, 'read', scope);
+    let authMethodNamespace: string | undefined;
+    if (q.authmethod) authMethodNamespace = q.authmethodNamespace || (wildcard ? undefined : scope.Namespace);
+    const tokens = await this.reader.listTokens({
+      partition: scope.Partition,
+      ...(wildcard ? {} : { namespaces: [scope.Namespace] }),
+      ...(q.policy ? { policy: q.policy } : {}),
+      ...(q.role ? { role: q.role } : {}),
+      ...(q.servicename ? { serviceName: q.servicename } : {}),
+      ...(q.authmethod ? { authMethod: q.authmethod } : {}),
+      ...(authMethodNamespace !== undefined ? { authMethodNamespace } : {}),
+    });
+    const now = this.clock.now();
+    const out: TokenView[] = [];
+    for (const t of tokens) {
+      if (isExpired(t, now)) continue;
+      if (wildcard && !identity.authorizer.canRead(t.Partition, t.Namespace)) continue;
+      out.push(await this.view(t, this.canSeeSecret(identity, t)));
+    }
+    return out;
+  }
+
+  async create(ctx: RequestContext, input: TokenInput): Promise<WriteResult<TokenView>> {
+    const identity = await this.resolver.resolve(ctx.secret);
+    const scope = selectScope(identity, ctx.hints, input);
+    requireAcl(identity, 'write', scope);
+    const now = this.clock.now();
+    const accessorID = input.AccessorID || undefined;
+    const secretID = input.SecretID || undefined;
+    checkNewID('AccessorID', accessorID);
+    checkNewID('SecretID', secretID);
+    if (accessorID !== undefined && accessorID === secretID) throw invalid('Invalid Token: AccessorID and SecretID must differ');
+    if (input.AuthMethod) throw invalid('AuthMethod field is disallowed outside of login');
+    const expires = resolveExpiration(
+      { ...(input.ExpirationTTL !== undefined ? { ttl: input.ExpirationTTL } : {}), ...(input.ExpirationTime !== undefined ? { time: input.ExpirationTime } : {}) },
+      now,
+      this.options.limits,
+    );
+    const local = input.Local ?? false;
+    const grants = normalizeGrants(input, local);
+    const token = await this.store.transact(async (tx) => {
+      const accessor = accessorID ?? (await freshID(tx));
+      const secret = secretID ?? (await freshID(tx));
+      if (accessorID !== undefined && ((await tx.getToken(accessorID)) || (await tx.isSecretInUse(accessorID)))) {
+        throw conflict('Invalid Token: AccessorID is already in use');
+      }
+      if (secretID !== undefined && ((await tx.isSecretInUse(secretID)) || (await tx.getToken(secretID)))) {
+        throw conflict('Invalid Token: SecretID is already in use');
+      }
+      const base = {
+        Description: input.Description ?? '',
+        Policies: await resolveLinks(tx, 'policy', input.Policies, scope),
+        Roles: await resolveLinks(tx, 'role', input.Roles, scope),
+        ...grants,
+        Local: local,
+      };
+      const record: TokenRecord = {
+        AccessorID: accessor,
+        SecretID: secret,
+        ...base,
+        AuthMethod: '',
+        ...(expires !== undefined ? { ExpirationTime: rfc3339(expires) } : {}),
+        CreateTime: rfc3339(now),
+        Hash: tokenHash(base),
+        Namespace: scope.Namespace,
+        Partition: scope.Partition,
+        CreateIndex: tx.index,
+        ModifyIndex: tx.index,
+      };
+      await tx.putToken(record);
+      return record;
+    });
+    return { value: await this.view(token, true), index: token.ModifyIndex };
+  }
+
+  async update(ctx: RequestContext, accessorID: string, input: TokenInput): Promise<WriteResult<TokenView>> {
+    const identity = await this.resolver.resolve(ctx.secret);
+    const scope = selectScope(identity, ctx.hints, input);
+    requireAcl(identity, 'write', scope);
+    if (!isUUID(accessorID)) throw invalid('AccessorID is not a valid UUID');
+    if (input.AccessorID && input.AccessorID !== accessorID) throw invalid('Token Accessor ID in URL and payload do not match');
+    if (input.ExpirationTTL !== undefined && input.ExpirationTTL !== 0) throw invalid(`Cannot change expiration time of ${accessorID}`);
+    const token = await this.store.transact(async (tx) => {
+      const existing = this.live(await tx.getToken(accessorID), scope);
+      if (!existing) throw notFoundToken(accessorID);
+      if (input.SecretID && input.SecretID !== existing.SecretID) throw invalid("Changing a token's SecretID is not permitted");
+      if ((input.Local ?? false) !== existing.Local) throw invalid(`Cannot toggle local mode of ${accessorID}`);
+      if (input.AuthMethod && input.AuthMethod !== existing.AuthMethod) throw invalid(`Cannot change AuthMethod of ${accessorID}`);
+      if (input.ExpirationTime !== undefined) {
+        const stored = existing.ExpirationTime === undefined ? undefined : Date.parse(existing.ExpirationTime);
+        if (stored !== input.ExpirationTime) throw invalid(`Cannot change expiration time of ${accessorID}`);
+      }
+      const base = {
+        Description: input.Description ?? '',
+        Policies: await resolveLinks(tx, 'policy', input.Policies, scope),
+        Roles: await resolveLinks(tx, 'role', input.Roles, scope),
+        ...normalizeGrants(input, existing.Local),
+        Local: existing.Local,
+      };
+      const record: TokenRecord = {
+        ...existing,
+        ...base,
+        Hash: tokenHash(base),
+        ModifyIndex: tx.index,
+      };
+      await tx.putToken(record);
+      return record;
+    });
+    return { value: await this.view(token, true), index: token.ModifyIndex };
+  }
+
+  async clone(ctx: RequestContext, accessorID: string, input: CloneInput): Promise<WriteResult<TokenView>> {
+    const identity = await this.resolver.resolve(ctx.secret);
+    const scope = selectScope(identity, ctx.hints, input);
+    requireAcl(identity, 'write', scope);
+    const now = this.clock.now();
+    const token = await this.store.transact(async (tx) => {
+      const source = isUUID(accessorID) ? this.live(await tx.getToken(accessorID), scope) : undefined;
+      if (!source) throw notFoundToken(accessorID);
+      if (source.AuthMethod) throw invalid('Cannot clone a token created from an auth method');
+      const expires = source.ExpirationTime === undefined ? undefined : resolveExpiration({ time: Date.parse(source.ExpirationTime) }, now, this.options.limits);
+      // Only live links are copied: a dangling link is invisible on the source too.
+      const live = async (kind: 'policy' | 'role', links: TokenRecord['Policies']) =>
+        (await namedLinks(tx, kind, links)).map((l) => ({ ID: l.ID }));
+      const base = {
+        Description: input.Description ? input.Description : source.Description,
+        Policies: await live('policy', source.Policies),
+        Roles: await live('role', source.Roles),
+        ServiceIdentities: source.ServiceIdentities,
+        NodeIdentities: source.NodeIdentities,
+        TemplatedPolicies: source.TemplatedPolicies,
+        Local: source.Local,
+      };
+      const record: TokenRecord = {
+        AccessorID: await freshID(tx),
+        SecretID: await freshID(tx),
+        ...base,
+        AuthMethod: '',
+        ...(expires !== undefined ? { ExpirationTime: rfc3339(expires) } : {}),
+        CreateTime: rfc3339(now),
+        Hash: tokenHash(base),
+        Namespace: source.Namespace,
+        Partition: source.Partition,
+        CreateIndex: tx.index,
+        ModifyIndex: tx.index,
+      };
+      await tx.putToken(record);
+      return record;
+    });
+    return { value: await this.view(token, true), index: token.ModifyIndex };
+  }
+
+  async delete(ctx: RequestContext, accessorID: string): Promise<WriteResult<boolean>> {
+    const identity = await this.resolver.resolve(ctx.secret);
+    const scope = selectScope(identity, ctx.hints);
+    requireAcl(identity, 'write', scope);
+    if (!isUUID(accessorID)) throw invalid('Accessor ID is missing or an invalid UUID');
+    if (accessorID.toLowerCase() === ANONYMOUS_TOKEN_ID) throw notPermitted('Delete operation not permitted on the anonymous token');
+    let index = this.store.currentIndex();
+    const deleted = await this.store.transact(async (tx) => {
+      const existing = await tx.getToken(accessorID);
+      // Expired tokens can still be deleted; tokens of another scope are not visible here.
+      if (!existing || existing.Namespace !== scope.Namespace || existing.Partition !== scope.Partition) return false;
+      if (identity.secret !== '' && existing.SecretID === identity.secret) {
+        throw notPermitted("Deletion of the request's authorization token is not permitted");
+      }
+      index = tx.index;
+      return tx.deleteToken(accessorID);
+    });
+    return { value: deleted, index: Math.max(index, 1) };
+  }
+}
+
+function checkNewID(field: 'AccessorID' | 'SecretID', id: string | undefined): void {
+  if (id === undefined) return;
+  if (!isUUID(id)) throw invalid(`Invalid Token: ${field} is not a valid UUID`);
+  if (isReservedID(id)) throw invalid(`Invalid Token: UUIDs with the prefix ${JSON.stringify(RESERVED_PREFIX)} are reserved`);
+}
+
+/** A generated ID not used as any token's accessor or secret. */
+async function freshID(tx: Tx): Promise<string> {
+  for (;;) {
+    const id = generateID();
+    if (!(await tx.getToken(id)) && !(await tx.isSecretInUse(id))) return id;
+  }
+}
+
+function normalizeGrants(input: TokenInput, local: boolean) {
+  return {
+    ServiceIdentities: normalizeServiceIdentities(input.ServiceIdentities ?? [], 'token', local),
+    NodeIdentities: normalizeNodeIdentities(input.NodeIdentities ?? [], 'token'),
+    TemplatedPolicies: normalizeTemplatedPolicies(input.TemplatedPolicies ?? [], 'token', local),
+  };
+}
+

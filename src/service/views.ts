@@ -1,0 +1,119 @@
+import type { NamedLink, NodeIdentity, PolicyRecord, RoleRecord, ServiceIdentity, TemplatedPolicyLink, TokenRecord } from '../domain/types.js';
+
+/** What a caller without acl:write sees in place of a secret. */
+export const REDACTED = '<hidden>';
+
+/**
+ * Response shapes. Empty arrays are omitted (as Consul does); Description and Local are
+ * always present; key order follows Consul's.
+ */
+export interface TokenView {
+  AccessorID: string;
+  SecretID: string;
+  Description: string;
+  Policies?: NamedLink[];
+  Roles?: NamedLink[];
+  ServiceIdentities?: ServiceIdentity[];
+  NodeIdentities?: NodeIdentity[];
+  TemplatedPolicies?: TemplatedPolicyLink[];
+  Local: boolean;
+  AuthMethod?: string;
+  AuthMethodNamespace?: string;
+  ExpirationTime?: string;
+  CreateTime: string;
+  Hash: string;
+  Namespace: string;
+  Partition: string;
+  CreateIndex: number;
+  ModifyIndex: number;
+}
+
+export interface PolicyView {
+  ID: string;
+  Name: string;
+  Description: string;
+  Rules?: string;
+  Datacenters?: string[];
+  Hash: string;
+  Namespace: string;
+  Partition: string;
+  CreateIndex: number;
+  ModifyIndex: number;
+}
+
+export interface RoleView {
+  ID: string;
+  Name: string;
+  Description: string;
+  Policies?: NamedLink[];
+  ServiceIdentities?: ServiceIdentity[];
+  NodeIdentities?: NodeIdentity[];
+  TemplatedPolicies?: TemplatedPolicyLink[];
+  Hash: string;
+  Namespace: string;
+  Partition: string;
+  CreateIndex: number;
+  ModifyIndex: number;
+}
+
+const some = <T>(list: readonly T[] | undefined): T[] | undefined => (list && list.length > 0 ? [...list] : undefined);
+
+function compact<T extends object>(obj: T): T {
+  for (const k of Object.keys(obj) as Array<keyof T>) if (obj[k] === undefined) delete obj[k];
+  return obj;
+}
+
+export function tokenView(t: TokenRecord, links: { policies: NamedLink[]; roles: NamedLink[] }, showSecret: boolean): TokenView {
+  return compact<TokenView>({
+    AccessorID: t.AccessorID,
+    SecretID: showSecret ? t.SecretID : REDACTED,
+    Description: t.Description,
+    Policies: some(links.policies),
+    Roles: some(links.roles),
+    ServiceIdentities: some(t.ServiceIdentities),
+    NodeIdentities: some(t.NodeIdentities),
+    TemplatedPolicies: some(t.TemplatedPolicies),
+    Local: t.Local,
+    AuthMethod: t.AuthMethod || undefined,
+    AuthMethodNamespace: t.AuthMethod ? t.AuthMethodNamespace : undefined,
+    ExpirationTime: t.ExpirationTime,
+    CreateTime: t.CreateTime,
+    Hash: t.Hash,
+    Namespace: t.Namespace,
+    Partition: t.Partition,
+    CreateIndex: t.CreateIndex,
+    ModifyIndex: t.ModifyIndex,
+  });
+}
+
+export function policyView(p: PolicyRecord, withRules = true): PolicyView {
+  return compact<PolicyView>({
+    ID: p.ID,
+    Name: p.Name,
+    Description: p.Description,
+    Rules: withRules ? p.Rules : undefined,
+    Datacenters: some(p.Datacenters),
+    Hash: p.Hash,
+    Namespace: p.Namespace,
+    Partition: p.Partition,
+    CreateIndex: p.CreateIndex,
+    ModifyIndex: p.ModifyIndex,
+  });
+}
+
+export function roleView(r: RoleRecord, policies: NamedLink[]): RoleView {
+  return compact<RoleView>({
+    ID: r.ID,
+    Name: r.Name,
+    Description: r.Description,
+    Policies: some(policies),
+    ServiceIdentities: some(r.ServiceIdentities),
+    NodeIdentities: some(r.NodeIdentities),
+    TemplatedPolicies: some(r.TemplatedPolicies),
+    Hash: r.Hash,
+    Namespace: r.Namespace,
+    Partition: r.Partition,
+    CreateIndex: r.CreateIndex,
+    ModifyIndex: r.ModifyIndex,
+  });
+}
