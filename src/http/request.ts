@@ -1,7 +1,7 @@
 import type { FastifyRequest } from 'fastify';
 import { invalid } from '../domain/errors.js';
 import type { RequestContext } from '../service/context.js';
-import type { ScopeHints } from '../service/scope.js';
+import { type ScopeHints, WILDCARD, checkScopeName } from '../service/scope.js';
 
 type Query = Record<string, string | string[] | undefined>;
 
@@ -40,6 +40,9 @@ export function requestSecret(request: FastifyRequest): string | undefined {
 export function scopeHints(request: FastifyRequest): ScopeHints {
   const namespace = queryParam(request, 'ns') || header(request, 'x-service-namespace') || header(request, 'x-consul-namespace');
   const partition = queryParam(request, 'partition') || header(request, 'x-service-partition') || header(request, 'x-consul-partition');
+  // Malformed names are refused on every route, even ones that do not use them.
+  if (namespace && namespace !== WILDCARD) checkScopeName('namespace', namespace);
+  if (partition) checkScopeName('partition', partition);
   return { ...(namespace ? { namespace } : {}), ...(partition ? { partition } : {}) };
 }
 

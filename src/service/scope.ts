@@ -22,7 +22,7 @@ export interface BodyScope {
 
 export const WILDCARD = '*';
 
-function check(kind: 'namespace' | 'partition', value: string): string {
+export function checkScopeName(kind: 'namespace' | 'partition', value: string): string {
   if (!NAME_RE.test(value)) {
     throw invalid(`Invalid ${kind} name ${JSON.stringify(value)}: use 1 to 63 lowercase letters, digits and '-', starting with a letter or digit`);
   }
@@ -39,7 +39,7 @@ export function selectScope(identity: Identity, hints: ScopeHints, body?: BodySc
   const partition = nonEmpty(body?.Partition) ?? nonEmpty(hints.partition) ?? identity.token.Partition ?? DEFAULT_PARTITION;
   const namespace = nonEmpty(body?.Namespace) ?? nonEmpty(hints.namespace) ?? identity.token.Namespace ?? DEFAULT_NAMESPACE;
   return {
-    Partition: check('partition', partition),
-    Namespace: allowWildcard && namespace === WILDCARD ? WILDCARD : check('namespace', namespace),
+    Partition: checkScopeName('partition', partition),
+    Namespace: allowWildcard && namespace === WILDCARD ? WILDCARD : checkScopeName('namespace', namespace),
   };
 }

@@ -1,0 +1,83 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/domain/clock.js';
+import { Reaper } from '../../src/reaper/reaper.js';
+import { type TestDaemon, apiFor, startTestDaemon, waitFor } from '../helpers/daemon.js';
+
+describe('token expiry and reaping', () => {
+  let clock: ManualClock;
+  let d: TestDaemon;
+
+  beforeEach(async () => {
+    clock = new ManualClock(Date.UTC(2030, 0, 1, 12));
+    d = await startTestDaemon({ clock, config: { reap_interval: '100ms' } });
+  });
+  afterEach(() => d.close());
+
+  it('hides a token from read, list and auth the moment it expires, then the reaper deletes it', async () => {
+    const rw = (await d.api('PUT', '/v1/acl/policy', { body: { Name: 'rw', Rules: 'acl = "write"' } })).body;
+    const short = (await d.api('PUT', '/v1/acl/token', { body: { Description: 'short', ExpirationTTL: '10m', Policies: [{ ID: rw.ID }] } })).body;
+    const long = (await d.api('PUT', '/v1/acl/token', { body: { Description: 'long', ExpirationTTL: '2h' } })).body;
+    const forever = (await d.api('PUT', '/v1/acl/token', { body: { Description: 'forever' } })).body;
+    expect(short.ExpirationTime).toBe('2030-01-01T12:10:00.000Z');
+
+    // One millisecond before: still there.
+    clock.advance(10 * 60_000 - 1);
+    expect((await d.api('GET', `/v1/acl/token/${short.AccessorID}`)).status).toBe(200);
+    expect((await apiFor(d.url, short.SecretID)('GET', '/v1/acl/tokens')).status).toBe(200);
+
+    // At the expiration time: gone everywhere, although still stored.
+    clock.advance(1);
+    expect(await d.daemon.store.reader.getToken(short.AccessorID)).toBeDefined();
+    const read = await d.api('GET', `/v1/acl/token/${short.AccessorID}`);
+    expect(read.status).toBe(404);
+    const list = (await d.api('GET', '/v1/acl/tokens')).body as Array<{ AccessorID: string }>;
+    expect(list.map((t) => t.AccessorID)).not.toContain(short.AccessorID);
+    expect(list.map((t) => t.AccessorID)).toEqual(expect.arrayContaining([long.AccessorID, forever.AccessorID]));
+    const auth = await apiFor(d.url, short.SecretID)('GET', '/v1/acl/token/self');
+    expect(auth.status).toBe(403);
+    expect(auth.body.code).toBe('ACL_NOT_FOUND');
+    expect((await d.api('PUT', `/v1/acl/token/${short.AccessorID}`, { body: {} })).status).toBe(404);
+    expect((await d.api('PUT', `/v1/acl/token/${short.AccessorID}/clone`, { body: {} })).status).toBe(404);
+    expect((await d.api('GET', `/v1/acl/tokens?policy=${rw.ID}`)).body).toEqual([]);
+
+    // The reaper removes it within 2 s; the others stay.
+    await waitFor(async () => (await d.daemon.store.reader.getToken(short.AccessorID)) === undefined, 2000);
+    expect(await d.daemon.store.reader.getToken(long.AccessorID)).toBeDefined();
+    expect(await d.daemon.store.reader.getToken(forever.AccessorID)).toBeDefined();
+    expect(await d.daemon.store.reader.getTokenBySecret(short.SecretID)).toBeUndefined();
+  });
+
+  it('still deletes an expired token on request (true), before the reaper does', async () => {
+    await d.daemon.reaper.stop();
+    const t = (await d.api('PUT', '/v1/acl/token', { body: { ExpirationTTL: '1m' } })).body;
+    clock.advance(61_000);
+    const res = await d.api('DELETE', `/v1/acl/token/${t.AccessorID}`);
+    expect(res.text).toBe('true');
+  });
+
+  it('refuses to clone a token that expires within the minimum TTL', async () => {
+    const t = (await d.api('PUT', '/v1/acl/token', { body: { ExpirationTTL: '2m' } })).body;
+    clock.advance(90_000);
+    const res = await d.api('PUT', `/v1/acl/token/${t.AccessorID}/clone`, { body: {} });
+    expect(res.status).toBe(400);
+    expect(res.body.message).toContain('ExpirationTime cannot be less than 1m0s in the future (was 30s)');
+  });
+
+  it('reaps in batches, in expiry order, only what has expired', async () => {
+    await d.daemon.reaper.stop();
+    const ids: string[] = [];
+    for (let i = 0; i < 30; i++) {
+      ids.push((await d.api('PUT', '/v1/acl/token', { body: { ExpirationTTL: `${2 + (i % 3)}m` } })).body.AccessorID);
+    }
+    clock.advance(3 * 60_000); // the 2m and 3m ones have expired, the 4m ones have not
+    const passes: number[] = [];
+    const small = new Reaper(d.daemon.store, clock, { interval: 1000, isPrimary: true, batchSize: 7, onReaped: (n) => passes.push(n) });
+    const commitsBefore = d.daemon.store.currentIndex();
+    expect(await small.reapOnce()).toBe(20);
+    expect(passes).toEqual([20]);
+    // 20 deletions in batches of at most 7: three transactions, three indexes.
+    expect(d.daemon.store.currentIndex() - commitsBefore).toBe(3);
+    const left = (await d.api('GET', '/v1/acl/tokens')).body.map((t: { AccessorID: string }) => t.AccessorID);
+    expect(ids.filter((id) => left.includes(id))).toHaveLength(10);
+  });
+});
