@@ -20,10 +20,6 @@ export const ErrorCodes = [
   'CONFLICT',
   /** The request body exceeds the size limit. */
   'BODY_TOO_LARGE',
-  /** The media type of the body cannot be read. */
-  'UNSUPPORTED_MEDIA_TYPE',
-  /** A configured rate limit was exceeded. */
-  'RATE_LIMITED',
   /** A secondary could not reach the primary in time. */
   'PRIMARY_UNAVAILABLE',
   /** A real fault inside the daemon (storage, bug). The message shown to callers is generic. */

@@ -12,8 +12,6 @@ export const STATUS: Record<ErrorCode, number> = {
   METHOD_NOT_ALLOWED: 405,
   CONFLICT: 409,
   BODY_TOO_LARGE: 413,
-  UNSUPPORTED_MEDIA_TYPE: 415,
-  RATE_LIMITED: 429,
   INTERNAL: 500,
   PRIMARY_UNAVAILABLE: 503,
 };
@@ -37,9 +35,6 @@ export function toWatchwordError(err: unknown): WatchwordError {
   const status = fe.statusCode ?? fe.status;
   if (fe.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || status === 413) {
     return new WatchwordError('BODY_TOO_LARGE', 'Request body is too large (limit 1 MiB)', { cause: err });
-  }
-  if (fe.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE' || status === 415) {
-    return new WatchwordError('UNSUPPORTED_MEDIA_TYPE', 'Unsupported media type', { cause: err });
   }
   if (typeof status === 'number' && status >= 400 && status < 500) {
     return new WatchwordError('INVALID_REQUEST', fe.message ?? 'Bad request', { cause: err });

@@ -179,7 +179,7 @@ describe('token endpoints', () => {
 
     it('reads itself from the secret, with the real secret', async () => {
       const t = (await d.api('PUT', '/v1/acl/token', { body: { Description: 'me' } })).body;
-      for (const headers of [{ 'X-Consul-Token': t.SecretID }, { Authorization: `Bearer ${t.SecretID}` }]) {
+      for (const headers of [{ 'X-Consul-Token': t.SecretID }, { Authorization: `Bearer ${t.SecretID}` }] as Array<Record<string, string>>) {
         const res = await d.api('GET', '/v1/acl/token/self', { token: undefined, headers });
         expect(res.status).toBe(200);
         expect(res.body).toMatchObject({ AccessorID: t.AccessorID, SecretID: t.SecretID, Description: 'me' });
