@@ -1,0 +1,55 @@
+import { describe, expect, it } from 'vitest';
+import { type ApplicablePolicy, Authorizer } from '../../src/domain/rules/authorizer.js';
+import { parsePolicyRules } from '../../src/domain/rules/policy.js';
+
+const policy = (rules: string, namespace = 'default', builtin = false): ApplicablePolicy => ({
+  rules: parsePolicyRules(rules),
+  namespace,
+  partition: 'default',
+  builtin,
+});
+
+describe('Authorizer', () => {
+  it('applies a token’s top-level acl rule in its own namespace only', () => {
+    const a = new Authorizer('team', 'default', [policy('acl = "write"', 'team')], 'deny');
+    expect(a.aclAccess('default', 'team')).toBe('write');
+    expect(a.aclAccess('default', 'other')).toBe('none');
+    expect(a.aclAccess('default', 'default')).toBe('none');
+  });
+
+  it('lets default-namespace policies grant in others with namespace blocks, most specific first', () => {
+    const a = new Authorizer('default', 'default', [policy('acl = "read"\nnamespace_prefix "" { acl = "read" }\nnamespace_prefix "team-" { acl = "write" }\nnamespace "team-locked" { acl = "deny" }')], 'deny');
+    expect(a.aclAccess('default', 'default')).toBe('read');
+    expect(a.aclAccess('default', 'anything')).toBe('read');
+    expect(a.aclAccess('default', 'team-a')).toBe('write');
+    expect(a.aclAccess('default', 'team-locked')).toBe('none');
+  });
+
+  it('ignores namespace blocks in policies that live outside the default namespace', () => {
+    const a = new Authorizer('team', 'default', [policy('namespace "other" { acl = "write" }', 'team')], 'deny');
+    expect(a.aclAccess('default', 'other')).toBe('none');
+  });
+
+  it('lets built-ins held by default-namespace tokens apply everywhere', () => {
+    expect(new Authorizer('default', 'default', [policy('acl = "write"', 'default', true)], 'deny').aclAccess('p2', 'x')).toBe('write');
+    expect(new Authorizer('team', 'default', [policy('acl = "write"', 'default', true)], 'deny').aclAccess('default', 'x')).toBe('none');
+  });
+
+  it('merges policies with deny over write over read', () => {
+    expect(new Authorizer('default', 'default', [policy('acl = "read"'), policy('acl = "write"')], 'deny').aclAccess('default', 'default')).toBe('write');
+    expect(new Authorizer('default', 'default', [policy('acl = "write"'), policy('acl = "deny"')], 'deny').aclAccess('default', 'default')).toBe('none');
+  });
+
+  it('falls back to the default policy, where allow grants read and never write', () => {
+    expect(new Authorizer('default', 'default', [], 'deny').aclAccess('default', 'default')).toBe('none');
+    expect(new Authorizer('default', 'default', [], 'allow').aclAccess('default', 'default')).toBe('read');
+    expect(new Authorizer('default', 'default', [policy('acl = "deny"')], 'allow').aclAccess('default', 'default')).toBe('none');
+  });
+
+  it('honours partition blocks', () => {
+    const a = new Authorizer('default', 'default', [policy('partition "p1" {\n  acl = "read"\n  namespace "ns" { acl = "write" }\n}')], 'deny');
+    expect(a.aclAccess('p1', 'x')).toBe('read');
+    expect(a.aclAccess('p1', 'ns')).toBe('write');
+    expect(a.aclAccess('p2', 'ns')).toBe('none');
+  });
+});
