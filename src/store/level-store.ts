@@ -5,6 +5,7 @@ import type { BootstrapState, PolicyRecord, RoleRecord, TokenRecord } from '../d
 import { type KVView, compareKeys } from './kv.js';
 import { LOG_PREFIX, META, TABLES, type TableDef, type TableName, logKey, prefixEnd, recordKey } from './keys.js';
 import { Reader } from './reader.js';
+import { ReadCache } from './cache.js';
 import { decodeRaw, encode } from './records.js';
 import type { Change, CommitEvent, Durability, LogEntry, Store, Tx, WatchTable } from './store.js';
 
@@ -30,6 +31,8 @@ export interface LevelStoreOptions {
   durability: Durability;
   /** Write the replicated change log (the primary does; secondaries apply instead). */
   changeLog: boolean;
+  /** Decoded values of committed state kept in memory (default 50,000). */
+  cacheEntries?: number;
 }
 
 /** A KV view over the committed database. */
@@ -240,6 +243,7 @@ class LevelTx extends Reader implements Tx {
 export class LevelStore implements Store {
   readonly reader: Reader;
   private readonly dbView: DbView;
+  private readonly cache: ReadCache;
   private readonly pending = new Map<string, PendingEntry>();
   private readonly pendingView: LayeredView;
   private queue: QueuedCommit[] = [];
@@ -259,7 +263,8 @@ export class LevelStore implements Store {
     readonly logID: string,
   ) {
     this.dbView = new DbView(db);
-    this.reader = new Reader(this.dbView);
+    this.cache = new ReadCache(options.cacheEntries ?? 50_000);
+    this.reader = new Reader(this.dbView, this.cache);
     this.pendingView = new LayeredView(this.pending, this.dbView);
   }
 
@@ -356,6 +361,8 @@ export class LevelStore implements Store {
       this.writing = false;
       return;
     }
+    // Drop cached values of every written key before anyone can read the new state.
+    this.cache.invalidate(ops.map((op) => op.key));
     for (const c of group) for (const [k, e] of c.pending) if (this.pending.get(k) === e) this.pending.delete(k);
     const tables = new Map<WatchTable, number>();
     const entries: LogEntry[] = [];

@@ -1,5 +1,6 @@
 import type { BootstrapState, PolicyRecord, RoleRecord, Scope, TokenRecord } from '../domain/types.js';
 import type { z } from 'zod';
+import type { ReadCache } from './cache.js';
 import type { KVView } from './kv.js';
 import { META, SEP, TABLES, type TableName, fromHex, hex, key, lastPart, prefixEnd, recordKey } from './keys.js';
 import { RECORD_SCHEMAS, type RecordTypes, bootstrapStateSchema, decodeRaw, decodeWith } from './records.js';
@@ -19,29 +20,64 @@ export interface TokenQuery {
   localOnly?: boolean;
 }
 
-const decodeString = (bytes: Uint8Array | undefined): string | undefined =>
-  bytes === undefined ? undefined : (decodeRaw(bytes) as string);
+const decodeString = (bytes: Uint8Array): string => decodeRaw(bytes) as string;
 
 /**
  * Queries over a KV view. Every list goes through a secondary index: nothing here scans
  * all tokens unless the caller asked for all tokens.
  */
 export class Reader {
-  constructor(protected readonly kv: KVView) {}
+  constructor(
+    protected readonly kv: KVView,
+    /** Decoded values of committed state; only the store's own committed reader has one. */
+    private readonly cache?: ReadCache,
+  ) {}
 
-  async getRecord<T extends TableName>(table: T, id: string): Promise<RecordTypes[T] | undefined> {
-    const bytes = await this.kv.get(recordKey(TABLES[table], id));
-    return bytes === undefined ? undefined : (decodeWith(RECORD_SCHEMAS[table] as z.ZodType<RecordTypes[T]>, bytes, table));
+  /** Reads and decodes one key, through the cache when there is one. */
+  private async read<T>(k: string, decode: (bytes: Uint8Array) => T): Promise<T | undefined> {
+    const cache = this.cache;
+    if (cache?.has(k)) return cache.get(k) as T;
+    const generation = cache?.generation ?? 0;
+    const bytes = await this.kv.get(k);
+    if (bytes === undefined) return undefined;
+    const value = decode(bytes);
+    cache?.fill(k, value, generation);
+    return value;
+  }
+
+  private async readMany<T>(keys: readonly string[], decode: (bytes: Uint8Array) => T): Promise<Array<T | undefined>> {
+    const cache = this.cache;
+    const out: Array<T | undefined> = new Array(keys.length);
+    const missing: number[] = [];
+    keys.forEach((k, i) => {
+      if (cache?.has(k)) out[i] = cache.get(k) as T;
+      else missing.push(i);
+    });
+    if (missing.length > 0) {
+      const generation = cache?.generation ?? 0;
+      const values = await this.kv.getMany(missing.map((i) => keys[i] as string));
+      missing.forEach((i, j) => {
+        const bytes = values[j];
+        if (bytes === undefined) return;
+        const value = decode(bytes);
+        cache?.fill(keys[i] as string, value, generation);
+        out[i] = value;
+      });
+    }
+    return out;
+  }
+
+  getRecord<T extends TableName>(table: T, id: string): Promise<RecordTypes[T] | undefined> {
+    return this.read(recordKey(TABLES[table], id), (bytes) => decodeWith(RECORD_SCHEMAS[table] as z.ZodType<RecordTypes[T]>, bytes, table));
   }
 
   async getRecords<T extends TableName>(table: T, ids: readonly string[]): Promise<Array<RecordTypes[T]>> {
     if (ids.length === 0) return [];
-    const values = await this.kv.getMany(ids.map((id) => recordKey(TABLES[table], id)));
-    const out: Array<RecordTypes[T]> = [];
-    for (const bytes of values) {
-      if (bytes !== undefined) out.push(decodeWith(RECORD_SCHEMAS[table] as z.ZodType<RecordTypes[T]>, bytes, table));
-    }
-    return out;
+    const values = await this.readMany(
+      ids.map((id) => recordKey(TABLES[table], id)),
+      (bytes) => decodeWith(RECORD_SCHEMAS[table] as z.ZodType<RecordTypes[T]>, bytes, table),
+    );
+    return values.filter((v): v is RecordTypes[T] => v !== undefined);
   }
 
   getToken(accessor: string): Promise<TokenRecord | undefined> {
@@ -49,13 +85,13 @@ export class Reader {
   }
 
   async getTokenBySecret(secret: string): Promise<TokenRecord | undefined> {
-    const accessor = decodeString(await this.kv.get(key('ts', secret)));
+    const accessor = await this.read(key('ts', secret), decodeString);
     return accessor === undefined ? undefined : this.getToken(accessor);
   }
 
   /** Whether any token uses this value as its SecretID. */
   async isSecretInUse(secret: string): Promise<boolean> {
-    return (await this.kv.get(key('ts', secret))) !== undefined;
+    return (await this.read(key('ts', secret), decodeString)) !== undefined;
   }
 
   getPolicy(id: string): Promise<PolicyRecord | undefined> {
@@ -63,7 +99,7 @@ export class Reader {
   }
 
   async getPolicyByName(scope: Scope, name: string): Promise<PolicyRecord | undefined> {
-    const id = decodeString(await this.kv.get(key('pn', scope.Partition, scope.Namespace, name.toLowerCase())));
+    const id = await this.read(key('pn', scope.Partition, scope.Namespace, name.toLowerCase()), decodeString);
     return id === undefined ? undefined : this.getPolicy(id);
   }
 
@@ -72,7 +108,7 @@ export class Reader {
   }
 
   async getRoleByName(scope: Scope, name: string): Promise<RoleRecord | undefined> {
-    const id = decodeString(await this.kv.get(key('rn', scope.Partition, scope.Namespace, name.toLowerCase())));
+    const id = await this.read(key('rn', scope.Partition, scope.Namespace, name.toLowerCase()), decodeString);
     return id === undefined ? undefined : this.getRole(id);
   }
 

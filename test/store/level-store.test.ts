@@ -107,6 +107,31 @@ describe('LevelStore', () => {
     expect((await store.reader.getToken(t.AccessorID))?.SecretID).toBe(t.SecretID);
   });
 
+  it('never serves a cached value older than the last commit', async () => {
+    const t = tokenRecord({ Description: 'v1' });
+    await store.transact(async (tx) => tx.putToken(t));
+    expect((await store.reader.getToken(t.AccessorID))?.Description).toBe('v1');
+    expect((await store.reader.getToken(t.AccessorID))?.Description).toBe('v1');
+    await store.transact(async (tx) => tx.putToken({ ...t, Description: 'v2' }));
+    expect((await store.reader.getToken(t.AccessorID))?.Description).toBe('v2');
+    // Reads racing a stream of commits always see a committed version.
+    const writes = Array.from({ length: 50 }, (_, i) => store.transact(async (tx) => tx.putToken({ ...t, Description: `v${i + 3}` })));
+    const reads = Array.from({ length: 50 }, () => store.reader.getToken(t.AccessorID));
+    await Promise.all([...writes, ...reads]);
+    expect((await store.reader.getToken(t.AccessorID))?.Description).toBe('v52');
+    await store.transact((tx) => tx.deleteToken(t.AccessorID));
+    expect(await store.reader.getToken(t.AccessorID)).toBeUndefined();
+    expect(await store.reader.getTokenBySecret(t.SecretID)).toBeUndefined();
+  });
+
+  it('hands out frozen records, so no caller can change what others read', async () => {
+    const t = tokenRecord({ Policies: [{ ID: 'p' }] });
+    await store.transact(async (tx) => tx.putToken(t));
+    await store.reader.getToken(t.AccessorID);
+    const cached = (await store.reader.getToken(t.AccessorID)) as { Policies: unknown[] };
+    expect(() => cached.Policies.push({ ID: 'q' })).toThrow(TypeError);
+  });
+
   it('rolls back nothing half-way: a transaction that throws writes nothing', async () => {
     const t = tokenRecord();
     await expect(
