@@ -1,6 +1,7 @@
 import { STATUS_CODES } from 'node:http';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { type ErrorCode, WatchwordError, isWatchwordError } from '../domain/errors.js';
+import { sendJSON } from './respond.js';
 
 /** The only place that knows which HTTP status each error code means. */
 export const STATUS: Record<ErrorCode, number> = {
@@ -49,5 +50,5 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, err: unk
   }
   // Internal faults never leak their details (or any secret inside them) to the caller.
   const message = e.code === 'INTERNAL' ? 'internal error' : e.message;
-  return reply.code(STATUS[e.code]).type('application/json; charset=utf-8').send(errorBody(e.code, message));
+  return sendJSON(request, reply.code(STATUS[e.code]), errorBody(e.code, message));
 }
