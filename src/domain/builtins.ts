@@ -7,7 +7,7 @@ import {
   GLOBAL_MANAGEMENT_POLICY_ID,
   GLOBAL_READ_ONLY_POLICY_ID,
 } from './ids.js';
-import { tokenHash } from './hash.js';
+import { newTokenRecord } from './token.js';
 import type { PolicyRecord, TokenRecord } from './types.js';
 
 function builtinRules(level: 'read' | 'write'): string {
@@ -51,26 +51,13 @@ export function builtinPolicyRecord(p: (typeof BUILTIN_POLICIES)[number], index:
   return { ...base, Hash: policyHash(base), CreateIndex: index, ModifyIndex: index };
 }
 
-export function anonymousTokenRecord(createTime: string, index: number): TokenRecord {
-  const base = {
+export function anonymousTokenRecord(now: number, index: number): TokenRecord {
+  return newTokenRecord({
     AccessorID: ANONYMOUS_TOKEN_ID,
     SecretID: ANONYMOUS_TOKEN_SECRET,
-    Description: 'Anonymous Token',
-    Policies: [],
-    Roles: [],
-    ServiceIdentities: [],
-    NodeIdentities: [],
-    TemplatedPolicies: [],
-    Local: false,
-    AuthMethod: '',
-  };
-  return {
-    ...base,
-    CreateTime: createTime,
-    Hash: tokenHash(base),
-    Namespace: DEFAULT_NAMESPACE,
-    Partition: DEFAULT_PARTITION,
-    CreateIndex: index,
-    ModifyIndex: index,
-  };
+    content: { Description: 'Anonymous Token', Policies: [], Roles: [], ServiceIdentities: [], NodeIdentities: [], TemplatedPolicies: [], Local: false },
+    now,
+    scope: { Namespace: DEFAULT_NAMESPACE, Partition: DEFAULT_PARTITION },
+    index,
+  });
 }

@@ -3,8 +3,7 @@ import { join } from 'node:path';
 import { BUILTIN_POLICIES, anonymousTokenRecord, builtinPolicyRecord } from '../domain/builtins.js';
 import type { Clock } from '../domain/clock.js';
 import { conflict, invalid, notPermitted } from '../domain/errors.js';
-import { rfc3339 } from '../domain/expiry.js';
-import { tokenHash } from '../domain/hash.js';
+import { newTokenRecord } from '../domain/token.js';
 import {
   ANONYMOUS_TOKEN_ID,
   DEFAULT_NAMESPACE,
@@ -46,18 +45,14 @@ async function managementToken(tx: Tx, now: number, secret: string, description:
     TemplatedPolicies: [],
     Local: false,
   };
-  return {
+  return newTokenRecord({
     AccessorID: accessor,
     SecretID: secret,
-    ...base,
-    AuthMethod: '',
-    CreateTime: rfc3339(now),
-    Hash: tokenHash(base),
-    Namespace: DEFAULT_NAMESPACE,
-    Partition: DEFAULT_PARTITION,
-    CreateIndex: tx.index,
-    ModifyIndex: tx.index,
-  };
+    content: base,
+    now,
+    scope: { Namespace: DEFAULT_NAMESPACE, Partition: DEFAULT_PARTITION },
+    index: tx.index,
+  });
 }
 
 export class BootstrapService {
@@ -74,7 +69,7 @@ export class BootstrapService {
       for (const p of BUILTIN_POLICIES) {
         if (!(await tx.getPolicy(p.ID))) await tx.putPolicy(builtinPolicyRecord(p, tx.index));
       }
-      if (!(await tx.getToken(ANONYMOUS_TOKEN_ID))) await tx.putToken(anonymousTokenRecord(rfc3339(this.clock.now()), tx.index));
+      if (!(await tx.getToken(ANONYMOUS_TOKEN_ID))) await tx.putToken(anonymousTokenRecord(this.clock.now(), tx.index));
     });
   }
 

@@ -1,7 +1,9 @@
 import { WatchwordError } from '../domain/errors.js';
 import { DEFAULT_NAMESPACE, DEFAULT_PARTITION } from '../domain/ids.js';
 import type { Scope } from '../domain/types.js';
-import type { Identity } from './acl-resolver.js';
+import type { AclResolver, Identity } from './acl-resolver.js';
+import type { RequestContext } from './context.js';
+import { type BodyScope, selectScope } from './scope.js';
 
 export type AclLevel = 'read' | 'write';
 
@@ -33,4 +35,20 @@ export function requireAcl(identity: Identity, level: AclLevel, scope: Scope): v
       ? identity.authorizer.canWrite(scope.Partition, scope.Namespace)
       : identity.authorizer.canRead(scope.Partition, scope.Namespace);
   if (!ok) throw permissionDenied(identity, level, scope);
+}
+
+/**
+ * The opening of every use case on one object: who is asking, where (body > query >
+ * header > the token's own scope), and whether they hold `acl:<level>` there.
+ */
+export async function authorize(
+  resolver: AclResolver,
+  ctx: RequestContext,
+  level: AclLevel,
+  body?: BodyScope,
+): Promise<{ identity: Identity; scope: Scope }> {
+  const identity = await resolver.resolve(ctx.secret);
+  const scope = selectScope(identity, ctx.hints, body);
+  requireAcl(identity, level, scope);
+  return { identity, scope };
 }

@@ -7,7 +7,7 @@ import type { PolicyRecord, Scope } from '../domain/types.js';
 import type { Store, Tx } from '../store/store.js';
 import type { AclResolver } from './acl-resolver.js';
 import type { RequestContext, WriteResult } from './context.js';
-import { requireAcl } from './permissions.js';
+import { authorize, requireAcl } from './permissions.js';
 import { type BodyScope, WILDCARD, selectScope } from './scope.js';
 import { type PolicyView, policyView } from './views.js';
 
@@ -31,18 +31,14 @@ export class PolicyService {
   ) {}
 
   async read(ctx: RequestContext, id: string): Promise<PolicyView> {
-    const identity = await this.resolver.resolve(ctx.secret);
-    const scope = selectScope(identity, ctx.hints);
-    requireAcl(identity, 'read', scope);
+    const { scope } = await authorize(this.resolver, ctx, 'read');
     const policy = isUUID(id) ? inScope(await this.store.reader.getPolicy(id), scope) : undefined;
     if (!policy) throw notFoundPolicy(JSON.stringify(id));
     return policyView(policy);
   }
 
   async readByName(ctx: RequestContext, name: string): Promise<PolicyView> {
-    const identity = await this.resolver.resolve(ctx.secret);
-    const scope = selectScope(identity, ctx.hints);
-    requireAcl(identity, 'read', scope);
+    const { scope } = await authorize(this.resolver, ctx, 'read');
     const policy = await this.store.reader.getPolicyByName(scope, name);
     if (!policy) throw notFoundPolicy(`with name ${JSON.stringify(name)}`);
     return policyView(policy);
@@ -60,9 +56,7 @@ export class PolicyService {
   }
 
   async create(ctx: RequestContext, input: PolicyInput): Promise<WriteResult<PolicyView>> {
-    const identity = await this.resolver.resolve(ctx.secret);
-    const scope = selectScope(identity, ctx.hints, input);
-    requireAcl(identity, 'write', scope);
+    const { scope } = await authorize(this.resolver, ctx, 'write', input);
     if (input.ID) throw invalid('Invalid Policy: ID must not be set when creating a policy; use PUT /v1/acl/policy/:id to update');
     const fields = checkFields(input);
     checkPolicyName(fields.Name);
@@ -84,9 +78,7 @@ export class PolicyService {
   }
 
   async update(ctx: RequestContext, id: string, input: PolicyInput): Promise<WriteResult<PolicyView>> {
-    const identity = await this.resolver.resolve(ctx.secret);
-    const scope = selectScope(identity, ctx.hints, input);
-    requireAcl(identity, 'write', scope);
+    const { scope } = await authorize(this.resolver, ctx, 'write', input);
     if (!isUUID(id)) throw invalid('Policy ID is not a valid UUID');
     if (input.ID && input.ID !== id) throw invalid('Policy ID in URL and payload do not match');
     const fields = checkFields(input);
@@ -106,9 +98,7 @@ export class PolicyService {
   }
 
   async delete(ctx: RequestContext, id: string): Promise<WriteResult<boolean>> {
-    const identity = await this.resolver.resolve(ctx.secret);
-    const scope = selectScope(identity, ctx.hints);
-    requireAcl(identity, 'write', scope);
+    const { scope } = await authorize(this.resolver, ctx, 'write');
     if (!isUUID(id)) throw invalid('Policy ID is not a valid UUID');
     let index = this.store.currentIndex();
     const deleted = await this.store.transact(async (tx) => {

@@ -1,8 +1,9 @@
 import type { Clock } from '../domain/clock.js';
 import { conflict, invalid, notFound, notPermitted } from '../domain/errors.js';
-import { type ExpiryLimits, isExpired, resolveExpiration, rfc3339 } from '../domain/expiry.js';
+import { type ExpiryLimits, isExpired, resolveExpiration } from '../domain/expiry.js';
 import { type NodeIdentityInput, type ServiceIdentityInput, type TemplatedPolicyInput, normalizeNodeIdentities, normalizeServiceIdentities, normalizeTemplatedPolicies } from '../domain/grants.js';
 import { tokenHash } from '../domain/hash.js';
+import { newTokenRecord } from '../domain/token.js';
 import { ANONYMOUS_TOKEN_ID, RESERVED_PREFIX, generateID, isReservedID, isUUID } from '../domain/ids.js';
 import type { Scope, TokenRecord } from '../domain/types.js';
 import type { Reader } from '../store/reader.js';
@@ -10,7 +11,7 @@ import type { Store, Tx } from '../store/store.js';
 import type { AclResolver, Identity } from './acl-resolver.js';
 import type { AgentInfo, RequestContext, WriteResult } from './context.js';
 import { type LinkInput, namedLinks, resolveLinks } from './links.js';
-import { requireAcl } from './permissions.js';
+import { authorize, requireAcl } from './permissions.js';
 import { type BodyScope, WILDCARD, selectScope } from './scope.js';
 import { type PolicyView, type RoleView, type TokenView, policyView, roleView, tokenView } from './views.js';
 import type { SyntheticPolicy } from '../domain/templates.js';
@@ -95,9 +96,7 @@ export class TokenService {
   }
 
   async read(ctx: RequestContext, accessorID: string): Promise<{ identity: Identity; token: TokenRecord; view: TokenView }> {
-    const identity = await this.resolver.resolve(ctx.secret);
-    const scope = selectScope(identity, ctx.hints);
-    requireAcl(identity, 'read', scope);
+    const { identity, scope } = await authorize(this.resolver, ctx, 'read');
     const token = isUUID(accessorID) ? this.live(await this.reader.getToken(accessorID), scope) : undefined;
     if (!token) throw notFoundToken(accessorID);
     return { identity, token, view: await this.view(token, this.canSeeSecret(identity, token)) };
@@ -153,9 +152,7 @@ export class TokenService {
   }
 
   async create(ctx: RequestContext, input: TokenInput): Promise<WriteResult<TokenView>> {
-    const identity = await this.resolver.resolve(ctx.secret);
-    const scope = selectScope(identity, ctx.hints, input);
-    requireAcl(identity, 'write', scope);
+    const { identity, scope } = await authorize(this.resolver, ctx, 'write', input);
     const now = this.clock.now();
     const accessorID = input.AccessorID || undefined;
     const secretID = input.SecretID || undefined;
@@ -186,19 +183,7 @@ export class TokenService {
         ...grants,
         Local: local,
       };
-      const record: TokenRecord = {
-        AccessorID: accessor,
-        SecretID: secret,
-        ...base,
-        AuthMethod: '',
-        ...(expires !== undefined ? { ExpirationTime: rfc3339(expires) } : {}),
-        CreateTime: rfc3339(now),
-        Hash: tokenHash(base),
-        Namespace: scope.Namespace,
-        Partition: scope.Partition,
-        CreateIndex: tx.index,
-        ModifyIndex: tx.index,
-      };
+      const record = newTokenRecord({ AccessorID: accessor, SecretID: secret, content: base, ...(expires !== undefined ? { expires } : {}), now, scope, index: tx.index });
       await tx.putToken(record);
       return record;
     });
@@ -206,9 +191,7 @@ export class TokenService {
   }
 
   async update(ctx: RequestContext, accessorID: string, input: TokenInput): Promise<WriteResult<TokenView>> {
-    const identity = await this.resolver.resolve(ctx.secret);
-    const scope = selectScope(identity, ctx.hints, input);
-    requireAcl(identity, 'write', scope);
+    const { identity, scope } = await authorize(this.resolver, ctx, 'write', input);
     if (!isUUID(accessorID)) throw invalid('AccessorID is not a valid UUID');
     if (input.AccessorID && input.AccessorID !== accessorID) throw invalid('Token Accessor ID in URL and payload do not match');
     if (input.ExpirationTTL !== undefined && input.ExpirationTTL !== 0) throw invalid(`Cannot change expiration time of ${accessorID}`);
@@ -242,9 +225,7 @@ export class TokenService {
   }
 
   async clone(ctx: RequestContext, accessorID: string, input: CloneInput): Promise<WriteResult<TokenView>> {
-    const identity = await this.resolver.resolve(ctx.secret);
-    const scope = selectScope(identity, ctx.hints, input);
-    requireAcl(identity, 'write', scope);
+    const { identity, scope } = await authorize(this.resolver, ctx, 'write', input);
     const now = this.clock.now();
     const token = await this.store.transact(async (tx) => {
       const source = isUUID(accessorID) ? this.live(await tx.getToken(accessorID), scope) : undefined;
@@ -263,19 +244,15 @@ export class TokenService {
         TemplatedPolicies: source.TemplatedPolicies,
         Local: source.Local,
       };
-      const record: TokenRecord = {
+      const record = newTokenRecord({
         AccessorID: await freshID(tx),
         SecretID: await freshID(tx),
-        ...base,
-        AuthMethod: '',
-        ...(expires !== undefined ? { ExpirationTime: rfc3339(expires) } : {}),
-        CreateTime: rfc3339(now),
-        Hash: tokenHash(base),
-        Namespace: source.Namespace,
-        Partition: source.Partition,
-        CreateIndex: tx.index,
-        ModifyIndex: tx.index,
-      };
+        content: base,
+        ...(expires !== undefined ? { expires } : {}),
+        now,
+        scope: { Namespace: source.Namespace, Partition: source.Partition },
+        index: tx.index,
+      });
       await tx.putToken(record);
       return record;
     });
@@ -283,9 +260,7 @@ export class TokenService {
   }
 
   async delete(ctx: RequestContext, accessorID: string): Promise<WriteResult<boolean>> {
-    const identity = await this.resolver.resolve(ctx.secret);
-    const scope = selectScope(identity, ctx.hints);
-    requireAcl(identity, 'write', scope);
+    const { identity, scope } = await authorize(this.resolver, ctx, 'write');
     if (!isUUID(accessorID)) throw invalid('Accessor ID is missing or an invalid UUID');
     if (accessorID.toLowerCase() === ANONYMOUS_TOKEN_ID) throw notPermitted('Delete operation not permitted on the anonymous token');
     let index = this.store.currentIndex();

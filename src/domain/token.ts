@@ -1,0 +1,39 @@
+import { rfc3339 } from './expiry.js';
+import { tokenHash } from './hash.js';
+import type { Scope, TokenRecord } from './types.js';
+
+/** What a token grants and says about itself: the fields its Hash covers. */
+export type TokenContent = Pick<
+  TokenRecord,
+  'Description' | 'Policies' | 'Roles' | 'ServiceIdentities' | 'NodeIdentities' | 'TemplatedPolicies' | 'Local'
+>;
+
+export interface NewToken {
+  AccessorID: string;
+  SecretID: string;
+  content: TokenContent;
+  /** Expiration time, ms since the epoch; absent for a token that never expires. */
+  expires?: number;
+  /** Creation time, ms since the epoch. */
+  now: number;
+  scope: Scope;
+  /** Index of the creating change. */
+  index: number;
+}
+
+/** A new token record: the one place that decides what a fresh token holds. */
+export function newTokenRecord(t: NewToken): TokenRecord {
+  return {
+    AccessorID: t.AccessorID,
+    SecretID: t.SecretID,
+    ...t.content,
+    AuthMethod: '',
+    ...(t.expires !== undefined ? { ExpirationTime: rfc3339(t.expires) } : {}),
+    CreateTime: rfc3339(t.now),
+    Hash: tokenHash(t.content),
+    Namespace: t.scope.Namespace,
+    Partition: t.scope.Partition,
+    CreateIndex: t.index,
+    ModifyIndex: t.index,
+  };
+}
