@@ -12,6 +12,8 @@ import { AclResolver } from './service/acl-resolver.js';
 import { BootstrapService } from './service/bootstrap.js';
 import type { AgentInfo } from './service/context.js';
 import { PolicyService } from './service/policies.js';
+import { RoleService } from './service/roles.js';
+import { TemplatedPolicyService } from './service/templated-policies.js';
 import { TokenService } from './service/tokens.js';
 import { LevelStore } from './store/level-store.js';
 
@@ -53,6 +55,8 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const resolver = new AclResolver(store.reader, clock, { datacenter: config.datacenter, defaultPolicy: config.default_policy });
     const tokens = new TokenService(store, resolver, clock, { limits: { minTTL: config.token_min_ttl, maxTTL: config.token_max_ttl } });
     const policies = new PolicyService(store, resolver);
+    const roles = new RoleService(store, resolver);
+    const templatedPolicies = new TemplatedPolicyService(resolver);
     const bootstrap = new BootstrapService(store, tokens, clock, {
       dataDir,
       isPrimary: primary,
@@ -75,7 +79,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       lastContactMs: () => 0,
     };
     const reads = new ReadGate(store);
-    const { app } = buildApp({ store, tokens, policies, bootstrap, agent, reads, logger });
+    const { app } = buildApp({ store, tokens, policies, roles, templatedPolicies, bootstrap, agent, reads, logger });
 
     const reaper = new Reaper(store, clock, {
       interval: config.reap_interval,

@@ -3,6 +3,8 @@ import { pino } from 'pino';
 import { WatchwordError } from '../domain/errors.js';
 import type { BootstrapService } from '../service/bootstrap.js';
 import type { PolicyService } from '../service/policies.js';
+import type { RoleService } from '../service/roles.js';
+import type { TemplatedPolicyService } from '../service/templated-policies.js';
 import type { AgentInfo } from '../service/context.js';
 import type { TokenService } from '../service/tokens.js';
 import type { Store } from '../store/store.js';
@@ -11,6 +13,8 @@ import { sendError } from './errors.js';
 import type { RouteInfo } from './routes.js';
 import { bootstrapRoutes } from './routes/bootstrap.js';
 import { policyRoutes } from './routes/policies.js';
+import { roleRoutes } from './routes/roles.js';
+import { templatedPolicyRoutes } from './routes/templated-policies.js';
 import { statusRoutes } from './routes/status.js';
 import { tokenRoutes } from './routes/tokens.js';
 
@@ -21,6 +25,8 @@ export interface AppDeps {
   store: Store;
   tokens: TokenService;
   policies: PolicyService;
+  roles: RoleService;
+  templatedPolicies: TemplatedPolicyService;
   bootstrap: BootstrapService;
   agent: AgentInfo;
   reads: ReadGate;
@@ -92,6 +98,8 @@ export function buildApp(input: AppDepsInput): { app: FastifyInstance; routes: R
   bootstrapRoutes(app, deps, routes);
   tokenRoutes(app, deps, routes);
   policyRoutes(app, deps, routes);
+  roleRoutes(app, deps, routes);
+  templatedPolicyRoutes(app, deps, routes);
   statusRoutes(app, deps, routes);
   return { app, routes };
 }

@@ -93,3 +93,20 @@ export const policyBody = ciObject(
 );
 
 export const bootstrapBody = ciObject({ BootstrapSecret: opt(str(256)) });
+
+export const roleBody = ciObject(
+  {
+    ID: opt(str(128)),
+    Name: opt(str(1024)),
+    Description: opt(str(MAX_TEXT)),
+    Policies: list(linkBody),
+    ServiceIdentities: list(serviceIdentityBody),
+    NodeIdentities: list(nodeIdentityBody),
+    TemplatedPolicies: list(templatedPolicyBody),
+    ...scopeFields,
+  },
+  ECHOED,
+);
+
+/** Variables for a templated-policy preview: `{"Name": "api"}` (key case-insensitive). */
+export const templateVariablesBody = ciObject({ Name: opt(str(512)) });

@@ -12,7 +12,7 @@ export function policyRoutes(app: FastifyInstance, deps: AppDeps, registry: Rout
   resource(app, '/v1/acl/policy', {
     PUT: {
       handler: async (request, reply) => {
-        const input = decodeBody(policyBody, parseJsonBody(request.body as string));
+        const input = decodeBody(policyBody, parseJsonBody(request.body));
         return sendWrite(request, reply, await policies.create(requestContext(request), input));
       },
     },
@@ -28,7 +28,7 @@ export function policyRoutes(app: FastifyInstance, deps: AppDeps, registry: Rout
     },
     PUT: {
       handler: async (request, reply) => {
-        const input = decodeBody(policyBody, parseJsonBody(request.body as string));
+        const input = decodeBody(policyBody, parseJsonBody(request.body));
         return sendWrite(request, reply, await policies.update(requestContext(request), (request.params as { id: string }).id, input));
       },
     },

@@ -14,7 +14,7 @@ export function tokenRoutes(app: FastifyInstance, deps: AppDeps, registry: Route
   resource(app, '/v1/acl/token', {
     PUT: {
       handler: async (request, reply) => {
-        const input = decodeBody(tokenBody, parseJsonBody(request.body as string));
+        const input = decodeBody(tokenBody, parseJsonBody(request.body));
         return sendWrite(request, reply, await tokens.create(requestContext(request), input));
       },
     },
@@ -47,7 +47,7 @@ export function tokenRoutes(app: FastifyInstance, deps: AppDeps, registry: Route
     PUT: {
       handler: async (request, reply) => {
         const { AccessorID } = request.params as IdParams;
-        const input = decodeBody(tokenBody, parseJsonBody(request.body as string));
+        const input = decodeBody(tokenBody, parseJsonBody(request.body));
         return sendWrite(request, reply, await tokens.update(requestContext(request), AccessorID, input));
       },
     },
@@ -63,7 +63,7 @@ export function tokenRoutes(app: FastifyInstance, deps: AppDeps, registry: Route
     PUT: {
       handler: async (request, reply) => {
         const { AccessorID } = request.params as IdParams;
-        const input = decodeBody(cloneBody, parseJsonBody(request.body as string));
+        const input = decodeBody(cloneBody, parseJsonBody(request.body));
         return sendWrite(request, reply, await tokens.clone(requestContext(request), AccessorID, input));
       },
     },

@@ -1,0 +1,160 @@
+import { conflict, invalid, notFound } from '../domain/errors.js';
+import {
+  type NodeIdentityInput,
+  type ServiceIdentityInput,
+  type TemplatedPolicyInput,
+  normalizeNodeIdentities,
+  normalizeServiceIdentities,
+  normalizeTemplatedPolicies,
+} from '../domain/grants.js';
+import { roleHash } from '../domain/hash.js';
+import { generateID, isUUID } from '../domain/ids.js';
+import type { RoleRecord, Scope } from '../domain/types.js';
+import type { Reader } from '../store/reader.js';
+import type { Store, Tx } from '../store/store.js';
+import type { AclResolver } from './acl-resolver.js';
+import type { RequestContext, WriteResult } from './context.js';
+import { type LinkInput, namedLinks, resolveLinks } from './links.js';
+import { authorize, requireAcl } from './permissions.js';
+import { type BodyScope, WILDCARD, selectScope } from './scope.js';
+import { type RoleView, roleView } from './views.js';
+
+export interface RoleInput extends BodyScope {
+  ID?: string;
+  Name?: string;
+  Description?: string;
+  Policies?: LinkInput[];
+  ServiceIdentities?: ServiceIdentityInput[];
+  NodeIdentities?: NodeIdentityInput[];
+  TemplatedPolicies?: TemplatedPolicyInput[];
+}
+
+const ROLE_NAME_RE = /^[A-Za-z0-9\-_]{1,256}$/;
+
+const notFoundRole = (what: string) => notFound(`Cannot find role ${what}`);
+
+const inScope = (r: RoleRecord | undefined, scope: Scope): RoleRecord | undefined =>
+  r && r.Namespace === scope.Namespace && r.Partition === scope.Partition ? r : undefined;
+
+function checkRoleName(name: string | undefined): string {
+  if (name === undefined || name === '') throw invalid('Invalid Role: no Name is set');
+  if (!ROLE_NAME_RE.test(name)) throw invalid("Invalid Role: invalid Name. Only alphanumeric characters, '-' and '_' are allowed, at most 256 characters");
+  return name;
+}
+
+export class RoleService {
+  constructor(
+    private readonly store: Store,
+    private readonly resolver: AclResolver,
+  ) {}
+
+  private get reader(): Reader {
+    return this.store.reader;
+  }
+
+  /** The response view: policy names resolved now, dangling links dropped. */
+  async view(role: RoleRecord): Promise<RoleView> {
+    return roleView(role, await namedLinks(this.reader, 'policy', role.Policies));
+  }
+
+  async read(ctx: RequestContext, id: string): Promise<RoleView> {
+    const { scope } = await authorize(this.resolver, ctx, 'read');
+    const role = isUUID(id) ? inScope(await this.reader.getRole(id), scope) : undefined;
+    if (!role) throw notFoundRole(JSON.stringify(id));
+    return this.view(role);
+  }
+
+  async readByName(ctx: RequestContext, name: string): Promise<RoleView> {
+    const { scope } = await authorize(this.resolver, ctx, 'read');
+    const role = await this.reader.getRoleByName(scope, name);
+    if (!role) throw notFoundRole(`with name ${JSON.stringify(name)}`);
+    return this.view(role);
+  }
+
+  async list(ctx: RequestContext, policy: string | undefined): Promise<RoleView[]> {
+    const identity = await this.resolver.resolve(ctx.secret);
+    const scope = selectScope(identity, ctx.hints, undefined, true);
+    const wildcard = scope.Namespace === WILDCARD;
+    if (!wildcard) requireAcl(identity, 'read', scope);
+    const roles = await this.reader.listRoles(scope.Partition, wildcard ? undefined : [scope.Namespace], policy || undefined);
+    const visible = roles.filter((r) => !wildcard || identity.authorizer.canRead(r.Partition, r.Namespace));
+    return Promise.all(visible.map((r) => this.view(r)));
+  }
+
+  /** Validated content of a role body, links resolved in the role's scope. */
+  private async content(tx: Tx, input: RoleInput, scope: Scope) {
+    return {
+      Name: checkRoleName(input.Name),
+      Description: input.Description ?? '',
+      Policies: await resolveLinks(tx, 'policy', input.Policies, scope),
+      ServiceIdentities: normalizeServiceIdentities(input.ServiceIdentities ?? [], 'role', false),
+      NodeIdentities: normalizeNodeIdentities(input.NodeIdentities ?? [], 'role'),
+      TemplatedPolicies: normalizeTemplatedPolicies(input.TemplatedPolicies ?? [], 'role', false),
+    };
+  }
+
+  async create(ctx: RequestContext, input: RoleInput): Promise<WriteResult<RoleView>> {
+    const { scope } = await authorize(this.resolver, ctx, 'write', input);
+    if (input.ID) throw invalid('Invalid Role: ID must not be set when creating a role; use PUT /v1/acl/role/:id to update');
+    checkRoleName(input.Name);
+    const role = await this.store.transact(async (tx) => {
+      await checkNameFree(tx, scope, input.Name as string, undefined);
+      const content = await this.content(tx, input, scope);
+      const record: RoleRecord = {
+        ID: await freshRoleID(tx),
+        ...content,
+        Hash: roleHash(content),
+        Namespace: scope.Namespace,
+        Partition: scope.Partition,
+        CreateIndex: tx.index,
+        ModifyIndex: tx.index,
+      };
+      await tx.putRole(record);
+      return record;
+    });
+    return { value: await this.view(role), index: role.ModifyIndex };
+  }
+
+  async update(ctx: RequestContext, id: string, input: RoleInput): Promise<WriteResult<RoleView>> {
+    const { scope } = await authorize(this.resolver, ctx, 'write', input);
+    if (!isUUID(id)) throw invalid('Role ID is not a valid UUID');
+    if (input.ID && input.ID !== id) throw invalid('Role ID in URL and payload do not match');
+    checkRoleName(input.Name);
+    const role = await this.store.transact(async (tx) => {
+      const existing = inScope(await tx.getRole(id), scope);
+      if (!existing) throw notFoundRole(JSON.stringify(id));
+      const content = await this.content(tx, input, scope);
+      if (content.Name.toLowerCase() !== existing.Name.toLowerCase()) await checkNameFree(tx, scope, content.Name, id);
+      // Full replacement: what the body leaves out is cleared.
+      const record: RoleRecord = { ...existing, ...content, Hash: roleHash(content), ModifyIndex: tx.index };
+      await tx.putRole(record);
+      return record;
+    });
+    return { value: await this.view(role), index: role.ModifyIndex };
+  }
+
+  async delete(ctx: RequestContext, id: string): Promise<WriteResult<boolean>> {
+    const { scope } = await authorize(this.resolver, ctx, 'write');
+    if (!isUUID(id)) throw invalid('Role ID is not a valid UUID');
+    let index = this.store.currentIndex();
+    const deleted = await this.store.transact(async (tx) => {
+      if (!inScope(await tx.getRole(id), scope)) return false;
+      index = tx.index;
+      // Token links to it stay stored and are dropped at read time.
+      return tx.deleteRole(id);
+    });
+    return { value: deleted, index: Math.max(index, 1) };
+  }
+}
+
+async function checkNameFree(tx: Tx, scope: Scope, name: string, selfID: string | undefined): Promise<void> {
+  const other = await tx.getRoleByName(scope, name);
+  if (other && other.ID !== selfID) throw conflict(`Invalid Role: A Role with Name ${JSON.stringify(name)} already exists`);
+}
+
+async function freshRoleID(tx: Tx): Promise<string> {
+  for (;;) {
+    const id = generateID();
+    if (!(await tx.getRole(id))) return id;
+  }
+}
