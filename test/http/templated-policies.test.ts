@@ -88,6 +88,17 @@ describe('templated policies', () => {
     ]);
   });
 
+  it('grants nothing here when scoped to another datacenter', async () => {
+    const elsewhere = (await d.api('PUT', '/v1/acl/token', { body: { TemplatedPolicies: [{ TemplateName: 'builtin/nomad-server', Datacenters: ['dc2'] }] } })).body;
+    expect(elsewhere.TemplatedPolicies).toEqual([{ TemplateName: 'builtin/nomad-server', Datacenters: ['dc2'] }]);
+    expect((await apiFor(d.url, elsewhere.SecretID)('GET', '/v1/acl/tokens')).status).toBe(403);
+    const here = (await d.api('PUT', '/v1/acl/token', { body: { TemplatedPolicies: [{ TemplateName: 'builtin/nomad-server', Datacenters: ['dc1'] }] } })).body;
+    expect((await apiFor(d.url, here.SecretID)('GET', '/v1/acl/tokens')).status).toBe(200);
+    const role = (await d.api('PUT', '/v1/acl/role', { body: { Name: 'nomad-dc2', TemplatedPolicies: [{ TemplateName: 'builtin/nomad-server', Datacenters: ['dc2'] }] } })).body;
+    const viaRole = (await d.api('PUT', '/v1/acl/token', { body: { Roles: [{ ID: role.ID }] } })).body;
+    expect((await apiFor(d.url, viaRole.SecretID)('GET', '/v1/acl/tokens')).status).toBe(403);
+  });
+
   it('needs acl:read', async () => {
     const res = await apiFor(d.url)('GET', '/v1/acl/templated-policies');
     expect(res.status).toBe(403);
