@@ -26,32 +26,6 @@ function depthOf(value: unknown, limit: number): number {
   return max;
 }
 
-/**
- * An object schema whose field names match case-insensitively (`accessorid` is
- * `AccessorID`), refusing unknown fields. `ignored` names return-side fields that
- * clients echo back on update: accepted, then dropped.
- */
-export function ciObject<S extends z.ZodRawShape>(shape: S, ignored: readonly string[] = []) {
-  const canonical = new Map<string, string>();
-  for (const k of Object.keys(shape)) canonical.set(k.toLowerCase(), k);
-  const ignore = new Set(ignored.map((k) => k.toLowerCase()));
-  return z.preprocess((value, ctx) => {
-    if (value === null || typeof value !== 'object' || Array.isArray(value)) return value;
-    const out: Record<string, unknown> = {};
-    for (const [key, v] of Object.entries(value)) {
-      const lower = key.toLowerCase();
-      if (ignore.has(lower)) continue;
-      const name = canonical.get(lower) ?? key;
-      if (Object.hasOwn(out, name)) {
-        ctx.addIssue({ code: 'custom', message: `field ${JSON.stringify(name)} is given more than once`, input: value });
-        continue;
-      }
-      Object.defineProperty(out, name, { value: v, enumerable: true, writable: true, configurable: true });
-    }
-    return out;
-  }, z.strictObject(shape));
-}
-
 function pathText(path: ReadonlyArray<PropertyKey>): string {
   let out = '';
   for (const p of path) out += typeof p === 'number' ? `[${p}]` : out === '' ? String(p) : `.${String(p)}`;

@@ -1,3 +1,4 @@
+import type { TemplatedPolicyResponse } from '../api/schemas.js';
 import { notFound } from '../domain/errors.js';
 import { normalizeTemplatedPolicies } from '../domain/grants.js';
 import { POLICY_TEMPLATES, type PolicyTemplate, type SyntheticPolicy, findTemplate, templatedPolicy } from '../domain/templates.js';
@@ -6,12 +7,7 @@ import type { RequestContext } from './context.js';
 import { authorize } from './permissions.js';
 
 /** A template as the API shows it (Consul's shape). */
-export interface TemplatedPolicyView {
-  TemplateName: string;
-  Schema: string;
-  Template: string;
-  Description: string;
-}
+export type TemplatedPolicyView = TemplatedPolicyResponse;
 
 const view = (t: PolicyTemplate): TemplatedPolicyView => ({
   TemplateName: t.TemplateName,

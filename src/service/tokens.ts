@@ -13,8 +13,8 @@ import type { AgentInfo, RequestContext, WriteResult } from './context.js';
 import { type LinkInput, namedLinks, resolveLinks } from './links.js';
 import { authorize, requireAcl } from './permissions.js';
 import { type BodyScope, WILDCARD, selectScope } from './scope.js';
-import { type PolicyView, type RoleView, type TokenView, policyView, roleView, tokenView } from './views.js';
-import type { SyntheticPolicy } from '../domain/templates.js';
+import type { ExpandedTokenResponse } from '../api/schemas.js';
+import { type TokenView, policyView, roleView, tokenView } from './views.js';
 
 /** A token as a client sends it, after decoding (times in ms). */
 export interface TokenInput extends BodyScope {
@@ -47,15 +47,7 @@ export interface TokenListQuery {
 }
 
 /** The expanded read: the token plus everything that shapes its permissions. */
-export type ExpandedTokenView = TokenView & {
-  ExpandedPolicies: Array<PolicyView | SyntheticPolicy>;
-  ExpandedRoles: RoleView[];
-  NamespaceDefaultPolicyIDs: string[] | null;
-  NamespaceDefaultRoleIDs: string[] | null;
-  AgentACLDefaultPolicy: string;
-  AgentACLDownPolicy: string;
-  ResolvedByAgent: string;
-};
+export type ExpandedTokenView = ExpandedTokenResponse;
 
 export interface TokenServiceOptions {
   limits: ExpiryLimits;

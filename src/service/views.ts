@@ -1,60 +1,17 @@
-import type { NamedLink, NodeIdentity, PolicyRecord, RoleRecord, ServiceIdentity, TemplatedPolicyLink, TokenRecord } from '../domain/types.js';
+import type { PolicyResponse, RoleResponse, TokenResponse } from '../api/schemas.js';
+import type { NamedLink, PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
 
 /** What a caller without acl:write sees in place of a secret. */
 export const REDACTED = '<hidden>';
 
 /**
- * Response shapes. Empty arrays are omitted (as Consul does); Description and Local are
- * always present; key order follows Consul's.
+ * Response shapes come from the wire contract (src/api/schemas.ts), so the server,
+ * the OpenAPI document and the client share one definition. Empty arrays are omitted
+ * (as Consul does); Description and Local are always present; key order follows Consul's.
  */
-export interface TokenView {
-  AccessorID: string;
-  SecretID: string;
-  Description: string;
-  Policies?: NamedLink[];
-  Roles?: NamedLink[];
-  ServiceIdentities?: ServiceIdentity[];
-  NodeIdentities?: NodeIdentity[];
-  TemplatedPolicies?: TemplatedPolicyLink[];
-  Local: boolean;
-  AuthMethod?: string;
-  AuthMethodNamespace?: string;
-  ExpirationTime?: string;
-  CreateTime: string;
-  Hash: string;
-  Namespace: string;
-  Partition: string;
-  CreateIndex: number;
-  ModifyIndex: number;
-}
-
-export interface PolicyView {
-  ID: string;
-  Name: string;
-  Description: string;
-  Rules?: string;
-  Datacenters?: string[];
-  Hash: string;
-  Namespace: string;
-  Partition: string;
-  CreateIndex: number;
-  ModifyIndex: number;
-}
-
-export interface RoleView {
-  ID: string;
-  Name: string;
-  Description: string;
-  Policies?: NamedLink[];
-  ServiceIdentities?: ServiceIdentity[];
-  NodeIdentities?: NodeIdentity[];
-  TemplatedPolicies?: TemplatedPolicyLink[];
-  Hash: string;
-  Namespace: string;
-  Partition: string;
-  CreateIndex: number;
-  ModifyIndex: number;
-}
+export type TokenView = TokenResponse;
+export type PolicyView = PolicyResponse;
+export type RoleView = RoleResponse;
 
 const some = <T>(list: readonly T[] | undefined): T[] | undefined => (list && list.length > 0 ? [...list] : undefined);
 

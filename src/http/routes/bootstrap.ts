@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { decodeBody, parseJsonBody } from '../body.js';
 import { sendWrite } from '../respond.js';
 import { type RouteInfo, resource } from '../routes.js';
-import { bootstrapBody } from '../schemas.js';
+import { bootstrapBody } from '../../api/schemas.js';
 import type { AppDeps } from '../app.js';
 
 export function bootstrapRoutes(app: FastifyInstance, deps: AppDeps, registry: RouteInfo[]): void {

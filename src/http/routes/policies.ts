@@ -3,7 +3,7 @@ import { decodeBody, parseJsonBody } from '../body.js';
 import { requestContext } from '../request.js';
 import { sendJSON, sendWrite } from '../respond.js';
 import { type RouteInfo, resource } from '../routes.js';
-import { policyBody } from '../schemas.js';
+import { policyBody } from '../../api/schemas.js';
 import type { AppDeps } from '../app.js';
 
 export function policyRoutes(app: FastifyInstance, deps: AppDeps, registry: RouteInfo[]): void {

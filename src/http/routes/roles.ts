@@ -3,7 +3,7 @@ import { decodeBody, parseJsonBody } from '../body.js';
 import { queryParam, requestContext } from '../request.js';
 import { sendJSON, sendWrite } from '../respond.js';
 import { type RouteInfo, resource } from '../routes.js';
-import { roleBody } from '../schemas.js';
+import { roleBody } from '../../api/schemas.js';
 import type { AppDeps } from '../app.js';
 
 export function roleRoutes(app: FastifyInstance, deps: AppDeps, registry: RouteInfo[]): void {

@@ -3,7 +3,7 @@ import { decodeBody, parseJsonBody } from '../body.js';
 import { requestContext } from '../request.js';
 import { sendJSON } from '../respond.js';
 import { type RouteInfo, resource } from '../routes.js';
-import { templateVariablesBody } from '../schemas.js';
+import { templateVariablesBody } from '../../api/schemas.js';
 import type { AppDeps } from '../app.js';
 
 const nameParam = (params: unknown): string => (params as { '*': string })['*'];

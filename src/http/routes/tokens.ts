@@ -3,7 +3,7 @@ import { decodeBody, parseJsonBody } from '../body.js';
 import { queryFlag, queryParam, requestContext } from '../request.js';
 import { sendJSON, sendWrite } from '../respond.js';
 import { type RouteInfo, resource } from '../routes.js';
-import { cloneBody, tokenBody } from '../schemas.js';
+import { cloneBody, tokenBody } from '../../api/schemas.js';
 import type { AppDeps } from '../app.js';
 
 type IdParams = { AccessorID: string };

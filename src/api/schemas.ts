@@ -1,0 +1,226 @@
+import { z } from 'zod';
+import { parseDuration } from '../domain/duration.js';
+import { ciObject } from './ci-object.js';
+
+/**
+ * The wire contract, shared by the server, the OpenAPI document and the client.
+ *
+ * Request bodies. Every optional field also accepts null (clients in other languages
+ * send it for "unset"); nulls become absent. Strings and arrays are bounded so a
+ * client cannot make the daemon do unbounded work within the 1 MiB body limit.
+ */
+const MAX_LIST = 4096;
+const MAX_TEXT = 65_536;
+
+const str = (max = 1024) => z.string().max(max);
+const opt = <T extends z.ZodType>(schema: T) => schema.nullish().transform((v) => (v === null ? undefined : v));
+const list = <T extends z.ZodType>(item: T) => opt(z.array(item).max(MAX_LIST));
+
+const RFC3339_RE = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$/;
+
+/** RFC 3339 time to ms since the epoch. */
+export const rfc3339Time = z.string().transform((v, ctx) => {
+  const ms = RFC3339_RE.test(v) ? Date.parse(v.replace(/(\.\d{3})\d+/, '$1')) : Number.NaN;
+  if (Number.isNaN(ms)) {
+    ctx.addIssue({ code: 'custom', message: `expected an RFC 3339 time such as "2030-01-02T15:04:05Z", got ${JSON.stringify(v)}` });
+    return z.NEVER;
+  }
+  return ms;
+});
+
+/** A Go duration string ("90s", "1h30m") or an integer of nanoseconds, to ms. */
+export const goDuration = z.union([z.string(), z.number()]).transform((v, ctx) => {
+  const ms = typeof v === 'number' ? (Number.isInteger(v) ? v / 1e6 : undefined) : parseDuration(v);
+  if (ms === undefined || !Number.isFinite(ms)) {
+    ctx.addIssue({ code: 'custom', message: `expected a duration such as "90s" or "1h30m" or an integer of nanoseconds, got ${JSON.stringify(v)}` });
+    return z.NEVER;
+  }
+  return ms;
+});
+
+export const linkBody = ciObject({ ID: opt(str(128)), Name: opt(str(256)) });
+
+export const serviceIdentityBody = ciObject({
+  ServiceName: opt(str(512)),
+  Datacenters: list(str(256)),
+});
+
+export const nodeIdentityBody = ciObject({
+  NodeName: opt(str(512)),
+  Datacenter: opt(str(256)),
+});
+
+export const templatedPolicyBody = ciObject({
+  TemplateName: opt(str(256)),
+  TemplateVariables: opt(z.record(z.string().max(64), z.unknown())),
+  Datacenters: list(str(256)),
+});
+
+const scopeFields = { Namespace: opt(str(64)), Partition: opt(str(64)) };
+
+/** Return-side fields a client may echo back; accepted and ignored. */
+const ECHOED = ['CreateIndex', 'ModifyIndex', 'Hash', 'CreateTime'];
+
+export const tokenBody = ciObject(
+  {
+    AccessorID: opt(str(128)),
+    SecretID: opt(str(256)),
+    Description: opt(str(MAX_TEXT)),
+    Policies: list(linkBody),
+    Roles: list(linkBody),
+    ServiceIdentities: list(serviceIdentityBody),
+    NodeIdentities: list(nodeIdentityBody),
+    TemplatedPolicies: list(templatedPolicyBody),
+    Local: opt(z.boolean()),
+    AuthMethod: opt(str(256)),
+    ExpirationTime: opt(rfc3339Time),
+    ExpirationTTL: opt(goDuration),
+    ...scopeFields,
+  },
+  ECHOED,
+);
+
+export const cloneBody = ciObject({ Description: opt(str(MAX_TEXT)), ...scopeFields });
+
+export const policyBody = ciObject(
+  {
+    ID: opt(str(128)),
+    Name: opt(str(256)),
+    Description: opt(str(MAX_TEXT)),
+    Rules: opt(z.string().max(512 * 1024)),
+    Datacenters: list(str(256)),
+    ...scopeFields,
+  },
+  ECHOED,
+);
+
+export const bootstrapBody = ciObject({ BootstrapSecret: opt(str(256)) });
+
+export const roleBody = ciObject(
+  {
+    ID: opt(str(128)),
+    Name: opt(str(1024)),
+    Description: opt(str(MAX_TEXT)),
+    Policies: list(linkBody),
+    ServiceIdentities: list(serviceIdentityBody),
+    NodeIdentities: list(nodeIdentityBody),
+    TemplatedPolicies: list(templatedPolicyBody),
+    ...scopeFields,
+  },
+  ECHOED,
+);
+
+/** Variables for a templated-policy preview: `{"Name": "api"}` (key case-insensitive). */
+export const templateVariablesBody = ciObject({ Name: opt(str(512)) });
+
+// ---- Responses ----
+
+const namedLink = z.object({ ID: z.string(), Name: z.string() });
+const serviceIdentity = z.object({ ServiceName: z.string(), Datacenters: z.array(z.string()).optional() });
+const nodeIdentity = z.object({ NodeName: z.string(), Datacenter: z.string() });
+const templatedPolicy = z.object({
+  TemplateName: z.string(),
+  TemplateVariables: z.object({ Name: z.string() }).optional(),
+  Datacenters: z.array(z.string()).optional(),
+});
+const indexes = { CreateIndex: z.number().int(), ModifyIndex: z.number().int() };
+const scope = { Namespace: z.string(), Partition: z.string() };
+
+export const tokenResponse = z
+  .object({
+    AccessorID: z.string(),
+    SecretID: z.string().describe('The secret, or "<hidden>" for callers without acl:write'),
+    Description: z.string(),
+    Policies: z.array(namedLink).optional(),
+    Roles: z.array(namedLink).optional(),
+    ServiceIdentities: z.array(serviceIdentity).optional(),
+    NodeIdentities: z.array(nodeIdentity).optional(),
+    TemplatedPolicies: z.array(templatedPolicy).optional(),
+    Local: z.boolean(),
+    AuthMethod: z.string().optional(),
+    AuthMethodNamespace: z.string().optional(),
+    ExpirationTime: z.string().optional(),
+    CreateTime: z.string(),
+    Hash: z.string(),
+    ...scope,
+    ...indexes,
+  })
+  .meta({ id: 'Token' });
+
+export const policyResponse = z
+  .object({
+    ID: z.string(),
+    Name: z.string(),
+    Description: z.string(),
+    Rules: z.string().optional().describe('Absent in list items'),
+    Datacenters: z.array(z.string()).optional(),
+    Hash: z.string(),
+    ...scope,
+    ...indexes,
+  })
+  .meta({ id: 'Policy' });
+
+export const roleResponse = z
+  .object({
+    ID: z.string(),
+    Name: z.string(),
+    Description: z.string(),
+    Policies: z.array(namedLink).optional(),
+    ServiceIdentities: z.array(serviceIdentity).optional(),
+    NodeIdentities: z.array(nodeIdentity).optional(),
+    TemplatedPolicies: z.array(templatedPolicy).optional(),
+    Hash: z.string(),
+    ...scope,
+    ...indexes,
+  })
+  .meta({ id: 'Role' });
+
+export const syntheticPolicyResponse = z
+  .object({
+    ID: z.string(),
+    Name: z.string(),
+    Description: z.string(),
+    Rules: z.string(),
+    Datacenters: z.array(z.string()).optional(),
+  })
+  .meta({ id: 'SyntheticPolicy' });
+
+export const expandedTokenResponse = tokenResponse
+  .extend({
+    ExpandedPolicies: z.array(z.union([policyResponse, syntheticPolicyResponse])),
+    ExpandedRoles: z.array(roleResponse),
+    NamespaceDefaultPolicyIDs: z.array(z.string()).nullable(),
+    NamespaceDefaultRoleIDs: z.array(z.string()).nullable(),
+    AgentACLDefaultPolicy: z.string(),
+    AgentACLDownPolicy: z.string(),
+    ResolvedByAgent: z.string(),
+  })
+  .meta({ id: 'ExpandedToken' });
+
+export const bootstrapResponse = tokenResponse.extend({ ID: z.string().describe('Equal to SecretID') }).meta({ id: 'BootstrapToken' });
+
+export const templatedPolicyResponse = z
+  .object({ TemplateName: z.string(), Schema: z.string(), Template: z.string(), Description: z.string() })
+  .meta({ id: 'TemplatedPolicy' });
+
+export const templatedPoliciesResponse = z.record(z.string(), templatedPolicyResponse);
+
+export const errorResponse = z
+  .object({
+    statusCode: z.number().int(),
+    error: z.string(),
+    code: z.string().describe('Stable error code; branch on this, not on the message'),
+    message: z.string(),
+  })
+  .meta({ id: 'Error' });
+
+export const deletedResponse = z.boolean().describe('Whether something was deleted');
+
+export type TokenResponse = z.infer<typeof tokenResponse>;
+export type PolicyResponse = z.infer<typeof policyResponse>;
+export type RoleResponse = z.infer<typeof roleResponse>;
+export type SyntheticPolicyResponse = z.infer<typeof syntheticPolicyResponse>;
+export type ExpandedTokenResponse = z.infer<typeof expandedTokenResponse>;
+export type BootstrapResponse = z.infer<typeof bootstrapResponse>;
+export type TemplatedPolicyResponse = z.infer<typeof templatedPolicyResponse>;
+export type ErrorResponse = z.infer<typeof errorResponse>;
