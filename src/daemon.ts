@@ -6,7 +6,9 @@ import { type Config, isPrimary, parseHostPort } from './config/schema.js';
 import { type Clock, systemClock } from './domain/clock.js';
 import { ReadGate } from './http/blocking.js';
 import { buildApp } from './http/app.js';
-import { createLogger } from './observability/logger.js';
+import { formatDuration } from './domain/duration.js';
+import { createAgentLogger } from './observability/logger.js';
+import { Metrics } from './observability/metrics.js';
 import { Reaper } from './reaper/reaper.js';
 import { AclResolver } from './service/acl-resolver.js';
 import { BootstrapService } from './service/bootstrap.js';
@@ -19,6 +21,7 @@ import { LevelStore } from './store/level-store.js';
 
 export interface Daemon {
   readonly config: Config;
+  readonly metrics: Metrics;
   readonly app: FastifyInstance;
   readonly store: LevelStore;
   /** host:port the HTTP API is bound to. */
@@ -36,6 +39,38 @@ export interface DaemonOptions {
 /** Version of this build, reported by /v1/agent/self. */
 export const VERSION = '0.1.0';
 
+/** /v1/agent/self: the configuration without secrets (only whether they are set), version and role. */
+function agentSelf(config: Config, address: string, store: LevelStore, metrics: Metrics) {
+  return {
+    Config: {
+      Datacenter: config.datacenter,
+      PrimaryDatacenter: config.primary_datacenter,
+      Role: isPrimary(config) ? 'primary' : 'secondary',
+      NodeName: config.node_name,
+      Version: VERSION,
+      HTTPAddr: address,
+      PrimaryAddress: config.primary_address ?? null,
+      DataDir: resolve(config.data_dir),
+      DefaultPolicy: config.default_policy,
+      TokenMinTTL: formatDuration(config.token_min_ttl),
+      TokenMaxTTL: formatDuration(config.token_max_ttl),
+      ReapInterval: formatDuration(config.reap_interval),
+      Durability: config.durability,
+      LogRetention: config.log_retention,
+      LogLevel: config.log_level,
+      ReplicationTokenSet: config.replication_token !== undefined,
+      InitialManagementTokenSet: config.initial_management_token !== undefined,
+    },
+    Stats: {
+      Index: store.currentIndex(),
+      Tokens: store.count('tokens'),
+      Roles: store.count('roles'),
+      Policies: store.count('policies'),
+      BlockingQueries: metrics.blockingInFlight(),
+    },
+  };
+}
+
 /**
  * The composition root: opens the store, builds services, HTTP and the reaper, and
  * starts them in order. Nothing serves before the store is open; close() stops in the
@@ -43,7 +78,7 @@ export const VERSION = '0.1.0';
  */
 export async function startDaemon(config: Config, options: DaemonOptions = {}): Promise<Daemon> {
   const clock = options.clock ?? systemClock;
-  const logger = options.logger ?? createLogger(config.log_level);
+  const logger = options.logger ?? createAgentLogger(config.log_level);
   const primary = isPrimary(config);
   const dataDir = resolve(config.data_dir);
   await mkdir(dataDir, { recursive: true, mode: 0o700 });
@@ -68,23 +103,30 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       if (config.initial_management_token) await bootstrap.ensureInitialManagementToken(config.initial_management_token);
     }
 
+    const metrics = new Metrics(store);
     const agent: AgentInfo = {
       datacenter: config.datacenter,
       primaryDatacenter: config.primary_datacenter,
       nodeName: config.node_name,
+      version: VERSION,
       defaultPolicy: config.default_policy,
       downPolicy: 'extend-cache',
       address: () => address,
       knownLeader: () => primary,
       lastContactMs: () => 0,
+      datacenters: () => [config.primary_datacenter, ...(primary ? [] : [config.datacenter])],
+      self: () => agentSelf(config, address, store, metrics),
     };
-    const reads = new ReadGate(store);
-    const { app } = buildApp({ store, tokens, policies, roles, templatedPolicies, bootstrap, agent, reads, logger });
+    const reads = new ReadGate(store, metrics);
+    const { app } = buildApp({ store, tokens, policies, roles, templatedPolicies, bootstrap, agent, reads, metrics, logger });
 
     const reaper = new Reaper(store, clock, {
       interval: config.reap_interval,
       isPrimary: primary,
-      onReaped: (count) => logger.info({ count }, 'reaped expired tokens'),
+      onReaped: (count) => {
+        metrics.reaped.inc(count);
+        logger.info({ count }, 'reaped expired tokens');
+      },
       onError: (err) => logger.error({ err }, 'reaper pass failed'),
     });
 
@@ -100,6 +142,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     let closing: Promise<void> | undefined;
     return {
       config,
+      metrics,
       app,
       store,
       address,

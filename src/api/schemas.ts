@@ -224,3 +224,36 @@ export type ExpandedTokenResponse = z.infer<typeof expandedTokenResponse>;
 export type BootstrapResponse = z.infer<typeof bootstrapResponse>;
 export type TemplatedPolicyResponse = z.infer<typeof templatedPolicyResponse>;
 export type ErrorResponse = z.infer<typeof errorResponse>;
+
+export const agentSelfResponse = z
+  .object({
+    Config: z.object({
+      Datacenter: z.string(),
+      PrimaryDatacenter: z.string(),
+      Role: z.enum(['primary', 'secondary']),
+      NodeName: z.string(),
+      Version: z.string(),
+      HTTPAddr: z.string(),
+      PrimaryAddress: z.string().nullable(),
+      DataDir: z.string(),
+      DefaultPolicy: z.enum(['allow', 'deny']),
+      TokenMinTTL: z.string(),
+      TokenMaxTTL: z.string(),
+      ReapInterval: z.string(),
+      Durability: z.enum(['fsync', 'os']),
+      LogRetention: z.number().int(),
+      LogLevel: z.string(),
+      ReplicationTokenSet: z.boolean(),
+      InitialManagementTokenSet: z.boolean(),
+    }),
+    Stats: z.object({
+      Index: z.number().int(),
+      Tokens: z.number().int(),
+      Roles: z.number().int(),
+      Policies: z.number().int(),
+      BlockingQueries: z.number().int(),
+    }),
+  })
+  .meta({ id: 'AgentSelf' });
+
+export type AgentSelfResponse = z.infer<typeof agentSelfResponse>;

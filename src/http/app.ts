@@ -8,14 +8,19 @@ import type { TemplatedPolicyService } from '../service/templated-policies.js';
 import type { AgentInfo } from '../service/context.js';
 import type { TokenService } from '../service/tokens.js';
 import type { Store } from '../store/store.js';
-import { type BlockingGauge, ReadGate } from './blocking.js';
+import type { Metrics } from '../observability/metrics.js';
+import { ReadGate } from './blocking.js';
+import { z } from 'zod';
 import { sendError } from './errors.js';
+import { openAPIDocument } from './openapi.js';
+import { sendJSON } from './respond.js';
+import { resource } from './routes.js';
 import type { RouteInfo } from './routes.js';
 import { bootstrapRoutes } from './routes/bootstrap.js';
 import { policyRoutes } from './routes/policies.js';
 import { roleRoutes } from './routes/roles.js';
 import { templatedPolicyRoutes } from './routes/templated-policies.js';
-import { statusRoutes } from './routes/status.js';
+import { agentRoutes } from './routes/agent.js';
 import { tokenRoutes } from './routes/tokens.js';
 
 /** 1 MiB: larger bodies get 413. */
@@ -30,8 +35,8 @@ export interface AppDeps {
   bootstrap: BootstrapService;
   agent: AgentInfo;
   reads: ReadGate;
+  metrics: Metrics;
   logger?: FastifyBaseLogger;
-  blockingGauge?: BlockingGauge;
 }
 
 export type AppDepsInput = Omit<AppDeps, 'reads'> & { reads?: ReadGate };
@@ -42,7 +47,7 @@ export type AppDepsInput = Omit<AppDeps, 'reads'> & { reads?: ReadGate };
  * that JSON is accepted whatever the Content-Type.
  */
 export function buildApp(input: AppDepsInput): { app: FastifyInstance; routes: RouteInfo[] } {
-  const deps: AppDeps = { ...input, reads: input.reads ?? new ReadGate(input.store, input.blockingGauge) };
+  const deps: AppDeps = { ...input, reads: input.reads ?? new ReadGate(input.store, input.metrics) };
   const app = Fastify({
     loggerInstance: deps.logger ?? pino({ level: 'silent' }),
     // One line per request comes from the onResponse hook below, without URLs or headers.
@@ -77,14 +82,13 @@ export function buildApp(input: AppDepsInput): { app: FastifyInstance; routes: R
     return payload;
   });
 
+  // One log line and one metrics sample per request: the route pattern, never the URL,
+  // so no secret from a path or query string can reach the log.
   app.addHook('onResponse', async (request, reply) => {
+    const route = request.routeOptions.url ?? 'unknown';
+    deps.metrics.observeRequest(request.method, route, reply.statusCode, reply.elapsedTime / 1000);
     request.log.info(
-      {
-        method: request.method,
-        route: request.routeOptions.url ?? 'unknown',
-        status: reply.statusCode,
-        durationMs: Math.round(reply.elapsedTime * 100) / 100,
-      },
+      { method: request.method, route, status: reply.statusCode, durationMs: Math.round(reply.elapsedTime * 100) / 100 },
       'request',
     );
   });
@@ -100,6 +104,15 @@ export function buildApp(input: AppDepsInput): { app: FastifyInstance; routes: R
   policyRoutes(app, deps, routes);
   roleRoutes(app, deps, routes);
   templatedPolicyRoutes(app, deps, routes);
-  statusRoutes(app, deps, routes);
+  agentRoutes(app, deps, routes);
+
+  // Built on first request, when every route (this one included) is registered.
+  let document: Record<string, unknown> | undefined;
+  resource(app, '/v1/openapi.json', {
+    GET: {
+      doc: { summary: 'This OpenAPI document', permission: 'none', response: z.record(z.string(), z.unknown()) },
+      handler: async (request, reply) => sendJSON(request, reply, (document ??= openAPIDocument(routes, deps.agent.version))),
+    },
+  }, routes);
   return { app, routes };
 }

@@ -1,14 +1,31 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
+import type { z } from 'zod';
 import { WatchwordError } from '../domain/errors.js';
 import type { WatchTable } from '../store/store.js';
 import { sendError } from './errors.js';
 
 export type Method = 'GET' | 'PUT' | 'POST' | 'DELETE';
 
+/** What the OpenAPI document says of a route; declared next to its handler. */
+export interface RouteDoc {
+  summary: string;
+  /** The ACL permission the route checks. */
+  permission: 'acl:read' | 'acl:write' | 'none';
+  body?: z.ZodType;
+  /** The body may be left out (bootstrap, clone, preview). */
+  bodyOptional?: boolean;
+  response: z.ZodType;
+  /** Content type of a non-JSON response. */
+  responseType?: string;
+  /** Route-specific query parameters, name to description. */
+  query?: Record<string, string>;
+}
+
 export interface RouteSpec {
   handler(request: FastifyRequest, reply: FastifyReply): Promise<unknown>;
   /** The table a read watches: adds the index headers and allows blocking. */
   table?: WatchTable;
+  doc: RouteDoc;
 }
 
 declare module 'fastify' {
@@ -20,10 +37,12 @@ declare module 'fastify' {
 
 const ALL_METHODS: HTTPMethods[] = ['DELETE', 'GET', 'HEAD', 'PATCH', 'POST', 'PUT', 'OPTIONS'];
 
-/** Documentation of every registered route (feeds the OpenAPI document). */
+/** Every registered route with its documentation (feeds the OpenAPI document). */
 export interface RouteInfo {
   method: Method;
   url: string;
+  table?: WatchTable;
+  doc: RouteDoc;
 }
 
 /**
@@ -34,7 +53,7 @@ export function resource(app: FastifyInstance, url: string, specs: Partial<Recor
   const methods = Object.keys(specs) as Method[];
   for (const method of methods) {
     const spec = specs[method] as RouteSpec;
-    registry?.push({ method, url });
+    registry?.push({ method, url, ...(spec.table ? { table: spec.table } : {}), doc: spec.doc });
     app.route({
       method,
       url,

@@ -1,4 +1,5 @@
 import { type DestinationStream, type Logger, pino } from 'pino';
+import { PinoPretty } from 'pino-pretty';
 
 /**
  * Paths pino censors wherever they appear. Request logs never carry headers, query
@@ -35,4 +36,9 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
     },
     destination,
   );
+}
+
+/** JSON lines, or human-readable output when stdout is a terminal. */
+export function createAgentLogger(level: string): Logger {
+  return createLogger(level, process.stdout.isTTY ? PinoPretty({ colorize: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname,service' }) : undefined);
 }

@@ -19,11 +19,17 @@ export interface AgentInfo {
   datacenter: string;
   primaryDatacenter: string;
   nodeName: string;
+  /** Version of this build. */
+  version: string;
   defaultPolicy: 'allow' | 'deny';
   /** What a secondary does when the primary is unreachable (reported, as Consul does). */
   downPolicy: string;
   /** This daemon's HTTP address (host:port) once listening. */
   address(): string;
+  /** Known datacenters, primary first. */
+  datacenters(): string[];
+  /** The agent's self-description: configuration without secrets, version, role. */
+  self(): unknown;
   /** True on the primary, or on a secondary connected to it. */
   knownLeader(): boolean;
   /** Milliseconds since the last contact with the primary; 0 on the primary. */

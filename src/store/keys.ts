@@ -105,6 +105,7 @@ export const META = {
   logID: key('m', 'log-id'),
   logStart: key('m', 'log-start'),
   cursor: key('m', 'cursor'),
+  count: (t: TableName) => key('m', 'count', t),
 } as const;
 
 export const LOG_PREFIX = key('l', '');

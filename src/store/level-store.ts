@@ -22,6 +22,7 @@ interface QueuedCommit {
   index: number;
   tables: Map<WatchTable, number>;
   entries: LogEntry[];
+  counts: Map<TableName, number>;
   resolve: () => void;
   reject: (err: unknown) => void;
 }
@@ -116,6 +117,8 @@ class LevelTx extends Reader implements Tx {
   private readonly writes: Map<string, PendingEntry>;
   private readonly changes = new Map<number, Change[]>();
   readonly touched = new Map<WatchTable, number>();
+  /** Net objects added per table by this transaction. */
+  readonly countDeltas = new Map<TableName, number>();
   private allocated: number | undefined;
 
   constructor(
@@ -173,6 +176,7 @@ class LevelTx extends Reader implements Tx {
     }
     for (const [k, v] of next) this.set(k, encode(v));
     this.set(recordKey(def as TableDef<unknown>, id), encode(record));
+    if (old === undefined) this.countDeltas.set(def.name, (this.countDeltas.get(def.name) ?? 0) + 1);
     this.touch(def.name);
     this.log(change, def.isGlobal(record) || (old !== undefined && def.isGlobal(old)));
   }
@@ -183,6 +187,7 @@ class LevelTx extends Reader implements Tx {
     if (old === undefined) return false;
     for (const [k] of def.indexes(old)) this.set(k, null);
     this.set(recordKey(def, id), null);
+    this.countDeltas.set(table, (this.countDeltas.get(table) ?? 0) - 1);
     this.touch(table);
     this.log({ Table: table, Op: 'delete', ID: id }, def.isGlobal(old));
     return true;
@@ -223,9 +228,10 @@ class LevelTx extends Reader implements Tx {
     return [...this.changes].sort((a, b) => a[0] - b[0]).map(([Index, Changes]) => ({ Index, Changes }));
   }
 
-  /** Every write as batch operations, plus the index bookkeeping. */
-  toOps(changeLog: boolean, entries: LogEntry[]): BatchOp[] {
+  /** Every write as batch operations, plus the index and count bookkeeping. */
+  toOps(changeLog: boolean, entries: LogEntry[], counts: ReadonlyMap<TableName, number>): BatchOp[] {
     const ops: BatchOp[] = [];
+    for (const [table] of this.countDeltas) ops.push({ type: 'put', key: META.count(table), value: encode(counts.get(table) ?? 0) });
     for (const [key, e] of this.writes) ops.push(e.value === null ? { type: 'del', key } : { type: 'put', key, value: e.value });
     if (this.allocated !== undefined) ops.push({ type: 'put', key: META.index, value: encode(this.allocated) });
     for (const [table, idx] of this.touched) ops.push({ type: 'put', key: META.tableIndex(table), value: encode(idx) });
@@ -251,6 +257,9 @@ export class LevelStore implements Store {
   private mutex: Promise<void> = Promise.resolve();
   private lastAllocated = 0;
   private durableIndex = 0;
+  /** Objects per table including accepted-but-pending writes, and as durable. */
+  private readonly liveCounts = new Map<TableName, number>();
+  private readonly durableCounts = new Map<TableName, number>();
   private readonly tableIndexes = new Map<WatchTable, number>();
   private readonly waiters = new Map<WatchTable, Set<{ index: number; wake: () => void }>>();
   private readonly listeners = new Set<(event: CommitEvent) => void>();
@@ -290,6 +299,11 @@ export class LevelStore implements Store {
     for (const t of ['tokens', 'policies', 'roles', 'bootstrap'] as const) {
       store.tableIndexes.set(t, await reader.getMetaNumber(META.tableIndex(t)));
     }
+    for (const t of ['tokens', 'policies', 'roles'] as const) {
+      const n = await reader.getMetaNumber(META.count(t));
+      store.liveCounts.set(t, n);
+      store.durableCounts.set(t, n);
+    }
     return store;
   }
 
@@ -300,6 +314,11 @@ export class LevelStore implements Store {
 
   currentIndex(): number {
     return this.durableIndex;
+  }
+
+  /** Objects stored per table (durable state). */
+  count(table: TableName): number {
+    return this.durableCounts.get(table) ?? 0;
   }
 
   tableIndex(table: WatchTable): number {
@@ -333,7 +352,9 @@ export class LevelStore implements Store {
 
   private enqueue(tx: LevelTx): Promise<void> {
     const entries = tx.logEntries();
-    const ops = tx.toOps(this.options.changeLog, entries);
+    for (const [table, delta] of tx.countDeltas) this.liveCounts.set(table, (this.liveCounts.get(table) ?? 0) + delta);
+    const counts = new Map(this.liveCounts);
+    const ops = tx.toOps(this.options.changeLog, entries, counts);
     const pending: Array<[string, PendingEntry]> = [];
     for (const op of ops) {
       const entry: PendingEntry = { value: op.type === 'put' ? op.value : null };
@@ -341,7 +362,7 @@ export class LevelStore implements Store {
       pending.push([op.key, entry]);
     }
     return new Promise<void>((resolve, reject) => {
-      this.queue.push({ ops, pending, index: tx.lastIndex ?? this.durableIndex, tables: tx.touched, entries, resolve, reject });
+      this.queue.push({ ops, pending, index: tx.lastIndex ?? this.durableIndex, tables: tx.touched, entries, counts, resolve, reject });
       void this.flush();
     });
   }
@@ -373,6 +394,7 @@ export class LevelStore implements Store {
         tables.set(t, this.tableIndex(t));
       }
       entries.push(...c.entries);
+      for (const [t, n] of c.counts) this.durableCounts.set(t, n);
     }
     for (const c of group) c.resolve();
     this.writing = false;

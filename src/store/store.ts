@@ -67,6 +67,8 @@ export interface Store {
   /** Highest durable index (never 0 once opened). */
   currentIndex(): number;
   tableIndex(table: WatchTable): number;
+  /** Objects stored in a table. */
+  count(table: TableName): number;
   transact<T>(fn: (tx: Tx) => Promise<T>): Promise<T>;
   /** Resolves once `table`'s index exceeds `index`, or when the signal aborts. */
   waitForTableIndex(table: WatchTable, index: number, signal?: AbortSignal): Promise<void>;

@@ -95,6 +95,24 @@ describe('LevelStore', () => {
     expect(store.waiterCount()).toBe(0);
   });
 
+  it('counts objects per table, across updates, deletes and a reopen', async () => {
+    const a = tokenRecord();
+    const b = tokenRecord();
+    await store.transact(async (tx) => {
+      await tx.putToken(a);
+      await tx.putToken(b);
+    });
+    await store.transact(async (tx) => tx.putToken({ ...a, Description: 'changed' }));
+    expect(store.count('tokens')).toBe(2);
+    await store.transact((tx) => tx.deleteToken(b.AccessorID));
+    await store.transact((tx) => tx.deleteToken(b.AccessorID));
+    expect(store.count('tokens')).toBe(1);
+    expect(store.count('policies')).toBe(0);
+    await store.close();
+    store = await LevelStore.open(dir.path, { durability: 'fsync', changeLog: true });
+    expect(store.count('tokens')).toBe(1);
+  });
+
   it('keeps everything across a reopen and refuses a second opener of the same dir', async () => {
     const t = tokenRecord();
     await store.transact(async (tx) => tx.putToken({ ...t, ModifyIndex: tx.index }));

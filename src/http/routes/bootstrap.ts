@@ -2,12 +2,13 @@ import type { FastifyInstance } from 'fastify';
 import { decodeBody, parseJsonBody } from '../body.js';
 import { sendWrite } from '../respond.js';
 import { type RouteInfo, resource } from '../routes.js';
-import { bootstrapBody } from '../../api/schemas.js';
+import { bootstrapBody, bootstrapResponse } from '../../api/schemas.js';
 import type { AppDeps } from '../app.js';
 
 export function bootstrapRoutes(app: FastifyInstance, deps: AppDeps, registry: RouteInfo[]): void {
   resource(app, '/v1/acl/bootstrap', {
     PUT: {
+      doc: { summary: 'Bootstrap ACLs: the first management token (once)', permission: 'none', body: bootstrapBody, bodyOptional: true, response: bootstrapResponse },
       handler: async (request, reply) => {
         const input = decodeBody(bootstrapBody, parseJsonBody(request.body as string));
         return sendWrite(request, reply, await deps.bootstrap.bootstrap(input.BootstrapSecret));

@@ -3,7 +3,8 @@ import { decodeBody, parseJsonBody } from '../body.js';
 import { requestContext } from '../request.js';
 import { sendJSON, sendWrite } from '../respond.js';
 import { type RouteInfo, resource } from '../routes.js';
-import { policyBody } from '../../api/schemas.js';
+import { z } from 'zod';
+import { deletedResponse, policyBody, policyResponse } from '../../api/schemas.js';
 import type { AppDeps } from '../app.js';
 
 export function policyRoutes(app: FastifyInstance, deps: AppDeps, registry: RouteInfo[]): void {
@@ -11,6 +12,7 @@ export function policyRoutes(app: FastifyInstance, deps: AppDeps, registry: Rout
 
   resource(app, '/v1/acl/policy', {
     PUT: {
+      doc: { summary: 'Create a policy', permission: 'acl:write', body: policyBody, response: policyResponse },
       handler: async (request, reply) => {
         const input = decodeBody(policyBody, parseJsonBody(request.body));
         return sendWrite(request, reply, await policies.create(requestContext(request), input));
@@ -20,6 +22,7 @@ export function policyRoutes(app: FastifyInstance, deps: AppDeps, registry: Rout
 
   resource(app, '/v1/acl/policy/:id', {
     GET: {
+      doc: { summary: 'Read a policy', permission: 'acl:read', response: policyResponse },
       table: 'policies',
       handler: async (request, reply) => {
         await deps.reads.prepare(request, reply, 'policies');
@@ -27,12 +30,14 @@ export function policyRoutes(app: FastifyInstance, deps: AppDeps, registry: Rout
       },
     },
     PUT: {
+      doc: { summary: 'Update a policy', permission: 'acl:write', body: policyBody, response: policyResponse },
       handler: async (request, reply) => {
         const input = decodeBody(policyBody, parseJsonBody(request.body));
         return sendWrite(request, reply, await policies.update(requestContext(request), (request.params as { id: string }).id, input));
       },
     },
     DELETE: {
+      doc: { summary: 'Delete a policy', permission: 'acl:write', response: deletedResponse },
       handler: async (request, reply) => {
         return sendWrite(request, reply, await policies.delete(requestContext(request), (request.params as { id: string }).id));
       },
@@ -41,6 +46,7 @@ export function policyRoutes(app: FastifyInstance, deps: AppDeps, registry: Rout
 
   resource(app, '/v1/acl/policy/name/*', {
     GET: {
+      doc: { summary: 'Read a policy by name', permission: 'acl:read', response: policyResponse },
       table: 'policies',
       handler: async (request, reply) => {
         await deps.reads.prepare(request, reply, 'policies');
@@ -51,6 +57,7 @@ export function policyRoutes(app: FastifyInstance, deps: AppDeps, registry: Rout
 
   resource(app, '/v1/acl/policies', {
     GET: {
+      doc: { summary: 'List policies (without their rules)', permission: 'acl:read', response: z.array(policyResponse) },
       table: 'policies',
       handler: async (request, reply) => {
         await deps.reads.prepare(request, reply, 'policies');

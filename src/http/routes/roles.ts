@@ -3,7 +3,8 @@ import { decodeBody, parseJsonBody } from '../body.js';
 import { queryParam, requestContext } from '../request.js';
 import { sendJSON, sendWrite } from '../respond.js';
 import { type RouteInfo, resource } from '../routes.js';
-import { roleBody } from '../../api/schemas.js';
+import { z } from 'zod';
+import { deletedResponse, roleBody, roleResponse } from '../../api/schemas.js';
 import type { AppDeps } from '../app.js';
 
 export function roleRoutes(app: FastifyInstance, deps: AppDeps, registry: RouteInfo[]): void {
@@ -11,6 +12,7 @@ export function roleRoutes(app: FastifyInstance, deps: AppDeps, registry: RouteI
 
   resource(app, '/v1/acl/role', {
     PUT: {
+      doc: { summary: 'Create a role', permission: 'acl:write', body: roleBody, response: roleResponse },
       handler: async (request, reply) => {
         const input = decodeBody(roleBody, parseJsonBody(request.body));
         return sendWrite(request, reply, await roles.create(requestContext(request), input));
@@ -20,6 +22,7 @@ export function roleRoutes(app: FastifyInstance, deps: AppDeps, registry: RouteI
 
   resource(app, '/v1/acl/role/:id', {
     GET: {
+      doc: { summary: 'Read a role', permission: 'acl:read', response: roleResponse },
       table: 'roles',
       handler: async (request, reply) => {
         await deps.reads.prepare(request, reply, 'roles');
@@ -27,18 +30,21 @@ export function roleRoutes(app: FastifyInstance, deps: AppDeps, registry: RouteI
       },
     },
     PUT: {
+      doc: { summary: 'Update a role (full replacement)', permission: 'acl:write', body: roleBody, response: roleResponse },
       handler: async (request, reply) => {
         const input = decodeBody(roleBody, parseJsonBody(request.body));
         return sendWrite(request, reply, await roles.update(requestContext(request), (request.params as { id: string }).id, input));
       },
     },
     DELETE: {
+      doc: { summary: 'Delete a role', permission: 'acl:write', response: deletedResponse },
       handler: async (request, reply) => sendWrite(request, reply, await roles.delete(requestContext(request), (request.params as { id: string }).id)),
     },
   }, registry);
 
   resource(app, '/v1/acl/role/name/:name', {
     GET: {
+      doc: { summary: 'Read a role by name', permission: 'acl:read', response: roleResponse },
       table: 'roles',
       handler: async (request, reply) => {
         await deps.reads.prepare(request, reply, 'roles');
@@ -49,6 +55,7 @@ export function roleRoutes(app: FastifyInstance, deps: AppDeps, registry: RouteI
 
   resource(app, '/v1/acl/roles', {
     GET: {
+      doc: { summary: 'List roles', permission: 'acl:read', response: z.array(roleResponse), query: { policy: 'Only roles linked to this policy ID' } },
       table: 'roles',
       handler: async (request, reply) => {
         const policy = queryParam(request, 'policy');

@@ -3,7 +3,7 @@ import { decodeBody, parseJsonBody } from '../body.js';
 import { requestContext } from '../request.js';
 import { sendJSON } from '../respond.js';
 import { type RouteInfo, resource } from '../routes.js';
-import { templateVariablesBody } from '../../api/schemas.js';
+import { syntheticPolicyResponse, templatedPoliciesResponse, templatedPolicyResponse, templateVariablesBody } from '../../api/schemas.js';
 import type { AppDeps } from '../app.js';
 
 const nameParam = (params: unknown): string => (params as { '*': string })['*'];
@@ -12,15 +12,20 @@ export function templatedPolicyRoutes(app: FastifyInstance, deps: AppDeps, regis
   const { templatedPolicies } = deps;
 
   resource(app, '/v1/acl/templated-policies', {
-    GET: { handler: async (request, reply) => sendJSON(request, reply, await templatedPolicies.list(requestContext(request))) },
+    GET: {
+      doc: { summary: 'List the built-in templated policies, keyed by name', permission: 'acl:read', response: templatedPoliciesResponse },
+      handler: async (request, reply) => sendJSON(request, reply, await templatedPolicies.list(requestContext(request))) },
   }, registry);
 
   resource(app, '/v1/acl/templated-policy/name/*', {
-    GET: { handler: async (request, reply) => sendJSON(request, reply, await templatedPolicies.read(requestContext(request), nameParam(request.params))) },
+    GET: {
+      doc: { summary: 'Read a templated policy by name', permission: 'acl:read', response: templatedPolicyResponse },
+      handler: async (request, reply) => sendJSON(request, reply, await templatedPolicies.read(requestContext(request), nameParam(request.params))) },
   }, registry);
 
   resource(app, '/v1/acl/templated-policy/preview/*', {
     POST: {
+      doc: { summary: 'Render a templated policy into a synthetic policy', permission: 'acl:read', body: templateVariablesBody, bodyOptional: true, response: syntheticPolicyResponse },
       handler: async (request, reply) => {
         const vars = decodeBody(templateVariablesBody, parseJsonBody(request.body));
         return sendJSON(request, reply, await templatedPolicies.preview(requestContext(request), nameParam(request.params), vars));

@@ -3,7 +3,8 @@ import { decodeBody, parseJsonBody } from '../body.js';
 import { queryFlag, queryParam, requestContext } from '../request.js';
 import { sendJSON, sendWrite } from '../respond.js';
 import { type RouteInfo, resource } from '../routes.js';
-import { cloneBody, tokenBody } from '../../api/schemas.js';
+import { z } from 'zod';
+import { cloneBody, deletedResponse, expandedTokenResponse, tokenBody, tokenResponse } from '../../api/schemas.js';
 import type { AppDeps } from '../app.js';
 
 type IdParams = { AccessorID: string };
@@ -13,6 +14,7 @@ export function tokenRoutes(app: FastifyInstance, deps: AppDeps, registry: Route
 
   resource(app, '/v1/acl/token', {
     PUT: {
+      doc: { summary: 'Create a token', permission: 'acl:write', body: tokenBody, response: tokenResponse },
       handler: async (request, reply) => {
         const input = decodeBody(tokenBody, parseJsonBody(request.body));
         return sendWrite(request, reply, await tokens.create(requestContext(request), input));
@@ -22,6 +24,7 @@ export function tokenRoutes(app: FastifyInstance, deps: AppDeps, registry: Route
 
   resource(app, '/v1/acl/token/self', {
     GET: {
+      doc: { summary: 'Read the token whose secret the request carries', permission: 'none', response: tokenResponse },
       table: 'tokens',
       handler: async (request, reply) => {
         await deps.reads.prepare(request, reply, 'tokens');
@@ -32,6 +35,7 @@ export function tokenRoutes(app: FastifyInstance, deps: AppDeps, registry: Route
 
   resource(app, '/v1/acl/token/:AccessorID', {
     GET: {
+      doc: { summary: 'Read a token', permission: 'acl:read', response: z.union([tokenResponse, expandedTokenResponse]), query: { expanded: 'When present, add the policies and roles behind the token' } },
       table: 'tokens',
       handler: async (request, reply) => {
         const { AccessorID } = request.params as IdParams;
@@ -45,6 +49,7 @@ export function tokenRoutes(app: FastifyInstance, deps: AppDeps, registry: Route
       },
     },
     PUT: {
+      doc: { summary: 'Update a token (full replacement of its mutable fields)', permission: 'acl:write', body: tokenBody, response: tokenResponse },
       handler: async (request, reply) => {
         const { AccessorID } = request.params as IdParams;
         const input = decodeBody(tokenBody, parseJsonBody(request.body));
@@ -52,6 +57,7 @@ export function tokenRoutes(app: FastifyInstance, deps: AppDeps, registry: Route
       },
     },
     DELETE: {
+      doc: { summary: 'Delete a token', permission: 'acl:write', response: deletedResponse },
       handler: async (request, reply) => {
         const { AccessorID } = request.params as IdParams;
         return sendWrite(request, reply, await tokens.delete(requestContext(request), AccessorID));
@@ -61,6 +67,7 @@ export function tokenRoutes(app: FastifyInstance, deps: AppDeps, registry: Route
 
   resource(app, '/v1/acl/token/:AccessorID/clone', {
     PUT: {
+      doc: { summary: 'Clone a token', permission: 'acl:write', body: cloneBody, bodyOptional: true, response: tokenResponse },
       handler: async (request, reply) => {
         const { AccessorID } = request.params as IdParams;
         const input = decodeBody(cloneBody, parseJsonBody(request.body));
@@ -71,6 +78,7 @@ export function tokenRoutes(app: FastifyInstance, deps: AppDeps, registry: Route
 
   resource(app, '/v1/acl/tokens', {
     GET: {
+      doc: { summary: 'List tokens', permission: 'acl:read', response: z.array(tokenResponse), query: { policy: 'Only tokens linked to this policy ID', role: 'Only tokens linked to this role ID', servicename: 'Only tokens with a service identity of this name', authmethod: 'Only tokens created by this auth method', 'authmethod-ns': 'Namespace of the auth method' } },
       table: 'tokens',
       handler: async (request, reply) => {
         const q = {

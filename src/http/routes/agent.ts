@@ -1,0 +1,49 @@
+import type { FastifyInstance } from 'fastify';
+import { sendJSON } from '../respond.js';
+import { type RouteInfo, resource } from '../routes.js';
+import { queryParam } from '../request.js';
+import { z } from 'zod';
+import { agentSelfResponse } from '../../api/schemas.js';
+import type { AppDeps } from '../app.js';
+
+export function agentRoutes(app: FastifyInstance, deps: AppDeps, registry: RouteInfo[]): void {
+  resource(app, '/v1/status/leader', {
+    GET: {
+      doc: { summary: "Address of this datacenter's daemon", permission: 'none', response: z.string() },
+      handler: async (request, reply) => sendJSON(request, reply, deps.agent.address()),
+    },
+  }, registry);
+
+  resource(app, '/v1/agent/self', {
+    GET: {
+      doc: { summary: 'Configuration (without secrets), version and role of this daemon', permission: 'none', response: agentSelfResponse },
+      handler: async (request, reply) => sendJSON(request, reply, deps.agent.self()),
+    },
+  }, registry);
+
+  resource(app, '/v1/catalog/datacenters', {
+    GET: {
+      doc: { summary: 'Known datacenters, primary first', permission: 'none', response: z.array(z.string()) },
+      handler: async (request, reply) => sendJSON(request, reply, deps.agent.datacenters()),
+    },
+  }, registry);
+
+  resource(app, '/v1/agent/metrics', {
+    GET: {
+      doc: {
+        summary: 'Metrics: Prometheus text with ?format=prometheus, else JSON',
+        permission: 'none',
+        response: z.string(),
+        responseType: 'text/plain; version=0.0.4',
+        query: { format: '"prometheus" for the Prometheus text format' },
+      },
+      handler: async (request, reply) => {
+        const metrics = deps.metrics.registry;
+        if (queryParam(request, 'format') === 'prometheus') {
+          return reply.type(metrics.contentType).send(await metrics.metrics());
+        }
+        return sendJSON(request, reply, await metrics.getMetricsAsJSON());
+      },
+    },
+  }, registry);
+}

@@ -1,0 +1,111 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { BlockingGauge } from '../http/blocking.js';
+
+/** What the metrics read from the store at scrape time. */
+export interface StoreStats {
+  currentIndex(): number;
+  count(table: 'tokens' | 'roles' | 'policies'): number;
+}
+
+/**
+ * Prometheus metrics of one daemon, in a registry of its own (several daemons can share
+ * a process in tests). Store sizes are read at scrape time; nothing is polled.
+ */
+export class Metrics implements BlockingGauge {
+  readonly registry = new Registry();
+  private inFlight = 0;
+
+  readonly httpRequests = new Counter({
+    name: 'watchword_http_requests_total',
+    help: 'HTTP requests served, by method, route pattern and status',
+    labelNames: ['method', 'route', 'status'] as const,
+    registers: [this.registry],
+  });
+
+  readonly httpDuration = new Histogram({
+    name: 'watchword_http_request_duration_seconds',
+    help: 'HTTP request latency, by method, route pattern and status (blocking queries include their wait)',
+    labelNames: ['method', 'route', 'status'] as const,
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60, 600],
+    registers: [this.registry],
+  });
+
+  readonly reaped = new Counter({
+    name: 'watchword_tokens_reaped_total',
+    help: 'Expired tokens deleted by the reaper',
+    registers: [this.registry],
+  });
+
+  readonly blockingQueries = new Gauge({
+    name: 'watchword_blocking_queries_in_flight',
+    help: 'Blocking queries currently waiting for a change',
+    registers: [this.registry],
+  });
+
+  readonly replicationConnected = new Gauge({
+    name: 'watchword_replication_connected',
+    help: '1 when this secondary is connected to the primary, else 0',
+    registers: [this.registry],
+  });
+
+  readonly replicationAppliedIndex = new Gauge({
+    name: 'watchword_replication_applied_index',
+    help: 'Last primary change-log index applied by this secondary',
+    registers: [this.registry],
+  });
+
+  readonly replicationLagEntries = new Gauge({
+    name: 'watchword_replication_lag_entries',
+    help: 'Change-log entries the primary has that this secondary has not applied',
+    registers: [this.registry],
+  });
+
+  readonly replicationLagMs = new Gauge({
+    name: 'watchword_replication_lag_milliseconds',
+    help: 'Age of the newest applied change when it was applied',
+    registers: [this.registry],
+  });
+
+  constructor(store: StoreStats) {
+    const objects = new Gauge({
+      name: 'watchword_objects_stored',
+      help: 'Objects stored in this datacenter, by table',
+      labelNames: ['table'] as const,
+      registers: [this.registry],
+      collect() {
+        for (const table of ['tokens', 'roles', 'policies'] as const) this.set({ table }, store.count(table));
+      },
+    });
+    void objects;
+    new Gauge({
+      name: 'watchword_index',
+      help: 'Highest durable index of this datacenter',
+      registers: [this.registry],
+      collect() {
+        this.set(store.currentIndex());
+      },
+    });
+    collectDefaultMetrics({ register: this.registry, prefix: 'watchword_' });
+  }
+
+  inc(): void {
+    this.inFlight++;
+    this.blockingQueries.inc();
+  }
+
+  dec(): void {
+    this.inFlight--;
+    this.blockingQueries.dec();
+  }
+
+  /** Blocking queries waiting right now. */
+  blockingInFlight(): number {
+    return this.inFlight;
+  }
+
+  observeRequest(method: string, route: string, status: number, seconds: number): void {
+    const labels = { method, route, status: String(status) };
+    this.httpRequests.inc(labels);
+    this.httpDuration.observe(labels, seconds);
+  }
+}

@@ -1,0 +1,142 @@
+import { compileErrors, validate } from '@readme/openapi-parser';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type TestDaemon, apiFor, startTestDaemon, waitFor } from '../helpers/daemon.js';
+
+describe('blocking queries, headers and operations endpoints', () => {
+  let d: TestDaemon;
+  beforeAll(async () => {
+    d = await startTestDaemon();
+  });
+  afterAll(() => d.close());
+
+  it('a blocked token list returns once another client creates a token, with a larger index', async () => {
+    const first = await d.api('GET', '/v1/acl/tokens');
+    const index = Number(first.headers.get('x-service-index'));
+    expect(index).toBeGreaterThan(0);
+    let settled = false;
+    const blocked = d.api('GET', `/v1/acl/tokens?index=${index}&wait=30s`).then((r) => {
+      settled = true;
+      return r;
+    });
+    await waitFor(() => d.daemon.metrics.blockingInFlight() === 1);
+    expect(settled).toBe(false);
+    const created = await apiFor(d.url, d.management)('PUT', '/v1/acl/token', { body: { Description: 'wake up' } });
+    const res = await blocked;
+    expect(res.status).toBe(200);
+    expect(Number(res.headers.get('x-service-index'))).toBeGreaterThan(index);
+    expect(Number(res.headers.get('x-consul-index'))).toBe(Number(res.headers.get('x-service-index')));
+    expect(res.body.map((t: { AccessorID: string }) => t.AccessorID)).toContain(created.body.AccessorID);
+    expect(d.daemon.metrics.blockingInFlight()).toBe(0);
+  });
+
+  it('a blocking read with no change answers 200 with the same index once the wait is over', async () => {
+    const index = Number((await d.api('GET', '/v1/acl/policies')).headers.get('x-service-index'));
+    const started = Date.now();
+    const res = await d.api('GET', `/v1/acl/policies?index=${index}&wait=1s`);
+    const elapsed = Date.now() - started;
+    expect(res.status).toBe(200);
+    expect(Number(res.headers.get('x-service-index'))).toBe(index);
+    // Waited the full second (plus at most 1/16 of jitter), then answered with current data.
+    expect(elapsed).toBeGreaterThanOrEqual(990);
+  });
+
+  it('an index that is already behind answers at once', async () => {
+    const res = await d.api('GET', '/v1/acl/tokens?index=1&wait=10m');
+    expect(res.status).toBe(200);
+  });
+
+  it('releases blocked requests whose client goes away: the in-flight gauge returns to 0', async () => {
+    const index = Number((await d.api('GET', '/v1/acl/roles')).headers.get('x-service-index'));
+    const controllers = Array.from({ length: 20 }, () => new AbortController());
+    const pending = controllers.map((c) =>
+      fetch(`${d.url}/v1/acl/roles?index=${index}&wait=5m`, { headers: { 'X-Service-Token': d.management }, signal: c.signal }).catch(() => 'aborted'),
+    );
+    await waitFor(() => d.daemon.metrics.blockingInFlight() === 20);
+    for (const c of controllers) c.abort();
+    expect(await Promise.all(pending)).toEqual(Array(20).fill('aborted'));
+    await waitFor(() => d.daemon.metrics.blockingInFlight() === 0);
+    const scrape = await d.api('GET', '/v1/agent/metrics?format=prometheus');
+    expect(scrape.text).toMatch(/^watchword_blocking_queries_in_flight 0$/m);
+  });
+
+  it('sends the index headers on every ACL GET, errors included, under both names', async () => {
+    for (const path of ['/v1/acl/tokens', `/v1/acl/token/${crypto.randomUUID()}`, '/v1/acl/policy/name/none', '/v1/acl/roles']) {
+      const res = await d.api('GET', path);
+      for (const prefix of ['x-service-', 'x-consul-']) {
+        expect(Number(res.headers.get(`${prefix}index`)), path).toBeGreaterThan(0);
+        expect(res.headers.get(`${prefix}knownleader`)).toBe('true');
+        expect(res.headers.get(`${prefix}lastcontact`)).toBe('0');
+        expect(res.headers.get(`${prefix}effective-consistency`)).toBe('leader');
+      }
+    }
+    const denied = await apiFor(d.url)('GET', '/v1/acl/tokens');
+    expect(denied.status).toBe(403);
+    expect(Number(denied.headers.get('x-service-index'))).toBeGreaterThan(0);
+    expect((await d.api('GET', '/v1/acl/tokens?stale')).headers.get('x-service-effective-consistency')).toBe('stale');
+    expect((await d.api('GET', '/v1/acl/tokens?consistent')).headers.get('x-consul-effective-consistency')).toBe('consistent');
+    expect((await d.api('GET', '/v1/acl/tokens?stale&consistent')).status).toBe(400);
+  });
+
+  it('returns the index of the change on writes', async () => {
+    const res = await d.api('PUT', '/v1/acl/policy', { body: { Name: 'indexed' } });
+    expect(Number(res.headers.get('x-service-index'))).toBe(res.body.ModifyIndex);
+  });
+
+  it('describes the agent without secrets', async () => {
+    const self = await apiFor(d.url)('GET', '/v1/agent/self');
+    expect(self.status).toBe(200);
+    expect(self.body.Config).toMatchObject({ Datacenter: 'dc1', PrimaryDatacenter: 'dc1', Role: 'primary', NodeName: 'test-node', InitialManagementTokenSet: true, TokenMinTTL: '1m0s' });
+    expect(self.body.Config.Version).toMatch(/^\d+\.\d+\.\d+/);
+    expect(self.body.Stats.Tokens).toBeGreaterThan(1);
+    expect(self.text).not.toContain(d.management);
+    expect((await apiFor(d.url)('GET', '/v1/status/leader')).body).toBe(d.url.replace('http://', ''));
+    expect((await apiFor(d.url)('GET', '/v1/catalog/datacenters')).body).toEqual(['dc1']);
+  });
+
+  it('exposes Prometheus metrics: requests by route and status, latency, store sizes, reaped tokens', async () => {
+    await d.api('GET', '/v1/acl/tokens');
+    const res = await apiFor(d.url)('GET', '/v1/agent/metrics?format=prometheus');
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^text\/plain/);
+    expect(res.text).toMatch(/watchword_http_requests_total\{method="GET",route="\/v1\/acl\/tokens",status="200"\} \d+/);
+    expect(res.text).toContain('watchword_http_request_duration_seconds_bucket{le="0.005",method="GET",route="/v1/acl/tokens",status="200"}');
+    expect(res.text).toMatch(/watchword_objects_stored\{table="tokens"\} \d+/);
+    expect(res.text).toMatch(/^watchword_tokens_reaped_total 0$/m);
+    expect(res.text).toMatch(/^watchword_replication_connected 0$/m);
+    expect(res.text).toContain('watchword_process_resident_memory_bytes');
+    const json = await apiFor(d.url)('GET', '/v1/agent/metrics');
+    expect(Array.isArray(json.body)).toBe(true);
+  });
+
+  it('publishes an OpenAPI 3.1 document with every route and its schemas, and it validates', async () => {
+    const res = await apiFor(d.url)('GET', '/v1/openapi.json');
+    expect(res.status).toBe(200);
+    const doc = res.body;
+    expect(doc.openapi).toBe('3.1.0');
+    const documented = new Set<string>();
+    for (const [path, ops] of Object.entries(doc.paths as Record<string, Record<string, any>>)) {
+      for (const [method, op] of Object.entries(ops)) {
+        documented.add(`${method.toUpperCase()} ${path}`);
+        expect(op.responses['200'].content, `${method} ${path}`).toBeDefined();
+        expect(op.responses['4XX'].content['application/json'].schema.$ref).toBe('#/components/schemas/Error');
+      }
+    }
+    for (const expected of [
+      'PUT /v1/acl/token', 'GET /v1/acl/token/{AccessorID}', 'PUT /v1/acl/token/{AccessorID}', 'DELETE /v1/acl/token/{AccessorID}',
+      'PUT /v1/acl/token/{AccessorID}/clone', 'GET /v1/acl/token/self', 'GET /v1/acl/tokens', 'PUT /v1/acl/bootstrap',
+      'PUT /v1/acl/policy', 'GET /v1/acl/policy/{id}', 'PUT /v1/acl/policy/{id}', 'DELETE /v1/acl/policy/{id}', 'GET /v1/acl/policy/name/{name}', 'GET /v1/acl/policies',
+      'PUT /v1/acl/role', 'GET /v1/acl/role/{id}', 'PUT /v1/acl/role/{id}', 'DELETE /v1/acl/role/{id}', 'GET /v1/acl/role/name/{name}', 'GET /v1/acl/roles',
+      'GET /v1/acl/templated-policies', 'GET /v1/acl/templated-policy/name/{name}', 'POST /v1/acl/templated-policy/preview/{name}',
+      'GET /v1/status/leader', 'GET /v1/agent/self', 'GET /v1/agent/metrics', 'GET /v1/catalog/datacenters', 'GET /v1/openapi.json',
+    ]) {
+      expect(documented, expected).toContain(expected);
+    }
+    const create = doc.paths['/v1/acl/token'].put;
+    expect(create.requestBody.content['application/json'].schema.properties.ServiceIdentities).toBeDefined();
+    expect(create.responses['200'].content['application/json'].schema.$ref).toBe('#/components/schemas/Token');
+    expect(doc.components.schemas.Token.properties.AccessorID.type).toBe('string');
+    expect(doc.components.schemas.Role.required).toContain('Name');
+    const result = await validate(structuredClone(doc));
+    expect(result.valid, result.valid ? '' : compileErrors(result)).toBe(true);
+  });
+});
