@@ -3,6 +3,7 @@ import { invalid } from '../domain/errors.js';
 import { parseDuration } from '../domain/duration.js';
 import type { Store, WatchTable } from '../store/store.js';
 import { queryFlag, queryParam } from './request.js';
+import { sendJSONText, toJSONText } from './respond.js';
 
 export const DEFAULT_WAIT_MS = 5 * 60_000;
 export const MAX_WAIT_MS = 10 * 60_000;
@@ -53,13 +54,12 @@ async function waitForChange(
   table: WatchTable,
   params: BlockingParams,
   reply: FastifyReply,
-  stopping: AbortSignal,
+  waiting: Set<AbortController> | undefined,
   gauge?: BlockingGauge,
 ): Promise<void> {
-  if (params.index === 0 || store.tableIndex(table) > params.index || stopping.aborted) return;
+  if (params.index === 0 || store.tableIndex(table) > params.index || waiting === undefined) return;
   const controller = new AbortController();
-  const onStop = (): void => controller.abort();
-  stopping.addEventListener('abort', onStop, { once: true });
+  waiting.add(controller);
   const jitter = Math.floor(Math.random() * (params.wait / 16));
   const timer = setTimeout(() => controller.abort(), params.wait + jitter);
   const onClose = (): void => controller.abort();
@@ -71,7 +71,7 @@ async function waitForChange(
     gauge?.dec();
     clearTimeout(timer);
     reply.raw.off('close', onClose);
-    stopping.removeEventListener('abort', onStop);
+    waiting.delete(controller);
   }
 }
 
@@ -91,7 +91,10 @@ declare module 'fastify' {
  * at once instead of being missed.
  */
 export class ReadGate {
-  private readonly stopping = new AbortController();
+  /** Every blocked read, so shutdown can release them; undefined once shut down. */
+  private waiting: Set<AbortController> | undefined = new Set();
+  /** Identical reads in progress: one computation and one serialised body for all. */
+  private readonly inFlight = new Map<string, Promise<string>>();
 
   constructor(
     private readonly store: Store,
@@ -104,13 +107,52 @@ export class ReadGate {
     const params = blockingParams(request);
     request.consistency = params.consistency;
     if (params.consistency === 'consistent' && this.beforeConsistentRead) await this.beforeConsistentRead();
-    await waitForChange(this.store, table, params, reply, this.stopping.signal, this.gauge);
+    await waitForChange(this.store, table, params, reply, this.waiting, this.gauge);
     request.watchIndex = this.store.tableIndex(table);
     return params;
   }
 
+  /**
+   * Runs a read, sharing it with identical reads already running: same path and query,
+   * same caller (token and scope headers), same index snapshot. When one write wakes
+   * thousands of blocked watchers of the same list, the answer is computed and
+   * serialised once. Nothing is kept after the read settles.
+   */
+  shared(request: FastifyRequest, compute: () => Promise<unknown>, serialize: (value: unknown) => string): Promise<string> {
+    const h = request.headers;
+    const key = [
+      request.watchIndex ?? '',
+      request.url,
+      h['x-service-token'] ?? '',
+      h['x-consul-token'] ?? '',
+      h.authorization ?? '',
+      h['x-service-namespace'] ?? '',
+      h['x-consul-namespace'] ?? '',
+      h['x-service-partition'] ?? '',
+      h['x-consul-partition'] ?? '',
+    ].join('\u0000');
+    let running = this.inFlight.get(key);
+    if (!running) {
+      running = compute().then(serialize);
+      this.inFlight.set(key, running);
+      const done = (): void => {
+        this.inFlight.delete(key);
+      };
+      running.then(done, done);
+    }
+    return running;
+  }
+
+  /** A whole read: blocking and consistency handling, then one shared computation, then the JSON. */
+  async serve(request: FastifyRequest, reply: FastifyReply, table: WatchTable, compute: () => Promise<unknown>): Promise<FastifyReply> {
+    await this.prepare(request, reply, table);
+    return sendJSONText(reply, await this.shared(request, compute, (value) => toJSONText(request, value)));
+  }
+
   /** Releases every blocked read at once (shutdown): each answers with current data. */
   shutdown(): void {
-    this.stopping.abort();
+    const waiting = this.waiting;
+    this.waiting = undefined;
+    for (const c of waiting ?? []) c.abort();
   }
 }

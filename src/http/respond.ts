@@ -1,15 +1,24 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { queryFlag } from './request.js';
 
-/** Sends a JSON value (booleans included), indented with `?pretty`. */
-export function sendJSON(request: FastifyRequest, reply: FastifyReply, value: unknown): FastifyReply {
+/** JSON text of a value, indented with `?pretty`. */
+export function toJSONText(request: FastifyRequest, value: unknown): string {
   let pretty = false;
   try {
     pretty = queryFlag(request, 'pretty');
   } catch {
     // A malformed query cannot stop an error from being sent.
   }
-  const text = pretty ? `${JSON.stringify(value, null, 4)}\n` : JSON.stringify(value);
+  return pretty ? `${JSON.stringify(value, null, 4)}\n` : JSON.stringify(value);
+}
+
+/** Sends a JSON value (booleans included), indented with `?pretty`. */
+export function sendJSON(request: FastifyRequest, reply: FastifyReply, value: unknown): FastifyReply {
+  return reply.type('application/json; charset=utf-8').send(toJSONText(request, value));
+}
+
+/** Sends JSON text produced by a (possibly shared) read. */
+export function sendJSONText(reply: FastifyReply, text: string): FastifyReply {
   return reply.type('application/json; charset=utf-8').send(text);
 }
 

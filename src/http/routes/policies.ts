@@ -25,8 +25,7 @@ export function policyRoutes(app: FastifyInstance, deps: AppDeps, registry: Rout
       doc: { summary: 'Read a policy', permission: 'acl:read', response: policyResponse },
       table: 'policies',
       handler: async (request, reply) => {
-        await deps.reads.prepare(request, reply, 'policies');
-        return sendJSON(request, reply, await policies.read(requestContext(request), (request.params as { id: string }).id));
+        return deps.reads.serve(request, reply, 'policies', () => policies.read(requestContext(request), (request.params as { id: string }).id));
       },
     },
     PUT: {
@@ -49,8 +48,7 @@ export function policyRoutes(app: FastifyInstance, deps: AppDeps, registry: Rout
       doc: { summary: 'Read a policy by name', permission: 'acl:read', response: policyResponse },
       table: 'policies',
       handler: async (request, reply) => {
-        await deps.reads.prepare(request, reply, 'policies');
-        return sendJSON(request, reply, await policies.readByName(requestContext(request), (request.params as { '*': string })['*']));
+        return deps.reads.serve(request, reply, 'policies', () => policies.readByName(requestContext(request), (request.params as { '*': string })['*']));
       },
     },
   }, registry);
@@ -60,8 +58,7 @@ export function policyRoutes(app: FastifyInstance, deps: AppDeps, registry: Rout
       doc: { summary: 'List policies (without their rules)', permission: 'acl:read', response: z.array(policyResponse) },
       table: 'policies',
       handler: async (request, reply) => {
-        await deps.reads.prepare(request, reply, 'policies');
-        return sendJSON(request, reply, await policies.list(requestContext(request)));
+        return deps.reads.serve(request, reply, 'policies', () => policies.list(requestContext(request)));
       },
     },
   }, registry);

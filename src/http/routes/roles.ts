@@ -25,8 +25,7 @@ export function roleRoutes(app: FastifyInstance, deps: AppDeps, registry: RouteI
       doc: { summary: 'Read a role', permission: 'acl:read', response: roleResponse },
       table: 'roles',
       handler: async (request, reply) => {
-        await deps.reads.prepare(request, reply, 'roles');
-        return sendJSON(request, reply, await roles.read(requestContext(request), (request.params as { id: string }).id));
+        return deps.reads.serve(request, reply, 'roles', () => roles.read(requestContext(request), (request.params as { id: string }).id));
       },
     },
     PUT: {
@@ -47,8 +46,7 @@ export function roleRoutes(app: FastifyInstance, deps: AppDeps, registry: RouteI
       doc: { summary: 'Read a role by name', permission: 'acl:read', response: roleResponse },
       table: 'roles',
       handler: async (request, reply) => {
-        await deps.reads.prepare(request, reply, 'roles');
-        return sendJSON(request, reply, await roles.readByName(requestContext(request), (request.params as { name: string }).name));
+        return deps.reads.serve(request, reply, 'roles', () => roles.readByName(requestContext(request), (request.params as { name: string }).name));
       },
     },
   }, registry);
@@ -59,8 +57,7 @@ export function roleRoutes(app: FastifyInstance, deps: AppDeps, registry: RouteI
       table: 'roles',
       handler: async (request, reply) => {
         const policy = queryParam(request, 'policy');
-        await deps.reads.prepare(request, reply, 'roles');
-        return sendJSON(request, reply, await roles.list(requestContext(request), policy));
+        return deps.reads.serve(request, reply, 'roles', () => roles.list(requestContext(request), policy));
       },
     },
   }, registry);

@@ -27,8 +27,7 @@ export function tokenRoutes(app: FastifyInstance, deps: AppDeps, registry: Route
       doc: { summary: 'Read the token whose secret the request carries', permission: 'none', response: tokenResponse },
       table: 'tokens',
       handler: async (request, reply) => {
-        await deps.reads.prepare(request, reply, 'tokens');
-        return sendJSON(request, reply, await tokens.readSelf(requestContext(request)));
+        return deps.reads.serve(request, reply, 'tokens', () => tokens.readSelf(requestContext(request)));
       },
     },
   }, registry);
@@ -40,12 +39,10 @@ export function tokenRoutes(app: FastifyInstance, deps: AppDeps, registry: Route
       handler: async (request, reply) => {
         const { AccessorID } = request.params as IdParams;
         const expanded = queryFlag(request, 'expanded');
-        await deps.reads.prepare(request, reply, 'tokens');
-        const ctx = requestContext(request);
-        const result = expanded
-          ? await tokens.readExpanded(ctx, AccessorID, deps.agent)
-          : (await tokens.read(ctx, AccessorID)).view;
-        return sendJSON(request, reply, result);
+        return deps.reads.serve(request, reply, 'tokens', async () => {
+          const ctx = requestContext(request);
+          return expanded ? tokens.readExpanded(ctx, AccessorID, deps.agent) : (await tokens.read(ctx, AccessorID)).view;
+        });
       },
     },
     PUT: {
@@ -88,8 +85,7 @@ export function tokenRoutes(app: FastifyInstance, deps: AppDeps, registry: Route
           authmethod: queryParam(request, 'authmethod'),
           authmethodNamespace: queryParam(request, 'authmethod-ns'),
         };
-        await deps.reads.prepare(request, reply, 'tokens');
-        return sendJSON(request, reply, await tokens.list(requestContext(request), q));
+        return deps.reads.serve(request, reply, 'tokens', () => tokens.list(requestContext(request), q));
       },
     },
   }, registry);
