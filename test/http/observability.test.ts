@@ -29,6 +29,24 @@ describe('blocking queries, headers and operations endpoints', () => {
     expect(d.daemon.metrics.blockingInFlight()).toBe(0);
   });
 
+  it('woken watchers of the same list share work but never each other’s view', async () => {
+    const ro = (await d.api('PUT', '/v1/acl/policy', { body: { Name: 'watch-read', Rules: 'acl = "read"' } })).body;
+    const reader = (await d.api('PUT', '/v1/acl/token', { body: { Policies: [{ ID: ro.ID }] } })).body;
+    const index = Number((await d.api('GET', '/v1/acl/tokens')).headers.get('x-service-index'));
+    const path = `/v1/acl/tokens?index=${index}&wait=30s`;
+    const asWriter = Array.from({ length: 5 }, () => d.api('GET', path));
+    const asReader = Array.from({ length: 5 }, () => apiFor(d.url, reader.SecretID)('GET', path));
+    await waitFor(() => d.daemon.metrics.blockingInFlight() === 10);
+    const created = (await d.api('PUT', '/v1/acl/token', { body: { Description: 'seen by both' } })).body;
+    for (const res of await Promise.all(asWriter)) {
+      expect(res.body.find((t: { AccessorID: string }) => t.AccessorID === created.AccessorID).SecretID).toBe(created.SecretID);
+    }
+    for (const res of await Promise.all(asReader)) {
+      const seen = res.body.find((t: { AccessorID: string }) => t.AccessorID === created.AccessorID);
+      expect(seen.SecretID).toBe('<hidden>');
+    }
+  });
+
   it('a blocking read with no change answers 200 with the same index once the wait is over', async () => {
     const index = Number((await d.api('GET', '/v1/acl/policies')).headers.get('x-service-index'));
     const started = Date.now();
