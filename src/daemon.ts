@@ -18,6 +18,13 @@ import { RoleService } from './service/roles.js';
 import { TemplatedPolicyService } from './service/templated-policies.js';
 import { TokenService } from './service/tokens.js';
 import { LevelStore } from './store/level-store.js';
+import { WatchwordError } from './domain/errors.js';
+import { isUUID } from './domain/ids.js';
+import type { ClusterHooks } from './http/forward.js';
+import { PeerClient } from './replication/primary-client.js';
+import { DEFAULT_PRIMARY_OPTIONS, ReplicationPrimary } from './replication/primary.js';
+import { ReplicationSecondary } from './replication/secondary.js';
+import { policyView } from './service/views.js';
 
 export interface Daemon {
   readonly config: Config;
@@ -28,12 +35,22 @@ export interface Daemon {
   readonly address: string;
   readonly url: string;
   readonly reaper: Reaper;
+  /** GET /v1/acl/replication, in process. */
+  replication(): unknown;
   close(): Promise<void>;
 }
+
+/** Replication timings and sizes; tests shorten them. */
+export const DEFAULT_REPLICATION_OPTIONS = {
+  ...DEFAULT_PRIMARY_OPTIONS,
+  backoffMinMs: 1000,
+  backoffMaxMs: 30_000,
+};
 
 export interface DaemonOptions {
   clock?: Clock;
   logger?: Logger;
+  replication?: Partial<typeof DEFAULT_REPLICATION_OPTIONS>;
 }
 
 /** Version of this build, reported by /v1/agent/self. */
@@ -86,8 +103,17 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
 
   const store = await LevelStore.open(join(dataDir, 'store'), { durability: config.durability, changeLog: primary });
   let address = '';
+  let primaryRepl: ReplicationPrimary | undefined;
+  let secondaryRepl: ReplicationSecondary | undefined;
+  const primaryClient = primary ? undefined : new PeerClient(config.primary_address as string, config.primary_datacenter);
   try {
-    const resolver = new AclResolver(store.reader, clock, { datacenter: config.datacenter, defaultPolicy: config.default_policy });
+    const metrics = new Metrics(store);
+    const unknownSecrets = new Map<string, number>();
+    const resolver = new AclResolver(store.reader, clock, {
+      datacenter: config.datacenter,
+      defaultPolicy: config.default_policy,
+      ...(primaryClient ? { lookupUnknownSecret: (secret: string) => lookUpOnPrimary(secret, primaryClient, () => secondaryRepl, unknownSecrets) } : {}),
+    });
     const tokens = new TokenService(store, resolver, clock, { limits: { minTTL: config.token_min_ttl, maxTTL: config.token_max_ttl } });
     const policies = new PolicyService(store, resolver);
     const roles = new RoleService(store, resolver);
@@ -101,9 +127,18 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     if (primary) {
       await bootstrap.ensureBuiltins();
       if (config.initial_management_token) await bootstrap.ensureInitialManagementToken(config.initial_management_token);
+    } else if (config.initial_management_token) {
+      logger.warn('initial_management_token is only used by the primary; ignored on this secondary');
     }
 
-    const metrics = new Metrics(store);
+    const knownDatacenters = (): Array<{ name: string; url: string }> => {
+      if (primaryRepl) return primaryRepl.datacenters().map((d) => ({ name: d.name, url: `http://${d.address}` }));
+      const fromPrimary = (secondaryRepl?.datacenters() ?? []).filter((d) => d.name !== config.primary_datacenter);
+      const list = [{ name: config.primary_datacenter, url: config.primary_address as string }, ...fromPrimary.map((d) => ({ name: d.name, url: `http://${d.address}` }))];
+      if (!list.some((d) => d.name === config.datacenter)) list.push({ name: config.datacenter, url: `http://${address}` });
+      return list;
+    };
+
     const agent: AgentInfo = {
       datacenter: config.datacenter,
       primaryDatacenter: config.primary_datacenter,
@@ -112,13 +147,85 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       defaultPolicy: config.default_policy,
       downPolicy: 'extend-cache',
       address: () => address,
-      knownLeader: () => primary,
-      lastContactMs: () => 0,
-      datacenters: () => [config.primary_datacenter, ...(primary ? [] : [config.datacenter])],
+      knownLeader: () => primary || (secondaryRepl?.isConnected() ?? false),
+      lastContactMs: () => (primary ? 0 : (secondaryRepl?.lastContactMs() ?? 0)),
+      datacenters: () => knownDatacenters().map((d) => d.name),
       self: () => agentSelf(config, address, store, metrics),
     };
-    const reads = new ReadGate(store, metrics);
-    const { app } = buildApp({ store, tokens, policies, roles, templatedPolicies, bootstrap, agent, reads, metrics, logger });
+
+    const peers = new Map<string, PeerClient>();
+    const cluster: ClusterHooks = {
+      datacenter: config.datacenter,
+      addressOf: (dc) => knownDatacenters().find((d) => d.name === dc)?.url,
+      peer: (dc, url) => {
+        let p = peers.get(url);
+        if (!p) peers.set(url, (p = new PeerClient(url, dc)));
+        return p;
+      },
+      ...(primaryClient
+        ? {
+            secondary: {
+              primary: primaryClient,
+              isLocalToken: async (id: string) => isUUID(id) && (await store.reader.getToken(id))?.Local === true,
+              waitForApplied: (index: number, timeoutMs: number) => secondaryRepl?.waitForApplied(index, timeoutMs) ?? Promise.resolve(false),
+              localView: async (kind: 'token' | 'policy' | 'role', id: string) => {
+                if (kind === 'token') {
+                  const t = await store.reader.getToken(id);
+                  return t && tokens.view(t, true);
+                }
+                if (kind === 'policy') {
+                  const p = await store.reader.getPolicy(id);
+                  return p && policyView(p);
+                }
+                const r = await store.reader.getRole(id);
+                return r && roles.view(r);
+              },
+              currentIndex: () => store.currentIndex(),
+            },
+          }
+        : {}),
+    };
+
+    const reads = new ReadGate(
+      store,
+      metrics,
+      primaryClient
+        ? async () => {
+            // ?consistent on a secondary: reach the primary's current index first, within 5 s.
+            const index = await primaryClient.currentIndex(2000);
+            if (!(await (secondaryRepl?.waitForApplied(index, 2500) ?? Promise.resolve(false)))) {
+              throw new WatchwordError('PRIMARY_UNAVAILABLE', `replication has not caught up with the primary (index ${index}); try again or read without ?consistent`);
+            }
+          }
+        : undefined,
+    );
+    const replicationStatus = () =>
+      secondaryRepl
+        ? secondaryRepl.status()
+        : {
+            Enabled: false,
+            Running: false,
+            SourceDatacenter: config.datacenter,
+            ReplicationType: 'tokens',
+            ReplicatedIndex: store.currentIndex(),
+            ReplicatedRoleIndex: store.currentIndex(),
+            ReplicatedTokenIndex: store.currentIndex(),
+            LastSuccess: '0001-01-01T00:00:00Z',
+            LastError: '0001-01-01T00:00:00Z',
+            LastErrorMessage: '',
+            Connected: false,
+            PrimaryIndex: store.currentIndex(),
+            LagEntries: 0,
+            LastContactMs: 0,
+            Secondaries: primaryRepl?.secondaries() ?? [],
+          };
+    const { app } = buildApp({ store, tokens, policies, roles, templatedPolicies, bootstrap, agent, reads, metrics, replicationStatus, cluster, logger });
+
+    const repl = { ...DEFAULT_REPLICATION_OPTIONS, ...options.replication };
+    if (primary) {
+      primaryRepl = new ReplicationPrimary(store, resolver, logger, { ...repl, retention: config.log_retention }, { datacenter: config.datacenter, address: () => address });
+      primaryRepl.attach(app.server);
+    }
 
     const reaper = new Reaper(store, clock, {
       interval: config.reap_interval,
@@ -136,6 +243,20 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const boundPort = typeof bound === 'object' && bound ? bound.port : port;
     address = `${host.includes(':') ? `[${host}]` : host}:${boundPort}`;
     await writeFile(join(dataDir, 'http-addr'), `${address}\n`, { mode: 0o600 });
+    if (!primary) {
+      secondaryRepl = new ReplicationSecondary(store, logger, metrics, {
+        datacenter: config.datacenter,
+        primaryDatacenter: config.primary_datacenter,
+        primaryAddress: config.primary_address as string,
+        ...(config.replication_token ? { token: config.replication_token } : {}),
+        address: () => address,
+        heartbeatMs: repl.heartbeatMs,
+        deadPeerMs: repl.deadPeerMs,
+        backoffMinMs: repl.backoffMinMs,
+        backoffMaxMs: repl.backoffMaxMs,
+      });
+      await secondaryRepl.start();
+    }
     reaper.start();
     logger.info({ address, datacenter: config.datacenter, primary: config.primary_datacenter, role: primary ? 'primary' : 'secondary', dataDir }, 'watchword agent started');
 
@@ -148,9 +269,12 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       address,
       url: `http://${address}`,
       reaper,
+      replication: () => replicationStatus(),
       close() {
         closing ??= (async () => {
           reads.shutdown();
+          await secondaryRepl?.stop();
+          await primaryRepl?.close();
           await app.close();
           await reaper.stop();
           await store.close();
@@ -160,7 +284,35 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       },
     };
   } catch (err) {
+    await secondaryRepl?.stop().catch(() => undefined);
+    await primaryRepl?.close().catch(() => undefined);
     await store.close().catch(() => undefined);
     throw err;
+  }
+}
+
+/**
+ * A secret this secondary does not hold: ask the primary. When it knows the secret,
+ * wait (briefly) for the token to replicate. Negative answers are kept for a second.
+ */
+async function lookUpOnPrimary(
+  secret: string,
+  primary: PeerClient,
+  secondary: () => ReplicationSecondary | undefined,
+  unknown: Map<string, number>,
+): Promise<boolean> {
+  const now = Date.now();
+  if ((unknown.get(secret) ?? 0) > now) return false;
+  try {
+    const { found, index } = await primary.lookupSecret(secret, 2000);
+    if (!found) {
+      if (unknown.size >= 10_000) unknown.clear();
+      unknown.set(secret, now + 1000);
+      return false;
+    }
+    return (await secondary()?.waitForApplied(index, 3000)) ?? false;
+  } catch {
+    // The primary is unreachable: answer from the local replica.
+    return false;
   }
 }

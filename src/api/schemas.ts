@@ -257,3 +257,34 @@ export const agentSelfResponse = z
   .meta({ id: 'AgentSelf' });
 
 export type AgentSelfResponse = z.infer<typeof agentSelfResponse>;
+
+export const secondaryInfoResponse = z.object({
+  Datacenter: z.string(),
+  Address: z.string(),
+  AckedIndex: z.number().int(),
+  LagEntries: z.number().int(),
+  LastContactMs: z.number().int(),
+  ConnectedAt: z.string(),
+});
+
+export const replicationStatusResponse = z
+  .object({
+    Enabled: z.boolean(),
+    Running: z.boolean(),
+    SourceDatacenter: z.string(),
+    ReplicationType: z.string(),
+    ReplicatedIndex: z.number().int(),
+    ReplicatedRoleIndex: z.number().int(),
+    ReplicatedTokenIndex: z.number().int(),
+    LastSuccess: z.string(),
+    LastError: z.string(),
+    LastErrorMessage: z.string(),
+    Connected: z.boolean(),
+    PrimaryIndex: z.number().int(),
+    LagEntries: z.number().int(),
+    LastContactMs: z.number().int(),
+    Secondaries: z.array(secondaryInfoResponse).optional().describe('On the primary: each connected secondary'),
+  })
+  .meta({ id: 'ReplicationStatus' });
+
+export type ReplicationStatusResponse = z.infer<typeof replicationStatusResponse>;

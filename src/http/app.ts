@@ -21,6 +21,8 @@ import { policyRoutes } from './routes/policies.js';
 import { roleRoutes } from './routes/roles.js';
 import { templatedPolicyRoutes } from './routes/templated-policies.js';
 import { agentRoutes } from './routes/agent.js';
+import { replicationRoutes } from './routes/replication.js';
+import { type ClusterHooks, forwardToDatacenter, forwardWrite, mustForward } from './forward.js';
 import { tokenRoutes } from './routes/tokens.js';
 
 /** 1 MiB: larger bodies get 413. */
@@ -36,6 +38,10 @@ export interface AppDeps {
   agent: AgentInfo;
   reads: ReadGate;
   metrics: Metrics;
+  /** GET /v1/acl/replication. */
+  replicationStatus: () => unknown;
+  /** The daemon's place in the cluster: ?dc= forwarding and, on secondaries, write forwarding. */
+  cluster?: ClusterHooks;
   logger?: FastifyBaseLogger;
 }
 
@@ -93,6 +99,20 @@ export function buildApp(input: AppDepsInput): { app: FastifyInstance; routes: R
     );
   });
 
+  const cluster = deps.cluster;
+  if (cluster) {
+    app.addHook('preHandler', async (request, reply) => {
+      if ((request.routeOptions.url ?? '').startsWith('/v1/acl/')) {
+        const relayed = await forwardToDatacenter(request, reply, cluster);
+        if (relayed) return relayed;
+      }
+      const rule = request.routeOptions.config?.forward;
+      const secondary = cluster.secondary;
+      if (rule && secondary && (await mustForward(request, rule, secondary))) return forwardWrite(request, reply, secondary);
+      return undefined;
+    });
+  }
+
   app.setErrorHandler((error, request, reply) => sendError(request, reply, error));
   app.setNotFoundHandler((request, reply) =>
     sendError(request, reply, new WatchwordError('NOT_FOUND', `No such endpoint: ${request.method} ${request.url.split('?')[0]}`)),
@@ -105,6 +125,7 @@ export function buildApp(input: AppDepsInput): { app: FastifyInstance; routes: R
   roleRoutes(app, deps, routes);
   templatedPolicyRoutes(app, deps, routes);
   agentRoutes(app, deps, routes);
+  replicationRoutes(app, deps, routes);
 
   // Built on first request, when every route (this one included) is registered.
   let document: Record<string, unknown> | undefined;

@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 
 import type { z } from 'zod';
 import { WatchwordError } from '../domain/errors.js';
 import type { WatchTable } from '../store/store.js';
+import type { ForwardRule } from './forward.js';
 import { sendError } from './errors.js';
 
 export type Method = 'GET' | 'PUT' | 'POST' | 'DELETE';
@@ -25,6 +26,8 @@ export interface RouteSpec {
   handler(request: FastifyRequest, reply: FastifyReply): Promise<unknown>;
   /** The table a read watches: adds the index headers and allows blocking. */
   table?: WatchTable;
+  /** On a secondary, when this write is sent to the primary. */
+  forward?: ForwardRule;
   doc: RouteDoc;
 }
 
@@ -57,7 +60,7 @@ export function resource(app: FastifyInstance, url: string, specs: Partial<Recor
     app.route({
       method,
       url,
-      ...(spec.table ? { config: { table: spec.table } } : {}),
+      config: { ...(spec.table ? { table: spec.table } : {}), ...(spec.forward ? { forward: spec.forward } : {}) },
       handler: spec.handler,
     });
   }

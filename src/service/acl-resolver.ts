@@ -31,6 +31,11 @@ const RULE_CACHE_LIMIT = 10_000;
 export interface ResolverOptions {
   datacenter: string;
   defaultPolicy: DefaultPolicy;
+  /**
+   * Secondaries: asked about a secret the local replica does not hold. Resolves true
+   * when the primary knows it and it has now replicated here.
+   */
+  lookupUnknownSecret?: (secret: string) => Promise<boolean>;
 }
 
 /**
@@ -49,7 +54,11 @@ export class AclResolver {
 
   async resolve(secret: string | undefined): Promise<Identity> {
     const anonymous = secret === undefined || secret === '';
-    const token = anonymous ? await this.reader.getToken(ANONYMOUS_TOKEN_ID) : await this.reader.getTokenBySecret(secret);
+    let token = anonymous ? await this.reader.getToken(ANONYMOUS_TOKEN_ID) : await this.reader.getTokenBySecret(secret);
+    // A token created a moment ago on the primary may not have replicated yet.
+    if (token === undefined && !anonymous && this.options.lookupUnknownSecret && (await this.options.lookupUnknownSecret(secret))) {
+      token = await this.reader.getTokenBySecret(secret);
+    }
     if (token === undefined || isExpired(token, this.clock.now())) {
       if (anonymous) {
         // Not yet created (a secondary before its first sync): an anonymous token with nothing attached.

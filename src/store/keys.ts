@@ -103,7 +103,8 @@ export const META = {
   tableIndex: (t: TableName | 'bootstrap') => key('m', 'tidx', t),
   bootstrap: key('m', 'bootstrap'),
   logID: key('m', 'log-id'),
-  logStart: key('m', 'log-start'),
+  /** Highest change-log index removed by retention (0: nothing removed yet). */
+  logTrimmed: key('m', 'log-trimmed'),
   cursor: key('m', 'cursor'),
   count: (t: TableName) => key('m', 'count', t),
 } as const;

@@ -3,11 +3,12 @@ import { WatchwordError } from '../domain/errors.js';
 import { generateID } from '../domain/ids.js';
 import type { BootstrapState, PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
 import { type KVView, compareKeys } from './kv.js';
-import { LOG_PREFIX, META, TABLES, type TableDef, type TableName, logKey, prefixEnd, recordKey } from './keys.js';
+import type { z } from 'zod';
+import { LOG_PREFIX, META, TABLES, type TableDef, type TableName, key, logKey, prefixEnd, recordKey } from './keys.js';
 import { Reader } from './reader.js';
 import { ReadCache } from './cache.js';
-import { decodeRaw, encode } from './records.js';
-import type { Change, CommitEvent, Durability, LogEntry, Store, Tx, WatchTable } from './store.js';
+import { bootstrapStateSchema, decodeRaw, decodeWith, encode, policyRecordSchema, roleRecordSchema, tokenRecordSchema } from './records.js';
+import type { Change, CommitEvent, Durability, GlobalSnapshot, LogEntry, Store, Tx, WatchTable } from './store.js';
 
 type BatchOp = { type: 'put'; key: string; value: Uint8Array } | { type: 'del'; key: string };
 
@@ -156,6 +157,11 @@ class LevelTx extends Reader implements Tx {
     this.set(key, encode(value));
   }
 
+  /** Raw delete of a bookkeeping key (log trimming). */
+  deleteKey(key: string): void {
+    this.set(key, null);
+  }
+
   private touch(table: WatchTable): void {
     this.touched.set(table, this.index);
   }
@@ -265,6 +271,7 @@ export class LevelStore implements Store {
   private readonly listeners = new Set<(event: CommitEvent) => void>();
   private failure: unknown;
   private closed = false;
+  private trimmedUpTo = 0;
 
   private constructor(
     private readonly db: Level<string, Uint8Array>,
@@ -299,6 +306,7 @@ export class LevelStore implements Store {
     for (const t of ['tokens', 'policies', 'roles', 'bootstrap'] as const) {
       store.tableIndexes.set(t, await reader.getMetaNumber(META.tableIndex(t)));
     }
+    store.trimmedUpTo = await reader.getMetaNumber(META.logTrimmed);
     for (const t of ['tokens', 'policies', 'roles'] as const) {
       const n = await reader.getMetaNumber(META.count(t));
       store.liveCounts.set(t, n);
@@ -450,6 +458,63 @@ export class LevelStore implements Store {
   onCommit(listener: (event: CommitEvent) => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
+  }
+
+  /** Highest change-log index removed by retention; a follower behind it needs a snapshot. */
+  logTrimmedUpTo(): number {
+    return this.trimmedUpTo;
+  }
+
+  /**
+   * Removes change-log entries with index <= `upTo`, at most `chunk` per batch so the
+   * writer is never held long. Returns how many were removed.
+   */
+  async trimLog(upTo: number, chunk = 10_000): Promise<number> {
+    if (upTo <= this.trimmedUpTo) return 0;
+    let removed = 0;
+    for (;;) {
+      const keys: string[] = [];
+      for await (const k of this.db.keys({ gt: LOG_PREFIX, lte: logKey(upTo), limit: chunk })) keys.push(k);
+      await this.transact(async (tx) => {
+        for (const k of keys) (tx as LevelTx).deleteKey(k);
+        (tx as LevelTx).putMeta(META.logTrimmed, upTo);
+      });
+      removed += keys.length;
+      if (keys.length < chunk) break;
+    }
+    this.trimmedUpTo = upTo;
+    return removed;
+  }
+
+  /**
+   * Every global object as of one durable index, read from an explicit LevelDB snapshot
+   * so writers are never blocked while a secondary is sent a copy.
+   */
+  async snapshotGlobal(): Promise<GlobalSnapshot> {
+    const snapshot = this.db.snapshot();
+    try {
+      const get = async (k: string) => this.db.get(k, { snapshot });
+      const index = (await get(META.index)) ?? encode(0);
+      const bootstrapBytes = await get(META.bootstrap);
+      const records = async <T>(prefix: string, schema: z.ZodType<T>, what: string): Promise<T[]> => {
+        const out: T[] = [];
+        for await (const [, value] of this.db.iterator({ gt: key(prefix, ''), lt: prefixEnd(key(prefix, '')), snapshot })) {
+          out.push(decodeWith(schema, value, what));
+        }
+        return out;
+      };
+      const tokens = (await records('t', tokenRecordSchema, 'token')).filter((t) => !t.Local);
+      return {
+        logID: this.logID,
+        index: Number(decodeRaw(index)),
+        tokens,
+        policies: await records('p', policyRecordSchema, 'policy'),
+        roles: await records('r', roleRecordSchema, 'role'),
+        bootstrap: bootstrapBytes === undefined ? null : decodeWith(bootstrapStateSchema, bootstrapBytes, 'bootstrap state'),
+      };
+    } finally {
+      await snapshot.close();
+    }
   }
 
   /** Change-log entries after `index`, up to `limit` (replication). */

@@ -204,9 +204,20 @@ export class Reader {
     return undefined;
   }
 
+  /** Every record of a table, in ID order (snapshot diffs; not for request paths). */
+  async allRecords<T extends TableName>(table: T): Promise<Array<RecordTypes[T]>> {
+    const prefix = key(TABLES[table].prefix, '');
+    return this.getRecords(table, await this.idsUnder(prefix));
+  }
+
   async getBootstrap(): Promise<BootstrapState> {
     const bytes = await this.kv.get(META.bootstrap);
     return bytes === undefined ? { Bootstrapped: false, ResetIndex: 0 } : decodeWith(bootstrapStateSchema, bytes, 'bootstrap state');
+  }
+
+  /** Raw bytes of a bookkeeping key. */
+  getRecordBytes(metaKey: string): Promise<Uint8Array | undefined> {
+    return this.kv.get(metaKey);
   }
 
   async getMetaNumber(metaKey: string): Promise<number> {

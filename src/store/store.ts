@@ -22,6 +22,16 @@ export interface LogEntry {
   Changes: Change[];
 }
 
+/** Every global object as of one index of the primary (replication snapshot). */
+export interface GlobalSnapshot {
+  logID: string;
+  index: number;
+  tokens: TokenRecord[];
+  policies: PolicyRecord[];
+  roles: RoleRecord[];
+  bootstrap: BootstrapState | null;
+}
+
 /** What became durable in one group commit. */
 export interface CommitEvent {
   /** Highest index now durable. */

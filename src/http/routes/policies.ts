@@ -13,6 +13,7 @@ export function policyRoutes(app: FastifyInstance, deps: AppDeps, registry: Rout
   resource(app, '/v1/acl/policy', {
     PUT: {
       doc: { summary: 'Create a policy', permission: 'acl:write', body: policyBody, response: policyResponse },
+      forward: 'always',
       handler: async (request, reply) => {
         const input = decodeBody(policyBody, parseJsonBody(request.body));
         return sendWrite(request, reply, await policies.create(requestContext(request), input));
@@ -30,6 +31,7 @@ export function policyRoutes(app: FastifyInstance, deps: AppDeps, registry: Rout
     },
     PUT: {
       doc: { summary: 'Update a policy', permission: 'acl:write', body: policyBody, response: policyResponse },
+      forward: 'always',
       handler: async (request, reply) => {
         const input = decodeBody(policyBody, parseJsonBody(request.body));
         return sendWrite(request, reply, await policies.update(requestContext(request), (request.params as { id: string }).id, input));
@@ -37,6 +39,7 @@ export function policyRoutes(app: FastifyInstance, deps: AppDeps, registry: Rout
     },
     DELETE: {
       doc: { summary: 'Delete a policy', permission: 'acl:write', response: deletedResponse },
+      forward: 'always',
       handler: async (request, reply) => {
         return sendWrite(request, reply, await policies.delete(requestContext(request), (request.params as { id: string }).id));
       },

@@ -13,6 +13,7 @@ export function roleRoutes(app: FastifyInstance, deps: AppDeps, registry: RouteI
   resource(app, '/v1/acl/role', {
     PUT: {
       doc: { summary: 'Create a role', permission: 'acl:write', body: roleBody, response: roleResponse },
+      forward: 'always',
       handler: async (request, reply) => {
         const input = decodeBody(roleBody, parseJsonBody(request.body));
         return sendWrite(request, reply, await roles.create(requestContext(request), input));
@@ -30,6 +31,7 @@ export function roleRoutes(app: FastifyInstance, deps: AppDeps, registry: RouteI
     },
     PUT: {
       doc: { summary: 'Update a role (full replacement)', permission: 'acl:write', body: roleBody, response: roleResponse },
+      forward: 'always',
       handler: async (request, reply) => {
         const input = decodeBody(roleBody, parseJsonBody(request.body));
         return sendWrite(request, reply, await roles.update(requestContext(request), (request.params as { id: string }).id, input));
@@ -37,6 +39,7 @@ export function roleRoutes(app: FastifyInstance, deps: AppDeps, registry: RouteI
     },
     DELETE: {
       doc: { summary: 'Delete a role', permission: 'acl:write', response: deletedResponse },
+      forward: 'always',
       handler: async (request, reply) => sendWrite(request, reply, await roles.delete(requestContext(request), (request.params as { id: string }).id)),
     },
   }, registry);

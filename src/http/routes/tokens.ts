@@ -15,6 +15,7 @@ export function tokenRoutes(app: FastifyInstance, deps: AppDeps, registry: Route
   resource(app, '/v1/acl/token', {
     PUT: {
       doc: { summary: 'Create a token', permission: 'acl:write', body: tokenBody, response: tokenResponse },
+      forward: 'token-create',
       handler: async (request, reply) => {
         const input = decodeBody(tokenBody, parseJsonBody(request.body));
         return sendWrite(request, reply, await tokens.create(requestContext(request), input));
@@ -47,6 +48,7 @@ export function tokenRoutes(app: FastifyInstance, deps: AppDeps, registry: Route
     },
     PUT: {
       doc: { summary: 'Update a token (full replacement of its mutable fields)', permission: 'acl:write', body: tokenBody, response: tokenResponse },
+      forward: 'token-by-id',
       handler: async (request, reply) => {
         const { AccessorID } = request.params as IdParams;
         const input = decodeBody(tokenBody, parseJsonBody(request.body));
@@ -55,6 +57,7 @@ export function tokenRoutes(app: FastifyInstance, deps: AppDeps, registry: Route
     },
     DELETE: {
       doc: { summary: 'Delete a token', permission: 'acl:write', response: deletedResponse },
+      forward: 'token-by-id',
       handler: async (request, reply) => {
         const { AccessorID } = request.params as IdParams;
         return sendWrite(request, reply, await tokens.delete(requestContext(request), AccessorID));
@@ -65,6 +68,7 @@ export function tokenRoutes(app: FastifyInstance, deps: AppDeps, registry: Route
   resource(app, '/v1/acl/token/:AccessorID/clone', {
     PUT: {
       doc: { summary: 'Clone a token', permission: 'acl:write', body: cloneBody, bodyOptional: true, response: tokenResponse },
+      forward: 'token-by-id',
       handler: async (request, reply) => {
         const { AccessorID } = request.params as IdParams;
         const input = decodeBody(cloneBody, parseJsonBody(request.body));

@@ -1,0 +1,132 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { invalid } from '../domain/errors.js';
+import type { PeerClient, RelayedResponse } from '../replication/primary-client.js';
+import { queryParam } from './request.js';
+
+/** How a write route is treated on a secondary. */
+export type ForwardRule = 'always' | 'token-create' | 'token-by-id';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** On a secondary, when this write goes to the primary. */
+    forward?: ForwardRule;
+  }
+}
+
+/** Headers a forwarded request keeps: who is asking and where they point. */
+const PASSED_HEADERS = ['x-service-token', 'x-consul-token', 'authorization', 'x-service-namespace', 'x-consul-namespace', 'x-service-partition', 'x-consul-partition'];
+
+/** Response headers relayed back. */
+const RELAYED_HEADERS = ['x-service-index', 'x-consul-index', 'x-service-knownleader', 'x-consul-knownleader', 'x-service-lastcontact', 'x-consul-lastcontact', 'x-service-effective-consistency', 'x-consul-effective-consistency', 'allow'];
+
+export function relayedRequest(request: FastifyRequest): { headers: Record<string, string>; body: string | undefined } {
+  const headers: Record<string, string> = { 'Content-Type': 'application/json' };
+  for (const name of PASSED_HEADERS) {
+    const v = request.headers[name];
+    const value = Array.isArray(v) ? v[0] : v;
+    if (value) headers[name] = value;
+  }
+  return { headers, body: typeof request.body === 'string' ? request.body : undefined };
+}
+
+export function relayResponse(reply: FastifyReply, res: RelayedResponse): FastifyReply {
+  for (const name of RELAYED_HEADERS) {
+    const v = res.headers.get(name);
+    if (v !== null) void reply.header(name, v);
+  }
+  return reply.code(res.status).type(res.headers.get('content-type') ?? 'application/json; charset=utf-8').send(res.text);
+}
+
+/** What the HTTP layer needs of a daemon's place in the cluster. */
+export interface ClusterHooks {
+  datacenter: string;
+  /** Address of a datacenter's daemon, when known. */
+  addressOf(datacenter: string): string | undefined;
+  peer(datacenter: string, address: string): PeerClient;
+  /** Set on secondaries only. */
+  secondary?: SecondaryHooks;
+}
+
+export interface SecondaryHooks {
+  primary: PeerClient;
+  /** Whether a Local token with this accessor lives here. */
+  isLocalToken(accessorID: string): Promise<boolean>;
+  waitForApplied(index: number, timeoutMs: number): Promise<boolean>;
+  /** This datacenter's view of an object the primary just wrote, after it replicated. */
+  localView(kind: 'token' | 'policy' | 'role', id: string): Promise<unknown | undefined>;
+  currentIndex(): number;
+}
+
+/** A secondary waits this long for the primary's change to arrive before answering without it. */
+export const APPLY_WAIT_MS = 5000;
+/** A forwarded request gets this long to answer. */
+export const FORWARD_TIMEOUT_MS = 4500;
+
+/** `?dc=NAME`: sends the request to that datacenter's daemon and relays the answer. */
+export async function forwardToDatacenter(request: FastifyRequest, reply: FastifyReply, cluster: ClusterHooks): Promise<FastifyReply | undefined> {
+  const dc = queryParam(request, 'dc');
+  if (!dc || dc === cluster.datacenter) return undefined;
+  const address = cluster.addressOf(dc);
+  if (!address) throw invalid(`No path to datacenter ${JSON.stringify(dc)}`);
+  const { headers, body } = relayedRequest(request);
+  const res = await cluster.peer(dc, address).request(request.method, request.url, headers, body, FORWARD_TIMEOUT_MS);
+  return relayResponse(reply, res);
+}
+
+function kindOf(url: string): 'token' | 'policy' | 'role' | undefined {
+  if (url.startsWith('/v1/acl/token')) return 'token';
+  if (url.startsWith('/v1/acl/policy')) return 'policy';
+  if (url.startsWith('/v1/acl/role')) return 'role';
+  return undefined;
+}
+
+/** Whether this write must go to the primary. */
+export async function mustForward(request: FastifyRequest, rule: ForwardRule, hooks: SecondaryHooks): Promise<boolean> {
+  if (rule === 'always') return true;
+  if (rule === 'token-create') {
+    let local = false;
+    try {
+      const body = JSON.parse(typeof request.body === 'string' && request.body.trim() ? request.body : '{}') as Record<string, unknown>;
+      for (const [k, v] of Object.entries(body ?? {})) if (k.toLowerCase() === 'local') local = v === true;
+    } catch {
+      // Malformed JSON: handled (and refused) locally with the usual message.
+      return false;
+    }
+    return !local;
+  }
+  const id = (request.params as { AccessorID?: string }).AccessorID ?? '';
+  return !(await hooks.isLocalToken(id));
+}
+
+/**
+ * Sends a global write to the primary with the caller's own token, then answers once
+ * the change has replicated here (read-your-writes). After APPLY_WAIT_MS it answers
+ * with the primary's result and `X-Service-Replication-Pending: true`.
+ */
+export async function forwardWrite(request: FastifyRequest, reply: FastifyReply, hooks: SecondaryHooks): Promise<FastifyReply> {
+  const { headers, body } = relayedRequest(request);
+  const res = await hooks.primary.request(request.method, request.url, headers, body, FORWARD_TIMEOUT_MS);
+  if (res.status < 200 || res.status >= 300) return relayResponse(reply, res);
+  const index = Number(res.headers.get('x-service-index') ?? 0);
+  const applied = await hooks.waitForApplied(index, APPLY_WAIT_MS);
+  if (!applied) {
+    void reply.header('X-Service-Replication-Pending', 'true').header('X-Consul-Replication-Pending', 'true');
+    return relayResponse(reply, res);
+  }
+  let text = res.text;
+  const kind = kindOf(request.url);
+  try {
+    const value = JSON.parse(res.text) as unknown;
+    if (kind && value !== null && typeof value === 'object') {
+      const id = (value as { AccessorID?: string; ID?: string }).AccessorID ?? (value as { ID?: string }).ID;
+      const local = id ? await hooks.localView(kind, id) : undefined;
+      if (local !== undefined) text = JSON.stringify(local);
+    }
+  } catch {
+    // Not JSON: relay as is.
+  }
+  const localIndex = Math.max(1, hooks.currentIndex());
+  void reply.header('X-Service-Index', localIndex).header('X-Consul-Index', localIndex);
+  return reply.code(res.status).type('application/json; charset=utf-8').send(text);
+}
+

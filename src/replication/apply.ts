@@ -1,0 +1,116 @@
+import type { BootstrapState, PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
+import { META } from '../store/keys.js';
+import type { Change, LogEntry, Tx } from '../store/store.js';
+
+/** Where a secondary is in the primary's log: stored in the same batch as what it applied. */
+export interface Cursor {
+  /** Identity of the primary log followed. */
+  logID: string;
+  /** Last primary index applied (the stream is complete up to it). */
+  index: number;
+}
+
+export interface GlobalState {
+  tokens: TokenRecord[];
+  policies: PolicyRecord[];
+  roles: RoleRecord[];
+  bootstrap: BootstrapState | null;
+}
+
+/** Canonical text of a record without this datacenter's indexes: equal text, equal object. */
+function contentOf(record: object): string {
+  const { CreateIndex: _c, ModifyIndex: _m, ...rest } = record as Record<string, unknown>;
+  return JSON.stringify(rest, (_k, v: unknown) =>
+    v !== null && typeof v === 'object' && !Array.isArray(v)
+      ? Object.fromEntries(Object.entries(v as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : v,
+  );
+}
+
+function diffTable<R extends object>(table: 'tokens' | 'policies' | 'roles', idOf: (r: R) => string, current: R[], wanted: R[]): Change[] {
+  const have = new Map(current.map((r) => [idOf(r), contentOf(r)]));
+  const out: Change[] = [];
+  const keep = new Set<string>();
+  for (const r of wanted) {
+    const id = idOf(r);
+    keep.add(id);
+    if (have.get(id) !== contentOf(r)) out.push({ Table: table, Op: 'set', ID: id, Value: r } as Change);
+  }
+  for (const id of have.keys()) if (!keep.has(id)) out.push({ Table: table, Op: 'delete', ID: id });
+  return out;
+}
+
+/**
+ * What a secondary must change so its global objects equal a snapshot of the
+ * primary: writes for new and changed objects, deletes for objects the primary no
+ * longer has. Pure; `current` must hold global objects only (never Local tokens).
+ */
+export function diffSnapshot(current: GlobalState, snapshot: GlobalState): Change[] {
+  const changes = [
+    ...diffTable('policies', (p: PolicyRecord) => p.ID, current.policies, snapshot.policies),
+    ...diffTable('roles', (r: RoleRecord) => r.ID, current.roles, snapshot.roles),
+    ...diffTable('tokens', (t: TokenRecord) => t.AccessorID, current.tokens, snapshot.tokens),
+  ];
+  if (snapshot.bootstrap && contentOf(snapshot.bootstrap) !== (current.bootstrap ? contentOf(current.bootstrap) : '')) {
+    changes.push({ Table: 'bootstrap', Op: 'set', ID: 'bootstrap', Value: snapshot.bootstrap });
+  }
+  return changes;
+}
+
+/** Applies primary changes at one local index. Local tokens are never overwritten or deleted. */
+async function applyChanges(tx: Tx, changes: readonly Change[], index: number): Promise<void> {
+  for (const c of changes) {
+    if (c.Op === 'delete') {
+      if (c.Table === 'tokens') {
+        const existing = await tx.getToken(c.ID);
+        if (existing && !existing.Local) await tx.deleteToken(c.ID);
+      } else if (c.Table === 'policies') {
+        await tx.deletePolicy(c.ID);
+      } else if (c.Table === 'roles') {
+        await tx.deleteRole(c.ID);
+      }
+      continue;
+    }
+    switch (c.Table) {
+      case 'tokens': {
+        const existing = await tx.getToken(c.ID);
+        if (existing?.Local || c.Value.Local) continue;
+        await tx.putToken({ ...c.Value, CreateIndex: existing?.CreateIndex ?? index, ModifyIndex: index });
+        break;
+      }
+      case 'policies': {
+        const existing = await tx.getPolicy(c.ID);
+        await tx.putPolicy({ ...c.Value, CreateIndex: existing?.CreateIndex ?? index, ModifyIndex: index });
+        break;
+      }
+      case 'roles': {
+        const existing = await tx.getRole(c.ID);
+        await tx.putRole({ ...c.Value, CreateIndex: existing?.CreateIndex ?? index, ModifyIndex: index });
+        break;
+      }
+      case 'bootstrap':
+        tx.putBootstrap(c.Value);
+        break;
+    }
+  }
+}
+
+/** Applies log entries in order, each at its own local index, and moves the cursor in the same batch. */
+export async function applyEntries(tx: Tx, entries: readonly LogEntry[], cursor: Cursor): Promise<void> {
+  for (const entry of entries) await applyChanges(tx, entry.Changes, tx.nextIndex());
+  tx.putMeta(META.cursor, cursor);
+}
+
+/** Makes the secondary's global objects equal the snapshot, leaving Local tokens alone, and sets the cursor. */
+export async function applySnapshot(tx: Tx, snapshot: GlobalState, cursor: Cursor): Promise<number> {
+  const current: GlobalState = {
+    tokens: (await tx.allRecords('tokens')).filter((t) => !t.Local),
+    policies: await tx.allRecords('policies'),
+    roles: await tx.allRecords('roles'),
+    bootstrap: await tx.getBootstrap(),
+  };
+  const changes = diffSnapshot(current, snapshot);
+  if (changes.length > 0) await applyChanges(tx, changes, tx.nextIndex());
+  tx.putMeta(META.cursor, cursor);
+  return changes.length;
+}

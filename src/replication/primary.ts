@@ -1,0 +1,348 @@
+import { STATUS_CODES, type IncomingMessage, type Server } from 'node:http';
+import type { Duplex } from 'node:stream';
+import type { Logger } from 'pino';
+import { WebSocket, WebSocketServer } from 'ws';
+import { isWatchwordError } from '../domain/errors.js';
+import type { AclResolver } from '../service/acl-resolver.js';
+import type { LevelStore } from '../store/level-store.js';
+import {
+  type DatacenterInfo,
+  FrameError,
+  PROTOCOL_VERSION,
+  type PrimaryFrame,
+  REPLICATION_PATH,
+  type SecondaryFrame,
+  decodeFrame,
+  encodeFrame,
+  secondaryFrame,
+} from './protocol.js';
+
+export interface PrimaryOptions {
+  /** How often each side sends a ping, ms. */
+  heartbeatMs: number;
+  /** A peer silent for this long is dead, ms. */
+  deadPeerMs: number;
+  /** Log entries per frame. */
+  batchEntries: number;
+  /** Records per snapshot frame. */
+  snapshotChunk: number;
+  /** Pause sending while the socket holds more than this many bytes. */
+  highWaterBytes: number;
+  /** Pause sending while the secondary is this many indexes behind what was sent. */
+  maxUnackedIndexes: number;
+  /** Change-log entries to keep (by index distance). */
+  retention: number;
+}
+
+export const DEFAULT_PRIMARY_OPTIONS: PrimaryOptions = {
+  heartbeatMs: 2000,
+  deadPeerMs: 10_000,
+  batchEntries: 1000,
+  snapshotChunk: 2000,
+  highWaterBytes: 8 * 1024 * 1024,
+  maxUnackedIndexes: 50_000,
+  retention: 100_000,
+};
+
+/** What the primary reports of each connected secondary. */
+export interface SecondaryInfo {
+  Datacenter: string;
+  Address: string;
+  AckedIndex: number;
+  LagEntries: number;
+  LastContactMs: number;
+  ConnectedAt: string;
+}
+
+function refuse(socket: Duplex, status: number, reason: string): void {
+  const body = `${reason}\n`;
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
+}
+
+function secretOf(req: IncomingMessage): string | undefined {
+  const h = (name: string) => {
+    const v = req.headers[name];
+    return (Array.isArray(v) ? v[0] : v) || undefined;
+  };
+  const bearer = /^Bearer\s+(.+)$/i.exec(h('authorization') ?? '')?.[1]?.trim();
+  return h('x-service-token') ?? h('x-consul-token') ?? bearer;
+}
+
+class Session {
+  datacenter = '';
+  address = '';
+  ackedIndex = 0;
+  /** The stream is complete up to this primary index, as far as frames queued to the socket go. */
+  sentUpTo = 0;
+  lastHeard = Date.now();
+  readonly connectedAt = new Date();
+  private wake: (() => void) | undefined;
+  private closed = false;
+  private heartbeat: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly primary: ReplicationPrimary,
+    readonly ws: WebSocket,
+  ) {}
+
+  /** Called on every commit: a waiting tail loop reads on. */
+  notify(): void {
+    const w = this.wake;
+    this.wake = undefined;
+    w?.();
+  }
+
+  private send(frame: PrimaryFrame): Promise<void> {
+    return new Promise((resolve, reject) => {
+      if (this.ws.readyState !== WebSocket.OPEN) return reject(new Error('socket closed'));
+      this.ws.send(encodeFrame(frame), (err) => (err ? reject(err) : resolve()));
+    });
+  }
+
+  /** Bounded buffering: wait while the socket or the secondary's unacknowledged window is full. */
+  private async roomToSend(): Promise<void> {
+    const o = this.primary.options;
+    while (!this.closed && (this.ws.bufferedAmount > o.highWaterBytes || this.sentUpTo - this.ackedIndex > o.maxUnackedIndexes)) {
+      await new Promise<void>((resolve) => {
+        this.wake = resolve;
+        setTimeout(resolve, 50);
+      });
+    }
+  }
+
+  private waitForChange(): Promise<void> {
+    return new Promise((resolve) => {
+      this.wake = resolve;
+    });
+  }
+
+  close(code: number, reason: string): void {
+    if (this.closed) return;
+    this.closed = true;
+    clearInterval(this.heartbeat);
+    this.notify();
+    if (this.ws.readyState === WebSocket.OPEN || this.ws.readyState === WebSocket.CONNECTING) this.ws.close(code, reason);
+  }
+
+  start(): void {
+    let greeted = false;
+    this.ws.on('message', (data) => {
+      this.lastHeard = Date.now();
+      let frame: SecondaryFrame;
+      try {
+        frame = decodeFrame(secondaryFrame, data);
+      } catch (err) {
+        this.primary.logger.warn({ datacenter: this.datacenter, err: (err as Error).message }, 'replication: malformed frame from secondary; closing');
+        this.close(1008, err instanceof FrameError ? err.message.slice(0, 120) : 'malformed frame');
+        return;
+      }
+      if (frame.t === 'hello') {
+        if (greeted) return this.close(1008, 'hello sent twice');
+        greeted = true;
+        if (frame.v !== PROTOCOL_VERSION) {
+          void this.send({ t: 'error', code: 'VERSION', message: `unsupported replication protocol version ${frame.v}; this primary speaks ${PROTOCOL_VERSION}` }).catch(() => undefined);
+          return this.close(1002, 'unsupported protocol version');
+        }
+        this.datacenter = frame.datacenter;
+        this.address = frame.address;
+        this.run(frame).catch((err: unknown) => {
+          if (!this.closed) this.primary.logger.warn({ datacenter: this.datacenter, err }, 'replication: stream to secondary failed');
+          this.close(1011, 'stream failed');
+        });
+      } else if (frame.t === 'ack') {
+        this.ackedIndex = Math.max(this.ackedIndex, frame.index);
+        this.notify();
+      }
+    });
+    this.ws.on('close', () => {
+      this.closed = true;
+      clearInterval(this.heartbeat);
+      this.notify();
+      this.primary.forget(this);
+    });
+    this.ws.on('error', () => undefined);
+    this.heartbeat = setInterval(() => {
+      if (Date.now() - this.lastHeard > this.primary.options.deadPeerMs) {
+        this.primary.logger.warn({ datacenter: this.datacenter }, 'replication: secondary silent too long; closing');
+        this.ws.terminate();
+        return;
+      }
+      void this.send({ t: 'ping', time: Date.now(), upTo: this.sentUpTo, primaryIndex: this.primary.store.currentIndex(), datacenters: this.primary.datacenters() }).catch(() => undefined);
+    }, this.primary.options.heartbeatMs);
+  }
+
+  private async run(hello: Extract<SecondaryFrame, { t: 'hello' }>): Promise<void> {
+    const { store, options } = this.primary;
+    // Resume from the secondary's cursor when the log still holds everything after it;
+    // otherwise (rebuilt primary, trimmed log, a cursor from the future) send a snapshot.
+    const canTail = hello.logID === store.logID && hello.index >= store.logTrimmedUpTo() && hello.index <= store.currentIndex();
+    await this.send({
+      t: 'welcome',
+      v: PROTOCOL_VERSION,
+      logID: store.logID,
+      primaryIndex: store.currentIndex(),
+      mode: canTail ? 'tail' : 'snapshot',
+      datacenters: this.primary.datacenters(),
+    });
+    this.primary.logger.info({ datacenter: this.datacenter, mode: canTail ? 'tail' : 'snapshot', from: hello.index }, 'replication: secondary connected');
+    if (canTail) {
+      this.sentUpTo = hello.index;
+      this.ackedIndex = hello.index;
+    } else {
+      const snap = await store.snapshotGlobal();
+      const chunk = options.snapshotChunk;
+      const total = Math.max(snap.tokens.length, snap.policies.length, snap.roles.length);
+      for (let i = 0; i === 0 || i < total; i += chunk) {
+        await this.roomToSend();
+        if (this.closed) return;
+        const last = i + chunk >= total;
+        await this.send({
+          t: 'snapshot',
+          logID: snap.logID,
+          index: snap.index,
+          tokens: snap.tokens.slice(i, i + chunk),
+          policies: snap.policies.slice(i, i + chunk),
+          roles: snap.roles.slice(i, i + chunk),
+          bootstrap: last ? snap.bootstrap : null,
+          last,
+        });
+      }
+      this.sentUpTo = snap.index;
+    }
+    await this.tail();
+  }
+
+  private async tail(): Promise<void> {
+    const { store, options } = this.primary;
+    while (!this.closed) {
+      await this.roomToSend();
+      if (this.closed) return;
+      const durable = store.currentIndex();
+      const entries = await store.logEntriesAfter(this.sentUpTo, options.batchEntries);
+      const complete = entries.length < options.batchEntries;
+      const lastEntry = entries.length > 0 ? (entries[entries.length - 1] as { Index: number }).Index : this.sentUpTo;
+      const upTo = complete ? Math.max(durable, lastEntry) : lastEntry;
+      if (entries.length > 0 || upTo > this.sentUpTo) {
+        this.sentUpTo = upTo;
+        await this.send({ t: 'entries', entries, upTo });
+      }
+      if (complete && store.currentIndex() <= this.sentUpTo) await this.waitForChange();
+    }
+  }
+
+  info(): SecondaryInfo {
+    return {
+      Datacenter: this.datacenter,
+      Address: this.address,
+      AckedIndex: this.ackedIndex,
+      LagEntries: Math.max(0, this.primary.store.currentIndex() - this.ackedIndex),
+      LastContactMs: Date.now() - this.lastHeard,
+      ConnectedAt: this.connectedAt.toISOString(),
+    };
+  }
+}
+
+/**
+ * The primary's end of replication: authenticates secondaries on the WebSocket
+ * upgrade, streams its change log to each (snapshot first when needed), and trims the
+ * log to its retention.
+ */
+export class ReplicationPrimary {
+  private readonly wss = new WebSocketServer({ noServer: true, maxPayload: 1024 * 1024, perMessageDeflate: false });
+  private readonly sessions = new Set<Session>();
+  private readonly unsubscribe: () => void;
+  private trimming = false;
+  private lastTrim = 0;
+
+  constructor(
+    readonly store: LevelStore,
+    private readonly resolver: AclResolver,
+    readonly logger: Logger,
+    readonly options: PrimaryOptions,
+    private readonly self: { datacenter: string; address: () => string },
+  ) {
+    this.unsubscribe = store.onCommit(() => {
+      for (const s of this.sessions) s.notify();
+      this.maybeTrim();
+    });
+  }
+
+  /** Serves the replication route on the daemon's HTTP server. */
+  attach(server: Server): void {
+    server.on('upgrade', (req, socket, head) => {
+      void this.upgrade(req, socket, head);
+    });
+  }
+
+  private async upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
+    socket.on('error', () => undefined);
+    const url = new URL(req.url ?? '/', 'http://primary');
+    if (url.pathname !== REPLICATION_PATH) return refuse(socket, 404, `no WebSocket endpoint at ${url.pathname}`);
+    const version = url.searchParams.get('version');
+    if (version !== String(PROTOCOL_VERSION)) {
+      return refuse(socket, 426, `unsupported replication protocol version ${version ?? '(none)'}; this primary speaks ${PROTOCOL_VERSION}`);
+    }
+    const secret = secretOf(req);
+    if (!secret) return refuse(socket, 403, 'replication token is missing');
+    try {
+      const identity = await this.resolver.resolve(secret);
+      if (!identity.authorizer.canWrite('default', 'default')) return refuse(socket, 403, 'replication token lacks acl:write');
+    } catch (err) {
+      if (isWatchwordError(err) && err.code === 'ACL_NOT_FOUND') return refuse(socket, 403, 'replication token is invalid');
+      this.logger.error({ err }, 'replication: cannot authenticate a secondary');
+      return refuse(socket, 500, 'internal error');
+    }
+    this.wss.handleUpgrade(req, socket, head, (ws) => {
+      const session = new Session(this, ws);
+      this.sessions.add(session);
+      session.start();
+    });
+  }
+
+  forget(session: Session): void {
+    if (this.sessions.delete(session) && session.datacenter) {
+      this.logger.info({ datacenter: session.datacenter }, 'replication: secondary disconnected');
+    }
+  }
+
+  /** This datacenter and every connected secondary, primary first. */
+  datacenters(): DatacenterInfo[] {
+    const out: DatacenterInfo[] = [{ name: this.self.datacenter, address: this.self.address() }];
+    const seen = new Set([this.self.datacenter]);
+    for (const s of [...this.sessions].sort((a, b) => (a.datacenter < b.datacenter ? -1 : 1))) {
+      if (!s.datacenter || seen.has(s.datacenter)) continue;
+      seen.add(s.datacenter);
+      out.push({ name: s.datacenter, address: s.address });
+    }
+    return out;
+  }
+
+  secondaries(): SecondaryInfo[] {
+    return [...this.sessions].filter((s) => s.datacenter).map((s) => s.info());
+  }
+
+  private maybeTrim(): void {
+    const { retention } = this.options;
+    const index = this.store.currentIndex();
+    // Trim in steps of a tenth of the retention, at most once a second, never re-entrantly.
+    if (this.trimming || index - this.store.logTrimmedUpTo() <= retention + Math.ceil(retention / 10)) return;
+    if (Date.now() - this.lastTrim < 1000) return;
+    this.trimming = true;
+    this.lastTrim = Date.now();
+    this.store
+      .trimLog(index - retention)
+      .then((n) => this.logger.debug({ removed: n, upTo: index - retention }, 'replication: change log trimmed'))
+      .catch((err: unknown) => this.logger.error({ err }, 'replication: trimming the change log failed'))
+      .finally(() => {
+        this.trimming = false;
+      });
+  }
+
+  async close(): Promise<void> {
+    this.unsubscribe();
+    for (const s of this.sessions) s.close(1001, 'primary shutting down');
+    await new Promise<void>((resolve) => this.wss.close(() => resolve()));
+  }
+}

@@ -1,0 +1,338 @@
+import type { Logger } from 'pino';
+import { WebSocket } from 'ws';
+import type { Metrics } from '../observability/metrics.js';
+import type { LevelStore } from '../store/level-store.js';
+import { META } from '../store/keys.js';
+import { decodeRaw } from '../store/records.js';
+import { type Cursor, type GlobalState, applyEntries, applySnapshot } from './apply.js';
+import { Backoff } from './backoff.js';
+import {
+  type DatacenterInfo,
+  PROTOCOL_VERSION,
+  type PrimaryFrame,
+  REPLICATION_PATH,
+  type SecondaryFrame,
+  decodeFrame,
+  encodeFrame,
+  primaryFrame,
+} from './protocol.js';
+
+export interface SecondaryOptions {
+  datacenter: string;
+  primaryDatacenter: string;
+  /** HTTP base URL of the primary. */
+  primaryAddress: string;
+  /** Replication token; without one the secondary does not connect. */
+  token?: string;
+  /** This daemon's HTTP address, told to the primary for ?dc= forwarding. */
+  address: () => string;
+  heartbeatMs: number;
+  deadPeerMs: number;
+  backoffMinMs: number;
+  backoffMaxMs: number;
+}
+
+/** GET /v1/acl/replication, with Consul's field names. */
+export interface ReplicationStatus {
+  Enabled: boolean;
+  Running: boolean;
+  SourceDatacenter: string;
+  ReplicationType: string;
+  ReplicatedIndex: number;
+  ReplicatedRoleIndex: number;
+  ReplicatedTokenIndex: number;
+  LastSuccess: string;
+  LastError: string;
+  LastErrorMessage: string;
+  Connected: boolean;
+  PrimaryIndex: number;
+  LagEntries: number;
+  LastContactMs: number;
+}
+
+const ZERO_TIME = '0001-01-01T00:00:00Z';
+
+/**
+ * The secondary's end of replication. Frames are handled strictly in order; every
+ * batch is applied in one transaction together with the cursor, so a crash at any
+ * moment resumes exactly where the disk says.
+ */
+export class ReplicationSecondary {
+  private ws: WebSocket | undefined;
+  private cursor: Cursor = { logID: '', index: 0 };
+  /** Local state equals the primary's up to this primary index. */
+  private appliedUpTo = 0;
+  private welcomeLogID = '';
+  private primaryIndex = 0;
+  private datacenterList: DatacenterInfo[] = [];
+  private snapshotBuffer: GlobalState | undefined;
+  private chain: Promise<void> = Promise.resolve();
+  private connected = false;
+  private running = false;
+  private stopped = false;
+  private lastContact = 0;
+  private lastSuccess = ZERO_TIME;
+  private lastError = ZERO_TIME;
+  private lastErrorMessage = '';
+  private reconnectTimer: NodeJS.Timeout | undefined;
+  private heartbeat: NodeJS.Timeout | undefined;
+  private readonly backoff: Backoff;
+  private readonly waiters = new Set<{ index: number; resolve: (ok: boolean) => void }>();
+
+  constructor(
+    private readonly store: LevelStore,
+    private readonly logger: Logger,
+    private readonly metrics: Metrics,
+    private readonly options: SecondaryOptions,
+  ) {
+    this.backoff = new Backoff(options.backoffMinMs, options.backoffMaxMs);
+  }
+
+  async start(): Promise<void> {
+    const raw = await this.store.reader.getRecordBytes(META.cursor);
+    if (raw !== undefined) this.cursor = decodeRaw(raw) as Cursor;
+    this.appliedUpTo = this.cursor.index;
+    this.metrics.replicationAppliedIndex.set(this.appliedUpTo);
+    if (!this.options.token) {
+      this.fail('no replication token configured (set replication_token / --replication-token / WATCHWORD_REPLICATION_TOKEN)');
+      return;
+    }
+    this.running = true;
+    this.connect();
+  }
+
+  private fail(message: string): void {
+    this.lastError = new Date().toISOString();
+    this.lastErrorMessage = message;
+  }
+
+  private connect(): void {
+    if (this.stopped) return;
+    const base = new URL(this.options.primaryAddress);
+    base.protocol = base.protocol === 'https:' ? 'wss:' : 'ws:';
+    base.pathname = REPLICATION_PATH;
+    base.search = `?version=${PROTOCOL_VERSION}`;
+    const ws = new WebSocket(base, {
+      headers: { 'X-Service-Token': this.options.token as string, 'X-Service-Datacenter': this.options.datacenter },
+      handshakeTimeout: 5000,
+      maxPayload: 256 * 1024 * 1024,
+      perMessageDeflate: false,
+    });
+    this.ws = ws;
+    this.chain = Promise.resolve();
+    this.snapshotBuffer = undefined;
+
+    ws.on('unexpected-response', (_req, res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (body += c.slice(0, 1000)));
+      res.on('end', () => {
+        this.fail(`the primary refused replication (HTTP ${res.statusCode}): ${body.trim() || res.statusMessage}`);
+        this.logger.warn({ status: res.statusCode, reason: body.trim() }, 'replication: refused by the primary');
+        ws.terminate();
+      });
+    });
+    ws.on('open', () => {
+      this.connected = true;
+      this.lastContact = Date.now();
+      this.metrics.replicationConnected.set(1);
+      this.send({ t: 'hello', v: PROTOCOL_VERSION, datacenter: this.options.datacenter, address: this.options.address(), logID: this.cursor.logID || null, index: this.cursor.index });
+      this.heartbeat = setInterval(() => {
+        if (Date.now() - this.lastContact > this.options.deadPeerMs) {
+          this.fail('the primary went silent; reconnecting');
+          ws.terminate();
+          return;
+        }
+        this.send({ t: 'ping', time: Date.now() });
+      }, this.options.heartbeatMs);
+    });
+    ws.on('message', (data) => {
+      this.lastContact = Date.now();
+      let frame: PrimaryFrame;
+      try {
+        frame = decodeFrame(primaryFrame, data);
+      } catch (err) {
+        this.fail(`malformed frame from the primary: ${(err as Error).message}`);
+        this.logger.error({ err: (err as Error).message }, 'replication: malformed frame from the primary; closing');
+        ws.close(1008, 'malformed frame');
+        return;
+      }
+      this.chain = this.chain
+        .then(() => this.handle(frame))
+        .catch((err: unknown) => {
+          this.fail(`applying replicated changes failed: ${(err as Error).message}`);
+          this.logger.error({ err }, 'replication: apply failed; reconnecting');
+          ws.terminate();
+        });
+    });
+    ws.on('error', (err) => {
+      if (!this.connected) this.fail(`cannot reach the primary at ${this.options.primaryAddress}: ${err.message}`);
+    });
+    ws.on('close', (code, reason) => {
+      const wasConnected = this.connected;
+      this.connected = false;
+      this.metrics.replicationConnected.set(0);
+      clearInterval(this.heartbeat);
+      if (wasConnected && code !== 1000) {
+        const why = reason.toString();
+        if (!this.lastErrorMessage || why) this.fail(`connection to the primary closed (${code}${why ? `: ${why}` : ''})`);
+      }
+      if (this.ws === ws) this.ws = undefined;
+      this.scheduleReconnect();
+    });
+  }
+
+  private scheduleReconnect(): void {
+    if (this.stopped || this.reconnectTimer) return;
+    const delay = this.backoff.next();
+    this.reconnectTimer = setTimeout(() => {
+      this.reconnectTimer = undefined;
+      this.connect();
+    }, delay);
+  }
+
+  private send(frame: SecondaryFrame): void {
+    if (this.ws?.readyState === WebSocket.OPEN) this.ws.send(encodeFrame(frame), () => undefined);
+  }
+
+  private succeed(): void {
+    this.lastSuccess = new Date().toISOString();
+    this.lastErrorMessage = '';
+    this.backoff.reset();
+  }
+
+  private advance(upTo: number): void {
+    if (upTo <= this.appliedUpTo) return;
+    this.appliedUpTo = upTo;
+    this.metrics.replicationAppliedIndex.set(upTo);
+    this.metrics.replicationLagEntries.set(Math.max(0, this.primaryIndex - upTo));
+    for (const w of this.waiters) {
+      if (upTo >= w.index) {
+        this.waiters.delete(w);
+        w.resolve(true);
+      }
+    }
+  }
+
+  private async handle(frame: PrimaryFrame): Promise<void> {
+    switch (frame.t) {
+      case 'welcome':
+        this.welcomeLogID = frame.logID;
+        this.primaryIndex = frame.primaryIndex;
+        this.datacenterList = frame.datacenters;
+        if (frame.mode === 'snapshot') {
+          this.snapshotBuffer = { tokens: [], policies: [], roles: [], bootstrap: null };
+          this.logger.info({ from: this.cursor.index }, 'replication: receiving a snapshot from the primary');
+        }
+        this.succeed();
+        return;
+      case 'snapshot': {
+        const buf = (this.snapshotBuffer ??= { tokens: [], policies: [], roles: [], bootstrap: null });
+        buf.tokens.push(...frame.tokens);
+        buf.policies.push(...frame.policies);
+        buf.roles.push(...frame.roles);
+        if (frame.bootstrap) buf.bootstrap = frame.bootstrap;
+        if (!frame.last) return;
+        this.snapshotBuffer = undefined;
+        const cursor = { logID: frame.logID, index: frame.index };
+        const changed = await this.store.transact((tx) => applySnapshot(tx, buf, cursor));
+        this.cursor = cursor;
+        this.appliedUpTo = 0;
+        this.advance(frame.index);
+        this.send({ t: 'ack', index: frame.index });
+        this.succeed();
+        this.logger.info({ index: frame.index, changed, tokens: buf.tokens.length }, 'replication: snapshot applied');
+        return;
+      }
+      case 'entries': {
+        if (frame.entries.length > 0) {
+          const cursor = { logID: this.welcomeLogID, index: Math.max(frame.upTo, this.cursor.index) };
+          await this.store.transact((tx) => applyEntries(tx, frame.entries, cursor));
+          this.cursor = cursor;
+        } else {
+          // Nothing to write: the cursor on disk may lag; resuming from it is harmless.
+          this.cursor = { logID: this.welcomeLogID, index: Math.max(frame.upTo, this.cursor.index) };
+        }
+        this.primaryIndex = Math.max(this.primaryIndex, frame.upTo);
+        this.advance(frame.upTo);
+        this.send({ t: 'ack', index: this.appliedUpTo });
+        this.succeed();
+        return;
+      }
+      case 'ping':
+        this.primaryIndex = Math.max(this.primaryIndex, frame.primaryIndex);
+        this.datacenterList = frame.datacenters;
+        this.metrics.replicationLagMs.set(Math.max(0, Date.now() - frame.time));
+        // Every earlier frame is applied by now (frames are handled in order).
+        if (this.cursor.logID === this.welcomeLogID && this.snapshotBuffer === undefined) this.advance(frame.upTo);
+        this.metrics.replicationLagEntries.set(Math.max(0, this.primaryIndex - this.appliedUpTo));
+        return;
+      case 'error':
+        this.fail(`the primary reported: ${frame.message}`);
+        return;
+    }
+  }
+
+  /** Resolves true once local state includes the primary's index `index`, false after `timeoutMs`. */
+  waitForApplied(index: number, timeoutMs: number): Promise<boolean> {
+    if (this.appliedUpTo >= index) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const waiter = { index, resolve };
+      this.waiters.add(waiter);
+      setTimeout(() => {
+        if (this.waiters.delete(waiter)) resolve(false);
+      }, timeoutMs).unref();
+    });
+  }
+
+  isConnected(): boolean {
+    return this.connected;
+  }
+
+  lastContactMs(): number {
+    return this.lastContact === 0 ? 0 : Date.now() - this.lastContact;
+  }
+
+  datacenters(): DatacenterInfo[] {
+    return this.datacenterList;
+  }
+
+  appliedIndex(): number {
+    return this.appliedUpTo;
+  }
+
+  status(): ReplicationStatus {
+    return {
+      Enabled: true,
+      Running: this.running,
+      SourceDatacenter: this.options.primaryDatacenter,
+      ReplicationType: 'tokens',
+      ReplicatedIndex: this.appliedUpTo,
+      ReplicatedRoleIndex: this.appliedUpTo,
+      ReplicatedTokenIndex: this.appliedUpTo,
+      LastSuccess: this.lastSuccess,
+      LastError: this.lastError,
+      LastErrorMessage: this.lastErrorMessage,
+      Connected: this.connected,
+      PrimaryIndex: this.primaryIndex,
+      LagEntries: Math.max(0, this.primaryIndex - this.appliedUpTo),
+      LastContactMs: this.lastContactMs(),
+    };
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.reconnectTimer);
+    clearInterval(this.heartbeat);
+    for (const w of this.waiters) w.resolve(false);
+    this.waiters.clear();
+    const ws = this.ws;
+    if (ws && ws.readyState !== WebSocket.CLOSED) {
+      const closed = new Promise<void>((resolve) => ws.once('close', () => resolve()));
+      ws.close(1000, 'secondary shutting down');
+      await Promise.race([closed, new Promise((r) => setTimeout(r, 1000))]);
+      ws.terminate();
+    }
+    await this.chain.catch(() => undefined);
+  }
+}
