@@ -1,0 +1,223 @@
+import type { z } from 'zod';
+import {
+  type AgentSelfResponse,
+  type BootstrapResponse,
+  type ExpandedTokenResponse,
+  type PolicyResponse,
+  type ReplicationStatusResponse,
+  type RoleResponse,
+  type SyntheticPolicyResponse,
+  type TemplatedPolicyResponse,
+  type TokenResponse,
+  cloneBody,
+  policyBody,
+  roleBody,
+  tokenBody,
+} from '../api/schemas.js';
+
+/**
+ * A typed client for the watchword HTTP API. Its request and response types are the
+ * server's own zod schemas (src/api/schemas.ts), so the two cannot drift apart.
+ */
+
+export type TokenInput = z.input<typeof tokenBody>;
+export type CloneInput = z.input<typeof cloneBody>;
+export type PolicyInput = z.input<typeof policyBody>;
+export type RoleInput = z.input<typeof roleBody>;
+export type {
+  AgentSelfResponse,
+  BootstrapResponse,
+  ExpandedTokenResponse,
+  PolicyResponse,
+  ReplicationStatusResponse,
+  RoleResponse,
+  SyntheticPolicyResponse,
+  TemplatedPolicyResponse,
+  TokenResponse,
+};
+
+export interface ClientOptions {
+  /** Base URL or host:port of a daemon; default WATCHWORD_HTTP_ADDR, else http://127.0.0.1:8500. */
+  address?: string;
+  /** Token secret sent as X-Service-Token; default WATCHWORD_HTTP_TOKEN. */
+  token?: string;
+  namespace?: string;
+  partition?: string;
+  /** Send requests to this datacenter (?dc=). */
+  datacenter?: string;
+  /** Per-request timeout, ms (blocking reads add their wait). Default 30 s. */
+  timeoutMs?: number;
+}
+
+export interface RequestOptions {
+  token?: string;
+  namespace?: string;
+  partition?: string;
+  datacenter?: string;
+}
+
+export interface QueryOptions extends RequestOptions {
+  /** Blocking query: wait until the index exceeds this. */
+  index?: number;
+  /** Longest wait, a Go duration ("30s", "5m"). */
+  wait?: string;
+  consistency?: 'default' | 'stale' | 'consistent';
+}
+
+/** A read's value with the index to block on next. */
+export interface ReadResult<T> {
+  value: T;
+  index: number;
+  knownLeader: boolean;
+  lastContactMs: number;
+}
+
+/** An answer other than 2xx, with the server's stable code and message. */
+export class WatchwordApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'WatchwordApiError';
+  }
+}
+
+export interface TokenListFilter {
+  policy?: string;
+  role?: string;
+  servicename?: string;
+  authmethod?: string;
+  authmethodNamespace?: string;
+}
+
+export function normalizeAddress(address: string): string {
+  const withScheme = /^https?:\/\//.test(address) ? address : `http://${address}`;
+  return withScheme.replace(/\/+$/, '');
+}
+
+export class WatchwordClient {
+  readonly address: string;
+  private readonly options: ClientOptions;
+
+  constructor(options: ClientOptions = {}) {
+    this.options = options;
+    this.address = normalizeAddress(options.address ?? process.env.WATCHWORD_HTTP_ADDR ?? 'http://127.0.0.1:8500');
+  }
+
+  /** A client like this one with other defaults (another token, namespace, datacenter). */
+  with(options: Partial<ClientOptions>): WatchwordClient {
+    return new WatchwordClient({ ...this.options, address: this.address, ...options });
+  }
+
+  private async call<T>(method: string, path: string, options: QueryOptions & { query?: Record<string, string | undefined>; body?: unknown } = {}): Promise<ReadResult<T>> {
+    const url = new URL(this.address + path);
+    const q: Record<string, string | undefined> = {
+      ns: options.namespace ?? this.options.namespace,
+      partition: options.partition ?? this.options.partition,
+      dc: options.datacenter ?? this.options.datacenter,
+      ...(options.index !== undefined ? { index: String(options.index) } : {}),
+      ...(options.wait !== undefined ? { wait: options.wait } : {}),
+      ...options.query,
+    };
+    for (const [k, v] of Object.entries(q)) if (v !== undefined && v !== '') url.searchParams.set(k, v);
+    if (options.consistency === 'stale') url.searchParams.set('stale', '');
+    if (options.consistency === 'consistent') url.searchParams.set('consistent', '');
+    const headers: Record<string, string> = {};
+    const token = options.token ?? this.options.token ?? process.env.WATCHWORD_HTTP_TOKEN;
+    if (token) headers['X-Service-Token'] = token;
+    if (options.body !== undefined) headers['Content-Type'] = 'application/json';
+    const timeout = (this.options.timeoutMs ?? 30_000) + (options.index ? 11 * 60_000 : 0);
+    const res = await fetch(url, {
+      method,
+      headers,
+      ...(options.body !== undefined ? { body: JSON.stringify(options.body) } : {}),
+      signal: AbortSignal.timeout(timeout),
+    });
+    const text = await res.text();
+    let value: unknown;
+    try {
+      value = text === '' ? undefined : JSON.parse(text);
+    } catch {
+      value = text;
+    }
+    if (!res.ok) {
+      const err = value as { code?: string; message?: string } | undefined;
+      throw new WatchwordApiError(res.status, err?.code ?? 'UNKNOWN', err?.message ?? (text || res.statusText));
+    }
+    return {
+      value: value as T,
+      index: Number(res.headers.get('x-service-index') ?? 0),
+      knownLeader: res.headers.get('x-service-knownleader') === 'true',
+      lastContactMs: Number(res.headers.get('x-service-lastcontact') ?? 0),
+    };
+  }
+
+  private async value<T>(promise: Promise<ReadResult<T>>): Promise<T> {
+    return (await promise).value;
+  }
+
+  bootstrap(bootstrapSecret?: string): Promise<BootstrapResponse> {
+    return this.value(this.call('PUT', '/v1/acl/bootstrap', bootstrapSecret ? { body: { BootstrapSecret: bootstrapSecret } } : {}));
+  }
+
+  readonly tokens = {
+    create: (token: TokenInput, o: RequestOptions = {}) => this.value(this.call<TokenResponse>('PUT', '/v1/acl/token', { ...o, body: token })),
+    read: (accessorID: string, o: QueryOptions = {}) => this.call<TokenResponse>('GET', `/v1/acl/token/${encodeURIComponent(accessorID)}`, o),
+    readExpanded: (accessorID: string, o: QueryOptions = {}) =>
+      this.call<ExpandedTokenResponse>('GET', `/v1/acl/token/${encodeURIComponent(accessorID)}`, { ...o, query: { expanded: 'true' } }),
+    readSelf: (o: QueryOptions = {}) => this.call<TokenResponse>('GET', '/v1/acl/token/self', o),
+    update: (accessorID: string, token: TokenInput, o: RequestOptions = {}) =>
+      this.value(this.call<TokenResponse>('PUT', `/v1/acl/token/${encodeURIComponent(accessorID)}`, { ...o, body: token })),
+    clone: (accessorID: string, body: CloneInput = {}, o: RequestOptions = {}) =>
+      this.value(this.call<TokenResponse>('PUT', `/v1/acl/token/${encodeURIComponent(accessorID)}/clone`, { ...o, body })),
+    delete: (accessorID: string, o: RequestOptions = {}) => this.value(this.call<boolean>('DELETE', `/v1/acl/token/${encodeURIComponent(accessorID)}`, o)),
+    list: (filter: TokenListFilter = {}, o: QueryOptions = {}) =>
+      this.call<TokenResponse[]>('GET', '/v1/acl/tokens', {
+        ...o,
+        query: { policy: filter.policy, role: filter.role, servicename: filter.servicename, authmethod: filter.authmethod, 'authmethod-ns': filter.authmethodNamespace },
+      }),
+  };
+
+  readonly policies = {
+    create: (policy: PolicyInput, o: RequestOptions = {}) => this.value(this.call<PolicyResponse>('PUT', '/v1/acl/policy', { ...o, body: policy })),
+    read: (id: string, o: QueryOptions = {}) => this.call<PolicyResponse>('GET', `/v1/acl/policy/${encodeURIComponent(id)}`, o),
+    readByName: (name: string, o: QueryOptions = {}) => this.call<PolicyResponse>('GET', `/v1/acl/policy/name/${name.split('/').map(encodeURIComponent).join('/')}`, o),
+    update: (id: string, policy: PolicyInput, o: RequestOptions = {}) => this.value(this.call<PolicyResponse>('PUT', `/v1/acl/policy/${encodeURIComponent(id)}`, { ...o, body: policy })),
+    delete: (id: string, o: RequestOptions = {}) => this.value(this.call<boolean>('DELETE', `/v1/acl/policy/${encodeURIComponent(id)}`, o)),
+    list: (o: QueryOptions = {}) => this.call<PolicyResponse[]>('GET', '/v1/acl/policies', o),
+  };
+
+  readonly roles = {
+    create: (role: RoleInput, o: RequestOptions = {}) => this.value(this.call<RoleResponse>('PUT', '/v1/acl/role', { ...o, body: role })),
+    read: (id: string, o: QueryOptions = {}) => this.call<RoleResponse>('GET', `/v1/acl/role/${encodeURIComponent(id)}`, o),
+    readByName: (name: string, o: QueryOptions = {}) => this.call<RoleResponse>('GET', `/v1/acl/role/name/${encodeURIComponent(name)}`, o),
+    update: (id: string, role: RoleInput, o: RequestOptions = {}) => this.value(this.call<RoleResponse>('PUT', `/v1/acl/role/${encodeURIComponent(id)}`, { ...o, body: role })),
+    delete: (id: string, o: RequestOptions = {}) => this.value(this.call<boolean>('DELETE', `/v1/acl/role/${encodeURIComponent(id)}`, o)),
+    list: (filter: { policy?: string } = {}, o: QueryOptions = {}) => this.call<RoleResponse[]>('GET', '/v1/acl/roles', { ...o, query: { policy: filter.policy } }),
+  };
+
+  readonly templatedPolicies = {
+    list: (o: RequestOptions = {}) => this.value(this.call<Record<string, TemplatedPolicyResponse>>('GET', '/v1/acl/templated-policies', o)),
+    read: (name: string, o: RequestOptions = {}) => this.value(this.call<TemplatedPolicyResponse>('GET', `/v1/acl/templated-policy/name/${name}`, o)),
+    preview: (name: string, variables: { Name?: string } = {}, o: RequestOptions = {}) =>
+      this.value(this.call<SyntheticPolicyResponse>('POST', `/v1/acl/templated-policy/preview/${name}`, { ...o, body: variables })),
+  };
+
+  replication(o: RequestOptions = {}): Promise<ReplicationStatusResponse> {
+    return this.value(this.call('GET', '/v1/acl/replication', o));
+  }
+
+  readonly agent = {
+    self: () => this.value(this.call<AgentSelfResponse>('GET', '/v1/agent/self')),
+    leader: () => this.value(this.call<string>('GET', '/v1/status/leader')),
+    datacenters: () => this.value(this.call<string[]>('GET', '/v1/catalog/datacenters')),
+    metrics: async (): Promise<string> => {
+      const res = await fetch(`${this.address}/v1/agent/metrics?format=prometheus`, { signal: AbortSignal.timeout(this.options.timeoutMs ?? 30_000) });
+      return res.text();
+    },
+    /** The durable index and change-log identity of the daemon. */
+    index: () => this.value(this.call<{ Index: number; LogID: string }>('GET', '/v1/internal/index')),
+  };
+}

@@ -1,0 +1,237 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { type ReplicationStatusResponse, WatchwordClient } from '../client/index.js';
+
+/**
+ * Test harness: real watchword daemons as child processes on ephemeral loopback
+ * ports, each with a temp data dir, sharing a known management token.
+ *
+ *   const cluster = await startCluster({ datacenters: ['dc1', 'dc2'] });
+ *   await cluster.primary.client.policies.create({ Name: 'p' });
+ *   await cluster.waitForReplication();
+ *   await cluster.stop();
+ */
+
+export interface ClusterOptions {
+  /** Datacenter names; the first is the primary. */
+  datacenters: string[];
+  /** Secret of the management token (created on the primary at start-up); random by default. */
+  managementToken?: string;
+  /** Extra agent flags for every daemon, by config key: `{ token_min_ttl: '1s' }`. */
+  config?: Record<string, string | number>;
+  /** Extra agent flags for one datacenter. */
+  configFor?: Record<string, Record<string, string | number>>;
+  /** Log level of the daemons (default warn); their output is kept on each handle. */
+  logLevel?: string;
+  /** How long a daemon may take to start, ms (default 30 s). */
+  startTimeoutMs?: number;
+}
+
+export interface DatacenterHandle {
+  readonly name: string;
+  readonly isPrimary: boolean;
+  /** http://host:port of the daemon (stable across restarts). */
+  readonly url: string;
+  readonly dataDir: string;
+  /** A client for this daemon, holding the management token. */
+  readonly client: WatchwordClient;
+  /** PID of the running daemon, or undefined while stopped. */
+  readonly pid: number | undefined;
+  /** What the daemon printed (stdout and stderr), across restarts. */
+  output(): string;
+  /** SIGTERM, and wait for a clean exit. */
+  stop(): Promise<number | null>;
+  /** SIGKILL, and wait for the process to be gone. */
+  kill(): Promise<void>;
+  /** Start again on the same data dir and port (after stop or kill). */
+  start(): Promise<void>;
+  /** stop() then start(). */
+  restart(): Promise<void>;
+  /** This datacenter's replication status. */
+  replication(): Promise<ReplicationStatusResponse>;
+  /** Resolves once this secondary has applied the primary's current index. */
+  waitForReplication(timeoutMs?: number): Promise<void>;
+}
+
+export interface Cluster {
+  readonly datacenters: DatacenterHandle[];
+  readonly primary: DatacenterHandle;
+  readonly managementToken: string;
+  get(name: string): DatacenterHandle;
+  /** Resolves once every running secondary has applied the primary's current index. */
+  waitForReplication(timeoutMs?: number): Promise<void>;
+  /** Stops every daemon and removes the data dirs. */
+  stop(): Promise<void>;
+}
+
+const here = fileURLToPath(import.meta.url);
+const fromSource = here.endsWith('.ts');
+
+/** How to run `watchword agent`: the built file, or the source through tsx when the harness itself runs from source. */
+function agentCommand(): string[] {
+  const main = join(here, '..', '..', fromSource ? 'main.ts' : 'main.js');
+  return fromSource ? ['--import', 'tsx', main, 'agent'] : [main, 'agent'];
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function until<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await probe();
+      if (v !== undefined) return v;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms${last ? ` (${(last as Error).message})` : ''}`);
+    await sleep(50);
+  }
+}
+
+class Daemon implements DatacenterHandle {
+  private proc: ChildProcess | undefined;
+  private exited: Promise<number | null> | undefined;
+  private out = '';
+  private port = 0;
+  url = '';
+  client!: WatchwordClient;
+
+  constructor(
+    readonly name: string,
+    readonly isPrimary: boolean,
+    readonly dataDir: string,
+    private readonly cluster: ClusterImpl,
+    private readonly flags: string[],
+  ) {}
+
+  get pid(): number | undefined {
+    return this.proc?.exitCode === null ? this.proc.pid : undefined;
+  }
+
+  output(): string {
+    return this.out;
+  }
+
+  async start(): Promise<void> {
+    if (this.pid !== undefined) throw new Error(`${this.name} is already running`);
+    await rm(join(this.dataDir, 'http-addr'), { force: true });
+    const args = [
+      ...agentCommand(),
+      '--datacenter', this.name,
+      '--primary-datacenter', this.cluster.primaryName,
+      '--data-dir', this.dataDir,
+      '--http-addr', `127.0.0.1:${this.port}`,
+      '--log-level', this.cluster.options.logLevel ?? 'warn',
+      '--node-name', `${this.name}-node`,
+      ...(this.isPrimary
+        ? ['--initial-management-token', this.cluster.managementToken]
+        : ['--primary-address', this.cluster.primary.url, '--replication-token', this.cluster.managementToken]),
+      ...this.flags,
+    ];
+    const env = { ...process.env };
+    for (const k of Object.keys(env)) if (k.startsWith('WATCHWORD_')) delete env[k];
+    const proc = spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    this.proc = proc;
+    this.exited = new Promise((resolve) => proc.once('exit', (code) => resolve(code)));
+    proc.stdout?.on('data', (b: Buffer) => (this.out += b.toString()));
+    proc.stderr?.on('data', (b: Buffer) => (this.out += b.toString()));
+    const address = await until(`${this.name} to start`, this.cluster.options.startTimeoutMs ?? 30_000, async () => {
+      if (proc.exitCode !== null) throw new Error(`exited with ${proc.exitCode}: ${this.out.slice(-2000)}`);
+      try {
+        return (await readFile(join(this.dataDir, 'http-addr'), 'utf8')).trim() || undefined;
+      } catch {
+        return undefined;
+      }
+    });
+    this.port = Number(address.slice(address.lastIndexOf(':') + 1));
+    this.url = `http://${address}`;
+    this.client = new WatchwordClient({ address: this.url, token: this.cluster.managementToken });
+  }
+
+  async stop(): Promise<number | null> {
+    if (this.pid === undefined) return this.proc?.exitCode ?? null;
+    this.proc?.kill('SIGTERM');
+    return (await this.exited) ?? null;
+  }
+
+  async kill(): Promise<void> {
+    if (this.pid === undefined) return;
+    this.proc?.kill('SIGKILL');
+    await this.exited;
+  }
+
+  async restart(): Promise<void> {
+    await this.stop();
+    await this.start();
+  }
+
+  replication(): Promise<ReplicationStatusResponse> {
+    return this.client.replication();
+  }
+
+  async waitForReplication(timeoutMs = 30_000): Promise<void> {
+    if (this.isPrimary) return;
+    const target = (await this.cluster.primary.client.agent.index()).Index;
+    await until(`${this.name} to replicate index ${target}`, timeoutMs, async () => {
+      const s = await this.replication();
+      return s.Connected && s.ReplicatedIndex >= target ? true : undefined;
+    });
+  }
+}
+
+class ClusterImpl implements Cluster {
+  readonly datacenters: Daemon[] = [];
+  readonly managementToken: string;
+  readonly primaryName: string;
+
+  constructor(readonly options: ClusterOptions) {
+    if (options.datacenters.length === 0) throw new Error('startCluster needs at least one datacenter');
+    this.managementToken = options.managementToken ?? randomUUID();
+    this.primaryName = options.datacenters[0] as string;
+  }
+
+  get primary(): Daemon {
+    return this.datacenters[0] as Daemon;
+  }
+
+  get(name: string): Daemon {
+    const d = this.datacenters.find((x) => x.name === name);
+    if (!d) throw new Error(`no datacenter ${name} in this cluster`);
+    return d;
+  }
+
+  async waitForReplication(timeoutMs = 30_000): Promise<void> {
+    await Promise.all(this.datacenters.filter((d) => !d.isPrimary && d.pid !== undefined).map((d) => d.waitForReplication(timeoutMs)));
+  }
+
+  async stop(): Promise<void> {
+    for (const d of [...this.datacenters].reverse()) await d.stop().catch(() => undefined);
+    await Promise.all(this.datacenters.map((d) => rm(d.dataDir, { recursive: true, force: true })));
+  }
+}
+
+const toFlags = (config: Record<string, string | number> = {}): string[] =>
+  Object.entries(config).flatMap(([k, v]) => [`--${k.replaceAll('_', '-')}`, String(v)]);
+
+/** Starts the primary, then every secondary, and waits until each serves HTTP. */
+export async function startCluster(options: ClusterOptions): Promise<Cluster> {
+  const cluster = new ClusterImpl(options);
+  try {
+    for (const [i, name] of options.datacenters.entries()) {
+      const dir = await mkdtemp(join(tmpdir(), `watchword-${name}-`));
+      const d = new Daemon(name, i === 0, dir, cluster, [...toFlags(options.config), ...toFlags(options.configFor?.[name])]);
+      cluster.datacenters.push(d);
+      await d.start();
+    }
+    return cluster;
+  } catch (err) {
+    await cluster.stop();
+    throw err;
+  }
+}
