@@ -122,7 +122,9 @@ export class ReplicationSecondary {
     this.chain = Promise.resolve();
     this.snapshotBuffer = undefined;
 
+    let refused = false;
     ws.on('unexpected-response', (_req, res) => {
+      refused = true;
       let body = '';
       res.setEncoding('utf8');
       res.on('data', (c: string) => (body += c.slice(0, 1000)));
@@ -166,7 +168,8 @@ export class ReplicationSecondary {
         });
     });
     ws.on('error', (err) => {
-      if (!this.connected) this.fail(`cannot reach the primary at ${this.options.primaryAddress}: ${err.message}`);
+      // A refused upgrade already said why; the error that follows its teardown says nothing new.
+      if (!this.connected && !refused) this.fail(`cannot reach the primary at ${this.options.primaryAddress}: ${err.message}`);
     });
     ws.on('close', (code, reason) => {
       const wasConnected = this.connected;

@@ -173,12 +173,25 @@ class LevelTx extends Reader implements Tx {
     else this.changes.set(this.index, [change]);
   }
 
+  /**
+   * Drops an index entry of a record going away. A unique entry (its value is the
+   * owner's ID) may meanwhile belong to another record (a secret or name taken over
+   * in the same batch); it is only removed while it still points here.
+   */
+  private async dropIndex(k: string, value: string, id: string): Promise<void> {
+    if (value !== '') {
+      const current = await this.kv.get(k);
+      if (current === undefined || decodeRaw(current) !== id) return;
+    }
+    this.set(k, null);
+  }
+
   private async put<R>(def: TableDef<R>, record: R, change: Change): Promise<void> {
     const id = def.id(record);
     const old = (await this.getRecord(def.name, id)) as R | undefined;
     const next = new Map(def.indexes(record));
     if (old !== undefined) {
-      for (const [k] of def.indexes(old)) if (!next.has(k)) this.set(k, null);
+      for (const [k, v] of def.indexes(old)) if (!next.has(k)) await this.dropIndex(k, v, id);
     }
     for (const [k, v] of next) this.set(k, encode(v));
     this.set(recordKey(def as TableDef<unknown>, id), encode(record));
@@ -191,7 +204,7 @@ class LevelTx extends Reader implements Tx {
     const def = TABLES[table] as TableDef<unknown>;
     const old = await this.getRecord(table, id);
     if (old === undefined) return false;
-    for (const [k] of def.indexes(old)) this.set(k, null);
+    for (const [k, v] of def.indexes(old)) await this.dropIndex(k, v, id);
     this.set(recordKey(def, id), null);
     this.countDeltas.set(table, (this.countDeltas.get(table) ?? 0) - 1);
     this.touch(table);

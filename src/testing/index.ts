@@ -111,7 +111,8 @@ class Daemon implements DatacenterHandle {
   ) {}
 
   get pid(): number | undefined {
-    return this.proc?.exitCode === null ? this.proc.pid : undefined;
+    const p = this.proc;
+    return p && p.exitCode === null && p.signalCode === null ? p.pid : undefined;
   }
 
   output(): string {

@@ -1,7 +1,7 @@
 import { pino } from 'pino';
 import { loadConfig } from '../../src/config/load.js';
 import type { ConfigKey } from '../../src/config/schema.js';
-import { type Daemon, startDaemon } from '../../src/daemon.js';
+import { type Daemon, type DaemonOptions, startDaemon } from '../../src/daemon.js';
 import type { Clock } from '../../src/domain/clock.js';
 import { tempDir } from './temp-dir.js';
 
@@ -58,7 +58,7 @@ export function apiFor(url: string, defaultToken?: string): Api {
 
 /** A real daemon in this process: real LevelDB in a temp dir, real HTTP on port 0. */
 export async function startTestDaemon(
-  options: { clock?: Clock; config?: Partial<Record<ConfigKey, unknown>>; logger?: pino.Logger } = {},
+  options: { clock?: Clock; config?: Partial<Record<ConfigKey, unknown>>; logger?: pino.Logger; replication?: DaemonOptions['replication'] } = {},
 ): Promise<TestDaemon> {
   const dir = await tempDir();
   const config = loadConfig({
@@ -74,6 +74,7 @@ export async function startTestDaemon(
   const daemon = await startDaemon(config, {
     ...(options.clock ? { clock: options.clock } : {}),
     logger: options.logger ?? pino({ level: 'silent' }),
+    ...(options.replication ? { replication: options.replication } : {}),
   });
   return {
     daemon,

@@ -150,6 +150,17 @@ describe('LevelStore', () => {
     expect(() => cached.Policies.push({ ID: 'q' })).toThrow(TypeError);
   });
 
+  it('keeps a unique index entry that another record took over in the same batch', async () => {
+    const old = tokenRecord();
+    await store.transact(async (tx) => tx.putToken(old));
+    const successor = tokenRecord({ SecretID: old.SecretID });
+    await store.transact(async (tx) => {
+      await tx.putToken(successor);
+      await tx.deleteToken(old.AccessorID);
+    });
+    expect((await store.reader.getTokenBySecret(old.SecretID))?.AccessorID).toBe(successor.AccessorID);
+  });
+
   it('rolls back nothing half-way: a transaction that throws writes nothing', async () => {
     const t = tokenRecord();
     await expect(
