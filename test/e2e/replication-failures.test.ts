@@ -1,7 +1,9 @@
 import { rm } from 'node:fs/promises';
 import http from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
+import { WebSocket } from 'ws';
 import { WatchwordApiError, WatchwordClient } from '../../src/client/index.js';
+import { encodeFrame } from '../../src/replication/protocol.js';
 import { type Cluster, startCluster } from '../../src/testing/index.js';
 import { type TestDaemon, startTestDaemon, waitFor } from '../helpers/daemon.js';
 import { globalState, localTokens } from '../helpers/cluster.js';
@@ -92,6 +94,24 @@ describe('replication token problems', () => {
       expect(d.daemon.store.count('policies')).toBe(0);
       expect(d.daemon.store.count('tokens')).toBe(0);
     }
+  });
+
+  it('closes a connection that sends a malformed frame, applies nothing, and keeps serving', async () => {
+    const dc1 = await startTestDaemon();
+    daemons.push(dc1);
+    const before = dc1.daemon.store.currentIndex();
+    for (const garbage of [Buffer.from([0xc1, 0xff, 0x00]), encodeFrame({ t: 'ack', index: -5 } as never), Buffer.from(JSON.stringify({ t: 'hello' }))]) {
+      const ws = new WebSocket(`${dc1.url.replace('http', 'ws')}/v1/internal/replication?version=1`, { headers: { 'X-Service-Token': dc1.management } });
+      await new Promise<void>((resolve, reject) => {
+        ws.once('open', () => resolve());
+        ws.once('error', reject);
+      });
+      const closed = new Promise<number>((resolve) => ws.once('close', (code) => resolve(code)));
+      ws.send(garbage);
+      expect(await closed).toBe(1008);
+    }
+    expect(dc1.daemon.store.currentIndex()).toBe(before);
+    expect((await dc1.api('GET', '/v1/acl/tokens')).status).toBe(200);
   });
 
   it('refuses a secondary speaking another protocol version with a clear message', async () => {
