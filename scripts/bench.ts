@@ -43,12 +43,12 @@ function startProcess(args: string[]): { proc: ChildProcess; firstLine: Promise<
   return { proc, firstLine };
 }
 
-async function startDaemon(dataDir: string): Promise<{ proc: ChildProcess; url: string }> {
+async function startDaemon(dataDir: string, extra: string[] = ['--initial-management-token', SECRET]): Promise<{ proc: ChildProcess; url: string }> {
   await rm(join(dataDir, 'http-addr'), { force: true });
   const proc = spawn(
     process.execPath,
-    ['--import', 'tsx', 'src/main.ts', 'agent', '--data-dir', dataDir, '--http-addr', '127.0.0.1:0', '--log-level', 'error', '--initial-management-token', SECRET],
-    { cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'] },
+    ['--import', 'tsx', 'src/main.ts', 'agent', '--data-dir', dataDir, '--http-addr', '127.0.0.1:0', '--log-level', process.env.BENCH_DAEMON_LOGS ?? 'error', ...extra],
+    { cwd: ROOT, stdio: ['ignore', process.env.BENCH_DAEMON_LOGS ? 'inherit' : 'ignore', 'inherit'] },
   );
   for (let i = 0; i < 400; i++) {
     try {
@@ -79,6 +79,107 @@ async function load(scenario: string, opts: autocannon.Options): Promise<Row> {
     errors: result.errors + result.timeouts,
     non2xx: result.non2xx,
   };
+}
+
+const RATE = Number(process.env.BENCH_REPLICATION_RATE ?? 500);
+const LAG_SECONDS = Number(process.env.BENCH_REPLICATION_SECONDS ?? 5);
+
+
+async function replicationStatus(url: string): Promise<{ ReplicatedIndex: number; Connected: boolean }> {
+  return (await (await fetch(`${url}/v1/acl/replication`)).json()) as { ReplicatedIndex: number; Connected: boolean };
+}
+
+/** Cumulative buckets of a Prometheus histogram, from the text format. */
+async function histogram(url: string, name: string): Promise<Array<[number, number]>> {
+  const text = await (await fetch(`${url}/v1/agent/metrics?format=prometheus`)).text();
+  const out: Array<[number, number]> = [];
+  for (const m of text.matchAll(new RegExp(`^${name}_bucket\\{le="([^"]+)"\\} (\\d+)$`, 'gm'))) {
+    out.push([m[1] === '+Inf' ? Infinity : Number(m[1]), Number(m[2])]);
+  }
+  return out;
+}
+
+/** A quantile from cumulative bucket counts, interpolating inside the bucket (as Prometheus does). */
+function quantile(buckets: Array<[number, number]>, q: number): number {
+  const total = buckets[buckets.length - 1]?.[1] ?? 0;
+  const rank = q * total;
+  let prevBound = 0;
+  let prevCount = 0;
+  for (const [bound, count] of buckets) {
+    if (count >= rank) {
+      if (!Number.isFinite(bound)) return prevBound;
+      return prevBound + ((bound - prevBound) * (rank - prevCount)) / Math.max(1, count - prevCount);
+    }
+    prevBound = bound;
+    prevCount = count;
+  }
+  return Number.NaN;
+}
+
+/**
+ * Starts a fresh secondary of `primaryURL` and measures (1) how long it takes to catch
+ * up on everything the primary holds, then (2) replication lag under RATE global
+ * writes/s for LAG_SECONDS: per write, the time from durable (acknowledged) on the
+ * primary until applied, and so readable, on the secondary. The secondary measures it
+ * itself (watchword_replication_apply_lag_seconds); both daemons share this clock.
+ */
+async function replicationBench(primaryURL: string): Promise<Record<string, number>> {
+  const dir = await mkdtemp(join(tmpdir(), 'watchword-bench-dc2-'));
+  const started = performance.now();
+  const dc2 = await startDaemon(dir, ['--datacenter', 'dc2', '--primary-datacenter', 'dc1', '--primary-address', primaryURL, '--replication-token', SECRET]);
+  try {
+    const caughtUp = async (target: number, limitMs: number) => {
+      const deadline = performance.now() + limitMs;
+      for (;;) {
+        const s = await replicationStatus(dc2.url);
+        if (s.Connected && s.ReplicatedIndex >= target) return;
+        if (performance.now() > deadline) throw new Error(`secondary did not reach index ${target} within ${limitMs} ms`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    };
+    await caughtUp(((await (await fetch(`${primaryURL}/v1/internal/index`)).json()) as { Index: number }).Index, 120_000);
+    const catchUpMs = performance.now() - started;
+    // Lag is a steady-state figure: let the fresh secondary settle after its snapshot.
+    await new Promise((r) => setTimeout(r, Number(process.env.BENCH_SETTLE_MS ?? 2000)));
+
+    const metric = 'watchword_replication_apply_lag_seconds';
+    const before = await histogram(dc2.url, metric);
+    const indexes: number[] = [];
+    const pending: Array<Promise<void>> = [];
+    const total = RATE * LAG_SECONDS;
+    const headers = { 'X-Service-Token': SECRET, 'Content-Type': 'application/json' };
+    const t0 = performance.now();
+    for (let i = 0; i < total; i++) {
+      const wait = t0 + (i * 1000) / RATE - performance.now();
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+      pending.push(
+        fetch(`${primaryURL}/v1/acl/token`, { method: 'PUT', headers, body: '{"Description":"replicated"}' }).then(async (res) => {
+          await res.arrayBuffer();
+          indexes.push(Number(res.headers.get('x-service-index')));
+        }),
+      );
+    }
+    await Promise.all(pending);
+    const achievedRate = total / ((performance.now() - t0) / 1000);
+    await caughtUp(Math.max(...indexes), 60_000);
+    const after = await histogram(dc2.url, metric);
+    const delta = after.map(([le, n], i) => [le, n - (before[i]?.[1] ?? 0)] as [number, number]);
+    const count = delta[delta.length - 1]?.[1] ?? 0;
+    const within100 = delta.find(([le]) => le === 0.1)?.[1] ?? 0;
+    return {
+      catchUpMs,
+      tokens: TOKENS,
+      writes: total,
+      achievedRate,
+      applied: count,
+      lagP50ms: quantile(delta, 0.5) * 1000,
+      lagP99ms: quantile(delta, 0.99) * 1000,
+      within100msShare: count > 0 ? within100 / count : Number.NaN,
+    };
+  } finally {
+    await stop(dc2.proc);
+    await rm(dir, { recursive: true, force: true });
+  }
 }
 
 /** Writes TOKENS tokens straight into the store; 10 of them link `policyID`. */
@@ -148,10 +249,18 @@ async function main(): Promise<void> {
     rows.push(await load('token create (fsync, group commit)', { url: `${daemon.url}/v1/acl/token`, method: 'PUT', headers, body: '{"Description":"bench"}' }));
 
     console.table(rows);
+    const replication = await replicationBench(daemon.url);
+    console.table([
+      { measure: `fresh secondary catches up on ${TOKENS} tokens (target < 20 s)`, value: `${(replication.catchUpMs! / 1000).toFixed(2)} s` },
+      { measure: `replication lag at ${RATE} global writes/s, p50`, value: `${replication.lagP50ms!.toFixed(1)} ms` },
+      { measure: `replication lag at ${RATE} global writes/s, p99 (target < 100 ms)`, value: `${replication.lagP99ms!.toFixed(1)} ms` },
+      { measure: 'share of writes applied within 100 ms', value: `${(replication.within100msShare! * 100).toFixed(2)} %` },
+      { measure: 'writes / applied on the secondary / achieved rate', value: `${replication.writes} / ${replication.applied} / ${replication.achievedRate!.toFixed(0)} per s` },
+    ]);
     const outDir = join(ROOT, 'bench-results');
     await mkdir(outDir, { recursive: true });
     const file = join(outDir, `bench-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
-    const report = { date: new Date().toISOString(), node: process.version, durationSeconds: DURATION, connections: CONNECTIONS, tokens: TOKENS, rows };
+    const report = { date: new Date().toISOString(), node: process.version, durationSeconds: DURATION, connections: CONNECTIONS, tokens: TOKENS, rows, replication };
     await writeFile(file, `${JSON.stringify(report, null, 2)}\n`);
     process.stdout.write(`wrote ${file}\n`);
   } finally {

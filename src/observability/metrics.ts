@@ -62,7 +62,14 @@ export class Metrics implements BlockingGauge {
 
   readonly replicationLagMs = new Gauge({
     name: 'watchword_replication_lag_milliseconds',
-    help: 'Age of the newest applied change when it was applied',
+    help: 'Time from the primary making the last applied batch durable until this secondary applied it',
+    registers: [this.registry],
+  });
+
+  readonly replicationApplyLag = new Histogram({
+    name: 'watchword_replication_apply_lag_seconds',
+    help: 'Per replicated change: time from durable on the primary until applied here (clocks assumed in sync)',
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [this.registry],
   });
 

@@ -34,7 +34,8 @@ function diffTable<R extends object>(table: 'tokens' | 'policies' | 'roles', idO
   for (const r of wanted) {
     const id = idOf(r);
     keep.add(id);
-    if (have.get(id) !== contentOf(r)) out.push({ Table: table, Op: 'set', ID: id, Value: r } as Change);
+    const held = have.get(id);
+    if (held === undefined || held !== contentOf(r)) out.push({ Table: table, Op: 'set', ID: id, Value: r } as Change);
   }
   for (const id of have.keys()) if (!keep.has(id)) out.push({ Table: table, Op: 'delete', ID: id });
   return out;
@@ -57,8 +58,15 @@ export function diffSnapshot(current: GlobalState, snapshot: GlobalState): Chang
   return changes;
 }
 
+/** Stored versions the caller already holds, by table and ID (absent from a map: not stored). */
+interface Known {
+  tokens: Map<string, TokenRecord>;
+  policies: Map<string, PolicyRecord>;
+  roles: Map<string, RoleRecord>;
+}
+
 /** Applies primary changes at one local index. Local tokens are never overwritten or deleted. */
-async function applyChanges(tx: Tx, changes: readonly Change[], index: number): Promise<void> {
+async function applyChanges(tx: Tx, changes: readonly Change[], index: number, known?: Known): Promise<void> {
   for (const c of changes) {
     if (c.Op === 'delete') {
       if (c.Table === 'tokens') {
@@ -73,19 +81,19 @@ async function applyChanges(tx: Tx, changes: readonly Change[], index: number): 
     }
     switch (c.Table) {
       case 'tokens': {
-        const existing = await tx.getToken(c.ID);
+        const existing = known ? (known.tokens.get(c.ID) ?? null) : await tx.getToken(c.ID);
         if (existing?.Local || c.Value.Local) continue;
-        await tx.putToken({ ...c.Value, CreateIndex: existing?.CreateIndex ?? index, ModifyIndex: index });
+        await tx.putToken({ ...c.Value, CreateIndex: existing?.CreateIndex ?? index, ModifyIndex: index }, existing ?? null);
         break;
       }
       case 'policies': {
-        const existing = await tx.getPolicy(c.ID);
-        await tx.putPolicy({ ...c.Value, CreateIndex: existing?.CreateIndex ?? index, ModifyIndex: index });
+        const existing = known ? (known.policies.get(c.ID) ?? null) : await tx.getPolicy(c.ID);
+        await tx.putPolicy({ ...c.Value, CreateIndex: existing?.CreateIndex ?? index, ModifyIndex: index }, existing ?? null);
         break;
       }
       case 'roles': {
-        const existing = await tx.getRole(c.ID);
-        await tx.putRole({ ...c.Value, CreateIndex: existing?.CreateIndex ?? index, ModifyIndex: index });
+        const existing = known ? (known.roles.get(c.ID) ?? null) : await tx.getRole(c.ID);
+        await tx.putRole({ ...c.Value, CreateIndex: existing?.CreateIndex ?? index, ModifyIndex: index }, existing ?? null);
         break;
       }
       case 'bootstrap':
@@ -103,14 +111,21 @@ export async function applyEntries(tx: Tx, entries: readonly LogEntry[], cursor:
 
 /** Makes the secondary's global objects equal the snapshot, leaving Local tokens alone, and sets the cursor. */
 export async function applySnapshot(tx: Tx, snapshot: GlobalState, cursor: Cursor): Promise<number> {
+  const allTokens = await tx.allRecords('tokens');
   const current: GlobalState = {
-    tokens: (await tx.allRecords('tokens')).filter((t) => !t.Local),
+    tokens: allTokens.filter((t) => !t.Local),
     policies: await tx.allRecords('policies'),
     roles: await tx.allRecords('roles'),
     bootstrap: await tx.getBootstrap(),
   };
   const changes = diffSnapshot(current, snapshot);
-  if (changes.length > 0) await applyChanges(tx, changes, tx.nextIndex());
+  const known: Known = {
+    // Local tokens too: a primary token must never replace one.
+    tokens: new Map(allTokens.map((t) => [t.AccessorID, t])),
+    policies: new Map(current.policies.map((p) => [p.ID, p])),
+    roles: new Map(current.roles.map((r) => [r.ID, r])),
+  };
+  if (changes.length > 0) await applyChanges(tx, changes, tx.nextIndex(), known);
   tx.putMeta(META.cursor, cursor);
   return changes.length;
 }

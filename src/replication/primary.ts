@@ -226,7 +226,7 @@ class Session {
       const upTo = complete ? Math.max(durable, lastEntry) : lastEntry;
       if (entries.length > 0 || upTo > this.sentUpTo) {
         this.sentUpTo = upTo;
-        await this.send({ t: 'entries', entries, upTo });
+        await this.send({ t: 'entries', entries, upTo, committedAt: this.primary.committedAt((entries[0]?.Index ?? upTo)) });
       }
       if (complete && store.currentIndex() <= this.sentUpTo) await this.waitForChange();
     }
@@ -255,6 +255,8 @@ export class ReplicationPrimary {
   private readonly unsubscribe: () => void;
   private trimming = false;
   private lastTrim = 0;
+  /** Recent commits as [highest index, when durable], oldest first (bounded). */
+  private readonly commitTimes: Array<[number, number]> = [];
 
   constructor(
     readonly store: LevelStore,
@@ -263,7 +265,9 @@ export class ReplicationPrimary {
     readonly options: PrimaryOptions,
     private readonly self: { datacenter: string; address: () => string },
   ) {
-    this.unsubscribe = store.onCommit(() => {
+    this.unsubscribe = store.onCommit((event) => {
+      this.commitTimes.push([event.index, event.at]);
+      if (this.commitTimes.length > 4096) this.commitTimes.splice(0, 1024);
       for (const s of this.sessions) s.notify();
       this.maybeTrim();
     });
@@ -305,6 +309,25 @@ export class ReplicationPrimary {
     if (this.sessions.delete(session) && session.datacenter) {
       this.logger.info({ datacenter: session.datacenter }, 'replication: secondary disconnected');
     }
+  }
+
+  /** When the change at `index` became durable (now, when it is older than what is remembered). */
+  committedAt(index: number): number {
+    const times = this.commitTimes;
+    let lo = 0;
+    let hi = times.length - 1;
+    let found: number | undefined;
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      const [idx, at] = times[mid] as [number, number];
+      if (idx >= index) {
+        found = at;
+        hi = mid - 1;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    return found ?? Date.now();
   }
 
   /** This datacenter and every connected secondary, primary first. */

@@ -69,7 +69,13 @@ export const primaryFrame = z.discriminatedUnion('t', [
     /** True on the final chunk: apply the whole snapshot then. */
     last: z.boolean(),
   }),
-  z.object({ t: z.literal('entries'), entries: z.array(logEntry), upTo: z.number().int().nonnegative() }),
+  z.object({
+    t: z.literal('entries'),
+    entries: z.array(logEntry),
+    upTo: z.number().int().nonnegative(),
+    /** When the frame's first entry became durable on the primary, ms since the epoch (lag metrics). */
+    committedAt: z.number().optional(),
+  }),
   z.object({ t: z.literal('ping'), time: z.number(), upTo: z.number().int().nonnegative(), primaryIndex: z.number().int().nonnegative(), datacenters: z.array(datacenterInfo) }),
   z.object({ t: z.literal('error'), code: z.string(), message: z.string() }),
 ]);

@@ -66,7 +66,9 @@ export class ReplicationSecondary {
   private primaryIndex = 0;
   private datacenterList: DatacenterInfo[] = [];
   private snapshotBuffer: GlobalState | undefined;
-  private chain: Promise<void> = Promise.resolve();
+  /** Frames received and not yet handled, in order; one worker drains it. */
+  private inbox: PrimaryFrame[] = [];
+  private working: Promise<void> | undefined;
   private connected = false;
   private running = false;
   private stopped = false;
@@ -119,7 +121,7 @@ export class ReplicationSecondary {
       perMessageDeflate: false,
     });
     this.ws = ws;
-    this.chain = Promise.resolve();
+    this.inbox = [];
     this.snapshotBuffer = undefined;
 
     let refused = false;
@@ -135,9 +137,7 @@ export class ReplicationSecondary {
       });
     });
     ws.on('open', () => {
-      this.connected = true;
       this.lastContact = Date.now();
-      this.metrics.replicationConnected.set(1);
       this.send({ t: 'hello', v: PROTOCOL_VERSION, datacenter: this.options.datacenter, address: this.options.address(), logID: this.cursor.logID || null, index: this.cursor.index });
       this.heartbeat = setInterval(() => {
         if (Date.now() - this.lastContact > this.options.deadPeerMs) {
@@ -159,13 +159,10 @@ export class ReplicationSecondary {
         ws.close(1008, 'malformed frame');
         return;
       }
-      this.chain = this.chain
-        .then(() => this.handle(frame))
-        .catch((err: unknown) => {
-          this.fail(`applying replicated changes failed: ${(err as Error).message}`);
-          this.logger.error({ err }, 'replication: apply failed; reconnecting');
-          ws.terminate();
-        });
+      this.inbox.push(frame);
+      this.working ??= this.drain(ws).finally(() => {
+        this.working = undefined;
+      });
     });
     ws.on('error', (err) => {
       // A refused upgrade already said why; the error that follows its teardown says nothing new.
@@ -181,6 +178,8 @@ export class ReplicationSecondary {
         if (!this.lastErrorMessage || why) this.fail(`connection to the primary closed (${code}${why ? `: ${why}` : ''})`);
       }
       if (this.ws === ws) this.ws = undefined;
+      // Frames of a closed connection are dropped: the next one resumes from the cursor.
+      this.inbox = [];
       this.scheduleReconnect();
     });
   }
@@ -217,12 +216,64 @@ export class ReplicationSecondary {
     }
   }
 
+  /**
+   * Handles queued frames in order. Entries frames that queued up while the previous
+   * batch was being written are applied together in one transaction, so a secondary
+   * keeps up with a busy primary at one sync per batch rather than one per frame.
+   */
+  private async drain(ws: WebSocket): Promise<void> {
+    try {
+      while (this.inbox.length > 0 && this.ws === ws) {
+        const frame = this.inbox.shift() as PrimaryFrame;
+        if (frame.t !== 'entries') {
+          await this.handle(frame);
+          continue;
+        }
+        const batch = [frame];
+        while (this.inbox[0]?.t === 'entries') batch.push(this.inbox.shift() as typeof frame);
+        await this.applyEntryFrames(batch);
+      }
+    } catch (err) {
+      this.fail(`applying replicated changes failed: ${(err as Error).message}`);
+      this.logger.error({ err }, 'replication: apply failed; reconnecting');
+      ws.terminate();
+    }
+  }
+
+  private async applyEntryFrames(frames: Array<Extract<PrimaryFrame, { t: 'entries' }>>): Promise<void> {
+    const entries = frames.flatMap((f) => f.entries);
+    const upTo = Math.max(...frames.map((f) => f.upTo), this.cursor.index);
+    const cursor = { logID: this.welcomeLogID, index: upTo };
+    // Nothing to write: the cursor on disk may lag; resuming from it is harmless.
+    if (entries.length > 0) await this.store.transact((tx) => applyEntries(tx, entries, cursor), { sync: false });
+    const now = Date.now();
+    for (const f of frames) {
+      if (f.committedAt === undefined || f.entries.length === 0) continue;
+      const lag = Math.max(0, now - f.committedAt);
+      this.metrics.replicationLagMs.set(lag);
+      for (let i = 0; i < f.entries.length; i++) this.metrics.replicationApplyLag.observe(lag / 1000);
+    }
+    this.cursor = cursor;
+    this.primaryIndex = Math.max(this.primaryIndex, upTo);
+    this.advance(upTo);
+    this.send({ t: 'ack', index: this.appliedUpTo });
+    this.succeed();
+  }
+
   private async handle(frame: PrimaryFrame): Promise<void> {
     switch (frame.t) {
       case 'welcome':
         this.welcomeLogID = frame.logID;
         this.primaryIndex = frame.primaryIndex;
         this.datacenterList = frame.datacenters;
+        if (frame.logID !== this.cursor.logID) {
+          // Another log (a rebuilt primary): what was applied says nothing about it.
+          this.appliedUpTo = 0;
+          this.metrics.replicationAppliedIndex.set(0);
+        }
+        // Connected once the primary has answered the hello, not when the socket opens.
+        this.connected = true;
+        this.metrics.replicationConnected.set(1);
         if (frame.mode === 'snapshot') {
           this.snapshotBuffer = { tokens: [], policies: [], roles: [], bootstrap: null };
           this.logger.info({ from: this.cursor.index }, 'replication: receiving a snapshot from the primary');
@@ -238,7 +289,7 @@ export class ReplicationSecondary {
         if (!frame.last) return;
         this.snapshotBuffer = undefined;
         const cursor = { logID: frame.logID, index: frame.index };
-        const changed = await this.store.transact((tx) => applySnapshot(tx, buf, cursor));
+        const changed = await this.store.transact((tx) => applySnapshot(tx, buf, cursor), { sync: false });
         this.cursor = cursor;
         this.appliedUpTo = 0;
         this.advance(frame.index);
@@ -247,25 +298,11 @@ export class ReplicationSecondary {
         this.logger.info({ index: frame.index, changed, tokens: buf.tokens.length }, 'replication: snapshot applied');
         return;
       }
-      case 'entries': {
-        if (frame.entries.length > 0) {
-          const cursor = { logID: this.welcomeLogID, index: Math.max(frame.upTo, this.cursor.index) };
-          await this.store.transact((tx) => applyEntries(tx, frame.entries, cursor));
-          this.cursor = cursor;
-        } else {
-          // Nothing to write: the cursor on disk may lag; resuming from it is harmless.
-          this.cursor = { logID: this.welcomeLogID, index: Math.max(frame.upTo, this.cursor.index) };
-        }
-        this.primaryIndex = Math.max(this.primaryIndex, frame.upTo);
-        this.advance(frame.upTo);
-        this.send({ t: 'ack', index: this.appliedUpTo });
-        this.succeed();
-        return;
-      }
+      case 'entries':
+        return this.applyEntryFrames([frame]);
       case 'ping':
         this.primaryIndex = Math.max(this.primaryIndex, frame.primaryIndex);
         this.datacenterList = frame.datacenters;
-        this.metrics.replicationLagMs.set(Math.max(0, Date.now() - frame.time));
         // Every earlier frame is applied by now (frames are handled in order).
         if (this.cursor.logID === this.welcomeLogID && this.snapshotBuffer === undefined) this.advance(frame.upTo);
         this.metrics.replicationLagEntries.set(Math.max(0, this.primaryIndex - this.appliedUpTo));
@@ -336,6 +373,6 @@ export class ReplicationSecondary {
       await Promise.race([closed, new Promise((r) => setTimeout(r, 1000))]);
       ws.terminate();
     }
-    await this.chain.catch(() => undefined);
+    await this.working;
   }
 }

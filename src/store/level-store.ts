@@ -8,7 +8,7 @@ import { LOG_PREFIX, META, TABLES, type TableDef, type TableName, key, logKey, p
 import { Reader } from './reader.js';
 import { ReadCache } from './cache.js';
 import { bootstrapStateSchema, decodeRaw, decodeWith, encode, policyRecordSchema, roleRecordSchema, tokenRecordSchema } from './records.js';
-import type { Change, CommitEvent, Durability, GlobalSnapshot, LogEntry, Store, Tx, WatchTable } from './store.js';
+import type { Change, CommitEvent, Durability, GlobalSnapshot, LogEntry, Store, TransactOptions, Tx, WatchTable } from './store.js';
 
 type BatchOp = { type: 'put'; key: string; value: Uint8Array } | { type: 'del'; key: string };
 
@@ -24,6 +24,7 @@ interface QueuedCommit {
   tables: Map<WatchTable, number>;
   entries: LogEntry[];
   counts: Map<TableName, number>;
+  sync: boolean;
   resolve: () => void;
   reject: (err: unknown) => void;
 }
@@ -186,9 +187,9 @@ class LevelTx extends Reader implements Tx {
     this.set(k, null);
   }
 
-  private async put<R>(def: TableDef<R>, record: R, change: Change): Promise<void> {
+  private async put<R>(def: TableDef<R>, record: R, change: Change, previous: R | null | undefined): Promise<void> {
     const id = def.id(record);
-    const old = (await this.getRecord(def.name, id)) as R | undefined;
+    const old = previous === undefined ? ((await this.getRecord(def.name, id)) as R | undefined) : (previous ?? undefined);
     const next = new Map(def.indexes(record));
     if (old !== undefined) {
       for (const [k, v] of def.indexes(old)) if (!next.has(k)) await this.dropIndex(k, v, id);
@@ -212,16 +213,16 @@ class LevelTx extends Reader implements Tx {
     return true;
   }
 
-  putToken(record: TokenRecord): Promise<void> {
-    return this.put(TABLES.tokens, record, { Table: 'tokens', Op: 'set', ID: record.AccessorID, Value: record });
+  putToken(record: TokenRecord, previous?: TokenRecord | null): Promise<void> {
+    return this.put(TABLES.tokens, record, { Table: 'tokens', Op: 'set', ID: record.AccessorID, Value: record }, previous);
   }
 
-  putPolicy(record: PolicyRecord): Promise<void> {
-    return this.put(TABLES.policies, record, { Table: 'policies', Op: 'set', ID: record.ID, Value: record });
+  putPolicy(record: PolicyRecord, previous?: PolicyRecord | null): Promise<void> {
+    return this.put(TABLES.policies, record, { Table: 'policies', Op: 'set', ID: record.ID, Value: record }, previous);
   }
 
-  putRole(record: RoleRecord): Promise<void> {
-    return this.put(TABLES.roles, record, { Table: 'roles', Op: 'set', ID: record.ID, Value: record });
+  putRole(record: RoleRecord, previous?: RoleRecord | null): Promise<void> {
+    return this.put(TABLES.roles, record, { Table: 'roles', Op: 'set', ID: record.ID, Value: record }, previous);
   }
 
   deleteToken(accessor: string): Promise<boolean> {
@@ -351,7 +352,7 @@ export class LevelStore implements Store {
     if (this.closed) throw new WatchwordError('INTERNAL', 'store is closed');
   }
 
-  async transact<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+  async transact<T>(fn: (tx: Tx) => Promise<T>, options: TransactOptions = {}): Promise<T> {
     this.checkUsable();
     const previous = this.mutex;
     let release!: () => void;
@@ -363,7 +364,7 @@ export class LevelStore implements Store {
       this.checkUsable();
       const tx = new LevelTx(this, new Map(), this.pendingView);
       result = await fn(tx);
-      if (!tx.isEmpty) durable = this.enqueue(tx);
+      if (!tx.isEmpty) durable = this.enqueue(tx, options.sync ?? true);
     } finally {
       release();
     }
@@ -371,7 +372,7 @@ export class LevelStore implements Store {
     return result;
   }
 
-  private enqueue(tx: LevelTx): Promise<void> {
+  private enqueue(tx: LevelTx, sync: boolean): Promise<void> {
     const entries = tx.logEntries();
     for (const [table, delta] of tx.countDeltas) this.liveCounts.set(table, (this.liveCounts.get(table) ?? 0) + delta);
     const counts = new Map(this.liveCounts);
@@ -383,7 +384,7 @@ export class LevelStore implements Store {
       pending.push([op.key, entry]);
     }
     return new Promise<void>((resolve, reject) => {
-      this.queue.push({ ops, pending, index: tx.lastIndex ?? this.durableIndex, tables: tx.touched, entries, counts, resolve, reject });
+      this.queue.push({ ops, pending, index: tx.lastIndex ?? this.durableIndex, tables: tx.touched, entries, counts, sync, resolve, reject });
       void this.flush();
     });
   }
@@ -395,7 +396,13 @@ export class LevelStore implements Store {
     this.queue = [];
     const ops = group.length === 1 ? (group[0] as QueuedCommit).ops : group.flatMap((c) => c.ops);
     try {
-      await this.db.batch(ops, { sync: this.options.durability === 'fsync' });
+      // The chained form: several times faster than the array form for big batches.
+      const batch = this.db.batch();
+      for (const op of ops) {
+        if (op.type === 'put') batch.put(op.key, op.value);
+        else batch.del(op.key);
+      }
+      await batch.write({ sync: this.options.durability === 'fsync' && group.some((c) => c.sync) });
     } catch (err) {
       this.failure = err;
       for (const c of [...group, ...this.queue]) c.reject(new WatchwordError('INTERNAL', 'store write failed', { cause: err }));
@@ -421,7 +428,7 @@ export class LevelStore implements Store {
     this.writing = false;
     this.wake(tables);
     if (this.listeners.size > 0) {
-      const event: CommitEvent = { index: this.durableIndex, tables, entries };
+      const event: CommitEvent = { index: this.durableIndex, tables, entries, at: Date.now() };
       for (const l of this.listeners) l(event);
     }
     void this.flush();

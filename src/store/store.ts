@@ -40,6 +40,8 @@ export interface CommitEvent {
   tables: Map<WatchTable, number>;
   /** Change-log entries written (global objects, primary only), in index order. */
   entries: LogEntry[];
+  /** When the batch became durable, ms since the epoch. */
+  at: number;
 }
 
 /**
@@ -52,9 +54,13 @@ export interface Tx extends Reader {
   readonly index: number;
   /** Takes a further index, for batches that apply several changes (replication). */
   nextIndex(): number;
-  putToken(record: TokenRecord): Promise<void>;
-  putPolicy(record: PolicyRecord): Promise<void>;
-  putRole(record: RoleRecord): Promise<void>;
+  /**
+   * Writes a record and its indexes. `previous` is the stored version when the caller
+   * already has it (null: known absent), saving a read; omitted, it is read here.
+   */
+  putToken(record: TokenRecord, previous?: TokenRecord | null): Promise<void>;
+  putPolicy(record: PolicyRecord, previous?: PolicyRecord | null): Promise<void>;
+  putRole(record: RoleRecord, previous?: RoleRecord | null): Promise<void>;
   /** Deletes by ID; a no-op when absent. Returns whether something was deleted. */
   deleteToken(accessor: string): Promise<boolean>;
   deletePolicy(id: string): Promise<boolean>;
@@ -65,6 +71,16 @@ export interface Tx extends Reader {
 }
 
 export type Durability = 'fsync' | 'os';
+
+export interface TransactOptions {
+  /**
+   * Whether this change needs a sync before it is acknowledged (default true; only
+   * meaningful with `fsync` durability). Replicated changes pass false: the primary
+   * holds them durably and the cursor, written in the same atomic batch, makes a
+   * secondary fetch again whatever a power cut took.
+   */
+  sync?: boolean;
+}
 
 /**
  * The storage port. Reads see durable state only; `transact` acknowledges after the
@@ -79,7 +95,7 @@ export interface Store {
   tableIndex(table: WatchTable): number;
   /** Objects stored in a table. */
   count(table: TableName): number;
-  transact<T>(fn: (tx: Tx) => Promise<T>): Promise<T>;
+  transact<T>(fn: (tx: Tx) => Promise<T>, options?: TransactOptions): Promise<T>;
   /** Resolves once `table`'s index exceeds `index`, or when the signal aborts. */
   waitForTableIndex(table: WatchTable, index: number, signal?: AbortSignal): Promise<void>;
   onCommit(listener: (event: CommitEvent) => void): () => void;
