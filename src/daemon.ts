@@ -53,6 +53,9 @@ export interface DaemonOptions {
   replication?: Partial<typeof DEFAULT_REPLICATION_OPTIONS>;
 }
 
+/** Longest wait for in-flight requests on shutdown, ms. */
+const SHUTDOWN_GRACE_MS = 10_000;
+
 /** Version of this build, reported by /v1/agent/self. */
 export const VERSION = '0.1.0';
 
@@ -219,7 +222,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
             LastContactMs: 0,
             Secondaries: primaryRepl?.secondaries() ?? [],
           };
-    const { app } = buildApp({ store, tokens, policies, roles, templatedPolicies, bootstrap, agent, reads, metrics, replicationStatus, cluster, logger });
+    const { app, inFlight } = buildApp({ store, tokens, policies, roles, templatedPolicies, bootstrap, agent, reads, metrics, replicationStatus, cluster, logger });
 
     const repl = { ...DEFAULT_REPLICATION_OPTIONS, ...options.replication };
     if (primary) {
@@ -275,7 +278,12 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
           reads.shutdown();
           await secondaryRepl?.stop();
           await primaryRepl?.close();
-          await app.close();
+          // Stop accepting, let in-flight requests finish (blocked reads were just
+          // released), then drop keep-alive sockets: shutdown never waits on clients.
+          const closed = app.close();
+          await Promise.race([inFlight.whenIdle(), new Promise((r) => setTimeout(r, SHUTDOWN_GRACE_MS).unref())]);
+          app.server.closeAllConnections();
+          await closed;
           await reaper.stop();
           await store.close();
           logger.info('watchword agent stopped');

@@ -47,12 +47,32 @@ export interface AppDeps {
 
 export type AppDepsInput = Omit<AppDeps, 'reads'> & { reads?: ReadGate };
 
+/** Requests being served right now, so shutdown can wait for them and then drop idle keep-alive sockets. */
+export class InFlight {
+  private count = 0;
+  private idle: Array<() => void> = [];
+
+  enter(): void {
+    this.count++;
+  }
+
+  leave(): void {
+    this.count--;
+    if (this.count === 0) for (const wake of this.idle.splice(0)) wake();
+  }
+
+  /** Resolves once no request is in flight. */
+  whenIdle(): Promise<void> {
+    return this.count === 0 ? Promise.resolve() : new Promise((resolve) => this.idle.push(resolve));
+  }
+}
+
 /**
  * Builds the HTTP API (never listens: the daemon or a test decides). Every route is
  * registered here, errors leave through one handler, and bodies are read as text so
  * that JSON is accepted whatever the Content-Type.
  */
-export function buildApp(input: AppDepsInput): { app: FastifyInstance; routes: RouteInfo[] } {
+export function buildApp(input: AppDepsInput): { app: FastifyInstance; routes: RouteInfo[]; inFlight: InFlight } {
   const deps: AppDeps = { ...input, reads: input.reads ?? new ReadGate(input.store, input.metrics) };
   const app = Fastify({
     loggerInstance: deps.logger ?? pino({ level: 'silent' }),
@@ -65,6 +85,14 @@ export function buildApp(input: AppDepsInput): { app: FastifyInstance; routes: R
     frameworkErrors: (error, request, reply) => {
       void sendError(request, reply, error);
     },
+  });
+
+  const inFlight = new InFlight();
+  app.addHook('onRequest', async (request, reply) => {
+    inFlight.enter();
+    // 'close' fires once per response, whether it finished or the client went away.
+    reply.raw.once('close', () => inFlight.leave());
+    void request;
   });
 
   app.removeAllContentTypeParsers();
@@ -135,5 +163,5 @@ export function buildApp(input: AppDepsInput): { app: FastifyInstance; routes: R
       handler: async (request, reply) => sendJSON(request, reply, (document ??= openAPIDocument(routes, deps.agent.version))),
     },
   }, routes);
-  return { app, routes };
+  return { app, routes, inFlight };
 }
