@@ -1,5 +1,7 @@
 #!/usr/bin/env node
-import { Command, Option } from 'commander';
+import { Command, CommanderError, Option } from 'commander';
+import { aclCommand } from './cli/acl.js';
+import { normalizeArgv } from './cli/argv.js';
 import { ConfigError, envName, flagName, loadConfig } from './config/load.js';
 import { type ConfigKey, configKeys } from './config/schema.js';
 import { VERSION, startDaemon } from './daemon.js';
@@ -24,8 +26,8 @@ const AGENT_FLAGS: Record<ConfigKey, { arg: string; help: string }> = {
 
 const camel = (key: string): string => key.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
 
-function agentCommand(): Command {
-  const cmd = new Command('agent').description('run the watchword daemon for one datacenter');
+function agentCommand(program: Command): void {
+  const cmd = program.command('agent').description('run the watchword daemon for one datacenter');
   cmd.option('--config <FILE>', 'JSON config file; repeatable, later files win', (value: string, previous: string[]) => [...previous, value], []);
   for (const key of configKeys) {
     const { arg, help } = AGENT_FLAGS[key];
@@ -69,15 +71,32 @@ function agentCommand(): Command {
     process.on('SIGINT', () => stop('SIGINT'));
     process.on('SIGTERM', () => stop('SIGTERM'));
   });
-  return cmd;
 }
 
 export function buildProgram(): Command {
   const program = new Command('watchword')
     .description('ACL token and role service: one daemon per datacenter')
-    .version(VERSION, '-v, --version');
-  program.addCommand(agentCommand());
+    .version(VERSION, '-v, --version')
+    // Usage errors exit 2 (API errors exit 1); set before subcommands so they inherit it.
+    .exitOverride()
+    .showHelpAfterError('(add --help for usage)');
+  agentCommand(program);
+  aclCommand(program);
   return program;
 }
 
-await buildProgram().parseAsync(process.argv);
+/** Every long flag name in the command tree, so `-flag` can be read as `--flag`. */
+function longFlags(cmd: Command, into = new Set<string>()): Set<string> {
+  for (const o of cmd.options) if (o.long) into.add(o.long.replace(/^--/, ''));
+  for (const sub of cmd.commands) longFlags(sub, into);
+  into.add('help');
+  return into;
+}
+
+const program = buildProgram();
+try {
+  await program.parseAsync(normalizeArgv(process.argv.slice(2), longFlags(program)), { from: 'user' });
+} catch (err) {
+  if (!(err instanceof CommanderError)) throw err;
+  process.exitCode = err.exitCode === 0 ? 0 : 2;
+}

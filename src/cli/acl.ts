@@ -1,0 +1,466 @@
+import { readFileSync } from 'node:fs';
+import { type Command, Option } from 'commander';
+import { type TokenInput, WatchwordApiError, WatchwordClient } from '../client/index.js';
+import {
+  formatPolicy,
+  formatPolicyList,
+  formatReplication,
+  formatRole,
+  formatRoleList,
+  formatTemplate,
+  formatTemplateList,
+  formatToken,
+  formatTokenList,
+} from './output.js';
+
+/** A mistake in how the command was called: exit code 2. */
+export class UsageError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'UsageError';
+  }
+}
+
+interface CommonOptions {
+  httpAddr?: string;
+  token?: string;
+  namespace?: string;
+  partition?: string;
+  datacenter?: string;
+  format: 'pretty' | 'table' | 'json';
+}
+
+/** Repeatable flags: absent when not given. */
+interface LinkOptions {
+  policyId?: string[];
+  policyName?: string[];
+  roleId?: string[];
+  roleName?: string[];
+  serviceIdentity?: string[];
+  nodeIdentity?: string[];
+  templatedPolicy?: string[];
+  var?: string[];
+}
+
+const repeat = (value: string, previous: string[] | undefined) => [...(previous ?? []), value];
+
+function common(cmd: Command): Command {
+  return cmd
+    .option('--http-addr <ADDR>', 'address of the watchword daemon (env WATCHWORD_HTTP_ADDR; default 127.0.0.1:8500)')
+    .option('--token <SECRET>', 'ACL token to authenticate with (env WATCHWORD_HTTP_TOKEN)')
+    .option('--namespace <NAME>', 'namespace of the request')
+    .option('--partition <NAME>', 'admin partition of the request')
+    .option('--datacenter <NAME>', 'send the request to this datacenter')
+    .addOption(new Option('--format <FORMAT>', 'output: pretty (key/value blocks and tables) or json (the API JSON)').choices(['pretty', 'table', 'json']).default('pretty'));
+}
+
+function links(cmd: Command, what: 'token' | 'role'): Command {
+  cmd
+    .option('--policy-id <ID>', 'link a policy by ID (repeatable)', repeat)
+    .option('--policy-name <NAME>', 'link a policy by name (repeatable)', repeat);
+  if (what === 'token') {
+    cmd.option('--role-id <ID>', 'link a role by ID (repeatable)', repeat).option('--role-name <NAME>', 'link a role by name (repeatable)', repeat);
+  }
+  return cmd
+    .option('--service-identity <NAME[:DC1,DC2]>', 'add a service identity, optionally limited to datacenters (repeatable)', repeat)
+    .option('--node-identity <NAME:DC>', 'add a node identity in a datacenter (repeatable)', repeat)
+    .option('--templated-policy <NAME>', 'add a templated policy such as builtin/service (repeatable)', repeat)
+    .option('--var <name:VALUE>', 'a variable for the templated policies, e.g. name:web (repeatable)', repeat);
+}
+
+function clientFor(o: CommonOptions): WatchwordClient {
+  return new WatchwordClient({
+    ...(o.httpAddr ? { address: o.httpAddr } : {}),
+    ...(o.token ? { token: o.token } : {}),
+    ...(o.namespace ? { namespace: o.namespace } : {}),
+    ...(o.partition ? { partition: o.partition } : {}),
+    ...(o.datacenter ? { datacenter: o.datacenter } : {}),
+  });
+}
+
+function print<T>(o: CommonOptions, value: T, human: (v: T) => string): void {
+  process.stdout.write(`${o.format === 'json' ? JSON.stringify(value, null, 4) : human(value)}\n`);
+}
+
+/** Wraps an action: API errors exit 1 with the server's message, usage errors exit 2. */
+function run<O extends CommonOptions>(action: (o: O, client: WatchwordClient) => Promise<void>) {
+  return async (o: O) => {
+    try {
+      await action(o, clientFor(o));
+    } catch (err) {
+      if (err instanceof UsageError) {
+        process.stderr.write(`Error: ${err.message}\n`);
+        process.exitCode = 2;
+      } else if (err instanceof WatchwordApiError) {
+        process.stderr.write(`Error: ${err.message} (HTTP ${err.status} ${err.code})\n`);
+        process.exitCode = 1;
+      } else {
+        const e = err as Error & { cause?: { code?: string; message?: string } };
+        const why = e.cause?.code ?? e.cause?.message ?? e.message;
+        process.stderr.write(`Error: cannot talk to watchword at ${clientFor(o).address}: ${why}\n`);
+        process.exitCode = 1;
+      }
+    }
+  };
+}
+
+export function serviceIdentity(spec: string): { ServiceName: string; Datacenters?: string[] } {
+  const [name, dcs] = spec.split(':', 2) as [string, string | undefined];
+  if (!name) throw new UsageError(`-service-identity ${JSON.stringify(spec)}: expected NAME or NAME:DC1,DC2`);
+  const list = (dcs ?? '').split(',').filter(Boolean);
+  return list.length > 0 ? { ServiceName: name, Datacenters: list } : { ServiceName: name };
+}
+
+export function nodeIdentity(spec: string): { NodeName: string; Datacenter: string } {
+  const [name, dc] = spec.split(':', 2) as [string, string | undefined];
+  if (!name || !dc) throw new UsageError(`-node-identity ${JSON.stringify(spec)}: expected NAME:DATACENTER`);
+  return { NodeName: name, Datacenter: dc };
+}
+
+function templateVariables(vars: string[]): { Name?: string } {
+  const out: { Name?: string } = {};
+  for (const v of vars) {
+    const i = v.indexOf(':');
+    if (i <= 0) throw new UsageError(`-var ${JSON.stringify(v)}: expected name:VALUE`);
+    const key = v.slice(0, i).toLowerCase();
+    if (key !== 'name') throw new UsageError(`-var ${JSON.stringify(v)}: the built-in templates take only "name"`);
+    out.Name = v.slice(i + 1);
+  }
+  return out;
+}
+
+function templated(o: LinkOptions) {
+  const vars = templateVariables(o.var ?? []);
+  if ((o.var ?? []).length > 0 && (o.templatedPolicy ?? []).length === 0) throw new UsageError('-var needs a -templated-policy');
+  return (o.templatedPolicy ?? []).map((name) => ({ TemplateName: name, ...(vars.Name !== undefined ? { TemplateVariables: vars } : {}) }));
+}
+
+/** The links and identities given on the command line, as API fields. */
+function linkFields(o: LinkOptions) {
+  return {
+    Policies: [...(o.policyId ?? []).map((ID) => ({ ID })), ...(o.policyName ?? []).map((Name) => ({ Name }))],
+    Roles: [...(o.roleId ?? []).map((ID) => ({ ID })), ...(o.roleName ?? []).map((Name) => ({ Name }))],
+    ServiceIdentities: (o.serviceIdentity ?? []).map(serviceIdentity),
+    NodeIdentities: (o.nodeIdentity ?? []).map(nodeIdentity),
+    TemplatedPolicies: templated(o),
+  };
+}
+
+function rulesFrom(value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  if (!value.startsWith('@')) return value;
+  try {
+    return readFileSync(value.slice(1), 'utf8');
+  } catch (err) {
+    throw new UsageError(`-rules ${value}: ${(err as Error).message}`);
+  }
+}
+
+function need(value: string | undefined, flag: string): string {
+  if (!value) throw new UsageError(`missing required flag -${flag}`);
+  return value;
+}
+
+function tokenCommands(acl: Command): void {
+  const token = acl.command('token').description('create, read, update, clone, delete and list tokens');
+
+  interface CreateOptions extends CommonOptions, LinkOptions {
+    description?: string;
+    expiresTtl?: string;
+    local?: boolean;
+    accessor?: string;
+    secret?: string;
+  }
+  links(common(token.command('create').description('create a token')), 'token')
+    .option('--description <TEXT>', 'description of the token')
+    .option('--expires-ttl <DURATION>', 'lifetime, e.g. 1h (between the configured minimum and maximum)')
+    .option('--local', 'keep the token in this datacenter (not replicated)')
+    .option('--accessor <UUID>', 'choose the AccessorID (generated by default)')
+    .option('--secret <UUID>', 'choose the SecretID (generated by default)')
+    .action(
+      run<CreateOptions>(async (o, c) => {
+        const body: TokenInput = {
+          ...linkFields(o),
+          ...(o.description !== undefined ? { Description: o.description } : {}),
+          ...(o.expiresTtl ? { ExpirationTTL: o.expiresTtl } : {}),
+          ...(o.local ? { Local: true } : {}),
+          ...(o.accessor ? { AccessorID: o.accessor } : {}),
+          ...(o.secret ? { SecretID: o.secret } : {}),
+        };
+        print(o, await c.tokens.create(body), formatToken);
+      }),
+    );
+
+  common(token.command('read').description('read a token by AccessorID'))
+    .option('--id <ACCESSOR>', 'AccessorID of the token')
+    .option('--expanded', 'also show the policies and roles behind the token')
+    .action(
+      run<CommonOptions & { id?: string; expanded?: boolean }>(async (o, c) => {
+        const id = need(o.id, 'id');
+        if (o.expanded) {
+          const t = (await c.tokens.readExpanded(id)).value;
+          print(o, t, (v) => `${formatToken(v)}\nExpanded Policies:\n${v.ExpandedPolicies.map((p) => `   ${p.ID} - ${p.Name}`).join('\n')}`);
+        } else {
+          print(o, (await c.tokens.read(id)).value, formatToken);
+        }
+      }),
+    );
+
+  common(token.command('read-self').description('read the token the request is authenticated with'))
+    .action(run<CommonOptions>(async (o, c) => print(o, (await c.tokens.readSelf()).value, formatToken)));
+
+  interface UpdateOptions extends CommonOptions, LinkOptions {
+    id?: string;
+    description?: string;
+    mergePolicies?: boolean;
+    mergeRoles?: boolean;
+    mergeServiceIdentities?: boolean;
+    mergeNodeIdentities?: boolean;
+    mergeTemplatedPolicies?: boolean;
+  }
+  links(common(token.command('update').description('update a token: kinds of links not given are kept; given ones replace the current ones, or add to them with -merge-…')), 'token')
+    .option('--id <ACCESSOR>', 'AccessorID of the token')
+    .option('--description <TEXT>', 'new description (kept when absent)')
+    .option('--merge-policies', 'add the given policies to the current ones')
+    .option('--merge-roles', 'add the given roles to the current ones')
+    .option('--merge-service-identities', 'add the given service identities to the current ones')
+    .option('--merge-node-identities', 'add the given node identities to the current ones')
+    .option('--merge-templated-policies', 'add the given templated policies to the current ones')
+    .action(
+      run<UpdateOptions>(async (o, c) => {
+        const id = need(o.id, 'id');
+        const current = (await c.tokens.read(id)).value;
+        const given = linkFields(o);
+        // A kind not named on the command line stays as it is; a named one replaces,
+        // or with its -merge flag adds to, what the token has.
+        const keep = <T>(merge: boolean | undefined, now: T[] | undefined, added: T[]) =>
+          added.length === 0 || merge ? [...(now ?? []), ...added] : added;
+        const body: TokenInput = {
+          Description: o.description ?? current.Description,
+          Local: current.Local,
+          Policies: keep(o.mergePolicies, current.Policies?.map((p) => ({ ID: p.ID })), given.Policies),
+          Roles: keep(o.mergeRoles, current.Roles?.map((r) => ({ ID: r.ID })), given.Roles),
+          ServiceIdentities: keep(o.mergeServiceIdentities, current.ServiceIdentities, given.ServiceIdentities),
+          NodeIdentities: keep(o.mergeNodeIdentities, current.NodeIdentities, given.NodeIdentities),
+          TemplatedPolicies: keep(o.mergeTemplatedPolicies, current.TemplatedPolicies, given.TemplatedPolicies),
+        };
+        print(o, await c.tokens.update(id, body), formatToken);
+      }),
+    );
+
+  common(token.command('clone').description('clone a token (new IDs, same links)'))
+    .option('--id <ACCESSOR>', 'AccessorID of the token to clone')
+    .option('--description <TEXT>', 'description of the clone (the source’s by default)')
+    .action(
+      run<CommonOptions & { id?: string; description?: string }>(async (o, c) => {
+        print(o, await c.tokens.clone(need(o.id, 'id'), o.description ? { Description: o.description } : {}), formatToken);
+      }),
+    );
+
+  common(token.command('delete').description('delete a token'))
+    .option('--id <ACCESSOR>', 'AccessorID of the token')
+    .action(
+      run<CommonOptions & { id?: string }>(async (o, c) => {
+        const id = need(o.id, 'id');
+        const deleted = await c.tokens.delete(id);
+        print(o, deleted, (d) => (d ? `Token "${id}" deleted successfully` : `Token "${id}" not found; nothing deleted`));
+      }),
+    );
+
+  common(token.command('list').description('list tokens, optionally filtered'))
+    .option('--policy-id <ID>', 'only tokens linked to this policy')
+    .option('--role-id <ID>', 'only tokens linked to this role')
+    .option('--service-name <NAME>', 'only tokens with this service identity')
+    .option('--auth-method <NAME>', 'only tokens made by this auth method')
+    .action(
+      run<CommonOptions & { policyId?: string; roleId?: string; serviceName?: string; authMethod?: string }>(async (o, c) => {
+        const filter = {
+          ...(o.policyId ? { policy: o.policyId } : {}),
+          ...(o.roleId ? { role: o.roleId } : {}),
+          ...(o.serviceName ? { servicename: o.serviceName } : {}),
+          ...(o.authMethod ? { authmethod: o.authMethod } : {}),
+        };
+        print(o, (await c.tokens.list(filter)).value, formatTokenList);
+      }),
+    );
+}
+
+function roleCommands(acl: Command): void {
+  const role = acl.command('role').description('create, read, update, delete and list roles');
+  interface RoleOptions extends CommonOptions, LinkOptions {
+    id?: string;
+    name?: string;
+    description?: string;
+    merge?: boolean;
+  }
+  const byIdOrName = async (o: RoleOptions, c: WatchwordClient) =>
+    o.id ? (await c.roles.read(o.id)).value : (await c.roles.readByName(need(o.name, 'id or -name'))).value;
+
+  links(common(role.command('create').description('create a role')), 'role')
+    .option('--name <NAME>', 'name of the role')
+    .option('--description <TEXT>', 'description of the role')
+    .action(
+      run<RoleOptions>(async (o, c) => {
+        const { Roles: _r, ...fields } = linkFields(o);
+        print(o, await c.roles.create({ Name: need(o.name, 'name'), ...(o.description !== undefined ? { Description: o.description } : {}), ...fields }), formatRole);
+      }),
+    );
+
+  common(role.command('read').description('read a role by ID or name'))
+    .option('--id <ID>', 'ID of the role')
+    .option('--name <NAME>', 'name of the role')
+    .action(run<RoleOptions>(async (o, c) => print(o, await byIdOrName(o, c), formatRole)));
+
+  links(common(role.command('update').description('update a role: given links are added to the current ones unless -no-merge')), 'role')
+    .option('--id <ID>', 'ID of the role')
+    .option('--name <NAME>', 'new name (kept when absent)')
+    .option('--description <TEXT>', 'new description (kept when absent)')
+    .option('--no-merge', 'replace the links and identities instead of adding to them')
+    .action(
+      run<RoleOptions>(async (o, c) => {
+        const current = (await c.roles.read(need(o.id, 'id'))).value;
+        const { Roles: _r, ...given } = linkFields(o);
+        const merge = o.merge !== false;
+        const keep = <T>(now: T[] | undefined, added: T[]) => [...(merge ? (now ?? []) : []), ...added];
+        print(
+          o,
+          await c.roles.update(current.ID, {
+            Name: o.name ?? current.Name,
+            Description: o.description ?? current.Description,
+            Policies: keep(current.Policies?.map((p) => ({ ID: p.ID })), given.Policies),
+            ServiceIdentities: keep(current.ServiceIdentities, given.ServiceIdentities),
+            NodeIdentities: keep(current.NodeIdentities, given.NodeIdentities),
+            TemplatedPolicies: keep(current.TemplatedPolicies, given.TemplatedPolicies),
+          }),
+          formatRole,
+        );
+      }),
+    );
+
+  common(role.command('delete').description('delete a role by ID or name'))
+    .option('--id <ID>', 'ID of the role')
+    .option('--name <NAME>', 'name of the role')
+    .action(
+      run<RoleOptions>(async (o, c) => {
+        const id = o.id ?? (await byIdOrName(o, c)).ID;
+        const deleted = await c.roles.delete(id);
+        print(o, deleted, (d) => (d ? `Role "${id}" deleted successfully` : `Role "${id}" not found; nothing deleted`));
+      }),
+    );
+
+  common(role.command('list').description('list roles'))
+    .option('--policy-id <ID>', 'only roles linked to this policy')
+    .action(run<CommonOptions & { policyId?: string }>(async (o, c) => print(o, (await c.roles.list(o.policyId ? { policy: o.policyId } : {})).value, formatRoleList)));
+}
+
+function policyCommands(acl: Command): void {
+  const policy = acl.command('policy').description('create, read, update, delete and list policies');
+  interface PolicyOptions extends CommonOptions {
+    id?: string;
+    name?: string;
+    description?: string;
+    rules?: string;
+    validDatacenter?: string[];
+    merge?: boolean;
+  }
+  const byIdOrName = async (o: PolicyOptions, c: WatchwordClient) =>
+    o.id ? (await c.policies.read(o.id)).value : (await c.policies.readByName(need(o.name, 'id or -name'))).value;
+
+  common(policy.command('create').description('create a policy'))
+    .option('--name <NAME>', 'name of the policy')
+    .option('--description <TEXT>', 'description of the policy')
+    .option('--rules <RULES>', 'rules in HCL or JSON, inline or @FILE')
+    .option('--valid-datacenter <DC>', 'datacenter the policy is valid in (repeatable; all by default)', repeat)
+    .action(
+      run<PolicyOptions>(async (o, c) => {
+        const rules = rulesFrom(o.rules);
+        print(
+          o,
+          await c.policies.create({
+            Name: need(o.name, 'name'),
+            ...(o.description !== undefined ? { Description: o.description } : {}),
+            ...(rules !== undefined ? { Rules: rules } : {}),
+            ...(o.validDatacenter?.length ? { Datacenters: o.validDatacenter } : {}),
+          }),
+          formatPolicy,
+        );
+      }),
+    );
+
+  common(policy.command('read').description('read a policy by ID or name'))
+    .option('--id <ID>', 'ID of the policy')
+    .option('--name <NAME>', 'name of the policy')
+    .option('--valid-datacenter <DC>', '(ignored)', repeat)
+    .action(run<PolicyOptions>(async (o, c) => print(o, await byIdOrName(o, c), formatPolicy)));
+
+  common(policy.command('update').description('update a policy: what is not given is kept (all replaced with -no-merge)'))
+    .option('--id <ID>', 'ID of the policy (or select it with -name)')
+    .option('--name <NAME>', 'with -id: the new name; without: the policy to update')
+    .option('--description <TEXT>', 'new description')
+    .option('--rules <RULES>', 'new rules, inline or @FILE')
+    .option('--valid-datacenter <DC>', 'datacenters the policy is valid in (repeatable)', repeat)
+    .option('--no-merge', 'replace every field instead of keeping what is not given')
+    .action(
+      run<PolicyOptions>(async (o, c) => {
+        const current = await byIdOrName(o, c);
+        const merge = o.merge !== false;
+        const rules = rulesFrom(o.rules);
+        const dcs = o.validDatacenter?.length ? o.validDatacenter : merge ? current.Datacenters : undefined;
+        print(
+          o,
+          await c.policies.update(current.ID, {
+            Name: o.id && o.name ? o.name : current.Name,
+            Description: o.description ?? (merge ? current.Description : ''),
+            Rules: rules ?? (merge ? current.Rules : ''),
+            ...(dcs ? { Datacenters: dcs } : {}),
+          }),
+          formatPolicy,
+        );
+      }),
+    );
+
+  common(policy.command('delete').description('delete a policy by ID or name'))
+    .option('--id <ID>', 'ID of the policy')
+    .option('--name <NAME>', 'name of the policy')
+    .option('--valid-datacenter <DC>', '(ignored)', repeat)
+    .action(
+      run<PolicyOptions>(async (o, c) => {
+        const id = o.id ?? (await byIdOrName(o, c)).ID;
+        const deleted = await c.policies.delete(id);
+        print(o, deleted, (d) => (d ? `Policy "${id}" deleted successfully` : `Policy "${id}" not found; nothing deleted`));
+      }),
+    );
+
+  common(policy.command('list').description('list policies')).action(run<CommonOptions>(async (o, c) => print(o, (await c.policies.list()).value, formatPolicyList)));
+}
+
+function templatedPolicyCommands(acl: Command): void {
+  const tp = acl.command('templated-policy').description('list, read and preview the built-in templated policies');
+  common(tp.command('list').description('list the templated policies')).action(run<CommonOptions>(async (o, c) => print(o, await c.templatedPolicies.list(), formatTemplateList)));
+  common(tp.command('read').description('read a templated policy'))
+    .option('--name <NAME>', 'name, e.g. builtin/service')
+    .action(run<CommonOptions & { name?: string }>(async (o, c) => print(o, await c.templatedPolicies.read(need(o.name, 'name')), formatTemplate)));
+  common(tp.command('preview').description('render a templated policy with its variables'))
+    .option('--name <NAME>', 'name, e.g. builtin/service')
+    .option('--var <name:VALUE>', 'a variable, e.g. name:web (repeatable)', repeat)
+    .action(
+      run<CommonOptions & { name?: string; var?: string[] }>(async (o, c) => {
+        print(o, await c.templatedPolicies.preview(need(o.name, 'name'), templateVariables(o.var ?? [])), formatPolicy);
+      }),
+    );
+}
+
+/** `watchword acl ...`, shaped like `consul acl ...`. */
+export function aclCommand(program: Command): void {
+  const acl = program.command('acl').description('manage ACL tokens, roles and policies (like `consul acl`)');
+  common(acl.command('bootstrap').description('create the first management token (once per cluster)')).action(
+    run<CommonOptions>(async (o, c) => print(o, await c.bootstrap(), formatToken)),
+  );
+  tokenCommands(acl);
+  roleCommands(acl);
+  policyCommands(acl);
+  templatedPolicyCommands(acl);
+  common(acl.command('replication').description('show the replication status of a datacenter')).action(
+    run<CommonOptions>(async (o, c) => print(o, await c.replication(), formatReplication)),
+  );
+}

@@ -1,0 +1,157 @@
+import type { PolicyResponse, ReplicationStatusResponse, RoleResponse, SyntheticPolicyResponse, TemplatedPolicyResponse, TokenResponse } from '../client/index.js';
+
+/**
+ * Human output, shaped like Consul's CLI: aligned key/value blocks for one object,
+ * tables for lists. `-format json` bypasses all of it and prints the API's JSON.
+ */
+
+type Row = [string, string | undefined];
+
+export function block(rows: Row[], sections: Array<[string, string[]]> = []): string {
+  const present = rows.filter((r): r is [string, string] => r[1] !== undefined);
+  const width = Math.max(...present.map(([k]) => k.length)) + 2;
+  const lines = present.map(([k, v]) => `${`${k}:`.padEnd(width)}${v}`);
+  for (const [title, items] of sections) {
+    if (items.length === 0) continue;
+    lines.push(`${title}:`);
+    for (const item of items) lines.push(`   ${item}`);
+  }
+  return lines.join('\n');
+}
+
+export function table(headers: string[], rows: string[][]): string {
+  if (rows.length === 0) return '(none)';
+  const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] as number))).join('  ').trimEnd();
+  return [line(headers), ...rows.map(line)].join('\n');
+}
+
+const links = (list: Array<{ ID: string; Name: string }> | undefined) => (list ?? []).map((l) => `${l.ID} - ${l.Name}`);
+
+const serviceIdentities = (t: Pick<TokenResponse, 'ServiceIdentities'>) =>
+  (t.ServiceIdentities ?? []).map((s) => `${s.ServiceName} (Datacenters: ${s.Datacenters?.join(', ') || 'all'})`);
+
+const nodeIdentities = (t: Pick<TokenResponse, 'NodeIdentities'>) => (t.NodeIdentities ?? []).map((n) => `${n.NodeName} (Datacenter: ${n.Datacenter})`);
+
+const templated = (t: Pick<TokenResponse, 'TemplatedPolicies'>) =>
+  (t.TemplatedPolicies ?? []).map(
+    (p) => `${p.TemplateName}${p.TemplateVariables ? ` (Name: ${p.TemplateVariables.Name})` : ''}${p.Datacenters ? ` (Datacenters: ${p.Datacenters.join(', ')})` : ''}`,
+  );
+
+export function formatToken(t: TokenResponse): string {
+  return block(
+    [
+      ['AccessorID', t.AccessorID],
+      ['SecretID', t.SecretID],
+      ['Description', t.Description],
+      ['Local', String(t.Local)],
+      ['Namespace', t.Namespace],
+      ['Partition', t.Partition],
+      ['Auth Method', t.AuthMethod],
+      ['Create Time', t.CreateTime],
+      ['Expiration Time', t.ExpirationTime],
+      ['Hash', t.Hash],
+      ['Create Index', String(t.CreateIndex)],
+      ['Modify Index', String(t.ModifyIndex)],
+    ],
+    [
+      ['Policies', links(t.Policies)],
+      ['Roles', links(t.Roles)],
+      ['Service Identities', serviceIdentities(t)],
+      ['Node Identities', nodeIdentities(t)],
+      ['Templated Policies', templated(t)],
+    ],
+  );
+}
+
+export function formatTokenList(tokens: TokenResponse[]): string {
+  return table(
+    ['AccessorID', 'Description', 'Local', 'Policies', 'Roles', 'Expires'],
+    tokens.map((t) => [
+      t.AccessorID,
+      t.Description,
+      String(t.Local),
+      (t.Policies ?? []).map((p) => p.Name).join(',') || '-',
+      (t.Roles ?? []).map((r) => r.Name).join(',') || '-',
+      t.ExpirationTime ?? 'never',
+    ]),
+  );
+}
+
+export function formatPolicy(p: PolicyResponse | SyntheticPolicyResponse): string {
+  const rows: Row[] = [
+    ['ID', p.ID],
+    ['Name', p.Name],
+    ['Description', p.Description],
+    ['Datacenters', p.Datacenters?.join(', ') ?? ''],
+  ];
+  if ('Namespace' in p) rows.push(['Namespace', p.Namespace], ['Partition', p.Partition], ['Hash', p.Hash]);
+  return `${block(rows)}\nRules:\n${p.Rules ?? ''}`;
+}
+
+export function formatPolicyList(policies: PolicyResponse[]): string {
+  return table(
+    ['ID', 'Name', 'Description', 'Datacenters'],
+    policies.map((p) => [p.ID, p.Name, p.Description, p.Datacenters?.join(',') || 'all']),
+  );
+}
+
+export function formatRole(r: RoleResponse): string {
+  return block(
+    [
+      ['ID', r.ID],
+      ['Name', r.Name],
+      ['Description', r.Description],
+      ['Namespace', r.Namespace],
+      ['Partition', r.Partition],
+      ['Hash', r.Hash],
+      ['Create Index', String(r.CreateIndex)],
+      ['Modify Index', String(r.ModifyIndex)],
+    ],
+    [
+      ['Policies', links(r.Policies)],
+      ['Service Identities', serviceIdentities(r)],
+      ['Node Identities', nodeIdentities(r)],
+      ['Templated Policies', templated(r)],
+    ],
+  );
+}
+
+export function formatRoleList(roles: RoleResponse[]): string {
+  return table(
+    ['ID', 'Name', 'Description', 'Policies'],
+    roles.map((r) => [r.ID, r.Name, r.Description, (r.Policies ?? []).map((p) => p.Name).join(',') || '-']),
+  );
+}
+
+export function formatTemplate(t: TemplatedPolicyResponse): string {
+  return `${block([
+    ['Name', t.TemplateName],
+    ['Description', t.Description],
+    ['Input variables', t.Schema ? 'Name (required)' : 'none'],
+  ])}\nTemplate:\n${t.Template}`;
+}
+
+export function formatTemplateList(list: Record<string, TemplatedPolicyResponse>): string {
+  return table(['Name', 'Variables', 'Description'], Object.values(list).map((t) => [t.TemplateName, t.Schema ? 'Name' : '-', t.Description]));
+}
+
+export function formatReplication(s: ReplicationStatusResponse): string {
+  return block(
+    [
+      ['Enabled', String(s.Enabled)],
+      ['Running', String(s.Running)],
+      ['Connected', String(s.Connected)],
+      ['Source Datacenter', s.SourceDatacenter],
+      ['Replication Type', s.ReplicationType],
+      ['Replicated Index', String(s.ReplicatedIndex)],
+      ['Primary Index', String(s.PrimaryIndex)],
+      ['Lag (entries)', String(s.LagEntries)],
+      ['Last Contact (ms)', String(s.LastContactMs)],
+      ['Last Success', s.LastSuccess],
+      ['Last Error', s.LastError],
+      ['Last Error Message', s.LastErrorMessage || undefined],
+    ],
+    [['Secondaries', (s.Secondaries ?? []).map((x) => `${x.Datacenter} at ${x.Address} (acked ${x.AckedIndex}, lag ${x.LagEntries})`)]],
+  );
+}

@@ -1,0 +1,191 @@
+import { execFile } from 'node:child_process';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type TestDaemon, startTestDaemon } from '../helpers/daemon.js';
+import { tempDir } from '../helpers/temp-dir.js';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the real `watchword` executable (from source) with the given arguments. */
+function watchword(args: string[], env: Record<string, string> = {}): Promise<Run> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      ['--import', 'tsx', join(ROOT, 'src/main.ts'), ...args],
+      { cwd: ROOT, env: { ...process.env, WATCHWORD_HTTP_ADDR: '', WATCHWORD_HTTP_TOKEN: '', ...env }, timeout: 30_000 },
+      (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    );
+  });
+}
+
+const field = (out: string, key: string) => new RegExp(`^${key}:\\s+(.*)$`, 'm').exec(out)?.[1];
+
+describe('watchword acl (the real executable against a real daemon)', () => {
+  let d: TestDaemon;
+  let dir: { path: string; remove: () => Promise<void> };
+  let env: Record<string, string>;
+
+  beforeAll(async () => {
+    d = await startTestDaemon();
+    dir = await tempDir();
+    env = { WATCHWORD_HTTP_ADDR: d.url, WATCHWORD_HTTP_TOKEN: d.management };
+  });
+  afterAll(async () => {
+    await d.close();
+    await dir.remove();
+  });
+
+  it('walks through policy, role and token management with Consul-style flags', async () => {
+    const rulesFile = join(dir.path, 'reader.hcl');
+    await writeFile(rulesFile, 'acl = "read"\nservice_prefix "" {\n  policy = "read"\n}\n');
+
+    const policy = await watchword(['acl', 'policy', 'create', '-name', 'reader', '-description', 'reads', '-rules', `@${rulesFile}`], env);
+    expect(policy.code, policy.stderr).toBe(0);
+    expect(field(policy.stdout, 'Name')).toBe('reader');
+    expect(policy.stdout).toContain('Rules:\nacl = "read"');
+    await watchword(['acl', 'policy', 'create', '-name=extra', '-rules=acl = "read"'], env);
+
+    const role = await watchword(['acl', 'role', 'create', '-name', 'auditors', '-policy-name', 'reader'], env);
+    expect(role.code, role.stderr).toBe(0);
+    const roleID = field(role.stdout, 'ID') as string;
+    expect(role.stdout).toMatch(/Policies:\n {3}[0-9a-f-]{36} - reader/);
+
+    const token = await watchword(['acl', 'token', 'create', '-description', 'web auditor', '-role-name', 'auditors', '-service-identity', 'web:dc1,dc2'], env);
+    expect(token.code, token.stderr).toBe(0);
+    const id = field(token.stdout, 'AccessorID') as string;
+    expect(field(token.stdout, 'Description')).toBe('web auditor');
+    expect(token.stdout).toContain(`Roles:\n   ${roleID} - auditors`);
+    expect(token.stdout).toContain('Service Identities:\n   web (Datacenters: dc1, dc2)');
+
+    const read = await watchword(['acl', 'token', 'read', '-id', id], env);
+    expect(read.code).toBe(0);
+    expect(field(read.stdout, 'SecretID')).toBe(field(token.stdout, 'SecretID'));
+
+    const merged = await watchword(['acl', 'token', 'update', '-id', id, '-policy-name', 'extra', '-merge-policies'], env);
+    expect(merged.code, merged.stderr).toBe(0);
+    expect(merged.stdout).toMatch(/Policies:\n {3}[0-9a-f-]{36} - extra/);
+    expect(merged.stdout).toContain(`Roles:\n   ${roleID} - auditors`);
+    expect(merged.stdout).toContain('Service Identities:\n   web (Datacenters: dc1, dc2)');
+
+    const clone = await watchword(['acl', 'token', 'clone', '-id', id, '-description', 'copy'], env);
+    expect(clone.code).toBe(0);
+    const cloneID = field(clone.stdout, 'AccessorID') as string;
+    expect(cloneID).not.toBe(id);
+
+    const list = await watchword(['acl', 'token', 'list', '-role-id', roleID], env);
+    expect(list.code).toBe(0);
+    expect(list.stdout.split('\n')[0]).toMatch(/^AccessorID\s+Description\s+Local\s+Policies\s+Roles\s+Expires$/);
+    expect(list.stdout).toContain(id);
+    expect(list.stdout).toContain(cloneID);
+
+    const del = await watchword(['acl', 'token', 'delete', '-id', id], env);
+    expect(del.code).toBe(0);
+    expect(del.stdout.trim()).toBe(`Token "${id}" deleted successfully`);
+    const gone = await watchword(['acl', 'token', 'read', '-id', id], env);
+    expect(gone.code).toBe(1);
+    expect(gone.stderr).toContain('(HTTP 404 NOT_FOUND)');
+  });
+
+  it('prints exactly the API JSON with -format json', async () => {
+    const created = await watchword(['acl', 'token', 'create', '-description', 'json please', '-format', 'json'], env);
+    expect(created.code).toBe(0);
+    const fromCli = JSON.parse(created.stdout);
+    const fromApi = (await d.api('GET', `/v1/acl/token/${fromCli.AccessorID}`)).body;
+    expect(fromCli).toEqual(fromApi);
+    const deleted = await watchword(['acl', 'token', 'delete', '-id', fromCli.AccessorID, '-format', 'json'], env);
+    expect(deleted.stdout.trim()).toBe('true');
+  });
+
+  it.each([
+    ['an unknown command', ['acl', 'nonsense'], /unknown command 'nonsense'/],
+    ['an unknown flag', ['acl', 'token', 'list', '-colour'], /unknown option '-colour'/],
+    ['a missing -id', ['acl', 'token', 'read'], /missing required flag -id/],
+    ['a node identity without a datacenter', ['acl', 'token', 'create', '-node-identity', 'node1'], /expected NAME:DATACENTER/],
+    ['-var without a templated policy', ['acl', 'token', 'create', '-var', 'name:web'], /-var needs a -templated-policy/],
+    ['a bad -format', ['acl', 'token', 'list', '-format', 'xml'], /Allowed choices are pretty, table, json/],
+    ['an unreadable rules file', ['acl', 'policy', 'create', '-name', 'x', '-rules', '@/no/such/file.hcl'], /ENOENT/],
+  ])('exits 2 on %s', { concurrent: true }, async (_name, args, message) => {
+    const res = await watchword(args, env);
+    expect(res.code).toBe(2);
+    expect(res.stderr).toMatch(message);
+  });
+
+  it('exits 1 with the server message on API errors: 409, 404, 403', async () => {
+    await watchword(['acl', 'policy', 'create', '-name', 'taken'], env);
+    const conflict = await watchword(['acl', 'policy', 'create', '-name', 'taken'], env);
+    expect(conflict.code).toBe(1);
+    expect(conflict.stderr).toContain('Invalid Policy: A Policy with Name "taken" already exists (HTTP 409 CONFLICT)');
+
+    const missing = await watchword(['acl', 'role', 'read', '-name', 'nobody'], env);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toContain('(HTTP 404 NOT_FOUND)');
+
+    const unknown = await watchword(['acl', 'token', 'list', '-token', crypto.randomUUID()], env);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toContain('ACL not found (HTTP 403 ACL_NOT_FOUND)');
+
+    const reader = (await d.api('PUT', '/v1/acl/token', { body: { Policies: [{ Name: 'reader' }] } })).body;
+    const denied = await watchword(['acl', 'policy', 'create', '-name', 'nope', '-token', reader.SecretID], env);
+    expect(denied.code).toBe(1);
+    expect(denied.stderr).toContain(`lacks permission 'acl:write' (HTTP 403 PERMISSION_DENIED)`);
+  });
+
+  it('finds the daemon with -http-addr and says so when it cannot', async () => {
+    const ok = await watchword(['acl', 'policy', 'list', '-http-addr', d.url.replace('http://', ''), '-token', d.management]);
+    expect(ok.code).toBe(0);
+    expect(ok.stdout).toContain('global-management');
+    const down = await watchword(['acl', 'policy', 'list', '-http-addr', '127.0.0.1:9'], env);
+    expect(down.code).toBe(1);
+    expect(down.stderr).toContain('cannot talk to watchword at http://127.0.0.1:9');
+  });
+
+  it('covers roles, policies, templated policies and replication status', async () => {
+    const update = await watchword(['acl', 'role', 'update', '-id', field((await watchword(['acl', 'role', 'read', '-name', 'auditors'], env)).stdout, 'ID') as string, '-description', 'changed', '-node-identity', 'n1:dc1'], env);
+    expect(update.code, update.stderr).toBe(0);
+    expect(update.stdout).toContain('Description:  changed');
+    expect(update.stdout).toMatch(/Policies:\n {3}[0-9a-f-]{36} - reader/);
+    expect(update.stdout).toContain('Node Identities:\n   n1 (Datacenter: dc1)');
+    const pol = await watchword(['acl', 'policy', 'update', '-name', 'extra', '-description', 'now described'], env);
+    expect(pol.code, pol.stderr).toBe(0);
+    expect(pol.stdout).toContain('Rules:\nacl = "read"');
+    const list = await watchword(['acl', 'templated-policy', 'list'], env);
+    expect(list.stdout).toMatch(/builtin\/service\s+Name/);
+    const preview = await watchword(['acl', 'templated-policy', 'preview', '-name', 'builtin/service', '-var', 'name:api'], env);
+    expect(preview.code, preview.stderr).toBe(0);
+    expect(preview.stdout).toContain('service "api-sidecar-proxy"');
+    const tmpl = await watchword(['acl', 'token', 'create', '-templated-policy', 'builtin/node', '-var', 'name:node-9'], env);
+    expect(tmpl.stdout).toContain('Templated Policies:\n   builtin/node (Name: node-9)');
+    const repl = await watchword(['acl', 'replication'], env);
+    expect(repl.code).toBe(0);
+    expect(field(repl.stdout, 'Enabled')).toBe('false');
+    const roleDel = await watchword(['acl', 'role', 'delete', '-name', 'auditors'], env);
+    expect(roleDel.stdout).toMatch(/^Role "[0-9a-f-]{36}" deleted successfully/);
+  });
+
+  it('lists flags with descriptions in every --help, and exits 0', async () => {
+    const top = await watchword(['--help']);
+    expect(top.code).toBe(0);
+    expect(top.stdout).toContain('agent [options]');
+    expect(top.stdout).toContain('acl');
+    for (const args of [['acl', '--help'], ['acl', 'token', 'create', '--help'], ['acl', 'token', 'update', '-help'], ['acl', 'policy', 'create', '--help'], ['agent', '--help']]) {
+      const res = await watchword(args);
+      expect(res.code, args.join(' ')).toBe(0);
+    }
+    const create = await watchword(['acl', 'token', 'create', '--help']);
+    for (const flag of ['--http-addr', '--token', '--policy-name', '--role-name', '--service-identity', '--node-identity', '--templated-policy', '--var', '--expires-ttl', '--local', '--description', '--format']) {
+      expect(create.stdout).toMatch(new RegExp(`${flag} .*\\S`));
+    }
+    const update = await watchword(['acl', 'token', 'update', '--help']);
+    expect(update.stdout).toContain('--merge-policies');
+    expect(update.stdout).toContain('--merge-roles');
+    expect(update.stdout).toContain('--merge-service-identities');
+  });
+});
