@@ -5,11 +5,12 @@
  * BENCH_DURATION seconds (default 10) with BENCH_CONNECTIONS connections (default 50).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
+import { startDaemonProcess, stopDaemonProcess } from './daemon-process.js';
 import { tokenHash } from '../src/domain/hash.js';
 import { generateID } from '../src/domain/ids.js';
 import type { TokenRecord } from '../src/domain/types.js';
@@ -43,31 +44,9 @@ function startProcess(args: string[]): { proc: ChildProcess; firstLine: Promise<
   return { proc, firstLine };
 }
 
-async function startDaemon(dataDir: string, extra: string[] = ['--initial-management-token', SECRET]): Promise<{ proc: ChildProcess; url: string }> {
-  await rm(join(dataDir, 'http-addr'), { force: true });
-  const proc = spawn(
-    process.execPath,
-    ['--import', 'tsx', 'src/main.ts', 'agent', '--data-dir', dataDir, '--http-addr', '127.0.0.1:0', '--log-level', process.env.BENCH_DAEMON_LOGS ?? 'error', ...extra],
-    { cwd: ROOT, stdio: ['ignore', process.env.BENCH_DAEMON_LOGS ? 'inherit' : 'ignore', 'inherit'] },
-  );
-  for (let i = 0; i < 400; i++) {
-    try {
-      const addr = (await readFile(join(dataDir, 'http-addr'), 'utf8')).trim();
-      if (addr) return { proc, url: `http://${addr}` };
-    } catch {
-      // not yet
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error('daemon did not start');
-}
-
-async function stop(proc: ChildProcess): Promise<void> {
-  if (proc.exitCode !== null) return;
-  const exited = new Promise((r) => proc.once('exit', r));
-  proc.kill('SIGTERM');
-  await exited;
-}
+const startDaemon = (dataDir: string, extra: string[] = ['--initial-management-token', SECRET]) =>
+  startDaemonProcess(dataDir, extra, process.env.BENCH_DAEMON_LOGS);
+const stop = stopDaemonProcess;
 
 async function load(scenario: string, opts: autocannon.Options): Promise<Row> {
   const result = await autocannon({ connections: CONNECTIONS, duration: DURATION, ...opts });

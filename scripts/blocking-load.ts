@@ -7,12 +7,12 @@
  * Prints the figures, writes them to bench-results/, exits non-zero if a target is missed.
  * Bounded: a fixed number of requests and a 120 s overall deadline.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { startDaemonProcess, stopDaemonProcess } from './daemon-process.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const COUNT = Number(process.env.BLOCKING_COUNT ?? 5000);
@@ -52,28 +52,11 @@ async function metric(url: string, name: string): Promise<number> {
   return m ? Number(m[1]) : Number.NaN;
 }
 
-async function startDaemon(dataDir: string): Promise<{ proc: ChildProcess; url: string }> {
-  const proc = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', 'agent', '--data-dir', dataDir, '--http-addr', '127.0.0.1:0', '--log-level', 'error', '--initial-management-token', SECRET], {
-    cwd: ROOT,
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
-  for (let i = 0; i < 400; i++) {
-    try {
-      const addr = (await readFile(join(dataDir, 'http-addr'), 'utf8')).trim();
-      if (addr) return { proc, url: `http://${addr}` };
-    } catch {
-      // not yet
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error('daemon did not start');
-}
-
 const percentile = (sorted: number[], p: number): number => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] as number;
 
 async function main(): Promise<void> {
   const dataDir = await mkdtemp(join(tmpdir(), 'watchword-blocking-'));
-  const { proc, url } = await startDaemon(dataDir);
+  const { proc, url } = await startDaemonProcess(dataDir, ['--initial-management-token', SECRET]);
   try {
     const self = JSON.parse((await request(`${url}/v1/acl/token/self`)).body) as { AccessorID: string };
     // Warm up so the baseline includes a running, JIT-compiled daemon.
@@ -129,9 +112,7 @@ async function main(): Promise<void> {
     if (checks.some((c) => !c.ok)) process.exitCode = 1;
   } finally {
     agent.destroy();
-    const exited = new Promise((r) => proc.once('exit', r));
-    proc.kill('SIGTERM');
-    await exited;
+    await stopDaemonProcess(proc);
     await rm(dataDir, { recursive: true, force: true });
     clearTimeout(deadline);
   }

@@ -144,7 +144,7 @@ export class TokenService {
   }
 
   async create(ctx: RequestContext, input: TokenInput): Promise<WriteResult<TokenView>> {
-    const { identity, scope } = await authorize(this.resolver, ctx, 'write', input);
+    const { scope } = await authorize(this.resolver, ctx, 'write', input);
     const now = this.clock.now();
     const accessorID = input.AccessorID || undefined;
     const secretID = input.SecretID || undefined;
@@ -183,7 +183,7 @@ export class TokenService {
   }
 
   async update(ctx: RequestContext, accessorID: string, input: TokenInput): Promise<WriteResult<TokenView>> {
-    const { identity, scope } = await authorize(this.resolver, ctx, 'write', input);
+    const { scope } = await authorize(this.resolver, ctx, 'write', input);
     if (!isUUID(accessorID)) throw invalid('AccessorID is not a valid UUID');
     if (input.AccessorID && input.AccessorID !== accessorID) throw invalid('Token Accessor ID in URL and payload do not match');
     if (input.ExpirationTTL !== undefined && input.ExpirationTTL !== 0) throw invalid(`Cannot change expiration time of ${accessorID}`);
@@ -217,7 +217,7 @@ export class TokenService {
   }
 
   async clone(ctx: RequestContext, accessorID: string, input: CloneInput): Promise<WriteResult<TokenView>> {
-    const { identity, scope } = await authorize(this.resolver, ctx, 'write', input);
+    const { scope } = await authorize(this.resolver, ctx, 'write', input);
     const now = this.clock.now();
     const token = await this.store.transact(async (tx) => {
       const source = isUUID(accessorID) ? this.live(await tx.getToken(accessorID), scope) : undefined;

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { decodeBody, parseJsonBody } from '../body.js';
 import { requestContext } from '../request.js';
-import { sendJSON, sendWrite } from '../respond.js';
+import { sendWrite } from '../respond.js';
 import { type RouteInfo, resource } from '../routes.js';
 import { z } from 'zod';
 import { deletedResponse, policyBody, policyResponse } from '../../api/schemas.js';

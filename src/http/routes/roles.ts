@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { decodeBody, parseJsonBody } from '../body.js';
 import { queryParam, requestContext } from '../request.js';
-import { sendJSON, sendWrite } from '../respond.js';
+import { sendWrite } from '../respond.js';
 import { type RouteInfo, resource } from '../routes.js';
 import { z } from 'zod';
 import { deletedResponse, roleBody, roleResponse } from '../../api/schemas.js';

@@ -1,0 +1,45 @@
+/**
+ * A watchword daemon as a child process for the load scripts: started from source
+ * on a free loopback port, ready once it has written DATA_DIR/http-addr.
+ * (Tests use src/testing's startCluster; the scripts need to seed a data dir first.)
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { readFile, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+
+export interface DaemonProcess {
+  proc: ChildProcess;
+  url: string;
+}
+
+/** Starts `watchword agent` on `dataDir` with extra flags; its output goes to our stderr when `logLevel` is set. */
+export async function startDaemonProcess(dataDir: string, flags: string[], logLevel?: string): Promise<DaemonProcess> {
+  await rm(join(dataDir, 'http-addr'), { force: true });
+  const proc = spawn(
+    process.execPath,
+    ['--import', 'tsx', 'src/main.ts', 'agent', '--data-dir', dataDir, '--http-addr', '127.0.0.1:0', '--log-level', logLevel ?? 'error', ...flags],
+    { cwd: ROOT, stdio: ['ignore', logLevel ? 'inherit' : 'ignore', 'inherit'] },
+  );
+  for (let i = 0; i < 400; i++) {
+    if (proc.exitCode !== null) throw new Error(`daemon exited with ${proc.exitCode}`);
+    try {
+      const addr = (await readFile(join(dataDir, 'http-addr'), 'utf8')).trim();
+      if (addr) return { proc, url: `http://${addr}` };
+    } catch {
+      // not written yet
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error('daemon did not start within 20 s');
+}
+
+/** SIGTERM, and wait for the exit. */
+export async function stopDaemonProcess(proc: ChildProcess): Promise<void> {
+  if (proc.exitCode !== null || proc.signalCode !== null) return;
+  const exited = new Promise((r) => proc.once('exit', r));
+  proc.kill('SIGTERM');
+  await exited;
+}
