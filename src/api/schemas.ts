@@ -73,6 +73,7 @@ export const tokenBody = ciObject(
     TemplatedPolicies: list(templatedPolicyBody),
     Local: opt(z.boolean()),
     AuthMethod: opt(str(256)),
+    AuthMethodNamespace: opt(str(64)),
     ExpirationTime: opt(rfc3339Time),
     ExpirationTTL: opt(goDuration),
     ...scopeFields,

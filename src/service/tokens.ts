@@ -28,6 +28,8 @@ export interface TokenInput extends BodyScope {
   TemplatedPolicies?: TemplatedPolicyInput[];
   Local?: boolean;
   AuthMethod?: string;
+  /** Namespace of the auth method (Consul's clients echo it); follows AuthMethod's rules. */
+  AuthMethodNamespace?: string;
   /** Expiration time, ms since the epoch. */
   ExpirationTime?: number;
   /** Lifetime, ms. */
@@ -151,7 +153,7 @@ export class TokenService {
     checkNewID('AccessorID', accessorID);
     checkNewID('SecretID', secretID);
     if (accessorID !== undefined && accessorID === secretID) throw invalid('Invalid Token: AccessorID and SecretID must differ');
-    if (input.AuthMethod) throw invalid('AuthMethod field is disallowed outside of login');
+    if (input.AuthMethod || input.AuthMethodNamespace) throw invalid('AuthMethod field is disallowed outside of login');
     const expires = resolveExpiration(
       { ...(input.ExpirationTTL !== undefined ? { ttl: input.ExpirationTTL } : {}), ...(input.ExpirationTime !== undefined ? { time: input.ExpirationTime } : {}) },
       now,
@@ -193,6 +195,9 @@ export class TokenService {
       if (input.SecretID && input.SecretID !== existing.SecretID) throw invalid("Changing a token's SecretID is not permitted");
       if ((input.Local ?? false) !== existing.Local) throw invalid(`Cannot toggle local mode of ${accessorID}`);
       if (input.AuthMethod && input.AuthMethod !== existing.AuthMethod) throw invalid(`Cannot change AuthMethod of ${accessorID}`);
+      if (input.AuthMethodNamespace && input.AuthMethodNamespace !== (existing.AuthMethodNamespace ?? '')) {
+        throw invalid(`Cannot change AuthMethod of ${accessorID}`);
+      }
       if (input.ExpirationTime !== undefined) {
         const stored = existing.ExpirationTime === undefined ? undefined : Date.parse(existing.ExpirationTime);
         if (stored !== input.ExpirationTime) throw invalid(`Cannot change expiration time of ${accessorID}`);

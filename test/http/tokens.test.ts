@@ -84,6 +84,27 @@ describe('token endpoints', () => {
       expect(Date.parse(res.body.ExpirationTime) - Date.parse(res.body.CreateTime)).toBe(120_000);
     });
 
+    it('accepts the body Consul\'s Go client sends (zero values, empty IDs, null Hash)', async () => {
+      const res = await d.api('PUT', '/v1/acl/token', {
+        body: {
+          CreateIndex: 0,
+          ModifyIndex: 0,
+          AccessorID: '',
+          SecretID: '',
+          Description: 'from a Go client',
+          Policies: [{ ID: '00000000-0000-0000-0000-000000000001', Name: '' }],
+          Local: false,
+          CreateTime: '0001-01-01T00:00:00Z',
+          Hash: null,
+        },
+      });
+      expect(res.status).toBe(200);
+      expect(res.body.Policies).toEqual([{ ID: '00000000-0000-0000-0000-000000000001', Name: 'global-management' }]);
+      const echoed = await d.api('PUT', `/v1/acl/token/${res.body.AccessorID}`, { body: { ...res.body, AuthMethodNamespace: '', Description: 'echoed by Go' } });
+      expect(echoed.status).toBe(200);
+      expect(echoed.body.Description).toBe('echoed by Go');
+    });
+
     it('gives equal hashes to equal content and different hashes otherwise', async () => {
       const a = await d.api('PUT', '/v1/acl/token', { body: { Description: 'same', Policies: [{ ID: policyA.ID }] } });
       const b = await d.api('PUT', '/v1/acl/token', { body: { Description: 'same', Policies: [{ ID: policyA.ID }] } });
