@@ -22,7 +22,7 @@ import { WatchwordError } from './domain/errors.js';
 import { isUUID } from './domain/ids.js';
 import type { ClusterHooks } from './http/forward.js';
 import { PeerClient } from './replication/primary-client.js';
-import { DEFAULT_PRIMARY_OPTIONS, ReplicationPrimary } from './replication/primary.js';
+import { DEFAULT_PRIMARY_OPTIONS, ReplicationPrimary, refuse } from './replication/primary.js';
 import { ReplicationSecondary } from './replication/secondary.js';
 import { policyView } from './service/views.js';
 
@@ -228,6 +228,12 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     if (primary) {
       primaryRepl = new ReplicationPrimary(store, resolver, logger, { ...repl, retention: config.log_retention }, { datacenter: config.datacenter, address: () => address });
       primaryRepl.attach(app.server);
+    } else {
+      // Only the primary serves the replication stream; say so rather than drop the socket.
+      app.server.on('upgrade', (_req, socket) => {
+        socket.on('error', () => undefined);
+        refuse(socket, 400, `datacenter ${config.datacenter} is a secondary; replication connects to the primary (${config.primary_datacenter}) at ${config.primary_address}`);
+      });
     }
 
     const reaper = new Reaper(store, clock, {

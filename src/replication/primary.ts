@@ -54,7 +54,7 @@ export interface SecondaryInfo {
   ConnectedAt: string;
 }
 
-function refuse(socket: Duplex, status: number, reason: string): void {
+export function refuse(socket: Duplex, status: number, reason: string): void {
   const body = `${reason}\n`;
   socket.end(
     `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,

@@ -1,3 +1,4 @@
+import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type TestDaemon, apiFor, startTestDaemon, waitFor } from '../helpers/daemon.js';
 
@@ -40,5 +41,18 @@ describe('replication (in process)', () => {
     // ?dc= forwarding both ways.
     expect((await dc1.api('GET', `/v1/acl/token/${local.body.AccessorID}?dc=dc2`)).status).toBe(200);
     expect((await api2('GET', '/v1/acl/tokens?dc=dc9')).body.message).toContain('No path to datacenter');
+    // A secondary refuses replication connections in plain words.
+    const refused = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      http
+        .get(`${dc2.url}/v1/internal/replication?version=1`, { headers: { Connection: 'Upgrade', Upgrade: 'websocket', 'Sec-WebSocket-Version': '13', 'Sec-WebSocket-Key': 'dGhlIHNhbXBsZSBub25jZQ==' } })
+        .on('response', (res) => {
+          let body = '';
+          res.on('data', (c: Buffer) => (body += c.toString()));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+        })
+        .on('error', reject);
+    });
+    expect(refused.status).toBe(400);
+    expect(refused.body).toContain('is a secondary; replication connects to the primary (dc1)');
   });
 });
