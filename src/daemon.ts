@@ -77,6 +77,7 @@ function agentSelf(config: Config, address: string, store: LevelStore, metrics: 
       ReapInterval: formatDuration(config.reap_interval),
       Durability: config.durability,
       LogRetention: config.log_retention,
+      RateLimit: config.rate_limit,
       LogLevel: config.log_level,
       ReplicationTokenSet: config.replication_token !== undefined,
       InitialManagementTokenSet: config.initial_management_token !== undefined,
@@ -222,7 +223,22 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
             LastContactMs: 0,
             Secondaries: primaryRepl?.secondaries() ?? [],
           };
-    const { app, inFlight } = buildApp({ store, tokens, policies, roles, templatedPolicies, bootstrap, agent, reads, metrics, replicationStatus, cluster, logger });
+    const rateLimit = config.rate_limit > 0 ? { rate: config.rate_limit, burst: config.rate_limit_burst ?? Math.ceil(config.rate_limit) } : undefined;
+    const { app, inFlight } = buildApp({
+      store,
+      tokens,
+      policies,
+      roles,
+      templatedPolicies,
+      bootstrap,
+      agent,
+      reads,
+      metrics,
+      replicationStatus,
+      cluster,
+      logger,
+      ...(rateLimit ? { rateLimit } : {}),
+    });
 
     const repl = { ...DEFAULT_REPLICATION_OPTIONS, ...options.replication };
     if (primary) {

@@ -22,6 +22,8 @@ const AGENT_FLAGS: Record<ConfigKey, { arg: string; help: string }> = {
   reap_interval: { arg: 'DURATION', help: 'how often expired tokens are reaped (default 1s)' },
   durability: { arg: 'MODE', help: 'fsync (acknowledge after sync) | os (after handing to the OS) (default fsync)' },
   log_retention: { arg: 'N', help: 'change-log entries the primary keeps for secondaries (default 100000)' },
+  rate_limit: { arg: 'N', help: 'requests per second per client address; 0 = no limit (default 0)' },
+  rate_limit_burst: { arg: 'N', help: 'requests a client may burst above the rate (default: the rate)' },
 };
 
 const camel = (key: string): string => key.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());

@@ -243,6 +243,7 @@ export const agentSelfResponse = z
       ReapInterval: z.string(),
       Durability: z.enum(['fsync', 'os']),
       LogRetention: z.number().int(),
+      RateLimit: z.number().describe('Requests per second per client; 0 = no limit'),
       LogLevel: z.string(),
       ReplicationTokenSet: z.boolean(),
       InitialManagementTokenSet: z.boolean(),

@@ -75,6 +75,10 @@ export const configShape = {
   reap_interval: duration.default(1_000),
   /** fsync: a write is acknowledged once synced to disk. os: once handed to the OS. */
   durability: z.enum(['fsync', 'os']).default('fsync'),
+  /** Requests per second allowed per client address; 0 turns rate limiting off. */
+  rate_limit: z.coerce.number().min(0).max(1_000_000).default(0),
+  /** Requests a client may send in a burst above the rate (default: one second's worth). */
+  rate_limit_burst: z.coerce.number().int().min(0).max(10_000_000).optional(),
   /** Change-log entries the primary keeps for secondaries to resume from. */
   log_retention: z.coerce.number().int().min(10).max(100_000_000).default(100_000),
 } as const;

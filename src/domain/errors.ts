@@ -20,6 +20,8 @@ export const ErrorCodes = [
   'CONFLICT',
   /** The request body exceeds the size limit. */
   'BODY_TOO_LARGE',
+  /** A configured request rate limit was exceeded. */
+  'RATE_LIMITED',
   /** A secondary could not reach the primary in time. */
   'PRIMARY_UNAVAILABLE',
   /** A real fault inside the daemon (storage, bug). The message shown to callers is generic. */

@@ -10,6 +10,7 @@ import type { TokenService } from '../service/tokens.js';
 import type { Store } from '../store/store.js';
 import type { Metrics } from '../observability/metrics.js';
 import { ReadGate } from './blocking.js';
+import { RateLimiter } from './rate-limit.js';
 import { z } from 'zod';
 import { sendError } from './errors.js';
 import { openAPIDocument } from './openapi.js';
@@ -42,6 +43,8 @@ export interface AppDeps {
   replicationStatus: () => unknown;
   /** The daemon's place in the cluster: ?dc= forwarding and, on secondaries, write forwarding. */
   cluster?: ClusterHooks;
+  /** Per-client request limit; absent means none. */
+  rateLimit?: { rate: number; burst: number };
   logger?: FastifyBaseLogger;
 }
 
@@ -86,6 +89,16 @@ export function buildApp(input: AppDepsInput): { app: FastifyInstance; routes: R
       void sendError(request, reply, error);
     },
   });
+
+  if (deps.rateLimit && deps.rateLimit.rate > 0) {
+    const limiter = new RateLimiter(deps.rateLimit.rate, Math.max(1, deps.rateLimit.burst));
+    app.addHook('onRequest', async (request, reply) => {
+      const wait = limiter.take(request.ip);
+      if (wait === 0) return undefined;
+      void reply.header('Retry-After', String(wait));
+      return sendError(request, reply, new WatchwordError('RATE_LIMITED', `Too many requests from ${request.ip}: the limit is ${deps.rateLimit?.rate} per second; retry in ${wait} s`));
+    });
+  }
 
   const inFlight = new InFlight();
   app.addHook('onRequest', async (request, reply) => {

@@ -13,6 +13,7 @@ export const STATUS: Record<ErrorCode, number> = {
   METHOD_NOT_ALLOWED: 405,
   CONFLICT: 409,
   BODY_TOO_LARGE: 413,
+  RATE_LIMITED: 429,
   INTERNAL: 500,
   PRIMARY_UNAVAILABLE: 503,
 };
