@@ -134,6 +134,32 @@ describe('replication token problems', () => {
   });
 });
 
+describe('a frozen primary (socket open, nothing sent)', () => {
+  let cluster: Cluster | undefined;
+  afterEach(async () => {
+    const pid = cluster?.primary.pid;
+    if (pid) process.kill(pid, 'SIGCONT');
+    await cluster?.stop();
+    cluster = undefined;
+  });
+
+  it('is noticed by the heartbeat within 10 s, and replication resumes once it wakes', async () => {
+    cluster = await startCluster({ datacenters: ['dc1', 'dc2'] });
+    await cluster.waitForReplication();
+    const dc2 = cluster.get('dc2');
+    process.kill(cluster.primary.pid as number, 'SIGSTOP');
+    const frozenAt = Date.now();
+    await waitFor(async () => !(await dc2.replication()).Connected, 12_000, 100);
+    const noticedMs = Date.now() - frozenAt;
+    expect(noticedMs).toBeLessThan(10_000);
+    expect((await dc2.replication()).LastErrorMessage).toMatch(/silent|reach|closed/);
+    process.kill(cluster.primary.pid as number, 'SIGCONT');
+    const p = await cluster.primary.client.policies.create({ Name: 'after-thaw' });
+    await cluster.waitForReplication(40_000);
+    expect((await dc2.client.policies.read(p.ID)).value.Name).toBe('after-thaw');
+  }, 90_000);
+});
+
 describe('primary down', () => {
   let cluster: Cluster | undefined;
   afterEach(async () => {
