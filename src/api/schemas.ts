@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { parseDuration } from '../domain/duration.js';
+import { nodeIdentityShape, scopeShape, serviceIdentityShape, templatedPolicyShape } from '../domain/shapes.js';
 import { ciObject } from './ci-object.js';
 
 /**
@@ -117,15 +118,11 @@ export const templateVariablesBody = ciObject({ Name: opt(str(512)) });
 // ---- Responses ----
 
 const namedLink = z.object({ ID: z.string(), Name: z.string() });
-const serviceIdentity = z.object({ ServiceName: z.string(), Datacenters: z.array(z.string()).optional() });
-const nodeIdentity = z.object({ NodeName: z.string(), Datacenter: z.string() });
-const templatedPolicy = z.object({
-  TemplateName: z.string(),
-  TemplateVariables: z.object({ Name: z.string() }).optional(),
-  Datacenters: z.array(z.string()).optional(),
-});
+const serviceIdentity = serviceIdentityShape;
+const nodeIdentity = nodeIdentityShape;
+const templatedPolicy = templatedPolicyShape;
 const indexes = { CreateIndex: z.number().int(), ModifyIndex: z.number().int() };
-const scope = { Namespace: z.string(), Partition: z.string() };
+const scope = scopeShape;
 
 export const tokenResponse = z
   .object({

@@ -2,6 +2,7 @@ import { Packr } from 'msgpackr';
 import { z } from 'zod';
 import type { BootstrapState, PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
 import { WatchwordError } from '../domain/errors.js';
+import { nodeIdentityShape, scopeShape, serviceIdentityShape, templatedPolicyShape } from '../domain/shapes.js';
 import type { TableName } from './keys.js';
 
 /** msgpack with plain maps: no record extension, so data stays readable by any decoder. */
@@ -11,14 +12,10 @@ export const encode = (value: unknown): Uint8Array => packr.pack(value);
 export const decodeRaw = (bytes: Uint8Array): unknown => packr.unpack(bytes);
 
 const link = z.object({ ID: z.string() });
-const serviceIdentity = z.object({ ServiceName: z.string(), Datacenters: z.array(z.string()).optional() });
-const nodeIdentity = z.object({ NodeName: z.string(), Datacenter: z.string() });
-const templatedPolicy = z.object({
-  TemplateName: z.string(),
-  TemplateVariables: z.object({ Name: z.string() }).optional(),
-  Datacenters: z.array(z.string()).optional(),
-});
-const scope = { Namespace: z.string(), Partition: z.string() };
+const serviceIdentity = serviceIdentityShape;
+const nodeIdentity = nodeIdentityShape;
+const templatedPolicy = templatedPolicyShape;
+const scope = scopeShape;
 const indexes = { CreateIndex: z.number().int().nonnegative(), ModifyIndex: z.number().int().nonnegative() };
 
 export const tokenRecordSchema: z.ZodType<TokenRecord> = z.object({
