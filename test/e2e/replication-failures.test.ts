@@ -5,7 +5,7 @@ import { WebSocket } from 'ws';
 import { WatchwordApiError, WatchwordClient } from '../../src/client/index.js';
 import { encodeFrame } from '../../src/replication/protocol.js';
 import { type Cluster, startCluster } from '../../src/testing/index.js';
-import { type TestDaemon, startTestDaemon, waitFor } from '../helpers/daemon.js';
+import { type TestDaemon, apiFor, startTestDaemon, waitFor } from '../helpers/daemon.js';
 import { globalState, localTokens } from '../helpers/cluster.js';
 
 describe('replication catch-up by snapshot', () => {
@@ -94,6 +94,26 @@ describe('replication token problems', () => {
       expect(d.daemon.store.count('policies')).toBe(0);
       expect(d.daemon.store.count('tokens')).toBe(0);
     }
+  });
+
+  it('answers a forwarded write after 5 s with X-Service-Replication-Pending when the change does not come back', async () => {
+    const dc1 = await startTestDaemon();
+    daemons.push(dc1);
+    const readOnly = (await dc1.api('PUT', '/v1/acl/policy', { body: { Name: 'ro-pending', Rules: 'acl = "read"' } })).body;
+    const weak = (await dc1.api('PUT', '/v1/acl/token', { body: { Policies: [{ ID: readOnly.ID }] } })).body.SecretID as string;
+    // dc2 cannot replicate (its token lacks acl:write), but the caller's own token is good on the primary.
+    const dc2 = await startTestDaemon({
+      config: { datacenter: 'dc2', primary_datacenter: 'dc1', primary_address: dc1.url, initial_management_token: undefined, replication_token: weak },
+    });
+    daemons.push(dc2);
+    const started = Date.now();
+    const res = await apiFor(dc2.url, dc1.management)('PUT', '/v1/acl/policy', { body: { Name: 'written-through-dc2' } });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-service-replication-pending')).toBe('true');
+    expect(res.body.Name).toBe('written-through-dc2');
+    expect(Date.now() - started).toBeGreaterThanOrEqual(4900);
+    // The write happened on the primary.
+    expect((await dc1.api('GET', `/v1/acl/policy/${res.body.ID}`)).status).toBe(200);
   });
 
   it('closes a connection that sends a malformed frame, applies nothing, and keeps serving', async () => {
