@@ -18,7 +18,7 @@ import { RoleService } from './service/roles.js';
 import { TemplatedPolicyService } from './service/templated-policies.js';
 import { TokenService } from './service/tokens.js';
 import { LevelStore } from './store/level-store.js';
-import { WatchwordError } from './domain/errors.js';
+import { WatchwordError, conflict, isWatchwordError } from './domain/errors.js';
 import { isUUID } from './domain/ids.js';
 import type { ClusterHooks } from './http/forward.js';
 import { PeerClient } from './replication/primary-client.js';
@@ -118,7 +118,11 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       defaultPolicy: config.default_policy,
       ...(primaryClient ? { lookupUnknownSecret: (secret: string) => lookUpOnPrimary(secret, primaryClient, () => secondaryRepl, unknownSecrets) } : {}),
     });
-    const tokens = new TokenService(store, resolver, clock, { limits: { minTTL: config.token_min_ttl, maxTTL: config.token_max_ttl } });
+    const replicationToken = config.replication_token;
+    const tokens = new TokenService(store, resolver, clock, {
+      limits: { minTTL: config.token_min_ttl, maxTTL: config.token_max_ttl },
+      ...(primaryClient && replicationToken ? { checkChosenIDs: (ids: { accessor?: string; secret?: string }) => checkIDsOnPrimary(ids, primaryClient, replicationToken) } : {}),
+    });
     const policies = new PolicyService(store, resolver);
     const roles = new RoleService(store, resolver);
     const templatedPolicies = new TemplatedPolicyService(resolver);
@@ -318,6 +322,26 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     await primaryRepl?.close().catch(() => undefined);
     await store.close().catch(() => undefined);
     throw err;
+  }
+}
+
+/**
+ * IDs chosen for a Local token at a secondary must not be any global token's accessor
+ * or secret (both are checked both ways, as on create). An unreachable primary leaves
+ * only the local checks: Local writes keep working while it is down.
+ */
+async function checkIDsOnPrimary(ids: { accessor?: string; secret?: string }, primary: PeerClient, replicationToken: string): Promise<void> {
+  const inUse = async (id: string): Promise<boolean> => {
+    if ((await primary.lookupSecret(id, 2000)).found) return true;
+    if (!isUUID(id)) return false;
+    const res = await primary.request('GET', `/v1/acl/token/${id}`, { 'X-Service-Token': replicationToken }, undefined, 2000);
+    return res.status === 200;
+  };
+  try {
+    if (ids.accessor && (await inUse(ids.accessor))) throw conflict('Invalid Token: AccessorID is already in use');
+    if (ids.secret && (await inUse(ids.secret))) throw conflict('Invalid Token: SecretID is already in use');
+  } catch (err) {
+    if (isWatchwordError(err) && err.code === 'CONFLICT') throw err;
   }
 }
 

@@ -53,6 +53,12 @@ export type ExpandedTokenView = ExpandedTokenResponse;
 
 export interface TokenServiceOptions {
   limits: ExpiryLimits;
+  /**
+   * Secondaries: IDs a client chose for a new Local token are also checked against the
+   * primary's global tokens (throws CONFLICT when taken), so a Local token can never
+   * share a secret with a global one. Best effort: an unreachable primary skips it.
+   */
+  checkChosenIDs?: (ids: { accessor?: string; secret?: string }) => Promise<void>;
 }
 
 const notFoundToken = (id: string) => notFound(`Cannot find token ${JSON.stringify(id)}`);
@@ -161,6 +167,9 @@ export class TokenService {
     );
     const local = input.Local ?? false;
     const grants = normalizeGrants(input, local);
+    if (local && (accessorID || secretID) && this.options.checkChosenIDs) {
+      await this.options.checkChosenIDs({ ...(accessorID ? { accessor: accessorID } : {}), ...(secretID ? { secret: secretID } : {}) });
+    }
     const token = await this.store.transact(async (tx) => {
       const accessor = accessorID ?? (await freshID(tx));
       const secret = secretID ?? (await freshID(tx));

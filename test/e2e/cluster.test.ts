@@ -39,6 +39,19 @@ describe('three datacenters', () => {
     expect((await dc3.tokens.readSelf({ token: token.SecretID })).value.AccessorID).toBe(token.AccessorID);
   });
 
+  it('refuses a Local token at a secondary whose chosen IDs a global token already uses', async () => {
+    const global = await cluster.primary.client.tokens.create({ Description: 'owns its IDs' });
+    const dc2 = cluster.get('dc2').client;
+    for (const body of [{ SecretID: global.SecretID }, { AccessorID: global.AccessorID }, { SecretID: global.AccessorID }]) {
+      const err = await dc2.tokens.create({ Local: true, ...body }).catch((e: WatchwordApiError) => e);
+      expect(err).toBeInstanceOf(WatchwordApiError);
+      expect((err as WatchwordApiError).status).toBe(409);
+      expect((err as WatchwordApiError).message).toMatch(/is already in use/);
+    }
+    const fresh = crypto.randomUUID();
+    expect((await dc2.tokens.create({ Local: true, SecretID: fresh })).SecretID).toBe(fresh);
+  });
+
   it('a global token created through dc3 is readable on dc3 in the very next request', async () => {
     const dc3 = cluster.get('dc3').client;
     for (let i = 0; i < 5; i++) {
