@@ -111,6 +111,3 @@ export const configSchema = z
 export type Config = Readonly<z.output<typeof configSchema>>;
 
 export const isPrimary = (c: Config): boolean => c.datacenter === c.primary_datacenter;
-
-/** Keys whose values are secrets: never logged, never shown by /v1/agent/self. */
-export const SECRET_KEYS: ReadonlySet<ConfigKey> = new Set(['replication_token', 'initial_management_token']);

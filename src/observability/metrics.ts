@@ -74,7 +74,7 @@ export class Metrics implements BlockingGauge {
   });
 
   constructor(store: StoreStats) {
-    const objects = new Gauge({
+    new Gauge({
       name: 'watchword_objects_stored',
       help: 'Objects stored in this datacenter, by table',
       labelNames: ['table'] as const,
@@ -83,7 +83,6 @@ export class Metrics implements BlockingGauge {
         for (const table of ['tokens', 'roles', 'policies'] as const) this.set({ table }, store.count(table));
       },
     });
-    void objects;
     new Gauge({
       name: 'watchword_index',
       help: 'Highest durable index of this datacenter',

@@ -10,7 +10,6 @@ import {
   DEFAULT_PARTITION,
   GLOBAL_MANAGEMENT_POLICY_ID,
   RESERVED_PREFIX,
-  generateID,
   isReservedID,
   isUUID,
 } from '../domain/ids.js';
@@ -18,6 +17,7 @@ import type { TokenRecord } from '../domain/types.js';
 import type { Store, Tx } from '../store/store.js';
 import type { WriteResult } from './context.js';
 import type { TokenService } from './tokens.js';
+import { freshID, tokenIDTaken } from './uniqueness.js';
 import type { TokenView } from './views.js';
 
 /** Bootstrap's response: the token plus `ID` equal to its SecretID (Consul's legacy field). */
@@ -34,8 +34,7 @@ export interface BootstrapOptions {
 }
 
 async function managementToken(tx: Tx, now: number, secret: string, description: string): Promise<TokenRecord> {
-  let accessor = generateID();
-  while ((await tx.getToken(accessor)) || (await tx.isSecretInUse(accessor))) accessor = generateID();
+  const accessor = await freshID(tokenIDTaken(tx));
   const base = {
     Description: description,
     Policies: [{ ID: GLOBAL_MANAGEMENT_POLICY_ID }],
@@ -117,11 +116,10 @@ export class BootstrapService {
         usedReset = true;
       }
       let secret = bootstrapSecret || undefined;
-      if (secret !== undefined) {
-        if ((await tx.isSecretInUse(secret)) || (await tx.getToken(secret))) throw conflict('Invalid BootstrapSecret: already in use');
+      if (secret) {
+        if (await tokenIDTaken(tx)(secret)) throw conflict('Invalid BootstrapSecret: already in use');
       } else {
-        secret = generateID();
-        while ((await tx.isSecretInUse(secret)) || (await tx.getToken(secret))) secret = generateID();
+        secret = await freshID(tokenIDTaken(tx));
       }
       const record = await managementToken(tx, this.clock.now(), secret, 'Bootstrap Token (Global Management)');
       await tx.putToken(record);

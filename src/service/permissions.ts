@@ -3,7 +3,7 @@ import { DEFAULT_NAMESPACE, DEFAULT_PARTITION } from '../domain/ids.js';
 import type { Scope } from '../domain/types.js';
 import type { AclResolver, Identity } from './acl-resolver.js';
 import type { RequestContext } from './context.js';
-import { type BodyScope, selectScope } from './scope.js';
+import { type BodyScope, WILDCARD, selectScope } from './scope.js';
 
 export type AclLevel = 'read' | 'write';
 
@@ -51,4 +51,24 @@ export async function authorize(
   const scope = selectScope(identity, ctx.hints, body);
   requireAcl(identity, level, scope);
   return { identity, scope };
+}
+
+/**
+ * The opening of every list: one namespace (acl:read needed there) or `ns=*`, where
+ * each object is shown only when the caller may read its namespace.
+ */
+export async function authorizeList(
+  resolver: AclResolver,
+  ctx: RequestContext,
+): Promise<{ identity: Identity; scope: Scope; namespaces: string[] | undefined; canSee: (o: Scope) => boolean }> {
+  const identity = await resolver.resolve(ctx.secret);
+  const scope = selectScope(identity, ctx.hints, undefined, true);
+  const wildcard = scope.Namespace === WILDCARD;
+  if (!wildcard) requireAcl(identity, 'read', scope);
+  return {
+    identity,
+    scope,
+    namespaces: wildcard ? undefined : [scope.Namespace],
+    canSee: (o) => !wildcard || identity.authorizer.canRead(o.Partition, o.Namespace),
+  };
 }

@@ -1,14 +1,15 @@
 import { isBuiltinPolicyID } from '../domain/builtins.js';
-import { conflict, invalid, notFound, notPermitted } from '../domain/errors.js';
+import { invalid, notFound, notPermitted } from '../domain/errors.js';
 import { policyHash } from '../domain/hash.js';
-import { generateID, isUUID } from '../domain/ids.js';
+import { isUUID } from '../domain/ids.js';
 import { checkBuiltinPolicyUpdate, checkPolicyDatacenters, checkPolicyName, checkPolicyRules } from '../domain/policy-object.js';
 import type { PolicyRecord, Scope } from '../domain/types.js';
-import type { Store, Tx } from '../store/store.js';
+import type { Store } from '../store/store.js';
 import type { AclResolver } from './acl-resolver.js';
 import type { RequestContext, WriteResult } from './context.js';
-import { authorize, requireAcl } from './permissions.js';
-import { type BodyScope, WILDCARD, selectScope } from './scope.js';
+import { authorize, authorizeList } from './permissions.js';
+import { checkNameFree, freshID } from './uniqueness.js';
+import type { BodyScope } from './scope.js';
 import { type PolicyView, policyView } from './views.js';
 
 export interface PolicyInput extends BodyScope {
@@ -45,14 +46,9 @@ export class PolicyService {
   }
 
   async list(ctx: RequestContext): Promise<PolicyView[]> {
-    const identity = await this.resolver.resolve(ctx.secret);
-    const scope = selectScope(identity, ctx.hints, undefined, true);
-    const wildcard = scope.Namespace === WILDCARD;
-    if (!wildcard) requireAcl(identity, 'read', scope);
-    const policies = await this.store.reader.listPolicies(scope.Partition, wildcard ? undefined : [scope.Namespace]);
-    return policies
-      .filter((p) => !wildcard || identity.authorizer.canRead(p.Partition, p.Namespace))
-      .map((p) => policyView(p, false));
+    const { scope, namespaces, canSee } = await authorizeList(this.resolver, ctx);
+    const policies = await this.store.reader.listPolicies(scope.Partition, namespaces);
+    return policies.filter(canSee).map((p) => policyView(p, false));
   }
 
   async create(ctx: RequestContext, input: PolicyInput): Promise<WriteResult<PolicyView>> {
@@ -61,9 +57,9 @@ export class PolicyService {
     const fields = checkFields(input);
     checkPolicyName(fields.Name);
     const policy = await this.store.transact(async (tx) => {
-      await checkNameFree(tx, scope, fields.Name, undefined);
+      await checkNameFree(tx, 'policy', scope, fields.Name, undefined);
       const record: PolicyRecord = {
-        ID: await freshPolicyID(tx),
+        ID: await freshID(async (id) => (await tx.getPolicy(id)) !== undefined),
         ...fields,
         Hash: policyHash(fields),
         Namespace: scope.Namespace,
@@ -88,7 +84,7 @@ export class PolicyService {
       // A built-in keeps its reserved name without tripping the "builtin/" rule.
       if (!(isBuiltinPolicyID(id) && fields.Name === existing.Name)) checkPolicyName(fields.Name);
       checkBuiltinPolicyUpdate(existing, fields);
-      if (fields.Name.toLowerCase() !== existing.Name.toLowerCase()) await checkNameFree(tx, scope, fields.Name, id);
+      if (fields.Name.toLowerCase() !== existing.Name.toLowerCase()) await checkNameFree(tx, 'policy', scope, fields.Name, id);
       const record: PolicyRecord = { ...existing, ...fields, Hash: policyHash(fields), ModifyIndex: tx.index };
       if (fields.Datacenters === undefined) delete record.Datacenters;
       await tx.putPolicy(record);
@@ -126,16 +122,4 @@ function checkFields(input: PolicyInput): Pick<PolicyRecord, 'Name' | 'Descripti
     Rules: rules,
     ...(dcs.length > 0 ? { Datacenters: [...new Set(dcs)] } : {}),
   };
-}
-
-async function checkNameFree(tx: Tx, scope: Scope, name: string, selfID: string | undefined): Promise<void> {
-  const other = await tx.getPolicyByName(scope, name);
-  if (other && other.ID !== selfID) throw conflict(`Invalid Policy: A Policy with Name ${JSON.stringify(name)} already exists`);
-}
-
-async function freshPolicyID(tx: Tx): Promise<string> {
-  for (;;) {
-    const id = generateID();
-    if (!(await tx.getPolicy(id))) return id;
-  }
 }

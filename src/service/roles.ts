@@ -1,4 +1,4 @@
-import { conflict, invalid, notFound } from '../domain/errors.js';
+import { invalid, notFound } from '../domain/errors.js';
 import {
   type NodeIdentityInput,
   type ServiceIdentityInput,
@@ -8,15 +8,16 @@ import {
   normalizeTemplatedPolicies,
 } from '../domain/grants.js';
 import { roleHash } from '../domain/hash.js';
-import { generateID, isUUID } from '../domain/ids.js';
+import { isUUID } from '../domain/ids.js';
 import type { RoleRecord, Scope } from '../domain/types.js';
 import type { Reader } from '../store/reader.js';
 import type { Store, Tx } from '../store/store.js';
 import type { AclResolver } from './acl-resolver.js';
 import type { RequestContext, WriteResult } from './context.js';
 import { type LinkInput, namedLinks, resolveLinks } from './links.js';
-import { authorize, requireAcl } from './permissions.js';
-import { type BodyScope, WILDCARD, selectScope } from './scope.js';
+import { authorize, authorizeList } from './permissions.js';
+import { checkNameFree, freshID } from './uniqueness.js';
+import type { BodyScope } from './scope.js';
 import { type RoleView, roleView } from './views.js';
 
 export interface RoleInput extends BodyScope {
@@ -72,13 +73,9 @@ export class RoleService {
   }
 
   async list(ctx: RequestContext, policy: string | undefined): Promise<RoleView[]> {
-    const identity = await this.resolver.resolve(ctx.secret);
-    const scope = selectScope(identity, ctx.hints, undefined, true);
-    const wildcard = scope.Namespace === WILDCARD;
-    if (!wildcard) requireAcl(identity, 'read', scope);
-    const roles = await this.reader.listRoles(scope.Partition, wildcard ? undefined : [scope.Namespace], policy || undefined);
-    const visible = roles.filter((r) => !wildcard || identity.authorizer.canRead(r.Partition, r.Namespace));
-    return Promise.all(visible.map((r) => this.view(r)));
+    const { scope, namespaces, canSee } = await authorizeList(this.resolver, ctx);
+    const roles = await this.reader.listRoles(scope.Partition, namespaces, policy || undefined);
+    return Promise.all(roles.filter(canSee).map((r) => this.view(r)));
   }
 
   /** Validated content of a role body, links resolved in the role's scope. */
@@ -98,10 +95,10 @@ export class RoleService {
     if (input.ID) throw invalid('Invalid Role: ID must not be set when creating a role; use PUT /v1/acl/role/:id to update');
     checkRoleName(input.Name);
     const role = await this.store.transact(async (tx) => {
-      await checkNameFree(tx, scope, input.Name as string, undefined);
+      await checkNameFree(tx, 'role', scope, input.Name as string, undefined);
       const content = await this.content(tx, input, scope);
       const record: RoleRecord = {
-        ID: await freshRoleID(tx),
+        ID: await freshID(async (id) => (await tx.getRole(id)) !== undefined),
         ...content,
         Hash: roleHash(content),
         Namespace: scope.Namespace,
@@ -124,7 +121,7 @@ export class RoleService {
       const existing = inScope(await tx.getRole(id), scope);
       if (!existing) throw notFoundRole(JSON.stringify(id));
       const content = await this.content(tx, input, scope);
-      if (content.Name.toLowerCase() !== existing.Name.toLowerCase()) await checkNameFree(tx, scope, content.Name, id);
+      if (content.Name.toLowerCase() !== existing.Name.toLowerCase()) await checkNameFree(tx, 'role', scope, content.Name, id);
       // Full replacement: what the body leaves out is cleared.
       const record: RoleRecord = { ...existing, ...content, Hash: roleHash(content), ModifyIndex: tx.index };
       await tx.putRole(record);
@@ -147,14 +144,3 @@ export class RoleService {
   }
 }
 
-async function checkNameFree(tx: Tx, scope: Scope, name: string, selfID: string | undefined): Promise<void> {
-  const other = await tx.getRoleByName(scope, name);
-  if (other && other.ID !== selfID) throw conflict(`Invalid Role: A Role with Name ${JSON.stringify(name)} already exists`);
-}
-
-async function freshRoleID(tx: Tx): Promise<string> {
-  for (;;) {
-    const id = generateID();
-    if (!(await tx.getRole(id))) return id;
-  }
-}

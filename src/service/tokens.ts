@@ -4,15 +4,16 @@ import { type ExpiryLimits, isExpired, resolveExpiration } from '../domain/expir
 import { type NodeIdentityInput, type ServiceIdentityInput, type TemplatedPolicyInput, normalizeNodeIdentities, normalizeServiceIdentities, normalizeTemplatedPolicies } from '../domain/grants.js';
 import { tokenHash } from '../domain/hash.js';
 import { newTokenRecord } from '../domain/token.js';
-import { ANONYMOUS_TOKEN_ID, RESERVED_PREFIX, generateID, isReservedID, isUUID } from '../domain/ids.js';
+import { ANONYMOUS_TOKEN_ID, RESERVED_PREFIX, isReservedID, isUUID } from '../domain/ids.js';
 import type { Scope, TokenRecord } from '../domain/types.js';
 import type { Reader } from '../store/reader.js';
-import type { Store, Tx } from '../store/store.js';
+import type { Store } from '../store/store.js';
 import type { AclResolver, Identity } from './acl-resolver.js';
 import type { AgentInfo, RequestContext, WriteResult } from './context.js';
 import { type LinkInput, namedLinks, resolveLinks } from './links.js';
-import { authorize, requireAcl } from './permissions.js';
-import { type BodyScope, WILDCARD, selectScope } from './scope.js';
+import { authorize, authorizeList } from './permissions.js';
+import { freshID, tokenIDTaken } from './uniqueness.js';
+import type { BodyScope } from './scope.js';
 import type { ExpandedTokenResponse } from '../api/schemas.js';
 import { type TokenView, policyView, roleView, tokenView } from './views.js';
 
@@ -124,17 +125,14 @@ export class TokenService {
   }
 
   async list(ctx: RequestContext, q: TokenListQuery): Promise<TokenView[]> {
-    const identity = await this.resolver.resolve(ctx.secret);
-    const scope = selectScope(identity, ctx.hints, undefined, true);
+    const { identity, scope, namespaces, canSee } = await authorizeList(this.resolver, ctx);
     const filters = [q.policy, q.role, q.servicename, q.authmethod].filter((f) => f !== undefined && f !== '');
     if (filters.length > 1) throw invalid('Only one of the policy, role, servicename and authmethod filters may be given at a time');
-    const wildcard = scope.Namespace === WILDCARD;
-    if (!wildcard) requireAcl(identity, 'read', scope);
     let authMethodNamespace: string | undefined;
-    if (q.authmethod) authMethodNamespace = q.authmethodNamespace || (wildcard ? undefined : scope.Namespace);
+    if (q.authmethod) authMethodNamespace = q.authmethodNamespace || namespaces?.[0];
     const tokens = await this.reader.listTokens({
       partition: scope.Partition,
-      ...(wildcard ? {} : { namespaces: [scope.Namespace] }),
+      ...(namespaces ? { namespaces } : {}),
       ...(q.policy ? { policy: q.policy } : {}),
       ...(q.role ? { role: q.role } : {}),
       ...(q.servicename ? { serviceName: q.servicename } : {}),
@@ -145,7 +143,7 @@ export class TokenService {
     const out: TokenView[] = [];
     for (const t of tokens) {
       if (isExpired(t, now)) continue;
-      if (wildcard && !identity.authorizer.canRead(t.Partition, t.Namespace)) continue;
+      if (!canSee(t)) continue;
       out.push(await this.view(t, this.canSeeSecret(identity, t)));
     }
     return out;
@@ -171,8 +169,8 @@ export class TokenService {
       await this.options.checkChosenIDs({ ...(accessorID ? { accessor: accessorID } : {}), ...(secretID ? { secret: secretID } : {}) });
     }
     const token = await this.store.transact(async (tx) => {
-      const accessor = accessorID ?? (await freshID(tx));
-      const secret = secretID ?? (await freshID(tx));
+      const accessor = accessorID ?? (await freshID(tokenIDTaken(tx)));
+      const secret = secretID ?? (await freshID(tokenIDTaken(tx)));
       if (accessorID !== undefined && ((await tx.getToken(accessorID)) || (await tx.isSecretInUse(accessorID)))) {
         throw conflict('Invalid Token: AccessorID is already in use');
       }
@@ -251,8 +249,8 @@ export class TokenService {
         Local: source.Local,
       };
       const record = newTokenRecord({
-        AccessorID: await freshID(tx),
-        SecretID: await freshID(tx),
+        AccessorID: await freshID(tokenIDTaken(tx)),
+        SecretID: await freshID(tokenIDTaken(tx)),
         content: base,
         ...(expires !== undefined ? { expires } : {}),
         now,
@@ -290,13 +288,6 @@ function checkNewID(field: 'AccessorID' | 'SecretID', id: string | undefined): v
   if (isReservedID(id)) throw invalid(`Invalid Token: UUIDs with the prefix ${JSON.stringify(RESERVED_PREFIX)} are reserved`);
 }
 
-/** A generated ID not used as any token's accessor or secret. */
-async function freshID(tx: Tx): Promise<string> {
-  for (;;) {
-    const id = generateID();
-    if (!(await tx.getToken(id)) && !(await tx.isSecretInUse(id))) return id;
-  }
-}
 
 function normalizeGrants(input: TokenInput, local: boolean) {
   return {

@@ -89,11 +89,4 @@ export class Authorizer {
   canWrite(partition: string, namespace: string): boolean {
     return this.aclAccess(partition, namespace) === 'write';
   }
-
-  /** True when some rule could grant read somewhere: used to decide whether `ns=*` lists anything. */
-  namespacesReadable(partition: string, candidates: Iterable<string>): string[] {
-    const out: string[] = [];
-    for (const ns of candidates) if (this.canRead(partition, ns)) out.push(ns);
-    return out;
-  }
 }
