@@ -50,15 +50,25 @@ export async function resolveLinks(reader: Reader, kind: LinkKind, links: readon
   return dedupeLinks(out);
 }
 
-/** Links with names resolved now; links whose target is gone are dropped. */
-export async function namedLinks(reader: Reader, kind: LinkKind, links: readonly Link[]): Promise<NamedLink[]> {
-  if (links.length === 0) return [];
-  const targets = (await reader.getRecords(TABLE[kind], links.map((l) => l.ID))) as Linkable[];
-  const names = new Map(targets.map((t) => [t.ID, t.Name]));
+/** Current names of every target the links point to, read in one batch; gone targets are absent. */
+export async function linkNames(reader: Reader, kind: LinkKind, links: Iterable<Link>): Promise<Map<string, string>> {
+  const ids = [...new Set([...links].map((l) => l.ID))];
+  if (ids.length === 0) return new Map();
+  const targets = (await reader.getRecords(TABLE[kind], ids)) as Linkable[];
+  return new Map(targets.map((t) => [t.ID, t.Name]));
+}
+
+/** Links with their names from `names`; links whose target is gone are dropped. */
+export function nameLinks(links: readonly Link[], names: ReadonlyMap<string, string>): NamedLink[] {
   const out: NamedLink[] = [];
   for (const l of links) {
     const name = names.get(l.ID);
     if (name !== undefined) out.push({ ID: l.ID, Name: name });
   }
   return out;
+}
+
+/** Links with names resolved now; links whose target is gone are dropped. */
+export async function namedLinks(reader: Reader, kind: LinkKind, links: readonly Link[]): Promise<NamedLink[]> {
+  return links.length === 0 ? [] : nameLinks(links, await linkNames(reader, kind, links));
 }

@@ -14,7 +14,7 @@ import type { Reader } from '../store/reader.js';
 import type { Store, Tx } from '../store/store.js';
 import type { AclResolver } from './acl-resolver.js';
 import type { RequestContext, WriteResult } from './context.js';
-import { type LinkInput, namedLinks, resolveLinks } from './links.js';
+import { type LinkInput, linkNames, nameLinks, namedLinks, resolveLinks } from './links.js';
 import { authorize, authorizeList } from './permissions.js';
 import { checkNameFree, freshID } from './uniqueness.js';
 import type { BodyScope } from './scope.js';
@@ -75,7 +75,9 @@ export class RoleService {
   async list(ctx: RequestContext, policy: string | undefined): Promise<RoleView[]> {
     const { scope, namespaces, canSee } = await authorizeList(this.resolver, ctx);
     const roles = await this.reader.listRoles(scope.Partition, namespaces, policy || undefined);
-    return Promise.all(roles.filter(canSee).map((r) => this.view(r)));
+    const visible = roles.filter(canSee);
+    const names = await linkNames(this.reader, 'policy', visible.flatMap((r) => r.Policies));
+    return visible.map((r) => roleView(r, nameLinks(r.Policies, names)));
   }
 
   /** Validated content of a role body, links resolved in the role's scope. */

@@ -10,7 +10,7 @@ import type { Reader } from '../store/reader.js';
 import type { Store } from '../store/store.js';
 import type { AclResolver, Identity } from './acl-resolver.js';
 import type { AgentInfo, RequestContext, WriteResult } from './context.js';
-import { type LinkInput, namedLinks, resolveLinks } from './links.js';
+import { type LinkInput, linkNames, nameLinks, namedLinks, resolveLinks } from './links.js';
 import { authorize, authorizeList } from './permissions.js';
 import { freshID, tokenIDTaken } from './uniqueness.js';
 import type { BodyScope } from './scope.js';
@@ -140,13 +140,15 @@ export class TokenService {
       ...(authMethodNamespace !== undefined ? { authMethodNamespace } : {}),
     });
     const now = this.clock.now();
-    const out: TokenView[] = [];
-    for (const t of tokens) {
-      if (isExpired(t, now)) continue;
-      if (!canSee(t)) continue;
-      out.push(await this.view(t, this.canSeeSecret(identity, t)));
-    }
-    return out;
+    const visible = tokens.filter((t) => !isExpired(t, now) && canSee(t));
+    // Names for the whole list in two batched reads, not two per token.
+    const [policyNames, roleNames] = await Promise.all([
+      linkNames(this.reader, 'policy', visible.flatMap((t) => t.Policies)),
+      linkNames(this.reader, 'role', visible.flatMap((t) => t.Roles)),
+    ]);
+    return visible.map((t) =>
+      tokenView(t, { policies: nameLinks(t.Policies, policyNames), roles: nameLinks(t.Roles, roleNames) }, this.canSeeSecret(identity, t)),
+    );
   }
 
   async create(ctx: RequestContext, input: TokenInput): Promise<WriteResult<TokenView>> {
