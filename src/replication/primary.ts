@@ -3,6 +3,7 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { WebSocket, WebSocketServer } from 'ws';
 import { isWatchwordError } from '../domain/errors.js';
+import { expiryMillis } from '../domain/expiry.js';
 import type { AclResolver } from '../service/acl-resolver.js';
 import type { LevelStore } from '../store/level-store.js';
 import {
@@ -72,6 +73,12 @@ function secretOf(req: IncomingMessage): string | undefined {
   return h('x-service-token') ?? h('x-consul-token') ?? bearer;
 }
 
+/** Whether a replication token may stream, and until when. */
+type TokenCheck = { ok: true; expires: number | undefined } | { ok: false; status: number; message: string };
+
+/** WebSocket close code of a session whose token stopped being good enough to replicate. */
+export const CLOSE_TOKEN_REVOKED = 4003;
+
 class Session {
   datacenter = '';
   address = '';
@@ -83,11 +90,43 @@ class Session {
   private wake: (() => void) | undefined;
   private closed = false;
   private heartbeat: NodeJS.Timeout | undefined;
+  /** The primary's ACL generation the replication token was last checked at. */
+  private authCheckedAt: number;
+  /** When the replication token expires, ms since the epoch. */
+  private tokenExpires: number | undefined;
 
   constructor(
     private readonly primary: ReplicationPrimary,
     readonly ws: WebSocket,
-  ) {}
+    /** The replication token's secret: checked again whenever ACL state changes. */
+    private readonly secret: string,
+    authorized: { generation: number; expires: number | undefined },
+  ) {
+    this.authCheckedAt = authorized.generation;
+    this.tokenExpires = authorized.expires;
+  }
+
+  /**
+   * Ends the session unless its token still resolves with acl:write. Called before every
+   * frame that carries data: when a commit touched tokens, policies or roles since the
+   * last check (so nothing committed after a revocation is ever sent), and when the
+   * token's expiry time has passed. Returns whether the session may go on.
+   */
+  private async stillAuthorized(): Promise<boolean> {
+    if (this.closed) return false;
+    const expired = this.tokenExpires !== undefined && this.tokenExpires <= Date.now();
+    const generation = this.primary.aclGeneration;
+    if (!expired && generation === this.authCheckedAt) return true;
+    const check = await this.primary.checkReplicationToken(this.secret);
+    if (check.ok) {
+      this.authCheckedAt = generation;
+      this.tokenExpires = check.expires;
+      return !this.closed;
+    }
+    this.primary.logger.warn({ datacenter: this.datacenter, reason: check.message }, 'replication: closing a session whose token no longer allows it');
+    this.close(CLOSE_TOKEN_REVOKED, `replication token revoked: ${check.message}`);
+    return false;
+  }
 
   /** Called on every commit: a waiting tail loop reads on. */
   notify(): void {
@@ -166,6 +205,7 @@ class Session {
     });
     this.ws.on('error', () => undefined);
     this.heartbeat = setInterval(() => {
+      if (this.tokenExpires !== undefined && this.tokenExpires <= Date.now()) void this.stillAuthorized();
       if (Date.now() - this.lastHeard > this.primary.options.deadPeerMs) {
         this.primary.logger.warn({ datacenter: this.datacenter }, 'replication: secondary silent too long; closing');
         this.ws.terminate();
@@ -198,7 +238,7 @@ class Session {
       const total = Math.max(snap.tokens.length, snap.policies.length, snap.roles.length);
       for (let i = 0; i === 0 || i < total; i += chunk) {
         await this.roomToSend();
-        if (this.closed) return;
+        if (!(await this.stillAuthorized())) return;
         const last = i + chunk >= total;
         await this.send({
           t: 'snapshot',
@@ -226,6 +266,8 @@ class Session {
       const complete = entries.length < options.batchEntries;
       const lastEntry = entries.length > 0 ? (entries[entries.length - 1] as { Index: number }).Index : this.sentUpTo;
       const upTo = complete ? Math.max(durable, lastEntry) : lastEntry;
+      // Checked after reading: the check sees state at least as new as the entries read.
+      if (!(await this.stillAuthorized())) return;
       if (entries.length > 0 || upTo > this.sentUpTo) {
         this.sentUpTo = upTo;
         await this.send({ t: 'entries', entries, upTo, committedAt: this.primary.committedAt((entries[0]?.Index ?? upTo)) });
@@ -259,6 +301,8 @@ export class ReplicationPrimary {
   private lastTrim = 0;
   /** Recent commits as [highest index, when durable], oldest first (bounded). */
   private readonly commitTimes: Array<[number, number]> = [];
+  /** Bumped by every commit that touches tokens, policies or roles: sessions re-check their token. */
+  aclGeneration = 0;
 
   constructor(
     readonly store: LevelStore,
@@ -268,6 +312,7 @@ export class ReplicationPrimary {
     private readonly self: { datacenter: string; address: () => string },
   ) {
     this.unsubscribe = store.onCommit((event) => {
+      if (event.tables.has('tokens') || event.tables.has('policies') || event.tables.has('roles')) this.aclGeneration++;
       this.commitTimes.push([event.index, event.at]);
       if (this.commitTimes.length > 4096) this.commitTimes.splice(0, 1024);
       for (const s of this.sessions) s.notify();
@@ -292,19 +337,30 @@ export class ReplicationPrimary {
     }
     const secret = secretOf(req);
     if (!secret) return refuse(socket, 403, 'replication token is missing');
-    try {
-      const identity = await this.resolver.resolve(secret);
-      if (!identity.authorizer.canWrite('default', 'default')) return refuse(socket, 403, 'replication token lacks acl:write');
-    } catch (err) {
-      if (isWatchwordError(err) && err.code === 'ACL_NOT_FOUND') return refuse(socket, 403, 'replication token is invalid');
-      this.logger.error({ err }, 'replication: cannot authenticate a secondary');
-      return refuse(socket, 500, 'internal error');
-    }
+    const generation = this.aclGeneration;
+    const check = await this.checkReplicationToken(secret);
+    if (!check.ok) return refuse(socket, check.status, check.message);
     this.wss.handleUpgrade(req, socket, head, (ws) => {
-      const session = new Session(this, ws);
+      const session = new Session(this, ws, secret, { generation, expires: check.expires });
       this.sessions.add(session);
       session.start();
     });
+  }
+
+  /**
+   * Why a secret may not replicate (undefined when it may): it must resolve to a live
+   * token with acl:write in the default namespace and partition.
+   */
+  async checkReplicationToken(secret: string): Promise<TokenCheck> {
+    try {
+      const identity = await this.resolver.resolve(secret);
+      if (!identity.authorizer.canWrite('default', 'default')) return { ok: false, status: 403, message: 'replication token lacks acl:write' };
+      return { ok: true, expires: expiryMillis(identity.token) };
+    } catch (err) {
+      if (isWatchwordError(err) && err.code === 'ACL_NOT_FOUND') return { ok: false, status: 403, message: 'replication token is invalid' };
+      this.logger.error({ err }, 'replication: cannot authenticate a secondary');
+      return { ok: false, status: 500, message: 'internal error' };
+    }
   }
 
   forget(session: Session): void {
