@@ -24,6 +24,7 @@ import type { ClusterHooks } from './http/forward.js';
 import { PeerClient } from './replication/primary-client.js';
 import { DEFAULT_PRIMARY_OPTIONS, ReplicationPrimary, refuse } from './replication/primary.js';
 import { ReplicationSecondary } from './replication/secondary.js';
+import { DatacenterDirectory } from './replication/directory.js';
 import { policyView } from './service/views.js';
 
 export interface Daemon {
@@ -69,6 +70,8 @@ function agentSelf(config: Config, address: string, store: LevelStore, metrics: 
       NodeName: config.node_name,
       Version: VERSION,
       HTTPAddr: address,
+      AdvertiseAddr: config.advertise_addr ?? null,
+      DatacenterAddresses: config.datacenter_addresses,
       PrimaryAddress: config.primary_address ?? null,
       DataDir: resolve(config.data_dir),
       DefaultPolicy: config.default_policy,
@@ -107,6 +110,8 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
 
   const store = await LevelStore.open(join(dataDir, 'store'), { durability: config.durability, changeLog: primary });
   let address = '';
+  /** Where other datacenters reach this daemon: advertise_addr, else the bound address. */
+  const advertised = (): string => config.advertise_addr ?? address;
   let primaryRepl: ReplicationPrimary | undefined;
   let secondaryRepl: ReplicationSecondary | undefined;
   const primaryClient = primary ? undefined : new PeerClient(config.primary_address as string, config.primary_datacenter);
@@ -139,13 +144,14 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       logger.warn('initial_management_token is only used by the primary; ignored on this secondary');
     }
 
-    const knownDatacenters = (): Array<{ name: string; url: string }> => {
-      if (primaryRepl) return primaryRepl.datacenters().map((d) => ({ name: d.name, url: `http://${d.address}` }));
-      const fromPrimary = (secondaryRepl?.datacenters() ?? []).filter((d) => d.name !== config.primary_datacenter);
-      const list = [{ name: config.primary_datacenter, url: config.primary_address as string }, ...fromPrimary.map((d) => ({ name: d.name, url: `http://${d.address}` }))];
-      if (!list.some((d) => d.name === config.datacenter)) list.push({ name: config.datacenter, url: `http://${address}` });
-      return list;
-    };
+    const directory = new DatacenterDirectory({
+      datacenter: config.datacenter,
+      primaryDatacenter: config.primary_datacenter,
+      ...(config.primary_address ? { primaryURL: config.primary_address } : {}),
+      configured: config.datacenter_addresses,
+      ownURL: () => `http://${advertised()}`,
+      reported: () => primaryRepl?.datacenters() ?? secondaryRepl?.datacenters() ?? [],
+    });
 
     const agent: AgentInfo = {
       datacenter: config.datacenter,
@@ -157,14 +163,14 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       address: () => address,
       knownLeader: () => primary || (secondaryRepl?.isConnected() ?? false),
       lastContactMs: () => (primary ? 0 : (secondaryRepl?.lastContactMs() ?? 0)),
-      datacenters: () => knownDatacenters().map((d) => d.name),
+      datacenters: () => directory.list().map((d) => d.name),
       self: () => agentSelf(config, address, store, metrics),
     };
 
     const peers = new Map<string, PeerClient>();
     const cluster: ClusterHooks = {
       datacenter: config.datacenter,
-      addressOf: (dc) => knownDatacenters().find((d) => d.name === dc)?.url,
+      addressOf: (dc) => directory.urlOf(dc),
       peer: (dc, url) => {
         let p = peers.get(url);
         if (!p) peers.set(url, (p = new PeerClient(url, dc)));
@@ -246,7 +252,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
 
     const repl = { ...DEFAULT_REPLICATION_OPTIONS, ...options.replication };
     if (primary) {
-      primaryRepl = new ReplicationPrimary(store, resolver, logger, { ...repl, retention: config.log_retention }, { datacenter: config.datacenter, address: () => address });
+      primaryRepl = new ReplicationPrimary(store, resolver, logger, { ...repl, retention: config.log_retention }, { datacenter: config.datacenter, address: advertised });
       primaryRepl.attach(app.server);
     } else {
       // Only the primary serves the replication stream; say so rather than drop the socket.
@@ -278,7 +284,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         primaryDatacenter: config.primary_datacenter,
         primaryAddress: config.primary_address as string,
         ...(config.replication_token ? { token: config.replication_token } : {}),
-        address: () => address,
+        address: advertised,
         heartbeatMs: repl.heartbeatMs,
         deadPeerMs: repl.deadPeerMs,
         backoffMinMs: repl.backoffMinMs,

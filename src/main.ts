@@ -13,6 +13,8 @@ const AGENT_FLAGS: Record<ConfigKey, { arg: string; help: string }> = {
   replication_token: { arg: 'SECRET', help: 'token with acl:write on the primary, used to replicate (secondary)' },
   data_dir: { arg: 'DIR', help: 'data directory (default ./data/<datacenter>)' },
   http_addr: { arg: 'HOST:PORT', help: 'HTTP listen address; port 0 picks a free port (default 127.0.0.1:8500)' },
+  advertise_addr: { arg: 'HOST:PORT', help: 'address other datacenters reach this daemon at (default: the bound address)' },
+  datacenter_addresses: { arg: 'NAME=URL,…', help: "other datacenters' daemons; preferred over the addresses they report" },
   initial_management_token: { arg: 'SECRET', help: 'create a management token with this secret at start-up (primary)' },
   node_name: { arg: 'NAME', help: 'name of this node (default: host name)' },
   log_level: { arg: 'LEVEL', help: 'trace|debug|info|warn|error|fatal|silent (default info)' },

@@ -232,6 +232,8 @@ export const agentSelfResponse = z
       NodeName: z.string(),
       Version: z.string(),
       HTTPAddr: z.string(),
+      AdvertiseAddr: z.string().nullable(),
+      DatacenterAddresses: z.record(z.string(), z.string()),
       PrimaryAddress: z.string().nullable(),
       DataDir: z.string(),
       DefaultPolicy: z.enum(['allow', 'deny']),

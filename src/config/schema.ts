@@ -22,6 +22,9 @@ const hostPort = z.string().refine((v) => parseHostPort(v) !== undefined, {
   message: 'expected HOST:PORT with a port from 0 to 65535 (0 picks a free port)',
 });
 
+/** Whether a host is a wildcard bind address, which says nothing about where to reach a daemon. */
+export const isWildcardHost = (host: string): boolean => host === '' || host === '0.0.0.0' || host === '::' || host === '[::]' || host === '::0';
+
 export function parseHostPort(value: string): { host: string; port: number } | undefined {
   const m = /^(\[[^\]]+\]|[^:\s]+):(\d{1,5})$/.exec(value);
   if (!m) return undefined;
@@ -43,6 +46,29 @@ const httpURL = z.string().refine(
 );
 
 /**
+ * Addresses of other datacenters' daemons an operator vouches for, as
+ * `{"dc2": "http://10.0.0.2:8500"}` in a config file or `dc2=http://…,dc3=http://…` in a
+ * flag or the environment. They win over addresses datacenters report for themselves.
+ */
+const datacenterAddresses = z
+  .union([
+    z.string().transform((v, ctx) => {
+      const out: Record<string, string> = {};
+      for (const part of v.split(',').map((p) => p.trim()).filter(Boolean)) {
+        const eq = part.indexOf('=');
+        if (eq <= 0) {
+          ctx.addIssue({ code: 'custom', message: `expected NAME=URL pairs separated by commas, got ${JSON.stringify(part)}` });
+          return z.NEVER;
+        }
+        out[part.slice(0, eq).trim()] = part.slice(eq + 1).trim();
+      }
+      return out;
+    }),
+    z.record(z.string(), z.unknown()),
+  ])
+  .pipe(z.record(datacenterName, httpURL));
+
+/**
  * Every agent setting. Keys are snake_case; each is also a flag (`--http-addr`) and an
  * environment variable (`WATCHWORD_HTTP_ADDR`).
  */
@@ -59,6 +85,10 @@ export const configShape = {
   data_dir: z.string().min(1).optional(),
   /** Address the HTTP API listens on. */
   http_addr: hostPort.default('127.0.0.1:8500'),
+  /** Address other datacenters reach this daemon at (default: http_addr, unless that is a wildcard). */
+  advertise_addr: hostPort.optional(),
+  /** Other datacenters' daemons, NAME=URL; preferred over the addresses they report. */
+  datacenter_addresses: datacenterAddresses.default({}),
   /** Secret of a management token to create at start-up (primary). */
   initial_management_token: z.string().min(1).max(256).optional(),
   /** Name of this node, reported by expanded reads and /v1/agent/self. */
@@ -95,6 +125,12 @@ export const configSchema = z
     }
     if (c.reap_interval < 10) {
       ctx.addIssue({ code: 'custom', path: ['reap_interval'], message: 'must be at least 10ms' });
+    }
+    if (c.advertise_addr !== undefined) {
+      const a = parseHostPort(c.advertise_addr);
+      if (a && (isWildcardHost(a.host) || a.port === 0)) {
+        ctx.addIssue({ code: 'custom', path: ['advertise_addr'], message: 'must name a reachable host and port, not a wildcard address or port 0' });
+      }
     }
     const primary = c.primary_datacenter ?? c.datacenter;
     if (primary !== c.datacenter && c.primary_address === undefined) {

@@ -4,6 +4,9 @@ import type { Logger } from 'pino';
 import { WebSocket, WebSocketServer } from 'ws';
 import { isWatchwordError } from '../domain/errors.js';
 import { expiryMillis } from '../domain/expiry.js';
+import { isValidDatacenterName } from '../domain/grants.js';
+import type { TokenRecord } from '../domain/types.js';
+import { isWildcardHost, parseHostPort } from '../config/schema.js';
 import type { AclResolver } from '../service/acl-resolver.js';
 import type { LevelStore } from '../store/level-store.js';
 import {
@@ -73,6 +76,12 @@ function secretOf(req: IncomingMessage): string | undefined {
   return h('x-service-token') ?? h('x-consul-token') ?? bearer;
 }
 
+/**
+ * Datacenters a replication token may replicate as: the datacenters of its node
+ * identities. A token without node identities is not bound.
+ */
+export const boundDatacenters = (token: TokenRecord): string[] => [...new Set(token.NodeIdentities.map((n) => n.Datacenter))];
+
 /** Whether a replication token may stream, and until when. */
 type TokenCheck = { ok: true; expires: number | undefined } | { ok: false; status: number; message: string };
 
@@ -98,6 +107,8 @@ class Session {
   constructor(
     private readonly primary: ReplicationPrimary,
     readonly ws: WebSocket,
+    /** Where the connection comes from (the socket's peer address). */
+    readonly remoteAddress: string,
     /** The replication token's secret: checked again whenever ACL state changes. */
     private readonly secret: string,
     authorized: { generation: number; expires: number | undefined },
@@ -117,7 +128,7 @@ class Session {
     const expired = this.tokenExpires !== undefined && this.tokenExpires <= Date.now();
     const generation = this.primary.aclGeneration;
     if (!expired && generation === this.authCheckedAt) return true;
-    const check = await this.primary.checkReplicationToken(this.secret);
+    const check = await this.primary.checkReplicationToken(this.secret, this.datacenter || undefined);
     if (check.ok) {
       this.authCheckedAt = generation;
       this.tokenExpires = check.expires;
@@ -186,9 +197,7 @@ class Session {
           void this.send({ t: 'error', code: 'VERSION', message: `unsupported replication protocol version ${frame.v}; this primary speaks ${PROTOCOL_VERSION}` }).catch(() => undefined);
           return this.close(1002, 'unsupported protocol version');
         }
-        this.datacenter = frame.datacenter;
-        this.address = frame.address;
-        this.run(frame).catch((err: unknown) => {
+        this.greet(frame).catch((err: unknown) => {
           if (!this.closed) this.primary.logger.warn({ datacenter: this.datacenter, err }, 'replication: stream to secondary failed');
           this.close(1011, 'stream failed');
         });
@@ -213,6 +222,30 @@ class Session {
       }
       void this.send({ t: 'ping', time: Date.now(), upTo: this.sentUpTo, primaryIndex: this.primary.store.currentIndex(), datacenters: this.primary.datacenters() }).catch(() => undefined);
     }, this.primary.options.heartbeatMs);
+  }
+
+  /** Refuses the session with a reason the secondary records in its status. */
+  private refuse(code: number, message: string): void {
+    this.primary.logger.warn({ datacenter: this.datacenter || undefined, reason: message }, 'replication: refused a secondary');
+    void this.send({ t: 'error', code: 'REFUSED', message }).catch(() => undefined);
+    this.close(code, message.length > 120 ? `${message.slice(0, 117)}...` : message);
+  }
+
+  /** Admits a secondary by name and address (see ReplicationPrimary.admit), then streams. */
+  private async greet(hello: Extract<SecondaryFrame, { t: 'hello' }>): Promise<void> {
+    const check = await this.primary.checkReplicationToken(this.secret, hello.datacenter);
+    if (!check.ok) return this.refuse(CLOSE_TOKEN_REVOKED, check.message);
+    if (this.closed) return;
+    const admitted = this.primary.admit(this, hello);
+    if (!admitted.ok) return this.refuse(1008, admitted.message);
+    this.datacenter = hello.datacenter;
+    this.address = admitted.address;
+    await this.run(hello);
+  }
+
+  /** Silent for longer than this: no longer counts as a live session of its datacenter. */
+  isLive(): boolean {
+    return !this.closed && Date.now() - this.lastHeard < 3 * this.primary.options.heartbeatMs;
   }
 
   private async run(hello: Extract<SecondaryFrame, { t: 'hello' }>): Promise<void> {
@@ -338,10 +371,12 @@ export class ReplicationPrimary {
     const secret = secretOf(req);
     if (!secret) return refuse(socket, 403, 'replication token is missing');
     const generation = this.aclGeneration;
-    const check = await this.checkReplicationToken(secret);
+    // A secondary names itself in a header too, so a token bound elsewhere is refused before the upgrade.
+    const named = req.headers['x-service-datacenter'];
+    const check = await this.checkReplicationToken(secret, typeof named === 'string' && named !== '' ? named : undefined);
     if (!check.ok) return refuse(socket, check.status, check.message);
     this.wss.handleUpgrade(req, socket, head, (ws) => {
-      const session = new Session(this, ws, secret, { generation, expires: check.expires });
+      const session = new Session(this, ws, req.socket.remoteAddress ?? '', secret, { generation, expires: check.expires });
       this.sessions.add(session);
       session.start();
     });
@@ -351,16 +386,42 @@ export class ReplicationPrimary {
    * Why a secret may not replicate (undefined when it may): it must resolve to a live
    * token with acl:write in the default namespace and partition.
    */
-  async checkReplicationToken(secret: string): Promise<TokenCheck> {
+  async checkReplicationToken(secret: string, datacenter: string | undefined): Promise<TokenCheck> {
     try {
       const identity = await this.resolver.resolve(secret);
       if (!identity.authorizer.canWrite('default', 'default')) return { ok: false, status: 403, message: 'replication token lacks acl:write' };
+      const bound = boundDatacenters(identity.token);
+      if (datacenter !== undefined && bound.length > 0 && !bound.includes(datacenter)) {
+        return { ok: false, status: 403, message: `replication token is bound to datacenter ${bound.join(', ')}, not ${datacenter}` };
+      }
       return { ok: true, expires: expiryMillis(identity.token) };
     } catch (err) {
       if (isWatchwordError(err) && err.code === 'ACL_NOT_FOUND') return { ok: false, status: 403, message: 'replication token is invalid' };
       this.logger.error({ err }, 'replication: cannot authenticate a secondary');
       return { ok: false, status: 500, message: 'internal error' };
     }
+  }
+
+  /**
+   * Whether a secondary may stream under the name and address it gives. Refused: the
+   * primary's own name, a name another live session holds (a silent one is replaced),
+   * and an address that is not HOST:PORT. A wildcard host (0.0.0.0, ::) is replaced by
+   * the address the connection comes from: it names no reachable daemon.
+   */
+  admit(session: Session, hello: { datacenter: string; address: string }): { ok: true; address: string } | { ok: false; message: string } {
+    const dc = hello.datacenter;
+    if (!isValidDatacenterName(dc)) return { ok: false, message: `invalid datacenter name ${JSON.stringify(dc.slice(0, 64))}` };
+    if (dc === this.self.datacenter) return { ok: false, message: `datacenter ${dc} is the primary itself; a secondary needs a name of its own` };
+    const parsed = parseHostPort(hello.address);
+    if (!parsed || parsed.port === 0) return { ok: false, message: `address ${JSON.stringify(hello.address.slice(0, 64))} is not HOST:PORT` };
+    for (const other of this.sessions) {
+      if (other === session || other.datacenter !== dc) continue;
+      if (other.isLive()) return { ok: false, message: `datacenter ${dc} already has a live replication session` };
+      other.close(1001, 'replaced by a new session of the same datacenter');
+    }
+    const host = isWildcardHost(parsed.host) ? session.remoteAddress.replace(/^::ffff:/, '') : parsed.host;
+    if (host === '') return { ok: false, message: `address ${JSON.stringify(hello.address)} names no host` };
+    return { ok: true, address: host.includes(':') ? `[${host}]:${parsed.port}` : `${host}:${parsed.port}` };
   }
 
   forget(session: Session): void {

@@ -1,0 +1,40 @@
+import type { DatacenterInfo } from './protocol.js';
+
+export interface DirectoryOptions {
+  datacenter: string;
+  primaryDatacenter: string;
+  /** The primary's HTTP base URL as configured (secondaries). */
+  primaryURL?: string;
+  /** Addresses an operator configured: they win over what datacenters report. */
+  configured: Readonly<Record<string, string>>;
+  /** This daemon's own base URL. */
+  ownURL: () => string;
+  /** What replication reports: the primary's sessions, or the list the primary pushes. */
+  reported: () => DatacenterInfo[];
+}
+
+/**
+ * Where each datacenter's daemon is, for `?dc=` forwarding and the catalog. Precedence:
+ * this daemon itself, then configured addresses (and a secondary's configured primary),
+ * then addresses datacenters reported over replication.
+ */
+export class DatacenterDirectory {
+  constructor(private readonly options: DirectoryOptions) {}
+
+  /** Known datacenters, primary first, the rest by name. */
+  list(): Array<{ name: string; url: string }> {
+    const o = this.options;
+    const urls = new Map<string, string>();
+    for (const d of o.reported()) urls.set(d.name, `http://${d.address}`);
+    if (o.primaryURL !== undefined) urls.set(o.primaryDatacenter, o.primaryURL);
+    for (const [name, url] of Object.entries(o.configured)) urls.set(name, url);
+    urls.set(o.datacenter, o.ownURL());
+    const others = [...urls.keys()].filter((n) => n !== o.primaryDatacenter).sort();
+    const names = urls.has(o.primaryDatacenter) ? [o.primaryDatacenter, ...others] : others;
+    return names.map((name) => ({ name, url: urls.get(name) as string }));
+  }
+
+  urlOf(datacenter: string): string | undefined {
+    return this.list().find((d) => d.name === datacenter)?.url;
+  }
+}
