@@ -22,6 +22,8 @@ export const ErrorCodes = [
   'BODY_TOO_LARGE',
   /** A configured request rate limit was exceeded. */
   'RATE_LIMITED',
+  /** A request that was already forwarded between datacenters would be forwarded again. */
+  'FORWARD_LOOP',
   /** A secondary could not reach the primary in time. */
   'PRIMARY_UNAVAILABLE',
   /** A real fault inside the daemon (storage, bug). The message shown to callers is generic. */

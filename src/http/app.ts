@@ -149,7 +149,7 @@ export function buildApp(input: AppDepsInput): { app: FastifyInstance; routes: R
       }
       const rule = request.routeOptions.config?.forward;
       const secondary = cluster.secondary;
-      if (rule && secondary && (await mustForward(request, rule, secondary))) return forwardWrite(request, reply, secondary);
+      if (rule && secondary && (await mustForward(request, rule, secondary))) return forwardWrite(request, reply, secondary, cluster.datacenter);
       return undefined;
     });
   }

@@ -1,5 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { invalid } from '../domain/errors.js';
+import { WatchwordError, invalid } from '../domain/errors.js';
 import type { PeerClient, RelayedResponse } from '../replication/primary-client.js';
 import { queryParam } from './request.js';
 
@@ -13,14 +13,31 @@ declare module 'fastify' {
   }
 }
 
+/**
+ * Marks a request one daemon sent to another, naming the sender's datacenter. A marked
+ * request is never forwarded again: a datacenter registered at the wrong address turns
+ * into one refused request, not a storm.
+ */
+export const FORWARDED_HEADER = 'x-service-forwarded-from';
+
+/** Refuses to send on a request that another datacenter already forwarded here. */
+export function refuseSecondHop(request: FastifyRequest, datacenter: string, target: string): void {
+  const from = request.headers[FORWARDED_HEADER];
+  if (from === undefined) return;
+  throw new WatchwordError(
+    'FORWARD_LOOP',
+    `Request forwarded from datacenter ${JSON.stringify(String(from).slice(0, 64))} would be forwarded again from ${datacenter} to ${target}; requests are forwarded at most once (check the datacenters' addresses)`,
+  );
+}
+
 /** Headers a forwarded request keeps: who is asking and where they point. */
 const PASSED_HEADERS = ['x-service-token', 'x-consul-token', 'authorization', 'x-service-namespace', 'x-consul-namespace', 'x-service-partition', 'x-consul-partition'];
 
 /** Response headers relayed back. */
 const RELAYED_HEADERS = ['x-service-index', 'x-consul-index', 'x-service-knownleader', 'x-consul-knownleader', 'x-service-lastcontact', 'x-consul-lastcontact', 'x-service-effective-consistency', 'x-consul-effective-consistency', 'allow'];
 
-export function relayedRequest(request: FastifyRequest): { headers: Record<string, string>; body: string | undefined } {
-  const headers: Record<string, string> = { 'Content-Type': 'application/json' };
+export function relayedRequest(request: FastifyRequest, from: string): { headers: Record<string, string>; body: string | undefined } {
+  const headers: Record<string, string> = { 'Content-Type': 'application/json', [FORWARDED_HEADER]: from };
   for (const name of PASSED_HEADERS) {
     const v = request.headers[name];
     const value = Array.isArray(v) ? v[0] : v;
@@ -68,7 +85,8 @@ export async function forwardToDatacenter(request: FastifyRequest, reply: Fastif
   if (!dc || dc === cluster.datacenter) return undefined;
   const address = cluster.addressOf(dc);
   if (!address) throw invalid(`No path to datacenter ${JSON.stringify(dc)}`);
-  const { headers, body } = relayedRequest(request);
+  refuseSecondHop(request, cluster.datacenter, `datacenter ${dc}`);
+  const { headers, body } = relayedRequest(request, cluster.datacenter);
   const res = await cluster.peer(dc, address).request(request.method, request.url, headers, body, FORWARD_TIMEOUT_MS);
   return relayResponse(reply, res);
 }
@@ -103,8 +121,9 @@ export async function mustForward(request: FastifyRequest, rule: ForwardRule, ho
  * the change has replicated here (read-your-writes). After APPLY_WAIT_MS it answers
  * with the primary's result and `X-Service-Replication-Pending: true`.
  */
-export async function forwardWrite(request: FastifyRequest, reply: FastifyReply, hooks: SecondaryHooks): Promise<FastifyReply> {
-  const { headers, body } = relayedRequest(request);
+export async function forwardWrite(request: FastifyRequest, reply: FastifyReply, hooks: SecondaryHooks, datacenter: string): Promise<FastifyReply> {
+  refuseSecondHop(request, datacenter, 'the primary');
+  const { headers, body } = relayedRequest(request, datacenter);
   const res = await hooks.primary.request(request.method, request.url, headers, body, FORWARD_TIMEOUT_MS);
   if (res.status < 200 || res.status >= 300) return relayResponse(reply, res);
   const index = Number(res.headers.get('x-service-index') ?? 0);
