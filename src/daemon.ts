@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { type Config, isPrimary, parseHostPort } from './config/schema.js';
 import { type Clock, systemClock } from './domain/clock.js';
-import { ReadGate } from './http/blocking.js';
+import { ReadGate, readAuthorizer } from './http/blocking.js';
 import { buildApp } from './http/app.js';
 import { formatDuration } from './domain/duration.js';
 import { createAgentLogger } from './observability/logger.js';
@@ -81,6 +81,13 @@ function agentSelf(config: Config, address: string, store: LevelStore, metrics: 
       Durability: config.durability,
       LogRetention: config.log_retention,
       RateLimit: config.rate_limit,
+      MaxBlockingQueries: config.max_blocking_queries,
+      MaxBlockingQueriesPerClient: config.max_blocking_queries_per_client,
+      HTTPRequestTimeout: formatDuration(config.http_request_timeout),
+      HTTPHeaderTimeout: formatDuration(config.http_header_timeout),
+      HTTPKeepAliveTimeout: formatDuration(config.http_keepalive_timeout),
+      HTTPMaxRequestsPerConn: config.http_max_requests_per_conn,
+      HTTPMaxConns: config.http_max_conns,
       LogLevel: config.log_level,
       ReplicationTokenSet: config.replication_token !== undefined,
       InitialManagementTokenSet: config.initial_management_token !== undefined,
@@ -200,19 +207,23 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         : {}),
     };
 
-    const reads = new ReadGate(
-      store,
-      metrics,
-      primaryClient
-        ? async () => {
-            // ?consistent on a secondary: reach the primary's current index first, within 5 s.
-            const index = await primaryClient.currentIndex(2000);
-            if (!(await (secondaryRepl?.waitForApplied(index, 2500) ?? Promise.resolve(false)))) {
-              throw new WatchwordError('PRIMARY_UNAVAILABLE', `replication has not caught up with the primary (index ${index}); try again or read without ?consistent`);
-            }
+    const reads = new ReadGate(store, {
+      gauge: metrics,
+      authorize: readAuthorizer(resolver),
+      maxBlocking: config.max_blocking_queries,
+      maxBlockingPerClient: config.max_blocking_queries_per_client,
+      ...(primaryClient
+        ? {
+            beforeConsistentRead: async () => {
+              // ?consistent on a secondary: reach the primary's current index first, within 5 s.
+              const index = await primaryClient.currentIndex(2000);
+              if (!(await (secondaryRepl?.waitForApplied(index, 2500) ?? Promise.resolve(false)))) {
+                throw new WatchwordError('PRIMARY_UNAVAILABLE', `replication has not caught up with the primary (index ${index}); try again or read without ?consistent`);
+              }
+            },
           }
-        : undefined,
-    );
+        : {}),
+    });
     const replicationStatus = () =>
       secondaryRepl
         ? secondaryRepl.status()
@@ -247,6 +258,13 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       replicationStatus,
       cluster,
       logger,
+      limits: {
+        requestTimeout: config.http_request_timeout,
+        headerTimeout: config.http_header_timeout,
+        keepAliveTimeout: config.http_keepalive_timeout,
+        maxRequestsPerConn: config.http_max_requests_per_conn,
+        maxConns: config.http_max_conns,
+      },
       ...(rateLimit ? { rateLimit } : {}),
     });
 

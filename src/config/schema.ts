@@ -109,6 +109,20 @@ export const configShape = {
   rate_limit: z.coerce.number().min(0).max(1_000_000).default(0),
   /** Requests a client may send in a burst above the rate (default: one second's worth). */
   rate_limit_burst: z.coerce.number().int().min(0).max(10_000_000).optional(),
+  /** Blocking queries (`?index=`) held at once, in all; past it, 429. */
+  max_blocking_queries: z.coerce.number().int().min(1).max(10_000_000).default(20_000),
+  /** Blocking queries held at once per client address; past it, 429. */
+  max_blocking_queries_per_client: z.coerce.number().int().min(1).max(10_000_000).default(2_000),
+  /** Longest a client may take to send a whole request, headers and body (blocking waits do not count). */
+  http_request_timeout: duration.default(30_000),
+  /** Longest a client may take to send a request's headers (at most http_request_timeout). */
+  http_header_timeout: duration.default(10_000),
+  /** How long an idle keep-alive connection stays open. */
+  http_keepalive_timeout: duration.default(5_000),
+  /** Requests served on one keep-alive connection before it is closed (0: no limit). */
+  http_max_requests_per_conn: z.coerce.number().int().min(0).max(10_000_000).default(0),
+  /** Open HTTP connections at once; connections past it are dropped. */
+  http_max_conns: z.coerce.number().int().min(1).max(10_000_000).default(20_000),
   /** Change-log entries the primary keeps for secondaries to resume from. */
   log_retention: z.coerce.number().int().min(10).max(100_000_000).default(100_000),
 } as const;
@@ -139,6 +153,7 @@ export const configSchema = z
   })
   .transform((c) => ({
     ...c,
+    http_header_timeout: Math.min(c.http_header_timeout, c.http_request_timeout),
     primary_datacenter: c.primary_datacenter ?? c.datacenter,
     data_dir: c.data_dir ?? `./data/${c.datacenter}`,
   }));

@@ -9,7 +9,7 @@ import type { AgentInfo } from '../service/context.js';
 import type { TokenService } from '../service/tokens.js';
 import type { Store } from '../store/store.js';
 import type { Metrics } from '../observability/metrics.js';
-import { ReadGate } from './blocking.js';
+import type { ReadGate } from './blocking.js';
 import { RateLimiter } from './rate-limit.js';
 import { z } from 'zod';
 import { sendError } from './errors.js';
@@ -43,12 +43,26 @@ export interface AppDeps {
   replicationStatus: () => unknown;
   /** The daemon's place in the cluster: ?dc= forwarding and, on secondaries, write forwarding. */
   cluster?: ClusterHooks;
+  /** Connection and request timeouts and caps; absent means Node's and Fastify's defaults. */
+  limits?: HttpLimits;
   /** Per-client request limit; absent means none. */
   rateLimit?: { rate: number; burst: number };
   logger?: FastifyBaseLogger;
 }
 
-export type AppDepsInput = Omit<AppDeps, 'reads'> & { reads?: ReadGate };
+
+/** How long clients may take and how many connections they may hold (all ms or counts). */
+export interface HttpLimits {
+  /** Whole request (headers and body) must arrive within this; waiting for a blocking answer does not count. */
+  requestTimeout: number;
+  /** Headers must arrive within this. */
+  headerTimeout: number;
+  keepAliveTimeout: number;
+  /** Requests per keep-alive connection (0: no limit). */
+  maxRequestsPerConn: number;
+  /** Open connections at once. */
+  maxConns: number;
+}
 
 /** Requests being served right now, so shutdown can wait for them and then drop idle keep-alive sockets. */
 export class InFlight {
@@ -75,9 +89,22 @@ export class InFlight {
  * registered here, errors leave through one handler, and bodies are read as text so
  * that JSON is accepted whatever the Content-Type.
  */
-export function buildApp(input: AppDepsInput): { app: FastifyInstance; routes: RouteInfo[]; inFlight: InFlight } {
-  const deps: AppDeps = { ...input, reads: input.reads ?? new ReadGate(input.store, input.metrics) };
+export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteInfo[]; inFlight: InFlight } {
+  const limits = deps.limits;
   const app = Fastify({
+    ...(limits
+      ? {
+          // Node checks the request and header timeouts on this interval: keep it well under them.
+          http: {
+            headersTimeout: limits.headerTimeout,
+            requestTimeout: limits.requestTimeout,
+            connectionsCheckingInterval: Math.max(100, Math.min(1000, Math.floor(limits.headerTimeout / 4))),
+          },
+          requestTimeout: limits.requestTimeout,
+          keepAliveTimeout: limits.keepAliveTimeout,
+          maxRequestsPerSocket: limits.maxRequestsPerConn,
+        }
+      : {}),
     loggerInstance: deps.logger ?? pino({ level: 'silent' }),
     // One line per request comes from the onResponse hook below, without URLs or headers.
     logController: new LogController({ disableRequestLogging: true }),
@@ -89,6 +116,8 @@ export function buildApp(input: AppDepsInput): { app: FastifyInstance; routes: R
       void sendError(request, reply, error);
     },
   });
+
+  if (limits) app.server.maxConnections = limits.maxConns;
 
   if (deps.rateLimit && deps.rateLimit.rate > 0) {
     const limiter = new RateLimiter(deps.rateLimit.rate, Math.max(1, deps.rateLimit.burst));

@@ -1,8 +1,10 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { invalid } from '../domain/errors.js';
+import { WatchwordError, invalid } from '../domain/errors.js';
 import { parseDuration } from '../domain/duration.js';
 import type { Store, WatchTable } from '../store/store.js';
-import { queryFlag, queryParam } from './request.js';
+import type { AclResolver } from '../service/acl-resolver.js';
+import { authorize, authorizeList } from '../service/permissions.js';
+import { queryFlag, queryParam, requestContext } from './request.js';
 import { sendJSONText, toJSONText } from './respond.js';
 
 export const DEFAULT_WAIT_MS = 5 * 60_000;
@@ -44,37 +46,6 @@ export interface BlockingGauge {
   dec(): void;
 }
 
-/**
- * Waits, when asked to, until `table` changes past `params.index`, the wait (plus up
- * to wait/16 of jitter) runs out, or the client goes away. Costs one timer and one
- * waiter entry per request; nothing polls.
- */
-async function waitForChange(
-  store: Store,
-  table: WatchTable,
-  params: BlockingParams,
-  reply: FastifyReply,
-  waiting: Set<AbortController> | undefined,
-  gauge?: BlockingGauge,
-): Promise<void> {
-  if (params.index === 0 || store.tableIndex(table) > params.index || waiting === undefined) return;
-  const controller = new AbortController();
-  waiting.add(controller);
-  const jitter = Math.floor(Math.random() * (params.wait / 16));
-  const timer = setTimeout(() => controller.abort(), params.wait + jitter);
-  const onClose = (): void => controller.abort();
-  reply.raw.once('close', onClose);
-  gauge?.inc();
-  try {
-    await store.waitForTableIndex(table, params.index, controller.signal);
-  } finally {
-    gauge?.dec();
-    clearTimeout(timer);
-    reply.raw.off('close', onClose);
-    waiting.delete(controller);
-  }
-}
-
 declare module 'fastify' {
   interface FastifyRequest {
     /** Index of the watched table taken just before the read: what X-Service-Index reports. */
@@ -84,32 +55,107 @@ declare module 'fastify' {
   }
 }
 
+/** What a read needs of its caller before it may wait: checked before any blocking. */
+export type ReadAccess = 'self' | 'read' | 'list';
+
+export interface ReadGateOptions {
+  gauge?: BlockingGauge;
+  /** Catch-up before a `consistent` read (a secondary reaches the primary's index first). */
+  beforeConsistentRead?: () => Promise<void>;
+  /**
+   * Resolves the request's token and checks it may make this read (throws when not), so
+   * that nobody holds a blocking slot or a trip to the primary on a bad token.
+   */
+  authorize?: (request: FastifyRequest, access: ReadAccess) => Promise<void>;
+  /** Blocking queries held at once, in all (0: no cap). */
+  maxBlocking?: number;
+  /** Blocking queries held at once per client address (0: no cap). */
+  maxBlockingPerClient?: number;
+}
+
+/** The check before a read may wait: the token resolves, and holds acl:read where the read looks. */
+export function readAuthorizer(resolver: AclResolver): NonNullable<ReadGateOptions['authorize']> {
+  return async (request, access) => {
+    const ctx = requestContext(request);
+    if (access === 'self') await resolver.resolve(ctx.secret);
+    else if (access === 'list') await authorizeList(resolver, ctx);
+    else await authorize(resolver, ctx, 'read');
+  };
+}
+
 /**
  * Everything a read does before touching data: parse the blocking and consistency
- * parameters, wait when asked, and take the index snapshot. The snapshot is taken
- * before reading so a change landing in between makes the next blocking call return
- * at once instead of being missed.
+ * parameters, check the caller, wait when asked, and take the index snapshot. The
+ * snapshot is taken before reading so a change landing in between makes the next
+ * blocking call return at once instead of being missed.
  */
 export class ReadGate {
   /** Every blocked read, so shutdown can release them; undefined once shut down. */
   private waiting: Set<AbortController> | undefined = new Set();
+  /** Blocked reads per client address. */
+  private readonly perClient = new Map<string, number>();
   /** Identical reads in progress: one computation and one serialised body for all. */
   private readonly inFlight = new Map<string, Promise<string>>();
 
   constructor(
     private readonly store: Store,
-    private readonly gauge?: BlockingGauge,
-    /** Catch-up before a `consistent` read (a secondary reaches the primary's index first). */
-    private readonly beforeConsistentRead?: () => Promise<void>,
+    private readonly options: ReadGateOptions = {},
   ) {}
 
-  async prepare(request: FastifyRequest, reply: FastifyReply, table: WatchTable): Promise<BlockingParams> {
+  /** Blocked reads right now (all clients). */
+  blocked(): number {
+    return this.waiting?.size ?? 0;
+  }
+
+  async prepare(request: FastifyRequest, reply: FastifyReply, table: WatchTable, access: ReadAccess): Promise<BlockingParams> {
     const params = blockingParams(request);
     request.consistency = params.consistency;
-    if (params.consistency === 'consistent' && this.beforeConsistentRead) await this.beforeConsistentRead();
-    await waitForChange(this.store, table, params, reply, this.waiting, this.gauge);
+    const blocking = params.index > 0 && this.store.tableIndex(table) <= params.index;
+    if ((blocking || params.consistency === 'consistent') && this.options.authorize) await this.options.authorize(request, access);
+    if (params.consistency === 'consistent' && this.options.beforeConsistentRead) await this.options.beforeConsistentRead();
+    await this.waitForChange(request, reply, table, params);
     request.watchIndex = this.store.tableIndex(table);
     return params;
+  }
+
+  /**
+   * Waits, when asked to, until `table` changes past `params.index`, the wait (plus up
+   * to wait/16 of jitter) runs out, or the client goes away. Costs one timer and one
+   * waiter entry per request; nothing polls. Past the caps the read is refused (429).
+   */
+  private async waitForChange(request: FastifyRequest, reply: FastifyReply, table: WatchTable, params: BlockingParams): Promise<void> {
+    const waiting = this.waiting;
+    if (params.index === 0 || this.store.tableIndex(table) > params.index || waiting === undefined) return;
+    const client = request.ip;
+    const mine = this.perClient.get(client) ?? 0;
+    const { maxBlocking = 0, maxBlockingPerClient = 0 } = this.options;
+    if (maxBlockingPerClient > 0 && mine >= maxBlockingPerClient) {
+      void reply.header('Retry-After', '5');
+      throw new WatchwordError('RATE_LIMITED', `Too many blocking queries from ${client}: at most ${maxBlockingPerClient} may wait at once; retry later or without ?index`);
+    }
+    if (maxBlocking > 0 && waiting.size >= maxBlocking) {
+      void reply.header('Retry-After', '5');
+      throw new WatchwordError('RATE_LIMITED', `Too many blocking queries: at most ${maxBlocking} may wait at once; retry later or without ?index`);
+    }
+    const controller = new AbortController();
+    waiting.add(controller);
+    this.perClient.set(client, mine + 1);
+    const jitter = Math.floor(Math.random() * (params.wait / 16));
+    const timer = setTimeout(() => controller.abort(), params.wait + jitter);
+    const onClose = (): void => controller.abort();
+    reply.raw.once('close', onClose);
+    this.options.gauge?.inc();
+    try {
+      await this.store.waitForTableIndex(table, params.index, controller.signal);
+    } finally {
+      this.options.gauge?.dec();
+      clearTimeout(timer);
+      reply.raw.off('close', onClose);
+      waiting.delete(controller);
+      const left = (this.perClient.get(client) ?? 1) - 1;
+      if (left <= 0) this.perClient.delete(client);
+      else this.perClient.set(client, left);
+    }
   }
 
   /**
@@ -144,8 +190,8 @@ export class ReadGate {
   }
 
   /** A whole read: blocking and consistency handling, then one shared computation, then the JSON. */
-  async serve(request: FastifyRequest, reply: FastifyReply, table: WatchTable, compute: () => Promise<unknown>): Promise<FastifyReply> {
-    await this.prepare(request, reply, table);
+  async serve(request: FastifyRequest, reply: FastifyReply, table: WatchTable, access: ReadAccess, compute: () => Promise<unknown>): Promise<FastifyReply> {
+    await this.prepare(request, reply, table, access);
     return sendJSONText(reply, await this.shared(request, compute, (value) => toJSONText(request, value)));
   }
 

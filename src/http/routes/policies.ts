@@ -26,7 +26,7 @@ export function policyRoutes(app: FastifyInstance, deps: AppDeps, registry: Rout
       doc: { summary: 'Read a policy', permission: 'acl:read', response: policyResponse },
       table: 'policies',
       handler: async (request, reply) => {
-        return deps.reads.serve(request, reply, 'policies', () => policies.read(requestContext(request), (request.params as { id: string }).id));
+        return deps.reads.serve(request, reply, 'policies', 'read', () => policies.read(requestContext(request), (request.params as { id: string }).id));
       },
     },
     PUT: {
@@ -51,7 +51,7 @@ export function policyRoutes(app: FastifyInstance, deps: AppDeps, registry: Rout
       doc: { summary: 'Read a policy by name', permission: 'acl:read', response: policyResponse },
       table: 'policies',
       handler: async (request, reply) => {
-        return deps.reads.serve(request, reply, 'policies', () => policies.readByName(requestContext(request), (request.params as { '*': string })['*']));
+        return deps.reads.serve(request, reply, 'policies', 'read', () => policies.readByName(requestContext(request), (request.params as { '*': string })['*']));
       },
     },
   }, registry);
@@ -61,7 +61,7 @@ export function policyRoutes(app: FastifyInstance, deps: AppDeps, registry: Rout
       doc: { summary: 'List policies (without their rules)', permission: 'acl:read', response: z.array(policyResponse) },
       table: 'policies',
       handler: async (request, reply) => {
-        return deps.reads.serve(request, reply, 'policies', () => policies.list(requestContext(request)));
+        return deps.reads.serve(request, reply, 'policies', 'list', () => policies.list(requestContext(request)));
       },
     },
   }, registry);

@@ -26,7 +26,7 @@ export function roleRoutes(app: FastifyInstance, deps: AppDeps, registry: RouteI
       doc: { summary: 'Read a role', permission: 'acl:read', response: roleResponse },
       table: 'roles',
       handler: async (request, reply) => {
-        return deps.reads.serve(request, reply, 'roles', () => roles.read(requestContext(request), (request.params as { id: string }).id));
+        return deps.reads.serve(request, reply, 'roles', 'read', () => roles.read(requestContext(request), (request.params as { id: string }).id));
       },
     },
     PUT: {
@@ -49,7 +49,7 @@ export function roleRoutes(app: FastifyInstance, deps: AppDeps, registry: RouteI
       doc: { summary: 'Read a role by name', permission: 'acl:read', response: roleResponse },
       table: 'roles',
       handler: async (request, reply) => {
-        return deps.reads.serve(request, reply, 'roles', () => roles.readByName(requestContext(request), (request.params as { name: string }).name));
+        return deps.reads.serve(request, reply, 'roles', 'read', () => roles.readByName(requestContext(request), (request.params as { name: string }).name));
       },
     },
   }, registry);
@@ -60,7 +60,7 @@ export function roleRoutes(app: FastifyInstance, deps: AppDeps, registry: RouteI
       table: 'roles',
       handler: async (request, reply) => {
         const policy = queryParam(request, 'policy');
-        return deps.reads.serve(request, reply, 'roles', () => roles.list(requestContext(request), policy));
+        return deps.reads.serve(request, reply, 'roles', 'list', () => roles.list(requestContext(request), policy));
       },
     },
   }, registry);

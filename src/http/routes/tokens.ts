@@ -28,7 +28,7 @@ export function tokenRoutes(app: FastifyInstance, deps: AppDeps, registry: Route
       doc: { summary: 'Read the token whose secret the request carries', permission: 'none', response: tokenResponse },
       table: 'tokens',
       handler: async (request, reply) => {
-        return deps.reads.serve(request, reply, 'tokens', () => tokens.readSelf(requestContext(request)));
+        return deps.reads.serve(request, reply, 'tokens', 'self', () => tokens.readSelf(requestContext(request)));
       },
     },
   }, registry);
@@ -40,7 +40,7 @@ export function tokenRoutes(app: FastifyInstance, deps: AppDeps, registry: Route
       handler: async (request, reply) => {
         const { AccessorID } = request.params as IdParams;
         const expanded = queryFlag(request, 'expanded');
-        return deps.reads.serve(request, reply, 'tokens', async () => {
+        return deps.reads.serve(request, reply, 'tokens', 'read', async () => {
           const ctx = requestContext(request);
           return expanded ? tokens.readExpanded(ctx, AccessorID, deps.agent) : (await tokens.read(ctx, AccessorID)).view;
         });
@@ -89,7 +89,7 @@ export function tokenRoutes(app: FastifyInstance, deps: AppDeps, registry: Route
           authmethod: queryParam(request, 'authmethod'),
           authmethodNamespace: queryParam(request, 'authmethod-ns'),
         };
-        return deps.reads.serve(request, reply, 'tokens', () => tokens.list(requestContext(request), q));
+        return deps.reads.serve(request, reply, 'tokens', 'list', () => tokens.list(requestContext(request), q));
       },
     },
   }, registry);
