@@ -30,6 +30,21 @@ describe('Authorizer', () => {
     expect(a.aclAccess('default', 'other')).toBe('none');
   });
 
+  it('grants namespace and partition blocks only to tokens of the default namespace and partition', () => {
+    const escalate = policy('namespace "b" { acl = "write" }\nnamespace_prefix "" { acl = "read" }\npartition "p1" { acl = "write" }');
+    const fromA = new Authorizer('a', 'default', [escalate, policy('acl = "write"', 'a')], 'deny');
+    expect(fromA.aclAccess('default', 'a')).toBe('write');
+    expect(fromA.aclAccess('default', 'b')).toBe('none');
+    expect(fromA.aclAccess('default', 'default')).toBe('none');
+    expect(fromA.aclAccess('p1', 'default')).toBe('none');
+    const admin = new Authorizer('default', 'default', [escalate], 'deny');
+    expect(admin.aclAccess('default', 'b')).toBe('write');
+    expect(admin.aclAccess('default', 'c')).toBe('read');
+    expect(admin.aclAccess('p1', 'x')).toBe('write');
+    // A token in another partition's default namespace gains nothing from the default partition's blocks.
+    expect(new Authorizer('default', 'p1', [escalate], 'deny').aclAccess('p1', 'x')).toBe('none');
+  });
+
   it('lets built-ins held by default-namespace tokens apply everywhere', () => {
     expect(new Authorizer('default', 'default', [policy('acl = "write"', 'default', true)], 'deny').aclAccess('p2', 'x')).toBe('write');
     expect(new Authorizer('team', 'default', [policy('acl = "write"', 'default', true)], 'deny').aclAccess('default', 'x')).toBe('none');

@@ -49,13 +49,20 @@ export class Authorizer {
     private readonly defaultPolicy: DefaultPolicy,
   ) {}
 
-  /** The `acl` rule one policy contributes at (partition, namespace), most specific block first. */
+  /**
+   * The `acl` rule one policy contributes at (partition, namespace), most specific block
+   * first. Blocks that reach into other places are administrators' grants, as in Consul
+   * Enterprise: `namespace` blocks apply only to tokens in the default namespace of the
+   * policy's partition, and `partition` blocks only to tokens in the default namespace of
+   * the default partition. A token in namespace "a" that links such a policy gains nothing
+   * outside "a" from it, so a namespace administrator cannot climb into other namespaces.
+   */
   private aclRuleOf(p: ApplicablePolicy, partition: string, namespace: string): AccessLevel | undefined {
     const ownPlace = partition === this.tokenPartition && namespace === this.tokenNamespace;
-    const everywhere =
-      p.builtin && this.tokenNamespace === DEFAULT_NAMESPACE && this.tokenPartition === DEFAULT_PARTITION;
+    const tokenInDefaultNamespace = this.tokenNamespace === DEFAULT_NAMESPACE;
+    const everywhere = p.builtin && tokenInDefaultNamespace && this.tokenPartition === DEFAULT_PARTITION;
     const inDefaultNamespace = p.namespace === DEFAULT_NAMESPACE;
-    if (inDefaultNamespace && p.partition === DEFAULT_PARTITION) {
+    if (inDefaultNamespace && p.partition === DEFAULT_PARTITION && tokenInDefaultNamespace && this.tokenPartition === DEFAULT_PARTITION) {
       const part = bestBlock(p.rules.partitions, partition);
       if (part) {
         const ns = bestBlock(part.rules.namespaces, namespace);
@@ -63,7 +70,7 @@ export class Authorizer {
         if (part.rules.acl) return part.rules.acl;
       }
     }
-    if (inDefaultNamespace && partition === p.partition) {
+    if (inDefaultNamespace && partition === p.partition && tokenInDefaultNamespace && this.tokenPartition === p.partition) {
       const ns = bestBlock(p.rules.namespaces, namespace);
       if (ns?.rules.acl) return ns.rules.acl;
     }
