@@ -54,21 +54,22 @@ export async function authorize(
 }
 
 /**
- * The opening of every list: one namespace (acl:read needed there) or `ns=*`, where
- * each object is shown only when the caller may read its namespace.
+ * The opening of every list: one namespace (acl:read needed there) or `ns=*`, meaning
+ * every namespace the caller may read. For `ns=*`, `namespacesOf` names the namespaces
+ * that hold objects, and only the readable ones are returned, so a caller who may read
+ * nothing makes the list load nothing. `canSee` re-checks each object.
  */
 export async function authorizeList(
   resolver: AclResolver,
   ctx: RequestContext,
-): Promise<{ identity: Identity; scope: Scope; namespaces: string[] | undefined; canSee: (o: Scope) => boolean }> {
+  namespacesOf?: (partition: string) => Promise<string[]>,
+): Promise<{ identity: Identity; scope: Scope; namespaces: string[]; canSee: (o: Scope) => boolean }> {
   const identity = await resolver.resolve(ctx.secret);
   const scope = selectScope(identity, ctx.hints, undefined, true);
-  const wildcard = scope.Namespace === WILDCARD;
-  if (!wildcard) requireAcl(identity, 'read', scope);
-  return {
-    identity,
-    scope,
-    namespaces: wildcard ? undefined : [scope.Namespace],
-    canSee: (o) => !wildcard || identity.authorizer.canRead(o.Partition, o.Namespace),
-  };
+  if (scope.Namespace !== WILDCARD) {
+    requireAcl(identity, 'read', scope);
+    return { identity, scope, namespaces: [scope.Namespace], canSee: () => true };
+  }
+  const readable = (await namespacesOf?.(scope.Partition))?.filter((ns) => identity.authorizer.canRead(scope.Partition, ns)) ?? [];
+  return { identity, scope, namespaces: readable, canSee: (o) => identity.authorizer.canRead(o.Partition, o.Namespace) };
 }

@@ -46,7 +46,8 @@ export class PolicyService {
   }
 
   async list(ctx: RequestContext): Promise<PolicyView[]> {
-    const { scope, namespaces, canSee } = await authorizeList(this.resolver, ctx);
+    const { scope, namespaces, canSee } = await authorizeList(this.resolver, ctx, (p) => this.store.reader.namespacesOf('policies', p));
+    if (namespaces.length === 0) return [];
     const policies = await this.store.reader.listPolicies(scope.Partition, namespaces);
     return policies.filter(canSee).map((p) => policyView(p, false));
   }

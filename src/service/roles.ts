@@ -73,7 +73,8 @@ export class RoleService {
   }
 
   async list(ctx: RequestContext, policy: string | undefined): Promise<RoleView[]> {
-    const { scope, namespaces, canSee } = await authorizeList(this.resolver, ctx);
+    const { scope, namespaces, canSee } = await authorizeList(this.resolver, ctx, (p) => this.reader.namespacesOf('roles', p));
+    if (namespaces.length === 0) return [];
     const roles = await this.reader.listRoles(scope.Partition, namespaces, policy || undefined);
     const visible = roles.filter(canSee);
     const names = await linkNames(this.reader, 'policy', visible.flatMap((r) => r.Policies));

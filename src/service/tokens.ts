@@ -13,7 +13,7 @@ import type { AgentInfo, RequestContext, WriteResult } from './context.js';
 import { type LinkInput, linkNames, nameLinks, namedLinks, resolveLinks } from './links.js';
 import { authorize, authorizeList } from './permissions.js';
 import { freshID, tokenIDTaken } from './uniqueness.js';
-import type { BodyScope } from './scope.js';
+import { type BodyScope, WILDCARD } from './scope.js';
 import type { ExpandedTokenResponse } from '../api/schemas.js';
 import { type TokenView, policyView, roleView, tokenView } from './views.js';
 
@@ -125,14 +125,15 @@ export class TokenService {
   }
 
   async list(ctx: RequestContext, q: TokenListQuery): Promise<TokenView[]> {
-    const { identity, scope, namespaces, canSee } = await authorizeList(this.resolver, ctx);
+    const { identity, scope, namespaces, canSee } = await authorizeList(this.resolver, ctx, (p) => this.reader.namespacesOf('tokens', p));
     const filters = [q.policy, q.role, q.servicename, q.authmethod].filter((f) => f !== undefined && f !== '');
     if (filters.length > 1) throw invalid('Only one of the policy, role, servicename and authmethod filters may be given at a time');
     let authMethodNamespace: string | undefined;
-    if (q.authmethod) authMethodNamespace = q.authmethodNamespace || namespaces?.[0];
+    if (q.authmethod) authMethodNamespace = q.authmethodNamespace || (scope.Namespace === WILDCARD ? undefined : scope.Namespace);
+    if (namespaces.length === 0) return [];
     const tokens = await this.reader.listTokens({
       partition: scope.Partition,
-      ...(namespaces ? { namespaces } : {}),
+      namespaces,
       ...(q.policy ? { policy: q.policy } : {}),
       ...(q.role ? { role: q.role } : {}),
       ...(q.servicename ? { serviceName: q.servicename } : {}),

@@ -34,8 +34,8 @@ export interface LevelStoreOptions {
   durability: Durability;
   /** Write the replicated change log (the primary does; secondaries apply instead). */
   changeLog: boolean;
-  /** Decoded values of committed state kept in memory (default 50,000). */
-  cacheEntries?: number;
+  /** Encoded bytes of committed state kept decoded in memory (default 64 MiB). */
+  cacheBytes?: number;
 }
 
 /** A KV view over the committed database. */
@@ -293,7 +293,7 @@ export class LevelStore implements Store {
     readonly logID: string,
   ) {
     this.dbView = new DbView(db);
-    this.cache = new ReadCache(options.cacheEntries ?? 50_000);
+    this.cache = new ReadCache(options.cacheBytes ?? 64 * 1024 * 1024);
     this.reader = new Reader(this.dbView, this.cache);
     this.pendingView = new LayeredView(this.pending, this.dbView);
   }

@@ -41,7 +41,7 @@ export class Reader {
     const bytes = await this.kv.get(k);
     if (bytes === undefined) return undefined;
     const value = decode(bytes);
-    cache?.fill(k, value, generation);
+    cache?.fill(k, value, generation, bytes.byteLength + k.length);
     return value;
   }
 
@@ -60,7 +60,7 @@ export class Reader {
         const bytes = values[j];
         if (bytes === undefined) return;
         const value = decode(bytes);
-        cache?.fill(keys[i] as string, value, generation);
+        cache?.fill(keys[i] as string, value, generation, bytes.byteLength + (keys[i] as string).length);
         out[i] = value;
       });
     }
