@@ -19,6 +19,7 @@ import { TemplatedPolicyService } from './service/templated-policies.js';
 import { TokenService } from './service/tokens.js';
 import { LevelStore } from './store/level-store.js';
 import { WatchwordError, conflict, isWatchwordError } from './domain/errors.js';
+import { RateLimiter } from './http/rate-limit.js';
 import { isUUID } from './domain/ids.js';
 import type { ClusterHooks } from './http/forward.js';
 import { PeerClient } from './replication/primary-client.js';
@@ -81,6 +82,8 @@ function agentSelf(config: Config, address: string, store: LevelStore, metrics: 
       Durability: config.durability,
       LogRetention: config.log_retention,
       RateLimit: config.rate_limit,
+      RateLimitPeer: config.rate_limit_peer ?? config.rate_limit * 10,
+      SecretLookupRate: config.secret_lookup_rate,
       MaxBlockingQueries: config.max_blocking_queries,
       MaxBlockingQueriesPerClient: config.max_blocking_queries_per_client,
       HTTPRequestTimeout: formatDuration(config.http_request_timeout),
@@ -125,10 +128,14 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
   try {
     const metrics = new Metrics(store);
     const unknownSecrets = new Map<string, number>();
+    // A client sending made-up secrets at a secondary must not turn each into a trip to the primary.
+    const lookupLimiter = new RateLimiter(config.secret_lookup_rate, Math.max(1, Math.ceil(config.secret_lookup_rate * 2)));
     const resolver = new AclResolver(store.reader, clock, {
       datacenter: config.datacenter,
       defaultPolicy: config.default_policy,
-      ...(primaryClient ? { lookupUnknownSecret: (secret: string) => lookUpOnPrimary(secret, primaryClient, () => secondaryRepl, unknownSecrets) } : {}),
+      ...(primaryClient
+        ? { lookupUnknownSecret: (secret: string, client: string | undefined) => lookUpOnPrimary(secret, client, primaryClient, () => secondaryRepl, unknownSecrets, lookupLimiter) }
+        : {}),
     });
     const replicationToken = config.replication_token;
     const tokens = new TokenService(store, resolver, clock, {
@@ -178,6 +185,10 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const cluster: ClusterHooks = {
       datacenter: config.datacenter,
       addressOf: (dc) => directory.urlOf(dc),
+      isPeer: (ip) =>
+        primaryRepl
+          ? primaryRepl.isPeerAddress(ip)
+          : directory.list().some((d) => d.name !== config.datacenter && hostOf(d.url) === ip),
       peer: (dc, url) => {
         let p = peers.get(url);
         if (!p) peers.set(url, (p = new PeerClient(url, dc)));
@@ -244,7 +255,14 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
             LastContactMs: 0,
             Secondaries: primaryRepl?.secondaries() ?? [],
           };
-    const rateLimit = config.rate_limit > 0 ? { rate: config.rate_limit, burst: config.rate_limit_burst ?? Math.ceil(config.rate_limit) } : undefined;
+    const rateLimit =
+      config.rate_limit > 0
+        ? (() => {
+            const burst = config.rate_limit_burst ?? Math.ceil(config.rate_limit);
+            const peerRate = config.rate_limit_peer ?? config.rate_limit * 10;
+            return { rate: config.rate_limit, burst, peerRate, peerBurst: Math.max(burst * 10, Math.ceil(peerRate)) };
+          })()
+        : undefined;
     const { app, inFlight } = buildApp({
       store,
       tokens,
@@ -349,6 +367,15 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
   }
 }
 
+/** The host of a URL, brackets of an IPv6 literal removed. */
+function hostOf(url: string): string | undefined {
+  try {
+    return new URL(url).hostname.replace(/^\[|\]$/g, '');
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * IDs chosen for a Local token at a secondary must not be any global token's accessor
  * or secret (both are checked both ways, as on create). An unreachable primary leaves
@@ -371,16 +398,23 @@ async function checkIDsOnPrimary(ids: { accessor?: string; secret?: string }, pr
 
 /**
  * A secret this secondary does not hold: ask the primary. When it knows the secret,
- * wait (briefly) for the token to replicate. Negative answers are kept for a second.
+ * wait (briefly) for the token to replicate. Negative answers are kept for a second;
+ * look-ups are limited per client (RATE_LIMITED past it).
  */
 async function lookUpOnPrimary(
   secret: string,
+  client: string | undefined,
   primary: PeerClient,
   secondary: () => ReplicationSecondary | undefined,
   unknown: Map<string, number>,
+  limiter: RateLimiter,
 ): Promise<boolean> {
   const now = Date.now();
   if ((unknown.get(secret) ?? 0) > now) return false;
+  const wait = limiter.take(client ?? '');
+  if (wait > 0) {
+    throw new WatchwordError('RATE_LIMITED', `Too many unknown secrets from ${client ?? 'this client'}: secrets this datacenter does not hold are looked up at the primary at most ${limiter.rate} times per second per client`, { retryAfter: wait });
+  }
   try {
     const { found, index } = await primary.lookupSecret(secret, 2000);
     if (!found) {

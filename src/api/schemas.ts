@@ -243,6 +243,8 @@ export const agentSelfResponse = z
       Durability: z.enum(['fsync', 'os']),
       LogRetention: z.number().int(),
       RateLimit: z.number().describe('Requests per second per client; 0 = no limit'),
+      RateLimitPeer: z.number(),
+      SecretLookupRate: z.number(),
       MaxBlockingQueries: z.number().int(),
       MaxBlockingQueriesPerClient: z.number().int(),
       HTTPRequestTimeout: z.string(),

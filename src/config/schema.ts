@@ -123,6 +123,10 @@ export const configShape = {
   http_max_requests_per_conn: z.coerce.number().int().min(0).max(10_000_000).default(0),
   /** Open HTTP connections at once; connections past it are dropped. */
   http_max_conns: z.coerce.number().int().min(1).max(10_000_000).default(20_000),
+  /** Requests per second a peer daemon may forward in all (its clients keep their own rate_limit); default 10 × rate_limit. */
+  rate_limit_peer: z.coerce.number().min(0).max(10_000_000).optional(),
+  /** Secondaries: look-ups at the primary of secrets not held here, per client address per second. */
+  secret_lookup_rate: z.coerce.number().min(0.1).max(1_000_000).default(10),
   /** Change-log entries the primary keeps for secondaries to resume from. */
   log_retention: z.coerce.number().int().min(10).max(100_000_000).default(100_000),
 } as const;

@@ -34,11 +34,14 @@ export type ErrorCode = (typeof ErrorCodes)[number];
 
 export class WatchwordError extends Error {
   readonly code: ErrorCode;
+  /** Seconds after which a retry may succeed (RATE_LIMITED); sent as Retry-After. */
+  readonly retryAfter: number | undefined;
 
-  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown; retryAfter?: number }) {
     super(message, options);
     this.name = 'WatchwordError';
     this.code = code;
+    this.retryAfter = options?.retryAfter;
   }
 }
 

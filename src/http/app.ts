@@ -23,7 +23,7 @@ import { roleRoutes } from './routes/roles.js';
 import { templatedPolicyRoutes } from './routes/templated-policies.js';
 import { agentRoutes } from './routes/agent.js';
 import { replicationRoutes } from './routes/replication.js';
-import { type ClusterHooks, forwardToDatacenter, forwardWrite, mustForward } from './forward.js';
+import { type ClusterHooks, FORWARDED_FOR_HEADER, FORWARDED_HEADER, forwardToDatacenter, forwardWrite, mustForward, plainAddress } from './forward.js';
 import { tokenRoutes } from './routes/tokens.js';
 
 /** 1 MiB: larger bodies get 413. */
@@ -45,8 +45,12 @@ export interface AppDeps {
   cluster?: ClusterHooks;
   /** Connection and request timeouts and caps; absent means Node's and Fastify's defaults. */
   limits?: HttpLimits;
-  /** Per-client request limit; absent means none. */
-  rateLimit?: { rate: number; burst: number };
+  /**
+   * Per-client request limit; absent means none. Requests a peer daemon forwards count
+   * against the original client's bucket (X-Service-Forwarded-For) and against the
+   * peer's own, larger `peerRate`.
+   */
+  rateLimit?: { rate: number; burst: number; peerRate: number; peerBurst: number };
   logger?: FastifyBaseLogger;
 }
 
@@ -119,13 +123,25 @@ export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteIn
 
   if (limits) app.server.maxConnections = limits.maxConns;
 
-  if (deps.rateLimit && deps.rateLimit.rate > 0) {
-    const limiter = new RateLimiter(deps.rateLimit.rate, Math.max(1, deps.rateLimit.burst));
+  const rateLimit = deps.rateLimit;
+  if (rateLimit && rateLimit.rate > 0) {
+    const limiter = new RateLimiter(rateLimit.rate, Math.max(1, rateLimit.burst));
+    const peerLimiter = new RateLimiter(rateLimit.peerRate, Math.max(1, rateLimit.peerBurst));
     app.addHook('onRequest', async (request, reply) => {
-      const wait = limiter.take(request.ip);
+      const ip = plainAddress(request.ip);
+      const forwardedFor = request.headers[FORWARDED_FOR_HEADER];
+      let client = ip;
+      let wait = 0;
+      if (typeof forwardedFor === 'string' && request.headers[FORWARDED_HEADER] !== undefined && deps.cluster?.isPeer(ip)) {
+        client = forwardedFor.slice(0, 64);
+        wait = peerLimiter.take(`peer ${ip}`);
+        if (wait > 0) {
+          return sendError(request, reply, new WatchwordError('RATE_LIMITED', `Too many requests forwarded by the daemon at ${ip}: the limit is ${rateLimit.peerRate} per second; retry in ${wait} s`, { retryAfter: wait }));
+        }
+      }
+      wait = limiter.take(client);
       if (wait === 0) return undefined;
-      void reply.header('Retry-After', String(wait));
-      return sendError(request, reply, new WatchwordError('RATE_LIMITED', `Too many requests from ${request.ip}: the limit is ${deps.rateLimit?.rate} per second; retry in ${wait} s`));
+      return sendError(request, reply, new WatchwordError('RATE_LIMITED', `Too many requests from ${client}: the limit is ${rateLimit.rate} per second; retry in ${wait} s`, { retryAfter: wait }));
     });
   }
 

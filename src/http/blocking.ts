@@ -77,7 +77,7 @@ export interface ReadGateOptions {
 export function readAuthorizer(resolver: AclResolver): NonNullable<ReadGateOptions['authorize']> {
   return async (request, access) => {
     const ctx = requestContext(request);
-    if (access === 'self') await resolver.resolve(ctx.secret);
+    if (access === 'self') await resolver.resolve(ctx.secret, ctx.client);
     else if (access === 'list') await authorizeList(resolver, ctx);
     else await authorize(resolver, ctx, 'read');
   };
@@ -130,12 +130,10 @@ export class ReadGate {
     const mine = this.perClient.get(client) ?? 0;
     const { maxBlocking = 0, maxBlockingPerClient = 0 } = this.options;
     if (maxBlockingPerClient > 0 && mine >= maxBlockingPerClient) {
-      void reply.header('Retry-After', '5');
-      throw new WatchwordError('RATE_LIMITED', `Too many blocking queries from ${client}: at most ${maxBlockingPerClient} may wait at once; retry later or without ?index`);
+      throw new WatchwordError('RATE_LIMITED', `Too many blocking queries from ${client}: at most ${maxBlockingPerClient} may wait at once; retry later or without ?index`, { retryAfter: 5 });
     }
     if (maxBlocking > 0 && waiting.size >= maxBlocking) {
-      void reply.header('Retry-After', '5');
-      throw new WatchwordError('RATE_LIMITED', `Too many blocking queries: at most ${maxBlocking} may wait at once; retry later or without ?index`);
+      throw new WatchwordError('RATE_LIMITED', `Too many blocking queries: at most ${maxBlocking} may wait at once; retry later or without ?index`, { retryAfter: 5 });
     }
     const controller = new AbortController();
     waiting.add(controller);

@@ -20,6 +20,16 @@ declare module 'fastify' {
  */
 export const FORWARDED_HEADER = 'x-service-forwarded-from';
 
+/**
+ * The original client's address on a forwarded request, so the receiving daemon limits
+ * each client on its own rather than all of a peer's traffic as one. Trusted only on
+ * requests that come from a known peer daemon's address.
+ */
+export const FORWARDED_FOR_HEADER = 'x-service-forwarded-for';
+
+/** An address as sockets report it, IPv4-mapped IPv6 unwrapped. */
+export const plainAddress = (ip: string): string => ip.replace(/^::ffff:/, '');
+
 /** Refuses to send on a request that another datacenter already forwarded here. */
 export function refuseSecondHop(request: FastifyRequest, datacenter: string, target: string): void {
   const from = request.headers[FORWARDED_HEADER];
@@ -37,7 +47,7 @@ const PASSED_HEADERS = ['x-service-token', 'x-consul-token', 'authorization', 'x
 const RELAYED_HEADERS = ['x-service-index', 'x-consul-index', 'x-service-knownleader', 'x-consul-knownleader', 'x-service-lastcontact', 'x-consul-lastcontact', 'x-service-effective-consistency', 'x-consul-effective-consistency', 'allow'];
 
 export function relayedRequest(request: FastifyRequest, from: string): { headers: Record<string, string>; body: string | undefined } {
-  const headers: Record<string, string> = { 'Content-Type': 'application/json', [FORWARDED_HEADER]: from };
+  const headers: Record<string, string> = { 'Content-Type': 'application/json', [FORWARDED_HEADER]: from, [FORWARDED_FOR_HEADER]: plainAddress(request.ip) };
   for (const name of PASSED_HEADERS) {
     const v = request.headers[name];
     const value = Array.isArray(v) ? v[0] : v;
@@ -60,6 +70,8 @@ export interface ClusterHooks {
   /** Address of a datacenter's daemon, when known. */
   addressOf(datacenter: string): string | undefined;
   peer(datacenter: string, address: string): PeerClient;
+  /** Whether a connection from this address is another datacenter's daemon. */
+  isPeer(ip: string): boolean;
   /** Set on secondaries only. */
   secondary?: SecondaryHooks;
 }

@@ -6,7 +6,7 @@ export class RateLimiter {
   private readonly buckets = new Map<string, { tokens: number; at: number }>();
 
   constructor(
-    private readonly rate: number,
+    readonly rate: number,
     private readonly burst: number,
     private readonly now: () => number = Date.now,
     private readonly maxClients = 100_000,

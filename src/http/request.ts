@@ -48,5 +48,5 @@ export function scopeHints(request: FastifyRequest): ScopeHints {
 
 export function requestContext(request: FastifyRequest): RequestContext {
   const secret = requestSecret(request);
-  return { ...(secret !== undefined ? { secret } : {}), hints: scopeHints(request) };
+  return { ...(secret !== undefined ? { secret } : {}), hints: scopeHints(request), client: request.ip };
 }

@@ -35,7 +35,7 @@ export interface ResolverOptions {
    * Secondaries: asked about a secret the local replica does not hold. Resolves true
    * when the primary knows it and it has now replicated here.
    */
-  lookupUnknownSecret?: (secret: string) => Promise<boolean>;
+  lookupUnknownSecret?: (secret: string, client: string | undefined) => Promise<boolean>;
 }
 
 /**
@@ -52,11 +52,12 @@ export class AclResolver {
     private readonly options: ResolverOptions,
   ) {}
 
-  async resolve(secret: string | undefined): Promise<Identity> {
+  /** `client` is the caller's address: look-ups of unknown secrets are limited per client. */
+  async resolve(secret: string | undefined, client?: string): Promise<Identity> {
     const anonymous = secret === undefined || secret === '';
     let token = anonymous ? await this.reader.getToken(ANONYMOUS_TOKEN_ID) : await this.reader.getTokenBySecret(secret);
     // A token created a moment ago on the primary may not have replicated yet.
-    if (token === undefined && !anonymous && this.options.lookupUnknownSecret && (await this.options.lookupUnknownSecret(secret))) {
+    if (token === undefined && !anonymous && this.options.lookupUnknownSecret && (await this.options.lookupUnknownSecret(secret, client))) {
       token = await this.reader.getTokenBySecret(secret);
     }
     if (token === undefined || isExpired(token, this.clock.now())) {

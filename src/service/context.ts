@@ -6,6 +6,8 @@ export interface RequestContext {
   secret?: string;
   /** Namespace/partition from query or headers. */
   hints: ScopeHints;
+  /** The client's address (per-client limits). */
+  client?: string;
 }
 
 /** A write's result and the index of its change (sent as X-Service-Index). */

@@ -47,7 +47,7 @@ export async function authorize(
   level: AclLevel,
   body?: BodyScope,
 ): Promise<{ identity: Identity; scope: Scope }> {
-  const identity = await resolver.resolve(ctx.secret);
+  const identity = await resolver.resolve(ctx.secret, ctx.client);
   const scope = selectScope(identity, ctx.hints, body);
   requireAcl(identity, level, scope);
   return { identity, scope };
@@ -64,7 +64,7 @@ export async function authorizeList(
   ctx: RequestContext,
   namespacesOf?: (partition: string) => Promise<string[]>,
 ): Promise<{ identity: Identity; scope: Scope; namespaces: string[]; canSee: (o: Scope) => boolean }> {
-  const identity = await resolver.resolve(ctx.secret);
+  const identity = await resolver.resolve(ctx.secret, ctx.client);
   const scope = selectScope(identity, ctx.hints, undefined, true);
   if (scope.Namespace !== WILDCARD) {
     requireAcl(identity, 'read', scope);

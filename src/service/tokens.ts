@@ -120,7 +120,7 @@ export class TokenService {
   }
 
   async readSelf(ctx: RequestContext): Promise<TokenView> {
-    const identity = await this.resolver.resolve(ctx.secret);
+    const identity = await this.resolver.resolve(ctx.secret, ctx.client);
     return this.view(identity.token, true);
   }
 
