@@ -1,4 +1,4 @@
-import { chmod, mkdir, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
@@ -115,8 +115,10 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
   const logger = options.logger ?? createAgentLogger(config.log_level);
   const primary = isPrimary(config);
   const dataDir = resolve(config.data_dir);
+  // Secrets live in the store: nothing the daemon creates is readable by other users.
+  process.umask(0o077);
   await mkdir(dataDir, { recursive: true, mode: 0o700 });
-  await chmod(dataDir, 0o700);
+  await restrictModes(dataDir);
 
   const store = await LevelStore.open(join(dataDir, 'store'), { durability: config.durability, changeLog: primary });
   let address = '';
@@ -364,6 +366,16 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     await primaryRepl?.close().catch(() => undefined);
     await store.close().catch(() => undefined);
     throw err;
+  }
+}
+
+/** Data dir and everything in it: directories 0700, files 0600 (data dirs made by older versions too). */
+async function restrictModes(dir: string): Promise<void> {
+  await chmod(dir, 0o700);
+  for (const entry of await readdir(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) await restrictModes(path);
+    else if (entry.isFile()) await chmod(path, 0o600);
   }
 }
 
