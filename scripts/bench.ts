@@ -13,7 +13,6 @@ import autocannon from 'autocannon';
 import { startDaemonProcess, stopDaemonProcess } from './daemon-process.js';
 import { tokenHash } from '../src/domain/hash.js';
 import { generateID } from '../src/domain/ids.js';
-import type { TokenRecord } from '../src/domain/types.js';
 import { LevelStore } from '../src/store/level-store.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -167,7 +166,7 @@ async function seed(dataDir: string, policyID: string): Promise<void> {
   const now = new Date().toISOString();
   const batch = 2000;
   for (let done = 0; done < TOKENS; done += batch) {
-    await store.transact(async (tx) => {
+    await store.transact((tx) => {
       for (let i = done; i < Math.min(done + batch, TOKENS); i++) {
         const linked = i % Math.floor(TOKENS / 10) === 0;
         const base = {
@@ -179,19 +178,7 @@ async function seed(dataDir: string, policyID: string): Promise<void> {
           TemplatedPolicies: [],
           Local: false,
         };
-        const t: TokenRecord = {
-          AccessorID: generateID(),
-          SecretID: generateID(),
-          ...base,
-          AuthMethod: '',
-          CreateTime: now,
-          Hash: tokenHash(base),
-          Namespace: 'default',
-          Partition: 'default',
-          CreateIndex: tx.index,
-          ModifyIndex: tx.index,
-        };
-        await tx.putToken(t);
+        tx.putToken({ AccessorID: generateID(), SecretID: generateID(), ...base, AuthMethod: '', CreateTime: now, Hash: tokenHash(base), Namespace: 'default', Partition: 'default' });
       }
     });
   }

@@ -132,7 +132,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const unknownSecrets = new Map<string, number>();
     // A client sending made-up secrets at a secondary must not turn each into a trip to the primary.
     const lookupLimiter = new RateLimiter(config.secret_lookup_rate, Math.max(1, Math.ceil(config.secret_lookup_rate * 2)));
-    const resolver = new AclResolver(store.reader, clock, {
+    const resolver = new AclResolver(store, clock, {
       datacenter: config.datacenter,
       defaultPolicy: config.default_policy,
       ...(primaryClient
@@ -200,18 +200,18 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         ? {
             secondary: {
               primary: primaryClient,
-              isLocalToken: async (id: string) => isUUID(id) && (await store.reader.getToken(id))?.Local === true,
+              isLocalToken: async (id: string) => isUUID(id) && store.reader.getToken(id)?.Local === true,
               waitForApplied: (index: number, timeoutMs: number) => secondaryRepl?.waitForApplied(index, timeoutMs) ?? Promise.resolve(false),
               localView: async (kind: 'token' | 'policy' | 'role', id: string) => {
                 if (kind === 'token') {
-                  const t = await store.reader.getToken(id);
+                  const t = store.reader.getToken(id);
                   return t && tokens.view(t, true);
                 }
                 if (kind === 'policy') {
-                  const p = await store.reader.getPolicy(id);
+                  const p = store.reader.getPolicy(id);
                   return p && policyView(p);
                 }
-                const r = await store.reader.getRole(id);
+                const r = store.reader.getRole(id);
                 return r && roles.view(r);
               },
               currentIndex: () => store.currentIndex(),

@@ -46,18 +46,18 @@ export const BUILTIN_POLICIES: ReadonlyArray<Pick<PolicyRecord, 'ID' | 'Name' | 
 export const isBuiltinPolicyID = (id: string): boolean =>
   id === GLOBAL_MANAGEMENT_POLICY_ID || id === GLOBAL_READ_ONLY_POLICY_ID;
 
-export function builtinPolicyRecord(p: (typeof BUILTIN_POLICIES)[number], index: number): PolicyRecord {
+/** A built-in policy as stored (the store stamps its indexes). */
+export function builtinPolicyRecord(p: (typeof BUILTIN_POLICIES)[number]): Omit<PolicyRecord, 'CreateIndex' | 'ModifyIndex'> {
   const base = { ...p, Namespace: DEFAULT_NAMESPACE, Partition: DEFAULT_PARTITION };
-  return { ...base, Hash: policyHash(base), CreateIndex: index, ModifyIndex: index };
+  return { ...base, Hash: policyHash(base) };
 }
 
-export function anonymousTokenRecord(now: number, index: number): TokenRecord {
+export function anonymousTokenRecord(now: number): Omit<TokenRecord, 'CreateIndex' | 'ModifyIndex'> {
   return newTokenRecord({
     AccessorID: ANONYMOUS_TOKEN_ID,
     SecretID: ANONYMOUS_TOKEN_SECRET,
     content: { Description: 'Anonymous Token', Policies: [], Roles: [], ServiceIdentities: [], NodeIdentities: [], TemplatedPolicies: [], Local: false },
     now,
     scope: { Namespace: DEFAULT_NAMESPACE, Partition: DEFAULT_PARTITION },
-    index,
   });
 }

@@ -1,6 +1,6 @@
 import { invalid } from './errors.js';
 import { findTemplate } from './templates.js';
-import type { Link, NodeIdentity, ServiceIdentity, TemplatedPolicyLink } from './types.js';
+import type { NodeIdentity, ServiceIdentity, TemplatedPolicyLink } from './types.js';
 
 /**
  * Validation and normalisation of what tokens and roles grant: identities, templated
@@ -135,18 +135,6 @@ export function normalizeTemplatedPolicies(list: readonly TemplatedPolicyInput[]
       ...(template.needsName ? { TemplateVariables: { Name: name as string } } : {}),
       ...(dcs.length > 0 ? { Datacenters: [...new Set(dcs)].sort() } : {}),
     });
-  }
-  return out;
-}
-
-/** Collapses links by ID, first kept, order kept. */
-export function dedupeLinks(links: readonly Link[]): Link[] {
-  const seen = new Set<string>();
-  const out: Link[] = [];
-  for (const l of links) {
-    if (seen.has(l.ID)) continue;
-    seen.add(l.ID);
-    out.push({ ID: l.ID });
   }
   return out;
 }

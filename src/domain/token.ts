@@ -17,12 +17,10 @@ export interface NewToken {
   /** Creation time, ms since the epoch. */
   now: number;
   scope: Scope;
-  /** Index of the creating change. */
-  index: number;
 }
 
-/** A new token record: the one place that decides what a fresh token holds. */
-export function newTokenRecord(t: NewToken): TokenRecord {
+/** A new token record (the store stamps its indexes): the one place that decides what a fresh token holds. */
+export function newTokenRecord(t: NewToken): Omit<TokenRecord, 'CreateIndex' | 'ModifyIndex'> {
   return {
     AccessorID: t.AccessorID,
     SecretID: t.SecretID,
@@ -33,7 +31,5 @@ export function newTokenRecord(t: NewToken): TokenRecord {
     Hash: tokenHash(t.content),
     Namespace: t.scope.Namespace,
     Partition: t.scope.Partition,
-    CreateIndex: t.index,
-    ModifyIndex: t.index,
   };
 }

@@ -1,7 +1,7 @@
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import type { Clock } from '../domain/clock.js';
 import { isExpired } from '../domain/expiry.js';
-import type { Store } from '../store/store.js';
+import type { ExpiryCursor, Store } from '../store/store.js';
 
 export interface ReaperOptions {
   /** How often to look, ms. */
@@ -55,18 +55,18 @@ export class Reaper {
     const batchSize = this.options.batchSize ?? 4096;
     const now = this.clock.now();
     let total = 0;
-    let after: string | undefined;
+    let after: ExpiryCursor | undefined;
     for (;;) {
-      const candidates = await this.store.reader.expiredTokens(now, batchSize, after);
+      const candidates = this.store.reader.expiredTokens(now, batchSize, after);
       if (candidates.length === 0) break;
-      after = (candidates[candidates.length - 1] as { key: string }).key;
-      const deleted = await this.store.transact(async (tx) => {
+      after = (candidates[candidates.length - 1] as { cursor: ExpiryCursor }).cursor;
+      const deleted = await this.store.transact((tx) => {
         let n = 0;
         for (const { id } of candidates) {
-          const token = await tx.getToken(id);
+          const token = tx.getToken(id);
           if (!token || !isExpired(token, now)) continue;
           if (!token.Local && !this.options.isPrimary) continue;
-          if (await tx.deleteToken(id)) n++;
+          if (tx.deleteToken(id)) n++;
         }
         return n;
       });

@@ -1,5 +1,5 @@
 import type { BootstrapState, PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
-import { META } from '../store/keys.js';
+import { META } from '../store/schema.js';
 import type { Change, LogEntry, Tx } from '../store/store.js';
 
 /** Where a secondary is in the primary's log: stored in the same batch as what it applied. */
@@ -58,44 +58,33 @@ export function diffSnapshot(current: GlobalState, snapshot: GlobalState): Chang
   return changes;
 }
 
-/** Stored versions the caller already holds, by table and ID (absent from a map: not stored). */
-interface Known {
-  tokens: Map<string, TokenRecord>;
-  policies: Map<string, PolicyRecord>;
-  roles: Map<string, RoleRecord>;
-}
-
-/** Applies primary changes at one local index. Local tokens are never overwritten or deleted. */
-async function applyChanges(tx: Tx, changes: readonly Change[], index: number, known?: Known): Promise<void> {
+/**
+ * Applies primary changes at the transaction's current index (the store stamps this
+ * datacenter's CreateIndex and ModifyIndex). Local tokens are never overwritten or deleted.
+ */
+function applyChanges(tx: Tx, changes: readonly Change[]): void {
   for (const c of changes) {
     if (c.Op === 'delete') {
       if (c.Table === 'tokens') {
-        const existing = await tx.getToken(c.ID);
-        if (existing && !existing.Local) await tx.deleteToken(c.ID);
+        if (tx.getToken(c.ID)?.Local === false) tx.deleteToken(c.ID);
       } else if (c.Table === 'policies') {
-        await tx.deletePolicy(c.ID);
+        tx.deletePolicy(c.ID);
       } else if (c.Table === 'roles') {
-        await tx.deleteRole(c.ID);
+        tx.deleteRole(c.ID);
       }
       continue;
     }
     switch (c.Table) {
-      case 'tokens': {
-        const existing = known ? (known.tokens.get(c.ID) ?? null) : await tx.getToken(c.ID);
-        if (existing?.Local || c.Value.Local) continue;
-        await tx.putToken({ ...c.Value, CreateIndex: existing?.CreateIndex ?? index, ModifyIndex: index }, existing ?? null);
+      case 'tokens':
+        if (c.Value.Local || tx.getToken(c.ID)?.Local) continue;
+        tx.putToken(c.Value);
         break;
-      }
-      case 'policies': {
-        const existing = known ? (known.policies.get(c.ID) ?? null) : await tx.getPolicy(c.ID);
-        await tx.putPolicy({ ...c.Value, CreateIndex: existing?.CreateIndex ?? index, ModifyIndex: index }, existing ?? null);
+      case 'policies':
+        tx.putPolicy(c.Value);
         break;
-      }
-      case 'roles': {
-        const existing = known ? (known.roles.get(c.ID) ?? null) : await tx.getRole(c.ID);
-        await tx.putRole({ ...c.Value, CreateIndex: existing?.CreateIndex ?? index, ModifyIndex: index }, existing ?? null);
+      case 'roles':
+        tx.putRole(c.Value);
         break;
-      }
       case 'bootstrap':
         tx.putBootstrap(c.Value);
         break;
@@ -104,28 +93,27 @@ async function applyChanges(tx: Tx, changes: readonly Change[], index: number, k
 }
 
 /** Applies log entries in order, each at its own local index, and moves the cursor in the same batch. */
-export async function applyEntries(tx: Tx, entries: readonly LogEntry[], cursor: Cursor): Promise<void> {
-  for (const entry of entries) await applyChanges(tx, entry.Changes, tx.nextIndex());
+export function applyEntries(tx: Tx, entries: readonly LogEntry[], cursor: Cursor): void {
+  for (const entry of entries) {
+    tx.nextIndex();
+    applyChanges(tx, entry.Changes);
+  }
   tx.putMeta(META.cursor, cursor);
 }
 
 /** Makes the secondary's global objects equal the snapshot, leaving Local tokens alone, and sets the cursor. */
-export async function applySnapshot(tx: Tx, snapshot: GlobalState, cursor: Cursor): Promise<number> {
-  const allTokens = await tx.allRecords('tokens');
+export function applySnapshot(tx: Tx, snapshot: GlobalState, cursor: Cursor): number {
   const current: GlobalState = {
-    tokens: allTokens.filter((t) => !t.Local),
-    policies: await tx.allRecords('policies'),
-    roles: await tx.allRecords('roles'),
-    bootstrap: await tx.getBootstrap(),
+    tokens: tx.allRecords('tokens').filter((t) => !t.Local),
+    policies: tx.allRecords('policies'),
+    roles: tx.allRecords('roles'),
+    bootstrap: tx.getBootstrap(),
   };
   const changes = diffSnapshot(current, snapshot);
-  const known: Known = {
-    // Local tokens too: a primary token must never replace one.
-    tokens: new Map(allTokens.map((t) => [t.AccessorID, t])),
-    policies: new Map(current.policies.map((p) => [p.ID, p])),
-    roles: new Map(current.roles.map((r) => [r.ID, r])),
-  };
-  if (changes.length > 0) await applyChanges(tx, changes, tx.nextIndex(), known);
+  if (changes.length > 0) {
+    tx.nextIndex();
+    applyChanges(tx, changes);
+  }
   tx.putMeta(META.cursor, cursor);
   return changes.length;
 }

@@ -8,7 +8,7 @@ import { isValidDatacenterName } from '../domain/grants.js';
 import type { TokenRecord } from '../domain/types.js';
 import { isWildcardHost, parseHostPort } from '../config/schema.js';
 import type { AclResolver } from '../service/acl-resolver.js';
-import type { LevelStore } from '../store/level-store.js';
+import type { Store } from '../store/store.js';
 import {
   type DatacenterInfo,
   FrameError,
@@ -266,7 +266,7 @@ class Session {
       this.sentUpTo = hello.index;
       this.ackedIndex = hello.index;
     } else {
-      const snap = await store.snapshotGlobal();
+      const snap = store.snapshotGlobal();
       const chunk = options.snapshotChunk;
       const total = Math.max(snap.tokens.length, snap.policies.length, snap.roles.length);
       for (let i = 0; i === 0 || i < total; i += chunk) {
@@ -338,7 +338,7 @@ export class ReplicationPrimary {
   aclGeneration = 0;
 
   constructor(
-    readonly store: LevelStore,
+    readonly store: Store,
     private readonly resolver: AclResolver,
     readonly logger: Logger,
     readonly options: PrimaryOptions,

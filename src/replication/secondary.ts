@@ -1,9 +1,8 @@
 import type { Logger } from 'pino';
 import { WebSocket } from 'ws';
 import type { Metrics } from '../observability/metrics.js';
-import type { LevelStore } from '../store/level-store.js';
-import { META } from '../store/keys.js';
-import { decodeRaw } from '../store/records.js';
+import { META } from '../store/schema.js';
+import type { Store } from '../store/store.js';
 import { type Cursor, type GlobalState, applyEntries, applySnapshot } from './apply.js';
 import { Backoff } from './backoff.js';
 import {
@@ -82,7 +81,7 @@ export class ReplicationSecondary {
   private readonly waiters = new Set<{ index: number; resolve: (ok: boolean) => void }>();
 
   constructor(
-    private readonly store: LevelStore,
+    private readonly store: Store,
     private readonly logger: Logger,
     private readonly metrics: Metrics,
     private readonly options: SecondaryOptions,
@@ -91,8 +90,8 @@ export class ReplicationSecondary {
   }
 
   async start(): Promise<void> {
-    const raw = await this.store.reader.getRecordBytes(META.cursor);
-    if (raw !== undefined) this.cursor = decodeRaw(raw) as Cursor;
+    const saved = this.store.getMeta(META.cursor) as Cursor | undefined;
+    if (saved !== undefined) this.cursor = saved;
     this.appliedUpTo = this.cursor.index;
     this.metrics.replicationAppliedIndex.set(this.appliedUpTo);
     if (!this.options.token) {

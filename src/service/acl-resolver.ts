@@ -7,7 +7,7 @@ import { type ApplicablePolicy, Authorizer, type DefaultPolicy } from '../domain
 import { parsePolicyRules, type ScopeRules } from '../domain/rules/policy.js';
 import { type SyntheticPolicy, syntheticPolicies } from '../domain/templates.js';
 import type { PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
-import type { Reader } from '../store/reader.js';
+import type { Store } from '../store/store.js';
 
 /** Who is making a request: the token and what it may do. */
 export interface Identity {
@@ -27,6 +27,15 @@ export interface ReachablePolicies {
 }
 
 const RULE_CACHE_LIMIT = 10_000;
+const AUTHORIZER_CACHE_LIMIT = 100_000;
+
+/** A compiled authorizer, valid while its token object and the policy and role tables are unchanged. */
+interface CachedAuthorizer {
+  token: TokenRecord;
+  policiesIndex: number;
+  rolesIndex: number;
+  authorizer: Authorizer;
+}
 
 export interface ResolverOptions {
   datacenter: string;
@@ -45,20 +54,30 @@ export interface ResolverOptions {
 export class AclResolver {
   /** Parsed rules keyed by content hash: the same text is parsed once. */
   private readonly ruleCache = new Map<string, ScopeRules>();
+  /**
+   * Compiled authorizers by AccessorID. Records are replaced, never mutated, so an
+   * entry is current while the token object is the same and no policy or role changed
+   * (their table indexes move with every durable change).
+   */
+  private readonly authorizers = new Map<string, CachedAuthorizer>();
 
   constructor(
-    private readonly reader: Reader,
+    private readonly store: Pick<Store, 'reader' | 'tableIndex'>,
     private readonly clock: Clock,
     private readonly options: ResolverOptions,
   ) {}
 
+  private get reader() {
+    return this.store.reader;
+  }
+
   /** `client` is the caller's address: look-ups of unknown secrets are limited per client. */
   async resolve(secret: string | undefined, client?: string): Promise<Identity> {
     const anonymous = secret === undefined || secret === '';
-    let token = anonymous ? await this.reader.getToken(ANONYMOUS_TOKEN_ID) : await this.reader.getTokenBySecret(secret);
+    let token = anonymous ? this.reader.getToken(ANONYMOUS_TOKEN_ID) : this.reader.getTokenBySecret(secret);
     // A token created a moment ago on the primary may not have replicated yet.
     if (token === undefined && !anonymous && this.options.lookupUnknownSecret && (await this.options.lookupUnknownSecret(secret, client))) {
-      token = await this.reader.getTokenBySecret(secret);
+      token = this.reader.getTokenBySecret(secret);
     }
     if (token === undefined || isExpired(token, this.clock.now())) {
       if (anonymous) {
@@ -71,16 +90,16 @@ export class AclResolver {
       token,
       anonymous: anonymous || token.SecretID === ANONYMOUS_TOKEN_SECRET,
       secret: anonymous ? '' : (secret as string),
-      authorizer: await this.authorizerFor(token),
+      authorizer: this.authorizerFor(token),
     };
   }
 
   /** Policies and roles reachable from a token or role's links, dangling links dropped. */
-  async reachable(subject: Pick<TokenRecord, 'Policies' | 'ServiceIdentities' | 'NodeIdentities' | 'TemplatedPolicies'> & { Roles?: TokenRecord['Roles'] }): Promise<ReachablePolicies> {
-    const roles = await this.reader.getRecords('roles', (subject.Roles ?? []).map((l) => l.ID));
+  reachable(subject: Pick<TokenRecord, 'Policies' | 'ServiceIdentities' | 'NodeIdentities' | 'TemplatedPolicies'> & { Roles?: TokenRecord['Roles'] }): ReachablePolicies {
+    const roles = this.reader.getRecords('roles', (subject.Roles ?? []).map((l) => l.ID));
     const policyIDs = new Set(subject.Policies.map((l) => l.ID));
     for (const r of roles) for (const l of r.Policies) policyIDs.add(l.ID);
-    const policies = await this.reader.getRecords('policies', [...policyIDs]);
+    const policies = this.reader.getRecords('policies', [...policyIDs]);
     const synthetic = new Map<string, SyntheticPolicy>();
     for (const s of [subject, ...roles]) for (const p of syntheticPolicies(s)) synthetic.set(p.ID, p);
     return { policies, roles, synthetic: [...synthetic.values()] };
@@ -105,8 +124,20 @@ export class AclResolver {
     return rules;
   }
 
-  async authorizerFor(token: TokenRecord): Promise<Authorizer> {
-    const { policies, synthetic } = await this.reachable(token);
+  /** The token's authorizer, compiled once and reused until the token, a policy or a role changes. */
+  authorizerFor(token: TokenRecord): Authorizer {
+    const policiesIndex = this.store.tableIndex('policies');
+    const rolesIndex = this.store.tableIndex('roles');
+    const cached = this.authorizers.get(token.AccessorID);
+    if (cached && cached.token === token && cached.policiesIndex === policiesIndex && cached.rolesIndex === rolesIndex) return cached.authorizer;
+    const authorizer = this.compile(token);
+    if (this.authorizers.size >= AUTHORIZER_CACHE_LIMIT) this.authorizers.clear();
+    this.authorizers.set(token.AccessorID, { token, policiesIndex, rolesIndex, authorizer });
+    return authorizer;
+  }
+
+  private compile(token: TokenRecord): Authorizer {
+    const { policies, synthetic } = this.reachable(token);
     const applicable: ApplicablePolicy[] = [];
     for (const p of policies) {
       if (!this.validHere(p.Datacenters)) continue;

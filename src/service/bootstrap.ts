@@ -33,8 +33,8 @@ export interface BootstrapOptions {
   primaryAddress?: string;
 }
 
-async function managementToken(tx: Tx, now: number, secret: string, description: string): Promise<TokenRecord> {
-  const accessor = await freshID(tokenIDTaken(tx));
+function managementToken(tx: Tx, now: number, secret: string, description: string): TokenRecord {
+  const accessor = freshID(tokenIDTaken(tx));
   const base = {
     Description: description,
     Policies: [{ ID: GLOBAL_MANAGEMENT_POLICY_ID }],
@@ -44,14 +44,15 @@ async function managementToken(tx: Tx, now: number, secret: string, description:
     TemplatedPolicies: [],
     Local: false,
   };
-  return newTokenRecord({
-    AccessorID: accessor,
-    SecretID: secret,
-    content: base,
-    now,
-    scope: { Namespace: DEFAULT_NAMESPACE, Partition: DEFAULT_PARTITION },
-    index: tx.index,
-  });
+  return tx.putToken(
+    newTokenRecord({
+      AccessorID: accessor,
+      SecretID: secret,
+      content: base,
+      now,
+      scope: { Namespace: DEFAULT_NAMESPACE, Partition: DEFAULT_PARTITION },
+    }),
+  );
 }
 
 export class BootstrapService {
@@ -64,11 +65,9 @@ export class BootstrapService {
 
   /** Creates the built-in policies and the anonymous token when missing (primary start-up). */
   async ensureBuiltins(): Promise<void> {
-    await this.store.transact(async (tx) => {
-      for (const p of BUILTIN_POLICIES) {
-        if (!(await tx.getPolicy(p.ID))) await tx.putPolicy(builtinPolicyRecord(p, tx.index));
-      }
-      if (!(await tx.getToken(ANONYMOUS_TOKEN_ID))) await tx.putToken(anonymousTokenRecord(this.clock.now(), tx.index));
+    await this.store.transact((tx) => {
+      for (const p of BUILTIN_POLICIES) if (!tx.getPolicy(p.ID)) tx.putPolicy(builtinPolicyRecord(p));
+      if (!tx.getToken(ANONYMOUS_TOKEN_ID)) tx.putToken(anonymousTokenRecord(this.clock.now()));
     });
   }
 
@@ -77,9 +76,9 @@ export class BootstrapService {
    * (nothing happens when a token already has it), marking ACLs as bootstrapped.
    */
   async ensureInitialManagementToken(secret: string): Promise<void> {
-    await this.store.transact(async (tx) => {
-      if (await tx.isSecretInUse(secret)) return;
-      await tx.putToken(await managementToken(tx, this.clock.now(), secret, 'Initial Management Token'));
+    await this.store.transact((tx) => {
+      if (tx.isSecretInUse(secret)) return;
+      managementToken(tx, this.clock.now(), secret, 'Initial Management Token');
       tx.putBootstrap({ Bootstrapped: true, ResetIndex: tx.index });
     });
   }
@@ -104,8 +103,8 @@ export class BootstrapService {
     }
     const resetFromFile = await this.readResetFile();
     let usedReset = false;
-    const token = await this.store.transact(async (tx) => {
-      const state = await tx.getBootstrap();
+    const token = await this.store.transact((tx) => {
+      const state = tx.getBootstrap();
       if (state.Bootstrapped) {
         if (resetFromFile === undefined) {
           throw notPermitted(`ACL bootstrap no longer allowed (reset index: ${state.ResetIndex})`);
@@ -117,18 +116,17 @@ export class BootstrapService {
       }
       let secret = bootstrapSecret || undefined;
       if (secret) {
-        if (await tokenIDTaken(tx)(secret)) throw conflict('Invalid BootstrapSecret: already in use');
+        if (tokenIDTaken(tx)(secret)) throw conflict('Invalid BootstrapSecret: already in use');
       } else {
-        secret = await freshID(tokenIDTaken(tx));
+        secret = freshID(tokenIDTaken(tx));
       }
-      const record = await managementToken(tx, this.clock.now(), secret, 'Bootstrap Token (Global Management)');
-      await tx.putToken(record);
+      const record = managementToken(tx, this.clock.now(), secret, 'Bootstrap Token (Global Management)');
       tx.putBootstrap({ Bootstrapped: true, ResetIndex: tx.index });
       return record;
     });
     // The reset file allows one bootstrap: remove it so a restore cannot reuse it.
     if (usedReset) await rm(join(this.options.dataDir, BOOTSTRAP_RESET_FILE), { force: true });
-    const view = await this.tokens.view(token, true);
+    const view = this.tokens.view(token, true);
     return { value: { ...view, ID: token.SecretID }, index: token.ModifyIndex };
   }
 }

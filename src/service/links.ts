@@ -1,8 +1,10 @@
 import { invalid } from '../domain/errors.js';
 import { DEFAULT_NAMESPACE } from '../domain/ids.js';
-import { dedupeLinks } from '../domain/grants.js';
 import type { Link, NamedLink, PolicyRecord, RoleRecord, Scope } from '../domain/types.js';
-import type { Reader } from '../store/reader.js';
+import type { StateReader, TxReader } from '../store/store.js';
+
+/** What link resolution reads: durable state, or a transaction's newest state. */
+type LinkReader = Pick<StateReader & TxReader, 'getRecord' | 'getPolicyByName' | 'getRoleByName'>;
 
 export type LinkKind = 'policy' | 'role';
 
@@ -20,42 +22,49 @@ const TABLE = { policy: 'policies', role: 'roles' } as const;
 const reachableFrom = (target: Linkable, scope: Scope): boolean =>
   target.Partition === scope.Partition && (target.Namespace === scope.Namespace || target.Namespace === DEFAULT_NAMESPACE);
 
-async function byName(reader: Reader, kind: LinkKind, scope: Scope, name: string): Promise<Linkable | undefined> {
+function byName(reader: LinkReader, kind: LinkKind, scope: Scope, name: string): Linkable | undefined {
   const get = (s: Scope) => (kind === 'policy' ? reader.getPolicyByName(s, name) : reader.getRoleByName(s, name));
-  return (await get(scope)) ?? (scope.Namespace === DEFAULT_NAMESPACE ? undefined : get({ ...scope, Namespace: DEFAULT_NAMESPACE }));
+  return get(scope) ?? (scope.Namespace === DEFAULT_NAMESPACE ? undefined : get({ ...scope, Namespace: DEFAULT_NAMESPACE }));
 }
 
 /**
- * Resolves links given by ID or name to stored IDs, in the owner's scope with the
- * fallback to the default namespace. A link to nothing is a 400 in Consul's words.
- * Duplicates collapse by ID, first kept, order kept.
+ * Resolves links given by ID or name, in the owner's scope with the fallback to the
+ * default namespace. A link to nothing is a 400 in Consul's words. Returns the links
+ * to store (IDs; duplicates collapse by ID, first kept, order kept) and, named, what a
+ * view of the new object shows, so nothing is looked up twice.
  */
-export async function resolveLinks(reader: Reader, kind: LinkKind, links: readonly LinkInput[] | undefined, scope: Scope): Promise<Link[]> {
-  const out: Link[] = [];
+export function resolveLinks(reader: LinkReader, kind: LinkKind, links: readonly LinkInput[] | undefined, scope: Scope): { ids: Link[]; named: NamedLink[] } {
+  const named: NamedLink[] = [];
+  const seen = new Set<string>();
   for (const link of links ?? []) {
     const id = link.ID !== undefined && link.ID !== '' ? link.ID : undefined;
     const name = link.Name !== undefined && link.Name !== '' ? link.Name : undefined;
+    let target: Linkable | undefined;
     if (id !== undefined) {
-      const target = (await reader.getRecord(TABLE[kind], id)) as Linkable | undefined;
+      target = reader.getRecord(TABLE[kind], id) as Linkable | undefined;
       if (target === undefined || !reachableFrom(target, scope)) throw invalid(`No such ACL ${kind} with ID ${JSON.stringify(id)}`);
-      out.push({ ID: target.ID });
     } else if (name !== undefined) {
-      const target = await byName(reader, kind, scope, name);
+      target = byName(reader, kind, scope, name);
       if (target === undefined) throw invalid(`No such ACL ${kind} with name ${JSON.stringify(name)}`);
-      out.push({ ID: target.ID });
     } else {
       throw invalid(`${kind === 'policy' ? 'Policy' : 'Role'} link is missing both ID and Name`);
     }
+    if (seen.has(target.ID)) continue;
+    seen.add(target.ID);
+    named.push({ ID: target.ID, Name: target.Name });
   }
-  return dedupeLinks(out);
+  return { ids: named.map((l) => ({ ID: l.ID })), named };
 }
 
-/** Current names of every target the links point to, read in one batch; gone targets are absent. */
-export async function linkNames(reader: Reader, kind: LinkKind, links: Iterable<Link>): Promise<Map<string, string>> {
-  const ids = [...new Set([...links].map((l) => l.ID))];
-  if (ids.length === 0) return new Map();
-  const targets = (await reader.getRecords(TABLE[kind], ids)) as Linkable[];
-  return new Map(targets.map((t) => [t.ID, t.Name]));
+/** Current names of every target the links point to; gone targets are absent. */
+export function linkNames(reader: Pick<StateReader, 'getRecord'>, kind: LinkKind, links: Iterable<Link>): Map<string, string> {
+  const names = new Map<string, string>();
+  for (const l of links) {
+    if (names.has(l.ID)) continue;
+    const t = reader.getRecord(TABLE[kind], l.ID) as Linkable | undefined;
+    if (t !== undefined) names.set(l.ID, t.Name);
+  }
+  return names;
 }
 
 /** Links with their names from `names`; links whose target is gone are dropped. */
@@ -69,6 +78,12 @@ export function nameLinks(links: readonly Link[], names: ReadonlyMap<string, str
 }
 
 /** Links with names resolved now; links whose target is gone are dropped. */
-export async function namedLinks(reader: Reader, kind: LinkKind, links: readonly Link[]): Promise<NamedLink[]> {
-  return links.length === 0 ? [] : nameLinks(links, await linkNames(reader, kind, links));
+export function namedLinks(reader: Pick<StateReader, 'getRecord'>, kind: LinkKind, links: readonly Link[]): NamedLink[] {
+  if (links.length === 0) return [];
+  const out: NamedLink[] = [];
+  for (const l of links) {
+    const t = reader.getRecord(TABLE[kind], l.ID) as Linkable | undefined;
+    if (t !== undefined) out.push({ ID: l.ID, Name: t.Name });
+  }
+  return out;
 }

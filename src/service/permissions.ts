@@ -62,7 +62,7 @@ export async function authorize(
 export async function authorizeList(
   resolver: AclResolver,
   ctx: RequestContext,
-  namespacesOf?: (partition: string) => Promise<string[]>,
+  namespacesOf?: (partition: string) => string[],
 ): Promise<{ identity: Identity; scope: Scope; namespaces: string[]; canSee: (o: Scope) => boolean }> {
   const identity = await resolver.resolve(ctx.secret, ctx.client);
   const scope = selectScope(identity, ctx.hints, undefined, true);
@@ -70,6 +70,6 @@ export async function authorizeList(
     requireAcl(identity, 'read', scope);
     return { identity, scope, namespaces: [scope.Namespace], canSee: () => true };
   }
-  const readable = (await namespacesOf?.(scope.Partition))?.filter((ns) => identity.authorizer.canRead(scope.Partition, ns)) ?? [];
+  const readable = namespacesOf?.(scope.Partition).filter((ns) => identity.authorizer.canRead(scope.Partition, ns)) ?? [];
   return { identity, scope, namespaces: readable, canSee: (o) => identity.authorizer.canRead(o.Partition, o.Namespace) };
 }

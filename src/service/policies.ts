@@ -33,14 +33,14 @@ export class PolicyService {
 
   async read(ctx: RequestContext, id: string): Promise<PolicyView> {
     const { scope } = await authorize(this.resolver, ctx, 'read');
-    const policy = isUUID(id) ? inScope(await this.store.reader.getPolicy(id), scope) : undefined;
+    const policy = isUUID(id) ? inScope(this.store.reader.getPolicy(id), scope) : undefined;
     if (!policy) throw notFoundPolicy(JSON.stringify(id));
     return policyView(policy);
   }
 
   async readByName(ctx: RequestContext, name: string): Promise<PolicyView> {
     const { scope } = await authorize(this.resolver, ctx, 'read');
-    const policy = await this.store.reader.getPolicyByName(scope, name);
+    const policy = this.store.reader.getPolicyByName(scope, name);
     if (!policy) throw notFoundPolicy(`with name ${JSON.stringify(name)}`);
     return policyView(policy);
   }
@@ -48,7 +48,7 @@ export class PolicyService {
   async list(ctx: RequestContext): Promise<PolicyView[]> {
     const { scope, namespaces, canSee } = await authorizeList(this.resolver, ctx, (p) => this.store.reader.namespacesOf('policies', p));
     if (namespaces.length === 0) return [];
-    const policies = await this.store.reader.listPolicies(scope.Partition, namespaces);
+    const policies = this.store.reader.listPolicies(scope.Partition, namespaces);
     return policies.filter(canSee).map((p) => policyView(p, false));
   }
 
@@ -57,19 +57,10 @@ export class PolicyService {
     if (input.ID) throw invalid('Invalid Policy: ID must not be set when creating a policy; use PUT /v1/acl/policy/:id to update');
     const fields = checkFields(input);
     checkPolicyName(fields.Name);
-    const policy = await this.store.transact(async (tx) => {
-      await checkNameFree(tx, 'policy', scope, fields.Name, undefined);
-      const record: PolicyRecord = {
-        ID: await freshID(async (id) => (await tx.getPolicy(id)) !== undefined),
-        ...fields,
-        Hash: policyHash(fields),
-        Namespace: scope.Namespace,
-        Partition: scope.Partition,
-        CreateIndex: tx.index,
-        ModifyIndex: tx.index,
-      };
-      await tx.putPolicy(record);
-      return record;
+    const policy = await this.store.transact((tx) => {
+      checkNameFree(tx, 'policy', scope, fields.Name, undefined);
+      const ID = freshID((id) => tx.getPolicy(id) !== undefined);
+      return tx.putPolicy({ ID, ...fields, Hash: policyHash(fields), Namespace: scope.Namespace, Partition: scope.Partition });
     });
     return { value: policyView(policy), index: policy.ModifyIndex };
   }
@@ -79,17 +70,16 @@ export class PolicyService {
     if (!isUUID(id)) throw invalid('Policy ID is not a valid UUID');
     if (input.ID && input.ID !== id) throw invalid('Policy ID in URL and payload do not match');
     const fields = checkFields(input);
-    const policy = await this.store.transact(async (tx) => {
-      const existing = inScope(await tx.getPolicy(id), scope);
+    const policy = await this.store.transact((tx) => {
+      const existing = inScope(tx.getPolicy(id), scope);
       if (!existing) throw notFoundPolicy(JSON.stringify(id));
       // A built-in keeps its reserved name without tripping the "builtin/" rule.
       if (!(isBuiltinPolicyID(id) && fields.Name === existing.Name)) checkPolicyName(fields.Name);
       checkBuiltinPolicyUpdate(existing, fields);
-      if (fields.Name.toLowerCase() !== existing.Name.toLowerCase()) await checkNameFree(tx, 'policy', scope, fields.Name, id);
-      const record: PolicyRecord = { ...existing, ...fields, Hash: policyHash(fields), ModifyIndex: tx.index };
+      if (fields.Name.toLowerCase() !== existing.Name.toLowerCase()) checkNameFree(tx, 'policy', scope, fields.Name, id);
+      const record: PolicyRecord = { ...existing, ...fields, Hash: policyHash(fields) };
       if (fields.Datacenters === undefined) delete record.Datacenters;
-      await tx.putPolicy(record);
-      return record;
+      return tx.putPolicy(record);
     });
     return { value: policyView(policy), index: policy.ModifyIndex };
   }
@@ -98,8 +88,8 @@ export class PolicyService {
     const { scope } = await authorize(this.resolver, ctx, 'write');
     if (!isUUID(id)) throw invalid('Policy ID is not a valid UUID');
     let index = this.store.currentIndex();
-    const deleted = await this.store.transact(async (tx) => {
-      const existing = inScope(await tx.getPolicy(id), scope);
+    const deleted = await this.store.transact((tx) => {
+      const existing = inScope(tx.getPolicy(id), scope);
       if (!existing) return false;
       if (isBuiltinPolicyID(id)) throw notPermitted(`Delete operation not permitted on the builtin ${existing.Name} policy`);
       index = tx.index;

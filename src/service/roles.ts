@@ -10,8 +10,8 @@ import {
 import { roleHash } from '../domain/hash.js';
 import { isUUID } from '../domain/ids.js';
 import type { RoleRecord, Scope } from '../domain/types.js';
-import type { Reader } from '../store/reader.js';
-import type { Store, Tx } from '../store/store.js';
+
+import type { StateReader, Store, Tx } from '../store/store.js';
 import type { AclResolver } from './acl-resolver.js';
 import type { RequestContext, WriteResult } from './context.js';
 import { type LinkInput, linkNames, nameLinks, namedLinks, resolveLinks } from './links.js';
@@ -49,25 +49,25 @@ export class RoleService {
     private readonly resolver: AclResolver,
   ) {}
 
-  private get reader(): Reader {
+  private get reader(): StateReader {
     return this.store.reader;
   }
 
   /** The response view: policy names resolved now, dangling links dropped. */
-  async view(role: RoleRecord): Promise<RoleView> {
-    return roleView(role, await namedLinks(this.reader, 'policy', role.Policies));
+  view(role: RoleRecord): RoleView {
+    return roleView(role, namedLinks(this.reader, 'policy', role.Policies));
   }
 
   async read(ctx: RequestContext, id: string): Promise<RoleView> {
     const { scope } = await authorize(this.resolver, ctx, 'read');
-    const role = isUUID(id) ? inScope(await this.reader.getRole(id), scope) : undefined;
+    const role = isUUID(id) ? inScope(this.reader.getRole(id), scope) : undefined;
     if (!role) throw notFoundRole(JSON.stringify(id));
     return this.view(role);
   }
 
   async readByName(ctx: RequestContext, name: string): Promise<RoleView> {
     const { scope } = await authorize(this.resolver, ctx, 'read');
-    const role = await this.reader.getRoleByName(scope, name);
+    const role = this.reader.getRoleByName(scope, name);
     if (!role) throw notFoundRole(`with name ${JSON.stringify(name)}`);
     return this.view(role);
   }
@@ -75,21 +75,25 @@ export class RoleService {
   async list(ctx: RequestContext, policy: string | undefined): Promise<RoleView[]> {
     const { scope, namespaces, canSee } = await authorizeList(this.resolver, ctx, (p) => this.reader.namespacesOf('roles', p));
     if (namespaces.length === 0) return [];
-    const roles = await this.reader.listRoles(scope.Partition, namespaces, policy || undefined);
+    const roles = this.reader.listRoles(scope.Partition, namespaces, policy || undefined);
     const visible = roles.filter(canSee);
-    const names = await linkNames(this.reader, 'policy', visible.flatMap((r) => r.Policies));
+    const names = linkNames(this.reader, 'policy', visible.flatMap((r) => r.Policies));
     return visible.map((r) => roleView(r, nameLinks(r.Policies, names)));
   }
 
-  /** Validated content of a role body, links resolved in the role's scope. */
-  private async content(tx: Tx, input: RoleInput, scope: Scope) {
+  /** Validated content of a role body, links resolved in the role's scope (with their names, for the view). */
+  private content(tx: Tx, input: RoleInput, scope: Scope) {
+    const policies = resolveLinks(tx, 'policy', input.Policies, scope);
     return {
-      Name: checkRoleName(input.Name),
-      Description: input.Description ?? '',
-      Policies: await resolveLinks(tx, 'policy', input.Policies, scope),
-      ServiceIdentities: normalizeServiceIdentities(input.ServiceIdentities ?? [], 'role', false),
-      NodeIdentities: normalizeNodeIdentities(input.NodeIdentities ?? [], 'role'),
-      TemplatedPolicies: normalizeTemplatedPolicies(input.TemplatedPolicies ?? [], 'role', false),
+      content: {
+        Name: checkRoleName(input.Name),
+        Description: input.Description ?? '',
+        Policies: policies.ids,
+        ServiceIdentities: normalizeServiceIdentities(input.ServiceIdentities ?? [], 'role', false),
+        NodeIdentities: normalizeNodeIdentities(input.NodeIdentities ?? [], 'role'),
+        TemplatedPolicies: normalizeTemplatedPolicies(input.TemplatedPolicies ?? [], 'role', false),
+      },
+      named: policies.named,
     };
   }
 
@@ -97,22 +101,14 @@ export class RoleService {
     const { scope } = await authorize(this.resolver, ctx, 'write', input);
     if (input.ID) throw invalid('Invalid Role: ID must not be set when creating a role; use PUT /v1/acl/role/:id to update');
     checkRoleName(input.Name);
-    const role = await this.store.transact(async (tx) => {
-      await checkNameFree(tx, 'role', scope, input.Name as string, undefined);
-      const content = await this.content(tx, input, scope);
-      const record: RoleRecord = {
-        ID: await freshID(async (id) => (await tx.getRole(id)) !== undefined),
-        ...content,
-        Hash: roleHash(content),
-        Namespace: scope.Namespace,
-        Partition: scope.Partition,
-        CreateIndex: tx.index,
-        ModifyIndex: tx.index,
-      };
-      await tx.putRole(record);
-      return record;
+    const { role, named } = await this.store.transact((tx) => {
+      checkNameFree(tx, 'role', scope, input.Name as string, undefined);
+      const { content, named } = this.content(tx, input, scope);
+      const ID = freshID((id) => tx.getRole(id) !== undefined);
+      const record = tx.putRole({ ID, ...content, Hash: roleHash(content), Namespace: scope.Namespace, Partition: scope.Partition });
+      return { role: record, named };
     });
-    return { value: await this.view(role), index: role.ModifyIndex };
+    return { value: roleView(role, named), index: role.ModifyIndex };
   }
 
   async update(ctx: RequestContext, id: string, input: RoleInput): Promise<WriteResult<RoleView>> {
@@ -120,25 +116,23 @@ export class RoleService {
     if (!isUUID(id)) throw invalid('Role ID is not a valid UUID');
     if (input.ID && input.ID !== id) throw invalid('Role ID in URL and payload do not match');
     checkRoleName(input.Name);
-    const role = await this.store.transact(async (tx) => {
-      const existing = inScope(await tx.getRole(id), scope);
+    const { role, named } = await this.store.transact((tx) => {
+      const existing = inScope(tx.getRole(id), scope);
       if (!existing) throw notFoundRole(JSON.stringify(id));
-      const content = await this.content(tx, input, scope);
-      if (content.Name.toLowerCase() !== existing.Name.toLowerCase()) await checkNameFree(tx, 'role', scope, content.Name, id);
+      const { content, named } = this.content(tx, input, scope);
+      if (content.Name.toLowerCase() !== existing.Name.toLowerCase()) checkNameFree(tx, 'role', scope, content.Name, id);
       // Full replacement: what the body leaves out is cleared.
-      const record: RoleRecord = { ...existing, ...content, Hash: roleHash(content), ModifyIndex: tx.index };
-      await tx.putRole(record);
-      return record;
+      return { role: tx.putRole({ ...existing, ...content, Hash: roleHash(content) }), named };
     });
-    return { value: await this.view(role), index: role.ModifyIndex };
+    return { value: roleView(role, named), index: role.ModifyIndex };
   }
 
   async delete(ctx: RequestContext, id: string): Promise<WriteResult<boolean>> {
     const { scope } = await authorize(this.resolver, ctx, 'write');
     if (!isUUID(id)) throw invalid('Role ID is not a valid UUID');
     let index = this.store.currentIndex();
-    const deleted = await this.store.transact(async (tx) => {
-      if (!inScope(await tx.getRole(id), scope)) return false;
+    const deleted = await this.store.transact((tx) => {
+      if (!inScope(tx.getRole(id), scope)) return false;
       index = tx.index;
       // Token links to it stay stored and are dropped at read time.
       return tx.deleteRole(id);

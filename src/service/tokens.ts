@@ -6,8 +6,7 @@ import { tokenHash } from '../domain/hash.js';
 import { newTokenRecord } from '../domain/token.js';
 import { ANONYMOUS_TOKEN_ID, RESERVED_PREFIX, isReservedID, isUUID } from '../domain/ids.js';
 import type { Scope, TokenRecord } from '../domain/types.js';
-import type { Reader } from '../store/reader.js';
-import type { Store } from '../store/store.js';
+import type { StateReader, Store } from '../store/store.js';
 import type { AclResolver, Identity } from './acl-resolver.js';
 import type { AgentInfo, RequestContext, WriteResult } from './context.js';
 import { type LinkInput, linkNames, nameLinks, namedLinks, resolveLinks } from './links.js';
@@ -72,17 +71,13 @@ export class TokenService {
     private readonly options: TokenServiceOptions,
   ) {}
 
-  private get reader(): Reader {
+  private get reader(): StateReader {
     return this.store.reader;
   }
 
   /** The response view: names resolved now, secret shown only to acl:write in the token's scope. */
-  async view(token: TokenRecord, showSecret: boolean): Promise<TokenView> {
-    const [policies, roles] = await Promise.all([
-      namedLinks(this.reader, 'policy', token.Policies),
-      namedLinks(this.reader, 'role', token.Roles),
-    ]);
-    return tokenView(token, { policies, roles }, showSecret);
+  view(token: TokenRecord, showSecret: boolean): TokenView {
+    return tokenView(token, { policies: namedLinks(this.reader, 'policy', token.Policies), roles: namedLinks(this.reader, 'role', token.Roles) }, showSecret);
   }
 
   private canSeeSecret(identity: Identity, token: TokenRecord): boolean {
@@ -98,15 +93,15 @@ export class TokenService {
 
   async read(ctx: RequestContext, accessorID: string): Promise<{ identity: Identity; token: TokenRecord; view: TokenView }> {
     const { identity, scope } = await authorize(this.resolver, ctx, 'read');
-    const token = isUUID(accessorID) ? this.live(await this.reader.getToken(accessorID), scope) : undefined;
+    const token = isUUID(accessorID) ? this.live(this.reader.getToken(accessorID), scope) : undefined;
     if (!token) throw notFoundToken(accessorID);
-    return { identity, token, view: await this.view(token, this.canSeeSecret(identity, token)) };
+    return { identity, token, view: this.view(token, this.canSeeSecret(identity, token)) };
   }
 
   async readExpanded(ctx: RequestContext, accessorID: string, agent: AgentInfo): Promise<ExpandedTokenView> {
     const { token, view } = await this.read(ctx, accessorID);
-    const { policies, roles, synthetic } = await this.resolver.reachable(token);
-    const expandedRoles = await Promise.all(roles.map(async (r) => roleView(r, await namedLinks(this.reader, 'policy', r.Policies))));
+    const { policies, roles, synthetic } = this.resolver.reachable(token);
+    const expandedRoles = roles.map((r) => roleView(r, namedLinks(this.reader, 'policy', r.Policies)));
     return {
       ...view,
       ExpandedPolicies: [...policies.map((p) => policyView(p)), ...synthetic],
@@ -131,7 +126,7 @@ export class TokenService {
     let authMethodNamespace: string | undefined;
     if (q.authmethod) authMethodNamespace = q.authmethodNamespace || (scope.Namespace === WILDCARD ? undefined : scope.Namespace);
     if (namespaces.length === 0) return [];
-    const tokens = await this.reader.listTokens({
+    const tokens = this.reader.listTokens({
       partition: scope.Partition,
       namespaces,
       ...(q.policy ? { policy: q.policy } : {}),
@@ -142,11 +137,9 @@ export class TokenService {
     });
     const now = this.clock.now();
     const visible = tokens.filter((t) => !isExpired(t, now) && canSee(t));
-    // Names for the whole list in two batched reads, not two per token.
-    const [policyNames, roleNames] = await Promise.all([
-      linkNames(this.reader, 'policy', visible.flatMap((t) => t.Policies)),
-      linkNames(this.reader, 'role', visible.flatMap((t) => t.Roles)),
-    ]);
+    // Each linked name looked up once for the whole list.
+    const policyNames = linkNames(this.reader, 'policy', visible.flatMap((t) => t.Policies));
+    const roleNames = linkNames(this.reader, 'role', visible.flatMap((t) => t.Roles));
     return visible.map((t) =>
       tokenView(t, { policies: nameLinks(t.Policies, policyNames), roles: nameLinks(t.Roles, roleNames) }, this.canSeeSecret(identity, t)),
     );
@@ -171,27 +164,19 @@ export class TokenService {
     if (local && (accessorID || secretID) && this.options.checkChosenIDs) {
       await this.options.checkChosenIDs({ ...(accessorID ? { accessor: accessorID } : {}), ...(secretID ? { secret: secretID } : {}) });
     }
-    const token = await this.store.transact(async (tx) => {
-      const accessor = accessorID ?? (await freshID(tokenIDTaken(tx)));
-      const secret = secretID ?? (await freshID(tokenIDTaken(tx)));
-      if (accessorID !== undefined && ((await tx.getToken(accessorID)) || (await tx.isSecretInUse(accessorID)))) {
-        throw conflict('Invalid Token: AccessorID is already in use');
-      }
-      if (secretID !== undefined && ((await tx.isSecretInUse(secretID)) || (await tx.getToken(secretID)))) {
-        throw conflict('Invalid Token: SecretID is already in use');
-      }
-      const base = {
-        Description: input.Description ?? '',
-        Policies: await resolveLinks(tx, 'policy', input.Policies, scope),
-        Roles: await resolveLinks(tx, 'role', input.Roles, scope),
-        ...grants,
-        Local: local,
-      };
-      const record = newTokenRecord({ AccessorID: accessor, SecretID: secret, content: base, ...(expires !== undefined ? { expires } : {}), now, scope, index: tx.index });
-      await tx.putToken(record);
-      return record;
+    const { token, links } = await this.store.transact((tx) => {
+      const taken = tokenIDTaken(tx);
+      if (accessorID !== undefined && taken(accessorID)) throw conflict('Invalid Token: AccessorID is already in use');
+      if (secretID !== undefined && taken(secretID)) throw conflict('Invalid Token: SecretID is already in use');
+      const accessor = accessorID ?? freshID(taken);
+      const secret = secretID ?? freshID(taken);
+      const policies = resolveLinks(tx, 'policy', input.Policies, scope);
+      const roles = resolveLinks(tx, 'role', input.Roles, scope);
+      const base = { Description: input.Description ?? '', Policies: policies.ids, Roles: roles.ids, ...grants, Local: local };
+      const record = tx.putToken(newTokenRecord({ AccessorID: accessor, SecretID: secret, content: base, ...(expires !== undefined ? { expires } : {}), now, scope }));
+      return { token: record, links: { policies: policies.named, roles: roles.named } };
     });
-    return { value: await this.view(token, true), index: token.ModifyIndex };
+    return { value: tokenView(token, links, true), index: token.ModifyIndex };
   }
 
   async update(ctx: RequestContext, accessorID: string, input: TokenInput): Promise<WriteResult<TokenView>> {
@@ -199,8 +184,8 @@ export class TokenService {
     if (!isUUID(accessorID)) throw invalid('AccessorID is not a valid UUID');
     if (input.AccessorID && input.AccessorID !== accessorID) throw invalid('Token Accessor ID in URL and payload do not match');
     if (input.ExpirationTTL !== undefined && input.ExpirationTTL !== 0) throw invalid(`Cannot change expiration time of ${accessorID}`);
-    const token = await this.store.transact(async (tx) => {
-      const existing = this.live(await tx.getToken(accessorID), scope);
+    const { token, links } = await this.store.transact((tx) => {
+      const existing = this.live(tx.getToken(accessorID), scope);
       if (!existing) throw notFoundToken(accessorID);
       if (input.SecretID && input.SecretID !== existing.SecretID) throw invalid("Changing a token's SecretID is not permitted");
       if ((input.Local ?? false) !== existing.Local) throw invalid(`Cannot toggle local mode of ${accessorID}`);
@@ -212,58 +197,48 @@ export class TokenService {
         const stored = existing.ExpirationTime === undefined ? undefined : Date.parse(existing.ExpirationTime);
         if (stored !== input.ExpirationTime) throw invalid(`Cannot change expiration time of ${accessorID}`);
       }
-      const base = {
-        Description: input.Description ?? '',
-        Policies: await resolveLinks(tx, 'policy', input.Policies, scope),
-        Roles: await resolveLinks(tx, 'role', input.Roles, scope),
-        ...normalizeGrants(input, existing.Local),
-        Local: existing.Local,
-      };
-      const record: TokenRecord = {
-        ...existing,
-        ...base,
-        Hash: tokenHash(base),
-        ModifyIndex: tx.index,
-      };
-      await tx.putToken(record);
-      return record;
+      const policies = resolveLinks(tx, 'policy', input.Policies, scope);
+      const roles = resolveLinks(tx, 'role', input.Roles, scope);
+      const base = { Description: input.Description ?? '', Policies: policies.ids, Roles: roles.ids, ...normalizeGrants(input, existing.Local), Local: existing.Local };
+      const record = tx.putToken({ ...existing, ...base, Hash: tokenHash(base) });
+      return { token: record, links: { policies: policies.named, roles: roles.named } };
     });
-    return { value: await this.view(token, true), index: token.ModifyIndex };
+    return { value: tokenView(token, links, true), index: token.ModifyIndex };
   }
 
   async clone(ctx: RequestContext, accessorID: string, input: CloneInput): Promise<WriteResult<TokenView>> {
     const { scope } = await authorize(this.resolver, ctx, 'write', input);
     const now = this.clock.now();
-    const token = await this.store.transact(async (tx) => {
-      const source = isUUID(accessorID) ? this.live(await tx.getToken(accessorID), scope) : undefined;
+    const { token, links } = await this.store.transact((tx) => {
+      const source = isUUID(accessorID) ? this.live(tx.getToken(accessorID), scope) : undefined;
       if (!source) throw notFoundToken(accessorID);
       if (source.AuthMethod) throw invalid('Cannot clone a token created from an auth method');
       const expires = source.ExpirationTime === undefined ? undefined : resolveExpiration({ time: Date.parse(source.ExpirationTime) }, now, this.options.limits);
       // Only live links are copied: a dangling link is invisible on the source too.
-      const live = async (kind: 'policy' | 'role', links: TokenRecord['Policies']) =>
-        (await namedLinks(tx, kind, links)).map((l) => ({ ID: l.ID }));
+      const policies = namedLinks(tx, 'policy', source.Policies);
+      const roles = namedLinks(tx, 'role', source.Roles);
       const base = {
         Description: input.Description ? input.Description : source.Description,
-        Policies: await live('policy', source.Policies),
-        Roles: await live('role', source.Roles),
+        Policies: policies.map((l) => ({ ID: l.ID })),
+        Roles: roles.map((l) => ({ ID: l.ID })),
         ServiceIdentities: source.ServiceIdentities,
         NodeIdentities: source.NodeIdentities,
         TemplatedPolicies: source.TemplatedPolicies,
         Local: source.Local,
       };
-      const record = newTokenRecord({
-        AccessorID: await freshID(tokenIDTaken(tx)),
-        SecretID: await freshID(tokenIDTaken(tx)),
-        content: base,
-        ...(expires !== undefined ? { expires } : {}),
-        now,
-        scope: { Namespace: source.Namespace, Partition: source.Partition },
-        index: tx.index,
-      });
-      await tx.putToken(record);
-      return record;
+      const record = tx.putToken(
+        newTokenRecord({
+          AccessorID: freshID(tokenIDTaken(tx)),
+          SecretID: freshID(tokenIDTaken(tx)),
+          content: base,
+          ...(expires !== undefined ? { expires } : {}),
+          now,
+          scope: { Namespace: source.Namespace, Partition: source.Partition },
+        }),
+      );
+      return { token: record, links: { policies, roles } };
     });
-    return { value: await this.view(token, true), index: token.ModifyIndex };
+    return { value: tokenView(token, links, true), index: token.ModifyIndex };
   }
 
   async delete(ctx: RequestContext, accessorID: string): Promise<WriteResult<boolean>> {
@@ -271,8 +246,8 @@ export class TokenService {
     if (!isUUID(accessorID)) throw invalid('Accessor ID is missing or an invalid UUID');
     if (accessorID.toLowerCase() === ANONYMOUS_TOKEN_ID) throw notPermitted('Delete operation not permitted on the anonymous token');
     let index = this.store.currentIndex();
-    const deleted = await this.store.transact(async (tx) => {
-      const existing = await tx.getToken(accessorID);
+    const deleted = await this.store.transact((tx) => {
+      const existing = tx.getToken(accessorID);
       // Expired tokens can still be deleted; tokens of another scope are not visible here.
       if (!existing || existing.Namespace !== scope.Namespace || existing.Partition !== scope.Partition) return false;
       if (identity.secret !== '' && existing.SecretID === identity.secret) {

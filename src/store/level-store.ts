@@ -1,29 +1,52 @@
 import { Level } from 'level';
 import { WatchwordError } from '../domain/errors.js';
 import { generateID } from '../domain/ids.js';
-import type { BootstrapState, PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
-import { type KVView, compareKeys } from './kv.js';
-import type { z } from 'zod';
-import { LOG_PREFIX, META, TABLES, type TableDef, type TableName, key, logKey, prefixEnd, recordKey } from './keys.js';
-import { Reader } from './reader.js';
-import { ReadCache } from './cache.js';
-import { bootstrapStateSchema, decodeRaw, decodeWith, encode, policyRecordSchema, roleRecordSchema, tokenRecordSchema } from './records.js';
-import type { Change, CommitEvent, Durability, GlobalSnapshot, LogEntry, Store, TransactOptions, Tx, WatchTable } from './store.js';
+import type { BootstrapState, PolicyRecord, RoleRecord, Scope, TokenRecord } from '../domain/types.js';
+import { type LayerEntry, type MemTable, type StateReader, TablesReader, type Tables, layerKey, newTables } from './memory.js';
+import { bootstrapStateSchema, decodeRaw, decodeWith, encode } from './records.js';
+import {
+  FORMAT1_COUNT_PREFIX,
+  FORMAT1_INDEX_PREFIXES,
+  FORMAT_VERSION,
+  LOG_PREFIX,
+  META,
+  type RecordTypes,
+  TABLES,
+  type TableDef,
+  type TableName,
+  key,
+  logKey,
+  nameKey,
+  prefixEnd,
+  recordKey,
+} from './schema.js';
+import type {
+  Change,
+  CommitEvent,
+  Durability,
+  GlobalSnapshot,
+  LogEntry,
+  Store,
+  TransactOptions,
+  Tx,
+  Unstamped,
+  WatchTable,
+} from './store.js';
 
 type BatchOp = { type: 'put'; key: string; value: Uint8Array } | { type: 'del'; key: string };
 
-/** A write accepted but not yet on disk. Its identity tells a finished flush what to drop. */
-interface PendingEntry {
-  value: Uint8Array | null;
-}
+/** A record written or deleted by a transaction, applied to memory once durable. */
+type TableOp = { table: TableName; id: string; record: unknown | null };
 
 interface QueuedCommit {
   ops: BatchOp[];
-  pending: Array<[string, PendingEntry]>;
+  tableOps: TableOp[];
+  meta: Array<[string, unknown]>;
+  /** Layer entries this commit put in `pending`, dropped once durable. */
+  layer: Array<[string, LayerEntry]>;
   index: number;
   tables: Map<WatchTable, number>;
   entries: LogEntry[];
-  counts: Map<TableName, number>;
   sync: boolean;
   resolve: () => void;
   reject: (err: unknown) => void;
@@ -34,103 +57,26 @@ export interface LevelStoreOptions {
   durability: Durability;
   /** Write the replicated change log (the primary does; secondaries apply instead). */
   changeLog: boolean;
-  /** Encoded bytes of committed state kept decoded in memory (default 64 MiB). */
-  cacheBytes?: number;
+  /** Recent change-log entries kept in memory for secondaries that are nearly current. */
+  logTailEntries?: number;
 }
 
-/** A KV view over the committed database. */
-class DbView implements KVView {
-  constructor(private readonly db: Level<string, Uint8Array>) {}
+type AnyTable = MemTable<unknown, string>;
+const ZERO_BOOTSTRAP: BootstrapState = { Bootstrapped: false, ResetIndex: 0 };
 
-  get(key: string): Promise<Uint8Array | undefined> {
-    return this.db.get(key);
-  }
-
-  getMany(keys: string[]): Promise<Array<Uint8Array | undefined>> {
-    return this.db.getMany(keys);
-  }
-
-  keys(range: { gte: string; lt: string; limit?: number }): AsyncIterable<string> {
-    return this.db.keys({ gte: range.gte, lt: range.lt, limit: range.limit ?? -1 });
-  }
-}
-
-/** A KV view with writes layered over another view (pending writes over disk, a transaction's over both). */
-class LayeredView implements KVView {
-  constructor(
-    private readonly top: Map<string, PendingEntry>,
-    private readonly below: KVView,
-  ) {}
-
-  async get(key: string): Promise<Uint8Array | undefined> {
-    const e = this.top.get(key);
-    if (e) return e.value ?? undefined;
-    return this.below.get(key);
-  }
-
-  async getMany(keys: string[]): Promise<Array<Uint8Array | undefined>> {
-    const missing = keys.filter((k) => !this.top.has(k));
-    const fetched = missing.length > 0 ? await this.below.getMany(missing) : [];
-    const byKey = new Map(missing.map((k, i) => [k, fetched[i]]));
-    return keys.map((k) => {
-      const e = this.top.get(k);
-      return e ? (e.value ?? undefined) : byKey.get(k);
-    });
-  }
-
-  async *keys(range: { gte: string; lt: string; limit?: number }): AsyncIterable<string> {
-    const mine: Array<[string, PendingEntry]> = [];
-    for (const [k, e] of this.top) {
-      if (compareKeys(k, range.gte) >= 0 && compareKeys(k, range.lt) < 0) mine.push([k, e]);
-    }
-    mine.sort((a, b) => compareKeys(a[0], b[0]));
-    const limit = range.limit ?? Infinity;
-    let emitted = 0;
-    let i = 0;
-    const emitMineBefore = function* (bound: string | undefined): Generator<string> {
-      while (i < mine.length && (bound === undefined || compareKeys((mine[i] as [string, PendingEntry])[0], bound) < 0)) {
-        const [k, e] = mine[i] as [string, PendingEntry];
-        i++;
-        if (e.value !== null) yield k;
-      }
-    };
-    // Deleted keys below must not show; keys written above replace their namesakes.
-    for await (const k of this.below.keys({ gte: range.gte, lt: range.lt })) {
-      for (const m of emitMineBefore(k)) {
-        yield m;
-        if (++emitted >= limit) return;
-      }
-      if (i < mine.length && (mine[i] as [string, PendingEntry])[0] === k) {
-        const e = (mine[i] as [string, PendingEntry])[1];
-        i++;
-        if (e.value === null) continue;
-      }
-      yield k;
-      if (++emitted >= limit) return;
-    }
-    for (const m of emitMineBefore(undefined)) {
-      yield m;
-      if (++emitted >= limit) return;
-    }
-  }
-}
-
-class LevelTx extends Reader implements Tx {
-  private readonly writes: Map<string, PendingEntry>;
-  private readonly changes = new Map<number, Change[]>();
+/**
+ * A transaction over layers: its own writes, then every accepted write not yet durable
+ * (`pending`), then the durable tables. Synchronous from start to end.
+ */
+class StoreTx implements Tx {
+  readonly layer = new Map<string, LayerEntry>();
+  readonly tableOps: TableOp[] = [];
+  readonly meta: Array<[string, unknown]> = [];
   readonly touched = new Map<WatchTable, number>();
-  /** Net objects added per table by this transaction. */
-  readonly countDeltas = new Map<TableName, number>();
+  private readonly changes = new Map<number, Change[]>();
   private allocated: number | undefined;
 
-  constructor(
-    private readonly store: LevelStore,
-    writes: Map<string, PendingEntry>,
-    below: KVView,
-  ) {
-    super(new LayeredView(writes, below));
-    this.writes = writes;
-  }
+  constructor(private readonly store: LevelStore) {}
 
   get index(): number {
     if (this.allocated === undefined) this.allocated = this.store.allocateIndex();
@@ -147,142 +93,185 @@ class LevelTx extends Reader implements Tx {
   }
 
   get isEmpty(): boolean {
-    return this.writes.size === 0;
+    return this.tableOps.length === 0 && this.meta.length === 0;
   }
 
-  private set(key: string, value: Uint8Array | null): void {
-    this.writes.set(key, { value });
+  private lookup(k: string): LayerEntry | undefined {
+    return this.layer.get(k) ?? this.store.pending.get(k);
   }
 
-  putMeta(key: string, value: unknown): void {
-    this.set(key, encode(value));
+  getRecord<T extends TableName>(table: T, id: string): RecordTypes[T] | undefined {
+    const e = this.lookup(layerKey.record(table, id));
+    if (e) return (e.value ?? undefined) as RecordTypes[T] | undefined;
+    return (this.store.tables[table] as AnyTable).get(id) as RecordTypes[T] | undefined;
   }
 
-  /** Raw delete of a bookkeeping key (log trimming). */
-  deleteKey(key: string): void {
-    this.set(key, null);
+  private uniqueID(table: TableName, index: string, k: string): string | undefined {
+    const e = this.lookup(layerKey.unique(table, index, k));
+    if (e) return (e.value as string | null) ?? undefined;
+    return (this.store.tables[table] as AnyTable).uniqueID(index, k);
   }
 
-  private touch(table: WatchTable): void {
-    this.touched.set(table, this.index);
+  private byUnique<T extends TableName>(table: T, index: string, k: string): RecordTypes[T] | undefined {
+    const id = this.uniqueID(table, index, k);
+    return id === undefined ? undefined : this.getRecord(table, id);
   }
 
-  private log(change: Change, global: boolean): void {
-    if (!global) return;
+  getToken(accessor: string): TokenRecord | undefined {
+    return this.getRecord('tokens', accessor);
+  }
+
+  getTokenBySecret(secret: string): TokenRecord | undefined {
+    return this.byUnique('tokens', 'secret', secret);
+  }
+
+  isSecretInUse(secret: string): boolean {
+    return this.uniqueID('tokens', 'secret', secret) !== undefined;
+  }
+
+  getPolicy(id: string): PolicyRecord | undefined {
+    return this.getRecord('policies', id);
+  }
+
+  getPolicyByName(scope: Scope, name: string): PolicyRecord | undefined {
+    return this.byUnique('policies', 'name', nameKey(scope.Partition, scope.Namespace, name));
+  }
+
+  getRole(id: string): RoleRecord | undefined {
+    return this.getRecord('roles', id);
+  }
+
+  getRoleByName(scope: Scope, name: string): RoleRecord | undefined {
+    return this.byUnique('roles', 'name', nameKey(scope.Partition, scope.Namespace, name));
+  }
+
+  getBootstrap(): BootstrapState {
+    const e = this.lookup(layerKey.meta(META.bootstrap));
+    if (e) return e.value as BootstrapState;
+    return this.store.bootstrap();
+  }
+
+  allRecords<T extends TableName>(table: T): Array<RecordTypes[T]> {
+    const prefix = layerKey.record(table, '');
+    const overlaid = new Map<string, unknown>();
+    for (const layer of [this.store.pending, this.layer]) {
+      for (const [k, e] of layer) if (k.startsWith(prefix)) overlaid.set(k.slice(prefix.length), e.value);
+    }
+    const out: Array<RecordTypes[T]> = [];
+    for (const [id, r] of (this.store.tables[table] as AnyTable).rows) if (!overlaid.has(id)) out.push(r as RecordTypes[T]);
+    for (const r of overlaid.values()) if (r !== null) out.push(r as RecordTypes[T]);
+    return out;
+  }
+
+  private log(change: Change): void {
     const list = this.changes.get(this.index);
     if (list) list.push(change);
     else this.changes.set(this.index, [change]);
   }
 
-  /**
-   * Drops an index entry of a record going away. A unique entry (its value is the
-   * owner's ID) may meanwhile belong to another record (a secret or name taken over
-   * in the same batch); it is only removed while it still points here.
-   */
-  private async dropIndex(k: string, value: string, id: string): Promise<void> {
-    if (value !== '') {
-      const current = await this.kv.get(k);
-      if (current === undefined || decodeRaw(current) !== id) return;
+  private put<R>(def: TableDef<R, string>, input: Unstamped<R>): R {
+    const id = def.id(input as R);
+    const old = this.getRecord(def.name, id) as R | undefined;
+    const index = this.index;
+    const record = { ...input, CreateIndex: (old as { CreateIndex?: number } | undefined)?.CreateIndex ?? index, ModifyIndex: index } as R;
+    for (const [name, idx] of Object.entries(def.indexes)) {
+      if (!idx.unique) continue;
+      const next = idx.keys(record);
+      if (old !== undefined) {
+        for (const k of idx.keys(old)) {
+          if (!next.includes(k) && this.uniqueID(def.name, name, k) === id) this.layer.set(layerKey.unique(def.name, name, k), { value: null });
+        }
+      }
+      for (const k of next) this.layer.set(layerKey.unique(def.name, name, k), { value: id });
     }
-    this.set(k, null);
+    this.layer.set(layerKey.record(def.name, id), { value: record });
+    this.tableOps.push({ table: def.name, id, record });
+    this.touched.set(def.name, index);
+    if (def.isGlobal(record) || (old !== undefined && def.isGlobal(old))) {
+      this.log({ Table: def.name, Op: 'set', ID: id, Value: record } as Change);
+    }
+    return record;
   }
 
-  private async put<R>(def: TableDef<R>, record: R, change: Change, previous: R | null | undefined): Promise<void> {
-    const id = def.id(record);
-    const old = previous === undefined ? ((await this.getRecord(def.name, id)) as R | undefined) : (previous ?? undefined);
-    const next = new Map(def.indexes(record));
-    if (old !== undefined) {
-      for (const [k, v] of def.indexes(old)) if (!next.has(k)) await this.dropIndex(k, v, id);
-    }
-    for (const [k, v] of next) this.set(k, encode(v));
-    this.set(recordKey(def as TableDef<unknown>, id), encode(record));
-    if (old === undefined) this.countDeltas.set(def.name, (this.countDeltas.get(def.name) ?? 0) + 1);
-    this.touch(def.name);
-    this.log(change, def.isGlobal(record) || (old !== undefined && def.isGlobal(old)));
-  }
-
-  private async del(table: TableName, id: string): Promise<boolean> {
-    const def = TABLES[table] as TableDef<unknown>;
-    const old = await this.getRecord(table, id);
+  private del<R>(def: TableDef<R, string>, id: string): boolean {
+    const old = this.getRecord(def.name, id) as R | undefined;
     if (old === undefined) return false;
-    for (const [k, v] of def.indexes(old)) await this.dropIndex(k, v, id);
-    this.set(recordKey(def, id), null);
-    this.countDeltas.set(table, (this.countDeltas.get(table) ?? 0) - 1);
-    this.touch(table);
-    this.log({ Table: table, Op: 'delete', ID: id }, def.isGlobal(old));
+    for (const [name, idx] of Object.entries(def.indexes)) {
+      if (!idx.unique) continue;
+      for (const k of idx.keys(old)) if (this.uniqueID(def.name, name, k) === id) this.layer.set(layerKey.unique(def.name, name, k), { value: null });
+    }
+    this.layer.set(layerKey.record(def.name, id), { value: null });
+    this.tableOps.push({ table: def.name, id, record: null });
+    this.touched.set(def.name, this.index);
+    if (def.isGlobal(old)) this.log({ Table: def.name, Op: 'delete', ID: id });
     return true;
   }
 
-  putToken(record: TokenRecord, previous?: TokenRecord | null): Promise<void> {
-    return this.put(TABLES.tokens, record, { Table: 'tokens', Op: 'set', ID: record.AccessorID, Value: record }, previous);
+  putToken(record: Unstamped<TokenRecord>): TokenRecord {
+    return this.put(TABLES.tokens as TableDef<TokenRecord, string>, record);
   }
 
-  putPolicy(record: PolicyRecord, previous?: PolicyRecord | null): Promise<void> {
-    return this.put(TABLES.policies, record, { Table: 'policies', Op: 'set', ID: record.ID, Value: record }, previous);
+  putPolicy(record: Unstamped<PolicyRecord>): PolicyRecord {
+    return this.put(TABLES.policies as TableDef<PolicyRecord, string>, record);
   }
 
-  putRole(record: RoleRecord, previous?: RoleRecord | null): Promise<void> {
-    return this.put(TABLES.roles, record, { Table: 'roles', Op: 'set', ID: record.ID, Value: record }, previous);
+  putRole(record: Unstamped<RoleRecord>): RoleRecord {
+    return this.put(TABLES.roles as TableDef<RoleRecord, string>, record);
   }
 
-  deleteToken(accessor: string): Promise<boolean> {
-    return this.del('tokens', accessor);
+  deleteToken(accessor: string): boolean {
+    return this.del(TABLES.tokens as TableDef<TokenRecord, string>, accessor);
   }
 
-  deletePolicy(id: string): Promise<boolean> {
-    return this.del('policies', id);
+  deletePolicy(id: string): boolean {
+    return this.del(TABLES.policies as TableDef<PolicyRecord, string>, id);
   }
 
-  deleteRole(id: string): Promise<boolean> {
-    return this.del('roles', id);
+  deleteRole(id: string): boolean {
+    return this.del(TABLES.roles as TableDef<RoleRecord, string>, id);
   }
 
   putBootstrap(state: BootstrapState): void {
-    this.set(META.bootstrap, encode(state));
-    this.touch('bootstrap');
-    this.log({ Table: 'bootstrap', Op: 'set', ID: 'bootstrap', Value: state }, true);
+    this.putMeta(META.bootstrap, state);
+    this.touched.set('bootstrap', this.index);
+    this.log({ Table: 'bootstrap', Op: 'set', ID: 'bootstrap', Value: state });
+  }
+
+  putMeta(metaKey: string, value: unknown): void {
+    this.layer.set(layerKey.meta(metaKey), { value });
+    this.meta.push([metaKey, value]);
   }
 
   /** The log entries of this transaction, in index order. */
   logEntries(): LogEntry[] {
     return [...this.changes].sort((a, b) => a[0] - b[0]).map(([Index, Changes]) => ({ Index, Changes }));
   }
-
-  /** Every write as batch operations, plus the index and count bookkeeping. */
-  toOps(changeLog: boolean, entries: LogEntry[], counts: ReadonlyMap<TableName, number>): BatchOp[] {
-    const ops: BatchOp[] = [];
-    for (const [table] of this.countDeltas) ops.push({ type: 'put', key: META.count(table), value: encode(counts.get(table) ?? 0) });
-    for (const [key, e] of this.writes) ops.push(e.value === null ? { type: 'del', key } : { type: 'put', key, value: e.value });
-    if (this.allocated !== undefined) ops.push({ type: 'put', key: META.index, value: encode(this.allocated) });
-    for (const [table, idx] of this.touched) ops.push({ type: 'put', key: META.tableIndex(table), value: encode(idx) });
-    if (changeLog) for (const entry of entries) ops.push({ type: 'put', key: logKey(entry.Index), value: encode(entry) });
-    return ops;
-  }
 }
 
 /**
- * LevelDB store. Transactions run one at a time against committed state plus every
- * earlier accepted write (held in `pending` until on disk), so checks such as name
- * uniqueness never race. Accepted batches queue for the writer, which writes all that
- * queued while the previous write ran as one batch with one sync: group commit.
+ * The store: committed state in memory with every index (loaded from LevelDB at open),
+ * LevelDB as the durable copy. Transactions are synchronous: they validate against the
+ * newest state and queue their batch; the writer writes everything queued while the
+ * previous write ran as one batch with one sync (group commit), then applies it to the
+ * memory tables readers use. So readers only ever see durable state, and the writer
+ * lock is held for microseconds, never across I/O.
  */
 export class LevelStore implements Store {
-  readonly reader: Reader;
-  private readonly dbView: DbView;
-  private readonly cache: ReadCache;
-  private readonly pending = new Map<string, PendingEntry>();
-  private readonly pendingView: LayeredView;
+  readonly tables: Tables = newTables();
+  readonly reader: StateReader;
+  /** Accepted writes not yet durable, visible to transactions only. */
+  readonly pending = new Map<string, LayerEntry>();
+  private readonly meta = new Map<string, unknown>();
   private queue: QueuedCommit[] = [];
   private writing = false;
-  private mutex: Promise<void> = Promise.resolve();
   private lastAllocated = 0;
   private durableIndex = 0;
-  /** Objects per table including accepted-but-pending writes, and as durable. */
-  private readonly liveCounts = new Map<TableName, number>();
-  private readonly durableCounts = new Map<TableName, number>();
   private readonly tableIndexes = new Map<WatchTable, number>();
   private readonly waiters = new Map<WatchTable, Set<{ index: number; wake: () => void }>>();
   private readonly listeners = new Set<(event: CommitEvent) => void>();
+  /** Recent change-log entries; every entry with Index >= tailStart is here. */
+  private logTail: LogEntry[] = [];
+  private tailStart = 1;
   private failure: unknown;
   private closed = false;
   private trimmedUpTo = 0;
@@ -292,10 +281,7 @@ export class LevelStore implements Store {
     private readonly options: LevelStoreOptions,
     readonly logID: string,
   ) {
-    this.dbView = new DbView(db);
-    this.cache = new ReadCache(options.cacheBytes ?? 64 * 1024 * 1024);
-    this.reader = new Reader(this.dbView, this.cache);
-    this.pendingView = new LayeredView(this.pending, this.dbView);
+    this.reader = new TablesReader(this.tables, () => this.bootstrap());
   }
 
   static async open(dir: string, options: LevelStoreOptions): Promise<LevelStore> {
@@ -309,27 +295,65 @@ export class LevelStore implements Store {
       }
       throw new WatchwordError('INTERNAL', `cannot open the store in ${dir}: ${(err as Error).message}`, { cause: err });
     }
-    let logIDBytes = await db.get(META.logID);
-    if (logIDBytes === undefined) {
-      logIDBytes = encode(generateID());
-      await db.put(META.logID, logIDBytes, { sync: options.durability === 'fsync' });
+    try {
+      await upgradeFormat(db, dir, options.durability === 'fsync');
+      let logIDBytes = await db.get(META.logID);
+      if (logIDBytes === undefined) {
+        logIDBytes = encode(generateID());
+        await db.put(META.logID, logIDBytes, { sync: options.durability === 'fsync' });
+      }
+      const store = new LevelStore(db, options, String(decodeRaw(logIDBytes)));
+      await store.load();
+      return store;
+    } catch (err) {
+      await db.close().catch(() => undefined);
+      throw err;
     }
-    const store = new LevelStore(db, options, String(decodeRaw(logIDBytes)));
-    const reader = store.reader;
-    store.durableIndex = store.lastAllocated = await reader.getMetaNumber(META.index);
-    for (const t of ['tokens', 'policies', 'roles', 'bootstrap'] as const) {
-      store.tableIndexes.set(t, await reader.getMetaNumber(META.tableIndex(t)));
-    }
-    store.trimmedUpTo = await reader.getMetaNumber(META.logTrimmed);
-    for (const t of ['tokens', 'policies', 'roles'] as const) {
-      const n = await reader.getMetaNumber(META.count(t));
-      store.liveCounts.set(t, n);
-      store.durableCounts.set(t, n);
-    }
-    return store;
   }
 
-  /** Hands out the next index; only called inside the transaction mutex. */
+  /** Reads metadata and every record into memory, validating each. */
+  private async load(): Promise<void> {
+    for await (const [k, v] of this.db.iterator({ gte: key('m', ''), lt: prefixEnd(key('m', '')) })) {
+      this.meta.set(k, k === META.bootstrap ? decodeWith(bootstrapStateSchema, v, 'bootstrap state') : decodeRaw(v));
+    }
+    const num = (k: string): number => Number(this.meta.get(k) ?? 0);
+    this.durableIndex = this.lastAllocated = num(META.index);
+    this.tailStart = this.durableIndex + 1;
+    this.trimmedUpTo = num(META.logTrimmed);
+    for (const t of ['tokens', 'policies', 'roles', 'bootstrap'] as const) this.tableIndexes.set(t, num(META.tableIndex(t)));
+    const intern = new Map<string, string>();
+    const shared = (s: string): string => {
+      let v = intern.get(s);
+      if (v === undefined) {
+        if (intern.size < 10_000) intern.set(s, s);
+        v = s;
+      }
+      return v;
+    };
+    for (const name of ['policies', 'roles', 'tokens'] as const) {
+      const def = TABLES[name] as TableDef<Scope & object, string>;
+      const table = this.tables[name] as AnyTable;
+      const prefix = key(def.prefix, '');
+      for await (const [, v] of this.db.iterator({ gte: prefix, lt: prefixEnd(prefix) })) {
+        const record = decodeWith(def.schema, v, name.slice(0, -1)) as Scope;
+        // Namespaces and partitions repeat across records: keep one copy of each.
+        record.Namespace = shared(record.Namespace);
+        record.Partition = shared(record.Partition);
+        table.put(record, true);
+      }
+      table.finishLoading();
+    }
+  }
+
+  bootstrap(): BootstrapState {
+    return (this.meta.get(META.bootstrap) as BootstrapState | undefined) ?? ZERO_BOOTSTRAP;
+  }
+
+  getMeta(metaKey: string): unknown {
+    return this.meta.get(metaKey);
+  }
+
+  /** Hands out the next index. */
   allocateIndex(): number {
     return ++this.lastAllocated;
   }
@@ -338,9 +362,8 @@ export class LevelStore implements Store {
     return this.durableIndex;
   }
 
-  /** Objects stored per table (durable state). */
   count(table: TableName): number {
-    return this.durableCounts.get(table) ?? 0;
+    return this.tables[table].size;
   }
 
   tableIndex(table: WatchTable): number {
@@ -352,39 +375,51 @@ export class LevelStore implements Store {
     if (this.closed) throw new WatchwordError('INTERNAL', 'store is closed');
   }
 
-  async transact<T>(fn: (tx: Tx) => Promise<T>, options: TransactOptions = {}): Promise<T> {
-    this.checkUsable();
-    const previous = this.mutex;
-    let release!: () => void;
-    this.mutex = new Promise<void>((resolve) => (release = resolve));
-    await previous;
-    let durable: Promise<void> | undefined;
+  transact<T>(fn: (tx: Tx) => T, options: TransactOptions = {}): Promise<T> {
+    let tx: StoreTx;
     let result: T;
+    const before = this.lastAllocated;
     try {
       this.checkUsable();
-      const tx = new LevelTx(this, new Map(), this.pendingView);
-      result = await fn(tx);
-      if (!tx.isEmpty) durable = this.enqueue(tx, options.sync ?? true);
-    } finally {
-      release();
+      tx = new StoreTx(this);
+      result = fn(tx);
+      if (result instanceof Promise) throw new Error('store transactions are synchronous; the function returned a promise');
+    } catch (err) {
+      // Nothing was queued: the indexes it took are free again.
+      this.lastAllocated = before;
+      return Promise.reject(err);
     }
-    if (durable) await durable;
-    return result;
+    if (tx.isEmpty) {
+      this.lastAllocated = before;
+      return Promise.resolve(result);
+    }
+    return this.enqueue(tx, options.sync ?? true).then(() => result);
   }
 
-  private enqueue(tx: LevelTx, sync: boolean): Promise<void> {
+  private enqueue(tx: StoreTx, sync: boolean): Promise<void> {
     const entries = tx.logEntries();
-    for (const [table, delta] of tx.countDeltas) this.liveCounts.set(table, (this.liveCounts.get(table) ?? 0) + delta);
-    const counts = new Map(this.liveCounts);
-    const ops = tx.toOps(this.options.changeLog, entries, counts);
-    const pending: Array<[string, PendingEntry]> = [];
-    for (const op of ops) {
-      const entry: PendingEntry = { value: op.type === 'put' ? op.value : null };
-      this.pending.set(op.key, entry);
-      pending.push([op.key, entry]);
+    const ops: BatchOp[] = [];
+    for (const op of tx.tableOps) {
+      const k = recordKey(op.table, op.id);
+      ops.push(op.record === null ? { type: 'del', key: k } : { type: 'put', key: k, value: encode(op.record) });
     }
+    for (const [k, v] of tx.meta) ops.push({ type: 'put', key: k, value: encode(v) });
+    const index = tx.lastIndex ?? this.durableIndex;
+    if (tx.lastIndex !== undefined) ops.push({ type: 'put', key: META.index, value: encode(index) });
+    for (const [table, idx] of tx.touched) ops.push({ type: 'put', key: META.tableIndex(table), value: encode(idx) });
+    if (this.options.changeLog) for (const entry of entries) ops.push({ type: 'put', key: logKey(entry.Index), value: encode(entry) });
+    const layer = [...tx.layer];
+    for (const [k, e] of layer) this.pending.set(k, e);
     return new Promise<void>((resolve, reject) => {
-      this.queue.push({ ops, pending, index: tx.lastIndex ?? this.durableIndex, tables: tx.touched, entries, counts, sync, resolve, reject });
+      this.queue.push({ ops, tableOps: tx.tableOps, meta: tx.meta, layer, index, tables: tx.touched, entries, sync, resolve, reject });
+      void this.flush();
+    });
+  }
+
+  /** Queues raw batch operations (log trimming) behind the accepted transactions. */
+  private enqueueRaw(ops: BatchOp[], meta: Array<[string, unknown]>): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.queue.push({ ops, tableOps: [], meta, layer: [], index: this.durableIndex, tables: new Map(), entries: [], sync: false, resolve, reject });
       void this.flush();
     });
   }
@@ -394,36 +429,45 @@ export class LevelStore implements Store {
     this.writing = true;
     const group = this.queue;
     this.queue = [];
-    const ops = group.length === 1 ? (group[0] as QueuedCommit).ops : group.flatMap((c) => c.ops);
     try {
       // The chained form: several times faster than the array form for big batches.
       const batch = this.db.batch();
-      for (const op of ops) {
-        if (op.type === 'put') batch.put(op.key, op.value);
-        else batch.del(op.key);
+      for (const c of group) {
+        for (const op of c.ops) {
+          if (op.type === 'put') batch.put(op.key, op.value);
+          else batch.del(op.key);
+        }
       }
       await batch.write({ sync: this.options.durability === 'fsync' && group.some((c) => c.sync) });
     } catch (err) {
       this.failure = err;
-      for (const c of [...group, ...this.queue]) c.reject(new WatchwordError('INTERNAL', 'store write failed', { cause: err }));
+      const failed = [...group, ...this.queue];
       this.queue = [];
+      // Nothing of it is durable: forget it all, as if it had never been accepted.
+      this.pending.clear();
+      this.lastAllocated = this.durableIndex;
+      for (const c of failed) c.reject(new WatchwordError('INTERNAL', 'store write failed', { cause: err }));
       this.writing = false;
       return;
     }
-    // Drop cached values of every written key before anyone can read the new state.
-    this.cache.invalidate(ops.map((op) => op.key));
-    for (const c of group) for (const [k, e] of c.pending) if (this.pending.get(k) === e) this.pending.delete(k);
     const tables = new Map<WatchTable, number>();
     const entries: LogEntry[] = [];
     for (const c of group) {
+      for (const op of c.tableOps) {
+        const t = this.tables[op.table] as AnyTable;
+        if (op.record === null) t.delete(op.id);
+        else t.put(op.record);
+      }
+      for (const [k, v] of c.meta) this.meta.set(k, v);
+      for (const [k, e] of c.layer) if (this.pending.get(k) === e) this.pending.delete(k);
       this.durableIndex = Math.max(this.durableIndex, c.index);
       for (const [t, idx] of c.tables) {
         this.tableIndexes.set(t, Math.max(this.tableIndex(t), idx));
         tables.set(t, this.tableIndex(t));
       }
       entries.push(...c.entries);
-      for (const [t, n] of c.counts) this.durableCounts.set(t, n);
     }
+    this.rememberLog(entries);
     for (const c of group) c.resolve();
     this.writing = false;
     this.wake(tables);
@@ -432,6 +476,16 @@ export class LevelStore implements Store {
       for (const l of this.listeners) l(event);
     }
     void this.flush();
+  }
+
+  private rememberLog(entries: LogEntry[]): void {
+    if (!this.options.changeLog) return;
+    const limit = this.options.logTailEntries ?? 20_000;
+    this.logTail.push(...entries);
+    if (this.logTail.length > limit) {
+      const dropped = this.logTail.splice(0, this.logTail.length - limit);
+      this.tailStart = (dropped[dropped.length - 1] as LogEntry).Index + 1;
+    }
   }
 
   private wake(tables: Map<WatchTable, number>): void {
@@ -480,7 +534,6 @@ export class LevelStore implements Store {
     return () => this.listeners.delete(listener);
   }
 
-  /** Highest change-log index removed by retention; a follower behind it needs a snapshot. */
   logTrimmedUpTo(): number {
     return this.trimmedUpTo;
   }
@@ -495,10 +548,10 @@ export class LevelStore implements Store {
     for (;;) {
       const keys: string[] = [];
       for await (const k of this.db.keys({ gt: LOG_PREFIX, lte: logKey(upTo), limit: chunk })) keys.push(k);
-      await this.transact(async (tx) => {
-        for (const k of keys) (tx as LevelTx).deleteKey(k);
-        (tx as LevelTx).putMeta(META.logTrimmed, upTo);
-      });
+      await this.enqueueRaw(
+        keys.map((k) => ({ type: 'del', key: k })),
+        [[META.logTrimmed, upTo]],
+      );
       removed += keys.length;
       if (keys.length < chunk) break;
     }
@@ -506,39 +559,34 @@ export class LevelStore implements Store {
     return removed;
   }
 
-  /**
-   * Every global object as of one durable index, read from an explicit LevelDB snapshot
-   * so writers are never blocked while a secondary is sent a copy.
-   */
-  async snapshotGlobal(): Promise<GlobalSnapshot> {
-    const snapshot = this.db.snapshot();
-    try {
-      const get = async (k: string) => this.db.get(k, { snapshot });
-      const index = (await get(META.index)) ?? encode(0);
-      const bootstrapBytes = await get(META.bootstrap);
-      const records = async <T>(prefix: string, schema: z.ZodType<T>, what: string): Promise<T[]> => {
-        const out: T[] = [];
-        for await (const [, value] of this.db.iterator({ gt: key(prefix, ''), lt: prefixEnd(key(prefix, '')), snapshot })) {
-          out.push(decodeWith(schema, value, what));
-        }
-        return out;
-      };
-      const tokens = (await records('t', tokenRecordSchema, 'token')).filter((t) => !t.Local);
-      return {
-        logID: this.logID,
-        index: Number(decodeRaw(index)),
-        tokens,
-        policies: await records('p', policyRecordSchema, 'policy'),
-        roles: await records('r', roleRecordSchema, 'role'),
-        bootstrap: bootstrapBytes === undefined ? null : decodeWith(bootstrapStateSchema, bootstrapBytes, 'bootstrap state'),
-      };
-    } finally {
-      await snapshot.close();
-    }
+  /** Every global object as of the durable index: records are immutable, so copying the references is a consistent view. */
+  snapshotGlobal(): GlobalSnapshot {
+    const tokens: TokenRecord[] = [];
+    for (const t of this.tables.tokens.rows.values()) if (!t.Local) tokens.push(t);
+    const bootstrap = this.meta.get(META.bootstrap) as BootstrapState | undefined;
+    return {
+      logID: this.logID,
+      index: this.durableIndex,
+      tokens,
+      policies: [...this.tables.policies.rows.values()],
+      roles: [...this.tables.roles.rows.values()],
+      bootstrap: bootstrap ?? null,
+    };
   }
 
-  /** Change-log entries after `index`, up to `limit` (replication). */
+  /** Change-log entries after `index`, up to `limit`: from memory when recent, else from disk. */
   async logEntriesAfter(index: number, limit: number): Promise<LogEntry[]> {
+    if (index + 1 >= this.tailStart) {
+      const tail = this.logTail;
+      let lo = 0;
+      let hi = tail.length;
+      while (lo < hi) {
+        const mid = (lo + hi) >> 1;
+        if ((tail[mid] as LogEntry).Index <= index) lo = mid + 1;
+        else hi = mid;
+      }
+      return tail.slice(lo, lo + limit);
+    }
     const out: LogEntry[] = [];
     for await (const [, value] of this.db.iterator({ gt: logKey(index), lt: prefixEnd(LOG_PREFIX), limit })) {
       out.push(decodeRaw(value) as LogEntry);
@@ -549,7 +597,6 @@ export class LevelStore implements Store {
   async close(): Promise<void> {
     if (this.closed) return;
     // Let every accepted transaction reach the disk first.
-    await this.mutex;
     while (this.writing || this.queue.length > 0) {
       await new Promise<void>((resolve) => setImmediate(resolve));
     }
@@ -558,4 +605,27 @@ export class LevelStore implements Store {
     this.waiters.clear();
     await this.db.close();
   }
+}
+
+/**
+ * Brings a data dir to FORMAT_VERSION. Format 1 stored secondary-index keys and counts
+ * next to the records; they are rebuilt in memory now, so upgrading deletes them. A
+ * data dir written by a newer format is refused.
+ */
+async function upgradeFormat(db: Level<string, Uint8Array>, dir: string, sync: boolean): Promise<void> {
+  const bytes = await db.get(META.format);
+  const format = bytes === undefined ? undefined : Number(decodeRaw(bytes));
+  if (format !== undefined && !(format >= 1 && format <= FORMAT_VERSION)) {
+    throw new WatchwordError('INTERNAL', `the store in ${dir} has format ${format}, newer than this build reads (${FORMAT_VERSION}); run a newer watchword`);
+  }
+  if (format === FORMAT_VERSION) return;
+  for (const prefix of [...FORMAT1_INDEX_PREFIXES, FORMAT1_COUNT_PREFIX]) {
+    for (;;) {
+      const keys: string[] = [];
+      for await (const k of db.keys({ gte: prefix, lt: prefixEnd(prefix), limit: 10_000 })) keys.push(k);
+      if (keys.length === 0) break;
+      await db.batch(keys.map((k) => ({ type: 'del' as const, key: k })));
+    }
+  }
+  await db.put(META.format, encode(FORMAT_VERSION), { sync });
 }

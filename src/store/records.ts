@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { BootstrapState, PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
 import { WatchwordError } from '../domain/errors.js';
 import { nodeIdentityShape, scopeShape, serviceIdentityShape, templatedPolicyShape } from '../domain/shapes.js';
-import type { TableName } from './keys.js';
+import type { TableName } from './schema.js';
 
 /** msgpack with plain maps: no record extension, so data stays readable by any decoder. */
 const packr = new Packr({ useRecords: false, moreTypes: false });

@@ -1,11 +1,14 @@
-import type { BootstrapState, PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
-import type { TableName } from './keys.js';
-import type { Reader } from './reader.js';
+import type { BootstrapState, PolicyRecord, RoleRecord, Scope, TokenRecord } from '../domain/types.js';
+import type { StateReader } from './memory.js';
+import type { RecordTypes, TableName } from './schema.js';
+
+export type { StateReader, TokenQuery, ExpiryCursor } from './memory.js';
+export type { TableName } from './schema.js';
 
 /** Tables whose changes blocking queries can wait on. */
 export type WatchTable = TableName | 'bootstrap';
 
-/** One change to a global object. */
+/** One change to a global object, as the change log carries it. */
 export type Change =
   | { Table: 'tokens'; Op: 'set'; ID: string; Value: TokenRecord }
   | { Table: 'policies'; Op: 'set'; ID: string; Value: PolicyRecord }
@@ -44,29 +47,48 @@ export interface CommitEvent {
   at: number;
 }
 
+/** A record as written: the store stamps CreateIndex and ModifyIndex. */
+export type Unstamped<R> = Omit<R, 'CreateIndex' | 'ModifyIndex'> & { CreateIndex?: number; ModifyIndex?: number };
+
 /**
- * A transaction: reads see committed state plus every write accepted before it
- * (transactions run one at a time), writes become one atomic batch. Records get this
- * transaction's index as their ModifyIndex.
+ * What a transaction reads: the newest state, that is durable state plus every write
+ * accepted before it and its own writes, so checks such as name uniqueness never race.
  */
-export interface Tx extends Reader {
+export interface TxReader {
+  getToken(accessor: string): TokenRecord | undefined;
+  getTokenBySecret(secret: string): TokenRecord | undefined;
+  /** Whether any token uses this value as its SecretID. */
+  isSecretInUse(secret: string): boolean;
+  getPolicy(id: string): PolicyRecord | undefined;
+  getPolicyByName(scope: Scope, name: string): PolicyRecord | undefined;
+  getRole(id: string): RoleRecord | undefined;
+  getRoleByName(scope: Scope, name: string): RoleRecord | undefined;
+  getRecord<T extends TableName>(table: T, id: string): RecordTypes[T] | undefined;
+  getBootstrap(): BootstrapState;
+  /** Every record of a table (snapshot diffs; not for request paths). */
+  allRecords<T extends TableName>(table: T): Array<RecordTypes[T]>;
+}
+
+/**
+ * A transaction: synchronous, so the writer is held only while CPU work runs. Writes
+ * become one atomic batch; records get this transaction's index as ModifyIndex (and as
+ * CreateIndex when new), stamped here and nowhere else.
+ */
+export interface Tx extends TxReader {
   /** The index of this transaction's change; allocated on first use. */
   readonly index: number;
   /** Takes a further index, for batches that apply several changes (replication). */
   nextIndex(): number;
-  /**
-   * Writes a record and its indexes. `previous` is the stored version when the caller
-   * already has it (null: known absent), saving a read; omitted, it is read here.
-   */
-  putToken(record: TokenRecord, previous?: TokenRecord | null): Promise<void>;
-  putPolicy(record: PolicyRecord, previous?: PolicyRecord | null): Promise<void>;
-  putRole(record: RoleRecord, previous?: RoleRecord | null): Promise<void>;
-  /** Deletes by ID; a no-op when absent. Returns whether something was deleted. */
-  deleteToken(accessor: string): Promise<boolean>;
-  deletePolicy(id: string): Promise<boolean>;
-  deleteRole(id: string): Promise<boolean>;
+  /** Writes a record at the current index; returns it as stored. */
+  putToken(record: Unstamped<TokenRecord>): TokenRecord;
+  putPolicy(record: Unstamped<PolicyRecord>): PolicyRecord;
+  putRole(record: Unstamped<RoleRecord>): RoleRecord;
+  /** Deletes by ID; returns whether something was deleted. */
+  deleteToken(accessor: string): boolean;
+  deletePolicy(id: string): boolean;
+  deleteRole(id: string): boolean;
   putBootstrap(state: BootstrapState): void;
-  /** Raw metadata write (replication cursor and the like), in the same batch. */
+  /** Metadata written in the same batch (the replication cursor). */
   putMeta(key: string, value: unknown): void;
 }
 
@@ -83,21 +105,34 @@ export interface TransactOptions {
 }
 
 /**
- * The storage port. Reads see durable state only; `transact` acknowledges after the
- * batch is durable (fsync mode) and wakes waiters and commit listeners after that.
+ * The storage port. Committed state lives in memory with every index; the disk holds
+ * it durably. Readers see durable state only; `transact` runs a synchronous function
+ * against the newest state and resolves once its batch is durable (group commit),
+ * waking waiters and commit listeners after that.
  */
 export interface Store {
-  readonly reader: Reader;
+  /** Durable state. */
+  readonly reader: StateReader;
   /** Identity of this store's change log: changes when the data dir is rebuilt. */
   readonly logID: string;
   /** Highest durable index (never 0 once opened). */
   currentIndex(): number;
   tableIndex(table: WatchTable): number;
-  /** Objects stored in a table. */
   count(table: TableName): number;
-  transact<T>(fn: (tx: Tx) => Promise<T>, options?: TransactOptions): Promise<T>;
+  /** Runs `fn` (synchronous) and resolves with its result once the writes are durable. */
+  transact<T>(fn: (tx: Tx) => T, options?: TransactOptions): Promise<T>;
+  /** Durable metadata (the replication cursor). */
+  getMeta(key: string): unknown;
   /** Resolves once `table`'s index exceeds `index`, or when the signal aborts. */
   waitForTableIndex(table: WatchTable, index: number, signal?: AbortSignal): Promise<void>;
   onCommit(listener: (event: CommitEvent) => void): () => void;
+  /** Every global object as of the current durable index. */
+  snapshotGlobal(): GlobalSnapshot;
+  /** Change-log entries after `index`, at most `limit` (primary). */
+  logEntriesAfter(index: number, limit: number): Promise<LogEntry[]>;
+  /** Highest change-log index removed by retention; a follower behind it needs a snapshot. */
+  logTrimmedUpTo(): number;
+  /** Removes change-log entries up to `upTo`; returns how many. */
+  trimLog(upTo: number): Promise<number>;
   close(): Promise<void>;
 }

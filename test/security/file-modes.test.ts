@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { apiFor } from '../helpers/daemon.js';
 import { type AgentProcess, spawnAgent } from '../helpers/process.js';
-import { type TempDir, tempDir } from '../helpers/temp-dir.js';
+import { tempDir } from '../helpers/temp-dir.js';
 
 async function modes(dir: string, into: Array<[string, number]> = []): Promise<Array<[string, number]>> {
   into.push([dir, (await stat(dir)).mode & 0o777]);
@@ -17,7 +17,7 @@ async function modes(dir: string, into: Array<[string, number]> = []): Promise<A
 
 describe('store files are private to the daemon user', () => {
   let agent: AgentProcess | undefined;
-  let dir: TempDir | undefined;
+  let dir: Awaited<ReturnType<typeof tempDir>> | undefined;
   afterEach(async () => {
     await agent?.stop();
     await dir?.remove();

@@ -1,8 +1,15 @@
+import { Level } from 'level';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { primaryFrame, decodeFrame, encodeFrame } from '../../src/replication/protocol.js';
 import { LevelStore } from '../../src/store/level-store.js';
+import { encode } from '../../src/store/records.js';
+import { META, key } from '../../src/store/schema.js';
 import type { CommitEvent } from '../../src/store/store.js';
-import { tempDir } from '../helpers/temp-dir.js';
 import { tokenRecord } from '../helpers/records.js';
+import { tempDir } from '../helpers/temp-dir.js';
+
+const open = (path: string) => LevelStore.open(path, { durability: 'fsync', changeLog: true });
+const everywhere = { partition: 'default', namespaces: ['default'] };
 
 describe('LevelStore', () => {
   let dir: { path: string; remove: () => Promise<void> };
@@ -10,7 +17,7 @@ describe('LevelStore', () => {
 
   beforeEach(async () => {
     dir = await tempDir();
-    store = await LevelStore.open(dir.path, { durability: 'fsync', changeLog: true });
+    store = await open(dir.path);
   });
 
   afterEach(async () => {
@@ -18,75 +25,80 @@ describe('LevelStore', () => {
     await dir.remove();
   });
 
-  it('stores a token with its secondary indexes and assigns one index per transaction', async () => {
+  it('stores a token with its indexes, stamping one index per transaction', async () => {
     const t = tokenRecord({ Policies: [{ ID: 'p1' }], ServiceIdentities: [{ ServiceName: 'web' }] });
-    const index = await store.transact(async (tx) => {
-      await tx.putToken({ ...t, CreateIndex: tx.index, ModifyIndex: tx.index });
-      return tx.index;
-    });
-    expect(index).toBe(1);
+    const stored = await store.transact((tx) => tx.putToken(t));
+    expect([stored.CreateIndex, stored.ModifyIndex]).toEqual([1, 1]);
     expect(store.currentIndex()).toBe(1);
     expect(store.tableIndex('tokens')).toBe(1);
-    expect((await store.reader.getToken(t.AccessorID))?.ModifyIndex).toBe(1);
-    expect((await store.reader.getTokenBySecret(t.SecretID))?.AccessorID).toBe(t.AccessorID);
-    expect((await store.reader.listTokens({ partition: 'default', policy: 'p1' })).map((x) => x.AccessorID)).toEqual([t.AccessorID]);
-    expect((await store.reader.listTokens({ partition: 'default', serviceName: 'web' })).length).toBe(1);
+    expect(store.reader.getToken(t.AccessorID)?.ModifyIndex).toBe(1);
+    expect(store.reader.getTokenBySecret(t.SecretID)?.AccessorID).toBe(t.AccessorID);
+    expect(store.reader.listTokens({ ...everywhere, policy: 'p1' }).map((x) => x.AccessorID)).toEqual([t.AccessorID]);
+    expect(store.reader.listTokens({ ...everywhere, serviceName: 'web' }).length).toBe(1);
+    // An update keeps CreateIndex and moves ModifyIndex, whatever the caller passed.
+    const updated = await store.transact((tx) => tx.putToken({ ...stored, Description: 'changed', CreateIndex: 99, ModifyIndex: 99 }));
+    expect([updated.CreateIndex, updated.ModifyIndex]).toEqual([1, 2]);
   });
 
   it('removes stale index entries when a record changes or is deleted', async () => {
     const t = tokenRecord({ Policies: [{ ID: 'p1' }] });
-    await store.transact(async (tx) => tx.putToken(t));
-    await store.transact(async (tx) => tx.putToken({ ...t, Policies: [{ ID: 'p2' }] }));
-    expect(await store.reader.listTokens({ partition: 'default', policy: 'p1' })).toEqual([]);
-    expect((await store.reader.listTokens({ partition: 'default', policy: 'p2' })).length).toBe(1);
-    const deleted = await store.transact((tx) => tx.deleteToken(t.AccessorID));
-    expect(deleted).toBe(true);
+    await store.transact((tx) => tx.putToken(t));
+    await store.transact((tx) => tx.putToken({ ...t, Policies: [{ ID: 'p2' }] }));
+    expect(store.reader.listTokens({ ...everywhere, policy: 'p1' })).toEqual([]);
+    expect(store.reader.listTokens({ ...everywhere, policy: 'p2' }).length).toBe(1);
+    expect(await store.transact((tx) => tx.deleteToken(t.AccessorID))).toBe(true);
     expect(await store.transact((tx) => tx.deleteToken(t.AccessorID))).toBe(false);
-    expect(await store.reader.getTokenBySecret(t.SecretID)).toBeUndefined();
-    expect(await store.reader.listTokens({ partition: 'default', policy: 'p2' })).toEqual([]);
+    expect(store.reader.getTokenBySecret(t.SecretID)).toBeUndefined();
+    expect(store.reader.listTokens({ ...everywhere, policy: 'p2' })).toEqual([]);
   });
 
-  it('lets a transaction see writes accepted before it, even while they are still being written', async () => {
+  it('shows readers only durable state, and transactions every accepted write', async () => {
     const a = tokenRecord();
-    const writes = [store.transact(async (tx) => tx.putToken(a))];
-    // Queued right behind the first, before it is durable.
-    const seen = store.transact(async (tx) => (await tx.getTokenBySecret(a.SecretID))?.AccessorID);
-    writes.push(seen.then(() => undefined));
-    await Promise.all(writes);
+    const written = store.transact((tx) => tx.putToken(a));
+    // Accepted, not yet durable: invisible to readers, visible to the next transaction.
+    expect(store.reader.getToken(a.AccessorID)).toBeUndefined();
+    expect(store.reader.getTokenBySecret(a.SecretID)).toBeUndefined();
+    const seen = store.transact((tx) => tx.getTokenBySecret(a.SecretID)?.AccessorID);
     expect(await seen).toBe(a.AccessorID);
+    await written;
+    expect(store.reader.getToken(a.AccessorID)?.AccessorID).toBe(a.AccessorID);
   });
 
   it('shares one sync among concurrent writers and acknowledges each only once durable', async () => {
     const tokens = Array.from({ length: 200 }, () => tokenRecord());
     const events: CommitEvent[] = [];
     store.onCommit((e) => events.push(e));
-    await Promise.all(tokens.map((t) => store.transact(async (tx) => tx.putToken(t))));
+    await Promise.all(tokens.map((t) => store.transact((tx) => tx.putToken(t))));
     // Far fewer commits than writes: they were grouped.
-    expect(events.length).toBeLessThan(tokens.length);
+    expect(events.length).toBeLessThan(tokens.length / 10);
     // Every change still takes its own index.
     expect(store.currentIndex()).toBe(tokens.length);
-    for (const t of tokens) expect(await store.reader.getToken(t.AccessorID)).toBeDefined();
+    for (const t of tokens) expect(store.reader.getToken(t.AccessorID)).toBeDefined();
   });
 
   it('writes a change-log entry for global changes only, in the same batch', async () => {
     const global = tokenRecord();
     const local = tokenRecord({ Local: true });
-    await store.transact(async (tx) => tx.putToken({ ...global, ModifyIndex: tx.index }));
-    await store.transact(async (tx) => tx.putToken({ ...local, ModifyIndex: tx.index }));
-    await store.transact(async (tx) => {
-      void tx.index;
-      return tx.deleteToken(global.AccessorID);
-    });
-    const entries = await store.logEntriesAfter(0, 100);
-    expect(entries.map((e) => [e.Index, e.Changes.map((c) => `${c.Op}:${c.ID}`)])).toEqual([
+    await store.transact((tx) => tx.putToken(global));
+    await store.transact((tx) => tx.putToken(local));
+    await store.transact((tx) => tx.deleteToken(global.AccessorID));
+    const expected = [
       [1, [`set:${global.AccessorID}`]],
       [3, [`delete:${global.AccessorID}`]],
-    ]);
+    ];
+    const fromMemory = await store.logEntriesAfter(0, 100);
+    expect(fromMemory.map((e) => [e.Index, e.Changes.map((c) => `${c.Op}:${c.ID}`)])).toEqual(expected);
+    // After a reopen the recent-entries memory is empty: the same entries come from disk.
+    await store.close();
+    store = await open(dir.path);
+    const fromDisk = await store.logEntriesAfter(0, 100);
+    expect(fromDisk.map((e) => [e.Index, e.Changes.map((c) => `${c.Op}:${c.ID}`)])).toEqual(expected);
+    expect(await store.logEntriesAfter(1, 100)).toHaveLength(1);
   });
 
   it('wakes a waiter when the watched table index passes its index, and on abort', async () => {
     const woke = store.waitForTableIndex('tokens', 0);
-    await store.transact(async (tx) => tx.putToken({ ...tokenRecord(), ModifyIndex: tx.index }));
+    await store.transact((tx) => tx.putToken(tokenRecord()));
     await expect(woke).resolves.toBeUndefined();
     const controller = new AbortController();
     const waiting = store.waitForTableIndex('tokens', store.tableIndex('tokens'), controller.signal);
@@ -95,81 +107,117 @@ describe('LevelStore', () => {
     expect(store.waiterCount()).toBe(0);
   });
 
-  it('counts objects per table, across updates, deletes and a reopen', async () => {
-    const a = tokenRecord();
-    const b = tokenRecord();
-    await store.transact(async (tx) => {
-      await tx.putToken(a);
-      await tx.putToken(b);
+  it('keeps everything, indexes included, across a reopen, and refuses a second opener of the same dir', async () => {
+    const a = tokenRecord({ Policies: [{ ID: 'p' }] });
+    const b = tokenRecord({ ExpirationTime: new Date(Date.now() + 60_000).toISOString() });
+    await store.transact((tx) => {
+      tx.putToken(a);
+      tx.putToken(b);
     });
-    await store.transact(async (tx) => tx.putToken({ ...a, Description: 'changed' }));
-    expect(store.count('tokens')).toBe(2);
-    await store.transact((tx) => tx.deleteToken(b.AccessorID));
-    await store.transact((tx) => tx.deleteToken(b.AccessorID));
-    expect(store.count('tokens')).toBe(1);
-    expect(store.count('policies')).toBe(0);
-    await store.close();
-    store = await LevelStore.open(dir.path, { durability: 'fsync', changeLog: true });
-    expect(store.count('tokens')).toBe(1);
-  });
-
-  it('keeps everything across a reopen and refuses a second opener of the same dir', async () => {
-    const t = tokenRecord();
-    await store.transact(async (tx) => tx.putToken({ ...t, ModifyIndex: tx.index }));
-    await expect(LevelStore.open(dir.path, { durability: 'fsync', changeLog: true })).rejects.toThrow(/in use by another process/);
+    await store.transact((tx) => tx.putToken({ ...a, Description: 'changed' }));
+    await expect(open(dir.path)).rejects.toThrow(/in use by another process/);
     const logID = store.logID;
     await store.close();
-    store = await LevelStore.open(dir.path, { durability: 'fsync', changeLog: true });
+    store = await open(dir.path);
     expect(store.logID).toBe(logID);
-    expect(store.currentIndex()).toBe(1);
-    expect((await store.reader.getToken(t.AccessorID))?.SecretID).toBe(t.SecretID);
+    expect(store.currentIndex()).toBe(2);
+    expect(store.count('tokens')).toBe(2);
+    expect(store.reader.getToken(a.AccessorID)?.Description).toBe('changed');
+    expect(store.reader.getTokenBySecret(b.SecretID)?.AccessorID).toBe(b.AccessorID);
+    expect(store.reader.listTokens({ ...everywhere, policy: 'p' }).map((t) => t.AccessorID)).toEqual([a.AccessorID]);
+    expect(store.reader.nextExpiry()).toBe(Date.parse(b.ExpirationTime as string));
   });
 
-  it('never serves a cached value older than the last commit', async () => {
-    const t = tokenRecord({ Description: 'v1' });
-    await store.transact(async (tx) => tx.putToken(t));
-    expect((await store.reader.getToken(t.AccessorID))?.Description).toBe('v1');
-    expect((await store.reader.getToken(t.AccessorID))?.Description).toBe('v1');
-    await store.transact(async (tx) => tx.putToken({ ...t, Description: 'v2' }));
-    expect((await store.reader.getToken(t.AccessorID))?.Description).toBe('v2');
-    // Reads racing a stream of commits always see a committed version.
-    const writes = Array.from({ length: 50 }, (_, i) => store.transact(async (tx) => tx.putToken({ ...t, Description: `v${i + 3}` })));
-    const reads = Array.from({ length: 50 }, () => store.reader.getToken(t.AccessorID));
-    await Promise.all([...writes, ...reads]);
-    expect((await store.reader.getToken(t.AccessorID))?.Description).toBe('v52');
-    await store.transact((tx) => tx.deleteToken(t.AccessorID));
-    expect(await store.reader.getToken(t.AccessorID)).toBeUndefined();
-    expect(await store.reader.getTokenBySecret(t.SecretID)).toBeUndefined();
-  });
-
-  it('hands out frozen records, so no caller can change what others read', async () => {
-    const t = tokenRecord({ Policies: [{ ID: 'p' }] });
-    await store.transact(async (tx) => tx.putToken(t));
-    await store.reader.getToken(t.AccessorID);
-    const cached = (await store.reader.getToken(t.AccessorID)) as { Policies: unknown[] };
-    expect(() => cached.Policies.push({ ID: 'q' })).toThrow(TypeError);
+  it('walks expired tokens in time order with a cursor', async () => {
+    const at = (s: number) => new Date(Date.UTC(2030, 0, 1, 0, 0, s)).toISOString();
+    const tokens = [3, 1, 2, 1, 5].map((s) => tokenRecord({ ExpirationTime: at(s) }));
+    await store.transact((tx) => tokens.forEach((t) => tx.putToken(t)));
+    const until = Date.parse(at(3));
+    const first = store.reader.expiredTokens(until, 2);
+    const rest = store.reader.expiredTokens(until, 10, first[1]?.cursor);
+    const order = [...first, ...rest].map((e) => e.cursor[0]);
+    expect(order).toEqual([1, 1, 2, 3].map((s) => Date.parse(at(s))));
+    expect(new Set([...first, ...rest].map((e) => e.id)).size).toBe(4);
   });
 
   it('keeps a unique index entry that another record took over in the same batch', async () => {
     const old = tokenRecord();
-    await store.transact(async (tx) => tx.putToken(old));
+    await store.transact((tx) => tx.putToken(old));
     const successor = tokenRecord({ SecretID: old.SecretID });
-    await store.transact(async (tx) => {
-      await tx.putToken(successor);
-      await tx.deleteToken(old.AccessorID);
+    await store.transact((tx) => {
+      tx.putToken(successor);
+      tx.deleteToken(old.AccessorID);
     });
-    expect((await store.reader.getTokenBySecret(old.SecretID))?.AccessorID).toBe(successor.AccessorID);
+    expect(store.reader.getTokenBySecret(old.SecretID)?.AccessorID).toBe(successor.AccessorID);
   });
 
-  it('rolls back nothing half-way: a transaction that throws writes nothing', async () => {
+  it('writes nothing and takes no index when a transaction throws, and refuses an async one', async () => {
     const t = tokenRecord();
     await expect(
-      store.transact(async (tx) => {
-        await tx.putToken(t);
+      store.transact((tx) => {
+        tx.putToken(t);
         throw new Error('validation failed');
       }),
     ).rejects.toThrow('validation failed');
-    expect(await store.reader.getToken(t.AccessorID)).toBeUndefined();
+    expect(store.reader.getToken(t.AccessorID)).toBeUndefined();
     expect(await store.transact((tx) => tx.getToken(t.AccessorID))).toBeUndefined();
+    await expect(store.transact(async (tx) => tx.putToken(t))).rejects.toThrow(/synchronous/);
+    expect(store.reader.getToken(t.AccessorID)).toBeUndefined();
+    expect((await store.transact((tx) => tx.putToken(t))).ModifyIndex).toBe(1);
+  });
+
+  it('keeps every record field through the store and a replication frame', async () => {
+    const t = tokenRecord({
+      AuthMethod: 'kube',
+      AuthMethodNamespace: 'ns1',
+      ExpirationTime: new Date(Date.now() + 3_600_000).toISOString(),
+      ServiceIdentities: [{ ServiceName: 'web', Datacenters: ['dc1'] }],
+      NodeIdentities: [{ NodeName: 'n1', Datacenter: 'dc2' }],
+      TemplatedPolicies: [{ TemplateName: 'builtin/service', TemplateVariables: { Name: 'api' }, Datacenters: ['dc1'] }],
+    });
+    const stored = await store.transact((tx) => tx.putToken(t));
+    await store.close();
+    store = await open(dir.path);
+    const reread = store.reader.getToken(t.AccessorID);
+    expect(reread).toEqual(stored);
+    const frame = decodeFrame(primaryFrame, encodeFrame({ t: 'entries', entries: await store.logEntriesAfter(0, 10), upTo: 1 }));
+    expect(frame.t === 'entries' && frame.entries[0]?.Changes[0]).toEqual({ Table: 'tokens', Op: 'set', ID: t.AccessorID, Value: stored });
+  });
+});
+
+describe('LevelStore data format', () => {
+  let dir: { path: string; remove: () => Promise<void> };
+  beforeEach(async () => {
+    dir = await tempDir();
+  });
+  afterEach(() => dir.remove());
+
+  it('upgrades a format-1 store: drops its index keys and keeps its records', async () => {
+    const t = tokenRecord({ CreateIndex: 1, ModifyIndex: 1 });
+    const db = new Level<string, Uint8Array>(dir.path, { keyEncoding: 'utf8', valueEncoding: 'view' });
+    await db.batch([
+      { type: 'put', key: key('t', t.AccessorID), value: encode(t) },
+      { type: 'put', key: key('ts', t.SecretID), value: encode(t.AccessorID) },
+      { type: 'put', key: key('tn', 'default', 'default', t.AccessorID), value: encode('') },
+      { type: 'put', key: key('m', 'count', 'tokens'), value: encode(1) },
+      { type: 'put', key: META.index, value: encode(1) },
+    ]);
+    await db.close();
+    const store = await open(dir.path);
+    expect(store.reader.getTokenBySecret(t.SecretID)?.AccessorID).toBe(t.AccessorID);
+    expect(store.currentIndex()).toBe(1);
+    await store.close();
+    const raw = new Level<string, Uint8Array>(dir.path, { keyEncoding: 'utf8', valueEncoding: 'view' });
+    const keys: string[] = [];
+    for await (const k of raw.keys()) keys.push(k.split('\u0000')[0] as string);
+    await raw.close();
+    expect(keys.sort()).toEqual(['m', 'm', 'm', 't']);
+  });
+
+  it('refuses a store written by a newer format', async () => {
+    const db = new Level<string, Uint8Array>(dir.path, { keyEncoding: 'utf8', valueEncoding: 'view' });
+    await db.put(META.format, encode(99));
+    await db.close();
+    await expect(open(dir.path)).rejects.toThrow(/has format 99, newer than this build reads \(2\)/);
   });
 });

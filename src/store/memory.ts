@@ -1,0 +1,314 @@
+import type { BootstrapState, PolicyRecord, RoleRecord, Scope, TokenRecord } from '../domain/types.js';
+import { type IndexName, type RecordTypes, TABLES, type TableDef, type TableName, nameKey, scopeKey, SEP } from './schema.js';
+
+/**
+ * One table in memory: its records by ID and every index its TableDef declares.
+ * Records are shared with every reader and never mutated: a change replaces the object.
+ */
+export class MemTable<R, I extends string> {
+  readonly rows = new Map<string, R>();
+  private readonly unique = new Map<I, Map<string, string>>();
+  private readonly multi = new Map<I, Map<string, Set<string>>>();
+  /** [time, id] sorted by time then ID (the expiry index). */
+  private ordered: Array<[number, string]> = [];
+
+  constructor(readonly def: TableDef<R, I>) {
+    for (const [name, idx] of Object.entries(def.indexes) as Array<[I, { unique: boolean }]>) {
+      if (idx.unique) this.unique.set(name, new Map());
+      else this.multi.set(name, new Map());
+    }
+  }
+
+  get size(): number {
+    return this.rows.size;
+  }
+
+  get(id: string): R | undefined {
+    return this.rows.get(id);
+  }
+
+  /** The ID a unique index maps `key` to. */
+  uniqueID(index: I, key: string): string | undefined {
+    return this.unique.get(index)?.get(key);
+  }
+
+  byUnique(index: I, key: string): R | undefined {
+    const id = this.uniqueID(index, key);
+    return id === undefined ? undefined : this.rows.get(id);
+  }
+
+  /** IDs a non-unique index holds under `key`. */
+  ids(index: I, key: string): ReadonlySet<string> | undefined {
+    return this.multi.get(index)?.get(key);
+  }
+
+  /** Every key a non-unique index holds. */
+  indexKeys(index: I): IterableIterator<string> {
+    return (this.multi.get(index) as Map<string, Set<string>>).keys();
+  }
+
+  put(record: R, loading = false): R | undefined {
+    const id = this.def.id(record);
+    const old = this.rows.get(id);
+    if (old !== undefined) this.unindex(old, id);
+    this.rows.set(id, record);
+    for (const [name, map] of this.unique) for (const k of this.def.indexes[name].keys(record)) map.set(k, id);
+    for (const [name, map] of this.multi) {
+      for (const k of this.def.indexes[name].keys(record)) {
+        let set = map.get(k);
+        if (!set) map.set(k, (set = new Set()));
+        set.add(id);
+      }
+    }
+    const at = this.def.orderedBy?.(record);
+    if (at !== undefined) {
+      if (loading) this.ordered.push([at, id]);
+      else this.ordered.splice(this.orderedPosition(at, id), 0, [at, id]);
+    }
+    return old;
+  }
+
+  delete(id: string): R | undefined {
+    const old = this.rows.get(id);
+    if (old === undefined) return undefined;
+    this.unindex(old, id);
+    this.rows.delete(id);
+    return old;
+  }
+
+  /** After loading with `put(record, true)`: puts the ordered index in order. */
+  finishLoading(): void {
+    this.ordered.sort((a, b) => a[0] - b[0] || (a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0));
+  }
+
+  private unindex(record: R, id: string): void {
+    for (const [name, map] of this.unique) {
+      // A unique key may already belong to another record (taken over in the same batch).
+      for (const k of this.def.indexes[name].keys(record)) if (map.get(k) === id) map.delete(k);
+    }
+    for (const [name, map] of this.multi) {
+      for (const k of this.def.indexes[name].keys(record)) {
+        const set = map.get(k);
+        if (!set) continue;
+        set.delete(id);
+        if (set.size === 0) map.delete(k);
+      }
+    }
+    const at = this.def.orderedBy?.(record);
+    if (at !== undefined) {
+      const i = this.orderedPosition(at, id);
+      const e = this.ordered[i];
+      if (e && e[0] === at && e[1] === id) this.ordered.splice(i, 1);
+    }
+  }
+
+  /** First position whose entry is not before (at, id). */
+  private orderedPosition(at: number, id: string): number {
+    let lo = 0;
+    let hi = this.ordered.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      const [t, i] = this.ordered[mid] as [number, string];
+      if (t < at || (t === at && i < id)) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+
+  /** Entries ordered at or before `until`, after the cursor `after` ("time:id"), at most `limit`. */
+  orderedUpTo(until: number, limit: number, after?: [number, string]): Array<[number, string]> {
+    let i = after ? this.orderedPosition(after[0], after[1] + SEP) : 0;
+    const out: Array<[number, string]> = [];
+    while (i < this.ordered.length && out.length < limit) {
+      const e = this.ordered[i++] as [number, string];
+      if (e[0] > until) break;
+      out.push(e);
+    }
+    return out;
+  }
+
+  firstOrdered(): number | undefined {
+    return this.ordered[0]?.[0];
+  }
+}
+
+export type Tables = { [T in TableName]: MemTable<RecordTypes[T], IndexName<T>> };
+
+export const newTables = (): Tables => ({
+  tokens: new MemTable(TABLES.tokens),
+  policies: new MemTable(TABLES.policies),
+  roles: new MemTable(TABLES.roles),
+});
+
+/** Token list filters; at most one of policy/role/serviceName/authMethod/localOnly is used. */
+export interface TokenQuery {
+  /** Restrict to these namespaces of the partition. */
+  namespaces: readonly string[];
+  partition: string;
+  policy?: string;
+  role?: string;
+  serviceName?: string;
+  authMethod?: string;
+  /** Namespace of the auth method (authmethod-ns). */
+  authMethodNamespace?: string;
+  /** Only Local tokens. */
+  localOnly?: boolean;
+}
+
+/** A position in the expiry index, so a walk does not see an entry twice. */
+export type ExpiryCursor = [number, string];
+
+/**
+ * What readers see: durable state only. Every lookup is synchronous and goes through
+ * an index; nothing here scans all tokens unless all tokens were asked for.
+ */
+export interface StateReader {
+  getToken(accessor: string): TokenRecord | undefined;
+  getTokenBySecret(secret: string): TokenRecord | undefined;
+  getPolicy(id: string): PolicyRecord | undefined;
+  getPolicyByName(scope: Scope, name: string): PolicyRecord | undefined;
+  getRole(id: string): RoleRecord | undefined;
+  getRoleByName(scope: Scope, name: string): RoleRecord | undefined;
+  getRecord<T extends TableName>(table: T, id: string): RecordTypes[T] | undefined;
+  /** The records that exist among `ids`, in the order given. */
+  getRecords<T extends TableName>(table: T, ids: readonly string[]): Array<RecordTypes[T]>;
+  getBootstrap(): BootstrapState;
+  /** Tokens matching a query, ordered by AccessorID. */
+  listTokens(q: TokenQuery): TokenRecord[];
+  /** Policies of the namespaces given, ordered by namespace then ID. */
+  listPolicies(partition: string, namespaces: readonly string[]): PolicyRecord[];
+  /** Roles of the namespaces given (linked to `policy` when set), ordered by namespace then ID. */
+  listRoles(partition: string, namespaces: readonly string[], policy?: string): RoleRecord[];
+  /** Namespaces of a partition holding objects of a table, sorted. */
+  namespacesOf(table: TableName, partition: string): string[];
+  /** Tokens whose expiry is at or before `until`, in expiry order, after `after`. */
+  expiredTokens(until: number, limit: number, after?: ExpiryCursor): Array<{ id: string; cursor: ExpiryCursor }>;
+  /** The earliest expiry time held, if any. */
+  nextExpiry(): number | undefined;
+  count(table: TableName): number;
+}
+
+const byID = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
+/** Reads over a set of memory tables (the durable state). */
+export class TablesReader implements StateReader {
+  constructor(
+    protected readonly tables: Tables,
+    private readonly bootstrap: () => BootstrapState,
+  ) {}
+
+  getToken(accessor: string): TokenRecord | undefined {
+    return this.tables.tokens.get(accessor);
+  }
+
+  getTokenBySecret(secret: string): TokenRecord | undefined {
+    return this.tables.tokens.byUnique('secret', secret);
+  }
+
+  getPolicy(id: string): PolicyRecord | undefined {
+    return this.tables.policies.get(id);
+  }
+
+  getPolicyByName(scope: Scope, name: string): PolicyRecord | undefined {
+    return this.tables.policies.byUnique('name', nameKey(scope.Partition, scope.Namespace, name));
+  }
+
+  getRole(id: string): RoleRecord | undefined {
+    return this.tables.roles.get(id);
+  }
+
+  getRoleByName(scope: Scope, name: string): RoleRecord | undefined {
+    return this.tables.roles.byUnique('name', nameKey(scope.Partition, scope.Namespace, name));
+  }
+
+  getRecord<T extends TableName>(table: T, id: string): RecordTypes[T] | undefined {
+    return (this.tables[table] as MemTable<RecordTypes[T], string>).get(id);
+  }
+
+  getRecords<T extends TableName>(table: T, ids: readonly string[]): Array<RecordTypes[T]> {
+    const t = this.tables[table] as MemTable<RecordTypes[T], string>;
+    const out: Array<RecordTypes[T]> = [];
+    for (const id of ids) {
+      const r = t.get(id);
+      if (r !== undefined) out.push(r);
+    }
+    return out;
+  }
+
+  getBootstrap(): BootstrapState {
+    return this.bootstrap();
+  }
+
+  listTokens(q: TokenQuery): TokenRecord[] {
+    const t = this.tables.tokens;
+    const nsSet = new Set(q.namespaces);
+    let ids: Iterable<string>;
+    if (q.policy !== undefined) ids = t.ids('policy', q.policy) ?? [];
+    else if (q.role !== undefined) ids = t.ids('role', q.role) ?? [];
+    else if (q.serviceName !== undefined) ids = t.ids('service', q.serviceName) ?? [];
+    else if (q.authMethod !== undefined) ids = t.ids('authMethod', q.authMethod) ?? [];
+    else if (q.localOnly) ids = t.ids('local', '') ?? [];
+    else ids = q.namespaces.flatMap((ns) => [...(t.ids('scope', scopeKey(q.partition, ns)) ?? [])]);
+    const out: TokenRecord[] = [];
+    for (const id of ids) {
+      const tok = t.get(id) as TokenRecord;
+      if (tok.Partition !== q.partition || !nsSet.has(tok.Namespace)) continue;
+      if (q.localOnly && !tok.Local) continue;
+      if (q.authMethodNamespace !== undefined && (tok.AuthMethodNamespace ?? tok.Namespace) !== q.authMethodNamespace) continue;
+      out.push(tok);
+    }
+    return out.sort((a, b) => byID(a.AccessorID, b.AccessorID));
+  }
+
+  private inNamespaces<R extends { ID: string; Namespace: string }>(table: MemTable<R, 'scope'>, partition: string, namespaces: readonly string[]): R[] {
+    const out: R[] = [];
+    for (const ns of [...namespaces].sort()) {
+      const ids = [...(table.ids('scope', scopeKey(partition, ns)) ?? [])].sort(byID);
+      for (const id of ids) out.push(table.get(id) as R);
+    }
+    return out;
+  }
+
+  listPolicies(partition: string, namespaces: readonly string[]): PolicyRecord[] {
+    return this.inNamespaces(this.tables.policies as MemTable<PolicyRecord, 'scope'>, partition, namespaces);
+  }
+
+  listRoles(partition: string, namespaces: readonly string[], policy?: string): RoleRecord[] {
+    if (policy === undefined) return this.inNamespaces(this.tables.roles as MemTable<RoleRecord, 'scope'>, partition, namespaces);
+    const nsSet = new Set(namespaces);
+    return this.getRecords('roles', [...(this.tables.roles.ids('policy', policy) ?? [])])
+      .filter((r) => r.Partition === partition && nsSet.has(r.Namespace))
+      .sort((a, b) => byID(a.Namespace, b.Namespace) || byID(a.ID, b.ID));
+  }
+
+  namespacesOf(table: TableName, partition: string): string[] {
+    const prefix = partition + SEP;
+    const out: string[] = [];
+    for (const k of (this.tables[table] as MemTable<unknown, 'scope'>).indexKeys('scope')) if (k.startsWith(prefix)) out.push(k.slice(prefix.length));
+    return out.sort();
+  }
+
+  expiredTokens(until: number, limit: number, after?: ExpiryCursor): Array<{ id: string; cursor: ExpiryCursor }> {
+    return this.tables.tokens.orderedUpTo(until, limit, after).map((e) => ({ id: e[1], cursor: e }));
+  }
+
+  nextExpiry(): number | undefined {
+    return this.tables.tokens.firstOrdered();
+  }
+
+  count(table: TableName): number {
+    return this.tables[table].size;
+  }
+}
+
+/** A value held in a layer over the durable tables; `null` marks a deletion. */
+export interface LayerEntry {
+  value: unknown;
+}
+
+/** Keys of a layer: records, unique-index keys and metadata, each namespaced. */
+export const layerKey = {
+  record: (table: TableName, id: string) => `r${SEP}${table}${SEP}${id}`,
+  unique: (table: TableName, index: string, k: string) => `u${SEP}${table}${SEP}${index}${SEP}${k}`,
+  meta: (name: string) => `m${SEP}${name}`,
+};

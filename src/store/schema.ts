@@ -1,0 +1,133 @@
+import type { z } from 'zod';
+import { expiryMillis } from '../domain/expiry.js';
+import type { PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
+import { policyRecordSchema, roleRecordSchema, tokenRecordSchema } from './records.js';
+
+/**
+ * The one declaration of every table: its records' shape, where they live on disk, and
+ * the indexes the in-memory state keeps for them. Both the memory tables and the
+ * LevelDB layout derive from it, so an index cannot be declared in one place and
+ * misspelt in another: index names are typed.
+ *
+ * On disk only records, metadata and the change log are stored; every index is
+ * rebuilt in memory when the store opens.
+ *
+ *   t <accessor> / p <id> / r <id>   records (msgpack)
+ *   m <name>                         metadata (format, indexes, bootstrap state, log identity, cursor)
+ *   l <index hex>                    change log (primary)
+ */
+
+export type TableName = 'tokens' | 'policies' | 'roles';
+
+export interface IndexDef<R> {
+  /** Unique indexes map a key to one record; the others to a set of records. */
+  unique: boolean;
+  /** The keys a record is found under (none: not in this index). */
+  keys(record: R): readonly string[];
+}
+
+export interface TableDef<R, I extends string> {
+  name: TableName;
+  /** Prefix of record keys on disk. */
+  prefix: string;
+  /** Validates a record read back from disk or received from a peer. */
+  schema: z.ZodType<R>;
+  id(record: R): string;
+  /** Whether a change to this record enters the replicated change log. */
+  isGlobal(record: R): boolean;
+  indexes: Record<I, IndexDef<R>>;
+  /** Records kept in time order by this (the expiry index), when the table has one. */
+  orderedBy?: (record: R) => number | undefined;
+}
+
+/** NUL joins the parts of composite keys: no name the API accepts contains it. */
+export const SEP = '\u0000';
+export const key = (...parts: string[]): string => parts.join(SEP);
+
+const one = (k: string): readonly string[] => [k];
+const none: readonly string[] = [];
+
+/** Where an object lives, as an index key. */
+export const scopeKey = (partition: string, namespace: string): string => key(partition, namespace);
+/** A name in a scope, as the unique name indexes hold it (names compare case-insensitively). */
+export const nameKey = (partition: string, namespace: string, name: string): string => key(partition, namespace, name.toLowerCase());
+
+export const tokensTable: TableDef<TokenRecord, 'secret' | 'scope' | 'policy' | 'role' | 'service' | 'authMethod' | 'local'> = {
+  name: 'tokens',
+  prefix: 't',
+  schema: tokenRecordSchema,
+  id: (t) => t.AccessorID,
+  isGlobal: (t) => !t.Local,
+  indexes: {
+    secret: { unique: true, keys: (t) => one(t.SecretID) },
+    scope: { unique: false, keys: (t) => one(scopeKey(t.Partition, t.Namespace)) },
+    policy: { unique: false, keys: (t) => t.Policies.map((l) => l.ID) },
+    role: { unique: false, keys: (t) => t.Roles.map((l) => l.ID) },
+    service: { unique: false, keys: (t) => t.ServiceIdentities.map((s) => s.ServiceName) },
+    authMethod: { unique: false, keys: (t) => (t.AuthMethod ? one(t.AuthMethod) : none) },
+    local: { unique: false, keys: (t) => (t.Local ? one('') : none) },
+  },
+  orderedBy: expiryMillis,
+};
+
+export const policiesTable: TableDef<PolicyRecord, 'name' | 'scope'> = {
+  name: 'policies',
+  prefix: 'p',
+  schema: policyRecordSchema,
+  id: (p) => p.ID,
+  isGlobal: () => true,
+  indexes: {
+    name: { unique: true, keys: (p) => one(nameKey(p.Partition, p.Namespace, p.Name)) },
+    scope: { unique: false, keys: (p) => one(scopeKey(p.Partition, p.Namespace)) },
+  },
+};
+
+export const rolesTable: TableDef<RoleRecord, 'name' | 'scope' | 'policy'> = {
+  name: 'roles',
+  prefix: 'r',
+  schema: roleRecordSchema,
+  id: (r) => r.ID,
+  isGlobal: () => true,
+  indexes: {
+    name: { unique: true, keys: (r) => one(nameKey(r.Partition, r.Namespace, r.Name)) },
+    scope: { unique: false, keys: (r) => one(scopeKey(r.Partition, r.Namespace)) },
+    policy: { unique: false, keys: (r) => r.Policies.map((l) => l.ID) },
+  },
+};
+
+export const TABLES = { tokens: tokensTable, policies: policiesTable, roles: rolesTable } as const;
+
+export interface RecordTypes {
+  tokens: TokenRecord;
+  policies: PolicyRecord;
+  roles: RoleRecord;
+}
+
+export type IndexName<T extends TableName> = keyof (typeof TABLES)[T]['indexes'] & string;
+
+export const recordKey = (table: TableName, id: string): string => key(TABLES[table].prefix, id);
+
+/** Version of the on-disk layout. 1: records plus secondary-index keys; 2: records only. */
+export const FORMAT_VERSION = 2;
+
+export const META = {
+  format: key('m', 'format'),
+  index: key('m', 'index'),
+  tableIndex: (t: TableName | 'bootstrap') => key('m', 'tidx', t),
+  bootstrap: key('m', 'bootstrap'),
+  logID: key('m', 'log-id'),
+  /** Highest change-log index removed by retention (0: nothing removed yet). */
+  logTrimmed: key('m', 'log-trimmed'),
+  /** A secondary's place in the primary's log. */
+  cursor: key('m', 'cursor'),
+} as const;
+
+export const hex = (n: number): string => n.toString(16).padStart(16, '0');
+/** The exclusive upper bound of every key starting with `prefix`. */
+export const prefixEnd = (prefix: string): string => prefix + '\uffff';
+export const LOG_PREFIX = key('l', '');
+export const logKey = (index: number): string => key('l', hex(index));
+
+/** Key prefixes of the secondary indexes format 1 stored on disk (dropped when upgrading to 2). */
+export const FORMAT1_INDEX_PREFIXES = ['ts', 'tn', 'tp', 'tr', 'tsv', 'tam', 'tx', 'tl', 'pn', 'pl', 'rn', 'rl', 'rp'].map((p) => key(p, ''));
+export const FORMAT1_COUNT_PREFIX = key('m', 'count', '');
