@@ -1,5 +1,5 @@
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
-import { pino } from 'pino';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest, LogController } from 'fastify';
+import { type Logger, pino } from 'pino';
 import { WatchwordError } from '../domain/errors.js';
 import type { BootstrapService } from '../service/bootstrap.js';
 import type { PolicyService } from '../service/policies.js';
@@ -66,6 +66,31 @@ export interface HttpLimits {
   maxRequestsPerConn: number;
   /** Open connections at once. */
   maxConns: number;
+}
+
+/**
+ * The index headers of a read (X-Service-* and their X-Consul-* aliases), built once per
+ * distinct value rather than eight header calls per request.
+ */
+class IndexHeaders {
+  private key = '';
+  private value: Record<string, string> = {};
+
+  get(index: number, knownLeader: boolean, lastContact: number, consistency: string): Record<string, string> {
+    const key = `${index}|${knownLeader}|${lastContact}|${consistency}`;
+    if (key !== this.key) {
+      this.key = key;
+      const v: Record<string, string> = {};
+      for (const prefix of ['x-service-', 'x-consul-']) {
+        v[`${prefix}index`] = String(index);
+        v[`${prefix}knownleader`] = String(knownLeader);
+        v[`${prefix}lastcontact`] = String(lastContact);
+        v[`${prefix}effective-consistency`] = consistency;
+      }
+      this.value = v;
+    }
+    return this.value;
+  }
 }
 
 /** Requests being served right now, so shutdown can wait for them and then drop idle keep-alive sockets. */
@@ -145,49 +170,46 @@ export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteIn
     });
   }
 
+  // Hooks on every request are callback-style: no promise per hook on the hot path.
   const inFlight = new InFlight();
-  app.addHook('onRequest', async (request, reply) => {
+  const leave = (): void => inFlight.leave();
+  app.addHook('onRequest', (_request, reply, done) => {
     inFlight.enter();
     // 'close' fires once per response, whether it finished or the client went away.
-    reply.raw.once('close', () => inFlight.leave());
-    void request;
+    reply.raw.once('close', leave);
+    done();
   });
 
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'string' }, (_request, body, done) => done(null, body));
 
-  app.addHook('onSend', async (request, reply, payload) => {
+  const indexHeaders = new IndexHeaders();
+  app.addHook('onSend', (request, reply, payload, done) => {
     const table = request.routeOptions.config?.table;
     if (table !== undefined && (request.method === 'GET' || request.method === 'HEAD')) {
-      const index = Math.max(1, request.watchIndex ?? deps.store.tableIndex(table));
-      const knownLeader = String(deps.agent.knownLeader());
-      const lastContact = String(deps.agent.lastContactMs());
       const consistency = request.consistency === 'consistent' ? 'consistent' : request.consistency === 'stale' ? 'stale' : 'leader';
-      for (const prefix of ['X-Service-', 'X-Consul-']) {
-        void reply
-          .header(`${prefix}Index`, index)
-          .header(`${prefix}KnownLeader`, knownLeader)
-          .header(`${prefix}LastContact`, lastContact)
-          .header(`${prefix}Effective-Consistency`, consistency);
-      }
+      void reply.headers(
+        indexHeaders.get(Math.max(1, request.watchIndex ?? deps.store.tableIndex(table)), deps.agent.knownLeader(), deps.agent.lastContactMs(), consistency),
+      );
     }
-    return payload;
+    done(null, payload);
   });
 
-  // One log line and one metrics sample per request: the route pattern, never the URL,
-  // so no secret from a path or query string can reach the log.
-  app.addHook('onResponse', async (request, reply) => {
+  // One metrics sample per request, and a debug log line (as Consul logs requests at
+  // debug): the route pattern, never the URL, so no secret from a path or query string
+  // can reach the log.
+  app.addHook('onResponse', (request, reply, done) => {
     const route = request.routeOptions.url ?? 'unknown';
     deps.metrics.observeRequest(request.method, route, reply.statusCode, reply.elapsedTime / 1000);
-    request.log.info(
-      { method: request.method, route, status: reply.statusCode, durationMs: Math.round(reply.elapsedTime * 100) / 100 },
-      'request',
-    );
+    if ((request.log as unknown as Logger).isLevelEnabled('debug')) {
+      request.log.debug({ method: request.method, route, status: reply.statusCode, durationMs: Math.round(reply.elapsedTime * 100) / 100 }, 'request');
+    }
+    done();
   });
 
   const cluster = deps.cluster;
   if (cluster) {
-    app.addHook('preHandler', async (request, reply) => {
+    const forward = async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> => {
       if ((request.routeOptions.url ?? '').startsWith('/v1/acl/')) {
         const relayed = await forwardToDatacenter(request, reply, cluster);
         if (relayed) return relayed;
@@ -196,6 +218,17 @@ export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteIn
       const secondary = cluster.secondary;
       if (rule && secondary && (await mustForward(request, rule, secondary))) return forwardWrite(request, reply, secondary, cluster.datacenter);
       return undefined;
+    };
+    app.addHook('preHandler', (request, reply, done) => {
+      // Most requests stay here: no ?dc= and no write a secondary sends on.
+      const dc = (request.query as Record<string, unknown>).dc;
+      if ((dc === undefined || dc === '' || dc === cluster.datacenter) && !(cluster.secondary && request.routeOptions.config?.forward)) return done();
+      forward(request, reply).then(
+        (relayed) => {
+          if (!relayed) done();
+        },
+        (err: unknown) => done(err as Error),
+      );
     });
   }
 

@@ -187,10 +187,15 @@ export class ReadGate {
     return running;
   }
 
-  /** A whole read: blocking and consistency handling, then one shared computation, then the JSON. */
-  async serve(request: FastifyRequest, reply: FastifyReply, table: WatchTable, access: ReadAccess, compute: () => Promise<unknown>): Promise<FastifyReply> {
-    await this.prepare(request, reply, table, access);
-    return sendJSONText(reply, await this.shared(request, compute, (value) => toJSONText(request, value)));
+  /**
+   * A whole read: blocking and consistency handling, then the computation, then the JSON.
+   * Reads that woke from a wait share one computation with identical ones (a write can
+   * wake thousands of watchers of the same list); a plain read just runs.
+   */
+  async serve(request: FastifyRequest, reply: FastifyReply, table: WatchTable, access: ReadAccess, compute: () => Promise<unknown> | unknown): Promise<FastifyReply> {
+    const params = await this.prepare(request, reply, table, access);
+    if (params.index === 0) return sendJSONText(reply, toJSONText(request, await compute()));
+    return sendJSONText(reply, await this.shared(request, async () => compute(), (value) => toJSONText(request, value)));
   }
 
   /** Releases every blocked read at once (shutdown): each answers with current data. */

@@ -1,4 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { JSONText } from '../service/views.js';
 import { queryFlag } from './request.js';
 
 /** JSON text of a value, indented with `?pretty`. */
@@ -9,6 +10,7 @@ export function toJSONText(request: FastifyRequest, value: unknown): string {
   } catch {
     // A malformed query cannot stop an error from being sent.
   }
+  if (value instanceof JSONText) return pretty ? `${JSON.stringify(JSON.parse(value.text), null, 4)}\n` : value.text;
   return pretty ? `${JSON.stringify(value, null, 4)}\n` : JSON.stringify(value);
 }
 

@@ -35,6 +35,9 @@ interface CachedAuthorizer {
   policiesIndex: number;
   rolesIndex: number;
   authorizer: Authorizer;
+  /** The identities built on it: for the token's own secret, and standing in for no secret. */
+  bySecret?: Identity;
+  asAnonymous?: Identity;
 }
 
 export interface ResolverOptions {
@@ -86,12 +89,12 @@ export class AclResolver {
       }
       throw aclNotFound();
     }
-    return {
-      token,
-      anonymous: anonymous || token.SecretID === ANONYMOUS_TOKEN_SECRET,
-      secret: anonymous ? '' : (secret as string),
-      authorizer: this.authorizerFor(token),
-    };
+    // Identities are shared by every request of the same token until it or its policies change.
+    const entry = this.compiled(token);
+    if (anonymous) {
+      return (entry.asAnonymous ??= { token, anonymous: true, secret: '', authorizer: entry.authorizer });
+    }
+    return (entry.bySecret ??= { token, anonymous: token.SecretID === ANONYMOUS_TOKEN_SECRET, secret: token.SecretID, authorizer: entry.authorizer });
   }
 
   /** Policies and roles reachable from a token or role's links, dangling links dropped. */
@@ -126,14 +129,18 @@ export class AclResolver {
 
   /** The token's authorizer, compiled once and reused until the token, a policy or a role changes. */
   authorizerFor(token: TokenRecord): Authorizer {
+    return this.compiled(token).authorizer;
+  }
+
+  private compiled(token: TokenRecord): CachedAuthorizer {
     const policiesIndex = this.store.tableIndex('policies');
     const rolesIndex = this.store.tableIndex('roles');
     const cached = this.authorizers.get(token.AccessorID);
-    if (cached && cached.token === token && cached.policiesIndex === policiesIndex && cached.rolesIndex === rolesIndex) return cached.authorizer;
-    const authorizer = this.compile(token);
+    if (cached && cached.token === token && cached.policiesIndex === policiesIndex && cached.rolesIndex === rolesIndex) return cached;
+    const entry: CachedAuthorizer = { token, policiesIndex, rolesIndex, authorizer: this.compile(token) };
     if (this.authorizers.size >= AUTHORIZER_CACHE_LIMIT) this.authorizers.clear();
-    this.authorizers.set(token.AccessorID, { token, policiesIndex, rolesIndex, authorizer });
-    return authorizer;
+    this.authorizers.set(token.AccessorID, entry);
+    return entry;
   }
 
   private compile(token: TokenRecord): Authorizer {

@@ -9,12 +9,12 @@ import type { Scope, TokenRecord } from '../domain/types.js';
 import type { StateReader, Store } from '../store/store.js';
 import type { AclResolver, Identity } from './acl-resolver.js';
 import type { AgentInfo, RequestContext, WriteResult } from './context.js';
-import { type LinkInput, linkNames, nameLinks, namedLinks, resolveLinks } from './links.js';
+import { type LinkInput, namedLinks, resolveLinks } from './links.js';
 import { authorize, authorizeList } from './permissions.js';
 import { freshID, tokenIDTaken } from './uniqueness.js';
 import { type BodyScope, WILDCARD } from './scope.js';
 import type { ExpandedTokenResponse } from '../api/schemas.js';
-import { type TokenView, policyView, roleView, tokenView } from './views.js';
+import { JSONText, type TokenView, policyView, roleView, tokenView } from './views.js';
 
 /** A token as a client sends it, after decoding (times in ms). */
 export interface TokenInput extends BodyScope {
@@ -64,6 +64,9 @@ export interface TokenServiceOptions {
 const notFoundToken = (id: string) => notFound(`Cannot find token ${JSON.stringify(id)}`);
 
 export class TokenService {
+  /** Serialised views by record (see viewText). */
+  private readonly serialized = new WeakMap<TokenRecord, { policies: number; roles: number; shown?: JSONText; hidden?: JSONText }>();
+
   constructor(
     private readonly store: Store,
     private readonly resolver: AclResolver,
@@ -91,15 +94,37 @@ export class TokenService {
     return token;
   }
 
-  async read(ctx: RequestContext, accessorID: string): Promise<{ identity: Identity; token: TokenRecord; view: TokenView }> {
+  /**
+   * The view as JSON text, serialised once per token version: records are replaced on
+   * every change, and link names can only change with the policy or role table index.
+   */
+  viewText(token: TokenRecord, showSecret: boolean): JSONText {
+    const policies = this.store.tableIndex('policies');
+    const roles = this.store.tableIndex('roles');
+    let cached = this.serialized.get(token);
+    if (!cached || cached.policies !== policies || cached.roles !== roles) {
+      cached = { policies, roles };
+      this.serialized.set(token, cached);
+    }
+    if (showSecret) return (cached.shown ??= new JSONText(JSON.stringify(this.view(token, true))));
+    return (cached.hidden ??= new JSONText(JSON.stringify(this.view(token, false))));
+  }
+
+  private async readable(ctx: RequestContext, accessorID: string): Promise<{ identity: Identity; token: TokenRecord }> {
     const { identity, scope } = await authorize(this.resolver, ctx, 'read');
     const token = isUUID(accessorID) ? this.live(this.reader.getToken(accessorID), scope) : undefined;
     if (!token) throw notFoundToken(accessorID);
-    return { identity, token, view: this.view(token, this.canSeeSecret(identity, token)) };
+    return { identity, token };
+  }
+
+  async read(ctx: RequestContext, accessorID: string): Promise<JSONText> {
+    const { identity, token } = await this.readable(ctx, accessorID);
+    return this.viewText(token, this.canSeeSecret(identity, token));
   }
 
   async readExpanded(ctx: RequestContext, accessorID: string, agent: AgentInfo): Promise<ExpandedTokenView> {
-    const { token, view } = await this.read(ctx, accessorID);
+    const { identity, token } = await this.readable(ctx, accessorID);
+    const view = this.view(token, this.canSeeSecret(identity, token));
     const { policies, roles, synthetic } = this.resolver.reachable(token);
     const expandedRoles = roles.map((r) => roleView(r, namedLinks(this.reader, 'policy', r.Policies)));
     return {
@@ -114,18 +139,19 @@ export class TokenService {
     };
   }
 
-  async readSelf(ctx: RequestContext): Promise<TokenView> {
+  async readSelf(ctx: RequestContext): Promise<JSONText> {
     const identity = await this.resolver.resolve(ctx.secret, ctx.client);
-    return this.view(identity.token, true);
+    return this.viewText(identity.token, true);
   }
 
-  async list(ctx: RequestContext, q: TokenListQuery): Promise<TokenView[]> {
+  /** Matching tokens as a JSON array, each from its serialised view. */
+  async list(ctx: RequestContext, q: TokenListQuery): Promise<JSONText> {
     const { identity, scope, namespaces, canSee } = await authorizeList(this.resolver, ctx, (p) => this.reader.namespacesOf('tokens', p));
     const filters = [q.policy, q.role, q.servicename, q.authmethod].filter((f) => f !== undefined && f !== '');
     if (filters.length > 1) throw invalid('Only one of the policy, role, servicename and authmethod filters may be given at a time');
     let authMethodNamespace: string | undefined;
     if (q.authmethod) authMethodNamespace = q.authmethodNamespace || (scope.Namespace === WILDCARD ? undefined : scope.Namespace);
-    if (namespaces.length === 0) return [];
+    if (namespaces.length === 0) return new JSONText('[]');
     const tokens = this.reader.listTokens({
       partition: scope.Partition,
       namespaces,
@@ -136,13 +162,9 @@ export class TokenService {
       ...(authMethodNamespace !== undefined ? { authMethodNamespace } : {}),
     });
     const now = this.clock.now();
-    const visible = tokens.filter((t) => !isExpired(t, now) && canSee(t));
-    // Each linked name looked up once for the whole list.
-    const policyNames = linkNames(this.reader, 'policy', visible.flatMap((t) => t.Policies));
-    const roleNames = linkNames(this.reader, 'role', visible.flatMap((t) => t.Roles));
-    return visible.map((t) =>
-      tokenView(t, { policies: nameLinks(t.Policies, policyNames), roles: nameLinks(t.Roles, roleNames) }, this.canSeeSecret(identity, t)),
-    );
+    const parts: string[] = [];
+    for (const t of tokens) if (!isExpired(t, now) && canSee(t)) parts.push(this.viewText(t, this.canSeeSecret(identity, t)).text);
+    return new JSONText(`[${parts.join(',')}]`);
   }
 
   async create(ctx: RequestContext, input: TokenInput): Promise<WriteResult<TokenView>> {

@@ -1,6 +1,13 @@
 import type { PolicyResponse, RoleResponse, TokenResponse } from '../api/schemas.js';
 import type { NamedLink, PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
 
+/**
+ * JSON text of a value, already serialised (from a cache of views); sent as it is.
+ */
+export class JSONText {
+  constructor(readonly text: string) {}
+}
+
 /** What a caller without acl:write sees in place of a secret. */
 export const REDACTED = '<hidden>';
 

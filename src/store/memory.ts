@@ -8,7 +8,8 @@ import { type IndexName, type RecordTypes, TABLES, type TableDef, type TableName
 export class MemTable<R, I extends string> {
   readonly rows = new Map<string, R>();
   private readonly unique = new Map<I, Map<string, string>>();
-  private readonly multi = new Map<I, Map<string, Set<string>>>();
+  /** Non-unique indexes hold the records themselves: a list needs no lookup per member. */
+  private readonly multi = new Map<I, Map<string, Set<R>>>();
   /** [time, id] sorted by time then ID (the expiry index). */
   private ordered: Array<[number, string]> = [];
 
@@ -37,14 +38,14 @@ export class MemTable<R, I extends string> {
     return id === undefined ? undefined : this.rows.get(id);
   }
 
-  /** IDs a non-unique index holds under `key`. */
-  ids(index: I, key: string): ReadonlySet<string> | undefined {
+  /** Records a non-unique index holds under `key`. */
+  members(index: I, key: string): ReadonlySet<R> | undefined {
     return this.multi.get(index)?.get(key);
   }
 
   /** Every key a non-unique index holds. */
   indexKeys(index: I): IterableIterator<string> {
-    return (this.multi.get(index) as Map<string, Set<string>>).keys();
+    return (this.multi.get(index) as Map<string, Set<R>>).keys();
   }
 
   put(record: R, loading = false): R | undefined {
@@ -57,7 +58,7 @@ export class MemTable<R, I extends string> {
       for (const k of this.def.indexes[name].keys(record)) {
         let set = map.get(k);
         if (!set) map.set(k, (set = new Set()));
-        set.add(id);
+        set.add(record);
       }
     }
     const at = this.def.orderedBy?.(record);
@@ -90,7 +91,7 @@ export class MemTable<R, I extends string> {
       for (const k of this.def.indexes[name].keys(record)) {
         const set = map.get(k);
         if (!set) continue;
-        set.delete(id);
+        set.delete(record);
         if (set.size === 0) map.delete(k);
       }
     }
@@ -241,18 +242,17 @@ export class TablesReader implements StateReader {
 
   listTokens(q: TokenQuery): TokenRecord[] {
     const t = this.tables.tokens;
-    const nsSet = new Set(q.namespaces);
-    let ids: Iterable<string>;
-    if (q.policy !== undefined) ids = t.ids('policy', q.policy) ?? [];
-    else if (q.role !== undefined) ids = t.ids('role', q.role) ?? [];
-    else if (q.serviceName !== undefined) ids = t.ids('service', q.serviceName) ?? [];
-    else if (q.authMethod !== undefined) ids = t.ids('authMethod', q.authMethod) ?? [];
-    else if (q.localOnly) ids = t.ids('local', '') ?? [];
-    else ids = q.namespaces.flatMap((ns) => [...(t.ids('scope', scopeKey(q.partition, ns)) ?? [])]);
+    const inNamespace = q.namespaces.length === 1 ? (ns: string) => ns === q.namespaces[0] : (ns: string) => q.namespaces.includes(ns);
+    let members: Iterable<TokenRecord>;
+    if (q.policy !== undefined) members = t.members('policy', q.policy) ?? [];
+    else if (q.role !== undefined) members = t.members('role', q.role) ?? [];
+    else if (q.serviceName !== undefined) members = t.members('service', q.serviceName) ?? [];
+    else if (q.authMethod !== undefined) members = t.members('authMethod', q.authMethod) ?? [];
+    else if (q.localOnly) members = t.members('local', '') ?? [];
+    else members = q.namespaces.flatMap((ns) => [...(t.members('scope', scopeKey(q.partition, ns)) ?? [])]);
     const out: TokenRecord[] = [];
-    for (const id of ids) {
-      const tok = t.get(id) as TokenRecord;
-      if (tok.Partition !== q.partition || !nsSet.has(tok.Namespace)) continue;
+    for (const tok of members) {
+      if (tok.Partition !== q.partition || !inNamespace(tok.Namespace)) continue;
       if (q.localOnly && !tok.Local) continue;
       if (q.authMethodNamespace !== undefined && (tok.AuthMethodNamespace ?? tok.Namespace) !== q.authMethodNamespace) continue;
       out.push(tok);
@@ -262,10 +262,7 @@ export class TablesReader implements StateReader {
 
   private inNamespaces<R extends { ID: string; Namespace: string }>(table: MemTable<R, 'scope'>, partition: string, namespaces: readonly string[]): R[] {
     const out: R[] = [];
-    for (const ns of [...namespaces].sort()) {
-      const ids = [...(table.ids('scope', scopeKey(partition, ns)) ?? [])].sort(byID);
-      for (const id of ids) out.push(table.get(id) as R);
-    }
+    for (const ns of [...namespaces].sort()) out.push(...[...(table.members('scope', scopeKey(partition, ns)) ?? [])].sort((a, b) => byID(a.ID, b.ID)));
     return out;
   }
 
@@ -276,7 +273,7 @@ export class TablesReader implements StateReader {
   listRoles(partition: string, namespaces: readonly string[], policy?: string): RoleRecord[] {
     if (policy === undefined) return this.inNamespaces(this.tables.roles as MemTable<RoleRecord, 'scope'>, partition, namespaces);
     const nsSet = new Set(namespaces);
-    return this.getRecords('roles', [...(this.tables.roles.ids('policy', policy) ?? [])])
+    return [...(this.tables.roles.members('policy', policy) ?? [])]
       .filter((r) => r.Partition === partition && nsSet.has(r.Namespace))
       .sort((a, b) => byID(a.Namespace, b.Namespace) || byID(a.ID, b.ID));
   }

@@ -78,7 +78,20 @@ export class Authorizer {
     return undefined;
   }
 
+  /** Answers already worked out, by place (an authorizer lives as long as its token's policies). */
+  private readonly answers = new Map<string, AclAccess>();
+
   aclAccess(partition: string, namespace: string): AclAccess {
+    const place = `${partition}\u0000${namespace}`;
+    let access = this.answers.get(place);
+    if (access === undefined) {
+      access = this.decide(partition, namespace);
+      if (this.answers.size < 1024) this.answers.set(place, access);
+    }
+    return access;
+  }
+
+  private decide(partition: string, namespace: string): AclAccess {
     let result: AccessLevel | undefined;
     for (const p of this.policies) result = merge(result, this.aclRuleOf(p, partition, namespace));
     if (result === 'deny') return 'none';

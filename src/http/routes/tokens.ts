@@ -42,7 +42,7 @@ export function tokenRoutes(app: FastifyInstance, deps: AppDeps, registry: Route
         const expanded = queryFlag(request, 'expanded');
         return deps.reads.serve(request, reply, 'tokens', 'read', async () => {
           const ctx = requestContext(request);
-          return expanded ? tokens.readExpanded(ctx, AccessorID, deps.agent) : (await tokens.read(ctx, AccessorID)).view;
+          return expanded ? tokens.readExpanded(ctx, AccessorID, deps.agent) : tokens.read(ctx, AccessorID);
         });
       },
     },
