@@ -141,6 +141,8 @@ export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteIn
     requestIdHeader: false,
     return503OnClosing: true,
     routerOptions: { maxParamLength: 512 },
+    // No child logger per request: the few lines a request logs carry its id themselves.
+    childLoggerFactory: (logger) => logger,
     frameworkErrors: (error, request, reply) => {
       void sendError(request, reply, error);
     },
@@ -202,7 +204,7 @@ export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteIn
     const route = request.routeOptions.url ?? 'unknown';
     deps.metrics.observeRequest(request.method, route, reply.statusCode, reply.elapsedTime / 1000);
     if ((request.log as unknown as Logger).isLevelEnabled('debug')) {
-      request.log.debug({ method: request.method, route, status: reply.statusCode, durationMs: Math.round(reply.elapsedTime * 100) / 100 }, 'request');
+      request.log.debug({ reqId: request.id, method: request.method, route, status: reply.statusCode, durationMs: Math.round(reply.elapsedTime * 100) / 100 }, 'request');
     }
     done();
   });

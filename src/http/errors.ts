@@ -48,7 +48,7 @@ export function toWatchwordError(err: unknown): WatchwordError {
 export function sendError(request: FastifyRequest, reply: FastifyReply, err: unknown): FastifyReply {
   const e = toWatchwordError(err);
   if (e.code === 'INTERNAL') {
-    request.log.error({ err: e.cause ?? e }, 'request failed with an internal error');
+    request.log.error({ reqId: request.id, err: e.cause ?? e }, 'request failed with an internal error');
   }
   // Internal faults never leak their details (or any secret inside them) to the caller.
   const message = e.code === 'INTERNAL' ? 'internal error' : e.message;

@@ -519,8 +519,9 @@ export class LevelStore implements Store {
   private rememberLog(entries: LogEntry[]): void {
     if (!this.options.changeLog) return;
     const limit = this.options.logTailEntries ?? 20_000;
-    this.logTail.push(...entries);
-    if (this.logTail.length > limit) {
+    for (const e of entries) this.logTail.push(e);
+    // Trimmed in steps of a quarter, not on every commit: dropping from the front copies the rest.
+    if (this.logTail.length > limit + limit / 4) {
       const dropped = this.logTail.splice(0, this.logTail.length - limit);
       this.tailStart = (dropped[dropped.length - 1] as LogEntry).Index + 1;
     }
