@@ -265,7 +265,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
             return { rate: config.rate_limit, burst, peerRate, peerBurst: Math.max(burst * 10, Math.ceil(peerRate)) };
           })()
         : undefined;
-    const { app, inFlight } = buildApp({
+    const { app } = buildApp({
       store,
       tokens,
       policies,
@@ -348,10 +348,11 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
           reads.shutdown();
           await secondaryRepl?.stop();
           await primaryRepl?.close();
-          // Stop accepting, let in-flight requests finish (blocked reads were just
-          // released), then drop keep-alive sockets: shutdown never waits on clients.
+          // Stop accepting and drop idle keep-alive sockets; requests in flight finish
+          // (blocked reads were just released) within the grace time, then whatever
+          // is left is cut: shutdown never waits on clients.
           const closed = app.close();
-          await Promise.race([inFlight.whenIdle(), new Promise((r) => setTimeout(r, SHUTDOWN_GRACE_MS).unref())]);
+          await Promise.race([closed, new Promise((r) => setTimeout(r, SHUTDOWN_GRACE_MS).unref())]);
           app.server.closeAllConnections();
           await closed;
           await reaper.stop();

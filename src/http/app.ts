@@ -68,6 +68,13 @@ export interface HttpLimits {
   maxConns: number;
 }
 
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** On reads of a table: the X-Service-Index family of headers to send, whatever the answer. */
+    readHeaders(request: FastifyRequest): Record<string, string> | undefined;
+  }
+}
+
 /**
  * The index headers of a read (X-Service-* and their X-Consul-* aliases), built once per
  * distinct value rather than eight header calls per request.
@@ -93,32 +100,12 @@ class IndexHeaders {
   }
 }
 
-/** Requests being served right now, so shutdown can wait for them and then drop idle keep-alive sockets. */
-export class InFlight {
-  private count = 0;
-  private idle: Array<() => void> = [];
-
-  enter(): void {
-    this.count++;
-  }
-
-  leave(): void {
-    this.count--;
-    if (this.count === 0) for (const wake of this.idle.splice(0)) wake();
-  }
-
-  /** Resolves once no request is in flight. */
-  whenIdle(): Promise<void> {
-    return this.count === 0 ? Promise.resolve() : new Promise((resolve) => this.idle.push(resolve));
-  }
-}
-
 /**
  * Builds the HTTP API (never listens: the daemon or a test decides). Every route is
  * registered here, errors leave through one handler, and bodies are read as text so
  * that JSON is accepted whatever the Content-Type.
  */
-export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteInfo[]; inFlight: InFlight } {
+export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteInfo[] } {
   const limits = deps.limits;
   const app = Fastify({
     ...(limits
@@ -172,29 +159,18 @@ export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteIn
     });
   }
 
-  // Hooks on every request are callback-style: no promise per hook on the hot path.
-  const inFlight = new InFlight();
-  const leave = (): void => inFlight.leave();
-  app.addHook('onRequest', (_request, reply, done) => {
-    inFlight.enter();
-    // 'close' fires once per response, whether it finished or the client went away.
-    reply.raw.once('close', leave);
-    done();
-  });
 
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'string' }, (_request, body, done) => done(null, body));
 
+  // The index headers of reads (errors included) are added where replies are sent
+  // (sendJSONText, sendError): no hook runs on every response for them.
   const indexHeaders = new IndexHeaders();
-  app.addHook('onSend', (request, reply, payload, done) => {
+  app.decorate('readHeaders', (request: FastifyRequest): Record<string, string> | undefined => {
     const table = request.routeOptions.config?.table;
-    if (table !== undefined && (request.method === 'GET' || request.method === 'HEAD')) {
-      const consistency = request.consistency === 'consistent' ? 'consistent' : request.consistency === 'stale' ? 'stale' : 'leader';
-      void reply.headers(
-        indexHeaders.get(Math.max(1, request.watchIndex ?? deps.store.tableIndex(table)), deps.agent.knownLeader(), deps.agent.lastContactMs(), consistency),
-      );
-    }
-    done(null, payload);
+    if (table === undefined || (request.method !== 'GET' && request.method !== 'HEAD')) return undefined;
+    const consistency = request.consistency === 'consistent' ? 'consistent' : request.consistency === 'stale' ? 'stale' : 'leader';
+    return indexHeaders.get(Math.max(1, request.watchIndex ?? deps.store.tableIndex(table)), deps.agent.knownLeader(), deps.agent.lastContactMs(), consistency);
   });
 
   // One metrics sample per request, and a debug log line (as Consul logs requests at
@@ -256,5 +232,5 @@ export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteIn
       handler: async (request, reply) => sendJSON(request, reply, (document ??= openAPIDocument(routes, deps.agent.version))),
     },
   }, routes);
-  return { app, routes, inFlight };
+  return { app, routes };
 }

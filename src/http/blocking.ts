@@ -194,8 +194,8 @@ export class ReadGate {
    */
   async serve(request: FastifyRequest, reply: FastifyReply, table: WatchTable, access: ReadAccess, compute: () => Promise<unknown> | unknown): Promise<FastifyReply> {
     const params = await this.prepare(request, reply, table, access);
-    if (params.index === 0) return sendJSONText(reply, toJSONText(request, await compute()));
-    return sendJSONText(reply, await this.shared(request, async () => compute(), (value) => toJSONText(request, value)));
+    if (params.index === 0) return sendJSONText(request, reply, toJSONText(request, await compute()));
+    return sendJSONText(request, reply, await this.shared(request, async () => compute(), (value) => toJSONText(request, value)));
   }
 
   /** Releases every blocked read at once (shutdown): each answers with current data. */

@@ -53,5 +53,7 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, err: unk
   // Internal faults never leak their details (or any secret inside them) to the caller.
   const message = e.code === 'INTERNAL' ? 'internal error' : e.message;
   if (e.retryAfter !== undefined) void reply.header('Retry-After', String(e.retryAfter));
+  const headers = request.server.readHeaders?.(request);
+  if (headers) void reply.headers(headers);
   return sendJSON(request, reply.code(STATUS[e.code]), errorBody(e.code, message));
 }

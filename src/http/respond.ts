@@ -19,8 +19,10 @@ export function sendJSON(request: FastifyRequest, reply: FastifyReply, value: un
   return reply.type('application/json; charset=utf-8').send(toJSONText(request, value));
 }
 
-/** Sends JSON text produced by a (possibly shared) read. */
-export function sendJSONText(reply: FastifyReply, text: string): FastifyReply {
+/** Sends JSON text produced by a (possibly shared) read, with the read's index headers. */
+export function sendJSONText(request: FastifyRequest, reply: FastifyReply, text: string): FastifyReply {
+  const headers = request.server.readHeaders?.(request);
+  if (headers) void reply.headers(headers);
   return reply.type('application/json; charset=utf-8').send(text);
 }
 
