@@ -8,7 +8,7 @@ import { isValidDatacenterName } from '../domain/grants.js';
 import type { TokenRecord } from '../domain/types.js';
 import { isWildcardHost, parseHostPort } from '../config/schema.js';
 import type { AclResolver } from '../service/acl-resolver.js';
-import type { Store } from '../store/store.js';
+import type { CommitEvent, Store } from '../store/store.js';
 import {
   type DatacenterInfo,
   FrameError,
@@ -123,12 +123,12 @@ class Session {
    * last check (so nothing committed after a revocation is ever sent), and when the
    * token's expiry time has passed. Returns whether the session may go on.
    */
-  private async stillAuthorized(): Promise<boolean> {
+  private stillAuthorized(): boolean {
     if (this.closed) return false;
     const expired = this.tokenExpires !== undefined && this.tokenExpires <= Date.now();
     const generation = this.primary.aclGeneration;
     if (!expired && generation === this.authCheckedAt) return true;
-    const check = await this.primary.checkReplicationToken(this.secret, this.datacenter || undefined);
+    const check = this.primary.checkReplicationToken(this.secret, this.datacenter || undefined);
     if (check.ok) {
       this.authCheckedAt = generation;
       this.tokenExpires = check.expires;
@@ -139,11 +139,29 @@ class Session {
     return false;
   }
 
-  /** Called on every commit: a waiting tail loop reads on. */
+  /** Wakes a waiting tail loop: it reads on. */
   notify(): void {
     const w = this.wake;
     this.wake = undefined;
     w?.();
+  }
+
+  /**
+   * Called on every commit. When the stream is current (the tail loop waits with
+   * everything before this commit sent) and there is room, the commit's entries go out
+   * at once, from the event, without a turn of the loop or a read of the log; otherwise
+   * the loop is woken to catch up.
+   */
+  push(event: CommitEvent): void {
+    const o = this.primary.options;
+    const current = this.parked && !this.closed && this.sentUpTo >= event.from;
+    if (!current || this.ws.bufferedAmount > o.highWaterBytes || this.sentUpTo - this.ackedIndex > o.maxUnackedIndexes) return this.notify();
+    if (!this.stillAuthorized()) return;
+    const frame: PrimaryFrame = { t: 'entries', entries: event.entries, upTo: event.index, committedAt: event.at };
+    this.sentUpTo = event.index;
+    this.ws.send(encodeFrame(frame), (err) => {
+      if (err) this.close(1011, 'stream failed');
+    });
   }
 
   private send(frame: PrimaryFrame): Promise<void> {
@@ -164,10 +182,15 @@ class Session {
     }
   }
 
-  private waitForChange(): Promise<void> {
-    return new Promise((resolve) => {
+  /** Set while the tail loop waits for a commit with everything durable sent. */
+  private parked = false;
+
+  private async waitForChange(): Promise<void> {
+    this.parked = true;
+    await new Promise<void>((resolve) => {
       this.wake = resolve;
     });
+    this.parked = false;
   }
 
   close(code: number, reason: string): void {
@@ -214,7 +237,7 @@ class Session {
     });
     this.ws.on('error', () => undefined);
     this.heartbeat = setInterval(() => {
-      if (this.tokenExpires !== undefined && this.tokenExpires <= Date.now()) void this.stillAuthorized();
+      if (this.tokenExpires !== undefined && this.tokenExpires <= Date.now()) this.stillAuthorized();
       if (Date.now() - this.lastHeard > this.primary.options.deadPeerMs) {
         this.primary.logger.warn({ datacenter: this.datacenter }, 'replication: secondary silent too long; closing');
         this.ws.terminate();
@@ -233,7 +256,7 @@ class Session {
 
   /** Admits a secondary by name and address (see ReplicationPrimary.admit), then streams. */
   private async greet(hello: Extract<SecondaryFrame, { t: 'hello' }>): Promise<void> {
-    const check = await this.primary.checkReplicationToken(this.secret, hello.datacenter);
+    const check = this.primary.checkReplicationToken(this.secret, hello.datacenter);
     if (!check.ok) return this.refuse(CLOSE_TOKEN_REVOKED, check.message);
     if (this.closed) return;
     const admitted = this.primary.admit(this, hello);
@@ -271,7 +294,7 @@ class Session {
       const total = Math.max(snap.tokens.length, snap.policies.length, snap.roles.length);
       for (let i = 0; i === 0 || i < total; i += chunk) {
         await this.roomToSend();
-        if (!(await this.stillAuthorized())) return;
+        if (!this.stillAuthorized()) return;
         const last = i + chunk >= total;
         await this.send({
           t: 'snapshot',
@@ -300,7 +323,7 @@ class Session {
       const lastEntry = entries.length > 0 ? (entries[entries.length - 1] as { Index: number }).Index : this.sentUpTo;
       const upTo = complete ? Math.max(durable, lastEntry) : lastEntry;
       // Checked after reading: the check sees state at least as new as the entries read.
-      if (!(await this.stillAuthorized())) return;
+      if (!this.stillAuthorized()) return;
       if (entries.length > 0 || upTo > this.sentUpTo) {
         this.sentUpTo = upTo;
         await this.send({ t: 'entries', entries, upTo, committedAt: this.primary.committedAt((entries[0]?.Index ?? upTo)) });
@@ -348,7 +371,7 @@ export class ReplicationPrimary {
       if (event.tables.has('tokens') || event.tables.has('policies') || event.tables.has('roles')) this.aclGeneration++;
       this.commitTimes.push([event.index, event.at]);
       if (this.commitTimes.length > 4096) this.commitTimes.splice(0, 1024);
-      for (const s of this.sessions) s.notify();
+      for (const s of this.sessions) s.push(event);
       this.maybeTrim();
     });
   }
@@ -373,7 +396,7 @@ export class ReplicationPrimary {
     const generation = this.aclGeneration;
     // A secondary names itself in a header too, so a token bound elsewhere is refused before the upgrade.
     const named = req.headers['x-service-datacenter'];
-    const check = await this.checkReplicationToken(secret, typeof named === 'string' && named !== '' ? named : undefined);
+    const check = this.checkReplicationToken(secret, typeof named === 'string' && named !== '' ? named : undefined);
     if (!check.ok) return refuse(socket, check.status, check.message);
     this.wss.handleUpgrade(req, socket, head, (ws) => {
       const session = new Session(this, ws, req.socket.remoteAddress ?? '', secret, { generation, expires: check.expires });
@@ -386,9 +409,9 @@ export class ReplicationPrimary {
    * Why a secret may not replicate (undefined when it may): it must resolve to a live
    * token with acl:write in the default namespace and partition.
    */
-  async checkReplicationToken(secret: string, datacenter: string | undefined): Promise<TokenCheck> {
+  checkReplicationToken(secret: string, datacenter: string | undefined): TokenCheck {
     try {
-      const identity = await this.resolver.resolve(secret);
+      const identity = this.resolver.resolveLocal(secret);
       if (!identity.authorizer.canWrite('default', 'default')) return { ok: false, status: 403, message: 'replication token lacks acl:write' };
       const bound = boundDatacenters(identity.token);
       if (datacenter !== undefined && bound.length > 0 && !bound.includes(datacenter)) {

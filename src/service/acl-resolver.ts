@@ -74,14 +74,23 @@ export class AclResolver {
     return this.store.reader;
   }
 
-  /** `client` is the caller's address: look-ups of unknown secrets are limited per client. */
-  async resolve(secret: string | undefined, client?: string): Promise<Identity> {
-    const anonymous = secret === undefined || secret === '';
-    let token = anonymous ? this.reader.getToken(ANONYMOUS_TOKEN_ID) : this.reader.getTokenBySecret(secret);
-    // A token created a moment ago on the primary may not have replicated yet.
-    if (token === undefined && !anonymous && this.options.lookupUnknownSecret && (await this.options.lookupUnknownSecret(secret, client))) {
-      token = this.reader.getTokenBySecret(secret);
+  /**
+   * `client` is the caller's address: look-ups of unknown secrets are limited per client.
+   * Synchronous unless this secondary must ask the primary about a secret it lacks.
+   */
+  resolve(secret: string | undefined, client?: string): Identity | Promise<Identity> {
+    if (secret !== undefined && secret !== '' && this.options.lookupUnknownSecret && this.reader.getTokenBySecret(secret) === undefined) {
+      const lookup = this.options.lookupUnknownSecret;
+      // A token created a moment ago on the primary may not have replicated yet.
+      return lookup(secret, client).then(() => this.resolveLocal(secret));
     }
+    return this.resolveLocal(secret);
+  }
+
+  /** The identity from this datacenter's state alone (no look-up elsewhere). */
+  resolveLocal(secret: string | undefined): Identity {
+    const anonymous = secret === undefined || secret === '';
+    const token = anonymous ? this.reader.getToken(ANONYMOUS_TOKEN_ID) : this.reader.getTokenBySecret(secret);
     if (token === undefined || isExpired(token, this.clock.now())) {
       if (anonymous) {
         // Not yet created (a secondary before its first sync): an anonymous token with nothing attached.

@@ -490,6 +490,7 @@ export class LevelStore implements Store {
 
   /** A durable group: into memory, acknowledged, waiters and listeners told. */
   private complete(group: QueuedCommit[]): void {
+    const from = this.durableIndex;
     const tables = new Map<WatchTable, number>();
     const entries: LogEntry[] = [];
     for (const c of group) {
@@ -511,7 +512,7 @@ export class LevelStore implements Store {
     for (const c of group) c.resolve();
     this.wake(tables);
     if (this.listeners.size > 0) {
-      const event: CommitEvent = { index: this.durableIndex, tables, entries, at: Date.now() };
+      const event: CommitEvent = { from, index: this.durableIndex, tables, entries, at: Date.now() };
       for (const l of this.listeners) l(event);
     }
   }

@@ -37,6 +37,8 @@ export interface GlobalSnapshot {
 
 /** What became durable in one group commit. */
 export interface CommitEvent {
+  /** Highest index durable before this group: the group covers (from, index]. */
+  from: number;
   /** Highest index now durable. */
   index: number;
   /** Tables touched, with their new index. */
