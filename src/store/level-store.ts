@@ -3,6 +3,7 @@ import { WatchwordError } from '../domain/errors.js';
 import { generateID } from '../domain/ids.js';
 import type { BootstrapState, PolicyRecord, RoleRecord, Scope, TokenRecord } from '../domain/types.js';
 import { type LayerEntry, type MemTable, type StateReader, TablesReader, type Tables, layerKey, newTables } from './memory.js';
+import { RECORD_CHECKS } from './record-check.js';
 import { bootstrapStateSchema, decodeRaw, decodeWith, encode } from './records.js';
 import {
   FORMAT1_COUNT_PREFIX,
@@ -15,6 +16,7 @@ import {
   type TableDef,
   type TableName,
   key,
+  keysOf,
   logKey,
   nameKey,
   prefixEnd,
@@ -176,9 +178,9 @@ class StoreTx implements Tx {
     const record = { ...input, CreateIndex: (old as { CreateIndex?: number } | undefined)?.CreateIndex ?? index, ModifyIndex: index } as R;
     for (const [name, idx] of Object.entries(def.indexes)) {
       if (!idx.unique) continue;
-      const next = idx.keys(record);
+      const next = keysOf(idx, record);
       if (old !== undefined) {
-        for (const k of idx.keys(old)) {
+        for (const k of keysOf(idx, old)) {
           if (!next.includes(k) && this.uniqueID(def.name, name, k) === id) this.layer.set(layerKey.unique(def.name, name, k), { value: null });
         }
       }
@@ -198,7 +200,7 @@ class StoreTx implements Tx {
     if (old === undefined) return false;
     for (const [name, idx] of Object.entries(def.indexes)) {
       if (!idx.unique) continue;
-      for (const k of idx.keys(old)) if (this.uniqueID(def.name, name, k) === id) this.layer.set(layerKey.unique(def.name, name, k), { value: null });
+      for (const k of keysOf(idx, old)) if (this.uniqueID(def.name, name, k) === id) this.layer.set(layerKey.unique(def.name, name, k), { value: null });
     }
     this.layer.set(layerKey.record(def.name, id), { value: null });
     this.tableOps.push({ table: def.name, id, record: null });
@@ -334,12 +336,30 @@ export class LevelStore implements Store {
       const def = TABLES[name] as TableDef<Scope & object, string>;
       const table = this.tables[name] as AnyTable;
       const prefix = key(def.prefix, '');
-      for await (const [, v] of this.db.iterator({ gte: prefix, lt: prefixEnd(prefix) })) {
-        const record = decodeWith(def.schema, v, name.slice(0, -1)) as Scope;
-        // Namespaces and partitions repeat across records: keep one copy of each.
-        record.Namespace = shared(record.Namespace);
-        record.Partition = shared(record.Partition);
-        table.put(record, true);
+      const check = RECORD_CHECKS[name];
+      // Values only, in big batches: a few native round trips and no promise per record.
+      const values = this.db.values({ gte: prefix, lt: prefixEnd(prefix), highWaterMarkBytes: 8 * 1024 * 1024 });
+      try {
+        for (let batch = await values.nextv(10_000); batch.length > 0; batch = await values.nextv(10_000)) {
+          for (const v of batch) {
+            let record: unknown;
+            try {
+              record = decodeRaw(v);
+            } catch (err) {
+              throw new WatchwordError('INTERNAL', `a stored ${name.slice(0, -1)} is corrupt (${table.size} read before it): ${(err as Error).message}`, { cause: err });
+            }
+            if (!check(record)) {
+              const id = (record as Record<string, unknown> | null)?.[name === 'tokens' ? 'AccessorID' : 'ID'];
+              throw new WatchwordError('INTERNAL', `stored ${name.slice(0, -1)} ${typeof id === 'string' ? id : '(no ID)'} is corrupt: not a well-formed record`);
+            }
+            // Namespaces and partitions repeat across records: keep one copy of each.
+            (record as Scope).Namespace = shared((record as Scope).Namespace);
+            (record as Scope).Partition = shared((record as Scope).Partition);
+            table.put(record as Scope, true);
+          }
+        }
+      } finally {
+        await values.close();
       }
       table.finishLoading();
     }

@@ -1,5 +1,5 @@
 import type { BootstrapState, PolicyRecord, RoleRecord, Scope, TokenRecord } from '../domain/types.js';
-import { type IndexName, type RecordTypes, TABLES, type TableDef, type TableName, nameKey, scopeKey, SEP } from './schema.js';
+import { type IndexDef, type IndexName, type RecordTypes, TABLES, type TableDef, type TableName, nameKey, scopeKey, SEP } from './schema.js';
 
 /**
  * One table in memory: its records by ID and every index its TableDef declares.
@@ -10,13 +10,23 @@ export class MemTable<R, I extends string> {
   private readonly unique = new Map<I, Map<string, string>>();
   /** Non-unique indexes hold the records themselves: a list needs no lookup per member. */
   private readonly multi = new Map<I, Map<string, Set<R>>>();
+  /** The same indexes as lists, for the write path. */
+  private readonly uniqueList: Array<{ keys: IndexDef<R>['keys']; map: Map<string, string> }> = [];
+  private readonly multiList: Array<{ keys: IndexDef<R>['keys']; map: Map<string, Set<R>> }> = [];
   /** [time, id] sorted by time then ID (the expiry index). */
   private ordered: Array<[number, string]> = [];
 
   constructor(readonly def: TableDef<R, I>) {
-    for (const [name, idx] of Object.entries(def.indexes) as Array<[I, { unique: boolean }]>) {
-      if (idx.unique) this.unique.set(name, new Map());
-      else this.multi.set(name, new Map());
+    for (const [name, idx] of Object.entries(def.indexes) as Array<[I, IndexDef<R>]>) {
+      if (idx.unique) {
+        const map = new Map<string, string>();
+        this.unique.set(name, map);
+        this.uniqueList.push({ keys: idx.keys, map });
+      } else {
+        const map = new Map<string, Set<R>>();
+        this.multi.set(name, map);
+        this.multiList.push({ keys: idx.keys, map });
+      }
     }
   }
 
@@ -48,18 +58,19 @@ export class MemTable<R, I extends string> {
     return (this.multi.get(index) as Map<string, Set<R>>).keys();
   }
 
+  /** Adds or replaces a record. `loading`: known new, and the ordered index is sorted later. */
   put(record: R, loading = false): R | undefined {
     const id = this.def.id(record);
-    const old = this.rows.get(id);
+    const old = loading ? undefined : this.rows.get(id);
     if (old !== undefined) this.unindex(old, id);
     this.rows.set(id, record);
-    for (const [name, map] of this.unique) for (const k of this.def.indexes[name].keys(record)) map.set(k, id);
-    for (const [name, map] of this.multi) {
-      for (const k of this.def.indexes[name].keys(record)) {
-        let set = map.get(k);
-        if (!set) map.set(k, (set = new Set()));
+    for (const u of this.uniqueList) u.keys(record, (k) => u.map.set(k, id));
+    for (const m of this.multiList) {
+      m.keys(record, (k) => {
+        let set = m.map.get(k);
+        if (!set) m.map.set(k, (set = new Set()));
         set.add(record);
-      }
+      });
     }
     const at = this.def.orderedBy?.(record);
     if (at !== undefined) {
@@ -83,17 +94,15 @@ export class MemTable<R, I extends string> {
   }
 
   private unindex(record: R, id: string): void {
-    for (const [name, map] of this.unique) {
-      // A unique key may already belong to another record (taken over in the same batch).
-      for (const k of this.def.indexes[name].keys(record)) if (map.get(k) === id) map.delete(k);
-    }
-    for (const [name, map] of this.multi) {
-      for (const k of this.def.indexes[name].keys(record)) {
-        const set = map.get(k);
-        if (!set) continue;
+    // A unique key may already belong to another record (taken over in the same batch).
+    for (const u of this.uniqueList) u.keys(record, (k) => u.map.get(k) === id && u.map.delete(k));
+    for (const m of this.multiList) {
+      m.keys(record, (k) => {
+        const set = m.map.get(k);
+        if (!set) return;
         set.delete(record);
-        if (set.size === 0) map.delete(k);
-      }
+        if (set.size === 0) m.map.delete(k);
+      });
     }
     const at = this.def.orderedBy?.(record);
     if (at !== undefined) {

@@ -22,8 +22,15 @@ export type TableName = 'tokens' | 'policies' | 'roles';
 export interface IndexDef<R> {
   /** Unique indexes map a key to one record; the others to a set of records. */
   unique: boolean;
-  /** The keys a record is found under (none: not in this index). */
-  keys(record: R): readonly string[];
+  /** Calls `emit` with each key a record is found under (none: not in this index). */
+  keys(record: R, emit: (key: string) => void): void;
+}
+
+/** The keys of a record in one index, as a list. */
+export function keysOf<R>(idx: IndexDef<R>, record: R): string[] {
+  const out: string[] = [];
+  idx.keys(record, (k) => out.push(k));
+  return out;
 }
 
 export interface TableDef<R, I extends string> {
@@ -44,11 +51,22 @@ export interface TableDef<R, I extends string> {
 export const SEP = '\u0000';
 export const key = (...parts: string[]): string => parts.join(SEP);
 
-const one = (k: string): readonly string[] => [k];
-const none: readonly string[] = [];
+const scopeKeys = new Map<string, Map<string, string>>();
 
-/** Where an object lives, as an index key. */
-export const scopeKey = (partition: string, namespace: string): string => key(partition, namespace);
+/** Where an object lives, as an index key (one string per place, not one per record). */
+export function scopeKey(partition: string, namespace: string): string {
+  let byNamespace = scopeKeys.get(partition);
+  if (!byNamespace) {
+    if (scopeKeys.size > 10_000) scopeKeys.clear();
+    scopeKeys.set(partition, (byNamespace = new Map()));
+  }
+  let k = byNamespace.get(namespace);
+  if (k === undefined) {
+    k = key(partition, namespace);
+    if (byNamespace.size < 10_000) byNamespace.set(namespace, k);
+  }
+  return k;
+}
 /** A name in a scope, as the unique name indexes hold it (names compare case-insensitively). */
 export const nameKey = (partition: string, namespace: string, name: string): string => key(partition, namespace, name.toLowerCase());
 
@@ -59,13 +77,13 @@ export const tokensTable: TableDef<TokenRecord, 'secret' | 'scope' | 'policy' | 
   id: (t) => t.AccessorID,
   isGlobal: (t) => !t.Local,
   indexes: {
-    secret: { unique: true, keys: (t) => one(t.SecretID) },
-    scope: { unique: false, keys: (t) => one(scopeKey(t.Partition, t.Namespace)) },
-    policy: { unique: false, keys: (t) => t.Policies.map((l) => l.ID) },
-    role: { unique: false, keys: (t) => t.Roles.map((l) => l.ID) },
-    service: { unique: false, keys: (t) => t.ServiceIdentities.map((s) => s.ServiceName) },
-    authMethod: { unique: false, keys: (t) => (t.AuthMethod ? one(t.AuthMethod) : none) },
-    local: { unique: false, keys: (t) => (t.Local ? one('') : none) },
+    secret: { unique: true, keys: (t, emit) => emit(t.SecretID) },
+    scope: { unique: false, keys: (t, emit) => emit(scopeKey(t.Partition, t.Namespace)) },
+    policy: { unique: false, keys: (t, emit) => t.Policies.forEach((l) => emit(l.ID)) },
+    role: { unique: false, keys: (t, emit) => t.Roles.forEach((l) => emit(l.ID)) },
+    service: { unique: false, keys: (t, emit) => t.ServiceIdentities.forEach((s) => emit(s.ServiceName)) },
+    authMethod: { unique: false, keys: (t, emit) => t.AuthMethod && emit(t.AuthMethod) },
+    local: { unique: false, keys: (t, emit) => t.Local && emit('') },
   },
   orderedBy: expiryMillis,
 };
@@ -77,8 +95,8 @@ export const policiesTable: TableDef<PolicyRecord, 'name' | 'scope'> = {
   id: (p) => p.ID,
   isGlobal: () => true,
   indexes: {
-    name: { unique: true, keys: (p) => one(nameKey(p.Partition, p.Namespace, p.Name)) },
-    scope: { unique: false, keys: (p) => one(scopeKey(p.Partition, p.Namespace)) },
+    name: { unique: true, keys: (p, emit) => emit(nameKey(p.Partition, p.Namespace, p.Name)) },
+    scope: { unique: false, keys: (p, emit) => emit(scopeKey(p.Partition, p.Namespace)) },
   },
 };
 
@@ -89,9 +107,9 @@ export const rolesTable: TableDef<RoleRecord, 'name' | 'scope' | 'policy'> = {
   id: (r) => r.ID,
   isGlobal: () => true,
   indexes: {
-    name: { unique: true, keys: (r) => one(nameKey(r.Partition, r.Namespace, r.Name)) },
-    scope: { unique: false, keys: (r) => one(scopeKey(r.Partition, r.Namespace)) },
-    policy: { unique: false, keys: (r) => r.Policies.map((l) => l.ID) },
+    name: { unique: true, keys: (r, emit) => emit(nameKey(r.Partition, r.Namespace, r.Name)) },
+    scope: { unique: false, keys: (r, emit) => emit(scopeKey(r.Partition, r.Namespace)) },
+    policy: { unique: false, keys: (r, emit) => r.Policies.forEach((l) => emit(l.ID)) },
   },
 };
 

@@ -1,0 +1,76 @@
+import type { PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
+import type { TableName } from './schema.js';
+
+/**
+ * Checks of records read back from disk at start-up, in place. The zod schemas in
+ * records.ts define the same shapes (a test holds both to agreement on valid and broken
+ * records); at a million records, zod's copy of each would double the allocation and
+ * the start-up time, so the load path checks without copying. Empty arrays become one
+ * shared frozen array: most tokens have four, and a million of each cost memory and
+ * garbage collection for nothing.
+ */
+
+const EMPTY: readonly never[] = Object.freeze([]);
+
+type Obj = Record<string, unknown>;
+
+const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isStr = (v: unknown): v is string => typeof v === 'string';
+const isIndex = (v: unknown): boolean => typeof v === 'number' && Number.isInteger(v) && v >= 0;
+const optional = (v: unknown, check: (x: unknown) => boolean): boolean => v === undefined || check(v);
+const strings = (v: unknown): boolean => Array.isArray(v) && v.every(isStr);
+
+/** Checks an array field, each item with `item`; an empty one is replaced by the shared empty array. */
+function list(o: Obj, field: string, item: (x: unknown) => boolean): boolean {
+  const v = o[field];
+  if (!Array.isArray(v)) return false;
+  if (v.length === 0) {
+    o[field] = EMPTY;
+    return true;
+  }
+  return v.every(item);
+}
+
+const link = (x: unknown): boolean => isObj(x) && isStr(x.ID);
+const serviceIdentity = (x: unknown): boolean => isObj(x) && isStr(x.ServiceName) && optional(x.Datacenters, strings);
+const nodeIdentity = (x: unknown): boolean => isObj(x) && isStr(x.NodeName) && isStr(x.Datacenter);
+const templatedPolicy = (x: unknown): boolean =>
+  isObj(x) && isStr(x.TemplateName) && optional(x.TemplateVariables, (v) => isObj(v) && isStr(v.Name)) && optional(x.Datacenters, strings);
+
+const scoped = (o: Obj): boolean => isStr(o.Namespace) && isStr(o.Partition) && isIndex(o.CreateIndex) && isIndex(o.ModifyIndex) && isStr(o.Hash);
+
+function grants(o: Obj): boolean {
+  return list(o, 'ServiceIdentities', serviceIdentity) && list(o, 'NodeIdentities', nodeIdentity) && list(o, 'TemplatedPolicies', templatedPolicy);
+}
+
+export function isTokenRecord(v: unknown): v is TokenRecord {
+  return (
+    isObj(v) &&
+    isStr(v.AccessorID) &&
+    isStr(v.SecretID) &&
+    isStr(v.Description) &&
+    list(v, 'Policies', link) &&
+    list(v, 'Roles', link) &&
+    grants(v) &&
+    typeof v.Local === 'boolean' &&
+    isStr(v.AuthMethod) &&
+    optional(v.AuthMethodNamespace, isStr) &&
+    optional(v.ExpirationTime, isStr) &&
+    isStr(v.CreateTime) &&
+    scoped(v)
+  );
+}
+
+export function isPolicyRecord(v: unknown): v is PolicyRecord {
+  return isObj(v) && isStr(v.ID) && isStr(v.Name) && isStr(v.Description) && isStr(v.Rules) && optional(v.Datacenters, strings) && scoped(v);
+}
+
+export function isRoleRecord(v: unknown): v is RoleRecord {
+  return isObj(v) && isStr(v.ID) && isStr(v.Name) && isStr(v.Description) && list(v, 'Policies', link) && grants(v) && scoped(v);
+}
+
+export const RECORD_CHECKS: { [T in TableName]: (v: unknown) => boolean } = {
+  tokens: isTokenRecord,
+  policies: isPolicyRecord,
+  roles: isRoleRecord,
+};
