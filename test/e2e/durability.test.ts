@@ -58,6 +58,50 @@ describe('durability across SIGKILL', () => {
     expect(await agent.stop()).toBe(0);
   });
 
+  it('never shows a reader a token that a kill -9 then loses', async () => {
+    agent = await spawnAgent(dir.path, ['--initial-management-token', SECRET]);
+    const api = apiFor(agent.url, SECRET);
+    const seen = new Set<string>();
+    let acknowledged = 0;
+    let stop = false;
+    let killed: Promise<void> | undefined;
+    const creator = async (): Promise<void> => {
+      while (!stop) {
+        try {
+          const res = await api('PUT', '/v1/acl/token', { body: { Description: 'raced' } });
+          if (res.status === 200) acknowledged++;
+        } catch {
+          return;
+        }
+        if (acknowledged >= 300 && !killed) {
+          stop = true;
+          killed = agent!.kill();
+        }
+      }
+    };
+    // Readers list and read tokens as fast as they can while the creates land.
+    const reader = async (): Promise<void> => {
+      while (!stop) {
+        try {
+          const res = await api('GET', '/v1/acl/tokens');
+          if (res.status !== 200) continue;
+          for (const t of res.body as Array<{ AccessorID: string; Description: string }>) if (t.Description === 'raced') seen.add(t.AccessorID);
+        } catch {
+          return;
+        }
+      }
+    };
+    await Promise.all([...Array.from({ length: 24 }, creator), ...Array.from({ length: 4 }, reader)]);
+    await killed;
+    expect(seen.size).toBeGreaterThan(0);
+
+    agent = await spawnAgent(dir.path, ['--initial-management-token', SECRET]);
+    const after = apiFor(agent.url, SECRET);
+    const present = new Set(((await after('GET', '/v1/acl/tokens')).body as Array<{ AccessorID: string }>).map((t) => t.AccessorID));
+    expect([...seen].filter((id) => !present.has(id))).toEqual([]);
+    expect(await agent.stop()).toBe(0);
+  });
+
   it('refuses a second daemon on the same data dir with a one-line error', async () => {
     agent = await spawnAgent(dir.path);
     const second = spawnAgent(dir.path);

@@ -1,0 +1,69 @@
+import { describe, expect, it } from 'vitest';
+import { RECORD_CHECKS } from '../../src/store/record-check.js';
+import { RECORD_SCHEMAS } from '../../src/store/records.js';
+import type { TableName } from '../../src/store/schema.js';
+import { tokenRecord } from '../helpers/records.js';
+
+const valid: Record<TableName, Array<Record<string, unknown>>> = {
+  tokens: [
+    tokenRecord() as unknown as Record<string, unknown>,
+    tokenRecord({
+      Policies: [{ ID: 'p' }],
+      Roles: [{ ID: 'r' }],
+      ServiceIdentities: [{ ServiceName: 'web', Datacenters: ['dc1'] }, { ServiceName: 'db' }],
+      NodeIdentities: [{ NodeName: 'n', Datacenter: 'dc2' }],
+      TemplatedPolicies: [{ TemplateName: 'builtin/service', TemplateVariables: { Name: 'x' }, Datacenters: ['dc1'] }, { TemplateName: 'builtin/dns' }],
+      Local: true,
+      AuthMethod: 'kube',
+      AuthMethodNamespace: 'default',
+      ExpirationTime: '2030-01-01T00:00:00.000Z',
+    }) as unknown as Record<string, unknown>,
+  ],
+  policies: [
+    { ID: 'p', Name: 'n', Description: '', Rules: '', Hash: 'h', Namespace: 'default', Partition: 'default', CreateIndex: 1, ModifyIndex: 2 },
+    { ID: 'p', Name: 'n', Description: 'd', Rules: 'acl = "read"', Datacenters: ['dc1'], Hash: 'h', Namespace: 'a', Partition: 'b', CreateIndex: 0, ModifyIndex: 0 },
+  ],
+  roles: [
+    { ID: 'r', Name: 'n', Description: '', Policies: [], ServiceIdentities: [], NodeIdentities: [], TemplatedPolicies: [], Hash: 'h', Namespace: 'default', Partition: 'default', CreateIndex: 1, ModifyIndex: 1 },
+    { ID: 'r', Name: 'n', Description: 'd', Policies: [{ ID: 'p' }], ServiceIdentities: [{ ServiceName: 's' }], NodeIdentities: [{ NodeName: 'n', Datacenter: 'dc1' }], TemplatedPolicies: [{ TemplateName: 't' }], Hash: 'h', Namespace: 'default', Partition: 'default', CreateIndex: 1, ModifyIndex: 1 },
+  ],
+};
+
+/** Every way to break one field of a record: remove it, or give it a value of the wrong kind. */
+function broken(record: Record<string, unknown>): Array<[string, Record<string, unknown>]> {
+  const out: Array<[string, Record<string, unknown>]> = [];
+  const wrong: unknown[] = [null, 42, 'text', true, [], [7], {}, [{}], -1, 1.5];
+  for (const field of Object.keys(record)) {
+    const { [field]: _gone, ...without } = record;
+    out.push([`${field} missing`, without]);
+    for (const w of wrong) out.push([`${field} = ${JSON.stringify(w)}`, { ...record, [field]: w }]);
+  }
+  return out;
+}
+
+describe('start-up record checks agree with the record schemas', () => {
+  for (const table of ['tokens', 'policies', 'roles'] as const) {
+    it(`on valid and broken ${table}`, () => {
+      const schema = RECORD_SCHEMAS[table];
+      const check = RECORD_CHECKS[table];
+      let compared = 0;
+      for (const record of valid[table]) {
+        expect(check(structuredClone(record)), JSON.stringify(record)).toBe(true);
+        expect(schema.safeParse(record).success).toBe(true);
+        for (const [what, bad] of broken(record)) {
+          expect(check(structuredClone(bad)), `${table}: ${what}`).toBe(schema.safeParse(bad).success);
+          compared++;
+        }
+      }
+      expect(compared).toBeGreaterThan(100);
+    });
+  }
+
+  it('shares one frozen empty array for empty lists', () => {
+    const a = structuredClone(valid.tokens[0]) as Record<string, unknown>;
+    const b = structuredClone(valid.tokens[0]) as Record<string, unknown>;
+    expect(RECORD_CHECKS.tokens(a) && RECORD_CHECKS.tokens(b)).toBe(true);
+    expect(a.Policies).toBe(b.Policies);
+    expect(Object.isFrozen(a.Policies)).toBe(true);
+  });
+});
