@@ -24,6 +24,7 @@ const LARGE = Number(process.env.BENCH_SCALE_TOKENS ?? 1_000_000);
 const SMALL = Math.min(100_000, LARGE);
 const DURATION = Number(process.env.BENCH_DURATION ?? 6);
 const SECRET = 'bench-scale-management-secret';
+const SETTLE_MS = Number(process.env.BENCH_SCALE_SETTLE_MS ?? 10_000);
 
 /** Adds tokens to the store until it holds `total` seeded ones. */
 async function seedTo(storeDir: string, from: number, total: number): Promise<void> {
@@ -49,7 +50,7 @@ async function rssBytes(pid: number): Promise<number> {
 async function startAndRead(dataDir: string, accessor: string | undefined) {
   await rm(join(dataDir, 'http-addr'), { force: true });
   const started = performance.now();
-  const proc = spawn(process.execPath, ['dist/main.js', 'agent', '--data-dir', dataDir, '--http-addr', '127.0.0.1:0', '--log-level', 'error', '--initial-management-token', SECRET], { cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'] });
+  const proc = spawn(process.execPath, [...(process.env.SCALE_NODE_FLAGS ? process.env.SCALE_NODE_FLAGS.split(' ') : []), 'dist/main.js', 'agent', '--data-dir', dataDir, '--http-addr', '127.0.0.1:0', '--log-level', 'error', '--initial-management-token', SECRET], { cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'] });
   let url = '';
   for (;;) {
     if (proc.exitCode !== null) throw new Error(`daemon exited with ${proc.exitCode}`);
@@ -72,6 +73,8 @@ async function startAndRead(dataDir: string, accessor: string | undefined) {
 async function measure(tokens: number, dataDir: string, accessor: string | undefined) {
   const d = await startAndRead(dataDir, accessor);
   try {
+    // Steady state: the heap the load built is marked once before the read latency is taken.
+    await new Promise((r) => setTimeout(r, SETTLE_MS));
     const rss = await rssBytes(d.proc.pid as number);
     const url = `${d.url}/v1/acl/token/${d.accessor}`;
     await autocannon({ url, connections: 32, duration: 2, headers: { 'X-Service-Token': SECRET } });
