@@ -64,8 +64,14 @@ export function resource(app: FastifyInstance, url: string, specs: Partial<Recor
       handler: spec.handler,
     });
   }
-  const allowed = methods.includes('GET') ? [...methods, 'HEAD'] : methods;
+  const allowed = [...(methods.includes('GET') ? [...methods, 'HEAD'] : methods), 'OPTIONS'];
   const others = ALL_METHODS.filter((m) => !allowed.includes(m as Method));
+  // OPTIONS answers with the methods the path serves, as Consul does.
+  app.route({
+    method: 'OPTIONS',
+    url,
+    handler: (_request, reply) => reply.header('Allow', allowed.join(', ')).code(200).send(),
+  });
   app.route({
     method: others,
     url,

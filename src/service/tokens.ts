@@ -140,6 +140,9 @@ export class TokenService {
   }
 
   async readSelf(ctx: RequestContext): Promise<JSONText> {
+    // No token is not "the anonymous token" here: a client with an empty configuration
+    // must not believe it is signed in (Consul answers the same).
+    if (ctx.secret === undefined || ctx.secret === '') throw notFound('Supplied token does not exist');
     const identity = await this.resolver.resolve(ctx.secret, ctx.client);
     return this.viewText(identity.token, true);
   }

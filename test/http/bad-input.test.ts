@@ -130,11 +130,18 @@ describe('hostile input', () => {
     isJsonError(unknown);
     const wrong = await d.api('PATCH', '/v1/acl/token');
     expect(wrong.status).toBe(405);
-    expect(wrong.headers.get('allow')).toBe('PUT');
+    expect(wrong.headers.get('allow')).toBe('PUT, OPTIONS');
     isJsonError(wrong);
     const post = await d.api('POST', `/v1/acl/token/${tokenID}`);
     expect(post.status).toBe(405);
-    expect(post.headers.get('allow')).toBe('GET, PUT, DELETE, HEAD');
+    expect(post.headers.get('allow')).toBe('GET, PUT, DELETE, HEAD, OPTIONS');
+  });
+
+  it('answers OPTIONS with 200 and the methods the path serves, as Consul does', async () => {
+    const res = await d.api('OPTIONS', `/v1/acl/token/${tokenID}`, { token: undefined });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('allow')).toBe('GET, PUT, DELETE, HEAD, OPTIONS');
+    expect((await d.api('OPTIONS', '/v1/acl/tokens')).headers.get('allow')).toBe('GET, HEAD, OPTIONS');
   });
 
   it('is still serving after all of it', async () => {

@@ -331,6 +331,13 @@ describe('token endpoints', () => {
       expect((await d.api('GET', '/v1/acl/token/self', { token: t.SecretID })).body.code).toBe('ACL_NOT_FOUND');
     });
 
+    it('answers token/self without a token with 404, never with the anonymous token', async () => {
+      const res = await d.api('GET', '/v1/acl/token/self', { token: undefined });
+      expect(res.status).toBe(404);
+      expect(res.body.code).toBe('NOT_FOUND');
+      expect(res.body.message).toBe('Supplied token does not exist');
+    });
+
     it('refuses to delete the anonymous token or the request token', async () => {
       const anon = await d.api('DELETE', '/v1/acl/token/00000000-0000-0000-0000-000000000002');
       expect(anon.status).toBe(403);
