@@ -142,7 +142,10 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const replicationToken = config.replication_token;
     const tokens = new TokenService(store, resolver, clock, {
       limits: { minTTL: config.token_min_ttl, maxTTL: config.token_max_ttl },
-      ...(primaryClient && replicationToken ? { checkChosenIDs: (ids: { accessor?: string; secret?: string }) => checkIDsOnPrimary(ids, primaryClient, replicationToken) } : {}),
+      checkChosenIDs: async (ids: { accessor?: string; secret?: string }, local: boolean) => {
+        if (primaryClient && replicationToken && local) return checkIDsOnPrimary(ids, primaryClient, replicationToken);
+        if (primaryRepl && !local) return checkIDsOnSecondaries(ids, primaryRepl);
+      },
     });
     const policies = new PolicyService(store, resolver);
     const roles = new RoleService(store, resolver);
@@ -407,6 +410,17 @@ async function checkIDsOnPrimary(ids: { accessor?: string; secret?: string }, pr
   } catch (err) {
     if (isWatchwordError(err) && err.code === 'CONFLICT') throw err;
   }
+}
+
+/** A global token's chosen IDs must not be a Local token's at any connected secondary. */
+async function checkIDsOnSecondaries(ids: { accessor?: string; secret?: string }, primary: ReplicationPrimary): Promise<void> {
+  const wanted = [ids.accessor, ids.secret].filter((id): id is string => id !== undefined);
+  const held = await primary.idsHeldBySecondaries(wanted);
+  const by = (id: string | undefined) => held.find((h) => h.id === id);
+  const accessor = by(ids.accessor);
+  if (accessor) throw conflict(`Invalid Token: AccessorID is already in use (by a Local token in datacenter ${accessor.datacenter})`);
+  const secret = by(ids.secret);
+  if (secret) throw conflict(`Invalid Token: SecretID is already in use (by a Local token in datacenter ${secret.datacenter})`);
 }
 
 /**

@@ -294,6 +294,10 @@ export const replicationStatusResponse = z
     LagEntries: z.number().int(),
     LastContactMs: z.number().int(),
     Secondaries: z.array(secondaryInfoResponse).optional().describe('On the primary: each connected secondary'),
+    SecretConflicts: z
+      .array(z.object({ AccessorID: z.string(), LocalAccessorID: z.string() }))
+      .optional()
+      .describe('On a secondary: global tokens not applied because a Local token here holds their secret'),
   })
   .meta({ id: 'ReplicationStatus' });
 

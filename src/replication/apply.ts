@@ -59,13 +59,30 @@ export function diffSnapshot(current: GlobalState, snapshot: GlobalState): Chang
 }
 
 /**
+ * A global token that was not applied because a Local token of this datacenter holds
+ * its secret. The Local owner keeps it (it was here first and is in use here); the
+ * conflict is reported in the replication status until the global token is deleted.
+ */
+export interface SecretConflict {
+  AccessorID: string;
+  LocalAccessorID: string;
+}
+
+/** What applying a batch found: conflicts that appeared and global tokens whose conflict ended. */
+export interface ApplyOutcome {
+  conflicts: SecretConflict[];
+  resolved: string[];
+}
+
+/**
  * Applies primary changes at the transaction's current index (the store stamps this
  * datacenter's CreateIndex and ModifyIndex). Local tokens are never overwritten or deleted.
  */
-function applyChanges(tx: Tx, changes: readonly Change[]): void {
+function applyChanges(tx: Tx, changes: readonly Change[], outcome: ApplyOutcome): void {
   for (const c of changes) {
     if (c.Op === 'delete') {
       if (c.Table === 'tokens') {
+        outcome.resolved.push(c.ID);
         if (tx.getToken(c.ID)?.Local === false) tx.deleteToken(c.ID);
       } else if (c.Table === 'policies') {
         tx.deletePolicy(c.ID);
@@ -75,10 +92,16 @@ function applyChanges(tx: Tx, changes: readonly Change[]): void {
       continue;
     }
     switch (c.Table) {
-      case 'tokens':
+      case 'tokens': {
         if (c.Value.Local || tx.getToken(c.ID)?.Local) continue;
+        const holder = tx.getTokenBySecret(c.Value.SecretID);
+        if (holder && holder.AccessorID !== c.ID && holder.Local) {
+          outcome.conflicts.push({ AccessorID: c.ID, LocalAccessorID: holder.AccessorID });
+          continue;
+        }
         tx.putToken(c.Value);
         break;
+      }
       case 'policies':
         tx.putPolicy(c.Value);
         break;
@@ -93,16 +116,18 @@ function applyChanges(tx: Tx, changes: readonly Change[]): void {
 }
 
 /** Applies log entries in order, each at its own local index, and moves the cursor in the same batch. */
-export function applyEntries(tx: Tx, entries: readonly LogEntry[], cursor: Cursor): void {
+export function applyEntries(tx: Tx, entries: readonly LogEntry[], cursor: Cursor): ApplyOutcome {
+  const outcome: ApplyOutcome = { conflicts: [], resolved: [] };
   for (const entry of entries) {
     tx.nextIndex();
-    applyChanges(tx, entry.Changes);
+    applyChanges(tx, entry.Changes, outcome);
   }
   tx.putMeta(META.cursor, cursor);
+  return outcome;
 }
 
 /** Makes the secondary's global objects equal the snapshot, leaving Local tokens alone, and sets the cursor. */
-export function applySnapshot(tx: Tx, snapshot: GlobalState, cursor: Cursor): number {
+export function applySnapshot(tx: Tx, snapshot: GlobalState, cursor: Cursor): ApplyOutcome & { changed: number } {
   const current: GlobalState = {
     tokens: tx.allRecords('tokens').filter((t) => !t.Local),
     policies: tx.allRecords('policies'),
@@ -110,10 +135,12 @@ export function applySnapshot(tx: Tx, snapshot: GlobalState, cursor: Cursor): nu
     bootstrap: tx.getBootstrap(),
   };
   const changes = diffSnapshot(current, snapshot);
+  // A snapshot states every conflict anew.
+  const outcome: ApplyOutcome = { conflicts: [], resolved: [] };
   if (changes.length > 0) {
     tx.nextIndex();
-    applyChanges(tx, changes);
+    applyChanges(tx, changes, outcome);
   }
   tx.putMeta(META.cursor, cursor);
-  return changes.length;
+  return { ...outcome, changed: changes.length };
 }

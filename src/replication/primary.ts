@@ -139,6 +139,26 @@ class Session {
     return false;
   }
 
+  private readonly checks = new Map<number, (inUse: string[]) => void>();
+  private nextCheck = 0;
+
+  /** Which of `ids` a Local token of this secondary holds; [] when it does not answer within `timeoutMs`. */
+  checkIDs(ids: string[], timeoutMs: number): Promise<string[]> {
+    if (this.closed || !this.datacenter) return Promise.resolve([]);
+    const req = ++this.nextCheck;
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.checks.delete(req);
+        resolve([]);
+      }, timeoutMs);
+      this.checks.set(req, (inUse) => {
+        clearTimeout(timer);
+        resolve(inUse);
+      });
+      void this.send({ t: 'check-ids', req, ids }).catch(() => undefined);
+    });
+  }
+
   /** Wakes a waiting tail loop: it reads on. */
   notify(): void {
     const w = this.wake;
@@ -227,6 +247,10 @@ class Session {
       } else if (frame.t === 'ack') {
         this.ackedIndex = Math.max(this.ackedIndex, frame.index);
         this.notify();
+      } else if (frame.t === 'ids-in-use') {
+        const waiting = this.checks.get(frame.req);
+        this.checks.delete(frame.req);
+        waiting?.(frame.inUse);
       }
     });
     this.ws.on('close', () => {
@@ -482,6 +506,19 @@ export class ReplicationPrimary {
       out.push({ name: s.datacenter, address: s.address });
     }
     return out;
+  }
+
+  /**
+   * Which of `ids` (a global token's chosen AccessorID and SecretID) a Local token of
+   * any connected secondary holds. A secondary that does not answer in time counts as
+   * holding none; should it hold one after all, it keeps its Local token and reports the
+   * conflict (see apply.ts).
+   */
+  async idsHeldBySecondaries(ids: string[], timeoutMs = 2000): Promise<Array<{ datacenter: string; id: string }>> {
+    const answers = await Promise.all(
+      [...this.sessions].filter((s) => s.datacenter).map(async (s) => (await s.checkIDs(ids, timeoutMs)).map((id) => ({ datacenter: s.datacenter, id }))),
+    );
+    return answers.flat();
   }
 
   /** Whether a connected secondary's replication stream comes from this address. */

@@ -7,14 +7,17 @@ import { bootstrapStateSchema, policyRecordSchema, roleRecordSchema, tokenRecord
  * with zod on receipt. The version travels in the upgrade URL (so a mismatch is refused
  * before any frame) and again in `hello`.
  *
- *   secondary -> primary   hello, ack, ping
- *   primary -> secondary   welcome, snapshot (chunked, last one flagged), entries, ping, error
+ *   secondary -> primary   hello, ack, ping, ids-in-use
+ *   primary -> secondary   welcome, snapshot (chunked, last one flagged), entries, ping, error, check-ids
  *
  * Indexes in frames are the primary's. `upTo` says the stream is complete up to that
  * primary index once the frame is applied, so a secondary knows how current it is even
  * when the primary's last changes were not to global objects.
  */
-export const PROTOCOL_VERSION = 1;
+export const PROTOCOL_VERSION = 2;
+
+/** IDs asked about in one check-ids frame, at most. */
+export const MAX_CHECKED_IDS = 16;
 
 /** The WebSocket route on the primary. */
 export const REPLICATION_PATH = '/v1/internal/replication';
@@ -46,6 +49,8 @@ export const secondaryFrame = z.discriminatedUnion('t', [
   }),
   z.object({ t: z.literal('ack'), index: z.number().int().nonnegative() }),
   z.object({ t: z.literal('ping'), time: z.number() }),
+  /** Answer to check-ids: which of the IDs a Local token of this datacenter holds. */
+  z.object({ t: z.literal('ids-in-use'), req: z.number().int(), inUse: z.array(z.string()).max(MAX_CHECKED_IDS) }),
 ]);
 
 export const primaryFrame = z.discriminatedUnion('t', [
@@ -78,6 +83,8 @@ export const primaryFrame = z.discriminatedUnion('t', [
   }),
   z.object({ t: z.literal('ping'), time: z.number(), upTo: z.number().int().nonnegative(), primaryIndex: z.number().int().nonnegative(), datacenters: z.array(datacenterInfo) }),
   z.object({ t: z.literal('error'), code: z.string(), message: z.string() }),
+  /** Before a global token with chosen IDs is created: does a Local token here hold any of them? */
+  z.object({ t: z.literal('check-ids'), req: z.number().int(), ids: z.array(z.string()).max(MAX_CHECKED_IDS) }),
 ]);
 
 export type SecondaryFrame = z.infer<typeof secondaryFrame>;

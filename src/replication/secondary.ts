@@ -3,7 +3,7 @@ import { WebSocket } from 'ws';
 import type { Metrics } from '../observability/metrics.js';
 import { META } from '../store/schema.js';
 import type { Store } from '../store/store.js';
-import { type Cursor, type GlobalState, applyEntries, applySnapshot } from './apply.js';
+import { type ApplyOutcome, type Cursor, type GlobalState, type SecretConflict, applyEntries, applySnapshot } from './apply.js';
 import { Backoff } from './backoff.js';
 import {
   type DatacenterInfo,
@@ -47,6 +47,8 @@ export interface ReplicationStatus {
   PrimaryIndex: number;
   LagEntries: number;
   LastContactMs: number;
+  /** Global tokens not applied because a Local token here holds their secret. */
+  SecretConflicts?: SecretConflict[];
 }
 
 const ZERO_TIME = '0001-01-01T00:00:00Z';
@@ -158,6 +160,11 @@ export class ReplicationSecondary {
         ws.close(1008, 'malformed frame');
         return;
       }
+      if (frame.t === 'check-ids') {
+        // Answered at once, not behind the frames being applied.
+        this.send({ t: 'ids-in-use', req: frame.req, inUse: frame.ids.filter((id) => this.heldByLocalToken(id)) });
+        return;
+      }
       this.inbox.push(frame);
       this.working ??= this.drain(ws).finally(() => {
         this.working = undefined;
@@ -244,7 +251,7 @@ export class ReplicationSecondary {
     const upTo = Math.max(...frames.map((f) => f.upTo), this.cursor.index);
     const cursor = { logID: this.welcomeLogID, index: upTo };
     // Nothing to write: the cursor on disk may lag; resuming from it is harmless.
-    if (entries.length > 0) await this.store.transact((tx) => applyEntries(tx, entries, cursor), { sync: false });
+    if (entries.length > 0) this.noteConflicts(await this.store.transact((tx) => applyEntries(tx, entries, cursor), { sync: false }), false);
     const now = Date.now();
     for (const f of frames) {
       if (f.committedAt === undefined || f.entries.length === 0) continue;
@@ -288,7 +295,9 @@ export class ReplicationSecondary {
         if (!frame.last) return;
         this.snapshotBuffer = undefined;
         const cursor = { logID: frame.logID, index: frame.index };
-        const changed = await this.store.transact((tx) => applySnapshot(tx, buf, cursor), { sync: false });
+        const outcome = await this.store.transact((tx) => applySnapshot(tx, buf, cursor), { sync: false });
+        this.noteConflicts(outcome, true);
+        const changed = outcome.changed;
         this.cursor = cursor;
         this.appliedUpTo = 0;
         this.advance(frame.index);
@@ -309,7 +318,26 @@ export class ReplicationSecondary {
       case 'error':
         this.fail(`the primary reported: ${frame.message}`);
         return;
+      case 'check-ids':
+        return;
     }
+  }
+
+  /** Global tokens skipped because a Local token here holds their secret, by AccessorID. */
+  private readonly conflicts = new Map<string, SecretConflict>();
+
+  private noteConflicts(outcome: ApplyOutcome, fresh: boolean): void {
+    if (fresh) this.conflicts.clear();
+    for (const id of outcome.resolved) this.conflicts.delete(id);
+    for (const c of outcome.conflicts) {
+      this.conflicts.set(c.AccessorID, c);
+      this.logger.warn(c, 'replication: a global token was not applied: a Local token of this datacenter holds its secret');
+    }
+  }
+
+  /** Whether a Local token of this datacenter has this AccessorID or SecretID. */
+  private heldByLocalToken(id: string): boolean {
+    return this.store.reader.getToken(id)?.Local === true || this.store.reader.getTokenBySecret(id)?.Local === true;
   }
 
   /** Resolves true once local state includes the primary's index `index`, false after `timeoutMs`. */
@@ -356,6 +384,7 @@ export class ReplicationSecondary {
       PrimaryIndex: this.primaryIndex,
       LagEntries: Math.max(0, this.primaryIndex - this.appliedUpTo),
       LastContactMs: this.lastContactMs(),
+      ...(this.conflicts.size > 0 ? { SecretConflicts: [...this.conflicts.values()] } : {}),
     };
   }
 

@@ -101,6 +101,7 @@ export class BootstrapService {
       if (!isUUID(bootstrapSecret)) throw invalid('Invalid BootstrapSecret: not a valid UUID');
       if (isReservedID(bootstrapSecret)) throw invalid(`Invalid BootstrapSecret: UUIDs with the prefix ${JSON.stringify(RESERVED_PREFIX)} are reserved`);
     }
+    if (bootstrapSecret) await this.tokens.checkChosenIDs({ secret: bootstrapSecret }, false);
     const resetFromFile = await this.readResetFile();
     let usedReset = false;
     const token = await this.store.transact((tx) => {

@@ -54,11 +54,13 @@ export type ExpandedTokenView = ExpandedTokenResponse;
 export interface TokenServiceOptions {
   limits: ExpiryLimits;
   /**
-   * Secondaries: IDs a client chose for a new Local token are also checked against the
-   * primary's global tokens (throws CONFLICT when taken), so a Local token can never
-   * share a secret with a global one. Best effort: an unreachable primary skips it.
+   * IDs a client chose for a new token, checked beyond this datacenter (throws CONFLICT
+   * when taken), so a Local token and a global one never share an ID or a secret: a
+   * secondary asks the primary about a new Local token's IDs, the primary asks the
+   * connected secondaries about a new global token's. Best effort: a datacenter that
+   * cannot be asked in time is skipped.
    */
-  checkChosenIDs?: (ids: { accessor?: string; secret?: string }) => Promise<void>;
+  checkChosenIDs?: (ids: { accessor?: string; secret?: string }, local: boolean) => Promise<void>;
 }
 
 const notFoundToken = (id: string) => notFound(`Cannot find token ${JSON.stringify(id)}`);
@@ -85,6 +87,11 @@ export class TokenService {
 
   private canSeeSecret(identity: Identity, token: TokenRecord): boolean {
     return identity.authorizer.canWrite(token.Partition, token.Namespace);
+  }
+
+  /** IDs a client chose for a new token, checked in the other datacenters (see TokenServiceOptions). */
+  async checkChosenIDs(ids: { accessor?: string; secret?: string }, local: boolean): Promise<void> {
+    if ((ids.accessor || ids.secret) && this.options.checkChosenIDs) await this.options.checkChosenIDs(ids, local);
   }
 
   /** A live token in the given scope, or undefined (expired counts as gone). */
@@ -186,9 +193,7 @@ export class TokenService {
     );
     const local = input.Local ?? false;
     const grants = normalizeGrants(input, local);
-    if (local && (accessorID || secretID) && this.options.checkChosenIDs) {
-      await this.options.checkChosenIDs({ ...(accessorID ? { accessor: accessorID } : {}), ...(secretID ? { secret: secretID } : {}) });
-    }
+    await this.checkChosenIDs({ ...(accessorID ? { accessor: accessorID } : {}), ...(secretID ? { secret: secretID } : {}) }, local);
     const { token, links } = await this.store.transact((tx) => {
       const taken = tokenIDTaken(tx);
       if (accessorID !== undefined && taken(accessorID)) throw conflict('Invalid Token: AccessorID is already in use');

@@ -3,7 +3,7 @@ import http from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { WatchwordApiError, WatchwordClient } from '../../src/client/index.js';
-import { encodeFrame } from '../../src/replication/protocol.js';
+import { PROTOCOL_VERSION, encodeFrame } from '../../src/replication/protocol.js';
 import { type Cluster, startCluster } from '../../src/testing/index.js';
 import { type TestDaemon, apiFor, startTestDaemon, waitFor } from '../helpers/daemon.js';
 import { globalState, localTokens } from '../helpers/cluster.js';
@@ -121,7 +121,7 @@ describe('replication token problems', () => {
     daemons.push(dc1);
     const before = dc1.daemon.store.currentIndex();
     for (const garbage of [Buffer.from([0xc1, 0xff, 0x00]), encodeFrame({ t: 'ack', index: -5 } as never), Buffer.from(JSON.stringify({ t: 'hello' }))]) {
-      const ws = new WebSocket(`${dc1.url.replace('http', 'ws')}/v1/internal/replication?version=1`, { headers: { 'X-Service-Token': dc1.management } });
+      const ws = new WebSocket(`${dc1.url.replace('http', 'ws')}/v1/internal/replication?version=${PROTOCOL_VERSION}`, { headers: { 'X-Service-Token': dc1.management } });
       await new Promise<void>((resolve, reject) => {
         ws.once('open', () => resolve());
         ws.once('error', reject);
@@ -150,7 +150,7 @@ describe('replication token problems', () => {
       req.on('error', reject);
     });
     expect(status).toBe(426);
-    expect(body).toContain('unsupported replication protocol version 99; this primary speaks 1');
+    expect(body).toContain(`unsupported replication protocol version 99; this primary speaks ${PROTOCOL_VERSION}`);
   });
 });
 

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { WatchwordClient } from '../../src/client/index.js';
-import { decodeFrame, encodeFrame, primaryFrame } from '../../src/replication/protocol.js';
+import { PROTOCOL_VERSION, decodeFrame, encodeFrame, primaryFrame } from '../../src/replication/protocol.js';
 import { type TestDaemon, apiFor, startTestDaemon, waitFor } from '../helpers/daemon.js';
 
 const GLOBAL_MANAGEMENT = '00000000-0000-0000-0000-000000000001';
@@ -15,7 +15,7 @@ interface Hello {
 
 /** Says hello on a raw replication socket; resolves with the first frame and how the socket ended, if it did. */
 async function sayHello(url: string, secret: string, hello: Hello, headers: Record<string, string> = {}) {
-  const ws = new WebSocket(`${url.replace('http', 'ws')}/v1/internal/replication?version=1`, { headers: { 'X-Service-Token': secret, ...headers } });
+  const ws = new WebSocket(`${url.replace('http', 'ws')}/v1/internal/replication?version=${PROTOCOL_VERSION}`, { headers: { 'X-Service-Token': secret, ...headers } });
   const frames: Array<{ t: string; message?: string }> = [];
   ws.on('message', (data: Buffer) => frames.push(decodeFrame(primaryFrame, data) as never));
   const closed = new Promise<{ code: number; reason: string }>((resolve) => ws.once('close', (code, reason) => resolve({ code, reason: reason.toString() })));
@@ -23,7 +23,7 @@ async function sayHello(url: string, secret: string, hello: Hello, headers: Reco
     ws.once('open', () => resolve());
     ws.once('error', reject);
   });
-  ws.send(encodeFrame({ t: 'hello', v: 1, logID: null, index: 0, ...hello }));
+  ws.send(encodeFrame({ t: 'hello', v: PROTOCOL_VERSION, logID: null, index: 0, ...hello }));
   await waitFor(() => frames.length > 0);
   return { ws, frames, closed };
 }

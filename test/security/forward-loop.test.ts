@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { WatchwordClient } from '../../src/client/index.js';
-import { encodeFrame } from '../../src/replication/protocol.js';
+import { PROTOCOL_VERSION, encodeFrame } from '../../src/replication/protocol.js';
 import { type TestDaemon, apiFor, startTestDaemon, waitFor } from '../helpers/daemon.js';
 
 async function requestsServed(url: string, route: string): Promise<number> {
@@ -26,13 +26,13 @@ describe('forwarding between datacenters happens at most once per request', () =
     const dc1 = await startTestDaemon();
     daemons.push(dc1);
     // A session that names itself dc2 but gives the primary's own address.
-    const ws = new WebSocket(`${dc1.url.replace('http', 'ws')}/v1/internal/replication?version=1`, { headers: { 'X-Service-Token': dc1.management } });
+    const ws = new WebSocket(`${dc1.url.replace('http', 'ws')}/v1/internal/replication?version=${PROTOCOL_VERSION}`, { headers: { 'X-Service-Token': dc1.management } });
     sockets.push(ws);
     await new Promise<void>((resolve, reject) => {
       ws.once('open', () => resolve());
       ws.once('error', reject);
     });
-    ws.send(encodeFrame({ t: 'hello', v: 1, datacenter: 'dc2', address: dc1.url.replace('http://', ''), logID: null, index: 0 }));
+    ws.send(encodeFrame({ t: 'hello', v: PROTOCOL_VERSION, datacenter: 'dc2', address: dc1.url.replace('http://', ''), logID: null, index: 0 }));
     await waitFor(async () => ((await dc1.api('GET', '/v1/catalog/datacenters')).body as string[]).includes('dc2'));
 
     const res = await dc1.api('GET', '/v1/acl/tokens?dc=dc2');

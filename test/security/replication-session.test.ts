@@ -1,14 +1,14 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { WatchwordClient } from '../../src/client/index.js';
-import { decodeFrame, encodeFrame, primaryFrame } from '../../src/replication/protocol.js';
+import { PROTOCOL_VERSION, decodeFrame, encodeFrame, primaryFrame } from '../../src/replication/protocol.js';
 import { type TestDaemon, startTestDaemon, waitFor } from '../helpers/daemon.js';
 
 const GLOBAL_MANAGEMENT = '00000000-0000-0000-0000-000000000001';
 
 /** A raw replication stream, recording every frame and how it ended. */
 async function openStream(url: string, secret: string) {
-  const ws = new WebSocket(`${url.replace('http', 'ws')}/v1/internal/replication?version=1`, { headers: { 'X-Service-Token': secret } });
+  const ws = new WebSocket(`${url.replace('http', 'ws')}/v1/internal/replication?version=${PROTOCOL_VERSION}`, { headers: { 'X-Service-Token': secret } });
   const frames: Array<ReturnType<typeof decodeFrame<never>>> = [];
   const raw: Buffer[] = [];
   const closed = new Promise<{ code: number; reason: string }>((resolve) => ws.once('close', (code, reason) => resolve({ code, reason: reason.toString() })));
@@ -20,7 +20,7 @@ async function openStream(url: string, secret: string) {
     ws.once('open', () => resolve());
     ws.once('error', reject);
   });
-  ws.send(encodeFrame({ t: 'hello', v: 1, datacenter: 'dc9', address: '127.0.0.1:9', logID: null, index: 0 }));
+  ws.send(encodeFrame({ t: 'hello', v: PROTOCOL_VERSION, datacenter: 'dc9', address: '127.0.0.1:9', logID: null, index: 0 }));
   return { ws, frames, closed, text: () => Buffer.concat(raw).toString('latin1') };
 }
 
