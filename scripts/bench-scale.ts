@@ -50,7 +50,7 @@ async function rssBytes(pid: number): Promise<number> {
 async function startAndRead(dataDir: string, accessor: string | undefined) {
   await rm(join(dataDir, 'http-addr'), { force: true });
   const started = performance.now();
-  const proc = spawn(process.execPath, [...(process.env.SCALE_NODE_FLAGS ? process.env.SCALE_NODE_FLAGS.split(' ') : []), 'dist/main.js', 'agent', '--data-dir', dataDir, '--http-addr', '127.0.0.1:0', '--log-level', 'error', '--initial-management-token', SECRET], { cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'] });
+  const proc = spawn(process.execPath, [...(process.env.SCALE_NODE_FLAGS ? process.env.SCALE_NODE_FLAGS.split(' ') : []), 'dist/main.js', 'agent', '--data-dir', dataDir, '--http-addr', '127.0.0.1:0', '--log-level', 'error', '--initial-management-token', SECRET], { cwd: ROOT, env: { ...process.env, WATCHWORD_LIFELINE: 'stdin' }, stdio: ['pipe', 'ignore', 'inherit'] });
   let url = '';
   for (;;) {
     if (proc.exitCode !== null) throw new Error(`daemon exited with ${proc.exitCode}`);

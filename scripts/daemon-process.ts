@@ -21,7 +21,8 @@ export async function startDaemonProcess(dataDir: string, flags: string[], logLe
   const proc = spawn(
     process.execPath,
     ['--import', 'tsx', 'src/main.ts', 'agent', '--data-dir', dataDir, '--http-addr', '127.0.0.1:0', '--log-level', logLevel ?? 'error', ...flags],
-    { cwd: ROOT, stdio: ['ignore', logLevel ? 'inherit' : 'ignore', 'inherit'] },
+    // The daemon ends with this script, however it ends (WATCHWORD_LIFELINE: our end of its stdin).
+    { cwd: ROOT, env: { ...process.env, WATCHWORD_LIFELINE: 'stdin' }, stdio: ['pipe', logLevel ? 'inherit' : 'ignore', 'inherit'] },
   );
   for (let i = 0; i < 400; i++) {
     if (proc.exitCode !== null) throw new Error(`daemon exited with ${proc.exitCode}`);

@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { rm } from 'node:fs/promises';
 import { Command, CommanderError, Option } from 'commander';
 import { aclCommand } from './cli/acl.js';
 import { normalizeArgv } from './cli/argv.js';
@@ -83,6 +84,21 @@ function agentCommand(program: Command): void {
     };
     process.on('SIGINT', () => stop('SIGINT'));
     process.on('SIGTERM', () => stop('SIGTERM'));
+    // Started by a test harness (watchword/testing): live only as long as the process that
+    // started us. Its end of our stdin closes when it exits, even by SIGKILL.
+    if (process.env.WATCHWORD_LIFELINE === 'stdin') {
+      const dataDir = config.data_dir;
+      process.stdin.on('error', () => undefined);
+      process.stdin.once('close', () => {
+        if (stopping) return;
+        stopping = true;
+        daemon.close().finally(async () => {
+          if (process.env.WATCHWORD_LIFELINE_REMOVE_DATA === '1') await rm(dataDir, { recursive: true, force: true }).catch(() => undefined);
+          process.exit(0);
+        });
+      });
+      process.stdin.resume();
+    }
   });
 }
 

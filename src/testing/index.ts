@@ -137,7 +137,11 @@ class Daemon implements DatacenterHandle {
     ];
     const env = { ...process.env };
     for (const k of Object.keys(env)) if (k.startsWith('WATCHWORD_')) delete env[k];
-    const proc = spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    // The daemon lives only as long as this process: should it die before stop() (an
+    // exception, SIGKILL), its daemons stop too and remove their temp data dirs.
+    env.WATCHWORD_LIFELINE = 'stdin';
+    env.WATCHWORD_LIFELINE_REMOVE_DATA = '1';
+    const proc = spawn(process.execPath, args, { env, stdio: ['pipe', 'pipe', 'pipe'] });
     this.proc = proc;
     this.exited = new Promise((resolve) => proc.once('exit', (code) => resolve(code)));
     proc.stdout?.on('data', (b: Buffer) => (this.out += b.toString()));

@@ -21,8 +21,8 @@ export async function spawnAgent(dataDir: string, args: string[] = [], env: Reco
   await rm(join(dataDir, 'http-addr'), { force: true });
   const proc = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src/main.ts'), 'agent', '--data-dir', dataDir, '--http-addr', '127.0.0.1:0', '--log-level', 'warn', ...args], {
     cwd: ROOT,
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, WATCHWORD_LIFELINE: 'stdin', ...env },
+    stdio: ['pipe', 'pipe', 'pipe'],
   });
   let out = '';
   proc.stdout?.on('data', (b: Buffer) => (out += b.toString()));
