@@ -17,7 +17,7 @@ import { PolicyService } from './service/policies.js';
 import { RoleService } from './service/roles.js';
 import { TemplatedPolicyService } from './service/templated-policies.js';
 import { TokenService } from './service/tokens.js';
-import { LevelStore } from './store/level-store.js';
+import { LevelStore, type LevelStoreOptions } from './store/level-store.js';
 import { WatchwordError, conflict, isWatchwordError } from './domain/errors.js';
 import { RateLimiter } from './http/rate-limit.js';
 import { isUUID } from './domain/ids.js';
@@ -51,6 +51,8 @@ export const DEFAULT_REPLICATION_OPTIONS = {
 
 export interface DaemonOptions {
   clock?: Clock;
+  /** Tests only: disk writes that fail on demand. */
+  storeFaults?: LevelStoreOptions['faults'];
   logger?: Logger;
   replication?: Partial<typeof DEFAULT_REPLICATION_OPTIONS>;
 }
@@ -95,6 +97,10 @@ function agentSelf(config: Config, address: string, store: LevelStore, metrics: 
       ReplicationTokenSet: config.replication_token !== undefined,
       InitialManagementTokenSet: config.initial_management_token !== undefined,
     },
+    Store: (() => {
+      const h = store.health();
+      return { Available: h.available, LastError: h.lastError ?? '', UnavailableSince: h.since === undefined ? null : new Date(h.since).toISOString() };
+    })(),
     Stats: {
       Index: store.currentIndex(),
       Tokens: store.count('tokens'),
@@ -120,7 +126,17 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
   await mkdir(dataDir, { recursive: true, mode: 0o700 });
   await restrictModes(dataDir);
 
-  const store = await LevelStore.open(join(dataDir, 'store'), { durability: config.durability, changeLog: primary });
+  let metricsRef: Metrics | undefined;
+  const store = await LevelStore.open(join(dataDir, 'store'), {
+    durability: config.durability,
+    changeLog: primary,
+    ...(options.storeFaults ? { faults: options.storeFaults } : {}),
+    onAvailability: (available, cause) => {
+      metricsRef?.storeAvailable.set(available ? 1 : 0);
+      if (available) logger.info('store: writes succeed again; accepting writes');
+      else logger.error({ err: cause }, 'store: a write failed; refusing writes (503) and retrying until the disk accepts them');
+    },
+  });
   let address = '';
   /** Where other datacenters reach this daemon: advertise_addr, else the bound address. */
   const advertised = (): string => config.advertise_addr ?? address;
@@ -129,6 +145,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
   const primaryClient = primary ? undefined : new PeerClient(config.primary_address as string, config.primary_datacenter);
   try {
     const metrics = new Metrics(store);
+    metricsRef = metrics;
     const unknownSecrets = new Map<string, number>();
     // A client sending made-up secrets at a secondary must not turn each into a trip to the primary.
     const lookupLimiter = new RateLimiter(config.secret_lookup_rate, Math.max(1, Math.ceil(config.secret_lookup_rate * 2)));

@@ -256,6 +256,11 @@ export const agentSelfResponse = z
       ReplicationTokenSet: z.boolean(),
       InitialManagementTokenSet: z.boolean(),
     }),
+    Store: z.object({
+      Available: z.boolean().describe('false while writes fail (503 STORE_UNAVAILABLE); the store retries by itself'),
+      LastError: z.string(),
+      UnavailableSince: z.string().nullable(),
+    }),
     Stats: z.object({
       Index: z.number().int(),
       Tokens: z.number().int(),

@@ -22,6 +22,8 @@ export const ErrorCodes = [
   'BODY_TOO_LARGE',
   /** A configured request rate limit was exceeded. */
   'RATE_LIMITED',
+  /** The store cannot write (disk full, I/O error): the write was not made; it recovers by itself. */
+  'STORE_UNAVAILABLE',
   /** A request that was already forwarded between datacenters would be forwarded again. */
   'FORWARD_LOOP',
   /** A secondary could not reach the primary in time. */

@@ -124,7 +124,7 @@ export function openAPIDocument(routes: readonly RouteInfo[], version: string): 
       responses: {
         '200': ok,
         '4XX': { description: 'Client error', content: { 'application/json': { schema: errorRef } } },
-        '5XX': { description: 'Server error (PRIMARY_UNAVAILABLE, FORWARD_LOOP, INTERNAL)', content: { 'application/json': { schema: errorRef } } },
+        '5XX': { description: 'Server error (PRIMARY_UNAVAILABLE, STORE_UNAVAILABLE, FORWARD_LOOP, INTERNAL)', content: { 'application/json': { schema: errorRef } } },
       },
       ...(doc.permission === 'none' ? { security: [] } : {}),
     };

@@ -42,6 +42,12 @@ export class Metrics implements BlockingGauge {
     registers: [this.registry],
   });
 
+  readonly storeAvailable = new Gauge({
+    name: 'watchword_store_available',
+    help: '1 while the store accepts writes, 0 while it refuses them after a write error (it retries by itself)',
+    registers: [this.registry],
+  });
+
   readonly replicationConnected = new Gauge({
     name: 'watchword_replication_connected',
     help: '1 when this secondary is connected to the primary, else 0',
@@ -74,6 +80,7 @@ export class Metrics implements BlockingGauge {
   });
 
   constructor(store: StoreStats) {
+    this.storeAvailable.set(1);
     new Gauge({
       name: 'watchword_objects_stored',
       help: 'Objects stored in this datacenter, by table',

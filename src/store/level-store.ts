@@ -2,7 +2,7 @@ import { Level } from 'level';
 import { WatchwordError } from '../domain/errors.js';
 import { generateID } from '../domain/ids.js';
 import type { BootstrapState, PolicyRecord, RoleRecord, Scope, TokenRecord } from '../domain/types.js';
-import { type LayerEntry, type MemTable, type StateReader, TablesReader, type Tables, layerKey, newTables } from './memory.js';
+import { type LayerEntry, type MemTable, TablesReader, type Tables, layerKey, newTables } from './memory.js';
 import { RECORD_CHECKS } from './record-check.js';
 import { bootstrapStateSchema, decodeRaw, decodeWith, encode } from './records.js';
 import {
@@ -61,6 +61,19 @@ export interface LevelStoreOptions {
   changeLog: boolean;
   /** Recent change-log entries kept in memory for secondaries that are nearly current. */
   logTailEntries?: number;
+  /** Told when the store stops and starts accepting writes (metrics, logs). */
+  onAvailability?: (available: boolean, cause?: unknown) => void;
+  /** Tests only: makes disk writes fail on demand (an Error to throw, or undefined). */
+  faults?: { writeError?: () => Error | undefined };
+}
+
+/** The store's writable state: ok, or refusing writes while it recovers from a write error. */
+export interface StoreHealth {
+  available: boolean;
+  /** What the last failed write said. */
+  lastError?: string;
+  /** When writes started failing, ms since the epoch. */
+  since?: number;
 }
 
 type AnyTable = MemTable<unknown, string>;
@@ -259,8 +272,8 @@ class StoreTx implements Tx {
  * lock is held for microseconds, never across I/O.
  */
 export class LevelStore implements Store {
-  readonly tables: Tables = newTables();
-  readonly reader: StateReader;
+  tables: Tables = newTables();
+  readonly reader: TablesReader;
   /** Accepted writes not yet durable, visible to transactions only. */
   readonly pending = new Map<string, LayerEntry>();
   private readonly meta = new Map<string, unknown>();
@@ -274,7 +287,8 @@ export class LevelStore implements Store {
   /** Recent change-log entries; every entry with Index >= tailStart is here. */
   private logTail: LogEntry[] = [];
   private tailStart = 1;
-  private failure: unknown;
+  /** Set while writes fail: they are refused until a probe write succeeds again. */
+  private unavailable: { cause: unknown; since: number } | undefined;
   private closed = false;
   private trimmedUpTo = 0;
 
@@ -305,7 +319,7 @@ export class LevelStore implements Store {
         await db.put(META.logID, logIDBytes, { sync: options.durability === 'fsync' });
       }
       const store = new LevelStore(db, options, String(decodeRaw(logIDBytes)));
-      await store.load();
+      store.adopt(await readState(db));
       return store;
     } catch (err) {
       await db.close().catch(() => undefined);
@@ -313,56 +327,19 @@ export class LevelStore implements Store {
     }
   }
 
-  /** Reads metadata and every record into memory, validating each. */
-  private async load(): Promise<void> {
-    for await (const [k, v] of this.db.iterator({ gte: key('m', ''), lt: prefixEnd(key('m', '')) })) {
-      this.meta.set(k, k === META.bootstrap ? decodeWith(bootstrapStateSchema, v, 'bootstrap state') : decodeRaw(v));
-    }
+  /** Takes the state read from disk as the durable state (at open, and after a recovery that finds more on disk). */
+  private adopt(state: DiskState): void {
+    this.meta.clear();
+    for (const [k, v] of state.meta) this.meta.set(k, v);
     const num = (k: string): number => Number(this.meta.get(k) ?? 0);
-    this.durableIndex = this.lastAllocated = num(META.index);
+    // Indexes never move backward: blocking queries and caches rely on it.
+    this.durableIndex = this.lastAllocated = Math.max(this.durableIndex, num(META.index));
     this.tailStart = this.durableIndex + 1;
+    this.logTail = [];
     this.trimmedUpTo = num(META.logTrimmed);
-    for (const t of ['tokens', 'policies', 'roles', 'bootstrap'] as const) this.tableIndexes.set(t, num(META.tableIndex(t)));
-    const intern = new Map<string, string>();
-    const shared = (s: string): string => {
-      let v = intern.get(s);
-      if (v === undefined) {
-        if (intern.size < 10_000) intern.set(s, s);
-        v = s;
-      }
-      return v;
-    };
-    for (const name of ['policies', 'roles', 'tokens'] as const) {
-      const def = TABLES[name] as TableDef<Scope & object, string>;
-      const table = this.tables[name] as AnyTable;
-      const prefix = key(def.prefix, '');
-      const check = RECORD_CHECKS[name];
-      // Values only, in big batches: a few native round trips and no promise per record.
-      const values = this.db.values({ gte: prefix, lt: prefixEnd(prefix), highWaterMarkBytes: 8 * 1024 * 1024 });
-      try {
-        for (let batch = await values.nextv(10_000); batch.length > 0; batch = await values.nextv(10_000)) {
-          for (const v of batch) {
-            let record: unknown;
-            try {
-              record = decodeRaw(v);
-            } catch (err) {
-              throw new WatchwordError('INTERNAL', `a stored ${name.slice(0, -1)} is corrupt (${table.size} read before it): ${(err as Error).message}`, { cause: err });
-            }
-            if (!check(record)) {
-              const id = (record as Record<string, unknown> | null)?.[name === 'tokens' ? 'AccessorID' : 'ID'];
-              throw new WatchwordError('INTERNAL', `stored ${name.slice(0, -1)} ${typeof id === 'string' ? id : '(no ID)'} is corrupt: not a well-formed record`);
-            }
-            // Namespaces and partitions repeat across records: keep one copy of each.
-            (record as Scope).Namespace = shared((record as Scope).Namespace);
-            (record as Scope).Partition = shared((record as Scope).Partition);
-            table.put(record as Scope, true);
-          }
-        }
-      } finally {
-        await values.close();
-      }
-      table.finishLoading();
-    }
+    for (const t of ['tokens', 'policies', 'roles', 'bootstrap'] as const) this.tableIndexes.set(t, Math.max(this.tableIndex(t), num(META.tableIndex(t))));
+    this.tables = state.tables;
+    this.reader.tables = state.tables;
   }
 
   bootstrap(): BootstrapState {
@@ -391,8 +368,49 @@ export class LevelStore implements Store {
   }
 
   private checkUsable(): void {
-    if (this.failure !== undefined) throw new WatchwordError('INTERNAL', 'store failed after a write error', { cause: this.failure });
+    if (this.unavailable) throw storeUnavailable(this.unavailable.cause, true);
     if (this.closed) throw new WatchwordError('INTERNAL', 'store is closed');
+  }
+
+  health(): StoreHealth {
+    const u = this.unavailable;
+    return u ? { available: false, lastError: causeText(u.cause), since: u.since } : { available: true };
+  }
+
+  /**
+   * A write failed: nothing of it or of what queued behind it is durable, so all of it
+   * is refused (503) and forgotten, further writes are refused at once, and a probe
+   * write is retried with backoff until the disk takes writes again.
+   */
+  private failWrites(err: unknown, failed: QueuedCommit[]): void {
+    this.unavailable = { cause: err, since: Date.now() };
+    this.pending.clear();
+    this.lastAllocated = this.durableIndex;
+    for (const c of failed) c.reject(storeUnavailable(err, false));
+    this.options.onAvailability?.(false, err);
+    void this.recover();
+  }
+
+  private async recover(): Promise<void> {
+    for (let delay = 100; this.unavailable && !this.closed; delay = Math.min(delay * 2, 5000)) {
+      await new Promise((r) => setTimeout(r, delay).unref());
+      if (this.closed) return;
+      try {
+        // LevelDB keeps a write error until reopened.
+        await this.db.close();
+        await this.db.open();
+        const injected = this.options.faults?.writeError?.();
+        if (injected) throw injected;
+        await this.db.put(META.probe, encode(Date.now()), { sync: this.options.durability === 'fsync' });
+        // A batch that failed after reaching the log may be on disk after all: then read the state again.
+        const onDisk = await this.db.get(META.index);
+        if (onDisk !== undefined && Number(decodeRaw(onDisk)) !== this.durableIndex) this.adopt(await readState(this.db));
+        this.unavailable = undefined;
+        this.options.onAvailability?.(true);
+      } catch (err) {
+        if (this.unavailable) this.unavailable.cause = err;
+      }
+    }
   }
 
   transact<T>(fn: (tx: Tx) => T, options: TransactOptions = {}): Promise<T> {
@@ -468,6 +486,11 @@ export class LevelStore implements Store {
     }
     if (index > 0) batch.put(META.index, encode(index));
     for (const [t, idx] of tables) batch.put(META.tableIndex(t), encode(idx));
+    const injected = this.options.faults?.writeError?.();
+    if (injected) {
+      void batch.close();
+      return Promise.reject(injected);
+    }
     return batch.write({ sync: this.options.durability === 'fsync' && group.some((c) => c.sync) });
   }
 
@@ -486,14 +509,10 @@ export class LevelStore implements Store {
       try {
         await writing;
       } catch (err) {
-        this.failure = err;
         const failed = [...group, ...this.queue];
         this.queue = [];
-        // Nothing of it is durable: forget it all, as if it had never been accepted.
-        this.pending.clear();
-        this.lastAllocated = this.durableIndex;
-        for (const c of failed) c.reject(new WatchwordError('INTERNAL', 'store write failed', { cause: err }));
         this.writing = false;
+        this.failWrites(err, failed);
         return;
       }
       const next = this.queue;
@@ -663,8 +682,20 @@ export class LevelStore implements Store {
     this.closed = true;
     for (const set of this.waiters.values()) for (const w of set) w.wake();
     this.waiters.clear();
-    await this.db.close();
+    if (this.db.status === 'open' || this.db.status === 'opening') await this.db.close();
   }
+}
+
+/** The text of a write error's cause, as operators read it (ENOSPC, EIO…). */
+function causeText(err: unknown): string {
+  const e = err as { code?: string; message?: string; cause?: { message?: string; code?: string } };
+  const inner = e?.cause?.message ?? e?.message ?? String(err);
+  return inner.replace(/^IO error: /, '');
+}
+
+function storeUnavailable(err: unknown, recovering: boolean): WatchwordError {
+  const suffix = recovering ? '; retrying until the disk accepts writes again' : '';
+  return new WatchwordError('STORE_UNAVAILABLE', `store write failed: ${causeText(err)}${suffix}`, { cause: err });
 }
 
 const KEYS = {
@@ -694,6 +725,62 @@ function encodeLogEntry(entry: LogEntry, encoded: ReadonlyMap<unknown, Uint8Arra
     if (value) parts.push(KEYS.Value, value);
   }
   return Buffer.concat(parts);
+}
+
+/** Metadata and tables as the disk holds them. */
+interface DiskState {
+  meta: Map<string, unknown>;
+  tables: Tables;
+}
+
+/** Reads metadata and every record into fresh memory tables, validating each. */
+async function readState(db: Level<string, Uint8Array>): Promise<DiskState> {
+  const meta = new Map<string, unknown>();
+  const tables = newTables();
+  for await (const [k, v] of db.iterator({ gte: key('m', ''), lt: prefixEnd(key('m', '')) })) {
+    meta.set(k, k === META.bootstrap ? decodeWith(bootstrapStateSchema, v, 'bootstrap state') : decodeRaw(v));
+  }
+  const intern = new Map<string, string>();
+  const shared = (s: string): string => {
+    let v = intern.get(s);
+    if (v === undefined) {
+      if (intern.size < 10_000) intern.set(s, s);
+      v = s;
+    }
+    return v;
+  };
+  for (const name of ['policies', 'roles', 'tokens'] as const) {
+    const def = TABLES[name] as TableDef<Scope & object, string>;
+    const table = tables[name] as AnyTable;
+    const prefix = key(def.prefix, '');
+    const check = RECORD_CHECKS[name];
+    // Values only, in big batches: a few native round trips and no promise per record.
+    const values = db.values({ gte: prefix, lt: prefixEnd(prefix), highWaterMarkBytes: 8 * 1024 * 1024 });
+    try {
+      for (let batch = await values.nextv(10_000); batch.length > 0; batch = await values.nextv(10_000)) {
+        for (const v of batch) {
+          let record: unknown;
+          try {
+            record = decodeRaw(v);
+          } catch (err) {
+            throw new WatchwordError('INTERNAL', `a stored ${name.slice(0, -1)} is corrupt (${table.size} read before it): ${(err as Error).message}`, { cause: err });
+          }
+          if (!check(record)) {
+            const id = (record as Record<string, unknown> | null)?.[name === 'tokens' ? 'AccessorID' : 'ID'];
+            throw new WatchwordError('INTERNAL', `stored ${name.slice(0, -1)} ${typeof id === 'string' ? id : '(no ID)'} is corrupt: not a well-formed record`);
+          }
+          // Namespaces and partitions repeat across records: keep one copy of each.
+          (record as Scope).Namespace = shared((record as Scope).Namespace);
+          (record as Scope).Partition = shared((record as Scope).Partition);
+          table.put(record as Scope, true);
+        }
+      }
+    } finally {
+      await values.close();
+    }
+    table.finishLoading();
+  }
+  return { meta, tables };
 }
 
 /**

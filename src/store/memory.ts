@@ -203,7 +203,8 @@ const byID = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 /** Reads over a set of memory tables (the durable state). */
 export class TablesReader implements StateReader {
   constructor(
-    protected readonly tables: Tables,
+    /** Replaced whole when the store reloads its state from disk. */
+    public tables: Tables,
     private readonly bootstrap: () => BootstrapState,
   ) {}
 

@@ -58,7 +58,7 @@ export function apiFor(url: string, defaultToken?: string): Api {
 
 /** A real daemon in this process: real LevelDB in a temp dir, real HTTP on port 0. */
 export async function startTestDaemon(
-  options: { clock?: Clock; config?: Partial<Record<ConfigKey, unknown>>; logger?: pino.Logger; replication?: DaemonOptions['replication'] } = {},
+  options: { clock?: Clock; config?: Partial<Record<ConfigKey, unknown>>; logger?: pino.Logger; replication?: DaemonOptions['replication']; storeFaults?: DaemonOptions['storeFaults'] } = {},
 ): Promise<TestDaemon> {
   const dir = await tempDir();
   const config = loadConfig({
@@ -75,6 +75,7 @@ export async function startTestDaemon(
     ...(options.clock ? { clock: options.clock } : {}),
     logger: options.logger ?? pino({ level: 'silent' }),
     ...(options.replication ? { replication: options.replication } : {}),
+    ...(options.storeFaults ? { storeFaults: options.storeFaults } : {}),
   });
   return {
     daemon,
