@@ -130,6 +130,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
   const store = await LevelStore.open(join(dataDir, 'store'), {
     durability: config.durability,
     changeLog: primary,
+    datacenter: config.datacenter,
     ...(options.storeFaults ? { faults: options.storeFaults } : {}),
     onAvailability: (available, cause) => {
       metricsRef?.storeAvailable.set(available ? 1 : 0);

@@ -63,6 +63,8 @@ export interface LevelStoreOptions {
   logTailEntries?: number;
   /** Told when the store stops and starts accepting writes (metrics, logs). */
   onAvailability?: (available: boolean, cause?: unknown) => void;
+  /** The datacenter this store belongs to: recorded on first open, and a store of another one is refused. */
+  datacenter?: string;
   /** Tests only: makes disk writes fail on demand (an Error to throw, or undefined). */
   faults?: { writeError?: () => Error | undefined };
 }
@@ -309,7 +311,9 @@ export class LevelStore implements Store {
       if (cause?.code === 'LEVEL_LOCKED') {
         throw new WatchwordError('INTERNAL', `data dir ${dir} is in use by another process (LevelDB lock held)`, { cause: err });
       }
-      throw new WatchwordError('INTERNAL', `cannot open the store in ${dir}: ${(err as Error).message}`, { cause: err });
+      // LevelDB's own words (naming the damaged file) are in the cause.
+      const why = (cause as { message?: string } | undefined)?.message ?? (err as Error).message;
+      throw new WatchwordError('INTERNAL', `cannot open the store in ${dir}: ${why.replace(/\s+/g, ' ')}`, { cause: err });
     }
     try {
       await upgradeFormat(db, dir, options.durability === 'fsync');
@@ -318,8 +322,16 @@ export class LevelStore implements Store {
         logIDBytes = encode(generateID());
         await db.put(META.logID, logIDBytes, { sync: options.durability === 'fsync' });
       }
+      if (options.datacenter !== undefined) await claimDatacenter(db, dir, options.datacenter, options.durability === 'fsync');
       const store = new LevelStore(db, options, String(decodeRaw(logIDBytes)));
-      store.adopt(await readState(db));
+      let state: DiskState;
+      try {
+        state = await readState(db);
+      } catch (err) {
+        if (err instanceof WatchwordError) throw err;
+        throw new WatchwordError('INTERNAL', `the store in ${dir} is corrupt or unreadable: ${(err as Error).message}`, { cause: err });
+      }
+      store.adopt(state);
       return store;
     } catch (err) {
       await db.close().catch(() => undefined);
@@ -781,6 +793,19 @@ async function readState(db: Level<string, Uint8Array>): Promise<DiskState> {
     table.finishLoading();
   }
   return { meta, tables };
+}
+
+/** Records which datacenter a store belongs to, and refuses one of another datacenter. */
+async function claimDatacenter(db: Level<string, Uint8Array>, dir: string, datacenter: string, sync: boolean): Promise<void> {
+  const bytes = await db.get(META.datacenter);
+  if (bytes === undefined) {
+    await db.put(META.datacenter, encode(datacenter), { sync });
+    return;
+  }
+  const owner = String(decodeRaw(bytes));
+  if (owner !== datacenter) {
+    throw new WatchwordError('INTERNAL', `the store in ${dir} belongs to datacenter ${owner}, not ${datacenter}; start it as ${owner} or give ${datacenter} a data dir of its own`);
+  }
 }
 
 /**

@@ -138,6 +138,8 @@ export const META = {
   logTrimmed: key('m', 'log-trimmed'),
   /** A secondary's place in the primary's log. */
   cursor: key('m', 'cursor'),
+  /** The datacenter the store belongs to. */
+  datacenter: key('m', 'datacenter'),
   /** Written to find out whether the disk takes writes again after a write error. */
   probe: key('m', 'probe'),
 } as const;
