@@ -17,6 +17,7 @@ import { PolicyService } from './service/policies.js';
 import { RoleService } from './service/roles.js';
 import { TemplatedPolicyService } from './service/templated-policies.js';
 import { TokenService } from './service/tokens.js';
+import { SnapshotService } from './service/snapshots.js';
 import { LevelStore, type LevelStoreOptions } from './store/level-store.js';
 import { WatchwordError, conflict, isWatchwordError } from './domain/errors.js';
 import { RateLimiter } from './http/rate-limit.js';
@@ -168,6 +169,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const policies = new PolicyService(store, resolver);
     const roles = new RoleService(store, resolver);
     const templatedPolicies = new TemplatedPolicyService(resolver);
+    const snapshots = new SnapshotService(store, resolver, clock, { datacenter: config.datacenter, primaryDatacenter: config.primary_datacenter, isPrimary: primary });
     const bootstrap = new BootstrapService(store, tokens, clock, {
       dataDir,
       isPrimary: primary,
@@ -293,6 +295,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       roles,
       templatedPolicies,
       bootstrap,
+      snapshots,
       agent,
       reads,
       metrics,

@@ -2,6 +2,7 @@
 import { rm } from 'node:fs/promises';
 import { Command, CommanderError, Option } from 'commander';
 import { aclCommand } from './cli/acl.js';
+import { snapshotCommand } from './cli/snapshot.js';
 import { normalizeArgv } from './cli/argv.js';
 import { ConfigError, envName, flagName, loadConfig } from './config/load.js';
 import { type ConfigKey, configKeys } from './config/schema.js';
@@ -111,6 +112,7 @@ export function buildProgram(): Command {
     .showHelpAfterError('(add --help for usage)');
   agentCommand(program);
   aclCommand(program);
+  snapshotCommand(program);
   return program;
 }
 

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
-import { type Command, Option } from 'commander';
-import { type TokenInput, WatchwordApiError, WatchwordClient } from '../client/index.js';
+import type { Command } from 'commander';
+import type { TokenInput, WatchwordClient } from '../client/index.js';
+import { type CommonOptions, UsageError, common, print, run } from './common.js';
 import {
   formatPolicy,
   formatPolicyList,
@@ -12,23 +13,6 @@ import {
   formatToken,
   formatTokenList,
 } from './output.js';
-
-/** A mistake in how the command was called: exit code 2. */
-export class UsageError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'UsageError';
-  }
-}
-
-interface CommonOptions {
-  httpAddr?: string;
-  token?: string;
-  namespace?: string;
-  partition?: string;
-  datacenter?: string;
-  format: 'pretty' | 'table' | 'json';
-}
 
 /** Repeatable flags: absent when not given. */
 interface LinkOptions {
@@ -44,16 +28,6 @@ interface LinkOptions {
 
 const repeat = (value: string, previous: string[] | undefined) => [...(previous ?? []), value];
 
-function common(cmd: Command): Command {
-  return cmd
-    .option('--http-addr <ADDR>', 'address of the watchword daemon (env WATCHWORD_HTTP_ADDR; default 127.0.0.1:8500)')
-    .option('--token <SECRET>', 'ACL token to authenticate with (env WATCHWORD_HTTP_TOKEN)')
-    .option('--namespace <NAME>', 'namespace of the request')
-    .option('--partition <NAME>', 'admin partition of the request')
-    .option('--datacenter <NAME>', 'send the request to this datacenter')
-    .addOption(new Option('--format <FORMAT>', 'output: pretty (key/value blocks and tables) or json (the API JSON)').choices(['pretty', 'table', 'json']).default('pretty'));
-}
-
 function links(cmd: Command, what: 'token' | 'role'): Command {
   cmd
     .option('--policy-id <ID>', 'link a policy by ID (repeatable)', repeat)
@@ -66,42 +40,6 @@ function links(cmd: Command, what: 'token' | 'role'): Command {
     .option('--node-identity <NAME:DC>', 'add a node identity in a datacenter (repeatable)', repeat)
     .option('--templated-policy <NAME>', 'add a templated policy such as builtin/service (repeatable)', repeat)
     .option('--var <name:VALUE>', 'a variable for the templated policies, e.g. name:web (repeatable)', repeat);
-}
-
-function clientFor(o: CommonOptions): WatchwordClient {
-  return new WatchwordClient({
-    ...(o.httpAddr ? { address: o.httpAddr } : {}),
-    ...(o.token ? { token: o.token } : {}),
-    ...(o.namespace ? { namespace: o.namespace } : {}),
-    ...(o.partition ? { partition: o.partition } : {}),
-    ...(o.datacenter ? { datacenter: o.datacenter } : {}),
-  });
-}
-
-function print<T>(o: CommonOptions, value: T, human: (v: T) => string): void {
-  process.stdout.write(`${o.format === 'json' ? JSON.stringify(value, null, 4) : human(value)}\n`);
-}
-
-/** Wraps an action: API errors exit 1 with the server's message, usage errors exit 2. */
-function run<O extends CommonOptions>(action: (o: O, client: WatchwordClient) => Promise<void>) {
-  return async (o: O) => {
-    try {
-      await action(o, clientFor(o));
-    } catch (err) {
-      if (err instanceof UsageError) {
-        process.stderr.write(`Error: ${err.message}\n`);
-        process.exitCode = 2;
-      } else if (err instanceof WatchwordApiError) {
-        process.stderr.write(`Error: ${err.message} (HTTP ${err.status} ${err.code})\n`);
-        process.exitCode = 1;
-      } else {
-        const e = err as Error & { cause?: { code?: string; message?: string } };
-        const why = e.cause?.code ?? e.cause?.message ?? e.message;
-        process.stderr.write(`Error: cannot talk to watchword at ${clientFor(o).address}: ${why}\n`);
-        process.exitCode = 1;
-      }
-    }
-  };
 }
 
 export function serviceIdentity(spec: string): { ServiceName: string; Datacenters?: string[] } {

@@ -64,6 +64,17 @@ export interface QueryOptions extends RequestOptions {
   consistency?: 'default' | 'stale' | 'consistent';
 }
 
+/** What a restore did (PUT /v1/snapshot). */
+export interface SnapshotRestoreResponse {
+  Restored: 'all' | 'global' | 'local-tokens';
+  Index: number;
+  Tokens: number;
+  Policies: number;
+  Roles: number;
+  SkippedLocalTokens: number;
+  Message: string;
+}
+
 /** A read's value with the index to block on next. */
 export interface ReadResult<T> {
   value: T;
@@ -204,6 +215,34 @@ export class WatchwordClient {
     preview: (name: string, variables: { Name?: string } = {}, o: RequestOptions = {}) =>
       this.value(this.call<SyntheticPolicyResponse>('POST', `/v1/acl/templated-policy/preview/${name}`, { ...o, body: variables })),
   };
+
+  /** Backup and restore (GET/PUT /v1/snapshot): the snapshot file's bytes. */
+  readonly snapshot = {
+    save: async (o: RequestOptions = {}): Promise<Buffer> => Buffer.from(await (await this.raw('GET', '/v1/snapshot', undefined, o)).arrayBuffer()),
+    restore: async (file: Uint8Array, o: RequestOptions = {}): Promise<SnapshotRestoreResponse> => (await (await this.raw('PUT', '/v1/snapshot', file, o)).json()) as SnapshotRestoreResponse,
+  };
+
+  /** A request whose body or answer is not JSON (snapshots); errors as for every call. */
+  private async raw(method: string, path: string, body: Uint8Array | undefined, o: RequestOptions): Promise<Response> {
+    const url = new URL(this.address + path);
+    const dc = o.datacenter ?? this.options.datacenter;
+    if (dc) url.searchParams.set('dc', dc);
+    const headers: Record<string, string> = { 'Content-Type': 'application/octet-stream' };
+    const token = o.token ?? this.options.token ?? process.env.WATCHWORD_HTTP_TOKEN;
+    if (token) headers['X-Service-Token'] = token;
+    const res = await fetch(url, { method, headers, ...(body ? { body } : {}), signal: AbortSignal.timeout(Math.max(this.options.timeoutMs ?? 30_000, 10 * 60_000)) });
+    if (!res.ok) {
+      const text = await res.text();
+      let err: { code?: string; message?: string } | undefined;
+      try {
+        err = JSON.parse(text) as typeof err;
+      } catch {
+        err = undefined;
+      }
+      throw new WatchwordApiError(res.status, err?.code ?? 'UNKNOWN', err?.message ?? (text || res.statusText));
+    }
+    return res;
+  }
 
   replication(o: RequestOptions = {}): Promise<ReplicationStatusResponse> {
     return this.value(this.call('GET', '/v1/acl/replication', o));

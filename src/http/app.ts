@@ -2,6 +2,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRepl
 import { type Logger, pino } from 'pino';
 import { WatchwordError } from '../domain/errors.js';
 import type { BootstrapService } from '../service/bootstrap.js';
+import type { SnapshotService } from '../service/snapshots.js';
 import type { PolicyService } from '../service/policies.js';
 import type { RoleService } from '../service/roles.js';
 import type { TemplatedPolicyService } from '../service/templated-policies.js';
@@ -22,6 +23,7 @@ import { policyRoutes } from './routes/policies.js';
 import { roleRoutes } from './routes/roles.js';
 import { templatedPolicyRoutes } from './routes/templated-policies.js';
 import { agentRoutes } from './routes/agent.js';
+import { snapshotRoutes } from './routes/snapshot.js';
 import { replicationRoutes } from './routes/replication.js';
 import { type ClusterHooks, FORWARDED_FOR_HEADER, FORWARDED_HEADER, forwardToDatacenter, forwardWrite, mustForward, plainAddress } from './forward.js';
 import { tokenRoutes } from './routes/tokens.js';
@@ -36,6 +38,7 @@ export interface AppDeps {
   roles: RoleService;
   templatedPolicies: TemplatedPolicyService;
   bootstrap: BootstrapService;
+  snapshots: SnapshotService;
   agent: AgentInfo;
   reads: ReadGate;
   metrics: Metrics;
@@ -222,6 +225,7 @@ export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteIn
   roleRoutes(app, deps, routes);
   templatedPolicyRoutes(app, deps, routes);
   agentRoutes(app, deps, routes);
+  snapshotRoutes(app, deps, routes);
   replicationRoutes(app, deps, routes);
 
   // Built on first request, when every route (this one included) is registered.

@@ -395,6 +395,14 @@ export class ReplicationPrimary {
       if (event.tables.has('tokens') || event.tables.has('policies') || event.tables.has('roles')) this.aclGeneration++;
       this.commitTimes.push([event.index, event.at]);
       if (this.commitTimes.length > 4096) this.commitTimes.splice(0, 1024);
+      if (event.logReset) {
+        // A restore started a new log: every secondary starts over with a snapshot of it.
+        for (const s of this.sessions) s.close(1012, 'the primary restored a snapshot; resynchronising');
+        this.store
+          .trimLog(event.index)
+          .catch((err: unknown) => this.logger.error({ err }, 'replication: removing the change log before a restore failed'));
+        return;
+      }
       for (const s of this.sessions) s.push(event);
       this.maybeTrim();
     });

@@ -46,6 +46,8 @@ interface QueuedCommit {
   meta: Array<[string, unknown]>;
   /** Layer entries this commit put in `pending`, dropped once durable. */
   layer: Array<[string, LayerEntry]>;
+  /** A change log this commit starts (restore). */
+  newLogID?: string;
   index: number;
   tables: Map<WatchTable, number>;
   entries: LogEntry[];
@@ -92,6 +94,8 @@ class StoreTx implements Tx {
   readonly touched = new Map<WatchTable, number>();
   private readonly changes = new Map<number, Change[]>();
   private allocated: number | undefined;
+  /** A new change-log identity, when this transaction starts one. */
+  newLogID: string | undefined;
 
   constructor(private readonly store: LevelStore) {}
 
@@ -259,8 +263,14 @@ class StoreTx implements Tx {
     this.meta.push([metaKey, value]);
   }
 
-  /** The log entries of this transaction, in index order. */
+  resetLog(logID: string): void {
+    this.newLogID = logID;
+    this.putMeta(META.logID, logID);
+  }
+
+  /** The log entries of this transaction, in index order (none when it starts a new log). */
   logEntries(): LogEntry[] {
+    if (this.newLogID !== undefined) return [];
     return [...this.changes].sort((a, b) => a[0] - b[0]).map(([Index, Changes]) => ({ Index, Changes }));
   }
 }
@@ -294,10 +304,15 @@ export class LevelStore implements Store {
   private closed = false;
   private trimmedUpTo = 0;
 
+  /** Identity of the change log; a restore on the primary starts a new one. */
+  get logID(): string {
+    return this.currentLogID;
+  }
+
   private constructor(
     private readonly db: Level<string, Uint8Array>,
     private readonly options: LevelStoreOptions,
-    readonly logID: string,
+    private currentLogID: string,
   ) {
     this.reader = new TablesReader(this.tables, () => this.bootstrap());
   }
@@ -465,8 +480,9 @@ export class LevelStore implements Store {
     if (this.options.changeLog) for (const entry of entries) ops.push({ type: 'put', key: logKey(entry.Index), value: encodeLogEntry(entry, encoded) });
     const layer = [...tx.layer];
     for (const [k, e] of layer) this.pending.set(k, e);
+    const newLogID = tx.newLogID;
     return new Promise<void>((resolve, reject) => {
-      this.queue.push({ ops, tableOps: tx.tableOps, meta: tx.meta, layer, index: tx.lastIndex ?? 0, tables: tx.touched, entries, sync, resolve, reject });
+      this.queue.push({ ops, tableOps: tx.tableOps, meta: tx.meta, layer, index: tx.lastIndex ?? 0, tables: tx.touched, entries, sync, resolve, reject, ...(newLogID !== undefined ? { newLogID } : {}) });
       void this.flush();
     });
   }
@@ -543,8 +559,17 @@ export class LevelStore implements Store {
   private complete(group: QueuedCommit[]): void {
     const from = this.durableIndex;
     const tables = new Map<WatchTable, number>();
-    const entries: LogEntry[] = [];
+    let entries: LogEntry[] = [];
+    let logReset = false;
     for (const c of group) {
+      if (c.newLogID !== undefined) {
+        // The old log ends here: what was remembered of it is of no use to anyone now.
+        this.currentLogID = c.newLogID;
+        this.logTail = [];
+        this.tailStart = c.index + 1;
+        entries = [];
+        logReset = true;
+      }
       for (const op of c.tableOps) {
         const t = this.tables[op.table] as AnyTable;
         if (op.record === null) t.delete(op.id);
@@ -563,7 +588,7 @@ export class LevelStore implements Store {
     for (const c of group) c.resolve();
     this.wake(tables);
     if (this.listeners.size > 0) {
-      const event: CommitEvent = { from, index: this.durableIndex, tables, entries, at: Date.now() };
+      const event: CommitEvent = { from, index: this.durableIndex, tables, entries, at: Date.now(), ...(logReset ? { logReset } : {}) };
       for (const l of this.listeners) l(event);
     }
   }

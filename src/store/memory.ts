@@ -191,6 +191,8 @@ export interface StateReader {
   listRoles(partition: string, namespaces: readonly string[], policy?: string): RoleRecord[];
   /** Namespaces of a partition holding objects of a table, sorted. */
   namespacesOf(table: TableName, partition: string): string[];
+  /** Every Local token of this datacenter, in every scope (snapshots). */
+  localTokens(): TokenRecord[];
   /** Tokens whose expiry is at or before `until`, in expiry order, after `after`. */
   expiredTokens(until: number, limit: number, after?: ExpiryCursor): Array<{ id: string; cursor: ExpiryCursor }>;
   /** The earliest expiry time held, if any. */
@@ -286,6 +288,10 @@ export class TablesReader implements StateReader {
     return [...(this.tables.roles.members('policy', policy) ?? [])]
       .filter((r) => r.Partition === partition && nsSet.has(r.Namespace))
       .sort((a, b) => byID(a.Namespace, b.Namespace) || byID(a.ID, b.ID));
+  }
+
+  localTokens(): TokenRecord[] {
+    return [...(this.tables.tokens.members('local', '') ?? [])];
   }
 
   namespacesOf(table: TableName, partition: string): string[] {

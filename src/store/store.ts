@@ -47,6 +47,8 @@ export interface CommitEvent {
   entries: LogEntry[];
   /** When the batch became durable, ms since the epoch. */
   at: number;
+  /** Set when the group started a new change log (a restore): followers must start over. */
+  logReset?: boolean;
 }
 
 /** A record as written: the store stamps CreateIndex and ModifyIndex. */
@@ -92,6 +94,12 @@ export interface Tx extends TxReader {
   putBootstrap(state: BootstrapState): void;
   /** Metadata written in the same batch (the replication cursor). */
   putMeta(key: string, value: unknown): void;
+  /**
+   * Starts a new change log with this identity (a restore on the primary): nothing this
+   * transaction changes enters the old log, which ends here, so secondaries that follow
+   * it take a full snapshot.
+   */
+  resetLog(logID: string): void;
 }
 
 export type Durability = 'fsync' | 'os';

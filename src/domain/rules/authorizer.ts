@@ -109,4 +109,20 @@ export class Authorizer {
   canWrite(partition: string, namespace: string): boolean {
     return this.aclAccess(partition, namespace) === 'write';
   }
+
+  /**
+   * The cluster-wide `operator` resource (snapshots, servers): granted by the top-level
+   * `operator` rule of the policies of a token in the default namespace and partition,
+   * built-ins included. Tokens of other namespaces and partitions get none.
+   */
+  operatorAccess(): AclAccess {
+    let result: AccessLevel | undefined;
+    if (this.tokenNamespace === DEFAULT_NAMESPACE && this.tokenPartition === DEFAULT_PARTITION) {
+      for (const p of this.policies) if (p.namespace === DEFAULT_NAMESPACE && p.partition === DEFAULT_PARTITION) result = merge(result, p.rules.flags.operator);
+    }
+    if (result === 'deny') return 'none';
+    if (result === 'write') return 'write';
+    if (result === 'read' || result === 'list') return 'read';
+    return this.defaultPolicy === 'allow' ? 'read' : 'none';
+  }
 }

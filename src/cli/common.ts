@@ -1,0 +1,68 @@
+import { type Command, Option } from 'commander';
+import { WatchwordApiError, WatchwordClient } from '../client/index.js';
+
+/** What every client command shares: the CLI's plumbing. */
+
+/** A mistake in how the command was called: exit code 2. */
+export class UsageError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'UsageError';
+  }
+}
+
+export interface CommonOptions {
+  httpAddr?: string;
+  token?: string;
+  namespace?: string;
+  partition?: string;
+  datacenter?: string;
+  format: 'pretty' | 'table' | 'json';
+}
+
+export function common(cmd: Command): Command {
+  return cmd
+    .option('--http-addr <ADDR>', 'address of the watchword daemon (env WATCHWORD_HTTP_ADDR; default 127.0.0.1:8500)')
+    .option('--token <SECRET>', 'ACL token to authenticate with (env WATCHWORD_HTTP_TOKEN)')
+    .option('--namespace <NAME>', 'namespace of the request')
+    .option('--partition <NAME>', 'admin partition of the request')
+    .option('--datacenter <NAME>', 'send the request to this datacenter')
+    .addOption(new Option('--format <FORMAT>', 'output: pretty (key/value blocks and tables) or json (the API JSON)').choices(['pretty', 'table', 'json']).default('pretty'));
+}
+
+export function clientFor(o: CommonOptions): WatchwordClient {
+  return new WatchwordClient({
+    ...(o.httpAddr ? { address: o.httpAddr } : {}),
+    ...(o.token ? { token: o.token } : {}),
+    ...(o.namespace ? { namespace: o.namespace } : {}),
+    ...(o.partition ? { partition: o.partition } : {}),
+    ...(o.datacenter ? { datacenter: o.datacenter } : {}),
+  });
+}
+
+export function print<T>(o: CommonOptions, value: T, human: (v: T) => string): void {
+  process.stdout.write(`${o.format === 'json' ? JSON.stringify(value, null, 4) : human(value)}\n`);
+}
+
+/** Wraps an action: API errors exit 1 with the server's message, usage errors exit 2. */
+export function run<O extends CommonOptions>(action: (o: O, client: WatchwordClient) => Promise<void>) {
+  return async (o: O) => {
+    try {
+      await action(o, clientFor(o));
+    } catch (err) {
+      if (err instanceof UsageError) {
+        process.stderr.write(`Error: ${err.message}\n`);
+        process.exitCode = 2;
+      } else if (err instanceof WatchwordApiError) {
+        process.stderr.write(`Error: ${err.message} (HTTP ${err.status} ${err.code})\n`);
+        process.exitCode = 1;
+      } else {
+        const e = err as Error & { cause?: { code?: string; message?: string } };
+        const why = e.cause?.code ?? e.cause?.message ?? e.message;
+        process.stderr.write(`Error: cannot talk to watchword at ${clientFor(o).address}: ${why}\n`);
+        process.exitCode = 1;
+      }
+    }
+  };
+}
+
