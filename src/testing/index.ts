@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type ReplicationStatusResponse, WatchwordClient } from '../client/index.js';
+import { LinkProxy } from './proxy.js';
 
 /**
  * Test harness: real watchword daemons as child processes on ephemeral loopback
@@ -27,6 +28,11 @@ export interface ClusterOptions {
   configFor?: Record<string, Record<string, string | number>>;
   /** Log level of the daemons (default warn); their output is kept on each handle. */
   logLevel?: string;
+  /**
+   * Route each secondary's traffic to the primary (replication and forwarded writes)
+   * through a TCP proxy the test can cut and restore (cluster.link(name)).
+   */
+  links?: boolean;
   /** How long a daemon may take to start, ms (default 30 s). */
   startTimeoutMs?: number;
 }
@@ -57,11 +63,21 @@ export interface DatacenterHandle {
   waitForReplication(timeoutMs?: number): Promise<void>;
 }
 
+/** The network link from a secondary to the primary (with `links: true`). */
+export interface LinkHandle {
+  /** Resets every open connection and refuses new ones: the secondary is cut off from the primary. */
+  cut(): void;
+  restore(): void;
+  readonly isCut: boolean;
+}
+
 export interface Cluster {
   readonly datacenters: DatacenterHandle[];
   readonly primary: DatacenterHandle;
   readonly managementToken: string;
   get(name: string): DatacenterHandle;
+  /** The link from a secondary to the primary; needs `links: true`. */
+  link(secondary: string): LinkHandle;
   /** Resolves once every running secondary has applied the primary's current index. */
   waitForReplication(timeoutMs?: number): Promise<void>;
   /** Stops every daemon and removes the data dirs. */
@@ -132,7 +148,7 @@ class Daemon implements DatacenterHandle {
       '--node-name', `${this.name}-node`,
       ...(this.isPrimary
         ? ['--initial-management-token', this.cluster.managementToken]
-        : ['--primary-address', this.cluster.primary.url, '--replication-token', this.cluster.managementToken]),
+        : ['--primary-address', this.cluster.primaryURLFor(this.name), '--replication-token', this.cluster.managementToken]),
       ...this.flags,
     ];
     const env = { ...process.env };
@@ -211,12 +227,32 @@ class ClusterImpl implements Cluster {
     return d;
   }
 
+  readonly proxies = new Map<string, LinkProxy>();
+
+  /** Where a secondary reaches the primary: through its link proxy when there is one. */
+  primaryURLFor(secondary: string): string {
+    return this.proxies.get(secondary)?.url ?? this.primary.url;
+  }
+
+  link(secondary: string): LinkHandle {
+    const proxy = this.proxies.get(secondary);
+    if (!proxy) throw new Error(`no link for ${secondary}: start the cluster with links: true`);
+    return {
+      cut: () => proxy.cutLink(),
+      restore: () => proxy.restore(),
+      get isCut() {
+        return proxy.cut;
+      },
+    };
+  }
+
   async waitForReplication(timeoutMs = 30_000): Promise<void> {
     await Promise.all(this.datacenters.filter((d) => !d.isPrimary && d.pid !== undefined).map((d) => d.waitForReplication(timeoutMs)));
   }
 
   async stop(): Promise<void> {
     for (const d of [...this.datacenters].reverse()) await d.stop().catch(() => undefined);
+    for (const p of this.proxies.values()) await p.close();
     await Promise.all(this.datacenters.map((d) => rm(d.dataDir, { recursive: true, force: true })));
   }
 }
@@ -232,6 +268,12 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
       const dir = await mkdtemp(join(tmpdir(), `watchword-${name}-`));
       const d = new Daemon(name, i === 0, dir, cluster, [...toFlags(options.config), ...toFlags(options.configFor?.[name])]);
       cluster.datacenters.push(d);
+      if (i > 0 && options.links) {
+        const primary = new URL(cluster.primary.url);
+        const proxy = new LinkProxy({ host: primary.hostname, port: Number(primary.port) });
+        await proxy.listen();
+        cluster.proxies.set(name, proxy);
+      }
       await d.start();
     }
     return cluster;

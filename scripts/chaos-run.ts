@@ -1,0 +1,288 @@
+/**
+ * The fault-injection run behind `npm run chaos` and its short form in the tests:
+ * three datacenters from watchword/testing (links through cuttable proxies), a
+ * continuous mixed load, and faults in rotation. After each fault the load pauses
+ * until every datacenter holds the primary's global objects ({ID: Hash}); at the end
+ * every acknowledged write is checked. Every loop is bounded in count and time.
+ */
+import { type Cluster, startCluster } from '../src/testing/index.js';
+
+export type FaultKind = 'kill-primary' | 'kill-secondary' | 'freeze-secondary' | 'cut-link';
+
+export interface FaultResult {
+  n: number;
+  kind: FaultKind;
+  target: string;
+  heldMs: number;
+  /** From undoing the fault until every datacenter converged. */
+  convergedMs: number;
+  converged: boolean;
+}
+
+export interface ChaosReport {
+  faults: FaultResult[];
+  durationMs: number;
+  medianConvergenceMs: number;
+  writes: { acknowledged: number; ambiguous: number; deletes: number };
+  /** Acknowledged writes not found at the end (must be empty). */
+  lost: string[];
+  /** Tokens whose delete was acknowledged but that are still there (must be empty). */
+  resurrected: string[];
+  /** Local tokens seen outside their datacenter (must be empty). */
+  leaked: string[];
+  /** Answers that break the rules: 5xx other than 503, and unexpected 4xx (must be empty). */
+  bad: string[];
+}
+
+export interface ChaosOptions {
+  /** Faults to inject, in rotation over every kind (default 21). */
+  faults?: number;
+  log?: (line: string) => void;
+  /** Longest wait for convergence after one fault, ms. */
+  convergeTimeoutMs?: number;
+}
+
+const ROTATION: Array<[FaultKind, string]> = [
+  ['kill-primary', 'dc1'],
+  ['kill-secondary', 'dc2'],
+  ['freeze-secondary', 'dc3'],
+  ['cut-link', 'dc2'],
+  ['kill-secondary', 'dc3'],
+  ['freeze-secondary', 'dc2'],
+  ['cut-link', 'dc3'],
+];
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+interface Answer {
+  status: number;
+  body: unknown;
+}
+
+/** One request; a connection failure or timeout is status 0 (outcome unknown). */
+async function call(url: string, token: string, method: string, path: string, body?: unknown): Promise<Answer> {
+  try {
+    const res = await fetch(url + path, {
+      method,
+      headers: { 'X-Service-Token': token, 'Content-Type': 'application/json' },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+      signal: AbortSignal.timeout(8000),
+    });
+    const text = await res.text();
+    let parsed: unknown;
+    try {
+      parsed = text ? JSON.parse(text) : undefined;
+    } catch {
+      parsed = text;
+    }
+    return { status: res.status, body: parsed };
+  } catch {
+    return { status: 0, body: undefined };
+  }
+}
+
+/** The continuous mixed load, with what it was told. */
+class Load {
+  /** Acknowledged token creates: AccessorID -> datacenter it was made in and whether it is Local. */
+  readonly created = new Map<string, { dc: string; local: boolean }>();
+  readonly deleted = new Set<string>();
+  /** Deletes whose outcome is unknown (the token may or may not be there). */
+  readonly unsure = new Set<string>();
+  ambiguous = 0;
+  readonly bad: string[] = [];
+  private running = false;
+  private workers: Array<Promise<void>> = [];
+  private seq = 0;
+
+  constructor(
+    private readonly cluster: Cluster,
+    private readonly token: string,
+  ) {}
+
+  private judge(what: string, a: Answer): boolean {
+    if (a.status === 200) return true;
+    if (a.status === 0 || a.status === 503) {
+      this.ambiguous++;
+      return false;
+    }
+    this.bad.push(`${what}: HTTP ${a.status} ${JSON.stringify(a.body).slice(0, 200)}`);
+    return false;
+  }
+
+  private loop(body: () => Promise<void>): Promise<void> {
+    return (async () => {
+      while (this.running) {
+        await body();
+        await sleep(20);
+      }
+    })();
+  }
+
+  private url(dc: string): string {
+    return this.cluster.get(dc).url;
+  }
+
+  start(): void {
+    this.running = true;
+    const create = (dc: string, local: boolean) => async () => {
+      const a = await call(this.url(dc), this.token, 'PUT', '/v1/acl/token', { Description: `chaos ${this.seq++}`, ...(local ? { Local: true } : {}) });
+      if (this.judge(`create at ${dc}`, a)) this.created.set((a.body as { AccessorID: string }).AccessorID, { dc, local });
+    };
+    const remove = async () => {
+      const candidates = [...this.created].filter(([id, t]) => !t.local && !this.deleted.has(id) && !this.unsure.has(id));
+      if (candidates.length < 5) return;
+      const [id] = candidates[Math.floor(Math.random() * candidates.length)] as [string, unknown];
+      const a = await call(this.url('dc1'), this.token, 'DELETE', `/v1/acl/token/${id}`);
+      if (a.status === 200 && a.body === true) this.deleted.add(id);
+      else if (this.judge(`delete at dc1`, a)) this.bad.push(`delete at dc1 of acknowledged token ${id}: answered ${JSON.stringify(a.body)}`);
+      else this.unsure.add(id);
+    };
+    const policyAndRole = async () => {
+      const n = this.seq++;
+      const p = await call(this.url('dc1'), this.token, 'PUT', '/v1/acl/policy', { Name: `chaos-${n}`, Rules: 'acl = "read"' });
+      if (!this.judge('policy create', p)) return;
+      const id = (p.body as { ID: string }).ID;
+      this.judge('role create', await call(this.url('dc1'), this.token, 'PUT', '/v1/acl/role', { Name: `chaos-role-${n}`, Policies: [{ ID: id }] }));
+      this.judge('policy update', await call(this.url('dc1'), this.token, 'PUT', `/v1/acl/policy/${id}`, { Name: `chaos-${n}`, Description: 'updated', Rules: 'acl = "read"' }));
+    };
+    this.workers = [
+      this.loop(create('dc1', false)),
+      this.loop(create('dc1', false)),
+      this.loop(create('dc2', false)),
+      this.loop(remove),
+      this.loop(policyAndRole),
+      this.loop(create('dc2', true)),
+      this.loop(create('dc3', true)),
+    ];
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    await Promise.all(this.workers);
+  }
+}
+
+type State = Record<string, string>;
+
+/** Every global object of a datacenter as id -> Hash, across all namespaces (undefined when it cannot answer). */
+async function globalState(url: string, token: string): Promise<State | undefined> {
+  const out: State = {};
+  const lists: Array<[string, string, string]> = [
+    ['policy', '/v1/acl/policies?ns=*', 'ID'],
+    ['role', '/v1/acl/roles?ns=*', 'ID'],
+    ['token', '/v1/acl/tokens?ns=*', 'AccessorID'],
+  ];
+  for (const [kind, path, idField] of lists) {
+    const a = await call(url, token, 'GET', path);
+    if (a.status !== 200) return undefined;
+    for (const o of a.body as Array<Record<string, unknown>>) {
+      if (kind === 'token' && o.Local) continue;
+      out[`${kind}:${o[idField] as string}`] = o.Hash as string;
+    }
+  }
+  return out;
+}
+
+const same = (a: State | undefined, b: State | undefined): boolean => a !== undefined && b !== undefined && JSON.stringify(Object.entries(a).sort()) === JSON.stringify(Object.entries(b).sort());
+
+/** Waits until every datacenter answers with the primary's global objects; returns whether it did in time. */
+async function converge(cluster: Cluster, token: string, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const primary = await globalState(cluster.primary.url, token);
+    let all = primary !== undefined;
+    for (const d of cluster.datacenters.slice(1)) {
+      if (!all) break;
+      const status = await call(d.url, token, 'GET', '/v1/acl/replication');
+      if (status.status !== 200 || !(status.body as { Connected: boolean }).Connected) all = false;
+      else all = same(await globalState(d.url, token), primary);
+    }
+    if (all) return true;
+    await sleep(200);
+  }
+  return false;
+}
+
+async function inject(cluster: Cluster, kind: FaultKind, target: string): Promise<{ heldMs: number }> {
+  const d = cluster.get(target);
+  const held = Date.now();
+  switch (kind) {
+    case 'kill-primary':
+    case 'kill-secondary':
+      await d.kill();
+      await sleep(1500);
+      await d.start();
+      break;
+    case 'freeze-secondary': {
+      const pid = d.pid as number;
+      process.kill(pid, 'SIGSTOP');
+      // Longer than the 7 s a peer may stay silent.
+      await sleep(9000);
+      process.kill(pid, 'SIGCONT');
+      break;
+    }
+    case 'cut-link':
+      cluster.link(target).cut();
+      await sleep(4000);
+      cluster.link(target).restore();
+      break;
+  }
+  return { heldMs: Date.now() - held };
+}
+
+export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport> {
+  const total = options.faults ?? 21;
+  const log = options.log ?? (() => undefined);
+  const started = Date.now();
+  const cluster = await startCluster({ datacenters: ['dc1', 'dc2', 'dc3'], links: true });
+  const token = cluster.managementToken;
+  const load = new Load(cluster, token);
+  const faults: FaultResult[] = [];
+  try {
+    await cluster.waitForReplication();
+    for (let n = 1; n <= total; n++) {
+      const [kind, target] = ROTATION[(n - 1) % ROTATION.length] as [FaultKind, string];
+      load.start();
+      await sleep(1000);
+      const { heldMs } = await inject(cluster, kind, target);
+      const undone = Date.now();
+      await load.stop();
+      const converged = await converge(cluster, token, options.convergeTimeoutMs ?? 60_000);
+      const result = { n, kind, target, heldMs, convergedMs: Date.now() - undone, converged };
+      faults.push(result);
+      log(`fault ${n}/${total}: ${kind} ${target}, held ${(heldMs / 1000).toFixed(1)} s, ${converged ? `converged in ${(result.convergedMs / 1000).toFixed(2)} s` : 'DID NOT CONVERGE'}`);
+      if (!converged) break;
+    }
+
+    // Every acknowledged write, as the load was told.
+    const lost: string[] = [];
+    const resurrected: string[] = [];
+    const leaked: string[] = [];
+    const present = async (dc: string, id: string) => (await call(cluster.get(dc).url, token, 'GET', `/v1/acl/token/${id}`)).status === 200;
+    for (const [id, t] of load.created) {
+      if (load.unsure.has(id)) continue;
+      const home = t.local ? t.dc : 'dc1';
+      const there = await present(home, id);
+      if (load.deleted.has(id)) {
+        if (there) resurrected.push(id);
+      } else if (!there) {
+        lost.push(`${t.local ? 'Local' : 'global'} token ${id} made at ${t.dc}`);
+      }
+      if (t.local) for (const dc of ['dc1', 'dc2', 'dc3']) if (dc !== t.dc && (await present(dc, id))) leaked.push(`${id} of ${t.dc} seen at ${dc}`);
+    }
+    const times = faults.map((f) => f.convergedMs).sort((a, b) => a - b);
+    return {
+      faults,
+      durationMs: Date.now() - started,
+      medianConvergenceMs: times.length ? ((times[(times.length - 1) >> 1] as number) + (times[times.length >> 1] as number)) / 2 : Number.NaN,
+      writes: { acknowledged: load.created.size, ambiguous: load.ambiguous, deletes: load.deleted.size },
+      lost,
+      resurrected,
+      leaked,
+      bad: load.bad,
+    };
+  } finally {
+    await load.stop();
+    await cluster.stop();
+  }
+}
