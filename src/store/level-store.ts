@@ -339,18 +339,13 @@ export class LevelStore implements Store {
       }
       if (options.datacenter !== undefined) await claimDatacenter(db, dir, options.datacenter, options.durability === 'fsync');
       const store = new LevelStore(db, options, String(decodeRaw(logIDBytes)));
-      let state: DiskState;
-      try {
-        state = await readState(db);
-      } catch (err) {
-        if (err instanceof WatchwordError) throw err;
-        throw new WatchwordError('INTERNAL', `the store in ${dir} is corrupt or unreadable: ${(err as Error).message}`, { cause: err });
-      }
-      store.adopt(state);
+      store.adopt(await readState(db));
       return store;
     } catch (err) {
       await db.close().catch(() => undefined);
-      throw err;
+      if (err instanceof WatchwordError) throw err;
+      // LevelDB's words name the damaged file.
+      throw new WatchwordError('INTERNAL', `the store in ${dir} is corrupt or unreadable: ${(err as Error).message.replace(/\s+/g, ' ')}`, { cause: err });
     }
   }
 
