@@ -26,6 +26,8 @@ export const ErrorCodes = [
   'STORE_UNAVAILABLE',
   /** A request that was already forwarded between datacenters would be forwarded again. */
   'FORWARD_LOOP',
+  /** This server is not its datacenter's leader and cannot reach one (HA, §13). */
+  'NO_LEADER',
   /** A secondary could not reach the primary in time. */
   'PRIMARY_UNAVAILABLE',
   /** A real fault inside the daemon (storage, bug). The message shown to callers is generic. */

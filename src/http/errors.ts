@@ -16,6 +16,7 @@ export const STATUS: Record<ErrorCode, number> = {
   RATE_LIMITED: 429,
   INTERNAL: 500,
   PRIMARY_UNAVAILABLE: 503,
+  NO_LEADER: 503,
   STORE_UNAVAILABLE: 503,
   FORWARD_LOOP: 508,
 };

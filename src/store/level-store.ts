@@ -1,5 +1,5 @@
 import { Level } from 'level';
-import { WatchwordError } from '../domain/errors.js';
+import { WatchwordError, isWatchwordError } from '../domain/errors.js';
 import { generateID } from '../domain/ids.js';
 import type { BootstrapState, PolicyRecord, RoleRecord, Scope, TokenRecord } from '../domain/types.js';
 import { type LayerEntry, type MemTable, TablesReader, type Tables, layerKey, newTables } from './memory.js';
@@ -21,8 +21,12 @@ import {
   nameKey,
   prefixEnd,
   recordKey,
+  SEP as SEP_CHAR,
 } from './schema.js';
 import type {
+  BatchReplicator,
+  ServerBatch,
+  ServerPosition,
   Change,
   CommitEvent,
   Durability,
@@ -303,6 +307,15 @@ export class LevelStore implements Store {
   private unavailable: { cause: unknown; since: number } | undefined;
   private closed = false;
   private trimmedUpTo = 0;
+  /** HA: copies every group to the followers (leader), or unset (single server, follower). */
+  private replicator: BatchReplicator | undefined;
+  /** HA: a follower takes batches from its leader and refuses transactions. */
+  private follower = false;
+  /** Highest batch seq handed out (never reused, even when its write failed). */
+  private serverSeq = 0;
+  /** Position of the last durable batch. */
+  private durableSeq = 0;
+  private serverTerm = 0;
 
   /** Identity of the change log; a restore on the primary starts a new one. */
   get logID(): string {
@@ -359,6 +372,11 @@ export class LevelStore implements Store {
     this.tailStart = this.durableIndex + 1;
     this.logTail = [];
     this.trimmedUpTo = num(META.logTrimmed);
+    this.durableSeq = num(META.serverSeq);
+    this.serverSeq = Math.max(this.serverSeq, this.durableSeq);
+    this.serverTerm = num(META.serverTerm);
+    const logID = this.meta.get(META.logID);
+    if (typeof logID === 'string') this.currentLogID = logID;
     for (const t of ['tokens', 'policies', 'roles', 'bootstrap'] as const) this.tableIndexes.set(t, Math.max(this.tableIndex(t), num(META.tableIndex(t))));
     this.tables = state.tables;
     this.reader.tables = state.tables;
@@ -389,7 +407,30 @@ export class LevelStore implements Store {
     return this.tableIndexes.get(table) ?? 0;
   }
 
+  /** Where this store stands in its datacenter's batch history (HA). */
+  serverPosition(): ServerPosition {
+    return { seq: this.durableSeq, term: this.serverTerm };
+  }
+
+  /** HA leader: every group is copied to the followers through `replicator` (undefined: stop). */
+  setReplicator(replicator: BatchReplicator | undefined): void {
+    this.replicator = replicator;
+  }
+
+  /** HA: a follower refuses transactions and applies its leader's batches instead. */
+  setFollower(follower: boolean): void {
+    this.follower = follower;
+    // Change-log entries are read from disk until this server has written some itself.
+    this.logTail = [];
+    this.tailStart = this.durableIndex + 1;
+  }
+
+  isFollower(): boolean {
+    return this.follower;
+  }
+
   private checkUsable(): void {
+    if (this.follower) throw new WatchwordError('NO_LEADER', 'this server is a follower: writes go to the leader of its datacenter');
     if (this.unavailable) throw storeUnavailable(this.unavailable.cause, true);
     if (this.closed) throw new WatchwordError('INTERNAL', 'store is closed');
   }
@@ -406,11 +447,16 @@ export class LevelStore implements Store {
    */
   private failWrites(err: unknown, failed: QueuedCommit[]): void {
     this.unavailable = { cause: err, since: Date.now() };
-    this.pending.clear();
-    this.lastAllocated = this.durableIndex;
-    for (const c of failed) c.reject(storeUnavailable(err, false));
+    this.refuseQueued(storeUnavailable(err, false), failed);
     this.options.onAvailability?.(false, err);
     void this.recover();
+  }
+
+  /** Nothing of `failed` was written: each is refused with `err`, and what they left pending is forgotten. */
+  private refuseQueued(err: unknown, failed: QueuedCommit[]): void {
+    this.pending.clear();
+    this.lastAllocated = this.durableIndex;
+    for (const c of failed) c.reject(err);
   }
 
   private async recover(): Promise<void> {
@@ -494,27 +540,60 @@ export class LevelStore implements Store {
    * Writes a group as one batch: its operations, then the highest index and table
    * indexes once for the whole group.
    */
-  private write(group: QueuedCommit[]): Promise<void> {
+  private async write(group: QueuedCommit[]): Promise<unknown> {
+    const replicator = this.replicator;
+    // Fencing: a leader that may have lost its lease writes nothing more.
+    replicator?.checkLeadership();
     // The chained form: several times faster than the array form for big batches.
     const batch = this.db.batch();
+    const pairs: Array<[string, Uint8Array | null]> | undefined = replicator ? [] : undefined;
+    const put = (k: string, v: Uint8Array): void => {
+      batch.put(k, v);
+      pairs?.push([k, v]);
+    };
     let index = 0;
     const tables = new Map<WatchTable, number>();
     for (const c of group) {
       for (const op of c.ops) {
-        if (op.type === 'put') batch.put(op.key, op.value);
-        else batch.del(op.key);
+        if (op.type === 'put') put(op.key, op.value);
+        else {
+          batch.del(op.key);
+          pairs?.push([op.key, null]);
+        }
       }
       index = Math.max(index, c.index);
       for (const [t, idx] of c.tables) tables.set(t, Math.max(tables.get(t) ?? 0, idx));
     }
-    if (index > 0) batch.put(META.index, encode(index));
-    for (const [t, idx] of tables) batch.put(META.tableIndex(t), encode(idx));
+    if (index > 0) put(META.index, encode(index));
+    for (const [t, idx] of tables) put(META.tableIndex(t), encode(idx));
     const injected = this.options.faults?.writeError?.();
     if (injected) {
       void batch.close();
-      return Promise.reject(injected);
+      throw injected;
     }
-    return batch.write({ sync: this.options.durability === 'fsync' && group.some((c) => c.sync) });
+    const sync = this.options.durability === 'fsync' && group.some((c) => c.sync);
+    if (!replicator || !pairs) {
+      await batch.write({ sync });
+      return undefined;
+    }
+    const seq = ++this.serverSeq;
+    const term = replicator.term();
+    put(META.serverSeq, encode(seq));
+    put(META.serverTerm, encode(term));
+    // Sent to the followers while the local write runs; a failure there is reported, not thrown.
+    const remote = replicator.replicate({ seq, term, prev: this.durableSeq, ops: pairs }).then(
+      () => undefined,
+      (err: unknown) => err ?? new Error('replication failed'),
+    );
+    try {
+      await batch.write({ sync: true });
+    } catch (err) {
+      replicator.localWriteFailed();
+      throw err;
+    }
+    this.durableSeq = seq;
+    this.serverTerm = term;
+    return remote;
   }
 
   /**
@@ -529,19 +608,22 @@ export class LevelStore implements Store {
     this.queue = [];
     let writing = this.write(group);
     for (;;) {
+      let remoteError: unknown;
       try {
-        await writing;
+        remoteError = await writing;
       } catch (err) {
         const failed = [...group, ...this.queue];
         this.queue = [];
         this.writing = false;
-        this.failWrites(err, failed);
+        // A fenced leader wrote nothing: refuse, but the disk is fine.
+        if (isWatchwordError(err) && err.code === 'NO_LEADER') this.refuseQueued(err, failed);
+        else this.failWrites(err, failed);
         return;
       }
       const next = this.queue;
       this.queue = [];
       if (next.length > 0) writing = this.write(next);
-      this.complete(group);
+      this.complete(group, remoteError);
       if (next.length === 0) break;
       group = next;
     }
@@ -551,7 +633,7 @@ export class LevelStore implements Store {
   }
 
   /** A durable group: into memory, acknowledged, waiters and listeners told. */
-  private complete(group: QueuedCommit[]): void {
+  private complete(group: QueuedCommit[], remoteError?: unknown): void {
     const from = this.durableIndex;
     const tables = new Map<WatchTable, number>();
     let entries: LogEntry[] = [];
@@ -580,12 +662,11 @@ export class LevelStore implements Store {
       entries.push(...c.entries);
     }
     this.rememberLog(entries);
-    for (const c of group) c.resolve();
+    // Durable here, but not confirmed by the synchronous followers: the caller must not count on it.
+    for (const c of group) if (remoteError === undefined) c.resolve();
+    else c.reject(remoteError);
     this.wake(tables);
-    if (this.listeners.size > 0) {
-      const event: CommitEvent = { from, index: this.durableIndex, tables, entries, at: Date.now(), ...(logReset ? { logReset } : {}) };
-      for (const l of this.listeners) l(event);
-    }
+    if (this.listeners.size > 0) this.emit({ from, index: this.durableIndex, tables, entries, at: Date.now(), ...(logReset ? { logReset } : {}) });
   }
 
   private rememberLog(entries: LogEntry[]): void {
@@ -705,6 +786,123 @@ export class LevelStore implements Store {
     return out;
   }
 
+  /**
+   * HA follower: writes its leader's batches verbatim in one atomic batch (their own
+   * position keys included, so a crash resumes exactly), then applies them to memory.
+   * Every record is checked before anything is written.
+   */
+  async applyServerBatches(batches: ServerBatch[]): Promise<void> {
+    if (!this.follower) throw new WatchwordError('INTERNAL', 'only a follower applies its leader\'s batches');
+    if (this.closed) throw new WatchwordError('INTERNAL', 'store is closed');
+    const last = batches[batches.length - 1];
+    if (!last) return;
+    const decoded = batches.flatMap((b) => b.ops.map(([k, v]) => decodePair(k, v)));
+    const batch = this.db.batch();
+    for (const b of batches) for (const [k, v] of b.ops) v === null ? batch.del(k) : batch.put(k, v);
+    await batch.write({ sync: this.options.durability === 'fsync' });
+    this.serverSeq = Math.max(this.serverSeq, last.seq);
+    this.durableSeq = last.seq;
+    this.serverTerm = last.term;
+    this.applyDecoded(decoded);
+  }
+
+  /**
+   * HA leader: every key of the store as one consistent view (LevelDB iterators read a
+   * snapshot), in chunks of about `chunkBytes`; the view's batch position comes last.
+   */
+  async *serverSnapshot(chunkBytes = 4 * 1024 * 1024): AsyncGenerator<Array<[string, Uint8Array]>, ServerPosition> {
+    const it = this.db.iterator({ highWaterMarkBytes: chunkBytes });
+    let seq = 0;
+    let term = 0;
+    try {
+      let chunk: Array<[string, Uint8Array]> = [];
+      let bytes = 0;
+      for (let entries = await it.nextv(5000); entries.length > 0; entries = await it.nextv(5000)) {
+        for (const [k, v] of entries) {
+          if (k === META.probe) continue;
+          if (k === META.serverSeq) seq = Number(decodeRaw(v));
+          if (k === META.serverTerm) term = Number(decodeRaw(v));
+          chunk.push([k, v]);
+          bytes += k.length + v.length;
+          if (bytes >= chunkBytes) {
+            yield chunk;
+            chunk = [];
+            bytes = 0;
+          }
+        }
+      }
+      if (chunk.length > 0) yield chunk;
+    } finally {
+      await it.close();
+    }
+    return { seq, term };
+  }
+
+  /**
+   * HA follower: replaces the whole store with a leader's snapshot in one atomic batch
+   * (keys it no longer has are deleted), then reloads memory from it.
+   */
+  async installServerSnapshot(pairs: Array<[string, Uint8Array]>, position: ServerPosition): Promise<void> {
+    if (!this.follower) throw new WatchwordError('INTERNAL', 'only a follower installs a snapshot');
+    for (const [k, v] of pairs) decodePair(k, v);
+    const incoming = new Set(pairs.map(([k]) => k));
+    const batch = this.db.batch();
+    for await (const k of this.db.keys()) if (!incoming.has(k) && k !== META.datacenter) batch.del(k);
+    for (const [k, v] of pairs) batch.put(k, v);
+    batch.put(META.serverSeq, encode(position.seq));
+    batch.put(META.serverTerm, encode(position.term));
+    await batch.write({ sync: this.options.durability === 'fsync' });
+    const from = this.durableIndex;
+    // The leader's history replaces this one: indexes follow it, even backward.
+    this.durableIndex = 0;
+    this.tableIndexes.clear();
+    this.adopt(await readState(this.db));
+    this.serverSeq = Math.max(this.serverSeq, position.seq);
+    this.durableSeq = position.seq;
+    this.serverTerm = position.term;
+    const tables = new Map<WatchTable, number>((['tokens', 'policies', 'roles', 'bootstrap'] as const).map((t) => [t, this.tableIndex(t)]));
+    for (const [t] of tables) this.wakeAll(t);
+    this.emit({ from, index: this.durableIndex, tables, entries: [], at: Date.now(), logReset: true });
+  }
+
+  /** Applies checked key/value pairs of a follower batch to memory, then wakes waiters and listeners. */
+  private applyDecoded(decoded: DecodedPair[]): void {
+    const from = this.durableIndex;
+    const tables = new Map<WatchTable, number>();
+    for (const d of decoded) {
+      if (d.kind === 'record') {
+        const t = this.tables[d.table] as AnyTable;
+        if (d.record === null) t.delete(d.id);
+        else t.put(d.record);
+      } else if (d.kind === 'meta') {
+        if (d.value === undefined) this.meta.delete(d.key);
+        else this.meta.set(d.key, d.value);
+        if (d.key === META.index) this.durableIndex = this.lastAllocated = Number(d.value ?? 0);
+        else if (d.key === META.logID && typeof d.value === 'string') this.currentLogID = d.value;
+        else if (d.key === META.logTrimmed) this.trimmedUpTo = Number(d.value ?? 0);
+        else if (d.table !== undefined) {
+          const idx = Number(d.value ?? 0);
+          this.tableIndexes.set(d.table, idx);
+          tables.set(d.table, idx);
+        }
+      }
+    }
+    this.tailStart = this.durableIndex + 1;
+    this.wake(tables);
+    this.emit({ from, index: this.durableIndex, tables, entries: [], at: Date.now() });
+  }
+
+  private wakeAll(table: WatchTable): void {
+    const set = this.waiters.get(table);
+    if (!set) return;
+    for (const w of set) w.wake();
+    set.clear();
+  }
+
+  private emit(event: CommitEvent): void {
+    for (const l of this.listeners) l(event);
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     // Let every accepted transaction reach the disk first.
@@ -716,6 +914,40 @@ export class LevelStore implements Store {
     this.waiters.clear();
     if (this.db.status === 'open' || this.db.status === 'opening') await this.db.close();
   }
+}
+
+type DecodedPair =
+  | { kind: 'record'; table: TableName; id: string; record: unknown | null }
+  | { kind: 'meta'; key: string; value: unknown; table?: WatchTable }
+  | { kind: 'other' };
+
+const RECORD_PREFIXES = new Map<string, TableName>((Object.keys(TABLES) as TableName[]).map((t) => [key(TABLES[t].prefix, ''), t]));
+const TABLE_INDEX_KEYS = new Map<string, WatchTable>((['tokens', 'policies', 'roles', 'bootstrap'] as const).map((t) => [META.tableIndex(t), t]));
+const META_PREFIX = key('m', '');
+
+/** A key/value pair of a leader's batch, decoded and checked as records read from disk are. */
+function decodePair(k: string, v: Uint8Array | null): DecodedPair {
+  const sep = k.indexOf(SEP_CHAR);
+  const table = sep > 0 ? RECORD_PREFIXES.get(k.slice(0, sep + 1)) : undefined;
+  if (table !== undefined) {
+    const id = k.slice(sep + 1);
+    if (v === null) return { kind: 'record', table, id, record: null };
+    let record: unknown;
+    try {
+      record = decodeRaw(v);
+    } catch (err) {
+      throw new WatchwordError('INTERNAL', `a replicated ${table.slice(0, -1)} ${id} cannot be decoded: ${(err as Error).message}`);
+    }
+    if (!RECORD_CHECKS[table](record)) throw new WatchwordError('INTERNAL', `a replicated ${table.slice(0, -1)} ${id} is not a well-formed record`);
+    return { kind: 'record', table, id, record };
+  }
+  if (k.startsWith(META_PREFIX)) {
+    if (v === null) return { kind: 'meta', key: k, value: undefined };
+    const value = k === META.bootstrap ? decodeWith(bootstrapStateSchema, v, 'bootstrap state') : decodeRaw(v);
+    const t = TABLE_INDEX_KEYS.get(k);
+    return t === undefined ? { kind: 'meta', key: k, value } : { kind: 'meta', key: k, value, table: t };
+  }
+  return { kind: 'other' };
 }
 
 /** The text of a write error's cause, as operators read it (ENOSPC, EIO…). */

@@ -142,6 +142,10 @@ export const META = {
   datacenter: key('m', 'datacenter'),
   /** Written to find out whether the disk takes writes again after a write error. */
   probe: key('m', 'probe'),
+  /** Sequence number of the last server batch (HA: the stream followers apply). */
+  serverSeq: key('m', 'server-seq'),
+  /** Leadership term that wrote the last server batch. */
+  serverTerm: key('m', 'server-term'),
 } as const;
 
 export const hex = (n: number): string => n.toString(16).padStart(16, '0');

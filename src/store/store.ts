@@ -51,6 +51,39 @@ export interface CommitEvent {
   logReset?: boolean;
 }
 
+/**
+ * One group commit as the leader of a datacenter wrote it, key by key (null: delete),
+ * for its followers to write verbatim (§13). `seq` numbers batches without gaps within
+ * a history; `term` is the leadership term that wrote it.
+ */
+export interface ServerBatch {
+  seq: number;
+  term: number;
+  /** The seq of the batch before it in the leader's history: a follower applies it only on top of that one. */
+  prev: number;
+  ops: Array<[string, Uint8Array | null]>;
+}
+
+/** Where a store stands in its datacenter's batch history. */
+export interface ServerPosition {
+  seq: number;
+  term: number;
+}
+
+/**
+ * What a leader's store asks of the datacenter's other servers: before a group is
+ * written, whether this server may still write (fencing); with the write, to copy the
+ * batch to the followers, resolving once the synchronous ones hold it durably.
+ */
+export interface BatchReplicator {
+  /** Throws (NO_LEADER) when this server must not write any more. */
+  checkLeadership(): void;
+  term(): number;
+  replicate(batch: ServerBatch): Promise<void>;
+  /** A local write failed after its batch was sent: followers must start over from a snapshot. */
+  localWriteFailed(): void;
+}
+
 /** A record as written: the store stamps CreateIndex and ModifyIndex. */
 export type Unstamped<R> = Omit<R, 'CreateIndex' | 'ModifyIndex'> & { CreateIndex?: number; ModifyIndex?: number };
 

@@ -1,0 +1,138 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { WatchwordError } from '../../src/domain/errors.js';
+import { LevelStore } from '../../src/store/level-store.js';
+import type { BatchReplicator, ServerBatch } from '../../src/store/store.js';
+import { tokenRecord } from '../helpers/records.js';
+import { tempDir } from '../helpers/temp-dir.js';
+
+const open = (path: string) => LevelStore.open(path, { durability: 'fsync', changeLog: true, datacenter: 'dc1' });
+const everywhere = { partition: 'default', namespaces: ['default'] };
+
+/** A replicator that keeps what it is sent and confirms at once (or fails, or fences, on demand). */
+class Recorder implements BatchReplicator {
+  batches: ServerBatch[] = [];
+  fenced = false;
+  failRemote = false;
+  failedLocally = 0;
+  checkLeadership(): void {
+    if (this.fenced) throw new WatchwordError('NO_LEADER', 'lease lost');
+  }
+  term(): number {
+    return 7;
+  }
+  replicate(batch: ServerBatch): Promise<void> {
+    this.batches.push(batch);
+    return this.failRemote ? Promise.reject(new WatchwordError('NO_LEADER', 'follower gone')) : Promise.resolve();
+  }
+  localWriteFailed(): void {
+    this.failedLocally++;
+  }
+}
+
+async function snapshotOf(store: LevelStore): Promise<Array<[string, Uint8Array]>> {
+  const out: Array<[string, Uint8Array]> = [];
+  for await (const chunk of store.serverSnapshot()) out.push(...chunk);
+  return out;
+}
+
+describe('server batches (a datacenter of several servers)', () => {
+  let dirs: Array<{ path: string; remove: () => Promise<void> }>;
+  let leader: LevelStore;
+  let follower: LevelStore;
+  let rec: Recorder;
+
+  beforeEach(async () => {
+    dirs = [await tempDir(), await tempDir()];
+    leader = await open(dirs[0]!.path);
+    follower = await open(dirs[1]!.path);
+    follower.setFollower(true);
+    rec = new Recorder();
+    leader.setReplicator(rec);
+  });
+
+  afterEach(async () => {
+    await leader.close();
+    await follower.close();
+    for (const d of dirs) await d.remove();
+  });
+
+  it('a follower applying the leader batches holds the same state, indexes and position, and survives a reopen', async () => {
+    // A new follower starts from a snapshot: it carries what was written outside any batch (the log identity).
+    await follower.installServerSnapshot(await snapshotOf(leader), { seq: 0, term: 0 });
+    const a = tokenRecord({ Policies: [{ ID: 'p1' }] });
+    const b = tokenRecord({ Local: true });
+    await leader.transact((tx) => tx.putToken(a));
+    await leader.transact((tx) => tx.putToken(b));
+    await leader.transact((tx) => tx.deleteToken(a.AccessorID));
+    expect(rec.batches.map((x) => [x.seq, x.prev, x.term])).toEqual([
+      [1, 0, 7],
+      [2, 1, 7],
+      [3, 2, 7],
+    ]);
+    const woke = follower.waitForTableIndex('tokens', 0);
+    for (const batch of rec.batches) await follower.applyServerBatches([batch]);
+    await woke;
+    expect(follower.currentIndex()).toBe(leader.currentIndex());
+    expect(follower.tableIndex('tokens')).toBe(leader.tableIndex('tokens'));
+    expect(follower.reader.getToken(a.AccessorID)).toBeUndefined();
+    expect(follower.reader.getTokenBySecret(b.SecretID)?.AccessorID).toBe(b.AccessorID);
+    expect(follower.serverPosition()).toEqual({ seq: 3, term: 7 });
+    expect(follower.logID).toBe(leader.logID);
+    // Writes are refused at a follower.
+    await expect(follower.transact((tx) => tx.putToken(tokenRecord()))).rejects.toMatchObject({ code: 'NO_LEADER' });
+    await follower.close();
+    follower = await open(dirs[1]!.path);
+    expect(follower.serverPosition()).toEqual({ seq: 3, term: 7 });
+    expect(follower.reader.listTokens(everywhere).map((t) => t.AccessorID)).toEqual([b.AccessorID]);
+    // The change log travelled too: a follower that takes over serves secondaries from it.
+    expect((await follower.logEntriesAfter(0, 10)).map((e) => e.Index)).toEqual((await leader.logEntriesAfter(0, 10)).map((e) => e.Index));
+  });
+
+  it('installs a snapshot in place of whatever it held', async () => {
+    const stale = tokenRecord();
+    follower.setFollower(false);
+    await follower.transact((tx) => tx.putToken(stale));
+    follower.setFollower(true);
+    const kept = tokenRecord();
+    await leader.transact((tx) => tx.putToken(kept));
+    const it = leader.serverSnapshot(64);
+    const chunks: Array<[string, Uint8Array]> = [];
+    let r = await it.next();
+    let n = 0;
+    for (; !r.done; r = await it.next(), n++) chunks.push(...r.value);
+    expect(n).toBeGreaterThan(1);
+    expect(r.value).toEqual({ seq: 1, term: 7 });
+    await follower.installServerSnapshot(chunks, r.value);
+    expect(follower.reader.getToken(stale.AccessorID)).toBeUndefined();
+    expect(follower.reader.getToken(kept.AccessorID)?.SecretID).toBe(kept.SecretID);
+    expect(follower.currentIndex()).toBe(leader.currentIndex());
+    expect(follower.serverPosition()).toEqual({ seq: 1, term: 7 });
+  });
+
+  it('a fenced leader writes nothing and stays writable once it may write again', async () => {
+    rec.fenced = true;
+    await expect(leader.transact((tx) => tx.putToken(tokenRecord()))).rejects.toMatchObject({ code: 'NO_LEADER' });
+    expect(leader.currentIndex()).toBe(0);
+    expect(leader.health().available).toBe(true);
+    rec.fenced = false;
+    const t = await leader.transact((tx) => tx.putToken(tokenRecord()));
+    expect(t.ModifyIndex).toBe(1);
+  });
+
+  it('a batch the followers did not confirm is durable here but not acknowledged', async () => {
+    rec.failRemote = true;
+    const t = tokenRecord();
+    await expect(leader.transact((tx) => tx.putToken(t))).rejects.toMatchObject({ code: 'NO_LEADER' });
+    // Memory agrees with the disk: the record is there.
+    expect(leader.reader.getToken(t.AccessorID)).toBeDefined();
+    rec.failRemote = false;
+    await leader.transact((tx) => tx.putToken(tokenRecord()));
+    expect(rec.batches.map((b) => b.prev)).toEqual([0, 1]);
+  });
+
+  it('refuses a malformed record in a batch before writing anything', async () => {
+    const bad: ServerBatch = { seq: 1, term: 1, prev: 0, ops: [['t\u0000x', new Uint8Array([0xc1])]] };
+    await expect(follower.applyServerBatches([bad])).rejects.toThrow(/a replicated token x/);
+    expect(follower.serverPosition()).toEqual({ seq: 0, term: 0 });
+  });
+});
