@@ -28,6 +28,11 @@ import { DEFAULT_PRIMARY_OPTIONS, ReplicationPrimary, refuse } from './replicati
 import { ReplicationSecondary } from './replication/secondary.js';
 import { DatacenterDirectory } from './replication/directory.js';
 import { policyView } from './service/views.js';
+import { type Coordinator, EtcdCoordinator, StaticCoordinator } from './cluster/coordinator.js';
+import { ServerGroup } from './cluster/servers.js';
+import { SERVERS_PATH } from './cluster/server-protocol.js';
+import { REPLICATION_PATH } from './replication/protocol.js';
+import { expiryMillis } from './domain/expiry.js';
 
 export interface Daemon {
   readonly config: Config;
@@ -40,6 +45,8 @@ export interface Daemon {
   readonly reaper: Reaper;
   /** GET /v1/acl/replication, in process. */
   replication(): unknown;
+  /** HA: this server's part in its datacenter (undefined: a single server). */
+  readonly servers: ServerGroup | undefined;
   close(): Promise<void>;
 }
 
@@ -52,6 +59,8 @@ export const DEFAULT_REPLICATION_OPTIONS = {
 
 export interface DaemonOptions {
   clock?: Clock;
+  /** HA timings; tests shorten them. */
+  servers?: { pollMs?: number; syncTimeoutMs?: number };
   /** Tests only: disk writes that fail on demand. */
   storeFaults?: LevelStoreOptions['faults'];
   logger?: Logger;
@@ -65,12 +74,15 @@ const SHUTDOWN_GRACE_MS = 10_000;
 export const VERSION = '0.1.0';
 
 /** /v1/agent/self: the configuration without secrets (only whether they are set), version and role. */
-function agentSelf(config: Config, address: string, store: LevelStore, metrics: Metrics) {
+function agentSelf(config: Config, address: string, store: LevelStore, metrics: Metrics, servers: ServerGroup | undefined) {
   return {
     Config: {
       Datacenter: config.datacenter,
       PrimaryDatacenter: config.primary_datacenter,
       Role: isPrimary(config) ? 'primary' : 'secondary',
+      ServerRole: servers ? (servers.isLeader() ? 'leader' : 'follower') : 'leader',
+      ServerPeers: config.server_peers,
+      Coordinator: config.coordinator ?? null,
       NodeName: config.node_name,
       Version: VERSION,
       HTTPAddr: address,
@@ -144,6 +156,18 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
   const advertised = (): string => config.advertise_addr ?? address;
   let primaryRepl: ReplicationPrimary | undefined;
   let secondaryRepl: ReplicationSecondary | undefined;
+  /** HA (§13): several servers in this datacenter, one leading. */
+  let servers: ServerGroup | undefined;
+  const ha = config.coordinator !== undefined || config.server_peers.length > 1;
+  /** Set while another server of this datacenter leads. */
+  const leaderClient = (): PeerClient | undefined => {
+    const url = servers?.isLeader() === false ? servers.leaderURL() : undefined;
+    if (!url) return undefined;
+    let c = leaderClients.get(url);
+    if (!c) leaderClients.set(url, (c = new PeerClient(url, `${config.datacenter} (leader)`)));
+    return c;
+  };
+  const leaderClients = new Map<string, PeerClient>();
   const primaryClient = primary ? undefined : new PeerClient(config.primary_address as string, config.primary_datacenter);
   try {
     const metrics = new Metrics(store);
@@ -154,8 +178,16 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const resolver = new AclResolver(store, clock, {
       datacenter: config.datacenter,
       defaultPolicy: config.default_policy,
-      ...(primaryClient
-        ? { lookupUnknownSecret: (secret: string, client: string | undefined) => lookUpOnPrimary(secret, client, primaryClient, () => secondaryRepl, unknownSecrets, lookupLimiter) }
+      ...(primaryClient || ha
+        ? {
+            lookupUnknownSecret: (secret: string, client: string | undefined) => {
+              // A follower asks its leader first: the token may have been created there a moment ago.
+              const leader = leaderClient();
+              if (leader) return lookUpOnPrimary(secret, client, leader, (index, ms) => waitForIndex(store, index, ms), unknownSecrets, lookupLimiter);
+              if (primaryClient) return lookUpOnPrimary(secret, client, primaryClient, (index, ms) => secondaryRepl?.waitForApplied(index, ms) ?? Promise.resolve(false), unknownSecrets, lookupLimiter);
+              return Promise.resolve(false);
+            },
+          }
         : {}),
     });
     const replicationToken = config.replication_token;
@@ -176,10 +208,10 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       primaryDatacenter: config.primary_datacenter,
       ...(config.primary_address ? { primaryAddress: config.primary_address } : {}),
     });
-    if (primary) {
+    if (primary && !ha) {
       await bootstrap.ensureBuiltins();
       if (config.initial_management_token) await bootstrap.ensureInitialManagementToken(config.initial_management_token);
-    } else if (config.initial_management_token) {
+    } else if (!primary && config.initial_management_token) {
       logger.warn('initial_management_token is only used by the primary; ignored on this secondary');
     }
 
@@ -203,7 +235,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       knownLeader: () => primary || (secondaryRepl?.isConnected() ?? false),
       lastContactMs: () => (primary ? 0 : (secondaryRepl?.lastContactMs() ?? 0)),
       datacenters: () => directory.list().map((d) => d.name),
-      self: () => agentSelf(config, address, store, metrics),
+      self: () => agentSelf(config, address, store, metrics, servers),
     };
 
     const peers = new Map<string, PeerClient>();
@@ -211,9 +243,19 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       datacenter: config.datacenter,
       addressOf: (dc) => directory.urlOf(dc),
       isPeer: (ip) =>
-        primaryRepl
-          ? primaryRepl.isPeerAddress(ip)
-          : directory.list().some((d) => d.name !== config.datacenter && hostOf(d.url) === ip),
+        (servers?.coordinator.servers().some((s) => hostOf(`http://${s.address}`) === ip) ?? false) ||
+        (primaryRepl ? primaryRepl.isPeerAddress(ip) : directory.list().some((d) => d.name !== config.datacenter && hostOf(d.url) === ip)),
+      ...(ha
+        ? {
+            follower: () => {
+              const leader = leaderClient();
+              if (leader) return { leader, waitForIndex: (index: number, ms: number) => waitForIndex(store, index, ms) };
+              // No leader known yet: writes are refused, not made here.
+              if (servers && !servers.isLeader()) throw new WatchwordError('NO_LEADER', `no leader is known in datacenter ${config.datacenter} yet; try again shortly`);
+              return undefined;
+            },
+          }
+        : {}),
       peer: (dc, url) => {
         let p = peers.get(url);
         if (!p) peers.set(url, (p = new PeerClient(url, dc)));
@@ -248,9 +290,19 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       authorize: readAuthorizer(resolver),
       maxBlocking: config.max_blocking_queries,
       maxBlockingPerClient: config.max_blocking_queries_per_client,
-      ...(primaryClient
+      ...(primaryClient || ha
         ? {
             beforeConsistentRead: async () => {
+              const leader = leaderClient();
+              if (leader) {
+                // ?consistent at a follower: reach the leader's current index first.
+                const index = await leader.currentIndex(2000);
+                if (!(await waitForIndex(store, index, 2500))) {
+                  throw new WatchwordError('NO_LEADER', `this server has not caught up with its leader (index ${index}); try again or read without ?consistent`);
+                }
+                return;
+              }
+              if (!primaryClient) return;
               // ?consistent on a secondary: reach the primary's current index first, within 5 s.
               const index = await primaryClient.currentIndex(2000);
               if (!(await (secondaryRepl?.waitForApplied(index, 2500) ?? Promise.resolve(false)))) {
@@ -313,16 +365,58 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     });
 
     const repl = { ...DEFAULT_REPLICATION_OPTIONS, ...options.replication };
-    if (primary) {
-      primaryRepl = new ReplicationPrimary(store, resolver, logger, { ...repl, retention: config.log_retention }, { datacenter: config.datacenter, address: advertised });
-      primaryRepl.attach(app.server);
-    } else {
-      // Only the primary serves the replication stream; say so rather than drop the socket.
-      app.server.on('upgrade', (_req, socket) => {
-        socket.on('error', () => undefined);
-        refuse(socket, 400, `datacenter ${config.datacenter} is a secondary; replication connects to the primary (${config.primary_datacenter}) at ${config.primary_address}`);
-      });
-    }
+    app.server.on('upgrade', (req, socket, head) => {
+      socket.on('error', () => undefined);
+      const path = new URL(req.url ?? '/', 'http://server').pathname;
+      if (path === SERVERS_PATH) {
+        if (servers) return servers.handleUpgrade(req, socket, head, (status, message) => refuse(socket, status, message, leaderHeader()));
+        return refuse(socket, 404, `datacenter ${config.datacenter} runs a single server`);
+      }
+      if (path !== REPLICATION_PATH) return refuse(socket, 404, `no WebSocket endpoint at ${path}`);
+      if (!primary) {
+        // Only the primary serves the replication stream; say so rather than drop the socket.
+        return refuse(socket, 400, `datacenter ${config.datacenter} is a secondary; replication connects to the primary (${config.primary_datacenter}) at ${config.primary_address}`);
+      }
+      if (primaryRepl) return void primaryRepl.upgrade(req, socket, head);
+      const leader = servers?.leader();
+      refuse(socket, 421, leader ? `this server is a follower; the leader of ${config.datacenter} is ${leader.name} at ${leader.address}` : `no leader is known in ${config.datacenter} yet`, leaderHeader());
+    });
+    const leaderHeader = (): Record<string, string> => {
+      const leader = servers?.leader();
+      return leader && !servers?.isLeader() ? { 'X-Service-Leader': leader.address } : {};
+    };
+
+    /** What only the leader of a datacenter runs: replication with other datacenters and the reaper. */
+    const startLeaderParts = async (): Promise<void> => {
+      if (primary) {
+        if (ha) {
+          await bootstrap.ensureBuiltins();
+          if (config.initial_management_token) await bootstrap.ensureInitialManagementToken(config.initial_management_token);
+        }
+        primaryRepl ??= new ReplicationPrimary(store, resolver, logger, { ...repl, retention: config.log_retention }, { datacenter: config.datacenter, address: advertised });
+      } else {
+        secondaryRepl = new ReplicationSecondary(store, logger, metrics, {
+          datacenter: config.datacenter,
+          primaryDatacenter: config.primary_datacenter,
+          primaryAddress: config.primary_address as string,
+          ...(config.replication_token ? { token: config.replication_token } : {}),
+          address: advertised,
+          heartbeatMs: repl.heartbeatMs,
+          deadPeerMs: repl.deadPeerMs,
+          backoffMinMs: repl.backoffMinMs,
+          backoffMaxMs: repl.backoffMaxMs,
+        });
+        await secondaryRepl.start();
+      }
+      reaper.start();
+    };
+    const stopLeaderParts = async (): Promise<void> => {
+      await reaper.stop();
+      await secondaryRepl?.stop();
+      secondaryRepl = undefined;
+      await primaryRepl?.close();
+      primaryRepl = undefined;
+    };
 
     const reaper = new Reaper(store, clock, {
       interval: config.reap_interval,
@@ -334,27 +428,47 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       onError: (err) => logger.error({ err }, 'reaper pass failed'),
     });
 
+    // A single server leads from the start: secondaries that connect at once find the stream.
+    if (primary && !ha) primaryRepl = new ReplicationPrimary(store, resolver, logger, { ...repl, retention: config.log_retention }, { datacenter: config.datacenter, address: advertised });
+
     const { host, port } = parseHostPort(config.http_addr) as { host: string; port: number };
     await app.listen({ host, port });
     const bound = app.server.address();
     const boundPort = typeof bound === 'object' && bound ? bound.port : port;
     address = `${host.includes(':') ? `[${host}]` : host}:${boundPort}`;
     await writeFile(join(dataDir, 'http-addr'), `${address}\n`, { mode: 0o600 });
-    if (!primary) {
-      secondaryRepl = new ReplicationSecondary(store, logger, metrics, {
-        datacenter: config.datacenter,
-        primaryDatacenter: config.primary_datacenter,
-        primaryAddress: config.primary_address as string,
-        ...(config.replication_token ? { token: config.replication_token } : {}),
+    if (ha) {
+      const self = { name: config.coordinator ? config.node_name : advertised(), address: advertised() };
+      const coordinator: Coordinator = config.coordinator
+        ? new EtcdCoordinator({
+            endpoints: config.coordinator.slice('etcd://'.length).split(',').map((h) => `http://${h}`),
+            datacenter: config.datacenter,
+            self,
+            leaseTTL: config.leader_lease / 1000,
+            pollMs: options.servers?.pollMs ?? 250,
+            logger,
+          })
+        : new StaticCoordinator(self, config.server_peers.map((a) => ({ name: a, address: a })));
+      servers = new ServerGroup(store, coordinator, {
+        name: self.name,
         address: advertised,
+        token: config.replication_token ?? config.initial_management_token,
+        syncFollowers: config.sync_followers,
+        syncTimeoutMs: options.servers?.syncTimeoutMs ?? 2000,
         heartbeatMs: repl.heartbeatMs,
         deadPeerMs: repl.deadPeerMs,
-        backoffMinMs: repl.backoffMinMs,
-        backoffMaxMs: repl.backoffMaxMs,
+        backoffMinMs: Math.min(repl.backoffMinMs, 250),
+        backoffMaxMs: Math.min(repl.backoffMaxMs, 2000),
+        tailBatches: 20_000,
+        authenticate: (secret) => authenticateServer(resolver, secret),
+        logger,
+        onLead: startLeaderParts,
+        onFollow: stopLeaderParts,
       });
-      await secondaryRepl.start();
+      await servers.start();
+    } else {
+      await startLeaderParts();
     }
-    reaper.start();
     logger.info({ address, datacenter: config.datacenter, primary: config.primary_datacenter, role: primary ? 'primary' : 'secondary', dataDir }, 'watchword agent started');
 
     let closing: Promise<void> | undefined;
@@ -367,9 +481,14 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       url: `http://${address}`,
       reaper,
       replication: () => replicationStatus(),
+      get servers() {
+        return servers;
+      },
       close() {
         closing ??= (async () => {
           reads.shutdown();
+          // Leadership is given up first (the lease revoked), so a successor need not wait for it to lapse.
+          await servers?.stop();
           await secondaryRepl?.stop();
           await primaryRepl?.close();
           // Stop accepting and drop idle keep-alive sockets; requests in flight finish
@@ -387,6 +506,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       },
     };
   } catch (err) {
+    await servers?.stop().catch(() => undefined);
     await secondaryRepl?.stop().catch(() => undefined);
     await primaryRepl?.close().catch(() => undefined);
     await store.close().catch(() => undefined);
@@ -453,7 +573,7 @@ async function lookUpOnPrimary(
   secret: string,
   client: string | undefined,
   primary: PeerClient,
-  secondary: () => ReplicationSecondary | undefined,
+  waitForApplied: (index: number, timeoutMs: number) => Promise<boolean>,
   unknown: Map<string, number>,
   limiter: RateLimiter,
 ): Promise<boolean> {
@@ -470,9 +590,39 @@ async function lookUpOnPrimary(
       unknown.set(secret, now + 1000);
       return false;
     }
-    return (await secondary()?.waitForApplied(index, 3000)) ?? false;
+    return await waitForApplied(index, 3000);
   } catch {
     // The primary is unreachable: answer from the local replica.
     return false;
+  }
+}
+
+/** Resolves true once the store's durable index reaches `index`, false after `timeoutMs`. */
+function waitForIndex(store: LevelStore, index: number, timeoutMs: number): Promise<boolean> {
+  if (store.currentIndex() >= index) return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const off = store.onCommit((e) => {
+      if (e.index >= index) finish(true);
+    });
+    const timer = setTimeout(() => finish(store.currentIndex() >= index), timeoutMs);
+    function finish(ok: boolean): void {
+      off();
+      clearTimeout(timer);
+      resolve(ok);
+    }
+  });
+}
+
+/** A follower streams with a token that has acl:write here, as a secondary replicates with one. */
+function authenticateServer(resolver: AclResolver, secret: string | undefined): { ok: true } | { ok: false; status: number; message: string } {
+  if (!secret) return { ok: false, status: 403, message: 'server token is missing (replication_token, or initial_management_token)' };
+  try {
+    const identity = resolver.resolveLocal(secret);
+    if (expiryMillis(identity.token) !== undefined && (expiryMillis(identity.token) as number) <= Date.now()) return { ok: false, status: 403, message: 'server token has expired' };
+    if (!identity.authorizer.canWrite('default', 'default')) return { ok: false, status: 403, message: 'server token lacks acl:write' };
+    return { ok: true };
+  } catch (err) {
+    if (isWatchwordError(err) && err.code === 'ACL_NOT_FOUND') return { ok: false, status: 403, message: 'server token is invalid' };
+    return { ok: false, status: 500, message: 'internal error' };
   }
 }

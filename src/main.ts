@@ -37,6 +37,10 @@ const AGENT_FLAGS: Record<ConfigKey, { arg: string; help: string }> = {
   log_retention: { arg: 'N', help: 'change-log entries the primary keeps for secondaries (default 100000)' },
   rate_limit: { arg: 'N', help: 'requests per second per client address; 0 = no limit (default 0)' },
   rate_limit_burst: { arg: 'N', help: 'requests a client may burst above the rate (default: the rate)' },
+  server_peers: { arg: 'HOST:PORT,…', help: "this datacenter's servers, this one included; without --coordinator the first leads" },
+  coordinator: { arg: 'etcd://HOST:PORT,…', help: 'elect the leader of several servers through etcd' },
+  leader_lease: { arg: 'DURATION', help: "the leader's lease in the coordinator, whole seconds (default 5s)" },
+  sync_followers: { arg: 'N', help: 'followers that must hold a write before it is acknowledged, when connected (default 1)' },
 };
 
 const camel = (key: string): string => key.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());

@@ -127,6 +127,20 @@ export const configShape = {
   rate_limit_peer: z.coerce.number().min(0).max(10_000_000).optional(),
   /** Secondaries: look-ups at the primary of secrets not held here, per client address per second. */
   secret_lookup_rate: z.coerce.number().min(0.1).max(1_000_000).default(10),
+  /** Servers of this datacenter (HA, §13), HOST:PORT of each, this one included; without a coordinator the first leads. */
+  server_peers: z
+    .union([z.string().transform((v) => v.split(',').map((p) => p.trim()).filter(Boolean)), z.array(z.string())])
+    .pipe(z.array(hostPort))
+    .default([]),
+  /** Leader election for several servers per datacenter: etcd://HOST:PORT[,HOST:PORT…]. */
+  coordinator: z
+    .string()
+    .regex(/^etcd:\/\/[^\s,]+(,[^\s,]+)*$/, 'expected etcd://HOST:PORT[,HOST:PORT…]')
+    .optional(),
+  /** Lease of the leader in the coordinator; a dead leader is replaced within about twice this. */
+  leader_lease: duration.default(5_000),
+  /** Followers that must hold a write before it is acknowledged, when that many are connected and current. */
+  sync_followers: z.coerce.number().int().min(0).max(10).default(1),
   /** Change-log entries the primary keeps for secondaries to resume from. */
   log_retention: z.coerce.number().int().min(10).max(100_000_000).default(100_000),
 } as const;
@@ -149,6 +163,9 @@ export const configSchema = z
       if (a && (isWildcardHost(a.host) || a.port === 0)) {
         ctx.addIssue({ code: 'custom', path: ['advertise_addr'], message: 'must name a reachable host and port, not a wildcard address or port 0' });
       }
+    }
+    if (c.leader_lease < 1000 || c.leader_lease % 1000 !== 0) {
+      ctx.addIssue({ code: 'custom', path: ['leader_lease'], message: 'must be a whole number of seconds, at least 1s' });
     }
     const primary = c.primary_datacenter ?? c.datacenter;
     if (primary !== c.datacenter && c.primary_address === undefined) {

@@ -25,7 +25,7 @@ import { templatedPolicyRoutes } from './routes/templated-policies.js';
 import { agentRoutes } from './routes/agent.js';
 import { snapshotRoutes } from './routes/snapshot.js';
 import { replicationRoutes } from './routes/replication.js';
-import { type ClusterHooks, FORWARDED_FOR_HEADER, FORWARDED_HEADER, forwardToDatacenter, forwardWrite, mustForward, plainAddress } from './forward.js';
+import { type ClusterHooks, FORWARDED_FOR_HEADER, FORWARDED_HEADER, SERVER_FORWARD_HEADER, forwardToDatacenter, forwardToLeader, forwardWrite, isWrite, mustForward, plainAddress } from './forward.js';
 import { tokenRoutes } from './routes/tokens.js';
 
 /** 1 MiB: larger bodies get 413. */
@@ -149,7 +149,8 @@ export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteIn
       const forwardedFor = request.headers[FORWARDED_FOR_HEADER];
       let client = ip;
       let wait = 0;
-      if (typeof forwardedFor === 'string' && request.headers[FORWARDED_HEADER] !== undefined && deps.cluster?.isPeer(ip)) {
+      const forwarded = request.headers[FORWARDED_HEADER] !== undefined || request.headers[SERVER_FORWARD_HEADER] !== undefined;
+      if (typeof forwardedFor === 'string' && forwarded && deps.cluster?.isPeer(ip)) {
         client = forwardedFor.slice(0, 64);
         wait = peerLimiter.take(`peer ${ip}`);
         if (wait > 0) {
@@ -195,6 +196,10 @@ export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteIn
         const relayed = await forwardToDatacenter(request, reply, cluster);
         if (relayed) return relayed;
       }
+      const follower = cluster.follower?.();
+      if (follower && isWrite(request.method) && !(request.routeOptions.url ?? '').startsWith('/v1/internal/')) {
+        return forwardToLeader(request, reply, follower, cluster.datacenter);
+      }
       const rule = request.routeOptions.config?.forward;
       const secondary = cluster.secondary;
       if (rule && secondary && (await mustForward(request, rule, secondary))) return forwardWrite(request, reply, secondary, cluster.datacenter);
@@ -203,7 +208,8 @@ export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteIn
     app.addHook('preHandler', (request, reply, done) => {
       // Most requests stay here: no ?dc= and no write a secondary sends on.
       const dc = (request.query as Record<string, unknown>).dc;
-      if ((dc === undefined || dc === '' || dc === cluster.datacenter) && !(cluster.secondary && request.routeOptions.config?.forward)) return done();
+      const here = dc === undefined || dc === '' || dc === cluster.datacenter;
+      if (here && !(cluster.secondary && request.routeOptions.config?.forward) && !(cluster.follower && isWrite(request.method) && cluster.follower())) return done();
       forward(request, reply).then(
         (relayed) => {
           if (!relayed) done();

@@ -74,6 +74,50 @@ export interface ClusterHooks {
   isPeer(ip: string): boolean;
   /** Set on secondaries only. */
   secondary?: SecondaryHooks;
+  /** HA: set while this server is a follower of its datacenter's leader (writes go there). */
+  follower?: () => FollowerHooks | undefined;
+}
+
+export interface FollowerHooks {
+  leader: PeerClient;
+  /** Resolves true once this server's store has reached `index`. */
+  waitForIndex(index: number, timeoutMs: number): Promise<boolean>;
+}
+
+/**
+ * Marks a write a follower sent to its datacenter's leader. Such a write is never sent
+ * on to another server of the datacenter (a leader that changed meanwhile answers 503).
+ */
+export const SERVER_FORWARD_HEADER = 'x-service-forwarded-by-server';
+
+/** Whether a request changes state (and so, at a follower, goes to the leader). */
+export const isWrite = (method: string): boolean => method !== 'GET' && method !== 'HEAD' && method !== 'OPTIONS';
+
+/**
+ * A write at a follower: sent to the leader with the caller's credentials, answered once
+ * this server has applied it (read-your-writes), or after APPLY_WAIT_MS with
+ * `X-Service-Replication-Pending: true`.
+ */
+export async function forwardToLeader(request: FastifyRequest, reply: FastifyReply, hooks: FollowerHooks, server: string): Promise<FastifyReply> {
+  if (request.headers[SERVER_FORWARD_HEADER] !== undefined) {
+    throw new WatchwordError('NO_LEADER', 'this server is not the leader of its datacenter (the leader changed while the request was forwarded); try again');
+  }
+  const headers: Record<string, string> = { [SERVER_FORWARD_HEADER]: server, [FORWARDED_FOR_HEADER]: plainAddress(request.ip) };
+  for (const name of [...PASSED_HEADERS, 'content-type', FORWARDED_HEADER]) {
+    const v = request.headers[name];
+    const value = Array.isArray(v) ? v[0] : v;
+    if (value) headers[name] = value;
+  }
+  headers['content-type'] ??= 'application/json';
+  const body = typeof request.body === 'string' ? request.body : Buffer.isBuffer(request.body) ? request.body : undefined;
+  const res = await hooks.leader.request(request.method, request.url, headers, body, FORWARD_TIMEOUT_MS);
+  if (res.status >= 200 && res.status < 300) {
+    const index = Number(res.headers.get('x-service-index') ?? 0);
+    if (index > 0 && !(await hooks.waitForIndex(index, APPLY_WAIT_MS))) {
+      void reply.header('X-Service-Replication-Pending', 'true').header('X-Consul-Replication-Pending', 'true');
+    }
+  }
+  return relayResponse(reply, res);
 }
 
 export interface SecondaryHooks {

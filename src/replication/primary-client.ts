@@ -17,7 +17,7 @@ export class PeerClient {
     private readonly datacenter: string,
   ) {}
 
-  async request(method: string, pathAndQuery: string, headers: Record<string, string>, body: string | undefined, timeoutMs: number): Promise<RelayedResponse> {
+  async request(method: string, pathAndQuery: string, headers: Record<string, string>, body: string | Buffer | undefined, timeoutMs: number): Promise<RelayedResponse> {
     try {
       const res = await fetch(new URL(pathAndQuery, this.baseURL), {
         method,

@@ -60,10 +60,13 @@ export interface SecondaryInfo {
   ConnectedAt: string;
 }
 
-export function refuse(socket: Duplex, status: number, reason: string): void {
+export function refuse(socket: Duplex, status: number, reason: string, headers: Record<string, string> = {}): void {
   const body = `${reason}\n`;
+  const extra = Object.entries(headers)
+    .map(([k, v]) => `${k}: ${v}\r\n`)
+    .join('');
   socket.end(
-    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${extra}Connection: close\r\n\r\n${body}`,
   );
 }
 
@@ -415,7 +418,7 @@ export class ReplicationPrimary {
     });
   }
 
-  private async upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
+  async upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
     socket.on('error', () => undefined);
     const url = new URL(req.url ?? '/', 'http://primary');
     if (url.pathname !== REPLICATION_PATH) return refuse(socket, 404, `no WebSocket endpoint at ${url.pathname}`);

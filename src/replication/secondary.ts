@@ -109,9 +109,15 @@ export class ReplicationSecondary {
     this.lastErrorMessage = message;
   }
 
+  /** The primary datacenter's leader, when a follower there named it (HA, §13); else primaryAddress. */
+  private redirect: string | undefined;
+
   private connect(): void {
     if (this.stopped) return;
-    const base = new URL(this.options.primaryAddress);
+    const target = this.redirect ?? this.options.primaryAddress;
+    // A named leader is tried once; after that the configured address again.
+    this.redirect = undefined;
+    const base = new URL(target);
     base.protocol = base.protocol === 'https:' ? 'wss:' : 'ws:';
     base.pathname = REPLICATION_PATH;
     base.search = `?version=${PROTOCOL_VERSION}`;
@@ -132,6 +138,12 @@ export class ReplicationSecondary {
       res.setEncoding('utf8');
       res.on('data', (c: string) => (body += c.slice(0, 1000)));
       res.on('end', () => {
+        const leader = res.headers['x-service-leader'];
+        if (res.statusCode === 421 && typeof leader === 'string' && /^[\w.\-:[\]]+$/.test(leader)) {
+          // A follower of the primary datacenter: go to its leader, at once.
+          this.redirect = `http://${leader}`;
+          this.backoff.reset();
+        }
         this.fail(`the primary refused replication (HTTP ${res.statusCode}): ${body.trim() || res.statusMessage}`);
         this.logger.warn({ status: res.statusCode, reason: body.trim() }, 'replication: refused by the primary');
         ws.terminate();
@@ -193,10 +205,13 @@ export class ReplicationSecondary {
   private scheduleReconnect(): void {
     if (this.stopped || this.reconnectTimer) return;
     const delay = this.backoff.next();
-    this.reconnectTimer = setTimeout(() => {
-      this.reconnectTimer = undefined;
-      this.connect();
-    }, delay);
+    this.reconnectTimer = setTimeout(
+      () => {
+        this.reconnectTimer = undefined;
+        this.connect();
+      },
+      this.redirect ? 50 : delay,
+    );
   }
 
   private send(frame: SecondaryFrame): void {

@@ -903,6 +903,11 @@ export class LevelStore implements Store {
     for (const l of this.listeners) l(event);
   }
 
+  /** Resolves once every accepted transaction has been written (or refused). */
+  async quiesce(): Promise<void> {
+    while (this.writing || this.queue.length > 0) await new Promise<void>((resolve) => setImmediate(resolve));
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     // Let every accepted transaction reach the disk first.

@@ -1,0 +1,78 @@
+import { Packr } from 'msgpackr';
+import { z } from 'zod';
+import { FrameError } from '../replication/protocol.js';
+
+/**
+ * The stream between the servers of one datacenter (SPEC §13): msgpack frames over one
+ * WebSocket, validated on receipt. A follower says where its store stands; the leader
+ * answers with the batches after that point, or with a snapshot of its whole store
+ * followed by them, then every batch it writes, as it writes it.
+ *
+ *   follower -> leader   hello, ack, ping
+ *   leader -> follower   welcome, snapshot (chunked, last flagged), batch, ping, error
+ */
+export const SERVER_PROTOCOL_VERSION = 1;
+
+/** The WebSocket route on the leader. */
+export const SERVERS_PATH = '/v1/internal/servers';
+
+/** Largest frame: a snapshot chunk is ~4 MiB, but one batch holds a whole restore. */
+export const SERVER_MAX_PAYLOAD = 512 * 1024 * 1024;
+
+const bytes = z.custom<Uint8Array>((v) => v instanceof Uint8Array, { message: "expected bytes" });
+const position = { seq: z.number().int().nonnegative(), term: z.number().int().nonnegative() };
+
+export const followerFrame = z.discriminatedUnion('t', [
+  z.object({
+    t: z.literal('hello'),
+    v: z.number().int(),
+    /** The follower's server name and HTTP address. */
+    name: z.string().min(1).max(128),
+    address: z.string().max(300),
+    ...position,
+  }),
+  /** Every batch up to `seq` is durable at the follower. */
+  z.object({ t: z.literal('ack'), seq: z.number().int().nonnegative() }),
+  z.object({ t: z.literal('ping'), time: z.number() }),
+]);
+
+export const leaderFrame = z.discriminatedUnion('t', [
+  z.object({ t: z.literal('welcome'), v: z.number().int(), term: z.number().int().nonnegative(), leader: z.string(), mode: z.enum(['tail', 'snapshot']) }),
+  z.object({
+    t: z.literal('snapshot'),
+    pairs: z.array(z.tuple([z.string(), bytes])),
+    /** On the last chunk: the batch position the snapshot shows. */
+    last: z.boolean(),
+    ...position,
+  }),
+  z.object({
+    t: z.literal('batch'),
+    seq: z.number().int().positive(),
+    prev: z.number().int().nonnegative(),
+    term: z.number().int().nonnegative(),
+    ops: z.array(z.tuple([z.string(), bytes.nullable()])),
+  }),
+  z.object({ t: z.literal('ping'), time: z.number(), seq: z.number().int().nonnegative() }),
+  z.object({ t: z.literal('error'), code: z.string(), message: z.string() }),
+]);
+
+export type FollowerFrame = z.infer<typeof followerFrame>;
+export type LeaderFrame = z.infer<typeof leaderFrame>;
+
+const packr = new Packr({ useRecords: false, moreTypes: false });
+
+export const encodeServerFrame = (frame: FollowerFrame | LeaderFrame): Buffer => packr.pack(frame);
+
+/** Decodes and validates a frame; anything malformed is a FrameError (close the connection, apply nothing). */
+export function decodeServerFrame<T>(schema: z.ZodType<T>, data: unknown): T {
+  let raw: unknown;
+  try {
+    const buf = Array.isArray(data) ? Buffer.concat(data as Buffer[]) : Buffer.isBuffer(data) ? data : Buffer.from(data as ArrayBuffer);
+    raw = packr.unpack(buf);
+  } catch (err) {
+    throw new FrameError(`undecodable frame: ${(err as Error).message}`);
+  }
+  const parsed = schema.safeParse(raw);
+  if (!parsed.success) throw new FrameError(`invalid frame: ${parsed.error.issues[0]?.message ?? 'unknown problem'} at ${parsed.error.issues[0]?.path.join('.') ?? ''}`);
+  return parsed.data;
+}

@@ -1,0 +1,222 @@
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import type { Logger } from 'pino';
+import type { LevelStore } from '../store/level-store.js';
+import type { Coordinator, LeaderInfo } from './coordinator.js';
+import { ServerFollower } from './follower.js';
+import { type FollowerStatus, type LeaderOptions, ServerLeader } from './leader.js';
+
+export interface ServerGroupOptions {
+  name: string;
+  /** This server's HTTP address (host:port). */
+  address: () => string;
+  /** Secret a follower streams with (a token with acl:write). */
+  token: string | undefined;
+  syncFollowers: number;
+  syncTimeoutMs: number;
+  heartbeatMs: number;
+  deadPeerMs: number;
+  backoffMinMs: number;
+  backoffMaxMs: number;
+  tailBatches: number;
+  authenticate: LeaderOptions['authenticate'];
+  logger: Logger;
+  /** This server now leads: start what only the leader runs (replication, reaper). */
+  onLead(term: number): Promise<void>;
+  /** This server no longer leads: stop it again. */
+  onFollow(): Promise<void>;
+}
+
+/** One server of a datacenter, as the operator view shows it. */
+export interface ServerStatus {
+  Name: string;
+  Address: string;
+  Role: 'leader' | 'follower';
+  Term: number;
+  /** Last batch durable on that server. */
+  AppliedSeq: number;
+  /** Raft-style index of the state it holds (X-Service-Index), when known. */
+  AppliedIndex: number | null;
+  LagBatches: number;
+  InSyncSet: boolean;
+  Connected: boolean;
+}
+
+/**
+ * A server's part in its datacenter (SPEC §13): follows what the coordinator says,
+ * becoming leader (batches copied to the followers, synchronous set kept) or follower
+ * (streaming the leader's batches into its store, refusing local writes).
+ */
+export class ServerGroup {
+  private role: 'leader' | 'follower' = 'follower';
+  private leading: ServerLeader | undefined;
+  private following: { stream: ServerFollower; term: number; url: string } | undefined;
+  private chain: Promise<void> = Promise.resolve();
+  private stopped = false;
+
+  constructor(
+    private readonly store: LevelStore,
+    readonly coordinator: Coordinator,
+    private readonly options: ServerGroupOptions,
+  ) {}
+
+  async start(): Promise<void> {
+    this.store.setFollower(true);
+    this.coordinator.onChange(() => void this.reconcile());
+    await this.coordinator.start();
+    await this.reconcile();
+  }
+
+  isLeader(): boolean {
+    return this.role === 'leader';
+  }
+
+  leader(): LeaderInfo | undefined {
+    return this.coordinator.leader();
+  }
+
+  /** The leader's HTTP base URL, when another server leads. */
+  leaderURL(): string | undefined {
+    const l = this.coordinator.leader();
+    if (!l || l.name === this.options.name) return undefined;
+    return `http://${l.address}`;
+  }
+
+  /** Brings this server's part in line with the coordinator; one change at a time. */
+  reconcile(): Promise<void> {
+    this.chain = this.chain
+      .then(() => this.step())
+      .catch((err: unknown) => this.options.logger.error({ err }, 'servers: cannot take up the role the coordinator names'));
+    return this.chain;
+  }
+
+  private async step(): Promise<void> {
+    if (this.stopped) return;
+    const leader = this.coordinator.leader();
+    if (this.coordinator.isLeader() && leader) {
+      if (this.role !== 'leader' || this.leading?.term() !== leader.term) await this.lead(leader.term);
+      return;
+    }
+    if (this.role === 'leader') await this.stepDown();
+    if (leader && leader.name !== this.options.name) {
+      const url = `http://${leader.address}`;
+      if (!this.following || this.following.term !== leader.term || this.following.url !== url) await this.follow(url, leader.term);
+    }
+  }
+
+  private async lead(term: number): Promise<void> {
+    await this.following?.stream.stop();
+    this.following = undefined;
+    await this.leading?.close();
+    const o = this.options;
+    this.leading = new ServerLeader(this.store, {
+      name: o.name,
+      term,
+      syncFollowers: o.syncFollowers,
+      syncTimeoutMs: o.syncTimeoutMs,
+      heartbeatMs: o.heartbeatMs,
+      deadPeerMs: o.deadPeerMs,
+      tailBatches: o.tailBatches,
+      publishSync: (members) => this.coordinator.publishSync(members),
+      checkLeadership: () => this.coordinator.checkLeadership(),
+      authenticate: o.authenticate,
+      logger: o.logger,
+    });
+    this.store.setReplicator(this.leading);
+    this.store.setFollower(false);
+    this.role = 'leader';
+    o.logger.info({ term }, 'servers: this server leads its datacenter');
+    await o.onLead(term);
+  }
+
+  private async stepDown(): Promise<void> {
+    this.role = 'follower';
+    this.options.logger.warn('servers: this server no longer leads; writes go to the new leader');
+    // Refused from here on: nothing more is acknowledged by this server.
+    const leading = this.leading;
+    this.leading = undefined;
+    this.store.setFollower(true);
+    await leading?.close();
+    await this.store.quiesce();
+    this.store.setReplicator(undefined);
+    await this.options.onFollow();
+  }
+
+  private async follow(url: string, term: number): Promise<void> {
+    await this.following?.stream.stop();
+    const o = this.options;
+    const stream = new ServerFollower(this.store, {
+      name: o.name,
+      address: o.address,
+      leaderURL: url,
+      term,
+      token: o.token,
+      heartbeatMs: o.heartbeatMs,
+      deadPeerMs: o.deadPeerMs,
+      backoffMinMs: o.backoffMinMs,
+      backoffMaxMs: o.backoffMaxMs,
+      logger: o.logger,
+    });
+    this.following = { stream, term, url };
+    stream.start();
+    o.logger.info({ leader: url, term }, 'servers: following the leader');
+  }
+
+  /** The leader's stream route; a follower names its leader instead. */
+  handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, refuse: (status: number, message: string) => void): void {
+    if (this.leading && this.role === 'leader') return this.leading.handleUpgrade(req, socket, head, refuse);
+    const l = this.coordinator.leader();
+    refuse(421, l ? `this server is a follower; the leader is ${l.name} at ${l.address}` : 'this server is a follower and no leader is known');
+  }
+
+  /** Each server of the datacenter as this server sees it (complete on the leader). */
+  status(): { Leader: string | null; Term: number; SyncSet: string[]; Servers: ServerStatus[] } {
+    const leader = this.coordinator.leader();
+    const mine = this.store.serverPosition();
+    const servers = new Map<string, ServerStatus>();
+    for (const s of this.coordinator.servers()) {
+      servers.set(s.name, { Name: s.name, Address: s.address, Role: s.name === leader?.name ? 'leader' : 'follower', Term: leader?.term ?? 0, AppliedSeq: 0, AppliedIndex: null, LagBatches: 0, InSyncSet: false, Connected: false });
+    }
+    const sync = this.leading?.syncSet() ?? this.coordinator.syncSet();
+    const self: ServerStatus = {
+      Name: this.options.name,
+      Address: this.options.address(),
+      Role: this.role,
+      Term: leader?.term ?? 0,
+      AppliedSeq: mine.seq,
+      AppliedIndex: this.store.currentIndex(),
+      LagBatches: 0,
+      InSyncSet: sync.includes(this.options.name),
+      Connected: true,
+    };
+    if (this.following) {
+      const f = this.following.stream.status();
+      self.LagBatches = Math.max(0, f.LeaderSeq - f.AppliedSeq);
+      self.Connected = f.Connected;
+    }
+    servers.set(self.Name, self);
+    for (const f of this.leading?.followers() ?? []) {
+      servers.set(f.Name, followerRow(f, leader?.term ?? 0));
+    }
+    return { Leader: leader ? leader.address : null, Term: leader?.term ?? 0, SyncSet: sync, Servers: [...servers.values()].sort((a, b) => a.Name.localeCompare(b.Name)) };
+  }
+
+  /** The follower stream's own status, on a follower. */
+  followerStatus(): ReturnType<ServerFollower['status']> | undefined {
+    return this.following?.stream.status();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await this.chain;
+    await this.following?.stream.stop();
+    await this.leading?.close();
+    await this.store.quiesce();
+    this.store.setReplicator(undefined);
+    await this.coordinator.stop();
+  }
+}
+
+function followerRow(f: FollowerStatus, term: number): ServerStatus {
+  return { Name: f.Name, Address: f.Address, Role: 'follower', Term: term, AppliedSeq: f.AckedSeq, AppliedIndex: null, LagBatches: f.LagBatches, InSyncSet: f.InSyncSet, Connected: f.Streaming };
+}
