@@ -151,6 +151,8 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       else logger.error({ err: cause }, 'store: a write failed; refusing writes (503) and retrying until the disk accepts them');
     },
   });
+  // Several servers: nothing is written here until the coordinator says this server leads.
+  if (config.coordinator !== undefined || config.server_peers.length > 1) store.setFollower(true);
   let address = '';
   /** Where other datacenters reach this daemon: advertise_addr, else the bound address. */
   const advertised = (): string => config.advertise_addr ?? address;
@@ -218,7 +220,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const directory = new DatacenterDirectory({
       datacenter: config.datacenter,
       primaryDatacenter: config.primary_datacenter,
-      ...(config.primary_address ? { primaryURL: config.primary_address } : {}),
+      ...(config.primary_address ? { primaryURL: (config.primary_address.split(',')[0] as string).trim() } : {}),
       configured: config.datacenter_addresses,
       ownURL: () => `http://${advertised()}`,
       reported: () => primaryRepl?.datacenters() ?? secondaryRepl?.datacenters() ?? [],
@@ -236,6 +238,19 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       lastContactMs: () => (primary ? 0 : (secondaryRepl?.lastContactMs() ?? 0)),
       datacenters: () => directory.list().map((d) => d.name),
       self: () => agentSelf(config, address, store, metrics, servers),
+      leaderAddress: () => (servers ? (servers.leader()?.address ?? '') : advertised()),
+      peers: () => (servers ? servers.coordinator.servers().map((s) => s.address) : [advertised()]),
+      servers: () =>
+        servers
+          ? { Datacenter: config.datacenter, ...servers.status(), RunningWithoutSyncCopy: servers.isLeader() && servers.status().SyncSet.length === 0 }
+          : {
+              Datacenter: config.datacenter,
+              Leader: advertised(),
+              Term: 1,
+              SyncSet: [],
+              RunningWithoutSyncCopy: false,
+              Servers: [{ Name: config.node_name, Address: advertised(), Role: 'leader', Term: 1, AppliedSeq: store.serverPosition().seq, AppliedIndex: store.currentIndex(), LagBatches: 0, InSyncSet: false, Connected: true }],
+            },
     };
 
     const peers = new Map<string, PeerClient>();
@@ -349,6 +364,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       bootstrap,
       snapshots,
       agent,
+      resolver,
       reads,
       metrics,
       replicationStatus,

@@ -217,14 +217,26 @@ export class ServerLeader implements BatchReplicator {
     this.syncChange = this.syncChange.then(async () => {
       if (this.closed) return;
       const before = this.sync;
+      // Writes wait for a new member from before it is published (once published it may take
+      // over, so it must already hold every write acknowledged from then on); a dropped member
+      // is waited for until its removal is published.
+      this.sync = [...new Set([...before, ...next])];
       try {
-        // Dropping a member is published before writes stop waiting for it; adding one before they start.
+        // ...and holds every write acknowledged before it started to be waited for.
+        const added = next.filter((n) => !before.includes(n));
+        const upTo = this.lastSeq();
+        const deadline = Date.now() + this.options.syncTimeoutMs;
+        while (added.some((n) => this.ackedBy(n) < upTo)) {
+          if (this.closed || Date.now() > deadline) throw new Error(`follower ${added.join(', ')} did not confirm batch ${upTo} in time`);
+          await new Promise((r) => setTimeout(r, 5));
+        }
         await this.options.publishSync(next);
         this.sync = next;
         this.options.logger.info({ sync: next, before }, `synchronous set changed: ${why}`);
         if (next.length === 0) this.options.logger.warn('running without a synchronous copy: writes are durable on the leader only');
       } catch (err) {
-        this.options.logger.error({ err }, 'cannot publish the synchronous set; writes keep waiting');
+        // Writes keep waiting for every member of the set as published, and for any addition until it is.
+        this.options.logger.error({ err }, 'cannot change the synchronous set');
       } finally {
         if (this.pendingSync === key) this.pendingSync = undefined;
       }

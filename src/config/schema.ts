@@ -78,7 +78,10 @@ export const configShape = {
   /** The primary datacenter; this daemon is the primary when it equals `datacenter`. */
   primary_datacenter: datacenterName.optional(),
   /** HTTP base URL of the primary's daemon (secondaries). */
-  primary_address: httpURL.optional(),
+  primary_address: z
+    .string()
+    .refine((v) => v.split(',').every((u) => httpURL.safeParse(u.trim()).success), { message: 'expected an http:// or https:// URL (or several, comma-separated: every server of the primary datacenter)' })
+    .optional(),
   /** Secret of a token with acl:write on the primary, used to replicate (secondaries). */
   replication_token: z.string().min(1).optional(),
   /** Where the LevelDB store and runtime files live; default ./data/<datacenter>. */

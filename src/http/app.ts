@@ -1,3 +1,4 @@
+import type { AclResolver } from '../service/acl-resolver.js';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest, LogController } from 'fastify';
 import { type Logger, pino } from 'pino';
 import { WatchwordError } from '../domain/errors.js';
@@ -40,6 +41,8 @@ export interface AppDeps {
   bootstrap: BootstrapService;
   snapshots: SnapshotService;
   agent: AgentInfo;
+  /** Resolves secrets to identities (permission checks outside the ACL services). */
+  resolver: AclResolver;
   reads: ReadGate;
   metrics: Metrics;
   /** GET /v1/acl/replication. */

@@ -11,7 +11,7 @@ export type Method = 'GET' | 'PUT' | 'POST' | 'DELETE';
 export interface RouteDoc {
   summary: string;
   /** The ACL permission the route checks. */
-  permission: 'acl:read' | 'acl:write' | 'acl:write + operator:write' | 'none';
+  permission: 'acl:read' | 'acl:write' | 'acl:write + operator:write' | 'operator:read' | 'none';
   body?: z.ZodType;
   /** The body may be left out (bootstrap, clone, preview). */
   bodyOptional?: boolean;

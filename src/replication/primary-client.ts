@@ -12,25 +12,44 @@ export interface RelayedResponse {
  * PRIMARY_UNAVAILABLE error within the deadline, never a hang.
  */
 export class PeerClient {
+  private readonly urls: string[];
+  /** The address that answered last; tried first. */
+  private current = 0;
+
+  /** `baseURL`: one URL, or several comma-separated (every server of a datacenter), tried in turn when one cannot be reached. */
   constructor(
-    private readonly baseURL: string,
+    baseURL: string,
     private readonly datacenter: string,
-  ) {}
+  ) {
+    this.urls = baseURL.split(',').map((u) => u.trim()).filter(Boolean);
+  }
 
   async request(method: string, pathAndQuery: string, headers: Record<string, string>, body: string | Buffer | undefined, timeoutMs: number): Promise<RelayedResponse> {
-    try {
-      const res = await fetch(new URL(pathAndQuery, this.baseURL), {
-        method,
-        headers,
-        ...(body !== undefined && method !== 'GET' && method !== 'HEAD' ? { body } : {}),
-        signal: AbortSignal.timeout(timeoutMs),
-      });
-      return { status: res.status, headers: res.headers, text: await res.text() };
-    } catch (err) {
-      const e = err as Error & { cause?: { code?: string } };
-      const why = e.name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : (e.cause?.code ?? e.message);
-      throw new WatchwordError('PRIMARY_UNAVAILABLE', `cannot reach datacenter ${this.datacenter} at ${this.baseURL}: ${why}`, { cause: err });
+    const deadline = Date.now() + timeoutMs;
+    let lastError: unknown;
+    for (let tried = 0; tried < this.urls.length; tried++) {
+      const i = (this.current + tried) % this.urls.length;
+      const base = this.urls[i] as string;
+      const left = deadline - Date.now();
+      if (left <= 0) break;
+      try {
+        const res = await fetch(new URL(pathAndQuery, base), {
+          method,
+          headers,
+          ...(body !== undefined && method !== 'GET' && method !== 'HEAD' ? { body } : {}),
+          signal: AbortSignal.timeout(left),
+        });
+        this.current = i;
+        return { status: res.status, headers: res.headers, text: await res.text() };
+      } catch (err) {
+        const e = err as Error & { cause?: { code?: string } };
+        const why = e.name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : (e.cause?.code ?? e.message);
+        lastError = new WatchwordError('PRIMARY_UNAVAILABLE', `cannot reach datacenter ${this.datacenter} at ${base}: ${why}`, { cause: err });
+        // A timeout used the whole budget; a refused connection leaves time for the next server.
+        if (e.name === 'TimeoutError') break;
+      }
     }
+    throw lastError ?? new WatchwordError('PRIMARY_UNAVAILABLE', `cannot reach datacenter ${this.datacenter}: no time left`);
   }
 
   /** The primary's current durable index. */

@@ -111,10 +111,13 @@ export class ReplicationSecondary {
 
   /** The primary datacenter's leader, when a follower there named it (HA, §13); else primaryAddress. */
   private redirect: string | undefined;
+  private attempt = 0;
 
   private connect(): void {
     if (this.stopped) return;
-    const target = this.redirect ?? this.options.primaryAddress;
+    // Several addresses (every server of the primary datacenter): the next one after each failure.
+    const configured = this.options.primaryAddress.split(',').map((u) => u.trim());
+    const target = this.redirect ?? (configured[this.attempt++ % configured.length] as string);
     // A named leader is tried once; after that the configured address again.
     this.redirect = undefined;
     const base = new URL(target);

@@ -36,4 +36,10 @@ export interface AgentInfo {
   knownLeader(): boolean;
   /** Milliseconds since the last contact with the primary; 0 on the primary. */
   lastContactMs(): number;
+  /** Address of this datacenter's leader ('' while none is known). */
+  leaderAddress(): string;
+  /** Addresses of this datacenter's servers. */
+  peers(): string[];
+  /** Each server of this datacenter: role, term, applied index, lag, synchronous set. */
+  servers(): unknown;
 }

@@ -5,7 +5,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type ReplicationStatusResponse, WatchwordClient } from '../client/index.js';
+import { EtcdProcess } from './etcd.js';
 import { LinkProxy } from './proxy.js';
+
+export { etcdBinary } from './etcd.js';
 
 /**
  * Test harness: real watchword daemons as child processes on ephemeral loopback
@@ -35,6 +38,12 @@ export interface ClusterOptions {
   links?: boolean;
   /** How long a daemon may take to start, ms (default 30 s). */
   startTimeoutMs?: number;
+  /**
+   * Servers per datacenter (default 1). With more than one anywhere, the harness starts
+   * an etcd of its own (Debian's etcd-server) and every server of such a datacenter
+   * elects its leader through it, each over a link the test can cut (coordinatorLink).
+   */
+  servers?: Record<string, number>;
 }
 
 export interface DatacenterHandle {
@@ -59,6 +68,12 @@ export interface DatacenterHandle {
   restart(): Promise<void>;
   /** This datacenter's replication status. */
   replication(): Promise<ReplicationStatusResponse>;
+  /** Every server of this datacenter (this handle is the first); one for a single-server datacenter. */
+  readonly servers: DatacenterHandle[];
+  /** The server's name (node name). */
+  readonly serverName: string;
+  /** The running server that leads this datacenter now (asks the servers). */
+  leader(timeoutMs?: number): Promise<DatacenterHandle>;
   /** Resolves once this secondary has applied the primary's current index. */
   waitForReplication(timeoutMs?: number): Promise<void>;
 }
@@ -78,6 +93,8 @@ export interface Cluster {
   get(name: string): DatacenterHandle;
   /** The link from a secondary to the primary; needs `links: true`. */
   link(secondary: string): LinkHandle;
+  /** The link from one server (by server name) to the coordinator, for servers of a multi-server datacenter. */
+  coordinatorLink(serverName: string): LinkHandle;
   /** Resolves once every running secondary has applied the primary's current index. */
   waitForReplication(timeoutMs?: number): Promise<void>;
   /** Stops every daemon and removes the data dirs. */
@@ -118,13 +135,33 @@ class Daemon implements DatacenterHandle {
   url = '';
   client!: WatchwordClient;
 
+  servers: Daemon[] = [this];
+
   constructor(
     readonly name: string,
     readonly isPrimary: boolean,
     readonly dataDir: string,
     private readonly cluster: ClusterImpl,
     private readonly flags: string[],
+    readonly serverName = `${name}-node`,
   ) {}
+
+  async leader(timeoutMs = 15_000): Promise<DatacenterHandle> {
+    return until(`a leader in ${this.name}`, timeoutMs, async () => {
+      for (const s of this.servers) {
+        if (s.pid === undefined) continue;
+        try {
+          const res = await fetch(`${s.url}/v1/status/leader`, { signal: AbortSignal.timeout(1000) });
+          const address = (await res.json()) as string;
+          const found = this.servers.find((x) => x.pid !== undefined && x.url === `http://${address}`);
+          if (found) return found;
+        } catch {
+          // ask the next one
+        }
+      }
+      return undefined;
+    });
+  }
 
   get pid(): number | undefined {
     const p = this.proc;
@@ -145,10 +182,11 @@ class Daemon implements DatacenterHandle {
       '--data-dir', this.dataDir,
       '--http-addr', `127.0.0.1:${this.port}`,
       '--log-level', this.cluster.options.logLevel ?? 'warn',
-      '--node-name', `${this.name}-node`,
+      '--node-name', this.serverName,
       ...(this.isPrimary
         ? ['--initial-management-token', this.cluster.managementToken]
         : ['--primary-address', this.cluster.primaryURLFor(this.name), '--replication-token', this.cluster.managementToken]),
+      ...(this.servers.length > 1 ? ['--coordinator', `etcd://${this.cluster.coordinatorAddressFor(this.serverName)}`, '--replication-token', this.cluster.managementToken] : []),
       ...this.flags,
     ];
     const env = { ...process.env };
@@ -198,7 +236,8 @@ class Daemon implements DatacenterHandle {
 
   async waitForReplication(timeoutMs = 30_000): Promise<void> {
     if (this.isPrimary) return;
-    const target = (await this.cluster.primary.client.agent.index()).Index;
+    const primary = this.cluster.primary.servers.find((s) => s.pid !== undefined) ?? this.cluster.primary;
+    const target = (await primary.client.agent.index()).Index;
     await until(`${this.name} to replicate index ${target}`, timeoutMs, async () => {
       const s = await this.replication();
       return s.Connected && s.ReplicatedIndex >= target ? true : undefined;
@@ -229,9 +268,30 @@ class ClusterImpl implements Cluster {
 
   readonly proxies = new Map<string, LinkProxy>();
 
-  /** Where a secondary reaches the primary: through its link proxy when there is one. */
+  /** Where a secondary reaches the primary: through its link proxy when there is one; else every primary server. */
   primaryURLFor(secondary: string): string {
-    return this.proxies.get(secondary)?.url ?? this.primary.url;
+    return this.proxies.get(secondary)?.url ?? this.primary.servers.map((s) => s.url).join(',');
+  }
+
+  etcd: EtcdProcess | undefined;
+  readonly coordinatorProxies = new Map<string, LinkProxy>();
+
+  coordinatorAddressFor(serverName: string): string {
+    const proxy = this.coordinatorProxies.get(serverName);
+    if (!proxy) throw new Error(`no coordinator link for ${serverName}`);
+    return new URL(proxy.url).host;
+  }
+
+  coordinatorLink(serverName: string): LinkHandle {
+    const proxy = this.coordinatorProxies.get(serverName);
+    if (!proxy) throw new Error(`no coordinator link for ${serverName}: it is not a server of a multi-server datacenter`);
+    return {
+      cut: () => proxy.cutLink(),
+      restore: () => proxy.restore(),
+      get isCut() {
+        return proxy.cut;
+      },
+    };
   }
 
   link(secondary: string): LinkHandle {
@@ -251,9 +311,12 @@ class ClusterImpl implements Cluster {
   }
 
   async stop(): Promise<void> {
-    for (const d of [...this.datacenters].reverse()) await d.stop().catch(() => undefined);
+    const all = this.datacenters.flatMap((d) => d.servers);
+    for (const d of [...this.datacenters].reverse()) await Promise.all(d.servers.map((s) => s.stop().catch(() => undefined)));
     for (const p of this.proxies.values()) await p.close();
-    await Promise.all(this.datacenters.map((d) => rm(d.dataDir, { recursive: true, force: true })));
+    for (const p of this.coordinatorProxies.values()) await p.close();
+    await this.etcd?.stop();
+    await Promise.all(all.map((d) => rm(d.dataDir, { recursive: true, force: true })));
   }
 }
 
@@ -264,9 +327,20 @@ const toFlags = (config: Record<string, string | number> = {}): string[] =>
 export async function startCluster(options: ClusterOptions): Promise<Cluster> {
   const cluster = new ClusterImpl(options);
   try {
+    if (Object.values(options.servers ?? {}).some((n) => n > 1)) {
+      cluster.etcd = new EtcdProcess();
+      await cluster.etcd.start();
+    }
     for (const [i, name] of options.datacenters.entries()) {
-      const dir = await mkdtemp(join(tmpdir(), `watchword-${name}-`));
-      const d = new Daemon(name, i === 0, dir, cluster, [...toFlags(options.config), ...toFlags(options.configFor?.[name])]);
+      const count = Math.max(1, options.servers?.[name] ?? 1);
+      const flags = [...toFlags(options.config), ...toFlags(options.configFor?.[name])];
+      const group: Daemon[] = [];
+      for (let k = 0; k < count; k++) {
+        const dir = await mkdtemp(join(tmpdir(), `watchword-${name}-`));
+        group.push(new Daemon(name, i === 0, dir, cluster, flags, count > 1 ? `${name}-server-${k + 1}` : `${name}-node`));
+      }
+      for (const d of group) d.servers = group;
+      const d = group[0] as Daemon;
       cluster.datacenters.push(d);
       if (i > 0 && options.links) {
         const primary = new URL(cluster.primary.url);
@@ -274,7 +348,16 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
         await proxy.listen();
         cluster.proxies.set(name, proxy);
       }
-      await d.start();
+      if (count > 1 && cluster.etcd) {
+        for (const s of group) {
+          const proxy = new LinkProxy({ host: cluster.etcd.host, port: cluster.etcd.port });
+          await proxy.listen();
+          cluster.coordinatorProxies.set(s.serverName, proxy);
+        }
+      }
+      // Servers of one datacenter start together: none is usable alone before a leader is elected.
+      await Promise.all(group.map((s) => s.start()));
+      if (count > 1) await d.leader(30_000);
     }
     return cluster;
   } catch (err) {

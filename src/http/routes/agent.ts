@@ -1,7 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import { sendJSON } from '../respond.js';
 import { type RouteInfo, resource } from '../routes.js';
-import { queryParam } from '../request.js';
+import { queryParam, requestSecret } from '../request.js';
+import { WatchwordError } from '../../domain/errors.js';
 import { z } from 'zod';
 import { agentSelfResponse } from '../../api/schemas.js';
 import type { AppDeps } from '../app.js';
@@ -9,8 +10,28 @@ import type { AppDeps } from '../app.js';
 export function agentRoutes(app: FastifyInstance, deps: AppDeps, registry: RouteInfo[]): void {
   resource(app, '/v1/status/leader', {
     GET: {
-      doc: { summary: "Address of this datacenter's daemon", permission: 'none', response: z.string() },
-      handler: async (request, reply) => sendJSON(request, reply, deps.agent.address()),
+      doc: { summary: "Address of this datacenter's leader (\"\" while none is known)", permission: 'none', response: z.string() },
+      handler: async (request, reply) => sendJSON(request, reply, deps.agent.leaderAddress()),
+    },
+  }, registry);
+
+  resource(app, '/v1/status/peers', {
+    GET: {
+      doc: { summary: "Addresses of this datacenter's servers", permission: 'none', response: z.array(z.string()) },
+      handler: async (request, reply) => sendJSON(request, reply, deps.agent.peers()),
+    },
+  }, registry);
+
+  resource(app, '/v1/operator/servers', {
+    GET: {
+      doc: { summary: "This datacenter's servers: role, term, applied index, lag, synchronous set", permission: 'operator:read', response: z.record(z.string(), z.unknown()) },
+      handler: async (request, reply) => {
+        const identity = await deps.resolver.resolve(requestSecret(request), request.ip);
+        if (identity.authorizer.operatorAccess() === 'none') {
+          throw new WatchwordError('PERMISSION_DENIED', "Permission denied: token lacks permission 'operator:read'");
+        }
+        return sendJSON(request, reply, deps.agent.servers());
+      },
     },
   }, registry);
 

@@ -1,0 +1,178 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Cluster, type DatacenterHandle, etcdBinary, startCluster } from '../../src/testing/index.js';
+
+const etcd = etcdBinary();
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function call(server: DatacenterHandle, token: string, method: string, path: string, body?: unknown, timeoutMs = 8000) {
+  const res = await fetch(`${server.url}${path}`, {
+    method,
+    headers: { 'X-Service-Token': token, 'Content-Type': 'application/json' },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    signal: AbortSignal.timeout(timeoutMs),
+  });
+  const text = await res.text();
+  return { status: res.status, headers: res.headers, body: text ? (JSON.parse(text) as Record<string, unknown>) : undefined };
+}
+
+async function until(what: string, timeoutMs: number, probe: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      if (await probe()) return;
+    } catch {
+      // try again
+    }
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
+    await sleep(100);
+  }
+}
+
+describe.skipIf(!etcd)('several servers per datacenter (etcd-coordinated)', () => {
+  let cluster: Cluster;
+  let token: string;
+
+  beforeAll(async () => {
+    cluster = await startCluster({ datacenters: ['dc1', 'dc2'], servers: { dc1: 3 }, logLevel: 'warn' });
+    token = cluster.managementToken;
+    await cluster.waitForReplication();
+  }, 90_000);
+
+  afterAll(async () => {
+    await cluster?.stop();
+  }, 60_000);
+
+  it('names one leader, lists the servers, and keeps a follower in the synchronous set', async () => {
+    const dc1 = cluster.get('dc1');
+    const leader = await dc1.leader();
+    for (const s of dc1.servers) {
+      const l = await call(s, token, 'GET', '/v1/status/leader');
+      expect(l.body).toBe(new URL(leader.url).host);
+      const peers = (await fetch(`${s.url}/v1/status/peers`).then((r) => r.json())) as string[];
+      expect(peers.sort()).toEqual(dc1.servers.map((x) => new URL(x.url).host).sort());
+    }
+    await until('a synchronous follower', 10_000, async () => ((await call(leader, token, 'GET', '/v1/operator/servers')).body?.SyncSet as string[]).length === 1);
+    const view = (await call(leader, token, 'GET', '/v1/operator/servers')).body as { Servers: Array<{ Role: string; InSyncSet: boolean }>; RunningWithoutSyncCopy: boolean };
+    expect(view.Servers.map((s) => s.Role).sort()).toEqual(['follower', 'follower', 'leader']);
+    expect(view.RunningWithoutSyncCopy).toBe(false);
+    expect((await fetch(`${leader.url}/v1/operator/servers`)).status).toBe(403);
+  });
+
+  it('followers answer reads, self and blocking queries, and a write through a follower is readable there at once', async () => {
+    const dc1 = cluster.get('dc1');
+    const leader = await dc1.leader();
+    const follower = dc1.servers.find((s) => s !== leader) as DatacenterHandle;
+    const created = await call(follower, token, 'PUT', '/v1/acl/token', { Description: 'via follower' });
+    expect(created.status).toBe(200);
+    const id = created.body?.AccessorID as string;
+    const read = await call(follower, token, 'GET', `/v1/acl/token/${id}`);
+    expect(read.status).toBe(200);
+    expect(read.body?.Description).toBe('via follower');
+    const local = await call(follower, token, 'PUT', '/v1/acl/token', { Description: 'local via follower', Local: true });
+    expect(local.status).toBe(200);
+    expect((await call(follower, token, 'GET', `/v1/acl/token/${local.body?.AccessorID as string}`)).status).toBe(200);
+    const self = await call(follower, created.body?.SecretID as string, 'GET', '/v1/acl/token/self');
+    expect(self.status).toBe(200);
+    expect(self.body?.AccessorID).toBe(id);
+    // A blocking query at a follower wakes on a write made at the leader.
+    const index = Number((await call(follower, token, 'GET', '/v1/acl/tokens')).headers.get('x-service-index'));
+    const blocked = call(follower, token, 'GET', `/v1/acl/tokens?index=${index}&wait=10s`, undefined, 15_000);
+    await sleep(200);
+    const later = await call(leader, token, 'PUT', '/v1/acl/token', { Description: 'wakes the follower' });
+    expect(later.status).toBe(200);
+    const woke = await blocked;
+    expect(woke.status).toBe(200);
+    expect((woke.body as unknown as Array<{ AccessorID: string }>).some((t) => t.AccessorID === later.body?.AccessorID)).toBe(true);
+  });
+
+  it('with both followers dead the leader drops them from the synchronous set and keeps acknowledging; restarted, they catch up and rejoin', async () => {
+    const dc1 = cluster.get('dc1');
+    const leader = await dc1.leader();
+    const followers = dc1.servers.filter((s) => s !== leader);
+    for (const f of followers) await f.kill();
+    const started = Date.now();
+    const write = await call(leader, token, 'PUT', '/v1/acl/token', { Description: 'alone' });
+    expect(write.status).toBe(200);
+    expect(Date.now() - started).toBeLessThan(8000);
+    const view = (await call(leader, token, 'GET', '/v1/operator/servers')).body as { SyncSet: string[]; RunningWithoutSyncCopy: boolean };
+    expect(view.SyncSet).toEqual([]);
+    expect(view.RunningWithoutSyncCopy).toBe(true);
+    for (const f of followers) await f.start();
+    await until('a follower back in the synchronous set', 20_000, async () => ((await call(leader, token, 'GET', '/v1/operator/servers')).body?.SyncSet as string[]).length === 1);
+    for (const f of followers) await until(`${f.serverName} to hold the write`, 20_000, async () => (await call(f, token, 'GET', `/v1/acl/token/${write.body?.AccessorID as string}`)).status === 200);
+  }, 60_000);
+
+  it('loses no acknowledged write when the leader is killed under load, twice in a row; a new leader takes writes within 10 s', async () => {
+    const dc1 = cluster.get('dc1');
+    const acknowledged: Array<{ id: string; local: boolean }> = [];
+    let stop = false;
+    let lastAck = 0;
+    const writer = async (n: number) => {
+      for (let i = 0; !stop && i < 100_000; i++) {
+        const live = dc1.servers.filter((s) => s.pid !== undefined);
+        const target = live[(n + i) % live.length];
+        if (!target) {
+          await sleep(50);
+          continue;
+        }
+        const local = i % 3 === 0;
+        const id = randomUUID();
+        try {
+          const res = await call(target, token, 'PUT', '/v1/acl/token', { AccessorID: id, Description: `w${n}`, Local: local }, 6000);
+          if (res.status === 200) {
+            acknowledged.push({ id, local });
+            lastAck = Date.now();
+          } else await sleep(50);
+        } catch {
+          await sleep(50);
+        }
+      }
+    };
+    const writers = Array.from({ length: 16 }, (_, n) => writer(n));
+    const failovers: number[] = [];
+    try {
+      for (let round = 0; round < 2; round++) {
+        await sleep(1500);
+        const leader = await dc1.leader();
+        const killedAt = Date.now();
+        await leader.kill();
+        await until('a write acknowledged by a new leader', 15_000, async () => lastAck > killedAt + 200 && (await dc1.leader(1000)) !== leader);
+        failovers.push(lastAck - killedAt);
+        await leader.start();
+      }
+      await sleep(1000);
+    } finally {
+      stop = true;
+      await Promise.all(writers);
+    }
+    for (const ms of failovers) expect(ms).toBeLessThan(10_000);
+    expect(acknowledged.length).toBeGreaterThan(50);
+    // Every acknowledged write is on every dc1 server, and the global ones on dc2.
+    for (const s of dc1.servers) {
+      let missing: string[] = [];
+      await until(`${s.serverName} to hold every acknowledged write`, 30_000, async () => {
+        const list = (await call(s, token, 'GET', '/v1/acl/tokens', undefined, 10_000)).body as unknown as Array<{ AccessorID: string }>;
+        const have = new Set(list.map((t) => t.AccessorID));
+        missing = acknowledged.filter((w) => !have.has(w.id)).map((w) => w.id);
+        return missing.length === 0;
+      }).catch(async (err: unknown) => {
+        const views = await Promise.all(
+          dc1.servers.map(async (x) => ({
+            name: x.serverName,
+            self: ((await call(x, token, 'GET', '/v1/operator/servers')).body?.Servers as Array<Record<string, unknown>>).find((r) => r.Name === x.serverName),
+            has: await Promise.all(missing.slice(0, 3).map(async (id) => (await call(x, token, 'GET', `/v1/acl/token/${id}`)).status)),
+          })),
+        );
+        throw new Error(`${(err as Error).message}: ${missing.length} missing, e.g. ${missing.slice(0, 3).join(', ')}; servers: ${JSON.stringify(views)}\n${s.output().slice(-3000)}`);
+      });
+    }
+    await cluster.waitForReplication(30_000);
+    const dc2 = cluster.get('dc2');
+    const list2 = (await call(dc2, token, 'GET', '/v1/acl/tokens', undefined, 10_000)).body as unknown as Array<{ AccessorID: string }>;
+    const have2 = new Set(list2.map((t) => t.AccessorID));
+    expect(acknowledged.filter((w) => !w.local && !have2.has(w.id))).toEqual([]);
+    expect(acknowledged.filter((w) => w.local && have2.has(w.id))).toEqual([]);
+    console.log(`failover times (ms): ${failovers.join(', ')}; acknowledged writes: ${acknowledged.length}`);
+  }, 120_000);
+});
