@@ -32,7 +32,6 @@ import { type Coordinator, EtcdCoordinator, StaticCoordinator } from './cluster/
 import { ServerGroup } from './cluster/servers.js';
 import { SERVERS_PATH } from './cluster/server-protocol.js';
 import { REPLICATION_PATH } from './replication/protocol.js';
-import { expiryMillis } from './domain/expiry.js';
 
 export interface Daemon {
   readonly config: Config;
@@ -242,7 +241,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       peers: () => (servers ? servers.coordinator.servers().map((s) => s.address) : [advertised()]),
       servers: () =>
         servers
-          ? { Datacenter: config.datacenter, ...servers.status(), RunningWithoutSyncCopy: servers.isLeader() && servers.status().SyncSet.length === 0 }
+          ? { Datacenter: config.datacenter, ...servers.status() }
           : {
               Datacenter: config.datacenter,
               Leader: advertised(),
@@ -634,7 +633,6 @@ function authenticateServer(resolver: AclResolver, secret: string | undefined): 
   if (!secret) return { ok: false, status: 403, message: 'server token is missing (replication_token, or initial_management_token)' };
   try {
     const identity = resolver.resolveLocal(secret);
-    if (expiryMillis(identity.token) !== undefined && (expiryMillis(identity.token) as number) <= Date.now()) return { ok: false, status: 403, message: 'server token has expired' };
     if (!identity.authorizer.canWrite('default', 'default')) return { ok: false, status: 403, message: 'server token lacks acl:write' };
     return { ok: true };
   } catch (err) {

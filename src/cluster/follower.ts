@@ -3,7 +3,8 @@ import { WebSocket } from 'ws';
 import { Backoff } from '../replication/backoff.js';
 import type { LevelStore } from '../store/level-store.js';
 import type { ServerBatch } from '../store/store.js';
-import { type LeaderFrame, SERVERS_PATH, SERVER_MAX_PAYLOAD, SERVER_PROTOCOL_VERSION, decodeServerFrame, encodeServerFrame, leaderFrame } from './server-protocol.js';
+import { decodeFrame, encodeFrame } from '../replication/protocol.js';
+import { type FollowerFrame, type LeaderFrame, SERVERS_PATH, SERVER_MAX_PAYLOAD, SERVER_PROTOCOL_VERSION, leaderFrame } from './server-protocol.js';
 
 export interface FollowerOptions {
   name: string;
@@ -109,15 +110,15 @@ export class ServerFollower {
     ws.on('error', (err) => this.drop(`cannot reach the leader at ${this.options.leaderURL}: ${(err as NodeJS.ErrnoException).code ?? err.message}`));
   }
 
-  private send(frame: Parameters<typeof encodeServerFrame>[0]): void {
-    if (this.ws?.readyState === WebSocket.OPEN) this.ws.send(encodeServerFrame(frame));
+  private send(frame: FollowerFrame): void {
+    if (this.ws?.readyState === WebSocket.OPEN) this.ws.send(encodeFrame(frame));
   }
 
   private receive(data: unknown): void {
     this.lastHeardAt = Date.now();
     let frame: LeaderFrame;
     try {
-      frame = decodeServerFrame(leaderFrame, data);
+      frame = decodeFrame(leaderFrame, data);
     } catch (err) {
       return this.drop((err as Error).message);
     }

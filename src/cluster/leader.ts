@@ -3,10 +3,10 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { type WebSocket, WebSocketServer } from 'ws';
 import { WatchwordError } from '../domain/errors.js';
-import { FrameError } from '../replication/protocol.js';
+import { type FrameError, decodeFrame, encodeFrame, secretOf } from '../replication/protocol.js';
 import type { LevelStore } from '../store/level-store.js';
 import type { BatchReplicator, ServerBatch, ServerPosition } from '../store/store.js';
-import { type FollowerFrame, type LeaderFrame, SERVER_MAX_PAYLOAD, SERVER_PROTOCOL_VERSION, decodeServerFrame, encodeServerFrame, followerFrame } from './server-protocol.js';
+import { type FollowerFrame, type LeaderFrame, SERVER_PROTOCOL_VERSION, followerFrame } from './server-protocol.js';
 
 export interface LeaderOptions {
   name: string;
@@ -302,7 +302,7 @@ class FollowerSession {
 
   private send(frame: LeaderFrame): void {
     if (this.closed || this.ws.readyState !== this.ws.OPEN) return;
-    this.ws.send(encodeServerFrame(frame));
+    this.ws.send(encodeFrame(frame));
   }
 
   offer(batch: ServerBatch): void {
@@ -314,7 +314,7 @@ class FollowerSession {
     this.lastHeardAt = Date.now();
     let frame: FollowerFrame;
     try {
-      frame = decodeServerFrame(followerFrame, data);
+      frame = decodeFrame(followerFrame, data);
     } catch (err) {
       this.leader.options.logger.warn({ err: (err as FrameError).message }, 'server stream: malformed frame from a follower; closing');
       return this.close(4002, (err as Error).message);
@@ -406,10 +406,3 @@ class FollowerSession {
     this.leader.forget(this);
   }
 }
-
-function secretOf(req: IncomingMessage): string | undefined {
-  const v = req.headers['x-service-token'];
-  return (Array.isArray(v) ? v[0] : v) || undefined;
-}
-
-export { SERVER_MAX_PAYLOAD };

@@ -1,6 +1,4 @@
-import { Packr } from 'msgpackr';
 import { z } from 'zod';
-import { FrameError } from '../replication/protocol.js';
 
 /**
  * The stream between the servers of one datacenter (SPEC §13): msgpack frames over one
@@ -58,21 +56,3 @@ export const leaderFrame = z.discriminatedUnion('t', [
 
 export type FollowerFrame = z.infer<typeof followerFrame>;
 export type LeaderFrame = z.infer<typeof leaderFrame>;
-
-const packr = new Packr({ useRecords: false, moreTypes: false });
-
-export const encodeServerFrame = (frame: FollowerFrame | LeaderFrame): Buffer => packr.pack(frame);
-
-/** Decodes and validates a frame; anything malformed is a FrameError (close the connection, apply nothing). */
-export function decodeServerFrame<T>(schema: z.ZodType<T>, data: unknown): T {
-  let raw: unknown;
-  try {
-    const buf = Array.isArray(data) ? Buffer.concat(data as Buffer[]) : Buffer.isBuffer(data) ? data : Buffer.from(data as ArrayBuffer);
-    raw = packr.unpack(buf);
-  } catch (err) {
-    throw new FrameError(`undecodable frame: ${(err as Error).message}`);
-  }
-  const parsed = schema.safeParse(raw);
-  if (!parsed.success) throw new FrameError(`invalid frame: ${parsed.error.issues[0]?.message ?? 'unknown problem'} at ${parsed.error.issues[0]?.path.join('.') ?? ''}`);
-  return parsed.data;
-}

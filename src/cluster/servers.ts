@@ -170,7 +170,7 @@ export class ServerGroup {
   }
 
   /** Each server of the datacenter as this server sees it (complete on the leader). */
-  status(): { Leader: string | null; Term: number; SyncSet: string[]; Servers: ServerStatus[] } {
+  status(): { Leader: string | null; Term: number; SyncSet: string[]; RunningWithoutSyncCopy: boolean; Servers: ServerStatus[] } {
     const leader = this.coordinator.leader();
     const mine = this.store.serverPosition();
     const servers = new Map<string, ServerStatus>();
@@ -198,7 +198,12 @@ export class ServerGroup {
     for (const f of this.leading?.followers() ?? []) {
       servers.set(f.Name, followerRow(f, leader?.term ?? 0));
     }
-    return { Leader: leader ? leader.address : null, Term: leader?.term ?? 0, SyncSet: sync, Servers: [...servers.values()].sort((a, b) => a.Name.localeCompare(b.Name)) };
+    return {
+      Leader: leader ? leader.address : null,
+      Term: leader?.term ?? 0,
+      SyncSet: sync,
+      RunningWithoutSyncCopy: this.role === 'leader' && sync.length === 0,
+      Servers: [...servers.values()].sort((a, b) => a.Name.localeCompare(b.Name)) };
   }
 
   /** The follower stream's own status, on a follower. */

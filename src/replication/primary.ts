@@ -19,6 +19,7 @@ import {
   decodeFrame,
   encodeFrame,
   secondaryFrame,
+  secretOf,
 } from './protocol.js';
 
 export interface PrimaryOptions {
@@ -70,14 +71,6 @@ export function refuse(socket: Duplex, status: number, reason: string, headers: 
   );
 }
 
-function secretOf(req: IncomingMessage): string | undefined {
-  const h = (name: string) => {
-    const v = req.headers[name];
-    return (Array.isArray(v) ? v[0] : v) || undefined;
-  };
-  const bearer = /^Bearer\s+(.+)$/i.exec(h('authorization') ?? '')?.[1]?.trim();
-  return h('x-service-token') ?? h('x-consul-token') ?? bearer;
-}
 
 /**
  * Datacenters a replication token may replicate as: the datacenters of its node

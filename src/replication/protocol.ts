@@ -1,3 +1,4 @@
+import type { IncomingMessage } from 'node:http';
 import { Packr } from 'msgpackr';
 import { z } from 'zod';
 import { bootstrapStateSchema, policyRecordSchema, roleRecordSchema, tokenRecordSchema } from '../store/records.js';
@@ -94,7 +95,8 @@ export type DatacenterInfo = z.infer<typeof datacenterInfo>;
 
 const packr = new Packr({ useRecords: false, moreTypes: false });
 
-export const encodeFrame = (frame: SecondaryFrame | PrimaryFrame): Buffer => packr.pack(frame);
+/** Encodes a frame of either stream (replication between datacenters, or between a datacenter's servers). */
+export const encodeFrame = (frame: object): Buffer => packr.pack(frame);
 
 export class FrameError extends Error {
   constructor(message: string) {
@@ -115,4 +117,14 @@ export function decodeFrame<T>(schema: z.ZodType<T>, data: unknown): T {
   const parsed = schema.safeParse(raw);
   if (!parsed.success) throw new FrameError(`invalid frame: ${parsed.error.issues[0]?.message ?? 'unknown problem'} at ${parsed.error.issues[0]?.path.join('.') ?? ''}`);
   return parsed.data;
+}
+
+/** The secret a stream's upgrade request carries (X-Service-Token, X-Consul-Token or a bearer token). */
+export function secretOf(req: IncomingMessage): string | undefined {
+  const h = (name: string) => {
+    const v = req.headers[name];
+    return (Array.isArray(v) ? v[0] : v) || undefined;
+  };
+  const bearer = /^Bearer\s+(.+)$/i.exec(h('authorization') ?? '')?.[1]?.trim();
+  return h('x-service-token') ?? h('x-consul-token') ?? bearer;
 }
