@@ -1,5 +1,4 @@
-import { noop } from 'cockatiel';
-import { Etcd3, type Lease } from 'etcd3';
+import type { Etcd3, Lease } from 'etcd3';
 import type { Logger } from 'pino';
 import { WatchwordError } from '../domain/errors.js';
 
@@ -98,7 +97,8 @@ interface SyncRecord {
  * before that, so it stops before anyone else can win.
  */
 export class EtcdCoordinator implements Coordinator {
-  private readonly client: Etcd3;
+  /** Loaded in start(): the etcd client (gRPC) costs a quarter of a second to load, which no other command should pay. */
+  private client!: Etcd3;
   private lease: Lease | undefined;
   private leaseID: string | undefined;
   private validUntil = 0;
@@ -117,12 +117,6 @@ export class EtcdCoordinator implements Coordinator {
   private readonly margin: number;
 
   constructor(private readonly options: EtcdOptions) {
-    this.client = new Etcd3({
-      hosts: options.endpoints,
-      dialTimeout: 2000,
-      defaultCallOptions: () => ({ deadline: Date.now() + 2000 }),
-      faultHandling: { host: () => noop, global: noop },
-    });
     this.prefix = `/watchword/${options.datacenter}/`;
     this.margin = Math.min(1000, (options.leaseTTL * 1000) / 5);
   }
@@ -132,6 +126,14 @@ export class EtcdCoordinator implements Coordinator {
   }
 
   async start(): Promise<void> {
+    const [{ Etcd3 }, { noop }] = await Promise.all([import('etcd3'), import('cockatiel')]);
+    this.client = new Etcd3({
+      hosts: this.options.endpoints,
+      dialTimeout: 2000,
+      defaultCallOptions: () => ({ deadline: Date.now() + 2000 }),
+      // Calls fail fast and are retried by the election loop, not held behind a circuit breaker.
+      faultHandling: { host: () => noop, global: noop },
+    });
     await this.poll();
     this.timer = setInterval(() => void this.poll(), this.options.pollMs);
     this.timer.unref();
@@ -295,6 +297,6 @@ export class EtcdCoordinator implements Coordinator {
     this.validUntil = 0;
     // Revoking the lease removes the leader key at once: a successor need not wait for it to lapse.
     if (lease) await lease.revoke().catch(() => undefined);
-    this.client.close();
+    this.client?.close();
   }
 }

@@ -46,13 +46,18 @@ const PASSED_HEADERS = ['x-service-token', 'x-consul-token', 'authorization', 'x
 /** Response headers relayed back. */
 const RELAYED_HEADERS = ['x-service-index', 'x-consul-index', 'x-service-knownleader', 'x-consul-knownleader', 'x-service-lastcontact', 'x-consul-lastcontact', 'x-service-effective-consistency', 'x-consul-effective-consistency', 'allow'];
 
-export function relayedRequest(request: FastifyRequest, from: string): { headers: Record<string, string>; body: string | undefined } {
-  const headers: Record<string, string> = { 'Content-Type': 'application/json', [FORWARDED_HEADER]: from, [FORWARDED_FOR_HEADER]: plainAddress(request.ip) };
-  for (const name of PASSED_HEADERS) {
+/** The caller's headers named in `names` (first value of each), added to `into`. */
+function passHeaders(request: FastifyRequest, names: readonly string[], into: Record<string, string>): Record<string, string> {
+  for (const name of names) {
     const v = request.headers[name];
     const value = Array.isArray(v) ? v[0] : v;
-    if (value) headers[name] = value;
+    if (value) into[name] = value;
   }
+  return into;
+}
+
+export function relayedRequest(request: FastifyRequest, from: string): { headers: Record<string, string>; body: string | undefined } {
+  const headers = passHeaders(request, PASSED_HEADERS, { 'Content-Type': 'application/json', [FORWARDED_HEADER]: from, [FORWARDED_FOR_HEADER]: plainAddress(request.ip) });
   return { headers, body: typeof request.body === 'string' ? request.body : undefined };
 }
 
@@ -102,12 +107,8 @@ export async function forwardToLeader(request: FastifyRequest, reply: FastifyRep
   if (request.headers[SERVER_FORWARD_HEADER] !== undefined) {
     throw new WatchwordError('NO_LEADER', 'this server is not the leader of its datacenter (the leader changed while the request was forwarded); try again');
   }
-  const headers: Record<string, string> = { [SERVER_FORWARD_HEADER]: server, [FORWARDED_FOR_HEADER]: plainAddress(request.ip) };
-  for (const name of [...PASSED_HEADERS, 'content-type', FORWARDED_HEADER]) {
-    const v = request.headers[name];
-    const value = Array.isArray(v) ? v[0] : v;
-    if (value) headers[name] = value;
-  }
+  // The caller's content type (a snapshot restore is not JSON) and any mark another datacenter set, kept.
+  const headers = passHeaders(request, [...PASSED_HEADERS, 'content-type', FORWARDED_HEADER], { [SERVER_FORWARD_HEADER]: server, [FORWARDED_FOR_HEADER]: plainAddress(request.ip) });
   headers['content-type'] ??= 'application/json';
   const body = typeof request.body === 'string' ? request.body : Buffer.isBuffer(request.body) ? request.body : undefined;
   const res = await hooks.leader.request(request.method, request.url, headers, body, FORWARD_TIMEOUT_MS);
