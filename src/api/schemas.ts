@@ -214,6 +214,20 @@ export const errorResponse = z
 
 export const deletedResponse = z.boolean().describe('Whether something was deleted');
 
+/** What a restore did (PUT /v1/snapshot). `Restored`: all = global objects and Local tokens, global = global objects only, local-tokens = Local tokens only; `SkippedLocalTokens`: Local tokens left out because a global token here holds their ID or secret. */
+export const snapshotRestoreResponse = z
+  .object({
+    Restored: z.enum(['all', 'global', 'local-tokens']),
+    Index: z.number().int(),
+    Tokens: z.number().int(),
+    Policies: z.number().int(),
+    Roles: z.number().int(),
+    SkippedLocalTokens: z.number().int(),
+    Message: z.string(),
+  })
+  .meta({ id: 'SnapshotRestore' });
+
+export type SnapshotRestoreResponse = z.infer<typeof snapshotRestoreResponse>;
 export type TokenResponse = z.infer<typeof tokenResponse>;
 export type PolicyResponse = z.infer<typeof policyResponse>;
 export type RoleResponse = z.infer<typeof roleResponse>;

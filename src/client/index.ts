@@ -6,6 +6,7 @@ import {
   type PolicyResponse,
   type ReplicationStatusResponse,
   type RoleResponse,
+  type SnapshotRestoreResponse,
   type SyntheticPolicyResponse,
   type TemplatedPolicyResponse,
   type TokenResponse,
@@ -31,6 +32,7 @@ export type {
   PolicyResponse,
   ReplicationStatusResponse,
   RoleResponse,
+  SnapshotRestoreResponse,
   SyntheticPolicyResponse,
   TemplatedPolicyResponse,
   TokenResponse,
@@ -64,16 +66,6 @@ export interface QueryOptions extends RequestOptions {
   consistency?: 'default' | 'stale' | 'consistent';
 }
 
-/** What a restore did (PUT /v1/snapshot). */
-export interface SnapshotRestoreResponse {
-  Restored: 'all' | 'global' | 'local-tokens';
-  Index: number;
-  Tokens: number;
-  Policies: number;
-  Roles: number;
-  SkippedLocalTokens: number;
-  Message: string;
-}
 
 /** A read's value with the index to block on next. */
 export interface ReadResult<T> {

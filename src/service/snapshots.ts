@@ -1,4 +1,5 @@
 import type { Readable } from 'node:stream';
+import type { SnapshotRestoreResponse } from '../api/schemas.js';
 import type { Clock } from '../domain/clock.js';
 import { WatchwordError, invalid } from '../domain/errors.js';
 import { generateID } from '../domain/ids.js';
@@ -8,19 +9,6 @@ import type { Store } from '../store/store.js';
 import type { AclResolver, Identity } from './acl-resolver.js';
 import type { RequestContext } from './context.js';
 
-/** What a restore did, as the API answers it. */
-export interface RestoreResult {
-  /** `all`: global objects and Local tokens; `global`: global objects only; `local-tokens`: Local tokens only. */
-  Restored: 'all' | 'global' | 'local-tokens';
-  /** This datacenter's index after the restore. */
-  Index: number;
-  Tokens: number;
-  Policies: number;
-  Roles: number;
-  /** Local tokens of the snapshot left out because a global token here holds their ID or secret. */
-  SkippedLocalTokens: number;
-  Message: string;
-}
 
 export interface SnapshotServiceOptions {
   datacenter: string;
@@ -72,7 +60,7 @@ export class SnapshotService {
     };
   }
 
-  async restore(ctx: RequestContext, file: Buffer): Promise<RestoreResult> {
+  async restore(ctx: RequestContext, file: Buffer): Promise<SnapshotRestoreResponse> {
     requireSnapshotRights(await this.resolver.resolve(ctx.secret, ctx.client));
     let content: SnapshotContent;
     try {
@@ -125,7 +113,7 @@ export class SnapshotService {
       if (restoreGlobal) tx.resetLog(generateID());
       return tx.index;
     });
-    const restored: RestoreResult['Restored'] = restoreGlobal && restoreLocal ? 'all' : restoreGlobal ? 'global' : 'local-tokens';
+    const restored: SnapshotRestoreResponse['Restored'] = restoreGlobal && restoreLocal ? 'all' : restoreGlobal ? 'global' : 'local-tokens';
     const message =
       restored === 'all'
         ? 'global objects and Local tokens restored; secondaries resynchronise with the restored state'

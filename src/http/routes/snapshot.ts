@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
+import { snapshotRestoreResponse } from '../../api/schemas.js';
 import { requestContext } from '../request.js';
 import { sendJSON } from '../respond.js';
 import { type RouteInfo, resource } from '../routes.js';
@@ -8,17 +9,6 @@ import type { AppDeps } from '../app.js';
 /** The largest snapshot a restore accepts. */
 export const SNAPSHOT_BODY_LIMIT = 2 * 1024 * 1024 * 1024 - 1;
 
-const restoreResponse = z
-  .object({
-    Restored: z.enum(['all', 'global', 'local-tokens']),
-    Index: z.number().int(),
-    Tokens: z.number().int(),
-    Policies: z.number().int(),
-    Roles: z.number().int(),
-    SkippedLocalTokens: z.number().int(),
-    Message: z.string(),
-  })
-  .meta({ id: 'SnapshotRestore' });
 
 export function snapshotRoutes(app: FastifyInstance, deps: AppDeps, registry: RouteInfo[]): void {
   const { snapshots } = deps;
@@ -46,7 +36,7 @@ export function snapshotRoutes(app: FastifyInstance, deps: AppDeps, registry: Ro
           summary: 'Restore a snapshot: on the primary every global object (and its own Local tokens), on a secondary its Local tokens',
           permission: 'acl:write + operator:write',
           body: z.string().describe('The snapshot file, as saved'),
-          response: restoreResponse,
+          response: snapshotRestoreResponse,
         },
         handler: async (request, reply) => {
           const body = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
