@@ -1,5 +1,5 @@
-import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runFailover } from '../../scripts/failover-run.js';
 import { type Cluster, type DatacenterHandle, etcdBinary, startCluster } from '../../src/testing/index.js';
 
 const etcd = etcdBinary();
@@ -104,75 +104,14 @@ describe.skipIf(!etcd)('several servers per datacenter (etcd-coordinated)', () =
   }, 60_000);
 
   it('loses no acknowledged write when the leader is killed under load, twice in a row; a new leader takes writes within 10 s', async () => {
-    const dc1 = cluster.get('dc1');
-    const acknowledged: Array<{ id: string; local: boolean }> = [];
-    let stop = false;
-    let lastAck = 0;
-    const writer = async (n: number) => {
-      for (let i = 0; !stop && i < 100_000; i++) {
-        const live = dc1.servers.filter((s) => s.pid !== undefined);
-        const target = live[(n + i) % live.length];
-        if (!target) {
-          await sleep(50);
-          continue;
-        }
-        const local = i % 3 === 0;
-        const id = randomUUID();
-        try {
-          const res = await call(target, token, 'PUT', '/v1/acl/token', { AccessorID: id, Description: `w${n}`, Local: local }, 6000);
-          if (res.status === 200) {
-            acknowledged.push({ id, local });
-            lastAck = Date.now();
-          } else await sleep(50);
-        } catch {
-          await sleep(50);
-        }
-      }
-    };
-    const writers = Array.from({ length: 16 }, (_, n) => writer(n));
-    const failovers: number[] = [];
-    try {
-      for (let round = 0; round < 2; round++) {
-        await sleep(1500);
-        const leader = await dc1.leader();
-        const killedAt = Date.now();
-        await leader.kill();
-        await until('a write acknowledged by a new leader', 15_000, async () => lastAck > killedAt + 200 && (await dc1.leader(1000)) !== leader);
-        failovers.push(lastAck - killedAt);
-        await leader.start();
-      }
-      await sleep(1000);
-    } finally {
-      stop = true;
-      await Promise.all(writers);
-    }
-    for (const ms of failovers) expect(ms).toBeLessThan(10_000);
-    expect(acknowledged.length).toBeGreaterThan(50);
-    // Every acknowledged write is on every dc1 server, and the global ones on dc2.
-    for (const s of dc1.servers) {
-      let missing: string[] = [];
-      await until(`${s.serverName} to hold every acknowledged write`, 30_000, async () => {
-        const list = (await call(s, token, 'GET', '/v1/acl/tokens', undefined, 10_000)).body as unknown as Array<{ AccessorID: string }>;
-        const have = new Set(list.map((t) => t.AccessorID));
-        missing = acknowledged.filter((w) => !have.has(w.id)).map((w) => w.id);
-        return missing.length === 0;
-      }).catch(async (err: unknown) => {
-        const views = await Promise.all(
-          dc1.servers.map(async (x) => ({
-            name: x.serverName,
-            self: ((await call(x, token, 'GET', '/v1/operator/servers')).body?.Servers as Array<Record<string, unknown>>).find((r) => r.Name === x.serverName),
-            has: await Promise.all(missing.slice(0, 3).map(async (id) => (await call(x, token, 'GET', `/v1/acl/token/${id}`)).status)),
-          })),
-        );
-        throw new Error(`${(err as Error).message}: ${missing.length} missing, e.g. ${missing.slice(0, 3).join(', ')}; servers: ${JSON.stringify(views)}\n${s.output().slice(-3000)}`);
-      });
-    }
-    await cluster.waitForReplication(30_000);
-    const dc2 = cluster.get('dc2');
-    const list2 = (await call(dc2, token, 'GET', '/v1/acl/tokens', undefined, 10_000)).body as unknown as Array<{ AccessorID: string }>;
-    const have2 = new Set(list2.map((t) => t.AccessorID));
-    expect(acknowledged.filter((w) => !w.local && !have2.has(w.id))).toEqual([]);
-    expect(acknowledged.filter((w) => w.local && have2.has(w.id))).toEqual([]);
-    console.log(`failover times (ms): ${failovers.join(', ')}; acknowledged writes: ${acknowledged.length}`);
-  }, 120_000);
+    const report = await runFailover({ cluster, kills: 2, writers: 16 });
+    expect(report.failovers).toHaveLength(2);
+    for (const f of report.failovers) expect(f.ms).toBeLessThan(10_000);
+    expect(report.acknowledged.global).toBeGreaterThan(50);
+    expect(report.acknowledged.local).toBeGreaterThan(20);
+    expect(report.lost).toEqual([]);
+    expect(report.notReplicated).toEqual([]);
+    expect(report.leaked).toEqual([]);
+    console.log(`failover times (ms): ${report.failovers.map((f) => f.ms).join(', ')}; acknowledged writes: ${report.acknowledged.global + report.acknowledged.local}`);
+  }, 150_000);
 });
