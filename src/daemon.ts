@@ -237,7 +237,8 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       lastContactMs: () => (primary ? 0 : (secondaryRepl?.lastContactMs() ?? 0)),
       datacenters: () => directory.list().map((d) => d.name),
       self: () => agentSelf(config, address, store, metrics, servers),
-      leaderAddress: () => (servers ? (servers.leader()?.address ?? '') : advertised()),
+      // A server that cannot reach the coordinator knows no leader, not its own stale record.
+      leaderAddress: () => (!servers || servers.isLeader() ? advertised() : (servers.otherLeader()?.address ?? '')),
       peers: () => (servers ? servers.coordinator.servers().map((s) => s.address) : [advertised()]),
       servers: () =>
         servers
@@ -265,7 +266,10 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
               const leader = leaderClient();
               if (leader) return { leader, waitForIndex: (index: number, ms: number) => waitForIndex(store, index, ms) };
               // No leader known yet: writes are refused, not made here.
-              if (servers && !servers.isLeader()) throw new WatchwordError('NO_LEADER', `no leader is known in datacenter ${config.datacenter} yet; try again shortly`);
+              if (servers && !servers.isLeader()) {
+                const problem = servers.coordinator.problem();
+                throw new WatchwordError('NO_LEADER', `no leader is known in datacenter ${config.datacenter}${problem ? ` (this server ${problem})` : ' yet'}; try again shortly`);
+              }
               return undefined;
             },
           }
@@ -393,11 +397,11 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         return refuse(socket, 400, `datacenter ${config.datacenter} is a secondary; replication connects to the primary (${config.primary_datacenter}) at ${config.primary_address}`);
       }
       if (primaryRepl) return void primaryRepl.upgrade(req, socket, head);
-      const leader = servers?.leader();
+      const leader = servers?.otherLeader();
       refuse(socket, 421, leader ? `this server is a follower; the leader of ${config.datacenter} is ${leader.name} at ${leader.address}` : `no leader is known in ${config.datacenter} yet`, leaderHeader());
     });
     const leaderHeader = (): Record<string, string> => {
-      const leader = servers?.leader();
+      const leader = servers?.otherLeader();
       return leader && !servers?.isLeader() ? { 'X-Service-Leader': leader.address } : {};
     };
 

@@ -32,6 +32,8 @@ export interface Coordinator {
   servers(): ServerInfo[];
   /** Told whenever the leader (or this server's part) changes. */
   onChange(listener: () => void): void;
+  /** Why the coordinator cannot be used now, if it cannot. */
+  problem(): string | undefined;
   /** Steps down (if leading) and stops. */
   stop(): Promise<void>;
 }
@@ -65,6 +67,9 @@ export class StaticCoordinator implements Coordinator {
     return this.peers.length > 0 ? this.peers : [this.self];
   }
   onChange(): void {}
+  problem(): string | undefined {
+    return undefined;
+  }
   async stop(): Promise<void> {}
 }
 
@@ -167,9 +172,8 @@ export class EtcdCoordinator implements Coordinator {
     return [...this.known];
   }
 
-  /** Why the coordinator cannot be used, if it cannot. */
-  error(): string {
-    return this.lastError;
+  problem(): string | undefined {
+    return this.lastError || undefined;
   }
 
   onChange(listener: () => void): void {

@@ -75,11 +75,16 @@ export class ServerGroup {
     return this.coordinator.leader();
   }
 
+  /** The leader, when another server leads (not this one, nor this one's stale record of itself). */
+  otherLeader(): LeaderInfo | undefined {
+    const l = this.coordinator.leader();
+    return l && l.name !== this.options.name ? l : undefined;
+  }
+
   /** The leader's HTTP base URL, when another server leads. */
   leaderURL(): string | undefined {
-    const l = this.coordinator.leader();
-    if (!l || l.name === this.options.name) return undefined;
-    return `http://${l.address}`;
+    const l = this.otherLeader();
+    return l ? `http://${l.address}` : undefined;
   }
 
   /** Brings this server's part in line with the coordinator; one change at a time. */
@@ -165,7 +170,7 @@ export class ServerGroup {
   /** The leader's stream route; a follower names its leader instead. */
   handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, refuse: (status: number, message: string) => void): void {
     if (this.leading && this.role === 'leader') return this.leading.handleUpgrade(req, socket, head, refuse);
-    const l = this.coordinator.leader();
+    const l = this.otherLeader();
     refuse(421, l ? `this server is a follower; the leader is ${l.name} at ${l.address}` : 'this server is a follower and no leader is known');
   }
 

@@ -117,6 +117,7 @@ export class ReplicationSecondary {
     if (this.stopped) return;
     // Several addresses (every server of the primary datacenter): the next one after each failure.
     const configured = this.options.primaryAddress.split(',').map((u) => u.trim());
+    const redirected = this.redirect !== undefined;
     const target = this.redirect ?? (configured[this.attempt++ % configured.length] as string);
     // A named leader is tried once; after that the configured address again.
     this.redirect = undefined;
@@ -142,10 +143,10 @@ export class ReplicationSecondary {
       res.on('data', (c: string) => (body += c.slice(0, 1000)));
       res.on('end', () => {
         const leader = res.headers['x-service-leader'];
-        if (res.statusCode === 421 && typeof leader === 'string' && /^[\w.\-:[\]]+$/.test(leader)) {
-          // A follower of the primary datacenter: go to its leader, at once.
+        if (res.statusCode === 421 && typeof leader === 'string' && /^[\w.\-:[\]]+$/.test(leader) && !redirected) {
+          // A follower of the primary datacenter: go to the leader it names, at once. Once per
+          // attempt: a stale name (a leader that has just lost its lease) does not start a loop.
           this.redirect = `http://${leader}`;
-          this.backoff.reset();
         }
         this.fail(`the primary refused replication (HTTP ${res.statusCode}): ${body.trim() || res.statusMessage}`);
         this.logger.warn({ status: res.statusCode, reason: body.trim() }, 'replication: refused by the primary');

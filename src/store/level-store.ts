@@ -623,6 +623,16 @@ export class LevelStore implements Store {
       const next = this.queue;
       this.queue = [];
       if (next.length > 0) writing = this.write(next);
+      // Fencing at the moment of acknowledging too: a leader whose lease lapsed while the
+      // group was being copied keeps it (durable here and on the synchronous set) but
+      // acknowledges nothing more; callers learn the outcome is unknown.
+      if (remoteError === undefined && this.replicator) {
+        try {
+          this.replicator.checkLeadership();
+        } catch (err) {
+          remoteError = err;
+        }
+      }
       this.complete(group, remoteError);
       if (next.length === 0) break;
       group = next;

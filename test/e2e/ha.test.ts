@@ -1,4 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { runFailover } from '../../scripts/failover-run.js';
 import { type Cluster, type DatacenterHandle, etcdBinary, startCluster } from '../../src/testing/index.js';
 
@@ -102,6 +103,78 @@ describe.skipIf(!etcd)('several servers per datacenter (etcd-coordinated)', () =
     await until('a follower back in the synchronous set', 20_000, async () => ((await call(leader, token, 'GET', '/v1/operator/servers')).body?.SyncSet as string[]).length === 1);
     for (const f of followers) await until(`${f.serverName} to hold the write`, 20_000, async () => (await call(f, token, 'GET', `/v1/acl/token/${write.body?.AccessorID as string}`)).status === 200);
   }, 60_000);
+
+  it('a leader cut off from etcd stops acknowledging before its lease ends, and no write is acknowledged by two leaders', async () => {
+    const dc1 = cluster.get('dc1');
+    const old = await dc1.leader();
+    const others = dc1.servers.filter((s) => s !== old);
+    await until('a synchronous follower', 10_000, async () => ((await call(old, token, 'GET', '/v1/operator/servers')).body?.SyncSet as string[]).length === 1);
+    const leaseMs = 5000;
+    // Every round sends one new AccessorID through the old leader and through a follower at once.
+    const rounds: Array<{ id: string; at: number; atOld: number; viaFollower: number; doneAt: number }> = [];
+    let cutAt = 0;
+    let newLeader: DatacenterHandle | undefined;
+    let racing = true;
+    const racer = async (n: number) => {
+      for (let i = 0; racing && i < 10_000; i++) {
+        const id = randomUUID();
+        const at = Date.now();
+        const status = (s: DatacenterHandle) => call(s, token, 'PUT', '/v1/acl/token', { AccessorID: id, Description: `race ${n}` }, 4000).then((r) => r.status, () => 0);
+        const [atOld, viaFollower] = await Promise.all([status(old), status(others[(n + i) % others.length] as DatacenterHandle)]);
+        rounds.push({ id, at, atOld, viaFollower, doneAt: Date.now() });
+        if (atOld !== 200 && viaFollower !== 200) await sleep(50);
+      }
+    };
+    const racers = Array.from({ length: 4 }, (_, n) => racer(n));
+    try {
+      await sleep(1000);
+      cutAt = Date.now();
+      cluster.coordinatorLink(old.serverName).cut();
+      onTestFinished(() => cluster.coordinatorLink(old.serverName).restore());
+      await until('another server to lead', 20_000, async () => {
+        const named = await Promise.all(others.map(async (s) => (await call(s, token, 'GET', '/v1/status/leader', undefined, 1000)).body as unknown as string));
+        newLeader = others.find((s) => named.every((a) => a === new URL(s.url).host));
+        return newLeader !== undefined;
+      });
+      await sleep(1500);
+    } finally {
+      racing = false;
+      await Promise.all(racers);
+    }
+    // No ID was acknowledged twice: never two leaders taking writes at once.
+    expect(rounds.filter((r) => r.atOld === 200 && r.viaFollower === 200)).toEqual([]);
+    // The old leader acknowledged writes before the cut, and none once its lease (renewed before the cut) could have ended.
+    const ackedByOld = rounds.filter((r) => r.atOld === 200);
+    expect(ackedByOld.some((r) => r.doneAt < cutAt)).toBe(true);
+    const lastOld = Math.max(...ackedByOld.map((r) => r.doneAt));
+    expect(lastOld).toBeLessThan(cutAt + leaseMs);
+    // The new leader took writes (through the followers) after the cut.
+    expect(rounds.some((r) => r.at > lastOld && r.viaFollower === 200)).toBe(true);
+    // Cut off, the old leader refuses writes with NO_LEADER but still answers reads.
+    const refused = await call(old, token, 'PUT', '/v1/acl/token', { Description: 'refused' });
+    expect(refused.status).toBe(503);
+    expect(refused.body?.code).toBe('NO_LEADER');
+    expect(refused.body?.message).toMatch(/no leader is known in datacenter dc1 \(this server cannot reach etcd/);
+    const someAcked = rounds.find((r) => r.atOld === 200 || r.viaFollower === 200) as { id: string };
+    expect((await call(old, token, 'GET', `/v1/acl/token/${someAcked.id}`)).status).toBe(200);
+    cluster.coordinatorLink(old.serverName).restore();
+    await until(`${old.serverName} to follow the new leader`, 20_000, async () => (await call(old, token, 'GET', '/v1/status/leader')).body as unknown as string === new URL((newLeader as DatacenterHandle).url).host);
+    await until('a synchronous follower again', 20_000, async () => ((await call(newLeader as DatacenterHandle, token, 'GET', '/v1/operator/servers')).body?.SyncSet as string[]).length === 1);
+    const acked = rounds.filter((r) => r.atOld === 200 || r.viaFollower === 200).map((r) => r.id);
+    for (const s of dc1.servers) {
+      await until(`${s.serverName} to hold every acknowledged write`, 20_000, async () => {
+        const list = (await call(s, token, 'GET', '/v1/acl/tokens', undefined, 10_000)).body as unknown as Array<{ AccessorID: string }>;
+        const have = new Set(list.map((t) => t.AccessorID));
+        return acked.every((id) => have.has(id));
+      });
+    }
+    await cluster.waitForReplication(30_000).catch(async (err: unknown) => {
+      const dc2 = cluster.get('dc2');
+      const idx = await Promise.all(dc1.servers.map(async (s) => `${s.serverName} ${(await call(s, token, 'GET', '/v1/acl/tokens')).headers.get('x-service-index')}`));
+      throw new Error(`${(err as Error).message}; dc1: ${idx.join(', ')}; dc2: ${JSON.stringify(await dc2.replication())}\n${dc2.output().slice(-3000)}`);
+    });
+    console.log(`etcd cut: old leader's last acknowledgement ${lastOld - cutAt} ms after the cut (lease ${leaseMs} ms); ${acked.length} IDs acknowledged once, none twice, of ${rounds.length} raced`);
+  }, 90_000);
 
   it('loses no acknowledged write when the leader is killed under load, twice in a row; a new leader takes writes within 10 s', async () => {
     const report = await runFailover({ cluster, kills: 2, writers: 16 });
