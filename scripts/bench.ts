@@ -16,6 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
+import { type ServersBench, serversBench } from './bench-servers.js';
 import { startDaemonProcess, stopDaemonProcess } from './daemon-process.js';
 import { policyHash, tokenHash } from '../src/domain/hash.js';
 import { generateID } from '../src/domain/ids.js';
@@ -301,11 +302,14 @@ async function main(): Promise<void> {
       { measure: 'writes / applied on the secondary / achieved rate', value: `${replication.writes} / ${replication.applied} / ${replication.achievedRate!.toFixed(0)} per s`, target: '', ok: replication.applied === replication.writes },
     ];
     console.table(replicationChecks);
+    // The seeded daemon is done with: the three servers get the machine to themselves.
+    for (const p of procs) await stop(p);
+    const servers = await runServersBench();
     if (rows.some((r) => !r.ok) || replicationChecks.some((c) => !c.ok)) process.exitCode = 1;
     const outDir = join(ROOT, 'bench-results');
     await mkdir(outDir, { recursive: true });
     const file = join(outDir, `bench-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
-    const report = { date: new Date().toISOString(), node: process.version, durationSeconds: DURATION, rounds: ROUNDS, connections: CONNECTIONS, tokens: TOKENS, rows, replication };
+    const report = { date: new Date().toISOString(), node: process.version, durationSeconds: DURATION, rounds: ROUNDS, connections: CONNECTIONS, tokens: TOKENS, rows, replication, servers };
     await writeFile(file, `${JSON.stringify(report, null, 2)}\n`);
     process.stdout.write(`wrote ${file}\n`);
   } finally {
@@ -314,4 +318,23 @@ async function main(): Promise<void> {
   }
 }
 
-await main();
+/** Token reads over one server of three, then all three (SPEC §13), with each server's CPU per read. */
+async function runServersBench(): Promise<ServersBench> {
+  const result = await serversBench({ connections: CONNECTIONS, duration: DURATION });
+  if (result.skipped) {
+    process.stdout.write(`read scale-out over 3 servers: skipped, ${result.skipped}\n`);
+    return result;
+  }
+  const { single, follower, spread } = result as Required<Omit<ServersBench, 'skipped'>>;
+  console.table(
+    [single, follower, spread].flatMap((row) => [
+      { scenario: row.scenario, 'req/s': row.reqPerSec, 'p99 ms': row.p99ms, ratio: `${(row.reqPerSec / single.reqPerSec).toFixed(2)}x`, errors: row.errors },
+      ...row.perServer.map((p) => ({ scenario: `  ${p.server}`, 'req/s': p.readsPerSec, 'CPU µs per read': p.cpuMicrosPerRead })),
+    ]),
+  );
+  if (single.errors + follower.errors + spread.errors > 0) process.exitCode = 1;
+  return result;
+}
+
+if (process.env.BENCH_ONLY === 'servers') await runServersBench();
+else await main();
