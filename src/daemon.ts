@@ -253,6 +253,8 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
             },
     };
 
+    metrics.watchServers(() => agent.servers(), config.node_name);
+
     const peers = new Map<string, PeerClient>();
     const cluster: ClusterHooks = {
       datacenter: config.datacenter,

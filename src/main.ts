@@ -2,6 +2,7 @@
 import { rm } from 'node:fs/promises';
 import { Command, CommanderError, Option } from 'commander';
 import { aclCommand } from './cli/acl.js';
+import { operatorCommand } from './cli/operator.js';
 import { snapshotCommand } from './cli/snapshot.js';
 import { normalizeArgv } from './cli/argv.js';
 import { ConfigError, envName, flagName, loadConfig } from './config/load.js';
@@ -117,6 +118,7 @@ export function buildProgram(): Command {
   agentCommand(program);
   aclCommand(program);
   snapshotCommand(program);
+  operatorCommand(program);
   return program;
 }
 

@@ -321,3 +321,31 @@ export const replicationStatusResponse = z
   .meta({ id: 'ReplicationStatus' });
 
 export type ReplicationStatusResponse = z.infer<typeof replicationStatusResponse>;
+
+export const serverStatusResponse = z
+  .object({
+    Name: z.string(),
+    Address: z.string().describe('HTTP address, host:port'),
+    Role: z.enum(['leader', 'follower']),
+    Term: z.number().int().describe('Leadership term this server knows'),
+    AppliedSeq: z.number().int().describe('Last server batch durable on that server'),
+    AppliedIndex: z.number().int().nullable().describe('Index of the state it holds (X-Service-Index), when known'),
+    LagBatches: z.number().int(),
+    InSyncSet: z.boolean(),
+    Connected: z.boolean(),
+  })
+  .meta({ id: 'ServerStatus' });
+
+export const operatorServersResponse = z
+  .object({
+    Datacenter: z.string(),
+    Leader: z.string().nullable().describe('Address of the leader, null while none is known'),
+    Term: z.number().int(),
+    SyncSet: z.array(z.string()).describe('Names of the published synchronous followers'),
+    RunningWithoutSyncCopy: z.boolean().describe('The leader acknowledges writes that no other server holds'),
+    Servers: z.array(serverStatusResponse),
+  })
+  .meta({ id: 'OperatorServers' });
+
+export type ServerStatus = z.infer<typeof serverStatusResponse>;
+export type OperatorServersResponse = z.infer<typeof operatorServersResponse>;

@@ -3,6 +3,7 @@ import {
   type AgentSelfResponse,
   type BootstrapResponse,
   type ExpandedTokenResponse,
+  type OperatorServersResponse,
   type PolicyResponse,
   type ReplicationStatusResponse,
   type RoleResponse,
@@ -29,6 +30,7 @@ export type {
   AgentSelfResponse,
   BootstrapResponse,
   ExpandedTokenResponse,
+  OperatorServersResponse,
   PolicyResponse,
   ReplicationStatusResponse,
   RoleResponse,
@@ -240,9 +242,16 @@ export class WatchwordClient {
     return this.value(this.call('GET', '/v1/acl/replication', o));
   }
 
+  readonly operator = {
+    /** This datacenter's servers: role, term, applied position, lag, synchronous set (operator:read). */
+    servers: (o: RequestOptions = {}) => this.value(this.call<OperatorServersResponse>('GET', '/v1/operator/servers', o)),
+  };
+
   readonly agent = {
     self: () => this.value(this.call<AgentSelfResponse>('GET', '/v1/agent/self')),
     leader: () => this.value(this.call<string>('GET', '/v1/status/leader')),
+    /** Addresses of this datacenter's servers. */
+    peers: () => this.value(this.call<string[]>('GET', '/v1/status/peers')),
     datacenters: () => this.value(this.call<string[]>('GET', '/v1/catalog/datacenters')),
     metrics: async (): Promise<string> => {
       const res = await fetch(`${this.address}/v1/agent/metrics?format=prometheus`, { signal: AbortSignal.timeout(this.options.timeoutMs ?? 30_000) });

@@ -1,6 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
+import type { OperatorServersResponse, ServerStatus } from '../api/schemas.js';
 import type { LevelStore } from '../store/level-store.js';
 import type { Coordinator, LeaderInfo } from './coordinator.js';
 import { ServerFollower } from './follower.js';
@@ -25,21 +26,6 @@ export interface ServerGroupOptions {
   onLead(term: number): Promise<void>;
   /** This server no longer leads: stop it again. */
   onFollow(): Promise<void>;
-}
-
-/** One server of a datacenter, as the operator view shows it. */
-export interface ServerStatus {
-  Name: string;
-  Address: string;
-  Role: 'leader' | 'follower';
-  Term: number;
-  /** Last batch durable on that server. */
-  AppliedSeq: number;
-  /** Raft-style index of the state it holds (X-Service-Index), when known. */
-  AppliedIndex: number | null;
-  LagBatches: number;
-  InSyncSet: boolean;
-  Connected: boolean;
 }
 
 /**
@@ -175,7 +161,7 @@ export class ServerGroup {
   }
 
   /** Each server of the datacenter as this server sees it (complete on the leader). */
-  status(): { Leader: string | null; Term: number; SyncSet: string[]; RunningWithoutSyncCopy: boolean; Servers: ServerStatus[] } {
+  status(): Omit<OperatorServersResponse, 'Datacenter'> {
     const leader = this.coordinator.leader();
     const mine = this.store.serverPosition();
     const servers = new Map<string, ServerStatus>();

@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { OperatorServersResponse } from '../api/schemas.js';
 import type { BlockingGauge } from '../http/blocking.js';
 
 /** What the metrics read from the store at scrape time. */
@@ -99,6 +100,69 @@ export class Metrics implements BlockingGauge {
       },
     });
     collectDefaultMetrics({ register: this.registry, prefix: 'watchword_' });
+  }
+
+  /**
+   * The servers of this datacenter (SPEC §13), read at scrape time from the operator
+   * view: this server's role and term, and each server's lag and synchronous-set
+   * membership as this server sees them (complete on the leader).
+   */
+  watchServers(view: () => OperatorServersResponse, self: string): void {
+    const registers = [this.registry];
+    new Gauge({
+      name: 'watchword_server_is_leader',
+      help: '1 while this server leads its datacenter, else 0',
+      registers,
+      collect() {
+        this.set(view().Servers.find((s) => s.Name === self)?.Role === 'leader' ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: 'watchword_server_term',
+      help: 'Leadership term this server knows',
+      registers,
+      collect() {
+        this.set(view().Term);
+      },
+    });
+    new Gauge({
+      name: 'watchword_server_running_without_sync_copy',
+      help: '1 while this leader acknowledges writes no other server holds (its synchronous set is empty)',
+      registers,
+      collect() {
+        this.set(view().RunningWithoutSyncCopy ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: 'watchword_server_applied_seq',
+      help: 'Last server batch durable on each server, as this server sees it',
+      labelNames: ['server'] as const,
+      registers,
+      collect() {
+        this.reset();
+        for (const s of view().Servers) this.set({ server: s.Name }, s.AppliedSeq);
+      },
+    });
+    new Gauge({
+      name: 'watchword_server_lag_batches',
+      help: "Batches of the leader's log a server has not made durable, as this server sees it",
+      labelNames: ['server'] as const,
+      registers,
+      collect() {
+        this.reset();
+        for (const s of view().Servers) this.set({ server: s.Name }, s.LagBatches);
+      },
+    });
+    new Gauge({
+      name: 'watchword_server_in_sync_set',
+      help: '1 for a server in the published synchronous set, else 0',
+      labelNames: ['server'] as const,
+      registers,
+      collect() {
+        this.reset();
+        for (const s of view().Servers) this.set({ server: s.Name }, s.InSyncSet ? 1 : 0);
+      },
+    });
   }
 
   inc(): void {

@@ -1,3 +1,4 @@
+import type { OperatorServersResponse } from '../api/schemas.js';
 import type { ScopeHints } from './scope.js';
 
 /** What every use case gets from the edge: who is asking, and where they point. */
@@ -41,5 +42,5 @@ export interface AgentInfo {
   /** Addresses of this datacenter's servers. */
   peers(): string[];
   /** Each server of this datacenter: role, term, applied index, lag, synchronous set. */
-  servers(): unknown;
+  servers(): OperatorServersResponse;
 }

@@ -1,8 +1,12 @@
+import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { runFailover } from '../../scripts/failover-run.js';
 import { type Cluster, type DatacenterHandle, etcdBinary, startCluster } from '../../src/testing/index.js';
 
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const etcd = etcdBinary();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -58,6 +62,30 @@ describe.skipIf(!etcd)('several servers per datacenter (etcd-coordinated)', () =
     expect(view.Servers.map((s) => s.Role).sort()).toEqual(['follower', 'follower', 'leader']);
     expect(view.RunningWithoutSyncCopy).toBe(false);
     expect((await fetch(`${leader.url}/v1/operator/servers`)).status).toBe(403);
+  });
+
+  it('shows the servers in `watchword operator servers` and in the metrics', async () => {
+    const dc1 = cluster.get('dc1');
+    const leader = await dc1.leader();
+    const follower = dc1.servers.find((s) => s !== leader) as DatacenterHandle;
+    const out = await new Promise<{ code: number; stdout: string }>((resolve) =>
+      execFile(process.execPath, ['--import', 'tsx', join(ROOT, 'src/main.ts'), 'operator', 'servers', '--http-addr', follower.url, '--token', token], { cwd: ROOT, timeout: 30_000 }, (err, stdout) =>
+        resolve({ code: err ? 1 : 0, stdout }),
+      ),
+    );
+    expect(out.code).toBe(0);
+    const lines = out.stdout.trim().split('\n');
+    expect(lines[0]).toMatch(/^Node\s+Address\s+Role\s+Term\s+Applied\s+Lag\s+Sync set\s+Connected$/);
+    expect(lines.find((l) => l.startsWith(leader.serverName))).toMatch(new RegExp(`^${leader.serverName}\\s+${new URL(leader.url).host}\\s+leader\\s+\\d+`));
+    expect(lines.find((l) => l.startsWith(follower.serverName))).toMatch(/\sfollower\s/);
+    const metrics = async (s: DatacenterHandle) => (await fetch(`${s.url}/v1/agent/metrics?format=prometheus`)).text();
+    const atLeader = await metrics(leader);
+    expect(atLeader).toMatch(/^watchword_server_is_leader 1$/m);
+    expect(atLeader).toMatch(/^watchword_server_term [1-9]\d*$/m);
+    expect(atLeader).toMatch(/^watchword_server_running_without_sync_copy 0$/m);
+    expect(atLeader.match(/^watchword_server_in_sync_set\{server="[^"]+"\} 1$/gm)).toHaveLength(1);
+    expect(atLeader).toMatch(new RegExp(`^watchword_server_lag_batches\\{server="${follower.serverName}"\\} \\d+$`, 'm'));
+    expect(await metrics(follower)).toMatch(/^watchword_server_is_leader 0$/m);
   });
 
   it('followers answer reads, self and blocking queries, and a write through a follower is readable there at once', async () => {

@@ -4,7 +4,7 @@ import { type RouteInfo, resource } from '../routes.js';
 import { queryParam, requestSecret } from '../request.js';
 import { WatchwordError } from '../../domain/errors.js';
 import { z } from 'zod';
-import { agentSelfResponse } from '../../api/schemas.js';
+import { agentSelfResponse, operatorServersResponse } from '../../api/schemas.js';
 import type { AppDeps } from '../app.js';
 
 export function agentRoutes(app: FastifyInstance, deps: AppDeps, registry: RouteInfo[]): void {
@@ -24,7 +24,7 @@ export function agentRoutes(app: FastifyInstance, deps: AppDeps, registry: Route
 
   resource(app, '/v1/operator/servers', {
     GET: {
-      doc: { summary: "This datacenter's servers: role, term, applied index, lag, synchronous set", permission: 'operator:read', response: z.record(z.string(), z.unknown()) },
+      doc: { summary: "This datacenter's servers: role, term, applied index, lag, synchronous set", permission: 'operator:read', response: operatorServersResponse },
       handler: async (request, reply) => {
         const identity = await deps.resolver.resolve(requestSecret(request), request.ip);
         if (identity.authorizer.operatorAccess() === 'none') {

@@ -1,0 +1,29 @@
+import type { Command } from 'commander';
+import type { OperatorServersResponse } from '../client/index.js';
+import { type CommonOptions, common, print, run } from './common.js';
+import { table } from './output.js';
+
+export function formatServers(v: OperatorServersResponse): string {
+  const rows = v.Servers.map((s) => [
+    s.Name,
+    s.Address,
+    s.Role,
+    String(s.Term),
+    s.AppliedIndex === null ? String(s.AppliedSeq) : `${s.AppliedSeq} (index ${s.AppliedIndex})`,
+    String(s.LagBatches),
+    s.InSyncSet ? 'yes' : 'no',
+    s.Connected ? 'yes' : 'no',
+  ]);
+  const lines = [table(['Node', 'Address', 'Role', 'Term', 'Applied', 'Lag', 'Sync set', 'Connected'], rows)];
+  if (v.RunningWithoutSyncCopy) lines.push('Warning: the leader is running without a synchronous copy; its acknowledged writes are on no other server');
+  if (v.Leader === null) lines.push('No leader is known in this datacenter');
+  return lines.join('\n');
+}
+
+/** `watchword operator servers`, the counterpart of `consul operator raft list-peers`. */
+export function operatorCommand(program: Command): void {
+  const operator = program.command('operator').description("inspect this datacenter's servers (like `consul operator`)");
+  common(operator.command('servers').description("list the datacenter's servers: role, term, applied position, lag, synchronous set")).action(
+    run<CommonOptions>(async (o, c) => print(o, await c.operator.servers(), formatServers)),
+  );
+}
