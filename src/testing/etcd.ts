@@ -29,7 +29,29 @@ async function freePort(): Promise<number> {
   });
 }
 
-/** A single-member etcd on loopback, in a temp dir, for a test cluster's leader elections. */
+/**
+ * Runs etcd (argv: binary, data dir, etcd's arguments) for as long as its starter lives:
+ * when the starter's end of our stdin closes (it exited, or was SIGKILLed), etcd is
+ * killed and its data dir removed. SIGTERM is passed on for a clean stop.
+ */
+const LIFELINE = `
+const { spawn } = require('node:child_process');
+const { rmSync } = require('node:fs');
+const [bin, dir, ...args] = process.argv.slice(1);
+const etcd = spawn(bin, args, { stdio: ['ignore', 'inherit', 'inherit'] });
+let abandoned = false;
+const lost = () => { abandoned = true; etcd.kill('SIGKILL'); };
+process.stdin.on('end', lost);
+process.stdin.on('error', lost);
+process.stdin.resume();
+process.on('SIGTERM', () => etcd.kill('SIGTERM'));
+etcd.on('exit', (code) => {
+  if (abandoned) rmSync(dir, { recursive: true, force: true });
+  process.exit(code ?? 0);
+});
+`;
+
+/** A single-member etcd on loopback, in a temp dir, for a test cluster's leader elections; it dies with the process that started it. */
 export class EtcdProcess {
   private proc: ChildProcess | undefined;
   private exited: Promise<void> | undefined;
@@ -46,6 +68,11 @@ export class EtcdProcess {
     return this.out;
   }
 
+  /** The data dir (removed on stop, or when the starter dies). */
+  get dataDir(): string {
+    return this.dir;
+  }
+
   async start(timeoutMs = 20_000): Promise<void> {
     const bin = etcdBinary();
     if (!bin) throw new Error('etcd is not installed (Debian: apt-get install etcd-server)');
@@ -53,8 +80,9 @@ export class EtcdProcess {
     this.port = await freePort();
     const peer = await freePort();
     const proc = spawn(
-      bin,
+      process.execPath,
       [
+        '-e', LIFELINE, '--', bin, this.dir,
         '--name', 'watchword-test',
         '--data-dir', join(this.dir, 'data'),
         '--listen-client-urls', this.url,
@@ -64,7 +92,7 @@ export class EtcdProcess {
         '--initial-cluster', `watchword-test=http://127.0.0.1:${peer}`,
         '--log-level', 'error',
       ],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
+      { stdio: ['pipe', 'pipe', 'pipe'] },
     );
     this.proc = proc;
     this.exited = new Promise((resolve) => proc.once('exit', () => resolve()));

@@ -93,6 +93,8 @@ export interface Cluster {
   get(name: string): DatacenterHandle;
   /** The link from a secondary to the primary; needs `links: true`. */
   link(secondary: string): LinkHandle;
+  /** The etcd this cluster started (when a datacenter has several servers). */
+  readonly coordinator: { url: string; dataDir: string } | undefined;
   /** The link from one server (by server name) to the coordinator, for servers of a multi-server datacenter. */
   coordinatorLink(serverName: string): LinkHandle;
   /** Resolves once every running secondary has applied the primary's current index. */
@@ -274,6 +276,11 @@ class ClusterImpl implements Cluster {
   }
 
   etcd: EtcdProcess | undefined;
+
+  get coordinator(): { url: string; dataDir: string } | undefined {
+    return this.etcd ? { url: this.etcd.url, dataDir: this.etcd.dataDir } : undefined;
+  }
+
   readonly coordinatorProxies = new Map<string, LinkProxy>();
 
   coordinatorAddressFor(serverName: string): string {
