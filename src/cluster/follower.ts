@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import { WebSocket } from 'ws';
+import { Heartbeat } from '../replication/heartbeat.js';
 import { Backoff } from '../replication/backoff.js';
 import type { LevelStore } from '../store/level-store.js';
 import type { ServerBatch } from '../store/store.js';
@@ -45,8 +46,7 @@ export class ServerFollower {
   private connected = false;
   private readonly backoff: Backoff;
   private retry: NodeJS.Timeout | undefined;
-  private heartbeat: NodeJS.Timeout | undefined;
-  private lastHeardAt = 0;
+  private readonly heartbeat: Heartbeat;
   private leaderSeq = 0;
   private lastError = '';
   private queue: ServerBatch[] = [];
@@ -60,6 +60,12 @@ export class ServerFollower {
     private readonly options: FollowerOptions,
   ) {
     this.backoff = new Backoff(options.backoffMinMs, options.backoffMaxMs);
+    this.heartbeat = new Heartbeat({
+      everyMs: options.heartbeatMs,
+      deadAfterMs: options.deadPeerMs,
+      beat: () => this.send({ t: 'ping', time: Date.now() }),
+      silent: () => this.drop(`no frame from the leader for ${options.deadPeerMs} ms`),
+    });
   }
 
   start(): void {
@@ -72,7 +78,7 @@ export class ServerFollower {
       Connected: this.connected,
       LeaderSeq: Math.max(this.leaderSeq, this.store.serverPosition().seq),
       AppliedSeq: this.store.serverPosition().seq,
-      LastContactMs: this.lastHeardAt === 0 ? -1 : Date.now() - this.lastHeardAt,
+      LastContactMs: this.heartbeat.sinceHeardMs() ?? -1,
       LastError: this.lastError,
     };
   }
@@ -91,14 +97,9 @@ export class ServerFollower {
     this.ws = ws;
     ws.on('open', () => {
       this.connected = true;
-      this.lastHeardAt = Date.now();
+      this.heartbeat.start();
       const pos = this.store.serverPosition();
       this.send({ t: 'hello', v: SERVER_PROTOCOL_VERSION, name: this.options.name, address: this.options.address(), seq: pos.seq, term: pos.term });
-      this.heartbeat = setInterval(() => {
-        if (Date.now() - this.lastHeardAt > this.options.deadPeerMs) return this.drop(`no frame from the leader for ${this.options.deadPeerMs} ms`);
-        this.send({ t: 'ping', time: Date.now() });
-      }, this.options.heartbeatMs);
-      this.heartbeat.unref();
     });
     ws.on('unexpected-response', (_req, res) => {
       let body = '';
@@ -115,7 +116,7 @@ export class ServerFollower {
   }
 
   private receive(data: unknown): void {
-    this.lastHeardAt = Date.now();
+    this.heartbeat.heard();
     let frame: LeaderFrame;
     try {
       frame = decodeFrame(leaderFrame, data);
@@ -208,7 +209,7 @@ export class ServerFollower {
     this.lastError = reason;
     this.queue = [];
     this.pendingSnapshot = undefined;
-    clearInterval(this.heartbeat);
+    this.heartbeat.stop();
     ws.removeAllListeners();
     ws.on('error', () => undefined);
     ws.terminate();
@@ -222,7 +223,7 @@ export class ServerFollower {
   async stop(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.retry);
-    clearInterval(this.heartbeat);
+    this.heartbeat.stop();
     const ws = this.ws;
     this.ws = undefined;
     if (ws) {

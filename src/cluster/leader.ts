@@ -1,3 +1,4 @@
+import { Heartbeat } from '../replication/heartbeat.js';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
@@ -246,7 +247,6 @@ export class ServerLeader implements BatchReplicator {
 
   followers(): FollowerStatus[] {
     const last = this.lastSeq();
-    const now = Date.now();
     return [...this.sessions]
       .filter((s) => s.name)
       .map((s) => ({
@@ -256,7 +256,7 @@ export class ServerLeader implements BatchReplicator {
         LagBatches: Math.max(0, last - s.ackedSeq),
         InSyncSet: this.sync.includes(s.name as string),
         Streaming: s.streaming,
-        LastContactMs: now - s.lastHeardAt,
+        LastContactMs: s.heartbeat.sinceHeardMs() ?? 0,
       }));
   }
 
@@ -277,13 +277,12 @@ class FollowerSession {
   address = '';
   ackedSeq = -1;
   lastAckAt = Date.now();
-  lastHeardAt = Date.now();
   /** Live: each new batch is sent as it is written. Before that the session catches up. */
   streaming = false;
   /** Batches written while the session catches up, sent once it has. */
   private held: ServerBatch[] = [];
   private closed = false;
-  private readonly heartbeat: NodeJS.Timeout;
+  readonly heartbeat: Heartbeat;
 
   constructor(
     private readonly leader: ServerLeader,
@@ -293,11 +292,13 @@ class FollowerSession {
     ws.on('close', () => this.end());
     ws.on('error', () => undefined);
     const { heartbeatMs, deadPeerMs } = leader.options;
-    this.heartbeat = setInterval(() => {
-      if (Date.now() - this.lastHeardAt > deadPeerMs) return this.close(4008, `no frame from the follower for ${deadPeerMs} ms`);
-      this.send({ t: 'ping', time: Date.now(), seq: leader.lastSeq() });
-    }, heartbeatMs);
-    this.heartbeat.unref();
+    this.heartbeat = new Heartbeat({
+      everyMs: heartbeatMs,
+      deadAfterMs: deadPeerMs,
+      beat: () => this.send({ t: 'ping', time: Date.now(), seq: leader.lastSeq() }),
+      silent: () => this.close(4008, `no frame from the follower for ${deadPeerMs} ms`),
+    });
+    this.heartbeat.start();
   }
 
   private send(frame: LeaderFrame): void {
@@ -311,7 +312,7 @@ class FollowerSession {
   }
 
   private receive(data: unknown): void {
-    this.lastHeardAt = Date.now();
+    this.heartbeat.heard();
     let frame: FollowerFrame;
     try {
       frame = decodeFrame(followerFrame, data);
@@ -402,7 +403,7 @@ class FollowerSession {
     if (this.closed) return;
     this.closed = true;
     this.streaming = false;
-    clearInterval(this.heartbeat);
+    this.heartbeat.stop();
     this.leader.forget(this);
   }
 }

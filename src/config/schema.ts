@@ -175,14 +175,49 @@ export const configSchema = z
       ctx.addIssue({ code: 'custom', path: ['primary_address'], message: `is required on a secondary (datacenter ${c.datacenter}, primary ${primary})` });
     }
   })
-  .transform((c) => ({
-    ...c,
-    http_header_timeout: Math.min(c.http_header_timeout, c.http_request_timeout),
-    primary_datacenter: c.primary_datacenter ?? c.datacenter,
-    data_dir: c.data_dir ?? `./data/${c.datacenter}`,
-  }));
+  .transform((c) => {
+    const primaryDatacenter = c.primary_datacenter ?? c.datacenter;
+    return {
+      ...c,
+      http_header_timeout: Math.min(c.http_header_timeout, c.http_request_timeout),
+      primary_datacenter: primaryDatacenter,
+      data_dir: c.data_dir ?? `./data/${c.datacenter}`,
+      placement: placementOf(c.datacenter, primaryDatacenter, c.primary_address),
+      servers: serverModeOf(c.coordinator, c.server_peers, c.leader_lease, c.sync_followers),
+    };
+  });
+
+/**
+ * This datacenter's place among the others (SPEC §6): the primary, or a secondary
+ * that knows where the primary's servers are.
+ */
+export type Placement =
+  | { readonly role: 'primary' }
+  | {
+      readonly role: 'secondary';
+      /** Every configured server of the primary datacenter (primary_address), in order. */
+      readonly primaryAddresses: readonly string[];
+    };
+
+/** How many servers this datacenter runs and how its leader is chosen (SPEC §13). */
+export type ServerMode =
+  | { readonly kind: 'single' }
+  | { readonly kind: 'static'; readonly peers: readonly string[]; readonly syncFollowers: number }
+  | { readonly kind: 'etcd'; readonly endpoints: readonly string[]; readonly leaseMs: number; readonly syncFollowers: number };
+
+function placementOf(datacenter: string, primaryDatacenter: string, primaryAddress: string | undefined): Placement {
+  if (datacenter === primaryDatacenter) return { role: 'primary' };
+  // The refinement above guarantees an address on a secondary.
+  return { role: 'secondary', primaryAddresses: (primaryAddress ?? '').split(',').map((u) => u.trim()).filter(Boolean) };
+}
+
+function serverModeOf(coordinator: string | undefined, peers: string[], leaseMs: number, syncFollowers: number): ServerMode {
+  if (coordinator !== undefined) return { kind: 'etcd', endpoints: coordinator.slice('etcd://'.length).split(',').map((h) => `http://${h}`), leaseMs, syncFollowers };
+  if (peers.length > 1) return { kind: 'static', peers, syncFollowers };
+  return { kind: 'single' };
+}
 
 /** The validated, frozen agent configuration. Durations are milliseconds. */
 export type Config = Readonly<z.output<typeof configSchema>>;
 
-export const isPrimary = (c: Config): boolean => c.datacenter === c.primary_datacenter;
+export const isPrimary = (c: Config): boolean => c.placement.role === 'primary';

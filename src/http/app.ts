@@ -1,3 +1,4 @@
+import type { ReplicationStatusResponse } from '../api/schemas.js';
 import type { AclResolver } from '../service/acl-resolver.js';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest, LogController } from 'fastify';
 import { type Logger, pino } from 'pino';
@@ -46,7 +47,7 @@ export interface AppDeps {
   reads: ReadGate;
   metrics: Metrics;
   /** GET /v1/acl/replication. */
-  replicationStatus: () => unknown;
+  replicationStatus: () => ReplicationStatusResponse;
   /** The daemon's place in the cluster: ?dc= forwarding and, on secondaries, write forwarding. */
   cluster?: ClusterHooks;
   /** Connection and request timeouts and caps; absent means Node's and Fastify's defaults. */

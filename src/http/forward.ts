@@ -3,8 +3,12 @@ import { WatchwordError, invalid } from '../domain/errors.js';
 import type { PeerClient, RelayedResponse } from '../replication/primary-client.js';
 import { queryParam } from './request.js';
 
-/** How a write route is treated on a secondary. */
-export type ForwardRule = 'always' | 'token-create' | 'token-by-id';
+/**
+ * How a write route is treated on a secondary: always sent to the primary; sent unless
+ * the token it names is Local here; or sent when `global` says so of the request (which
+ * decodes the body with the route's own decoder).
+ */
+export type ForwardRule = 'always' | 'token-by-id' | { global: (request: FastifyRequest) => boolean };
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -158,16 +162,13 @@ function kindOf(url: string): 'token' | 'policy' | 'role' | undefined {
 /** Whether this write must go to the primary. */
 export async function mustForward(request: FastifyRequest, rule: ForwardRule, hooks: SecondaryHooks): Promise<boolean> {
   if (rule === 'always') return true;
-  if (rule === 'token-create') {
-    let local = false;
+  if (typeof rule === 'object') {
     try {
-      const body = JSON.parse(typeof request.body === 'string' && request.body.trim() ? request.body : '{}') as Record<string, unknown>;
-      for (const [k, v] of Object.entries(body ?? {})) if (k.toLowerCase() === 'local') local = v === true;
+      return rule.global(request);
     } catch {
-      // Malformed JSON: handled (and refused) locally with the usual message.
+      // A body the route refuses: refused here, with the route's own message.
       return false;
     }
-    return !local;
   }
   const id = (request.params as { AccessorID?: string }).AccessorID ?? '';
   return !(await hooks.isLocalToken(id));

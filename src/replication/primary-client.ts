@@ -59,6 +59,14 @@ export class PeerClient {
     return Number((JSON.parse(res.text) as { Index: number }).Index);
   }
 
+  /** Whether a token with this AccessorID exists there (`token` needs acl:read). */
+  async accessorExists(accessorID: string, token: string, timeoutMs: number): Promise<boolean> {
+    const res = await this.request('GET', `/v1/acl/token/${encodeURIComponent(accessorID)}`, { 'X-Service-Token': token }, undefined, timeoutMs);
+    if (res.status === 200) return true;
+    if (res.status === 404) return false;
+    throw new WatchwordError('PRIMARY_UNAVAILABLE', `datacenter ${this.datacenter} answered ${res.status} when asked about a token`);
+  }
+
   /** Whether the primary knows a secret, and the index by which it did. */
   async lookupSecret(secret: string, timeoutMs: number): Promise<{ found: boolean; index: number }> {
     const res = await this.request('GET', '/v1/acl/token/self', { 'X-Service-Token': secret }, undefined, timeoutMs);

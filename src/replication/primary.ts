@@ -1,6 +1,7 @@
 import { STATUS_CODES, type IncomingMessage, type Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
+import { Heartbeat } from './heartbeat.js';
 import { WebSocket, WebSocketServer } from 'ws';
 import { isWatchwordError } from '../domain/errors.js';
 import { expiryMillis } from '../domain/expiry.js';
@@ -90,11 +91,10 @@ class Session {
   ackedIndex = 0;
   /** The stream is complete up to this primary index, as far as frames queued to the socket go. */
   sentUpTo = 0;
-  lastHeard = Date.now();
   readonly connectedAt = new Date();
   private wake: (() => void) | undefined;
   private closed = false;
-  private heartbeat: NodeJS.Timeout | undefined;
+  private readonly heartbeat: Heartbeat;
   /** The primary's ACL generation the replication token was last checked at. */
   private authCheckedAt: number;
   /** When the replication token expires, ms since the epoch. */
@@ -111,6 +111,18 @@ class Session {
   ) {
     this.authCheckedAt = authorized.generation;
     this.tokenExpires = authorized.expires;
+    this.heartbeat = new Heartbeat({
+      everyMs: primary.options.heartbeatMs,
+      deadAfterMs: primary.options.deadPeerMs,
+      beat: () => {
+        if (this.tokenExpires !== undefined && this.tokenExpires <= Date.now()) this.stillAuthorized();
+        void this.send({ t: 'ping', time: Date.now(), upTo: this.sentUpTo, primaryIndex: this.primary.store.currentIndex(), datacenters: this.primary.datacenters() }).catch(() => undefined);
+      },
+      silent: () => {
+        this.primary.logger.warn({ datacenter: this.datacenter }, 'replication: secondary silent too long; closing');
+        this.ws.terminate();
+      },
+    });
   }
 
   /**
@@ -212,7 +224,7 @@ class Session {
   close(code: number, reason: string): void {
     if (this.closed) return;
     this.closed = true;
-    clearInterval(this.heartbeat);
+    this.heartbeat.stop();
     this.notify();
     if (this.ws.readyState === WebSocket.OPEN || this.ws.readyState === WebSocket.CONNECTING) this.ws.close(code, reason);
   }
@@ -220,7 +232,7 @@ class Session {
   start(): void {
     let greeted = false;
     this.ws.on('message', (data) => {
-      this.lastHeard = Date.now();
+      this.heartbeat.heard();
       let frame: SecondaryFrame;
       try {
         frame = decodeFrame(secondaryFrame, data);
@@ -251,20 +263,12 @@ class Session {
     });
     this.ws.on('close', () => {
       this.closed = true;
-      clearInterval(this.heartbeat);
+      this.heartbeat.stop();
       this.notify();
       this.primary.forget(this);
     });
     this.ws.on('error', () => undefined);
-    this.heartbeat = setInterval(() => {
-      if (this.tokenExpires !== undefined && this.tokenExpires <= Date.now()) this.stillAuthorized();
-      if (Date.now() - this.lastHeard > this.primary.options.deadPeerMs) {
-        this.primary.logger.warn({ datacenter: this.datacenter }, 'replication: secondary silent too long; closing');
-        this.ws.terminate();
-        return;
-      }
-      void this.send({ t: 'ping', time: Date.now(), upTo: this.sentUpTo, primaryIndex: this.primary.store.currentIndex(), datacenters: this.primary.datacenters() }).catch(() => undefined);
-    }, this.primary.options.heartbeatMs);
+    this.heartbeat.start();
   }
 
   /** Refuses the session with a reason the secondary records in its status. */
@@ -288,7 +292,7 @@ class Session {
 
   /** Silent for longer than this: no longer counts as a live session of its datacenter. */
   isLive(): boolean {
-    return !this.closed && Date.now() - this.lastHeard < 3 * this.primary.options.heartbeatMs;
+    return !this.closed && (this.heartbeat.sinceHeardMs() ?? 0) < 3 * this.primary.options.heartbeatMs;
   }
 
   private async run(hello: Extract<SecondaryFrame, { t: 'hello' }>): Promise<void> {
@@ -358,7 +362,7 @@ class Session {
       Address: this.address,
       AckedIndex: this.ackedIndex,
       LagEntries: Math.max(0, this.primary.store.currentIndex() - this.ackedIndex),
-      LastContactMs: Date.now() - this.lastHeard,
+      LastContactMs: this.heartbeat.sinceHeardMs() ?? 0,
       ConnectedAt: this.connectedAt.toISOString(),
     };
   }

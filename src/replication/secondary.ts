@@ -4,7 +4,9 @@ import type { Metrics } from '../observability/metrics.js';
 import { META } from '../store/schema.js';
 import type { Store } from '../store/store.js';
 import { type ApplyOutcome, type Cursor, type GlobalState, type SecretConflict, applyEntries, applySnapshot } from './apply.js';
+import type { ReplicationStatusResponse } from '../api/schemas.js';
 import { Backoff } from './backoff.js';
+import { Heartbeat } from './heartbeat.js';
 import {
   type DatacenterInfo,
   PROTOCOL_VERSION,
@@ -31,26 +33,6 @@ export interface SecondaryOptions {
   backoffMaxMs: number;
 }
 
-/** GET /v1/acl/replication, with Consul's field names. */
-export interface ReplicationStatus {
-  Enabled: boolean;
-  Running: boolean;
-  SourceDatacenter: string;
-  ReplicationType: string;
-  ReplicatedIndex: number;
-  ReplicatedRoleIndex: number;
-  ReplicatedTokenIndex: number;
-  LastSuccess: string;
-  LastError: string;
-  LastErrorMessage: string;
-  Connected: boolean;
-  PrimaryIndex: number;
-  LagEntries: number;
-  LastContactMs: number;
-  /** Global tokens not applied because a Local token here holds their secret. */
-  SecretConflicts?: SecretConflict[];
-}
-
 const ZERO_TIME = '0001-01-01T00:00:00Z';
 
 /**
@@ -73,12 +55,12 @@ export class ReplicationSecondary {
   private connected = false;
   private running = false;
   private stopped = false;
-  private lastContact = 0;
   private lastSuccess = ZERO_TIME;
   private lastError = ZERO_TIME;
   private lastErrorMessage = '';
   private reconnectTimer: NodeJS.Timeout | undefined;
-  private heartbeat: NodeJS.Timeout | undefined;
+  /** The current connection's (the last one's, while disconnected). */
+  private heartbeat: Heartbeat | undefined;
   private readonly backoff: Backoff;
   private readonly waiters = new Set<{ index: number; resolve: (ok: boolean) => void }>();
 
@@ -153,20 +135,23 @@ export class ReplicationSecondary {
         ws.terminate();
       });
     });
+    const heartbeat = new Heartbeat({
+      everyMs: this.options.heartbeatMs,
+      deadAfterMs: this.options.deadPeerMs,
+      beat: () => this.send({ t: 'ping', time: Date.now() }),
+      silent: () => {
+        this.fail('the primary went silent; reconnecting');
+        ws.terminate();
+      },
+    });
     ws.on('open', () => {
-      this.lastContact = Date.now();
+      this.heartbeat?.stop();
+      this.heartbeat = heartbeat;
+      heartbeat.start();
       this.send({ t: 'hello', v: PROTOCOL_VERSION, datacenter: this.options.datacenter, address: this.options.address(), logID: this.cursor.logID || null, index: this.cursor.index });
-      this.heartbeat = setInterval(() => {
-        if (Date.now() - this.lastContact > this.options.deadPeerMs) {
-          this.fail('the primary went silent; reconnecting');
-          ws.terminate();
-          return;
-        }
-        this.send({ t: 'ping', time: Date.now() });
-      }, this.options.heartbeatMs);
     });
     ws.on('message', (data) => {
-      this.lastContact = Date.now();
+      heartbeat.heard();
       let frame: PrimaryFrame;
       try {
         frame = decodeFrame(primaryFrame, data);
@@ -194,7 +179,7 @@ export class ReplicationSecondary {
       const wasConnected = this.connected;
       this.connected = false;
       this.metrics.replicationConnected.set(0);
-      clearInterval(this.heartbeat);
+      heartbeat.stop();
       if (wasConnected && code !== 1000) {
         const why = reason.toString();
         if (!this.lastErrorMessage || why) this.fail(`connection to the primary closed (${code}${why ? `: ${why}` : ''})`);
@@ -376,7 +361,7 @@ export class ReplicationSecondary {
   }
 
   lastContactMs(): number {
-    return this.lastContact === 0 ? 0 : Date.now() - this.lastContact;
+    return this.heartbeat?.sinceHeardMs() ?? 0;
   }
 
   datacenters(): DatacenterInfo[] {
@@ -387,7 +372,8 @@ export class ReplicationSecondary {
     return this.appliedUpTo;
   }
 
-  status(): ReplicationStatus {
+  /** GET /v1/acl/replication, with Consul's field names. */
+  status(): ReplicationStatusResponse {
     return {
       Enabled: true,
       Running: this.running,
@@ -410,7 +396,7 @@ export class ReplicationSecondary {
   async stop(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.reconnectTimer);
-    clearInterval(this.heartbeat);
+    this.heartbeat?.stop();
     for (const w of this.waiters) w.resolve(false);
     this.waiters.clear();
     const ws = this.ws;

@@ -15,7 +15,8 @@ export function tokenRoutes(app: FastifyInstance, deps: AppDeps, registry: Route
   resource(app, '/v1/acl/token', {
     PUT: {
       doc: { summary: 'Create a token', permission: 'acl:write', body: tokenBody, response: tokenResponse },
-      forward: 'token-create',
+      // A Local token is made here; a global one at the primary. Decided on the decoded body.
+      forward: { global: (request) => !decodeBody(tokenBody, parseJsonBody(request.body)).Local },
       handler: async (request, reply) => {
         const input = decodeBody(tokenBody, parseJsonBody(request.body));
         return sendWrite(request, reply, await tokens.create(requestContext(request), input));
