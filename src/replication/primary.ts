@@ -85,7 +85,48 @@ type TokenCheck = { ok: true; expires: number | undefined } | { ok: false; statu
 /** WebSocket close code of a session whose token stopped being good enough to replicate. */
 export const CLOSE_TOKEN_REVOKED = 4003;
 
-class Session {
+/**
+ * Where a session's frames go: a WebSocket in the daemon (wsChannel), an array in unit
+ * tests. The session never touches a socket itself.
+ */
+export interface FrameChannel {
+  /** Queues a frame; `done` is told once it is written, or why it could not be. */
+  send(frame: PrimaryFrame, done: (err?: Error) => void): void;
+  /** Bytes queued and not yet written (flow control). */
+  readonly buffered: number;
+  readonly open: boolean;
+  close(code: number, reason: string): void;
+  /** Ends the connection at once. */
+  terminate(): void;
+}
+
+/** A WebSocket as a session's channel: its frames in, the session's frames out. */
+export function wsChannel(ws: WebSocket, session: () => Session | undefined): FrameChannel {
+  ws.on('message', (data) => session()?.receiveRaw(data));
+  ws.on('close', () => session()?.ended());
+  ws.on('error', () => undefined);
+  return {
+    send: (frame, done) => {
+      if (ws.readyState !== WebSocket.OPEN) return done(new Error('socket closed'));
+      ws.send(encodeFrame(frame), (err) => done(err ?? undefined));
+    },
+    get buffered() {
+      return ws.bufferedAmount;
+    },
+    get open() {
+      return ws.readyState === WebSocket.OPEN || ws.readyState === WebSocket.CONNECTING;
+    },
+    close: (code, reason) => ws.close(code, reason),
+    terminate: () => ws.terminate(),
+  };
+}
+
+/**
+ * The primary's end of one secondary's stream, without a socket: fed the secondary's
+ * frames (receive), it admits the secondary, sends a snapshot or the log after its
+ * cursor, then every commit, through its FrameChannel, within bounded buffering.
+ */
+export class Session {
   datacenter = '';
   address = '';
   ackedIndex = 0;
@@ -102,7 +143,7 @@ class Session {
 
   constructor(
     private readonly primary: ReplicationPrimary,
-    readonly ws: WebSocket,
+    private readonly channel: FrameChannel,
     /** Where the connection comes from (the socket's peer address). */
     readonly remoteAddress: string,
     /** The replication token's secret: checked again whenever ACL state changes. */
@@ -120,7 +161,7 @@ class Session {
       },
       silent: () => {
         this.primary.logger.warn({ datacenter: this.datacenter }, 'replication: secondary silent too long; closing');
-        this.ws.terminate();
+        this.channel.terminate();
       },
     });
   }
@@ -183,26 +224,23 @@ class Session {
   push(event: CommitEvent): void {
     const o = this.primary.options;
     const current = this.parked && !this.closed && this.sentUpTo >= event.from;
-    if (!current || this.ws.bufferedAmount > o.highWaterBytes || this.sentUpTo - this.ackedIndex > o.maxUnackedIndexes) return this.notify();
+    if (!current || this.channel.buffered > o.highWaterBytes || this.sentUpTo - this.ackedIndex > o.maxUnackedIndexes) return this.notify();
     if (!this.stillAuthorized()) return;
     const frame: PrimaryFrame = { t: 'entries', entries: event.entries, upTo: event.index, committedAt: event.at };
     this.sentUpTo = event.index;
-    this.ws.send(encodeFrame(frame), (err) => {
+    this.channel.send(frame, (err) => {
       if (err) this.close(1011, 'stream failed');
     });
   }
 
   private send(frame: PrimaryFrame): Promise<void> {
-    return new Promise((resolve, reject) => {
-      if (this.ws.readyState !== WebSocket.OPEN) return reject(new Error('socket closed'));
-      this.ws.send(encodeFrame(frame), (err) => (err ? reject(err) : resolve()));
-    });
+    return new Promise((resolve, reject) => this.channel.send(frame, (err) => (err ? reject(err) : resolve())));
   }
 
   /** Bounded buffering: wait while the socket or the secondary's unacknowledged window is full. */
   private async roomToSend(): Promise<void> {
     const o = this.primary.options;
-    while (!this.closed && (this.ws.bufferedAmount > o.highWaterBytes || this.sentUpTo - this.ackedIndex > o.maxUnackedIndexes)) {
+    while (!this.closed && (this.channel.buffered > o.highWaterBytes || this.sentUpTo - this.ackedIndex > o.maxUnackedIndexes)) {
       await new Promise<void>((resolve) => {
         this.wake = resolve;
         setTimeout(resolve, 50);
@@ -226,49 +264,60 @@ class Session {
     this.closed = true;
     this.heartbeat.stop();
     this.notify();
-    if (this.ws.readyState === WebSocket.OPEN || this.ws.readyState === WebSocket.CONNECTING) this.ws.close(code, reason);
+    if (this.channel.open) this.channel.close(code, reason);
   }
 
+  private greeted = false;
+
+  /** Starts the heartbeat; the secondary speaks first (hello). */
   start(): void {
-    let greeted = false;
-    this.ws.on('message', (data) => {
-      this.heartbeat.heard();
-      let frame: SecondaryFrame;
-      try {
-        frame = decodeFrame(secondaryFrame, data);
-      } catch (err) {
-        this.primary.logger.warn({ datacenter: this.datacenter, err: (err as Error).message }, 'replication: malformed frame from secondary; closing');
-        this.close(1008, err instanceof FrameError ? err.message.slice(0, 120) : 'malformed frame');
-        return;
-      }
-      if (frame.t === 'hello') {
-        if (greeted) return this.close(1008, 'hello sent twice');
-        greeted = true;
-        if (frame.v !== PROTOCOL_VERSION) {
-          void this.send({ t: 'error', code: 'VERSION', message: `unsupported replication protocol version ${frame.v}; this primary speaks ${PROTOCOL_VERSION}` }).catch(() => undefined);
-          return this.close(1002, 'unsupported protocol version');
-        }
-        this.greet(frame).catch((err: unknown) => {
-          if (!this.closed) this.primary.logger.warn({ datacenter: this.datacenter, err }, 'replication: stream to secondary failed');
-          this.close(1011, 'stream failed');
-        });
-      } else if (frame.t === 'ack') {
-        this.ackedIndex = Math.max(this.ackedIndex, frame.index);
-        this.notify();
-      } else if (frame.t === 'ids-in-use') {
-        const waiting = this.checks.get(frame.req);
-        this.checks.delete(frame.req);
-        waiting?.(frame.inUse);
-      }
-    });
-    this.ws.on('close', () => {
-      this.closed = true;
-      this.heartbeat.stop();
-      this.notify();
-      this.primary.forget(this);
-    });
-    this.ws.on('error', () => undefined);
     this.heartbeat.start();
+  }
+
+  /** Bytes from the connection: one frame, decoded and checked; anything malformed ends the session. */
+  receiveRaw(data: unknown): void {
+    let frame: SecondaryFrame;
+    try {
+      frame = decodeFrame(secondaryFrame, data);
+    } catch (err) {
+      this.heartbeat.heard();
+      this.primary.logger.warn({ datacenter: this.datacenter, err: (err as Error).message }, 'replication: malformed frame from secondary; closing');
+      this.close(1008, err instanceof FrameError ? err.message.slice(0, 120) : 'malformed frame');
+      return;
+    }
+    this.receive(frame);
+  }
+
+  /** One frame from the secondary. */
+  receive(frame: SecondaryFrame): void {
+    this.heartbeat.heard();
+    if (frame.t === 'hello') {
+      if (this.greeted) return this.close(1008, 'hello sent twice');
+      this.greeted = true;
+      if (frame.v !== PROTOCOL_VERSION) {
+        void this.send({ t: 'error', code: 'VERSION', message: `unsupported replication protocol version ${frame.v}; this primary speaks ${PROTOCOL_VERSION}` }).catch(() => undefined);
+        return this.close(1002, 'unsupported protocol version');
+      }
+      this.greet(frame).catch((err: unknown) => {
+        if (!this.closed) this.primary.logger.warn({ datacenter: this.datacenter, err }, 'replication: stream to secondary failed');
+        this.close(1011, 'stream failed');
+      });
+    } else if (frame.t === 'ack') {
+      this.ackedIndex = Math.max(this.ackedIndex, frame.index);
+      this.notify();
+    } else if (frame.t === 'ids-in-use') {
+      const waiting = this.checks.get(frame.req);
+      this.checks.delete(frame.req);
+      waiting?.(frame.inUse);
+    }
+  }
+
+  /** The connection closed. */
+  ended(): void {
+    this.closed = true;
+    this.heartbeat.stop();
+    this.notify();
+    this.primary.forget(this);
   }
 
   /** Refuses the session with a reason the secondary records in its status. */
@@ -431,10 +480,17 @@ export class ReplicationPrimary {
     const check = this.checkReplicationToken(secret, typeof named === 'string' && named !== '' ? named : undefined);
     if (!check.ok) return refuse(socket, check.status, check.message);
     this.wss.handleUpgrade(req, socket, head, (ws) => {
-      const session = new Session(this, ws, req.socket.remoteAddress ?? '', secret, { generation, expires: check.expires });
-      this.sessions.add(session);
-      session.start();
+      let session: Session | undefined;
+      session = this.open(wsChannel(ws, () => session), req.socket.remoteAddress ?? '', secret, { generation, expires: check.expires });
     });
+  }
+
+  /** A session on an authenticated channel (the upgrade checked the token at `authorized.generation`). */
+  open(channel: FrameChannel, remoteAddress: string, secret: string, authorized: { generation: number; expires: number | undefined }): Session {
+    const session = new Session(this, channel, remoteAddress, secret, authorized);
+    this.sessions.add(session);
+    session.start();
+    return session;
   }
 
   /**
