@@ -225,7 +225,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const directory = new DatacenterDirectory({
       datacenter: config.datacenter,
       primaryDatacenter: config.primary_datacenter,
-      ...(config.placement.role === 'secondary' ? { primaryURL: config.placement.primaryAddresses[0] as string } : {}),
+      ...(config.placement.role === 'secondary' ? { primaryURLs: config.placement.primaryAddresses } : {}),
       configured: config.datacenter_addresses,
       ownURL: () => `http://${advertised()}`,
       reported: () => cluster.reportedDatacenters(),
@@ -252,8 +252,8 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const peers = new Map<string, PeerClient>();
     const hooks: ClusterHooks = {
       datacenter: config.datacenter,
-      addressOf: (dc) => directory.urlOf(dc),
-      isPeer: (ip) => cluster.isPeerAddress(ip) || (primary ? false : directory.list().some((d) => d.name !== config.datacenter && hostOf(d.url) === ip)),
+      addressOf: (dc) => directory.addressesOf(dc),
+      isPeer: (ip) => cluster.isPeerAddress(ip) || (!primary && directory.isKnownHost(ip, hostOf)),
       ...(single ? {} : { follower: () => cluster.writeTarget() }),
       peer: (dc, url) => {
         let p = peers.get(url);

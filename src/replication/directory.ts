@@ -3,8 +3,8 @@ import type { DatacenterInfo } from './protocol.js';
 export interface DirectoryOptions {
   datacenter: string;
   primaryDatacenter: string;
-  /** The primary's HTTP base URL as configured (secondaries). */
-  primaryURL?: string;
+  /** The primary datacenter's servers' HTTP base URLs as configured (secondaries), in order. */
+  primaryURLs?: readonly string[];
   /** Addresses an operator configured: they win over what datacenters report. */
   configured: Readonly<Record<string, string>>;
   /** This daemon's own base URL. */
@@ -26,7 +26,8 @@ export class DatacenterDirectory {
     const o = this.options;
     const urls = new Map<string, string>();
     for (const d of o.reported()) urls.set(d.name, `http://${d.address}`);
-    if (o.primaryURL !== undefined) urls.set(o.primaryDatacenter, o.primaryURL);
+    const firstPrimary = o.primaryURLs?.[0];
+    if (firstPrimary !== undefined) urls.set(o.primaryDatacenter, firstPrimary);
     for (const [name, url] of Object.entries(o.configured)) urls.set(name, url);
     urls.set(o.datacenter, o.ownURL());
     const others = [...urls.keys()].filter((n) => n !== o.primaryDatacenter).sort();
@@ -36,5 +37,23 @@ export class DatacenterDirectory {
 
   urlOf(datacenter: string): string | undefined {
     return this.list().find((d) => d.name === datacenter)?.url;
+  }
+
+  /**
+   * Where to send a request for a datacenter: its URL, or for the primary datacenter
+   * (unless an operator configured another address) every configured server of it,
+   * comma-separated, tried in turn, so `?dc=` reaches whichever is alive.
+   */
+  addressesOf(datacenter: string): string | undefined {
+    const o = this.options;
+    if (datacenter === o.primaryDatacenter && datacenter !== o.datacenter && o.configured[datacenter] === undefined && o.primaryURLs && o.primaryURLs.length > 0) return o.primaryURLs.join(',');
+    return this.urlOf(datacenter);
+  }
+
+  /** Whether a connection from this host is another datacenter's daemon as this directory knows them. */
+  isKnownHost(host: string, hostOf: (url: string) => string | undefined): boolean {
+    const o = this.options;
+    if ((o.primaryURLs ?? []).some((u) => hostOf(u) === host)) return true;
+    return this.list().some((d) => d.name !== o.datacenter && hostOf(d.url) === host);
   }
 }

@@ -21,8 +21,11 @@ export { etcdBinary } from './etcd.js';
  */
 
 export interface ClusterOptions {
-  /** Datacenter names; the first is the primary. */
-  datacenters: string[];
+  /**
+   * Datacenter names, the first the primary: `['dc1', 'dc2']`, or with servers per
+   * datacenter, `{ dc1: { servers: 3 }, dc2: { servers: 1 } }` (keys in order).
+   */
+  datacenters: string[] | Record<string, { servers?: number }>;
   /** Secret of the management token (created on the primary at start-up); random by default. */
   managementToken?: string;
   /** Extra agent flags for every daemon, by config key: `{ token_min_ttl: '1s' }`. */
@@ -39,7 +42,8 @@ export interface ClusterOptions {
   /** How long a daemon may take to start, ms (default 30 s). */
   startTimeoutMs?: number;
   /**
-   * Servers per datacenter (default 1). With more than one anywhere, the harness starts
+   * Servers per datacenter, by name (default 1; the object form of `datacenters` says it
+   * too). With more than one anywhere, the harness starts
    * an etcd of its own (Debian's etcd-server) and every server of such a datacenter
    * elects its leader through it, each over a link the test can cut (coordinatorLink).
    */
@@ -252,10 +256,18 @@ class ClusterImpl implements Cluster {
   readonly managementToken: string;
   readonly primaryName: string;
 
+  /** Datacenter names in order, the primary first. */
+  readonly names: string[];
+  /** Servers per datacenter. */
+  readonly serverCounts: Record<string, number>;
+
   constructor(readonly options: ClusterOptions) {
-    if (options.datacenters.length === 0) throw new Error('startCluster needs at least one datacenter');
+    const dcs = options.datacenters;
+    this.names = Array.isArray(dcs) ? [...dcs] : Object.keys(dcs);
+    if (this.names.length === 0) throw new Error('startCluster needs at least one datacenter');
+    this.serverCounts = Object.fromEntries(this.names.map((n) => [n, Math.max(1, (Array.isArray(dcs) ? undefined : dcs[n]?.servers) ?? options.servers?.[n] ?? 1)]));
     this.managementToken = options.managementToken ?? randomUUID();
-    this.primaryName = options.datacenters[0] as string;
+    this.primaryName = this.names[0] as string;
   }
 
   get primary(): Daemon {
@@ -334,12 +346,12 @@ const toFlags = (config: Record<string, string | number> = {}): string[] =>
 export async function startCluster(options: ClusterOptions): Promise<Cluster> {
   const cluster = new ClusterImpl(options);
   try {
-    if (Object.values(options.servers ?? {}).some((n) => n > 1)) {
+    if (Object.values(cluster.serverCounts).some((n) => n > 1)) {
       cluster.etcd = new EtcdProcess();
       await cluster.etcd.start();
     }
-    for (const [i, name] of options.datacenters.entries()) {
-      const count = Math.max(1, options.servers?.[name] ?? 1);
+    for (const [i, name] of cluster.names.entries()) {
+      const count = cluster.serverCounts[name] as number;
       const flags = [...toFlags(options.config), ...toFlags(options.configFor?.[name])];
       const group: Daemon[] = [];
       for (let k = 0; k < count; k++) {

@@ -39,7 +39,7 @@ describe.skipIf(!etcd)('several servers per datacenter (etcd-coordinated)', () =
   let token: string;
 
   beforeAll(async () => {
-    cluster = await startCluster({ datacenters: ['dc1', 'dc2'], servers: { dc1: 3 }, logLevel: 'warn' });
+    cluster = await startCluster({ datacenters: { dc1: { servers: 3 }, dc2: { servers: 1 } }, logLevel: 'warn' });
     token = cluster.managementToken;
     await cluster.waitForReplication();
   }, 90_000);
@@ -130,6 +130,21 @@ describe.skipIf(!etcd)('several servers per datacenter (etcd-coordinated)', () =
     for (const f of followers) await f.start();
     await until('a follower back in the synchronous set', 20_000, async () => ((await call(leader, token, 'GET', '/v1/operator/servers')).body?.SyncSet as string[]).length === 1);
     for (const f of followers) await until(`${f.serverName} to hold the write`, 20_000, async () => (await call(f, token, 'GET', `/v1/acl/token/${write.body?.AccessorID as string}`)).status === 200);
+  }, 60_000);
+
+  it('?dc= from another datacenter reaches a live server of the target datacenter when the first one is down', async () => {
+    const dc1 = cluster.get('dc1');
+    const first = dc1.servers[0] as DatacenterHandle;
+    await first.kill();
+    try {
+      const res = await call(cluster.get('dc2'), token, 'GET', '/v1/acl/token/self?dc=dc1', undefined, 10_000);
+      expect(res.status).toBe(200);
+      expect(res.body?.SecretID).toBe(token);
+    } finally {
+      await first.start();
+    }
+    const leader = await dc1.leader(20_000);
+    await until('a synchronous follower', 20_000, async () => ((await call(leader, token, 'GET', '/v1/operator/servers')).body?.SyncSet as string[]).length === 1);
   }, 60_000);
 
   it('a leader cut off from etcd stops acknowledging before its lease ends, and no write is acknowledged by two leaders', async () => {
