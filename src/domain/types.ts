@@ -124,6 +124,41 @@ export interface RoleRecord extends Scope {
   ModifyIndex: number;
 }
 
+/** How an auth method turns an external identity into a token (SPEC §14); a global object. */
+export interface AuthMethodRecord extends Scope {
+  /** Unique per (partition, namespace). */
+  Name: string;
+  /** `jwt` or `kubernetes`. */
+  Type: string;
+  DisplayName: string;
+  Description: string;
+  /** Lifetime of tokens made by login, as a duration (e.g. `1h0m0s`); empty: no expiry. */
+  MaxTokenTTL: string;
+  /** `local` (the default): login tokens stay where they were made; `global`: they replicate. */
+  TokenLocality: 'local' | 'global';
+  /** Type-specific configuration, as Consul's. */
+  Config: Record<string, unknown>;
+  CreateIndex: number;
+  ModifyIndex: number;
+}
+
+/** Which of a method's identities get which links (SPEC §14); a global object. */
+export interface BindingRuleRecord extends Scope {
+  ID: string;
+  Description: string;
+  /** Name of the auth method (same partition and namespace); immutable. */
+  AuthMethod: string;
+  /** bexpr over the verified identity; empty matches every identity. */
+  Selector: string;
+  BindType: 'service' | 'node' | 'role' | 'policy' | 'templated-policy';
+  /** What to bind, with `${value.x}` interpolation. */
+  BindName: string;
+  /** Variables of a templated policy (`templated-policy` bind type). */
+  BindVars?: { Name?: string };
+  CreateIndex: number;
+  ModifyIndex: number;
+}
+
 /** Cluster-wide bootstrap state, a global object replicated like the others. */
 export interface BootstrapState {
   /** True once a bootstrap (or initial management token) happened. */

@@ -1,5 +1,5 @@
-import type { BootstrapState, PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
-import { META } from '../store/schema.js';
+import type { AuthMethodRecord, BindingRuleRecord, BootstrapState, PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
+import { META, authMethodID } from '../store/schema.js';
 import type { Change, LogEntry, Tx } from '../store/store.js';
 
 /** Where a secondary is in the primary's log: stored in the same batch as what it applied. */
@@ -14,6 +14,8 @@ export interface GlobalState {
   tokens: TokenRecord[];
   policies: PolicyRecord[];
   roles: RoleRecord[];
+  authMethods: AuthMethodRecord[];
+  bindingRules: BindingRuleRecord[];
   bootstrap: BootstrapState | null;
 }
 
@@ -27,7 +29,7 @@ function contentOf(record: object): string {
   );
 }
 
-function diffTable<R extends object>(table: 'tokens' | 'policies' | 'roles', idOf: (r: R) => string, current: R[], wanted: R[]): Change[] {
+function diffTable<R extends object>(table: 'tokens' | 'policies' | 'roles' | 'authMethods' | 'bindingRules', idOf: (r: R) => string, current: R[], wanted: R[]): Change[] {
   const have = new Map(current.map((r) => [idOf(r), contentOf(r)]));
   const out: Change[] = [];
   const keep = new Set<string>();
@@ -50,6 +52,8 @@ export function diffSnapshot(current: GlobalState, snapshot: GlobalState): Chang
   const changes = [
     ...diffTable('policies', (p: PolicyRecord) => p.ID, current.policies, snapshot.policies),
     ...diffTable('roles', (r: RoleRecord) => r.ID, current.roles, snapshot.roles),
+    ...diffTable('authMethods', (m: AuthMethodRecord) => authMethodID(m.Partition, m.Namespace, m.Name), current.authMethods, snapshot.authMethods),
+    ...diffTable('bindingRules', (r: BindingRuleRecord) => r.ID, current.bindingRules, snapshot.bindingRules),
     ...diffTable('tokens', (t: TokenRecord) => t.AccessorID, current.tokens, snapshot.tokens),
   ];
   if (snapshot.bootstrap && contentOf(snapshot.bootstrap) !== (current.bootstrap ? contentOf(current.bootstrap) : '')) {
@@ -88,6 +92,14 @@ function applyChanges(tx: Tx, changes: readonly Change[], outcome: ApplyOutcome)
         tx.deletePolicy(c.ID);
       } else if (c.Table === 'roles') {
         tx.deleteRole(c.ID);
+      } else if (c.Table === 'authMethods') {
+        const method = tx.getRecord('authMethods', c.ID);
+        tx.deleteAuthMethod(c.ID);
+        // The tokens it issued here go with it: the global ones arrive as their own deletes,
+        // Local ones exist only in this datacenter.
+        if (method) for (const t of localTokensOf(tx, method)) tx.deleteToken(t.AccessorID);
+      } else if (c.Table === 'bindingRules') {
+        tx.deleteBindingRule(c.ID);
       }
       continue;
     }
@@ -108,11 +120,24 @@ function applyChanges(tx: Tx, changes: readonly Change[], outcome: ApplyOutcome)
       case 'roles':
         tx.putRole(c.Value);
         break;
+      case 'authMethods':
+        tx.putAuthMethod(c.Value);
+        break;
+      case 'bindingRules':
+        tx.putBindingRule(c.Value);
+        break;
       case 'bootstrap':
         tx.putBootstrap(c.Value);
         break;
     }
   }
+}
+
+/** Local tokens an auth method issued in this datacenter (a method's delete is rare: a scan is fine). */
+function localTokensOf(tx: Tx, method: AuthMethodRecord): TokenRecord[] {
+  return tx
+    .allRecords('tokens')
+    .filter((t) => t.Local && t.AuthMethod === method.Name && t.Partition === method.Partition && (t.AuthMethodNamespace ?? t.Namespace) === method.Namespace);
 }
 
 /** Applies log entries in order, each at its own local index, and moves the cursor in the same batch. */
@@ -132,6 +157,8 @@ export function applySnapshot(tx: Tx, snapshot: GlobalState, cursor: Cursor): Ap
     tokens: tx.allRecords('tokens').filter((t) => !t.Local),
     policies: tx.allRecords('policies'),
     roles: tx.allRecords('roles'),
+    authMethods: tx.allRecords('authMethods'),
+    bindingRules: tx.allRecords('bindingRules'),
     bootstrap: tx.getBootstrap(),
   };
   const changes = diffSnapshot(current, snapshot);

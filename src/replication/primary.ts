@@ -364,7 +364,7 @@ export class Session {
     } else {
       const snap = store.snapshotGlobal();
       const chunk = options.snapshotChunk;
-      const total = Math.max(snap.tokens.length, snap.policies.length, snap.roles.length);
+      const total = Math.max(snap.tokens.length, snap.policies.length, snap.roles.length, snap.authMethods.length, snap.bindingRules.length);
       for (let i = 0; i === 0 || i < total; i += chunk) {
         await this.roomToSend();
         if (!this.stillAuthorized()) return;
@@ -376,6 +376,8 @@ export class Session {
           tokens: snap.tokens.slice(i, i + chunk),
           policies: snap.policies.slice(i, i + chunk),
           roles: snap.roles.slice(i, i + chunk),
+          authMethods: snap.authMethods.slice(i, i + chunk),
+          bindingRules: snap.bindingRules.slice(i, i + chunk),
           bootstrap: last ? snap.bootstrap : null,
           last,
         });

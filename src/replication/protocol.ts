@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import { Packr } from 'msgpackr';
 import { z } from 'zod';
-import { bootstrapStateSchema, policyRecordSchema, roleRecordSchema, tokenRecordSchema } from '../store/records.js';
+import { authMethodRecordSchema, bindingRuleRecordSchema, bootstrapStateSchema, policyRecordSchema, roleRecordSchema, tokenRecordSchema } from '../store/records.js';
 
 /**
  * The replication wire protocol: msgpack frames over one WebSocket, each validated
@@ -29,8 +29,10 @@ const change = z.union([
   z.object({ Table: z.literal('tokens'), Op: z.literal('set'), ID: z.string(), Value: tokenRecordSchema }),
   z.object({ Table: z.literal('policies'), Op: z.literal('set'), ID: z.string(), Value: policyRecordSchema }),
   z.object({ Table: z.literal('roles'), Op: z.literal('set'), ID: z.string(), Value: roleRecordSchema }),
+  z.object({ Table: z.literal('authMethods'), Op: z.literal('set'), ID: z.string(), Value: authMethodRecordSchema }),
+  z.object({ Table: z.literal('bindingRules'), Op: z.literal('set'), ID: z.string(), Value: bindingRuleRecordSchema }),
   z.object({ Table: z.literal('bootstrap'), Op: z.literal('set'), ID: z.string(), Value: bootstrapStateSchema }),
-  z.object({ Table: z.enum(['tokens', 'policies', 'roles']), Op: z.literal('delete'), ID: z.string() }),
+  z.object({ Table: z.enum(['tokens', 'policies', 'roles', 'authMethods', 'bindingRules']), Op: z.literal('delete'), ID: z.string() }),
 ]);
 
 const logEntry = z.object({ Index: z.number().int().positive(), Changes: z.array(change) });
@@ -71,6 +73,8 @@ export const primaryFrame = z.discriminatedUnion('t', [
     tokens: z.array(tokenRecordSchema),
     policies: z.array(policyRecordSchema),
     roles: z.array(roleRecordSchema),
+    authMethods: z.array(authMethodRecordSchema).default([]),
+    bindingRules: z.array(bindingRuleRecordSchema).default([]),
     bootstrap: bootstrapStateSchema.nullable(),
     /** True on the final chunk: apply the whole snapshot then. */
     last: z.boolean(),

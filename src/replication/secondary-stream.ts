@@ -5,6 +5,8 @@ import type { Store } from '../store/store.js';
 import { type ApplyOutcome, type Cursor, type GlobalState, type SecretConflict, applyEntries, applySnapshot } from './apply.js';
 import { type DatacenterInfo, PROTOCOL_VERSION, type PrimaryFrame, type SecondaryFrame } from './protocol.js';
 
+const emptyState = (): GlobalState => ({ tokens: [], policies: [], roles: [], authMethods: [], bindingRules: [], bootstrap: null });
+
 /** Frames applied in order (check-ids is answered as it arrives). */
 type Queued = Exclude<PrimaryFrame, { t: 'check-ids' }>;
 
@@ -195,16 +197,18 @@ export class SecondaryStream {
         // Connected once the primary has answered the hello, not when the socket opens.
         this.welcomed = true;
         if (frame.mode === 'snapshot') {
-          this.snapshotBuffer = { tokens: [], policies: [], roles: [], bootstrap: null };
+          this.snapshotBuffer = emptyState();
           this.logger.info({ from: this.cursor.index }, 'replication: receiving a snapshot from the primary');
         }
         this.effects.succeeded();
         return;
       case 'snapshot': {
-        const buf = (this.snapshotBuffer ??= { tokens: [], policies: [], roles: [], bootstrap: null });
+        const buf = (this.snapshotBuffer ??= emptyState());
         buf.tokens.push(...frame.tokens);
         buf.policies.push(...frame.policies);
         buf.roles.push(...frame.roles);
+        buf.authMethods.push(...frame.authMethods);
+        buf.bindingRules.push(...frame.bindingRules);
         if (frame.bootstrap) buf.bootstrap = frame.bootstrap;
         if (!frame.last) return;
         this.snapshotBuffer = undefined;

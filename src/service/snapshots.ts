@@ -5,6 +5,7 @@ import { WatchwordError, invalid } from '../domain/errors.js';
 import { generateID } from '../domain/ids.js';
 import type { TokenRecord } from '../domain/types.js';
 import { SnapshotError, type SnapshotContent, readSnapshot, snapshotStream } from '../store/snapshot.js';
+import { authMethodID } from '../store/schema.js';
 import type { Store } from '../store/store.js';
 import type { AclResolver, Identity } from './acl-resolver.js';
 import type { RequestContext } from './context.js';
@@ -53,6 +54,8 @@ export class SnapshotService {
           tokens: [...snap.tokens, ...locals],
           policies: snap.policies,
           roles: snap.roles,
+          authMethods: snap.authMethods,
+          bindingRules: snap.bindingRules,
           bootstrap: snap.bootstrap,
         },
         new Date(this.clock.now()),
@@ -88,6 +91,13 @@ export class SnapshotService {
         const tokens = keep(content.tokens.filter((t) => !t.Local).map((t) => t.AccessorID));
         for (const p of tx.allRecords('policies')) if (!policies.has(p.ID)) tx.deletePolicy(p.ID);
         for (const x of tx.allRecords('roles')) if (!roles.has(x.ID)) tx.deleteRole(x.ID);
+        const methods = keep(content.authMethods.map((m) => authMethodID(m.Partition, m.Namespace, m.Name)));
+        const rules = keep(content.bindingRules.map((r) => r.ID));
+        for (const m of tx.allRecords('authMethods')) {
+          const id = authMethodID(m.Partition, m.Namespace, m.Name);
+          if (!methods.has(id)) tx.deleteAuthMethod(id);
+        }
+        for (const r of tx.allRecords('bindingRules')) if (!rules.has(r.ID)) tx.deleteBindingRule(r.ID);
         for (const t of tx.allRecords('tokens')) if (!t.Local && !tokens.has(t.AccessorID)) tx.deleteToken(t.AccessorID);
       }
       if (restoreLocal) {
@@ -97,6 +107,8 @@ export class SnapshotService {
       if (restoreGlobal) {
         for (const p of content.policies) tx.putPolicy(p);
         for (const x of content.roles) tx.putRole(x);
+        for (const m of content.authMethods) tx.putAuthMethod(m);
+        for (const r of content.bindingRules) tx.putBindingRule(r);
         for (const t of content.tokens) if (!t.Local) tx.putToken(t);
         if (content.bootstrap) tx.putBootstrap(content.bootstrap);
       }

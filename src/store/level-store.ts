@@ -1,7 +1,7 @@
 import { Level } from 'level';
 import { WatchwordError, isWatchwordError } from '../domain/errors.js';
 import { generateID } from '../domain/ids.js';
-import type { BootstrapState, PolicyRecord, RoleRecord, Scope, TokenRecord } from '../domain/types.js';
+import type { AuthMethodRecord, BindingRuleRecord, BootstrapState, PolicyRecord, RoleRecord, Scope, TokenRecord } from '../domain/types.js';
 import { type LayerEntry, type MemTable, TablesReader, type Tables, layerKey, newTables } from './memory.js';
 import { RECORD_CHECKS } from './record-check.js';
 import { bootstrapStateSchema, decodeRaw, decodeWith, encode } from './records.js';
@@ -13,6 +13,8 @@ import {
   META,
   type RecordTypes,
   TABLES,
+  TABLE_NAMES,
+  authMethodID,
   type TableDef,
   type TableName,
   key,
@@ -170,6 +172,14 @@ class StoreTx implements Tx {
     return this.byUnique('roles', 'name', nameKey(scope.Partition, scope.Namespace, name));
   }
 
+  getAuthMethod(scope: Scope, name: string): AuthMethodRecord | undefined {
+    return this.getRecord('authMethods', authMethodID(scope.Partition, scope.Namespace, name));
+  }
+
+  getBindingRule(id: string): BindingRuleRecord | undefined {
+    return this.getRecord('bindingRules', id);
+  }
+
   getBootstrap(): BootstrapState {
     const e = this.lookup(layerKey.meta(META.bootstrap));
     if (e) return e.value as BootstrapState;
@@ -242,6 +252,22 @@ class StoreTx implements Tx {
 
   putRole(record: Unstamped<RoleRecord>): RoleRecord {
     return this.put(TABLES.roles as TableDef<RoleRecord, string>, record);
+  }
+
+  putAuthMethod(record: Unstamped<AuthMethodRecord>): AuthMethodRecord {
+    return this.put(TABLES.authMethods as TableDef<AuthMethodRecord, string>, record);
+  }
+
+  putBindingRule(record: Unstamped<BindingRuleRecord>): BindingRuleRecord {
+    return this.put(TABLES.bindingRules as TableDef<BindingRuleRecord, string>, record);
+  }
+
+  deleteAuthMethod(id: string): boolean {
+    return this.del(TABLES.authMethods as TableDef<AuthMethodRecord, string>, id);
+  }
+
+  deleteBindingRule(id: string): boolean {
+    return this.del(TABLES.bindingRules as TableDef<BindingRuleRecord, string>, id);
   }
 
   deleteToken(accessor: string): boolean {
@@ -377,7 +403,7 @@ export class LevelStore implements Store {
     this.serverTerm = num(META.serverTerm);
     const logID = this.meta.get(META.logID);
     if (typeof logID === 'string') this.currentLogID = logID;
-    for (const t of ['tokens', 'policies', 'roles', 'bootstrap'] as const) this.tableIndexes.set(t, Math.max(this.tableIndex(t), num(META.tableIndex(t))));
+    for (const t of WATCH_TABLES) this.tableIndexes.set(t, Math.max(this.tableIndex(t), num(META.tableIndex(t))));
     this.tables = state.tables;
     this.reader.tables = state.tables;
   }
@@ -772,6 +798,8 @@ export class LevelStore implements Store {
       tokens,
       policies: [...this.tables.policies.rows.values()],
       roles: [...this.tables.roles.rows.values()],
+      authMethods: [...this.tables.authMethods.rows.values()],
+      bindingRules: [...this.tables.bindingRules.rows.values()],
       bootstrap: bootstrap ?? null,
     };
   }
@@ -870,7 +898,7 @@ export class LevelStore implements Store {
     this.serverSeq = Math.max(this.serverSeq, position.seq);
     this.durableSeq = position.seq;
     this.serverTerm = position.term;
-    const tables = new Map<WatchTable, number>((['tokens', 'policies', 'roles', 'bootstrap'] as const).map((t) => [t, this.tableIndex(t)]));
+    const tables = new Map<WatchTable, number>(WATCH_TABLES.map((t) => [t, this.tableIndex(t)]));
     for (const [t] of tables) this.wakeAll(t);
     this.emit({ from, index: this.durableIndex, tables, entries: [], at: Date.now(), logReset: true });
   }
@@ -937,7 +965,8 @@ type DecodedPair =
   | { kind: 'other' };
 
 const RECORD_PREFIXES = new Map<string, TableName>((Object.keys(TABLES) as TableName[]).map((t) => [key(TABLES[t].prefix, ''), t]));
-const TABLE_INDEX_KEYS = new Map<string, WatchTable>((['tokens', 'policies', 'roles', 'bootstrap'] as const).map((t) => [META.tableIndex(t), t]));
+const WATCH_TABLES: readonly WatchTable[] = [...TABLE_NAMES, 'bootstrap'];
+const TABLE_INDEX_KEYS = new Map<string, WatchTable>(WATCH_TABLES.map((t) => [META.tableIndex(t), t]));
 const META_PREFIX = key('m', '');
 
 /** A key/value pair of a leader's batch, decoded and checked as records read from disk are. */
@@ -1028,7 +1057,7 @@ async function readState(db: Level<string, Uint8Array>): Promise<DiskState> {
     }
     return v;
   };
-  for (const name of ['policies', 'roles', 'tokens'] as const) {
+  for (const name of TABLE_NAMES) {
     const def = TABLES[name] as TableDef<Scope & object, string>;
     const table = tables[name] as AnyTable;
     const prefix = key(def.prefix, '');
@@ -1045,7 +1074,7 @@ async function readState(db: Level<string, Uint8Array>): Promise<DiskState> {
             throw new WatchwordError('INTERNAL', `a stored ${name.slice(0, -1)} is corrupt (${table.size} read before it): ${(err as Error).message}`, { cause: err });
           }
           if (!check(record)) {
-            const id = (record as Record<string, unknown> | null)?.[name === 'tokens' ? 'AccessorID' : 'ID'];
+            const id = (record as Record<string, unknown> | null)?.[name === 'tokens' ? 'AccessorID' : name === 'authMethods' ? 'Name' : 'ID'];
             throw new WatchwordError('INTERNAL', `stored ${name.slice(0, -1)} ${typeof id === 'string' ? id : '(no ID)'} is corrupt: not a well-formed record`);
           }
           // Namespaces and partitions repeat across records: keep one copy of each.

@@ -148,6 +148,8 @@ export const newTables = (): Tables => ({
   tokens: new MemTable(TABLES.tokens),
   policies: new MemTable(TABLES.policies),
   roles: new MemTable(TABLES.roles),
+  authMethods: new MemTable(TABLES.authMethods),
+  bindingRules: new MemTable(TABLES.bindingRules),
 });
 
 /** Token list filters; at most one of policy/role/serviceName/authMethod/localOnly is used. */

@@ -1,4 +1,4 @@
-import type { PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
+import type { AuthMethodRecord, BindingRuleRecord, PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
 import type { TableName } from './schema.js';
 
 /**
@@ -69,8 +69,42 @@ export function isRoleRecord(v: unknown): v is RoleRecord {
   return isObj(v) && isStr(v.ID) && isStr(v.Name) && isStr(v.Description) && list(v, 'Policies', link) && grants(v) && scoped(v);
 }
 
+const placed = (o: Obj): boolean => isStr(o.Namespace) && isStr(o.Partition) && isIndex(o.CreateIndex) && isIndex(o.ModifyIndex);
+
+export function isAuthMethodRecord(v: unknown): v is AuthMethodRecord {
+  return (
+    isObj(v) &&
+    isStr(v.Name) &&
+    isStr(v.Type) &&
+    isStr(v.DisplayName) &&
+    isStr(v.Description) &&
+    isStr(v.MaxTokenTTL) &&
+    (v.TokenLocality === 'local' || v.TokenLocality === 'global') &&
+    isObj(v.Config) &&
+    placed(v)
+  );
+}
+
+const BIND_TYPES = new Set(['service', 'node', 'role', 'policy', 'templated-policy']);
+
+export function isBindingRuleRecord(v: unknown): v is BindingRuleRecord {
+  return (
+    isObj(v) &&
+    isStr(v.ID) &&
+    isStr(v.Description) &&
+    isStr(v.AuthMethod) &&
+    isStr(v.Selector) &&
+    BIND_TYPES.has(v.BindType as string) &&
+    isStr(v.BindName) &&
+    optional(v.BindVars, (b) => isObj(b) && optional(b.Name, isStr)) &&
+    placed(v)
+  );
+}
+
 export const RECORD_CHECKS: { [T in TableName]: (v: unknown) => boolean } = {
   tokens: isTokenRecord,
   policies: isPolicyRecord,
   roles: isRoleRecord,
+  authMethods: isAuthMethodRecord,
+  bindingRules: isBindingRuleRecord,
 };

@@ -1,6 +1,6 @@
 import { Packr } from 'msgpackr';
 import { z } from 'zod';
-import type { BootstrapState, PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
+import type { AuthMethodRecord, BindingRuleRecord, BootstrapState, PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
 import { WatchwordError } from '../domain/errors.js';
 import { nodeIdentityShape, scopeShape, serviceIdentityShape, templatedPolicyShape } from '../domain/shapes.js';
 import type { TableName } from './schema.js';
@@ -61,6 +61,30 @@ export const roleRecordSchema: z.ZodType<RoleRecord> = z.object({
   ...indexes,
 });
 
+export const authMethodRecordSchema: z.ZodType<AuthMethodRecord> = z.object({
+  Name: z.string(),
+  Type: z.string(),
+  DisplayName: z.string(),
+  Description: z.string(),
+  MaxTokenTTL: z.string(),
+  TokenLocality: z.enum(['local', 'global']),
+  Config: z.record(z.string(), z.unknown()),
+  ...scope,
+  ...indexes,
+});
+
+export const bindingRuleRecordSchema: z.ZodType<BindingRuleRecord> = z.object({
+  ID: z.string(),
+  Description: z.string(),
+  AuthMethod: z.string(),
+  Selector: z.string(),
+  BindType: z.enum(['service', 'node', 'role', 'policy', 'templated-policy']),
+  BindName: z.string(),
+  BindVars: z.object({ Name: z.string().optional() }).optional(),
+  ...scope,
+  ...indexes,
+});
+
 export const bootstrapStateSchema: z.ZodType<BootstrapState> = z.object({
   Bootstrapped: z.boolean(),
   ResetIndex: z.number().int().nonnegative(),
@@ -70,12 +94,16 @@ export const RECORD_SCHEMAS = {
   tokens: tokenRecordSchema,
   policies: policyRecordSchema,
   roles: roleRecordSchema,
+  authMethods: authMethodRecordSchema,
+  bindingRules: bindingRuleRecordSchema,
 } as const satisfies Record<TableName, z.ZodType>;
 
 export interface RecordTypes {
   tokens: TokenRecord;
   policies: PolicyRecord;
   roles: RoleRecord;
+  authMethods: AuthMethodRecord;
+  bindingRules: BindingRuleRecord;
 }
 
 /** Decodes bytes read back from disk, refusing anything that is not a well-formed record. */

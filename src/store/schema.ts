@@ -1,7 +1,7 @@
 import type { z } from 'zod';
 import { expiryMillis } from '../domain/expiry.js';
-import type { PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
-import { policyRecordSchema, roleRecordSchema, tokenRecordSchema } from './records.js';
+import type { AuthMethodRecord, BindingRuleRecord, PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
+import { authMethodRecordSchema, bindingRuleRecordSchema, policyRecordSchema, roleRecordSchema, tokenRecordSchema } from './records.js';
 
 /**
  * The one declaration of every table: its records' shape, where they live on disk, and
@@ -13,11 +13,13 @@ import { policyRecordSchema, roleRecordSchema, tokenRecordSchema } from './recor
  * rebuilt in memory when the store opens.
  *
  *   t <accessor> / p <id> / r <id>   records (msgpack)
+ *   am <partition,namespace,name>    auth methods
+ *   br <id>                          binding rules
  *   m <name>                         metadata (format, indexes, bootstrap state, log identity, cursor)
  *   l <index hex>                    change log (primary)
  */
 
-export type TableName = 'tokens' | 'policies' | 'roles';
+export type TableName = 'tokens' | 'policies' | 'roles' | 'authMethods' | 'bindingRules';
 
 export interface IndexDef<R> {
   /** Unique indexes map a key to one record; the others to a set of records. */
@@ -113,12 +115,43 @@ export const rolesTable: TableDef<RoleRecord, 'name' | 'scope' | 'policy'> = {
   },
 };
 
-export const TABLES = { tokens: tokensTable, policies: policiesTable, roles: rolesTable } as const;
+/** An auth method's ID: its place and name (names are unique per place, and case-sensitive as Consul's). */
+export const authMethodID = (partition: string, namespace: string, name: string): string => key(partition, namespace, name);
+
+export const authMethodsTable: TableDef<AuthMethodRecord, 'scope'> = {
+  name: 'authMethods',
+  prefix: 'am',
+  schema: authMethodRecordSchema,
+  id: (m) => authMethodID(m.Partition, m.Namespace, m.Name),
+  isGlobal: () => true,
+  indexes: {
+    scope: { unique: false, keys: (m, emit) => emit(scopeKey(m.Partition, m.Namespace)) },
+  },
+};
+
+export const bindingRulesTable: TableDef<BindingRuleRecord, 'scope' | 'method'> = {
+  name: 'bindingRules',
+  prefix: 'br',
+  schema: bindingRuleRecordSchema,
+  id: (r) => r.ID,
+  isGlobal: () => true,
+  indexes: {
+    scope: { unique: false, keys: (r, emit) => emit(scopeKey(r.Partition, r.Namespace)) },
+    method: { unique: false, keys: (r, emit) => emit(authMethodID(r.Partition, r.Namespace, r.AuthMethod)) },
+  },
+};
+
+export const TABLES = { tokens: tokensTable, policies: policiesTable, roles: rolesTable, authMethods: authMethodsTable, bindingRules: bindingRulesTable } as const;
+
+/** Every table, in the order a snapshot applies them (what tokens and rules link to first). */
+export const TABLE_NAMES = ['policies', 'roles', 'authMethods', 'bindingRules', 'tokens'] as const satisfies readonly TableName[];
 
 export interface RecordTypes {
   tokens: TokenRecord;
   policies: PolicyRecord;
   roles: RoleRecord;
+  authMethods: AuthMethodRecord;
+  bindingRules: BindingRuleRecord;
 }
 
 export type IndexName<T extends TableName> = keyof (typeof TABLES)[T]['indexes'] & string;

@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { z } from 'zod';
-import type { BootstrapState, PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
-import { bootstrapStateSchema, decodeRaw, encode, policyRecordSchema, roleRecordSchema, tokenRecordSchema } from './records.js';
+import type { AuthMethodRecord, BindingRuleRecord, BootstrapState, PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
+import { authMethodRecordSchema, bindingRuleRecordSchema, bootstrapStateSchema, decodeRaw, encode, policyRecordSchema, roleRecordSchema, tokenRecordSchema } from './records.js';
 
 /**
  * The snapshot file (GET/PUT /v1/snapshot, `watchword snapshot`):
@@ -32,7 +32,14 @@ export const snapshotHeaderSchema = z.strictObject({
   LogID: z.string(),
   /** RFC 3339. */
   CreatedAt: z.string(),
-  Counts: z.strictObject({ Tokens: z.number().int().nonnegative(), LocalTokens: z.number().int().nonnegative(), Policies: z.number().int().nonnegative(), Roles: z.number().int().nonnegative() }),
+  Counts: z.strictObject({
+    Tokens: z.number().int().nonnegative(),
+    LocalTokens: z.number().int().nonnegative(),
+    Policies: z.number().int().nonnegative(),
+    Roles: z.number().int().nonnegative(),
+    AuthMethods: z.number().int().nonnegative().optional(),
+    BindingRules: z.number().int().nonnegative().optional(),
+  }),
 });
 
 export type SnapshotHeader = z.infer<typeof snapshotHeaderSchema>;
@@ -41,6 +48,8 @@ const recordFrame = z.discriminatedUnion('T', [
   z.strictObject({ T: z.literal('tokens'), V: tokenRecordSchema }),
   z.strictObject({ T: z.literal('policies'), V: policyRecordSchema }),
   z.strictObject({ T: z.literal('roles'), V: roleRecordSchema }),
+  z.strictObject({ T: z.literal('authMethods'), V: authMethodRecordSchema }),
+  z.strictObject({ T: z.literal('bindingRules'), V: bindingRuleRecordSchema }),
   z.strictObject({ T: z.literal('bootstrap'), V: bootstrapStateSchema }),
   z.strictObject({ T: z.literal('end'), Records: z.number().int().nonnegative() }),
 ]);
@@ -51,6 +60,8 @@ export interface SnapshotContent {
   tokens: TokenRecord[];
   policies: PolicyRecord[];
   roles: RoleRecord[];
+  authMethods: AuthMethodRecord[];
+  bindingRules: BindingRuleRecord[];
   bootstrap: BootstrapState | null;
 }
 
@@ -63,6 +74,8 @@ export interface SnapshotSource {
   tokens: readonly TokenRecord[];
   policies: readonly PolicyRecord[];
   roles: readonly RoleRecord[];
+  authMethods: readonly AuthMethodRecord[];
+  bindingRules: readonly BindingRuleRecord[];
   bootstrap: BootstrapState | null;
 }
 
@@ -100,6 +113,8 @@ export function snapshotStream(source: SnapshotSource, now: Date): Readable {
       LocalTokens: source.tokens.filter((t) => t.Local).length,
       Policies: source.policies.length,
       Roles: source.roles.length,
+      AuthMethods: source.authMethods.length,
+      BindingRules: source.bindingRules.length,
     },
   };
   function* chunks(): Generator<Buffer> {
@@ -112,9 +127,11 @@ export function snapshotStream(source: SnapshotSource, now: Date): Readable {
       hash.update(chunk);
       yield chunk;
     };
-    const tables: Array<['policies' | 'roles' | 'tokens', readonly unknown[]]> = [
+    const tables: Array<['policies' | 'roles' | 'authMethods' | 'bindingRules' | 'tokens', readonly unknown[]]> = [
       ['policies', source.policies],
       ['roles', source.roles],
+      ['authMethods', source.authMethods],
+      ['bindingRules', source.bindingRules],
       ['tokens', source.tokens],
     ];
     for (const [T, list] of tables) {
@@ -164,7 +181,7 @@ export function readSnapshot(file: Buffer): SnapshotContent {
     throw new SnapshotError(`the header is malformed: ${head.error.issues[0]?.message ?? 'unknown problem'}`);
   }
   if (head.data.FormatVersion !== SNAPSHOT_FORMAT) throw new SnapshotError(`snapshot format ${head.data.FormatVersion} is not one this build reads (${SNAPSHOT_FORMAT})`);
-  const content: SnapshotContent = { header: head.data, tokens: [], policies: [], roles: [], bootstrap: null };
+  const content: SnapshotContent = { header: head.data, tokens: [], policies: [], roles: [], authMethods: [], bindingRules: [], bootstrap: null };
   let records = 0;
   for (;;) {
     const parsed = recordFrame.safeParse(next(`record ${records + 1}`));
@@ -178,12 +195,21 @@ export function readSnapshot(file: Buffer): SnapshotContent {
     if (r.T === 'tokens') content.tokens.push(r.V);
     else if (r.T === 'policies') content.policies.push(r.V);
     else if (r.T === 'roles') content.roles.push(r.V);
+    else if (r.T === 'authMethods') content.authMethods.push(r.V);
+    else if (r.T === 'bindingRules') content.bindingRules.push(r.V);
     else content.bootstrap = r.V;
   }
   if (at !== body.length) throw new SnapshotError('bytes after the end of the snapshot');
   const c = head.data.Counts;
   const local = content.tokens.filter((t) => t.Local).length;
-  if (c.Tokens !== content.tokens.length || c.LocalTokens !== local || c.Policies !== content.policies.length || c.Roles !== content.roles.length) {
+  if (
+    c.Tokens !== content.tokens.length ||
+    c.LocalTokens !== local ||
+    c.Policies !== content.policies.length ||
+    c.Roles !== content.roles.length ||
+    (c.AuthMethods ?? 0) !== content.authMethods.length ||
+    (c.BindingRules ?? 0) !== content.bindingRules.length
+  ) {
     throw new SnapshotError('the header counts do not match the records');
   }
   return content;

@@ -1,4 +1,4 @@
-import type { BootstrapState, PolicyRecord, RoleRecord, Scope, TokenRecord } from '../domain/types.js';
+import type { AuthMethodRecord, BindingRuleRecord, BootstrapState, PolicyRecord, RoleRecord, Scope, TokenRecord } from '../domain/types.js';
 import type { StateReader } from './memory.js';
 import type { RecordTypes, TableName } from './schema.js';
 
@@ -13,6 +13,8 @@ export type Change =
   | { Table: 'tokens'; Op: 'set'; ID: string; Value: TokenRecord }
   | { Table: 'policies'; Op: 'set'; ID: string; Value: PolicyRecord }
   | { Table: 'roles'; Op: 'set'; ID: string; Value: RoleRecord }
+  | { Table: 'authMethods'; Op: 'set'; ID: string; Value: AuthMethodRecord }
+  | { Table: 'bindingRules'; Op: 'set'; ID: string; Value: BindingRuleRecord }
   | { Table: 'bootstrap'; Op: 'set'; ID: string; Value: BootstrapState }
   | { Table: TableName; Op: 'delete'; ID: string };
 
@@ -32,6 +34,8 @@ export interface GlobalSnapshot {
   tokens: TokenRecord[];
   policies: PolicyRecord[];
   roles: RoleRecord[];
+  authMethods: AuthMethodRecord[];
+  bindingRules: BindingRuleRecord[];
   bootstrap: BootstrapState | null;
 }
 
@@ -100,6 +104,8 @@ export interface TxReader {
   getPolicyByName(scope: Scope, name: string): PolicyRecord | undefined;
   getRole(id: string): RoleRecord | undefined;
   getRoleByName(scope: Scope, name: string): RoleRecord | undefined;
+  getAuthMethod(scope: Scope, name: string): AuthMethodRecord | undefined;
+  getBindingRule(id: string): BindingRuleRecord | undefined;
   getRecord<T extends TableName>(table: T, id: string): RecordTypes[T] | undefined;
   getBootstrap(): BootstrapState;
   /** Every record of a table (snapshot diffs; not for request paths). */
@@ -120,10 +126,15 @@ export interface Tx extends TxReader {
   putToken(record: Unstamped<TokenRecord>): TokenRecord;
   putPolicy(record: Unstamped<PolicyRecord>): PolicyRecord;
   putRole(record: Unstamped<RoleRecord>): RoleRecord;
+  putAuthMethod(record: Unstamped<AuthMethodRecord>): AuthMethodRecord;
+  putBindingRule(record: Unstamped<BindingRuleRecord>): BindingRuleRecord;
   /** Deletes by ID; returns whether something was deleted. */
   deleteToken(accessor: string): boolean;
   deletePolicy(id: string): boolean;
   deleteRole(id: string): boolean;
+  /** By the ID of the table (authMethodID for a method). */
+  deleteAuthMethod(id: string): boolean;
+  deleteBindingRule(id: string): boolean;
   putBootstrap(state: BootstrapState): void;
   /** Metadata written in the same batch (the replication cursor). */
   putMeta(key: string, value: unknown): void;

@@ -16,7 +16,7 @@ const policy = (ID: string, Name: string, extra: Partial<{ Description: string; 
   ModifyIndex: extra.CreateIndex ?? 1,
 });
 
-const state = (s: Partial<GlobalState>): GlobalState => ({ tokens: [], policies: [], roles: [], bootstrap: null, ...s });
+const state = (s: Partial<GlobalState>): GlobalState => ({ tokens: [], policies: [], roles: [], authMethods: [], bindingRules: [], bootstrap: null, ...s });
 
 describe('diffSnapshot', () => {
   const t1 = tokenRecord();

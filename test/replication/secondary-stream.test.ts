@@ -56,12 +56,12 @@ describe('SecondaryStream (socket-free replication protocol)', () => {
     const t1 = tokenRecord({ Description: 'one' });
     const t2 = tokenRecord({ Description: 'two' });
     stream.receive(welcome('log-a', 'snapshot', 7));
-    stream.receive({ t: 'snapshot', logID: 'log-a', index: 7, tokens: [t1], policies: [policy('p1', 'P1')], roles: [], bootstrap: null, last: false });
+    stream.receive({ t: 'snapshot', logID: 'log-a', index: 7, tokens: [t1], policies: [policy('p1', 'P1')], roles: [], authMethods: [], bindingRules: [], bootstrap: null, last: false });
     await stream.idle();
     // Nothing applied before the last chunk.
     expect(store.reader.getToken(t1.AccessorID)).toBeUndefined();
     expect(stream.isWelcomed()).toBe(true);
-    stream.receive({ t: 'snapshot', logID: 'log-a', index: 7, tokens: [t2], policies: [], roles: [], bootstrap: { Bootstrapped: true, ResetIndex: 0 }, last: true });
+    stream.receive({ t: 'snapshot', logID: 'log-a', index: 7, tokens: [t2], policies: [], roles: [], authMethods: [], bindingRules: [], bootstrap: { Bootstrapped: true, ResetIndex: 0 }, last: true });
     await stream.idle();
     expect(store.reader.getToken(t1.AccessorID)?.Description).toBe('one');
     expect(store.reader.getToken(t2.AccessorID)?.Description).toBe('two');
@@ -98,7 +98,7 @@ describe('SecondaryStream (socket-free replication protocol)', () => {
     const gone = tokenRecord();
     const kept = tokenRecord();
     stream.receive(welcome('log-a', 'snapshot', 2));
-    stream.receive({ t: 'snapshot', logID: 'log-a', index: 2, tokens: [gone, kept], policies: [], roles: [], bootstrap: null, last: true });
+    stream.receive({ t: 'snapshot', logID: 'log-a', index: 2, tokens: [gone, kept], policies: [], roles: [], authMethods: [], bindingRules: [], bootstrap: null, last: true });
     stream.receive({ t: 'entries', entries: [{ Index: 3, Changes: [{ Table: 'tokens', Op: 'delete', ID: gone.AccessorID }] }], upTo: 3 });
     await stream.idle();
     expect(store.reader.getToken(gone.AccessorID)).toBeUndefined();
@@ -109,7 +109,7 @@ describe('SecondaryStream (socket-free replication protocol)', () => {
     stream.receive(welcome('log-b', 'snapshot', 1));
     await stream.idle();
     expect(stream.appliedIndex()).toBe(0);
-    stream.receive({ t: 'snapshot', logID: 'log-b', index: 1, tokens: [], policies: [], roles: [], bootstrap: null, last: true });
+    stream.receive({ t: 'snapshot', logID: 'log-b', index: 1, tokens: [], policies: [], roles: [], authMethods: [], bindingRules: [], bootstrap: null, last: true });
     await stream.idle();
     expect(store.reader.getToken(kept.AccessorID)).toBeUndefined();
     expect(store.getMeta(META.cursor)).toEqual({ logID: 'log-b', index: 1 });
@@ -140,7 +140,7 @@ describe('SecondaryStream (socket-free replication protocol)', () => {
     const whole = tokenRecord();
     stream.hello('dc2', 'x');
     stream.receive(welcome('log-a', 'snapshot', 5));
-    stream.receive({ t: 'snapshot', logID: 'log-a', index: 5, tokens: [partial], policies: [], roles: [], bootstrap: null, last: false });
+    stream.receive({ t: 'snapshot', logID: 'log-a', index: 5, tokens: [partial], policies: [], roles: [], authMethods: [], bindingRules: [], bootstrap: null, last: false });
     // A ping in the middle of a snapshot says nothing about what is applied.
     stream.receive(ping(5));
     await stream.idle();
@@ -149,7 +149,7 @@ describe('SecondaryStream (socket-free replication protocol)', () => {
     expect(stream.isWelcomed()).toBe(false);
     stream.hello('dc2', 'x');
     stream.receive(welcome('log-a', 'snapshot', 5));
-    stream.receive({ t: 'snapshot', logID: 'log-a', index: 5, tokens: [whole], policies: [], roles: [], bootstrap: null, last: true });
+    stream.receive({ t: 'snapshot', logID: 'log-a', index: 5, tokens: [whole], policies: [], roles: [], authMethods: [], bindingRules: [], bootstrap: null, last: true });
     await stream.idle();
     expect(store.reader.getToken(partial.AccessorID)).toBeUndefined();
     expect(store.reader.getToken(whole.AccessorID)).toBeDefined();

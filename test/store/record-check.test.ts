@@ -27,6 +27,14 @@ const valid: Record<TableName, Array<Record<string, unknown>>> = {
     { ID: 'r', Name: 'n', Description: '', Policies: [], ServiceIdentities: [], NodeIdentities: [], TemplatedPolicies: [], Hash: 'h', Namespace: 'default', Partition: 'default', CreateIndex: 1, ModifyIndex: 1 },
     { ID: 'r', Name: 'n', Description: 'd', Policies: [{ ID: 'p' }], ServiceIdentities: [{ ServiceName: 's' }], NodeIdentities: [{ NodeName: 'n', Datacenter: 'dc1' }], TemplatedPolicies: [{ TemplateName: 't' }], Hash: 'h', Namespace: 'default', Partition: 'default', CreateIndex: 1, ModifyIndex: 1 },
   ],
+  authMethods: [
+    { Name: 'm', Type: 'jwt', DisplayName: '', Description: '', MaxTokenTTL: '', TokenLocality: 'local', Config: {}, Namespace: 'default', Partition: 'default', CreateIndex: 1, ModifyIndex: 1 },
+    { Name: 'k', Type: 'kubernetes', DisplayName: 'K', Description: 'd', MaxTokenTTL: '1h0m0s', TokenLocality: 'global', Config: { Host: 'https://k' }, Namespace: 'a', Partition: 'b', CreateIndex: 0, ModifyIndex: 3 },
+  ],
+  bindingRules: [
+    { ID: 'b', Description: '', AuthMethod: 'm', Selector: '', BindType: 'service', BindName: 'web', Namespace: 'default', Partition: 'default', CreateIndex: 1, ModifyIndex: 1 },
+    { ID: 'b', Description: 'd', AuthMethod: 'm', Selector: 'value.x == "y"', BindType: 'templated-policy', BindName: 'builtin/service', BindVars: { Name: 'web' }, Namespace: 'default', Partition: 'default', CreateIndex: 1, ModifyIndex: 1 },
+  ],
 };
 
 /** Every way to break one field of a record: remove it, or give it a value of the wrong kind. */
@@ -42,7 +50,7 @@ function broken(record: Record<string, unknown>): Array<[string, Record<string, 
 }
 
 describe('start-up record checks agree with the record schemas', () => {
-  for (const table of ['tokens', 'policies', 'roles'] as const) {
+  for (const table of ['tokens', 'policies', 'roles', 'authMethods', 'bindingRules'] as const) {
     it(`on valid and broken ${table}`, () => {
       const schema = RECORD_SCHEMAS[table];
       const check = RECORD_CHECKS[table];
