@@ -17,6 +17,7 @@ import { PolicyService } from './service/policies.js';
 import { RoleService } from './service/roles.js';
 import { TemplatedPolicyService } from './service/templated-policies.js';
 import { TokenService } from './service/tokens.js';
+import { AuthMethodService, BindingRuleService, LoginService } from './service/auth-methods.js';
 import { SnapshotService } from './service/snapshots.js';
 import { LevelStore, type LevelStoreOptions } from './store/level-store.js';
 import type { ClusterHooks } from './http/forward.js';
@@ -161,6 +162,9 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const policies = new PolicyService(store, resolver);
     const roles = new RoleService(store, resolver);
     const templatedPolicies = new TemplatedPolicyService(resolver);
+    const authMethods = new AuthMethodService(store, resolver, { minTTL: config.token_min_ttl, maxTTL: config.token_max_ttl });
+    const bindingRules = new BindingRuleService(store, resolver);
+    const login = new LoginService(store, clock, { datacenter: config.datacenter });
     const snapshots = new SnapshotService(store, resolver, clock, { datacenter: config.datacenter, primaryDatacenter: config.primary_datacenter, isPrimary: primary });
     const bootstrap = new BootstrapService(store, tokens, clock, {
       dataDir,
@@ -284,6 +288,9 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       policies,
       roles,
       templatedPolicies,
+      authMethods,
+      bindingRules,
+      login,
       bootstrap,
       snapshots,
       agent,

@@ -115,6 +115,42 @@ export const roleBody = ciObject(
 /** Variables for a templated-policy preview: `{"Name": "api"}` (key case-insensitive). */
 export const templateVariablesBody = ciObject({ Name: opt(str(512)) });
 
+export const authMethodBody = ciObject(
+  {
+    Name: opt(str(128)),
+    Type: opt(str(64)),
+    DisplayName: opt(str(256)),
+    Description: opt(str(MAX_TEXT)),
+    MaxTokenTTL: opt(goDuration),
+    TokenLocality: opt(z.string().max(16)),
+    Config: opt(z.record(z.string().max(256), z.unknown())),
+    NamespaceRules: opt(z.array(z.unknown()).max(0, 'NamespaceRules are not supported')),
+    ...scopeFields,
+  },
+  ECHOED,
+);
+
+export const bindingRuleBody = ciObject(
+  {
+    ID: opt(str(128)),
+    Description: opt(str(MAX_TEXT)),
+    AuthMethod: opt(str(128)),
+    Selector: opt(str(4096)),
+    BindType: opt(str(32)),
+    BindName: opt(str(1024)),
+    BindVars: opt(ciObject({ Name: opt(str(1024)) })),
+    ...scopeFields,
+  },
+  ECHOED,
+);
+
+export const loginBody = ciObject({
+  AuthMethod: opt(str(128)),
+  BearerToken: opt(z.string().max(64 * 1024)),
+  Meta: opt(z.record(z.string().max(256), z.string().max(1024))),
+  ...scopeFields,
+});
+
 // ---- Responses ----
 
 const namedLink = z.object({ ID: z.string(), Name: z.string() });
@@ -203,6 +239,34 @@ export const templatedPolicyResponse = z
 
 export const templatedPoliciesResponse = z.record(z.string(), templatedPolicyResponse);
 
+export const authMethodResponse = z
+  .object({
+    Name: z.string(),
+    Type: z.string(),
+    DisplayName: z.string().optional(),
+    Description: z.string().optional(),
+    MaxTokenTTL: z.string().optional().describe('Lifetime of login tokens, e.g. "1h0m0s"'),
+    TokenLocality: z.string().optional().describe('"local" or "global"'),
+    Config: z.record(z.string(), z.unknown()).optional().describe('Absent in list items; ServiceAccountJWT shows "<hidden>" to callers without acl:write'),
+    ...scope,
+    ...indexes,
+  })
+  .meta({ id: 'AuthMethod' });
+
+export const bindingRuleResponse = z
+  .object({
+    ID: z.string(),
+    Description: z.string(),
+    AuthMethod: z.string(),
+    Selector: z.string(),
+    BindType: z.string(),
+    BindName: z.string(),
+    BindVars: z.object({ Name: z.string().optional() }).optional(),
+    ...scope,
+    ...indexes,
+  })
+  .meta({ id: 'BindingRule' });
+
 export const errorResponse = z
   .object({
     statusCode: z.number().int(),
@@ -236,6 +300,8 @@ export type ExpandedTokenResponse = z.infer<typeof expandedTokenResponse>;
 export type BootstrapResponse = z.infer<typeof bootstrapResponse>;
 export type TemplatedPolicyResponse = z.infer<typeof templatedPolicyResponse>;
 export type ErrorResponse = z.infer<typeof errorResponse>;
+export type AuthMethodResponse = z.infer<typeof authMethodResponse>;
+export type BindingRuleResponse = z.infer<typeof bindingRuleResponse>;
 
 export const agentSelfResponse = z
   .object({

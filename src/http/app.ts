@@ -23,6 +23,8 @@ import type { RouteInfo } from './routes.js';
 import { bootstrapRoutes } from './routes/bootstrap.js';
 import { policyRoutes } from './routes/policies.js';
 import { roleRoutes } from './routes/roles.js';
+import { authMethodRoutes } from './routes/auth-methods.js';
+import type { AuthMethodService, BindingRuleService, LoginService } from '../service/auth-methods.js';
 import { templatedPolicyRoutes } from './routes/templated-policies.js';
 import { agentRoutes } from './routes/agent.js';
 import { snapshotRoutes } from './routes/snapshot.js';
@@ -39,6 +41,9 @@ export interface AppDeps {
   policies: PolicyService;
   roles: RoleService;
   templatedPolicies: TemplatedPolicyService;
+  authMethods: AuthMethodService;
+  bindingRules: BindingRuleService;
+  login: LoginService;
   bootstrap: BootstrapService;
   snapshots: SnapshotService;
   agent: AgentInfo;
@@ -234,6 +239,7 @@ export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteIn
   policyRoutes(app, deps, routes);
   roleRoutes(app, deps, routes);
   templatedPolicyRoutes(app, deps, routes);
+  authMethodRoutes(app, deps, routes);
   agentRoutes(app, deps, routes);
   snapshotRoutes(app, deps, routes);
   replicationRoutes(app, deps, routes);

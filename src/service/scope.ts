@@ -35,9 +35,9 @@ const nonEmpty = (v: string | undefined): string | undefined => (v === undefined
  * The scope of a request: body field > query/header hint > the request token's own >
  * `default`. With `allowWildcard`, a namespace of `*` comes back as '*' (lists only).
  */
-export function selectScope(identity: Identity, hints: ScopeHints, body?: BodyScope, allowWildcard = false): Scope {
-  const partition = nonEmpty(body?.Partition) ?? nonEmpty(hints.partition) ?? identity.token.Partition ?? DEFAULT_PARTITION;
-  const namespace = nonEmpty(body?.Namespace) ?? nonEmpty(hints.namespace) ?? identity.token.Namespace ?? DEFAULT_NAMESPACE;
+export function selectScope(identity: Pick<Identity, 'token'> | undefined, hints: ScopeHints, body?: BodyScope, allowWildcard = false): Scope {
+  const partition = nonEmpty(body?.Partition) ?? nonEmpty(hints.partition) ?? identity?.token.Partition ?? DEFAULT_PARTITION;
+  const namespace = nonEmpty(body?.Namespace) ?? nonEmpty(hints.namespace) ?? identity?.token.Namespace ?? DEFAULT_NAMESPACE;
   return {
     Partition: checkScopeName('partition', partition),
     Namespace: allowWildcard && namespace === WILDCARD ? WILDCARD : checkScopeName('namespace', namespace),

@@ -180,6 +180,30 @@ class StoreTx implements Tx {
     return this.getRecord('bindingRules', id);
   }
 
+  tokenIDsOfAuthMethod(name: string): string[] {
+    return this.idsIn('tokens', (this.store.tables.tokens.members('authMethod', name) ?? []) as Iterable<TokenRecord>, (t) => t.AccessorID, (t) => t.AuthMethod === name);
+  }
+
+  ruleIDsOfAuthMethod(methodID: string): string[] {
+    return this.idsIn('bindingRules', this.store.tables.bindingRules.members('method', methodID) ?? [], (r) => r.ID, (r) => authMethodID(r.Partition, r.Namespace, r.AuthMethod) === methodID);
+  }
+
+  /** IDs of durable index members, with the writes accepted since (pending and this transaction's) laid over them. */
+  private idsIn<R>(table: TableName, durable: Iterable<R>, id: (r: R) => string, wanted: (r: R) => boolean): string[] {
+    const out = new Set<string>();
+    for (const r of durable) out.add(id(r));
+    const prefix = layerKey.record(table, '');
+    for (const layer of [this.store.pending, this.layer]) {
+      for (const [k, e] of layer) {
+        if (!k.startsWith(prefix)) continue;
+        const key = k.slice(prefix.length);
+        if (e.value !== null && wanted(e.value as R)) out.add(key);
+        else out.delete(key);
+      }
+    }
+    return [...out];
+  }
+
   getBootstrap(): BootstrapState {
     const e = this.lookup(layerKey.meta(META.bootstrap));
     if (e) return e.value as BootstrapState;

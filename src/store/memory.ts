@@ -1,5 +1,5 @@
-import type { BootstrapState, PolicyRecord, RoleRecord, Scope, TokenRecord } from '../domain/types.js';
-import { type IndexDef, type IndexName, type RecordTypes, TABLES, type TableDef, type TableName, nameKey, scopeKey, SEP } from './schema.js';
+import type { AuthMethodRecord, BindingRuleRecord, BootstrapState, PolicyRecord, RoleRecord, Scope, TokenRecord } from '../domain/types.js';
+import { type IndexDef, type IndexName, type RecordTypes, TABLES, type TableDef, type TableName, authMethodID, nameKey, scopeKey, SEP } from './schema.js';
 
 /**
  * One table in memory: its records by ID and every index its TableDef declares.
@@ -191,6 +191,12 @@ export interface StateReader {
   listPolicies(partition: string, namespaces: readonly string[]): PolicyRecord[];
   /** Roles of the namespaces given (linked to `policy` when set), ordered by namespace then ID. */
   listRoles(partition: string, namespaces: readonly string[], policy?: string): RoleRecord[];
+  getAuthMethod(scope: Scope, name: string): AuthMethodRecord | undefined;
+  getBindingRule(id: string): BindingRuleRecord | undefined;
+  /** Auth methods of the namespaces given, ordered by namespace then name. */
+  listAuthMethods(partition: string, namespaces: readonly string[]): AuthMethodRecord[];
+  /** Binding rules of the namespaces given (of one method when `method` is set), ordered by namespace then ID. */
+  listBindingRules(partition: string, namespaces: readonly string[], method?: string): BindingRuleRecord[];
   /** Namespaces of a partition holding objects of a table, sorted. */
   namespacesOf(table: TableName, partition: string): string[];
   /** Every Local token of this datacenter, in every scope (snapshots). */
@@ -290,6 +296,27 @@ export class TablesReader implements StateReader {
     return [...(this.tables.roles.members('policy', policy) ?? [])]
       .filter((r) => r.Partition === partition && nsSet.has(r.Namespace))
       .sort((a, b) => byID(a.Namespace, b.Namespace) || byID(a.ID, b.ID));
+  }
+
+  getAuthMethod(scope: Scope, name: string): AuthMethodRecord | undefined {
+    return this.tables.authMethods.get(authMethodID(scope.Partition, scope.Namespace, name));
+  }
+
+  getBindingRule(id: string): BindingRuleRecord | undefined {
+    return this.tables.bindingRules.get(id);
+  }
+
+  listAuthMethods(partition: string, namespaces: readonly string[]): AuthMethodRecord[] {
+    const out: AuthMethodRecord[] = [];
+    for (const ns of [...namespaces].sort()) out.push(...[...(this.tables.authMethods.members('scope', scopeKey(partition, ns)) ?? [])].sort((a, b) => byID(a.Name, b.Name)));
+    return out;
+  }
+
+  listBindingRules(partition: string, namespaces: readonly string[], method?: string): BindingRuleRecord[] {
+    if (method === undefined) return this.inNamespaces(this.tables.bindingRules as MemTable<BindingRuleRecord, 'scope'>, partition, namespaces);
+    const out: BindingRuleRecord[] = [];
+    for (const ns of [...namespaces].sort()) out.push(...[...(this.tables.bindingRules.members('method', authMethodID(partition, ns, method)) ?? [])].sort((a, b) => byID(a.ID, b.ID)));
+    return out;
   }
 
   localTokens(): TokenRecord[] {

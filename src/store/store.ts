@@ -106,6 +106,10 @@ export interface TxReader {
   getRoleByName(scope: Scope, name: string): RoleRecord | undefined;
   getAuthMethod(scope: Scope, name: string): AuthMethodRecord | undefined;
   getBindingRule(id: string): BindingRuleRecord | undefined;
+  /** AccessorIDs of the tokens an auth method (by name) issued, in every scope, as of this transaction. */
+  tokenIDsOfAuthMethod(name: string): string[];
+  /** IDs of the binding rules of an auth method (by its table ID), as of this transaction. */
+  ruleIDsOfAuthMethod(methodID: string): string[];
   getRecord<T extends TableName>(table: T, id: string): RecordTypes[T] | undefined;
   getBootstrap(): BootstrapState;
   /** Every record of a table (snapshot diffs; not for request paths). */

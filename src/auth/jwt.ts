@@ -1,0 +1,245 @@
+import { type KeyObject, createPublicKey } from 'node:crypto';
+import { type JSONWebKeySet, compactVerify, createLocalJWKSet, decodeProtectedHeader, errors } from 'jose';
+import { invalid } from '../domain/errors.js';
+import { parseDuration } from '../domain/duration.js';
+import { requestJSON } from './http.js';
+import { type Identity, LoginRefused } from './identity.js';
+
+/** A jwt method's Config, as Consul's. */
+export interface JwtConfig {
+  JWTValidationPubKeys?: string[];
+  JWKSURL?: string;
+  JWKSCACert?: string;
+  OIDCDiscoveryURL?: string;
+  OIDCDiscoveryCACert?: string;
+  BoundIssuer?: string;
+  BoundAudiences?: string[];
+  ClaimMappings?: Record<string, string>;
+  ListClaimMappings?: Record<string, string>;
+  JWTSupportedAlgs?: string[];
+  ExpirationLeeway?: string | number;
+  NotBeforeLeeway?: string | number;
+  ClockSkewLeeway?: string | number;
+}
+
+const ALGORITHMS = ['RS256', 'RS384', 'RS512', 'ES256', 'ES384', 'ES512', 'PS256', 'PS384', 'PS512', 'EdDSA'];
+const KNOWN_KEYS = new Set(['JWTValidationPubKeys', 'JWKSURL', 'JWKSCACert', 'OIDCDiscoveryURL', 'OIDCDiscoveryCACert', 'BoundIssuer', 'BoundAudiences', 'ClaimMappings', 'ListClaimMappings', 'JWTSupportedAlgs', 'ExpirationLeeway', 'NotBeforeLeeway', 'ClockSkewLeeway']);
+
+const bad = (message: string) => invalid(`Invalid Auth Method: ${message}`);
+
+function stringMap(v: unknown, field: string): Record<string, string> | undefined {
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'object' || Array.isArray(v) || !Object.values(v).every((x) => typeof x === 'string' && x !== '')) throw bad(`${field} must map claim names to attribute names`);
+  return v as Record<string, string>;
+}
+
+function stringList(v: unknown, field: string): string[] | undefined {
+  if (v === undefined || v === null) return undefined;
+  if (!Array.isArray(v) || !v.every((x) => typeof x === 'string')) throw bad(`${field} must be a list of strings`);
+  return v as string[];
+}
+
+function httpURL(v: unknown, field: string): string | undefined {
+  if (v === undefined || v === null || v === '') return undefined;
+  try {
+    const u = new URL(String(v));
+    if (u.protocol === 'http:' || u.protocol === 'https:') return String(v);
+  } catch {
+    // refused below
+  }
+  throw bad(`${field} must be an http:// or https:// URL`);
+}
+
+/** A leeway in ms: Consul's default when 0 or absent, none when negative. */
+function leeway(v: unknown, field: string, fallbackMs: number): number {
+  if (v === undefined || v === null || v === '' || v === 0) return fallbackMs;
+  const ms = typeof v === 'number' ? v / 1e6 : parseDuration(String(v));
+  if (ms === undefined || !Number.isFinite(ms)) throw bad(`${field} is not a duration`);
+  if (ms < 0) return 0;
+  return ms === 0 ? fallbackMs : ms;
+}
+
+/** Checks a jwt method's Config as Consul does; returns it with known keys only. */
+export function validateJwtConfig(config: Record<string, unknown>): JwtConfig {
+  for (const k of Object.keys(config)) if (!KNOWN_KEYS.has(k)) throw bad(`unknown Config field ${JSON.stringify(k)} for type "jwt"`);
+  const keys = stringList(config.JWTValidationPubKeys, 'JWTValidationPubKeys') ?? [];
+  const jwks = httpURL(config.JWKSURL, 'JWKSURL');
+  const discovery = httpURL(config.OIDCDiscoveryURL, 'OIDCDiscoveryURL');
+  const sources = [keys.length > 0, jwks !== undefined, discovery !== undefined].filter(Boolean).length;
+  if (sources !== 1) throw bad("exactly one of 'JWTValidationPubKeys', 'JWKSURL', or 'OIDCDiscoveryURL' must be set");
+  keys.forEach((pem, i) => {
+    try {
+      createPublicKey(pem);
+    } catch {
+      throw bad(`JWTValidationPubKeys[${i}] is not a PEM-encoded public key`);
+    }
+  });
+  for (const f of ['JWKSCACert', 'OIDCDiscoveryCACert'] as const) {
+    const v = config[f];
+    if (v !== undefined && v !== '' && (typeof v !== 'string' || !v.includes('-----BEGIN CERTIFICATE-----'))) throw bad(`${f} must be a PEM-encoded certificate`);
+  }
+  if (config.JWKSCACert && !jwks) throw bad("JWKSCACert is set but 'JWKSURL' is not");
+  if (config.OIDCDiscoveryCACert && !discovery) throw bad("OIDCDiscoveryCACert is set but 'OIDCDiscoveryURL' is not");
+  const algs = stringList(config.JWTSupportedAlgs, 'JWTSupportedAlgs');
+  for (const a of algs ?? []) if (!ALGORITHMS.includes(a)) throw bad(`JWTSupportedAlgs: unsupported algorithm ${JSON.stringify(a)} (supported: ${ALGORITHMS.join(', ')})`);
+  const claims = stringMap(config.ClaimMappings, 'ClaimMappings');
+  const lists = stringMap(config.ListClaimMappings, 'ListClaimMappings');
+  const names = [...Object.values(claims ?? {}), ...Object.values(lists ?? {})];
+  const dup = names.find((n, i) => names.indexOf(n) !== i);
+  if (dup) throw bad(`ClaimMappings and ListClaimMappings both map to ${JSON.stringify(dup)}`);
+  if (config.BoundIssuer !== undefined && typeof config.BoundIssuer !== 'string') throw bad('BoundIssuer must be a string');
+  stringList(config.BoundAudiences, 'BoundAudiences');
+  leeway(config.ExpirationLeeway, 'ExpirationLeeway', 0);
+  leeway(config.NotBeforeLeeway, 'NotBeforeLeeway', 0);
+  leeway(config.ClockSkewLeeway, 'ClockSkewLeeway', 0);
+  return config as JwtConfig;
+}
+
+/** The attribute names a jwt method's selectors and BindNames may use. */
+export function jwtFields(config: JwtConfig): string[] {
+  return [...Object.values(config.ClaimMappings ?? {}).map((n) => `value.${n}`), ...Object.values(config.ListClaimMappings ?? {}).map((n) => `list.${n}`)];
+}
+
+/** A claim by name, or by JSON pointer (`/a/b`) into nested claims. */
+function claim(payload: Record<string, unknown>, name: string): unknown {
+  if (!name.startsWith('/')) return payload[name];
+  let v: unknown = payload;
+  for (const part of name.slice(1).split('/').map((p) => p.replaceAll('~1', '/').replaceAll('~0', '~'))) {
+    if (v === null || typeof v !== 'object') return undefined;
+    v = (v as Record<string, unknown>)[part];
+  }
+  return v;
+}
+
+const scalar = (v: unknown): string | undefined => (typeof v === 'string' ? v : typeof v === 'number' || typeof v === 'boolean' ? String(v) : undefined);
+
+/** Keys fetched from a JWKS URL (or found by OIDC discovery), refreshed when a token names a key not held. */
+class RemoteKeys {
+  private keys: ReturnType<typeof createLocalJWKSet> | undefined;
+  private fetchedAt = 0;
+
+  constructor(private readonly source: () => Promise<JSONWebKeySet>) {}
+
+  async get(refresh: boolean): Promise<ReturnType<typeof createLocalJWKSet>> {
+    // At most one refetch every 5 s (a flood of made-up key IDs costs one fetch), and every 5 min anyway.
+    const stale = Date.now() - this.fetchedAt > 5 * 60_000 || (refresh && Date.now() - this.fetchedAt > 5000);
+    if (!this.keys || stale) {
+      this.keys = createLocalJWKSet(await this.source());
+      this.fetchedAt = Date.now();
+    }
+    return this.keys;
+  }
+}
+
+async function fetchJWKS(url: string, ca: string | undefined): Promise<JSONWebKeySet> {
+  let res: { status: number; body: unknown };
+  try {
+    res = await requestJSON(url, ca ? { ca } : {});
+  } catch (err) {
+    throw new LoginRefused(`cannot fetch the JWKS from ${url}: ${(err as Error).message}`);
+  }
+  const body = res.body as { keys?: unknown } | undefined;
+  if (res.status !== 200 || !body || !Array.isArray(body.keys)) throw new LoginRefused(`the JWKS at ${url} answered ${res.status} without a key set`);
+  return body as JSONWebKeySet;
+}
+
+/** Verifies bearer tokens for one jwt method's Config. */
+export class JwtVerifier {
+  private readonly staticKeys: KeyObject[];
+  private readonly remote: RemoteKeys | undefined;
+
+  constructor(private readonly config: JwtConfig) {
+    this.staticKeys = (config.JWTValidationPubKeys ?? []).map((pem) => createPublicKey(pem));
+    if (config.JWKSURL) {
+      const url = config.JWKSURL;
+      this.remote = new RemoteKeys(() => fetchJWKS(url, config.JWKSCACert || undefined));
+    } else if (config.OIDCDiscoveryURL) {
+      const issuer = config.OIDCDiscoveryURL.replace(/\/$/, '');
+      const ca = config.OIDCDiscoveryCACert || undefined;
+      this.remote = new RemoteKeys(async () => {
+        let res: { status: number; body: unknown };
+        try {
+          res = await requestJSON(`${issuer}/.well-known/openid-configuration`, ca ? { ca } : {});
+        } catch (err) {
+          throw new LoginRefused(`cannot fetch the OIDC discovery document of ${issuer}: ${(err as Error).message}`);
+        }
+        const doc = res.body as { issuer?: unknown; jwks_uri?: unknown } | undefined;
+        if (res.status !== 200 || !doc || typeof doc.jwks_uri !== 'string') throw new LoginRefused(`the OIDC discovery document of ${issuer} answered ${res.status} without jwks_uri`);
+        if (typeof doc.issuer === 'string' && doc.issuer.replace(/\/$/, '') !== issuer) {
+          throw new LoginRefused(`the OIDC discovery document names issuer ${JSON.stringify(doc.issuer)}, not ${JSON.stringify(issuer)}`);
+        }
+        return fetchJWKS(doc.jwks_uri, ca);
+      });
+    }
+  }
+
+  async verify(bearer: string, now: number): Promise<Identity> {
+    const algorithms = this.config.JWTSupportedAlgs && this.config.JWTSupportedAlgs.length > 0 ? this.config.JWTSupportedAlgs : ['RS256'];
+    let payload: Record<string, unknown>;
+    try {
+      const header = decodeProtectedHeader(bearer);
+      if (!header.alg || !algorithms.includes(header.alg)) throw new LoginRefused(`unsupported signing algorithm ${JSON.stringify(header.alg ?? '')}; the method accepts ${algorithms.join(', ')}`);
+      payload = JSON.parse(new TextDecoder().decode(await this.checkSignature(bearer, algorithms))) as Record<string, unknown>;
+    } catch (err) {
+      if (err instanceof LoginRefused) throw err;
+      if (err instanceof errors.JWSSignatureVerificationFailed || err instanceof errors.JWKSNoMatchingKey) throw new LoginRefused('failed to verify the signature of the bearer token');
+      if (err instanceof errors.JOSEAlgNotAllowed) throw new LoginRefused('unsupported signing algorithm');
+      throw new LoginRefused(`the bearer token is not a valid JWT (${(err as Error).message})`);
+    }
+    if (payload === null || typeof payload !== 'object') throw new LoginRefused('the bearer token has no claims');
+    this.checkClaims(payload, now);
+    const value: Record<string, string> = {};
+    for (const [from, to] of Object.entries(this.config.ClaimMappings ?? {})) value[to] = scalar(claim(payload, from)) ?? '';
+    const list: Record<string, string[]> = {};
+    for (const [from, to] of Object.entries(this.config.ListClaimMappings ?? {})) {
+      const v = claim(payload, from);
+      list[to] = Array.isArray(v) ? v.map(scalar).filter((x): x is string => x !== undefined) : scalar(v) !== undefined ? [scalar(v) as string] : [];
+    }
+    return { selectable: { value, list }, variables: { ...Object.fromEntries(Object.entries(value).map(([k, v]) => [`value.${k}`, v])) } };
+  }
+
+  private async checkSignature(bearer: string, algorithms: string[]): Promise<Uint8Array> {
+    if (this.remote) {
+      try {
+        return (await compactVerify(bearer, await this.remote.get(false), { algorithms })).payload;
+      } catch (err) {
+        if (!(err instanceof errors.JWKSNoMatchingKey)) throw err;
+        // A key rotated in since the last fetch.
+        return (await compactVerify(bearer, await this.remote.get(true), { algorithms })).payload;
+      }
+    }
+    let last: unknown;
+    for (const key of this.staticKeys) {
+      try {
+        return (await compactVerify(bearer, key, { algorithms })).payload;
+      } catch (err) {
+        last = err;
+      }
+    }
+    throw last ?? new errors.JWSSignatureVerificationFailed();
+  }
+
+  private checkClaims(payload: Record<string, unknown>, now: number): void {
+    const c = this.config;
+    const skew = leeway(c.ClockSkewLeeway, 'ClockSkewLeeway', 60_000);
+    const expLeeway = leeway(c.ExpirationLeeway, 'ExpirationLeeway', 150_000);
+    const nbfLeeway = leeway(c.NotBeforeLeeway, 'NotBeforeLeeway', 150_000);
+    const seconds = (v: unknown, name: string): number | undefined => {
+      if (v === undefined) return undefined;
+      if (typeof v !== 'number' || !Number.isFinite(v)) throw new LoginRefused(`the bearer token's ${name} claim is not a number`);
+      return v * 1000;
+    };
+    const exp = seconds(payload.exp, 'exp');
+    const nbf = seconds(payload.nbf, 'nbf');
+    const iat = seconds(payload.iat, 'iat');
+    if (exp !== undefined && now > exp + expLeeway + skew) throw new LoginRefused('the bearer token is expired');
+    if (nbf !== undefined && now < nbf - nbfLeeway - skew) throw new LoginRefused('the bearer token is not yet valid');
+    if (nbf === undefined && iat !== undefined && now < iat - nbfLeeway - skew) throw new LoginRefused('the bearer token is not yet valid (issued in the future)');
+    if (c.BoundIssuer && payload.iss !== c.BoundIssuer) throw new LoginRefused(`the bearer token's issuer ${JSON.stringify(scalar(payload.iss) ?? '')} is not the bound issuer`);
+    const audiences = c.BoundAudiences ?? [];
+    if (audiences.length > 0) {
+      const aud = Array.isArray(payload.aud) ? payload.aud : payload.aud === undefined ? [] : [payload.aud];
+      if (!aud.some((a) => typeof a === 'string' && audiences.includes(a))) throw new LoginRefused('the bearer token is not meant for any of the bound audiences');
+    }
+  }
+}

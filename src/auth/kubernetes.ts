@@ -1,0 +1,63 @@
+import { invalid } from '../domain/errors.js';
+import { requestJSON } from './http.js';
+import { type Identity, LoginRefused } from './identity.js';
+
+/** A kubernetes method's Config, as Consul's. */
+export interface KubernetesConfig {
+  /** The API server, https://host:port. */
+  Host: string;
+  /** PEM CA of the API server (https). */
+  CACert?: string;
+  /** A service account JWT allowed to create TokenReviews. */
+  ServiceAccountJWT: string;
+}
+
+const KNOWN = new Set(['Host', 'CACert', 'ServiceAccountJWT', 'MapNamespaces', 'ConsulNamespacePrefix', 'ConsulNamespaceOverrides']);
+const bad = (message: string) => invalid(`Invalid Auth Method: ${message}`);
+
+export function validateKubernetesConfig(config: Record<string, unknown>): KubernetesConfig {
+  for (const k of Object.keys(config)) if (!KNOWN.has(k)) throw bad(`unknown Config field ${JSON.stringify(k)} for type "kubernetes"`);
+  const host = config.Host;
+  if (typeof host !== 'string' || host === '') throw bad('Host is required');
+  let url: URL;
+  try {
+    url = new URL(host);
+  } catch {
+    throw bad('Host must be a URL such as https://kubernetes.default.svc');
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw bad('Host must be an https:// (or http://) URL');
+  if (config.CACert !== undefined && config.CACert !== '' && (typeof config.CACert !== 'string' || !config.CACert.includes('-----BEGIN CERTIFICATE-----'))) throw bad('CACert must be a PEM-encoded certificate');
+  if (url.protocol === 'https:' && !config.CACert) throw bad('CACert is required for an https Host');
+  if (typeof config.ServiceAccountJWT !== 'string' || config.ServiceAccountJWT === '') throw bad('ServiceAccountJWT is required');
+  if (config.ServiceAccountJWT.split('.').length !== 3) throw bad('ServiceAccountJWT is not a JWT');
+  return config as unknown as KubernetesConfig;
+}
+
+export const KUBERNETES_FIELDS = ['serviceaccount.name', 'serviceaccount.namespace', 'serviceaccount.uid'];
+
+/** Asks the cluster's TokenReview API about a service account token. */
+export async function reviewKubernetesToken(config: KubernetesConfig, bearer: string): Promise<Identity> {
+  // A quick shape check: no round trip for something that is not a JWT at all.
+  if (bearer.split('.').length !== 3) throw new LoginRefused('the bearer token is not a service account JWT');
+  let res: { status: number; body: unknown };
+  try {
+    res = await requestJSON(`${config.Host.replace(/\/$/, '')}/apis/authentication.k8s.io/v1/tokenreviews`, {
+      method: 'POST',
+      headers: { Authorization: `Bearer ${config.ServiceAccountJWT}` },
+      body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token: bearer } },
+      ...(config.CACert ? { ca: config.CACert } : {}),
+    });
+  } catch (err) {
+    throw new LoginRefused(`cannot reach the kubernetes API at ${config.Host}: ${(err as Error).message}`);
+  }
+  if (res.status !== 200 && res.status !== 201) throw new LoginRefused(`the kubernetes API refused the TokenReview (${res.status})`);
+  const status = (res.body as { status?: { authenticated?: boolean; error?: string; user?: { username?: string; uid?: string } } } | undefined)?.status;
+  if (!status?.authenticated) throw new LoginRefused(`the service account token was not accepted${status?.error ? `: ${status.error}` : ''}`);
+  const parts = (status.user?.username ?? '').split(':');
+  if (parts.length !== 4 || parts[0] !== 'system' || parts[1] !== 'serviceaccount') throw new LoginRefused('the reviewed token does not belong to a service account');
+  const serviceaccount = { namespace: parts[2] as string, name: parts[3] as string, uid: status.user?.uid ?? '' };
+  return {
+    selectable: { serviceaccount },
+    variables: { 'serviceaccount.name': serviceaccount.name, 'serviceaccount.namespace': serviceaccount.namespace, 'serviceaccount.uid': serviceaccount.uid },
+  };
+}

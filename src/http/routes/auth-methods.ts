@@ -1,0 +1,110 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import { authMethodBody, authMethodResponse, bindingRuleBody, bindingRuleResponse, deletedResponse, loginBody, tokenResponse } from '../../api/schemas.js';
+import type { AppDeps } from '../app.js';
+import { decodeBody, parseJsonBody } from '../body.js';
+import { queryParam, requestContext } from '../request.js';
+import { sendWrite } from '../respond.js';
+import { type RouteInfo, resource } from '../routes.js';
+
+/** Auth methods, binding rules, login and logout (SPEC §14). */
+export function authMethodRoutes(app: FastifyInstance, deps: AppDeps, registry: RouteInfo[]): void {
+  const { authMethods, bindingRules, login } = deps;
+  const name = (request: FastifyRequest) => (request.params as { name: string }).name;
+  const id = (request: FastifyRequest) => (request.params as { id: string }).id;
+
+  resource(app, '/v1/acl/auth-method', {
+    PUT: {
+      doc: { summary: 'Create an auth method', permission: 'acl:write', body: authMethodBody, response: authMethodResponse },
+      forward: 'always',
+      handler: async (request, reply) => sendWrite(request, reply, await authMethods.create(requestContext(request), decodeBody(authMethodBody, parseJsonBody(request.body)))),
+    },
+  }, registry);
+
+  resource(app, '/v1/acl/auth-method/:name', {
+    GET: {
+      doc: { summary: 'Read an auth method', permission: 'acl:read', response: authMethodResponse },
+      table: 'authMethods',
+      handler: async (request, reply) => deps.reads.serve(request, reply, 'authMethods', 'read', () => authMethods.read(requestContext(request), name(request))),
+    },
+    PUT: {
+      doc: { summary: 'Update an auth method (full replacement; Type cannot change)', permission: 'acl:write', body: authMethodBody, response: authMethodResponse },
+      forward: 'always',
+      handler: async (request, reply) =>
+        sendWrite(request, reply, await authMethods.update(requestContext(request), name(request), decodeBody(authMethodBody, parseJsonBody(request.body)))),
+    },
+    DELETE: {
+      doc: { summary: 'Delete an auth method with its binding rules and the tokens it issued', permission: 'acl:write', response: deletedResponse },
+      forward: 'always',
+      handler: async (request, reply) => sendWrite(request, reply, await authMethods.delete(requestContext(request), name(request))),
+    },
+  }, registry);
+
+  resource(app, '/v1/acl/auth-methods', {
+    GET: {
+      doc: { summary: 'List auth methods (without Config)', permission: 'acl:read', response: z.array(authMethodResponse) },
+      table: 'authMethods',
+      handler: async (request, reply) => deps.reads.serve(request, reply, 'authMethods', 'list', () => authMethods.list(requestContext(request))),
+    },
+  }, registry);
+
+  resource(app, '/v1/acl/binding-rule', {
+    PUT: {
+      doc: { summary: 'Create a binding rule', permission: 'acl:write', body: bindingRuleBody, response: bindingRuleResponse },
+      forward: 'always',
+      handler: async (request, reply) => sendWrite(request, reply, await bindingRules.create(requestContext(request), decodeBody(bindingRuleBody, parseJsonBody(request.body)))),
+    },
+  }, registry);
+
+  resource(app, '/v1/acl/binding-rule/:id', {
+    GET: {
+      doc: { summary: 'Read a binding rule', permission: 'acl:read', response: bindingRuleResponse },
+      table: 'bindingRules',
+      handler: async (request, reply) => deps.reads.serve(request, reply, 'bindingRules', 'read', () => bindingRules.read(requestContext(request), id(request))),
+    },
+    PUT: {
+      doc: { summary: 'Update a binding rule (AuthMethod cannot change)', permission: 'acl:write', body: bindingRuleBody, response: bindingRuleResponse },
+      forward: 'always',
+      handler: async (request, reply) =>
+        sendWrite(request, reply, await bindingRules.update(requestContext(request), id(request), decodeBody(bindingRuleBody, parseJsonBody(request.body)))),
+    },
+    DELETE: {
+      doc: { summary: 'Delete a binding rule', permission: 'acl:write', response: deletedResponse },
+      forward: 'always',
+      handler: async (request, reply) => sendWrite(request, reply, await bindingRules.delete(requestContext(request), id(request))),
+    },
+  }, registry);
+
+  resource(app, '/v1/acl/binding-rules', {
+    GET: {
+      doc: { summary: 'List binding rules', permission: 'acl:read', response: z.array(bindingRuleResponse), query: { authmethod: 'Only the rules of this auth method' } },
+      table: 'bindingRules',
+      handler: async (request, reply) => {
+        const method = queryParam(request, 'authmethod');
+        return deps.reads.serve(request, reply, 'bindingRules', 'list', () => bindingRules.list(requestContext(request), method));
+      },
+    },
+  }, registry);
+
+  resource(app, '/v1/acl/login', {
+    POST: {
+      doc: { summary: 'Exchange a bearer token from an auth method for a token (no ACL token needed)', permission: 'none', body: loginBody, response: tokenResponse },
+      // A global-locality method's tokens are made at the primary; Local ones here.
+      forward: { global: (request) => login.method(requestContext(request), decodeBody(loginBody, parseJsonBody(request.body)))?.TokenLocality === 'global' },
+      handler: async (request, reply) => sendWrite(request, reply, await login.login(requestContext(request), decodeBody(loginBody, parseJsonBody(request.body)))),
+    },
+  }, registry);
+
+  resource(app, '/v1/acl/logout', {
+    POST: {
+      doc: { summary: "Delete the request's token, if a login created it", permission: 'none', response: deletedResponse },
+      // A global login token is deleted at the primary.
+      forward: { global: (request) => {
+        const secret = requestContext(request).secret;
+        const token = secret ? deps.store.reader.getTokenBySecret(secret) : undefined;
+        return token !== undefined && !token.Local;
+      } },
+      handler: async (request, reply) => sendWrite(request, reply, await login.logout(requestContext(request))),
+    },
+  }, registry);
+}
