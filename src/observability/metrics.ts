@@ -5,7 +5,7 @@ import type { BlockingGauge } from '../http/blocking.js';
 /** What the metrics read from the store at scrape time. */
 export interface StoreStats {
   currentIndex(): number;
-  count(table: 'tokens' | 'roles' | 'policies'): number;
+  count(table: 'tokens' | 'roles' | 'policies' | 'authMethods' | 'bindingRules'): number;
 }
 
 /**
@@ -88,7 +88,7 @@ export class Metrics implements BlockingGauge {
       labelNames: ['table'] as const,
       registers: [this.registry],
       collect() {
-        for (const table of ['tokens', 'roles', 'policies'] as const) this.set({ table }, store.count(table));
+        for (const table of ['tokens', 'roles', 'policies', 'authMethods', 'bindingRules'] as const) this.set({ table }, store.count(table));
       },
     });
     new Gauge({
