@@ -2,6 +2,7 @@
 import { rm } from 'node:fs/promises';
 import { Command, CommanderError, Option } from 'commander';
 import { aclCommand } from './cli/acl.js';
+import { loginCommands } from './cli/auth.js';
 import { operatorCommand } from './cli/operator.js';
 import { snapshotCommand } from './cli/snapshot.js';
 import { normalizeArgv } from './cli/argv.js';
@@ -119,6 +120,7 @@ export function buildProgram(): Command {
   aclCommand(program);
   snapshotCommand(program);
   operatorCommand(program);
+  loginCommands(program);
   return program;
 }
 

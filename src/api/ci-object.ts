@@ -9,6 +9,8 @@ export function ciObject<S extends z.ZodRawShape>(shape: S, ignored: readonly st
   const canonical = new Map<string, string>();
   for (const k of Object.keys(shape)) canonical.set(k.toLowerCase(), k);
   const ignore = new Set(ignored.map((k) => k.toLowerCase()));
+  const strict = z.strictObject(shape);
+  // Typed as the object it checks (input and output), so clients get the field types.
   return z.preprocess((value, ctx) => {
     if (value === null || typeof value !== 'object' || Array.isArray(value)) return value;
     const out: Record<string, unknown> = {};
@@ -23,5 +25,5 @@ export function ciObject<S extends z.ZodRawShape>(shape: S, ignored: readonly st
       Object.defineProperty(out, name, { value: v, enumerable: true, writable: true, configurable: true });
     }
     return out;
-  }, z.strictObject(shape));
+  }, strict) as unknown as z.ZodType<z.output<typeof strict>, z.input<typeof strict>>;
 }

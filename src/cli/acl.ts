@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import type { TokenInput, WatchwordClient } from '../client/index.js';
+import { authCommands } from './auth.js';
 import { type CommonOptions, UsageError, common, print, run } from './common.js';
 import {
   formatPolicy,
@@ -398,6 +399,7 @@ export function aclCommand(program: Command): void {
   roleCommands(acl);
   policyCommands(acl);
   templatedPolicyCommands(acl);
+  authCommands(acl);
   common(acl.command('replication').description('show the replication status of a datacenter')).action(
     run<CommonOptions>(async (o, c) => print(o, await c.replication(), formatReplication)),
   );

@@ -1,5 +1,7 @@
 import type { z } from 'zod';
 import {
+  type AuthMethodResponse,
+  type BindingRuleResponse,
   type AgentSelfResponse,
   type BootstrapResponse,
   type ExpandedTokenResponse,
@@ -11,7 +13,10 @@ import {
   type SyntheticPolicyResponse,
   type TemplatedPolicyResponse,
   type TokenResponse,
+  authMethodBody,
+  bindingRuleBody,
   cloneBody,
+  loginBody,
   policyBody,
   roleBody,
   tokenBody,
@@ -26,7 +31,12 @@ export type TokenInput = z.input<typeof tokenBody>;
 export type CloneInput = z.input<typeof cloneBody>;
 export type PolicyInput = z.input<typeof policyBody>;
 export type RoleInput = z.input<typeof roleBody>;
+export type AuthMethodInput = z.input<typeof authMethodBody>;
+export type BindingRuleInput = z.input<typeof bindingRuleBody>;
+export type LoginInput = z.input<typeof loginBody>;
 export type {
+  AuthMethodResponse,
+  BindingRuleResponse,
   AgentSelfResponse,
   BootstrapResponse,
   ExpandedTokenResponse,
@@ -209,6 +219,36 @@ export class WatchwordClient {
     preview: (name: string, variables: { Name?: string } = {}, o: RequestOptions = {}) =>
       this.value(this.call<SyntheticPolicyResponse>('POST', `/v1/acl/templated-policy/preview/${name}`, { ...o, body: variables })),
   };
+
+  readonly authMethods = {
+    create: (method: AuthMethodInput, o: RequestOptions = {}) => this.value(this.call<AuthMethodResponse>('PUT', '/v1/acl/auth-method', { ...o, body: method })),
+    read: (name: string, o: QueryOptions = {}) => this.call<AuthMethodResponse>('GET', `/v1/acl/auth-method/${encodeURIComponent(name)}`, o),
+    update: (name: string, method: AuthMethodInput, o: RequestOptions = {}) =>
+      this.value(this.call<AuthMethodResponse>('PUT', `/v1/acl/auth-method/${encodeURIComponent(name)}`, { ...o, body: method })),
+    /** Also deletes the method's binding rules and every token it issued. */
+    delete: (name: string, o: RequestOptions = {}) => this.value(this.call<boolean>('DELETE', `/v1/acl/auth-method/${encodeURIComponent(name)}`, o)),
+    list: (o: QueryOptions = {}) => this.call<AuthMethodResponse[]>('GET', '/v1/acl/auth-methods', o),
+  };
+
+  readonly bindingRules = {
+    create: (rule: BindingRuleInput, o: RequestOptions = {}) => this.value(this.call<BindingRuleResponse>('PUT', '/v1/acl/binding-rule', { ...o, body: rule })),
+    read: (id: string, o: QueryOptions = {}) => this.call<BindingRuleResponse>('GET', `/v1/acl/binding-rule/${encodeURIComponent(id)}`, o),
+    update: (id: string, rule: BindingRuleInput, o: RequestOptions = {}) =>
+      this.value(this.call<BindingRuleResponse>('PUT', `/v1/acl/binding-rule/${encodeURIComponent(id)}`, { ...o, body: rule })),
+    delete: (id: string, o: RequestOptions = {}) => this.value(this.call<boolean>('DELETE', `/v1/acl/binding-rule/${encodeURIComponent(id)}`, o)),
+    list: (filter: { authMethod?: string } = {}, o: QueryOptions = {}) =>
+      this.call<BindingRuleResponse[]>('GET', '/v1/acl/binding-rules', { ...o, query: { authmethod: filter.authMethod } }),
+  };
+
+  /** Exchanges a bearer token from an auth method for a token (no ACL token needed). */
+  login(input: LoginInput, o: RequestOptions = {}): Promise<TokenResponse> {
+    return this.value(this.call<TokenResponse>('POST', '/v1/acl/login', { ...o, body: input }));
+  }
+
+  /** Deletes the token in `o.token` (or the client's), which a login must have created. */
+  logout(o: RequestOptions = {}): Promise<boolean> {
+    return this.value(this.call<boolean>('POST', '/v1/acl/logout', o));
+  }
 
   /** Backup and restore (GET/PUT /v1/snapshot): the snapshot file's bytes. */
   readonly snapshot = {

@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process';
-import { writeFile } from 'node:fs/promises';
+import { readFile, stat, writeFile } from 'node:fs/promises';
+import { SignJWT, exportSPKI, generateKeyPair } from 'jose';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -168,6 +169,48 @@ describe('watchword acl (the real executable against a real daemon)', () => {
     expect(field(repl.stdout, 'Enabled')).toBe('false');
     const roleDel = await watchword(['acl', 'role', 'delete', '-name', 'auditors'], env);
     expect(roleDel.stdout).toMatch(/^Role "[0-9a-f-]{36}" deleted successfully/);
+  });
+
+  it('manages auth methods and binding rules, and logs in and out', async () => {
+    const { privateKey, publicKey } = await generateKeyPair('RS256', { extractable: true });
+    const pem = await exportSPKI(publicKey);
+    await writeFile(join(dir.path, 'method.json'), JSON.stringify({ JWTValidationPubKeys: [pem], ClaimMappings: { svc: 'service' } }));
+    const created = await watchword(['acl', 'auth-method', 'create', '-type', 'jwt', '-name', 'ci', '-max-token-ttl', '30m', '-config', `@${join(dir.path, 'method.json')}`], env);
+    expect(created.code, created.stderr).toBe(0);
+    expect(field(created.stdout, 'Name')).toBe('ci');
+    expect(field(created.stdout, 'MaxTokenTTL')).toBe('30m0s');
+    const rule = await watchword(['acl', 'binding-rule', 'create', '-method', 'ci', '-bind-type', 'service', '-bind-name', '${value.service}', '-selector', 'value.service != ""'], env);
+    expect(rule.code, rule.stderr).toBe(0);
+    expect(field(rule.stdout, 'BindName')).toBe('${value.service}');
+    const ruleID = field(rule.stdout, 'ID') as string;
+    const rules = await watchword(['acl', 'binding-rule', 'list', '-method', 'ci'], env);
+    expect(rules.stdout).toContain(ruleID);
+    const methods = await watchword(['acl', 'auth-method', 'list'], env);
+    expect(methods.stdout).toMatch(/^ci\s+jwt\s+/m);
+    const updated = await watchword(['acl', 'auth-method', 'update', '-name', 'ci', '-description', 'for CI jobs'], env);
+    expect(field(updated.stdout, 'Description')).toBe('for CI jobs');
+    expect(field(updated.stdout, 'MaxTokenTTL')).toBe('30m0s');
+
+    const bearer = await new SignJWT({ svc: 'deployer' }).setProtectedHeader({ alg: 'RS256' }).setExpirationTime('5m').sign(privateKey);
+    await writeFile(join(dir.path, 'bearer.jwt'), bearer);
+    const sink = join(dir.path, 'token.txt');
+    const login = await watchword(['login', '-method', 'ci', '-bearer-token-file', join(dir.path, 'bearer.jwt'), '-token-sink-file', sink], { WATCHWORD_HTTP_ADDR: d.url });
+    expect(login.code, login.stderr).toBe(0);
+    const secret = (await readFile(sink, 'utf8')).trim();
+    expect((await stat(sink)).mode & 0o777).toBe(0o600);
+    const self = await d.api('GET', '/v1/acl/token/self', { token: secret });
+    expect(self.body.ServiceIdentities).toEqual([{ ServiceName: 'deployer' }]);
+    expect(self.body.AuthMethod).toBe('ci');
+    const logout = await watchword(['logout', '-token', secret], { WATCHWORD_HTTP_ADDR: d.url });
+    expect(logout.code, logout.stderr).toBe(0);
+    expect((await d.api('GET', '/v1/acl/token/self', { token: secret })).status).toBe(403);
+    const notLogin = await watchword(['logout'], env);
+    expect(notLogin.code).toBe(1);
+    expect(notLogin.stderr).toContain('the token was not created by a login');
+
+    const del = await watchword(['acl', 'auth-method', 'delete', '-name', 'ci'], env);
+    expect(del.stdout).toContain('Auth method "ci" deleted successfully');
+    expect((await watchword(['acl', 'binding-rule', 'read', '-id', ruleID], env)).code).toBe(1);
   });
 
   it('lists flags with descriptions in every --help, and exits 0', async () => {
