@@ -95,11 +95,6 @@ export function validateJwtConfig(config: Record<string, unknown>): JwtConfig {
   return config as JwtConfig;
 }
 
-/** The attribute names a jwt method's selectors and BindNames may use. */
-export function jwtFields(config: JwtConfig): string[] {
-  return [...Object.values(config.ClaimMappings ?? {}).map((n) => `value.${n}`), ...Object.values(config.ListClaimMappings ?? {}).map((n) => `list.${n}`)];
-}
-
 /** A claim by name, or by JSON pointer (`/a/b`) into nested claims. */
 function claim(payload: Record<string, unknown>, name: string): unknown {
   if (!name.startsWith('/')) return payload[name];

@@ -33,8 +33,6 @@ export function validateKubernetesConfig(config: Record<string, unknown>): Kuber
   return config as unknown as KubernetesConfig;
 }
 
-export const KUBERNETES_FIELDS = ['serviceaccount.name', 'serviceaccount.namespace', 'serviceaccount.uid'];
-
 /** Asks the cluster's TokenReview API about a service account token. */
 export async function reviewKubernetesToken(config: KubernetesConfig, bearer: string): Promise<Identity> {
   // A quick shape check: no round trip for something that is not a JWT at all.

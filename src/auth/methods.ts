@@ -1,23 +1,18 @@
 import { invalid } from '../domain/errors.js';
 import type { AuthMethodRecord } from '../domain/types.js';
+import { METHOD_TYPES } from './fields.js';
 import { type Identity, LoginRefused } from './identity.js';
-import { type JwtConfig, JwtVerifier, jwtFields, validateJwtConfig } from './jwt.js';
-import { type KubernetesConfig, KUBERNETES_FIELDS, reviewKubernetesToken, validateKubernetesConfig } from './kubernetes.js';
+import { type JwtConfig, JwtVerifier, validateJwtConfig } from './jwt.js';
+import { type KubernetesConfig, reviewKubernetesToken, validateKubernetesConfig } from './kubernetes.js';
 
 export { LoginRefused, type Identity };
 
-export const METHOD_TYPES = ['jwt', 'kubernetes'] as const;
 
-/** Checks a method's Config for its type; returns the fields its rules may select on. */
+/** Checks a method's Config for its type. */
 export function validateMethodConfig(type: string, config: Record<string, unknown>): void {
   if (type === 'jwt') validateJwtConfig(config);
   else if (type === 'kubernetes') validateKubernetesConfig(config);
   else throw invalid(`Invalid Auth Method: Type should be one of: ${METHOD_TYPES.join(', ')}`);
-}
-
-/** Dotted paths a method's binding rules may select on and interpolate. */
-export function methodFields(method: Pick<AuthMethodRecord, 'Type' | 'Config'>): string[] {
-  return method.Type === 'jwt' ? jwtFields(method.Config as JwtConfig) : KUBERNETES_FIELDS;
 }
 
 /** Verifiers by method version: JWKS caches live as long as the method's Config does. */

@@ -1,4 +1,8 @@
-import { LoginRefused, METHOD_TYPES, methodFields, validateMethodConfig, verifyBearer } from '../auth/methods.js';
+import { METHOD_TYPES, methodFields } from '../auth/fields.js';
+import { LoginRefused } from '../auth/identity.js';
+
+/** The verifiers (and the JOSE library) load on first use: commands and daemons without auth methods never pay for them. */
+const verifiers = () => import('../auth/methods.js');
 import type { Clock } from '../domain/clock.js';
 import { formatDuration, parseDuration } from '../domain/duration.js';
 import { WatchwordError, invalid, notFound } from '../domain/errors.js';
@@ -139,7 +143,7 @@ export class AuthMethodService {
   }
 
   /** The record a body describes, checked as Consul checks it. */
-  private content(input: AuthMethodInput, scope: Scope, name: string): Omit<AuthMethodRecord, 'CreateIndex' | 'ModifyIndex'> {
+  private async content(input: AuthMethodInput, scope: Scope, name: string): Promise<Omit<AuthMethodRecord, 'CreateIndex' | 'ModifyIndex'>> {
     if (!input.Type) throw badMethod(`Type is required (one of: ${METHOD_TYPES.join(', ')})`);
     const ttl = input.MaxTokenTTL ?? 0;
     if (ttl !== 0 && (ttl < this.limits.minTTL || ttl > this.limits.maxTTL)) {
@@ -148,7 +152,7 @@ export class AuthMethodService {
     const locality = input.TokenLocality ?? '';
     if (locality !== '' && locality !== 'local' && locality !== 'global') throw badMethod("TokenLocality should be one of 'local' or 'global'");
     const config = input.Config ?? {};
-    validateMethodConfig(input.Type, config);
+    (await verifiers()).validateMethodConfig(input.Type, config);
     return {
       Name: name,
       Type: input.Type,
@@ -167,7 +171,7 @@ export class AuthMethodService {
     const name = input.Name ?? '';
     if (name === '') throw badMethod('Name is required');
     if (!METHOD_NAME_RE.test(name)) throw badMethod("Name invalid: only alphanumeric characters, '-' and '_' are allowed, at most 128 characters");
-    const content = this.content(input, scope, name);
+    const content = await this.content(input, scope, name);
     const m = await this.store.transact((tx) => {
       if (tx.getAuthMethod(scope, name)) throw invalid(`Invalid Auth Method: an auth method named ${JSON.stringify(name)} already exists; update it with PUT /v1/acl/auth-method/${name}`);
       return tx.putAuthMethod(content);
@@ -178,11 +182,14 @@ export class AuthMethodService {
   async update(ctx: RequestContext, name: string, input: AuthMethodInput): Promise<WriteResult<AuthMethodView>> {
     const { scope } = await authorize(this.resolver, ctx, 'write', input);
     if (input.Name && input.Name !== name) throw badMethod('Name in URL and payload do not match');
+    const current = this.reader.getAuthMethod(scope, name);
+    if (!current) throw methodNotFound(name);
+    if (input.Type && input.Type !== current.Type) throw badMethod(`the Type of an auth method cannot change (it is ${JSON.stringify(current.Type)})`);
+    const content = await this.content({ ...input, Type: current.Type }, scope, name);
     const m = await this.store.transact((tx) => {
       const existing = tx.getAuthMethod(scope, name);
       if (!existing) throw methodNotFound(name);
-      if (input.Type && input.Type !== existing.Type) throw badMethod(`the Type of an auth method cannot change (it is ${JSON.stringify(existing.Type)})`);
-      const content = this.content({ ...input, Type: existing.Type }, scope, name);
+      if (existing.Type !== content.Type) throw badMethod(`the Type of an auth method cannot change (it is ${JSON.stringify(existing.Type)})`);
       // Rules of the method must still select on fields it has.
       const fields = new Set(methodFields(content));
       for (const id of tx.ruleIDsOfAuthMethod(authMethodID(scope.Partition, scope.Namespace, name))) {
@@ -357,9 +364,9 @@ export class LoginService {
     const method = this.store.reader.getAuthMethod(scope, name);
     if (!method) throw new WatchwordError('ACL_NOT_FOUND', `ACL not found: auth method ${JSON.stringify(name)} not found`);
     const now = this.clock.now();
-    let identity: Awaited<ReturnType<typeof verifyBearer>>;
+    let identity: Awaited<ReturnType<Awaited<ReturnType<typeof verifiers>>['verifyBearer']>>;
     try {
-      identity = await verifyBearer(method, input.BearerToken, now);
+      identity = await (await verifiers()).verifyBearer(method, input.BearerToken, now);
     } catch (err) {
       if (err instanceof LoginRefused) throw new WatchwordError('PERMISSION_DENIED', `Permission denied: ${err.message}`);
       throw err;
