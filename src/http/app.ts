@@ -17,6 +17,7 @@ import { RateLimiter } from './rate-limit.js';
 import { z } from 'zod';
 import { sendError } from './errors.js';
 import { openAPIDocument } from './openapi.js';
+import { registerUI } from './ui.js';
 import { sendJSON } from './respond.js';
 import { resource } from './routes.js';
 import type { RouteInfo } from './routes.js';
@@ -252,5 +253,7 @@ export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteIn
       handler: async (request, reply) => sendJSON(request, reply, (document ??= openAPIDocument(routes, deps.agent.version))),
     },
   }, routes);
+  // The web UI: its own plugin context, so its security headers stay on its pages.
+  void app.register(registerUI);
   return { app, routes };
 }
