@@ -309,7 +309,7 @@ function ParseError({ message, rules }) {
   const col = Number(m[2]);
   const text = rules.split('\n')[line - 1] ?? '';
   return html`<div class="error" role="alert" data-testid="policy-error">${message}
-    <div>Line ${line}, column ${col}:</div><div class="where">${text}\n${' '.repeat(Math.max(0, col - 1))}^</div></div>`;
+    <div>Line ${line}, column ${col}:</div><div class="where"><div>${text || ' '}</div><div>${' '.repeat(Math.max(0, col - 1))}^</div></div></div>`;
 }
 
 function PolicyEditor({ id }) {
@@ -616,4 +616,6 @@ function App() {
     <main><${Page} route=${route} key=${`${route.join('/')}@${state.dc}`} /></main>`;
 }
 
-render(html`<${App} />`, document.getElementById('app'));
+const root = document.getElementById('app');
+root.textContent = '';
+render(html`<${App} />`, root);
