@@ -211,7 +211,7 @@ describe('watchword acl (the real executable against a real daemon)', () => {
     const del = await watchword(['acl', 'auth-method', 'delete', '-name', 'ci'], env);
     expect(del.stdout).toContain('Auth method "ci" deleted successfully');
     expect((await watchword(['acl', 'binding-rule', 'read', '-id', ruleID], env)).code).toBe(1);
-  });
+  }, 120_000);
 
   it('lists flags with descriptions in every --help, and exits 0', async () => {
     const top = await watchword(['--help']);

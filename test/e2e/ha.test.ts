@@ -170,7 +170,8 @@ describe.skipIf(!etcd)('several servers per datacenter (etcd-coordinated)', () =
     };
     const racers = Array.from({ length: 4 }, (_, n) => racer(n));
     try {
-      await sleep(1000);
+      // Cut only once the old leader has acknowledged some of the raced writes (a busy machine may take a while).
+      await until('writes acknowledged by the old leader', 20_000, async () => rounds.filter((r) => r.atOld === 200).length >= 5);
       cutAt = Date.now();
       cluster.coordinatorLink(old.serverName).cut();
       onTestFinished(() => cluster.coordinatorLink(old.serverName).restore());
