@@ -154,13 +154,13 @@ class Daemon implements DatacenterHandle {
 
   async leader(timeoutMs = 15_000): Promise<DatacenterHandle> {
     return until(`a leader in ${this.name}`, timeoutMs, async () => {
+      // The server that names itself: another server may still name a leader that was just
+      // killed (until its lease lapses), and that one may be running again as a follower.
       for (const s of this.servers) {
         if (s.pid === undefined) continue;
         try {
           const res = await fetch(`${s.url}/v1/status/leader`, { signal: AbortSignal.timeout(1000) });
-          const address = (await res.json()) as string;
-          const found = this.servers.find((x) => x.pid !== undefined && x.url === `http://${address}`);
-          if (found) return found;
+          if ((await res.json()) === new URL(s.url).host) return s;
         } catch {
           // ask the next one
         }
