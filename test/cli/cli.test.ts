@@ -29,7 +29,9 @@ function watchword(args: string[], env: Record<string, string> = {}): Promise<Ru
 
 const field = (out: string, key: string) => new RegExp(`^${key}:\\s+(.*)$`, 'm').exec(out)?.[1];
 
-describe('watchword acl (the real executable against a real daemon)', () => {
+// Every step starts the real executable (a fresh process from source: ~0.6 s warm, several seconds on a cold
+// transform cache or a loaded machine), so the walk-throughs get more than the default 30 s.
+describe('watchword acl (the real executable against a real daemon)', { timeout: 120_000 }, () => {
   let d: TestDaemon;
   let dir: { path: string; remove: () => Promise<void> };
   let env: Record<string, string>;
