@@ -40,6 +40,8 @@ export async function registerUI(app: FastifyInstance): Promise<void> {
   });
   app.get('/', async (_request, reply) => reply.redirect('/ui/'));
   app.get('/ui', async (_request, reply) => reply.redirect('/ui/'));
+  app.get('/ui/api', async (_request, reply) => reply.redirect('/ui/api/'));
+  app.get('/docs', async (_request, reply) => reply.redirect('/ui/api/'));
   await app.register(fastifyStatic, { root: PUBLIC, prefix: '/ui/', index: ['index.html'], decorateReply: false, cacheControl: false });
   await app.register(fastifyStatic, { root: HTM, prefix: '/ui/vendor/htm/', allowedPath: (path) => path === '/standalone.module.js', decorateReply: false });
   await app.register(fastifyStatic, {

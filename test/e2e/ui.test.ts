@@ -170,6 +170,12 @@ describe.skipIf(!CHROMIUM)('web UI in chromium', () => {
     await page.selectOption('#dc-switch', 'dc2');
     await page.click('header >> text=Tokens');
     await page.waitForSelector('td:has-text("only in dc2")');
+    // The Local/global filter: the dc2 token is Local.
+    await page.selectOption('#filter-scope', 'global');
+    await page.waitForSelector('td:has-text("only in dc2")', { state: 'detached' });
+    await page.selectOption('#filter-scope', 'local');
+    await page.waitForSelector('td:has-text("only in dc2")');
+    expect(await page.locator('[data-testid=token-table] tbody tr').count()).toBe(1);
     await page.selectOption('#dc-switch', 'dc1');
     await page.waitForFunction(() => !((globalThis as unknown as { document: PageDocument }).document.body.textContent ?? '').includes('only in dc2'));
   }, 60_000);
@@ -190,6 +196,11 @@ describe.skipIf(!CHROMIUM)('web UI in chromium', () => {
   });
 
   it('serves the API reference from the OpenAPI document', async () => {
+    for (const path of ['/ui/api', '/docs']) {
+      const res = await fetch(`${cluster.get('dc1').url}${path}`, { redirect: 'manual' });
+      expect(res.status).toBe(302);
+      expect(res.headers.get('location')).toBe('/ui/api/');
+    }
     await page.goto(`${cluster.get('dc1').url}/ui/api/`);
     await page.waitForSelector('.opblock', { timeout: 20_000 });
     expect(await page.textContent('body')).toContain('/v1/acl/token');

@@ -157,6 +157,7 @@ async function signIn() {
 function TokenList() {
   const [filter, setFilter] = useState({ kind: 'policy', value: '' });
   const [search, setSearch] = useState('');
+  const [scope, setScope] = useState('');
   const policies = useLoad(() => api('GET', '/v1/acl/policies'), []);
   const roles = useLoad(() => api('GET', '/v1/acl/roles'), []);
   const methods = useLoad(() => api('GET', '/v1/acl/auth-methods').catch(() => []), []);
@@ -175,12 +176,14 @@ function TokenList() {
           ? html`<select id="filter-value" value=${filter.value} onChange=${(e) => setFilter({ ...filter, value: e.target.value })}>
               <option value="">(any)</option>${choices.map((c) => html`<option value=${c.value}>${c.label}</option>`)}</select>`
           : html`<input id="filter-value" value=${filter.value} onChange=${(e) => setFilter({ ...filter, value: e.target.value })} />`}</div>
+      <div><label for="filter-scope">Scope</label>
+        <select id="filter-scope" value=${scope} onChange=${(e) => setScope(e.target.value)}><option value="">(any)</option><option value="local">Local</option><option value="global">global</option></select></div>
       <div><label for="search">Search</label><input id="search" placeholder="description or accessor" value=${search} onInput=${(e) => setSearch(e.target.value)} /></div>
     </div>
     ${state.canWrite ? html`<div class="actions"><a class="button" href="#/tokens/new">Create token</a></div>` : null}
     <${Loading} result=${tokens}>${(list) => {
       const s = search.toLowerCase();
-      const shown = list.filter((t) => !s || t.AccessorID.includes(s) || (t.Description ?? '').toLowerCase().includes(s));
+      const shown = list.filter((t) => (!s || t.AccessorID.includes(s) || (t.Description ?? '').toLowerCase().includes(s)) && (!scope || (scope === 'local') === t.Local));
       return html`<div class="table-wrap"><table data-testid="token-table">
         <thead><tr><th>AccessorID</th><th>Description</th><th>Policies</th><th>Roles</th><th>Scope</th></tr></thead>
         <tbody>${shown.map((t) => html`<tr>
