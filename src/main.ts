@@ -67,21 +67,12 @@ function agentCommand(program: Command): void {
       }
       throw err;
     }
-    let daemon;
-    try {
-      daemon = await startDaemon(config);
-    } catch (err) {
-      process.stderr.write(`watchword: cannot start: ${(err as Error).message}\n`);
-      process.exit(1);
-    }
+    let daemon: Awaited<ReturnType<typeof startDaemon>> | undefined;
     let stopping = false;
-    const stop = (signal: string): void => {
-      if (stopping) {
-        process.stderr.write(`watchword: ${signal} again, exiting now\n`);
-        process.exit(1);
-      }
-      stopping = true;
-      daemon.close().then(
+    /** A signal during start-up is kept and acted on once the daemon is up (the port is announced before start ends). */
+    let stopWhenStarted = false;
+    const close = (d: NonNullable<typeof daemon>): void => {
+      d.close().then(
         () => process.exit(0),
         (err: unknown) => {
           process.stderr.write(`watchword: error while stopping: ${(err as Error).message}\n`);
@@ -89,8 +80,25 @@ function agentCommand(program: Command): void {
         },
       );
     };
+    const stop = (signal: string): void => {
+      if (stopping) {
+        process.stderr.write(`watchword: ${signal} again, exiting now\n`);
+        process.exit(1);
+      }
+      stopping = true;
+      if (daemon) close(daemon);
+      else stopWhenStarted = true;
+    };
+    // Installed before start-up, so a SIGTERM at any moment is a clean stop, never the default kill.
     process.on('SIGINT', () => stop('SIGINT'));
     process.on('SIGTERM', () => stop('SIGTERM'));
+    try {
+      daemon = await startDaemon(config);
+    } catch (err) {
+      process.stderr.write(`watchword: cannot start: ${(err as Error).message}\n`);
+      process.exit(1);
+    }
+    if (stopWhenStarted) close(daemon);
     // Started by a test harness (watchword/testing): live only as long as the process that
     // started us. Its end of our stdin closes when it exits, even by SIGKILL.
     if (process.env.WATCHWORD_LIFELINE === 'stdin') {
