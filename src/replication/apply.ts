@@ -133,11 +133,12 @@ function applyChanges(tx: Tx, changes: readonly Change[], outcome: ApplyOutcome)
   }
 }
 
-/** Local tokens an auth method issued in this datacenter (a method's delete is rare: a scan is fine). */
+/** Local tokens an auth method issued in this datacenter, through the tokens' auth-method index. */
 function localTokensOf(tx: Tx, method: AuthMethodRecord): TokenRecord[] {
   return tx
-    .allRecords('tokens')
-    .filter((t) => t.Local && t.AuthMethod === method.Name && t.Partition === method.Partition && (t.AuthMethodNamespace ?? t.Namespace) === method.Namespace);
+    .tokenIDsOfAuthMethod(method.Name)
+    .map((id) => tx.getToken(id))
+    .filter((t): t is TokenRecord => t !== undefined && t.Local && t.Partition === method.Partition && (t.AuthMethodNamespace ?? t.Namespace) === method.Namespace);
 }
 
 /** Applies log entries in order, each at its own local index, and moves the cursor in the same batch. */

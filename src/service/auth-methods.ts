@@ -15,6 +15,7 @@ import { authMethodID } from '../store/schema.js';
 import type { StateReader, Store, Tx } from '../store/store.js';
 import type { AclResolver, Identity } from './acl-resolver.js';
 import type { RequestContext, WriteResult } from './context.js';
+import { namedLinks } from './links.js';
 import { authorize, authorizeList } from './permissions.js';
 import type { BodyScope } from './scope.js';
 import { selectScope } from './scope.js';
@@ -89,10 +90,6 @@ export function authMethodView(m: AuthMethodRecord, showSecrets: boolean, withCo
     CreateIndex: m.CreateIndex,
     ModifyIndex: m.ModifyIndex,
   };
-}
-
-export function bindingRuleView(r: BindingRuleRecord): BindingRuleRecord {
-  return { ...r };
 }
 
 /** `${path}` references in a BindName (or BindVars.Name). */
@@ -255,7 +252,7 @@ export class BindingRuleService {
     const { scope } = await authorize(this.resolver, ctx, 'read');
     const rule = isUUID(id) ? inScope(this.reader.getBindingRule(id), scope) : undefined;
     if (!rule) throw notFound(`Cannot find binding rule ${JSON.stringify(id)}`);
-    return bindingRuleView(rule);
+    return rule;
   }
 
   async list(ctx: RequestContext, authMethod: string | undefined): Promise<BindingRuleRecord[]> {
@@ -263,8 +260,7 @@ export class BindingRuleService {
     if (namespaces.length === 0) return [];
     return this.reader
       .listBindingRules(scope.Partition, namespaces, authMethod || undefined)
-      .filter(canSee)
-      .map(bindingRuleView);
+      .filter(canSee);
   }
 
   private content(tx: Tx, input: BindingRuleInput, scope: Scope, method: string) {
@@ -299,7 +295,7 @@ export class BindingRuleService {
       const content = this.content(tx, input, scope, method);
       return tx.putBindingRule({ ID: freshID((id) => tx.getBindingRule(id) !== undefined), ...content });
     });
-    return { value: bindingRuleView(rule), index: rule.ModifyIndex };
+    return { value: rule, index: rule.ModifyIndex };
   }
 
   async update(ctx: RequestContext, id: string, input: BindingRuleInput): Promise<WriteResult<BindingRuleRecord>> {
@@ -313,7 +309,7 @@ export class BindingRuleService {
       const content = this.content(tx, input, scope, existing.AuthMethod);
       return tx.putBindingRule({ ID: id, ...content });
     });
-    return { value: bindingRuleView(rule), index: rule.ModifyIndex };
+    return { value: rule, index: rule.ModifyIndex };
   }
 
   async delete(ctx: RequestContext, id: string): Promise<WriteResult<boolean>> {
@@ -436,10 +432,7 @@ export class LoginService {
       };
       return tx.putToken(record);
     });
-    const named = {
-      policies: token.Policies.map((l) => ({ ID: l.ID, Name: this.store.reader.getPolicy(l.ID)?.Name ?? '' })),
-      roles: token.Roles.map((l) => ({ ID: l.ID, Name: this.store.reader.getRole(l.ID)?.Name ?? '' })),
-    };
+    const named = { policies: namedLinks(this.store.reader, 'policy', token.Policies), roles: namedLinks(this.store.reader, 'role', token.Roles) };
     return { value: tokenView(token, named, true), index: token.ModifyIndex };
   }
 
