@@ -107,8 +107,15 @@ export class Metrics implements BlockingGauge {
    * view: this server's role and term, and each server's lag and synchronous-set
    * membership as this server sees them (complete on the leader).
    */
-  watchServers(view: () => OperatorServersResponse, self: string): void {
+  watchServers(compute: () => OperatorServersResponse, self: string): void {
     const registers = [this.registry];
+    // One view per scrape, not one per gauge: the gauges below are collected together.
+    let cached: { at: number; value: OperatorServersResponse } | undefined;
+    const view = (): OperatorServersResponse => {
+      const now = Date.now();
+      if (!cached || now - cached.at > 100) cached = { at: now, value: compute() };
+      return cached.value;
+    };
     new Gauge({
       name: 'watchword_server_is_leader',
       help: '1 while this server leads its datacenter, else 0',
