@@ -409,6 +409,10 @@ export const operatorServersResponse = z
     Term: z.number().int(),
     SyncSet: z.array(z.string()).describe('Names of the published synchronous followers'),
     RunningWithoutSyncCopy: z.boolean().describe('The leader acknowledges writes that no other server holds'),
+    Problem: z
+      .string()
+      .nullable()
+      .describe('What keeps this datacenter from a working leader as this server sees it: the coordinator out of reach, or a leader named there that has refused this server for longer than a lease'),
     Servers: z.array(serverStatusResponse),
   })
   .meta({ id: 'OperatorServers' });

@@ -15,6 +15,7 @@ export function formatServers(v: OperatorServersResponse): string {
     s.Connected ? 'yes' : 'no',
   ]);
   const lines = [table(['Node', 'Address', 'Role', 'Term', 'Applied', 'Lag', 'Sync set', 'Connected'], rows)];
+  if (v.Problem) lines.push(`Problem: ${v.Problem}`);
   if (v.RunningWithoutSyncCopy) lines.push('Warning: the leader is running without a synchronous copy; its acknowledged writes are on no other server');
   if (v.Leader === null) lines.push('No leader is known in this datacenter');
   return lines.join('\n');

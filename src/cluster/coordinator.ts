@@ -1,18 +1,9 @@
 import type { Etcd3, Lease } from 'etcd3';
 import type { Logger } from 'pino';
 import { WatchwordError } from '../domain/errors.js';
+import { Election, type ElectionView, type EtcdStep, type LeaderInfo, type ServerInfo, type SyncRecord } from './election.js';
 
-/** A server of the datacenter, as the coordinator knows it. */
-export interface ServerInfo {
-  name: string;
-  /** HTTP address, host:port. */
-  address: string;
-}
-
-export interface LeaderInfo extends ServerInfo {
-  /** Leadership term: grows with every new leader. */
-  term: number;
-}
+export type { LeaderInfo, ServerInfo } from './election.js';
 
 /**
  * Who leads a datacenter (SPEC §13). The etcd coordinator runs an election on a lease;
@@ -85,45 +76,39 @@ export interface EtcdOptions {
   logger: Logger;
 }
 
-interface SyncRecord {
-  leader: string;
-  term: number;
-  members: string[];
-}
+/** Per-call deadline for etcd, ms: a call that hangs must not hold the loop past a lease. */
+const CALL_MS = 2000;
 
 /**
- * Election through etcd: a lease kept alive by this server, a leader key created only
- * if absent and bound to the lease (its create revision is the term), and a sync key
- * naming the synchronous set. Only the previous leader or a member of its synchronous
- * set may take the leader key, checked in the same transaction that takes it.
+ * The election's shell: the etcd client, the timers, and the calls the decisions in
+ * `election.ts` ask for. Keys: a lease kept alive by this server, a leader key created only
+ * if absent and bound to the lease (its create revision is the term), a sync key naming
+ * the synchronous set, and a registration per server.
  *
  * Fencing: the lease is valid until `TTL` after the last keep-alive that etcd confirmed
- * was *sent*; etcd cannot expire it earlier. This server stops acknowledging a second
- * before that, so it stops before anyone else can win.
+ * was *sent*; etcd cannot expire it earlier. This server stops acknowledging a margin
+ * before that, so it stops before anyone else can win; and the lease is then retired
+ * (resigned and revoked as soon as etcd answers), never kept alive again.
  */
 export class EtcdCoordinator implements Coordinator {
   /** Loaded in start(): the etcd client (gRPC) costs a quarter of a second to load, which no other command should pay. */
   private client!: Etcd3;
-  private lease: Lease | undefined;
-  private leaseID: string | undefined;
-  private validUntil = 0;
-  private current: LeaderInfo | undefined;
-  private leaderLease: string | undefined;
-  private sync: SyncRecord | undefined;
-  private known: ServerInfo[] = [];
+  private readonly election: Election;
+  /** The client-side lease object of each lease this server granted, for keep-alives. */
+  private readonly leaseObjects = new Map<string, Lease>();
   private readonly listeners = new Set<() => void>();
   private timer: NodeJS.Timeout | undefined;
   private keepalive: NodeJS.Timeout | undefined;
   private stopped = false;
   private polling = false;
-  private lastError = '';
+  /** What the listeners were last told: leader, term and whether this server leads. */
+  private told = '';
   private readonly prefix: string;
-  /** Margin kept before the lease's end, ms. */
-  private readonly margin: number;
 
   constructor(private readonly options: EtcdOptions) {
     this.prefix = `/watchword/${options.datacenter}/`;
-    this.margin = Math.min(1000, (options.leaseTTL * 1000) / 5);
+    const leaseMs = options.leaseTTL * 1000;
+    this.election = new Election({ self: options.self, leaseMs, marginMs: Math.min(1000, leaseMs / 5) });
   }
 
   private key(name: string): string {
@@ -134,8 +119,8 @@ export class EtcdCoordinator implements Coordinator {
     const [{ Etcd3 }, { noop }] = await Promise.all([import('etcd3'), import('cockatiel')]);
     this.client = new Etcd3({
       hosts: this.options.endpoints,
-      dialTimeout: 2000,
-      defaultCallOptions: () => ({ deadline: Date.now() + 2000 }),
+      dialTimeout: CALL_MS,
+      defaultCallOptions: () => ({ deadline: Date.now() + CALL_MS }),
       // Calls fail fast and are retried by the election loop, not held behind a circuit breaker.
       faultHandling: { host: () => noop, global: noop },
     });
@@ -147,33 +132,29 @@ export class EtcdCoordinator implements Coordinator {
   }
 
   leader(): LeaderInfo | undefined {
-    return this.current;
+    return this.election.leader(Date.now());
   }
 
   isLeader(): boolean {
-    return this.current?.name === this.options.self.name && this.leaderLease === this.leaseID && this.leaseValid();
-  }
-
-  private leaseValid(): boolean {
-    return this.leaseID !== undefined && Date.now() < this.validUntil - this.margin;
+    return this.election.isLeader(Date.now());
   }
 
   checkLeadership(): void {
-    if (this.isLeader()) return;
-    const why = !this.leaseValid() ? 'its lease in the coordinator lapsed' : `the leader is ${this.current?.name ?? 'unknown'}`;
-    throw new WatchwordError('NO_LEADER', `this server may not acknowledge writes: ${why}`);
+    const now = Date.now();
+    if (this.election.isLeader(now)) return;
+    throw new WatchwordError('NO_LEADER', `this server may not acknowledge writes: ${this.election.whyNotLeader(now)}`);
   }
 
   syncSet(): string[] {
-    return [...(this.sync?.members ?? [])];
+    return [...(this.election.syncRecord()?.members ?? [])];
   }
 
   servers(): ServerInfo[] {
-    return [...this.known];
+    return this.election.servers();
   }
 
   problem(): string | undefined {
-    return this.lastError || undefined;
+    return this.election.problem();
   }
 
   onChange(listener: () => void): void {
@@ -181,126 +162,139 @@ export class EtcdCoordinator implements Coordinator {
   }
 
   async publishSync(members: string[]): Promise<void> {
-    const term = this.current?.term ?? 0;
-    if (!this.isLeader() || this.leaseID === undefined) throw new WatchwordError('NO_LEADER', 'not the leader: cannot publish the synchronous set');
-    const record: SyncRecord = { leader: this.options.self.name, term, members };
+    const leader = this.leader();
+    const lease = this.election.currentLease();
+    if (!this.isLeader() || lease === undefined || !leader) throw new WatchwordError('NO_LEADER', 'not the leader: cannot publish the synchronous set');
+    const record: SyncRecord = { leader: this.options.self.name, term: leader.term, members };
     const res = await this.client
-      .if(this.key('leader'), 'Lease', '==', this.leaseID)
+      .if(this.key('leader'), 'Lease', '==', lease)
       .then(this.client.put(this.key('sync')).value(JSON.stringify(record)))
       .commit();
     if (!res.succeeded) throw new WatchwordError('NO_LEADER', 'leadership was lost while publishing the synchronous set');
-    this.sync = record;
+    this.election.syncPublished(record, res.header.revision);
   }
 
-  /** Keeps the lease alive; a keep-alive confirmed by etcd extends validity from when it was sent. */
+  /** Keeps the current lease alive; a keep-alive confirmed by etcd extends validity from when it was sent. */
   private async renew(): Promise<void> {
-    const lease = this.lease;
-    if (!lease || this.stopped) return;
-    const sent = Date.now();
-    try {
-      const res = await lease.keepaliveOnce({ deadline: sent + 1500 });
-      const ttl = Number(res.TTL);
-      if (ttl > 0) this.validUntil = Math.max(this.validUntil, sent + ttl * 1000);
-      else this.loseLease('etcd says the lease expired');
-    } catch (err) {
-      this.lastError = `cannot reach etcd: ${(err as Error).message}`;
-      if (Date.now() >= this.validUntil) this.loseLease(this.lastError);
+    if (this.stopped) return;
+    const id = this.election.currentLease();
+    const lease = id === undefined ? undefined : this.leaseObjects.get(id);
+    if (id !== undefined && lease) {
+      const sent = Date.now();
+      try {
+        const res = await lease.keepaliveOnce({ deadline: sent + 1500 });
+        this.election.keptAlive(id, sent, Number(res.TTL) * 1000);
+      } catch (err) {
+        this.election.failed(messageOf(err), Date.now());
+      }
     }
-    if (this.lease && Date.now() >= this.validUntil - this.margin) this.changed();
+    this.election.tick(Date.now());
+    this.settle();
   }
 
-  private loseLease(why: string): void {
-    if (!this.lease) return;
-    this.options.logger.warn(`coordinator: lease lost (${why})`);
-    this.lease.release();
-    this.lease = undefined;
-    this.leaseID = undefined;
-    this.validUntil = 0;
-    this.changed();
-  }
-
-  private async ensureLease(): Promise<void> {
-    if (this.lease) return;
-    const lease = this.client.lease(this.options.leaseTTL, { autoKeepAlive: false });
-    lease.on('lost', () => undefined);
-    const sent = Date.now();
-    const id = await lease.grant();
-    this.lease = lease;
-    this.leaseID = id;
-    this.validUntil = sent + this.options.leaseTTL * 1000;
-    await lease.put(this.key(`servers/${this.options.self.name}`)).value(JSON.stringify(this.options.self));
-  }
-
-  /** Reads the election state, and campaigns when there is no leader and this server may take over. */
+  /** One round of the election: resign what must go, hold a lease, read, register, campaign. */
   private async poll(): Promise<void> {
     if (this.polling || this.stopped) return;
     this.polling = true;
     try {
-      await this.ensureLease();
-      const res = await this.client.getAll().prefix(this.prefix).exec();
-      let leaderKV: (typeof res.kvs)[number] | undefined;
-      let syncKV: (typeof res.kvs)[number] | undefined;
-      const servers: ServerInfo[] = [];
-      for (const kv of res.kvs) {
-        const k = kv.key.toString();
-        if (k === this.key('leader')) leaderKV = kv;
-        else if (k === this.key('sync')) syncKV = kv;
-        else if (k.startsWith(this.key('servers/'))) servers.push(JSON.parse(kv.value.toString()) as ServerInfo);
+      this.election.beginRound(Date.now());
+      // A round has few steps (resign, grant, read, register, resign, read, campaign); the bound only guards a loop.
+      for (let i = 0; i < 10 && !this.stopped; i++) {
+        const step = this.election.next(Date.now());
+        if (step.kind === 'idle') break;
+        await this.perform(step);
       }
-      this.known = servers.sort((a, b) => a.name.localeCompare(b.name));
-      this.sync = syncKV ? (JSON.parse(syncKV.value.toString()) as SyncRecord) : undefined;
-      const before = this.current;
-      const beforeLease = this.leaderLease;
-      if (leaderKV) {
-        this.current = { ...(JSON.parse(leaderKV.value.toString()) as ServerInfo), term: Number(leaderKV.create_revision) };
-        this.leaderLease = String(leaderKV.lease);
-      } else {
-        this.current = undefined;
-        this.leaderLease = undefined;
-        await this.campaign(syncKV?.mod_revision);
-      }
-      this.lastError = '';
-      if (before?.term !== this.current?.term || before?.name !== this.current?.name || beforeLease !== this.leaderLease) this.changed();
     } catch (err) {
-      this.lastError = `cannot reach etcd: ${(err as Error).message}`;
+      this.election.failed(messageOf(err), Date.now());
     } finally {
       this.polling = false;
+      this.settle();
     }
   }
 
-  private async campaign(syncRevision: string | undefined): Promise<void> {
-    const me = this.options.self.name;
-    const sync = this.sync;
-    if (sync && sync.leader !== me && !sync.members.includes(me)) return;
-    if (!this.leaseValid() || this.leaseID === undefined) return;
-    const res = await this.client
-      .if(this.key('leader'), 'Create', '==', 0)
-      .and(this.key('sync'), 'Mod', '==', syncRevision ?? 0)
-      .then(this.client.put(this.key('leader')).value(JSON.stringify(this.options.self)).lease(this.leaseID))
-      .commit();
-    if (!res.succeeded) return;
-    const term = Number(res.header.revision);
-    this.current = { ...this.options.self, term };
-    this.leaderLease = this.leaseID;
-    this.options.logger.info({ term }, 'coordinator: won the election; this server leads');
-    // Until followers catch up, this server alone holds every acknowledged write.
-    await this.publishSync([]);
+  private async perform(step: Exclude<EtcdStep, { kind: 'idle' }>): Promise<void> {
+    switch (step.kind) {
+      case 'resign': {
+        await this.client.if(this.key('leader'), 'Lease', '==', step.lease).then(this.client.delete().key(this.key('leader'))).commit();
+        await this.revoke(step.lease);
+        this.election.resigned(step.lease);
+        return;
+      }
+      case 'grant': {
+        const lease = this.client.lease(this.options.leaseTTL, { autoKeepAlive: false });
+        lease.on('lost', () => undefined);
+        const sent = Date.now();
+        const id = await lease.grant();
+        this.leaseObjects.set(id, lease);
+        this.election.granted(id, sent);
+        return;
+      }
+      case 'read': {
+        const res = await this.client.getAll().prefix(this.prefix).exec();
+        const view: ElectionView = { servers: [] };
+        for (const kv of res.kvs) {
+          const k = kv.key.toString();
+          const lease = String(kv.lease);
+          if (k === this.key('leader')) view.leader = { server: JSON.parse(kv.value.toString()) as ServerInfo, term: Number(kv.create_revision), lease };
+          else if (k === this.key('sync')) view.sync = { record: JSON.parse(kv.value.toString()) as SyncRecord, revision: String(kv.mod_revision) };
+          else if (k.startsWith(this.key('servers/'))) view.servers.push({ ...(JSON.parse(kv.value.toString()) as ServerInfo), lease });
+        }
+        this.election.observed(view, Date.now());
+        return;
+      }
+      case 'register': {
+        await this.client.put(this.key(`servers/${this.options.self.name}`)).value(JSON.stringify(this.options.self)).lease(step.lease);
+        this.election.registered(step.lease);
+        return;
+      }
+      case 'campaign': {
+        const res = await this.client
+          .if(this.key('leader'), 'Create', '==', 0)
+          .and(this.key('sync'), 'Mod', '==', step.syncRevision ?? 0)
+          .then(this.client.put(this.key('leader')).value(JSON.stringify(this.options.self)).lease(step.lease))
+          .commit();
+        this.election.campaigned(step.lease, res.succeeded, Number(res.header.revision));
+        // Until followers catch up, this server alone holds every acknowledged write.
+        if (res.succeeded) await this.publishSync([]);
+        return;
+      }
+    }
   }
 
-  private changed(): void {
-    for (const l of this.listeners) l();
+  /** Revokes a lease (removing every key on it); one etcd no longer knows is as good as revoked. */
+  private async revoke(id: string): Promise<void> {
+    const lease = this.leaseObjects.get(id);
+    this.leaseObjects.delete(id);
+    lease?.release();
+    try {
+      await this.client.leaseClient.leaseRevoke({ ID: id });
+    } catch (err) {
+      if (!/lease not found/i.test(messageOf(err))) throw err;
+    }
+  }
+
+  /** Logs what the election did, and tells the listeners when the leader, the term or this server's part changed. */
+  private settle(): void {
+    for (const note of this.election.takeNotes()) this.options.logger.info(`coordinator: ${note}`);
+    const l = this.leader();
+    const now = `${l?.name ?? ''}|${l?.term ?? 0}|${this.isLeader()}`;
+    if (now === this.told) return;
+    this.told = now;
+    for (const listener of this.listeners) listener();
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
     clearInterval(this.timer);
     clearInterval(this.keepalive);
-    const lease = this.lease;
-    this.lease = undefined;
-    this.leaseID = undefined;
-    this.validUntil = 0;
-    // Revoking the lease removes the leader key at once: a successor need not wait for it to lapse.
-    if (lease) await lease.revoke().catch(() => undefined);
+    // A round in flight ends after its current call (each has a deadline).
+    for (const until = Date.now() + CALL_MS; this.polling && Date.now() < until; ) await new Promise((r) => setTimeout(r, 10));
+    // Revoking a lease removes the leader key on it at once: a successor need not wait for it to lapse.
+    await Promise.all(this.election.leases().map((id) => this.revoke(id).catch(() => undefined)));
     this.client?.close();
   }
+}
+
+function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
 }

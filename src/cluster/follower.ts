@@ -32,6 +32,8 @@ export interface FollowerStreamStatus {
   AppliedSeq: number;
   LastContactMs: number;
   LastError: string;
+  /** How long the leader has refused this server's stream without a welcome in between, ms (0 while it does not). */
+  RefusedForMs: number;
 }
 
 /**
@@ -54,6 +56,8 @@ export class ServerFollower {
   private snapshot: Array<[string, Uint8Array]> = [];
   /** Set by the welcome: the connection's term. */
   private term = 0;
+  /** When the leader first refused the stream since its last welcome. */
+  private refusedSince: number | undefined;
 
   constructor(
     private readonly store: LevelStore,
@@ -80,6 +84,7 @@ export class ServerFollower {
       AppliedSeq: this.store.serverPosition().seq,
       LastContactMs: this.heartbeat.sinceHeardMs() ?? -1,
       LastError: this.lastError,
+      RefusedForMs: this.refusedSince === undefined ? 0 : Date.now() - this.refusedSince,
     };
   }
 
@@ -102,6 +107,7 @@ export class ServerFollower {
       this.send({ t: 'hello', v: SERVER_PROTOCOL_VERSION, name: this.options.name, address: this.options.address(), seq: pos.seq, term: pos.term });
     });
     ws.on('unexpected-response', (_req, res) => {
+      this.refusedSince ??= Date.now();
       let body = '';
       res.on('data', (c: Buffer) => (body += c.toString('utf8')));
       res.on('end', () => this.drop(`the leader refused the stream (${res.statusCode}): ${body.trim()}`));
@@ -132,6 +138,7 @@ export class ServerFollower {
       case 'welcome':
         if (frame.term < this.options.term) return this.drop(`the leader's term ${frame.term} is older than the current term ${this.options.term}`);
         this.term = frame.term;
+        this.refusedSince = undefined;
         this.snapshot = [];
         this.backoff.reset();
         this.lastError = '';

@@ -127,6 +127,7 @@ abstract class DatacenterRole implements ClusterRole {
       token: config.replication_token ?? config.initial_management_token,
       syncFollowers: mode.kind === 'single' ? 0 : mode.syncFollowers,
       syncTimeoutMs: this.deps.serverTimings?.syncTimeoutMs ?? 2000,
+      leaseMs: mode.kind === 'etcd' ? mode.leaseMs : 5000,
       heartbeatMs: repl.heartbeatMs,
       deadPeerMs: repl.deadPeerMs,
       backoffMinMs: Math.min(repl.backoffMinMs, 250),
@@ -230,6 +231,7 @@ abstract class DatacenterRole implements ClusterRole {
       Term: 1,
       SyncSet: [],
       RunningWithoutSyncCopy: false,
+      Problem: null,
       Servers: [{ Name: config.node_name, Address: advertised(), Role: 'leader', Term: 1, AppliedSeq: store.serverPosition().seq, AppliedIndex: store.currentIndex(), LagBatches: 0, InSyncSet: false, Connected: true }],
     };
   }

@@ -15,6 +15,8 @@ export interface ServerGroupOptions {
   token: string | undefined;
   syncFollowers: number;
   syncTimeoutMs: number;
+  /** The coordinator's lease, ms: a leader that refuses this server for longer is reported. */
+  leaseMs: number;
   heartbeatMs: number;
   deadPeerMs: number;
   backoffMinMs: number;
@@ -194,7 +196,24 @@ export class ServerGroup {
       Term: leader?.term ?? 0,
       SyncSet: sync,
       RunningWithoutSyncCopy: this.role === 'leader' && sync.length === 0,
+      Problem: this.problem() ?? null,
       Servers: [...servers.values()].sort((a, b) => a.Name.localeCompare(b.Name)) };
+  }
+
+  /**
+   * What keeps the datacenter from a working leader as this server sees it. A leader that
+   * the coordinator names but that refuses this server's stream for longer than a lease is
+   * the symptom of a leader key outliving its leadership, so it is reported, not only logged.
+   */
+  problem(): string | undefined {
+    const trouble = this.coordinator.problem();
+    if (trouble) return `this server ${trouble}`;
+    const f = this.following?.stream.status();
+    const leader = this.otherLeader();
+    if (f && leader && f.RefusedForMs > this.options.leaseMs) {
+      return `the leader named in the coordinator (${leader.name}) has refused this server's stream for ${Math.round(f.RefusedForMs / 1000)} s: ${f.LastError}`;
+    }
+    return undefined;
   }
 
   /** The follower stream's own status, on a follower. */

@@ -141,6 +141,14 @@ export class Metrics implements BlockingGauge {
       },
     });
     new Gauge({
+      name: 'watchword_server_leader_problem',
+      help: '1 while this server sees no working leader: the coordinator out of reach, or the leader named there refusing this server for longer than a lease',
+      registers,
+      collect() {
+        this.set(view().Problem === null ? 0 : 1);
+      },
+    });
+    new Gauge({
       name: 'watchword_server_applied_seq',
       help: 'Last server batch durable on each server, as this server sees it',
       labelNames: ['server'] as const,

@@ -32,7 +32,8 @@ async function freePort(): Promise<number> {
 /**
  * Runs etcd (argv: binary, data dir, etcd's arguments) for as long as its starter lives:
  * when the starter's end of our stdin closes (it exited, or was SIGKILLed), etcd is
- * killed and its data dir removed. SIGTERM is passed on for a clean stop.
+ * killed and its data dir removed. SIGTERM is passed on for a clean stop; SIGUSR2 becomes
+ * a SIGKILL of etcd itself (a crash that keeps the data dir, for restart tests).
  */
 const LIFELINE = `
 const { spawn } = require('node:child_process');
@@ -45,6 +46,7 @@ process.stdin.on('end', lost);
 process.stdin.on('error', lost);
 process.stdin.resume();
 process.on('SIGTERM', () => etcd.kill('SIGTERM'));
+process.on('SIGUSR2', () => etcd.kill('SIGKILL'));
 etcd.on('exit', (code) => {
   if (abandoned) rmSync(dir, { recursive: true, force: true });
   process.exit(code ?? 0);
@@ -59,6 +61,7 @@ export class EtcdProcess {
   private out = '';
   host = '127.0.0.1';
   port = 0;
+  private peerPort = 0;
 
   get url(): string {
     return `http://${this.host}:${this.port}`;
@@ -73,12 +76,22 @@ export class EtcdProcess {
     return this.dir;
   }
 
+  /** Whether etcd is running now. */
+  get running(): boolean {
+    return this.proc !== undefined && this.proc.exitCode === null && this.proc.signalCode === null;
+  }
+
+  /** Starts etcd; after kill(), again on the same data dir and ports. */
   async start(timeoutMs = 20_000): Promise<void> {
     const bin = etcdBinary();
     if (!bin) throw new Error('etcd is not installed (Debian: apt-get install etcd-server)');
-    this.dir = await mkdtemp(join(tmpdir(), 'watchword-etcd-'));
-    this.port = await freePort();
-    const peer = await freePort();
+    if (this.running) return;
+    if (!this.dir) {
+      this.dir = await mkdtemp(join(tmpdir(), 'watchword-etcd-'));
+      this.port = await freePort();
+      this.peerPort = await freePort();
+    }
+    const peer = this.peerPort;
     const proc = spawn(
       process.execPath,
       [
@@ -110,6 +123,13 @@ export class EtcdProcess {
       if (Date.now() > deadline) throw new Error(`etcd did not become healthy within ${timeoutMs} ms: ${this.out.slice(-1000)}`);
       await new Promise((r) => setTimeout(r, 100));
     }
+  }
+
+  /** SIGKILL of etcd (a crash); its data dir stays for start(). */
+  async kill(): Promise<void> {
+    if (!this.running) return;
+    this.proc?.kill('SIGUSR2');
+    await this.exited;
   }
 
   async stop(): Promise<void> {

@@ -90,6 +90,16 @@ export interface LinkHandle {
   readonly isCut: boolean;
 }
 
+/** The etcd a cluster with a multi-server datacenter runs. */
+export interface CoordinatorHandle {
+  readonly url: string;
+  readonly dataDir: string;
+  /** SIGKILL of etcd (a crash); its data dir stays. */
+  kill(): Promise<void>;
+  /** Starts it again on the same data dir and port. */
+  start(): Promise<void>;
+}
+
 export interface Cluster {
   readonly datacenters: DatacenterHandle[];
   readonly primary: DatacenterHandle;
@@ -98,7 +108,7 @@ export interface Cluster {
   /** The link from a secondary to the primary; needs `links: true`. */
   link(secondary: string): LinkHandle;
   /** The etcd this cluster started (when a datacenter has several servers). */
-  readonly coordinator: { url: string; dataDir: string } | undefined;
+  readonly coordinator: CoordinatorHandle | undefined;
   /** The link from one server (by server name) to the coordinator, for servers of a multi-server datacenter. */
   coordinatorLink(serverName: string): LinkHandle;
   /** Resolves once every running secondary has applied the primary's current index. */
@@ -289,8 +299,9 @@ class ClusterImpl implements Cluster {
 
   etcd: EtcdProcess | undefined;
 
-  get coordinator(): { url: string; dataDir: string } | undefined {
-    return this.etcd ? { url: this.etcd.url, dataDir: this.etcd.dataDir } : undefined;
+  get coordinator(): CoordinatorHandle | undefined {
+    const etcd = this.etcd;
+    return etcd ? { url: etcd.url, dataDir: etcd.dataDir, kill: () => etcd.kill(), start: () => etcd.start() } : undefined;
   }
 
   readonly coordinatorProxies = new Map<string, LinkProxy>();

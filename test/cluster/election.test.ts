@@ -1,0 +1,372 @@
+import { describe, expect, it } from 'vitest';
+import { Election, type ElectionView, type EtcdStep, type ServerInfo, type SyncRecord } from '../../src/cluster/election.js';
+
+// The election's decisions without etcd: every transition fed by hand on a manual clock,
+// and whole scenarios run against a small model of etcd's keys, leases and transactions
+// (the semantics the shell relies on: a lease expires TTL after its last keep-alive, a
+// restarted etcd gives every lease a fresh TTL, a key on a lease goes with it).
+
+const LEASE = 5000;
+const MARGIN = 1000;
+const server = (name: string): ServerInfo => ({ name, address: `${name}:8500` });
+const make = (name = 'p1') => new Election({ self: server(name), leaseMs: LEASE, marginMs: MARGIN });
+
+/** etcd as the election sees it: keys with leases and revisions, leases with deadlines; down refuses every call. */
+class ModelEtcd {
+  revision = 1;
+  down = false;
+  private nextLease = 100;
+  readonly leases = new Map<string, number>(); // id -> expires at
+  readonly keys = new Map<string, { value: string; lease: string; create: number; mod: number }>();
+
+  private check(now: number): void {
+    if (this.down) throw new Error('connection refused');
+    for (const [id, at] of this.leases) if (at <= now) this.dropLease(id);
+  }
+
+  private dropLease(id: string): void {
+    this.leases.delete(id);
+    for (const [k, v] of this.keys) if (v.lease === id) this.keys.delete(k);
+  }
+
+  /** A crash and a restart: leases get a fresh TTL, as etcd's lessor does when it is promoted. */
+  restart(now: number): void {
+    this.down = false;
+    for (const id of this.leases.keys()) this.leases.set(id, now + LEASE);
+  }
+
+  grant(now: number): string {
+    this.check(now);
+    const id = String(this.nextLease++);
+    this.leases.set(id, now + LEASE);
+    return id;
+  }
+
+  keepalive(id: string, now: number): number {
+    this.check(now);
+    if (!this.leases.has(id)) return 0;
+    this.leases.set(id, now + LEASE);
+    return LEASE;
+  }
+
+  revoke(id: string, now: number): void {
+    this.check(now);
+    this.dropLease(id);
+  }
+
+  put(key: string, value: string, lease: string, now: number): number {
+    this.check(now);
+    this.revision++;
+    const old = this.keys.get(key);
+    this.keys.set(key, { value, lease, create: old?.create ?? this.revision, mod: this.revision });
+    return this.revision;
+  }
+
+  del(key: string): void {
+    this.revision++;
+    this.keys.delete(key);
+  }
+
+  view(now: number): ElectionView {
+    this.check(now);
+    const view: ElectionView = { servers: [] };
+    for (const [k, v] of this.keys) {
+      if (k === 'leader') view.leader = { server: JSON.parse(v.value) as ServerInfo, term: v.create, lease: v.lease };
+      else if (k === 'sync') view.sync = { record: JSON.parse(v.value) as SyncRecord, revision: String(v.mod) };
+      else view.servers.push({ ...(JSON.parse(v.value) as ServerInfo), lease: v.lease });
+    }
+    return view;
+  }
+}
+
+/** What the shell does with a step, against the model. */
+function perform(e: Election, self: ServerInfo, etcd: ModelEtcd, step: Exclude<EtcdStep, { kind: 'idle' }>, now: number): void {
+  switch (step.kind) {
+    case 'resign':
+      etcd.view(now);
+      if (etcd.keys.get('leader')?.lease === step.lease) etcd.del('leader');
+      etcd.revoke(step.lease, now);
+      return e.resigned(step.lease);
+    case 'grant':
+      return e.granted(etcd.grant(now), now);
+    case 'read':
+      return e.observed(etcd.view(now), now);
+    case 'register':
+      etcd.put(`servers/${self.name}`, JSON.stringify(self), step.lease, now);
+      return e.registered(step.lease);
+    case 'campaign': {
+      etcd.view(now);
+      const sync = etcd.keys.get('sync');
+      const won = !etcd.keys.has('leader') && String(sync?.mod ?? 0) === String(step.syncRevision ?? 0);
+      const term = won ? etcd.put('leader', JSON.stringify(self), step.lease, now) : etcd.revision;
+      e.campaigned(step.lease, won, term);
+      if (won) {
+        const record = { leader: self.name, term, members: [] };
+        e.syncPublished(record, String(etcd.put('sync', JSON.stringify(record), '0', now)));
+      }
+      return;
+    }
+  }
+}
+
+/** One round of the shell's loop; a failing call ends it, as in the shell. */
+function round(e: Election, self: ServerInfo, etcd: ModelEtcd, now: number): EtcdStep['kind'][] {
+  const done: EtcdStep['kind'][] = [];
+  e.beginRound(now);
+  try {
+    for (let i = 0; i < 10; i++) {
+      const step = e.next(now);
+      done.push(step.kind);
+      if (step.kind === 'idle') break;
+      perform(e, self, etcd, step, now);
+    }
+  } catch (err) {
+    e.failed((err as Error).message, now);
+  }
+  return done;
+}
+
+function keepalive(e: Election, etcd: ModelEtcd, now: number): void {
+  const id = e.currentLease();
+  if (id !== undefined) {
+    try {
+      e.keptAlive(id, now, etcd.keepalive(id, now));
+    } catch (err) {
+      e.failed((err as Error).message, now);
+    }
+  }
+  e.tick(now);
+}
+
+describe('Election (the coordinator’s decisions, without etcd)', () => {
+  it('takes a lease, registers, campaigns on an empty election and leads in the term of its key', () => {
+    const etcd = new ModelEtcd();
+    const e = make();
+    expect(round(e, server('p1'), etcd, 0)).toEqual(['grant', 'read', 'register', 'campaign', 'idle']);
+    expect(e.isLeader(0)).toBe(true);
+    expect(e.leader(0)).toEqual({ ...server('p1'), term: etcd.keys.get('leader')?.create });
+    expect(e.syncRecord()).toEqual({ leader: 'p1', term: etcd.keys.get('leader')?.create, members: [] });
+    expect(e.servers()).toEqual([server('p1')]);
+    expect(e.takeNotes()).toEqual([expect.stringMatching(/won the election in term \d+/)]);
+    // Nothing more to do while all is well.
+    expect(round(e, server('p1'), etcd, 250)).toEqual(['read', 'idle']);
+  });
+
+  it('keeps leading while keep-alives are confirmed, and stops a margin before a lease without them could end', () => {
+    const etcd = new ModelEtcd();
+    const e = make();
+    round(e, server('p1'), etcd, 0);
+    for (let t = 1000; t <= 20_000; t += 1000) keepalive(e, etcd, t);
+    expect(e.isLeader(20_000)).toBe(true);
+    // The last confirmed keep-alive was sent at 20 s: leadership ends at 20 + 5 - 1 s.
+    expect(e.isLeader(23_999)).toBe(true);
+    expect(e.isLeader(24_000)).toBe(false);
+    expect(() => e.tick(24_000)).not.toThrow();
+    expect(e.currentLease()).toBeUndefined();
+    expect(e.whyNotLeader(24_000)).toBe('its lease in the coordinator lapsed');
+  });
+
+  it('a short etcd outage (shorter than the lease less the margin) changes nothing: same lease, same term', () => {
+    const etcd = new ModelEtcd();
+    const e = make();
+    round(e, server('p1'), etcd, 0);
+    const term = e.leader(0)?.term;
+    const lease = e.currentLease();
+    keepalive(e, etcd, 1000);
+    etcd.down = true;
+    keepalive(e, etcd, 2000);
+    round(e, server('p1'), etcd, 2500);
+    expect(e.problem()).toBe('cannot reach etcd: connection refused');
+    expect(e.isLeader(3000)).toBe(true);
+    etcd.restart(3500);
+    keepalive(e, etcd, 3600);
+    expect(round(e, server('p1'), etcd, 3700)).toEqual(['read', 'idle']);
+    expect(e.isLeader(7500)).toBe(true);
+    expect(e.currentLease()).toBe(lease);
+    expect(e.leader(7500)?.term).toBe(term);
+    expect(e.problem()).toBeUndefined();
+  });
+
+  it('after an etcd restart that kept its lease and key, a leader that lapsed resigns (key deleted, lease revoked) and leads again in a new term', () => {
+    const etcd = new ModelEtcd();
+    const e = make();
+    round(e, server('p1'), etcd, 0);
+    const oldTerm = e.leader(0)?.term as number;
+    const oldLease = e.currentLease() as string;
+    keepalive(e, etcd, 1000);
+    etcd.down = true; // SIGKILL
+    for (let t = 2000; t <= 5000; t += 1000) keepalive(e, etcd, t);
+    expect(e.isLeader(5000)).toBe(false); // 1 s + 5 s - 1 s
+    expect(e.leader(5000)).toBeUndefined(); // not its stale self
+    expect(e.leases()).toEqual([oldLease]);
+    etcd.restart(5000); // back on the same data dir: the lease and the key survived
+    expect(etcd.keys.get('leader')?.lease).toBe(oldLease);
+    keepalive(e, etcd, 5100); // the retired lease is never kept alive again
+    expect(etcd.leases.get(oldLease)).toBe(5000 + LEASE);
+    expect(round(e, server('p1'), etcd, 5200)).toEqual(['resign', 'grant', 'read', 'register', 'campaign', 'idle']);
+    expect(etcd.leases.has(oldLease)).toBe(false);
+    expect(e.isLeader(5200)).toBe(true);
+    expect(e.leader(5200)?.term).toBeGreaterThan(oldTerm);
+    expect(e.takeNotes().join('\n')).toMatch(/lease \d+ is no longer surely alive[^]*resigned: the leader key is off lease \d+, which is revoked[^]*won the election/);
+  });
+
+  it('a retired lease is resigned even when etcd expired it meanwhile (revoke of a lease etcd no longer knows is done)', () => {
+    const etcd = new ModelEtcd();
+    const e = make();
+    round(e, server('p1'), etcd, 0);
+    etcd.down = true;
+    keepalive(e, etcd, 4500);
+    expect(e.isLeader(4500)).toBe(false);
+    etcd.down = false; // back, but no restart: the lease runs out at 5 s
+    expect(round(e, server('p1'), etcd, 6000)).toEqual(['resign', 'grant', 'read', 'register', 'campaign', 'idle']);
+    expect(e.isLeader(6000)).toBe(true);
+  });
+
+  it('etcd saying the lease expired ends leadership at once; the next round takes a new lease', () => {
+    const etcd = new ModelEtcd();
+    const e = make();
+    round(e, server('p1'), etcd, 0);
+    e.keptAlive(e.currentLease() as string, 1000, 0);
+    expect(e.isLeader(1000)).toBe(false);
+    expect(e.problem()).toBe('found its lease expired in etcd');
+    expect(e.leases()).toEqual([]); // nothing to revoke: etcd dropped it and its keys
+  });
+
+  it('follows a leader key held by another server, and does not campaign', () => {
+    const etcd = new ModelEtcd();
+    const p2 = make('p2');
+    round(p2, server('p2'), etcd, 0);
+    const e = make('p1');
+    expect(round(e, server('p1'), etcd, 10)).toEqual(['grant', 'read', 'register', 'idle']);
+    expect(e.isLeader(10)).toBe(false);
+    expect(e.leader(10)?.name).toBe('p2');
+    expect(e.whyNotLeader(10)).toBe('the leader is p2');
+    expect(e.servers().map((s) => s.name)).toEqual(['p1', 'p2']);
+  });
+
+  it('a leader key naming this server on a lease it does not hold (an earlier run of it) is resigned on that run’s behalf', () => {
+    const etcd = new ModelEtcd();
+    const before = make('p1');
+    round(before, server('p1'), etcd, 0);
+    const oldTerm = before.leader(0)?.term as number;
+    // p1 restarts: the new process knows nothing of the old lease, which is still alive.
+    const e = make('p1');
+    expect(round(e, server('p1'), etcd, 500)).toEqual(['grant', 'read', 'resign', 'read', 'register', 'campaign', 'idle']);
+    expect(e.isLeader(500)).toBe(true);
+    expect(e.leader(500)?.term).toBeGreaterThan(oldTerm);
+    expect(e.takeNotes()[0]).toMatch(/on behalf of an earlier run/);
+  });
+
+  it('with the leader key missing, campaigns only as the previous leader or a member of its synchronous set', () => {
+    const etcd = new ModelEtcd();
+    etcd.put('sync', JSON.stringify({ leader: 'p1', term: 3, members: ['p2'] }), '0', 0);
+    const p3 = make('p3');
+    expect(round(p3, server('p3'), etcd, 0)).toEqual(['grant', 'read', 'register', 'idle']);
+    expect(p3.leader(0)).toBeUndefined();
+    const p2 = make('p2');
+    expect(round(p2, server('p2'), etcd, 0)).toContain('campaign');
+    expect(p2.isLeader(0)).toBe(true);
+  });
+
+  it('a campaign lost to a quicker server reads again and follows the winner', () => {
+    const etcd = new ModelEtcd();
+    const e = make('p1');
+    e.granted(etcd.grant(0), 0);
+    e.observed(etcd.view(0), 0);
+    e.registered(e.currentLease() as string);
+    const step = e.next(0);
+    expect(step.kind).toBe('campaign');
+    round(make('p2'), server('p2'), etcd, 0); // p2 takes the key first
+    perform(e, server('p1'), etcd, step as Exclude<EtcdStep, { kind: 'idle' }>, 0);
+    expect(e.isLeader(0)).toBe(false);
+    expect(e.next(0)).toEqual({ kind: 'read' });
+    round(e, server('p1'), etcd, 10);
+    expect(e.leader(10)?.name).toBe('p2');
+  });
+
+  it('cut from etcd past the fencing deadline: stops leading before its lease could end, names no leader, says why; its synchronous follower takes over', () => {
+    const etcd = new ModelEtcd();
+    const e = make();
+    const f = make('p2');
+    round(e, server('p1'), etcd, 0);
+    round(f, server('p2'), etcd, 0);
+    // p1 publishes p2 as its synchronous set (as the leader does once p2 caught up).
+    const record = { leader: 'p1', term: e.leader(0)?.term as number, members: ['p2'] };
+    e.syncPublished(record, String(etcd.put('sync', JSON.stringify(record), '0', 0)));
+    keepalive(e, etcd, 1000);
+    // Only p1 is cut: its calls fail; etcd and p2 go on.
+    const cut = new ModelEtcd();
+    cut.down = true;
+    let p2LeadsAt = 0;
+    for (let t = 1100; t <= 12_000; t += 100) {
+      if (t % 1000 === 0) {
+        keepalive(e, cut, t);
+        keepalive(f, etcd, t);
+      }
+      if (t % 250 === 0) {
+        round(e, server('p1'), cut, t);
+        round(f, server('p2'), etcd, t);
+      }
+      // Never two leaders, and p1 stops before etcd could let its lease go.
+      expect(e.isLeader(t) && f.isLeader(t)).toBe(false);
+      if (e.isLeader(t)) expect(etcd.leases.get(e.currentLease() as string) ?? 0).toBeGreaterThan(t);
+      if (f.isLeader(t) && !p2LeadsAt) p2LeadsAt = t;
+    }
+    expect(e.isLeader(5000)).toBe(false);
+    expect(e.problem()).toBe('cannot reach etcd: connection refused');
+    expect(e.leader(12_000)).toBeUndefined();
+    expect(p2LeadsAt).toBeGreaterThan(6000 - 1); // p1's lease ran out in etcd at 6 s
+    expect(p2LeadsAt).toBeLessThan(6500);
+    // Back in touch, p1 resigns its retired lease (already gone) and follows p2.
+    expect(round(e, server('p1'), etcd, 12_100)).toEqual(['resign', 'grant', 'read', 'register', 'idle']);
+    expect(e.leader(12_100)?.name).toBe('p2');
+  });
+
+  it('three servers through five etcd restarts under random timing: never two leaders, never a leader on a lease etcd let go, and a leader again within two lease times of each return', () => {
+    let seed = 42;
+    const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    const etcd = new ModelEtcd();
+    const names = ['p1', 'p2', 'p3'];
+    const cores = names.map((n) => ({ self: server(n), e: make(n), nextRound: 0, nextKeep: 0 }));
+    let downUntil = -1;
+    let returnedAt = -1;
+    const recoveries: number[] = [];
+    for (let t = 0, restarts = 0; t < 120_000; t += 10) {
+      if (downUntil < 0 && restarts < 5 && t > 10_000 + restarts * 20_000) {
+        etcd.down = true;
+        downUntil = t + 4000 + Math.floor(random() * 2000);
+        restarts++;
+      }
+      if (downUntil >= 0 && t >= downUntil) {
+        etcd.restart(t);
+        downUntil = -1;
+        returnedAt = t;
+      }
+      for (const c of cores) {
+        if (t >= c.nextKeep) {
+          keepalive(c.e, etcd, t);
+          c.nextKeep = t + 1000 + Math.floor(random() * 50);
+        }
+        if (t >= c.nextRound) {
+          // A round may also go out a little late, as on a busy machine.
+          round(c.e, c.self, etcd, t);
+          c.nextRound = t + 250 + Math.floor(random() * 100);
+        }
+        // The leader's key is about to publish its synchronous set once a follower exists.
+        if (c.e.isLeader(t) && c.e.syncRecord()?.members.length === 0 && !etcd.down) {
+          const record = { leader: c.self.name, term: c.e.leader(t)?.term as number, members: names.filter((n) => n !== c.self.name).slice(0, 1) };
+          c.e.syncPublished(record, String(etcd.put('sync', JSON.stringify(record), '0', t)));
+        }
+      }
+      const leaders = cores.filter((c) => c.e.isLeader(t));
+      expect(leaders.length).toBeLessThanOrEqual(1);
+      for (const l of leaders) expect(etcd.leases.get(l.e.currentLease() as string) ?? Infinity).toBeGreaterThan(t);
+      if (returnedAt >= 0 && leaders.length === 1) {
+        recoveries.push(t - returnedAt);
+        returnedAt = -1;
+      }
+      if (returnedAt >= 0) expect(t - returnedAt).toBeLessThan(2 * LEASE);
+    }
+    expect(recoveries).toHaveLength(5);
+  });
+});

@@ -1,0 +1,59 @@
+import { type Server, createServer } from 'node:http';
+import { pino } from 'pino';
+import { afterEach, describe, expect, it } from 'vitest';
+import { StaticCoordinator } from '../../src/cluster/coordinator.js';
+import { ServerGroup } from '../../src/cluster/servers.js';
+import { LevelStore } from '../../src/store/level-store.js';
+import { tempDir } from '../helpers/temp-dir.js';
+
+// A follower whose named leader refuses its stream: the symptom of a leader key that
+// outlived its leadership. Past a lease time it is reported in the operator view.
+
+const logger = pino({ level: 'silent' });
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('ServerGroup (a follower’s view of its leader)', () => {
+  const cleanup: Array<() => Promise<void>> = [];
+  afterEach(async () => {
+    for (const c of cleanup.splice(0).reverse()) await c();
+  });
+
+  it('reports a named leader that refuses its stream for longer than a lease', async () => {
+    // The "leader": answers every stream upgrade as a server that no longer leads.
+    const refusing: Server = createServer((_req, res) => res.writeHead(404).end());
+    refusing.on('upgrade', (_req, socket) => socket.end('HTTP/1.1 421 Misdirected Request\r\nContent-Type: text/plain\r\n\r\nthis server is a follower and no leader is known'));
+    await new Promise<void>((r) => refusing.listen(0, '127.0.0.1', r));
+    cleanup.push(() => new Promise((r) => refusing.close(() => r())));
+    const leaderAddress = `127.0.0.1:${(refusing.address() as { port: number }).port}`;
+
+    const dir = await tempDir();
+    cleanup.push(dir.remove);
+    const store = await LevelStore.open(dir.path, { durability: 'fsync', changeLog: true });
+    cleanup.push(() => store.close());
+    const self = { name: 'me', address: '127.0.0.1:1' };
+    const group = new ServerGroup(store, new StaticCoordinator(self, [{ name: 'leader', address: leaderAddress }, self]), {
+      name: 'me',
+      address: () => self.address,
+      token: undefined,
+      syncFollowers: 1,
+      syncTimeoutMs: 1000,
+      leaseMs: 600,
+      heartbeatMs: 200,
+      deadPeerMs: 2000,
+      backoffMinMs: 50,
+      backoffMaxMs: 100,
+      tailBatches: 100,
+      authenticate: () => ({ ok: false, status: 403, message: 'not a server' }),
+      logger,
+      onLead: async () => undefined,
+      onFollow: async () => undefined,
+    });
+    await group.start();
+    cleanup.push(() => group.stop());
+    expect(group.status().Problem).toBeNull();
+    await sleep(1000);
+    const view = group.status();
+    expect(view.Leader).toBe(leaderAddress);
+    expect(view.Problem).toMatch(/^the leader named in the coordinator \(leader\) has refused this server's stream for \d+ s: the leader refused the stream \(421\): this server is a follower and no leader is known$/);
+  });
+});

@@ -1,0 +1,185 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Cluster, type CoordinatorHandle, type DatacenterHandle, etcdBinary, startCluster } from '../../src/testing/index.js';
+
+// A datacenter of three servers whose etcd crashes and comes back on the same data dir
+// (a crash, an OOM kill, a rolling restart): the leader must not keep a leader key alive
+// once it stops leading, so a leader is elected again shortly after etcd returns.
+
+const etcd = etcdBinary();
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const LEASE_MS = 5000;
+
+async function call(server: DatacenterHandle, token: string, method: string, path: string, body?: unknown, timeoutMs = 6000) {
+  const res = await fetch(`${server.url}${path}`, {
+    method,
+    headers: { 'X-Service-Token': token, 'Content-Type': 'application/json' },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    signal: AbortSignal.timeout(timeoutMs),
+  });
+  const text = await res.text();
+  return { status: res.status, body: text ? (JSON.parse(text) as Record<string, unknown>) : undefined };
+}
+
+interface Round {
+  id: string;
+  /** When it was sent. */
+  at: number;
+  doneAt: number;
+  /** Status from each of the two servers it was sent to at once. */
+  statuses: number[];
+  codes: string[];
+}
+
+/**
+ * Writers under which the faults happen: each round sends one new AccessorID to two
+ * different servers at once (whichever leads, the other forwards to it): an ID that two
+ * servers both acknowledge would mean two leaders took writes at once.
+ */
+class Writers {
+  readonly rounds: Round[] = [];
+  private running = true;
+  private readonly loops: Promise<void>[];
+
+  constructor(
+    private readonly servers: DatacenterHandle[],
+    private readonly token: string,
+    count: number,
+  ) {
+    this.loops = Array.from({ length: count }, (_, n) => this.loop(n));
+  }
+
+  private async loop(n: number): Promise<void> {
+    for (let i = 0; this.running && i < 100_000; i++) {
+      const id = randomUUID();
+      const at = Date.now();
+      const pair = [this.servers[(n + i) % 3], this.servers[(n + i + 1) % 3]] as DatacenterHandle[];
+      const results = await Promise.all(
+        pair.map((s) =>
+          call(s, this.token, 'PUT', '/v1/acl/token', { AccessorID: id, Description: `writer ${n}`, Local: i % 3 === 0 }).then(
+            (r) => ({ status: r.status, code: String(r.body?.code ?? '') }),
+            () => ({ status: 0, code: 'unreachable' }),
+          ),
+        ),
+      );
+      this.rounds.push({ id, at, doneAt: Date.now(), statuses: results.map((r) => r.status), codes: results.map((r) => r.code) });
+      if (!results.some((r) => r.status === 200)) await sleep(50);
+    }
+  }
+
+  acknowledged(): Round[] {
+    return this.rounds.filter((r) => r.statuses.includes(200));
+  }
+
+  /** Resolves with the first round sent at or after `from` that was acknowledged. */
+  async firstAcknowledgedFrom(from: number, timeoutMs: number): Promise<Round> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const r = this.rounds.find((x) => x.at >= from && x.statuses.includes(200));
+      if (r) return r;
+      if (Date.now() > deadline) throw new Error(`no write acknowledged within ${timeoutMs} ms of ${new Date(from).toISOString()}`);
+      await sleep(50);
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    await Promise.all(this.loops);
+  }
+}
+
+async function everyServerHolds(servers: DatacenterHandle[], token: string, ids: string[]): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  for (const s of servers) {
+    for (;;) {
+      const list = (await call(s, token, 'GET', '/v1/acl/tokens', undefined, 15_000).catch(() => ({ body: [] }))).body as unknown as Array<{ AccessorID: string }>;
+      const have = new Set((Array.isArray(list) ? list : []).map((t) => t.AccessorID));
+      const missing = ids.filter((id) => !have.has(id));
+      if (missing.length === 0) break;
+      if (Date.now() > deadline) throw new Error(`${s.serverName} lacks ${missing.length} acknowledged writes, e.g. ${missing.slice(0, 3).join(', ')}`);
+      await sleep(250);
+    }
+  }
+}
+
+describe.skipIf(!etcd)('etcd crashes and restarts under a datacenter of three servers', () => {
+  let cluster: Cluster;
+  let token: string;
+  let coordinator: CoordinatorHandle;
+  let servers: DatacenterHandle[];
+
+  beforeAll(async () => {
+    cluster = await startCluster({ datacenters: { dc1: { servers: 3 } }, logLevel: 'warn' });
+    token = cluster.managementToken;
+    coordinator = cluster.coordinator as CoordinatorHandle;
+    servers = cluster.get('dc1').servers;
+  }, 90_000);
+
+  afterAll(async () => {
+    await cluster?.stop();
+  }, 60_000);
+
+  it('five SIGKILLs of etcd for 4 s each: writes are accepted again within two lease times of each return, nothing acknowledged is lost, no ID is acknowledged twice', async () => {
+    const writers = new Writers(servers, token, 6);
+    const recoveries: number[] = [];
+    try {
+      let since = Date.now();
+      for (let n = 0; n < 5; n++) {
+        // Faults strike a datacenter that is taking writes.
+        await writers.firstAcknowledgedFrom(since, 20_000);
+        await coordinator.kill();
+        await sleep(4000);
+        await coordinator.start();
+        const back = Date.now();
+        const first = await writers.firstAcknowledgedFrom(back, 2 * LEASE_MS + 5000);
+        recoveries.push(first.doneAt - back);
+        since = first.doneAt;
+      }
+    } finally {
+      await writers.stop();
+    }
+    const rounds = writers.rounds;
+    console.log(`etcd restarts: writes accepted again ${recoveries.join(', ')} ms after etcd came back; ${writers.acknowledged().length} of ${rounds.length} raced IDs acknowledged`);
+    for (const ms of recoveries) expect(ms).toBeLessThanOrEqual(2 * LEASE_MS);
+    // Never two leaders taking writes at once.
+    expect(rounds.filter((r) => r.statuses.every((s) => s === 200)).map((r) => r.id)).toEqual([]);
+    // Refusals while there was no leader are 503 NO_LEADER (or 409 for the second copy of a raced ID), never a 500.
+    expect(rounds.flatMap((r) => r.statuses).filter((s) => s >= 500 && s !== 503)).toEqual([]);
+    await everyServerHolds(servers, token, writers.acknowledged().map((r) => r.id));
+    // Each server reports no problem once it is over.
+    for (const s of servers) {
+      const view = (await call(s, token, 'GET', '/v1/operator/servers')).body as { Problem: string | null; Leader: string | null };
+      expect(view.Leader).not.toBeNull();
+      expect(view.Problem).toBeNull();
+    }
+  }, 180_000);
+
+  it('etcd down for 15 s (past the lease): writes are refused with 503 NO_LEADER while it is down, and accepted within 10 s of its return', async () => {
+    const writers = new Writers(servers, token, 4);
+    let killedAt = 0;
+    let back = 0;
+    let first: Round | undefined;
+    try {
+      await writers.firstAcknowledgedFrom(Date.now(), 20_000);
+      await coordinator.kill();
+      killedAt = Date.now();
+      await sleep(15_000);
+      await coordinator.start();
+      back = Date.now();
+      first = await writers.firstAcknowledgedFrom(back, 2 * LEASE_MS + 5000);
+    } finally {
+      await writers.stop();
+    }
+    // Once the lease has run out (and until etcd is back), every write is refused with NO_LEADER.
+    const whileDown = writers.rounds.filter((r) => r.at > killedAt + LEASE_MS + 500 && r.doneAt < back);
+    expect(whileDown.length).toBeGreaterThan(10);
+    for (const r of whileDown) {
+      expect(r.statuses).toEqual([503, 503]);
+      expect(r.codes).toEqual(['NO_LEADER', 'NO_LEADER']);
+    }
+    expect((first as Round).doneAt - back).toBeLessThanOrEqual(2 * LEASE_MS);
+    console.log(`etcd down 15 s: ${whileDown.length} writes refused with NO_LEADER while down; accepted again ${(first as Round).doneAt - back} ms after its return`);
+    expect(writers.rounds.filter((r) => r.statuses.every((s) => s === 200))).toEqual([]);
+    await everyServerHolds(servers, token, writers.acknowledged().map((r) => r.id));
+  }, 120_000);
+});
