@@ -27,6 +27,7 @@ import { policyView } from './service/views.js';
 import type { ServerGroup } from './cluster/servers.js';
 import { type ClusterRole, DEFAULT_REPLICATION_OPTIONS, createClusterRole, hostOf } from './cluster/role.js';
 import type { ReplicationStatusResponse } from './api/schemas.js';
+import { Transport } from './transport/transport.js';
 
 export interface Daemon {
   readonly config: Config;
@@ -41,6 +42,8 @@ export interface Daemon {
   replication(): ReplicationStatusResponse;
   /** HA: this server's part in its datacenter (undefined: a single server). */
   readonly servers: ServerGroup | undefined;
+  /** Re-reads the TLS certificate, key and CA (SIGHUP); false when they could not be used (the old ones stay). */
+  reload(): boolean;
   close(): Promise<void>;
 }
 
@@ -123,6 +126,8 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
   const logger = options.logger ?? createAgentLogger(config.log_level);
   const primary = isPrimary(config);
   const dataDir = resolve(config.data_dir);
+  // Certificates are checked before anything else: a bad file is one line and exit 1, with nothing opened.
+  const transport = new Transport({ datacenter: config.datacenter, tls: config.tls, etcd: config.etcd, serverKey: config.server_key, logger });
   // Secrets live in the store: nothing the daemon creates is readable by other users.
   process.umask(0o077);
   await mkdir(dataDir, { recursive: true, mode: 0o700 });
@@ -197,6 +202,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       metrics,
       logger,
       replication: { ...DEFAULT_REPLICATION_OPTIONS, ...options.replication },
+      transport,
       ...(options.servers ? { serverTimings: options.servers } : {}),
       advertised,
       localView: (kind, id) => {
@@ -230,8 +236,9 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       datacenter: config.datacenter,
       primaryDatacenter: config.primary_datacenter,
       ...(config.placement.role === 'secondary' ? { primaryURLs: config.placement.primaryAddresses } : {}),
-      configured: config.datacenter_addresses,
-      ownURL: () => `http://${advertised()}`,
+      configured: Object.fromEntries(Object.entries(config.datacenter_addresses).map(([dc, url]) => [dc, transport.peerURL(url)])),
+      ownURL: () => transport.peerURL(advertised()),
+      peerURL: (address) => transport.peerURL(address),
       reported: () => cluster.reportedDatacenters(),
     });
 
@@ -261,7 +268,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       ...(single ? {} : { follower: () => cluster.writeTarget() }),
       peer: (dc, url) => {
         let p = peers.get(url);
-        if (!p) peers.set(url, (p = new PeerClient(url, dc)));
+        if (!p) peers.set(url, (p = new PeerClient(url, dc, transport.fetcher({ datacenter: dc }))));
         return p;
       },
       ...(cluster.secondary ? { secondary: cluster.secondary } : {}),
@@ -308,7 +315,9 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         maxConns: config.http_max_conns,
       },
       ...(rateLimit ? { rateLimit } : {}),
+      ...(transport.secure ? { https: transport.listenerOptions() } : {}),
     });
+    if (transport.secure) transport.attachListener(app.server as unknown as import('node:tls').Server);
     app.server.on('upgrade', (req, socket, head) => cluster.handleUpgrade(req, socket, head));
 
     const { host, port } = parseHostPort(config.http_addr) as { host: string; port: number };
@@ -317,6 +326,9 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const boundPort = typeof bound === 'object' && bound ? bound.port : port;
     address = `${host.includes(':') ? `[${host}]` : host}:${boundPort}`;
     await writeFile(join(dataDir, 'http-addr'), `${address}\n`, { mode: 0o600 });
+    if (!transport.secure && !isLoopback(host)) {
+      logger.warn(`listening on ${address} without TLS: tokens and replicated secrets cross the network in plaintext (set tls_cert_file and tls_key_file)`);
+    }
     await cluster.start();
     logger.info({ address, datacenter: config.datacenter, primary: config.primary_datacenter, role: cluster.kind, dataDir }, 'watchword agent started');
 
@@ -327,12 +339,13 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       app,
       store,
       address,
-      url: `http://${address}`,
+      url: transport.peerURL(address),
       reaper,
       replication: () => cluster.replicationStatus(),
       get servers() {
         return cluster.group;
       },
+      reload: () => transport.reload(),
       close() {
         closing ??= (async () => {
           reads.shutdown();
@@ -346,6 +359,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
           app.server.closeAllConnections();
           await closed;
           await reaper.stop();
+          await transport.close();
           await store.close();
           logger.info('watchword agent stopped');
         })();
@@ -357,6 +371,11 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     await store.close().catch(() => undefined);
     throw err;
   }
+}
+
+/** Whether a listen host is reachable only from this machine. */
+function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || host === '[::1]' || /^127\./.test(host);
 }
 
 /** Data dir and everything in it: directories 0700, files 0600 (data dirs made by older versions too). */

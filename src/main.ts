@@ -5,6 +5,7 @@ import { aclCommand } from './cli/acl.js';
 import { loginCommands } from './cli/auth.js';
 import { operatorCommand } from './cli/operator.js';
 import { snapshotCommand } from './cli/snapshot.js';
+import { tlsCommands } from './cli/tls.js';
 import { normalizeArgv } from './cli/argv.js';
 import { ConfigError, envName, flagName, loadConfig } from './config/load.js';
 import { type ConfigKey, configKeys } from './config/schema.js';
@@ -40,7 +41,21 @@ const AGENT_FLAGS: Record<ConfigKey, { arg: string; help: string }> = {
   rate_limit: { arg: 'N', help: 'requests per second per client address; 0 = no limit (default 0)' },
   rate_limit_burst: { arg: 'N', help: 'requests a client may burst above the rate (default: the rate)' },
   server_peers: { arg: 'HOST:PORT,…', help: "this datacenter's servers, this one included; without --coordinator the first leads" },
-  coordinator: { arg: 'etcd://HOST:PORT,…', help: 'elect the leader of several servers through etcd' },
+  coordinator: { arg: 'etcd://HOST:PORT,…', help: 'elect the leader of several servers through etcd (etcds:// over TLS)' },
+  etcd_ca_file: { arg: 'FILE', help: "PEM CA that signs etcd's certificate (etcds://)" },
+  etcd_cert_file: { arg: 'FILE', help: 'PEM client certificate for etcd' },
+  etcd_key_file: { arg: 'FILE', help: 'PEM key of --etcd-cert-file' },
+  etcd_username: { arg: 'USER', help: 'etcd user (etcd auth)' },
+  etcd_password: { arg: 'PASSWORD', help: 'password of --etcd-username' },
+  tls_ca_file: { arg: 'FILE', help: "PEM CA that signs the servers' (and clients') certificates" },
+  tls_cert_file: { arg: 'FILE', help: "this server's PEM certificate (server.<dc>.<domain>); with --tls-key-file the API speaks HTTPS only" },
+  tls_key_file: { arg: 'FILE', help: 'PEM key of --tls-cert-file' },
+  tls_verify_incoming: { arg: 'BOOL', help: 'every HTTPS client must present a certificate signed by the CA (default false; servers always must)' },
+  tls_verify_outgoing: { arg: 'BOOL', help: "check peers' certificates against the CA (default true)" },
+  tls_verify_server_hostname: { arg: 'BOOL', help: "a peer's certificate must name server.<its dc>.<domain> (default true)" },
+  tls_domain: { arg: 'DOMAIN', help: 'domain of server names in certificates (default watchword)' },
+  tls_min_version: { arg: 'VERSION', help: 'TLSv1.2|TLSv1.3 (default TLSv1.2)' },
+  server_key: { arg: 'BASE64', help: 'several servers without TLS: the shared key they prove themselves with (watchword keygen)' },
   leader_lease: { arg: 'DURATION', help: "the leader's lease in the coordinator, whole seconds (default 5s)" },
   sync_followers: { arg: 'N', help: 'followers that must hold a write before it is acknowledged, when connected (default 1)' },
 };
@@ -52,7 +67,9 @@ function agentCommand(program: Command): void {
   cmd.option('--config <FILE>', 'JSON config file; repeatable, later files win', (value: string, previous: string[]) => [...previous, value], []);
   for (const key of configKeys) {
     const { arg, help } = AGENT_FLAGS[key];
-    cmd.addOption(new Option(`${flagName(key)} <${arg}>`, `${help} [env ${envName(key)}]`));
+    // Booleans may be given bare (--tls-verify-incoming) or with a value (--tls-verify-incoming false).
+    const value = arg === 'BOOL' ? `[${arg}]` : `<${arg}>`;
+    cmd.addOption(new Option(`${flagName(key)} ${value}`, `${help} [env ${envName(key)}]`));
   }
   cmd.action(async (opts: Record<string, unknown>) => {
     let config;
@@ -92,6 +109,8 @@ function agentCommand(program: Command): void {
     // Installed before start-up, so a SIGTERM at any moment is a clean stop, never the default kill.
     process.on('SIGINT', () => stop('SIGINT'));
     process.on('SIGTERM', () => stop('SIGTERM'));
+    // SIGHUP re-reads the certificate, key and CA (the default action would end the daemon).
+    process.on('SIGHUP', () => void daemon?.reload());
     try {
       daemon = await startDaemon(config);
     } catch (err) {
@@ -129,6 +148,7 @@ export function buildProgram(): Command {
   snapshotCommand(program);
   operatorCommand(program);
   loginCommands(program);
+  tlsCommands(program);
   return program;
 }
 

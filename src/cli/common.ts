@@ -17,6 +17,9 @@ export interface CommonOptions {
   namespace?: string;
   partition?: string;
   datacenter?: string;
+  caFile?: string;
+  clientCert?: string;
+  clientKey?: string;
   format: 'pretty' | 'table' | 'json';
 }
 
@@ -27,6 +30,9 @@ export function common(cmd: Command): Command {
     .option('--namespace <NAME>', 'namespace of the request')
     .option('--partition <NAME>', 'admin partition of the request')
     .option('--datacenter <NAME>', 'send the request to this datacenter')
+    .option('--ca-file <FILE>', "PEM CA that signs the daemon's certificate, for https:// addresses (env WATCHWORD_CACERT)")
+    .option('--client-cert <FILE>', 'PEM client certificate, when the daemon verifies clients (env WATCHWORD_CLIENT_CERT)')
+    .option('--client-key <FILE>', 'PEM key of --client-cert (env WATCHWORD_CLIENT_KEY)')
     .addOption(new Option('--format <FORMAT>', 'output: pretty (key/value blocks and tables) or json (the API JSON)').choices(['pretty', 'table', 'json']).default('pretty'));
 }
 
@@ -37,6 +43,7 @@ export function clientFor(o: CommonOptions): WatchwordClient {
     ...(o.namespace ? { namespace: o.namespace } : {}),
     ...(o.partition ? { partition: o.partition } : {}),
     ...(o.datacenter ? { datacenter: o.datacenter } : {}),
+    tls: { ...(o.caFile ? { caFile: o.caFile } : {}), ...(o.clientCert ? { certFile: o.clientCert } : {}), ...(o.clientKey ? { keyFile: o.clientKey } : {}) },
   });
 }
 
@@ -58,7 +65,9 @@ export function run<O extends CommonOptions>(action: (o: O, client: WatchwordCli
         process.exitCode = 1;
       } else {
         const e = err as Error & { cause?: { code?: string; message?: string } };
-        const why = e.cause?.code ?? e.cause?.message ?? e.message;
+        const code = e.cause?.code ?? '';
+        const untrusted = /CERT|SELF_SIGNED|UNABLE_TO_VERIFY|ALTNAME/.test(code);
+        const why = untrusted ? `the daemon's certificate is not trusted (${code}): give the CA that signed it with -ca-file or WATCHWORD_CACERT` : code || e.cause?.message || e.message;
         process.stderr.write(`Error: cannot talk to watchword at ${clientFor(o).address}: ${why}\n`);
         process.exitCode = 1;
       }

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import type { z } from 'zod';
 import {
   type AuthMethodResponse,
@@ -61,6 +62,21 @@ export interface ClientOptions {
   datacenter?: string;
   /** Per-request timeout, ms (blocking reads add their wait). Default 30 s. */
   timeoutMs?: number;
+  /**
+   * HTTPS: the CA that signs the daemon's certificate, and a client certificate and key
+   * (needed when the daemon has tls_verify_incoming). Files (default WATCHWORD_CACERT,
+   * WATCHWORD_CLIENT_CERT, WATCHWORD_CLIENT_KEY) or PEM text.
+   */
+  tls?: ClientTLS;
+}
+
+export interface ClientTLS {
+  caFile?: string;
+  certFile?: string;
+  keyFile?: string;
+  ca?: string;
+  cert?: string;
+  key?: string;
 }
 
 export interface RequestOptions {
@@ -112,13 +128,52 @@ export function normalizeAddress(address: string): string {
   return withScheme.replace(/\/+$/, '');
 }
 
+/** TLS settings from the environment, as the CLI and Consul's clients read them. */
+function tlsFromEnv(): ClientTLS {
+  const env = process.env;
+  return {
+    ...(env.WATCHWORD_CACERT ? { caFile: env.WATCHWORD_CACERT } : {}),
+    ...(env.WATCHWORD_CLIENT_CERT ? { certFile: env.WATCHWORD_CLIENT_CERT } : {}),
+    ...(env.WATCHWORD_CLIENT_KEY ? { keyFile: env.WATCHWORD_CLIENT_KEY } : {}),
+  };
+}
+
+function readPEM(what: string, path: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new Error(`cannot read ${what} ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+}
+
 export class WatchwordClient {
   readonly address: string;
   private readonly options: ClientOptions;
+  private readonly tls: ClientTLS;
+  /** The fetch this client sends with: the platform's, or one over an agent holding the TLS settings. */
+  private transport: Promise<typeof fetch> | undefined;
 
   constructor(options: ClientOptions = {}) {
     this.options = options;
     this.address = normalizeAddress(options.address ?? process.env.WATCHWORD_HTTP_ADDR ?? 'http://127.0.0.1:8500');
+    this.tls = { ...tlsFromEnv(), ...options.tls };
+  }
+
+  private fetch(url: string | URL, init: RequestInit): Promise<Response> {
+    this.transport ??= (async () => {
+      const t = this.tls;
+      const ca = t.ca ?? (t.caFile ? readPEM('the CA file', t.caFile) : undefined);
+      const cert = t.cert ?? (t.certFile ? readPEM('the client certificate', t.certFile) : undefined);
+      const key = t.key ?? (t.keyFile ? readPEM('the client key', t.keyFile) : undefined);
+      if (ca === undefined && cert === undefined && key === undefined) return fetch;
+      const undici = await import('undici');
+      const dispatcher = new undici.Agent({ connect: { ...(ca ? { ca } : {}), ...(cert ? { cert } : {}), ...(key ? { key } : {}) } });
+      return ((u: string | URL, i: RequestInit) => undici.fetch(u, { ...(i as object), dispatcher })) as unknown as typeof fetch;
+    })();
+    // A file that cannot be read fails this request, and the next one tries again.
+    const sending = this.transport.then((f) => f(url, init));
+    this.transport.catch(() => (this.transport = undefined));
+    return sending;
   }
 
   /** A client like this one with other defaults (another token, namespace, datacenter). */
@@ -144,7 +199,7 @@ export class WatchwordClient {
     if (token) headers['X-Service-Token'] = token;
     if (options.body !== undefined) headers['Content-Type'] = 'application/json';
     const timeout = (this.options.timeoutMs ?? 30_000) + (options.index ? 11 * 60_000 : 0);
-    const res = await fetch(url, {
+    const res = await this.fetch(url, {
       method,
       headers,
       ...(options.body !== undefined ? { body: JSON.stringify(options.body) } : {}),
@@ -264,7 +319,7 @@ export class WatchwordClient {
     const headers: Record<string, string> = { 'Content-Type': 'application/octet-stream' };
     const token = o.token ?? this.options.token ?? process.env.WATCHWORD_HTTP_TOKEN;
     if (token) headers['X-Service-Token'] = token;
-    const res = await fetch(url, { method, headers, ...(body ? { body } : {}), signal: AbortSignal.timeout(Math.max(this.options.timeoutMs ?? 30_000, 10 * 60_000)) });
+    const res = await this.fetch(url, { method, headers, ...(body ? { body: body as unknown as string } : {}), signal: AbortSignal.timeout(Math.max(this.options.timeoutMs ?? 30_000, 10 * 60_000)) });
     if (!res.ok) {
       const text = await res.text();
       let err: { code?: string; message?: string } | undefined;
@@ -294,7 +349,7 @@ export class WatchwordClient {
     peers: () => this.value(this.call<string[]>('GET', '/v1/status/peers')),
     datacenters: () => this.value(this.call<string[]>('GET', '/v1/catalog/datacenters')),
     metrics: async (): Promise<string> => {
-      const res = await fetch(`${this.address}/v1/agent/metrics?format=prometheus`, { signal: AbortSignal.timeout(this.options.timeoutMs ?? 30_000) });
+      const res = await this.fetch(`${this.address}/v1/agent/metrics?format=prometheus`, { signal: AbortSignal.timeout(this.options.timeoutMs ?? 30_000) });
       return res.text();
     },
     /** The durable index and change-log identity of the daemon. */

@@ -73,6 +73,10 @@ export interface EtcdOptions {
   leaseTTL: number;
   /** How often the election state is read, ms. */
   pollMs: number;
+  /** etcd over TLS: the CA its certificate is checked against, and this server's client certificate. */
+  credentials?: { rootCertificate?: Buffer; certChain?: Buffer; privateKey?: Buffer };
+  /** etcd auth. */
+  auth?: { username: string; password: string };
   logger: Logger;
 }
 
@@ -119,6 +123,9 @@ export class EtcdCoordinator implements Coordinator {
     const [{ Etcd3 }, { noop }] = await Promise.all([import('etcd3'), import('cockatiel')]);
     this.client = new Etcd3({
       hosts: this.options.endpoints,
+      // Without a CA of its own, grpc checks etcd's certificate against the system's roots.
+      ...(this.options.credentials ? { credentials: this.options.credentials as { rootCertificate: Buffer } } : {}),
+      ...(this.options.auth ? { auth: this.options.auth } : {}),
       dialTimeout: CALL_MS,
       defaultCallOptions: () => ({ deadline: Date.now() + CALL_MS }),
       // Calls fail fast and are retried by the election loop, not held behind a circuit breaker.
@@ -235,11 +242,16 @@ export class EtcdCoordinator implements Coordinator {
         for (const kv of res.kvs) {
           const k = kv.key.toString();
           const lease = String(kv.lease);
-          if (k === this.key('leader')) view.leader = { server: JSON.parse(kv.value.toString()) as ServerInfo, term: Number(kv.create_revision), lease };
-          else if (k === this.key('sync')) view.sync = { record: JSON.parse(kv.value.toString()) as SyncRecord, revision: String(kv.mod_revision) };
-          else if (k.startsWith(this.key('servers/'))) view.servers.push({ ...(JSON.parse(kv.value.toString()) as ServerInfo), lease });
+          if (k === this.key('leader')) view.leader = { server: parseServer(kv.value), term: Number(kv.create_revision), lease, revision: String(kv.mod_revision) };
+          else if (k === this.key('sync')) view.sync = { record: parseSync(kv.value), revision: String(kv.mod_revision) };
+          else if (k.startsWith(this.key('servers/'))) view.servers.push({ ...parseServer(kv.value), lease });
         }
         this.election.observed(view, Date.now());
+        return;
+      }
+      case 'clear': {
+        await this.client.if(this.key('leader'), 'Mod', '==', step.revision).then(this.client.delete().key(this.key('leader'))).commit();
+        this.election.cleared();
         return;
       }
       case 'register': {
@@ -297,4 +309,28 @@ export class EtcdCoordinator implements Coordinator {
 
 function messageOf(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
+}
+
+/** A server's registration or the leader key's value; what does not parse names nobody (and is then no leader). */
+function parseServer(value: Buffer): ServerInfo {
+  try {
+    const v = JSON.parse(value.toString()) as Partial<ServerInfo>;
+    return { name: typeof v.name === 'string' ? v.name : '', address: typeof v.address === 'string' ? v.address : '' };
+  } catch {
+    return { name: '', address: '' };
+  }
+}
+
+/**
+ * The synchronous set. One that does not parse names nobody: no server may take over until
+ * an operator repairs it, which is safer than letting a server that may lack acknowledged
+ * writes lead.
+ */
+function parseSync(value: Buffer): SyncRecord {
+  try {
+    const v = JSON.parse(value.toString()) as Partial<SyncRecord>;
+    return { leader: typeof v.leader === 'string' ? v.leader : '', term: Number(v.term) || 0, members: Array.isArray(v.members) ? v.members.filter((m): m is string => typeof m === 'string') : [] };
+  } catch {
+    return { leader: '', term: 0, members: [] };
+  }
 }

@@ -19,6 +19,11 @@
  * 4. A server campaigns only on a surely alive lease, only when no leader key exists, and
  *    only if it was the previous leader or is in its synchronous set; etcd checks the
  *    key's absence and the synchronous set's revision again in the campaign's transaction.
+ * 5. A leader key is followed only when it names a registered server, at the address it
+ *    registered, on the lease its registration is on: a real leader puts both on one lease.
+ *    Any other key (put by hand or by an impostor, without a lease or on a stranger's) is
+ *    no leader: nobody follows it, and any server deletes it (in a transaction on its
+ *    revision), so the datacenter elects a real one.
  */
 
 /** A server of the datacenter, as the coordinator knows it. */
@@ -42,7 +47,8 @@ export interface SyncRecord {
 
 /** The election's keys in etcd, as one read saw them. */
 export interface ElectionView {
-  leader?: { server: ServerInfo; term: number; lease: string };
+  /** `revision`: the key's mod revision. */
+  leader?: { server: ServerInfo; term: number; lease: string; revision?: string };
   sync?: { record: SyncRecord; revision: string };
   /** Registered servers, each with the lease its key is on. */
   servers: Array<ServerInfo & { lease: string }>;
@@ -58,6 +64,8 @@ export type EtcdStep =
   | { kind: 'register'; lease: string }
   /** Create the leader key on `lease` if it is absent and the sync key is at `syncRevision`. */
   | { kind: 'campaign'; lease: string; syncRevision: string | undefined }
+  /** Delete a leader key that no server put (invariant 5), if it is still at `revision`. */
+  | { kind: 'clear'; revision: string }
   | { kind: 'idle' };
 
 export interface ElectionSettings {
@@ -96,10 +104,23 @@ export class Election {
     const me = this.settings.self.name;
     const lease = this.lease.id;
     const key = this.view.leader;
+    if (key && !this.isGenuine(key)) return { kind: 'clear', revision: key.revision ?? String(key.term) };
     if (key && key.server.name === me && key.lease !== lease) return { kind: 'resign', lease: key.lease };
     if (!this.view.servers.some((s) => s.name === me && s.lease === lease)) return { kind: 'register', lease };
     if (!key && this.mayCampaign()) return { kind: 'campaign', lease, syncRevision: this.view.sync?.revision };
     return { kind: 'idle' };
+  }
+
+  /** Whether a leader key was put by the server it names (invariant 5). */
+  private isGenuine(key: NonNullable<ElectionView['leader']>): boolean {
+    if (key.lease === '0' || key.lease === '') return false;
+    return this.view.servers.some((s) => s.name === key.server.name && s.address === key.server.address && s.lease === key.lease);
+  }
+
+  /** A leader key that no server put is gone (or was replaced meanwhile). */
+  cleared(): void {
+    this.notes.push('removed a leader key that no server of this datacenter put (no lease, or not its registration\'s)');
+    this.fresh = false;
   }
 
   /** The previous leader and its synchronous set may take over; anyone when none was ever published. */
@@ -147,7 +168,7 @@ export class Election {
       this.fresh = false; // someone else was quicker: read who
       return;
     }
-    this.view = { ...this.view, leader: { server: this.settings.self, term, lease } };
+    this.view = { ...this.view, leader: { server: this.settings.self, term, lease, revision: String(term) } };
     this.notes.push(`won the election in term ${term}; this server leads`);
   }
 
@@ -202,7 +223,7 @@ export class Election {
    */
   leader(now: number): LeaderInfo | undefined {
     const key = this.view.leader;
-    if (!key) return undefined;
+    if (!key || !this.isGenuine(key)) return undefined;
     if (key.server.name === this.settings.self.name && !this.isLeader(now)) return undefined;
     return { ...key.server, term: key.term };
   }

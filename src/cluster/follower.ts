@@ -5,17 +5,22 @@ import { Backoff } from '../replication/backoff.js';
 import type { LevelStore } from '../store/level-store.js';
 import type { ServerBatch } from '../store/store.js';
 import { decodeFrame, encodeFrame } from '../replication/protocol.js';
+import { type Transport, describeConnectError } from '../transport/transport.js';
 import { type FollowerFrame, type LeaderFrame, SERVERS_PATH, SERVER_MAX_PAYLOAD, SERVER_PROTOCOL_VERSION, leaderFrame } from './server-protocol.js';
 
 export interface FollowerOptions {
   name: string;
+  datacenter: string;
   /** This server's HTTP address, told to the leader. */
   address: () => string;
   /** HTTP base URL of the leader. */
   leaderURL: string;
+  /** The leader's name, as the coordinator gives it: the peer at leaderURL must prove to be it. */
+  leaderName: string;
   /** The leadership term the coordinator names; batches of an older term are refused. */
   term: number;
-  token: string | undefined;
+  /** Proves this server to the leader, and the leader to it. */
+  transport: Transport;
   heartbeatMs: number;
   deadPeerMs: number;
   backoffMinMs: number;
@@ -58,6 +63,8 @@ export class ServerFollower {
   private term = 0;
   /** When the leader first refused the stream since its last welcome. */
   private refusedSince: number | undefined;
+  /** The peer proved to be the leader on this connection: only then is anything it sends applied, or anything sent to it. */
+  private proven = false;
 
   constructor(
     private readonly store: LevelStore,
@@ -88,19 +95,35 @@ export class ServerFollower {
     };
   }
 
+  /** Whether the peer at leaderURL has proven, on the current connection, to be the leader. */
+  isProven(): boolean {
+    return this.proven;
+  }
+
   private connect(): void {
     if (this.stopped) return;
-    const url = new URL(SERVERS_PATH, this.options.leaderURL);
-    url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
-    url.searchParams.set('version', String(SERVER_PROTOCOL_VERSION));
+    const { transport, datacenter, leaderURL, leaderName, name } = this.options;
+    const url = transport.websocketURL(leaderURL, SERVERS_PATH, { version: String(SERVER_PROTOCOL_VERSION) });
+    // With TLS the leader's certificate is checked in the handshake; with a server key its proof in the 101.
+    const challenge = transport.serverKeyProof?.request(name);
     const ws = new WebSocket(url, {
-      headers: this.options.token ? { 'X-Service-Token': this.options.token } : {},
+      ...transport.websocketOptions({ datacenter }),
+      headers: challenge?.headers ?? { 'x-watchword-server-name': name },
       maxPayload: SERVER_MAX_PAYLOAD,
       perMessageDeflate: false,
       handshakeTimeout: 5000,
     });
     this.ws = ws;
+    ws.on('upgrade', (res) => {
+      const key = transport.serverKeyProof;
+      const answer = key && challenge ? key.verifyResponse(challenge.nonce, res.headers) : undefined;
+      const proved = answer ? answer : { ok: true as const, name: String(res.headers['x-watchword-server-name'] ?? '') };
+      if (!proved.ok) return this.drop(`refused the leader at ${leaderURL}: ${proved.reason}`);
+      if (proved.name !== leaderName) return this.drop(`the server at ${leaderURL} is ${proved.name || 'unnamed'}, not the leader ${leaderName}`);
+      this.proven = true;
+    });
     ws.on('open', () => {
+      if (!this.proven) return this.drop(`the server at ${leaderURL} did not prove to be the leader`);
       this.connected = true;
       this.heartbeat.start();
       const pos = this.store.serverPosition();
@@ -114,7 +137,7 @@ export class ServerFollower {
     });
     ws.on('message', (data) => this.receive(data));
     ws.on('close', (code, reason) => this.drop(`connection to the leader closed (${code}${reason.length ? `: ${reason.toString()}` : ''})`));
-    ws.on('error', (err) => this.drop(`cannot reach the leader at ${this.options.leaderURL}: ${(err as NodeJS.ErrnoException).code ?? err.message}`));
+    ws.on('error', (err) => this.drop(`cannot reach the leader at ${this.options.leaderURL}: ${describeConnectError(err)}`));
   }
 
   private send(frame: FollowerFrame): void {
@@ -122,6 +145,7 @@ export class ServerFollower {
   }
 
   private receive(data: unknown): void {
+    if (!this.proven) return;
     this.heartbeat.heard();
     let frame: LeaderFrame;
     try {
@@ -213,6 +237,7 @@ export class ServerFollower {
     if (!ws) return;
     this.ws = undefined;
     this.connected = false;
+    this.proven = false;
     this.lastError = reason;
     this.queue = [];
     this.pendingSnapshot = undefined;

@@ -4,7 +4,9 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { type WebSocket, WebSocketServer } from 'ws';
 import { WatchwordError } from '../domain/errors.js';
-import { type FrameError, decodeFrame, encodeFrame, secretOf } from '../replication/protocol.js';
+import { type FrameError, decodeFrame, encodeFrame } from '../replication/protocol.js';
+import { PROOF_HEADERS } from '../transport/server-key.js';
+import type { Transport } from '../transport/transport.js';
 import type { LevelStore } from '../store/level-store.js';
 import type { BatchReplicator, ServerBatch, ServerPosition } from '../store/store.js';
 import { type FollowerFrame, type LeaderFrame, SERVER_PROTOCOL_VERSION, followerFrame } from './server-protocol.js';
@@ -24,8 +26,12 @@ export interface LeaderOptions {
   publishSync(members: string[]): Promise<void>;
   /** Throws NO_LEADER once this server may no longer act as leader. */
   checkLeadership(): void;
-  /** Whether a follower's secret may stream (a token with acl:write). */
-  authenticate(secret: string | undefined): { ok: true } | { ok: false; status: number; message: string };
+  /** This server's datacenter: followers must prove to be its servers. */
+  datacenter: string;
+  /** Proves peers (certificates, server key); never an ACL token. */
+  transport: Transport;
+  /** Whether a name is a server of this datacenter (known to the coordinator, or configured). */
+  isKnownServer(name: string): boolean;
   logger: Logger;
 }
 
@@ -55,6 +61,8 @@ interface Waiter {
  */
 export class ServerLeader implements BatchReplicator {
   private readonly wss = new WebSocketServer({ noServer: true, maxPayload: 1024 * 1024, perMessageDeflate: false });
+  /** The leader's answer to each proven upgrade (the 101's proof headers). */
+  private readonly answers = new WeakMap<IncomingMessage, Record<string, string>>();
   private readonly sessions = new Set<FollowerSession>();
   /** Batches of this history, oldest first; `base` is the position before the first. */
   private tail: ServerBatch[] = [];
@@ -74,6 +82,9 @@ export class ServerLeader implements BatchReplicator {
     // Lagging synchronous followers are noticed even when no write waits on them.
     this.syncTimer = setInterval(() => this.review(), Math.max(50, Math.floor(options.syncTimeoutMs / 2)));
     this.syncTimer.unref();
+    this.wss.on('headers', (headers, req) => {
+      for (const [k, v] of Object.entries(this.answers.get(req) ?? {})) headers.push(`${k}: ${v}`);
+    });
   }
 
   term(): number {
@@ -134,26 +145,54 @@ export class ServerLeader implements BatchReplicator {
     const url = new URL(req.url ?? '/', 'http://leader');
     const version = url.searchParams.get('version');
     if (version !== String(SERVER_PROTOCOL_VERSION)) return refuse(426, `unsupported server protocol version ${version ?? '(none)'}; this leader speaks ${SERVER_PROTOCOL_VERSION}`);
-    const auth = this.options.authenticate(secretOf(req));
-    if (!auth.ok) return refuse(auth.status, auth.message);
+    const proven = this.prove(req);
+    if (!proven.ok) {
+      this.options.logger.warn({ from: req.socket.remoteAddress }, `server stream: refused a peer: ${proven.reason}`);
+      return refuse(proven.status, proven.reason);
+    }
     if (this.closed) return refuse(503, 'this server is no longer the leader');
+    this.answers.set(req, proven.answer);
     this.wss.handleUpgrade(req, socket, head, (ws) => {
-      const session = new FollowerSession(this, ws);
+      const session = new FollowerSession(this, ws, proven.name);
       this.sessions.add(session);
     });
+  }
+
+  /**
+   * Whether the peer is a server of this datacenter (SPEC §16): its certificate names
+   * server.<dc>.<domain> (with TLS), and it holds the server key (when one is set); never an
+   * ACL token. The name it streams under is the one it proved, must be a known server of
+   * the datacenter, and must not already have a live session: a second one is refused,
+   * not swapped in, so nobody can take a server's place.
+   */
+  private prove(req: IncomingMessage): { ok: true; name: string; answer: Record<string, string> } | { ok: false; status: number; reason: string } {
+    const { transport, datacenter, name: self } = this.options;
+    const byCertificate = transport.proveIncoming(req, datacenter);
+    if (byCertificate && !byCertificate.ok) return { ok: false, status: 403, reason: `not a server of ${datacenter}: ${byCertificate.reason}` };
+    const key = transport.serverKeyProof;
+    let name = typeof req.headers[PROOF_HEADERS.name] === 'string' ? (req.headers[PROOF_HEADERS.name] as string) : '';
+    let answer: Record<string, string> = { [PROOF_HEADERS.name]: self };
+    if (key) {
+      const byKey = key.verifyRequest(req.headers);
+      if (!byKey.ok) return { ok: false, status: 403, reason: `not a server of ${datacenter}: ${byKey.reason}` };
+      name = byKey.name;
+      answer = key.response(byKey.nonce, self);
+    } else if (!byCertificate) {
+      return { ok: false, status: 403, reason: `not a server of ${datacenter}: this datacenter's servers prove themselves with TLS certificates or a server key, and neither is configured here` };
+    }
+    if (!name || name.length > 128) return { ok: false, status: 400, reason: 'the server did not name itself' };
+    if (name === self) return { ok: false, status: 409, reason: `${name} is this server's own name` };
+    if (!this.options.isKnownServer(name)) return { ok: false, status: 403, reason: `${name} is not a known server of ${datacenter}` };
+    if ([...this.sessions].some((s) => s.name === name)) return { ok: false, status: 409, reason: `a session for ${name} is already live; a second one is refused` };
+    return { ok: true, name, answer };
   }
 
   /** A session ended. */
   forget(session: FollowerSession): void {
     this.sessions.delete(session);
-    if (session.name && this.sync.includes(session.name) && ![...this.sessions].some((s) => s.name === session.name)) {
+    if (this.sync.includes(session.name) && ![...this.sessions].some((s) => s.name === session.name)) {
       this.changeSync(this.sync.filter((n) => n !== session.name), `follower ${session.name} disconnected`);
     }
-  }
-
-  /** Another session for the same server replaces the old one. */
-  admit(session: FollowerSession): void {
-    for (const s of this.sessions) if (s !== session && s.name === session.name) s.close(4001, 'replaced by a newer connection from the same server');
   }
 
   acked(): void {
@@ -197,8 +236,8 @@ export class ServerLeader implements BatchReplicator {
     }
     if (this.sync.length < this.options.syncFollowers) {
       const durable = this.store.serverPosition().seq;
-      const candidate = [...this.sessions].find((s) => s.streaming && s.name && !this.sync.includes(s.name) && s.ackedSeq >= durable);
-      if (candidate?.name) this.changeSync([...this.sync, candidate.name], `follower ${candidate.name} caught up`);
+      const candidate = [...this.sessions].find((s) => s.streaming && !this.sync.includes(s.name) && s.ackedSeq >= durable);
+      if (candidate) this.changeSync([...this.sync, candidate.name], `follower ${candidate.name} caught up`);
     }
   }
 
@@ -248,13 +287,13 @@ export class ServerLeader implements BatchReplicator {
   followers(): FollowerStatus[] {
     const last = this.lastSeq();
     return [...this.sessions]
-      .filter((s) => s.name)
+      .filter((s) => s.greeted)
       .map((s) => ({
-        Name: s.name as string,
+        Name: s.name,
         Address: s.address,
         AckedSeq: s.ackedSeq,
         LagBatches: Math.max(0, last - s.ackedSeq),
-        InSyncSet: this.sync.includes(s.name as string),
+        InSyncSet: this.sync.includes(s.name),
         Streaming: s.streaming,
         LastContactMs: s.heartbeat.sinceHeardMs() ?? 0,
       }));
@@ -273,8 +312,10 @@ export class ServerLeader implements BatchReplicator {
 
 /** One follower's stream, at the leader. */
 class FollowerSession {
-  name: string | undefined;
+  /** The name the follower proved on the upgrade (its hello must say the same). */
+  readonly name: string;
   address = '';
+  greeted = false;
   ackedSeq = -1;
   lastAckAt = Date.now();
   /** Live: each new batch is sent as it is written. Before that the session catches up. */
@@ -287,7 +328,9 @@ class FollowerSession {
   constructor(
     private readonly leader: ServerLeader,
     private readonly ws: WebSocket,
+    name: string,
   ) {
+    this.name = name;
     ws.on('message', (data) => this.receive(data));
     ws.on('close', () => this.end());
     ws.on('error', () => undefined);
@@ -308,7 +351,7 @@ class FollowerSession {
 
   offer(batch: ServerBatch): void {
     if (this.streaming) this.send({ t: 'batch', ...batch });
-    else if (this.name !== undefined) this.held.push(batch);
+    else if (this.greeted) this.held.push(batch);
   }
 
   private receive(data: unknown): void {
@@ -329,12 +372,12 @@ class FollowerSession {
       this.leader.acked();
       return;
     }
-    if (this.name !== undefined) return this.close(4002, 'hello sent twice');
+    if (this.greeted) return this.close(4002, 'hello sent twice');
     if (frame.v !== SERVER_PROTOCOL_VERSION) return this.fail('VERSION', `unsupported server protocol version ${frame.v}; this leader speaks ${SERVER_PROTOCOL_VERSION}`);
-    this.name = frame.name;
+    if (frame.name !== this.name) return this.fail('NAME', `the hello names ${frame.name}, but this connection proved ${this.name}`);
+    this.greeted = true;
     this.address = frame.address;
     this.ackedSeq = frame.seq;
-    this.leader.admit(this);
     void this.catchUp({ seq: frame.seq, term: frame.term });
   }
 

@@ -17,6 +17,7 @@ import type { AclResolver } from '../service/acl-resolver.js';
 import type { LevelStore } from '../store/level-store.js';
 import { type Coordinator, EtcdCoordinator, StaticCoordinator } from './coordinator.js';
 import { SERVERS_PATH } from './server-protocol.js';
+import type { Transport } from '../transport/transport.js';
 import { ServerGroup } from './servers.js';
 
 /** Replication timings and sizes; tests shorten them. */
@@ -76,6 +77,8 @@ export interface RoleDeps {
   metrics: Metrics;
   logger: Logger;
   replication: ReplicationOptions;
+  /** How this server reaches and accepts its peers (TLS, identity checks). */
+  transport: Transport;
   /** HA timings; tests shorten them. */
   serverTimings?: { pollMs?: number; syncTimeoutMs?: number };
   /** Where other servers and datacenters reach this one. */
@@ -114,17 +117,26 @@ abstract class DatacenterRole implements ClusterRole {
 
   /** The group of servers, with its coordinator; this server's address is known by now. */
   private createGroup(): ServerGroup {
-    const { config, logger, replication: repl, advertised, resolver } = this.deps;
+    const { config, logger, replication: repl, advertised, transport } = this.deps;
     const mode = config.servers;
     const self = { name: mode.kind === 'etcd' ? config.node_name : advertised(), address: advertised() };
     const coordinator: Coordinator =
       mode.kind === 'etcd'
-        ? new EtcdCoordinator({ endpoints: [...mode.endpoints], datacenter: config.datacenter, self, leaseTTL: mode.leaseMs / 1000, pollMs: this.deps.serverTimings?.pollMs ?? 250, logger })
+        ? new EtcdCoordinator({
+            endpoints: [...mode.endpoints],
+            datacenter: config.datacenter,
+            self,
+            leaseTTL: mode.leaseMs / 1000,
+            pollMs: this.deps.serverTimings?.pollMs ?? 250,
+            ...transport.etcdClientOptions(),
+            logger,
+          })
         : new StaticCoordinator(self, mode.kind === 'static' ? mode.peers.map((a) => ({ name: a, address: a })) : []);
     return new ServerGroup(this.deps.store, coordinator, {
       name: self.name,
+      datacenter: config.datacenter,
       address: advertised,
-      token: config.replication_token ?? config.initial_management_token,
+      transport,
       syncFollowers: mode.kind === 'single' ? 0 : mode.syncFollowers,
       syncTimeoutMs: this.deps.serverTimings?.syncTimeoutMs ?? 2000,
       leaseMs: mode.kind === 'etcd' ? mode.leaseMs : 5000,
@@ -133,7 +145,6 @@ abstract class DatacenterRole implements ClusterRole {
       backoffMinMs: Math.min(repl.backoffMinMs, 250),
       backoffMaxMs: Math.min(repl.backoffMaxMs, 2000),
       tailBatches: 20_000,
-      authenticate: (secret) => authenticateServer(resolver, secret),
       logger,
       onLead: () => this.lead(),
       onFollow: () => this.follow(),
@@ -145,7 +156,7 @@ abstract class DatacenterRole implements ClusterRole {
     const url = this.group?.isLeader() === false ? this.group.leaderURL() : undefined;
     if (!url) return undefined;
     let c = this.leaderClients.get(url);
-    if (!c) this.leaderClients.set(url, (c = new PeerClient(url, `${this.deps.config.datacenter} (leader)`)));
+    if (!c) this.leaderClients.set(url, (c = new PeerClient(url, `${this.deps.config.datacenter} (leader)`, this.deps.transport.fetcher({ datacenter: this.deps.config.datacenter }))));
     return c;
   }
 
@@ -280,7 +291,7 @@ class PrimaryRole extends DatacenterRole {
   protected async startReplication(): Promise<void> {
     const { store, resolver, logger, replication, config, advertised } = this.deps;
     // Made at once, with nothing to wait for: a single server's stream is there before HTTP listens.
-    this.replication ??= new ReplicationPrimary(store, resolver, logger, { ...replication, retention: config.log_retention }, { datacenter: config.datacenter, address: advertised });
+    this.replication ??= new ReplicationPrimary(store, resolver, logger, { ...replication, retention: config.log_retention }, { datacenter: config.datacenter, address: advertised, transport: this.deps.transport });
   }
 
   protected async stopReplication(): Promise<void> {
@@ -341,7 +352,7 @@ class SecondaryRole extends DatacenterRole {
   ) {
     super(deps);
     const { store, config } = deps;
-    this.primary = new PeerClient(primaryAddresses.join(','), config.primary_datacenter);
+    this.primary = new PeerClient(primaryAddresses.join(','), config.primary_datacenter, deps.transport.fetcher({ datacenter: config.primary_datacenter }));
     const waitForApplied = (index: number, timeoutMs: number) => this.replication?.waitForApplied(index, timeoutMs) ?? Promise.resolve(false);
     this.secondary = {
       primary: this.primary,
@@ -369,6 +380,7 @@ class SecondaryRole extends DatacenterRole {
   protected async startReplication(): Promise<void> {
     const { store, logger, metrics, config, replication: repl, advertised } = this.deps;
     this.replication = new ReplicationSecondary(store, logger, metrics, {
+      transport: this.deps.transport,
       datacenter: config.datacenter,
       primaryDatacenter: config.primary_datacenter,
       primaryAddress: this.primaryAddresses.join(','),
@@ -506,19 +518,6 @@ export function waitForIndex(store: LevelStore, index: number, timeoutMs: number
       resolve(ok);
     }
   });
-}
-
-/** A follower streams with a token that has acl:write here, as a secondary replicates with one. */
-function authenticateServer(resolver: AclResolver, secret: string | undefined): { ok: true } | { ok: false; status: number; message: string } {
-  if (!secret) return { ok: false, status: 403, message: 'server token is missing (replication_token, or initial_management_token)' };
-  try {
-    const identity = resolver.resolveLocal(secret);
-    if (!identity.authorizer.canWrite('default', 'default')) return { ok: false, status: 403, message: 'server token lacks acl:write' };
-    return { ok: true };
-  } catch (err) {
-    if (isWatchwordError(err) && err.code === 'ACL_NOT_FOUND') return { ok: false, status: 403, message: 'server token is invalid' };
-    return { ok: false, status: 500, message: 'internal error' };
-  }
 }
 
 /** The host of a URL, brackets of an IPv6 literal removed. */

@@ -9,7 +9,7 @@ import { z } from 'zod';
  *   follower -> leader   hello, ack, ping
  *   leader -> follower   welcome, snapshot (chunked, last flagged), batch, ping, error
  */
-export const SERVER_PROTOCOL_VERSION = 1;
+export const SERVER_PROTOCOL_VERSION = 2;
 
 /** The WebSocket route on the leader. */
 export const SERVERS_PATH = '/v1/internal/servers';

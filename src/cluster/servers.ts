@@ -5,14 +5,16 @@ import type { OperatorServersResponse, ServerStatus } from '../api/schemas.js';
 import type { LevelStore } from '../store/level-store.js';
 import type { Coordinator, LeaderInfo } from './coordinator.js';
 import { ServerFollower } from './follower.js';
-import { type FollowerStatus, type LeaderOptions, ServerLeader } from './leader.js';
+import { type FollowerStatus, ServerLeader } from './leader.js';
+import type { Transport } from '../transport/transport.js';
 
 export interface ServerGroupOptions {
   name: string;
+  datacenter: string;
   /** This server's HTTP address (host:port). */
   address: () => string;
-  /** Secret a follower streams with (a token with acl:write). */
-  token: string | undefined;
+  /** How servers reach and prove themselves to each other (never with an ACL token). */
+  transport: Transport;
   syncFollowers: number;
   syncTimeoutMs: number;
   /** The coordinator's lease, ms: a leader that refuses this server for longer is reported. */
@@ -22,7 +24,6 @@ export interface ServerGroupOptions {
   backoffMinMs: number;
   backoffMaxMs: number;
   tailBatches: number;
-  authenticate: LeaderOptions['authenticate'];
   logger: Logger;
   /** This server now leads: start what only the leader runs (replication, reaper). */
   onLead(term: number): Promise<void>;
@@ -69,10 +70,17 @@ export class ServerGroup {
     return l && l.name !== this.options.name ? l : undefined;
   }
 
-  /** The leader's HTTP base URL, when another server leads. */
+  /**
+   * The leader's HTTP base URL, when another server leads and may be sent requests: over
+   * TLS its certificate is checked on every connection; without TLS only once this
+   * server's stream to it has proven it holds the server key.
+   */
   leaderURL(): string | undefined {
     const l = this.otherLeader();
-    return l ? `http://${l.address}` : undefined;
+    if (!l) return undefined;
+    const url = this.options.transport.peerURL(l.address);
+    if (this.options.transport.secure) return url;
+    return this.following?.url === url && this.following.stream.isProven() ? url : undefined;
   }
 
   /** Brings this server's part in line with the coordinator; one change at a time. */
@@ -92,8 +100,8 @@ export class ServerGroup {
     }
     if (this.role === 'leader') await this.stepDown();
     if (leader && leader.name !== this.options.name) {
-      const url = `http://${leader.address}`;
-      if (!this.following || this.following.term !== leader.term || this.following.url !== url) await this.follow(url, leader.term);
+      const url = this.options.transport.peerURL(leader.address);
+      if (!this.following || this.following.term !== leader.term || this.following.url !== url) await this.follow(url, leader.name, leader.term);
     }
   }
 
@@ -112,7 +120,9 @@ export class ServerGroup {
       tailBatches: o.tailBatches,
       publishSync: (members) => this.coordinator.publishSync(members),
       checkLeadership: () => this.coordinator.checkLeadership(),
-      authenticate: o.authenticate,
+      datacenter: o.datacenter,
+      transport: o.transport,
+      isKnownServer: (name) => this.coordinator.servers().some((s) => s.name === name),
       logger: o.logger,
     });
     this.store.setReplicator(this.leading);
@@ -135,15 +145,17 @@ export class ServerGroup {
     await this.options.onFollow();
   }
 
-  private async follow(url: string, term: number): Promise<void> {
+  private async follow(url: string, leaderName: string, term: number): Promise<void> {
     await this.following?.stream.stop();
     const o = this.options;
     const stream = new ServerFollower(this.store, {
       name: o.name,
+      datacenter: o.datacenter,
       address: o.address,
       leaderURL: url,
+      leaderName,
       term,
-      token: o.token,
+      transport: o.transport,
       heartbeatMs: o.heartbeatMs,
       deadPeerMs: o.deadPeerMs,
       backoffMinMs: o.backoffMinMs,

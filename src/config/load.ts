@@ -43,6 +43,14 @@ export function loadConfig(sources: ConfigSources): Config {
       continue;
     }
     for (const [k, v] of Object.entries(parsed)) {
+      // Sections as Consul writes them: {"tls": {"ca_file": …}} is tls_ca_file; {"etcd": {…}} likewise.
+      if ((k === 'tls' || k === 'etcd') && v !== null && typeof v === 'object' && !Array.isArray(v)) {
+        for (const [inner, value] of Object.entries(v)) {
+          merged[`${k}_${inner}`] = value;
+          origin.set(`${k}_${inner}`, file);
+        }
+        continue;
+      }
       merged[k] = v;
       origin.set(k, file);
     }

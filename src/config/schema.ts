@@ -18,6 +18,21 @@ const duration = z.union([z.string(), z.number()]).transform((value, ctx) => {
   return ms;
 });
 
+/** A boolean from a config file (true/false) or a flag or env var ("true", "false", "1", "0"; a bare flag is true). */
+const bool = z.union([z.boolean(), z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1')]);
+
+const filePath = z.string().min(1);
+
+/** 32 random bytes in base64: the key the servers of a datacenter prove themselves with when they run without TLS. */
+const serverKey = z.string().transform((v, ctx) => {
+  const bytes = Buffer.from(v.trim(), 'base64');
+  if (bytes.length !== 32 || bytes.toString('base64') !== v.trim()) {
+    ctx.addIssue({ code: 'custom', message: 'expected 32 random bytes in base64 (make one with `watchword keygen`)' });
+    return z.NEVER;
+  }
+  return bytes;
+});
+
 const hostPort = z.string().refine((v) => parseHostPort(v) !== undefined, {
   message: 'expected HOST:PORT with a port from 0 to 65535 (0 picks a free port)',
 });
@@ -80,7 +95,9 @@ export const configShape = {
   /** HTTP base URL of the primary's daemon (secondaries). */
   primary_address: z
     .string()
-    .refine((v) => v.split(',').every((u) => httpURL.safeParse(u.trim()).success), { message: 'expected an http:// or https:// URL (or several, comma-separated: every server of the primary datacenter)' })
+    .refine((v) => v.split(',').every((u) => httpURL.safeParse(u.trim()).success || parseHostPort(u.trim()) !== undefined), {
+      message: 'expected an http:// or https:// URL or HOST:PORT (or several, comma-separated: every server of the primary datacenter)',
+    })
     .optional(),
   /** Secret of a token with acl:write on the primary, used to replicate (secondaries). */
   replication_token: z.string().min(1).optional(),
@@ -135,11 +152,39 @@ export const configShape = {
     .union([z.string().transform((v) => v.split(',').map((p) => p.trim()).filter(Boolean)), z.array(z.string())])
     .pipe(z.array(hostPort))
     .default([]),
-  /** Leader election for several servers per datacenter: etcd://HOST:PORT[,HOST:PORT…]. */
+  /** Leader election for several servers per datacenter: etcd://HOST:PORT[,HOST:PORT…] (etcds:// or https:// for etcd over TLS). */
   coordinator: z
     .string()
-    .regex(/^etcd:\/\/[^\s,]+(,[^\s,]+)*$/, 'expected etcd://HOST:PORT[,HOST:PORT…]')
+    .regex(/^(etcd|etcds|http|https):\/\/[^\s,/]+(,[^\s,/]+)*$/, 'expected etcd://HOST:PORT[,HOST:PORT…] (or etcds:// for TLS)')
     .optional(),
+  /** PEM CA etcd's certificate is checked against (etcds://). */
+  etcd_ca_file: filePath.optional(),
+  /** PEM client certificate presented to etcd (its --client-cert-auth). */
+  etcd_cert_file: filePath.optional(),
+  /** PEM key of etcd_cert_file. */
+  etcd_key_file: filePath.optional(),
+  /** etcd user (etcd auth). */
+  etcd_username: z.string().min(1).optional(),
+  /** Password of etcd_username. */
+  etcd_password: z.string().min(1).optional(),
+  /** PEM CA that signs every server's certificate (and clients', with tls_verify_incoming). */
+  tls_ca_file: filePath.optional(),
+  /** This server's PEM certificate, naming server.<datacenter>.<domain>; with tls_key_file, the API speaks HTTPS only. */
+  tls_cert_file: filePath.optional(),
+  /** PEM key of tls_cert_file. */
+  tls_key_file: filePath.optional(),
+  /** Every HTTPS client must present a certificate signed by tls_ca_file. Servers always must. */
+  tls_verify_incoming: bool.default(false),
+  /** Peers' certificates are checked against tls_ca_file. */
+  tls_verify_outgoing: bool.default(true),
+  /** A peer's certificate must name server.<its datacenter>.<domain>. */
+  tls_verify_server_hostname: bool.default(true),
+  /** Domain of the server names in certificates. */
+  tls_domain: z.string().regex(/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/, 'expected a DNS domain such as watchword').max(200).default('watchword'),
+  /** Oldest TLS version accepted and offered. */
+  tls_min_version: z.enum(['TLSv1.2', 'TLSv1.3']).default('TLSv1.2'),
+  /** Several servers without TLS: the key they prove themselves to each other with (32 bytes, base64). */
+  server_key: serverKey.optional(),
   /** Lease of the leader in the coordinator; a dead leader is replaced within about twice this. */
   leader_lease: duration.default(5_000),
   /** Followers that must hold a write before it is acknowledged, when that many are connected and current. */
@@ -170,6 +215,22 @@ export const configSchema = z
     if (c.leader_lease < 1000 || c.leader_lease % 1000 !== 0) {
       ctx.addIssue({ code: 'custom', path: ['leader_lease'], message: 'must be a whole number of seconds, at least 1s' });
     }
+    if ((c.tls_cert_file === undefined) !== (c.tls_key_file === undefined)) {
+      ctx.addIssue({ code: 'custom', path: [c.tls_cert_file === undefined ? 'tls_cert_file' : 'tls_key_file'], message: 'tls_cert_file and tls_key_file go together' });
+    }
+    if ((c.etcd_cert_file === undefined) !== (c.etcd_key_file === undefined)) {
+      ctx.addIssue({ code: 'custom', path: [c.etcd_cert_file === undefined ? 'etcd_cert_file' : 'etcd_key_file'], message: 'etcd_cert_file and etcd_key_file go together' });
+    }
+    if ((c.etcd_username === undefined) !== (c.etcd_password === undefined)) {
+      ctx.addIssue({ code: 'custom', path: [c.etcd_username === undefined ? 'etcd_username' : 'etcd_password'], message: 'etcd_username and etcd_password go together' });
+    }
+    const several = c.coordinator !== undefined || c.server_peers.length > 1;
+    if (several && c.tls_cert_file === undefined && c.server_key === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['server_key'], message: 'is required: several servers without TLS prove themselves to each other with a shared key (make one with `watchword keygen`), never with an ACL token' });
+    }
+    if (several && c.tls_cert_file !== undefined && c.tls_ca_file === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['tls_ca_file'], message: "is required with several servers over TLS: each checks the others' certificates against it" });
+    }
     const primary = c.primary_datacenter ?? c.datacenter;
     if (primary !== c.datacenter && c.primary_address === undefined) {
       ctx.addIssue({ code: 'custom', path: ['primary_address'], message: `is required on a secondary (datacenter ${c.datacenter}, primary ${primary})` });
@@ -182,8 +243,15 @@ export const configSchema = z
       http_header_timeout: Math.min(c.http_header_timeout, c.http_request_timeout),
       primary_datacenter: primaryDatacenter,
       data_dir: c.data_dir ?? `./data/${c.datacenter}`,
-      placement: placementOf(c.datacenter, primaryDatacenter, c.primary_address),
+      placement: placementOf(c.datacenter, primaryDatacenter, c.primary_address, c.tls_cert_file !== undefined),
       servers: serverModeOf(c.coordinator, c.server_peers, c.leader_lease, c.sync_followers),
+      tls: tlsOf(c),
+      etcd: {
+        caFile: c.etcd_ca_file,
+        certFile: c.etcd_cert_file,
+        keyFile: c.etcd_key_file,
+        ...(c.etcd_username !== undefined && c.etcd_password !== undefined ? { auth: { username: c.etcd_username, password: c.etcd_password } } : {}),
+      },
     };
   });
 
@@ -205,14 +273,51 @@ export type ServerMode =
   | { readonly kind: 'static'; readonly peers: readonly string[]; readonly syncFollowers: number }
   | { readonly kind: 'etcd'; readonly endpoints: readonly string[]; readonly leaseMs: number; readonly syncFollowers: number };
 
-function placementOf(datacenter: string, primaryDatacenter: string, primaryAddress: string | undefined): Placement {
+/** TLS for the API listener and every server-to-server channel (SPEC §16); undefined: plain HTTP. */
+export interface TlsSettings {
+  readonly caFile: string | undefined;
+  readonly certFile: string;
+  readonly keyFile: string;
+  readonly verifyIncoming: boolean;
+  readonly verifyOutgoing: boolean;
+  readonly verifyServerHostname: boolean;
+  readonly domain: string;
+  readonly minVersion: 'TLSv1.2' | 'TLSv1.3';
+}
+
+function tlsOf(c: { tls_ca_file?: string | undefined; tls_cert_file?: string | undefined; tls_key_file?: string | undefined; tls_verify_incoming: boolean; tls_verify_outgoing: boolean; tls_verify_server_hostname: boolean; tls_domain: string; tls_min_version: 'TLSv1.2' | 'TLSv1.3' }): TlsSettings | undefined {
+  if (c.tls_cert_file === undefined || c.tls_key_file === undefined) return undefined;
+  return {
+    caFile: c.tls_ca_file,
+    certFile: c.tls_cert_file,
+    keyFile: c.tls_key_file,
+    verifyIncoming: c.tls_verify_incoming,
+    verifyOutgoing: c.tls_verify_outgoing,
+    verifyServerHostname: c.tls_verify_server_hostname,
+    domain: c.tls_domain,
+    minVersion: c.tls_min_version,
+  };
+}
+
+function placementOf(datacenter: string, primaryDatacenter: string, primaryAddress: string | undefined, tls: boolean): Placement {
   if (datacenter === primaryDatacenter) return { role: 'primary' };
   // The refinement above guarantees an address on a secondary.
-  return { role: 'secondary', primaryAddresses: (primaryAddress ?? '').split(',').map((u) => u.trim()).filter(Boolean) };
+  return { role: 'secondary', primaryAddresses: (primaryAddress ?? '').split(',').map((u) => u.trim()).filter(Boolean).map((u) => peerBaseURL(u, tls)) };
+}
+
+/** A peer's base URL: a bare HOST:PORT takes the scheme of this server's TLS settings, and TLS on means https. */
+export function peerBaseURL(address: string, tls: boolean): string {
+  const url = new URL(/^[a-z]+:\/\//i.test(address) ? address : `http://${address}`);
+  if (tls) url.protocol = 'https:';
+  return url.origin;
 }
 
 function serverModeOf(coordinator: string | undefined, peers: string[], leaseMs: number, syncFollowers: number): ServerMode {
-  if (coordinator !== undefined) return { kind: 'etcd', endpoints: coordinator.slice('etcd://'.length).split(',').map((h) => `http://${h}`), leaseMs, syncFollowers };
+  if (coordinator !== undefined) {
+    const [scheme, hosts] = coordinator.split('://') as [string, string];
+    const secure = scheme === 'etcds' || scheme === 'https';
+    return { kind: 'etcd', endpoints: hosts.split(',').map((h) => `${secure ? 'https' : 'http'}://${h}`), leaseMs, syncFollowers };
+  }
   if (peers.length > 1) return { kind: 'static', peers, syncFollowers };
   return { kind: 'single' };
 }

@@ -1,5 +1,6 @@
 import type { ReplicationStatusResponse } from '../api/schemas.js';
 import type { AclResolver } from '../service/acl-resolver.js';
+import type { ServerOptions as HttpsServerOptions } from 'node:https';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest, LogController } from 'fastify';
 import { type Logger, pino } from 'pino';
 import { WatchwordError } from '../domain/errors.js';
@@ -65,6 +66,8 @@ export interface AppDeps {
    */
   rateLimit?: { rate: number; burst: number; peerRate: number; peerBurst: number };
   logger?: FastifyBaseLogger;
+  /** TLS options of the listener (SPEC §16): with them the API speaks HTTPS only. */
+  https?: HttpsServerOptions;
 }
 
 
@@ -120,15 +123,21 @@ class IndexHeaders {
  */
 export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteInfo[] } {
   const limits = deps.limits;
-  const app = Fastify({
+  const serverOptions = {
     ...(limits
       ? {
+          headersTimeout: limits.headerTimeout,
+          requestTimeout: limits.requestTimeout,
           // Node checks the request and header timeouts on this interval: keep it well under them.
-          http: {
-            headersTimeout: limits.headerTimeout,
-            requestTimeout: limits.requestTimeout,
-            connectionsCheckingInterval: Math.max(100, Math.min(1000, Math.floor(limits.headerTimeout / 4))),
-          },
+          connectionsCheckingInterval: Math.max(100, Math.min(1000, Math.floor(limits.headerTimeout / 4))),
+        }
+      : {}),
+  };
+  // The https variant of the instance serves the same routes; only its listener differs.
+  const app = Fastify({
+    ...(deps.https ? { https: { ...deps.https, ...serverOptions } } : { http: serverOptions }),
+    ...(limits
+      ? {
           requestTimeout: limits.requestTimeout,
           keepAliveTimeout: limits.keepAliveTimeout,
           maxRequestsPerSocket: limits.maxRequestsPerConn,

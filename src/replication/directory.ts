@@ -9,6 +9,8 @@ export interface DirectoryOptions {
   configured: Readonly<Record<string, string>>;
   /** This daemon's own base URL. */
   ownURL: () => string;
+  /** A peer's base URL from the HOST:PORT it reported (the scheme is the transport's). */
+  peerURL: (address: string) => string;
   /** What replication reports: the primary's sessions, or the list the primary pushes. */
   reported: () => DatacenterInfo[];
 }
@@ -25,7 +27,7 @@ export class DatacenterDirectory {
   list(): Array<{ name: string; url: string }> {
     const o = this.options;
     const urls = new Map<string, string>();
-    for (const d of o.reported()) urls.set(d.name, `http://${d.address}`);
+    for (const d of o.reported()) urls.set(d.name, o.peerURL(d.address));
     const firstPrimary = o.primaryURLs?.[0];
     if (firstPrimary !== undefined) urls.set(o.primaryDatacenter, firstPrimary);
     for (const [name, url] of Object.entries(o.configured)) urls.set(name, url);

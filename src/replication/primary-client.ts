@@ -1,4 +1,5 @@
 import { WatchwordError } from '../domain/errors.js';
+import type { PeerFetch } from '../transport/transport.js';
 
 export interface RelayedResponse {
   status: number;
@@ -8,8 +9,10 @@ export interface RelayedResponse {
 
 /**
  * HTTP calls from a secondary to its primary (or from any daemon to another
- * datacenter's). Every call is bounded in time; an unreachable peer is a
- * PRIMARY_UNAVAILABLE error within the deadline, never a hang.
+ * datacenter's, or from a follower to its leader). Connections are the transport's, which
+ * checks that the peer proves to be a server of `datacenter` before anything is sent.
+ * Every call is bounded in time; an unreachable peer is a PRIMARY_UNAVAILABLE error within
+ * the deadline, never a hang.
  */
 export class PeerClient {
   private readonly urls: string[];
@@ -20,6 +23,7 @@ export class PeerClient {
   constructor(
     baseURL: string,
     private readonly datacenter: string,
+    private readonly fetch: PeerFetch,
   ) {
     this.urls = baseURL.split(',').map((u) => u.trim()).filter(Boolean);
   }
@@ -33,7 +37,7 @@ export class PeerClient {
       const left = deadline - Date.now();
       if (left <= 0) break;
       try {
-        const res = await fetch(new URL(pathAndQuery, base), {
+        const res = await this.fetch(new URL(pathAndQuery, base), {
           method,
           headers,
           ...(body !== undefined && method !== 'GET' && method !== 'HEAD' ? { body } : {}),
@@ -42,8 +46,9 @@ export class PeerClient {
         this.current = i;
         return { status: res.status, headers: res.headers, text: await res.text() };
       } catch (err) {
-        const e = err as Error & { cause?: { code?: string } };
-        const why = e.name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : (e.cause?.code ?? e.message);
+        const e = err as Error & { cause?: { code?: string; message?: string } };
+        // A peer that failed its identity check is named with the reason (the certificate's names).
+        const why = e.name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : e.cause?.code === 'ERR_PEER_IDENTITY' ? `${e.cause.message ?? ''}` : (e.cause?.code ?? e.message);
         lastError = new WatchwordError('PRIMARY_UNAVAILABLE', `cannot reach datacenter ${this.datacenter} at ${base}: ${why}`, { cause: err });
         // A timeout used the whole budget; a refused connection leaves time for the next server.
         if (e.name === 'TimeoutError') break;

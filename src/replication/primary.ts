@@ -1,6 +1,7 @@
 import { STATUS_CODES, type IncomingMessage, type Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
+import type { Transport } from '../transport/transport.js';
 import { Heartbeat } from './heartbeat.js';
 import { WebSocket, WebSocketServer } from 'ws';
 import { isWatchwordError } from '../domain/errors.js';
@@ -140,6 +141,8 @@ export class Session {
   private authCheckedAt: number;
   /** When the replication token expires, ms since the epoch. */
   private tokenExpires: number | undefined;
+  /** With TLS: the datacenter the secondary's certificate proved (its hello must name the same). */
+  private readonly provenDatacenter: string | undefined;
 
   constructor(
     private readonly primary: ReplicationPrimary,
@@ -148,8 +151,9 @@ export class Session {
     readonly remoteAddress: string,
     /** The replication token's secret: checked again whenever ACL state changes. */
     private readonly secret: string,
-    authorized: { generation: number; expires: number | undefined },
+    authorized: { generation: number; expires: number | undefined; datacenter?: string },
   ) {
+    this.provenDatacenter = authorized.datacenter;
     this.authCheckedAt = authorized.generation;
     this.tokenExpires = authorized.expires;
     this.heartbeat = new Heartbeat({
@@ -329,6 +333,9 @@ export class Session {
 
   /** Admits a secondary by name and address (see ReplicationPrimary.admit), then streams. */
   private async greet(hello: Extract<SecondaryFrame, { t: 'hello' }>): Promise<void> {
+    if (this.provenDatacenter !== undefined && hello.datacenter !== this.provenDatacenter) {
+      return this.refuse(1008, `the hello names datacenter ${hello.datacenter}, but the certificate proved ${this.provenDatacenter}`);
+    }
     const check = this.primary.checkReplicationToken(this.secret, hello.datacenter);
     if (!check.ok) return this.refuse(CLOSE_TOKEN_REVOKED, check.message);
     if (this.closed) return;
@@ -440,7 +447,7 @@ export class ReplicationPrimary {
     private readonly resolver: AclResolver,
     readonly logger: Logger,
     readonly options: PrimaryOptions,
-    private readonly self: { datacenter: string; address: () => string },
+    private readonly self: { datacenter: string; address: () => string; transport?: Transport },
   ) {
     this.unsubscribe = store.onCommit((event) => {
       if (event.tables.has('tokens') || event.tables.has('policies') || event.tables.has('roles')) this.aclGeneration++;
@@ -474,16 +481,31 @@ export class ReplicationPrimary {
     if (version !== String(PROTOCOL_VERSION)) {
       return refuse(socket, 426, `unsupported replication protocol version ${version ?? '(none)'}; this primary speaks ${PROTOCOL_VERSION}`);
     }
+    // A secondary names itself in a header too, so a token bound elsewhere is refused before the upgrade.
+    const header = req.headers['x-service-datacenter'];
+    const named = typeof header === 'string' && header !== '' ? header : undefined;
+    // With TLS a secondary proves its datacenter with its certificate before anything else (SPEC §16).
+    const transport = this.self.transport;
+    if (transport?.secure) {
+      if (named === undefined) return refuse(socket, 400, 'the secondary did not name its datacenter (X-Service-Datacenter)');
+      const proven = transport.proveIncoming(req, named);
+      if (proven && !proven.ok) {
+        this.logger.warn({ datacenter: named, from: req.socket.remoteAddress }, `replication: refused a secondary: ${proven.reason}`);
+        return refuse(socket, 403, `not a server of ${named}: ${proven.reason}`);
+      }
+    }
     const secret = secretOf(req);
     if (!secret) return refuse(socket, 403, 'replication token is missing');
     const generation = this.aclGeneration;
-    // A secondary names itself in a header too, so a token bound elsewhere is refused before the upgrade.
-    const named = req.headers['x-service-datacenter'];
-    const check = this.checkReplicationToken(secret, typeof named === 'string' && named !== '' ? named : undefined);
+    const check = this.checkReplicationToken(secret, named);
     if (!check.ok) return refuse(socket, check.status, check.message);
     this.wss.handleUpgrade(req, socket, head, (ws) => {
       let session: Session | undefined;
-      session = this.open(wsChannel(ws, () => session), req.socket.remoteAddress ?? '', secret, { generation, expires: check.expires });
+      session = this.open(wsChannel(ws, () => session), req.socket.remoteAddress ?? '', secret, {
+        generation,
+        expires: check.expires,
+        ...(transport?.secure && named !== undefined ? { datacenter: named } : {}),
+      });
     });
   }
 

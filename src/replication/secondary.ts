@@ -7,8 +7,11 @@ import { Backoff } from './backoff.js';
 import { Heartbeat } from './heartbeat.js';
 import { type DatacenterInfo, PROTOCOL_VERSION, type PrimaryFrame, REPLICATION_PATH, type SecondaryFrame, decodeFrame, encodeFrame, primaryFrame } from './protocol.js';
 import { SecondaryStream } from './secondary-stream.js';
+import { type Transport, describeConnectError } from '../transport/transport.js';
 
 export interface SecondaryOptions {
+  /** Reaches the primary; with TLS, its certificate must name server.<primary dc>.<domain> before the token is sent. */
+  transport: Transport;
   datacenter: string;
   primaryDatacenter: string;
   /** HTTP base URL of the primary. */
@@ -93,11 +96,10 @@ export class ReplicationSecondary {
     const target = this.redirect ?? (configured[this.attempt++ % configured.length] as string);
     // A named leader is tried once; after that the configured address again.
     this.redirect = undefined;
-    const base = new URL(target);
-    base.protocol = base.protocol === 'https:' ? 'wss:' : 'ws:';
-    base.pathname = REPLICATION_PATH;
-    base.search = `?version=${PROTOCOL_VERSION}`;
+    const { transport } = this.options;
+    const base = transport.websocketURL(target, REPLICATION_PATH, { version: String(PROTOCOL_VERSION) });
     const ws = new WebSocket(base, {
+      ...transport.websocketOptions({ datacenter: this.options.primaryDatacenter }),
       headers: { 'X-Service-Token': this.options.token as string, 'X-Service-Datacenter': this.options.datacenter },
       handshakeTimeout: 5000,
       maxPayload: 256 * 1024 * 1024,
@@ -116,7 +118,7 @@ export class ReplicationSecondary {
         if (res.statusCode === 421 && typeof leader === 'string' && /^[\w.\-:[\]]+$/.test(leader) && !redirected) {
           // A follower of the primary datacenter: go to the leader it names, at once. Once per
           // attempt: a stale name (a leader that has just lost its lease) does not start a loop.
-          this.redirect = `http://${leader}`;
+          this.redirect = transport.peerURL(leader);
         }
         this.fail(`the primary refused replication (HTTP ${res.statusCode}): ${body.trim() || res.statusMessage}`);
         this.logger.warn({ status: res.statusCode, reason: body.trim() }, 'replication: refused by the primary');
@@ -155,7 +157,7 @@ export class ReplicationSecondary {
     });
     ws.on('error', (err) => {
       // A refused upgrade already said why; the error that follows its teardown says nothing new.
-      if (!this.stream.isWelcomed() && !refused) this.fail(`cannot reach the primary at ${this.options.primaryAddress}: ${err.message}`);
+      if (!this.stream.isWelcomed() && !refused) this.fail(`cannot reach the primary at ${target}: ${describeConnectError(err)}`);
     });
     ws.on('close', (code, reason) => {
       const wasConnected = this.stream.isWelcomed();

@@ -53,8 +53,22 @@ etcd.on('exit', (code) => {
 });
 `;
 
+/** etcd over TLS: its certificate and key, and the CA clients (and peers) must be signed by. */
+export interface EtcdTLS {
+  caFile: string;
+  certFile: string;
+  keyFile: string;
+  /** PEM texts of the same, for the health check. */
+  ca: string;
+  cert: string;
+  key: string;
+}
+
 /** A single-member etcd on loopback, in a temp dir, for a test cluster's leader elections; it dies with the process that started it. */
 export class EtcdProcess {
+  /** With `tls`, etcd speaks only TLS on both its ports and requires client certificates (--client-cert-auth). */
+  constructor(private readonly tls?: EtcdTLS) {}
+
   private proc: ChildProcess | undefined;
   private exited: Promise<void> | undefined;
   private dir = '';
@@ -64,7 +78,11 @@ export class EtcdProcess {
   private peerPort = 0;
 
   get url(): string {
-    return `http://${this.host}:${this.port}`;
+    return `${this.tls ? 'https' : 'http'}://${this.host}:${this.port}`;
+  }
+
+  get peerURL(): string {
+    return `${this.tls ? 'https' : 'http'}://${this.host}:${this.peerPort}`;
   }
 
   output(): string {
@@ -92,6 +110,8 @@ export class EtcdProcess {
       this.peerPort = await freePort();
     }
     const peer = this.peerPort;
+    const tls = this.tls;
+    const scheme = tls ? 'https' : 'http';
     const proc = spawn(
       process.execPath,
       [
@@ -100,10 +120,16 @@ export class EtcdProcess {
         '--data-dir', join(this.dir, 'data'),
         '--listen-client-urls', this.url,
         '--advertise-client-urls', this.url,
-        '--listen-peer-urls', `http://127.0.0.1:${peer}`,
-        '--initial-advertise-peer-urls', `http://127.0.0.1:${peer}`,
-        '--initial-cluster', `watchword-test=http://127.0.0.1:${peer}`,
+        '--listen-peer-urls', `${scheme}://127.0.0.1:${peer}`,
+        '--initial-advertise-peer-urls', `${scheme}://127.0.0.1:${peer}`,
+        '--initial-cluster', `watchword-test=${scheme}://127.0.0.1:${peer}`,
         '--log-level', 'error',
+        ...(tls
+          ? [
+              '--cert-file', tls.certFile, '--key-file', tls.keyFile, '--trusted-ca-file', tls.caFile, '--client-cert-auth',
+              '--peer-cert-file', tls.certFile, '--peer-key-file', tls.keyFile, '--peer-trusted-ca-file', tls.caFile, '--peer-client-cert-auth',
+            ]
+          : []),
       ],
       { stdio: ['pipe', 'pipe', 'pipe'] },
     );
@@ -115,7 +141,7 @@ export class EtcdProcess {
     for (;;) {
       if (proc.exitCode !== null) throw new Error(`etcd exited with ${proc.exitCode}: ${this.out.slice(-1000)}`);
       try {
-        const res = await fetch(`${this.url}/health`, { signal: AbortSignal.timeout(1000) });
+        const res = await this.fetch(`${this.url}/health`);
         if (res.ok && ((await res.json()) as { health?: string }).health === 'true') return;
       } catch {
         // not yet
@@ -132,7 +158,19 @@ export class EtcdProcess {
     await this.exited;
   }
 
+  /** GET on etcd's HTTP endpoint (with the client certificate when over TLS). */
+  private async fetch(url: string): Promise<Response> {
+    if (!this.tls) return fetch(url, { signal: AbortSignal.timeout(1000) });
+    const { Agent, fetch: tlsFetch } = await import('undici');
+    this.agent ??= new Agent({ connect: { ca: this.tls.ca, cert: this.tls.cert, key: this.tls.key } });
+    return tlsFetch(url, { dispatcher: this.agent, signal: AbortSignal.timeout(1000) }) as unknown as Promise<Response>;
+  }
+
+  private agent: import('undici').Agent | undefined;
+
   async stop(): Promise<void> {
+    await this.agent?.close().catch(() => undefined);
+    this.agent = undefined;
     if (this.proc && this.proc.exitCode === null) {
       this.proc.kill('SIGTERM');
       await this.exited;

@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -48,6 +48,25 @@ export interface ClusterOptions {
    * elects its leader through it, each over a link the test can cut (coordinatorLink).
    */
   servers?: Record<string, number>;
+  /**
+   * TLS everywhere (SPEC §16): the harness makes a CA, a certificate per server (naming
+   * server.<dc>.watchword), one for etcd (which then requires client certificates), and a
+   * client certificate for the caller (cluster.tls). `verifyIncoming` makes every daemon
+   * require client certificates of HTTPS clients too.
+   */
+  tls?: boolean | { verifyIncoming?: boolean };
+}
+
+/** The CA and a client certificate of a cluster started with `tls`, as files and PEM text. */
+export interface ClusterTLS {
+  /** Where the files are (removed with the cluster). */
+  dir: string;
+  caFile: string;
+  certFile: string;
+  keyFile: string;
+  ca: string;
+  cert: string;
+  key: string;
 }
 
 export interface DatacenterHandle {
@@ -93,6 +112,8 @@ export interface LinkHandle {
 /** The etcd a cluster with a multi-server datacenter runs. */
 export interface CoordinatorHandle {
   readonly url: string;
+  /** Where etcd's peers reach it (a single-member cluster still listens there). */
+  readonly peerURL: string;
   readonly dataDir: string;
   /** SIGKILL of etcd (a crash); its data dir stays. */
   kill(): Promise<void>;
@@ -111,6 +132,17 @@ export interface Cluster {
   readonly coordinator: CoordinatorHandle | undefined;
   /** The link from one server (by server name) to the coordinator, for servers of a multi-server datacenter. */
   coordinatorLink(serverName: string): LinkHandle;
+  /** The key the servers of a multi-server datacenter prove themselves to each other with (base64). */
+  serverKeyOf(datacenter: string): string;
+  /** With `tls`: the CA and a client certificate (client.<primary dc>.watchword). */
+  readonly tls: ClusterTLS | undefined;
+  /**
+   * With `tls`: a new certificate and key for one server (or `etcd`), written over its files
+   * (`<tls.dir>/<serverName>.pem` and `-key.pem`); SIGHUP makes a daemon use them.
+   */
+  renewCertificate(serverName: string): Promise<{ certFile: string; keyFile: string; cert: string }>;
+  /** fetch that trusts the cluster's CA and presents its client certificate (the platform's fetch without TLS). */
+  fetch(url: string, init?: RequestInit): Promise<Response>;
   /** Resolves once every running secondary has applied the primary's current index. */
   waitForReplication(timeoutMs?: number): Promise<void>;
   /** Stops every daemon and removes the data dirs. */
@@ -169,7 +201,7 @@ class Daemon implements DatacenterHandle {
       for (const s of this.servers) {
         if (s.pid === undefined) continue;
         try {
-          const res = await fetch(`${s.url}/v1/status/leader`, { signal: AbortSignal.timeout(1000) });
+          const res = await this.cluster.fetch(`${s.url}/v1/status/leader`, { signal: AbortSignal.timeout(1000) });
           if ((await res.json()) === new URL(s.url).host) return s;
         } catch {
           // ask the next one
@@ -191,6 +223,8 @@ class Daemon implements DatacenterHandle {
   async start(): Promise<void> {
     if (this.pid !== undefined) throw new Error(`${this.name} is already running`);
     await rm(join(this.dataDir, 'http-addr'), { force: true });
+    const tls = this.cluster.tls;
+    const cert = tls ? await this.cluster.serverCertificate(this.name, this.serverName) : undefined;
     const args = [
       ...agentCommand(),
       '--datacenter', this.name,
@@ -202,7 +236,16 @@ class Daemon implements DatacenterHandle {
       ...(this.isPrimary
         ? ['--initial-management-token', this.cluster.managementToken]
         : ['--primary-address', this.cluster.primaryURLFor(this.name), '--replication-token', this.cluster.managementToken]),
-      ...(this.servers.length > 1 ? ['--coordinator', `etcd://${this.cluster.coordinatorAddressFor(this.serverName)}`, '--replication-token', this.cluster.managementToken] : []),
+      ...(this.servers.length > 1
+        ? [
+            '--coordinator', `${tls ? 'etcds' : 'etcd'}://${this.cluster.coordinatorAddressFor(this.serverName)}`,
+            '--server-key', this.cluster.serverKeyOf(this.name),
+            ...(tls && cert ? ['--etcd-ca-file', tls.caFile, '--etcd-cert-file', cert.certFile, '--etcd-key-file', cert.keyFile] : []),
+          ]
+        : []),
+      ...(tls && cert
+        ? ['--tls-ca-file', tls.caFile, '--tls-cert-file', cert.certFile, '--tls-key-file', cert.keyFile, ...(this.cluster.verifyIncoming ? ['--tls-verify-incoming', 'true'] : [])]
+        : []),
       ...this.flags,
     ];
     const env = { ...process.env };
@@ -225,8 +268,8 @@ class Daemon implements DatacenterHandle {
       }
     });
     this.port = Number(address.slice(address.lastIndexOf(':') + 1));
-    this.url = `http://${address}`;
-    this.client = new WatchwordClient({ address: this.url, token: this.cluster.managementToken });
+    this.url = `${tls ? 'https' : 'http'}://${address}`;
+    this.client = new WatchwordClient({ address: this.url, token: this.cluster.managementToken, ...(tls ? { tls: { ca: tls.ca, cert: tls.cert, key: tls.key } } : {}) });
   }
 
   async stop(): Promise<number | null> {
@@ -284,6 +327,77 @@ class ClusterImpl implements Cluster {
     return this.datacenters[0] as Daemon;
   }
 
+  tls: ClusterTLS | undefined;
+  get verifyIncoming(): boolean {
+    return typeof this.options.tls === 'object' && this.options.tls.verifyIncoming === true;
+  }
+  private caKey = '';
+  private readonly certificates = new Map<string, { certFile: string; keyFile: string }>();
+  private agent: import('undici').Agent | undefined;
+
+  /** Makes the CA and the caller's client certificate. */
+  async makeCA(): Promise<void> {
+    const dir = await mkdtemp(join(tmpdir(), 'watchword-tls-'));
+    const { createCA, createCert } = await import('../transport/certs.js');
+    const ca = await createCA({ domain: 'watchword', days: 30 });
+    const client = await createCert(ca, { kind: 'client', datacenter: this.primaryName, domain: 'watchword', days: 30 });
+    const caFile = join(dir, 'watchword-agent-ca.pem');
+    const certFile = join(dir, `${this.primaryName}-client-watchword-0.pem`);
+    const keyFile = join(dir, `${this.primaryName}-client-watchword-0-key.pem`);
+    await writeFile(caFile, ca.cert);
+    await writeFile(certFile, client.cert);
+    await writeFile(keyFile, client.key, { mode: 0o600 });
+    this.caKey = ca.key;
+    this.tls = { dir, caFile, certFile, keyFile, ca: ca.cert, cert: client.cert, key: client.key };
+  }
+
+  /** The certificate of one server (server.<dc>.watchword), made on first use and kept across restarts. */
+  async serverCertificate(datacenter: string, name: string): Promise<{ certFile: string; keyFile: string; cert: string; key: string }> {
+    const tls = this.tls as ClusterTLS;
+    const certFile = join(tls.dir, `${name}.pem`);
+    const keyFile = join(tls.dir, `${name}-key.pem`);
+    if (!this.certificates.has(name)) {
+      const { createCert } = await import('../transport/certs.js');
+      const issued = await createCert({ cert: tls.ca, key: this.caKey }, { kind: 'server', datacenter, domain: 'watchword', days: 30 });
+      await writeFile(certFile, issued.cert);
+      await writeFile(keyFile, issued.key, { mode: 0o600 });
+      this.certificates.set(name, { certFile, keyFile });
+    }
+    return { certFile, keyFile, cert: await readFile(certFile, 'utf8'), key: await readFile(keyFile, 'utf8') };
+  }
+
+  async renewCertificate(serverName: string): Promise<{ certFile: string; keyFile: string; cert: string }> {
+    const tls = this.tls;
+    if (!tls) throw new Error('renewCertificate needs a cluster started with tls');
+    const datacenter = serverName === 'etcd' ? 'etcd' : this.datacenters.find((d) => d.servers.some((s) => s.serverName === serverName))?.name;
+    if (!datacenter) throw new Error(`no server ${serverName} in this cluster`);
+    const { createCert } = await import('../transport/certs.js');
+    const issued = await createCert({ cert: tls.ca, key: this.caKey }, { kind: 'server', datacenter, domain: 'watchword', days: 30 });
+    const certFile = join(tls.dir, `${serverName}.pem`);
+    const keyFile = join(tls.dir, `${serverName}-key.pem`);
+    await writeFile(keyFile, issued.key, { mode: 0o600 });
+    await writeFile(certFile, issued.cert);
+    this.certificates.set(serverName, { certFile, keyFile });
+    return { certFile, keyFile, cert: issued.cert };
+  }
+
+  async fetch(url: string, init: RequestInit = {}): Promise<Response> {
+    const tls = this.tls;
+    if (!tls) return fetch(url, init);
+    const undici = await import('undici');
+    this.agent ??= new undici.Agent({ connect: { ca: tls.ca, cert: tls.cert, key: tls.key } });
+    return undici.fetch(url, { ...(init as object), dispatcher: this.agent }) as unknown as Promise<Response>;
+  }
+
+  /** The key the servers of a datacenter prove themselves to each other with (one per datacenter). */
+  private readonly serverKeys = new Map<string, string>();
+
+  serverKeyOf(datacenter: string): string {
+    let key = this.serverKeys.get(datacenter);
+    if (!key) this.serverKeys.set(datacenter, (key = randomBytes(32).toString('base64')));
+    return key;
+  }
+
   get(name: string): Daemon {
     const d = this.datacenters.find((x) => x.name === name);
     if (!d) throw new Error(`no datacenter ${name} in this cluster`);
@@ -301,7 +415,7 @@ class ClusterImpl implements Cluster {
 
   get coordinator(): CoordinatorHandle | undefined {
     const etcd = this.etcd;
-    return etcd ? { url: etcd.url, dataDir: etcd.dataDir, kill: () => etcd.kill(), start: () => etcd.start() } : undefined;
+    return etcd ? { url: etcd.url, peerURL: etcd.peerURL, dataDir: etcd.dataDir, kill: () => etcd.kill(), start: () => etcd.start() } : undefined;
   }
 
   readonly coordinatorProxies = new Map<string, LinkProxy>();
@@ -346,7 +460,9 @@ class ClusterImpl implements Cluster {
     for (const p of this.proxies.values()) await p.close();
     for (const p of this.coordinatorProxies.values()) await p.close();
     await this.etcd?.stop();
+    await this.agent?.close().catch(() => undefined);
     await Promise.all(all.map((d) => rm(d.dataDir, { recursive: true, force: true })));
+    if (this.tls) await rm(this.tls.dir, { recursive: true, force: true });
   }
 }
 
@@ -357,8 +473,10 @@ const toFlags = (config: Record<string, string | number> = {}): string[] =>
 export async function startCluster(options: ClusterOptions): Promise<Cluster> {
   const cluster = new ClusterImpl(options);
   try {
+    if (options.tls) await cluster.makeCA();
     if (Object.values(cluster.serverCounts).some((n) => n > 1)) {
-      cluster.etcd = new EtcdProcess();
+      const tls = cluster.tls;
+      cluster.etcd = new EtcdProcess(tls ? { caFile: tls.caFile, ca: tls.ca, ...(await cluster.serverCertificate('etcd', 'etcd')) } : undefined);
       await cluster.etcd.start();
     }
     for (const [i, name] of cluster.names.entries()) {

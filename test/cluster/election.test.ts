@@ -71,7 +71,7 @@ class ModelEtcd {
     this.check(now);
     const view: ElectionView = { servers: [] };
     for (const [k, v] of this.keys) {
-      if (k === 'leader') view.leader = { server: JSON.parse(v.value) as ServerInfo, term: v.create, lease: v.lease };
+      if (k === 'leader') view.leader = { server: JSON.parse(v.value) as ServerInfo, term: v.create, lease: v.lease, revision: String(v.mod) };
       else if (k === 'sync') view.sync = { record: JSON.parse(v.value) as SyncRecord, revision: String(v.mod) };
       else view.servers.push({ ...(JSON.parse(v.value) as ServerInfo), lease: v.lease });
     }
@@ -89,6 +89,10 @@ function perform(e: Election, self: ServerInfo, etcd: ModelEtcd, step: Exclude<E
       return e.resigned(step.lease);
     case 'grant':
       return e.granted(etcd.grant(now), now);
+    case 'clear':
+      etcd.view(now);
+      if (String(etcd.keys.get('leader')?.mod) === step.revision) etcd.del('leader');
+      return e.cleared();
     case 'read':
       return e.observed(etcd.view(now), now);
     case 'register':
@@ -320,6 +324,31 @@ describe('Election (the coordinator’s decisions, without etcd)', () => {
     // Back in touch, p1 resigns its retired lease (already gone) and follows p2.
     expect(round(e, server('p1'), etcd, 12_100)).toEqual(['resign', 'grant', 'read', 'register', 'idle']);
     expect(e.leader(12_100)?.name).toBe('p2');
+  });
+
+  it.each([
+    ['without a lease (a plain put)', (etcd: ModelEtcd) => etcd.put('leader', JSON.stringify({ name: 'impostor', address: '10.6.6.6:8500' }), '0', 0)],
+    ['naming a real server at another address', (etcd: ModelEtcd) => etcd.put('leader', JSON.stringify({ name: 'p2', address: '10.6.6.6:8500' }), etcd.keys.get('servers/p2')?.lease as string, 0)],
+    ['naming a real server on a lease that is not its registration\'s', (etcd: ModelEtcd) => etcd.put('leader', JSON.stringify(server('p2')), etcd.grant(0), 0)],
+  ])('a leader key no server put (%s) is followed by nobody and removed; the previous leader leads again', (_what, plant) => {
+    const etcd = new ModelEtcd();
+    const p1 = make('p1');
+    const p2 = make('p2');
+    round(p1, server('p1'), etcd, 0);
+    round(p2, server('p2'), etcd, 0);
+    const term = p1.leader(0)?.term as number;
+    plant(etcd);
+    round(p2, server('p2'), etcd, 100);
+    expect(p2.leader(100)).toBeUndefined(); // not followed, even for a moment
+    expect(etcd.keys.has('leader')).toBe(false); // and gone
+    expect(p2.takeNotes().join()).toMatch(/removed a leader key that no server of this datacenter put/);
+    // p1 was the previous leader (the synchronous set names it): it takes over in a new term; p2 may not.
+    expect(p2.isLeader(100)).toBe(false);
+    round(p1, server('p1'), etcd, 200);
+    expect(p1.isLeader(200)).toBe(true);
+    expect(p1.leader(200)?.term).toBeGreaterThan(term);
+    round(p2, server('p2'), etcd, 300);
+    expect(p2.leader(300)?.name).toBe('p1');
   });
 
   it('three servers through five etcd restarts under random timing: never two leaders, never a leader on a lease etcd let go, and a leader again within two lease times of each return', () => {

@@ -1,5 +1,7 @@
 import { type Server, createServer } from 'node:http';
+import { randomBytes } from 'node:crypto';
 import { pino } from 'pino';
+import { Transport } from '../../src/transport/transport.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { StaticCoordinator } from '../../src/cluster/coordinator.js';
 import { ServerGroup } from '../../src/cluster/servers.js';
@@ -33,8 +35,9 @@ describe('ServerGroup (a follower’s view of its leader)', () => {
     const self = { name: 'me', address: '127.0.0.1:1' };
     const group = new ServerGroup(store, new StaticCoordinator(self, [{ name: 'leader', address: leaderAddress }, self]), {
       name: 'me',
+      datacenter: 'dc1',
       address: () => self.address,
-      token: undefined,
+      transport: new Transport({ datacenter: 'dc1', tls: undefined, serverKey: randomBytes(32), logger }),
       syncFollowers: 1,
       syncTimeoutMs: 1000,
       leaseMs: 600,
@@ -43,7 +46,6 @@ describe('ServerGroup (a follower’s view of its leader)', () => {
       backoffMinMs: 50,
       backoffMaxMs: 100,
       tailBatches: 100,
-      authenticate: () => ({ ok: false, status: 403, message: 'not a server' }),
       logger,
       onLead: async () => undefined,
       onFollow: async () => undefined,

@@ -3,7 +3,9 @@ import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
+import { WebSocket } from 'ws';
 import { runFailover } from '../../scripts/failover-run.js';
+import { ServerKeyProof } from '../../src/transport/server-key.js';
 import { type Cluster, type DatacenterHandle, etcdBinary, startCluster } from '../../src/testing/index.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -62,6 +64,51 @@ describe.skipIf(!etcd)('several servers per datacenter (etcd-coordinated)', () =
     expect(view.Servers.map((s) => s.Role).sort()).toEqual(['follower', 'follower', 'leader']);
     expect(view.RunningWithoutSyncCopy).toBe(false);
     expect((await fetch(`${leader.url}/v1/operator/servers`)).status).toBe(403);
+  });
+
+  it('an ACL token, even with acl = "write", opens no servers\' stream and receives no frame; nobody can take a live server\'s name or stream as an unknown server', async () => {
+    const dc1 = cluster.get('dc1');
+    const leader = await dc1.leader();
+    const follower = dc1.servers.find((s) => s !== leader) as DatacenterHandle;
+    const policy = await call(leader, token, 'PUT', '/v1/acl/policy', { Name: `acl-writer-${randomUUID().slice(0, 8)}`, Rules: 'acl = "write"' });
+    const writer = await call(leader, token, 'PUT', '/v1/acl/token', { Policies: [{ ID: policy.body?.ID }] });
+    const secret = writer.body?.SecretID as string;
+    const attempt = (headers: Record<string, string>) =>
+      new Promise<{ status: number; body: string; frames: number }>((resolve) => {
+        const ws = new WebSocket(`${leader.url.replace('http', 'ws')}/v1/internal/servers?version=2`, { headers });
+        let frames = 0;
+        ws.on('message', () => frames++);
+        ws.on('unexpected-response', (_req, res) => {
+          let body = '';
+          res.on('data', (c: Buffer) => (body += c.toString()));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body, frames }));
+        });
+        ws.on('open', () => setTimeout(() => resolve({ status: 101, body: '', frames }), 1000));
+        ws.on('error', () => resolve({ status: 0, body: '', frames }));
+      });
+    // An ACL token is no credential between servers, with or without a server's name.
+    for (const headers of [{ 'X-Service-Token': secret } as Record<string, string>, { 'X-Service-Token': token, 'x-watchword-server-name': follower.serverName }]) {
+      const r = await attempt(headers);
+      expect(r.status).toBe(403);
+      expect(r.frames).toBe(0);
+      expect(r.body).toMatch(/not a server of dc1: no server proof/);
+    }
+    // The server key itself proves a server of the datacenter, but a live server's name is not up for grabs ...
+    const proof = new ServerKeyProof(Buffer.from(cluster.serverKeyOf('dc1'), 'base64'), 'dc1');
+    const taken = await attempt(proof.request(follower.serverName).headers);
+    expect(taken.status).toBe(409);
+    expect(taken.body).toMatch(new RegExp(`a session for ${follower.serverName} is already live`));
+    // ... and a name the coordinator does not know cannot stream (nor become a synchronous copy).
+    const unknown = await attempt(proof.request('rogue').headers);
+    expect(unknown.status).toBe(403);
+    expect(unknown.body).toMatch(/rogue is not a known server of dc1/);
+    // A replayed proof is refused too.
+    const once = proof.request(`${follower.serverName}`).headers;
+    await attempt(once);
+    expect((await attempt(once)).body).toMatch(/used before|already live/);
+    const view = (await call(leader, token, 'GET', '/v1/operator/servers')).body as { SyncSet: string[]; Servers: Array<{ Name: string }> };
+    expect(view.SyncSet.every((n) => dc1.servers.some((s) => s.serverName === n))).toBe(true);
+    expect(view.Servers.map((s) => s.Name).sort()).toEqual(dc1.servers.map((s) => s.serverName).sort());
   });
 
   it('shows the servers in `watchword operator servers` and in the metrics', async () => {
