@@ -66,7 +66,8 @@ const SHUTDOWN_GRACE_MS = 10_000;
 export const VERSION = '0.1.0';
 
 /** /v1/agent/self: the configuration without secrets (only whether they are set), version and role. */
-function agentSelf(config: Config, address: string, store: LevelStore, metrics: Metrics, cluster: ClusterRole) {
+function agentSelf(config: Config, address: string, store: LevelStore, metrics: Metrics, cluster: ClusterRole, transport: Transport, operatorRead: boolean) {
+  const tls = config.tls;
   return {
     Config: {
       Datacenter: config.datacenter,
@@ -74,7 +75,17 @@ function agentSelf(config: Config, address: string, store: LevelStore, metrics: 
       Role: cluster.kind,
       ServerRole: cluster.isLeader() ? 'leader' : 'follower',
       ServerPeers: config.server_peers,
-      Coordinator: config.coordinator ?? null,
+      Coordinator: config.coordinator === undefined ? null : operatorRead ? config.coordinator : '<hidden>',
+      TLS: {
+        Enabled: tls !== undefined,
+        VerifyIncoming: tls?.verifyIncoming ?? false,
+        VerifyOutgoing: tls?.verifyOutgoing ?? false,
+        VerifyServerHostname: tls?.verifyServerHostname ?? false,
+        Domain: transport.domain,
+        MinVersion: tls?.minVersion ?? null,
+        ServerName: transport.serverName(config.datacenter),
+      },
+      ServerKeySet: config.server_key !== undefined,
       NodeName: config.node_name,
       Version: VERSION,
       HTTPAddr: address,
@@ -253,7 +264,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       knownLeader: () => cluster.knownLeader(),
       lastContactMs: () => cluster.lastContactMs(),
       datacenters: () => directory.list().map((d) => d.name),
-      self: () => agentSelf(config, address, store, metrics, cluster),
+      self: (operatorRead) => agentSelf(config, address, store, metrics, cluster, transport, operatorRead),
       leaderAddress: () => cluster.leaderAddress(),
       peers: () => cluster.peers(),
       servers: () => cluster.servers(),

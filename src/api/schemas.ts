@@ -335,6 +335,17 @@ export const agentSelfResponse = z
       LogLevel: z.string(),
       ReplicationTokenSet: z.boolean(),
       InitialManagementTokenSet: z.boolean(),
+      Coordinator: z.string().nullable().describe('etcd endpoints; "<hidden>" without operator:read'),
+      TLS: z.object({
+        Enabled: z.boolean(),
+        VerifyIncoming: z.boolean(),
+        VerifyOutgoing: z.boolean(),
+        VerifyServerHostname: z.boolean(),
+        Domain: z.string(),
+        MinVersion: z.string().nullable(),
+        ServerName: z.string().describe('The name this server proves with its certificate'),
+      }),
+      ServerKeySet: z.boolean(),
     }),
     Store: z.object({
       Available: z.boolean().describe('false while writes fail (503 STORE_UNAVAILABLE); the store retries by itself'),

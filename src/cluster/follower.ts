@@ -15,8 +15,8 @@ export interface FollowerOptions {
   address: () => string;
   /** HTTP base URL of the leader. */
   leaderURL: string;
-  /** The leader's name, as the coordinator gives it: the peer at leaderURL must prove to be it. */
-  leaderName: string;
+  /** The leader as the coordinator names it: the peer at leaderURL must prove to be it. */
+  leader: { name: string; address: string };
   /** The leadership term the coordinator names; batches of an older term are refused. */
   term: number;
   /** Proves this server to the leader, and the leader to it. */
@@ -102,10 +102,11 @@ export class ServerFollower {
 
   private connect(): void {
     if (this.stopped) return;
-    const { transport, datacenter, leaderURL, leaderName, name } = this.options;
+    const { transport, datacenter, leaderURL, leader, name } = this.options;
+    const leaderName = leader.name;
     const url = transport.websocketURL(leaderURL, SERVERS_PATH, { version: String(SERVER_PROTOCOL_VERSION) });
     // With TLS the leader's certificate is checked in the handshake; with a server key its proof in the 101.
-    const challenge = transport.serverKeyProof?.request(name);
+    const challenge = transport.serverKeyProof?.request(name, leader);
     const ws = new WebSocket(url, {
       ...transport.websocketOptions({ datacenter }),
       headers: challenge?.headers ?? { 'x-watchword-server-name': name },

@@ -13,6 +13,8 @@ import { type FollowerFrame, type LeaderFrame, SERVER_PROTOCOL_VERSION, follower
 
 export interface LeaderOptions {
   name: string;
+  /** This server's address (host:port), as registered: a follower's proof must be made for it. */
+  address: () => string;
   term: number;
   /** Followers the leader keeps in its synchronous set when it can (default 1). */
   syncFollowers: number;
@@ -173,7 +175,7 @@ export class ServerLeader implements BatchReplicator {
     let name = typeof req.headers[PROOF_HEADERS.name] === 'string' ? (req.headers[PROOF_HEADERS.name] as string) : '';
     let answer: Record<string, string> = { [PROOF_HEADERS.name]: self };
     if (key) {
-      const byKey = key.verifyRequest(req.headers);
+      const byKey = key.verifyRequest(req.headers, { name: self, address: this.options.address() });
       if (!byKey.ok) return { ok: false, status: 403, reason: `not a server of ${datacenter}: ${byKey.reason}` };
       name = byKey.name;
       answer = key.response(byKey.nonce, self);

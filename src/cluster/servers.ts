@@ -101,7 +101,7 @@ export class ServerGroup {
     if (this.role === 'leader') await this.stepDown();
     if (leader && leader.name !== this.options.name) {
       const url = this.options.transport.peerURL(leader.address);
-      if (!this.following || this.following.term !== leader.term || this.following.url !== url) await this.follow(url, leader.name, leader.term);
+      if (!this.following || this.following.term !== leader.term || this.following.url !== url) await this.follow(url, leader, leader.term);
     }
   }
 
@@ -112,6 +112,7 @@ export class ServerGroup {
     const o = this.options;
     this.leading = new ServerLeader(this.store, {
       name: o.name,
+      address: o.address,
       term,
       syncFollowers: o.syncFollowers,
       syncTimeoutMs: o.syncTimeoutMs,
@@ -145,7 +146,7 @@ export class ServerGroup {
     await this.options.onFollow();
   }
 
-  private async follow(url: string, leaderName: string, term: number): Promise<void> {
+  private async follow(url: string, leader: { name: string; address: string }, term: number): Promise<void> {
     await this.following?.stream.stop();
     const o = this.options;
     const stream = new ServerFollower(this.store, {
@@ -153,7 +154,7 @@ export class ServerGroup {
       datacenter: o.datacenter,
       address: o.address,
       leaderURL: url,
-      leaderName,
+      leader,
       term,
       transport: o.transport,
       heartbeatMs: o.heartbeatMs,

@@ -31,8 +31,8 @@ export interface AgentInfo {
   address(): string;
   /** Known datacenters, primary first. */
   datacenters(): string[];
-  /** The agent's self-description: configuration without secrets, version, role. */
-  self(): unknown;
+  /** The agent's self-description: configuration without secrets, version, role; where etcd is only for `operator:read`. */
+  self(operatorRead: boolean): unknown;
   /** True on the primary, or on a secondary connected to it. */
   knownLeader(): boolean;
   /** Milliseconds since the last contact with the primary; 0 on the primary. */

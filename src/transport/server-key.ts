@@ -7,12 +7,14 @@ import type { IncomingHttpHeaders } from 'node:http';
  * connection, inside the WebSocket upgrade itself, so nothing is streamed to, or taken
  * from, a peer that has not proven it holds the key.
  *
- *   follower -> leader  upgrade request: name, nonce, time, HMAC("follower", dc, name, nonce, time)
+ *   follower -> leader  upgrade request: name, nonce, time,
+ *                       HMAC("follower", dc, name, nonce, time, leader name, leader address)
  *   leader -> follower  101 response:    name, HMAC("leader", dc, leader name, nonce)
  *
- * The leader refuses a request older than a minute or a nonce it has seen; the follower
- * checks the leader's answer against the nonce it chose. The roles are part of what is
- * signed, so a proof cannot be reflected back to its sender.
+ * The leader refuses a request older than a minute, a nonce it has seen, or one made for
+ * another server (its name and address are signed: a proof handed to an impostor cannot be
+ * relayed to the real leader); the follower checks the leader's answer against the nonce
+ * it chose. The roles are part of what is signed, so a proof cannot be reflected back.
  */
 export const PROOF_HEADERS = {
   name: 'x-watchword-server-name',
@@ -36,18 +38,18 @@ export class ServerKeyProof {
     return createHmac('sha256', this.key).update([this.datacenter, ...parts].join('\n')).digest('base64');
   }
 
-  /** A follower's request: the headers to send and the nonce to check the answer against. */
-  request(name: string, now = Date.now()): { headers: Record<string, string>; nonce: string } {
+  /** A follower's request to the server `to`: the headers to send and the nonce to check the answer against. */
+  request(name: string, to: { name: string; address: string }, now = Date.now()): { headers: Record<string, string>; nonce: string } {
     const nonce = randomBytes(18).toString('base64');
     const time = String(now);
     return {
       nonce,
-      headers: { [PROOF_HEADERS.name]: name, [PROOF_HEADERS.nonce]: nonce, [PROOF_HEADERS.time]: time, [PROOF_HEADERS.proof]: this.mac('follower', name, nonce, time) },
+      headers: { [PROOF_HEADERS.name]: name, [PROOF_HEADERS.nonce]: nonce, [PROOF_HEADERS.time]: time, [PROOF_HEADERS.proof]: this.mac('follower', name, nonce, time, to.name, to.address) },
     };
   }
 
-  /** At the leader: whether a request proves its sender holds the key; the name it proved. */
-  verifyRequest(headers: IncomingHttpHeaders, now = Date.now()): { ok: true; name: string; nonce: string } | { ok: false; reason: string } {
+  /** At the leader `self`: whether a request proves its sender holds the key and meant this server; the name it proved. */
+  verifyRequest(headers: IncomingHttpHeaders, self: { name: string; address: string }, now = Date.now()): { ok: true; name: string; nonce: string } | { ok: false; reason: string } {
     const get = (h: string) => (typeof headers[h] === 'string' ? (headers[h] as string) : '');
     const name = get(PROOF_HEADERS.name);
     const nonce = get(PROOF_HEADERS.nonce);
@@ -56,7 +58,9 @@ export class ServerKeyProof {
     if (!name || !nonce || !time || !proof) return { ok: false, reason: 'no server proof: the servers of a datacenter prove themselves with the shared server key' };
     const at = Number(time);
     if (!Number.isFinite(at) || Math.abs(now - at) > WINDOW_MS) return { ok: false, reason: 'the server proof is too old (or the clocks differ by more than a minute)' };
-    if (!equal(proof, this.mac('follower', name, nonce, time))) return { ok: false, reason: 'the server proof is wrong: this peer does not hold this datacenter\'s server key' };
+    if (!equal(proof, this.mac('follower', name, nonce, time, self.name, self.address))) {
+      return { ok: false, reason: `the server proof is wrong: this peer does not hold this datacenter's server key, or made its proof for another server than ${self.name} at ${self.address}` };
+    }
     this.forgetOld(now);
     if (this.seen.has(nonce)) return { ok: false, reason: 'the server proof was used before' };
     this.seen.set(nonce, now + 2 * WINDOW_MS);

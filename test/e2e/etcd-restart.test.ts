@@ -1,4 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import { createServer } from 'node:http';
+import { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Cluster, type CoordinatorHandle, type DatacenterHandle, etcdBinary, startCluster } from '../../src/testing/index.js';
 
@@ -153,6 +155,48 @@ describe.skipIf(!etcd)('etcd crashes and restarts under a datacenter of three se
       expect(view.Problem).toBeNull();
     }
   }, 180_000);
+
+  it('a leader key planted in etcd (no lease) pointing at an impostor: no server sends it anything, nothing is applied from it, and a real leader keeps writes going', async () => {
+    // The impostor records every request and would stream whatever a connecting server asked for.
+    const seen: Array<{ url: string; headers: Record<string, unknown> }> = [];
+    const impostor = createServer((req, res) => {
+      seen.push({ url: req.url ?? '', headers: req.headers });
+      res.writeHead(200, { 'content-type': 'application/json' }).end('"ok"');
+    });
+    impostor.on('upgrade', (req, socket) => {
+      seen.push({ url: req.url ?? '', headers: req.headers });
+      socket.destroy();
+    });
+    await new Promise<void>((r) => impostor.listen(0, '127.0.0.1', r));
+    const address = `127.0.0.1:${(impostor.address() as { port: number }).port}`;
+    const writers = new Writers(servers, token, 4);
+    const client = new Etcd3({ hosts: coordinator.url });
+    try {
+      await writers.firstAcknowledgedFrom(Date.now(), 20_000);
+      const before = (await client.get('/watchword/dc1/leader').string()) ?? '';
+      expect(before).not.toBe('');
+      // One unauthenticated put, no lease: the reproduction of the hijack.
+      await client.put('/watchword/dc1/leader').value(JSON.stringify({ name: 'impostor', address }));
+      const planted = Date.now();
+      await sleep(3000);
+      const first = await writers.firstAcknowledgedFrom(planted + 1000, 2 * LEASE_MS);
+      expect(first.doneAt - planted).toBeLessThan(2 * LEASE_MS);
+      const now = JSON.parse((await client.get('/watchword/dc1/leader').string()) ?? '{}') as { name?: string };
+      expect(servers.map((s) => s.serverName)).toContain(now.name);
+      for (const s of servers) expect((await call(s, token, 'GET', '/v1/status/leader')).body).not.toBe(address);
+    } finally {
+      await writers.stop();
+      client.close();
+      await new Promise<void>((r) => impostor.close(() => r()));
+    }
+    // Nobody connected to the impostor at all: no token, no proof, nothing to apply.
+    expect(seen).toEqual([]);
+    // Anonymous callers are not told where etcd is.
+    const self = (await (await fetch(`${servers[0]?.url}/v1/agent/self`)).json()) as { Config: { Coordinator: string } };
+    expect(self.Config.Coordinator).toBe('<hidden>');
+    expect((await call(servers[0] as DatacenterHandle, token, 'GET', '/v1/agent/self')).body?.Config).toMatchObject({ Coordinator: expect.stringMatching(/^etcd:\/\//) });
+    await everyServerHolds(servers, token, writers.acknowledged().map((r) => r.id));
+  }, 90_000);
 
   it('etcd down for 15 s (past the lease): writes are refused with 503 NO_LEADER while it is down, and accepted within 10 s of its return', async () => {
     const writers = new Writers(servers, token, 4);

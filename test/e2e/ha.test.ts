@@ -95,15 +95,19 @@ describe.skipIf(!etcd)('several servers per datacenter (etcd-coordinated)', () =
     }
     // The server key itself proves a server of the datacenter, but a live server's name is not up for grabs ...
     const proof = new ServerKeyProof(Buffer.from(cluster.serverKeyOf('dc1'), 'base64'), 'dc1');
-    const taken = await attempt(proof.request(follower.serverName).headers);
+    const taken = await attempt(proof.request(follower.serverName, { name: leader.serverName, address: new URL(leader.url).host }).headers);
     expect(taken.status).toBe(409);
     expect(taken.body).toMatch(new RegExp(`a session for ${follower.serverName} is already live`));
     // ... and a name the coordinator does not know cannot stream (nor become a synchronous copy).
-    const unknown = await attempt(proof.request('rogue').headers);
+    const unknown = await attempt(proof.request('rogue', { name: leader.serverName, address: new URL(leader.url).host }).headers);
     expect(unknown.status).toBe(403);
     expect(unknown.body).toMatch(/rogue is not a known server of dc1/);
+    // A proof a follower made for another server (an impostor it was sent to) cannot be relayed to the leader.
+    const relayed = await attempt(proof.request(follower.serverName, { name: 'impostor', address: '127.0.0.1:1' }).headers);
+    expect(relayed.status).toBe(403);
+    expect(relayed.body).toMatch(/made its proof for another server/);
     // A replayed proof is refused too.
-    const once = proof.request(`${follower.serverName}`).headers;
+    const once = proof.request(`${follower.serverName}`, { name: leader.serverName, address: new URL(leader.url).host }).headers;
     await attempt(once);
     expect((await attempt(once)).body).toMatch(/used before|already live/);
     const view = (await call(leader, token, 'GET', '/v1/operator/servers')).body as { SyncSet: string[]; Servers: Array<{ Name: string }> };

@@ -38,7 +38,11 @@ export function agentRoutes(app: FastifyInstance, deps: AppDeps, registry: Route
   resource(app, '/v1/agent/self', {
     GET: {
       doc: { summary: 'Configuration (without secrets), version and role of this daemon', permission: 'none', response: agentSelfResponse },
-      handler: async (request, reply) => sendJSON(request, reply, deps.agent.self()),
+      handler: async (request, reply) => {
+        // Where the coordinator is, is for operators: anonymous callers do not learn where to plant a leader key.
+        const identity = await deps.resolver.resolve(requestSecret(request), request.ip);
+        return sendJSON(request, reply, deps.agent.self(identity.authorizer.operatorAccess() !== 'none'));
+      },
     },
   }, registry);
 
