@@ -11,12 +11,13 @@
  * exits non-zero when a target is missed.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import { type ServersBench, serversBench } from './bench-servers.js';
+import { type TlsBench, tlsBench } from './bench-tls.js';
 import { startDaemonProcess, stopDaemonProcess } from './daemon-process.js';
 import { policyHash, tokenHash } from '../src/domain/hash.js';
 import { generateID } from '../src/domain/ids.js';
@@ -246,6 +247,12 @@ async function main(): Promise<void> {
     const seedStart = Date.now();
     const filterPolicies = await seed(dataDir, policy.ID);
     process.stdout.write(`seeded ${TOKENS} tokens in ${((Date.now() - seedStart) / 1000).toFixed(1)} s\n`);
+    // BENCH_ONLY=tls: the HTTPS read against the plain read on copies of the seeded store, alone.
+    if (process.env.BENCH_ONLY === 'tls') {
+      const report = await runTlsBench(dataDir);
+      if (report.ratio < 0.8) process.exitCode = 1;
+      return;
+    }
 
     // The baselines first, while nothing else runs (a freshly started daemon is still settling).
     const baseline = startProcess(['scripts/bench-baseline.ts']);
@@ -293,6 +300,9 @@ async function main(): Promise<void> {
       add(mix, `reads ${Math.round(mix.reqPerSec * 0.9)}/s, creates ${Math.round(mix.reqPerSec * 0.1)}/s`, true);
     }
     console.table(rows.map(({ errors: _e, non2xx: _n, ...r }) => r));
+    // The daemon under test stays idle (replication uses it next) while the TLS pair runs.
+    const tls = process.env.BENCH_ONLY === 'replication' ? undefined : await runTlsBench(dataDir, daemon.proc);
+    if (tls && tls.ratio < 0.8) rows.push({ scenario: 'token read over HTTPS (keep-alive)', reqPerSec: tls.tls.reqPerSec, p50ms: 0, p99ms: tls.tls.p99ms, errors: 0, non2xx: 0, ratio: `${tls.ratio.toFixed(2)}x plain`, target: '>= 0.8x plain HTTP', ok: false });
     const replication = await replicationBench(daemon.url);
     const replicationChecks = [
       { measure: `fresh secondary catches up on ${TOKENS} tokens`, value: `${(replication.catchUpMs! / 1000).toFixed(2)} s`, target: '< 10 s', ok: replication.catchUpMs! < 10_000 },
@@ -309,7 +319,7 @@ async function main(): Promise<void> {
     const outDir = join(ROOT, 'bench-results');
     await mkdir(outDir, { recursive: true });
     const file = join(outDir, `bench-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
-    const report = { date: new Date().toISOString(), node: process.version, durationSeconds: DURATION, rounds: ROUNDS, connections: CONNECTIONS, tokens: TOKENS, rows, replication, servers };
+    const report = { date: new Date().toISOString(), node: process.version, durationSeconds: DURATION, rounds: ROUNDS, connections: CONNECTIONS, tokens: TOKENS, rows, tls, replication, servers };
     await writeFile(file, `${JSON.stringify(report, null, 2)}\n`);
     process.stdout.write(`wrote ${file}\n`);
   } finally {
@@ -319,6 +329,35 @@ async function main(): Promise<void> {
 }
 
 /** Token reads over one server of three, then all three (SPEC §13), with each server's CPU per read. */
+/**
+ * Token read over HTTPS against plain HTTP (SPEC §11, §16), each on its own copy of the
+ * seeded data dir. `running`, the daemon already on `dataDir`, is paused meanwhile (a copy
+ * of a store held open is not taken while it writes).
+ */
+async function runTlsBench(dataDir: string, running?: ChildProcess): Promise<TlsBench> {
+  const plainDir = await mkdtemp(join(tmpdir(), 'watchword-bench-plain-'));
+  const tlsDir = await mkdtemp(join(tmpdir(), 'watchword-bench-https-'));
+  try {
+    running?.kill('SIGSTOP');
+    try {
+      await cp(dataDir, plainDir, { recursive: true, filter: (src) => !src.endsWith('LOCK') && !src.endsWith('http-addr') });
+      await cp(dataDir, tlsDir, { recursive: true, filter: (src) => !src.endsWith('LOCK') && !src.endsWith('http-addr') });
+    } finally {
+      running?.kill('SIGCONT');
+    }
+    const r = await tlsBench(plainDir, tlsDir, SECRET, { seconds: DURATION, rounds: ROUNDS, connections: CONNECTIONS });
+    console.table([
+      { scenario: 'token read, plain HTTP (keep-alive)', 'req/s': r.plain.reqPerSec, 'p99 ms': r.plain.p99ms, ratio: '1.00x', target: 'baseline' },
+      { scenario: 'token read, HTTPS (keep-alive)', 'req/s': r.tls.reqPerSec, 'p99 ms': r.tls.p99ms, ratio: `${r.ratio.toFixed(2)}x`, target: '>= 0.8x plain', ok: r.ratio >= 0.8 },
+    ]);
+    process.stdout.write(`TLS pair: median of ${r.rounds} alternating rounds; ${r.pinned ? 'daemons on CPU 1, load generator on CPU 0' : 'not pinned (taskset or a second CPU missing)'}\n`);
+    return r;
+  } finally {
+    await rm(plainDir, { recursive: true, force: true });
+    await rm(tlsDir, { recursive: true, force: true });
+  }
+}
+
 async function runServersBench(): Promise<ServersBench> {
   const result = await serversBench({ connections: CONNECTIONS, duration: DURATION });
   if (result.skipped) {

@@ -15,12 +15,18 @@ export interface DaemonProcess {
   url: string;
 }
 
-/** Starts `watchword agent` on `dataDir` with extra flags; its output goes to our stderr when `logLevel` is set. */
-export async function startDaemonProcess(dataDir: string, flags: string[], logLevel?: string): Promise<DaemonProcess> {
+/**
+ * Starts `watchword agent` on `dataDir` with extra flags; its output goes to our stderr when
+ * `logLevel` is set. `pin` runs it on those CPUs only (taskset), so that a load generator
+ * pinned elsewhere does not share its core (SPEC §11).
+ */
+export async function startDaemonProcess(dataDir: string, flags: string[], logLevel?: string, pin?: string): Promise<DaemonProcess> {
   await rm(join(dataDir, 'http-addr'), { force: true });
+  const command = [process.execPath, '--import', 'tsx', 'src/main.ts', 'agent', '--data-dir', dataDir, '--http-addr', '127.0.0.1:0', '--log-level', logLevel ?? 'error', ...flags];
+  const pinned = pin !== undefined ? ['taskset', '-c', pin, ...command] : command;
   const proc = spawn(
-    process.execPath,
-    ['--import', 'tsx', 'src/main.ts', 'agent', '--data-dir', dataDir, '--http-addr', '127.0.0.1:0', '--log-level', logLevel ?? 'error', ...flags],
+    pinned[0] as string,
+    pinned.slice(1),
     // The daemon ends with this script, however it ends (WATCHWORD_LIFELINE: our end of its stdin).
     { cwd: ROOT, env: { ...process.env, WATCHWORD_LIFELINE: 'stdin' }, stdio: ['pipe', logLevel ? 'inherit' : 'ignore', 'inherit'] },
   );
@@ -28,7 +34,7 @@ export async function startDaemonProcess(dataDir: string, flags: string[], logLe
     if (proc.exitCode !== null) throw new Error(`daemon exited with ${proc.exitCode}`);
     try {
       const addr = (await readFile(join(dataDir, 'http-addr'), 'utf8')).trim();
-      if (addr) return { proc, url: `http://${addr}` };
+      if (addr) return { proc, url: `${flags.includes('--tls-cert-file') ? 'https' : 'http'}://${addr}` };
     } catch {
       // not written yet
     }
