@@ -169,7 +169,7 @@ export class EtcdProcess {
   private agent: import('undici').Agent | undefined;
 
   async stop(): Promise<void> {
-    await this.agent?.close().catch(() => undefined);
+    await this.agent?.destroy().catch(() => undefined);
     this.agent = undefined;
     if (this.proc && this.proc.exitCode === null) {
       this.proc.kill('SIGTERM');

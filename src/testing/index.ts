@@ -460,7 +460,8 @@ class ClusterImpl implements Cluster {
     for (const p of this.proxies.values()) await p.close();
     for (const p of this.coordinatorProxies.values()) await p.close();
     await this.etcd?.stop();
-    await this.agent?.close().catch(() => undefined);
+    // Destroyed, not closed: a response whose body the caller never read must not hold the stop.
+    await this.agent?.destroy().catch(() => undefined);
     await Promise.all(all.map((d) => rm(d.dataDir, { recursive: true, force: true })));
     if (this.tls) await rm(this.tls.dir, { recursive: true, force: true });
   }

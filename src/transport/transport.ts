@@ -220,7 +220,7 @@ export class Transport {
   async close(): Promise<void> {
     const agents = [...this.agents.values()];
     this.agents.clear();
-    await Promise.all(agents.map((a) => a.close().catch(() => undefined)));
+    await Promise.all(agents.map((a) => a.destroy().catch(() => undefined)));
   }
 }
 

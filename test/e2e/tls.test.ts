@@ -134,6 +134,14 @@ describe.skipIf(!etcd)('TLS on every channel and servers that prove who they are
       return true;
     });
 
+    // The web UI is served over HTTPS as it is, its policy allowing no other origin.
+    const ui = await cluster.fetch(`${dc2.url}/ui/`);
+    expect(ui.status).toBe(200);
+    expect(await ui.text()).toMatch(/<html/i);
+    expect(ui.headers.get('content-security-policy')).not.toMatch(/https?:\/\//);
+    const app = await cluster.fetch(`${dc2.url}/ui/app.js`);
+    expect(app.status).toBe(200);
+    expect((await app.text()).length).toBeGreaterThan(100);
     // Nothing answers plaintext: not the daemons, not etcd (client and peer ports).
     const coordinator = cluster.coordinator as CoordinatorHandle;
     const ports = [...dc1.servers, dc2, dc3].map((s) => portOf(s.url)).concat([portOf(coordinator.url), portOf(coordinator.peerURL)]);
