@@ -53,7 +53,7 @@ etcd.on('exit', (code) => {
 });
 `;
 
-/** etcd over TLS: its certificate and key, and the CA clients (and peers) must be signed by. */
+/** A certificate, its key and the CA, as files and as PEM text (etcd's own, over TLS; or a cluster's client's). */
 export interface EtcdTLS {
   caFile: string;
   certFile: string;

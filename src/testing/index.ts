@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type ReplicationStatusResponse, WatchwordClient } from '../client/index.js';
-import { EtcdProcess } from './etcd.js';
+import { EtcdProcess, type EtcdTLS } from './etcd.js';
 import { LinkProxy } from './proxy.js';
 
 export { etcdBinary } from './etcd.js';
@@ -58,15 +58,9 @@ export interface ClusterOptions {
 }
 
 /** The CA and a client certificate of a cluster started with `tls`, as files and PEM text. */
-export interface ClusterTLS {
+export interface ClusterTLS extends EtcdTLS {
   /** Where the files are (removed with the cluster). */
   dir: string;
-  caFile: string;
-  certFile: string;
-  keyFile: string;
-  ca: string;
-  cert: string;
-  key: string;
 }
 
 export interface DatacenterHandle {

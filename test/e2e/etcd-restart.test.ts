@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
 import { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { serverCall as call } from '../helpers/cluster.js';
 import { type Cluster, type CoordinatorHandle, type DatacenterHandle, etcdBinary, startCluster } from '../../src/testing/index.js';
 
 // A datacenter of three servers whose etcd crashes and comes back on the same data dir
@@ -12,16 +13,6 @@ const etcd = etcdBinary();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const LEASE_MS = 5000;
 
-async function call(server: DatacenterHandle, token: string, method: string, path: string, body?: unknown, timeoutMs = 6000) {
-  const res = await fetch(`${server.url}${path}`, {
-    method,
-    headers: { 'X-Service-Token': token, 'Content-Type': 'application/json' },
-    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-    signal: AbortSignal.timeout(timeoutMs),
-  });
-  const text = await res.text();
-  return { status: res.status, body: text ? (JSON.parse(text) as Record<string, unknown>) : undefined };
-}
 
 interface Round {
   id: string;

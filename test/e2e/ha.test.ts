@@ -6,22 +6,13 @@ import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vites
 import { WebSocket } from 'ws';
 import { runFailover } from '../../scripts/failover-run.js';
 import { ServerKeyProof } from '../../src/transport/server-key.js';
+import { serverCall as call } from '../helpers/cluster.js';
 import { type Cluster, type DatacenterHandle, etcdBinary, startCluster } from '../../src/testing/index.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const etcd = etcdBinary();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function call(server: DatacenterHandle, token: string, method: string, path: string, body?: unknown, timeoutMs = 8000) {
-  const res = await fetch(`${server.url}${path}`, {
-    method,
-    headers: { 'X-Service-Token': token, 'Content-Type': 'application/json' },
-    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-    signal: AbortSignal.timeout(timeoutMs),
-  });
-  const text = await res.text();
-  return { status: res.status, headers: res.headers, body: text ? (JSON.parse(text) as Record<string, unknown>) : undefined };
-}
 
 async function until(what: string, timeoutMs: number, probe: () => Promise<boolean>): Promise<void> {
   const deadline = Date.now() + timeoutMs;

@@ -1,4 +1,5 @@
 import type { WatchwordClient } from '../../src/client/index.js';
+import type { DatacenterHandle } from '../../src/testing/index.js';
 
 /** Every global object of a datacenter as id -> Hash, across all namespaces. */
 export async function globalState(client: WatchwordClient): Promise<Record<string, string>> {
@@ -11,4 +12,16 @@ export async function globalState(client: WatchwordClient): Promise<Record<strin
 
 export async function localTokens(client: WatchwordClient): Promise<string[]> {
   return (await client.tokens.list({}, { namespace: '*' })).value.filter((t) => t.Local).map((t) => t.AccessorID).sort();
+}
+
+/** One HTTP call to one server of a cluster, with a token; JSON body and answer, bounded in time. */
+export async function serverCall(server: DatacenterHandle, token: string, method: string, path: string, body?: unknown, timeoutMs = 8000) {
+  const res = await fetch(`${server.url}${path}`, {
+    method,
+    headers: { 'X-Service-Token': token, 'Content-Type': 'application/json' },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    signal: AbortSignal.timeout(timeoutMs),
+  });
+  const text = await res.text();
+  return { status: res.status, headers: res.headers, body: text ? (JSON.parse(text) as Record<string, unknown>) : undefined };
 }
