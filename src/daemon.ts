@@ -327,6 +327,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       },
       ...(rateLimit ? { rateLimit } : {}),
       ...(transport.secure ? { https: transport.listenerOptions() } : {}),
+      snapshotUploads: { maxBytes: config.snapshot_max_bytes, dir: dataDir },
     });
     if (transport.secure) transport.attachListener(app.server as unknown as import('node:tls').Server);
     app.server.on('upgrade', (req, socket, head) => cluster.handleUpgrade(req, socket, head));

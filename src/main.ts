@@ -37,6 +37,7 @@ const AGENT_FLAGS: Record<ConfigKey, { arg: string; help: string }> = {
   http_max_conns: { arg: 'N', help: 'open HTTP connections at once; more are dropped (default 20000)' },
   rate_limit_peer: { arg: 'N', help: 'requests per second a peer daemon may forward in all (default 10 x rate-limit)' },
   secret_lookup_rate: { arg: 'N', help: 'secondary: look-ups of unknown secrets at the primary per client per second (default 10)' },
+  snapshot_max_bytes: { arg: 'BYTES', help: 'largest snapshot a restore accepts; 413 past it (default 536870912, 512 MiB)' },
   log_retention: { arg: 'N', help: 'change-log entries the primary keeps for secondaries (default 100000)' },
   rate_limit: { arg: 'N', help: 'requests per second per client address; 0 = no limit (default 0)' },
   rate_limit_burst: { arg: 'N', help: 'requests a client may burst above the rate (default: the rate)' },

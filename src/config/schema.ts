@@ -189,6 +189,8 @@ export const configShape = {
   leader_lease: duration.default(5_000),
   /** Followers that must hold a write before it is acknowledged, when that many are connected and current. */
   sync_followers: z.coerce.number().int().min(0).max(10).default(1),
+  /** Largest snapshot a restore accepts, bytes (413 past it). */
+  snapshot_max_bytes: z.coerce.number().int().min(1024).max(64 * 1024 ** 3).default(512 * 1024 ** 2),
   /** Change-log entries the primary keeps for secondaries to resume from. */
   log_retention: z.coerce.number().int().min(10).max(100_000_000).default(100_000),
 } as const;

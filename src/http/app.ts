@@ -29,7 +29,7 @@ import { authMethodRoutes } from './routes/auth-methods.js';
 import type { AuthMethodService, BindingRuleService, LoginService } from '../service/auth-methods.js';
 import { templatedPolicyRoutes } from './routes/templated-policies.js';
 import { agentRoutes } from './routes/agent.js';
-import { snapshotRoutes } from './routes/snapshot.js';
+import { type SnapshotUploads, snapshotRoutes } from './routes/snapshot.js';
 import { replicationRoutes } from './routes/replication.js';
 import { type ClusterHooks, FORWARDED_FOR_HEADER, FORWARDED_HEADER, SERVER_FORWARD_HEADER, forwardToDatacenter, forwardToLeader, forwardWrite, isWrite, mustForward, plainAddress } from './forward.js';
 import { tokenRoutes } from './routes/tokens.js';
@@ -66,6 +66,8 @@ export interface AppDeps {
    */
   rateLimit?: { rate: number; burst: number; peerRate: number; peerBurst: number };
   logger?: FastifyBaseLogger;
+  /** Restores: the upload limit and where the file is kept while verified (default 512 MiB, the working directory). */
+  snapshotUploads?: SnapshotUploads;
   /** TLS options of the listener (SPEC §16): with them the API speaks HTTPS only. */
   https?: HttpsServerOptions;
 }

@@ -114,8 +114,11 @@ export async function forwardToLeader(request: FastifyRequest, reply: FastifyRep
   // The caller's content type (a snapshot restore is not JSON) and any mark another datacenter set, kept.
   const headers = passHeaders(request, [...PASSED_HEADERS, 'content-type', FORWARDED_HEADER], { [SERVER_FORWARD_HEADER]: server, [FORWARDED_FOR_HEADER]: plainAddress(request.ip) });
   headers['content-type'] ??= 'application/json';
-  const body = typeof request.body === 'string' ? request.body : Buffer.isBuffer(request.body) ? request.body : undefined;
-  const res = await hooks.leader.request(request.method, request.url, headers, body, FORWARD_TIMEOUT_MS);
+  // A snapshot upload arrives as a stream (never buffered here) and goes on as one.
+  const raw = request.body as { pipe?: unknown } | undefined;
+  const body = typeof request.body === 'string' ? request.body : Buffer.isBuffer(request.body) ? request.body : raw && typeof raw.pipe === 'function' ? (raw as NodeJS.ReadableStream) : undefined;
+  // A streamed upload takes as long as the client sends it; a write answers within the usual bound.
+  const res = await hooks.leader.request(request.method, request.url, headers, body, typeof body === 'object' && !Buffer.isBuffer(body) ? 10 * 60_000 : FORWARD_TIMEOUT_MS);
   if (res.status >= 200 && res.status < 300) {
     const index = Number(res.headers.get('x-service-index') ?? 0);
     if (index > 0 && !(await hooks.waitForIndex(index, APPLY_WAIT_MS))) {

@@ -1,4 +1,4 @@
-import { WatchwordError } from '../domain/errors.js';
+import { WatchwordError, isWatchwordError } from '../domain/errors.js';
 import type { PeerFetch } from '../transport/transport.js';
 
 export interface RelayedResponse {
@@ -28,7 +28,13 @@ export class PeerClient {
     this.urls = baseURL.split(',').map((u) => u.trim()).filter(Boolean);
   }
 
-  async request(method: string, pathAndQuery: string, headers: Record<string, string>, body: string | Buffer | undefined, timeoutMs: number): Promise<RelayedResponse> {
+  /**
+   * One request, to the first server that answers. A streamed body (a snapshot upload) can
+   * be sent once only: it goes to the first address, and an error of the stream itself
+   * (its size limit) is the answer.
+   */
+  async request(method: string, pathAndQuery: string, headers: Record<string, string>, body: string | Buffer | NodeJS.ReadableStream | undefined, timeoutMs: number): Promise<RelayedResponse> {
+    const streamed = body !== undefined && typeof body !== 'string' && !Buffer.isBuffer(body);
     const deadline = Date.now() + timeoutMs;
     let lastError: unknown;
     for (let tried = 0; tried < this.urls.length; tried++) {
@@ -40,18 +46,19 @@ export class PeerClient {
         const res = await this.fetch(new URL(pathAndQuery, base), {
           method,
           headers,
-          ...(body !== undefined && method !== 'GET' && method !== 'HEAD' ? { body } : {}),
+          ...(body !== undefined && method !== 'GET' && method !== 'HEAD' ? { body: body as string, ...(streamed ? { duplex: 'half' as const } : {}) } : {}),
           signal: AbortSignal.timeout(left),
         });
         this.current = i;
         return { status: res.status, headers: res.headers, text: await res.text() };
       } catch (err) {
         const e = err as Error & { cause?: { code?: string; message?: string } };
+        if (isWatchwordError(e.cause)) throw e.cause;
         // A peer that failed its identity check is named with the reason (the certificate's names).
         const why = e.name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : e.cause?.code === 'ERR_PEER_IDENTITY' ? `${e.cause.message ?? ''}` : (e.cause?.code ?? e.message);
         lastError = new WatchwordError('PRIMARY_UNAVAILABLE', `cannot reach datacenter ${this.datacenter} at ${base}: ${why}`, { cause: err });
         // A timeout used the whole budget; a refused connection leaves time for the next server.
-        if (e.name === 'TimeoutError') break;
+        if (e.name === 'TimeoutError' || streamed) break;
       }
     }
     throw lastError ?? new WatchwordError('PRIMARY_UNAVAILABLE', `cannot reach datacenter ${this.datacenter}: no time left`);

@@ -1,3 +1,4 @@
+import { readFile } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import type { SnapshotRestoreResponse } from '../api/schemas.js';
 import type { Clock } from '../domain/clock.js';
@@ -61,6 +62,16 @@ export class SnapshotService {
         new Date(this.clock.now()),
       ),
     };
+  }
+
+  /** Whether the caller may restore: checked before the upload is read. */
+  async authorizeRestore(ctx: RequestContext): Promise<void> {
+    requireSnapshotRights(await this.resolver.resolve(ctx.secret, ctx.client));
+  }
+
+  /** Restores from an uploaded file (verified whole from the file before anything changes). */
+  async restoreFile(ctx: RequestContext, path: string): Promise<SnapshotRestoreResponse> {
+    return this.restore(ctx, await readFile(path));
   }
 
   async restore(ctx: RequestContext, file: Buffer): Promise<SnapshotRestoreResponse> {

@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { request as httpRequest } from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -104,6 +105,30 @@ describe.skipIf(!etcd)('several servers per datacenter (etcd-coordinated)', () =
     const view = (await call(leader, token, 'GET', '/v1/operator/servers')).body as { SyncSet: string[]; Servers: Array<{ Name: string }> };
     expect(view.SyncSet.every((n) => dc1.servers.some((s) => s.serverName === n))).toBe(true);
     expect(view.Servers.map((s) => s.Name).sort()).toEqual(dc1.servers.map((s) => s.serverName).sort());
+  });
+
+  it('a follower refuses an anonymous snapshot upload before reading it (nothing buffered, nothing forwarded)', async () => {
+    const dc1 = cluster.get('dc1');
+    const leader = await dc1.leader();
+    const follower = dc1.servers.find((s) => s !== leader) as DatacenterHandle;
+    const started = Date.now();
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = httpRequest(new URL('/v1/snapshot', follower.url), { method: 'PUT', headers: { 'Content-Length': String(600 * 1024 * 1024) } });
+      let answered = false;
+      req.on('response', (res) => {
+        answered = true;
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on('error', (err) => setTimeout(() => !answered && reject(err), 2000));
+      const chunk = Buffer.alloc(1024 * 1024);
+      const write = () => {
+        while (!answered && !req.destroyed) if (!req.write(chunk)) return void req.once('drain', write);
+      };
+      write();
+    });
+    expect(status).toBe(403);
+    expect(Date.now() - started).toBeLessThan(1000);
   });
 
   it('shows the servers in `watchword operator servers` and in the metrics', async () => {
