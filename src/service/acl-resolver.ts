@@ -121,15 +121,22 @@ export class AclResolver {
     return dcs === undefined || dcs.length === 0 || dcs.includes(this.options.datacenter);
   }
 
+  /**
+   * A policy's parsed rules, kept with the record itself (records are replaced, never changed,
+   * on every write): never keyed by a stored hash, which a restored file could forge.
+   */
+  private policyRules(p: PolicyRecord): ScopeRules {
+    let rules = this.policyRuleCache.get(p);
+    if (rules === undefined) this.policyRuleCache.set(p, (rules = parseOrNothing(p.Rules)));
+    return rules;
+  }
+
+  private readonly policyRuleCache = new WeakMap<PolicyRecord, ScopeRules>();
+
   private rulesOf(cacheKey: string, text: string): ScopeRules {
     let rules = this.ruleCache.get(cacheKey);
     if (rules === undefined) {
-      try {
-        rules = parsePolicyRules(text);
-      } catch {
-        // Stored rules were validated on write; if they no longer parse, they grant nothing.
-        rules = { flags: {}, resources: [], namespaces: [], partitions: [] };
-      }
+      rules = parseOrNothing(text);
       if (this.ruleCache.size >= RULE_CACHE_LIMIT) this.ruleCache.delete(this.ruleCache.keys().next().value as string);
       this.ruleCache.set(cacheKey, rules);
     }
@@ -158,7 +165,7 @@ export class AclResolver {
     for (const p of policies) {
       if (!this.validHere(p.Datacenters)) continue;
       applicable.push({
-        rules: this.rulesOf(`p:${p.Hash}`, p.Rules),
+        rules: this.policyRules(p),
         namespace: p.Namespace,
         partition: p.Partition,
         builtin: isBuiltinPolicyID(p.ID),
@@ -170,5 +177,14 @@ export class AclResolver {
       applicable.push({ rules: this.rulesOf(`s:${s.ID}`, s.Rules), namespace: token.Namespace, partition: token.Partition, builtin: false });
     }
     return new Authorizer(token.Namespace, token.Partition, applicable, this.options.defaultPolicy);
+  }
+}
+
+/** Parsed rules; stored rules were validated on write, and if they no longer parse they grant nothing. */
+function parseOrNothing(text: string): ScopeRules {
+  try {
+    return parsePolicyRules(text);
+  } catch {
+    return { flags: {}, resources: [], namespaces: [], partitions: [] };
   }
 }

@@ -7,6 +7,7 @@ import { generateID } from '../domain/ids.js';
 import type { TokenRecord } from '../domain/types.js';
 import { SnapshotError, type SnapshotContent, readSnapshot, snapshotStream } from '../store/snapshot.js';
 import { authMethodID } from '../store/schema.js';
+import { checkGlobalObjects, checkTokens, withRecomputedHashes } from '../domain/snapshot-invariants.js';
 import type { Store } from '../store/store.js';
 import type { AclResolver, Identity } from './acl-resolver.js';
 import type { RequestContext } from './context.js';
@@ -91,6 +92,10 @@ export class SnapshotService {
     }
     const restoreGlobal = this.options.isPrimary;
     const restoreLocal = own;
+    // Every invariant the API enforces, checked before anything changes; every Hash recomputed.
+    if (restoreGlobal) checkGlobalObjects(content);
+    checkTokens(content.tokens.filter((t) => (t.Local ? restoreLocal : restoreGlobal)));
+    content = withRecomputedHashes(content);
     let skipped = 0;
     const index = await this.store.transact((tx) => {
       tx.nextIndex();

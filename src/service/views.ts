@@ -1,4 +1,5 @@
 import type { PolicyResponse, RoleResponse, TokenResponse } from '../api/schemas.js';
+import { tokenHash } from '../domain/hash.js';
 import type { NamedLink, PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
 
 /**
@@ -42,7 +43,8 @@ export function tokenView(t: TokenRecord, links: { policies: NamedLink[]; roles:
     AuthMethodNamespace: t.AuthMethod ? t.AuthMethodNamespace : undefined,
     ExpirationTime: t.ExpirationTime,
     CreateTime: t.CreateTime,
-    Hash: t.Hash,
+    // From the content, not the stored field: a hash is never taken on trust (SPEC §18).
+    Hash: tokenHash(t),
     Namespace: t.Namespace,
     Partition: t.Partition,
     CreateIndex: t.CreateIndex,

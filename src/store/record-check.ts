@@ -1,5 +1,6 @@
 import type { AuthMethodRecord, BindingRuleRecord, PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
 import type { TableName } from './schema.js';
+import { policyHash, roleHash } from '../domain/hash.js';
 
 /**
  * Checks of records read back from disk at start-up, in place. The zod schemas in
@@ -61,12 +62,21 @@ export function isTokenRecord(v: unknown): v is TokenRecord {
   );
 }
 
+/**
+ * A policy's and a role's Hash are recomputed from the record as it is read (never taken on
+ * trust: SPEC §18); there are few of them. A token's is computed where it is shown
+ * (service/views.ts): at a million tokens, recomputing at load would cost seconds of start-up.
+ */
 export function isPolicyRecord(v: unknown): v is PolicyRecord {
-  return isObj(v) && isStr(v.ID) && isStr(v.Name) && isStr(v.Description) && isStr(v.Rules) && optional(v.Datacenters, strings) && scoped(v);
+  if (!(isObj(v) && isStr(v.ID) && isStr(v.Name) && isStr(v.Description) && isStr(v.Rules) && optional(v.Datacenters, strings) && scoped(v))) return false;
+  v.Hash = policyHash(v as unknown as PolicyRecord);
+  return true;
 }
 
 export function isRoleRecord(v: unknown): v is RoleRecord {
-  return isObj(v) && isStr(v.ID) && isStr(v.Name) && isStr(v.Description) && list(v, 'Policies', link) && grants(v) && scoped(v);
+  if (!(isObj(v) && isStr(v.ID) && isStr(v.Name) && isStr(v.Description) && list(v, 'Policies', link) && grants(v) && scoped(v))) return false;
+  v.Hash = roleHash(v as unknown as RoleRecord);
+  return true;
 }
 
 const placed = (o: Obj): boolean => isStr(o.Namespace) && isStr(o.Partition) && isIndex(o.CreateIndex) && isIndex(o.ModifyIndex);
