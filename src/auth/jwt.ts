@@ -2,7 +2,8 @@ import { type KeyObject, createPublicKey } from 'node:crypto';
 import { type JSONWebKeySet, compactVerify, createLocalJWKSet, decodeProtectedHeader, errors } from 'jose';
 import { invalid } from '../domain/errors.js';
 import { parseDuration } from '../domain/duration.js';
-import { requestJSON } from './http.js';
+import { redactURL, requestJSON } from './http.js';
+import { KeySetCache } from './key-set.js';
 import { type Identity, LoginRefused } from './identity.js';
 
 /** A jwt method's Config, as Consul's. */
@@ -108,63 +109,51 @@ function claim(payload: Record<string, unknown>, name: string): unknown {
 
 const scalar = (v: unknown): string | undefined => (typeof v === 'string' ? v : typeof v === 'number' || typeof v === 'boolean' ? String(v) : undefined);
 
-/** Keys fetched from a JWKS URL (or found by OIDC discovery), refreshed when a token names a key not held. */
-class RemoteKeys {
-  private keys: ReturnType<typeof createLocalJWKSet> | undefined;
-  private fetchedAt = 0;
-
-  constructor(private readonly source: () => Promise<JSONWebKeySet>) {}
-
-  async get(refresh: boolean): Promise<ReturnType<typeof createLocalJWKSet>> {
-    // At most one refetch every 5 s (a flood of made-up key IDs costs one fetch), and every 5 min anyway.
-    const stale = Date.now() - this.fetchedAt > 5 * 60_000 || (refresh && Date.now() - this.fetchedAt > 5000);
-    if (!this.keys || stale) {
-      this.keys = createLocalJWKSet(await this.source());
-      this.fetchedAt = Date.now();
-    }
-    return this.keys;
-  }
-}
-
-async function fetchJWKS(url: string, ca: string | undefined): Promise<JSONWebKeySet> {
+/** The JWKS at `url`; failures say which step failed, never what the server said. */
+async function fetchJWKS(url: string, ca: string | undefined, step = 'fetching the JWKS'): Promise<JSONWebKeySet> {
   let res: { status: number; body: unknown };
   try {
     res = await requestJSON(url, ca ? { ca } : {});
   } catch (err) {
-    throw new LoginRefused(`cannot fetch the JWKS from ${url}: ${(err as Error).message}`);
+    throw new LoginRefused(`cannot verify the bearer token: ${step} from ${redactURL(url)} failed: ${(err as Error).message}`);
   }
   const body = res.body as { keys?: unknown } | undefined;
-  if (res.status !== 200 || !body || !Array.isArray(body.keys)) throw new LoginRefused(`the JWKS at ${url} answered ${res.status} without a key set`);
+  if (res.status !== 200 || !body || !Array.isArray(body.keys)) throw new LoginRefused(`cannot verify the bearer token: ${step} from ${redactURL(url)} failed: it answered HTTP ${res.status} without a key set`);
   return body as JSONWebKeySet;
 }
+
+type LocalKeys = ReturnType<typeof createLocalJWKSet>;
 
 /** Verifies bearer tokens for one jwt method's Config. */
 export class JwtVerifier {
   private readonly staticKeys: KeyObject[];
-  private readonly remote: RemoteKeys | undefined;
+  private readonly remote: KeySetCache<LocalKeys> | undefined;
 
   constructor(private readonly config: JwtConfig) {
     this.staticKeys = (config.JWTValidationPubKeys ?? []).map((pem) => createPublicKey(pem));
     if (config.JWKSURL) {
       const url = config.JWKSURL;
-      this.remote = new RemoteKeys(() => fetchJWKS(url, config.JWKSCACert || undefined));
+      this.remote = new KeySetCache(() => fetchJWKS(url, config.JWKSCACert || undefined), createLocalJWKSet);
     } else if (config.OIDCDiscoveryURL) {
       const issuer = config.OIDCDiscoveryURL.replace(/\/$/, '');
       const ca = config.OIDCDiscoveryCACert || undefined;
-      this.remote = new RemoteKeys(async () => {
+      const shown = redactURL(issuer);
+      this.remote = new KeySetCache(async () => {
         let res: { status: number; body: unknown };
         try {
           res = await requestJSON(`${issuer}/.well-known/openid-configuration`, ca ? { ca } : {});
         } catch (err) {
-          throw new LoginRefused(`cannot fetch the OIDC discovery document of ${issuer}: ${(err as Error).message}`);
+          throw new LoginRefused(`cannot verify the bearer token: fetching the OIDC discovery document of ${shown} failed: ${(err as Error).message}`);
         }
         const doc = res.body as { issuer?: unknown; jwks_uri?: unknown } | undefined;
-        if (res.status !== 200 || !doc || typeof doc.jwks_uri !== 'string') throw new LoginRefused(`the OIDC discovery document of ${issuer} answered ${res.status} without jwks_uri`);
-        if (typeof doc.issuer === 'string' && doc.issuer.replace(/\/$/, '') !== issuer) {
-          throw new LoginRefused(`the OIDC discovery document names issuer ${JSON.stringify(doc.issuer)}, not ${JSON.stringify(issuer)}`);
+        if (res.status !== 200 || !doc || typeof doc.jwks_uri !== 'string') {
+          throw new LoginRefused(`cannot verify the bearer token: fetching the OIDC discovery document of ${shown} failed: it answered HTTP ${res.status} without jwks_uri`);
         }
-        return fetchJWKS(doc.jwks_uri, ca);
-      });
+        if (typeof doc.issuer !== 'string' || doc.issuer.replace(/\/$/, '') !== issuer) {
+          throw new LoginRefused(`cannot verify the bearer token: the OIDC discovery document of ${shown} names another issuer`);
+        }
+        return fetchJWKS(doc.jwks_uri, ca, 'fetching the JWKS named by the OIDC discovery document');
+      }, createLocalJWKSet);
     }
   }
 

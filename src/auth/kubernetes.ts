@@ -1,5 +1,5 @@
 import { invalid } from '../domain/errors.js';
-import { requestJSON } from './http.js';
+import { redactURL, requestJSON } from './http.js';
 import { type Identity, LoginRefused } from './identity.js';
 
 /** A kubernetes method's Config, as Consul's. */
@@ -46,11 +46,12 @@ export async function reviewKubernetesToken(config: KubernetesConfig, bearer: st
       ...(config.CACert ? { ca: config.CACert } : {}),
     });
   } catch (err) {
-    throw new LoginRefused(`cannot reach the kubernetes API at ${config.Host}: ${(err as Error).message}`);
+    throw new LoginRefused(`cannot verify the bearer token: the TokenReview at ${redactURL(config.Host)} failed: ${(err as Error).message}`);
   }
-  if (res.status !== 200 && res.status !== 201) throw new LoginRefused(`the kubernetes API refused the TokenReview (${res.status})`);
-  const status = (res.body as { status?: { authenticated?: boolean; error?: string; user?: { username?: string; uid?: string } } } | undefined)?.status;
-  if (!status?.authenticated) throw new LoginRefused(`the service account token was not accepted${status?.error ? `: ${status.error}` : ''}`);
+  if (res.status !== 200 && res.status !== 201) throw new LoginRefused(`cannot verify the bearer token: the kubernetes API answered the TokenReview with HTTP ${res.status}`);
+  const status = (res.body as { status?: { authenticated?: boolean; user?: { username?: string; uid?: string } } } | undefined)?.status;
+  // What the API says of a refused token is not repeated: it is the remote end's text.
+  if (!status?.authenticated) throw new LoginRefused('the service account token was not accepted by the TokenReview');
   const parts = (status.user?.username ?? '').split(':');
   if (parts.length !== 4 || parts[0] !== 'system' || parts[1] !== 'serviceaccount') throw new LoginRefused('the reviewed token does not belong to a service account');
   const serviceaccount = { namespace: parts[2] as string, name: parts[3] as string, uid: status.user?.uid ?? '' };

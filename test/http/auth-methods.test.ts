@@ -229,7 +229,7 @@ describe('auth methods, binding rules, login and logout', () => {
       const res = await d.api('POST', '/v1/acl/login', { token: undefined, body: { AuthMethod: 'kube', BearerToken: 'aaa.bbb.revoked' } });
       expect(res.status).toBe(403);
       expect(res.body.code).toBe('PERMISSION_DENIED');
-      expect(res.body.message).toBe('Permission denied: the service account token was not accepted: token is revoked');
+      expect(res.body.message).toBe('Permission denied: the service account token was not accepted by the TokenReview');
     });
 
     it('hides the reviewer JWT from callers without acl:write', async () => {
