@@ -1,3 +1,4 @@
+import { RE2JS } from 're2js';
 /**
  * Binding-rule selectors: Consul's boolean expression syntax (go-bexpr) over a verified
  * identity, e.g. `value.name == "web" and "admins" in list.groups`.
@@ -44,7 +45,7 @@ export type Path = readonly string[];
 export type SelectorNode =
   | { kind: 'or' | 'and'; left: SelectorNode; right: SelectorNode }
   | { kind: 'not'; expr: SelectorNode }
-  | { kind: 'eq' | 'ne' | 'contains' | 'notContains' | 'matches' | 'notMatches'; path: Path; value: string; regex?: RegExp }
+  | { kind: 'eq' | 'ne' | 'contains' | 'notContains' | 'matches' | 'notMatches'; path: Path; value: string; regex?: RE2JS }
   | { kind: 'empty' | 'notEmpty'; path: Path };
 
 type Token =
@@ -232,9 +233,11 @@ class Parser {
     if (this.isWord('matches')) {
       const at = this.next().col;
       const value = this.value();
-      let regex: RegExp;
+      // RE2 semantics, as Consul's bexpr: linear time in the input, whatever the pattern
+      // (JavaScript's backtracking engine is exponential on some), and no look-around or back-references.
+      let regex: RE2JS;
       try {
-        regex = new RegExp(value);
+        regex = RE2JS.compile(value);
       } catch (err) {
         throw new SelectorError(`invalid regular expression ${JSON.stringify(value)}: ${(err as Error).message}`, at);
       }
@@ -359,7 +362,7 @@ export function evaluateSelector(node: SelectorNode, data: unknown): boolean {
     case 'notMatches': {
       const v = select(data, node.path);
       if (typeof v !== 'string') throw new SelectorEvalError(`selector ${node.path.join('.')} is not a string: "matches" needs one`);
-      const hit = (node.regex as RegExp).test(v);
+      const hit = (node.regex as RE2JS).test(v);
       return node.kind === 'matches' ? hit : !hit;
     }
     case 'empty':

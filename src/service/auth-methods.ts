@@ -367,6 +367,9 @@ export class LoginService {
       if (err instanceof LoginRefused) throw new WatchwordError('PERMISSION_DENIED', `Permission denied: ${err.message}`);
       throw err;
     }
+    // Refused before any selector sees it: no claim may make matching costly.
+    const long = longClaim(identity.selectable);
+    if (long !== undefined) throw new WatchwordError('PERMISSION_DENIED', `Permission denied: the bearer token's claim ${long} is longer than ${MAX_CLAIM_CHARS} characters`);
     const rules = this.store.reader.listBindingRules(scope.Partition, [scope.Namespace], name);
     const bindings: Bindings = { services: [], nodes: [], roles: [], policies: [], templated: [] };
     for (const rule of rules) {
@@ -450,4 +453,21 @@ export class LoginService {
     });
     return { value: true, index };
   }
+}
+
+/** Longest claim value a login accepts (8 KiB). */
+const MAX_CLAIM_CHARS = 8192;
+
+/** The selector path of the first claim value longer than MAX_CLAIM_CHARS, if any. */
+function longClaim(selectable: Record<string, unknown>, path = ''): string | undefined {
+  for (const [k, v] of Object.entries(selectable)) {
+    const at = path ? `${path}.${k}` : k;
+    if (typeof v === 'string' && v.length > MAX_CLAIM_CHARS) return at;
+    if (Array.isArray(v) && v.some((x) => typeof x === 'string' && x.length > MAX_CLAIM_CHARS)) return at;
+    if (v !== null && typeof v === 'object' && !Array.isArray(v)) {
+      const inner = longClaim(v as Record<string, unknown>, at);
+      if (inner !== undefined) return inner;
+    }
+  }
+  return undefined;
 }
