@@ -178,9 +178,10 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const policies = new PolicyService(store, resolver);
     const roles = new RoleService(store, resolver);
     const templatedPolicies = new TemplatedPolicyService(resolver);
-    const authMethods = new AuthMethodService(store, resolver, { minTTL: config.token_min_ttl, maxTTL: config.token_max_ttl });
+    const urls = { allowedHosts: config.auth_method_allowed_hosts };
+    const authMethods = new AuthMethodService(store, resolver, { minTTL: config.token_min_ttl, maxTTL: config.token_max_ttl, urls });
     const bindingRules = new BindingRuleService(store, resolver);
-    const login = new LoginService(store, clock, { datacenter: config.datacenter });
+    const login = new LoginService(store, clock, { datacenter: config.datacenter, urls });
     const snapshots = new SnapshotService(store, resolver, clock, { datacenter: config.datacenter, primaryDatacenter: config.primary_datacenter, isPrimary: primary });
     const bootstrap = new BootstrapService(store, tokens, clock, {
       dataDir,
@@ -328,6 +329,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       ...(rateLimit ? { rateLimit } : {}),
       ...(transport.secure ? { https: transport.listenerOptions() } : {}),
       snapshotUploads: { maxBytes: config.snapshot_max_bytes, dir: dataDir },
+      loginRate: { rate: config.login_rate, burst: config.login_burst },
     });
     if (transport.secure) transport.attachListener(app.server as unknown as import('node:tls').Server);
     app.server.on('upgrade', (req, socket, head) => cluster.handleUpgrade(req, socket, head));

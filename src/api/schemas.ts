@@ -147,7 +147,13 @@ export const bindingRuleBody = ciObject(
 export const loginBody = ciObject({
   AuthMethod: opt(str(128)),
   BearerToken: opt(z.string().max(64 * 1024)),
-  Meta: opt(z.record(z.string().max(256), z.string().max(1024))),
+  // Meta becomes the token's Description: bounded (SPEC §18), 64 entries of short text.
+  Meta: opt(
+    z
+      .record(z.string(), z.string().max(512, 'Meta values are at most 512 characters'))
+      .refine((m) => Object.keys(m).length <= 64, { message: 'Meta holds at most 64 entries' })
+      .refine((m) => Object.keys(m).every((k) => k.length <= 128), { message: 'Meta keys are at most 128 characters' }),
+  ),
   ...scopeFields,
 });
 

@@ -4,6 +4,7 @@ import { invalid } from '../domain/errors.js';
 import { parseDuration } from '../domain/duration.js';
 import { redactURL, requestJSON } from './http.js';
 import { KeySetCache } from './key-set.js';
+import { type URLPolicy, urlProblem } from './url-policy.js';
 import { type Identity, LoginRefused } from './identity.js';
 
 /** A jwt method's Config, as Consul's. */
@@ -40,15 +41,11 @@ function stringList(v: unknown, field: string): string[] | undefined {
   return v as string[];
 }
 
-function httpURL(v: unknown, field: string): string | undefined {
+function httpURL(v: unknown, field: string, policy: URLPolicy): string | undefined {
   if (v === undefined || v === null || v === '') return undefined;
-  try {
-    const u = new URL(String(v));
-    if (u.protocol === 'http:' || u.protocol === 'https:') return String(v);
-  } catch {
-    // refused below
-  }
-  throw bad(`${field} must be an http:// or https:// URL`);
+  const problem = typeof v === 'string' ? urlProblem(v, policy) : 'is not a URL';
+  if (problem) throw bad(`${field} ${problem}`);
+  return v as string;
 }
 
 /** A leeway in ms: Consul's default when 0 or absent, none when negative. */
@@ -61,11 +58,11 @@ function leeway(v: unknown, field: string, fallbackMs: number): number {
 }
 
 /** Checks a jwt method's Config as Consul does; returns it with known keys only. */
-export function validateJwtConfig(config: Record<string, unknown>): JwtConfig {
+export function validateJwtConfig(config: Record<string, unknown>, policy: URLPolicy = { allowedHosts: [] }): JwtConfig {
   for (const k of Object.keys(config)) if (!KNOWN_KEYS.has(k)) throw bad(`unknown Config field ${JSON.stringify(k)} for type "jwt"`);
   const keys = stringList(config.JWTValidationPubKeys, 'JWTValidationPubKeys') ?? [];
-  const jwks = httpURL(config.JWKSURL, 'JWKSURL');
-  const discovery = httpURL(config.OIDCDiscoveryURL, 'OIDCDiscoveryURL');
+  const jwks = httpURL(config.JWKSURL, 'JWKSURL', policy);
+  const discovery = httpURL(config.OIDCDiscoveryURL, 'OIDCDiscoveryURL', policy);
   const sources = [keys.length > 0, jwks !== undefined, discovery !== undefined].filter(Boolean).length;
   if (sources !== 1) throw bad("exactly one of 'JWTValidationPubKeys', 'JWKSURL', or 'OIDCDiscoveryURL' must be set");
   keys.forEach((pem, i) => {
@@ -129,7 +126,10 @@ export class JwtVerifier {
   private readonly staticKeys: KeyObject[];
   private readonly remote: KeySetCache<LocalKeys> | undefined;
 
-  constructor(private readonly config: JwtConfig) {
+  constructor(
+    private readonly config: JwtConfig,
+    policy: URLPolicy = { allowedHosts: [] },
+  ) {
     this.staticKeys = (config.JWTValidationPubKeys ?? []).map((pem) => createPublicKey(pem));
     if (config.JWKSURL) {
       const url = config.JWKSURL;
@@ -152,6 +152,9 @@ export class JwtVerifier {
         if (typeof doc.issuer !== 'string' || doc.issuer.replace(/\/$/, '') !== issuer) {
           throw new LoginRefused(`cannot verify the bearer token: the OIDC discovery document of ${shown} names another issuer`);
         }
+        // The provider names where its keys are: that URL obeys the same rules as the method's own.
+        const problem = urlProblem(doc.jwks_uri, policy);
+        if (problem) throw new LoginRefused(`cannot verify the bearer token: the jwks_uri of the OIDC discovery document of ${shown} ${problem}`);
         return fetchJWKS(doc.jwks_uri, ca, 'fetching the JWKS named by the OIDC discovery document');
       }, createLocalJWKSet);
     }
@@ -216,6 +219,8 @@ export class JwtVerifier {
     const exp = seconds(payload.exp, 'exp');
     const nbf = seconds(payload.nbf, 'nbf');
     const iat = seconds(payload.iat, 'iat');
+    // As Consul's cap library: a token with no time claim at all would be good forever.
+    if (exp === undefined && nbf === undefined && iat === undefined) throw new LoginRefused('the bearer token carries none of the exp, iat and nbf claims');
     if (exp !== undefined && now > exp + expLeeway + skew) throw new LoginRefused('the bearer token is expired');
     if (nbf !== undefined && now < nbf - nbfLeeway - skew) throw new LoginRefused('the bearer token is not yet valid');
     if (nbf === undefined && iat !== undefined && now < iat - nbfLeeway - skew) throw new LoginRefused('the bearer token is not yet valid (issued in the future)');

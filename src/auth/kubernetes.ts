@@ -1,5 +1,6 @@
 import { invalid } from '../domain/errors.js';
 import { redactURL, requestJSON } from './http.js';
+import { type URLPolicy, urlProblem } from './url-policy.js';
 import { type Identity, LoginRefused } from './identity.js';
 
 /** A kubernetes method's Config, as Consul's. */
@@ -15,17 +16,13 @@ export interface KubernetesConfig {
 const KNOWN = new Set(['Host', 'CACert', 'ServiceAccountJWT', 'MapNamespaces', 'ConsulNamespacePrefix', 'ConsulNamespaceOverrides']);
 const bad = (message: string) => invalid(`Invalid Auth Method: ${message}`);
 
-export function validateKubernetesConfig(config: Record<string, unknown>): KubernetesConfig {
+export function validateKubernetesConfig(config: Record<string, unknown>, policy: URLPolicy = { allowedHosts: [] }): KubernetesConfig {
   for (const k of Object.keys(config)) if (!KNOWN.has(k)) throw bad(`unknown Config field ${JSON.stringify(k)} for type "kubernetes"`);
   const host = config.Host;
   if (typeof host !== 'string' || host === '') throw bad('Host is required');
-  let url: URL;
-  try {
-    url = new URL(host);
-  } catch {
-    throw bad('Host must be a URL such as https://kubernetes.default.svc');
-  }
-  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw bad('Host must be an https:// (or http://) URL');
+  const problem = urlProblem(host, policy, { hostOnly: true });
+  if (problem) throw bad(`Host ${problem} (such as https://kubernetes.default.svc:443)`);
+  const url = new URL(host);
   if (config.CACert !== undefined && config.CACert !== '' && (typeof config.CACert !== 'string' || !config.CACert.includes('-----BEGIN CERTIFICATE-----'))) throw bad('CACert must be a PEM-encoded certificate');
   if (url.protocol === 'https:' && !config.CACert) throw bad('CACert is required for an https Host');
   if (typeof config.ServiceAccountJWT !== 'string' || config.ServiceAccountJWT === '') throw bad('ServiceAccountJWT is required');
@@ -34,12 +31,15 @@ export function validateKubernetesConfig(config: Record<string, unknown>): Kuber
 }
 
 /** Asks the cluster's TokenReview API about a service account token. */
-export async function reviewKubernetesToken(config: KubernetesConfig, bearer: string): Promise<Identity> {
+export async function reviewKubernetesToken(config: KubernetesConfig, bearer: string, policy: URLPolicy = { allowedHosts: [] }): Promise<Identity> {
+  // Checked again at use: a method written before the allow-list (or a stricter build) is held to it too.
+  const problem = urlProblem(config.Host, policy, { hostOnly: true });
+  if (problem) throw new LoginRefused(`cannot verify the bearer token: the auth method's Host ${problem}`);
   // A quick shape check: no round trip for something that is not a JWT at all.
   if (bearer.split('.').length !== 3) throw new LoginRefused('the bearer token is not a service account JWT');
   let res: { status: number; body: unknown };
   try {
-    res = await requestJSON(`${config.Host.replace(/\/$/, '')}/apis/authentication.k8s.io/v1/tokenreviews`, {
+    res = await requestJSON(`${new URL(config.Host).origin}/apis/authentication.k8s.io/v1/tokenreviews`, {
       method: 'POST',
       headers: { Authorization: `Bearer ${config.ServiceAccountJWT}` },
       body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token: bearer } },

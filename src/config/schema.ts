@@ -189,6 +189,15 @@ export const configShape = {
   leader_lease: duration.default(5_000),
   /** Followers that must hold a write before it is acknowledged, when that many are connected and current. */
   sync_followers: z.coerce.number().int().min(0).max(10).default(1),
+  /** Hosts (`name` or `name:port`) auth methods may fetch from; empty: any (https, or http to this machine). */
+  auth_method_allowed_hosts: z
+    .union([z.string().transform((v) => v.split(',').map((p) => p.trim()).filter(Boolean)), z.array(z.string())])
+    .pipe(z.array(z.string().min(1).max(300)))
+    .default([]),
+  /** Logins per second per client address (0: no limit); beyond it, 429. */
+  login_rate: z.coerce.number().min(0).max(1_000_000).default(10),
+  /** Logins a client may send in a burst above login_rate. */
+  login_burst: z.coerce.number().int().min(1).max(1_000_000).default(20),
   /** Largest snapshot a restore accepts, bytes (413 past it). */
   snapshot_max_bytes: z.coerce.number().int().min(1024).max(64 * 1024 ** 3).default(512 * 1024 ** 2),
   /** Change-log entries the primary keeps for secondaries to resume from. */

@@ -31,7 +31,7 @@ import { templatedPolicyRoutes } from './routes/templated-policies.js';
 import { agentRoutes } from './routes/agent.js';
 import { type SnapshotUploads, snapshotRoutes } from './routes/snapshot.js';
 import { replicationRoutes } from './routes/replication.js';
-import { type ClusterHooks, FORWARDED_FOR_HEADER, FORWARDED_HEADER, SERVER_FORWARD_HEADER, forwardToDatacenter, forwardToLeader, forwardWrite, isWrite, mustForward, plainAddress } from './forward.js';
+import { type ClusterHooks, clientOf, forwardToDatacenter, forwardToLeader, forwardWrite, isWrite, mustForward } from './forward.js';
 import { tokenRoutes } from './routes/tokens.js';
 
 /** 1 MiB: larger bodies get 413. */
@@ -66,6 +66,8 @@ export interface AppDeps {
    */
   rateLimit?: { rate: number; burst: number; peerRate: number; peerBurst: number };
   logger?: FastifyBaseLogger;
+  /** Logins per second per client, with a burst (SPEC §18: on by default; rate 0 turns it off). */
+  loginRate?: { rate: number; burst: number };
   /** Restores: the upload limit and where the file is kept while verified (default 512 MiB, the working directory). */
   snapshotUploads?: SnapshotUploads;
   /** TLS options of the listener (SPEC §16): with them the API speaks HTTPS only. */
@@ -166,16 +168,12 @@ export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteIn
     const limiter = new RateLimiter(rateLimit.rate, Math.max(1, rateLimit.burst));
     const peerLimiter = new RateLimiter(rateLimit.peerRate, Math.max(1, rateLimit.peerBurst));
     app.addHook('onRequest', async (request, reply) => {
-      const ip = plainAddress(request.ip);
-      const forwardedFor = request.headers[FORWARDED_FOR_HEADER];
-      let client = ip;
+      const { client, viaPeer } = clientOf(request, deps.cluster ? (ip) => deps.cluster?.isPeer(ip) ?? false : undefined);
       let wait = 0;
-      const forwarded = request.headers[FORWARDED_HEADER] !== undefined || request.headers[SERVER_FORWARD_HEADER] !== undefined;
-      if (typeof forwardedFor === 'string' && forwarded && deps.cluster?.isPeer(ip)) {
-        client = forwardedFor.slice(0, 64);
-        wait = peerLimiter.take(`peer ${ip}`);
+      if (viaPeer !== undefined) {
+        wait = peerLimiter.take(`peer ${viaPeer}`);
         if (wait > 0) {
-          return sendError(request, reply, new WatchwordError('RATE_LIMITED', `Too many requests forwarded by the daemon at ${ip}: the limit is ${rateLimit.peerRate} per second; retry in ${wait} s`, { retryAfter: wait }));
+          return sendError(request, reply, new WatchwordError('RATE_LIMITED', `Too many requests forwarded by the daemon at ${viaPeer}: the limit is ${rateLimit.peerRate} per second; retry in ${wait} s`, { retryAfter: wait }));
         }
       }
       wait = limiter.take(client);

@@ -34,6 +34,18 @@ export const FORWARDED_FOR_HEADER = 'x-service-forwarded-for';
 /** An address as sockets report it, IPv4-mapped IPv6 unwrapped. */
 export const plainAddress = (ip: string): string => ip.replace(/^::ffff:/, '');
 
+/**
+ * The client a request counts against: its address, or for a request a peer daemon
+ * forwarded (trusted only from a peer's address), the original client's.
+ */
+export function clientOf(request: FastifyRequest, isPeer: ((ip: string) => boolean) | undefined): { client: string; viaPeer: string | undefined } {
+  const ip = plainAddress(request.ip);
+  const forwardedFor = request.headers[FORWARDED_FOR_HEADER];
+  const forwarded = request.headers[FORWARDED_HEADER] !== undefined || request.headers[SERVER_FORWARD_HEADER] !== undefined;
+  if (typeof forwardedFor === 'string' && forwarded && isPeer?.(ip)) return { client: forwardedFor.slice(0, 64), viaPeer: ip };
+  return { client: ip, viaPeer: undefined };
+}
+
 /** Refuses to send on a request that another datacenter already forwarded here. */
 export function refuseSecondHop(request: FastifyRequest, datacenter: string, target: string): void {
   const from = request.headers[FORWARDED_HEADER];

@@ -28,6 +28,8 @@ export interface RouteSpec {
   table?: WatchTable;
   /** On a secondary, when this write is sent to the primary. */
   forward?: ForwardRule;
+  /** Runs before anything else of this route (before the body is read, before forwarding). */
+  onRequest?: (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
   doc: RouteDoc;
 }
 
@@ -61,6 +63,7 @@ export function resource(app: FastifyInstance, url: string, specs: Partial<Recor
       method,
       url,
       config: { ...(spec.table ? { table: spec.table } : {}), ...(spec.forward ? { forward: spec.forward } : {}) },
+      ...(spec.onRequest ? { onRequest: spec.onRequest } : {}),
       handler: spec.handler,
     });
   }

@@ -21,6 +21,8 @@ import type { BodyScope } from './scope.js';
 import { selectScope } from './scope.js';
 import { freshID, tokenIDTaken } from './uniqueness.js';
 import { REDACTED, type TokenView, tokenView } from './views.js';
+import { redactURL } from '../auth/http.js';
+import type { URLPolicy } from '../auth/url-policy.js';
 
 export interface AuthMethodInput extends BodyScope {
   Name?: string;
@@ -75,8 +77,12 @@ const methodNotFound = (name: string) => notFound(`Cannot find auth method ${JSO
 
 const inScope = <R extends Scope>(r: R | undefined, scope: Scope): R | undefined => (r && r.Namespace === scope.Namespace && r.Partition === scope.Partition ? r : undefined);
 
+/** Config fields that are URLs: without acl:write, shown without credentials or query string. */
+const URL_CONFIG = ['JWKSURL', 'OIDCDiscoveryURL', 'Host'];
+
 export function authMethodView(m: AuthMethodRecord, showSecrets: boolean, withConfig = true): AuthMethodView {
-  const config = showSecrets ? m.Config : Object.fromEntries(Object.entries(m.Config).map(([k, v]) => [k, SECRET_CONFIG.includes(k) && v ? REDACTED : v]));
+  const shown = (k: string, v: unknown): unknown => (SECRET_CONFIG.includes(k) && v ? REDACTED : URL_CONFIG.includes(k) && typeof v === 'string' && v ? redactURL(v) : v);
+  const config = showSecrets ? m.Config : Object.fromEntries(Object.entries(m.Config).map(([k, v]) => [k, shown(k, v)]));
   return {
     Name: m.Name,
     Type: m.Type,
@@ -112,7 +118,7 @@ export class AuthMethodService {
   constructor(
     private readonly store: Store,
     private readonly resolver: AclResolver,
-    private readonly limits: { minTTL: number; maxTTL: number },
+    private readonly limits: { minTTL: number; maxTTL: number; urls: URLPolicy },
   ) {}
 
   private get reader(): StateReader {
@@ -149,7 +155,7 @@ export class AuthMethodService {
     const locality = input.TokenLocality ?? '';
     if (locality !== '' && locality !== 'local' && locality !== 'global') throw badMethod("TokenLocality should be one of 'local' or 'global'");
     const config = input.Config ?? {};
-    (await verifiers()).validateMethodConfig(input.Type, config);
+    (await verifiers()).validateMethodConfig(input.Type, config, this.limits.urls);
     return {
       Name: name,
       Type: input.Type,
@@ -338,7 +344,7 @@ export class LoginService {
   constructor(
     private readonly store: Store,
     private readonly clock: Clock,
-    private readonly options: { datacenter: string },
+    private readonly options: { datacenter: string; urls: URLPolicy },
   ) {}
 
   /** The method a login names, in the scope the request points at (the caller has no token yet). */
@@ -362,7 +368,7 @@ export class LoginService {
     const now = this.clock.now();
     let identity: Awaited<ReturnType<Awaited<ReturnType<typeof verifiers>>['verifyBearer']>>;
     try {
-      identity = await (await verifiers()).verifyBearer(method, input.BearerToken, now);
+      identity = await (await verifiers()).verifyBearer(method, input.BearerToken, now, this.options.urls);
     } catch (err) {
       if (err instanceof LoginRefused) throw new WatchwordError('PERMISSION_DENIED', `Permission denied: ${err.message}`);
       throw err;

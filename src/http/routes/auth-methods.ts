@@ -2,6 +2,9 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { authMethodBody, authMethodResponse, bindingRuleBody, bindingRuleResponse, deletedResponse, loginBody, tokenResponse } from '../../api/schemas.js';
 import type { AppDeps } from '../app.js';
+import { WatchwordError } from '../../domain/errors.js';
+import { clientOf } from '../forward.js';
+import { RateLimiter } from '../rate-limit.js';
 import { decodeBody, parseJsonBody } from '../body.js';
 import { queryParam, requestContext } from '../request.js';
 import { sendWrite } from '../respond.js';
@@ -86,8 +89,17 @@ export function authMethodRoutes(app: FastifyInstance, deps: AppDeps, registry: 
     },
   }, registry);
 
+  // Each login may cost a round trip to an identity provider: limited per client by default.
+  const loginRate = deps.loginRate ?? { rate: 10, burst: 20 };
+  const loginLimiter = loginRate.rate > 0 ? new RateLimiter(loginRate.rate, loginRate.burst) : undefined;
   resource(app, '/v1/acl/login', {
     POST: {
+      onRequest: async (request) => {
+        if (!loginLimiter) return;
+        const { client } = clientOf(request, deps.cluster ? (ip) => deps.cluster?.isPeer(ip) ?? false : undefined);
+        const wait = loginLimiter.take(client);
+        if (wait > 0) throw new WatchwordError('RATE_LIMITED', `Too many logins from ${client}: the limit is ${loginRate.rate} per second (login_rate); retry in ${wait} s`, { retryAfter: wait });
+      },
       doc: { summary: 'Exchange a bearer token from an auth method for a token (no ACL token needed)', permission: 'none', body: loginBody, response: tokenResponse },
       // A global-locality method's tokens are made at the primary; Local ones here.
       forward: { global: (request) => login.method(requestContext(request), decodeBody(loginBody, parseJsonBody(request.body)))?.TokenLocality === 'global' },
