@@ -7,6 +7,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { watchwordCommand } from '../src/testing/command.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
@@ -22,7 +23,7 @@ export interface DaemonProcess {
  */
 export async function startDaemonProcess(dataDir: string, flags: string[], logLevel?: string, pin?: string): Promise<DaemonProcess> {
   await rm(join(dataDir, 'http-addr'), { force: true });
-  const command = [process.execPath, '--import', 'tsx', 'src/main.ts', 'agent', '--data-dir', dataDir, '--http-addr', '127.0.0.1:0', '--log-level', logLevel ?? 'error', ...flags];
+  const command = [process.execPath, ...watchwordCommand(), 'agent', '--data-dir', dataDir, '--http-addr', '127.0.0.1:0', '--log-level', logLevel ?? 'error', ...flags];
   const pinned = pin !== undefined ? ['taskset', '-c', pin, ...command] : command;
   const proc = spawn(
     pinned[0] as string,

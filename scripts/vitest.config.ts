@@ -16,6 +16,8 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 30_000,
     reporters: ['default', './scripts/summary-reporter.ts'],
+    // The agent bundled once, for every spawned daemon and CLI process (scripts/agent-build.ts).
+    globalSetup: ['./scripts/agent-build.ts'],
     projects: [
       { extends: true, test: { name: 'main', include: ['test/**/*.test.ts'], exclude: HEAVY } },
       { extends: true, test: { name: 'faults', include: HEAVY, sequence: { groupOrder: 1 } } },

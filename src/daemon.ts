@@ -28,6 +28,7 @@ import type { ServerGroup } from './cluster/servers.js';
 import { type ClusterRole, DEFAULT_REPLICATION_OPTIONS, createClusterRole, hostOf } from './cluster/role.js';
 import type { ReplicationStatusResponse } from './api/schemas.js';
 import { Transport } from './transport/transport.js';
+import { VERSION } from './version.js';
 
 export interface Daemon {
   readonly config: Config;
@@ -62,8 +63,7 @@ export interface DaemonOptions {
 /** Longest wait for in-flight requests on shutdown, ms. */
 const SHUTDOWN_GRACE_MS = 10_000;
 
-/** Version of this build, reported by /v1/agent/self. */
-export const VERSION = '0.1.0';
+export { VERSION } from './version.js';
 
 /** /v1/agent/self: the configuration without secrets (only whether they are set), version and role. */
 function agentSelf(config: Config, address: string, store: LevelStore, metrics: Metrics, cluster: ClusterRole, transport: Transport, operatorRead: boolean) {

@@ -9,7 +9,8 @@ import { tlsCommands } from './cli/tls.js';
 import { normalizeArgv } from './cli/argv.js';
 import { ConfigError, envName, flagName, loadConfig } from './config/load.js';
 import { type ConfigKey, configKeys } from './config/schema.js';
-import { VERSION, startDaemon } from './daemon.js';
+import type { Daemon } from './daemon.js';
+import { VERSION } from './version.js';
 
 const AGENT_FLAGS: Record<ConfigKey, { arg: string; help: string }> = {
   datacenter: { arg: 'NAME', help: 'name of this datacenter (default dc1)' },
@@ -88,7 +89,7 @@ function agentCommand(program: Command): void {
       }
       throw err;
     }
-    let daemon: Awaited<ReturnType<typeof startDaemon>> | undefined;
+    let daemon: Daemon | undefined;
     let stopping = false;
     /** A signal during start-up is kept and acted on once the daemon is up (the port is announced before start ends). */
     let stopWhenStarted = false;
@@ -116,6 +117,8 @@ function agentCommand(program: Command): void {
     // SIGHUP re-reads the certificate, key and CA (the default action would end the daemon).
     process.on('SIGHUP', () => void daemon?.reload());
     try {
+      // The daemon (Fastify, LevelDB, …) loads only for `agent`: client commands start in a fraction of the time.
+      const { startDaemon } = await import('./daemon.js');
       daemon = await startDaemon(config);
     } catch (err) {
       process.stderr.write(`watchword: cannot start: ${(err as Error).message}\n`);

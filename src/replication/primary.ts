@@ -161,7 +161,7 @@ export class Session {
       deadAfterMs: primary.options.deadPeerMs,
       beat: () => {
         if (this.tokenExpires !== undefined && this.tokenExpires <= Date.now()) this.stillAuthorized();
-        void this.send({ t: 'ping', time: Date.now(), upTo: this.sentUpTo, primaryIndex: this.primary.store.currentIndex(), datacenters: this.primary.datacenters() }).catch(() => undefined);
+        this.ping();
       },
       silent: () => {
         this.primary.logger.warn({ datacenter: this.datacenter }, 'replication: secondary silent too long; closing');
@@ -331,6 +331,11 @@ export class Session {
     this.close(code, message.length > 120 ? `${message.slice(0, 117)}...` : message);
   }
 
+  /** A heartbeat, which also tells the secondary every datacenter the primary knows. */
+  ping(): void {
+    void this.send({ t: 'ping', time: Date.now(), upTo: this.sentUpTo, primaryIndex: this.primary.store.currentIndex(), datacenters: this.primary.datacenters() }).catch(() => undefined);
+  }
+
   /** Admits a secondary by name and address (see ReplicationPrimary.admit), then streams. */
   private async greet(hello: Extract<SecondaryFrame, { t: 'hello' }>): Promise<void> {
     if (this.provenDatacenter !== undefined && hello.datacenter !== this.provenDatacenter) {
@@ -343,6 +348,8 @@ export class Session {
     if (!admitted.ok) return this.refuse(1008, admitted.message);
     this.datacenter = hello.datacenter;
     this.address = admitted.address;
+    // The others learn of the newcomer now, not at their next heartbeat (?dc= and the catalog).
+    this.primary.announce(this);
     await this.run(hello);
   }
 
@@ -557,6 +564,11 @@ export class ReplicationPrimary {
     const host = isWildcardHost(parsed.host) ? session.remoteAddress.replace(/^::ffff:/, '') : parsed.host;
     if (host === '') return { ok: false, message: `address ${JSON.stringify(hello.address)} names no host` };
     return { ok: true, address: host.includes(':') ? `[${host}]:${parsed.port}` : `${host}:${parsed.port}` };
+  }
+
+  /** Every other admitted session hears the list of datacenters at once. */
+  announce(newcomer: Session): void {
+    for (const s of this.sessions) if (s !== newcomer && s.datacenter) s.ping();
   }
 
   forget(session: Session): void {

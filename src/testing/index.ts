@@ -3,9 +3,10 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { type ReplicationStatusResponse, WatchwordClient } from '../client/index.js';
+import { watchwordCommand } from './command.js';
 import { EtcdProcess, type EtcdTLS } from './etcd.js';
+export { watchwordCommand } from './command.js';
 import { LinkProxy } from './proxy.js';
 
 export { etcdBinary } from './etcd.js';
@@ -143,14 +144,8 @@ export interface Cluster {
   stop(): Promise<void>;
 }
 
-const here = fileURLToPath(import.meta.url);
-const fromSource = here.endsWith('.ts');
-
-/** How to run `watchword agent`: the built file, or the source through tsx when the harness itself runs from source. */
-function agentCommand(): string[] {
-  const main = join(here, '..', '..', fromSource ? 'main.ts' : 'main.js');
-  return fromSource ? ['--import', 'tsx', main, 'agent'] : [main, 'agent'];
-}
+/** How to run `watchword agent`. */
+const agentCommand = (): string[] => [...watchwordCommand(), 'agent'];
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -449,8 +444,9 @@ class ClusterImpl implements Cluster {
   }
 
   async stop(): Promise<void> {
-    const all = this.datacenters.flatMap((d) => d.servers);
-    for (const d of [...this.datacenters].reverse()) await Promise.all(d.servers.map((s) => s.stop().catch(() => undefined)));
+    const datacenters = this.datacenters.filter((d) => d !== undefined);
+    const all = datacenters.flatMap((d) => d.servers);
+    for (const d of [...datacenters].reverse()) await Promise.all(d.servers.map((s) => s.stop().catch(() => undefined)));
     for (const p of this.proxies.values()) await p.close();
     for (const p of this.coordinatorProxies.values()) await p.close();
     await this.etcd?.stop();
@@ -474,7 +470,8 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
       cluster.etcd = new EtcdProcess(tls ? { caFile: tls.caFile, ca: tls.ca, ...(await cluster.serverCertificate('etcd', 'etcd')) } : undefined);
       await cluster.etcd.start();
     }
-    for (const [i, name] of cluster.names.entries()) {
+    // The primary datacenter first (the others need its address), then every secondary at once.
+    const startDatacenter = async (i: number, name: string): Promise<void> => {
       const count = cluster.serverCounts[name] as number;
       const flags = [...toFlags(options.config), ...toFlags(options.configFor?.[name])];
       const group: Daemon[] = [];
@@ -484,7 +481,7 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
       }
       for (const d of group) d.servers = group;
       const d = group[0] as Daemon;
-      cluster.datacenters.push(d);
+      cluster.datacenters[i] = d;
       if (i > 0 && options.links) {
         const primary = new URL(cluster.primary.url);
         const proxy = new LinkProxy({ host: primary.hostname, port: Number(primary.port) });
@@ -501,7 +498,12 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
       // Servers of one datacenter start together: none is usable alone before a leader is elected.
       await Promise.all(group.map((s) => s.start()));
       if (count > 1) await d.leader(30_000);
-    }
+    };
+    await startDatacenter(0, cluster.names[0] as string);
+    // Settled, not raced: a failure is thrown only once every start has ended, so stop() finds them all.
+    const started = await Promise.allSettled(cluster.names.slice(1).map((name, i) => startDatacenter(i + 1, name)));
+    const failed = started.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+    if (failed) throw failed.reason;
     return cluster;
   } catch (err) {
     await cluster.stop();

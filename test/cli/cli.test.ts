@@ -4,6 +4,7 @@ import { SignJWT, exportSPKI, generateKeyPair } from 'jose';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { watchwordCommand } from '../../src/testing/command.js';
 import { type TestDaemon, startTestDaemon } from '../helpers/daemon.js';
 import { tempDir } from '../helpers/temp-dir.js';
 
@@ -20,7 +21,7 @@ function watchword(args: string[], env: Record<string, string> = {}): Promise<Ru
   return new Promise((resolve) => {
     execFile(
       process.execPath,
-      ['--import', 'tsx', join(ROOT, 'src/main.ts'), ...args],
+      [...watchwordCommand(), ...args],
       { cwd: ROOT, env: { ...process.env, WATCHWORD_HTTP_ADDR: '', WATCHWORD_HTTP_TOKEN: '', ...env }, timeout: 30_000 },
       (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
     );

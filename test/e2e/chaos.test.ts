@@ -4,8 +4,8 @@ import { runChaos } from '../../scripts/chaos-run.js';
 // The short form of `npm run chaos`: every kind of fault once, under load.
 describe('fault injection (short form of npm run chaos)', () => {
   it('loses no acknowledged write and converges after every fault', async () => {
-    const report = await runChaos({ faults: 7, convergeTimeoutMs: 45_000 });
-    expect(report.faults.map((f) => f.kind).sort()).toEqual(['cut-link', 'cut-link', 'freeze-secondary', 'freeze-secondary', 'kill-primary', 'kill-secondary', 'kill-secondary']);
+    const report = await runChaos({ faults: 4, convergeTimeoutMs: 45_000 });
+    expect(report.faults.map((f) => f.kind).sort()).toEqual(['cut-link', 'freeze-secondary', 'kill-primary', 'kill-secondary']);
     expect(report.faults.filter((f) => !f.converged)).toEqual([]);
     expect(report.lost).toEqual([]);
     expect(report.resurrected).toEqual([]);

@@ -1,9 +1,9 @@
 import { execFile } from 'node:child_process';
 import { request as httpRequest } from 'node:http';
 import { randomUUID } from 'node:crypto';
-import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
+import { watchwordCommand } from '../../src/testing/command.js';
 import { WebSocket } from 'ws';
 import { runFailover } from '../../scripts/failover-run.js';
 import { ServerKeyProof } from '../../src/transport/server-key.js';
@@ -136,7 +136,7 @@ describe.skipIf(!etcd)('several servers per datacenter (etcd-coordinated)', () =
     const leader = await dc1.leader();
     const follower = dc1.servers.find((s) => s !== leader) as DatacenterHandle;
     const out = await new Promise<{ code: number; stdout: string }>((resolve) =>
-      execFile(process.execPath, ['--import', 'tsx', join(ROOT, 'src/main.ts'), 'operator', 'servers', '--http-addr', follower.url, '--token', token], { cwd: ROOT, timeout: 30_000 }, (err, stdout) =>
+      execFile(process.execPath, [...watchwordCommand(), 'operator', 'servers', '--http-addr', follower.url, '--token', token], { cwd: ROOT, timeout: 30_000 }, (err, stdout) =>
         resolve({ code: err ? 1 : 0, stdout }),
       ),
     );

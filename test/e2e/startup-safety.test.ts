@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Level } from 'level';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { watchwordCommand } from '../../src/testing/command.js';
 import { encode } from '../../src/store/records.js';
 import { META } from '../../src/store/schema.js';
 import { apiFor } from '../helpers/daemon.js';
@@ -16,7 +17,7 @@ const SECRET = 'startup-safety-secret';
 /** Runs `watchword agent` expecting it to refuse: resolves with its exit code and what it printed. */
 function refusal(dataDir: string, args: string[] = []): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve) => {
-    const proc = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src/main.ts'), 'agent', '--data-dir', dataDir, '--http-addr', '127.0.0.1:0', '--log-level', 'error', ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    const proc = spawn(process.execPath, [...watchwordCommand(), 'agent', '--data-dir', dataDir, '--http-addr', '127.0.0.1:0', '--log-level', 'error', ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
     proc.stdout.on('data', (b: Buffer) => (output += b.toString()));
     proc.stderr.on('data', (b: Buffer) => (output += b.toString()));

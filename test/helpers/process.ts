@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { watchwordCommand } from '../../src/testing/command.js';
 import { waitFor } from './daemon.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -19,7 +20,7 @@ export interface AgentProcess {
 /** Starts `watchword agent` from source as a real child process and waits until it serves. */
 export async function spawnAgent(dataDir: string, args: string[] = [], env: Record<string, string> = {}): Promise<AgentProcess> {
   await rm(join(dataDir, 'http-addr'), { force: true });
-  const proc = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src/main.ts'), 'agent', '--data-dir', dataDir, '--http-addr', '127.0.0.1:0', '--log-level', 'warn', ...args], {
+  const proc = spawn(process.execPath, [...watchwordCommand(), 'agent', '--data-dir', dataDir, '--http-addr', '127.0.0.1:0', '--log-level', 'warn', ...args], {
     cwd: ROOT,
     env: { ...process.env, WATCHWORD_LIFELINE: 'stdin', ...env },
     stdio: ['pipe', 'pipe', 'pipe'],

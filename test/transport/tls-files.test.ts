@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { watchwordCommand } from '../../src/testing/command.js';
 import { createCA, createCert } from '../../src/transport/certs.js';
 import { TlsFileError } from '../../src/transport/tls-files.js';
 import { Transport } from '../../src/transport/transport.js';
@@ -77,7 +78,7 @@ describe('TLS files at start-up', () => {
 
   it('the agent exits 1 with that line, before it opens anything', async () => {
     const data = join(dir.path, 'data');
-    const run = spawnSync(process.execPath, ['--import', 'tsx', join(ROOT, 'src/main.ts'), 'agent', '--data-dir', data, '--http-addr', '127.0.0.1:0', '--tls-cert-file', f('server.pem'), '--tls-key-file', f('other-key.pem')], {
+    const run = spawnSync(process.execPath, [...watchwordCommand(), 'agent', '--data-dir', data, '--http-addr', '127.0.0.1:0', '--tls-cert-file', f('server.pem'), '--tls-key-file', f('other-key.pem')], {
       cwd: ROOT,
       encoding: 'utf8',
       timeout: 30_000,
@@ -85,7 +86,7 @@ describe('TLS files at start-up', () => {
     });
     expect(run.status).toBe(1);
     expect(run.stderr.trim().split('\n')).toEqual([expect.stringMatching(/^watchword: cannot start: tls_key_file .*other-key\.pem: is not the key of the certificate in tls_cert_file .*server\.pem$/)]);
-    const several = spawnSync(process.execPath, ['--import', 'tsx', join(ROOT, 'src/main.ts'), 'agent', '--data-dir', data, '--coordinator', 'etcd://127.0.0.1:1'], { cwd: ROOT, encoding: 'utf8', timeout: 30_000 });
+    const several = spawnSync(process.execPath, [...watchwordCommand(), 'agent', '--data-dir', data, '--coordinator', 'etcd://127.0.0.1:1'], { cwd: ROOT, encoding: 'utf8', timeout: 30_000 });
     expect(several.status).not.toBe(0);
     expect(several.stderr).toMatch(/server_key: is required: several servers without TLS prove themselves to each other with a shared key/);
   }, 60_000);
