@@ -1,10 +1,8 @@
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
+import SlowestFirst from './test-sequencer.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
-
-/** Suites that load the whole machine: they run after everything else, one at a time. */
-const HEAVY = ['test/e2e/chaos.test.ts'];
 
 export default defineConfig({
   test: {
@@ -15,12 +13,11 @@ export default defineConfig({
     maxWorkers: 2,
     testTimeout: 30_000,
     hookTimeout: 30_000,
+    include: ['test/**/*.test.ts'],
     reporters: ['default', './scripts/summary-reporter.ts'],
     // The agent bundled once, for every spawned daemon and CLI process (scripts/agent-build.ts).
     globalSetup: ['./scripts/agent-build.ts'],
-    projects: [
-      { extends: true, test: { name: 'main', include: ['test/**/*.test.ts'], exclude: HEAVY } },
-      { extends: true, test: { name: 'faults', include: HEAVY, sequence: { groupOrder: 1 } } },
-    ],
+    // The slowest suites first, so that two workers end together (scripts/test-sequencer.ts).
+    sequence: { sequencer: SlowestFirst },
   },
 });
