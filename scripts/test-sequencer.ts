@@ -13,7 +13,6 @@ const SLOWEST = [
   'test/e2e/ha.test.ts', // 33
   'test/e2e/convergence.test.ts', // 26
   'test/e2e/replication-failures.test.ts', // 24
-  'test/cli/cli.test.ts', // 20
   'test/e2e/tls.test.ts', // 17
   'test/e2e/startup-safety.test.ts', // 15
 ];

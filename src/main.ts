@@ -1,16 +1,11 @@
 #!/usr/bin/env node
 import { rm } from 'node:fs/promises';
-import { Command, CommanderError, Option } from 'commander';
-import { aclCommand } from './cli/acl.js';
-import { loginCommands } from './cli/auth.js';
-import { operatorCommand } from './cli/operator.js';
-import { snapshotCommand } from './cli/snapshot.js';
-import { tlsCommands } from './cli/tls.js';
-import { normalizeArgv } from './cli/argv.js';
+import { type Command, Option } from 'commander';
+import { processIO } from './cli/io.js';
+import { runCli } from './cli/program.js';
 import { ConfigError, envName, flagName, loadConfig } from './config/load.js';
 import { type ConfigKey, configKeys } from './config/schema.js';
 import type { Daemon } from './daemon.js';
-import { VERSION } from './version.js';
 
 const AGENT_FLAGS: Record<ConfigKey, { arg: string; help: string }> = {
   datacenter: { arg: 'NAME', help: 'name of this datacenter (default dc1)' },
@@ -143,34 +138,4 @@ function agentCommand(program: Command): void {
   });
 }
 
-export function buildProgram(): Command {
-  const program = new Command('watchword')
-    .description('ACL token and role service: one daemon per datacenter')
-    .version(VERSION, '-v, --version')
-    // Usage errors exit 2 (API errors exit 1); set before subcommands so they inherit it.
-    .exitOverride()
-    .showHelpAfterError('(add --help for usage)');
-  agentCommand(program);
-  aclCommand(program);
-  snapshotCommand(program);
-  operatorCommand(program);
-  loginCommands(program);
-  tlsCommands(program);
-  return program;
-}
-
-/** Every long flag name in the command tree, so `-flag` can be read as `--flag`. */
-function longFlags(cmd: Command, into = new Set<string>()): Set<string> {
-  for (const o of cmd.options) if (o.long) into.add(o.long.replace(/^--/, ''));
-  for (const sub of cmd.commands) longFlags(sub, into);
-  into.add('help');
-  return into;
-}
-
-const program = buildProgram();
-try {
-  await program.parseAsync(normalizeArgv(process.argv.slice(2), longFlags(program)), { from: 'user' });
-} catch (err) {
-  if (!(err instanceof CommanderError)) throw err;
-  process.exitCode = err.exitCode === 0 ? 0 : 2;
-}
+process.exitCode = await runCli(process.argv.slice(2), processIO, agentCommand);

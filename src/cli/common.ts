@@ -1,5 +1,6 @@
 import { type Command, Option } from 'commander';
 import { WatchwordApiError, WatchwordClient } from '../client/index.js';
+import { type CliIO, bindIO, ioOf, ioOfCommand } from './io.js';
 
 /** What every client command shares: the CLI's plumbing. */
 
@@ -36,40 +37,52 @@ export function common(cmd: Command): Command {
     .addOption(new Option('--format <FORMAT>', 'output: pretty (key/value blocks and tables) or json (the API JSON)').choices(['pretty', 'table', 'json']).default('pretty'));
 }
 
-export function clientFor(o: CommonOptions): WatchwordClient {
+/** The client a command talks through: flags first, then the command's environment (never another's). */
+export function clientFor(o: CommonOptions, env: CliIO['env'] = ioOf(o).env): WatchwordClient {
+  const address = o.httpAddr || env.WATCHWORD_HTTP_ADDR || 'http://127.0.0.1:8500';
+  const token = o.token || env.WATCHWORD_HTTP_TOKEN;
+  const caFile = o.caFile || env.WATCHWORD_CACERT;
+  const certFile = o.clientCert || env.WATCHWORD_CLIENT_CERT;
+  const keyFile = o.clientKey || env.WATCHWORD_CLIENT_KEY;
   return new WatchwordClient({
-    ...(o.httpAddr ? { address: o.httpAddr } : {}),
-    ...(o.token ? { token: o.token } : {}),
+    address,
+    ...(token ? { token } : {}),
     ...(o.namespace ? { namespace: o.namespace } : {}),
     ...(o.partition ? { partition: o.partition } : {}),
     ...(o.datacenter ? { datacenter: o.datacenter } : {}),
-    tls: { ...(o.caFile ? { caFile: o.caFile } : {}), ...(o.clientCert ? { certFile: o.clientCert } : {}), ...(o.clientKey ? { keyFile: o.clientKey } : {}) },
+    tls: { ...(caFile ? { caFile } : {}), ...(certFile ? { certFile } : {}), ...(keyFile ? { keyFile } : {}) },
   });
 }
 
 export function print<T>(o: CommonOptions, value: T, human: (v: T) => string): void {
-  process.stdout.write(`${o.format === 'json' ? JSON.stringify(value, null, 4) : human(value)}\n`);
+  ioOf(o).out(`${o.format === 'json' ? JSON.stringify(value, null, 4) : human(value)}\n`);
 }
 
-/** Wraps an action: API errors exit 1 with the server's message, usage errors exit 2. */
+/**
+ * Wraps an action: API errors exit 1 with the server's message, usage errors exit 2.
+ * Commander passes the command last; its program's IO is bound to the options, where
+ * `print` and the action find it.
+ */
 export function run<O extends CommonOptions>(action: (o: O, client: WatchwordClient) => Promise<void>) {
-  return async (o: O) => {
+  return async (o: O, cmd?: Command) => {
+    const io = ioOfCommand(cmd);
+    bindIO(o, io);
     try {
-      await action(o, clientFor(o));
+      await action(o, clientFor(o, io.env));
     } catch (err) {
       if (err instanceof UsageError) {
-        process.stderr.write(`Error: ${err.message}\n`);
-        process.exitCode = 2;
+        io.err(`Error: ${err.message}\n`);
+        io.setExitCode(2);
       } else if (err instanceof WatchwordApiError) {
-        process.stderr.write(`Error: ${err.message} (HTTP ${err.status} ${err.code})\n`);
-        process.exitCode = 1;
+        io.err(`Error: ${err.message} (HTTP ${err.status} ${err.code})\n`);
+        io.setExitCode(1);
       } else {
         const e = err as Error & { cause?: { code?: string; message?: string } };
         const code = e.cause?.code ?? '';
         const untrusted = /CERT|SELF_SIGNED|UNABLE_TO_VERIFY|ALTNAME/.test(code);
         const why = untrusted ? `the daemon's certificate is not trusted (${code}): give the CA that signed it with -ca-file or WATCHWORD_CACERT` : code || e.cause?.message || e.message;
-        process.stderr.write(`Error: cannot talk to watchword at ${clientFor(o).address}: ${why}\n`);
-        process.exitCode = 1;
+        io.err(`Error: cannot talk to watchword at ${clientFor(o, io.env).address}: ${why}\n`);
+        io.setExitCode(1);
       }
     }
   };

@@ -2,6 +2,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { SnapshotError, readSnapshot } from '../store/snapshot.js';
 import { type CommonOptions, UsageError, common, print, run } from './common.js';
+import { ioOf, ioOfCommand } from './io.js';
 
 async function readFileOrUsage(file: string): Promise<Buffer> {
   try {
@@ -16,22 +17,21 @@ export function snapshotCommand(program: Command): void {
   const snapshot = program.command('snapshot').description('save, restore and inspect snapshots of a datacenter (like `consul snapshot`)');
 
   common(snapshot.command('save').description("save a snapshot of the datacenter's state to FILE").argument('<FILE>'))
-    .action(async (file: string, o: CommonOptions) =>
+    .action(async (file: string, o: CommonOptions, cmd: Command) =>
       run<CommonOptions>(async (opts, c) => {
         const bytes = await c.snapshot.save();
         const { header } = readSnapshot(bytes);
         await writeFile(file, bytes, { mode: 0o600 });
-        process.stdout.write(`Saved and verified snapshot to index ${header.Index}\n`);
-        void opts;
-      })(o),
+        ioOf(opts).out(`Saved and verified snapshot to index ${header.Index}\n`);
+      })(o, cmd),
     );
 
   common(snapshot.command('restore').description('restore the snapshot in FILE').argument('<FILE>'))
-    .action(async (file: string, o: CommonOptions) =>
+    .action(async (file: string, o: CommonOptions, cmd: Command) =>
       run<CommonOptions>(async (opts, c) => {
         const result = await c.snapshot.restore(await readFileOrUsage(file));
         print(opts, result, (r) => `Restored snapshot (${r.Restored}) at index ${r.Index}: ${r.Tokens} tokens, ${r.Policies} policies, ${r.Roles} roles\n${r.Message}`);
-      })(o),
+      })(o, cmd),
     );
 
   snapshot
@@ -39,11 +39,12 @@ export function snapshotCommand(program: Command): void {
     .description('show what a snapshot file holds (no secrets, no daemon needed)')
     .argument('<FILE>')
     .option('--format <FORMAT>', 'pretty or json', 'pretty')
-    .action(async (file: string, o: { format: string }) => {
+    .action(async (file: string, o: { format: string }, cmd: Command) => {
+      const io = ioOfCommand(cmd);
       try {
         const { header } = readSnapshot(await readFileOrUsage(file));
         if (o.format === 'json') {
-          process.stdout.write(`${JSON.stringify(header, null, 4)}\n`);
+          io.out(`${JSON.stringify(header, null, 4)}\n`);
           return;
         }
         const rows: Array<[string, string | number]> = [
@@ -58,10 +59,10 @@ export function snapshotCommand(program: Command): void {
           ['Roles', header.Counts.Roles],
         ];
         const width = Math.max(...rows.map(([k]) => k.length));
-        process.stdout.write(`${rows.map(([k, v]) => `${`${k}:`.padEnd(width + 2)}${v}`).join('\n')}\n`);
+        io.out(`${rows.map(([k, v]) => `${`${k}:`.padEnd(width + 2)}${v}`).join('\n')}\n`);
       } catch (err) {
-        process.stderr.write(`Error: ${err instanceof SnapshotError ? `invalid snapshot: ${err.message}` : (err as Error).message}\n`);
-        process.exitCode = err instanceof UsageError ? 2 : 1;
+        io.err(`Error: ${err instanceof SnapshotError ? `invalid snapshot: ${err.message}` : (err as Error).message}\n`);
+        io.setExitCode(err instanceof UsageError ? 2 : 1);
       }
     });
 }

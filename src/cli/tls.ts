@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { access, readFile, writeFile } from 'node:fs/promises';
 import type { Command } from 'commander';
+import { type CliIO, ioOfCommand } from './io.js';
 
 /** `watchword tls …` and `watchword keygen`, shaped like `consul tls …` and `consul keygen`. */
 
@@ -15,9 +16,9 @@ async function exists(path: string): Promise<boolean> {
   }
 }
 
-function fail(message: string): void {
-  process.stderr.write(`Error: ${message}\n`);
-  process.exitCode = 1;
+function fail(io: CliIO, message: string): void {
+  io.err(`Error: ${message}\n`);
+  io.setExitCode(1);
 }
 
 function days(value: string): number {
@@ -34,18 +35,19 @@ export function tlsCommands(program: Command): void {
     .description('create a CA: <domain>-agent-ca.pem and <domain>-agent-ca-key.pem in the current directory')
     .option('--domain <DOMAIN>', 'domain of the server names the CA signs for', 'watchword')
     .option('--days <N>', 'days the CA is valid', '1825')
-    .action(async (o: { domain: string; days: string }) => {
+    .action(async (o: { domain: string; days: string }, cmd: Command) => {
+      const io = ioOfCommand(cmd);
       try {
         const certFile = `${o.domain}-agent-ca.pem`;
         const keyFile = `${o.domain}-agent-ca-key.pem`;
-        for (const f of [certFile, keyFile]) if (await exists(f)) return fail(`${f} already exists; not overwritten`);
+        for (const f of [certFile, keyFile]) if (await exists(f)) return fail(io, `${f} already exists; not overwritten`);
         const { createCA } = await import('../transport/certs.js');
         const issued = await createCA({ domain: o.domain, days: days(o.days) });
         await writeFile(certFile, issued.cert, { mode: 0o644 });
         await writeFile(keyFile, issued.key, { mode: 0o600 });
-        process.stdout.write(`==> Saved ${certFile}\n==> Saved ${keyFile}\n`);
+        io.out(`==> Saved ${certFile}\n==> Saved ${keyFile}\n`);
       } catch (err) {
-        fail((err as Error).message);
+        fail(io, (err as Error).message);
       }
     });
 
@@ -62,11 +64,12 @@ export function tlsCommands(program: Command): void {
     .option('--key <FILE>', "the CA's key (default <domain>-agent-ca-key.pem)")
     .option('--additional-dnsname <NAME>', 'another DNS name (repeatable)', collect, [])
     .option('--additional-ipaddress <IP>', 'another IP address (repeatable)', collect, [])
-    .action(async (o: { server?: boolean; client?: boolean; dc: string; domain: string; days: string; ca?: string; key?: string; additionalDnsname: string[]; additionalIpaddress: string[] }) => {
+    .action(async (o: { server?: boolean; client?: boolean; dc: string; domain: string; days: string; ca?: string; key?: string; additionalDnsname: string[]; additionalIpaddress: string[] }, cmd: Command) => {
+      const io = ioOfCommand(cmd);
       try {
         if (Boolean(o.server) === Boolean(o.client)) {
-          process.stderr.write('Error: give exactly one of -server or -client\n');
-          process.exitCode = 2;
+          io.err('Error: give exactly one of -server or -client\n');
+          io.setExitCode(2);
           return;
         }
         const kind = o.server ? 'server' : 'client';
@@ -86,16 +89,16 @@ export function tlsCommands(program: Command): void {
         );
         await writeFile(certFile, issued.cert, { mode: 0o644 });
         await writeFile(keyFile, issued.key, { mode: 0o600 });
-        process.stdout.write(`==> Using ${caFile} and ${caKeyFile}\n==> Saved ${certFile}\n==> Saved ${keyFile}\n`);
+        io.out(`==> Using ${caFile} and ${caKeyFile}\n==> Saved ${certFile}\n==> Saved ${keyFile}\n`);
       } catch (err) {
-        fail((err as Error).message);
+        fail(io, (err as Error).message);
       }
     });
 
   program
     .command('keygen')
     .description('print a new server key (32 random bytes, base64) for --server-key')
-    .action(() => {
-      process.stdout.write(`${randomBytes(32).toString('base64')}\n`);
+    .action((_o: unknown, cmd: Command) => {
+      ioOfCommand(cmd).out(`${randomBytes(32).toString('base64')}\n`);
     });
 }

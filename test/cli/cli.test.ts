@@ -4,6 +4,7 @@ import { SignJWT, exportSPKI, generateKeyPair } from 'jose';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runCli } from '../../src/cli/program.js';
 import { watchwordCommand } from '../../src/testing/command.js';
 import { type TestDaemon, startTestDaemon } from '../helpers/daemon.js';
 import { tempDir } from '../helpers/temp-dir.js';
@@ -16,8 +17,21 @@ interface Run {
   stderr: string;
 }
 
-/** Runs the real `watchword` executable (from source) with the given arguments. */
-function watchword(args: string[], env: Record<string, string> = {}): Promise<Run> {
+/** Runs a `watchword` command line in this process, its output and environment its own. */
+async function watchword(args: string[], env: Record<string, string> = {}): Promise<Run> {
+  let stdout = '';
+  let stderr = '';
+  const code = await runCli(args, {
+    out: (t) => void (stdout += t),
+    err: (t) => void (stderr += t),
+    env: { WATCHWORD_HTTP_ADDR: '', WATCHWORD_HTTP_TOKEN: '', ...env },
+    setExitCode: () => undefined,
+  });
+  return { code, stdout, stderr };
+}
+
+/** Runs the real `watchword` executable (as a user would), for the smoke test. */
+function executable(args: string[], env: Record<string, string> = {}): Promise<Run> {
   return new Promise((resolve) => {
     execFile(
       process.execPath,
@@ -30,9 +44,9 @@ function watchword(args: string[], env: Record<string, string> = {}): Promise<Ru
 
 const field = (out: string, key: string) => new RegExp(`^${key}:\\s+(.*)$`, 'm').exec(out)?.[1];
 
-// Every step starts the real executable (a fresh process from source: ~0.6 s warm, several seconds on a cold
-// transform cache or a loaded machine), so the walk-throughs get more than the default 30 s.
-describe('watchword acl (the real executable against a real daemon)', { timeout: 120_000 }, () => {
+// Every command line runs in this process (the same command tree the executable runs, its output captured),
+// against a real daemon; the help test also runs the real executable.
+describe('watchword acl (the command tree against a real daemon)', () => {
   let d: TestDaemon;
   let dir: { path: string; remove: () => Promise<void> };
   let env: Record<string, string>;
@@ -214,14 +228,18 @@ describe('watchword acl (the real executable against a real daemon)', { timeout:
     const del = await watchword(['acl', 'auth-method', 'delete', '-name', 'ci'], env);
     expect(del.stdout).toContain('Auth method "ci" deleted successfully');
     expect((await watchword(['acl', 'binding-rule', 'read', '-id', ruleID], env)).code).toBe(1);
-  }, 120_000);
+  });
 
   it('lists flags with descriptions in every --help, and exits 0', async () => {
-    const top = await watchword(['--help']);
+    // The real executable once (the agent command lives only there), in-process for the rest.
+    const top = await executable(['--help']);
     expect(top.code).toBe(0);
     expect(top.stdout).toContain('agent [options]');
     expect(top.stdout).toContain('acl');
-    for (const args of [['acl', '--help'], ['acl', 'token', 'create', '--help'], ['acl', 'token', 'update', '-help'], ['acl', 'policy', 'create', '--help'], ['agent', '--help']]) {
+    const agent = await executable(['agent', '--help']);
+    expect(agent.code).toBe(0);
+    expect(agent.stdout).toMatch(/--tls-cert-file <FILE>\s+\S/);
+    for (const args of [['acl', '--help'], ['acl', 'token', 'create', '--help'], ['acl', 'token', 'update', '-help'], ['acl', 'policy', 'create', '--help'], ['tls', 'cert', 'create', '--help']]) {
       const res = await watchword(args);
       expect(res.code, args.join(' ')).toBe(0);
     }

@@ -1,0 +1,52 @@
+import { Command, CommanderError } from 'commander';
+import { VERSION } from '../version.js';
+import { aclCommand } from './acl.js';
+import { normalizeArgv } from './argv.js';
+import { loginCommands } from './auth.js';
+import { type CliIO, attachIO } from './io.js';
+import { operatorCommand } from './operator.js';
+import { snapshotCommand } from './snapshot.js';
+import { tlsCommands } from './tls.js';
+
+/**
+ * The `watchword` command tree, writing through `io`. `extra` adds commands that need the
+ * process itself (the agent: signals, stdin), which main.ts registers.
+ */
+export function buildProgram(io: CliIO, extra?: (program: Command) => void): Command {
+  const program = new Command('watchword')
+    .description('ACL token and role service: one daemon per datacenter')
+    .version(VERSION, '-v, --version')
+    // Usage errors exit 2 (API errors exit 1); set before subcommands so they inherit it.
+    .exitOverride()
+    .configureOutput({ writeOut: (s) => io.out(s), writeErr: (s) => io.err(s) })
+    .showHelpAfterError('(add --help for usage)');
+  attachIO(program, io);
+  extra?.(program);
+  aclCommand(program);
+  snapshotCommand(program);
+  operatorCommand(program);
+  loginCommands(program);
+  tlsCommands(program);
+  return program;
+}
+
+/** Every long flag name in the command tree, so `-flag` can be read as `--flag`. */
+function longFlags(cmd: Command, into = new Set<string>()): Set<string> {
+  for (const o of cmd.options) if (o.long) into.add(o.long.replace(/^--/, ''));
+  for (const sub of cmd.commands) longFlags(sub, into);
+  into.add('help');
+  return into;
+}
+
+/** Runs one command line (without the executable's name); resolves with its exit code. */
+export async function runCli(argv: readonly string[], io: CliIO, extra?: (program: Command) => void): Promise<number> {
+  let code = 0;
+  const program = buildProgram({ ...io, setExitCode: (c) => { code = c; io.setExitCode(c); } }, extra);
+  try {
+    await program.parseAsync(normalizeArgv(argv, longFlags(program)), { from: 'user' });
+  } catch (err) {
+    if (!(err instanceof CommanderError)) throw err;
+    code = err.exitCode === 0 ? 0 : 2;
+  }
+  return code;
+}
