@@ -4,7 +4,7 @@ import { type Command, Option } from 'commander';
 import { processIO } from './cli/io.js';
 import { runCli } from './cli/program.js';
 import { ConfigError, envName, flagName, loadConfig } from './config/load.js';
-import { type ConfigKey, configKeys } from './config/schema.js';
+import { type Config, type ConfigKey, configKeys } from './config/schema.js';
 import type { Daemon } from './daemon.js';
 
 const AGENT_FLAGS: Record<ConfigKey, { arg: string; help: string }> = {
@@ -72,7 +72,7 @@ function agentCommand(program: Command): void {
     cmd.addOption(new Option(`${flagName(key)} ${value}`, `${help} [env ${envName(key)}]`));
   }
   cmd.action(async (opts: Record<string, unknown>) => {
-    let config;
+    let config: Config;
     try {
       const flags: Partial<Record<ConfigKey, unknown>> = {};
       for (const key of configKeys) if (opts[camel(key)] !== undefined) flags[key] = opts[camel(key)];

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { z } from 'zod';
+import type { z } from 'zod';
 import { type Config, type ConfigKey, configKeys, configSchema } from './schema.js';
 
 export class ConfigError extends Error {

@@ -104,7 +104,7 @@ function tokenize(text: string): Token[] {
       out.push({ t: 'number', v: m[0], col });
       i += m[0].length;
     } else if (/[A-Za-z_]/.test(c)) {
-      const m = /^[A-Za-z_][A-Za-z0-9_\-]*/.exec(text.slice(i)) as RegExpExecArray;
+      const m = /^[A-Za-z_][A-Za-z0-9_-]*/.exec(text.slice(i)) as RegExpExecArray;
       out.push({ t: 'ident', v: m[0], col });
       i += m[0].length;
     } else {

@@ -1,5 +1,5 @@
-import { z } from 'zod';
-import { WatchwordError, invalid } from '../domain/errors.js';
+import type { z } from 'zod';
+import { type WatchwordError, invalid } from '../domain/errors.js';
 
 const MAX_DEPTH = 32;
 

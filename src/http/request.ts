@@ -32,7 +32,7 @@ export function requestSecret(request: FastifyRequest): string | undefined {
   const auth = header(request, 'authorization');
   if (auth) {
     const m = /^Bearer\s+(.+)$/i.exec(auth.trim());
-    if (m && m[1]) return m[1].trim();
+    if (m?.[1]) return m[1].trim();
   }
   return undefined;
 }

@@ -138,7 +138,7 @@ function localTokensOf(tx: Tx, method: AuthMethodRecord): TokenRecord[] {
   return tx
     .tokenIDsOfAuthMethod(method.Name)
     .map((id) => tx.getToken(id))
-    .filter((t): t is TokenRecord => t !== undefined && t.Local && t.Partition === method.Partition && (t.AuthMethodNamespace ?? t.Namespace) === method.Namespace);
+    .filter((t): t is TokenRecord => t?.Local === true && t.Partition === method.Partition && (t.AuthMethodNamespace ?? t.Namespace) === method.Namespace);
 }
 
 /** Applies log entries in order, each at its own local index, and moves the cursor in the same batch. */

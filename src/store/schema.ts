@@ -183,7 +183,7 @@ export const META = {
 
 export const hex = (n: number): string => n.toString(16).padStart(16, '0');
 /** The exclusive upper bound of every key starting with `prefix`. */
-export const prefixEnd = (prefix: string): string => prefix + '\uffff';
+export const prefixEnd = (prefix: string): string => `${prefix}\uffff`;
 export const LOG_PREFIX = key('l', '');
 export const logKey = (index: number): string => key('l', hex(index));
 

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { X509Certificate, createPrivateKey } from 'node:crypto';
+import { type KeyObject, X509Certificate, createPrivateKey } from 'node:crypto';
 
 /** Certificate, key and CA as read from their files, checked to belong together. */
 export interface TlsMaterial {
@@ -55,7 +55,7 @@ export function loadTlsFiles(files: TlsFiles, settings = 'tls'): TlsMaterial {
   const cert = read(certSetting, files.certFile);
   const [certificate] = certificates(certSetting, files.certFile, cert) as [X509Certificate];
   const key = read(keySetting, files.keyFile);
-  let privateKey;
+  let privateKey: KeyObject;
   try {
     privateKey = createPrivateKey(key);
   } catch {

@@ -211,7 +211,7 @@ describe('Election (the coordinator’s decisions, without etcd)', () => {
     expect(etcd.leases.has(oldLease)).toBe(false);
     expect(e.isLeader(5200)).toBe(true);
     expect(e.leader(5200)?.term).toBeGreaterThan(oldTerm);
-    expect(e.takeNotes().join('\n')).toMatch(/lease \d+ is no longer surely alive[^]*resigned: the leader key is off lease \d+, which is revoked[^]*won the election/);
+    expect(e.takeNotes().join('\n')).toMatch(/lease \d+ is no longer surely alive[\s\S]*resigned: the leader key is off lease \d+, which is revoked[\s\S]*won the election/);
   });
 
   it('a retired lease is resigned even when etcd expired it meanwhile (revoke of a lease etcd no longer knows is done)', () => {

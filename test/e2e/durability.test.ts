@@ -44,15 +44,15 @@ describe('durability across SIGKILL', () => {
     expect(acknowledged.length).toBeLessThan(total);
 
     agent = await spawnAgent(dir.path, ['--initial-management-token', SECRET]);
-    const after = apiFor(agent.url, SECRET);
+    const afterRestart = apiFor(agent.url, SECRET);
     const missing: string[] = [];
     for (const id of acknowledged) {
-      const res = await after('GET', `/v1/acl/token/${id}`);
+      const res = await afterRestart('GET', `/v1/acl/token/${id}`);
       if (res.status !== 200) missing.push(id);
     }
     expect(missing).toEqual([]);
     // Every stored token is whole: the list decodes and each item is a complete token.
-    const list = await after('GET', '/v1/acl/tokens');
+    const list = await afterRestart('GET', '/v1/acl/tokens');
     expect(list.status).toBe(200);
     for (const t of list.body) expect(t.Hash).toBeTypeOf('string');
     expect(await agent.stop()).toBe(0);
@@ -96,8 +96,8 @@ describe('durability across SIGKILL', () => {
     expect(seen.size).toBeGreaterThan(0);
 
     agent = await spawnAgent(dir.path, ['--initial-management-token', SECRET]);
-    const after = apiFor(agent.url, SECRET);
-    const present = new Set(((await after('GET', '/v1/acl/tokens')).body as Array<{ AccessorID: string }>).map((t) => t.AccessorID));
+    const afterRestart = apiFor(agent.url, SECRET);
+    const present = new Set(((await afterRestart('GET', '/v1/acl/tokens')).body as Array<{ AccessorID: string }>).map((t) => t.AccessorID));
     expect([...seen].filter((id) => !present.has(id))).toEqual([]);
     expect(await agent.stop()).toBe(0);
   });

@@ -46,7 +46,7 @@ export function apiFor(url: string, defaultToken?: string): Api {
     }
     const res = await fetch(url + path, { method, headers, ...(body !== undefined ? { body } : {}) });
     const text = await res.text();
-    let parsed: unknown = undefined;
+    let parsed: unknown ;
     try {
       parsed = text === '' ? undefined : JSON.parse(text);
     } catch {
