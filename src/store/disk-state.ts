@@ -1,0 +1,144 @@
+import type { Level } from 'level';
+import { WatchwordError } from '../domain/errors.js';
+import type { Scope } from '../domain/types.js';
+import { type MemTable, type Tables, newTables } from './memory.js';
+import { RECORD_CHECKS } from './record-check.js';
+import { bootstrapStateSchema, decodeRaw, decodeWith, encode } from './records.js';
+import { FORMAT1_COUNT_PREFIX, FORMAT1_INDEX_PREFIXES, FORMAT_VERSION, META, SEP as SEP_CHAR, TABLES, TABLE_NAMES, type TableDef, type TableName, key, prefixEnd } from './schema.js';
+import type { WatchTable } from './store.js';
+
+/**
+ * The store as the disk holds it: reading every record into memory at start-up (each
+ * checked), the format version and its upgrades, the datacenter a data dir belongs to,
+ * and a leader's key/value pairs decoded and checked as a follower receives them.
+ */
+
+type AnyTable = MemTable<unknown, string>;
+
+export const WATCH_TABLES: readonly WatchTable[] = [...TABLE_NAMES, 'bootstrap'];
+
+export type DecodedPair =
+  | { kind: 'record'; table: TableName; id: string; record: unknown | null }
+  | { kind: 'meta'; key: string; value: unknown; table?: WatchTable }
+  | { kind: 'other' };
+
+const RECORD_PREFIXES = new Map<string, TableName>((Object.keys(TABLES) as TableName[]).map((t) => [key(TABLES[t].prefix, ''), t]));
+const TABLE_INDEX_KEYS = new Map<string, WatchTable>(WATCH_TABLES.map((t) => [META.tableIndex(t), t]));
+const META_PREFIX = key('m', '');
+
+/** A key/value pair of a leader's batch, decoded and checked as records read from disk are. */
+export function decodePair(k: string, v: Uint8Array | null): DecodedPair {
+  const sep = k.indexOf(SEP_CHAR);
+  const table = sep > 0 ? RECORD_PREFIXES.get(k.slice(0, sep + 1)) : undefined;
+  if (table !== undefined) {
+    const id = k.slice(sep + 1);
+    if (v === null) return { kind: 'record', table, id, record: null };
+    let record: unknown;
+    try {
+      record = decodeRaw(v);
+    } catch (err) {
+      throw new WatchwordError('INTERNAL', `a replicated ${table.slice(0, -1)} ${id} cannot be decoded: ${(err as Error).message}`);
+    }
+    if (!RECORD_CHECKS[table](record)) throw new WatchwordError('INTERNAL', `a replicated ${table.slice(0, -1)} ${id} is not a well-formed record`);
+    return { kind: 'record', table, id, record };
+  }
+  if (k.startsWith(META_PREFIX)) {
+    if (v === null) return { kind: 'meta', key: k, value: undefined };
+    const value = k === META.bootstrap ? decodeWith(bootstrapStateSchema, v, 'bootstrap state') : decodeRaw(v);
+    const t = TABLE_INDEX_KEYS.get(k);
+    return t === undefined ? { kind: 'meta', key: k, value } : { kind: 'meta', key: k, value, table: t };
+  }
+  return { kind: 'other' };
+}
+
+/** Metadata and tables as the disk holds them. */
+export interface DiskState {
+  meta: Map<string, unknown>;
+  tables: Tables;
+}
+
+/** Reads metadata and every record into fresh memory tables, validating each. */
+export async function readState(db: Level<string, Uint8Array>): Promise<DiskState> {
+  const meta = new Map<string, unknown>();
+  const tables = newTables();
+  for await (const [k, v] of db.iterator({ gte: key('m', ''), lt: prefixEnd(key('m', '')) })) {
+    meta.set(k, k === META.bootstrap ? decodeWith(bootstrapStateSchema, v, 'bootstrap state') : decodeRaw(v));
+  }
+  const intern = new Map<string, string>();
+  const shared = (s: string): string => {
+    let v = intern.get(s);
+    if (v === undefined) {
+      if (intern.size < 10_000) intern.set(s, s);
+      v = s;
+    }
+    return v;
+  };
+  for (const name of TABLE_NAMES) {
+    const def = TABLES[name] as TableDef<Scope & object, string>;
+    const table = tables[name] as AnyTable;
+    const prefix = key(def.prefix, '');
+    const check = RECORD_CHECKS[name];
+    // Values only, in big batches: a few native round trips and no promise per record.
+    const values = db.values({ gte: prefix, lt: prefixEnd(prefix), highWaterMarkBytes: 8 * 1024 * 1024 });
+    try {
+      for (let batch = await values.nextv(10_000); batch.length > 0; batch = await values.nextv(10_000)) {
+        for (const v of batch) {
+          let record: unknown;
+          try {
+            record = decodeRaw(v);
+          } catch (err) {
+            throw new WatchwordError('INTERNAL', `a stored ${name.slice(0, -1)} is corrupt (${table.size} read before it): ${(err as Error).message}`, { cause: err });
+          }
+          if (!check(record)) {
+            const id = (record as Record<string, unknown> | null)?.[name === 'tokens' ? 'AccessorID' : name === 'authMethods' ? 'Name' : 'ID'];
+            throw new WatchwordError('INTERNAL', `stored ${name.slice(0, -1)} ${typeof id === 'string' ? id : '(no ID)'} is corrupt: not a well-formed record`);
+          }
+          // Namespaces and partitions repeat across records: keep one copy of each.
+          (record as Scope).Namespace = shared((record as Scope).Namespace);
+          (record as Scope).Partition = shared((record as Scope).Partition);
+          table.put(record as Scope, true);
+        }
+      }
+    } finally {
+      await values.close();
+    }
+    table.finishLoading();
+  }
+  return { meta, tables };
+}
+
+/** Records which datacenter a store belongs to, and refuses one of another datacenter. */
+export async function claimDatacenter(db: Level<string, Uint8Array>, dir: string, datacenter: string, sync: boolean): Promise<void> {
+  const bytes = await db.get(META.datacenter);
+  if (bytes === undefined) {
+    await db.put(META.datacenter, encode(datacenter), { sync });
+    return;
+  }
+  const owner = String(decodeRaw(bytes));
+  if (owner !== datacenter) {
+    throw new WatchwordError('INTERNAL', `the store in ${dir} belongs to datacenter ${owner}, not ${datacenter}; start it as ${owner} or give ${datacenter} a data dir of its own`);
+  }
+}
+
+/**
+ * Brings a data dir to FORMAT_VERSION. Format 1 stored secondary-index keys and counts
+ * next to the records; they are rebuilt in memory now, so upgrading deletes them. A
+ * data dir written by a newer format is refused.
+ */
+export async function upgradeFormat(db: Level<string, Uint8Array>, dir: string, sync: boolean): Promise<void> {
+  const bytes = await db.get(META.format);
+  const format = bytes === undefined ? undefined : Number(decodeRaw(bytes));
+  if (format !== undefined && !(format >= 1 && format <= FORMAT_VERSION)) {
+    throw new WatchwordError('INTERNAL', `the store in ${dir} has format ${format}, newer than this build reads (${FORMAT_VERSION}); run a newer watchword`);
+  }
+  if (format === FORMAT_VERSION) return;
+  for (const prefix of [...FORMAT1_INDEX_PREFIXES, FORMAT1_COUNT_PREFIX]) {
+    for (;;) {
+      const keys: string[] = [];
+      for await (const k of db.keys({ gte: prefix, lt: prefixEnd(prefix), limit: 10_000 })) keys.push(k);
+      if (keys.length === 0) break;
+      await db.batch(keys.map((k) => ({ type: 'del' as const, key: k })));
+    }
+  }
+  await db.put(META.format, encode(FORMAT_VERSION), { sync });
+}

@@ -1,0 +1,141 @@
+import type { BootstrapState } from '../domain/types.js';
+import { type DecodedPair, type DiskState, WATCH_TABLES } from './disk-state.js';
+import { type MemTable, type Tables, newTables } from './memory.js';
+import { META } from './schema.js';
+import type { LogEntry, WatchTable } from './store.js';
+import type { TableOp } from './store-tx.js';
+
+type AnyTable = MemTable<unknown, string>;
+const ZERO_BOOTSTRAP: BootstrapState = { Bootstrapped: false, ResetIndex: 0 };
+
+/** What a durable commit changes in memory. */
+export interface DurableChange {
+  tableOps: readonly TableOp[];
+  meta: ReadonlyArray<[string, unknown]>;
+  index: number;
+  tables: ReadonlyMap<WatchTable, number>;
+  entries: readonly LogEntry[];
+  /** A change log this commit starts (restore). */
+  newLogID?: string;
+}
+
+/** What applying changes did, for the watchers. */
+export interface Applied {
+  /** The index before. */
+  from: number;
+  /** Each table the changes touched, with its index now. */
+  tables: Map<WatchTable, number>;
+  entries: LogEntry[];
+  /** The changes started a new change log. */
+  logReset: boolean;
+}
+
+/**
+ * The durable state in memory (as etcd keeps an in-memory index over its backend): every
+ * record with its indexes, the metadata, the index and each table's index, the change-log
+ * identity and the HA batch position. It changes only once a write is on disk; readers
+ * and transactions read it without touching the disk. Indexes never move backward, except
+ * when a follower takes its leader's whole history.
+ */
+export class DurableState {
+  tables: Tables = newTables();
+  readonly meta = new Map<string, unknown>();
+  private readonly tableIndexes = new Map<WatchTable, number>();
+  /** The highest durable index. */
+  index = 0;
+  logID: string;
+  /** Change-log entries up to here were trimmed. */
+  trimmedUpTo = 0;
+  /** HA: the last durable batch. */
+  seq = 0;
+  term = 0;
+
+  constructor(logID: string) {
+    this.logID = logID;
+  }
+
+  tableIndex(table: WatchTable): number {
+    return this.tableIndexes.get(table) ?? 0;
+  }
+
+  bootstrap(): BootstrapState {
+    return (this.meta.get(META.bootstrap) as BootstrapState | undefined) ?? ZERO_BOOTSTRAP;
+  }
+
+  /** Takes what the disk holds (at open, after a recovery that finds more on disk, after a follower's snapshot). */
+  adopt(disk: DiskState, options: { indexesMayGoBack?: boolean } = {}): void {
+    if (options.indexesMayGoBack) {
+      this.index = 0;
+      this.tableIndexes.clear();
+    }
+    this.meta.clear();
+    for (const [k, v] of disk.meta) this.meta.set(k, v);
+    const num = (k: string): number => Number(this.meta.get(k) ?? 0);
+    this.index = Math.max(this.index, num(META.index));
+    this.trimmedUpTo = num(META.logTrimmed);
+    this.seq = num(META.serverSeq);
+    this.term = num(META.serverTerm);
+    const logID = this.meta.get(META.logID);
+    if (typeof logID === 'string') this.logID = logID;
+    for (const t of WATCH_TABLES) this.tableIndexes.set(t, Math.max(this.tableIndex(t), num(META.tableIndex(t))));
+    this.tables = disk.tables;
+  }
+
+  /** A durable group of commits, in order. */
+  applyCommits(group: readonly DurableChange[]): Applied {
+    const from = this.index;
+    const tables = new Map<WatchTable, number>();
+    let entries: LogEntry[] = [];
+    let logReset = false;
+    for (const c of group) {
+      if (c.newLogID !== undefined) {
+        this.logID = c.newLogID;
+        entries = [];
+        logReset = true;
+      }
+      for (const op of c.tableOps) {
+        const t = this.tables[op.table] as AnyTable;
+        if (op.record === null) t.delete(op.id);
+        else t.put(op.record);
+      }
+      for (const [k, v] of c.meta) this.meta.set(k, v);
+      this.index = Math.max(this.index, c.index);
+      for (const [t, idx] of c.tables) {
+        this.tableIndexes.set(t, Math.max(this.tableIndex(t), idx));
+        tables.set(t, this.tableIndex(t));
+      }
+      entries.push(...c.entries);
+    }
+    return { from, tables, entries, logReset };
+  }
+
+  /** A follower's batch from its leader, as decoded key/value pairs. */
+  applyPairs(decoded: readonly DecodedPair[]): Applied {
+    const from = this.index;
+    const tables = new Map<WatchTable, number>();
+    for (const d of decoded) {
+      if (d.kind === 'record') {
+        const t = this.tables[d.table] as AnyTable;
+        if (d.record === null) t.delete(d.id);
+        else t.put(d.record);
+      } else if (d.kind === 'meta') {
+        if (d.value === undefined) this.meta.delete(d.key);
+        else this.meta.set(d.key, d.value);
+        if (d.key === META.index) this.index = Number(d.value ?? 0);
+        else if (d.key === META.logID && typeof d.value === 'string') this.logID = d.value;
+        else if (d.key === META.logTrimmed) this.trimmedUpTo = Number(d.value ?? 0);
+        else if (d.table !== undefined) {
+          const idx = Number(d.value ?? 0);
+          this.tableIndexes.set(d.table, idx);
+          tables.set(d.table, idx);
+        }
+      }
+    }
+    return { from, tables, entries: [], logReset: false };
+  }
+
+  /** Every watched table with its index (a history replaced: every waiter looks again). */
+  allTables(): Map<WatchTable, number> {
+    return new Map(WATCH_TABLES.map((t) => [t, this.tableIndex(t)]));
+  }
+}

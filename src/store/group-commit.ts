@@ -1,0 +1,167 @@
+import type { Level } from 'level';
+import { isWatchwordError } from '../domain/errors.js';
+import type { DurableChange, DurableState } from './durable-state.js';
+import type { LayerEntry } from './memory.js';
+import { encode } from './records.js';
+import { META } from './schema.js';
+import type { BatchReplicator, Durability, WatchTable } from './store.js';
+
+export type BatchOp = { type: 'put'; key: string; value: Uint8Array } | { type: 'del'; key: string };
+
+/** A transaction accepted and waiting for its group's write. */
+export interface QueuedCommit extends DurableChange {
+  ops: BatchOp[];
+  /** Layer entries this commit put in `pending`, dropped once durable. */
+  layer: Array<[string, LayerEntry]>;
+  tables: Map<WatchTable, number>;
+  sync: boolean;
+  resolve: () => void;
+  reject: (err: unknown) => void;
+}
+
+export interface CommitterOptions {
+  db: Level<string, Uint8Array>;
+  durability: Durability;
+  /** Tests only: makes disk writes fail on demand. */
+  faults?: { writeError?: () => Error | undefined };
+  state: DurableState;
+  /** HA leader: copies every group to the followers (undefined otherwise). */
+  replicator(): BatchReplicator | undefined;
+  /** A group is on disk (and on the synchronous followers, unless `remoteError`): apply and answer. */
+  durable(group: QueuedCommit[], remoteError: unknown): void;
+  /** A write failed: nothing of `failed` is durable. */
+  failed(err: unknown, failed: QueuedCommit[]): void;
+}
+
+/**
+ * Group commit (as etcd's batch_tx): accepted transactions queue; one writer writes each
+ * group as one LevelDB batch with one sync, the highest index and table indexes once per
+ * group, and starts the next group's write as soon as one is on disk, before the finished
+ * group is applied and answered, so the disk is never idle while work waits. On an HA
+ * leader each group is also a numbered batch sent to the followers while it is written.
+ */
+export class GroupCommitter {
+  private queue: QueuedCommit[] = [];
+  private writing = false;
+  /** Highest batch seq handed out (never reused, even when its write failed). */
+  seq = 0;
+
+  constructor(private readonly options: CommitterOptions) {}
+
+  push(commit: QueuedCommit): void {
+    this.queue.push(commit);
+    void this.flush();
+  }
+
+  /** Whether anything is queued or being written. */
+  get busy(): boolean {
+    return this.writing || this.queue.length > 0;
+  }
+
+  /** Resolves once every accepted commit has been written (or refused). */
+  async drain(): Promise<void> {
+    while (this.busy) await new Promise<void>((resolve) => setImmediate(resolve));
+  }
+
+  /** Writes a group as one batch; resolves with the followers' error, if they failed it. */
+  private async write(group: QueuedCommit[]): Promise<unknown> {
+    const { db, state } = this.options;
+    const replicator = this.options.replicator();
+    // Fencing: a leader that may have lost its lease writes nothing more.
+    replicator?.checkLeadership();
+    // The chained form: several times faster than the array form for big batches.
+    const batch = db.batch();
+    const pairs: Array<[string, Uint8Array | null]> | undefined = replicator ? [] : undefined;
+    const put = (k: string, v: Uint8Array): void => {
+      batch.put(k, v);
+      pairs?.push([k, v]);
+    };
+    let index = 0;
+    const tables = new Map<WatchTable, number>();
+    for (const c of group) {
+      for (const op of c.ops) {
+        if (op.type === 'put') put(op.key, op.value);
+        else {
+          batch.del(op.key);
+          pairs?.push([op.key, null]);
+        }
+      }
+      index = Math.max(index, c.index);
+      for (const [t, idx] of c.tables) tables.set(t, Math.max(tables.get(t) ?? 0, idx));
+    }
+    if (index > 0) put(META.index, encode(index));
+    for (const [t, idx] of tables) put(META.tableIndex(t), encode(idx));
+    const injected = this.options.faults?.writeError?.();
+    if (injected) {
+      void batch.close();
+      throw injected;
+    }
+    const sync = this.options.durability === 'fsync' && group.some((c) => c.sync);
+    if (!replicator || !pairs) {
+      await batch.write({ sync });
+      return undefined;
+    }
+    const seq = ++this.seq;
+    const term = replicator.term();
+    put(META.serverSeq, encode(seq));
+    put(META.serverTerm, encode(term));
+    // Sent to the followers while the local write runs; a failure there is reported, not thrown.
+    const remote = replicator.replicate({ seq, term, prev: state.seq, ops: pairs }).then(
+      () => undefined,
+      (err: unknown) => err ?? new Error('replication failed'),
+    );
+    try {
+      await batch.write({ sync: true });
+    } catch (err) {
+      replicator.localWriteFailed();
+      throw err;
+    }
+    state.seq = seq;
+    state.term = term;
+    return remote;
+  }
+
+  /** The writer: one group at a time, in order. */
+  private async flush(): Promise<void> {
+    if (this.writing || this.queue.length === 0) return;
+    this.writing = true;
+    let group = this.queue;
+    this.queue = [];
+    let writing = this.write(group);
+    for (;;) {
+      let remoteError: unknown;
+      try {
+        remoteError = await writing;
+      } catch (err) {
+        const failed = [...group, ...this.queue];
+        this.queue = [];
+        this.writing = false;
+        this.options.failed(err, failed);
+        return;
+      }
+      const next = this.queue;
+      this.queue = [];
+      if (next.length > 0) writing = this.write(next);
+      // Fencing at the moment of acknowledging too: a leader whose lease lapsed while the
+      // group was being copied keeps it (durable here and on the synchronous set) but
+      // acknowledges nothing more; callers learn the outcome is unknown.
+      const replicator = this.options.replicator();
+      if (remoteError === undefined && replicator) {
+        try {
+          replicator.checkLeadership();
+        } catch (err) {
+          remoteError = err;
+        }
+      }
+      this.options.durable(group, remoteError);
+      if (next.length === 0) break;
+      group = next;
+    }
+    this.writing = false;
+    // Something queued while the last group was applied.
+    if (this.queue.length > 0) void this.flush();
+  }
+}
+
+/** A fenced leader wrote nothing: its refusal is not a disk fault. */
+export const isFencing = (err: unknown): boolean => isWatchwordError(err) && err.code === 'NO_LEADER';

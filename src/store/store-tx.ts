@@ -1,0 +1,268 @@
+import type { BootstrapState, AuthMethodRecord, BindingRuleRecord, PolicyRecord, RoleRecord, Scope, TokenRecord } from '../domain/types.js';
+import { type LayerEntry, type MemTable, type Tables, layerKey } from './memory.js';
+import { META, type RecordTypes, TABLES, type TableDef, type TableName, authMethodID, keysOf, nameKey } from './schema.js';
+import type { Change, LogEntry, Tx, Unstamped, WatchTable } from './store.js';
+
+/** A record written or deleted by a transaction, applied to memory once durable. */
+export type TableOp = { table: TableName; id: string; record: unknown | null };
+
+/** What a transaction reads beneath its own writes, and where it takes its indexes. */
+export interface TxBase {
+  /** Accepted writes not yet durable. */
+  readonly pending: ReadonlyMap<string, LayerEntry>;
+  /** The durable tables. */
+  readonly tables: Tables;
+  bootstrap(): BootstrapState;
+  allocateIndex(): number;
+}
+
+type AnyTable = MemTable<unknown, string>;
+
+/**
+ * A transaction over layers: its own writes, then every accepted write not yet durable
+ * (`pending`), then the durable tables. Synchronous from start to end.
+ */
+export class StoreTx implements Tx {
+  readonly layer = new Map<string, LayerEntry>();
+  readonly tableOps: TableOp[] = [];
+  readonly meta: Array<[string, unknown]> = [];
+  readonly touched = new Map<WatchTable, number>();
+  private readonly changes = new Map<number, Change[]>();
+  private allocated: number | undefined;
+  /** A new change-log identity, when this transaction starts one. */
+  newLogID: string | undefined;
+
+  constructor(private readonly store: TxBase) {}
+
+  get index(): number {
+    if (this.allocated === undefined) this.allocated = this.store.allocateIndex();
+    return this.allocated;
+  }
+
+  nextIndex(): number {
+    this.allocated = this.store.allocateIndex();
+    return this.allocated;
+  }
+
+  get lastIndex(): number | undefined {
+    return this.allocated;
+  }
+
+  get isEmpty(): boolean {
+    return this.tableOps.length === 0 && this.meta.length === 0;
+  }
+
+  private lookup(k: string): LayerEntry | undefined {
+    return this.layer.get(k) ?? this.store.pending.get(k);
+  }
+
+  getRecord<T extends TableName>(table: T, id: string): RecordTypes[T] | undefined {
+    const e = this.lookup(layerKey.record(table, id));
+    if (e) return (e.value ?? undefined) as RecordTypes[T] | undefined;
+    return (this.store.tables[table] as AnyTable).get(id) as RecordTypes[T] | undefined;
+  }
+
+  private uniqueID(table: TableName, index: string, k: string): string | undefined {
+    const e = this.lookup(layerKey.unique(table, index, k));
+    if (e) return (e.value as string | null) ?? undefined;
+    return (this.store.tables[table] as AnyTable).uniqueID(index, k);
+  }
+
+  private byUnique<T extends TableName>(table: T, index: string, k: string): RecordTypes[T] | undefined {
+    const id = this.uniqueID(table, index, k);
+    return id === undefined ? undefined : this.getRecord(table, id);
+  }
+
+  getToken(accessor: string): TokenRecord | undefined {
+    return this.getRecord('tokens', accessor);
+  }
+
+  getTokenBySecret(secret: string): TokenRecord | undefined {
+    return this.byUnique('tokens', 'secret', secret);
+  }
+
+  isSecretInUse(secret: string): boolean {
+    return this.uniqueID('tokens', 'secret', secret) !== undefined;
+  }
+
+  getPolicy(id: string): PolicyRecord | undefined {
+    return this.getRecord('policies', id);
+  }
+
+  getPolicyByName(scope: Scope, name: string): PolicyRecord | undefined {
+    return this.byUnique('policies', 'name', nameKey(scope.Partition, scope.Namespace, name));
+  }
+
+  getRole(id: string): RoleRecord | undefined {
+    return this.getRecord('roles', id);
+  }
+
+  getRoleByName(scope: Scope, name: string): RoleRecord | undefined {
+    return this.byUnique('roles', 'name', nameKey(scope.Partition, scope.Namespace, name));
+  }
+
+  getAuthMethod(scope: Scope, name: string): AuthMethodRecord | undefined {
+    return this.getRecord('authMethods', authMethodID(scope.Partition, scope.Namespace, name));
+  }
+
+  getBindingRule(id: string): BindingRuleRecord | undefined {
+    return this.getRecord('bindingRules', id);
+  }
+
+  tokenIDsOfAuthMethod(name: string): string[] {
+    return this.idsIn('tokens', (this.store.tables.tokens.members('authMethod', name) ?? []) as Iterable<TokenRecord>, (t) => t.AccessorID, (t) => t.AuthMethod === name);
+  }
+
+  ruleIDsOfAuthMethod(methodID: string): string[] {
+    return this.idsIn('bindingRules', this.store.tables.bindingRules.members('method', methodID) ?? [], (r) => r.ID, (r) => authMethodID(r.Partition, r.Namespace, r.AuthMethod) === methodID);
+  }
+
+  /** IDs of durable index members, with the writes accepted since (pending and this transaction's) laid over them. */
+  private idsIn<R>(table: TableName, durable: Iterable<R>, id: (r: R) => string, wanted: (r: R) => boolean): string[] {
+    const out = new Set<string>();
+    for (const r of durable) out.add(id(r));
+    const prefix = layerKey.record(table, '');
+    for (const layer of [this.store.pending, this.layer]) {
+      for (const [k, e] of layer) {
+        if (!k.startsWith(prefix)) continue;
+        const key = k.slice(prefix.length);
+        if (e.value !== null && wanted(e.value as R)) out.add(key);
+        else out.delete(key);
+      }
+    }
+    return [...out];
+  }
+
+  getBootstrap(): BootstrapState {
+    const e = this.lookup(layerKey.meta(META.bootstrap));
+    if (e) return e.value as BootstrapState;
+    return this.store.bootstrap();
+  }
+
+  allRecords<T extends TableName>(table: T): Array<RecordTypes[T]> {
+    const prefix = layerKey.record(table, '');
+    const overlaid = new Map<string, unknown>();
+    for (const layer of [this.store.pending, this.layer]) {
+      for (const [k, e] of layer) if (k.startsWith(prefix)) overlaid.set(k.slice(prefix.length), e.value);
+    }
+    const out: Array<RecordTypes[T]> = [];
+    for (const [id, r] of (this.store.tables[table] as AnyTable).rows) if (!overlaid.has(id)) out.push(r as RecordTypes[T]);
+    for (const r of overlaid.values()) if (r !== null) out.push(r as RecordTypes[T]);
+    return out;
+  }
+
+  private log(change: Change): void {
+    const list = this.changes.get(this.index);
+    if (list) list.push(change);
+    else this.changes.set(this.index, [change]);
+  }
+
+  private put<R>(def: TableDef<R, string>, input: Unstamped<R>): R {
+    const id = def.id(input as R);
+    const old = this.getRecord(def.name, id) as R | undefined;
+    const index = this.index;
+    const record = { ...input, CreateIndex: (old as { CreateIndex?: number } | undefined)?.CreateIndex ?? index, ModifyIndex: index } as R;
+    for (const [name, idx] of Object.entries(def.indexes)) {
+      if (!idx.unique) continue;
+      const next = keysOf(idx, record);
+      if (old !== undefined) {
+        for (const k of keysOf(idx, old)) {
+          if (!next.includes(k) && this.uniqueID(def.name, name, k) === id) this.layer.set(layerKey.unique(def.name, name, k), { value: null });
+        }
+      }
+      for (const k of next) this.layer.set(layerKey.unique(def.name, name, k), { value: id });
+    }
+    this.layer.set(layerKey.record(def.name, id), { value: record });
+    this.tableOps.push({ table: def.name, id, record });
+    this.touched.set(def.name, index);
+    if (def.isGlobal(record) || (old !== undefined && def.isGlobal(old))) {
+      this.log({ Table: def.name, Op: 'set', ID: id, Value: record } as Change);
+    }
+    return record;
+  }
+
+  private del<R>(def: TableDef<R, string>, id: string): boolean {
+    const old = this.getRecord(def.name, id) as R | undefined;
+    if (old === undefined) return false;
+    for (const [name, idx] of Object.entries(def.indexes)) {
+      if (!idx.unique) continue;
+      for (const k of keysOf(idx, old)) if (this.uniqueID(def.name, name, k) === id) this.layer.set(layerKey.unique(def.name, name, k), { value: null });
+    }
+    this.layer.set(layerKey.record(def.name, id), { value: null });
+    this.tableOps.push({ table: def.name, id, record: null });
+    this.touched.set(def.name, this.index);
+    if (def.isGlobal(old)) this.log({ Table: def.name, Op: 'delete', ID: id });
+    return true;
+  }
+
+  putToken(record: Unstamped<TokenRecord>): TokenRecord {
+    return this.put(TABLES.tokens as TableDef<TokenRecord, string>, record);
+  }
+
+  putPolicy(record: Unstamped<PolicyRecord>): PolicyRecord {
+    return this.put(TABLES.policies as TableDef<PolicyRecord, string>, record);
+  }
+
+  putRole(record: Unstamped<RoleRecord>): RoleRecord {
+    return this.put(TABLES.roles as TableDef<RoleRecord, string>, record);
+  }
+
+  putAuthMethod(record: Unstamped<AuthMethodRecord>): AuthMethodRecord {
+    return this.put(TABLES.authMethods as TableDef<AuthMethodRecord, string>, record);
+  }
+
+  putBindingRule(record: Unstamped<BindingRuleRecord>): BindingRuleRecord {
+    return this.put(TABLES.bindingRules as TableDef<BindingRuleRecord, string>, record);
+  }
+
+  deleteAuthMethod(id: string): boolean {
+    return this.del(TABLES.authMethods as TableDef<AuthMethodRecord, string>, id);
+  }
+
+  deleteBindingRule(id: string): boolean {
+    return this.del(TABLES.bindingRules as TableDef<BindingRuleRecord, string>, id);
+  }
+
+  deleteToken(accessor: string): boolean {
+    return this.del(TABLES.tokens as TableDef<TokenRecord, string>, accessor);
+  }
+
+  deletePolicy(id: string): boolean {
+    return this.del(TABLES.policies as TableDef<PolicyRecord, string>, id);
+  }
+
+  deleteRole(id: string): boolean {
+    return this.del(TABLES.roles as TableDef<RoleRecord, string>, id);
+  }
+
+  putBootstrap(state: BootstrapState): void {
+    this.putMeta(META.bootstrap, state);
+    this.touched.set('bootstrap', this.index);
+    this.log({ Table: 'bootstrap', Op: 'set', ID: 'bootstrap', Value: state });
+  }
+
+  putMeta(metaKey: string, value: unknown): void {
+    this.layer.set(layerKey.meta(metaKey), { value });
+    this.meta.push([metaKey, value]);
+  }
+
+  resetLog(logID: string): void {
+    this.newLogID = logID;
+    this.putMeta(META.logID, logID);
+  }
+
+  /** The log entries of this transaction, in index order (none when it starts a new log). */
+  logEntries(): LogEntry[] {
+    if (this.newLogID !== undefined) return [];
+    return [...this.changes].sort((a, b) => a[0] - b[0]).map(([Index, Changes]) => ({ Index, Changes }));
+  }
+}
+
+/**
+ * The store: committed state in memory with every index (loaded from LevelDB at open),
+ * LevelDB as the durable copy. Transactions are synchronous: they validate against the
+ * newest state and queue their batch; the writer writes everything queued while the
+ * previous write ran as one batch with one sync (group commit), then applies it to the
+ * memory tables readers use. So readers only ever see durable state, and the writer
+ * lock is held for microseconds, never across I/O.
+ */
