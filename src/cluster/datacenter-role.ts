@@ -1,0 +1,210 @@
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import type { OperatorServersResponse, ReplicationStatusResponse } from '../api/schemas.js';
+import { WatchwordError } from '../domain/errors.js';
+import type { FollowerHooks, SecondaryHooks } from '../http/forward.js';
+import type { DatacenterInfo } from '../replication/protocol.js';
+import { REPLICATION_PATH } from '../replication/protocol.js';
+import { PeerClient } from '../replication/primary-client.js';
+import { refuse } from '../replication/primary.js';
+import { type Coordinator, EtcdCoordinator, StaticCoordinator } from './coordinator.js';
+import { type ClusterRole, type RoleDeps, hostOf } from './role.js';
+import { SecretLookup, waitForIndex } from './secret-lookup.js';
+import { SERVERS_PATH } from './server-protocol.js';
+import { ServerGroup } from './servers.js';
+
+const ZERO_TIME = '0001-01-01T00:00:00Z';
+
+/** What primary and secondary share: the servers of the datacenter, and the leader's part. */
+export abstract class DatacenterRole implements ClusterRole {
+  abstract readonly kind: 'primary' | 'secondary';
+  abstract readonly secondary: SecondaryHooks | undefined;
+  group: ServerGroup | undefined;
+  beforeConsistentRead?: () => Promise<void>;
+  lookupUnknownSecret?: (secret: string, client: string | undefined) => Promise<boolean>;
+  private readonly leaderClients = new Map<string, PeerClient>();
+  protected readonly lookups: SecretLookup;
+
+  /** Several servers in this datacenter (the group itself is made once HTTP listens). */
+  protected readonly several: boolean;
+
+  constructor(protected readonly deps: RoleDeps) {
+    this.lookups = new SecretLookup(deps.config.secret_lookup_rate);
+    this.several = deps.config.servers.kind !== 'single';
+    // Several servers: nothing is written here until the coordinator says this server leads.
+    if (this.several) deps.store.setFollower(true);
+  }
+
+  /** The group of servers, with its coordinator; this server's address is known by now. */
+  private createGroup(): ServerGroup {
+    const { config, logger, replication: repl, advertised, transport } = this.deps;
+    const mode = config.servers;
+    const self = { name: mode.kind === 'etcd' ? config.node_name : advertised(), address: advertised() };
+    const coordinator: Coordinator =
+      mode.kind === 'etcd'
+        ? new EtcdCoordinator({
+            endpoints: [...mode.endpoints],
+            datacenter: config.datacenter,
+            self,
+            leaseTTL: mode.leaseMs / 1000,
+            pollMs: this.deps.serverTimings?.pollMs ?? 250,
+            ...transport.etcdClientOptions(),
+            logger,
+          })
+        : new StaticCoordinator(self, mode.kind === 'static' ? mode.peers.map((a) => ({ name: a, address: a })) : []);
+    return new ServerGroup(this.deps.store, coordinator, {
+      name: self.name,
+      datacenter: config.datacenter,
+      address: advertised,
+      transport,
+      syncFollowers: mode.kind === 'single' ? 0 : mode.syncFollowers,
+      syncTimeoutMs: this.deps.serverTimings?.syncTimeoutMs ?? 2000,
+      leaseMs: mode.kind === 'etcd' ? mode.leaseMs : 5000,
+      heartbeatMs: repl.heartbeatMs,
+      deadPeerMs: repl.deadPeerMs,
+      backoffMinMs: Math.min(repl.backoffMinMs, 250),
+      backoffMaxMs: Math.min(repl.backoffMaxMs, 2000),
+      tailBatches: 20_000,
+      logger,
+      onLead: () => this.lead(),
+      onFollow: () => this.follow(),
+    });
+  }
+
+  /** The leader's client, while another server of this datacenter leads. */
+  protected leaderClient(): PeerClient | undefined {
+    const url = this.group?.isLeader() === false ? this.group.leaderURL() : undefined;
+    if (!url) return undefined;
+    let c = this.leaderClients.get(url);
+    if (!c) this.leaderClients.set(url, (c = new PeerClient(url, `${this.deps.config.datacenter} (leader)`, this.deps.transport.fetcher({ datacenter: this.deps.config.datacenter }))));
+    return c;
+  }
+
+  protected waitForLocalIndex = (index: number, timeoutMs: number): Promise<boolean> => waitForIndex(this.deps.store, index, timeoutMs);
+
+  async start(): Promise<void> {
+    if (!this.several) return this.lead();
+    this.group = this.createGroup();
+    await this.group.start();
+  }
+
+  async stop(): Promise<void> {
+    await this.group?.stop();
+    await this.stopReplication();
+  }
+
+  /** This server now leads its datacenter. */
+  private async lead(): Promise<void> {
+    await this.startReplication();
+    await this.deps.leaderParts.start();
+  }
+
+  /** This server no longer leads. */
+  private async follow(): Promise<void> {
+    await this.deps.leaderParts.stop();
+    await this.stopReplication();
+  }
+
+  protected abstract startReplication(): Promise<void>;
+  protected abstract stopReplication(): Promise<void>;
+
+  isLeader(): boolean {
+    return this.several ? (this.group?.isLeader() ?? false) : true;
+  }
+
+  writeTarget(): FollowerHooks | undefined {
+    if (!this.several) return undefined;
+    const group = this.group;
+    if (!group) throw new WatchwordError('NO_LEADER', `no leader is known in datacenter ${this.deps.config.datacenter} yet; try again shortly`);
+    const leader = this.leaderClient();
+    if (leader) return { leader, waitForIndex: this.waitForLocalIndex };
+    if (group.isLeader()) return undefined;
+    // No leader known: writes are refused, not made here.
+    const problem = group.coordinator.problem();
+    throw new WatchwordError('NO_LEADER', `no leader is known in datacenter ${this.deps.config.datacenter}${problem ? ` (this server ${problem})` : ' yet'}; try again shortly`);
+  }
+
+  /** `?consistent` at a follower: reach the leader's current index first. */
+  protected async leaderBarrier(leader: PeerClient): Promise<void> {
+    const index = await leader.currentIndex(2000);
+    if (!(await this.waitForLocalIndex(index, 2500))) {
+      throw new WatchwordError('NO_LEADER', `this server has not caught up with its leader (index ${index}); try again or read without ?consistent`);
+    }
+  }
+
+  abstract checkChosenIDs(ids: { accessor?: string; secret?: string }, local: boolean): Promise<void>;
+  abstract replicationStatus(): ReplicationStatusResponse;
+  abstract reportedDatacenters(): DatacenterInfo[];
+  abstract knownLeader(): boolean;
+  abstract lastContactMs(): number;
+  protected abstract datacenterPeer(ip: string): boolean;
+  protected abstract upgradeReplication(req: IncomingMessage, socket: Duplex, head: Buffer): void;
+
+  isPeerAddress(ip: string): boolean {
+    return (this.group?.coordinator.servers().some((s) => hostOf(`http://${s.address}`) === ip) ?? false) || this.datacenterPeer(ip);
+  }
+
+  leaderAddress(): string {
+    // A server that cannot reach the coordinator knows no leader, not its own stale record.
+    return !this.group || this.group.isLeader() ? this.deps.advertised() : (this.group.otherLeader()?.address ?? '');
+  }
+
+  peers(): string[] {
+    return this.group ? this.group.coordinator.servers().map((s) => s.address) : [this.deps.advertised()];
+  }
+
+  servers(): OperatorServersResponse {
+    const { config, store, advertised } = this.deps;
+    if (this.group) return { Datacenter: config.datacenter, ...this.group.status() };
+    return {
+      Datacenter: config.datacenter,
+      Leader: advertised(),
+      Term: 1,
+      SyncSet: [],
+      RunningWithoutSyncCopy: false,
+      Problem: null,
+      Servers: [{ Name: config.node_name, Address: advertised(), Role: 'leader', Term: 1, AppliedSeq: store.serverPosition().seq, AppliedIndex: store.currentIndex(), LagBatches: 0, InSyncSet: false, Connected: true }],
+    };
+  }
+
+  /** The header naming the leader on a follower's refusals. */
+  protected leaderHeader(): Record<string, string> {
+    const leader = this.group?.otherLeader();
+    return leader && !this.group?.isLeader() ? { 'X-Service-Leader': leader.address } : {};
+  }
+
+  handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    socket.on('error', () => undefined);
+    const { config } = this.deps;
+    const path = new URL(req.url ?? '/', 'http://server').pathname;
+    if (path === SERVERS_PATH) {
+      if (this.group) return this.group.handleUpgrade(req, socket, head, (status, message) => refuse(socket, status, message, this.leaderHeader()));
+      return refuse(socket, 404, `datacenter ${config.datacenter} runs a single server`);
+    }
+    if (path !== REPLICATION_PATH) return refuse(socket, 404, `no WebSocket endpoint at ${path}`);
+    this.upgradeReplication(req, socket, head);
+  }
+}
+
+/** GET /v1/acl/replication where this server does not replicate (the primary, or a follower). */
+export function notReplicating({ config, store }: RoleDeps, secondaries: NonNullable<ReplicationStatusResponse['Secondaries']>): ReplicationStatusResponse {
+  const index = store.currentIndex();
+  return {
+    Enabled: false,
+    Running: false,
+    SourceDatacenter: config.datacenter,
+    ReplicationType: 'tokens',
+    ReplicatedIndex: index,
+    ReplicatedRoleIndex: index,
+    ReplicatedTokenIndex: index,
+    LastSuccess: ZERO_TIME,
+    LastError: ZERO_TIME,
+    LastErrorMessage: '',
+    Connected: false,
+    PrimaryIndex: index,
+    LagEntries: 0,
+    LastContactMs: 0,
+    Secondaries: secondaries,
+  };
+}
+

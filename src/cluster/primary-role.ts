@@ -1,0 +1,84 @@
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import type { ReplicationStatusResponse } from '../api/schemas.js';
+import { conflict } from '../domain/errors.js';
+import type { DatacenterInfo } from '../replication/protocol.js';
+import { ReplicationPrimary, refuse } from '../replication/primary.js';
+import type { RoleDeps } from './role.js';
+import { DatacenterRole, notReplicating } from './datacenter-role.js';
+
+/** The primary datacenter's server: replication starts here when it leads. */
+export class PrimaryRole extends DatacenterRole {
+  readonly kind = 'primary';
+  readonly secondary = undefined;
+  private replication: ReplicationPrimary | undefined;
+
+  constructor(deps: RoleDeps) {
+    super(deps);
+    // A single server leads from the start: secondaries that connect at once find the stream.
+    if (!this.several) void this.startReplication();
+    if (this.several) {
+      this.beforeConsistentRead = async () => {
+        const leader = this.leaderClient();
+        if (leader) await this.leaderBarrier(leader);
+      };
+      this.lookupUnknownSecret = (secret, client) => {
+        // A follower asks its leader: the token may have been created there a moment ago.
+        const leader = this.leaderClient();
+        return leader ? this.lookups.lookUp(secret, client, leader, this.waitForLocalIndex) : Promise.resolve(false);
+      };
+    }
+  }
+
+  protected async startReplication(): Promise<void> {
+    const { store, resolver, logger, replication, config, advertised } = this.deps;
+    // Made at once, with nothing to wait for: a single server's stream is there before HTTP listens.
+    this.replication ??= new ReplicationPrimary(store, resolver, logger, { ...replication, retention: config.log_retention }, { datacenter: config.datacenter, address: advertised, transport: this.deps.transport });
+  }
+
+  protected async stopReplication(): Promise<void> {
+    const r = this.replication;
+    this.replication = undefined;
+    await r?.close();
+  }
+
+  /** A global token's chosen IDs must not be a Local token's at any connected secondary. */
+  async checkChosenIDs(ids: { accessor?: string; secret?: string }, local: boolean): Promise<void> {
+    if (local || !this.replication) return;
+    const wanted = [ids.accessor, ids.secret].filter((id): id is string => id !== undefined);
+    const held = await this.replication.idsHeldBySecondaries(wanted);
+    const by = (id: string | undefined) => held.find((h) => h.id === id);
+    const accessor = by(ids.accessor);
+    if (accessor) throw conflict(`Invalid Token: AccessorID is already in use (by a Local token in datacenter ${accessor.datacenter})`);
+    const secret = by(ids.secret);
+    if (secret) throw conflict(`Invalid Token: SecretID is already in use (by a Local token in datacenter ${secret.datacenter})`);
+  }
+
+  replicationStatus(): ReplicationStatusResponse {
+    return notReplicating(this.deps, this.replication?.secondaries() ?? []);
+  }
+
+  reportedDatacenters(): DatacenterInfo[] {
+    return this.replication?.datacenters() ?? [];
+  }
+
+  protected datacenterPeer(ip: string): boolean {
+    return this.replication?.isPeerAddress(ip) ?? false;
+  }
+
+  knownLeader(): boolean {
+    return true;
+  }
+
+  lastContactMs(): number {
+    return 0;
+  }
+
+  protected upgradeReplication(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    if (this.replication) return void this.replication.upgrade(req, socket, head);
+    const leader = this.group?.otherLeader();
+    const { datacenter } = this.deps.config;
+    refuse(socket, 421, leader ? `this server is a follower; the leader of ${datacenter} is ${leader.name} at ${leader.address}` : `no leader is known in ${datacenter} yet`, this.leaderHeader());
+  }
+}
+

@@ -1,0 +1,9 @@
+import type { ClusterRole, RoleDeps } from './role.js';
+import { PrimaryRole } from './primary-role.js';
+import { SecondaryRole } from './secondary-role.js';
+
+/** This server's role: the primary datacenter's or a secondary's (SPEC §6, §13). */
+export function createClusterRole(deps: RoleDeps): ClusterRole {
+  return deps.config.placement.role === 'primary' ? new PrimaryRole(deps) : new SecondaryRole(deps, deps.config.placement.primaryAddresses);
+}
+

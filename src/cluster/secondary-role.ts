@@ -1,0 +1,120 @@
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import type { ReplicationStatusResponse } from '../api/schemas.js';
+import { WatchwordError, conflict, isWatchwordError } from '../domain/errors.js';
+import { isUUID } from '../domain/ids.js';
+import type { SecondaryHooks } from '../http/forward.js';
+import type { DatacenterInfo } from '../replication/protocol.js';
+import { PeerClient } from '../replication/primary-client.js';
+import { refuse } from '../replication/primary.js';
+import { ReplicationSecondary } from '../replication/secondary.js';
+import type { RoleDeps } from './role.js';
+import { DatacenterRole, notReplicating } from './datacenter-role.js';
+
+/** A secondary datacenter's server: when it leads, it replicates from the primary. */
+export class SecondaryRole extends DatacenterRole {
+  readonly kind = 'secondary';
+  readonly secondary: SecondaryHooks;
+  private replication: ReplicationSecondary | undefined;
+  private readonly primary: PeerClient;
+
+  constructor(
+    deps: RoleDeps,
+    private readonly primaryAddresses: readonly string[],
+  ) {
+    super(deps);
+    const { store, config } = deps;
+    this.primary = new PeerClient(primaryAddresses.join(','), config.primary_datacenter, deps.transport.fetcher({ datacenter: config.primary_datacenter }));
+    const waitForApplied = (index: number, timeoutMs: number) => this.replication?.waitForApplied(index, timeoutMs) ?? Promise.resolve(false);
+    this.secondary = {
+      primary: this.primary,
+      isLocalToken: async (id: string) => isUUID(id) && store.reader.getToken(id)?.Local === true,
+      waitForApplied,
+      localView: async (kind, id) => deps.localView(kind, id),
+      currentIndex: () => store.currentIndex(),
+    };
+    this.beforeConsistentRead = async () => {
+      const leader = this.leaderClient();
+      if (leader) return this.leaderBarrier(leader);
+      // ?consistent on a secondary: reach the primary's current index first, within 5 s.
+      const index = await this.primary.currentIndex(2000);
+      if (!(await waitForApplied(index, 2500))) {
+        throw new WatchwordError('PRIMARY_UNAVAILABLE', `replication has not caught up with the primary (index ${index}); try again or read without ?consistent`);
+      }
+    };
+    this.lookupUnknownSecret = (secret, client) => {
+      const leader = this.leaderClient();
+      if (leader) return this.lookups.lookUp(secret, client, leader, this.waitForLocalIndex);
+      return this.lookups.lookUp(secret, client, this.primary, waitForApplied);
+    };
+  }
+
+  protected async startReplication(): Promise<void> {
+    const { store, logger, metrics, config, replication: repl, advertised } = this.deps;
+    this.replication = new ReplicationSecondary(store, logger, metrics, {
+      transport: this.deps.transport,
+      datacenter: config.datacenter,
+      primaryDatacenter: config.primary_datacenter,
+      primaryAddress: this.primaryAddresses.join(','),
+      ...(config.replication_token ? { token: config.replication_token } : {}),
+      address: advertised,
+      heartbeatMs: repl.heartbeatMs,
+      deadPeerMs: repl.deadPeerMs,
+      backoffMinMs: repl.backoffMinMs,
+      backoffMaxMs: repl.backoffMaxMs,
+    });
+    await this.replication.start();
+  }
+
+  protected async stopReplication(): Promise<void> {
+    const r = this.replication;
+    this.replication = undefined;
+    await r?.stop();
+  }
+
+  /**
+   * IDs chosen for a Local token at a secondary must not be any global token's accessor
+   * or secret (both are checked both ways, as on create). An unreachable primary leaves
+   * only the local checks: Local writes keep working while it is down.
+   */
+  async checkChosenIDs(ids: { accessor?: string; secret?: string }, local: boolean): Promise<void> {
+    const token = this.deps.config.replication_token;
+    if (!local || !token) return;
+    const inUse = async (id: string): Promise<boolean> => (await this.primary.lookupSecret(id, 2000)).found || (isUUID(id) && (await this.primary.accessorExists(id, token, 2000)));
+    try {
+      if (ids.accessor && (await inUse(ids.accessor))) throw conflict('Invalid Token: AccessorID is already in use');
+      if (ids.secret && (await inUse(ids.secret))) throw conflict('Invalid Token: SecretID is already in use');
+    } catch (err) {
+      if (isWatchwordError(err) && err.code === 'CONFLICT') throw err;
+      this.deps.logger.warn({ err: (err as Error).message }, 'cannot check chosen token IDs at the primary; checked here only');
+    }
+  }
+
+  replicationStatus(): ReplicationStatusResponse {
+    // A follower of a secondary datacenter: its leader replicates.
+    return this.replication?.status() ?? notReplicating(this.deps, []);
+  }
+
+  reportedDatacenters(): DatacenterInfo[] {
+    return this.replication?.datacenters() ?? [];
+  }
+
+  protected datacenterPeer(_ip: string): boolean {
+    return false;
+  }
+
+  knownLeader(): boolean {
+    return this.replication?.isConnected() ?? false;
+  }
+
+  lastContactMs(): number {
+    return this.replication?.lastContactMs() ?? 0;
+  }
+
+  protected upgradeReplication(_req: IncomingMessage, socket: Duplex): void {
+    const { config } = this.deps;
+    // Only the primary serves the replication stream; say so rather than drop the socket.
+    refuse(socket, 400, `datacenter ${config.datacenter} is a secondary; replication connects to the primary (${config.primary_datacenter}) at ${this.primaryAddresses.join(',')}`);
+  }
+}
+

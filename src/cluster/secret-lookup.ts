@@ -1,0 +1,57 @@
+import { WatchwordError } from '../domain/errors.js';
+import { RateLimiter } from '../http/rate-limit.js';
+import type { PeerClient } from '../replication/primary-client.js';
+import type { LevelStore } from '../store/level-store.js';
+
+/**
+ * Secrets this server does not hold, looked up where they may have been created (the
+ * leader, or the primary). When found, waits (briefly) for the token to arrive here.
+ * Negative answers are kept for a second; look-ups are limited per client
+ * (RATE_LIMITED past it), so made-up secrets do not each become a trip.
+ */
+export class SecretLookup {
+  private readonly unknown = new Map<string, number>();
+  private readonly limiter: RateLimiter;
+
+  constructor(rate: number) {
+    this.limiter = new RateLimiter(rate, Math.max(1, Math.ceil(rate * 2)));
+  }
+
+  async lookUp(secret: string, client: string | undefined, peer: PeerClient, waitForApplied: (index: number, timeoutMs: number) => Promise<boolean>): Promise<boolean> {
+    const now = Date.now();
+    if ((this.unknown.get(secret) ?? 0) > now) return false;
+    const wait = this.limiter.take(client ?? '');
+    if (wait > 0) {
+      throw new WatchwordError('RATE_LIMITED', `Too many unknown secrets from ${client ?? 'this client'}: secrets this datacenter does not hold are looked up at the primary at most ${this.limiter.rate} times per second per client`, { retryAfter: wait });
+    }
+    try {
+      const { found, index } = await peer.lookupSecret(secret, 2000);
+      if (!found) {
+        if (this.unknown.size >= 10_000) this.unknown.clear();
+        this.unknown.set(secret, now + 1000);
+        return false;
+      }
+      return await waitForApplied(index, 3000);
+    } catch {
+      // Unreachable: answer from what this server holds.
+      return false;
+    }
+  }
+}
+
+/** Resolves true once the store's durable index reaches `index`, false after `timeoutMs`. */
+export function waitForIndex(store: LevelStore, index: number, timeoutMs: number): Promise<boolean> {
+  if (store.currentIndex() >= index) return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const off = store.onCommit((e) => {
+      if (e.index >= index) finish(true);
+    });
+    const timer = setTimeout(() => finish(store.currentIndex() >= index), timeoutMs);
+    function finish(ok: boolean): void {
+      off();
+      clearTimeout(timer);
+      resolve(ok);
+    }
+  });
+}
+

@@ -1,0 +1,363 @@
+import { WebSocket } from 'ws';
+import type { CommitEvent } from '../store/store.js';
+import { Heartbeat } from './heartbeat.js';
+import type { ReplicationPrimary, SecondaryInfo } from './primary.js';
+import { type PrimaryFrame, type SecondaryFrame, FrameError, PROTOCOL_VERSION, decodeFrame, encodeFrame, secondaryFrame } from './protocol.js';
+
+/**
+ * The primary's end of one secondary's stream (SPEC §6.2), and the channel it talks
+ * through: socket-free, so tests feed it frames (test/replication/primary-session.test.ts).
+ */
+
+export type TokenCheck = { ok: true; expires: number | undefined } | { ok: false; status: number; message: string };
+
+/** WebSocket close code of a session whose token stopped being good enough to replicate. */
+export const CLOSE_TOKEN_REVOKED = 4003;
+
+/**
+ * Where a session's frames go: a WebSocket in the daemon (wsChannel), an array in unit
+ * tests. The session never touches a socket itself.
+ */
+export interface FrameChannel {
+  /** Queues a frame; `done` is told once it is written, or why it could not be. */
+  send(frame: PrimaryFrame, done: (err?: Error) => void): void;
+  /** Bytes queued and not yet written (flow control). */
+  readonly buffered: number;
+  readonly open: boolean;
+  close(code: number, reason: string): void;
+  /** Ends the connection at once. */
+  terminate(): void;
+}
+
+/** A WebSocket as a session's channel: its frames in, the session's frames out. */
+export function wsChannel(ws: WebSocket, session: () => Session | undefined): FrameChannel {
+  ws.on('message', (data) => session()?.receiveRaw(data));
+  ws.on('close', () => session()?.ended());
+  ws.on('error', () => undefined);
+  return {
+    send: (frame, done) => {
+      if (ws.readyState !== WebSocket.OPEN) return done(new Error('socket closed'));
+      ws.send(encodeFrame(frame), (err) => done(err ?? undefined));
+    },
+    get buffered() {
+      return ws.bufferedAmount;
+    },
+    get open() {
+      return ws.readyState === WebSocket.OPEN || ws.readyState === WebSocket.CONNECTING;
+    },
+    close: (code, reason) => ws.close(code, reason),
+    terminate: () => ws.terminate(),
+  };
+}
+
+/**
+ * The primary's end of one secondary's stream, without a socket: fed the secondary's
+ * frames (receive), it admits the secondary, sends a snapshot or the log after its
+ * cursor, then every commit, through its FrameChannel, within bounded buffering.
+ */
+export class Session {
+  datacenter = '';
+  address = '';
+  ackedIndex = 0;
+  /** The stream is complete up to this primary index, as far as frames queued to the socket go. */
+  sentUpTo = 0;
+  readonly connectedAt = new Date();
+  private wake: (() => void) | undefined;
+  private closed = false;
+  private readonly heartbeat: Heartbeat;
+  /** The primary's ACL generation the replication token was last checked at. */
+  private authCheckedAt: number;
+  /** When the replication token expires, ms since the epoch. */
+  private tokenExpires: number | undefined;
+  /** With TLS: the datacenter the secondary's certificate proved (its hello must name the same). */
+  private readonly provenDatacenter: string | undefined;
+
+  constructor(
+    private readonly primary: ReplicationPrimary,
+    private readonly channel: FrameChannel,
+    /** Where the connection comes from (the socket's peer address). */
+    readonly remoteAddress: string,
+    /** The replication token's secret: checked again whenever ACL state changes. */
+    private readonly secret: string,
+    authorized: { generation: number; expires: number | undefined; datacenter?: string },
+  ) {
+    this.provenDatacenter = authorized.datacenter;
+    this.authCheckedAt = authorized.generation;
+    this.tokenExpires = authorized.expires;
+    this.heartbeat = new Heartbeat({
+      everyMs: primary.options.heartbeatMs,
+      deadAfterMs: primary.options.deadPeerMs,
+      beat: () => {
+        if (this.tokenExpires !== undefined && this.tokenExpires <= Date.now()) this.stillAuthorized();
+        this.ping();
+      },
+      silent: () => {
+        this.primary.logger.warn({ datacenter: this.datacenter }, 'replication: secondary silent too long; closing');
+        this.channel.terminate();
+      },
+    });
+  }
+
+  /**
+   * Ends the session unless its token still resolves with acl:write. Called before every
+   * frame that carries data: when a commit touched tokens, policies or roles since the
+   * last check (so nothing committed after a revocation is ever sent), and when the
+   * token's expiry time has passed. Returns whether the session may go on.
+   */
+  private stillAuthorized(): boolean {
+    if (this.closed) return false;
+    const expired = this.tokenExpires !== undefined && this.tokenExpires <= Date.now();
+    const generation = this.primary.aclGeneration;
+    if (!expired && generation === this.authCheckedAt) return true;
+    const check = this.primary.checkReplicationToken(this.secret, this.datacenter || undefined);
+    if (check.ok) {
+      this.authCheckedAt = generation;
+      this.tokenExpires = check.expires;
+      return !this.closed;
+    }
+    this.primary.logger.warn({ datacenter: this.datacenter, reason: check.message }, 'replication: closing a session whose token no longer allows it');
+    this.close(CLOSE_TOKEN_REVOKED, `replication token revoked: ${check.message}`);
+    return false;
+  }
+
+  private readonly checks = new Map<number, (inUse: string[]) => void>();
+  private nextCheck = 0;
+
+  /** Which of `ids` a Local token of this secondary holds; [] when it does not answer within `timeoutMs`. */
+  checkIDs(ids: string[], timeoutMs: number): Promise<string[]> {
+    if (this.closed || !this.datacenter) return Promise.resolve([]);
+    const req = ++this.nextCheck;
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.checks.delete(req);
+        resolve([]);
+      }, timeoutMs);
+      this.checks.set(req, (inUse) => {
+        clearTimeout(timer);
+        resolve(inUse);
+      });
+      void this.send({ t: 'check-ids', req, ids }).catch(() => undefined);
+    });
+  }
+
+  /** Wakes a waiting tail loop: it reads on. */
+  notify(): void {
+    const w = this.wake;
+    this.wake = undefined;
+    w?.();
+  }
+
+  /**
+   * Called on every commit. When the stream is current (the tail loop waits with
+   * everything before this commit sent) and there is room, the commit's entries go out
+   * at once, from the event, without a turn of the loop or a read of the log; otherwise
+   * the loop is woken to catch up.
+   */
+  push(event: CommitEvent): void {
+    const o = this.primary.options;
+    const current = this.parked && !this.closed && this.sentUpTo >= event.from;
+    if (!current || this.channel.buffered > o.highWaterBytes || this.sentUpTo - this.ackedIndex > o.maxUnackedIndexes) return this.notify();
+    if (!this.stillAuthorized()) return;
+    const frame: PrimaryFrame = { t: 'entries', entries: event.entries, upTo: event.index, committedAt: event.at };
+    this.sentUpTo = event.index;
+    this.channel.send(frame, (err) => {
+      if (err) this.close(1011, 'stream failed');
+    });
+  }
+
+  private send(frame: PrimaryFrame): Promise<void> {
+    return new Promise((resolve, reject) => this.channel.send(frame, (err) => (err ? reject(err) : resolve())));
+  }
+
+  /** Bounded buffering: wait while the socket or the secondary's unacknowledged window is full. */
+  private async roomToSend(): Promise<void> {
+    const o = this.primary.options;
+    while (!this.closed && (this.channel.buffered > o.highWaterBytes || this.sentUpTo - this.ackedIndex > o.maxUnackedIndexes)) {
+      await new Promise<void>((resolve) => {
+        this.wake = resolve;
+        setTimeout(resolve, 50);
+      });
+    }
+  }
+
+  /** Set while the tail loop waits for a commit with everything durable sent. */
+  private parked = false;
+
+  private async waitForChange(): Promise<void> {
+    this.parked = true;
+    await new Promise<void>((resolve) => {
+      this.wake = resolve;
+    });
+    this.parked = false;
+  }
+
+  close(code: number, reason: string): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.heartbeat.stop();
+    this.notify();
+    if (this.channel.open) this.channel.close(code, reason);
+  }
+
+  private greeted = false;
+
+  /** Starts the heartbeat; the secondary speaks first (hello). */
+  start(): void {
+    this.heartbeat.start();
+  }
+
+  /** Bytes from the connection: one frame, decoded and checked; anything malformed ends the session. */
+  receiveRaw(data: unknown): void {
+    let frame: SecondaryFrame;
+    try {
+      frame = decodeFrame(secondaryFrame, data);
+    } catch (err) {
+      this.heartbeat.heard();
+      this.primary.logger.warn({ datacenter: this.datacenter, err: (err as Error).message }, 'replication: malformed frame from secondary; closing');
+      this.close(1008, err instanceof FrameError ? err.message.slice(0, 120) : 'malformed frame');
+      return;
+    }
+    this.receive(frame);
+  }
+
+  /** One frame from the secondary. */
+  receive(frame: SecondaryFrame): void {
+    this.heartbeat.heard();
+    if (frame.t === 'hello') {
+      if (this.greeted) return this.close(1008, 'hello sent twice');
+      this.greeted = true;
+      if (frame.v !== PROTOCOL_VERSION) {
+        void this.send({ t: 'error', code: 'VERSION', message: `unsupported replication protocol version ${frame.v}; this primary speaks ${PROTOCOL_VERSION}` }).catch(() => undefined);
+        return this.close(1002, 'unsupported protocol version');
+      }
+      this.greet(frame).catch((err: unknown) => {
+        if (!this.closed) this.primary.logger.warn({ datacenter: this.datacenter, err }, 'replication: stream to secondary failed');
+        this.close(1011, 'stream failed');
+      });
+    } else if (frame.t === 'ack') {
+      this.ackedIndex = Math.max(this.ackedIndex, frame.index);
+      this.notify();
+    } else if (frame.t === 'ids-in-use') {
+      const waiting = this.checks.get(frame.req);
+      this.checks.delete(frame.req);
+      waiting?.(frame.inUse);
+    }
+  }
+
+  /** The connection closed. */
+  ended(): void {
+    this.closed = true;
+    this.heartbeat.stop();
+    this.notify();
+    this.primary.forget(this);
+  }
+
+  /** Refuses the session with a reason the secondary records in its status. */
+  private refuse(code: number, message: string): void {
+    this.primary.logger.warn({ datacenter: this.datacenter || undefined, reason: message }, 'replication: refused a secondary');
+    void this.send({ t: 'error', code: 'REFUSED', message }).catch(() => undefined);
+    this.close(code, message.length > 120 ? `${message.slice(0, 117)}...` : message);
+  }
+
+  /** A heartbeat, which also tells the secondary every datacenter the primary knows. */
+  ping(): void {
+    void this.send({ t: 'ping', time: Date.now(), upTo: this.sentUpTo, primaryIndex: this.primary.store.currentIndex(), datacenters: this.primary.datacenters() }).catch(() => undefined);
+  }
+
+  /** Admits a secondary by name and address (see ReplicationPrimary.admit), then streams. */
+  private async greet(hello: Extract<SecondaryFrame, { t: 'hello' }>): Promise<void> {
+    if (this.provenDatacenter !== undefined && hello.datacenter !== this.provenDatacenter) {
+      return this.refuse(1008, `the hello names datacenter ${hello.datacenter}, but the certificate proved ${this.provenDatacenter}`);
+    }
+    const check = this.primary.checkReplicationToken(this.secret, hello.datacenter);
+    if (!check.ok) return this.refuse(CLOSE_TOKEN_REVOKED, check.message);
+    if (this.closed) return;
+    const admitted = this.primary.admit(this, hello);
+    if (!admitted.ok) return this.refuse(1008, admitted.message);
+    this.datacenter = hello.datacenter;
+    this.address = admitted.address;
+    // The others learn of the newcomer now, not at their next heartbeat (?dc= and the catalog).
+    this.primary.announce(this);
+    await this.run(hello);
+  }
+
+  /** Silent for longer than this: no longer counts as a live session of its datacenter. */
+  isLive(): boolean {
+    return !this.closed && (this.heartbeat.sinceHeardMs() ?? 0) < 3 * this.primary.options.heartbeatMs;
+  }
+
+  private async run(hello: Extract<SecondaryFrame, { t: 'hello' }>): Promise<void> {
+    const { store, options } = this.primary;
+    // Resume from the secondary's cursor when the log still holds everything after it;
+    // otherwise (rebuilt primary, trimmed log, a cursor from the future) send a snapshot.
+    const canTail = hello.logID === store.logID && hello.index >= store.logTrimmedUpTo() && hello.index <= store.currentIndex();
+    await this.send({
+      t: 'welcome',
+      v: PROTOCOL_VERSION,
+      logID: store.logID,
+      primaryIndex: store.currentIndex(),
+      mode: canTail ? 'tail' : 'snapshot',
+      datacenters: this.primary.datacenters(),
+    });
+    this.primary.logger.info({ datacenter: this.datacenter, mode: canTail ? 'tail' : 'snapshot', from: hello.index }, 'replication: secondary connected');
+    if (canTail) {
+      this.sentUpTo = hello.index;
+      this.ackedIndex = hello.index;
+    } else {
+      const snap = store.snapshotGlobal();
+      const chunk = options.snapshotChunk;
+      const total = Math.max(snap.tokens.length, snap.policies.length, snap.roles.length, snap.authMethods.length, snap.bindingRules.length);
+      for (let i = 0; i === 0 || i < total; i += chunk) {
+        await this.roomToSend();
+        if (!this.stillAuthorized()) return;
+        const last = i + chunk >= total;
+        await this.send({
+          t: 'snapshot',
+          logID: snap.logID,
+          index: snap.index,
+          tokens: snap.tokens.slice(i, i + chunk),
+          policies: snap.policies.slice(i, i + chunk),
+          roles: snap.roles.slice(i, i + chunk),
+          authMethods: snap.authMethods.slice(i, i + chunk),
+          bindingRules: snap.bindingRules.slice(i, i + chunk),
+          bootstrap: last ? snap.bootstrap : null,
+          last,
+        });
+      }
+      this.sentUpTo = snap.index;
+    }
+    await this.tail();
+  }
+
+  private async tail(): Promise<void> {
+    const { store, options } = this.primary;
+    while (!this.closed) {
+      await this.roomToSend();
+      if (this.closed) return;
+      const durable = store.currentIndex();
+      const entries = await store.logEntriesAfter(this.sentUpTo, options.batchEntries);
+      const complete = entries.length < options.batchEntries;
+      const lastEntry = entries.length > 0 ? (entries[entries.length - 1] as { Index: number }).Index : this.sentUpTo;
+      const upTo = complete ? Math.max(durable, lastEntry) : lastEntry;
+      // Checked after reading: the check sees state at least as new as the entries read.
+      if (!this.stillAuthorized()) return;
+      if (entries.length > 0 || upTo > this.sentUpTo) {
+        this.sentUpTo = upTo;
+        await this.send({ t: 'entries', entries, upTo, committedAt: this.primary.committedAt((entries[0]?.Index ?? upTo)) });
+      }
+      if (complete && store.currentIndex() <= this.sentUpTo) await this.waitForChange();
+    }
+  }
+
+  info(): SecondaryInfo {
+    return {
+      Datacenter: this.datacenter,
+      Address: this.address,
+      AckedIndex: this.ackedIndex,
+      LagEntries: Math.max(0, this.primary.store.currentIndex() - this.ackedIndex),
+      LastContactMs: this.heartbeat.sinceHeardMs() ?? 0,
+      ConnectedAt: this.connectedAt.toISOString(),
+    };
+  }
+}
+
