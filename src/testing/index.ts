@@ -2,7 +2,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type ReplicationStatusResponse, WatchwordClient } from '../client/index.js';
+import type { ReplicationStatusResponse, WatchwordClient } from '../client/index.js';
 import { Daemon } from './daemon.js';
 import { EtcdProcess, type EtcdTLS } from './etcd.js';
 export { watchwordCommand } from './command.js';
