@@ -3,8 +3,8 @@ import { WebSocket } from 'ws';
 import { Heartbeat } from '../replication/heartbeat.js';
 import { Backoff } from '../replication/backoff.js';
 import type { LevelStore } from '../store/level-store.js';
-import type { ServerBatch } from '../store/store.js';
 import { decodeFrame, encodeFrame } from '../replication/protocol.js';
+import { FollowerStream } from './follower-stream.js';
 import { type Transport, describeConnectError } from '../transport/transport.js';
 import { type FollowerFrame, type LeaderFrame, SERVERS_PATH, SERVER_MAX_PAYLOAD, SERVER_PROTOCOL_VERSION, leaderFrame } from './server-protocol.js';
 
@@ -54,13 +54,8 @@ export class ServerFollower {
   private readonly backoff: Backoff;
   private retry: NodeJS.Timeout | undefined;
   private readonly heartbeat: Heartbeat;
-  private leaderSeq = 0;
+  private readonly stream: FollowerStream;
   private lastError = '';
-  private queue: ServerBatch[] = [];
-  private applying = false;
-  private snapshot: Array<[string, Uint8Array]> = [];
-  /** Set by the welcome: the connection's term. */
-  private term = 0;
   /** When the leader first refused the stream since its last welcome. */
   private refusedSince: number | undefined;
   /** The peer proved to be the leader on this connection: only then is anything it sends applied, or anything sent to it. */
@@ -71,6 +66,15 @@ export class ServerFollower {
     private readonly options: FollowerOptions,
   ) {
     this.backoff = new Backoff(options.backoffMinMs, options.backoffMaxMs);
+    this.stream = new FollowerStream(store, { name: options.name, address: options.address, term: options.term, logger: options.logger }, {
+      send: (frame) => this.send(frame),
+      drop: (reason) => this.drop(reason),
+      welcomed: () => {
+        this.refusedSince = undefined;
+        this.backoff.reset();
+        this.lastError = '';
+      },
+    });
     this.heartbeat = new Heartbeat({
       everyMs: options.heartbeatMs,
       deadAfterMs: options.deadPeerMs,
@@ -87,7 +91,7 @@ export class ServerFollower {
     return {
       Leader: this.options.leaderURL,
       Connected: this.connected,
-      LeaderSeq: Math.max(this.leaderSeq, this.store.serverPosition().seq),
+      LeaderSeq: Math.max(this.stream.leaderSeq, this.store.serverPosition().seq),
       AppliedSeq: this.store.serverPosition().seq,
       LastContactMs: this.heartbeat.sinceHeardMs() ?? -1,
       LastError: this.lastError,
@@ -127,8 +131,7 @@ export class ServerFollower {
       if (!this.proven) return this.drop(`the server at ${leaderURL} did not prove to be the leader`);
       this.connected = true;
       this.heartbeat.start();
-      const pos = this.store.serverPosition();
-      this.send({ t: 'hello', v: SERVER_PROTOCOL_VERSION, name: this.options.name, address: this.options.address(), seq: pos.seq, term: pos.term });
+      this.send(this.stream.hello());
     });
     ws.on('unexpected-response', (_req, res) => {
       this.refusedSince ??= Date.now();
@@ -154,82 +157,7 @@ export class ServerFollower {
     } catch (err) {
       return this.drop((err as Error).message);
     }
-    switch (frame.t) {
-      case 'ping':
-        this.leaderSeq = Math.max(this.leaderSeq, frame.seq);
-        return;
-      case 'error':
-        return this.drop(`the leader refused: ${frame.message}`);
-      case 'welcome':
-        if (frame.term < this.options.term) return this.drop(`the leader's term ${frame.term} is older than the current term ${this.options.term}`);
-        this.term = frame.term;
-        this.refusedSince = undefined;
-        this.snapshot = [];
-        this.backoff.reset();
-        this.lastError = '';
-        return;
-      case 'snapshot':
-        for (const p of frame.pairs) this.snapshot.push(p);
-        if (frame.last) {
-          const pairs = this.snapshot;
-          this.snapshot = [];
-          this.enqueue({ kind: 'snapshot', pairs, seq: frame.seq, term: frame.term });
-        }
-        return;
-      case 'batch':
-        if (frame.term < this.term || frame.term < this.options.term) return this.drop(`refused a batch of the older term ${frame.term}`);
-        this.leaderSeq = Math.max(this.leaderSeq, frame.seq);
-        this.enqueue({ kind: 'batch', batch: frame });
-        return;
-    }
-  }
-
-  private pendingSnapshot: { pairs: Array<[string, Uint8Array]>; seq: number; term: number } | undefined;
-
-  private enqueue(item: { kind: 'snapshot'; pairs: Array<[string, Uint8Array]>; seq: number; term: number } | { kind: 'batch'; batch: ServerBatch }): void {
-    if (item.kind === 'snapshot') {
-      this.pendingSnapshot = item;
-      this.queue = [];
-    } else {
-      this.queue.push(item.batch);
-    }
-    void this.apply();
-  }
-
-  /** Applies what arrived, in order: a snapshot first, then queued batches in one write. */
-  private async apply(): Promise<void> {
-    if (this.applying) return;
-    this.applying = true;
-    const ws = this.ws;
-    try {
-      while (!this.stopped && ws === this.ws && (this.pendingSnapshot || this.queue.length > 0)) {
-        if (this.pendingSnapshot) {
-          const snap = this.pendingSnapshot;
-          this.pendingSnapshot = undefined;
-          await this.store.installServerSnapshot(snap.pairs, { seq: snap.seq, term: snap.term });
-          this.options.logger.info({ seq: snap.seq, term: snap.term }, 'server stream: installed a snapshot from the leader');
-          this.send({ t: 'ack', seq: snap.seq });
-          continue;
-        }
-        const batches = this.queue;
-        this.queue = [];
-        let expected = this.store.serverPosition().seq;
-        for (const b of batches) {
-          if (b.prev !== expected) {
-            this.drop(`batch ${b.seq} follows ${b.prev}, but ${expected} is the last applied here; starting over`);
-            return;
-          }
-          expected = b.seq;
-        }
-        await this.store.applyServerBatches(batches);
-        this.send({ t: 'ack', seq: expected });
-      }
-    } catch (err) {
-      this.options.logger.error({ err }, 'server stream: cannot apply what the leader sent');
-      this.drop(`cannot apply what the leader sent: ${(err as Error).message}`);
-    } finally {
-      this.applying = false;
-    }
+    this.stream.receive(frame);
   }
 
   private drop(reason: string): void {
@@ -240,8 +168,7 @@ export class ServerFollower {
     this.connected = false;
     this.proven = false;
     this.lastError = reason;
-    this.queue = [];
-    this.pendingSnapshot = undefined;
+    this.stream.disconnected();
     this.heartbeat.stop();
     ws.removeAllListeners();
     ws.on('error', () => undefined);
@@ -264,6 +191,6 @@ export class ServerFollower {
       ws.on('error', () => undefined);
       ws.terminate();
     }
-    while (this.applying) await new Promise((r) => setTimeout(r, 5));
+    await this.stream.stop();
   }
 }

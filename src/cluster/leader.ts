@@ -1,15 +1,15 @@
-import { Heartbeat } from '../replication/heartbeat.js';
+import { FollowerSession, type ServerChannel, wsServerChannel } from './follower-session.js';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
-import { type WebSocket, WebSocketServer } from 'ws';
+import { WebSocketServer } from 'ws';
 import { WatchwordError } from '../domain/errors.js';
-import { type FrameError, decodeFrame, encodeFrame } from '../replication/protocol.js';
 import { PROOF_HEADERS } from '../transport/server-key.js';
 import type { Transport } from '../transport/transport.js';
 import type { LevelStore } from '../store/level-store.js';
 import type { BatchReplicator, ServerBatch, ServerPosition } from '../store/store.js';
-import { type FollowerFrame, type LeaderFrame, SERVER_PROTOCOL_VERSION, followerFrame } from './server-protocol.js';
+import { SERVER_PROTOCOL_VERSION } from './server-protocol.js';
+import { additionsCaughtUp, confirmedUpTo, nextMember, slowMembers, waitingFor } from './sync-set.js';
 
 export interface LeaderOptions {
   name: string;
@@ -155,9 +155,16 @@ export class ServerLeader implements BatchReplicator {
     if (this.closed) return refuse(503, 'this server is no longer the leader');
     this.answers.set(req, proven.answer);
     this.wss.handleUpgrade(req, socket, head, (ws) => {
-      const session = new FollowerSession(this, ws, proven.name);
-      this.sessions.add(session);
+      let session: FollowerSession | undefined;
+      session = this.open(wsServerChannel(ws, () => session), proven.name);
     });
+  }
+
+  /** A session for a follower that proved `name`, on a channel (a WebSocket, or a test's). */
+  open(channel: ServerChannel, name: string): FollowerSession {
+    const session = new FollowerSession(this, channel, name);
+    this.sessions.add(session);
+    return session;
   }
 
   /**
@@ -199,15 +206,14 @@ export class ServerLeader implements BatchReplicator {
 
   acked(): void {
     this.settle();
+    for (const w of [...this.catchUps]) w.check();
     this.review();
   }
 
-  /** Resolves every waiter the synchronous set has confirmed. */
+  /** Resolves every waiter the servers waited for have confirmed (sync-set.ts, invariant 1). */
   private settle(): void {
     if (this.waiters.length === 0) return;
-    let confirmed = Number.MAX_SAFE_INTEGER;
-    for (const name of this.sync) confirmed = Math.min(confirmed, this.ackedBy(name));
-    if (this.sync.length === 0) confirmed = Number.MAX_SAFE_INTEGER;
+    const confirmed = confirmedUpTo(this.sync, (name) => this.ackedBy(name));
     let n = 0;
     while (n < this.waiters.length && (this.waiters[n] as Waiter).seq <= confirmed) n++;
     if (n === 0) return;
@@ -227,20 +233,35 @@ export class ServerLeader implements BatchReplicator {
    */
   private review(): void {
     if (this.closed) return;
-    const now = Date.now();
-    const oldest = this.waiters[0];
-    if (oldest) {
-      const slow = this.sync.filter((name) => {
-        const s = this.sessionOf(name);
-        return !s || (s.ackedSeq < oldest.seq && now - s.lastAckAt > this.options.syncTimeoutMs);
-      });
-      if (slow.length > 0) this.changeSync(this.sync.filter((n) => !slow.includes(n)), `follower ${slow.join(', ')} stopped confirming writes within ${this.options.syncTimeoutMs} ms`);
-    }
-    if (this.sync.length < this.options.syncFollowers) {
-      const durable = this.store.serverPosition().seq;
-      const candidate = [...this.sessions].find((s) => s.streaming && !this.sync.includes(s.name) && s.ackedSeq >= durable);
-      if (candidate) this.changeSync([...this.sync, candidate.name], `follower ${candidate.name} caught up`);
-    }
+    const { syncTimeoutMs, syncFollowers } = this.options;
+    const slow = slowMembers(this.sync, (name) => this.sessionOf(name), this.waiters[0]?.seq, Date.now(), syncTimeoutMs);
+    if (slow.length > 0) this.changeSync(this.sync.filter((n) => !slow.includes(n)), `follower ${slow.join(', ')} stopped confirming writes within ${syncTimeoutMs} ms`);
+    const joining = nextMember(this.sync, this.sessions, this.store.serverPosition().seq, syncFollowers);
+    if (joining) this.changeSync([...this.sync, joining], `follower ${joining} caught up`);
+  }
+
+  /** Changes of the set waiting for additions to confirm a batch, checked on every confirmation. */
+  private readonly catchUps = new Set<{ check: () => void }>();
+
+  /** Resolves once `ready()` holds (checked on every confirmation), or rejects after `timeoutMs`. */
+  private until(ready: () => boolean, timeoutMs: number, why: string): Promise<void> {
+    if (ready()) return Promise.resolve();
+    return new Promise<void>((resolve, reject) => {
+      const entry = {
+        check: () => {
+          if (!ready() && !this.closed) return;
+          clearTimeout(timer);
+          this.catchUps.delete(entry);
+          if (this.closed) reject(new Error('leadership ended'));
+          else resolve();
+        },
+      };
+      const timer = setTimeout(() => {
+        this.catchUps.delete(entry);
+        reject(new Error(why));
+      }, timeoutMs);
+      this.catchUps.add(entry);
+    });
   }
 
   private sessionOf(name: string): FollowerSession | undefined {
@@ -262,16 +283,12 @@ export class ServerLeader implements BatchReplicator {
       // Writes wait for a new member from before it is published (once published it may take
       // over, so it must already hold every write acknowledged from then on); a dropped member
       // is waited for until its removal is published.
-      this.sync = [...new Set([...before, ...next])];
+      this.sync = waitingFor(before, next);
       try {
         // ...and holds every write acknowledged before it started to be waited for.
-        const added = next.filter((n) => !before.includes(n));
         const upTo = this.lastSeq();
-        const deadline = Date.now() + this.options.syncTimeoutMs;
-        while (added.some((n) => this.ackedBy(n) < upTo)) {
-          if (this.closed || Date.now() > deadline) throw new Error(`follower ${added.join(', ')} did not confirm batch ${upTo} in time`);
-          await new Promise((r) => setTimeout(r, 5));
-        }
+        const added = next.filter((n) => !before.includes(n));
+        await this.until(() => additionsCaughtUp(before, next, (n) => this.ackedBy(n), upTo), this.options.syncTimeoutMs, `follower ${added.join(', ')} did not confirm batch ${upTo} in time`);
         await this.options.publishSync(next);
         this.sync = next;
         this.options.logger.info({ sync: next, before }, `synchronous set changed: ${why}`);
@@ -306,149 +323,9 @@ export class ServerLeader implements BatchReplicator {
     clearInterval(this.syncTimer);
     const err = new WatchwordError('NO_LEADER', 'leadership ended before the synchronous followers confirmed the write; it may or may not have been kept');
     for (const w of this.waiters.splice(0)) w.reject(err);
+    for (const c of [...this.catchUps]) c.check();
     for (const s of this.sessions) s.close(4002, 'leadership ended');
     this.sessions.clear();
     await new Promise<void>((resolve) => this.wss.close(() => resolve()));
-  }
-}
-
-/** One follower's stream, at the leader. */
-class FollowerSession {
-  /** The name the follower proved on the upgrade (its hello must say the same). */
-  readonly name: string;
-  address = '';
-  greeted = false;
-  ackedSeq = -1;
-  lastAckAt = Date.now();
-  /** Live: each new batch is sent as it is written. Before that the session catches up. */
-  streaming = false;
-  /** Batches written while the session catches up, sent once it has. */
-  private held: ServerBatch[] = [];
-  private closed = false;
-  readonly heartbeat: Heartbeat;
-
-  constructor(
-    private readonly leader: ServerLeader,
-    private readonly ws: WebSocket,
-    name: string,
-  ) {
-    this.name = name;
-    ws.on('message', (data) => this.receive(data));
-    ws.on('close', () => this.end());
-    ws.on('error', () => undefined);
-    const { heartbeatMs, deadPeerMs } = leader.options;
-    this.heartbeat = new Heartbeat({
-      everyMs: heartbeatMs,
-      deadAfterMs: deadPeerMs,
-      beat: () => this.send({ t: 'ping', time: Date.now(), seq: leader.lastSeq() }),
-      silent: () => this.close(4008, `no frame from the follower for ${deadPeerMs} ms`),
-    });
-    this.heartbeat.start();
-  }
-
-  private send(frame: LeaderFrame): void {
-    if (this.closed || this.ws.readyState !== this.ws.OPEN) return;
-    this.ws.send(encodeFrame(frame));
-  }
-
-  offer(batch: ServerBatch): void {
-    if (this.streaming) this.send({ t: 'batch', ...batch });
-    else if (this.greeted) this.held.push(batch);
-  }
-
-  private receive(data: unknown): void {
-    this.heartbeat.heard();
-    let frame: FollowerFrame;
-    try {
-      frame = decodeFrame(followerFrame, data);
-    } catch (err) {
-      this.leader.options.logger.warn({ err: (err as FrameError).message }, 'server stream: malformed frame from a follower; closing');
-      return this.close(4002, (err as Error).message);
-    }
-    if (frame.t === 'ping') return;
-    if (frame.t === 'ack') {
-      if (frame.seq > this.ackedSeq) {
-        this.ackedSeq = frame.seq;
-        this.lastAckAt = Date.now();
-      }
-      this.leader.acked();
-      return;
-    }
-    if (this.greeted) return this.close(4002, 'hello sent twice');
-    if (frame.v !== SERVER_PROTOCOL_VERSION) return this.fail('VERSION', `unsupported server protocol version ${frame.v}; this leader speaks ${SERVER_PROTOCOL_VERSION}`);
-    if (frame.name !== this.name) return this.fail('NAME', `the hello names ${frame.name}, but this connection proved ${this.name}`);
-    this.greeted = true;
-    this.address = frame.address;
-    this.ackedSeq = frame.seq;
-    void this.catchUp({ seq: frame.seq, term: frame.term });
-  }
-
-  /** Sends what the follower lacks: the batches after its position, or a snapshot and the batches after it. */
-  private async catchUp(from: ServerPosition): Promise<void> {
-    const { leader } = this;
-    const after = leader.batchesAfter(from);
-    try {
-      if (after) {
-        this.send({ t: 'welcome', v: SERVER_PROTOCOL_VERSION, term: leader.term(), leader: leader.options.name, mode: 'tail' });
-        for (const b of after) this.send({ t: 'batch', ...b });
-        this.goLive(after[after.length - 1]?.seq ?? from.seq);
-        return;
-      }
-      this.send({ t: 'welcome', v: SERVER_PROTOCOL_VERSION, term: leader.term(), leader: leader.options.name, mode: 'snapshot' });
-      // Batches written from here on are held; those the snapshot already shows are skipped.
-      this.held = [];
-      const snapshot = leader.store.serverSnapshot();
-      let chunk = await snapshot.next();
-      let pending: Array<[string, Uint8Array]> = [];
-      for (; !chunk.done; chunk = await snapshot.next()) {
-        if (this.closed) return void (await snapshot.return({ seq: 0, term: 0 }));
-        if (pending.length > 0) this.send({ t: 'snapshot', pairs: pending, last: false, seq: 0, term: 0 });
-        pending = chunk.value;
-        await this.drain();
-      }
-      const pos = chunk.value;
-      this.send({ t: 'snapshot', pairs: pending, last: true, seq: pos.seq, term: pos.term });
-      this.goLive(pos.seq);
-    } catch (err) {
-      leader.options.logger.error({ err }, 'server stream: cannot send a follower what it lacks');
-      this.close(1011, 'internal error');
-    }
-  }
-
-  /** Sends the held batches after `seq`, then every new batch as it is written. */
-  private goLive(seq: number): void {
-    const held = this.held;
-    this.held = [];
-    let last = seq;
-    for (const b of held) {
-      if (b.seq <= last) continue;
-      this.send({ t: 'batch', ...b });
-      last = b.seq;
-    }
-    this.streaming = true;
-  }
-
-  /** Waits while the socket holds a lot unsent (a snapshot of a big store). */
-  private async drain(): Promise<void> {
-    while (!this.closed && this.ws.bufferedAmount > 16 * 1024 * 1024) await new Promise((r) => setTimeout(r, 10));
-  }
-
-  private fail(code: string, message: string): void {
-    this.send({ t: 'error', code, message });
-    this.close(4002, message);
-  }
-
-  close(code: number, reason: string): void {
-    if (this.closed) return;
-    this.ws.close(code, reason.slice(0, 120));
-    this.end();
-  }
-
-  private end(): void {
-    if (this.closed) return;
-    this.closed = true;
-    this.streaming = false;
-    this.heartbeat.stop();
-    this.leader.forget(this);
   }
 }

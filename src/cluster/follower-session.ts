@@ -1,0 +1,176 @@
+import type { WebSocket } from 'ws';
+import type { ServerBatch, ServerPosition } from '../store/store.js';
+import { Heartbeat } from '../replication/heartbeat.js';
+import { type FrameError, decodeFrame, encodeFrame } from '../replication/protocol.js';
+import type { ServerLeader } from './leader.js';
+import { type FollowerFrame, type LeaderFrame, SERVER_PROTOCOL_VERSION, followerFrame } from './server-protocol.js';
+
+/**
+ * The leader's end of one follower's stream (SPEC §13), without a socket: fed the
+ * follower's frames (`receive`), it sends what the follower lacks (a snapshot, or the
+ * batches after its position), then every batch as it is written, and tells the leader
+ * what the follower confirmed. The WebSocket is one channel (wsServerChannel); tests use
+ * an array (test/cluster/leader-session.test.ts).
+ */
+
+/** Where a session's frames go. */
+export interface ServerChannel {
+  /** Sends a frame (dropped once the channel is closed). */
+  send(frame: LeaderFrame): void;
+  /** Bytes sent but not yet on the wire (flow control for snapshots). */
+  bufferedAmount(): number;
+  close(code: number, reason: string): void;
+}
+
+/** A WebSocket as a session's channel, its frames and close fed to the session. */
+export function wsServerChannel(ws: WebSocket, session: () => FollowerSession | undefined): ServerChannel {
+  ws.on('message', (data) => session()?.receive(data));
+  ws.on('close', () => session()?.end());
+  ws.on('error', () => undefined);
+  return {
+    send: (frame) => {
+      if (ws.readyState === ws.OPEN) ws.send(encodeFrame(frame));
+    },
+    bufferedAmount: () => ws.bufferedAmount,
+    close: (code, reason) => ws.close(code, reason),
+  };
+}
+
+/** One follower's stream, at the leader. */
+export class FollowerSession {
+  /** The name the follower proved on the upgrade (its hello must say the same). */
+  readonly name: string;
+  address = '';
+  greeted = false;
+  ackedSeq = -1;
+  lastAckAt = Date.now();
+  /** Live: each new batch is sent as it is written. Before that the session catches up. */
+  streaming = false;
+  /** Batches written while the session catches up, sent once it has. */
+  private held: ServerBatch[] = [];
+  private closed = false;
+  readonly heartbeat: Heartbeat;
+
+  constructor(
+    private readonly leader: ServerLeader,
+    private readonly channel: ServerChannel,
+    name: string,
+  ) {
+    this.name = name;
+    const { heartbeatMs, deadPeerMs } = leader.options;
+    this.heartbeat = new Heartbeat({
+      everyMs: heartbeatMs,
+      deadAfterMs: deadPeerMs,
+      beat: () => this.send({ t: 'ping', time: Date.now(), seq: leader.lastSeq() }),
+      silent: () => this.close(4008, `no frame from the follower for ${deadPeerMs} ms`),
+    });
+    this.heartbeat.start();
+  }
+
+  private send(frame: LeaderFrame): void {
+    if (!this.closed) this.channel.send(frame);
+  }
+
+  offer(batch: ServerBatch): void {
+    if (this.streaming) this.send({ t: 'batch', ...batch });
+    else if (this.greeted) this.held.push(batch);
+  }
+
+  /** A frame from the follower, as it arrived (decoded and checked here). */
+  receive(data: unknown): void {
+    this.heartbeat.heard();
+    let frame: FollowerFrame;
+    try {
+      frame = decodeFrame(followerFrame, data);
+    } catch (err) {
+      this.leader.options.logger.warn({ err: (err as FrameError).message }, 'server stream: malformed frame from a follower; closing');
+      return this.close(4002, (err as Error).message);
+    }
+    if (frame.t === 'ping') return;
+    if (frame.t === 'ack') {
+      if (frame.seq > this.ackedSeq) {
+        this.ackedSeq = frame.seq;
+        this.lastAckAt = Date.now();
+      }
+      this.leader.acked();
+      return;
+    }
+    if (this.greeted) return this.close(4002, 'hello sent twice');
+    if (frame.v !== SERVER_PROTOCOL_VERSION) return this.fail('VERSION', `unsupported server protocol version ${frame.v}; this leader speaks ${SERVER_PROTOCOL_VERSION}`);
+    if (frame.name !== this.name) return this.fail('NAME', `the hello names ${frame.name}, but this connection proved ${this.name}`);
+    this.greeted = true;
+    this.address = frame.address;
+    this.ackedSeq = frame.seq;
+    void this.catchUp({ seq: frame.seq, term: frame.term });
+  }
+
+  /** Sends what the follower lacks: the batches after its position, or a snapshot and the batches after it. */
+  private async catchUp(from: ServerPosition): Promise<void> {
+    const { leader } = this;
+    const after = leader.batchesAfter(from);
+    try {
+      if (after) {
+        this.send({ t: 'welcome', v: SERVER_PROTOCOL_VERSION, term: leader.term(), leader: leader.options.name, mode: 'tail' });
+        for (const b of after) this.send({ t: 'batch', ...b });
+        this.goLive(after[after.length - 1]?.seq ?? from.seq);
+        return;
+      }
+      this.send({ t: 'welcome', v: SERVER_PROTOCOL_VERSION, term: leader.term(), leader: leader.options.name, mode: 'snapshot' });
+      // Batches written from here on are held; those the snapshot already shows are skipped.
+      this.held = [];
+      const snapshot = leader.store.serverSnapshot();
+      let chunk = await snapshot.next();
+      let pending: Array<[string, Uint8Array]> = [];
+      for (; !chunk.done; chunk = await snapshot.next()) {
+        if (this.closed) return void (await snapshot.return({ seq: 0, term: 0 }));
+        if (pending.length > 0) this.send({ t: 'snapshot', pairs: pending, last: false, seq: 0, term: 0 });
+        pending = chunk.value;
+        await this.drain();
+      }
+      const pos = chunk.value;
+      this.send({ t: 'snapshot', pairs: pending, last: true, seq: pos.seq, term: pos.term });
+      this.goLive(pos.seq);
+    } catch (err) {
+      leader.options.logger.error({ err }, 'server stream: cannot send a follower what it lacks');
+      this.close(1011, 'internal error');
+    }
+  }
+
+  /** Sends the held batches after `seq`, then every new batch as it is written. */
+  private goLive(seq: number): void {
+    const held = this.held;
+    this.held = [];
+    let last = seq;
+    for (const b of held) {
+      if (b.seq <= last) continue;
+      this.send({ t: 'batch', ...b });
+      last = b.seq;
+    }
+    this.streaming = true;
+  }
+
+  /** Waits while the socket holds a lot unsent (a snapshot of a big store). */
+  private async drain(): Promise<void> {
+    while (!this.closed && this.channel.bufferedAmount() > 16 * 1024 * 1024) await new Promise((r) => setTimeout(r, 10));
+  }
+
+  private fail(code: string, message: string): void {
+    this.send({ t: 'error', code, message });
+    this.close(4002, message);
+  }
+
+  close(code: number, reason: string): void {
+    if (this.closed) return;
+    this.channel.close(code, reason.slice(0, 120));
+    this.end();
+  }
+
+  /** The channel closed. */
+  end(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.streaming = false;
+    this.heartbeat.stop();
+    this.leader.forget(this);
+  }
+}
