@@ -138,7 +138,7 @@ export const bindingRuleBody = ciObject(
     Selector: opt(str(4096)),
     BindType: opt(str(32)),
     BindName: opt(str(1024)),
-    BindVars: opt(ciObject({ Name: opt(str(1024)) })),
+    BindVars: opt(ciObject({ name: opt(str(1024)) })),
     ...scopeFields,
   },
   ECHOED,
@@ -267,7 +267,7 @@ export const bindingRuleResponse = z
     Selector: z.string(),
     BindType: z.string(),
     BindName: z.string(),
-    BindVars: z.object({ Name: z.string().optional() }).optional(),
+    BindVars: z.object({ name: z.string().optional() }).optional(),
     ...scope,
     ...indexes,
   })

@@ -16,3 +16,13 @@ export function methodFields(method: Pick<AuthMethodRecord, 'Type' | 'Config'>):
   const config = method.Config as { ClaimMappings?: Record<string, string>; ListClaimMappings?: Record<string, string> };
   return [...Object.values(config.ClaimMappings ?? {}).map((n) => `value.${n}`), ...Object.values(config.ListClaimMappings ?? {}).map((n) => `list.${n}`)];
 }
+
+/**
+ * Whether a selector may name `path` for this method. A jwt (or oidc) identity's selectable
+ * fields are the maps `value` and `list`, as in Consul: any key under them is valid (a claim
+ * that is not mapped simply does not match). A kubernetes identity has fixed fields.
+ */
+export function selectorAllows(method: Pick<AuthMethodRecord, 'Type' | 'Config'>, path: string): boolean {
+  if (method.Type === 'jwt' || method.Type === 'oidc') return path === 'value' || path === 'list' || path.startsWith('value.') || path.startsWith('list.');
+  return methodFields(method).some((f) => path === f || path.startsWith(`${f}.`) || f.startsWith(`${path}.`));
+}

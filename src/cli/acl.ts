@@ -56,14 +56,14 @@ export function nodeIdentity(spec: string): { NodeName: string; Datacenter: stri
   return { NodeName: name, Datacenter: dc };
 }
 
-function templateVariables(vars: string[]): { Name?: string } {
-  const out: { Name?: string } = {};
+function templateVariables(vars: string[]): { name?: string } {
+  const out: { name?: string } = {};
   for (const v of vars) {
     const i = v.indexOf(':');
     if (i <= 0) throw new UsageError(`-var ${JSON.stringify(v)}: expected name:VALUE`);
     const key = v.slice(0, i).toLowerCase();
     if (key !== 'name') throw new UsageError(`-var ${JSON.stringify(v)}: the built-in templates take only "name"`);
-    out.Name = v.slice(i + 1);
+    out.name = v.slice(i + 1);
   }
   return out;
 }
@@ -71,7 +71,7 @@ function templateVariables(vars: string[]): { Name?: string } {
 function templated(o: LinkOptions) {
   const vars = templateVariables(o.var ?? []);
   if ((o.var ?? []).length > 0 && (o.templatedPolicy ?? []).length === 0) throw new UsageError('-var needs a -templated-policy');
-  return (o.templatedPolicy ?? []).map((name) => ({ TemplateName: name, ...(vars.Name !== undefined ? { TemplateVariables: vars } : {}) }));
+  return (o.templatedPolicy ?? []).map((name) => ({ TemplateName: name, ...(vars.name !== undefined ? { TemplateVariables: { name: vars.name } } : {}) }));
 }
 
 /** The links and identities given on the command line, as API fields. */

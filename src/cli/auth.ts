@@ -41,7 +41,7 @@ export function formatBindingRule(r: BindingRuleResponse): string {
     ['Description', r.Description],
     ['BindType', r.BindType],
     ['BindName', r.BindName],
-    ['BindVars', r.BindVars?.Name !== undefined ? `Name=${r.BindVars.Name}` : undefined],
+    ['BindVars', r.BindVars?.name !== undefined ? `Name=${r.BindVars.name}` : undefined],
     ['Selector', r.Selector],
   ]);
 }
@@ -126,11 +126,11 @@ function ruleFlags(cmd: Command): Command {
 }
 
 function ruleFields(o: RuleOptions): BindingRuleInput {
-  let bindVars: { Name: string } | undefined;
+  let bindVars: { name: string } | undefined;
   if (o.bindVars !== undefined) {
     const m = /^Name=(.*)$/i.exec(o.bindVars);
     if (!m) throw new UsageError(`-bind-vars ${JSON.stringify(o.bindVars)}: expected Name=VALUE`);
-    bindVars = { Name: m[1] as string };
+    bindVars = { name: m[1] as string };
   }
   return {
     ...(o.description !== undefined ? { Description: o.description } : {}),

@@ -35,7 +35,7 @@ const nodeIdentities = (t: Pick<TokenResponse, 'NodeIdentities'>) => (t.NodeIden
 
 const templated = (t: Pick<TokenResponse, 'TemplatedPolicies'>) =>
   (t.TemplatedPolicies ?? []).map(
-    (p) => `${p.TemplateName}${p.TemplateVariables ? ` (Name: ${p.TemplateVariables.Name})` : ''}${p.Datacenters ? ` (Datacenters: ${p.Datacenters.join(', ')})` : ''}`,
+    (p) => `${p.TemplateName}${p.TemplateVariables ? ` (Name: ${p.TemplateVariables.name})` : ''}${p.Datacenters ? ` (Datacenters: ${p.Datacenters.join(', ')})` : ''}`,
   );
 
 export function formatToken(t: TokenResponse): string {

@@ -271,7 +271,8 @@ export class WatchwordClient {
   readonly templatedPolicies = {
     list: (o: RequestOptions = {}) => this.value(this.call<Record<string, TemplatedPolicyResponse>>('GET', '/v1/acl/templated-policies', o)),
     read: (name: string, o: RequestOptions = {}) => this.value(this.call<TemplatedPolicyResponse>('GET', `/v1/acl/templated-policy/name/${name}`, o)),
-    preview: (name: string, variables: { Name?: string } = {}, o: RequestOptions = {}) =>
+    /** `variables`: `{ name: "web" }` (the key in any letter case, as the server reads it). */
+    preview: (name: string, variables: { name?: string; Name?: string } = {}, o: RequestOptions = {}) =>
       this.value(this.call<SyntheticPolicyResponse>('POST', `/v1/acl/templated-policy/preview/${name}`, { ...o, body: variables })),
   };
 

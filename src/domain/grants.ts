@@ -83,7 +83,7 @@ export function normalizeNodeIdentities(list: readonly NodeIdentityInput[], owne
   return out;
 }
 
-/** Raw templated-policy input: variables may arrive as `Name` or `name`. */
+/** Raw templated-policy input: the variable's key may arrive in any letter case (`Name`, `name`, `NAME`). */
 export interface TemplatedPolicyInput {
   TemplateName?: string;
   TemplateVariables?: Record<string, unknown>;
@@ -101,7 +101,8 @@ export function normalizeTemplatedPolicies(list: readonly TemplatedPolicyInput[]
     const vars = t.TemplateVariables ?? {};
     let name: string | undefined;
     for (const [key, value] of Object.entries(vars)) {
-      if (key !== 'Name' && key !== 'name') {
+      // Any letter case, as Consul's decoder matches field names.
+      if (key.toLowerCase() !== 'name') {
         throw invalid(`Invalid templated policy ${JSON.stringify(t.TemplateName)}: unknown variable ${JSON.stringify(key)}`);
       }
       if (typeof value !== 'string') {
@@ -132,7 +133,7 @@ export function normalizeTemplatedPolicies(list: readonly TemplatedPolicyInput[]
     seen.add(key);
     out.push({
       TemplateName: t.TemplateName,
-      ...(template.needsName ? { TemplateVariables: { Name: name as string } } : {}),
+      ...(template.needsName ? { TemplateVariables: { name: name as string } } : {}),
       ...(dcs.length > 0 ? { Datacenters: [...new Set(dcs)].sort() } : {}),
     });
   }

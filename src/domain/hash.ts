@@ -40,7 +40,7 @@ function writeGrants(w: HashWriter, g: Grants): void {
   );
   w.list(
     'template',
-    g.TemplatedPolicies.map((t) => `${t.TemplateName}|${t.TemplateVariables?.Name ?? ''}|${(t.Datacenters ?? []).join(',')}`),
+    g.TemplatedPolicies.map((t) => `${t.TemplateName}|${t.TemplateVariables?.name ?? ''}|${(t.Datacenters ?? []).join(',')}`),
   );
 }
 

@@ -12,11 +12,19 @@ export const serviceIdentityShape: z.ZodType<ServiceIdentity> = z.object({
 
 export const nodeIdentityShape: z.ZodType<NodeIdentity> = z.object({ NodeName: z.string(), Datacenter: z.string() });
 
-export const templatedPolicyShape: z.ZodType<TemplatedPolicyLink> = z.object({
+const olderName = (v: unknown): unknown => (v !== null && typeof v === 'object' && !Array.isArray(v) && !('name' in v) && 'Name' in v ? { name: (v as { Name: unknown }).Name } : v);
+
+/** A template's variables as stored and returned (`name`); a record of the older shape (`Name`) reads the same. */
+const templateVariablesShape = z.preprocess(olderName, z.object({ name: z.string() }));
+
+/** A binding rule's BindVars, the same variables with `name` optional. */
+export const bindVarsShape = z.preprocess(olderName, z.object({ name: z.string().optional() }));
+
+export const templatedPolicyShape = z.object({
   TemplateName: z.string(),
-  TemplateVariables: z.object({ Name: z.string() }).optional(),
+  TemplateVariables: templateVariablesShape.optional(),
   Datacenters: z.array(z.string()).optional(),
-});
+}) as unknown as z.ZodType<TemplatedPolicyLink>;
 
 /** Where an object lives. */
 export const scopeShape = { Namespace: z.string(), Partition: z.string() };

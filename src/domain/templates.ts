@@ -132,7 +132,7 @@ export const nodeIdentityPolicy = (n: NodeIdentity): SyntheticPolicy =>
   synthesize('builtin/node', n.NodeName, [n.Datacenter]);
 
 export const templatedPolicy = (t: TemplatedPolicyLink): SyntheticPolicy =>
-  synthesize(t.TemplateName, t.TemplateVariables?.Name, t.Datacenters);
+  synthesize(t.TemplateName, t.TemplateVariables?.name, t.Datacenters);
 
 /** Every synthetic policy an object's identities and templates render to, deduplicated by ID. */
 export function syntheticPolicies(g: {

@@ -33,8 +33,11 @@ export interface NodeIdentity {
 export interface TemplatedPolicyLink {
   /** Name of a built-in templated policy, e.g. `builtin/service`. */
   TemplateName: string;
-  /** Variables for the template; `Name` when the template needs one. */
-  TemplateVariables?: { Name: string };
+  /**
+   * Variables for the template; `name` when the template needs one (Consul's JSON name for
+   * its Name field; any letter case is accepted on input, and `Name` in records written before).
+   */
+  TemplateVariables?: { name: string };
   /** Datacenters the rendered policy is valid in; absent means all. */
   Datacenters?: string[];
 }
@@ -154,7 +157,8 @@ export interface BindingRuleRecord extends Scope {
   /** What to bind, with `${value.x}` interpolation. */
   BindName: string;
   /** Variables of a templated policy (`templated-policy` bind type). */
-  BindVars?: { Name?: string };
+  /** Variables of a templated-policy binding, written as Consul writes them (`name`). */
+  BindVars?: { name?: string };
   CreateIndex: number;
   ModifyIndex: number;
 }

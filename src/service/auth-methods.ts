@@ -1,4 +1,4 @@
-import { METHOD_TYPES, methodFields } from '../auth/fields.js';
+import { METHOD_TYPES, methodFields, selectorAllows } from '../auth/fields.js';
 import { LoginRefused } from '../auth/identity.js';
 
 /** The verifiers (and the JOSE library) load on first use: commands and daemons without auth methods never pay for them. */
@@ -42,7 +42,7 @@ export interface BindingRuleInput extends BodyScope {
   Selector?: string;
   BindType?: string;
   BindName?: string;
-  BindVars?: { Name?: string };
+  BindVars?: { name?: string };
 }
 
 export interface LoginInput extends BodyScope {
@@ -74,6 +74,7 @@ const SECRET_CONFIG = ['ServiceAccountJWT'];
 const badMethod = (message: string) => invalid(`Invalid Auth Method: ${message}`);
 const badRule = (message: string) => invalid(`Invalid Binding Rule: ${message}`);
 const methodNotFound = (name: string) => notFound(`Cannot find auth method ${JSON.stringify(name)}`);
+const ruleNotFound = (id: string) => notFound(`Cannot find binding rule ${JSON.stringify(id)}`);
 
 const inScope = <R extends Scope>(r: R | undefined, scope: Scope): R | undefined => (r && r.Namespace === scope.Namespace && r.Partition === scope.Partition ? r : undefined);
 
@@ -98,7 +99,7 @@ export function authMethodView(m: AuthMethodRecord, showSecrets: boolean, withCo
   };
 }
 
-/** `${path}` references in a BindName (or BindVars.Name). */
+/** `${path}` references in a BindName (or BindVars.name). */
 function interpolations(text: string): string[] {
   return [...text.matchAll(/\$\{([^}]*)\}/g)].map((m) => (m[1] as string).trim());
 }
@@ -194,10 +195,9 @@ export class AuthMethodService {
       if (!existing) throw methodNotFound(name);
       if (existing.Type !== content.Type) throw badMethod(`the Type of an auth method cannot change (it is ${JSON.stringify(existing.Type)})`);
       // Rules of the method must still select on fields it has.
-      const fields = new Set(methodFields(content));
       for (const id of tx.ruleIDsOfAuthMethod(authMethodID(scope.Partition, scope.Namespace, name))) {
         const rule = tx.getBindingRule(id);
-        if (rule) checkRuleFields(rule.Selector, rule.BindName, rule.BindVars, fields, (message) => badMethod(`binding rule ${rule.ID} would no longer be valid: ${message}`));
+        if (rule) checkRuleFields(content, rule.Selector, rule.BindName, rule.BindVars, (message) => badMethod(`binding rule ${rule.ID} would no longer be valid: ${message}`));
       }
       return tx.putAuthMethod(content);
     });
@@ -224,8 +224,10 @@ export class AuthMethodService {
   }
 }
 
-/** A selector and BindName may only use fields the method provides. */
-function checkRuleFields(selector: string, bindName: string, bindVars: { Name?: string } | undefined, fields: ReadonlySet<string>, fail: (message: string) => WatchwordError): void {
+/** A selector may only name fields the method's identities have; a BindName only variables it provides. */
+function checkRuleFields(method: Pick<AuthMethodRecord, 'Type' | 'Config'>, selector: string, bindName: string, bindVars: { name?: string } | undefined, fail: (message: string) => WatchwordError): void {
+  const fields = new Set(methodFields(method));
+  const provides = method.Type === 'jwt' ? 'value.<claim>, list.<claim>' : [...fields].join(', ') || 'none';
   if (selector.trim() !== '') {
     let paths: string[];
     try {
@@ -235,11 +237,10 @@ function checkRuleFields(selector: string, bindName: string, bindVars: { Name?: 
       throw err;
     }
     for (const p of paths) {
-      const known = [...fields].some((f) => p === f || p.startsWith(`${f}.`) || f.startsWith(`${p}.`));
-      if (!known) throw fail(`invalid Selector: unknown field ${JSON.stringify(p)} (this auth method provides: ${[...fields].join(', ') || 'none'})`);
+      if (!selectorAllows(method, p)) throw fail(`invalid Selector: unknown field ${JSON.stringify(p)} (this auth method provides: ${provides})`);
     }
   }
-  for (const text of [bindName, bindVars?.Name ?? '']) {
+  for (const text of [bindName, bindVars?.name ?? '']) {
     for (const ref of interpolations(text)) if (!fields.has(ref)) throw fail(`invalid BindName: unknown variable \${${ref}} (this auth method provides: ${[...fields].join(', ') || 'none'})`);
   }
 }
@@ -257,7 +258,7 @@ export class BindingRuleService {
   async read(ctx: RequestContext, id: string): Promise<BindingRuleRecord> {
     const { scope } = await authorize(this.resolver, ctx, 'read');
     const rule = isUUID(id) ? inScope(this.reader.getBindingRule(id), scope) : undefined;
-    if (!rule) throw notFound(`Cannot find binding rule ${JSON.stringify(id)}`);
+    if (!rule) throw ruleNotFound(id);
     return rule;
   }
 
@@ -278,8 +279,8 @@ export class BindingRuleService {
     const bindName = input.BindName ?? '';
     if (bindName === '') throw badRule('BindName is required');
     const selector = input.Selector ?? '';
-    const bindVars = input.BindVars?.Name !== undefined ? { Name: input.BindVars.Name } : undefined;
-    checkRuleFields(selector, bindName, bindVars, new Set(methodFields(m)), badRule);
+    const bindVars = input.BindVars?.name !== undefined ? { name: input.BindVars.name } : undefined;
+    checkRuleFields(m, selector, bindName, bindVars, badRule);
     return {
       Description: input.Description ?? '',
       AuthMethod: method,
@@ -306,11 +307,11 @@ export class BindingRuleService {
 
   async update(ctx: RequestContext, id: string, input: BindingRuleInput): Promise<WriteResult<BindingRuleRecord>> {
     const { scope } = await authorize(this.resolver, ctx, 'write', input);
-    if (!isUUID(id)) throw badRule('ID is not a valid UUID');
     if (input.ID && input.ID !== id) throw badRule('ID in URL and payload do not match');
+    if (!isUUID(id)) throw ruleNotFound(id);
     const rule = await this.store.transact((tx) => {
       const existing = inScope(tx.getBindingRule(id), scope);
-      if (!existing) throw notFound(`Cannot find binding rule ${JSON.stringify(id)}`);
+      if (!existing) throw ruleNotFound(id);
       if (input.AuthMethod && input.AuthMethod !== existing.AuthMethod) throw badRule(`the AuthMethod of a binding rule cannot change (it is ${JSON.stringify(existing.AuthMethod)})`);
       const content = this.content(tx, input, scope, existing.AuthMethod);
       return tx.putBindingRule({ ID: id, ...content });
@@ -320,7 +321,7 @@ export class BindingRuleService {
 
   async delete(ctx: RequestContext, id: string): Promise<WriteResult<boolean>> {
     const { scope } = await authorize(this.resolver, ctx, 'write');
-    if (!isUUID(id)) throw badRule('ID is not a valid UUID');
+    if (!isUUID(id)) throw ruleNotFound(id);
     let index = this.store.currentIndex();
     const deleted = await this.store.transact((tx) => {
       if (!inScope(tx.getBindingRule(id), scope)) return false;
@@ -396,8 +397,8 @@ export class LoginService {
           bindings.policies.push(bound);
           break;
         case 'templated-policy': {
-          const varName = rule.BindVars?.Name === undefined ? undefined : interpolate(rule.BindVars.Name, identity.variables);
-          bindings.templated.push({ TemplateName: bound, ...(varName ? { TemplateVariables: { Name: varName } } : {}) });
+          const varName = rule.BindVars?.name === undefined ? undefined : interpolate(rule.BindVars.name, identity.variables);
+          bindings.templated.push({ TemplateName: bound, ...(varName ? { TemplateVariables: { name: varName } } : {}) });
           break;
         }
       }

@@ -67,8 +67,8 @@ export class PolicyService {
 
   async update(ctx: RequestContext, id: string, input: PolicyInput): Promise<WriteResult<PolicyView>> {
     const { scope } = await authorize(this.resolver, ctx, 'write', input);
-    if (!isUUID(id)) throw invalid('Policy ID is not a valid UUID');
     if (input.ID && input.ID !== id) throw invalid('Policy ID in URL and payload do not match');
+    if (!isUUID(id)) throw notFoundPolicy(JSON.stringify(id));
     const fields = checkFields(input);
     const policy = await this.store.transact((tx) => {
       const existing = inScope(tx.getPolicy(id), scope);
@@ -86,7 +86,7 @@ export class PolicyService {
 
   async delete(ctx: RequestContext, id: string): Promise<WriteResult<boolean>> {
     const { scope } = await authorize(this.resolver, ctx, 'write');
-    if (!isUUID(id)) throw invalid('Policy ID is not a valid UUID');
+    if (!isUUID(id)) throw notFoundPolicy(JSON.stringify(id));
     let index = this.store.currentIndex();
     const deleted = await this.store.transact((tx) => {
       const existing = inScope(tx.getPolicy(id), scope);

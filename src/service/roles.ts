@@ -113,8 +113,8 @@ export class RoleService {
 
   async update(ctx: RequestContext, id: string, input: RoleInput): Promise<WriteResult<RoleView>> {
     const { scope } = await authorize(this.resolver, ctx, 'write', input);
-    if (!isUUID(id)) throw invalid('Role ID is not a valid UUID');
     if (input.ID && input.ID !== id) throw invalid('Role ID in URL and payload do not match');
+    if (!isUUID(id)) throw notFoundRole(JSON.stringify(id));
     checkRoleName(input.Name);
     const { role, named } = await this.store.transact((tx) => {
       const existing = inScope(tx.getRole(id), scope);
@@ -129,7 +129,7 @@ export class RoleService {
 
   async delete(ctx: RequestContext, id: string): Promise<WriteResult<boolean>> {
     const { scope } = await authorize(this.resolver, ctx, 'write');
-    if (!isUUID(id)) throw invalid('Role ID is not a valid UUID');
+    if (!isUUID(id)) throw notFoundRole(JSON.stringify(id));
     let index = this.store.currentIndex();
     const deleted = await this.store.transact((tx) => {
       if (!inScope(tx.getRole(id), scope)) return false;

@@ -211,8 +211,9 @@ export class TokenService {
 
   async update(ctx: RequestContext, accessorID: string, input: TokenInput): Promise<WriteResult<TokenView>> {
     const { scope } = await authorize(this.resolver, ctx, 'write', input);
-    if (!isUUID(accessorID)) throw invalid('AccessorID is not a valid UUID');
     if (input.AccessorID && input.AccessorID !== accessorID) throw invalid('Token Accessor ID in URL and payload do not match');
+    // A malformed ID names no token: the same 404 as every other verb on the path.
+    if (!isUUID(accessorID)) throw notFoundToken(accessorID);
     if (input.ExpirationTTL !== undefined && input.ExpirationTTL !== 0) throw invalid(`Cannot change expiration time of ${accessorID}`);
     const { token, links } = await this.store.transact((tx) => {
       const existing = this.live(tx.getToken(accessorID), scope);
@@ -273,7 +274,7 @@ export class TokenService {
 
   async delete(ctx: RequestContext, accessorID: string): Promise<WriteResult<boolean>> {
     const { identity, scope } = await authorize(this.resolver, ctx, 'write');
-    if (!isUUID(accessorID)) throw invalid('Accessor ID is missing or an invalid UUID');
+    if (!isUUID(accessorID)) throw notFoundToken(accessorID);
     if (accessorID.toLowerCase() === ANONYMOUS_TOKEN_ID) throw notPermitted('Delete operation not permitted on the anonymous token');
     let index = this.store.currentIndex();
     const deleted = await this.store.transact((tx) => {

@@ -35,8 +35,25 @@ function list(o: Obj, field: string, item: (x: unknown) => boolean): boolean {
 const link = (x: unknown): boolean => isObj(x) && isStr(x.ID);
 const serviceIdentity = (x: unknown): boolean => isObj(x) && isStr(x.ServiceName) && optional(x.Datacenters, strings);
 const nodeIdentity = (x: unknown): boolean => isObj(x) && isStr(x.NodeName) && isStr(x.Datacenter);
-const templatedPolicy = (x: unknown): boolean =>
-  isObj(x) && isStr(x.TemplateName) && optional(x.TemplateVariables, (v) => isObj(v) && isStr(v.Name)) && optional(x.Datacenters, strings);
+/** A templated policy; variables written as `Name` (before they were stored as Consul writes them) become `name` in place. */
+const templatedPolicy = (x: unknown): boolean => {
+  if (!isObj(x) || !isStr(x.TemplateName) || !optional(x.Datacenters, strings)) return false;
+  const v = x.TemplateVariables;
+  if (v === undefined) return true;
+  if (!isObj(v)) return false;
+  if (v.name === undefined && isStr(v.Name)) x.TemplateVariables = { name: v.Name };
+  return isStr((x.TemplateVariables as Obj).name);
+};
+
+/** A binding rule's BindVars; `Name` of the older shape becomes `name` in place. */
+const bindVars = (b: unknown): boolean => {
+  if (!isObj(b)) return false;
+  if (b.name === undefined && b.Name !== undefined) {
+    b.name = b.Name;
+    delete b.Name;
+  }
+  return optional(b.name, isStr);
+};
 
 const scoped = (o: Obj): boolean => isStr(o.Namespace) && isStr(o.Partition) && isIndex(o.CreateIndex) && isIndex(o.ModifyIndex) && isStr(o.Hash);
 
@@ -106,7 +123,7 @@ export function isBindingRuleRecord(v: unknown): v is BindingRuleRecord {
     isStr(v.Selector) &&
     BIND_TYPES.has(v.BindType as string) &&
     isStr(v.BindName) &&
-    optional(v.BindVars, (b) => isObj(b) && optional(b.Name, isStr)) &&
+    optional(v.BindVars, bindVars) &&
     placed(v)
   );
 }

@@ -2,7 +2,7 @@ import { Packr } from 'msgpackr';
 import { z } from 'zod';
 import type { AuthMethodRecord, BindingRuleRecord, BootstrapState, PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
 import { WatchwordError } from '../domain/errors.js';
-import { nodeIdentityShape, scopeShape, serviceIdentityShape, templatedPolicyShape } from '../domain/shapes.js';
+import { bindVarsShape, nodeIdentityShape, scopeShape, serviceIdentityShape, templatedPolicyShape } from '../domain/shapes.js';
 import type { TableName } from './schema.js';
 
 /** msgpack with plain maps: no record extension, so data stays readable by any decoder. */
@@ -80,7 +80,7 @@ export const bindingRuleRecordSchema: z.ZodType<BindingRuleRecord> = z.object({
   Selector: z.string(),
   BindType: z.enum(['service', 'node', 'role', 'policy', 'templated-policy']),
   BindName: z.string(),
-  BindVars: z.object({ Name: z.string().optional() }).optional(),
+  BindVars: bindVarsShape.optional(),
   ...scope,
   ...indexes,
 });

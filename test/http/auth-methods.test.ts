@@ -182,13 +182,43 @@ describe('auth methods, binding rules, login and logout', () => {
       expect(bad.status).toBe(400);
       expect(bad.body.code).toBe('INVALID_REQUEST');
       expect(bad.body.message).toBe('Invalid Binding Rule: invalid Selector: unexpected "="; did you mean "=="? (at column 12)');
-      const unknown = await d.api('PUT', '/v1/acl/binding-rule', { body: { AuthMethod: method, BindType: 'service', BindName: 'web', Selector: 'value.role == "x"' } });
+      const unknown = await d.api('PUT', '/v1/acl/binding-rule', { body: { AuthMethod: method, BindType: 'service', BindName: 'web', Selector: 'claims.role == "x"' } });
       expect(unknown.status).toBe(400);
-      expect(unknown.body.message).toMatch(/^Invalid Binding Rule: invalid Selector: unknown field "value.role"/);
+      expect(unknown.body.message).toBe('Invalid Binding Rule: invalid Selector: unknown field "claims.role" (this auth method provides: value.<claim>, list.<claim>)');
       const badName = await d.api('PUT', '/v1/acl/binding-rule', { body: { AuthMethod: method, BindType: 'service', BindName: '${value.nope}' } });
       expect(badName.status).toBe(400);
       expect(badName.body.message).toMatch(/^Invalid Binding Rule: invalid BindName: unknown variable \$\{value.nope\}/);
       expect((await d.api('GET', `/v1/acl/binding-rules?authmethod=${method}`)).body.length).toBe(before);
+    });
+
+    it('takes any value.<key> or list.<key> selector on a jwt method without claim mappings, as Consul does; the rule simply does not match an unmapped claim', async () => {
+      const bare = { Name: 'bare-jwt', Type: 'jwt', Config: { JWKSURL: `${jwks.url}/keys`, BoundIssuer: oidc.url, BoundAudiences: [ISSUER_AUD] } };
+      expect((await d.api('PUT', '/v1/acl/auth-method', { body: bare })).status).toBe(200);
+      const rule = await d.api('PUT', '/v1/acl/binding-rule', { body: { AuthMethod: 'bare-jwt', BindType: 'service', BindName: 'web', Selector: 'value.iss=="test-issuer"' } });
+      expect(rule.status).toBe(200);
+      expect(rule.body.Selector).toBe('value.iss=="test-issuer"');
+      const list = await d.api('PUT', '/v1/acl/binding-rule', { body: { AuthMethod: 'bare-jwt', BindType: 'service', BindName: 'web', Selector: '"x" in list.groups' } });
+      expect(list.status).toBe(200);
+      const outside = await d.api('PUT', '/v1/acl/binding-rule', { body: { AuthMethod: 'bare-jwt', BindType: 'service', BindName: 'web', Selector: 'foo.bar == "x"' } });
+      expect(outside.status).toBe(400);
+      expect(outside.body.message).toBe('Invalid Binding Rule: invalid Selector: unknown field "foo.bar" (this auth method provides: value.<claim>, list.<claim>)');
+      const login = await d.api('POST', '/v1/acl/login', { token: undefined, body: { AuthMethod: 'bare-jwt', BearerToken: await sign({ team: 'payments' }) } });
+      expect(login.status).toBe(403);
+      expect(login.body.message).toBe('Permission denied: no binding rule of the auth method matched the bearer token');
+      for (const id of [rule.body.ID, list.body.ID]) expect((await d.api('DELETE', `/v1/acl/binding-rule/${id}`)).status).toBe(200);
+      expect((await d.api('DELETE', '/v1/acl/auth-method/bare-jwt')).status).toBe(200);
+    });
+
+    it('keeps a templated-policy binding\'s BindVars as Consul writes them (name, given in any case) and binds the template with them at login', async () => {
+      const rule = await d.api('PUT', '/v1/acl/binding-rule', { body: { AuthMethod: method, BindType: 'templated-policy', BindName: 'builtin/service', BindVars: { Name: 'svc-${value.team}' }, Selector: 'value.team == "templates"' } });
+      expect(rule.status).toBe(200);
+      expect(rule.body.BindVars).toEqual({ name: 'svc-${value.team}' });
+      expect((await d.api('GET', `/v1/acl/binding-rule/${rule.body.ID}`)).body.BindVars).toEqual({ name: 'svc-${value.team}' });
+      const login = await d.api('POST', '/v1/acl/login', { token: undefined, body: { AuthMethod: method, BearerToken: await sign({ team: 'templates' }) } });
+      expect(login.status).toBe(200);
+      expect(login.body.TemplatedPolicies).toEqual([{ TemplateName: 'builtin/service', TemplateVariables: { name: 'svc-templates' } }]);
+      expect((await d.api('DELETE', `/v1/acl/token/${login.body.AccessorID}`)).body).toBe(true);
+      expect((await d.api('DELETE', `/v1/acl/binding-rule/${rule.body.ID}`)).body).toBe(true);
     });
 
     it('refuses auth methods Consul refuses, with its words', async () => {

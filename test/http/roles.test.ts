@@ -31,7 +31,7 @@ describe('role endpoints', () => {
       Policies: [{ ID: pol.ID, Name: 'role-pol' }],
       ServiceIdentities: [{ ServiceName: 'web', Datacenters: ['dc1', 'dc2'] }],
       NodeIdentities: [{ NodeName: 'n1', Datacenter: 'dc1' }],
-      TemplatedPolicies: [{ TemplateName: 'builtin/service', TemplateVariables: { Name: 'api' } }],
+      TemplatedPolicies: [{ TemplateName: 'builtin/service', TemplateVariables: { name: 'api' } }],
       Namespace: 'default',
       Partition: 'default',
     });

@@ -82,10 +82,26 @@ describe('templated policies', () => {
     });
     expect(res.status).toBe(200);
     expect(res.body.TemplatedPolicies).toEqual([
-      { TemplateName: 'builtin/service', TemplateVariables: { Name: 'web' } },
-      { TemplateName: 'builtin/service', TemplateVariables: { Name: 'db' } },
+      { TemplateName: 'builtin/service', TemplateVariables: { name: 'web' } },
+      { TemplateName: 'builtin/service', TemplateVariables: { name: 'db' } },
       { TemplateName: 'builtin/dns' },
     ]);
+  });
+
+  it('takes the variable in any letter case, as Consul decodes it, and writes it back as Consul does: name', async () => {
+    for (const [i, key] of ['Name', 'name', 'NAME', 'nAmE'].entries()) {
+      const token = await d.api('PUT', '/v1/acl/token', { body: { TemplatedPolicies: [{ TemplateName: 'builtin/service', TemplateVariables: { [key]: 'my-service' } }] } });
+      expect(token.status, key).toBe(200);
+      expect(token.body.TemplatedPolicies).toEqual([{ TemplateName: 'builtin/service', TemplateVariables: { name: 'my-service' } }]);
+      const read = await d.api('GET', `/v1/acl/token/${token.body.AccessorID}?expanded`);
+      expect(read.body.TemplatedPolicies).toEqual([{ TemplateName: 'builtin/service', TemplateVariables: { name: 'my-service' } }]);
+      expect(read.body.ExpandedPolicies.some((p: { Rules: string }) => p.Rules.includes('service "my-service"'))).toBe(true);
+      const role = await d.api('PUT', '/v1/acl/role', { body: { Name: `case-role-${i}`, TemplatedPolicies: [{ TemplateName: 'builtin/node', TemplateVariables: { [key]: 'node-1' } }] } });
+      expect(role.body.TemplatedPolicies).toEqual([{ TemplateName: 'builtin/node', TemplateVariables: { name: 'node-1' } }]);
+    }
+    const preview = await d.api('POST', '/v1/acl/templated-policy/preview/builtin/service', { body: { NAME: 'web' } });
+    expect(preview.status).toBe(200);
+    expect(preview.body.Rules).toContain('service "web"');
   });
 
   it('grants nothing here when scoped to another datacenter', async () => {

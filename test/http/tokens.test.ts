@@ -272,13 +272,13 @@ describe('token endpoints', () => {
       expect((await d.api('GET', `/v1/acl/token/${t.AccessorID}`)).body.ModifyIndex).toBe(t.ModifyIndex);
     });
 
-    it('404s for a missing token and 400s for a malformed ID', async () => {
+    it('404s for a missing token and for a malformed ID alike', async () => {
       const missing = await d.api('PUT', `/v1/acl/token/${uuid()}`, { body: {} });
       expect(missing.status).toBe(404);
       expect(missing.body.code).toBe('NOT_FOUND');
       const malformed = await d.api('PUT', '/v1/acl/token/xyz', { body: {} });
-      expect(malformed.status).toBe(400);
-      expect(malformed.body.message).toContain('not a valid UUID');
+      expect(malformed.status).toBe(404);
+      expect(malformed.body.message).toBe('Cannot find token "xyz"');
     });
   });
 
@@ -350,10 +350,13 @@ describe('token endpoints', () => {
       expect(own.body.message).toContain("request's authorization token");
     });
 
-    it('400s for a malformed accessor', async () => {
+    it('answers false for a well-formed accessor with nothing to delete, and 404 for a malformed one as every other verb does', async () => {
+      const nothing = await d.api('DELETE', `/v1/acl/token/${uuid()}`);
+      expect(nothing.status).toBe(200);
+      expect(nothing.body).toBe(false);
       const res = await d.api('DELETE', '/v1/acl/token/abc');
-      expect(res.status).toBe(400);
-      expect(res.body.message).toContain('invalid UUID');
+      expect(res.status).toBe(404);
+      expect(res.body.message).toBe('Cannot find token "abc"');
     });
   });
 

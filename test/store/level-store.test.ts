@@ -173,7 +173,7 @@ describe('LevelStore', () => {
       ExpirationTime: new Date(Date.now() + 3_600_000).toISOString(),
       ServiceIdentities: [{ ServiceName: 'web', Datacenters: ['dc1'] }],
       NodeIdentities: [{ NodeName: 'n1', Datacenter: 'dc2' }],
-      TemplatedPolicies: [{ TemplateName: 'builtin/service', TemplateVariables: { Name: 'api' }, Datacenters: ['dc1'] }],
+      TemplatedPolicies: [{ TemplateName: 'builtin/service', TemplateVariables: { name: 'api' }, Datacenters: ['dc1'] }],
     });
     const stored = await store.transact((tx) => tx.putToken(t));
     await store.close();

@@ -12,7 +12,7 @@ const valid: Record<TableName, Array<Record<string, unknown>>> = {
       Roles: [{ ID: 'r' }],
       ServiceIdentities: [{ ServiceName: 'web', Datacenters: ['dc1'] }, { ServiceName: 'db' }],
       NodeIdentities: [{ NodeName: 'n', Datacenter: 'dc2' }],
-      TemplatedPolicies: [{ TemplateName: 'builtin/service', TemplateVariables: { Name: 'x' }, Datacenters: ['dc1'] }, { TemplateName: 'builtin/dns' }],
+      TemplatedPolicies: [{ TemplateName: 'builtin/service', TemplateVariables: { name: 'x' }, Datacenters: ['dc1'] }, { TemplateName: 'builtin/dns' }],
       Local: true,
       AuthMethod: 'kube',
       AuthMethodNamespace: 'default',
@@ -33,7 +33,7 @@ const valid: Record<TableName, Array<Record<string, unknown>>> = {
   ],
   bindingRules: [
     { ID: 'b', Description: '', AuthMethod: 'm', Selector: '', BindType: 'service', BindName: 'web', Namespace: 'default', Partition: 'default', CreateIndex: 1, ModifyIndex: 1 },
-    { ID: 'b', Description: 'd', AuthMethod: 'm', Selector: 'value.x == "y"', BindType: 'templated-policy', BindName: 'builtin/service', BindVars: { Name: 'web' }, Namespace: 'default', Partition: 'default', CreateIndex: 1, ModifyIndex: 1 },
+    { ID: 'b', Description: 'd', AuthMethod: 'm', Selector: 'value.x == "y"', BindType: 'templated-policy', BindName: 'builtin/service', BindVars: { name: 'web' }, Namespace: 'default', Partition: 'default', CreateIndex: 1, ModifyIndex: 1 },
   ],
 };
 
@@ -73,5 +73,24 @@ describe('start-up record checks agree with the record schemas', () => {
     expect(RECORD_CHECKS.tokens(a) && RECORD_CHECKS.tokens(b)).toBe(true);
     expect(a.Policies).toBe(b.Policies);
     expect(Object.isFrozen(a.Policies)).toBe(true);
+  });
+});
+
+describe('records written before template variables were stored as Consul writes them', () => {
+  it('read a token and a role whose TemplateVariables say Name as name, at load and in a snapshot', () => {
+    const token = tokenRecord({ TemplatedPolicies: [{ TemplateName: 'builtin/service', TemplateVariables: { Name: 'web' } as unknown as { name: string } }] }) as unknown as Record<string, unknown>;
+    expect(RECORD_CHECKS.tokens(token)).toBe(true);
+    expect(token.TemplatedPolicies).toEqual([{ TemplateName: 'builtin/service', TemplateVariables: { name: 'web' } }]);
+    const role = { ID: 'r', Name: 'n', Description: '', Policies: [], ServiceIdentities: [], NodeIdentities: [], TemplatedPolicies: [{ TemplateName: 'builtin/node', TemplateVariables: { Name: 'n1' } }], Hash: 'h', Namespace: 'default', Partition: 'default', CreateIndex: 1, ModifyIndex: 1 };
+    const parsed = RECORD_SCHEMAS.roles.parse(structuredClone(role)) as { TemplatedPolicies: unknown };
+    expect(parsed.TemplatedPolicies).toEqual([{ TemplateName: 'builtin/node', TemplateVariables: { name: 'n1' } }]);
+  });
+
+  it('read a binding rule whose BindVars say Name as name', () => {
+    const rule = { ID: 'b', Description: '', AuthMethod: 'm', Selector: '', BindType: 'templated-policy', BindName: 'builtin/service', BindVars: { Name: 'web' }, Namespace: 'default', Partition: 'default', CreateIndex: 1, ModifyIndex: 1 };
+    const loaded = structuredClone(rule);
+    expect(RECORD_CHECKS.bindingRules(loaded)).toBe(true);
+    expect(loaded.BindVars).toEqual({ name: 'web' });
+    expect((RECORD_SCHEMAS.bindingRules.parse(structuredClone(rule)) as { BindVars: unknown }).BindVars).toEqual({ name: 'web' });
   });
 });
