@@ -1,3 +1,4 @@
+import { type Access, CompiledRules, enforce } from './decisions.js';
 import type { AccessLevel, ScopeRules, ScopedBlock } from './policy.js';
 import { DEFAULT_NAMESPACE, DEFAULT_PARTITION } from '../ids.js';
 
@@ -111,18 +112,99 @@ export class Authorizer {
   }
 
   /**
-   * The cluster-wide `operator` resource (snapshots, servers): granted by the top-level
-   * `operator` rule of the policies of a token in the default namespace and partition,
-   * built-ins included. Tokens of other namespaces and partitions get none.
+   * The merged top-level rule of a cluster-wide resource (`operator`, `keyring`, `mesh`,
+   * `peering`): from the policies of the default namespace and partition, for a token of the
+   * default namespace and partition, built-ins included. Tokens elsewhere get none.
    */
-  operatorAccess(): AclAccess {
+  private clusterRule(name: string): AccessLevel | undefined {
     let result: AccessLevel | undefined;
     if (this.tokenNamespace === DEFAULT_NAMESPACE && this.tokenPartition === DEFAULT_PARTITION) {
-      for (const p of this.policies) if (p.namespace === DEFAULT_NAMESPACE && p.partition === DEFAULT_PARTITION) result = merge(result, p.rules.flags.operator);
+      for (const p of this.policies) if (p.namespace === DEFAULT_NAMESPACE && p.partition === DEFAULT_PARTITION) result = merge(result, p.rules.flags[name]);
     }
+    return result;
+  }
+
+  /**
+   * The cluster-wide `operator` resource (snapshots, servers). Without a rule the default
+   * policy decides, all of it, as Consul's: unlike `acl`, "allow" grants operator writes
+   * (a snapshot still needs `acl:write`).
+   */
+  operatorAccess(): AclAccess {
+    const result = this.clusterRule('operator');
     if (result === 'deny') return 'none';
     if (result === 'write') return 'write';
     if (result === 'read' || result === 'list') return 'read';
-    return this.defaultPolicy === 'allow' ? 'read' : 'none';
+    return this.defaultPolicy === 'allow' ? 'write' : 'none';
+  }
+
+  /** Rules compiled per place: built on first use, kept while the authorizer lives. */
+  private readonly places = new Map<string, CompiledRules>();
+
+  /**
+   * The rules of every policy that reach (partition, namespace), as §7 places them: a
+   * policy's own rules where the token lives (built-ins everywhere for default tokens), and
+   * the namespace and partition blocks administrators' policies hold for other places.
+   */
+  rulesAt(partition: string, namespace: string): CompiledRules {
+    const place = `${partition}\u0000${namespace}`;
+    let rules = this.places.get(place);
+    if (rules === undefined) {
+      const scopes: ScopeRules[] = [];
+      for (const p of this.policies) scopes.push(...this.scopesAt(p, partition, namespace));
+      rules = new CompiledRules(scopes);
+      if (this.places.size >= 256) this.places.clear();
+      this.places.set(place, rules);
+    }
+    return rules;
+  }
+
+  private scopesAt(p: ApplicablePolicy, partition: string, namespace: string): ScopeRules[] {
+    const out: ScopeRules[] = [];
+    const tokenInDefaultNamespace = this.tokenNamespace === DEFAULT_NAMESPACE;
+    const inDefaultNamespace = p.namespace === DEFAULT_NAMESPACE;
+    if (inDefaultNamespace && p.partition === DEFAULT_PARTITION && tokenInDefaultNamespace && this.tokenPartition === DEFAULT_PARTITION) {
+      const part = bestBlock(p.rules.partitions, partition);
+      if (part) {
+        const ns = bestBlock(part.rules.namespaces, namespace);
+        if (ns) out.push(ns.rules);
+        out.push(part.rules);
+      }
+    }
+    if (inDefaultNamespace && partition === p.partition && tokenInDefaultNamespace && this.tokenPartition === p.partition) {
+      const ns = bestBlock(p.rules.namespaces, namespace);
+      if (ns) out.push(ns.rules);
+    }
+    const ownPlace = partition === this.tokenPartition && namespace === this.tokenNamespace;
+    const everywhere = p.builtin && tokenInDefaultNamespace && this.tokenPartition === DEFAULT_PARTITION;
+    if (ownPlace || everywhere) out.push(p.rules);
+    return out;
+  }
+
+  /**
+   * May this token have `access` to `resource` (`segment` for named resources) at
+   * (partition, namespace)? `acl` and `operator` answer as the daemon's own endpoints
+   * enforce them; `mesh` and `peering` without a rule of their own follow `operator`; the
+   * rest follow their rules, then the default policy. The caller has validated the check.
+   */
+  allows(resource: string, segment: string, access: Access, partition: string, namespace: string): boolean {
+    switch (resource) {
+      case 'acl':
+        return access === 'write' ? this.canWrite(partition, namespace) : this.canRead(partition, namespace);
+      case 'operator': {
+        const granted = this.operatorAccess();
+        return access === 'write' ? granted === 'write' : granted !== 'none';
+      }
+      case 'keyring':
+      case 'mesh':
+      case 'peering': {
+        const verdict = enforce(this.clusterRule(resource), access);
+        if (verdict === 'default' && resource !== 'keyring') return this.allows('operator', '', access, partition, namespace);
+        return verdict === 'default' ? this.defaultPolicy === 'allow' : verdict === 'allow';
+      }
+      default: {
+        const verdict = this.rulesAt(partition, namespace).verdict(resource, segment, access);
+        return verdict === 'default' ? this.defaultPolicy === 'allow' : verdict === 'allow';
+      }
+    }
   }
 }
