@@ -16,6 +16,7 @@ import type { AgentInfo } from './service/context.js';
 import { PolicyService } from './service/policies.js';
 import { RoleService } from './service/roles.js';
 import { TemplatedPolicyService } from './service/templated-policies.js';
+import { DecisionService } from './service/decisions.js';
 import { TokenService } from './service/tokens.js';
 import { AuthMethodService, BindingRuleService, LoginService } from './service/auth-methods.js';
 import { SnapshotService } from './service/snapshots.js';
@@ -179,6 +180,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const policies = new PolicyService(store, resolver);
     const roles = new RoleService(store, resolver);
     const templatedPolicies = new TemplatedPolicyService(resolver);
+    const decisions = new DecisionService(resolver);
     const urls = { allowedHosts: config.auth_method_allowed_hosts };
     const authMethods = new AuthMethodService(store, resolver, { minTTL: config.token_min_ttl, maxTTL: config.token_max_ttl, urls });
     const bindingRules = new BindingRuleService(store, resolver);
@@ -308,6 +310,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       policies,
       roles,
       templatedPolicies,
+      decisions,
       authMethods,
       bindingRules,
       login,

@@ -115,6 +115,29 @@ export const roleBody = ciObject(
 /** Variables for a templated-policy preview: `{"Name": "api"}` (key case-insensitive). */
 export const templateVariablesBody = ciObject({ Name: opt(str(512)) });
 
+/** One authorization check (SPEC §17); the body of /v1/internal/acl/authorize is an array of 1 to 64. */
+export const authorizationCheckBody = ciObject({
+  Resource: str(64),
+  Segment: opt(str(4096)),
+  Access: str(32),
+  ...scopeFields,
+}).meta({ id: 'AuthorizationCheck' });
+
+export const authorizeBody = z.array(authorizationCheckBody).min(1).max(64);
+
+export const authorizeResponse = z
+  .array(
+    z.object({
+      Resource: z.string(),
+      Segment: z.string().optional(),
+      Access: z.string(),
+      Namespace: z.string().optional(),
+      Partition: z.string().optional(),
+      Allow: z.boolean(),
+    }),
+  )
+  .meta({ id: 'AuthorizationAnswers' });
+
 export const authMethodBody = ciObject(
   {
     Name: opt(str(128)),

@@ -9,6 +9,7 @@ import type { SnapshotService } from '../service/snapshots.js';
 import type { PolicyService } from '../service/policies.js';
 import type { RoleService } from '../service/roles.js';
 import type { TemplatedPolicyService } from '../service/templated-policies.js';
+import type { DecisionService } from '../service/decisions.js';
 import type { AgentInfo } from '../service/context.js';
 import type { TokenService } from '../service/tokens.js';
 import type { Store } from '../store/store.js';
@@ -28,6 +29,7 @@ import { roleRoutes } from './routes/roles.js';
 import { authMethodRoutes } from './routes/auth-methods.js';
 import type { AuthMethodService, BindingRuleService, LoginService } from '../service/auth-methods.js';
 import { templatedPolicyRoutes } from './routes/templated-policies.js';
+import { decisionRoutes } from './routes/decisions.js';
 import { agentRoutes } from './routes/agent.js';
 import { type SnapshotUploads, snapshotRoutes } from './routes/snapshot.js';
 import { replicationRoutes } from './routes/replication.js';
@@ -43,6 +45,8 @@ export interface AppDeps {
   policies: PolicyService;
   roles: RoleService;
   templatedPolicies: TemplatedPolicyService;
+  /** Authorization decisions for the request's token (SPEC §17). */
+  decisions: DecisionService;
   authMethods: AuthMethodService;
   bindingRules: BindingRuleService;
   login: LoginService;
@@ -249,6 +253,7 @@ export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteIn
   policyRoutes(app, deps, routes);
   roleRoutes(app, deps, routes);
   templatedPolicyRoutes(app, deps, routes);
+  decisionRoutes(app, deps, routes);
   authMethodRoutes(app, deps, routes);
   agentRoutes(app, deps, routes);
   snapshotRoutes(app, deps, routes);

@@ -31,6 +31,13 @@ export class Metrics implements BlockingGauge {
     registers: [this.registry],
   });
 
+  readonly authorizeChecks = new Counter({
+    name: 'watchword_authorize_checks_total',
+    help: 'Authorization checks judged by /v1/internal/acl/authorize, by answer',
+    labelNames: ['allowed'] as const,
+    registers: [this.registry],
+  });
+
   readonly reaped = new Counter({
     name: 'watchword_tokens_reaped_total',
     help: 'Expired tokens deleted by the reaper',

@@ -28,10 +28,10 @@ interface Group {
   decisions: Array<[string, string, boolean]>;
 }
 
-const serviceIdentity = (name: string): string => syntheticPolicies({ Policies: [], ServiceIdentities: [{ ServiceName: name }], NodeIdentities: [], TemplatedPolicies: [] })[0]?.Rules ?? '';
-const nodeIdentity = (name: string): string => syntheticPolicies({ Policies: [], ServiceIdentities: [], NodeIdentities: [{ NodeName: name, Datacenter: 'dc1' }], TemplatedPolicies: [] })[0]?.Rules ?? '';
+const serviceIdentity = (name: string): string => syntheticPolicies({ ServiceIdentities: [{ ServiceName: name }], NodeIdentities: [], TemplatedPolicies: [] })[0]?.Rules ?? '';
+const nodeIdentity = (name: string): string => syntheticPolicies({ ServiceIdentities: [], NodeIdentities: [{ NodeName: name, Datacenter: 'dc1' }], TemplatedPolicies: [] })[0]?.Rules ?? '';
 const template = (name: string, variable?: string): string =>
-  syntheticPolicies({ Policies: [], ServiceIdentities: [], NodeIdentities: [], TemplatedPolicies: [{ TemplateName: name, ...(variable ? { TemplateVariables: { name: variable } } : {}) }] })[0]?.Rules ?? '';
+  syntheticPolicies({ ServiceIdentities: [], NodeIdentities: [], TemplatedPolicies: [{ TemplateName: name, ...(variable ? { TemplateVariables: { name: variable } } : {}) }] })[0]?.Rules ?? '';
 
 const GROUPS: Group[] = [
   {
