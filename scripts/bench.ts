@@ -10,7 +10,7 @@
  * Prints a table with every target and writes the figures as JSON to bench-results/;
  * exits non-zero when a target is missed.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { cp, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,6 +18,8 @@ import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import { type ServersBench, serversBench } from './bench-servers.js';
 import { type TlsBench, tlsBench } from './bench-tls.js';
+import { type AuthorizeBench, authorizeBench } from './bench-authorize.js';
+import { startProcess } from './bench-process.js';
 import { startDaemonProcess, stopDaemonProcess } from './daemon-process.js';
 import { policyHash, tokenHash } from '../src/domain/hash.js';
 import { generateID } from '../src/domain/ids.js';
@@ -39,19 +41,6 @@ interface Row {
   p99ms: number;
   errors: number;
   non2xx: number;
-}
-
-function startProcess(args: string[]): { proc: ChildProcess; firstLine: Promise<string> } {
-  const proc = spawn(process.execPath, ['--import', 'tsx', ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
-  const firstLine = new Promise<string>((resolve, reject) => {
-    let buf = '';
-    proc.stdout?.on('data', (b: Buffer) => {
-      buf += b.toString();
-      if (buf.includes('\n')) resolve(buf.split('\n')[0] as string);
-    });
-    proc.once('exit', (code) => reject(new Error(`process exited early with ${code}`)));
-  });
-  return { proc, firstLine };
 }
 
 const startDaemon = (dataDir: string, extra: string[] = ['--initial-management-token', SECRET]) =>
@@ -253,6 +242,11 @@ async function main(): Promise<void> {
       if (report.ratio < 0.8) process.exitCode = 1;
       return;
     }
+    // BENCH_ONLY=authorize: decisions over HTTP against the bare route, alone.
+    if (process.env.BENCH_ONLY === 'authorize') {
+      if (!authorizeOK(await runAuthorizeBench(dataDir))) process.exitCode = 1;
+      return;
+    }
 
     // The baselines first, while nothing else runs (a freshly started daemon is still settling).
     const baseline = startProcess(['scripts/bench-baseline.ts']);
@@ -303,6 +297,14 @@ async function main(): Promise<void> {
     // The daemon under test stays idle (replication uses it next) while the TLS pair runs.
     const tls = process.env.BENCH_ONLY === 'replication' ? undefined : await runTlsBench(dataDir, daemon.proc);
     if (tls && tls.ratio < 0.8) rows.push({ scenario: 'token read over HTTPS (keep-alive)', reqPerSec: tls.tls.reqPerSec, p50ms: 0, p99ms: tls.tls.p99ms, errors: 0, non2xx: 0, ratio: `${tls.ratio.toFixed(2)}x plain`, target: '>= 0.8x plain HTTP', ok: false });
+    let authorize: AuthorizeBench | undefined;
+    if (process.env.BENCH_ONLY !== 'replication') {
+      await stop(daemon.proc);
+      authorize = await runAuthorizeBench(dataDir);
+      if (!authorizeOK(authorize)) rows.push({ scenario: 'authorize, 1 / 16 checks', reqPerSec: authorize.one.reqPerSec, p50ms: 0, p99ms: authorize.one.p99ms, errors: 0, non2xx: 0, target: '>= 0.5x / >= 0.3x bare', ok: false });
+      daemon = await startDaemon(dataDir);
+      procs.push(daemon.proc);
+    }
     const replication = await replicationBench(daemon.url);
     const replicationChecks = [
       { measure: `fresh secondary catches up on ${TOKENS} tokens`, value: `${(replication.catchUpMs! / 1000).toFixed(2)} s`, target: '< 10 s', ok: replication.catchUpMs! < 10_000 },
@@ -319,13 +321,27 @@ async function main(): Promise<void> {
     const outDir = join(ROOT, 'bench-results');
     await mkdir(outDir, { recursive: true });
     const file = join(outDir, `bench-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
-    const report = { date: new Date().toISOString(), node: process.version, durationSeconds: DURATION, rounds: ROUNDS, connections: CONNECTIONS, tokens: TOKENS, rows, tls, replication, servers };
+    const report = { date: new Date().toISOString(), node: process.version, durationSeconds: DURATION, rounds: ROUNDS, connections: CONNECTIONS, tokens: TOKENS, rows, tls, authorize, replication, servers };
     await writeFile(file, `${JSON.stringify(report, null, 2)}\n`);
     process.stdout.write(`wrote ${file}\n`);
   } finally {
     for (const p of procs) await stop(p);
     await rm(dataDir, { recursive: true, force: true });
   }
+}
+
+const authorizeOK = (r: AuthorizeBench): boolean => r.one.reqPerSec / r.bare.reqPerSec >= 0.5 && r.sixteen.reqPerSec / r.bare.reqPerSec >= 0.3;
+
+/** Decisions over HTTP, 1 and 16 checks, against the bare route (SPEC §11, §17), on the seeded store. */
+async function runAuthorizeBench(dataDir: string): Promise<AuthorizeBench> {
+  const r = await authorizeBench(dataDir, SECRET, { seconds: DURATION, rounds: ROUNDS, connections: CONNECTIONS });
+  process.stdout.write(`decisions: median of ${r.rounds} alternating rounds; ${r.pinned ? 'servers on CPU 1, load generator on CPU 0' : 'not pinned (taskset or a second CPU missing)'}\n`);
+  console.table([
+    { scenario: 'bare Fastify route', 'req/s': r.bare.reqPerSec, 'p99 ms': r.bare.p99ms, ratio: '1.00x', target: 'baseline' },
+    { scenario: 'authorize, 1 check', 'req/s': r.one.reqPerSec, 'p99 ms': r.one.p99ms, ratio: `${(r.one.reqPerSec / r.bare.reqPerSec).toFixed(2)}x`, target: '>= 0.5x bare', ok: r.one.reqPerSec / r.bare.reqPerSec >= 0.5 },
+    { scenario: 'authorize, 16 checks', 'req/s': r.sixteen.reqPerSec, 'p99 ms': r.sixteen.p99ms, ratio: `${(r.sixteen.reqPerSec / r.bare.reqPerSec).toFixed(2)}x`, target: '>= 0.3x bare', ok: r.sixteen.reqPerSec / r.bare.reqPerSec >= 0.3 },
+  ]);
+  return r;
 }
 
 /** Token reads over one server of three, then all three (SPEC §13), with each server's CPU per read. */

@@ -3,6 +3,7 @@ import type { AclResolver } from '../service/acl-resolver.js';
 import type { ServerOptions as HttpsServerOptions } from 'node:https';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest, LogController } from 'fastify';
 import { type Logger, pino } from 'pino';
+import { BODY_LIMIT } from './body.js';
 import { WatchwordError } from '../domain/errors.js';
 import type { BootstrapService } from '../service/bootstrap.js';
 import type { SnapshotService } from '../service/snapshots.js';
@@ -37,7 +38,7 @@ import { type ClusterHooks, clientOf, forwardToDatacenter, forwardToLeader, forw
 import { tokenRoutes } from './routes/tokens.js';
 
 /** 1 MiB: larger bodies get 413. */
-export const BODY_LIMIT = 1024 * 1024;
+export { BODY_LIMIT };
 
 export interface AppDeps {
   store: Store;

@@ -3,6 +3,9 @@ import { type WatchwordError, invalid } from '../domain/errors.js';
 
 const MAX_DEPTH = 32;
 
+/** Largest request body, bytes (413 beyond). */
+export const BODY_LIMIT = 1024 * 1024;
+
 /** Parses a request body as JSON whatever its Content-Type; an empty body is `undefined`. */
 export function parseJsonBody(text: unknown): unknown {
   if (typeof text !== 'string' || text.trim() === '') return undefined;

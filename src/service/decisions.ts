@@ -1,92 +1,149 @@
 import { invalid } from '../domain/errors.js';
+import { DEFAULT_NAMESPACE, DEFAULT_PARTITION } from '../domain/ids.js';
 import { type Access, RESOURCES } from '../domain/rules/decisions.js';
 import type { AclResolver, Identity } from './acl-resolver.js';
 import type { RequestContext } from './context.js';
-import { selectScope } from './scope.js';
+import { type ScopeHints, checkScopeName } from './scope.js';
 
-/** One question: may the request's token have `Access` to `Resource` (`Segment`)? */
-export interface AuthorizationCheck {
+/** One question: may the request's token have `Access` to `Resource` (`Segment`)? As asked, with the answer. */
+export interface AuthorizationAnswer {
   Resource: string;
   Segment?: string;
   Access: string;
   Namespace?: string;
   Partition?: string;
+  Allow: boolean;
 }
 
-/** The check as asked, with the answer. */
-export interface AuthorizationAnswer extends AuthorizationCheck {
-  Allow: boolean;
+/** A check as parsed: what was given (echoed back as given) and the access it means. */
+export interface Check {
+  resource: string;
+  segment: string | undefined;
+  /** Access as given (echoed); `access` is its lower case (Consul lower-cases it). */
+  accessText: string;
+  access: Access;
+  namespace: string | undefined;
+  partition: string | undefined;
 }
 
 export const MAX_CHECKS = 64;
 const MAX_SEGMENT = 4096;
 
-const FIELDS = new Map(['Resource', 'Segment', 'Access', 'Namespace', 'Partition'].map((f) => [f.toLowerCase(), f]));
-
 function fail(i: number, message: string): never {
   throw invalid(`checks[${i}]: ${message}`);
 }
 
-/** One element of the request: its fields matched case-insensitively, each checked, the resource and access known. */
-function parseCheck(raw: unknown, i: number): AuthorizationCheck & { access: Access } {
+const FIELD_NAMES = ['Resource', 'Segment', 'Access', 'Namespace', 'Partition'] as const;
+type Field = (typeof FIELD_NAMES)[number];
+const FIELD_OF = new Map<string, Field>(FIELD_NAMES.map((f) => [f.toLowerCase(), f]));
+
+function fieldValue(i: number, name: Field, value: unknown): string | undefined {
+  if (value === null || value === undefined) return undefined;
+  if (typeof value !== 'string') fail(i, `${name} must be a string`);
+  return value;
+}
+
+/** One element: fields matched case-insensitively and each checked, the resource and access known. */
+function parseCheck(raw: unknown, i: number): Check {
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) fail(i, 'must be an object {"Resource", "Segment", "Access"}');
-  const check: Record<string, unknown> = {};
-  for (const key of Object.keys(raw)) {
-    const name = FIELDS.get(key.toLowerCase());
+  let resource: string | undefined;
+  let segment: string | undefined;
+  let accessText: string | undefined;
+  let namespace: string | undefined;
+  let partition: string | undefined;
+  let seen = 0;
+  for (const key in raw) {
+    if (!Object.hasOwn(raw, key)) continue;
+    // The canonical names come first: no lower-casing for what clients normally send.
+    const name = (FIELD_NAMES as readonly string[]).includes(key) ? (key as Field) : FIELD_OF.get(key.toLowerCase());
     if (name === undefined) fail(i, `unknown field ${JSON.stringify(key)}`);
-    if (Object.hasOwn(check, name)) fail(i, `field ${JSON.stringify(name)} is given more than once`);
-    const value = (raw as Record<string, unknown>)[key];
-    if (value === null || value === undefined) continue;
-    if (typeof value !== 'string') fail(i, `${name} must be a string`);
-    check[name] = value;
+    const bit = 1 << FIELD_NAMES.indexOf(name);
+    if (seen & bit) fail(i, `field ${JSON.stringify(name)} is given more than once`);
+    seen |= bit;
+    const value = fieldValue(i, name, (raw as Record<string, unknown>)[key]);
+    if (name === 'Resource') resource = value;
+    else if (name === 'Segment') segment = value;
+    else if (name === 'Access') accessText = value;
+    else if (name === 'Namespace') namespace = value;
+    else partition = value;
   }
-  const resource = check.Resource as string | undefined;
   if (resource === undefined || resource === '') fail(i, 'Resource is required');
   const spec = Object.hasOwn(RESOURCES, resource) ? RESOURCES[resource] : undefined;
   if (spec === undefined) fail(i, `unknown resource ${JSON.stringify(resource)}; one of ${Object.keys(RESOURCES).join(', ')}`);
-  const accessText = check.Access as string | undefined;
   if (accessText === undefined || accessText === '') fail(i, 'Access is required');
-  // Consul lower-cases the access level.
-  const access = accessText.toLowerCase() as Access;
+  const access = (spec.accesses.includes(accessText as Access) ? accessText : accessText.toLowerCase()) as Access;
   if (!spec.accesses.includes(access)) fail(i, `access ${JSON.stringify(accessText)} is not one of ${spec.accesses.join(', ')} for resource ${JSON.stringify(resource)}`);
-  const segment = check.Segment as string | undefined;
   if (spec.segmented && segment === undefined) fail(i, `resource ${JSON.stringify(resource)} needs a Segment (the name of the ${resource})`);
   if (segment !== undefined && segment.length > MAX_SEGMENT) fail(i, `Segment is longer than ${MAX_SEGMENT} characters`);
-  return { ...(check as unknown as AuthorizationCheck), access };
+  if (namespace !== undefined && namespace !== '') checkName(i, 'namespace', namespace);
+  if (partition !== undefined && partition !== '') checkName(i, 'partition', partition);
+  return { resource, segment, accessText, access, namespace: namespace || undefined, partition: partition || undefined };
+}
+
+function checkName(i: number, kind: 'namespace' | 'partition', value: string): void {
+  try {
+    checkScopeName(kind, value);
+  } catch (err) {
+    fail(i, (err as Error).message);
+  }
 }
 
 /** The request body: an array of 1 to 64 checks. A 400 names the first bad element. */
-export function parseChecks(body: unknown): Array<AuthorizationCheck & { access: Access }> {
+export function parseChecks(body: unknown): Check[] {
   if (!Array.isArray(body)) throw invalid('Request decode failed: the body must be a JSON array of checks [{"Resource", "Segment", "Access"}]');
   if (body.length === 0) throw invalid('Request decode failed: at least one check is required');
   if (body.length > MAX_CHECKS) throw invalid(`Request decode failed: at most ${MAX_CHECKS} checks per request, got ${body.length}`);
-  return body.map(parseCheck);
+  const checks: Check[] = new Array(body.length);
+  for (let i = 0; i < body.length; i++) checks[i] = parseCheck(body[i], i);
+  return checks;
+}
+
+/**
+ * The answers to checks for one identity. Each check is judged where it names (its
+ * Namespace/Partition), else where the request points (`?ns=`, headers), else where the
+ * token lives (SPEC §3's order).
+ */
+export function judge(identity: Identity, checks: readonly Check[], hints: ScopeHints): boolean[] {
+  const token = identity.token;
+  const partition = hints.partition || token.Partition || DEFAULT_PARTITION;
+  const namespace = hints.namespace || token.Namespace || DEFAULT_NAMESPACE;
+  const authz = identity.authorizer;
+  const out: boolean[] = new Array(checks.length);
+  for (let i = 0; i < checks.length; i++) {
+    const c = checks[i] as Check;
+    out[i] = authz.allows(c.resource, c.segment ?? '', c.access, c.partition ?? partition, c.namespace ?? namespace);
+  }
+  return out;
+}
+
+/** The answer as JSON text: each check as it was asked (canonical field names), with Allow. */
+export function answersJSON(checks: readonly Check[], allows: readonly boolean[]): string {
+  let out = '[';
+  for (let i = 0; i < checks.length; i++) {
+    const c = checks[i] as Check;
+    if (i > 0) out += ',';
+    out += `{"Resource":${JSON.stringify(c.resource)}`;
+    if (c.segment !== undefined) out += `,"Segment":${JSON.stringify(c.segment)}`;
+    out += `,"Access":${JSON.stringify(c.accessText)}`;
+    if (c.namespace !== undefined) out += `,"Namespace":${JSON.stringify(c.namespace)}`;
+    if (c.partition !== undefined) out += `,"Partition":${JSON.stringify(c.partition)}`;
+    out += allows[i] ? ',"Allow":true}' : ',"Allow":false}';
+  }
+  return `${out}]`;
 }
 
 /** Judges checks for the request's token (SPEC §17): the authorization service's question. */
 export class DecisionService {
   constructor(private readonly resolver: AclResolver) {}
 
-  /** Needs no permission: any token may ask what it may do. An unknown secret is 403 ACL not found. */
-  async authorize(ctx: RequestContext, body: unknown): Promise<AuthorizationAnswer[]> {
+  /**
+   * Needs no permission: any token may ask what it may do. An unknown secret is 403 ACL not
+   * found. Synchronous unless a secondary must ask the primary about a secret it lacks.
+   */
+  authorize(ctx: RequestContext, body: unknown): { checks: Check[]; allows: boolean[] } | Promise<{ checks: Check[]; allows: boolean[] }> {
     const checks = parseChecks(body);
-    const identity = await this.resolver.resolve(ctx.secret, ctx.client);
-    return judge(identity, checks, ctx);
+    const identity = this.resolver.resolve(ctx.secret, ctx.client);
+    if (identity instanceof Promise) return identity.then((id) => ({ checks, allows: judge(id, checks, ctx.hints) }));
+    return { checks, allows: judge(identity, checks, ctx.hints) };
   }
-}
-
-function judge(identity: Identity, checks: Array<AuthorizationCheck & { access: Access }>, ctx: RequestContext): AuthorizationAnswer[] {
-  const out: AuthorizationAnswer[] = new Array(checks.length);
-  for (let i = 0; i < checks.length; i++) {
-    const { access, ...check } = checks[i] as AuthorizationCheck & { access: Access };
-    let place: { Partition: string; Namespace: string };
-    try {
-      place = selectScope(identity, ctx.hints, check);
-    } catch (err) {
-      fail(i, (err as Error).message);
-    }
-    const allowed = identity.authorizer.allows(check.Resource, check.Segment ?? '', access, place.Partition, place.Namespace);
-    out[i] = { ...check, Allow: allowed };
-  }
-  return out;
 }

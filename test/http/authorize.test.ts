@@ -128,6 +128,39 @@ describe('POST /v1/internal/acl/authorize', () => {
     expect(await count(false)).toBe(no + 1);
   });
 
+  it('answers the same through every way in: ?pretty, a chunked body, an unknown query parameter; a body over 1 MiB is 413', async () => {
+    const checks = [{ Resource: 'service', Segment: 'web', Access: 'write' }, { Resource: 'key', Segment: 'web/a', Access: 'write' }];
+    const expected = [{ ...checks[0], Allow: true }, { ...checks[1], Allow: false }];
+    const pretty = await ask(checks, webToken.SecretID, `${AUTHORIZE}?pretty`);
+    expect(pretty.status).toBe(200);
+    expect(pretty.body).toEqual(expected);
+    expect(pretty.text).toContain('\n    ');
+    const other = await ask(checks, webToken.SecretID, `${AUTHORIZE}?stale`);
+    expect(other.body).toEqual(expected);
+    const chunks = [JSON.stringify(checks).slice(0, 10), JSON.stringify(checks).slice(10)];
+    const stream = new ReadableStream({ start(c) { for (const x of chunks) c.enqueue(new TextEncoder().encode(x)); c.close(); } });
+    const chunked = await fetch(`${d.url}${AUTHORIZE}`, { method: 'POST', headers: { 'X-Service-Token': webToken.SecretID }, body: stream, duplex: 'half' } as RequestInit);
+    expect(chunked.status).toBe(200);
+    expect(await chunked.json()).toEqual(expected);
+    const big = await d.api('POST', AUTHORIZE, { rawBody: `[${'{"Resource":"acl","Access":"read"},'.repeat(40_000)}{}]` });
+    expect(big.status).toBe(413);
+    expect(big.body.code).toBe('BODY_TOO_LARGE');
+    const secretInQuery = await d.api('POST', `${AUTHORIZE}?token=${webToken.SecretID}&ns=default`, { token: undefined, body: checks });
+    expect(secretInQuery.body).toEqual(expected);
+  });
+
+  it('counts its requests in the HTTP metrics under the route pattern', async () => {
+    const count = async () => {
+      const text = (await d.api('GET', '/v1/agent/metrics?format=prometheus')).text;
+      const m = /^watchword_http_requests_total\{method="POST",route="\/v1\/internal\/acl\/authorize",status="200"\} (\d+)$/m.exec(text);
+      return m ? Number(m[1]) : 0;
+    };
+    const before = await count();
+    await ask([{ Resource: 'acl', Access: 'read' }]);
+    await ask([{ Resource: 'acl', Access: 'read' }]);
+    expect(await count()).toBe(before + 2);
+  });
+
   it('is in the OpenAPI document', async () => {
     const doc = (await d.api('GET', '/v1/openapi.json')).body;
     expect(Object.keys(doc.paths[AUTHORIZE])).toEqual(expect.arrayContaining(['post', 'put']));

@@ -139,6 +139,9 @@ export class Authorizer {
 
   /** Rules compiled per place: built on first use, kept while the authorizer lives. */
   private readonly places = new Map<string, CompiledRules>();
+  private lastPartition: string | undefined;
+  private lastNamespace: string | undefined;
+  private lastRules: CompiledRules | undefined;
 
   /**
    * The rules of every policy that reach (partition, namespace), as §7 places them: a
@@ -146,6 +149,8 @@ export class Authorizer {
    * the namespace and partition blocks administrators' policies hold for other places.
    */
   rulesAt(partition: string, namespace: string): CompiledRules {
+    // Most tokens are judged in one place: the last one is kept apart from the map.
+    if (partition === this.lastPartition && namespace === this.lastNamespace) return this.lastRules as CompiledRules;
     const place = `${partition}\u0000${namespace}`;
     let rules = this.places.get(place);
     if (rules === undefined) {
@@ -155,6 +160,9 @@ export class Authorizer {
       if (this.places.size >= 256) this.places.clear();
       this.places.set(place, rules);
     }
+    this.lastPartition = partition;
+    this.lastNamespace = namespace;
+    this.lastRules = rules;
     return rules;
   }
 

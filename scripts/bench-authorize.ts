@@ -1,0 +1,114 @@
+/**
+ * The decision figures of SPEC §11 and §17: POST /v1/internal/acl/authorize with 1 check and
+ * with 16 checks, against the bare Fastify route, in the same run. The daemon (on the seeded
+ * data dir) and the bare route run on one core (taskset -c 1), the load generator (this
+ * process) on the other (taskset -c 0); rounds alternate between the three and the median of
+ * each is compared. Without taskset (or with one core) nothing is pinned, and it says so.
+ */
+import { execFileSync } from 'node:child_process';
+import { availableParallelism } from 'node:os';
+import autocannon from 'autocannon';
+import { startDaemonProcess, stopDaemonProcess } from './daemon-process.js';
+import { startProcess, stopProcess } from './bench-process.js';
+
+export interface AuthorizeBench {
+  bare: { reqPerSec: number; p99ms: number };
+  one: { reqPerSec: number; p99ms: number };
+  sixteen: { reqPerSec: number; p99ms: number };
+  pinned: boolean;
+  rounds: number;
+}
+
+function canPin(): boolean {
+  if (availableParallelism() < 2) return false;
+  try {
+    execFileSync('taskset', ['-p', String(process.pid)], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const medianOf = (xs: number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 === 1 ? (s[(s.length - 1) / 2] as number) : ((s[s.length / 2 - 1] as number) + (s[s.length / 2] as number)) / 2;
+};
+
+/** A service's token as services carry them: a service identity, a role and a policy of a few rules. */
+const RULES = [
+  'service_prefix "" { policy = "read" }',
+  'service "billing" { policy = "write" }',
+  'key_prefix "billing/" { policy = "write" }',
+  'key_prefix "shared/" { policy = "read" }',
+  'node_prefix "" { policy = "read" }',
+  'session_prefix "" { policy = "write" }',
+  'event_prefix "deploy-" { policy = "write" }',
+  'query_prefix "" { policy = "read" }',
+].join('\n');
+
+const SIXTEEN = [
+  ['service', 'billing', 'write'],
+  ['service', 'web', 'read'],
+  ['service', 'web', 'write'],
+  ['key', 'billing/config', 'write'],
+  ['key', 'shared/flags', 'read'],
+  ['key', 'shared/flags', 'write'],
+  ['key', 'other/x', 'read'],
+  ['node', 'node-7', 'read'],
+  ['node', 'node-7', 'write'],
+  ['session', 'node-7', 'write'],
+  ['event', 'deploy-web', 'write'],
+  ['query', 'lookup', 'read'],
+  ['intention', 'billing', 'read'],
+  ['intention', 'billing', 'write'],
+  ['operator', undefined, 'read'],
+  ['acl', undefined, 'read'],
+].map(([Resource, Segment, Access]) => ({ Resource, ...(Segment ? { Segment } : {}), Access }));
+
+/** `dataDir` holds a seeded store whose management token is `secret`; it is not in use. */
+export async function authorizeBench(dataDir: string, secret: string, options: { seconds: number; rounds: number; connections: number }): Promise<AuthorizeBench> {
+  const pinned = canPin();
+  const pin = pinned ? '1' : undefined;
+  const daemon = await startDaemonProcess(dataDir, [], undefined, pin);
+  const baseline = startProcess(['scripts/bench-baseline.ts'], pin);
+  try {
+    const bareURL = `http://127.0.0.1:${await baseline.firstLine}/baseline`;
+    const admin = { 'X-Service-Token': secret, 'Content-Type': 'application/json' };
+    const put = async (path: string, body: unknown) => {
+      const res = await fetch(daemon.url + path, { method: 'PUT', headers: admin, body: JSON.stringify(body) });
+      if (!res.ok) throw new Error(`PUT ${path}: ${res.status} ${await res.text()}`);
+      return (await res.json()) as { ID: string; SecretID: string };
+    };
+    const policy = await put('/v1/acl/policy', { Name: 'bench-billing', Rules: RULES });
+    const role = await put('/v1/acl/role', { Name: 'bench-billing-role', NodeIdentities: [{ NodeName: 'node-7', Datacenter: 'dc1' }] });
+    const token = await put('/v1/acl/token', { Description: 'billing', Policies: [{ ID: policy.ID }], Roles: [{ ID: role.ID }], ServiceIdentities: [{ ServiceName: 'billing' }] });
+    const headers = { 'X-Service-Token': token.SecretID, 'Content-Type': 'application/json' };
+    const oneBody = JSON.stringify([SIXTEEN[0]]);
+    const sixteenBody = JSON.stringify(SIXTEEN);
+    const check = await (await fetch(`${daemon.url}/v1/internal/acl/authorize`, { method: 'POST', headers, body: sixteenBody })).json();
+    process.stdout.write(`authorize, 16 checks: ${(check as Array<{ Allow: boolean }>).map((a) => (a.Allow ? 'allow' : 'deny')).join(' ')}\n`);
+    if (pinned) execFileSync('taskset', ['-cp', '0', String(process.pid)], { stdio: 'ignore' });
+    const run = async (opts: autocannon.Options, seconds: number) => {
+      const r = await autocannon({ connections: options.connections, duration: seconds, ...opts });
+      if (r.non2xx > 0 || r.errors > 0) throw new Error(`${opts.url}: ${r.non2xx} non-2xx answers, ${r.errors} errors`);
+      return { reqPerSec: Math.round(r.requests.average), p99ms: r.latency.p99 };
+    };
+    const bare = { url: bareURL };
+    const one = { url: `${daemon.url}/v1/internal/acl/authorize`, method: 'POST' as const, headers, body: oneBody };
+    const sixteen = { ...one, body: sixteenBody };
+    for (const o of [bare, one, sixteen]) await run(o, 2);
+    const rounds = Math.max(3, options.rounds);
+    const results = { bare: [] as Array<{ reqPerSec: number; p99ms: number }>, one: [] as Array<{ reqPerSec: number; p99ms: number }>, sixteen: [] as Array<{ reqPerSec: number; p99ms: number }> };
+    for (let i = 0; i < rounds; i++) {
+      results.bare.push(await run(bare, options.seconds));
+      results.one.push(await run(one, options.seconds));
+      results.sixteen.push(await run(sixteen, options.seconds));
+    }
+    const med = (xs: Array<{ reqPerSec: number; p99ms: number }>) => ({ reqPerSec: medianOf(xs.map((x) => x.reqPerSec)), p99ms: medianOf(xs.map((x) => x.p99ms)) });
+    return { bare: med(results.bare), one: med(results.one), sixteen: med(results.sixteen), pinned, rounds };
+  } finally {
+    if (pinned) execFileSync('taskset', ['-cp', `0-${availableParallelism() - 1}`, String(process.pid)], { stdio: 'ignore' });
+    await stopProcess(baseline.proc);
+    await stopDaemonProcess(daemon.proc);
+  }
+}
