@@ -138,6 +138,19 @@ export const authorizeResponse = z
   )
   .meta({ id: 'AuthorizationAnswers' });
 
+/** GET /v1/internal/acl/authorizer: what an enforcing client compiles for the request's token (SPEC §17). */
+export const tokenAuthorizerResponse = z
+  .object({
+    AccessorID: z.string(),
+    Namespace: z.string(),
+    Partition: z.string(),
+    ExpirationTime: z.string().optional(),
+    DefaultPolicy: z.enum(['allow', 'deny']),
+    Policies: z.array(z.object({ ID: z.string(), Rules: z.string(), Namespace: z.string(), Partition: z.string(), Builtin: z.boolean() })),
+  })
+  .meta({ id: 'TokenAuthorizer' });
+export type TokenAuthorizerResponse = z.infer<typeof tokenAuthorizerResponse>;
+
 export const authMethodBody = ciObject(
   {
     Name: opt(str(128)),

@@ -13,6 +13,7 @@ import type {
   SnapshotRestoreResponse,
   SyntheticPolicyResponse,
   TemplatedPolicyResponse,
+  TokenAuthorizerResponse,
   TokenResponse,
   authMethodBody,
   bindingRuleBody,
@@ -48,8 +49,23 @@ export type {
   SnapshotRestoreResponse,
   SyntheticPolicyResponse,
   TemplatedPolicyResponse,
+  TokenAuthorizerResponse,
   TokenResponse,
 };
+
+/** One question for POST /v1/internal/acl/authorize (SPEC §17). */
+export interface AuthorizationCheck {
+  Resource: string;
+  Segment?: string;
+  Access: string;
+  Namespace?: string;
+  Partition?: string;
+}
+
+/** A check as answered: as asked, with Allow. */
+export interface AuthorizationAnswer extends AuthorizationCheck {
+  Allow: boolean;
+}
 
 export interface ClientOptions {
   /** Base URL or host:port of a daemon; default WATCHWORD_HTTP_ADDR, else http://127.0.0.1:8500. */
@@ -92,6 +108,10 @@ export interface QueryOptions extends RequestOptions {
   /** Longest wait, a Go duration ("30s", "5m"). */
   wait?: string;
   consistency?: 'default' | 'stale' | 'consistent';
+  /** Content-hash blocking: wait until the answer's hash differs from this one. */
+  hash?: string;
+  /** Abort the request when this signal does (besides the client's timeout). */
+  signal?: AbortSignal;
 }
 
 
@@ -101,6 +121,8 @@ export interface ReadResult<T> {
   index: number;
   knownLeader: boolean;
   lastContactMs: number;
+  /** X-Service-ContentHash, on reads that block by content hash. */
+  contentHash?: string;
 }
 
 /** An answer other than 2xx, with the server's stable code and message. */
@@ -189,6 +211,7 @@ export class WatchwordClient {
       dc: options.datacenter ?? this.options.datacenter,
       ...(options.index !== undefined ? { index: String(options.index) } : {}),
       ...(options.wait !== undefined ? { wait: options.wait } : {}),
+      ...(options.hash !== undefined ? { hash: options.hash } : {}),
       ...options.query,
     };
     for (const [k, v] of Object.entries(q)) if (v !== undefined && v !== '') url.searchParams.set(k, v);
@@ -198,12 +221,12 @@ export class WatchwordClient {
     const token = options.token ?? this.options.token ?? process.env.WATCHWORD_HTTP_TOKEN;
     if (token) headers['X-Service-Token'] = token;
     if (options.body !== undefined) headers['Content-Type'] = 'application/json';
-    const timeout = (this.options.timeoutMs ?? 30_000) + (options.index ? 11 * 60_000 : 0);
+    const timeout = (this.options.timeoutMs ?? 30_000) + (options.index || options.hash ? 11 * 60_000 : 0);
     const res = await this.fetch(url, {
       method,
       headers,
       ...(options.body !== undefined ? { body: JSON.stringify(options.body) } : {}),
-      signal: AbortSignal.timeout(timeout),
+      signal: options.signal ? AbortSignal.any([options.signal, AbortSignal.timeout(timeout)]) : AbortSignal.timeout(timeout),
     });
     const text = await res.text();
     let value: unknown;
@@ -221,6 +244,7 @@ export class WatchwordClient {
       index: Number(res.headers.get('x-service-index') ?? 0),
       knownLeader: res.headers.get('x-service-knownleader') === 'true',
       lastContactMs: Number(res.headers.get('x-service-lastcontact') ?? 0),
+      ...(res.headers.has('x-service-contenthash') ? { contentHash: res.headers.get('x-service-contenthash') as string } : {}),
     };
   }
 
@@ -334,6 +358,17 @@ export class WatchwordClient {
     return res;
   }
 
+  /** Authorization decisions (SPEC §17). */
+  readonly acl = {
+    /** May the token (`o.token` or the client's) do each of these? 1 to 64 checks; the same array back with Allow. */
+    authorize: (checks: AuthorizationCheck[], o: RequestOptions = {}) => this.value(this.call<AuthorizationAnswer[]>('POST', '/v1/internal/acl/authorize', { ...o, body: checks })),
+    /**
+     * The token's place, expiry, default policy and applicable rules, for judging it in-process
+     * (the enforcing `Authorizer` uses it). With `hash`, blocks until they change.
+     */
+    tokenAuthorizer: (o: QueryOptions = {}) => this.call<TokenAuthorizerResponse>('GET', '/v1/internal/acl/authorizer', o),
+  };
+
   replication(o: RequestOptions = {}): Promise<ReplicationStatusResponse> {
     return this.value(this.call('GET', '/v1/acl/replication', o));
   }
@@ -357,3 +392,5 @@ export class WatchwordClient {
     index: () => this.value(this.call<{ Index: number; LogID: string }>('GET', '/v1/internal/index')),
   };
 }
+
+export { Authorizer, type AuthorizerOptions, type DownPolicy } from './authorizer.js';

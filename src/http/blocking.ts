@@ -124,8 +124,18 @@ export class ReadGate {
    * waiter entry per request; nothing polls. Past the caps the read is refused (429).
    */
   private async waitForChange(request: FastifyRequest, reply: FastifyReply, table: WatchTable, params: BlockingParams): Promise<void> {
+    if (params.index === 0 || this.store.tableIndex(table) > params.index) return;
+    await this.hold(request, reply, params.wait, (signal) => this.store.waitForTableIndex(table, params.index, signal));
+  }
+
+  /**
+   * Holds a request until `until` settles, the wait (plus up to wait/16 of jitter) runs out,
+   * the client goes away, or the daemon shuts down; `until` gets the signal of all those.
+   * Within the caps on blocked reads (429 past them).
+   */
+  async hold(request: FastifyRequest, reply: FastifyReply, waitMs: number, until: (signal: AbortSignal) => Promise<void>): Promise<void> {
     const waiting = this.waiting;
-    if (params.index === 0 || this.store.tableIndex(table) > params.index || waiting === undefined) return;
+    if (waiting === undefined) return;
     const client = request.ip;
     const mine = this.perClient.get(client) ?? 0;
     const { maxBlocking = 0, maxBlockingPerClient = 0 } = this.options;
@@ -138,13 +148,13 @@ export class ReadGate {
     const controller = new AbortController();
     waiting.add(controller);
     this.perClient.set(client, mine + 1);
-    const jitter = Math.floor(Math.random() * (params.wait / 16));
-    const timer = setTimeout(() => controller.abort(), params.wait + jitter);
+    const jitter = Math.floor(Math.random() * (waitMs / 16));
+    const timer = setTimeout(() => controller.abort(), waitMs + jitter);
     const onClose = (): void => controller.abort();
     reply.raw.once('close', onClose);
     this.options.gauge?.inc();
     try {
-      await this.store.waitForTableIndex(table, params.index, controller.signal);
+      await until(controller.signal);
     } finally {
       this.options.gauge?.dec();
       clearTimeout(timer);

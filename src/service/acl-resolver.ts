@@ -19,6 +19,17 @@ export interface Identity {
   authorizer: Authorizer;
 }
 
+/** A policy that applies to a token, as an enforcing client receives it. */
+export interface ApplicablePolicyText {
+  ID: string;
+  Rules: string;
+  /** Where the policy lives (rendered identities: where the token lives). */
+  Namespace: string;
+  Partition: string;
+  /** A built-in policy (its rules apply in every namespace for default-namespace tokens). */
+  Builtin: boolean;
+}
+
 /** Everything reachable from a token: live policies, live roles, rendered identities. */
 export interface ReachablePolicies {
   policies: PolicyRecord[];
@@ -160,23 +171,35 @@ export class AclResolver {
   }
 
   private compile(token: TokenRecord): Authorizer {
+    const applicable: ApplicablePolicy[] = this.applicablePolicies(token).map((p) => ({
+      rules: p.record ? this.policyRules(p.record) : this.rulesOf(`s:${p.ID}`, p.Rules),
+      namespace: p.Namespace,
+      partition: p.Partition,
+      builtin: p.Builtin,
+    }));
+    return new Authorizer(token.Namespace, token.Partition, applicable, this.options.defaultPolicy);
+  }
+
+  /**
+   * The policies that judge a token in this datacenter, as text: stored ones whose
+   * Datacenters allow here, and the rendered identities and templates (which act in the
+   * token's own namespace). What the authorizer is compiled from, here or in an enforcing client.
+   */
+  applicablePolicies(token: TokenRecord): Array<ApplicablePolicyText & { record?: PolicyRecord }> {
     const { policies, synthetic } = this.reachable(token);
-    const applicable: ApplicablePolicy[] = [];
+    const out: Array<ApplicablePolicyText & { record?: PolicyRecord }> = [];
     for (const p of policies) {
-      if (!this.validHere(p.Datacenters)) continue;
-      applicable.push({
-        rules: this.policyRules(p),
-        namespace: p.Namespace,
-        partition: p.Partition,
-        builtin: isBuiltinPolicyID(p.ID),
-      });
+      if (this.validHere(p.Datacenters)) out.push({ ID: p.ID, Rules: p.Rules, Namespace: p.Namespace, Partition: p.Partition, Builtin: isBuiltinPolicyID(p.ID), record: p });
     }
     for (const s of synthetic) {
-      if (!this.validHere(s.Datacenters)) continue;
-      // Rendered policies act in the namespace of the token that carries them.
-      applicable.push({ rules: this.rulesOf(`s:${s.ID}`, s.Rules), namespace: token.Namespace, partition: token.Partition, builtin: false });
+      if (this.validHere(s.Datacenters)) out.push({ ID: s.ID, Rules: s.Rules, Namespace: token.Namespace, Partition: token.Partition, Builtin: false });
     }
-    return new Authorizer(token.Namespace, token.Partition, applicable, this.options.defaultPolicy);
+    return out;
+  }
+
+  /** The default policy that decides what no rule does. */
+  get defaultPolicy(): DefaultPolicy {
+    return this.options.defaultPolicy;
   }
 }
 

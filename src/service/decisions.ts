@@ -1,7 +1,9 @@
+import { createHash } from 'node:crypto';
 import { invalid } from '../domain/errors.js';
 import { DEFAULT_NAMESPACE, DEFAULT_PARTITION } from '../domain/ids.js';
 import { type Access, RESOURCES } from '../domain/rules/decisions.js';
-import type { AclResolver, Identity } from './acl-resolver.js';
+import type { Store, WatchTable } from '../store/store.js';
+import type { AclResolver, ApplicablePolicyText, Identity } from './acl-resolver.js';
 import type { RequestContext } from './context.js';
 import { type ScopeHints, checkScopeName } from './scope.js';
 
@@ -132,9 +134,34 @@ export function answersJSON(checks: readonly Check[], allows: readonly boolean[]
   return `${out}]`;
 }
 
+/**
+ * What an enforcing client needs to judge a token itself (SPEC §17): the token's place, its
+ * expiry, the default policy and the text of every policy that applies to it here.
+ */
+export interface TokenAuthorizerView {
+  AccessorID: string;
+  Namespace: string;
+  Partition: string;
+  ExpirationTime?: string;
+  DefaultPolicy: 'allow' | 'deny';
+  Policies: ApplicablePolicyText[];
+}
+
+/** The view with its content hash: a blocking read of it returns when the hash moves. */
+export interface TokenAuthorizerAnswer {
+  view: TokenAuthorizerView;
+  hash: string;
+}
+
+/** The tables whose changes can change what a token may do. */
+const JUDGING_TABLES: readonly WatchTable[] = ['tokens', 'policies', 'roles'];
+
 /** Judges checks for the request's token (SPEC §17): the authorization service's question. */
 export class DecisionService {
-  constructor(private readonly resolver: AclResolver) {}
+  constructor(
+    private readonly resolver: AclResolver,
+    private readonly store: Pick<Store, 'tableIndex' | 'waitForTableIndex'>,
+  ) {}
 
   /**
    * Needs no permission: any token may ask what it may do. An unknown secret is 403 ACL not
@@ -145,5 +172,60 @@ export class DecisionService {
     const identity = this.resolver.resolve(ctx.secret, ctx.client);
     if (identity instanceof Promise) return identity.then((id) => ({ checks, allows: judge(id, checks, ctx.hints) }));
     return { checks, allows: judge(identity, checks, ctx.hints) };
+  }
+
+  /**
+   * The request's own token as an enforcing client compiles it: like token/self, any token
+   * may read what applies to itself (Consul lets a token resolve its own policies).
+   */
+  async tokenAuthorizer(ctx: RequestContext): Promise<TokenAuthorizerAnswer> {
+    const identity = await this.resolver.resolve(ctx.secret, ctx.client);
+    return this.viewOf(identity);
+  }
+
+  /** The view from this datacenter's state; throws 403 once the token is gone or expired. */
+  private localView(ctx: RequestContext): TokenAuthorizerAnswer {
+    return this.viewOf(this.resolver.resolveLocal(ctx.secret));
+  }
+
+  private viewOf(identity: Identity): TokenAuthorizerAnswer {
+    const token = identity.token;
+    const view: TokenAuthorizerView = {
+      AccessorID: token.AccessorID,
+      Namespace: token.Namespace || DEFAULT_NAMESPACE,
+      Partition: token.Partition || DEFAULT_PARTITION,
+      ...(token.ExpirationTime ? { ExpirationTime: token.ExpirationTime } : {}),
+      DefaultPolicy: this.resolver.defaultPolicy,
+      Policies: this.resolver.applicablePolicies(token).map((p) => ({ ID: p.ID, Rules: p.Rules, Namespace: p.Namespace, Partition: p.Partition, Builtin: p.Builtin })),
+    };
+    return { view, hash: createHash('sha256').update(JSON.stringify(view)).digest('hex').slice(0, 16) };
+  }
+
+  /**
+   * Resolves once what the token may do differs from `hash` (or the token is gone), or the
+   * signal aborts. Wakes on every change of the tokens, policies and roles tables and
+   * compares; nothing polls.
+   */
+  async waitForChange(ctx: RequestContext, hash: string, signal: AbortSignal): Promise<void> {
+    const seen = JUDGING_TABLES.map((t) => this.store.tableIndex(t));
+    for (;;) {
+      try {
+        if (this.localView(ctx).hash !== hash) return;
+      } catch {
+        return; // gone or expired: the read answers 403
+      }
+      if (signal.aborted) return;
+      const inner = new AbortController();
+      const stop = (): void => inner.abort();
+      signal.addEventListener('abort', stop, { once: true });
+      try {
+        await Promise.race(JUDGING_TABLES.map((t, i) => this.store.waitForTableIndex(t, seen[i] as number, inner.signal)));
+      } finally {
+        inner.abort();
+        signal.removeEventListener('abort', stop);
+      }
+      if (signal.aborted) return;
+      for (let i = 0; i < JUDGING_TABLES.length; i++) seen[i] = this.store.tableIndex(JUDGING_TABLES[i] as WatchTable);
+    }
   }
 }

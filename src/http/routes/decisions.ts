@@ -6,10 +6,12 @@ import { answersJSON } from '../../service/decisions.js';
 import { JSONText } from '../../service/views.js';
 import { BODY_LIMIT, parseJsonBody } from '../body.js';
 import { STATUS, errorBody, toWatchwordError } from '../errors.js';
-import { hintsOf, requestContext, secretOf } from '../request.js';
+import { hintsOf, queryParam, requestContext, secretOf } from '../request.js';
 import { sendJSON } from '../respond.js';
 import { type RouteInfo, type RouteSpec, resource } from '../routes.js';
-import { authorizeBody, authorizeResponse } from '../../api/schemas.js';
+import { authorizeBody, authorizeResponse, tokenAuthorizerResponse } from '../../api/schemas.js';
+import { invalid } from '../../domain/errors.js';
+import { blockingParams } from '../blocking.js';
 import type { AppDeps } from '../app.js';
 
 const PATH = '/v1/internal/acl/authorize';
@@ -41,6 +43,35 @@ export function decisionRoutes(app: FastifyInstance, deps: AppDeps, registry: Ro
   };
   resource(app, PATH, { POST: spec, PUT: spec }, registry);
   directPath(app, deps, count);
+
+  resource(
+    app,
+    '/v1/internal/acl/authorizer',
+    {
+      GET: {
+        doc: {
+          summary: "The request's own token as an enforcing client compiles it: place, expiry, default policy and the rules of every policy that applies here. Blocks with ?hash= until that changes",
+          permission: 'none',
+          response: tokenAuthorizerResponse,
+          query: { hash: 'Blocking: answer once the content hash differs from this one (X-Service-ContentHash of the last answer), or the wait runs out', wait: 'Longest wait with ?hash= (default 5m, at most 10m)' },
+        },
+        handler: async (request, reply) => {
+          const ctx = requestContext(request);
+          const { wait } = blockingParams(request);
+          const hash = queryParam(request, 'hash');
+          if (hash !== undefined && hash !== '' && !/^[0-9a-f]{1,64}$/.test(hash)) throw invalid('Invalid hash: expected the X-Service-ContentHash of an earlier answer');
+          let answer = await deps.decisions.tokenAuthorizer(ctx);
+          if (hash && answer.hash === hash) {
+            await deps.reads.hold(request, reply, wait, (signal) => deps.decisions.waitForChange(ctx, hash, signal));
+            answer = await deps.decisions.tokenAuthorizer(ctx);
+          }
+          void reply.header('X-Service-ContentHash', answer.hash).header('X-Consul-ContentHash', answer.hash);
+          return sendJSON(request, reply, answer.view);
+        },
+      },
+    },
+    registry,
+  );
 }
 
 /**
