@@ -3,6 +3,7 @@ import type { Command } from 'commander';
 import type { TokenInput, WatchwordClient } from '../client/index.js';
 import { authCommands } from './auth.js';
 import { type CommonOptions, UsageError, common, print, run } from './common.js';
+import { ioOf } from './io.js';
 import {
   formatPolicy,
   formatPolicyList,
@@ -400,7 +401,33 @@ export function aclCommand(program: Command): void {
   policyCommands(acl);
   templatedPolicyCommands(acl);
   authCommands(acl);
+  authorizeCommand(acl);
   common(acl.command('replication').description('show the replication status of a datacenter')).action(
     run<CommonOptions>(async (o, c) => print(o, await c.replication(), formatReplication)),
   );
+}
+
+interface AuthorizeOptions extends CommonOptions {
+  resource: string;
+  segment?: string;
+  access: string;
+}
+
+/**
+ * `watchword acl authorize`: may the token (-token, else WATCHWORD_HTTP_TOKEN) do this?
+ * Prints allow or deny and exits 0 or 2, so scripts can test with it (SPEC §17).
+ */
+function authorizeCommand(acl: Command): void {
+  common(acl.command('authorize').description("ask whether a token may do something: prints allow (exit 0) or deny (exit 2)"))
+    .requiredOption('--resource <RESOURCE>', 'acl, operator, keyring, mesh, peering, agent, event, node, query, session, service, key or intention')
+    .option('--segment <NAME>', 'the name the rule is about (service name, key, node, …); required for segmented resources')
+    .requiredOption('--access <ACCESS>', 'read, write, or list (key)')
+    .action(
+      run<AuthorizeOptions>(async (o, c) => {
+        const [answer] = await c.acl.authorize([{ Resource: o.resource, ...(o.segment !== undefined ? { Segment: o.segment } : {}), Access: o.access }]);
+        if (o.format === 'json') print(o, answer, () => '');
+        else ioOf(o).out(`${answer?.Allow ? 'allow' : 'deny'}\n`);
+        if (!answer?.Allow) ioOf(o).setExitCode(2);
+      }),
+    );
 }

@@ -156,6 +156,21 @@ describe('watchword acl (the command tree against a real daemon)', () => {
     expect(denied.stderr).toContain(`lacks permission 'acl:write' (HTTP 403 PERMISSION_DENIED)`);
   });
 
+  it('acl authorize prints allow (exit 0) or deny (exit 2) for the token, and exits 1 naming a bad check', async () => {
+    const policy = (await d.api('PUT', '/v1/acl/policy', { body: { Name: 'cli-web', Rules: 'service "web" { policy = "write" }' } })).body;
+    const t = (await d.api('PUT', '/v1/acl/token', { body: { Policies: [{ ID: policy.ID }] } })).body;
+    const allow = await watchword(['acl', 'authorize', '-resource', 'service', '-segment', 'web', '-access', 'write', '-token', t.SecretID], env);
+    expect(allow).toMatchObject({ code: 0, stdout: 'allow\n' });
+    const deny = await watchword(['acl', 'authorize', '-resource', 'service', '-segment', 'api', '-access', 'write', '-token', t.SecretID], env);
+    expect(deny).toMatchObject({ code: 2, stdout: 'deny\n' });
+    const json = await watchword(['acl', 'authorize', '-resource', 'acl', '-access', 'read', '-format', 'json'], env);
+    expect(json.code).toBe(0);
+    expect(JSON.parse(json.stdout)).toEqual({ Resource: 'acl', Access: 'read', Allow: true });
+    const bad = await watchword(['acl', 'authorize', '-resource', 'servce', '-segment', 'web', '-access', 'read'], env);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain('checks[0]: unknown resource "servce"');
+  });
+
   it('finds the daemon with -http-addr and says so when it cannot', async () => {
     const ok = await watchword(['acl', 'policy', 'list', '-http-addr', d.url.replace('http://', ''), '-token', d.management]);
     expect(ok.code).toBe(0);

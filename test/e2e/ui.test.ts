@@ -122,6 +122,16 @@ describe.skipIf(!CHROMIUM)('web UI in chromium', () => {
     await page.waitForSelector('button:has-text("Copied")');
     await page.screenshot({ path: join(SHOTS, 'token-detail.png'), fullPage: true });
 
+    // Test a permission with the token's own secret: its service identity may write billing, not payments.
+    await page.selectOption('#perm-resource', 'service');
+    await page.fill('#perm-segment', 'billing');
+    await page.selectOption('#perm-access', 'write');
+    await page.click('[data-testid=permission-test] button:has-text("Check")');
+    expect(await (await page.waitForSelector('[data-testid=permission-answer]')).textContent()).toMatch(/^allow/);
+    await page.fill('#perm-segment', 'payments');
+    await page.click('[data-testid=permission-test] button:has-text("Check")');
+    expect(await (await page.waitForSelector('[data-testid=permission-answer]')).textContent()).toMatch(/^deny/);
+
     // Clone, then delete the clone (confirmed).
     await page.click('button:has-text("Clone")');
     await page.waitForSelector('h1:has-text("Clone of ui token")');

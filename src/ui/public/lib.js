@@ -23,11 +23,11 @@ export class ApiError extends Error {
   }
 }
 
-/** An API call with the signed-in secret; `?dc=` when another datacenter is chosen. */
-export async function api(method, path, body, { dc = state.dc } = {}) {
+/** An API call with the signed-in secret (or `secret`); `?dc=` when another datacenter is chosen. */
+export async function api(method, path, body, { dc = state.dc, secret = state.secret } = {}) {
   const url = new URL(path, location.origin);
   if (dc && dc !== state.localDC) url.searchParams.set('dc', dc);
-  const headers = { 'X-Service-Token': state.secret };
+  const headers = { 'X-Service-Token': secret };
   if (body !== undefined) headers['Content-Type'] = 'application/json';
   const res = await fetch(url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   const text = await res.text();

@@ -1,6 +1,6 @@
 // Tokens: the list with its filters and search, the detail with effective policies, create, edit, clone, delete.
 import { html, useEffect, useState } from '/ui/vendor/htm/standalone.module.js';
-import { ErrorBox, Loading, Secret, api, confirmThen, explain, go, linkChecks, state, useLoad } from './lib.js';
+import { ErrorBox, HIDDEN, Loading, Secret, api, confirmThen, explain, go, linkChecks, state, useLoad } from './lib.js';
 
 export function TokenList() {
   const [filter, setFilter] = useState({ kind: 'policy', value: '' });
@@ -90,7 +90,52 @@ export function TokenDetail({ id }) {
     </dl>
     <h2>Effective policies</h2>
     <div data-testid="effective-policies">${(t.ExpandedPolicies ?? []).map((p) => html`<section><h3>${p.Name}</h3><pre>${p.Rules}</pre></section>`)}</div>
-    ${(t.ExpandedRoles ?? []).length > 0 ? html`<h2>Roles</h2><ul>${t.ExpandedRoles.map((r) => html`<li>${r.Name}: ${(r.Policies ?? []).map((p) => p.Name).join(', ')}</li>`)}</ul>` : null}`}<//>`;
+    ${(t.ExpandedRoles ?? []).length > 0 ? html`<h2>Roles</h2><ul>${t.ExpandedRoles.map((r) => html`<li>${r.Name}: ${(r.Policies ?? []).map((p) => p.Name).join(', ')}</li>`)}</ul>` : null}
+    ${t.SecretID && t.SecretID !== HIDDEN ? html`<${PermissionTest} secret=${t.SecretID} />` : null}`}<//>`;
+}
+
+const RESOURCES = {
+  service: ['read', 'write'], key: ['read', 'list', 'write'], node: ['read', 'write'], intention: ['read', 'write'],
+  agent: ['read', 'write'], event: ['read', 'write'], query: ['read', 'write'], session: ['read', 'write'],
+  acl: ['read', 'write'], operator: ['read', 'write'], keyring: ['read', 'write'], mesh: ['read', 'write'], peering: ['read', 'write'],
+};
+const UNSEGMENTED = new Set(['acl', 'operator', 'keyring', 'mesh', 'peering']);
+
+/** "Test a permission": may this token do this? Asked with the token's own secret (SPEC §17). */
+function PermissionTest({ secret }) {
+  const [check, setCheck] = useState({ Resource: 'service', Segment: '', Access: 'read' });
+  const [answer, setAnswer] = useState(undefined);
+  const [error, setError] = useState('');
+  const segmented = !UNSEGMENTED.has(check.Resource);
+  const ask = async (e) => {
+    e.preventDefault();
+    setError('');
+    setAnswer(undefined);
+    try {
+      const body = [{ Resource: check.Resource, ...(segmented ? { Segment: check.Segment } : {}), Access: check.Access }];
+      const [a] = await api('POST', '/v1/internal/acl/authorize', body, { secret });
+      setAnswer(a.Allow);
+    } catch (err) {
+      setError(explain(err));
+    }
+  };
+  const change = (field) => (e) => {
+    setAnswer(undefined);
+    const next = { ...check, [field]: e.target.value };
+    if (field === 'Resource' && !RESOURCES[next.Resource].includes(next.Access)) next.Access = 'read';
+    setCheck(next);
+  };
+  return html`<h2>Test a permission</h2>
+    <form class="filters" data-testid="permission-test" onSubmit=${ask}>
+      <div><label for="perm-resource">Resource</label>
+        <select id="perm-resource" value=${check.Resource} onChange=${change('Resource')}>${Object.keys(RESOURCES).map((r) => html`<option value=${r}>${r}</option>`)}</select></div>
+      ${segmented ? html`<div><label for="perm-segment">Name</label><input id="perm-segment" placeholder="web" value=${check.Segment} onInput=${change('Segment')} /></div>` : null}
+      <div><label for="perm-access">Access</label>
+        <select id="perm-access" value=${check.Access} onChange=${change('Access')}>${RESOURCES[check.Resource].map((a) => html`<option value=${a}>${a}</option>`)}</select></div>
+      <div><button type="submit">Check</button></div>
+    </form>
+    <${ErrorBox} message=${error} />
+    ${answer === undefined ? null : html`<p data-testid="permission-answer" class=${answer ? 'allow' : 'deny'}><strong>${answer ? 'allow' : 'deny'}</strong>: this token ${answer ? 'may' : 'may not'} ${check.Access} ${check.Resource}${segmented ? ` “${check.Segment}”` : ''}</p>`}`;
 }
 
 export function TokenForm({ id }) {
