@@ -167,6 +167,16 @@ export class Daemon implements DatacenterHandle {
       const s = await this.replication();
       return s.Connected && s.ReplicatedIndex >= target ? true : undefined;
     });
+    // Several servers: the leader replicated it (any server reports the leader's status); every running server has it too.
+    const running = this.servers.filter((s) => s.pid !== undefined);
+    if (running.length > 1) {
+      const leader = await this.leader(timeoutMs);
+      const local = (await leader.client.agent.index()).Index;
+      await until(`every server of ${this.name} to apply index ${local}`, timeoutMs, async () => {
+        const indexes = await Promise.all(running.map(async (s) => (await s.client.agent.index()).Index));
+        return indexes.every((i) => i >= local) ? true : undefined;
+      });
+    }
   }
 }
 

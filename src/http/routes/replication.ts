@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { replicationStatusResponse } from '../../api/schemas.js';
+import { type FollowerHooks, SERVER_FORWARD_HEADER, forwardToLeader } from '../forward.js';
 import { sendJSON } from '../respond.js';
 import { type RouteInfo, resource } from '../routes.js';
 import type { AppDeps } from '../app.js';
@@ -8,8 +9,26 @@ import type { AppDeps } from '../app.js';
 export function replicationRoutes(app: FastifyInstance, deps: AppDeps, registry: RouteInfo[]): void {
   resource(app, '/v1/acl/replication', {
     GET: {
-      doc: { summary: 'Replication status (no token needed)', permission: 'none', response: replicationStatusResponse },
-      handler: async (request, reply) => sendJSON(request, reply, deps.replicationStatus()),
+      doc: { summary: "Replication status (no token needed); a follower answers with its leader's", permission: 'none', response: replicationStatusResponse },
+      handler: async (request, reply) => {
+        // The leader replicates for the whole datacenter: a follower relays its status (as
+        // Consul forwards the RPC), and answers with its own only when no leader answers.
+        const cluster = deps.cluster;
+        let follower: FollowerHooks | undefined;
+        try {
+          follower = cluster?.follower?.();
+        } catch {
+          follower = undefined;
+        }
+        if (cluster && follower && request.headers[SERVER_FORWARD_HEADER] === undefined) {
+          try {
+            return await forwardToLeader(request, reply, follower, cluster.datacenter);
+          } catch {
+            // No answer from the leader: this server's own view below.
+          }
+        }
+        return sendJSON(request, reply, deps.replicationStatus());
+      },
     },
   }, registry);
 
