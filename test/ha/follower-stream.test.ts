@@ -1,7 +1,7 @@
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { FollowerStream } from '../../src/cluster/follower-stream.js';
-import { type FollowerFrame, type LeaderFrame, SERVER_PROTOCOL_VERSION } from '../../src/cluster/server-protocol.js';
+import { FollowerStream } from '../../src/ha/follower-stream.js';
+import { type FollowerFrame, type LeaderFrame, SERVER_PROTOCOL_VERSION } from '../../src/ha/server-protocol.js';
 import { LevelStore } from '../../src/store/level-store.js';
 import type { ServerBatch } from '../../src/store/store.js';
 import { tokenRecord } from '../helpers/records.js';

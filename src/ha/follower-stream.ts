@@ -20,7 +20,7 @@ type Queued = { kind: 'snapshot'; pairs: Array<[string, Uint8Array]>; seq: numbe
  * (several queued ones in one atomic write) and confirms each once durable. A batch that
  * does not follow the last applied one, or comes from an older term, ends the connection.
  * The WebSocket, proofs, heartbeat and back-off are the shell's (follower.ts); tests feed
- * frames (test/cluster/follower-stream.test.ts).
+ * frames (test/ha/follower-stream.test.ts).
  */
 export class FollowerStream {
   /** Last batch the leader is known to have written. */

@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { ServerChannel } from '../../src/cluster/follower-session.js';
-import { ServerLeader } from '../../src/cluster/leader.js';
-import { type FollowerFrame, type LeaderFrame, SERVER_PROTOCOL_VERSION } from '../../src/cluster/server-protocol.js';
+import type { ServerChannel } from '../../src/ha/follower-session.js';
+import { ServerLeader } from '../../src/ha/leader.js';
+import { type FollowerFrame, type LeaderFrame, SERVER_PROTOCOL_VERSION } from '../../src/ha/server-protocol.js';
 import { encodeFrame } from '../../src/replication/protocol.js';
 import { LevelStore } from '../../src/store/level-store.js';
 import { Transport } from '../../src/transport/transport.js';

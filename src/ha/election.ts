@@ -4,7 +4,7 @@
  * (`coordinator.ts`) owns the client, the timers and the calls, as Patroni keeps its
  * policy apart from the loop that talks to etcd.
  *
- * Invariants (each has its tests in test/cluster/election.test.ts):
+ * Invariants (each has its tests in test/ha/election.test.ts):
  * 1. Leadership and the lease that proves it move together: this server leads only while
  *    the leader key is on its current lease and that lease is surely alive (etcd
  *    confirmed a keep-alive sent less than TTL minus a margin ago).

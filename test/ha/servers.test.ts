@@ -3,8 +3,8 @@ import { randomBytes } from 'node:crypto';
 import { pino } from 'pino';
 import { Transport } from '../../src/transport/transport.js';
 import { afterEach, describe, expect, it } from 'vitest';
-import { StaticCoordinator } from '../../src/cluster/coordinator.js';
-import { ServerGroup } from '../../src/cluster/servers.js';
+import { StaticCoordinator } from '../../src/ha/coordinator.js';
+import { ServerGroup } from '../../src/ha/servers.js';
 import { LevelStore } from '../../src/store/level-store.js';
 import { tempDir } from '../helpers/temp-dir.js';
 

@@ -3,7 +3,7 @@
  * quorum.py apart from the loop that talks to etcd and the database. The leader
  * (leader.ts) asks it, and owns the sockets, the timers and the publishing.
  *
- * Invariants (each has its tests in test/cluster/sync-set.test.ts):
+ * Invariants (each has its tests in test/ha/sync-set.test.ts):
  * 1. A write is acknowledged only once every server the leader waits for has confirmed it
  *    durable; with nobody to wait for, at once (the leader alone holds it, and says so).
  * 2. The leader waits for the published set, for a server being added from before the set

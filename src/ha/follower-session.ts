@@ -10,7 +10,7 @@ import { type FollowerFrame, type LeaderFrame, SERVER_PROTOCOL_VERSION, follower
  * follower's frames (`receive`), it sends what the follower lacks (a snapshot, or the
  * batches after its position), then every batch as it is written, and tells the leader
  * what the follower confirmed. The WebSocket is one channel (wsServerChannel); tests use
- * an array (test/cluster/leader-session.test.ts).
+ * an array (test/ha/leader-session.test.ts).
  */
 
 /** Where a session's frames go. */

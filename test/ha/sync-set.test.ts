@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { type MemberState, additionsCaughtUp, confirmedUpTo, nextMember, slowMembers, waitingFor } from '../../src/cluster/sync-set.js';
+import { type MemberState, additionsCaughtUp, confirmedUpTo, nextMember, slowMembers, waitingFor } from '../../src/ha/sync-set.js';
 
-// The synchronous-set policy, pure: each invariant of src/cluster/sync-set.ts, and a run
+// The synchronous-set policy, pure: each invariant of src/ha/sync-set.ts, and a run
 // of random confirmations checking that no write is ever acknowledged before every
 // server waited for holds it.
 

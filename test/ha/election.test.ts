@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Election, type ElectionView, type EtcdStep, type ServerInfo, type SyncRecord } from '../../src/cluster/election.js';
+import { Election, type ElectionView, type EtcdStep, type ServerInfo, type SyncRecord } from '../../src/ha/election.js';
 
 // The election's decisions without etcd: every transition fed by hand on a manual clock,
 // and whole scenarios run against a small model of etcd's keys, leases and transactions
