@@ -1,97 +1,32 @@
-import type { ReplicationStatusResponse } from '../api/schemas.js';
-import type { AclResolver } from '../service/acl-resolver.js';
-import type { ServerOptions as HttpsServerOptions } from 'node:https';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest, LogController } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, LogController } from 'fastify';
 import { type Logger, pino } from 'pino';
 import { BODY_LIMIT } from './body.js';
 import { WatchwordError } from '../domain/errors.js';
-import type { BootstrapService } from '../service/bootstrap.js';
-import type { SnapshotService } from '../service/snapshots.js';
-import type { PolicyService } from '../service/policies.js';
-import type { RoleService } from '../service/roles.js';
-import type { TemplatedPolicyService } from '../service/templated-policies.js';
-import type { DecisionService } from '../service/decisions.js';
-import type { AgentInfo } from '../service/context.js';
-import type { TokenService } from '../service/tokens.js';
-import type { Store } from '../store/store.js';
-import type { Metrics } from '../observability/metrics.js';
-import type { ReadGate } from './blocking.js';
 import { RateLimiter } from './rate-limit.js';
 import { z } from 'zod';
 import { sendError } from './errors.js';
 import { openAPIDocument } from './openapi.js';
 import { registerUI } from './ui.js';
 import { sendJSON } from './respond.js';
-import { resource } from './routes.js';
+import { documentedRoutes, resource } from './routes.js';
 import type { RouteInfo } from './routes.js';
 import { bootstrapRoutes } from './routes/bootstrap.js';
 import { policyRoutes } from './routes/policies.js';
 import { roleRoutes } from './routes/roles.js';
 import { authMethodRoutes } from './routes/auth-methods.js';
-import type { AuthMethodService, BindingRuleService, LoginService } from '../service/auth-methods.js';
 import { templatedPolicyRoutes } from './routes/templated-policies.js';
 import { decisionRoutes } from './routes/decisions.js';
 import { agentRoutes } from './routes/agent.js';
-import { type SnapshotUploads, snapshotRoutes } from './routes/snapshot.js';
+import { snapshotRoutes } from './routes/snapshot.js';
+import type { AppDeps } from './deps.js';
+
+export type { AppDeps, HttpLimits, SnapshotUploads } from './deps.js';
 import { replicationRoutes } from './routes/replication.js';
-import { type ClusterHooks, clientOf, forwardToDatacenter, forwardToLeader, forwardWrite, isWrite, mustForward } from './forward.js';
+import { clientOf, forwardToDatacenter, forwardToLeader, forwardWrite, isWrite, mustForward } from './forward.js';
 import { tokenRoutes } from './routes/tokens.js';
 
 /** 1 MiB: larger bodies get 413. */
 export { BODY_LIMIT };
-
-export interface AppDeps {
-  store: Store;
-  tokens: TokenService;
-  policies: PolicyService;
-  roles: RoleService;
-  templatedPolicies: TemplatedPolicyService;
-  /** Authorization decisions for the request's token (SPEC §17). */
-  decisions: DecisionService;
-  authMethods: AuthMethodService;
-  bindingRules: BindingRuleService;
-  login: LoginService;
-  bootstrap: BootstrapService;
-  snapshots: SnapshotService;
-  agent: AgentInfo;
-  /** Resolves secrets to identities (permission checks outside the ACL services). */
-  resolver: AclResolver;
-  reads: ReadGate;
-  metrics: Metrics;
-  /** GET /v1/acl/replication. */
-  replicationStatus: () => ReplicationStatusResponse;
-  /** The daemon's place in the cluster: ?dc= forwarding and, on secondaries, write forwarding. */
-  cluster?: ClusterHooks;
-  /** Connection and request timeouts and caps; absent means Node's and Fastify's defaults. */
-  limits?: HttpLimits;
-  /**
-   * Per-client request limit; absent means none. Requests a peer daemon forwards count
-   * against the original client's bucket (X-Service-Forwarded-For) and against the
-   * peer's own, larger `peerRate`.
-   */
-  rateLimit?: { rate: number; burst: number; peerRate: number; peerBurst: number };
-  logger?: FastifyBaseLogger;
-  /** Logins per second per client, with a burst (SPEC §18: on by default; rate 0 turns it off). */
-  loginRate?: { rate: number; burst: number };
-  /** Restores: the upload limit and where the file is kept while verified (default 512 MiB, the working directory). */
-  snapshotUploads?: SnapshotUploads;
-  /** TLS options of the listener (SPEC §16): with them the API speaks HTTPS only. */
-  https?: HttpsServerOptions;
-}
-
-
-/** How long clients may take and how many connections they may hold (all ms or counts). */
-export interface HttpLimits {
-  /** Whole request (headers and body) must arrive within this; waiting for a blocking answer does not count. */
-  requestTimeout: number;
-  /** Headers must arrive within this. */
-  headerTimeout: number;
-  keepAliveTimeout: number;
-  /** Requests per keep-alive connection (0: no limit). */
-  maxRequestsPerConn: number;
-  /** Open connections at once. */
-  maxConns: number;
-}
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -248,17 +183,19 @@ export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteIn
     sendError(request, reply, new WatchwordError('NOT_FOUND', `No such endpoint: ${request.method} ${request.url.split('?')[0]}`)),
   );
 
-  const routes: RouteInfo[] = [];
-  bootstrapRoutes(app, deps, routes);
-  tokenRoutes(app, deps, routes);
-  policyRoutes(app, deps, routes);
-  roleRoutes(app, deps, routes);
-  templatedPolicyRoutes(app, deps, routes);
-  decisionRoutes(app, deps, routes);
-  authMethodRoutes(app, deps, routes);
-  agentRoutes(app, deps, routes);
-  snapshotRoutes(app, deps, routes);
-  replicationRoutes(app, deps, routes);
+  // Each group of routes is a plugin given only what it uses.
+  const routes = documentedRoutes(app);
+  const pick = <K extends keyof AppDeps>(...keys: K[]): Pick<AppDeps, K> => Object.fromEntries(keys.filter((k) => deps[k] !== undefined).map((k) => [k, deps[k]])) as Pick<AppDeps, K>;
+  void app.register(bootstrapRoutes, pick('bootstrap'));
+  void app.register(tokenRoutes, pick('tokens', 'agent', 'reads'));
+  void app.register(policyRoutes, pick('policies', 'reads'));
+  void app.register(roleRoutes, pick('roles', 'reads'));
+  void app.register(templatedPolicyRoutes, pick('templatedPolicies'));
+  void app.register(decisionRoutes, pick('decisions', 'metrics', 'rateLimit', 'reads'));
+  void app.register(authMethodRoutes, pick('authMethods', 'bindingRules', 'login', 'cluster', 'loginRate', 'reads', 'store'));
+  void app.register(agentRoutes, pick('agent', 'metrics', 'resolver'));
+  void app.register(snapshotRoutes, pick('snapshots', 'snapshotUploads'));
+  void app.register(replicationRoutes, pick('cluster', 'replicationStatus', 'store'));
 
   // Built on first request, when every route (this one included) is registered.
   let document: Record<string, unknown> | undefined;
@@ -267,7 +204,7 @@ export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteIn
       doc: { summary: 'This OpenAPI document', permission: 'none', response: z.record(z.string(), z.unknown()) },
       handler: async (request, reply) => sendJSON(request, reply, (document ??= openAPIDocument(routes, deps.agent.version))),
     },
-  }, routes);
+  });
   // The web UI: its own plugin context, so its security headers stay on its pages.
   void app.register(registerUI);
   return { app, routes };

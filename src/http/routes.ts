@@ -37,10 +37,31 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** Table whose index a GET reports in X-Service-Index. */
     table?: WatchTable;
+    /** What the OpenAPI document says of the route (routes without one are not documented). */
+    doc?: RouteDoc;
   }
 }
 
 const ALL_METHODS: HTTPMethods[] = ['DELETE', 'GET', 'HEAD', 'PATCH', 'POST', 'PUT', 'OPTIONS'];
+
+/**
+ * Collects every documented route as it is registered, in any plugin registered after this
+ * call (Fastify's onRoute hook): what the OpenAPI document is built from.
+ */
+export function documentedRoutes(app: FastifyInstance): RouteInfo[] {
+  const routes: RouteInfo[] = [];
+  app.addHook('onRoute', (options) => {
+    const doc = options.config?.doc;
+    if (doc === undefined) return;
+    const methods = Array.isArray(options.method) ? options.method : [options.method];
+    const table = options.config?.table;
+    for (const method of methods) {
+      if (method === 'HEAD') continue;
+      routes.push({ method: method as Method, url: options.url, ...(table ? { table } : {}), doc });
+    }
+  });
+  return routes;
+}
 
 /** Every registered route with its documentation (feeds the OpenAPI document). */
 export interface RouteInfo {
@@ -54,15 +75,14 @@ export interface RouteInfo {
  * Registers a path's methods. Every other method on the same path answers 405 with
  * an Allow header, so a wrong method is told apart from a wrong path.
  */
-export function resource(app: FastifyInstance, url: string, specs: Partial<Record<Method, RouteSpec>>, registry?: RouteInfo[]): void {
+export function resource(app: FastifyInstance, url: string, specs: Partial<Record<Method, RouteSpec>>): void {
   const methods = Object.keys(specs) as Method[];
   for (const method of methods) {
     const spec = specs[method] as RouteSpec;
-    registry?.push({ method, url, ...(spec.table ? { table: spec.table } : {}), doc: spec.doc });
     app.route({
       method,
       url,
-      config: { ...(spec.table ? { table: spec.table } : {}), ...(spec.forward ? { forward: spec.forward } : {}) },
+      config: { doc: spec.doc, ...(spec.table ? { table: spec.table } : {}), ...(spec.forward ? { forward: spec.forward } : {}) },
       ...(spec.onRequest ? { onRequest: spec.onRequest } : {}),
       handler: spec.handler,
     });

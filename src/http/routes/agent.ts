@@ -1,26 +1,29 @@
 import type { FastifyInstance } from 'fastify';
 import { sendJSON } from '../respond.js';
-import { type RouteInfo, resource } from '../routes.js';
+import { resource } from '../routes.js';
 import { queryParam, requestSecret } from '../request.js';
 import { WatchwordError } from '../../domain/errors.js';
 import { z } from 'zod';
 import { agentSelfResponse, operatorServersResponse } from '../../api/schemas.js';
-import type { AppDeps } from '../app.js';
+import type { AppDeps } from '../deps.js';
 
-export function agentRoutes(app: FastifyInstance, deps: AppDeps, registry: RouteInfo[]): void {
+/** What the agent routes use. */
+export type AgentRoutesDeps = Pick<AppDeps, 'agent' | 'metrics' | 'resolver'>;
+
+export async function agentRoutes(app: FastifyInstance, deps: AgentRoutesDeps): Promise<void> {
   resource(app, '/v1/status/leader', {
     GET: {
       doc: { summary: "Address of this datacenter's leader (\"\" while none is known)", permission: 'none', response: z.string() },
       handler: async (request, reply) => sendJSON(request, reply, deps.agent.leaderAddress()),
     },
-  }, registry);
+  });
 
   resource(app, '/v1/status/peers', {
     GET: {
       doc: { summary: "Addresses of this datacenter's servers", permission: 'none', response: z.array(z.string()) },
       handler: async (request, reply) => sendJSON(request, reply, deps.agent.peers()),
     },
-  }, registry);
+  });
 
   resource(app, '/v1/operator/servers', {
     GET: {
@@ -33,7 +36,7 @@ export function agentRoutes(app: FastifyInstance, deps: AppDeps, registry: Route
         return sendJSON(request, reply, deps.agent.servers());
       },
     },
-  }, registry);
+  });
 
   resource(app, '/v1/agent/self', {
     GET: {
@@ -44,14 +47,14 @@ export function agentRoutes(app: FastifyInstance, deps: AppDeps, registry: Route
         return sendJSON(request, reply, deps.agent.self(identity.authorizer.operatorAccess() !== 'none'));
       },
     },
-  }, registry);
+  });
 
   resource(app, '/v1/catalog/datacenters', {
     GET: {
       doc: { summary: 'Known datacenters, primary first', permission: 'none', response: z.array(z.string()) },
       handler: async (request, reply) => sendJSON(request, reply, deps.agent.datacenters()),
     },
-  }, registry);
+  });
 
   resource(app, '/v1/agent/metrics', {
     GET: {
@@ -70,5 +73,5 @@ export function agentRoutes(app: FastifyInstance, deps: AppDeps, registry: Route
         return sendJSON(request, reply, await metrics.getMetricsAsJSON());
       },
     },
-  }, registry);
+  });
 }

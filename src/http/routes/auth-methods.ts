@@ -1,17 +1,20 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { authMethodBody, authMethodResponse, bindingRuleBody, bindingRuleResponse, deletedResponse, loginBody, tokenResponse } from '../../api/schemas.js';
-import type { AppDeps } from '../app.js';
+import type { AppDeps } from '../deps.js';
 import { WatchwordError } from '../../domain/errors.js';
 import { clientOf } from '../forward.js';
 import { RateLimiter } from '../rate-limit.js';
 import { decodeBody, parseJsonBody } from '../body.js';
 import { queryParam, requestContext } from '../request.js';
 import { sendWrite } from '../respond.js';
-import { type RouteInfo, resource } from '../routes.js';
+import { resource } from '../routes.js';
 
 /** Auth methods, binding rules, login and logout (SPEC §14). */
-export function authMethodRoutes(app: FastifyInstance, deps: AppDeps, registry: RouteInfo[]): void {
+/** What the authMethod routes use. */
+export type AuthMethodRoutesDeps = Pick<AppDeps, 'authMethods' | 'bindingRules' | 'login' | 'cluster' | 'loginRate' | 'reads' | 'store'>;
+
+export async function authMethodRoutes(app: FastifyInstance, deps: AuthMethodRoutesDeps): Promise<void> {
   const { authMethods, bindingRules, login } = deps;
   const name = (request: FastifyRequest) => (request.params as { name: string }).name;
   const id = (request: FastifyRequest) => (request.params as { id: string }).id;
@@ -22,7 +25,7 @@ export function authMethodRoutes(app: FastifyInstance, deps: AppDeps, registry: 
       forward: 'always',
       handler: async (request, reply) => sendWrite(request, reply, await authMethods.create(requestContext(request), decodeBody(authMethodBody, parseJsonBody(request.body)))),
     },
-  }, registry);
+  });
 
   resource(app, '/v1/acl/auth-method/:name', {
     GET: {
@@ -41,7 +44,7 @@ export function authMethodRoutes(app: FastifyInstance, deps: AppDeps, registry: 
       forward: 'always',
       handler: async (request, reply) => sendWrite(request, reply, await authMethods.delete(requestContext(request), name(request))),
     },
-  }, registry);
+  });
 
   resource(app, '/v1/acl/auth-methods', {
     GET: {
@@ -49,7 +52,7 @@ export function authMethodRoutes(app: FastifyInstance, deps: AppDeps, registry: 
       table: 'authMethods',
       handler: async (request, reply) => deps.reads.serve(request, reply, 'authMethods', 'list', () => authMethods.list(requestContext(request))),
     },
-  }, registry);
+  });
 
   resource(app, '/v1/acl/binding-rule', {
     PUT: {
@@ -57,7 +60,7 @@ export function authMethodRoutes(app: FastifyInstance, deps: AppDeps, registry: 
       forward: 'always',
       handler: async (request, reply) => sendWrite(request, reply, await bindingRules.create(requestContext(request), decodeBody(bindingRuleBody, parseJsonBody(request.body)))),
     },
-  }, registry);
+  });
 
   resource(app, '/v1/acl/binding-rule/:id', {
     GET: {
@@ -76,7 +79,7 @@ export function authMethodRoutes(app: FastifyInstance, deps: AppDeps, registry: 
       forward: 'always',
       handler: async (request, reply) => sendWrite(request, reply, await bindingRules.delete(requestContext(request), id(request))),
     },
-  }, registry);
+  });
 
   resource(app, '/v1/acl/binding-rules', {
     GET: {
@@ -87,7 +90,7 @@ export function authMethodRoutes(app: FastifyInstance, deps: AppDeps, registry: 
         return deps.reads.serve(request, reply, 'bindingRules', 'list', () => bindingRules.list(requestContext(request), method));
       },
     },
-  }, registry);
+  });
 
   // Each login may cost a round trip to an identity provider: limited per client by default.
   const loginRate = deps.loginRate ?? { rate: 10, burst: 20 };
@@ -105,7 +108,7 @@ export function authMethodRoutes(app: FastifyInstance, deps: AppDeps, registry: 
       forward: { global: (request) => login.method(requestContext(request), decodeBody(loginBody, parseJsonBody(request.body)))?.TokenLocality === 'global' },
       handler: async (request, reply) => sendWrite(request, reply, await login.login(requestContext(request), decodeBody(loginBody, parseJsonBody(request.body)))),
     },
-  }, registry);
+  });
 
   resource(app, '/v1/acl/logout', {
     POST: {
@@ -118,5 +121,5 @@ export function authMethodRoutes(app: FastifyInstance, deps: AppDeps, registry: 
       } },
       handler: async (request, reply) => sendWrite(request, reply, await login.logout(requestContext(request))),
     },
-  }, registry);
+  });
 }

@@ -1,11 +1,14 @@
 import type { FastifyInstance } from 'fastify';
 import { decodeBody, parseJsonBody } from '../body.js';
 import { sendWrite } from '../respond.js';
-import { type RouteInfo, resource } from '../routes.js';
+import { resource } from '../routes.js';
 import { bootstrapBody, bootstrapResponse } from '../../api/schemas.js';
-import type { AppDeps } from '../app.js';
+import type { AppDeps } from '../deps.js';
 
-export function bootstrapRoutes(app: FastifyInstance, deps: AppDeps, registry: RouteInfo[]): void {
+/** What the bootstrap routes use. */
+export type BootstrapRoutesDeps = Pick<AppDeps, 'bootstrap'>;
+
+export async function bootstrapRoutes(app: FastifyInstance, deps: BootstrapRoutesDeps): Promise<void> {
   resource(app, '/v1/acl/bootstrap', {
     PUT: {
       doc: { summary: 'Bootstrap ACLs: the first management token (once)', permission: 'none', body: bootstrapBody, bodyOptional: true, response: bootstrapResponse },
@@ -14,5 +17,5 @@ export function bootstrapRoutes(app: FastifyInstance, deps: AppDeps, registry: R
         return sendWrite(request, reply, await deps.bootstrap.bootstrap(input.BootstrapSecret));
       },
     },
-  }, registry);
+  });
 }

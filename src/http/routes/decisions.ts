@@ -8,18 +8,21 @@ import { BODY_LIMIT, parseJsonBody } from '../body.js';
 import { STATUS, errorBody, toWatchwordError } from '../errors.js';
 import { hintsOf, queryParam, requestContext, secretOf } from '../request.js';
 import { sendJSON } from '../respond.js';
-import { type RouteInfo, type RouteSpec, resource } from '../routes.js';
+import { type RouteSpec, resource } from '../routes.js';
 import { authorizeBody, authorizeResponse, tokenAuthorizerResponse } from '../../api/schemas.js';
 import { invalid } from '../../domain/errors.js';
 import { blockingParams } from '../blocking.js';
-import type { AppDeps } from '../app.js';
+import type { AppDeps } from '../deps.js';
 
 const PATH = '/v1/internal/acl/authorize';
 /** Query parameters the direct path understands; any other sends the request through Fastify. */
 const DIRECT_PARAMS = new Set(['token', 'ns', 'partition']);
 
 /** POST (and PUT) /v1/internal/acl/authorize: may the request's token do each of these? (SPEC §17) */
-export function decisionRoutes(app: FastifyInstance, deps: AppDeps, registry: RouteInfo[]): void {
+/** What the decision routes use. */
+export type DecisionRoutesDeps = Pick<AppDeps, 'decisions' | 'metrics' | 'rateLimit' | 'reads'>;
+
+export async function decisionRoutes(app: FastifyInstance, deps: DecisionRoutesDeps): Promise<void> {
   const allowed = deps.metrics.authorizeChecks.labels({ allowed: 'true' });
   const denied = deps.metrics.authorizeChecks.labels({ allowed: 'false' });
   const count = (allows: readonly boolean[]) => {
@@ -41,7 +44,7 @@ export function decisionRoutes(app: FastifyInstance, deps: AppDeps, registry: Ro
       return sendJSON(request, reply, new JSONText(answersJSON(checks, allows)));
     },
   };
-  resource(app, PATH, { POST: spec, PUT: spec }, registry);
+  resource(app, PATH, { POST: spec, PUT: spec });
   directPath(app, deps, count);
 
   resource(
@@ -69,8 +72,7 @@ export function decisionRoutes(app: FastifyInstance, deps: AppDeps, registry: Ro
           return sendJSON(request, reply, answer.view);
         },
       },
-    },
-    registry,
+    }
   );
 }
 
@@ -82,7 +84,7 @@ export function decisionRoutes(app: FastifyInstance, deps: AppDeps, registry: Ro
  * like every route; anything else (`?pretty`, a chunked body, a body over the limit, a server
  * closing) takes the Fastify route above.
  */
-function directPath(app: FastifyInstance, deps: AppDeps, count: (allows: readonly boolean[]) => void): void {
+function directPath(app: FastifyInstance, deps: DecisionRoutesDeps, count: (allows: readonly boolean[]) => void): void {
   if (deps.rateLimit && deps.rateLimit.rate > 0) return;
   const server = app.server;
   const [viaFastify] = server.listeners('request') as Array<(req: IncomingMessage, res: ServerResponse) => void>;

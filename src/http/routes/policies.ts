@@ -2,12 +2,15 @@ import type { FastifyInstance } from 'fastify';
 import { decodeBody, parseJsonBody } from '../body.js';
 import { requestContext } from '../request.js';
 import { sendWrite } from '../respond.js';
-import { type RouteInfo, resource } from '../routes.js';
+import { resource } from '../routes.js';
 import { z } from 'zod';
 import { deletedResponse, policyBody, policyResponse } from '../../api/schemas.js';
-import type { AppDeps } from '../app.js';
+import type { AppDeps } from '../deps.js';
 
-export function policyRoutes(app: FastifyInstance, deps: AppDeps, registry: RouteInfo[]): void {
+/** What the policy routes use. */
+export type PolicyRoutesDeps = Pick<AppDeps, 'policies' | 'reads'>;
+
+export async function policyRoutes(app: FastifyInstance, deps: PolicyRoutesDeps): Promise<void> {
   const { policies } = deps;
 
   resource(app, '/v1/acl/policy', {
@@ -19,7 +22,7 @@ export function policyRoutes(app: FastifyInstance, deps: AppDeps, registry: Rout
         return sendWrite(request, reply, await policies.create(requestContext(request), input));
       },
     },
-  }, registry);
+  });
 
   resource(app, '/v1/acl/policy/:id', {
     GET: {
@@ -44,7 +47,7 @@ export function policyRoutes(app: FastifyInstance, deps: AppDeps, registry: Rout
         return sendWrite(request, reply, await policies.delete(requestContext(request), (request.params as { id: string }).id));
       },
     },
-  }, registry);
+  });
 
   resource(app, '/v1/acl/policy/name/*', {
     GET: {
@@ -54,7 +57,7 @@ export function policyRoutes(app: FastifyInstance, deps: AppDeps, registry: Rout
         return deps.reads.serve(request, reply, 'policies', 'read', () => policies.readByName(requestContext(request), (request.params as { '*': string })['*']));
       },
     },
-  }, registry);
+  });
 
   resource(app, '/v1/acl/policies', {
     GET: {
@@ -64,5 +67,5 @@ export function policyRoutes(app: FastifyInstance, deps: AppDeps, registry: Rout
         return deps.reads.serve(request, reply, 'policies', 'list', () => policies.list(requestContext(request)));
       },
     },
-  }, registry);
+  });
 }

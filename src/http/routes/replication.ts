@@ -3,10 +3,13 @@ import { z } from 'zod';
 import { replicationStatusResponse } from '../../api/schemas.js';
 import { type FollowerHooks, SERVER_FORWARD_HEADER, forwardToLeader } from '../forward.js';
 import { sendJSON } from '../respond.js';
-import { type RouteInfo, resource } from '../routes.js';
-import type { AppDeps } from '../app.js';
+import { resource } from '../routes.js';
+import type { AppDeps } from '../deps.js';
 
-export function replicationRoutes(app: FastifyInstance, deps: AppDeps, registry: RouteInfo[]): void {
+/** What the replication routes use. */
+export type ReplicationRoutesDeps = Pick<AppDeps, 'cluster' | 'replicationStatus' | 'store'>;
+
+export async function replicationRoutes(app: FastifyInstance, deps: ReplicationRoutesDeps): Promise<void> {
   resource(app, '/v1/acl/replication', {
     GET: {
       doc: { summary: "Replication status (no token needed); a follower answers with its leader's", permission: 'none', response: replicationStatusResponse },
@@ -30,7 +33,7 @@ export function replicationRoutes(app: FastifyInstance, deps: AppDeps, registry:
         return sendJSON(request, reply, deps.replicationStatus());
       },
     },
-  }, registry);
+  });
 
   resource(app, '/v1/internal/index', {
     GET: {
@@ -41,5 +44,5 @@ export function replicationRoutes(app: FastifyInstance, deps: AppDeps, registry:
       },
       handler: async (request, reply) => sendJSON(request, reply, { Index: deps.store.currentIndex(), LogID: deps.store.logID }),
     },
-  }, registry);
+  });
 }

@@ -2,12 +2,15 @@ import type { FastifyInstance } from 'fastify';
 import { decodeBody, parseJsonBody } from '../body.js';
 import { queryParam, requestContext } from '../request.js';
 import { sendWrite } from '../respond.js';
-import { type RouteInfo, resource } from '../routes.js';
+import { resource } from '../routes.js';
 import { z } from 'zod';
 import { deletedResponse, roleBody, roleResponse } from '../../api/schemas.js';
-import type { AppDeps } from '../app.js';
+import type { AppDeps } from '../deps.js';
 
-export function roleRoutes(app: FastifyInstance, deps: AppDeps, registry: RouteInfo[]): void {
+/** What the role routes use. */
+export type RoleRoutesDeps = Pick<AppDeps, 'roles' | 'reads'>;
+
+export async function roleRoutes(app: FastifyInstance, deps: RoleRoutesDeps): Promise<void> {
   const { roles } = deps;
 
   resource(app, '/v1/acl/role', {
@@ -19,7 +22,7 @@ export function roleRoutes(app: FastifyInstance, deps: AppDeps, registry: RouteI
         return sendWrite(request, reply, await roles.create(requestContext(request), input));
       },
     },
-  }, registry);
+  });
 
   resource(app, '/v1/acl/role/:id', {
     GET: {
@@ -42,7 +45,7 @@ export function roleRoutes(app: FastifyInstance, deps: AppDeps, registry: RouteI
       forward: 'always',
       handler: async (request, reply) => sendWrite(request, reply, await roles.delete(requestContext(request), (request.params as { id: string }).id)),
     },
-  }, registry);
+  });
 
   resource(app, '/v1/acl/role/name/:name', {
     GET: {
@@ -52,7 +55,7 @@ export function roleRoutes(app: FastifyInstance, deps: AppDeps, registry: RouteI
         return deps.reads.serve(request, reply, 'roles', 'read', () => roles.readByName(requestContext(request), (request.params as { name: string }).name));
       },
     },
-  }, registry);
+  });
 
   resource(app, '/v1/acl/roles', {
     GET: {
@@ -63,5 +66,5 @@ export function roleRoutes(app: FastifyInstance, deps: AppDeps, registry: RouteI
         return deps.reads.serve(request, reply, 'roles', 'list', () => roles.list(requestContext(request), policy));
       },
     },
-  }, registry);
+  });
 }

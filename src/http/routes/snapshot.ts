@@ -11,16 +11,8 @@ import { snapshotRestoreResponse } from '../../api/schemas.js';
 import { WatchwordError } from '../../domain/errors.js';
 import { requestContext } from '../request.js';
 import { sendJSON } from '../respond.js';
-import { type RouteInfo, resource } from '../routes.js';
-import type { AppDeps } from '../app.js';
-
-/** What a restore's upload may be, and where it is kept while it is verified. */
-export interface SnapshotUploads {
-  /** Largest file accepted, bytes (snapshot_max_bytes). */
-  maxBytes: number;
-  /** Directory for the temporary file (the data dir: same disk, same 0700 permissions). */
-  dir: string;
-}
+import { resource } from '../routes.js';
+import type { AppDeps } from '../deps.js';
 
 const tooLarge = (max: number) => new WatchwordError('BODY_TOO_LARGE', `Snapshot is too large (limit ${max} bytes: snapshot_max_bytes)`);
 
@@ -59,7 +51,10 @@ function cutAfterAnswer(req: IncomingMessage, res: ServerResponse): void {
  * streamed through a byte limit to a 0600 file in the data dir and verified from there.
  * At a follower the same check runs first, then the stream goes on to the leader.
  */
-export function snapshotRoutes(app: FastifyInstance, deps: AppDeps, registry: RouteInfo[]): void {
+/** What the snapshot routes use. */
+export type SnapshotRoutesDeps = Pick<AppDeps, 'snapshots' | 'snapshotUploads'>;
+
+export async function snapshotRoutes(app: FastifyInstance, deps: SnapshotRoutesDeps): Promise<void> {
   const { snapshots } = deps;
   const uploads = deps.snapshotUploads ?? { maxBytes: 512 * 1024 ** 2, dir: '.' };
   void app.register(async (child) => {
@@ -116,6 +111,6 @@ export function snapshotRoutes(app: FastifyInstance, deps: AppDeps, registry: Ro
           }
         },
       },
-    }, registry);
+    });
   });
 }

@@ -2,26 +2,29 @@ import type { FastifyInstance } from 'fastify';
 import { decodeBody, parseJsonBody } from '../body.js';
 import { requestContext } from '../request.js';
 import { sendJSON } from '../respond.js';
-import { type RouteInfo, resource } from '../routes.js';
+import { resource } from '../routes.js';
 import { syntheticPolicyResponse, templatedPoliciesResponse, templatedPolicyResponse, templateVariablesBody } from '../../api/schemas.js';
-import type { AppDeps } from '../app.js';
+import type { AppDeps } from '../deps.js';
 
 const nameParam = (params: unknown): string => (params as { '*': string })['*'];
 
-export function templatedPolicyRoutes(app: FastifyInstance, deps: AppDeps, registry: RouteInfo[]): void {
+/** What the templatedPolicy routes use. */
+export type TemplatedPolicyRoutesDeps = Pick<AppDeps, 'templatedPolicies'>;
+
+export async function templatedPolicyRoutes(app: FastifyInstance, deps: TemplatedPolicyRoutesDeps): Promise<void> {
   const { templatedPolicies } = deps;
 
   resource(app, '/v1/acl/templated-policies', {
     GET: {
       doc: { summary: 'List the built-in templated policies, keyed by name', permission: 'acl:read', response: templatedPoliciesResponse },
       handler: async (request, reply) => sendJSON(request, reply, await templatedPolicies.list(requestContext(request))) },
-  }, registry);
+  });
 
   resource(app, '/v1/acl/templated-policy/name/*', {
     GET: {
       doc: { summary: 'Read a templated policy by name', permission: 'acl:read', response: templatedPolicyResponse },
       handler: async (request, reply) => sendJSON(request, reply, await templatedPolicies.read(requestContext(request), nameParam(request.params))) },
-  }, registry);
+  });
 
   resource(app, '/v1/acl/templated-policy/preview/*', {
     POST: {
@@ -31,5 +34,5 @@ export function templatedPolicyRoutes(app: FastifyInstance, deps: AppDeps, regis
         return sendJSON(request, reply, await templatedPolicies.preview(requestContext(request), nameParam(request.params), vars));
       },
     },
-  }, registry);
+  });
 }

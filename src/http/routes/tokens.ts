@@ -2,14 +2,17 @@ import type { FastifyInstance } from 'fastify';
 import { decodeBody, parseJsonBody } from '../body.js';
 import { queryFlag, queryParam, requestContext } from '../request.js';
 import { sendWrite } from '../respond.js';
-import { type RouteInfo, resource } from '../routes.js';
+import { resource } from '../routes.js';
 import { z } from 'zod';
 import { cloneBody, deletedResponse, expandedTokenResponse, tokenBody, tokenResponse } from '../../api/schemas.js';
-import type { AppDeps } from '../app.js';
+import type { AppDeps } from '../deps.js';
 
 type IdParams = { AccessorID: string };
 
-export function tokenRoutes(app: FastifyInstance, deps: AppDeps, registry: RouteInfo[]): void {
+/** What the token routes use. */
+export type TokenRoutesDeps = Pick<AppDeps, 'tokens' | 'agent' | 'reads'>;
+
+export async function tokenRoutes(app: FastifyInstance, deps: TokenRoutesDeps): Promise<void> {
   const { tokens } = deps;
 
   resource(app, '/v1/acl/token', {
@@ -22,7 +25,7 @@ export function tokenRoutes(app: FastifyInstance, deps: AppDeps, registry: Route
         return sendWrite(request, reply, await tokens.create(requestContext(request), input));
       },
     },
-  }, registry);
+  });
 
   resource(app, '/v1/acl/token/self', {
     GET: {
@@ -32,7 +35,7 @@ export function tokenRoutes(app: FastifyInstance, deps: AppDeps, registry: Route
         return deps.reads.serve(request, reply, 'tokens', 'self', () => tokens.readSelf(requestContext(request)));
       },
     },
-  }, registry);
+  });
 
   resource(app, '/v1/acl/token/:AccessorID', {
     GET: {
@@ -64,7 +67,7 @@ export function tokenRoutes(app: FastifyInstance, deps: AppDeps, registry: Route
         return sendWrite(request, reply, await tokens.delete(requestContext(request), AccessorID));
       },
     },
-  }, registry);
+  });
 
   resource(app, '/v1/acl/token/:AccessorID/clone', {
     PUT: {
@@ -76,7 +79,7 @@ export function tokenRoutes(app: FastifyInstance, deps: AppDeps, registry: Route
         return sendWrite(request, reply, await tokens.clone(requestContext(request), AccessorID, input));
       },
     },
-  }, registry);
+  });
 
   resource(app, '/v1/acl/tokens', {
     GET: {
@@ -93,5 +96,5 @@ export function tokenRoutes(app: FastifyInstance, deps: AppDeps, registry: Route
         return deps.reads.serve(request, reply, 'tokens', 'list', () => tokens.list(requestContext(request), q));
       },
     },
-  }, registry);
+  });
 }
