@@ -1,3 +1,5 @@
+import type { z } from 'zod';
+import type { authMethodBody, bindingRuleBody, loginBody } from '../api/schemas.js';
 import { METHOD_TYPES, methodFields, selectorAllows } from '../auth/fields.js';
 import { LoginRefused } from '../auth/identity.js';
 
@@ -17,39 +19,20 @@ import type { AclResolver, Identity } from './acl-resolver.js';
 import type { RequestContext, WriteResult } from './context.js';
 import { namedLinks } from './links.js';
 import { authorize, authorizeList } from './permissions.js';
-import type { BodyScope } from './scope.js';
 import { selectScope } from './scope.js';
 import { freshID, tokenIDTaken } from './uniqueness.js';
 import { REDACTED, type TokenView, tokenView } from './views.js';
 import { redactURL } from '../auth/http.js';
 import type { URLPolicy } from '../auth/url-policy.js';
 
-export interface AuthMethodInput extends BodyScope {
-  Name?: string;
-  Type?: string;
-  DisplayName?: string;
-  Description?: string;
-  /** ms */
-  MaxTokenTTL?: number;
-  TokenLocality?: string;
-  Config?: Record<string, unknown>;
-}
+/** AuthMethod as a client sends it, decoded by its schema (the schema is the one definition). */
+export type AuthMethodInput = z.output<typeof authMethodBody>;
 
-export interface BindingRuleInput extends BodyScope {
-  ID?: string;
-  Description?: string;
-  AuthMethod?: string;
-  Selector?: string;
-  BindType?: string;
-  BindName?: string;
-  BindVars?: { name?: string };
-}
+/** BindingRule as a client sends it, decoded by its schema (the schema is the one definition). */
+export type BindingRuleInput = z.output<typeof bindingRuleBody>;
 
-export interface LoginInput extends BodyScope {
-  AuthMethod?: string;
-  BearerToken?: string;
-  Meta?: Record<string, string>;
-}
+/** Login as a client sends it, decoded by its schema (the schema is the one definition). */
+export type LoginInput = z.output<typeof loginBody>;
 
 export interface AuthMethodView {
   Name: string;

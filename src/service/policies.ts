@@ -1,3 +1,5 @@
+import type { z } from 'zod';
+import type { policyBody } from '../api/schemas.js';
 import { isBuiltinPolicyID } from '../domain/builtins.js';
 import { invalid, notFound, notPermitted } from '../domain/errors.js';
 import { policyHash } from '../domain/hash.js';
@@ -9,16 +11,10 @@ import type { AclResolver } from './acl-resolver.js';
 import type { RequestContext, WriteResult } from './context.js';
 import { authorize, authorizeList } from './permissions.js';
 import { checkNameFree, freshID } from './uniqueness.js';
-import type { BodyScope } from './scope.js';
 import { type PolicyView, policyView } from './views.js';
 
-export interface PolicyInput extends BodyScope {
-  ID?: string;
-  Name?: string;
-  Description?: string;
-  Rules?: string;
-  Datacenters?: string[];
-}
+/** Policy as a client sends it, decoded by its schema (the schema is the one definition). */
+export type PolicyInput = z.output<typeof policyBody>;
 
 const notFoundPolicy = (what: string) => notFound(`Cannot find policy ${what}`);
 

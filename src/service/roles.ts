@@ -1,8 +1,7 @@
+import type { z } from 'zod';
+import type { roleBody } from '../api/schemas.js';
 import { invalid, notFound } from '../domain/errors.js';
 import {
-  type NodeIdentityInput,
-  type ServiceIdentityInput,
-  type TemplatedPolicyInput,
   normalizeNodeIdentities,
   normalizeServiceIdentities,
   normalizeTemplatedPolicies,
@@ -14,21 +13,13 @@ import type { RoleRecord, Scope } from '../domain/types.js';
 import type { StateReader, Store, Tx } from '../store/store.js';
 import type { AclResolver } from './acl-resolver.js';
 import type { RequestContext, WriteResult } from './context.js';
-import { type LinkInput, linkNames, nameLinks, namedLinks, resolveLinks } from './links.js';
+import { linkNames, nameLinks, namedLinks, resolveLinks } from './links.js';
 import { authorize, authorizeList } from './permissions.js';
 import { checkNameFree, freshID } from './uniqueness.js';
-import type { BodyScope } from './scope.js';
 import { type RoleView, roleView } from './views.js';
 
-export interface RoleInput extends BodyScope {
-  ID?: string;
-  Name?: string;
-  Description?: string;
-  Policies?: LinkInput[];
-  ServiceIdentities?: ServiceIdentityInput[];
-  NodeIdentities?: NodeIdentityInput[];
-  TemplatedPolicies?: TemplatedPolicyInput[];
-}
+/** Role as a client sends it, decoded by its schema (the schema is the one definition). */
+export type RoleInput = z.output<typeof roleBody>;
 
 const ROLE_NAME_RE = /^[A-Za-z0-9\-_]{1,256}$/;
 

@@ -1,7 +1,7 @@
 import type { Clock } from '../domain/clock.js';
 import { conflict, invalid, notFound, notPermitted } from '../domain/errors.js';
 import { type ExpiryLimits, isExpired, resolveExpiration } from '../domain/expiry.js';
-import { type NodeIdentityInput, type ServiceIdentityInput, type TemplatedPolicyInput, normalizeNodeIdentities, normalizeServiceIdentities, normalizeTemplatedPolicies } from '../domain/grants.js';
+import { normalizeNodeIdentities, normalizeServiceIdentities, normalizeTemplatedPolicies } from '../domain/grants.js';
 import { tokenHash } from '../domain/hash.js';
 import { newTokenRecord } from '../domain/token.js';
 import { ANONYMOUS_TOKEN_ID, RESERVED_PREFIX, isReservedID, isUUID } from '../domain/ids.js';
@@ -9,36 +9,19 @@ import type { Scope, TokenRecord } from '../domain/types.js';
 import type { StateReader, Store } from '../store/store.js';
 import type { AclResolver, Identity } from './acl-resolver.js';
 import type { AgentInfo, RequestContext, WriteResult } from './context.js';
-import { type LinkInput, namedLinks, resolveLinks } from './links.js';
+import { namedLinks, resolveLinks } from './links.js';
 import { authorize, authorizeList } from './permissions.js';
 import { freshID, tokenIDTaken } from './uniqueness.js';
-import { type BodyScope, WILDCARD } from './scope.js';
-import type { ExpandedTokenResponse } from '../api/schemas.js';
+import { WILDCARD } from './scope.js';
+import type { z } from 'zod';
+import type { ExpandedTokenResponse, cloneBody, tokenBody } from '../api/schemas.js';
 import { JSONText, type TokenView, policyView, roleView, tokenView } from './views.js';
 
-/** A token as a client sends it, after decoding (times in ms). */
-export interface TokenInput extends BodyScope {
-  AccessorID?: string;
-  SecretID?: string;
-  Description?: string;
-  Policies?: LinkInput[];
-  Roles?: LinkInput[];
-  ServiceIdentities?: ServiceIdentityInput[];
-  NodeIdentities?: NodeIdentityInput[];
-  TemplatedPolicies?: TemplatedPolicyInput[];
-  Local?: boolean;
-  AuthMethod?: string;
-  /** Namespace of the auth method (Consul's clients echo it); follows AuthMethod's rules. */
-  AuthMethodNamespace?: string;
-  /** Expiration time, ms since the epoch. */
-  ExpirationTime?: number;
-  /** Lifetime, ms. */
-  ExpirationTTL?: number;
-}
+/** Token as a client sends it, decoded by its schema (the schema is the one definition). */
+export type TokenInput = z.output<typeof tokenBody>;
 
-export interface CloneInput extends BodyScope {
-  Description?: string;
-}
+/** Clone as a client sends it, decoded by its schema (the schema is the one definition). */
+export type CloneInput = z.output<typeof cloneBody>;
 
 export interface TokenListQuery {
   policy?: string;
