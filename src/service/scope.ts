@@ -22,6 +22,9 @@ export interface BodyScope {
 
 export const WILDCARD = '*';
 
+/** The record when it lives in this scope, else undefined (an object elsewhere is not found here). */
+export const inScope = <R extends Scope>(r: R | undefined, scope: Scope): R | undefined => (r && r.Namespace === scope.Namespace && r.Partition === scope.Partition ? r : undefined);
+
 export function checkScopeName(kind: 'namespace' | 'partition', value: string): string {
   if (!NAME_RE.test(value)) {
     throw invalid(`Invalid ${kind} name ${JSON.stringify(value)}: use 1 to 63 lowercase letters, digits and '-', starting with a letter or digit`);

@@ -1,0 +1,106 @@
+// Binding rules: which identities of an auth method get which roles, policies and identities.
+import type { z } from 'zod';
+import type { bindingRuleBody } from '../api/schemas.js';
+import { BIND_TYPES, type BindType, checkRuleFields } from '../auth/binder.js';
+import { invalid, notFound } from '../domain/errors.js';
+import { isUUID } from '../domain/ids.js';
+import type { BindingRuleRecord, Scope } from '../domain/types.js';
+import type { StateReader, Store, Tx } from '../store/store.js';
+import type { AclResolver } from './acl-resolver.js';
+import type { RequestContext, WriteResult } from './context.js';
+import { authorize, authorizeList } from './permissions.js';
+import { inScope } from './scope.js';
+import { freshID } from './uniqueness.js';
+
+/** BindingRule as a client sends it, decoded by its schema (the schema is the one definition). */
+export type BindingRuleInput = z.output<typeof bindingRuleBody>;
+
+const badRule = (message: string) => invalid(`Invalid Binding Rule: ${message}`);
+const ruleNotFound = (id: string) => notFound(`Cannot find binding rule ${JSON.stringify(id)}`);
+
+export class BindingRuleService {
+  constructor(
+    private readonly store: Store,
+    private readonly resolver: AclResolver,
+  ) {}
+
+  private get reader(): StateReader {
+    return this.store.reader;
+  }
+
+  async read(ctx: RequestContext, id: string): Promise<BindingRuleRecord> {
+    const { scope } = await authorize(this.resolver, ctx, 'read');
+    const rule = isUUID(id) ? inScope(this.reader.getBindingRule(id), scope) : undefined;
+    if (!rule) throw ruleNotFound(id);
+    return rule;
+  }
+
+  async list(ctx: RequestContext, authMethod: string | undefined): Promise<BindingRuleRecord[]> {
+    const { scope, namespaces, canSee } = await authorizeList(this.resolver, ctx, (p) => this.reader.namespacesOf('bindingRules', p));
+    if (namespaces.length === 0) return [];
+    return this.reader
+      .listBindingRules(scope.Partition, namespaces, authMethod || undefined)
+      .filter(canSee);
+  }
+
+  private content(tx: Tx, input: BindingRuleInput, scope: Scope, method: string) {
+    const m = tx.getAuthMethod(scope, method);
+    if (!m) throw badRule(`auth method ${JSON.stringify(method)} does not exist`);
+    const bindType = input.BindType ?? '';
+    if (bindType === '') throw badRule('BindType is required');
+    if (!BIND_TYPES.includes(bindType as BindType)) throw badRule(`BindType ${JSON.stringify(bindType)} is not one of: ${BIND_TYPES.join(', ')}`);
+    const bindName = input.BindName ?? '';
+    if (bindName === '') throw badRule('BindName is required');
+    const selector = input.Selector ?? '';
+    const bindVars = input.BindVars?.name !== undefined ? { name: input.BindVars.name } : undefined;
+    checkRuleFields(m, selector, bindName, bindVars, badRule);
+    return {
+      Description: input.Description ?? '',
+      AuthMethod: method,
+      Selector: selector,
+      BindType: bindType as BindType,
+      BindName: bindName,
+      ...(bindVars ? { BindVars: bindVars } : {}),
+      Namespace: scope.Namespace,
+      Partition: scope.Partition,
+    };
+  }
+
+  async create(ctx: RequestContext, input: BindingRuleInput): Promise<WriteResult<BindingRuleRecord>> {
+    const { scope } = await authorize(this.resolver, ctx, 'write', input);
+    if (input.ID) throw badRule('ID must not be set when creating a binding rule; use PUT /v1/acl/binding-rule/:id to update');
+    const method = input.AuthMethod ?? '';
+    if (method === '') throw badRule('AuthMethod is required');
+    const rule = await this.store.transact((tx) => {
+      const content = this.content(tx, input, scope, method);
+      return tx.putBindingRule({ ID: freshID((id) => tx.getBindingRule(id) !== undefined), ...content });
+    });
+    return { value: rule, index: rule.ModifyIndex };
+  }
+
+  async update(ctx: RequestContext, id: string, input: BindingRuleInput): Promise<WriteResult<BindingRuleRecord>> {
+    const { scope } = await authorize(this.resolver, ctx, 'write', input);
+    if (input.ID && input.ID !== id) throw badRule('ID in URL and payload do not match');
+    if (!isUUID(id)) throw ruleNotFound(id);
+    const rule = await this.store.transact((tx) => {
+      const existing = inScope(tx.getBindingRule(id), scope);
+      if (!existing) throw ruleNotFound(id);
+      if (input.AuthMethod && input.AuthMethod !== existing.AuthMethod) throw badRule(`the AuthMethod of a binding rule cannot change (it is ${JSON.stringify(existing.AuthMethod)})`);
+      const content = this.content(tx, input, scope, existing.AuthMethod);
+      return tx.putBindingRule({ ID: id, ...content });
+    });
+    return { value: rule, index: rule.ModifyIndex };
+  }
+
+  async delete(ctx: RequestContext, id: string): Promise<WriteResult<boolean>> {
+    const { scope } = await authorize(this.resolver, ctx, 'write');
+    if (!isUUID(id)) throw ruleNotFound(id);
+    let index = this.store.currentIndex();
+    const deleted = await this.store.transact((tx) => {
+      if (!inScope(tx.getBindingRule(id), scope)) return false;
+      index = tx.index;
+      return tx.deleteBindingRule(id);
+    });
+    return { value: deleted, index: Math.max(index, 1) };
+  }
+}
