@@ -28,7 +28,7 @@ import { PeerClient } from './replication/primary-client.js';
 import { DatacenterDirectory } from './replication/directory.js';
 import { policyView } from './service/views.js';
 import type { ServerGroup } from './ha/servers.js';
-import { type ClusterRole, DEFAULT_REPLICATION_OPTIONS, hostOf } from './ha/role.js';
+import { type ClusterRole, DEFAULT_REPLICATION_OPTIONS, type RoleParts, hostOf } from './ha/role.js';
 import { createClusterRole } from './ha/roles.js';
 import type { ReplicationStatusResponse } from './api/schemas.js';
 import { Transport } from './transport/transport.js';
@@ -163,21 +163,30 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
   let address = '';
   /** Where other datacenters reach this daemon: advertise_addr, else the bound address. */
   const advertised = (): string => config.advertise_addr ?? address;
-  let role: ClusterRole | undefined;
+  const metrics = new Metrics(store);
+  metricsRef = metrics;
+  // The server's place first: the services below are built from what it offers (look-ups of
+  // secrets held elsewhere, checks of chosen IDs), and it gets theirs when it starts.
+  const cluster: ClusterRole = createClusterRole({
+    config,
+    store,
+    metrics,
+    logger,
+    replication: { ...DEFAULT_REPLICATION_OPTIONS, ...options.replication },
+    transport,
+    ...(options.servers ? { serverTimings: options.servers } : {}),
+    advertised,
+  });
   try {
-    const metrics = new Metrics(store);
-    metricsRef = metrics;
     const resolver = new AclResolver(store, clock, {
       datacenter: config.datacenter,
       defaultPolicy: config.default_policy,
       // Secondaries and followers: a secret this server does not hold is asked for where it may have been made.
-      ...(!primary || config.servers.kind !== 'single'
-        ? { lookupUnknownSecret: (secret: string, client: string | undefined) => role?.lookupUnknownSecret?.(secret, client) ?? Promise.resolve(false) }
-        : {}),
+      ...(cluster.lookupUnknownSecret ? { lookupUnknownSecret: cluster.lookupUnknownSecret } : {}),
     });
     const tokens = new TokenService(store, resolver, clock, {
       limits: { minTTL: config.token_min_ttl, maxTTL: config.token_max_ttl },
-      checkChosenIDs: (ids, local) => role?.checkChosenIDs(ids, local) ?? Promise.resolve(),
+      checkChosenIDs: (ids, local) => cluster.checkChosenIDs(ids, local),
     });
     const policies = new PolicyService(store, resolver);
     const roles = new RoleService(store, resolver);
@@ -195,10 +204,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       ...(config.primary_address ? { primaryAddress: config.primary_address } : {}),
     });
     const single = config.servers.kind === 'single';
-    if (primary && single) {
-      await bootstrap.ensureBuiltins();
-      if (config.initial_management_token) await bootstrap.ensureInitialManagementToken(config.initial_management_token);
-    } else if (!primary && config.initial_management_token) {
+    if (!primary && config.initial_management_token) {
       logger.warn('initial_management_token is only used by the primary; ignored on this secondary');
     }
 
@@ -212,16 +218,8 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       onError: (err) => logger.error({ err }, 'reaper pass failed'),
     });
 
-    role = createClusterRole({
-      config,
-      store,
+    const roleParts: RoleParts = {
       resolver,
-      metrics,
-      logger,
-      replication: { ...DEFAULT_REPLICATION_OPTIONS, ...options.replication },
-      transport,
-      ...(options.servers ? { serverTimings: options.servers } : {}),
-      advertised,
       localView: (kind, id) => {
         if (kind === 'token') {
           const t = store.reader.getToken(id);
@@ -235,10 +233,10 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         return r && roles.view(r);
       },
       // What only the leader of a datacenter runs besides replication: the built-ins (made by
-      // whichever server leads first) and the reaper.
+      // whichever server leads first; a single server leads from the start) and the reaper.
       leaderParts: {
         start: async () => {
-          if (primary && !single) {
+          if (primary) {
             await bootstrap.ensureBuiltins();
             if (config.initial_management_token) await bootstrap.ensureInitialManagementToken(config.initial_management_token);
           }
@@ -246,8 +244,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         },
         stop: () => reaper.stop(),
       },
-    });
-    const cluster = role;
+    };
 
     const directory = new DatacenterDirectory({
       datacenter: config.datacenter,
@@ -345,11 +342,12 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const bound = app.server.address();
     const boundPort = typeof bound === 'object' && bound ? bound.port : port;
     address = `${host.includes(':') ? `[${host}]` : host}:${boundPort}`;
-    await writeFile(join(dataDir, 'http-addr'), `${address}\n`, { mode: 0o600 });
     if (!transport.secure && !isLoopback(host)) {
       logger.warn(`listening on ${address} without TLS: tokens and replicated secrets cross the network in plaintext (set tls_cert_file and tls_key_file)`);
     }
-    await cluster.start();
+    await cluster.start(roleParts);
+    // Announced once this server has taken its place (a single primary has its built-ins by now).
+    await writeFile(join(dataDir, 'http-addr'), `${address}\n`, { mode: 0o600 });
     logger.info({ address, datacenter: config.datacenter, primary: config.primary_datacenter, role: cluster.kind, dataDir }, 'watchword agent started');
 
     let closing: Promise<void> | undefined;
@@ -387,7 +385,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       },
     };
   } catch (err) {
-    await role?.stop().catch(() => undefined);
+    await cluster.stop().catch(() => undefined);
     await store.close().catch(() => undefined);
     throw err;
   }

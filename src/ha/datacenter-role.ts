@@ -8,7 +8,7 @@ import { REPLICATION_PATH } from '../replication/protocol.js';
 import { PeerClient } from '../replication/primary-client.js';
 import { refuse } from '../replication/primary.js';
 import { type Coordinator, EtcdCoordinator, StaticCoordinator } from './coordinator.js';
-import { type ClusterRole, type RoleDeps, hostOf } from './role.js';
+import { type ClusterRole, type RoleDeps, type RoleParts, hostOf } from './role.js';
 import { SecretLookup, waitForIndex } from './secret-lookup.js';
 import { SERVERS_PATH } from './server-protocol.js';
 import { ServerGroup } from './servers.js';
@@ -24,6 +24,14 @@ export abstract class DatacenterRole implements ClusterRole {
   lookupUnknownSecret?: (secret: string, client: string | undefined) => Promise<boolean>;
   private readonly leaderClients = new Map<string, PeerClient>();
   protected readonly lookups: SecretLookup;
+
+  /** The services' parts, from start() on. */
+  private parts: RoleParts | undefined;
+
+  protected get ports(): RoleParts {
+    if (this.parts === undefined) throw new Error('the cluster role is used before it started');
+    return this.parts;
+  }
 
   /** Several servers in this datacenter (the group itself is made once HTTP listens). */
   protected readonly several: boolean;
@@ -82,7 +90,9 @@ export abstract class DatacenterRole implements ClusterRole {
 
   protected waitForLocalIndex = (index: number, timeoutMs: number): Promise<boolean> => waitForIndex(this.deps.store, index, timeoutMs);
 
-  async start(): Promise<void> {
+  async start(parts: RoleParts): Promise<void> {
+    this.parts = parts;
+    // One path to leadership: a single server is a group of one that leads from the start.
     if (!this.several) return this.lead();
     this.group = this.createGroup();
     await this.group.start();
@@ -96,12 +106,12 @@ export abstract class DatacenterRole implements ClusterRole {
   /** This server now leads its datacenter. */
   private async lead(): Promise<void> {
     await this.startReplication();
-    await this.deps.leaderParts.start();
+    await this.ports.leaderParts.start();
   }
 
   /** This server no longer leads. */
   private async follow(): Promise<void> {
-    await this.deps.leaderParts.stop();
+    await this.parts?.leaderParts.stop();
     await this.stopReplication();
   }
 

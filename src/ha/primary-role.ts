@@ -15,8 +15,6 @@ export class PrimaryRole extends DatacenterRole {
 
   constructor(deps: RoleDeps) {
     super(deps);
-    // A single server leads from the start: secondaries that connect at once find the stream.
-    if (!this.several) void this.startReplication();
     if (this.several) {
       this.beforeConsistentRead = async () => {
         const leader = this.leaderClient();
@@ -31,8 +29,9 @@ export class PrimaryRole extends DatacenterRole {
   }
 
   protected async startReplication(): Promise<void> {
-    const { store, resolver, logger, replication, config, advertised } = this.deps;
-    // Made at once, with nothing to wait for: a single server's stream is there before HTTP listens.
+    const { store, logger, replication, config, advertised } = this.deps;
+    const { resolver } = this.ports;
+    // Made at once, with nothing to wait for: a single server's stream is there before it announces its address.
     this.replication ??= new ReplicationPrimary(store, resolver, logger, { ...replication, retention: config.log_retention }, { datacenter: config.datacenter, address: advertised, transport: this.deps.transport });
   }
 

@@ -31,8 +31,8 @@ export interface ClusterRole {
   readonly kind: 'primary' | 'secondary';
   /** Several servers in this datacenter: the group (undefined for a single server). */
   readonly group: ServerGroup | undefined;
-  /** Starts what this role runs; called once HTTP listens. */
-  start(): Promise<void>;
+  /** Starts what this role runs, with the parts it calls from then on; called once HTTP listens. */
+  start(parts: RoleParts): Promise<void>;
   /** Gives up leadership first (so a successor need not wait), then stops replication. */
   stop(): Promise<void>;
   /** Whether this server leads its datacenter. */
@@ -65,7 +65,6 @@ export interface ClusterRole {
 export interface RoleDeps {
   config: Config;
   store: LevelStore;
-  resolver: AclResolver;
   metrics: Metrics;
   logger: Logger;
   replication: ReplicationOptions;
@@ -75,6 +74,15 @@ export interface RoleDeps {
   serverTimings?: { pollMs?: number; syncTimeoutMs?: number };
   /** Where other servers and datacenters reach this one. */
   advertised(): string;
+}
+
+/**
+ * What a role calls in the services, given when it starts (the services are built after the
+ * role, from its lookUp and checkChosenIDs): nothing is bound late.
+ */
+export interface RoleParts {
+  /** The primary authenticates secondaries' replication tokens with it. */
+  resolver: AclResolver;
   /** This datacenter's view of an object the primary just wrote (secondaries' forwarded writes). */
   localView(kind: 'token' | 'policy' | 'role', id: string): unknown | undefined;
   /** What the leader runs besides replication (built-ins, the reaper); started and stopped with leadership. */

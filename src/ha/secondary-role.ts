@@ -30,7 +30,7 @@ export class SecondaryRole extends DatacenterRole {
       primary: this.primary,
       isLocalToken: async (id: string) => isUUID(id) && store.reader.getToken(id)?.Local === true,
       waitForApplied,
-      localView: async (kind, id) => deps.localView(kind, id),
+      localView: async (kind, id) => this.ports.localView(kind, id),
       currentIndex: () => store.currentIndex(),
     };
     this.beforeConsistentRead = async () => {
