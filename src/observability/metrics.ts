@@ -1,6 +1,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { OperatorServersResponse } from '../api/schemas.js';
 import type { BlockingGauge } from '../http/blocking.js';
+import { TABLE_NAMES } from '../store/schema.js';
 
 /** What the metrics read from the store at scrape time. */
 export interface StoreStats {
@@ -95,7 +96,7 @@ export class Metrics implements BlockingGauge {
       labelNames: ['table'] as const,
       registers: [this.registry],
       collect() {
-        for (const table of ['tokens', 'roles', 'policies', 'authMethods', 'bindingRules'] as const) this.set({ table }, store.count(table));
+        for (const table of TABLE_NAMES) this.set({ table }, store.count(table));
       },
     });
     new Gauge({

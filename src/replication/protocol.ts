@@ -2,6 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import { Packr } from 'msgpackr';
 import { z } from 'zod';
 import { authMethodRecordSchema, bindingRuleRecordSchema, bootstrapStateSchema, policyRecordSchema, roleRecordSchema, tokenRecordSchema } from '../store/records.js';
+import { TABLE_NAMES } from '../store/schema.js';
 
 /**
  * The replication wire protocol: msgpack frames over one WebSocket, each validated
@@ -32,7 +33,7 @@ const change = z.union([
   z.object({ Table: z.literal('authMethods'), Op: z.literal('set'), ID: z.string(), Value: authMethodRecordSchema }),
   z.object({ Table: z.literal('bindingRules'), Op: z.literal('set'), ID: z.string(), Value: bindingRuleRecordSchema }),
   z.object({ Table: z.literal('bootstrap'), Op: z.literal('set'), ID: z.string(), Value: bootstrapStateSchema }),
-  z.object({ Table: z.enum(['tokens', 'policies', 'roles', 'authMethods', 'bindingRules']), Op: z.literal('delete'), ID: z.string() }),
+  z.object({ Table: z.enum(TABLE_NAMES), Op: z.literal('delete'), ID: z.string() }),
 ]);
 
 const logEntry = z.object({ Index: z.number().int().positive(), Changes: z.array(change) });

@@ -3,7 +3,6 @@ import { z } from 'zod';
 import type { AuthMethodRecord, BindingRuleRecord, BootstrapState, PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
 import { WatchwordError } from '../domain/errors.js';
 import { bindVarsShape, nodeIdentityShape, scopeShape, serviceIdentityShape, templatedPolicyShape } from '../domain/shapes.js';
-import type { TableName } from './schema.js';
 
 /** msgpack with plain maps: no record extension, so data stays readable by any decoder. */
 const packr = new Packr({ useRecords: false, moreTypes: false });
@@ -89,22 +88,6 @@ export const bootstrapStateSchema: z.ZodType<BootstrapState> = z.object({
   Bootstrapped: z.boolean(),
   ResetIndex: z.number().int().nonnegative(),
 });
-
-export const RECORD_SCHEMAS = {
-  tokens: tokenRecordSchema,
-  policies: policyRecordSchema,
-  roles: roleRecordSchema,
-  authMethods: authMethodRecordSchema,
-  bindingRules: bindingRuleRecordSchema,
-} as const satisfies Record<TableName, z.ZodType>;
-
-export interface RecordTypes {
-  tokens: TokenRecord;
-  policies: PolicyRecord;
-  roles: RoleRecord;
-  authMethods: AuthMethodRecord;
-  bindingRules: BindingRuleRecord;
-}
 
 /** Decodes bytes read back from disk, refusing anything that is not a well-formed record. */
 export function decodeWith<T>(schema: z.ZodType<T>, bytes: Uint8Array, what: string): T {

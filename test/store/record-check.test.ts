@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { RECORD_CHECKS } from '../../src/store/record-check.js';
-import { RECORD_SCHEMAS } from '../../src/store/records.js';
+import { TABLES } from '../../src/store/schema.js';
 import type { TableName } from '../../src/store/schema.js';
 import { tokenRecord } from '../helpers/records.js';
 
@@ -52,7 +52,7 @@ function broken(record: Record<string, unknown>): Array<[string, Record<string, 
 describe('start-up record checks agree with the record schemas', () => {
   for (const table of ['tokens', 'policies', 'roles', 'authMethods', 'bindingRules'] as const) {
     it(`on valid and broken ${table}`, () => {
-      const schema = RECORD_SCHEMAS[table];
+      const schema = TABLES[table].schema;
       const check = RECORD_CHECKS[table];
       let compared = 0;
       for (const record of valid[table]) {
@@ -82,7 +82,7 @@ describe('records written before template variables were stored as Consul writes
     expect(RECORD_CHECKS.tokens(token)).toBe(true);
     expect(token.TemplatedPolicies).toEqual([{ TemplateName: 'builtin/service', TemplateVariables: { name: 'web' } }]);
     const role = { ID: 'r', Name: 'n', Description: '', Policies: [], ServiceIdentities: [], NodeIdentities: [], TemplatedPolicies: [{ TemplateName: 'builtin/node', TemplateVariables: { Name: 'n1' } }], Hash: 'h', Namespace: 'default', Partition: 'default', CreateIndex: 1, ModifyIndex: 1 };
-    const parsed = RECORD_SCHEMAS.roles.parse(structuredClone(role)) as { TemplatedPolicies: unknown };
+    const parsed = TABLES.roles.schema.parse(structuredClone(role)) as { TemplatedPolicies: unknown };
     expect(parsed.TemplatedPolicies).toEqual([{ TemplateName: 'builtin/node', TemplateVariables: { name: 'n1' } }]);
   });
 
@@ -91,6 +91,6 @@ describe('records written before template variables were stored as Consul writes
     const loaded = structuredClone(rule);
     expect(RECORD_CHECKS.bindingRules(loaded)).toBe(true);
     expect(loaded.BindVars).toEqual({ name: 'web' });
-    expect((RECORD_SCHEMAS.bindingRules.parse(structuredClone(rule)) as { BindVars: unknown }).BindVars).toEqual({ name: 'web' });
+    expect((TABLES.bindingRules.schema.parse(structuredClone(rule)) as { BindVars: unknown }).BindVars).toEqual({ name: 'web' });
   });
 });
