@@ -183,6 +183,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       defaultPolicy: config.default_policy,
       // Secondaries and followers: a secret this server does not hold is asked for where it may have been made.
       ...(cluster.lookupUnknownSecret ? { lookupUnknownSecret: cluster.lookupUnknownSecret } : {}),
+      ...(!primary && config.replication_max_stale > 0 ? { staleness: { maxMs: config.replication_max_stale, silentForMs: () => cluster.primarySilentForMs() } } : {}),
     });
     const tokens = new TokenService(store, resolver, clock, {
       limits: { minTTL: config.token_min_ttl, maxTTL: config.token_max_ttl },
@@ -273,6 +274,9 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       servers: () => cluster.servers(),
     };
     metrics.watchServers(() => agent.servers(), config.node_name);
+    if (!primary && config.replication_max_stale > 0) {
+      metrics.watchStaleness(() => (cluster.primarySilentForMs() ?? 0) > config.replication_max_stale);
+    }
 
     const peers = new Map<string, PeerClient>();
     const hooks: ClusterHooks = {

@@ -436,6 +436,11 @@ export const replicationStatusResponse = z
       .array(z.object({ AccessorID: z.string(), LocalAccessorID: z.string() }))
       .optional()
       .describe('On a secondary: global tokens not applied because a Local token here holds their secret'),
+    MaxStaleMs: z.number().int().optional().describe('On a secondary with replication_max_stale: the bound, ms'),
+    RefusingGlobalTokens: z
+      .boolean()
+      .optional()
+      .describe('On a secondary with replication_max_stale: true while the primary has been silent for longer, so global tokens are refused'),
   })
   .meta({ id: 'ReplicationStatus' });
 

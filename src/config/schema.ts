@@ -101,6 +101,8 @@ export const configShape = {
     .optional(),
   /** Secret of a token with acl:write on the primary, used to replicate (secondaries). */
   replication_token: z.string().min(1).optional(),
+  /** Secondaries: refuse global tokens once the primary has been silent for longer than this (0: never). */
+  replication_max_stale: duration.default(0),
   /** Where the LevelDB store and runtime files live; default ./data/<datacenter>. */
   data_dir: z.string().min(1).optional(),
   /** Address the HTTP API listens on. */

@@ -144,6 +144,7 @@ export abstract class DatacenterRole implements ClusterRole {
 
   abstract checkChosenIDs(ids: { accessor?: string; secret?: string }, local: boolean): Promise<void>;
   abstract replicationStatus(): ReplicationStatusResponse;
+  abstract primarySilentForMs(): number | undefined;
   abstract reportedDatacenters(): DatacenterInfo[];
   abstract knownLeader(): boolean;
   abstract lastContactMs(): number;

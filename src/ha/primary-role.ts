@@ -53,6 +53,10 @@ export class PrimaryRole extends DatacenterRole {
     if (secret) throw conflict(`Invalid Token: SecretID is already in use (by a Local token in datacenter ${secret.datacenter})`);
   }
 
+  primarySilentForMs(): number | undefined {
+    return undefined;
+  }
+
   replicationStatus(): ReplicationStatusResponse {
     return notReplicating(this.deps, this.replication?.secondaries() ?? []);
   }

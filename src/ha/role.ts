@@ -45,6 +45,8 @@ export interface ClusterRole {
   beforeConsistentRead?: () => Promise<void>;
   /** A secret this server does not hold: true once its token has arrived here. */
   lookupUnknownSecret?: (secret: string, client: string | undefined) => Promise<boolean>;
+  /** On a secondary's replicating server: how long the primary has been silent, ms (replication_max_stale). */
+  primarySilentForMs(): number | undefined;
   /** IDs chosen by a client for a new token must not be in use anywhere they would clash. */
   checkChosenIDs(ids: { accessor?: string; secret?: string }, local: boolean): Promise<void>;
   replicationStatus(): ReplicationStatusResponse;

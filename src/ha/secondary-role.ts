@@ -90,9 +90,17 @@ export class SecondaryRole extends DatacenterRole {
     }
   }
 
+  primarySilentForMs(): number | undefined {
+    return this.replication?.silentForMs();
+  }
+
   replicationStatus(): ReplicationStatusResponse {
     // A follower of a secondary datacenter: its leader replicates.
-    return this.replication?.status() ?? notReplicating(this.deps, []);
+    const status = this.replication?.status();
+    if (!status) return notReplicating(this.deps, []);
+    const maxStale = this.deps.config.replication_max_stale;
+    if (maxStale <= 0) return status;
+    return { ...status, MaxStaleMs: maxStale, RefusingGlobalTokens: (this.replication?.silentForMs() ?? 0) > maxStale };
   }
 
   reportedDatacenters(): DatacenterInfo[] {

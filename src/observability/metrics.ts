@@ -115,6 +115,18 @@ export class Metrics implements BlockingGauge {
    * view: this server's role and term, and each server's lag and synchronous-set
    * membership as this server sees them (complete on the leader).
    */
+  /** replication_max_stale: 1 while global tokens are refused because the primary has been silent too long. */
+  watchStaleness(refusing: () => boolean): void {
+    new Gauge({
+      name: 'watchword_replication_refusing_global_tokens',
+      help: '1 while this secondary refuses global tokens: the primary has been silent longer than replication_max_stale',
+      registers: [this.registry],
+      collect() {
+        this.set(refusing() ? 1 : 0);
+      },
+    });
+  }
+
   watchServers(compute: () => OperatorServersResponse, self: string): void {
     const registers = [this.registry];
     // One view per scrape, not one per gauge: the gauges below are collected together.

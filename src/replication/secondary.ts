@@ -43,6 +43,8 @@ export class ReplicationSecondary {
   private lastError = ZERO_TIME;
   private lastErrorMessage = '';
   private reconnectTimer: NodeJS.Timeout | undefined;
+  /** When the primary was last heard from (replication's start until it is): what replication_max_stale measures. */
+  private lastHeardAt = Date.now();
   /** The current connection's (the last one's, while disconnected). */
   private heartbeat: Heartbeat | undefined;
   private readonly backoff: Backoff;
@@ -142,6 +144,7 @@ export class ReplicationSecondary {
     });
     ws.on('message', (data) => {
       heartbeat.heard();
+      this.lastHeardAt = Date.now();
       let frame: PrimaryFrame;
       try {
         frame = decodeFrame(primaryFrame, data);
@@ -204,6 +207,11 @@ export class ReplicationSecondary {
 
   isConnected(): boolean {
     return this.stream.isWelcomed();
+  }
+
+  /** How long the primary has been silent, ms (across reconnections; since start while never heard). */
+  silentForMs(): number {
+    return Date.now() - this.lastHeardAt;
   }
 
   lastContactMs(): number {

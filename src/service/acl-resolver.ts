@@ -1,5 +1,6 @@
 import type { Clock } from '../domain/clock.js';
 import { WatchwordError, aclNotFound } from '../domain/errors.js';
+import { formatDuration } from '../domain/duration.js';
 import { isExpired } from '../domain/expiry.js';
 import { isBuiltinPolicyID } from '../domain/builtins.js';
 import { ANONYMOUS_TOKEN_ID, ANONYMOUS_TOKEN_SECRET } from '../domain/ids.js';
@@ -59,6 +60,11 @@ export interface ResolverOptions {
    * when the primary knows it and it has now replicated here.
    */
   lookupUnknownSecret?: (secret: string, client: string | undefined) => Promise<boolean>;
+  /**
+   * Secondaries with replication_max_stale: global tokens are refused while the primary has
+   * been silent for longer than `maxMs` (they may have been revoked there); Local tokens are not.
+   */
+  staleness?: { maxMs: number; silentForMs(): number | undefined };
 }
 
 /**
@@ -109,6 +115,8 @@ export class AclResolver {
       }
       throw aclNotFound();
     }
+    const staleness = this.options.staleness;
+    if (staleness !== undefined && !token.Local && token.AccessorID !== ANONYMOUS_TOKEN_ID) refuseWhenStale(staleness);
     // Identities are shared by every request of the same token until it or its policies change.
     const entry = this.compiled(token);
     if (anonymous) {
@@ -210,4 +218,14 @@ function parseOrNothing(text: string): ScopeRules {
   } catch {
     return { flags: {}, resources: [], namespaces: [], partitions: [] };
   }
+}
+
+/** A global token cannot be confirmed while the primary has been silent past the bound. */
+function refuseWhenStale(staleness: NonNullable<ResolverOptions['staleness']>): void {
+  const silent = staleness.silentForMs();
+  if (silent === undefined || silent <= staleness.maxMs) return;
+  throw new WatchwordError(
+    'PERMISSION_DENIED',
+    `Permission denied: this datacenter has not heard from the primary for ${formatDuration(silent)}, longer than replication_max_stale (${formatDuration(staleness.maxMs)}); global tokens cannot be confirmed until it has (Local tokens still work)`,
+  );
 }
