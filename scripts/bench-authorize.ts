@@ -6,7 +6,7 @@
  * each is compared. Without taskset (or with one core) nothing is pinned, and it says so.
  */
 import { execFileSync } from 'node:child_process';
-import { availableParallelism } from 'node:os';
+import { availableParallelism, cpus } from 'node:os';
 import autocannon from 'autocannon';
 import { startDaemonProcess, stopDaemonProcess } from './daemon-process.js';
 import { startProcess, stopProcess } from './bench-process.js';
@@ -112,7 +112,8 @@ export async function authorizeBench(dataDir: string, secret: string, options: {
     const med = (xs: Array<{ reqPerSec: number; p99ms: number }>) => ({ reqPerSec: medianOf(xs.map((x) => x.reqPerSec)), p99ms: medianOf(xs.map((x) => x.p99ms)) });
     return { bare: med(results.bare), one: med(results.one), sixteen: med(results.sixteen), enforcing, pinned, rounds };
   } finally {
-    if (pinned) execFileSync('taskset', ['-cp', `0-${availableParallelism() - 1}`, String(process.pid)], { stdio: 'ignore' });
+    // Back to every CPU (availableParallelism() would say 1 here: it follows this process's affinity).
+    if (pinned) execFileSync('taskset', ['-cp', `0-${cpus().length - 1}`, String(process.pid)], { stdio: 'ignore' });
     await stopProcess(baseline.proc);
     await stopDaemonProcess(daemon.proc);
   }

@@ -7,7 +7,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { availableParallelism, tmpdir } from 'node:os';
+import { availableParallelism, cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { createCA, createCert } from '../src/transport/certs.js';
@@ -76,7 +76,7 @@ export async function tlsBench(plainDir: string, tlsDir: string, secret: string,
       await dispatcher.close();
       return { plain: plainRow, tls: tlsRow, ratio: tlsRow.reqPerSec / plainRow.reqPerSec, pinned, rounds };
     } finally {
-      if (pinned) execFileSync('taskset', ['-cp', `0-${availableParallelism() - 1}`, String(process.pid)], { stdio: 'ignore' });
+      if (pinned) execFileSync('taskset', ['-cp', `0-${cpus().length - 1}`, String(process.pid)], { stdio: 'ignore' });
       await stopDaemonProcess(plain.proc);
       await stopDaemonProcess(secure.proc);
     }
