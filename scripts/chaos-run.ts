@@ -234,7 +234,7 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
   const total = options.faults ?? 21;
   const log = options.log ?? (() => undefined);
   const started = Date.now();
-  const cluster = await startCluster({ datacenters: ['dc1', 'dc2', 'dc3'], links: true });
+  const cluster = await startCluster({ datacenters: ['dc1', 'dc2', 'dc3'], links: true, timings: 'production' });
   const token = cluster.managementToken;
   const load = new Load(cluster, token);
   const faults: FaultResult[] = [];

@@ -74,7 +74,7 @@ async function tokenIDs(server: DatacenterHandle, token: string): Promise<Set<st
 
 export async function runFailover(options: FailoverOptions = {}): Promise<FailoverReport> {
   if (options.cluster) return failOver(options.cluster, options);
-  const cluster = await startCluster({ datacenters: ['dc1', 'dc2'], servers: { dc1: 3 }, logLevel: 'warn' });
+  const cluster = await startCluster({ datacenters: ['dc1', 'dc2'], servers: { dc1: 3 }, logLevel: 'warn', timings: 'production' });
   try {
     return await failOver(cluster, options);
   } finally {

@@ -172,7 +172,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     store,
     metrics,
     logger,
-    replication: { ...DEFAULT_REPLICATION_OPTIONS, ...options.replication },
+    replication: { ...DEFAULT_REPLICATION_OPTIONS, backoffMinMs: config.replication_backoff_min, backoffMaxMs: config.replication_backoff_max, ...options.replication },
     transport,
     ...(options.servers ? { serverTimings: options.servers } : {}),
     advertised,

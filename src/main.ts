@@ -12,6 +12,8 @@ const AGENT_FLAGS: Record<ConfigKey, { arg: string; help: string }> = {
   primary_datacenter: { arg: 'NAME', help: 'the primary datacenter (default: this one)' },
   primary_address: { arg: 'URL', help: "HTTP base URL of the primary's daemon (required on a secondary)" },
   replication_token: { arg: 'SECRET', help: 'token with acl:write on the primary, used to replicate (secondary)' },
+  replication_backoff_min: { arg: 'DURATION', help: 'secondary: first wait before reconnecting to the primary (default 1s; doubles up to the max)' },
+  replication_backoff_max: { arg: 'DURATION', help: 'secondary: longest wait before reconnecting to the primary (default 30s)' },
   replication_max_stale: { arg: 'DURATION', help: 'secondary: refuse global tokens once the primary has been silent longer than this, e.g. 30s (default 0: never)' },
   data_dir: { arg: 'DIR', help: 'data directory (default ./data/<datacenter>)' },
   http_addr: { arg: 'HOST:PORT', help: 'HTTP listen address; port 0 picks a free port (default 127.0.0.1:8500)' },

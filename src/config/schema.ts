@@ -103,6 +103,9 @@ export const configShape = {
   replication_token: z.string().min(1).optional(),
   /** Secondaries: refuse global tokens once the primary has been silent for longer than this (0: never). */
   replication_max_stale: duration.default(0),
+  /** Secondaries: the wait before reconnecting to the primary, doubling from min to max. */
+  replication_backoff_min: duration.default(1000),
+  replication_backoff_max: duration.default(30_000),
   /** Where the LevelDB store and runtime files live; default ./data/<datacenter>. */
   data_dir: z.string().min(1).optional(),
   /** Address the HTTP API listens on. */
@@ -213,6 +216,9 @@ export const configKeys = Object.keys(configShape) as ConfigKey[];
 export const configSchema = z
   .strictObject(configShape)
   .superRefine((c, ctx) => {
+    if (c.replication_backoff_min > c.replication_backoff_max) {
+      ctx.addIssue({ code: 'custom', path: ['replication_backoff_min'], message: 'must not exceed replication_backoff_max' });
+    }
     if (c.token_min_ttl > c.token_max_ttl) {
       ctx.addIssue({ code: 'custom', path: ['token_min_ttl'], message: 'must not exceed token_max_ttl' });
     }

@@ -30,6 +30,12 @@ export interface ClusterOptions {
   managementToken?: string;
   /** Extra agent flags for every daemon, by config key: `{ token_min_ttl: '1s' }`. */
   config?: Record<string, string | number>;
+  /**
+   * `test` (default): reconnections between datacenters back off from 100 ms to 2 s, so a
+   * test that does not measure them does not wait on them. `production`: the defaults (1 s to
+   * 30 s), for runs that measure convergence (npm run chaos, npm run failover).
+   */
+  timings?: 'test' | 'production';
   /** Extra agent flags for one datacenter. */
   configFor?: Record<string, Record<string, string | number>>;
   /** Log level of the daemons (default warn); their output is kept on each handle. */
@@ -323,7 +329,8 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
     // The primary datacenter first (the others need its address), then every secondary at once.
     const startDatacenter = async (i: number, name: string): Promise<void> => {
       const count = cluster.serverCounts[name] as number;
-      const flags = [...toFlags(options.config), ...toFlags(options.configFor?.[name])];
+      const fast: Record<string, string> = options.timings === 'production' ? {} : { replication_backoff_min: '100ms', replication_backoff_max: '2s' };
+      const flags = [...toFlags({ ...fast, ...options.config }), ...toFlags(options.configFor?.[name])];
       const group: Daemon[] = [];
       for (let k = 0; k < count; k++) {
         const dir = await mkdtemp(join(tmpdir(), `watchword-${name}-`));
