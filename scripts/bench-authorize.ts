@@ -5,11 +5,9 @@
  * process) on the other (taskset -c 0); rounds alternate between the three and the median of
  * each is compared. Without taskset (or with one core) nothing is pinned, and it says so.
  */
-import { execFileSync } from 'node:child_process';
-import { availableParallelism, cpus } from 'node:os';
 import autocannon from 'autocannon';
 import { startDaemonProcess, stopDaemonProcess } from './daemon-process.js';
-import { startProcess, stopProcess } from './bench-process.js';
+import { canPin, medianOf, pinSelf, startProcess, stopProcess, unpinSelf } from './bench-process.js';
 import { Authorizer } from '../src/client/authorizer.js';
 import type { Access } from '../src/domain/rules/decisions.js';
 
@@ -22,21 +20,6 @@ export interface AuthorizeBench {
   pinned: boolean;
   rounds: number;
 }
-
-function canPin(): boolean {
-  if (availableParallelism() < 2) return false;
-  try {
-    execFileSync('taskset', ['-p', String(process.pid)], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-const medianOf = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 === 1 ? (s[(s.length - 1) / 2] as number) : ((s[s.length / 2 - 1] as number) + (s[s.length / 2] as number)) / 2;
-};
 
 /** A service's token as services carry them: a service identity, a role and a policy of a few rules. */
 const RULES = [
@@ -91,7 +74,7 @@ export async function authorizeBench(dataDir: string, secret: string, options: {
     const sixteenBody = JSON.stringify(SIXTEEN);
     const check = await (await fetch(`${daemon.url}/v1/internal/acl/authorize`, { method: 'POST', headers, body: sixteenBody })).json();
     process.stdout.write(`authorize, 16 checks: ${(check as Array<{ Allow: boolean }>).map((a) => (a.Allow ? 'allow' : 'deny')).join(' ')}\n`);
-    if (pinned) execFileSync('taskset', ['-cp', '0', String(process.pid)], { stdio: 'ignore' });
+    if (pinned) pinSelf('0');
     const enforcing = await enforcingBench(daemon.url, token.SecretID, (check as Array<{ Allow: boolean }>).map((a) => a.Allow));
     const run = async (opts: autocannon.Options, seconds: number) => {
       const r = await autocannon({ connections: options.connections, duration: seconds, ...opts });
@@ -112,8 +95,7 @@ export async function authorizeBench(dataDir: string, secret: string, options: {
     const med = (xs: Array<{ reqPerSec: number; p99ms: number }>) => ({ reqPerSec: medianOf(xs.map((x) => x.reqPerSec)), p99ms: medianOf(xs.map((x) => x.p99ms)) });
     return { bare: med(results.bare), one: med(results.one), sixteen: med(results.sixteen), enforcing, pinned, rounds };
   } finally {
-    // Back to every CPU (availableParallelism() would say 1 here: it follows this process's affinity).
-    if (pinned) execFileSync('taskset', ['-cp', `0-${cpus().length - 1}`, String(process.pid)], { stdio: 'ignore' });
+    if (pinned) unpinSelf();
     await stopProcess(baseline.proc);
     await stopDaemonProcess(daemon.proc);
   }

@@ -1,5 +1,6 @@
 /** A helper script of the benchmarks (a baseline server, a LevelDB loop) as a child process. */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { availableParallelism, cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { stopDaemonProcess } from './daemon-process.js';
 
@@ -23,3 +24,29 @@ export function startProcess(args: string[], pin?: string): { proc: ChildProcess
 
 /** SIGTERM, and wait for the exit. */
 export const stopProcess = stopDaemonProcess;
+
+/** Whether this machine can pin processes to CPUs (taskset, and a second CPU). */
+export function canPin(): boolean {
+  if (availableParallelism() < 2) return false;
+  try {
+    execFileSync('taskset', ['-p', String(process.pid)], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Pins this process to `cpus` (taskset's list form, "0" or "0-1"). */
+export function pinSelf(list: string): void {
+  execFileSync('taskset', ['-cp', list, String(process.pid)], { stdio: 'ignore' });
+}
+
+/** Gives this process every CPU back (availableParallelism() would not do: it follows the affinity just set). */
+export function unpinSelf(): void {
+  pinSelf(`0-${cpus().length - 1}`);
+}
+
+export const medianOf = (xs: number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 === 1 ? (s[(s.length - 1) / 2] as number) : ((s[s.length / 2 - 1] as number) + (s[s.length / 2] as number)) / 2;
+};

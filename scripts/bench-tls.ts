@@ -5,12 +5,12 @@
  * (this process) on the other (taskset -c 0); rounds alternate between them and the median
  * of each is compared. Without taskset (or with one core) nothing is pinned, and it says so.
  */
-import { execFileSync } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { availableParallelism, cpus, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { createCA, createCert } from '../src/transport/certs.js';
+import { canPin, medianOf, pinSelf, unpinSelf } from './bench-process.js';
 import { startDaemonProcess, stopDaemonProcess } from './daemon-process.js';
 
 export interface TlsBench {
@@ -20,21 +20,6 @@ export interface TlsBench {
   pinned: boolean;
   rounds: number;
 }
-
-function canPin(): boolean {
-  if (availableParallelism() < 2) return false;
-  try {
-    execFileSync('taskset', ['-p', String(process.pid)], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-const medianOf = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 === 1 ? (s[(s.length - 1) / 2] as number) : ((s[s.length / 2 - 1] as number) + (s[s.length / 2] as number)) / 2;
-};
 
 /** `plainDir` and `tlsDir` hold copies of one data dir whose management token is `secret`. */
 export async function tlsBench(plainDir: string, tlsDir: string, secret: string, options: { seconds: number; rounds: number; connections: number }): Promise<TlsBench> {
@@ -49,7 +34,7 @@ export async function tlsBench(plainDir: string, tlsDir: string, secret: string,
     await writeFile(join(certs, 'server-key.pem'), server.key, { mode: 0o600 });
     const plain = await startDaemonProcess(plainDir, [], undefined, pin);
     const secure = await startDaemonProcess(tlsDir, ['--tls-ca-file', join(certs, 'ca.pem'), '--tls-cert-file', join(certs, 'server.pem'), '--tls-key-file', join(certs, 'server-key.pem')], undefined, pin);
-    if (pinned) execFileSync('taskset', ['-cp', '0', String(process.pid)], { stdio: 'ignore' });
+    if (pinned) pinSelf('0');
     try {
       const headers = { 'X-Service-Token': secret };
       const undici = await import('undici');
@@ -76,7 +61,7 @@ export async function tlsBench(plainDir: string, tlsDir: string, secret: string,
       await dispatcher.close();
       return { plain: plainRow, tls: tlsRow, ratio: tlsRow.reqPerSec / plainRow.reqPerSec, pinned, rounds };
     } finally {
-      if (pinned) execFileSync('taskset', ['-cp', `0-${cpus().length - 1}`, String(process.pid)], { stdio: 'ignore' });
+      if (pinned) unpinSelf();
       await stopDaemonProcess(plain.proc);
       await stopDaemonProcess(secure.proc);
     }

@@ -1,9 +1,9 @@
-import { createServer } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Authorizer, type DownPolicy } from '../../src/client/authorizer.js';
 import type { Access } from '../../src/domain/rules/decisions.js';
 import { MANAGEMENT_SECRET, type TestDaemon, apiFor, startTestDaemon, waitFor } from '../helpers/daemon.js';
 import { type AgentProcess, spawnAgent } from '../helpers/process.js';
+import { freePort } from '../../src/testing/etcd.js';
 import { tempDir } from '../helpers/temp-dir.js';
 
 const RULES = [
@@ -144,17 +144,6 @@ describe('Authorizer (enforcing client)', () => {
     expect(authz.allowed(a.SecretID, 'service', 'web', 'write')).toBeInstanceOf(Promise);
   });
 });
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /** Consul's down_policy, with the daemon killed (SIGKILL of a real process) and started again. */
 describe('Authorizer down_policy, daemon killed', () => {

@@ -1,3 +1,4 @@
+import { waitFor } from '../helpers/daemon.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Authorizer } from '../../src/client/authorizer.js';
 import { type Cluster, type DatacenterHandle, etcdBinary, startCluster } from '../../src/testing/index.js';
@@ -10,15 +11,6 @@ async function decide(server: DatacenterHandle, secret: string, Resource: string
   const res = await call(server, secret, 'POST', '/v1/internal/acl/authorize', [{ Resource, Segment, Access }]);
   if (res.status !== 200) return res.status;
   return (res.body as unknown as Array<{ Allow: boolean }>)[0]?.Allow as boolean;
-}
-
-/** Polls until `probe` holds, at most `timeoutMs`. */
-async function until(what: string, timeoutMs: number, probe: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await probe().catch(() => false))) {
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
 }
 
 /**
@@ -50,7 +42,7 @@ describe.skipIf(!etcd)('decisions across datacenters and servers (real processes
     subject = (await mk('/v1/acl/token', { Description: 'decisions', Policies: [{ ID: ids.policy }], Roles: [{ ID: ids.role }] })) as unknown as typeof subject;
     await cluster.waitForReplication();
     for (const s of servers) {
-      await until(`token on ${s.serverName}`, 15_000, async () => (await decide(s, subject.SecretID, 'service', 'web', 'write')) === true);
+      await waitFor(async () => (await decide(s, subject.SecretID, 'service', 'web', 'write')) === true, 15_000, 20);
     }
   }, 120_000);
 
@@ -62,7 +54,7 @@ describe.skipIf(!etcd)('decisions across datacenters and servers (real processes
   async function nextDecisionAfter(kind: 'policy' | 'role', id: string, hash: string, check: [string, string, string]): Promise<Array<{ server: string; answer: boolean | number }>> {
     const out: Array<{ server: string; answer: boolean | number }> = [];
     for (const s of servers) {
-      await until(`${kind} ${id} at ${s.serverName}`, 15_000, async () => (await call(s, token, 'GET', `/v1/acl/${kind}/${id}?stale`)).body?.Hash === hash);
+      await waitFor(async () => (await call(s, token, 'GET', `/v1/acl/${kind}/${id}?stale`)).body?.Hash === hash, 15_000, 20);
       out.push({ server: s.serverName, answer: await decide(s, subject.SecretID, ...check) });
     }
     return out;
@@ -110,7 +102,7 @@ describe.skipIf(!etcd)('decisions across datacenters and servers (real processes
       const deleted = await call(primary, token, 'DELETE', `/v1/acl/token/${doomed.AccessorID}`);
       expect(deleted.status).toBe(200);
       const acknowledged = Date.now();
-      await until('denied by the enforcing client', 1_000, async () => authz.allowed(doomed.SecretID, 'key', 'app/x', 'write') === false);
+      await waitFor(async () => authz.allowed(doomed.SecretID, 'key', 'app/x', 'write') === false, 1_000, 10);
       const ms = Date.now() - acknowledged;
       process.stdout.write(`enforcing client on ${secondary.serverName}: deleted token denied ${ms} ms after the primary acknowledged the delete\n`);
       expect(ms).toBeLessThan(1_000);

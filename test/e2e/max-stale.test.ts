@@ -1,15 +1,8 @@
+import { waitFor } from '../helpers/daemon.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Cluster, startCluster } from '../../src/testing/index.js';
 
 const MAX_STALE_MS = 3000;
-
-async function until(what: string, timeoutMs: number, probe: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await probe().catch(() => false))) {
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 /**
  * replication_max_stale: a secondary cut off from the primary for longer refuses global tokens
@@ -49,7 +42,7 @@ describe('replication_max_stale (real processes, a cut link)', () => {
   it('refuses global tokens once cut off past the bound, naming the staleness; Local tokens keep working', async () => {
     const cutAt = Date.now();
     cluster.link('dc2').cut();
-    await until('global token refused', 15_000, async () => (await self(global.SecretID)).status === 403);
+    await waitFor(async () => (await self(global.SecretID)).status === 403, 15_000, 50);
     // Not before the bound, less the heartbeat interval (the last frame came up to 1 s before the cut).
     expect(Date.now() - cutAt).toBeGreaterThanOrEqual(MAX_STALE_MS - 1500);
     const refused = await self(global.SecretID);
@@ -68,7 +61,7 @@ describe('replication_max_stale (real processes, a cut link)', () => {
 
   it('accepts global tokens again once reconnected', async () => {
     cluster.link('dc2').restore();
-    await until('global token accepted again', 40_000, async () => (await self(global.SecretID)).status === 200);
+    await waitFor(async () => (await self(global.SecretID)).status === 200, 40_000, 50);
     expect(await cluster.get('dc2').replication()).toMatchObject({ RefusingGlobalTokens: false });
     expect(await metric()).toBe('0');
   }, 60_000);
