@@ -104,8 +104,8 @@ export const configShape = {
   /** Secondaries: refuse global tokens once the primary has been silent for longer than this (0: never). */
   replication_max_stale: duration.default(0),
   /** Secondaries: the wait before reconnecting to the primary, doubling from min to max. */
-  replication_backoff_min: duration.default(1000),
-  replication_backoff_max: duration.default(30_000),
+  replication_backoff_min: duration.default(250),
+  replication_backoff_max: duration.default(2000),
   /** Where the LevelDB store and runtime files live; default ./data/<datacenter>. */
   data_dir: z.string().min(1).optional(),
   /** Address the HTTP API listens on. */

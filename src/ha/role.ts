@@ -15,8 +15,8 @@ import type { ServerGroup } from './servers.js';
 /** Replication timings and sizes; tests shorten them. */
 export const DEFAULT_REPLICATION_OPTIONS = {
   ...DEFAULT_PRIMARY_OPTIONS,
-  backoffMinMs: 1000,
-  backoffMaxMs: 30_000,
+  backoffMinMs: 250,
+  backoffMaxMs: 2000,
 };
 
 export type ReplicationOptions = typeof DEFAULT_REPLICATION_OPTIONS;

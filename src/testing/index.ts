@@ -32,10 +32,16 @@ export interface ClusterOptions {
   config?: Record<string, string | number>;
   /**
    * `test` (default): reconnections between datacenters back off from 100 ms to 2 s, so a
-   * test that does not measure them does not wait on them. `production`: the defaults (1 s to
-   * 30 s), for runs that measure convergence (npm run chaos, npm run failover).
+   * test that does not measure them does not wait on them. `production`: the daemon's defaults
+   * (250 ms to 2 s), for runs that measure convergence (npm run chaos, npm run failover).
    */
   timings?: 'test' | 'production';
+  /**
+   * Where a server's data dir is made (by server name: `dc1-server-3`, or `dc2-node` for a
+   * single-server datacenter): a folder under which a temp dir is created, e.g. a small tmpfs
+   * a run fills to test a full disk. Elsewhere: the system's temp dir.
+   */
+  dataDirParent?: Record<string, string>;
   /** Extra agent flags for one datacenter. */
   configFor?: Record<string, Record<string, string | number>>;
   /** Log level of the daemons (default warn); their output is kept on each handle. */
@@ -333,8 +339,9 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
       const flags = [...toFlags({ ...fast, ...options.config }), ...toFlags(options.configFor?.[name])];
       const group: Daemon[] = [];
       for (let k = 0; k < count; k++) {
-        const dir = await mkdtemp(join(tmpdir(), `watchword-${name}-`));
-        group.push(new Daemon(name, i === 0, dir, cluster, flags, count > 1 ? `${name}-server-${k + 1}` : `${name}-node`));
+        const serverName = count > 1 ? `${name}-server-${k + 1}` : `${name}-node`;
+        const dir = await mkdtemp(join(options.dataDirParent?.[serverName] ?? tmpdir(), `watchword-${name}-`));
+        group.push(new Daemon(name, i === 0, dir, cluster, flags, serverName));
       }
       for (const d of group) d.servers = group;
       const d = group[0] as Daemon;

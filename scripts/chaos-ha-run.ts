@@ -1,0 +1,562 @@
+/**
+ * `npm run chaos` over highly available datacenters: the primary with 3 servers and etcd, a
+ * secondary with 2 servers, a secondary with 1 (watchword/testing; links through cuttable
+ * proxies). A continuous load writes global and Local tokens at every datacenter, deletes,
+ * policies and roles, and logins; faults come in rotation; after each, the load pauses until
+ * every running server of every datacenter holds the primary leader's global objects. Meanwhile
+ * a revoker deletes tokens at the primary while readers in every datacenter keep using them,
+ * and the time to the first 403 there is recorded. At the end every acknowledged write is
+ * checked on every server. Every loop is bounded in count and time.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdir, open, rm, statfs } from 'node:fs/promises';
+import { join } from 'node:path';
+import { SignJWT, exportSPKI, generateKeyPair } from 'jose';
+import { type Cluster, type DatacenterHandle, startCluster } from '../src/testing/index.js';
+
+export type HaFaultKind =
+  | 'kill-leader'
+  | 'kill-follower'
+  | 'freeze-leader'
+  | 'etcd-restart'
+  | 'cut-leader-from-etcd'
+  | 'cut-link'
+  | 'kill-secondary-leader-in-catch-up'
+  | 'kill-single-secondary'
+  | 'full-disk-follower';
+
+export interface HaFaultResult {
+  n: number;
+  kind: HaFaultKind;
+  target: string;
+  heldMs: number;
+  /** From undoing the fault until every server of every datacenter converged. */
+  convergedMs: number;
+  converged: boolean;
+}
+
+export interface Revocation {
+  datacenter: string;
+  /** From the primary's acknowledgement of the delete to the first 403 at a server of this datacenter. */
+  ms: number;
+  /** The fault in progress when the delete was acknowledged, or undefined at rest. */
+  during: string | undefined;
+}
+
+export interface HaChaosReport {
+  faults: HaFaultResult[];
+  durationMs: number;
+  writes: { acknowledged: number; ambiguous: number; deletes: number; logins: number };
+  lost: string[];
+  resurrected: string[];
+  leaked: string[];
+  bad: string[];
+  revocations: Revocation[];
+  /** Revocations whose 403 did not come within the bound (30 s). */
+  revocationsMissed: string[];
+  skipped: string[];
+}
+
+export interface HaChaosOptions {
+  faults?: number;
+  log?: (line: string) => void;
+  convergeTimeoutMs?: number;
+}
+
+const DATACENTERS = ['dc1', 'dc2', 'dc3'] as const;
+const ROTATION: Array<[HaFaultKind, string]> = [
+  ['kill-leader', 'dc1'],
+  ['cut-link', 'dc2'],
+  ['kill-follower', 'dc1'],
+  ['freeze-leader', 'dc1'],
+  ['kill-single-secondary', 'dc3'],
+  ['etcd-restart', 'etcd'],
+  ['kill-secondary-leader-in-catch-up', 'dc2'],
+  ['cut-leader-from-etcd', 'dc1'],
+  ['cut-link', 'dc3'],
+  ['kill-leader', 'dc2'],
+  ['full-disk-follower', 'dc1-server-3'],
+];
+
+/** A small tmpfs for one follower's data dir, so a run can fill its disk (root only). */
+const DISK = '/tmp/watchword-chaos-disk';
+const DISK_SERVER = 'dc1-server-3';
+
+async function mountSmallDisk(): Promise<string | undefined> {
+  if (process.getuid?.() !== 0) return 'full disk on a follower: needs root to mount a small tmpfs; skipped';
+  try {
+    await mkdir(DISK, { recursive: true });
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=768m,mode=0700', 'watchword-chaos-disk', DISK], { stdio: 'pipe' });
+    return undefined;
+  } catch (err) {
+    return `full disk on a follower: cannot mount a tmpfs at ${DISK} (${(err as Error).message.split('\n')[0]}); skipped`;
+  }
+}
+
+function unmountSmallDisk(): void {
+  try {
+    execFileSync('umount', [DISK], { stdio: 'pipe' });
+  } catch {
+    // not mounted
+  }
+}
+
+/** Fills the small disk to the last byte; the returned function frees it again. */
+async function fillDisk(): Promise<() => Promise<void>> {
+  const file = join(DISK, 'filler');
+  const { bavail, bsize } = await statfs(DISK);
+  const fh = await open(file, 'w');
+  try {
+    const chunk = Buffer.alloc(1 << 20);
+    let left = bavail * bsize;
+    while (left > 0) {
+      try {
+        await fh.write(chunk, 0, Math.min(chunk.length, left));
+      } catch {
+        break; // full
+      }
+      left -= chunk.length;
+    }
+  } finally {
+    await fh.close();
+  }
+  return () => rm(file, { force: true });
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+interface Answer {
+  status: number;
+  body: unknown;
+}
+
+/** One request; a connection failure or timeout is status 0 (outcome unknown). */
+async function call(url: string, token: string, method: string, path: string, body?: unknown, timeoutMs = 8000): Promise<Answer> {
+  try {
+    const res = await fetch(url + path, {
+      method,
+      headers: { 'X-Service-Token': token, 'Content-Type': 'application/json' },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    const text = await res.text();
+    let parsed: unknown;
+    try {
+      parsed = text ? JSON.parse(text) : undefined;
+    } catch {
+      parsed = text;
+    }
+    return { status: res.status, body: parsed };
+  } catch {
+    return { status: 0, body: undefined };
+  }
+}
+
+const running = (d: DatacenterHandle): DatacenterHandle[] => d.servers.filter((s) => s.pid !== undefined);
+
+/** The continuous mixed load, with what it was told. */
+class Load {
+  readonly created = new Map<string, { dc: string; local: boolean }>();
+  readonly deleted = new Set<string>();
+  readonly unsure = new Set<string>();
+  ambiguous = 0;
+  logins = 0;
+  readonly bad: string[] = [];
+  private active = false;
+  private workers: Array<Promise<void>> = [];
+  private seq = 0;
+  private turn = 0;
+
+  constructor(
+    private readonly cluster: Cluster,
+    private readonly token: string,
+    private readonly jwt: () => Promise<string>,
+  ) {}
+
+  /** A running server of the datacenter, in turn (followers send writes on to their leader). */
+  url(dc: string): string {
+    const servers = running(this.cluster.get(dc));
+    const s = servers[this.turn++ % Math.max(1, servers.length)] ?? this.cluster.get(dc);
+    return s.url;
+  }
+
+  private judge(what: string, a: Answer): boolean {
+    if (a.status === 200) return true;
+    if (a.status === 0 || a.status === 503) {
+      this.ambiguous++;
+      return false;
+    }
+    this.bad.push(`${what}: HTTP ${a.status} ${JSON.stringify(a.body).slice(0, 200)}`);
+    return false;
+  }
+
+  private loop(body: () => Promise<void>, pauseMs = 25): Promise<void> {
+    return (async () => {
+      while (this.active) {
+        await body();
+        await sleep(pauseMs);
+      }
+    })();
+  }
+
+  start(): void {
+    this.active = true;
+    const create = (dc: string, local: boolean) => async () => {
+      const a = await call(this.url(dc), this.token, 'PUT', '/v1/acl/token', { Description: `chaos ${this.seq++}`, ...(local ? { Local: true } : {}) });
+      if (this.judge(`create at ${dc}`, a)) this.created.set((a.body as { AccessorID: string }).AccessorID, { dc, local });
+    };
+    const remove = async () => {
+      const candidates = [...this.created].filter(([id, t]) => !t.local && !this.deleted.has(id) && !this.unsure.has(id));
+      if (candidates.length < 5) return;
+      const [id] = candidates[Math.floor(Math.random() * candidates.length)] as [string, unknown];
+      const a = await call(this.url('dc1'), this.token, 'DELETE', `/v1/acl/token/${id}`);
+      if (a.status === 200 && a.body === true) this.deleted.add(id);
+      else if (this.judge('delete at dc1', a)) this.bad.push(`delete at dc1 of acknowledged token ${id}: answered ${JSON.stringify(a.body)}`);
+      else this.unsure.add(id);
+    };
+    const policyAndRole = async () => {
+      const n = this.seq++;
+      const p = await call(this.url('dc1'), this.token, 'PUT', '/v1/acl/policy', { Name: `chaos-${n}`, Rules: 'acl = "read"' });
+      if (!this.judge('policy create', p)) return;
+      const id = (p.body as { ID: string }).ID;
+      this.judge('role create', await call(this.url('dc1'), this.token, 'PUT', '/v1/acl/role', { Name: `chaos-role-${n}`, Policies: [{ ID: id }] }));
+    };
+    const login = (dc: string) => async () => {
+      const a = await call(this.url(dc), '', 'POST', '/v1/acl/login', { AuthMethod: 'chaos', BearerToken: await this.jwt() });
+      if (this.judge(`login at ${dc}`, a)) {
+        this.logins++;
+        this.created.set((a.body as { AccessorID: string }).AccessorID, { dc, local: true });
+      }
+    };
+    this.workers = [
+      this.loop(create('dc1', false)),
+      this.loop(create('dc2', false)),
+      this.loop(create('dc3', false)),
+      this.loop(create('dc1', true)),
+      this.loop(create('dc2', true)),
+      this.loop(create('dc3', true)),
+      this.loop(remove),
+      this.loop(policyAndRole),
+      // Within the default login limit of 10 a second per client.
+      this.loop(login('dc2'), 150),
+    ];
+  }
+
+  async stop(): Promise<void> {
+    this.active = false;
+    await Promise.all(this.workers);
+  }
+}
+
+type State = Record<string, string>;
+
+/** One server's own global objects (?stale: what it holds, not its leader's) as id -> Hash. */
+async function globalState(url: string, token: string): Promise<State | undefined> {
+  const out: State = {};
+  const lists: Array<[string, string, string]> = [
+    ['policy', '/v1/acl/policies?ns=*&stale', 'ID'],
+    ['role', '/v1/acl/roles?ns=*&stale', 'ID'],
+    ['token', '/v1/acl/tokens?ns=*&stale', 'AccessorID'],
+  ];
+  for (const [kind, path, idField] of lists) {
+    const a = await call(url, token, 'GET', path);
+    if (a.status !== 200) return undefined;
+    for (const o of a.body as Array<Record<string, unknown>>) {
+      if (kind === 'token' && o.Local) continue;
+      out[`${kind}:${o[idField] as string}`] = o.Hash as string;
+    }
+  }
+  return out;
+}
+
+const same = (a: State | undefined, b: State | undefined): boolean => a !== undefined && b !== undefined && JSON.stringify(Object.entries(a).sort()) === JSON.stringify(Object.entries(b).sort());
+
+/** Every server of every datacenter running and holding the primary leader's global objects. */
+async function converge(cluster: Cluster, token: string, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const ok = await (async () => {
+      const leader = await cluster.primary.leader(2000).catch(() => undefined);
+      if (!leader) return false;
+      const primary = await globalState(leader.url, token);
+      if (!primary) return false;
+      for (const d of cluster.datacenters) {
+        for (const s of d.servers) {
+          if (s.pid === undefined) return false;
+          if (!same(await globalState(s.url, token), primary)) return false;
+        }
+        if (!d.isPrimary) {
+          const status = await call(d.url, token, 'GET', '/v1/acl/replication');
+          if (status.status !== 200 || !(status.body as { Connected: boolean }).Connected) return false;
+        }
+      }
+      return true;
+    })();
+    if (ok) return true;
+    await sleep(100);
+  }
+  return false;
+}
+
+/**
+ * Deletes tokens at the primary while a reader in every datacenter keeps using each, and
+ * records the time from the delete's acknowledgement to the first 403 in each datacenter.
+ */
+class Revoker {
+  readonly revocations: Revocation[] = [];
+  readonly missed: string[] = [];
+  fault: string | undefined;
+  private active = false;
+  private worker: Promise<void> | undefined;
+  private turn = 0;
+
+  constructor(
+    private readonly cluster: Cluster,
+    private readonly token: string,
+  ) {}
+
+  private server(dc: string): DatacenterHandle {
+    const servers = running(this.cluster.get(dc));
+    return servers[this.turn++ % Math.max(1, servers.length)] ?? this.cluster.get(dc);
+  }
+
+  start(): void {
+    this.active = true;
+    this.worker = (async () => {
+      while (this.active) {
+        await this.once();
+        await sleep(200);
+      }
+    })();
+  }
+
+  async stop(): Promise<void> {
+    this.active = false;
+    await this.worker;
+  }
+
+  private async once(): Promise<void> {
+    const made = await call(this.server('dc1').url, this.token, 'PUT', '/v1/acl/token', { Description: 'revoked' });
+    if (made.status !== 200) return;
+    const t = made.body as { SecretID: string; AccessorID: string };
+    // Readers: one server of each datacenter, once the token works there.
+    const readers = DATACENTERS.map((dc) => ({ dc, server: this.server(dc) }));
+    for (const r of readers) {
+      const deadline = Date.now() + 10_000;
+      while ((await call(r.server.url, t.SecretID, 'GET', '/v1/acl/token/self', undefined, 2000)).status !== 200) {
+        if (Date.now() > deadline || !this.active) return;
+        await sleep(20);
+      }
+    }
+    const during = this.fault;
+    const deleted = await call(this.server('dc1').url, this.token, 'DELETE', `/v1/acl/token/${t.AccessorID}`);
+    if (deleted.status !== 200 || deleted.body !== true) return;
+    const ackAt = Date.now();
+    await Promise.all(
+      readers.map(async (r) => {
+        for (;;) {
+          const a = await call(r.server.url, t.SecretID, 'GET', '/v1/acl/token/self', undefined, 2000);
+          if (a.status === 403) {
+            this.revocations.push({ datacenter: r.dc, ms: Date.now() - ackAt, during: during ?? this.fault });
+            return;
+          }
+          if (Date.now() - ackAt > 30_000) {
+            this.missed.push(`${t.AccessorID} still honoured at ${r.server.serverName} 30 s after its delete`);
+            return;
+          }
+          await sleep(5);
+        }
+      }),
+    );
+  }
+}
+
+async function inject(cluster: Cluster, kind: HaFaultKind, target: string, load: Load): Promise<{ heldMs: number; target: string }> {
+  const held = Date.now();
+  let named = target;
+  switch (kind) {
+    case 'kill-leader': {
+      const leader = await cluster.get(target).leader();
+      named = leader.serverName;
+      await leader.kill();
+      await sleep(1500);
+      await leader.start();
+      break;
+    }
+    case 'kill-follower': {
+      const leader = await cluster.get(target).leader();
+      const follower = running(cluster.get(target)).find((s) => s !== leader) as DatacenterHandle;
+      named = follower.serverName;
+      await follower.kill();
+      await sleep(1500);
+      await follower.start();
+      break;
+    }
+    case 'freeze-leader': {
+      const leader = await cluster.get(target).leader();
+      named = leader.serverName;
+      process.kill(leader.pid as number, 'SIGSTOP');
+      // Past the 5 s lease: another server takes over meanwhile.
+      await sleep(7000);
+      process.kill(leader.pid as number, 'SIGCONT');
+      break;
+    }
+    case 'etcd-restart': {
+      const etcd = cluster.coordinator;
+      if (!etcd) throw new Error('no etcd');
+      await etcd.kill();
+      await sleep(4000);
+      await etcd.start();
+      break;
+    }
+    case 'cut-leader-from-etcd': {
+      const leader = await cluster.get(target).leader();
+      named = leader.serverName;
+      const link = cluster.coordinatorLink(leader.serverName);
+      link.cut();
+      await sleep(7000);
+      link.restore();
+      break;
+    }
+    case 'cut-link':
+      cluster.link(target).cut();
+      await sleep(4000);
+      cluster.link(target).restore();
+      break;
+    case 'kill-secondary-leader-in-catch-up': {
+      // Cut off while the load writes, so that it has a backlog; killed as soon as it reconnects.
+      cluster.link(target).cut();
+      await sleep(2500);
+      cluster.link(target).restore();
+      const leader = await cluster.get(target).leader();
+      named = leader.serverName;
+      await sleep(100);
+      await leader.kill();
+      await sleep(1500);
+      await leader.start();
+      break;
+    }
+    case 'full-disk-follower': {
+      const server = cluster.get('dc1').servers.find((x) => x.serverName === DISK_SERVER) as DatacenterHandle;
+      const leader = await cluster.get('dc1').leader();
+      named = leader === server ? `${server.serverName} (leading then)` : server.serverName;
+      const free = await fillDisk();
+      await sleep(4000);
+      await free();
+      break;
+    }
+    case 'kill-single-secondary': {
+      const d = cluster.get(target);
+      await d.kill();
+      await sleep(1500);
+      await d.start();
+      break;
+    }
+  }
+  void load;
+  return { heldMs: Date.now() - held, target: named };
+}
+
+/** A JWT auth method with a static key and a binding rule, for the logins of the load. */
+async function authMethod(cluster: Cluster, token: string): Promise<() => Promise<string>> {
+  const { publicKey, privateKey } = await generateKeyPair('RS256', { extractable: true });
+  const pem = await exportSPKI(publicKey);
+  const leader = await cluster.primary.leader();
+  const method = await call(leader.url, token, 'PUT', '/v1/acl/auth-method', {
+    Name: 'chaos',
+    Type: 'jwt',
+    Config: { JWTValidationPubKeys: [pem], BoundIssuer: 'chaos', ClaimMappings: { service: 'service' } },
+  });
+  if (method.status !== 200) throw new Error(`auth method: ${method.status} ${JSON.stringify(method.body)}`);
+  const rule = await call(leader.url, token, 'PUT', '/v1/acl/binding-rule', { AuthMethod: 'chaos', BindType: 'service', BindName: '${value.service}' });
+  if (rule.status !== 200) throw new Error(`binding rule: ${rule.status} ${JSON.stringify(rule.body)}`);
+  return () => new SignJWT({ service: 'web' }).setProtectedHeader({ alg: 'RS256' }).setIssuer('chaos').setIssuedAt().setExpirationTime('10m').sign(privateKey);
+}
+
+export async function runHaChaos(options: HaChaosOptions = {}): Promise<HaChaosReport> {
+  const total = options.faults ?? 100;
+  const log = options.log ?? (() => undefined);
+  const started = Date.now();
+  const diskSkipped = await mountSmallDisk();
+  const cluster = await startCluster({
+    datacenters: { dc1: { servers: 3 }, dc2: { servers: 2 }, dc3: { servers: 1 } },
+    links: true,
+    timings: 'production',
+    logLevel: 'error',
+    ...(diskSkipped ? {} : { dataDirParent: { [DISK_SERVER]: DISK } }),
+  });
+  const token = cluster.managementToken;
+  const faults: HaFaultResult[] = [];
+  const skipped = diskSkipped ? [diskSkipped] : [];
+  let load: Load | undefined;
+  const revoker = new Revoker(cluster, token);
+  try {
+    await cluster.waitForReplication();
+    const jwt = await authMethod(cluster, token);
+    await cluster.waitForReplication();
+    load = new Load(cluster, token, jwt);
+    // At rest first: revocations with nothing failing.
+    revoker.start();
+    await sleep(8000);
+    const rotation = diskSkipped ? ROTATION.filter(([k]) => k !== 'full-disk-follower') : ROTATION;
+    for (let n = 1; n <= total; n++) {
+      const [kind, target] = rotation[(n - 1) % rotation.length] as [HaFaultKind, string];
+      load.start();
+      await sleep(1000);
+      revoker.fault = `${kind} ${target}`;
+      const injected = await inject(cluster, kind, target, load);
+      const undone = Date.now();
+      await load.stop();
+      const converged = await converge(cluster, token, options.convergeTimeoutMs ?? 60_000);
+      revoker.fault = undefined;
+      const result = { n, kind, target: injected.target, heldMs: injected.heldMs, convergedMs: Date.now() - undone, converged };
+      faults.push(result);
+      log(`fault ${n}/${total}: ${kind} ${injected.target}, held ${(injected.heldMs / 1000).toFixed(1)} s, ${converged ? `converged in ${(result.convergedMs / 1000).toFixed(2)} s` : 'DID NOT CONVERGE'}`);
+      if (!converged) break;
+    }
+    await revoker.stop();
+
+    // Every acknowledged write on every server (each server's own state, ?stale).
+    const lost: string[] = [];
+    const resurrected: string[] = [];
+    const leaked: string[] = [];
+    for (const d of cluster.datacenters) {
+      for (const s of d.servers) {
+        const a = await call(s.url, token, 'GET', '/v1/acl/tokens?ns=*&stale', undefined, 30_000);
+        if (a.status !== 200) {
+          lost.push(`${s.serverName} did not answer its token list (${a.status})`);
+          continue;
+        }
+        const held = new Set((a.body as Array<{ AccessorID: string }>).map((t) => t.AccessorID));
+        for (const [id, t] of load.created) {
+          if (load.unsure.has(id)) continue;
+          const belongs = !t.local || t.dc === d.name;
+          if (load.deleted.has(id)) {
+            if (held.has(id)) resurrected.push(`${id} at ${s.serverName}`);
+          } else if (belongs && !held.has(id)) {
+            lost.push(`${t.local ? 'Local' : 'global'} token ${id} made at ${t.dc}, missing at ${s.serverName}`);
+          } else if (!belongs && held.has(id)) {
+            leaked.push(`${id} of ${t.dc} seen at ${s.serverName}`);
+          }
+        }
+      }
+    }
+    return {
+      faults,
+      durationMs: Date.now() - started,
+      writes: { acknowledged: load.created.size, ambiguous: load.ambiguous, deletes: load.deleted.size, logins: load.logins },
+      lost,
+      resurrected,
+      leaked,
+      bad: load.bad,
+      revocations: revoker.revocations,
+      revocationsMissed: revoker.missed,
+      skipped,
+    };
+  } finally {
+    await revoker.stop();
+    await load?.stop();
+    await cluster.stop();
+    if (!diskSkipped) unmountSmallDisk();
+  }
+}
