@@ -54,6 +54,8 @@ export interface HaChaosReport {
   revocations: Revocation[];
   /** Revocations whose 403 did not come within the bound (30 s). */
   revocationsMissed: string[];
+  /** Servers whose global objects differed from the primary leader's at a full comparison (every tenth fault, and at the end). */
+  diverged: string[];
   skipped: string[];
 }
 
@@ -259,7 +261,7 @@ async function globalState(url: string, token: string): Promise<State | undefine
     ['token', '/v1/acl/tokens?ns=*&stale', 'AccessorID'],
   ];
   for (const [kind, path, idField] of lists) {
-    const a = await call(url, token, 'GET', path);
+    const a = await call(url, token, 'GET', path, undefined, 60_000);
     if (a.status !== 200) return undefined;
     for (const o of a.body as Array<Record<string, unknown>>) {
       if (kind === 'token' && o.Local) continue;
@@ -271,31 +273,65 @@ async function globalState(url: string, token: string): Promise<State | undefine
 
 const same = (a: State | undefined, b: State | undefined): boolean => a !== undefined && b !== undefined && JSON.stringify(Object.entries(a).sort()) === JSON.stringify(Object.entries(b).sort());
 
-/** Every server of every datacenter running and holding the primary leader's global objects. */
+/** A server's durable index ({Index} of /v1/internal/index), or undefined when it does not answer. */
+async function indexOf(url: string, token: string): Promise<number | undefined> {
+  const a = await call(url, token, 'GET', '/v1/internal/index', undefined, 3000);
+  return a.status === 200 ? (a.body as { Index: number }).Index : undefined;
+}
+
+/**
+ * Converged: every server of every datacenter runs; every secondary has replicated the
+ * primary's index of the moment and is connected; inside each datacenter every server has
+ * applied its leader's index. Positions, not lists: the check costs the same at 100 tokens as
+ * at 100,000 (the full comparison of every server's objects runs every tenth fault and at the end).
+ */
 async function converge(cluster: Cluster, token: string, timeoutMs: number): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     const ok = await (async () => {
+      if (cluster.datacenters.some((d) => d.servers.some((s) => s.pid === undefined))) return false;
       const leader = await cluster.primary.leader(2000).catch(() => undefined);
       if (!leader) return false;
-      const primary = await globalState(leader.url, token);
-      if (!primary) return false;
+      const target = await indexOf(leader.url, token);
+      if (target === undefined) return false;
       for (const d of cluster.datacenters) {
-        for (const s of d.servers) {
-          if (s.pid === undefined) return false;
-          if (!same(await globalState(s.url, token), primary)) return false;
-        }
         if (!d.isPrimary) {
-          const status = await call(d.url, token, 'GET', '/v1/acl/replication');
-          if (status.status !== 200 || !(status.body as { Connected: boolean }).Connected) return false;
+          const status = await call(d.url, token, 'GET', '/v1/acl/replication', undefined, 3000);
+          const body = status.body as { Connected?: boolean; ReplicatedIndex?: number } | undefined;
+          if (status.status !== 200 || !body?.Connected || (body.ReplicatedIndex ?? 0) < target) return false;
         }
+        const dcLeader = d.servers.length > 1 ? await d.leader(2000).catch(() => undefined) : d;
+        if (!dcLeader) return false;
+        const local = await indexOf(dcLeader.url, token);
+        if (local === undefined) return false;
+        for (const s of d.servers) if (((await indexOf(s.url, token)) ?? -1) < local) return false;
       }
       return true;
     })();
     if (ok) return true;
-    await sleep(100);
+    await sleep(50);
   }
   return false;
+}
+
+/**
+ * Every server's global objects equal the primary leader's (lists of everything: slow on a
+ * large store). The revoker keeps writing meanwhile, so a server found different is compared
+ * again (up to 10 times, 300 ms apart): a change in flight settles, a divergence stays.
+ */
+async function sameEverywhere(cluster: Cluster, token: string): Promise<string[]> {
+  let out: string[] = [];
+  for (let attempt = 0; attempt < 10; attempt++) {
+    const leader = await cluster.primary.leader();
+    const primary = await globalState(leader.url, token);
+    out = primary ? [] : [`${leader.serverName} did not list its objects`];
+    for (const d of cluster.datacenters) {
+      for (const s of d.servers) if (primary && !same(await globalState(s.url, token), primary)) out.push(`${s.serverName} holds other global objects than the primary's leader`);
+    }
+    if (out.length === 0) return out;
+    await sleep(300);
+  }
+  return out;
 }
 
 /**
@@ -487,6 +523,7 @@ export async function runHaChaos(options: HaChaosOptions = {}): Promise<HaChaosR
   });
   const token = cluster.managementToken;
   const faults: HaFaultResult[] = [];
+  const diverged: string[] = [];
   const skipped = diskSkipped ? [diskSkipped] : [];
   let load: Load | undefined;
   const revoker = new Revoker(cluster, token);
@@ -513,8 +550,10 @@ export async function runHaChaos(options: HaChaosOptions = {}): Promise<HaChaosR
       faults.push(result);
       log(`fault ${n}/${total}: ${kind} ${injected.target}, held ${(injected.heldMs / 1000).toFixed(1)} s, ${converged ? `converged in ${(result.convergedMs / 1000).toFixed(2)} s` : 'DID NOT CONVERGE'}`);
       if (!converged) break;
+      if (n % 10 === 0) diverged.push(...(await sameEverywhere(cluster, token)).map((x) => `after fault ${n}: ${x}`));
     }
     await revoker.stop();
+    diverged.push(...(await sameEverywhere(cluster, token)).map((x) => `at the end: ${x}`));
 
     // Every acknowledged write on every server (each server's own state, ?stale).
     const lost: string[] = [];
@@ -551,6 +590,7 @@ export async function runHaChaos(options: HaChaosOptions = {}): Promise<HaChaosR
       bad: load.bad,
       revocations: revoker.revocations,
       revocationsMissed: revoker.missed,
+      diverged,
       skipped,
     };
   } finally {

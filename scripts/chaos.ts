@@ -81,6 +81,7 @@ if (single) {
     { check: 'median convergence < 2 s', value: seconds(median(times)), ok: median(times) < 2000 },
     { check: 'slowest convergence < 5 s', value: `${seconds(Math.max(...times))} (${r.faults.find((f) => f.convergedMs === Math.max(...times))?.kind ?? ''})`, ok: Math.max(...times) < 5000 },
     { check: 'acknowledged writes lost (every server)', value: String(r.lost.length), ok: r.lost.length === 0 },
+    { check: 'servers whose global objects differ from the primary (full comparisons)', value: String(r.diverged.length), ok: r.diverged.length === 0 },
     { check: 'acknowledged deletes undone', value: String(r.resurrected.length), ok: r.resurrected.length === 0 },
     { check: 'Local tokens outside their datacenter', value: String(r.leaked.length), ok: r.leaked.length === 0 },
     { check: 'answers other than 2xx, 4xx of the rules, 503 or a cut connection', value: String(r.bad.length), ok: r.bad.length === 0 },
@@ -91,7 +92,7 @@ if (single) {
     { check: 'run took', value: `${(r.durationMs / 1000).toFixed(0)} s`, ok: true },
   ];
   for (const s of r.skipped) log(`skipped: ${s}`);
-  for (const line of [...r.lost, ...r.resurrected, ...r.leaked, ...r.bad, ...r.revocationsMissed].slice(0, 20)) log(`  ${line}`);
+  for (const line of [...r.lost, ...r.diverged, ...r.resurrected, ...r.leaked, ...r.bad, ...r.revocationsMissed].slice(0, 20)) log(`  ${line}`);
 }
 console.table(checks);
 await mkdir(join(ROOT, 'bench-results'), { recursive: true });
