@@ -73,6 +73,7 @@ export abstract class DatacenterRole implements ClusterRole {
       backoffMinMs: Math.min(repl.backoffMinMs, 250),
       backoffMaxMs: Math.min(repl.backoffMaxMs, 2000),
       tailBatches: 20_000,
+      primarySilentForMs: () => this.replicatingSilence(),
       logger,
       onLead: () => this.lead(),
       onFollow: () => this.follow(),
@@ -145,6 +146,10 @@ export abstract class DatacenterRole implements ClusterRole {
   abstract checkChosenIDs(ids: { accessor?: string; secret?: string }, local: boolean): Promise<void>;
   abstract replicationStatus(): ReplicationStatusResponse;
   abstract primarySilentForMs(): number | undefined;
+  /** How long the primary has been silent as this server's own replication measures it (a secondary's leader). */
+  protected replicatingSilence(): number | undefined {
+    return undefined;
+  }
   abstract reportedDatacenters(): DatacenterInfo[];
   abstract knownLeader(): boolean;
   abstract lastContactMs(): number;

@@ -61,7 +61,10 @@ export class FollowerSession {
     this.heartbeat = new Heartbeat({
       everyMs: heartbeatMs,
       deadAfterMs: deadPeerMs,
-      beat: () => this.send({ t: 'ping', time: Date.now(), seq: leader.lastSeq() }),
+      beat: () => {
+        const silent = leader.options.primarySilentForMs?.();
+        this.send({ t: 'ping', time: Date.now(), seq: leader.lastSeq(), ...(silent !== undefined ? { silent } : {}) });
+      },
       silent: () => this.close(4008, `no frame from the follower for ${deadPeerMs} ms`),
     });
     this.heartbeat.start();

@@ -25,6 +25,8 @@ type Queued = { kind: 'snapshot'; pairs: Array<[string, Uint8Array]>; seq: numbe
 export class FollowerStream {
   /** Last batch the leader is known to have written. */
   leaderSeq = 0;
+  /** The primary's silence as the leader last told it (secondaries), and when that was told. */
+  primarySilence: { ms: number; at: number } | undefined;
   /** Set by the welcome: the connection's term. */
   private term = 0;
   private snapshot: Array<[string, Uint8Array]> = [];
@@ -60,6 +62,7 @@ export class FollowerStream {
     switch (frame.t) {
       case 'ping':
         this.leaderSeq = Math.max(this.leaderSeq, frame.seq);
+        if (frame.silent !== undefined) this.primarySilence = { ms: frame.silent, at: Date.now() };
         return;
       case 'error':
         return this.effects.drop(`the leader refused: ${frame.message}`);

@@ -87,6 +87,15 @@ export class ServerFollower {
     this.connect();
   }
 
+  /**
+   * How long the primary has been silent as this follower can tell: what its leader last said,
+   * plus the time since (a leader gone quiet makes it grow); undefined before any report.
+   */
+  primarySilentForMs(): number | undefined {
+    const told = this.stream.primarySilence;
+    return told === undefined ? undefined : told.ms + (Date.now() - told.at);
+  }
+
   status(): FollowerStreamStatus {
     return {
       Leader: this.options.leaderURL,

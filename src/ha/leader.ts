@@ -34,6 +34,8 @@ export interface LeaderOptions {
   transport: Transport;
   /** Whether a name is a server of this datacenter (known to the coordinator, or configured). */
   isKnownServer(name: string): boolean;
+  /** On a secondary datacenter's leader: how long the primary has been silent, ms (told to followers with each ping). */
+  primarySilentForMs?: () => number | undefined;
   logger: Logger;
 }
 

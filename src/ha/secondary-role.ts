@@ -90,7 +90,12 @@ export class SecondaryRole extends DatacenterRole {
     }
   }
 
+  /** The replicating server measures it; a follower goes by what its leader tells it with each ping. */
   primarySilentForMs(): number | undefined {
+    return this.replication?.silentForMs() ?? this.group?.reportedPrimarySilence();
+  }
+
+  protected override replicatingSilence(): number | undefined {
     return this.replication?.silentForMs();
   }
 

@@ -50,7 +50,8 @@ export const leaderFrame = z.discriminatedUnion('t', [
     term: z.number().int().nonnegative(),
     ops: z.array(z.tuple([z.string(), bytes.nullable()])),
   }),
-  z.object({ t: z.literal('ping'), time: z.number(), seq: z.number().int().nonnegative() }),
+  // silent: on a secondary datacenter's leader, how long the primary has been silent (ms), for replication_max_stale.
+  z.object({ t: z.literal('ping'), time: z.number(), seq: z.number().int().nonnegative(), silent: z.number().nonnegative().optional() }),
   z.object({ t: z.literal('error'), code: z.string(), message: z.string() }),
 ]);
 

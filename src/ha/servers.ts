@@ -24,6 +24,8 @@ export interface ServerGroupOptions {
   backoffMinMs: number;
   backoffMaxMs: number;
   tailBatches: number;
+  /** On a secondary datacenter: how long the primary has been silent, as this server's replication measures it while it leads. */
+  primarySilentForMs?: () => number | undefined;
   logger: Logger;
   /** This server now leads: start what only the leader runs (replication, reaper). */
   onLead(term: number): Promise<void>;
@@ -124,6 +126,7 @@ export class ServerGroup {
       datacenter: o.datacenter,
       transport: o.transport,
       isKnownServer: (name) => this.coordinator.servers().some((s) => s.name === name),
+      ...(o.primarySilentForMs ? { primarySilentForMs: o.primarySilentForMs } : {}),
       logger: o.logger,
     });
     this.store.setReplicator(this.leading);
@@ -166,6 +169,11 @@ export class ServerGroup {
     this.following = { stream, term, url };
     stream.start();
     o.logger.info({ leader: url, term }, 'servers: following the leader');
+  }
+
+  /** On a follower: the primary's silence as its leader last told it (replication_max_stale); undefined otherwise. */
+  reportedPrimarySilence(): number | undefined {
+    return this.role === 'follower' ? this.following?.stream.primarySilentForMs() : undefined;
   }
 
   /** The leader's stream route; a follower names its leader instead. */
