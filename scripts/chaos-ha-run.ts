@@ -13,6 +13,7 @@ import { mkdir, open, rm, statfs } from 'node:fs/promises';
 import { join } from 'node:path';
 import { SignJWT, exportSPKI, generateKeyPair } from 'jose';
 import { type Cluster, type DatacenterHandle, startCluster } from '../src/testing/index.js';
+import { type Answer, type State, call, same, sleep } from './chaos-run.js';
 
 export type HaFaultKind =
   | 'kill-leader'
@@ -125,35 +126,6 @@ async function fillDisk(): Promise<() => Promise<void>> {
   return () => rm(file, { force: true });
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-interface Answer {
-  status: number;
-  body: unknown;
-}
-
-/** One request; a connection failure or timeout is status 0 (outcome unknown). */
-async function call(url: string, token: string, method: string, path: string, body?: unknown, timeoutMs = 8000): Promise<Answer> {
-  try {
-    const res = await fetch(url + path, {
-      method,
-      headers: { 'X-Service-Token': token, 'Content-Type': 'application/json' },
-      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-      signal: AbortSignal.timeout(timeoutMs),
-    });
-    const text = await res.text();
-    let parsed: unknown;
-    try {
-      parsed = text ? JSON.parse(text) : undefined;
-    } catch {
-      parsed = text;
-    }
-    return { status: res.status, body: parsed };
-  } catch {
-    return { status: 0, body: undefined };
-  }
-}
-
 const running = (d: DatacenterHandle): DatacenterHandle[] => d.servers.filter((s) => s.pid !== undefined);
 
 /** The continuous mixed load, with what it was told. */
@@ -250,8 +222,6 @@ class Load {
   }
 }
 
-type State = Record<string, string>;
-
 /** One server's own global objects (?stale: what it holds, not its leader's) as id -> Hash. */
 async function globalState(url: string, token: string): Promise<State | undefined> {
   const out: State = {};
@@ -270,8 +240,6 @@ async function globalState(url: string, token: string): Promise<State | undefine
   }
   return out;
 }
-
-const same = (a: State | undefined, b: State | undefined): boolean => a !== undefined && b !== undefined && JSON.stringify(Object.entries(a).sort()) === JSON.stringify(Object.entries(b).sort());
 
 /** A server's durable index ({Index} of /v1/internal/index), or undefined when it does not answer. */
 async function indexOf(url: string, token: string): Promise<number | undefined> {

@@ -52,21 +52,21 @@ const ROTATION: Array<[FaultKind, string]> = [
   ['cut-link', 'dc3'],
 ];
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-interface Answer {
+export interface Answer {
   status: number;
   body: unknown;
 }
 
 /** One request; a connection failure or timeout is status 0 (outcome unknown). */
-async function call(url: string, token: string, method: string, path: string, body?: unknown): Promise<Answer> {
+export async function call(url: string, token: string, method: string, path: string, body?: unknown, timeoutMs = 8000): Promise<Answer> {
   try {
     const res = await fetch(url + path, {
       method,
       headers: { 'X-Service-Token': token, 'Content-Type': 'application/json' },
       ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-      signal: AbortSignal.timeout(8000),
+      signal: AbortSignal.timeout(timeoutMs),
     });
     const text = await res.text();
     let parsed: unknown;
@@ -162,7 +162,7 @@ class Load {
   }
 }
 
-type State = Record<string, string>;
+export type State = Record<string, string>;
 
 /** Every global object of a datacenter as id -> Hash, across all namespaces (undefined when it cannot answer). */
 async function globalState(url: string, token: string): Promise<State | undefined> {
@@ -183,7 +183,7 @@ async function globalState(url: string, token: string): Promise<State | undefine
   return out;
 }
 
-const same = (a: State | undefined, b: State | undefined): boolean => a !== undefined && b !== undefined && JSON.stringify(Object.entries(a).sort()) === JSON.stringify(Object.entries(b).sort());
+export const same = (a: State | undefined, b: State | undefined): boolean => a !== undefined && b !== undefined && JSON.stringify(Object.entries(a).sort()) === JSON.stringify(Object.entries(b).sort());
 
 /** Waits until every datacenter answers with the primary's global objects; returns whether it did in time. */
 async function converge(cluster: Cluster, token: string, timeoutMs: number): Promise<boolean> {
