@@ -183,11 +183,6 @@ export class DecisionService {
     return this.viewOf(identity);
   }
 
-  /** The view from this datacenter's state; throws 403 once the token is gone or expired. */
-  private localView(ctx: RequestContext): TokenAuthorizerAnswer {
-    return this.viewOf(this.resolver.resolveLocal(ctx.secret));
-  }
-
   private viewOf(identity: Identity): TokenAuthorizerAnswer {
     const token = identity.token;
     const view: TokenAuthorizerView = {
@@ -203,14 +198,21 @@ export class DecisionService {
 
   /**
    * Resolves once what the token may do differs from `hash` (or the token is gone), or the
-   * signal aborts. Wakes on every change of the tokens, policies and roles tables and
-   * compares; nothing polls.
+   * signal aborts. Wakes on every change of the tokens, policies and roles tables; the view
+   * is hashed again only when this token's record or the policy or role table moved (another
+   * token's write costs a look-up, not a view and a hash per watcher). Nothing polls.
    */
   async waitForChange(ctx: RequestContext, hash: string, signal: AbortSignal): Promise<void> {
     const seen = JUDGING_TABLES.map((t) => this.store.tableIndex(t));
+    let judged: { token: unknown; policies: number; roles: number } | undefined;
     for (;;) {
       try {
-        if (this.localView(ctx).hash !== hash) return;
+        const identity = this.resolver.resolveLocal(ctx.secret);
+        const now = { token: identity.token, policies: this.store.tableIndex('policies'), roles: this.store.tableIndex('roles') };
+        if (judged === undefined || judged.token !== now.token || judged.policies !== now.policies || judged.roles !== now.roles) {
+          if (this.viewOf(identity).hash !== hash) return;
+          judged = now;
+        }
       } catch {
         return; // gone or expired: the read answers 403
       }
@@ -219,13 +221,13 @@ export class DecisionService {
       const stop = (): void => inner.abort();
       signal.addEventListener('abort', stop, { once: true });
       try {
-        await Promise.race(JUDGING_TABLES.map((t, i) => this.store.waitForTableIndex(t, seen[i] as number, inner.signal)));
+        await Promise.race(JUDGING_TABLES.map((t, k) => this.store.waitForTableIndex(t, seen[k] as number, inner.signal)));
       } finally {
         inner.abort();
         signal.removeEventListener('abort', stop);
       }
       if (signal.aborted) return;
-      for (let i = 0; i < JUDGING_TABLES.length; i++) seen[i] = this.store.tableIndex(JUDGING_TABLES[i] as WatchTable);
+      for (let k = 0; k < JUDGING_TABLES.length; k++) seen[k] = this.store.tableIndex(JUDGING_TABLES[k] as WatchTable);
     }
   }
 }
