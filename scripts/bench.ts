@@ -1,25 +1,26 @@
 /**
  * npm run bench: the performance contract (SPEC §11). Seeds BENCH_TOKENS tokens (default
- * 100,000) into a temp data dir, starts the daemon in its own process, loads it with
- * autocannon (BENCH_CONNECTIONS connections, default 32) and measures, in the same run,
- * the two baselines the figures are ratios to: a bare Fastify route returning a constant
- * token-sized JSON object, and raw LevelDB with 32 concurrent synced puts of a
- * token-sized value. Then replication: a fresh secondary's catch-up and the lag at
- * BENCH_REPLICATION_RATE global writes/s. Each scenario runs BENCH_ROUNDS rounds
- * (default 2) of BENCH_DURATION seconds (default 6); the median round is reported.
- * Prints a table with every target and writes the figures as JSON to bench-results/;
- * exits non-zero when a target is missed.
+ * 100,000) into a temp data dir and measures, against baselines taken in the same run, with
+ * the servers under test on CPU 1 and the load generator (autocannon, BENCH_CONNECTIONS
+ * connections, default 32) on CPU 0: the reads, the policy filter and durable create
+ * (scripts/bench-http.ts: a bare Fastify route returning a constant token-sized JSON object,
+ * raw LevelDB with 32 concurrent synced puts), HTTPS against plain HTTP, decisions; then
+ * replication (a fresh secondary's catch-up, the lag at BENCH_REPLICATION_RATE global
+ * writes/s) and reads over three servers. Each pinned figure is the median of BENCH_ROUNDS
+ * rounds (default and at least 3) of BENCH_DURATION seconds (default 6). The daemon runs
+ * built (dist/, as `npm start` runs it). Prints every floor beside its figure, writes the
+ * figures as JSON to bench-results/, and exits non-zero when a floor is missed.
+ * BENCH_ONLY=http|tls|authorize|replication|servers runs one part.
  */
 import type { ChildProcess } from 'node:child_process';
 import { cp, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import autocannon from 'autocannon';
 import { type ServersBench, serversBench } from './bench-servers.js';
 import { type TlsBench, tlsBench } from './bench-tls.js';
 import { type AuthorizeBench, authorizeBench } from './bench-authorize.js';
-import { startProcess } from './bench-process.js';
+import { type FloorRow, type HttpBench, httpBench, httpFloors } from './bench-http.js';
 import { startDaemonProcess, stopDaemonProcess } from './daemon-process.js';
 import { policyHash, tokenHash } from '../src/domain/hash.js';
 import { generateID } from '../src/domain/ids.js';
@@ -28,62 +29,17 @@ import { LevelStore } from '../src/store/level-store.js';
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const DURATION = Number(process.env.BENCH_DURATION ?? 6);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
+const ROUNDS = Math.max(3, Number(process.env.BENCH_ROUNDS ?? 3));
 const TOKENS = Number(process.env.BENCH_TOKENS ?? 100_000);
 /** Policies in the filter scenario; each is linked by 10 tokens. */
 const FILTER_POLICIES = Math.min(1000, Math.floor(TOKENS / 100));
 const SECRET = 'bench-management-secret';
-
-interface Row {
-  scenario: string;
-  reqPerSec: number;
-  p50ms: number;
-  p99ms: number;
-  errors: number;
-  non2xx: number;
-}
+// The daemon as `npm start` runs it: the build (npm run bench builds first).
+process.env.WATCHWORD_AGENT_ENTRY ??= join(ROOT, 'dist', 'main.js');
 
 const startDaemon = (dataDir: string, extra: string[] = ['--initial-management-token', SECRET]) =>
   startDaemonProcess(dataDir, extra, process.env.BENCH_DAEMON_LOGS);
 const stop = stopDaemonProcess;
-
-/** The median of `rounds` by req/s (for two rounds: their mean). */
-function median(scenario: string, rounds: Row[]): Row {
-  const sorted = [...rounds].sort((a, b) => a.reqPerSec - b.reqPerSec);
-  if (sorted.length % 2 === 1) return { ...(sorted[(sorted.length - 1) / 2] as Row), scenario };
-  const a = sorted[sorted.length / 2 - 1] as Row;
-  const b = sorted[sorted.length / 2] as Row;
-  const mean = (x: number, y: number) => Math.round(((x + y) / 2) * 100) / 100;
-  return { scenario, reqPerSec: Math.round((a.reqPerSec + b.reqPerSec) / 2), p50ms: mean(a.p50ms, b.p50ms), p99ms: mean(a.p99ms, b.p99ms), errors: a.errors + b.errors, non2xx: a.non2xx + b.non2xx };
-}
-
-async function load(scenario: string, opts: autocannon.Options): Promise<Row> {
-  const rounds: Row[] = [];
-  for (let i = 0; i < ROUNDS; i++) {
-    const result = await autocannon({ connections: CONNECTIONS, duration: DURATION, ...opts });
-    rounds.push({
-      scenario,
-      reqPerSec: Math.round(result.requests.average),
-      p50ms: result.latency.p50,
-      p99ms: result.latency.p99,
-      errors: result.errors + result.timeouts,
-      non2xx: result.non2xx,
-    });
-  }
-  return median(scenario, rounds);
-}
-
-/** Raw LevelDB, 32 concurrent synced puts (scripts/bench-leveldb.ts in its own process). */
-async function levelBaseline(): Promise<Row> {
-  const rounds: Row[] = [];
-  for (let i = 0; i < ROUNDS; i++) {
-    const { proc, firstLine } = startProcess(['scripts/bench-leveldb.ts', String(DURATION), '32']);
-    const r = JSON.parse(await firstLine) as { reqPerSec: number; p50ms: number; p99ms: number };
-    await new Promise((resolve) => (proc.exitCode !== null ? resolve(undefined) : proc.once('exit', resolve)));
-    rounds.push({ scenario: '', reqPerSec: r.reqPerSec, p50ms: Math.round(r.p50ms * 100) / 100, p99ms: Math.round(r.p99ms * 100) / 100, errors: 0, non2xx: 0 });
-  }
-  return median('raw LevelDB, 32 writers, synced put of a token-sized value', rounds);
-}
 
 const RATE = Number(process.env.BENCH_REPLICATION_RATE ?? 1000);
 const LAG_SECONDS = Number(process.env.BENCH_REPLICATION_SECONDS ?? 5);
@@ -236,75 +192,42 @@ async function main(): Promise<void> {
     const seedStart = Date.now();
     const filterPolicies = await seed(dataDir, policy.ID);
     process.stdout.write(`seeded ${TOKENS} tokens in ${((Date.now() - seedStart) / 1000).toFixed(1)} s\n`);
+    const only = process.env.BENCH_ONLY;
     // BENCH_ONLY=tls: the HTTPS read against the plain read on copies of the seeded store, alone.
-    if (process.env.BENCH_ONLY === 'tls') {
+    if (only === 'tls') {
       const report = await runTlsBench(dataDir);
       if (report.ratio < 0.8) process.exitCode = 1;
       return;
     }
     // BENCH_ONLY=authorize: decisions over HTTP against the bare route, alone.
-    if (process.env.BENCH_ONLY === 'authorize') {
+    if (only === 'authorize') {
       if (!authorizeOK(await runAuthorizeBench(dataDir))) process.exitCode = 1;
       return;
     }
 
-    // The baselines first, while nothing else runs (a freshly started daemon is still settling).
-    const baseline = startProcess(['scripts/bench-baseline.ts']);
-    procs.push(baseline.proc);
-    const baselinePort = await baseline.firstLine;
-    const bare = await load('bare Fastify route, constant token JSON', { url: `http://127.0.0.1:${baselinePort}/baseline` });
-    await stop(baseline.proc);
-    const raw = await levelBaseline();
+    // 2. The HTTP floors, pinned, every scenario in each round (BENCH_SCENARIOS=read,self,… for a few).
+    let http: HttpBench | undefined;
+    let rows: FloorRow[] = [];
+    if (only === undefined || only === 'http') {
+      const scenarios = process.env.BENCH_SCENARIOS ? new Set(process.env.BENCH_SCENARIOS.split(',')) : undefined;
+      http = await httpBench(dataDir, SECRET, { seconds: DURATION, rounds: ROUNDS, connections: CONNECTIONS, filterPolicies, ...(scenarios ? { only: scenarios } : {}) });
+      process.stdout.write(`HTTP: median of ${http.rounds} rounds of ${DURATION} s, each running every scenario; ${http.pinned ? 'servers on CPU 1, load generator on CPU 0' : 'not pinned (taskset or a second CPU missing)'}\n`);
+      rows = httpFloors(http, TOKENS);
+      console.table(rows);
+      if (only === 'http') {
+        if (rows.some((r) => r.ok === false)) process.exitCode = 1;
+        await writeReport({ http, rows });
+        return;
+      }
+    }
 
+    // 3. HTTPS against plain HTTP, then decisions, each on their own daemons.
+    const tls = only === 'replication' ? undefined : await runTlsBench(dataDir);
+    const authorize = only === 'replication' ? undefined : await runAuthorizeBench(dataDir);
+
+    // 4. Replication to a fresh secondary, then reads over three servers.
     daemon = await startDaemon(dataDir);
     procs.push(daemon.proc);
-    const self = (await (await fetch(`${daemon.url}/v1/acl/token/self`, { headers })).json()) as { AccessorID: string };
-    const check = (await (await fetch(`${daemon.url}/v1/acl/tokens?policy=${filterPolicies[7]}`, { headers })).json()) as unknown[];
-    if (check.length !== 10) throw new Error(`expected 10 tokens for the policy filter, got ${check.length}`);
-    // Warm up: compiled code, and the store's background compaction after the seeding.
-    await autocannon({ connections: CONNECTIONS, duration: 3, url: `${daemon.url}/v1/acl/token/${self.AccessorID}`, headers });
-    let next = 0;
-    const rows: Array<Row & { ratio?: string; target: string; ok: boolean }> = [];
-    const ratio = (row: Row, base: Row) => row.reqPerSec / base.reqPerSec;
-    const add = (row: Row, target: string, ok: boolean, base?: Row) => rows.push({ ...row, ...(base ? { ratio: `${ratio(row, base).toFixed(2)}x` } : {}), target, ok: ok && row.errors === 0 && row.non2xx === 0 });
-    rows.push({ ...bare, ratio: '1.00x', target: 'baseline', ok: true }, { ...raw, ratio: '1.00x', target: 'baseline', ok: true });
-
-    // BENCH_ONLY=replication skips the HTTP scenarios (for work on replication).
-    if (process.env.BENCH_ONLY !== 'replication') {
-      const read = await load('token read by accessor (management token)', { url: `${daemon.url}/v1/acl/token/${self.AccessorID}`, headers });
-      add(read, '>= 0.5x bare', ratio(read, bare) >= 0.5, bare);
-      const selfRead = await load('token self', { url: `${daemon.url}/v1/acl/token/self`, headers });
-      add(selfRead, '>= 0.5x bare', ratio(selfRead, bare) >= 0.5, bare);
-      const expanded = await load('token read ?expanded', { url: `${daemon.url}/v1/acl/token/${self.AccessorID}?expanded`, headers });
-      add(expanded, '>= 0.3x bare', ratio(expanded, bare) >= 0.3, bare);
-      const filter = await load(`tokens?policy=X, 10 of ${TOKENS}, a different X per request`, {
-        url: daemon.url,
-        headers,
-        requests: [{ method: 'GET', setupRequest: (req) => ({ ...req, path: `/v1/acl/tokens?policy=${filterPolicies[next++ % filterPolicies.length]}` }) }],
-      });
-      add(filter, 'p99 <= 5 ms', filter.p99ms <= 5);
-      const create = await load('token create (fsync, group commit)', { url: `${daemon.url}/v1/acl/token`, method: 'PUT', headers, body: '{"Description":"bench"}' });
-      add(create, '>= 0.6x raw LevelDB, p99 <= 20 ms', ratio(create, raw) >= 0.6 && create.p99ms <= 20, raw);
-      const readReq = { method: 'GET' as const, path: `/v1/acl/token/${self.AccessorID}` };
-      const mix = await load('90% token reads / 10% creates', {
-        url: daemon.url,
-        headers,
-        requests: [...Array.from({ length: 9 }, () => readReq), { method: 'PUT', path: '/v1/acl/token', body: '{"Description":"mix"}' }],
-      });
-      add(mix, `reads ${Math.round(mix.reqPerSec * 0.9)}/s, creates ${Math.round(mix.reqPerSec * 0.1)}/s`, true);
-    }
-    console.table(rows.map(({ errors: _e, non2xx: _n, ...r }) => r));
-    // The daemon under test stays idle (replication uses it next) while the TLS pair runs.
-    const tls = process.env.BENCH_ONLY === 'replication' ? undefined : await runTlsBench(dataDir, daemon.proc);
-    if (tls && tls.ratio < 0.8) rows.push({ scenario: 'token read over HTTPS (keep-alive)', reqPerSec: tls.tls.reqPerSec, p50ms: 0, p99ms: tls.tls.p99ms, errors: 0, non2xx: 0, ratio: `${tls.ratio.toFixed(2)}x plain`, target: '>= 0.8x plain HTTP', ok: false });
-    let authorize: AuthorizeBench | undefined;
-    if (process.env.BENCH_ONLY !== 'replication') {
-      await stop(daemon.proc);
-      authorize = await runAuthorizeBench(dataDir);
-      if (!authorizeOK(authorize)) rows.push({ scenario: 'authorize, 1 / 16 checks', reqPerSec: authorize.one.reqPerSec, p50ms: 0, p99ms: authorize.one.p99ms, errors: 0, non2xx: 0, target: '>= 0.5x / >= 0.3x bare, enforcing client 1M calls < 1 s', ok: false });
-      daemon = await startDaemon(dataDir);
-      procs.push(daemon.proc);
-    }
     const replication = await replicationBench(daemon.url);
     const replicationChecks = [
       { measure: `fresh secondary catches up on ${TOKENS} tokens`, value: `${(replication.catchUpMs! / 1000).toFixed(2)} s`, target: '< 10 s', ok: replication.catchUpMs! < 10_000 },
@@ -317,17 +240,23 @@ async function main(): Promise<void> {
     // The seeded daemon is done with: the three servers get the machine to themselves.
     for (const p of procs) await stop(p);
     const servers = await runServersBench();
-    if (rows.some((r) => !r.ok) || replicationChecks.some((c) => !c.ok)) process.exitCode = 1;
-    const outDir = join(ROOT, 'bench-results');
-    await mkdir(outDir, { recursive: true });
-    const file = join(outDir, `bench-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
-    const report = { date: new Date().toISOString(), node: process.version, durationSeconds: DURATION, rounds: ROUNDS, connections: CONNECTIONS, tokens: TOKENS, rows, tls, authorize, replication, servers };
-    await writeFile(file, `${JSON.stringify(report, null, 2)}\n`);
-    process.stdout.write(`wrote ${file}\n`);
+    const failed = rows.some((r) => r.ok === false) || replicationChecks.some((c) => !c.ok) || (tls !== undefined && tls.ratio < 0.8) || (authorize !== undefined && !authorizeOK(authorize));
+    if (failed) process.exitCode = 1;
+    await writeReport({ http, rows, tls, authorize, replication, servers });
   } finally {
     for (const p of procs) await stop(p);
     await rm(dataDir, { recursive: true, force: true });
   }
+}
+
+/** The figures as JSON in bench-results/. */
+async function writeReport(figures: Record<string, unknown>): Promise<void> {
+  const outDir = join(ROOT, 'bench-results');
+  await mkdir(outDir, { recursive: true });
+  const file = join(outDir, `bench-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
+  const report = { date: new Date().toISOString(), node: process.version, durationSeconds: DURATION, rounds: ROUNDS, connections: CONNECTIONS, tokens: TOKENS, ...figures };
+  await writeFile(file, `${JSON.stringify(report, null, 2)}\n`);
+  process.stdout.write(`wrote ${file}\n`);
 }
 
 const authorizeOK = (r: AuthorizeBench): boolean => r.one.reqPerSec / r.bare.reqPerSec >= 0.5 && r.sixteen.reqPerSec / r.bare.reqPerSec >= 0.3 && r.enforcing.medianMs < 1000;
@@ -345,23 +274,13 @@ async function runAuthorizeBench(dataDir: string): Promise<AuthorizeBench> {
   return r;
 }
 
-/** Token reads over one server of three, then all three (SPEC §13), with each server's CPU per read. */
-/**
- * Token read over HTTPS against plain HTTP (SPEC §11, §16), each on its own copy of the
- * seeded data dir. `running`, the daemon already on `dataDir`, is paused meanwhile (a copy
- * of a store held open is not taken while it writes).
- */
-async function runTlsBench(dataDir: string, running?: ChildProcess): Promise<TlsBench> {
+/** Token read over HTTPS against plain HTTP (SPEC §11, §16), each on its own copy of the seeded data dir. */
+async function runTlsBench(dataDir: string): Promise<TlsBench> {
   const plainDir = await mkdtemp(join(tmpdir(), 'watchword-bench-plain-'));
   const tlsDir = await mkdtemp(join(tmpdir(), 'watchword-bench-https-'));
   try {
-    running?.kill('SIGSTOP');
-    try {
-      await cp(dataDir, plainDir, { recursive: true, filter: (src) => !src.endsWith('LOCK') && !src.endsWith('http-addr') });
-      await cp(dataDir, tlsDir, { recursive: true, filter: (src) => !src.endsWith('LOCK') && !src.endsWith('http-addr') });
-    } finally {
-      running?.kill('SIGCONT');
-    }
+    await cp(dataDir, plainDir, { recursive: true, filter: (src) => !src.endsWith('LOCK') && !src.endsWith('http-addr') });
+    await cp(dataDir, tlsDir, { recursive: true, filter: (src) => !src.endsWith('LOCK') && !src.endsWith('http-addr') });
     const r = await tlsBench(plainDir, tlsDir, SECRET, { seconds: DURATION, rounds: ROUNDS, connections: CONNECTIONS });
     console.table([
       { scenario: 'token read, plain HTTP (keep-alive)', 'req/s': r.plain.reqPerSec, 'p99 ms': r.plain.p99ms, ratio: '1.00x', target: 'baseline' },
@@ -375,6 +294,7 @@ async function runTlsBench(dataDir: string, running?: ChildProcess): Promise<Tls
   }
 }
 
+/** Token reads over one server of three, then all three (SPEC §13), with each server's CPU per read. */
 async function runServersBench(): Promise<ServersBench> {
   const result = await serversBench({ connections: CONNECTIONS, duration: DURATION });
   if (result.skipped) {

@@ -1,0 +1,200 @@
+/**
+ * The HTTP figures of SPEC §11 in one run: token read, self, `?expanded` and the policy
+ * filter against a bare Fastify route, and durable create against raw LevelDB's synced puts.
+ * The servers under test (the daemon on the seeded data dir, the bare route, the LevelDB
+ * loop) run on one core (taskset -c 1) and the load generator (this process) on the other
+ * (taskset -c 0); each round runs every scenario in turn, and the median of the rounds is
+ * compared. Besides req/s and p99, each HTTP row carries the server's CPU time per request
+ * (user + system, all threads, from /proc), so that where the time goes is told apart from
+ * how busy the machine is. Without taskset (or with one core) nothing is pinned, and it says so.
+ */
+import { readFile } from 'node:fs/promises';
+import autocannon from 'autocannon';
+import { canPin, medianOf, pinSelf, startProcess, stopProcess, unpinSelf } from './bench-process.js';
+import { startDaemonProcess, stopDaemonProcess } from './daemon-process.js';
+
+export interface HttpRow {
+  reqPerSec: number;
+  p50ms: number;
+  p99ms: number;
+  /** Server CPU time per request, µs (HTTP rows only). */
+  cpuMicros?: number;
+}
+
+export interface HttpBench {
+  bare: HttpRow;
+  read: HttpRow;
+  self: HttpRow;
+  expanded: HttpRow;
+  filter: HttpRow;
+  raw: HttpRow;
+  create: HttpRow;
+  pinned: boolean;
+  rounds: number;
+  /** Every round of every scenario, for the record. */
+  all: Record<string, HttpRow[]>;
+}
+
+export interface HttpBenchOptions {
+  seconds: number;
+  rounds: number;
+  connections: number;
+  /** Policies each linked by 10 of the seeded tokens: the filter scenario asks for a different one each time. */
+  filterPolicies: string[];
+  /** Scenarios to run (default all): for work on one path. */
+  only?: Set<string>;
+}
+
+const TICKS_PER_SECOND = 100;
+
+/** User + system CPU time of a process so far, µs (Linux; undefined elsewhere). */
+async function cpuMicros(pid: number | undefined): Promise<number | undefined> {
+  if (pid === undefined) return undefined;
+  try {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+    // The fields after the command name (in parentheses, may hold spaces): utime and stime are the 12th and 13th.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return ((Number(fields[11]) + Number(fields[12])) * 1_000_000) / TICKS_PER_SECOND;
+  } catch {
+    return undefined;
+  }
+}
+
+/** `dataDir` holds a seeded store (not in use) whose management token is `secret`. */
+export async function httpBench(dataDir: string, secret: string, options: HttpBenchOptions): Promise<HttpBench> {
+  const pinned = canPin();
+  const pin = pinned ? '1' : undefined;
+  const daemon = await startDaemonProcess(dataDir, [], undefined, pin);
+  const baseline = startProcess(['scripts/bench-baseline.ts'], pin);
+  try {
+    const bareURL = `http://127.0.0.1:${await baseline.firstLine}/baseline`;
+    const headers = { 'X-Service-Token': secret };
+    const self = (await (await fetch(`${daemon.url}/v1/acl/token/self`, { headers })).json()) as { AccessorID: string };
+    const check = (await (await fetch(`${daemon.url}/v1/acl/tokens?policy=${options.filterPolicies[7]}`, { headers })).json()) as unknown[];
+    if (check.length !== 10) throw new Error(`expected 10 tokens for the policy filter, got ${check.length}`);
+    if (pinned) pinSelf('0');
+
+    let next = 0;
+    const scenarios: Record<string, { pid: number | undefined; opts: autocannon.Options }> = {
+      bare: { pid: baseline.proc.pid, opts: { url: bareURL } },
+      read: { pid: daemon.proc.pid, opts: { url: `${daemon.url}/v1/acl/token/${self.AccessorID}`, headers } },
+      self: { pid: daemon.proc.pid, opts: { url: `${daemon.url}/v1/acl/token/self`, headers } },
+      expanded: { pid: daemon.proc.pid, opts: { url: `${daemon.url}/v1/acl/token/${self.AccessorID}?expanded`, headers } },
+      filter: {
+        pid: daemon.proc.pid,
+        opts: {
+          url: daemon.url,
+          headers,
+          requests: [{ method: 'GET', setupRequest: (req) => ({ ...req, path: `/v1/acl/tokens?policy=${options.filterPolicies[next++ % options.filterPolicies.length]}` }) }],
+        },
+      },
+      create: { pid: daemon.proc.pid, opts: { url: `${daemon.url}/v1/acl/token`, method: 'PUT', headers: { ...headers, 'Content-Type': 'application/json' }, body: '{"Description":"bench"}' } },
+    };
+    const wanted = (name: string) => name === 'bare' || options.only === undefined || options.only.has(name);
+    const run = async (name: string, seconds: number): Promise<HttpRow> => {
+      const s = scenarios[name] as (typeof scenarios)[string];
+      const before = await cpuMicros(s.pid);
+      const r = await autocannon({ connections: options.connections, duration: seconds, ...s.opts });
+      const after = await cpuMicros(s.pid);
+      if (r.non2xx > 0 || r.errors > 0 || r.timeouts > 0) throw new Error(`${name}: ${r.non2xx} non-2xx answers, ${r.errors} errors, ${r.timeouts} timeouts`);
+      return {
+        reqPerSec: Math.round(r.requests.average),
+        p50ms: r.latency.p50,
+        p99ms: r.latency.p99,
+        ...(before !== undefined && after !== undefined && r.requests.total > 0 ? { cpuMicros: Math.round((after - before) / r.requests.total) } : {}),
+      };
+    };
+    const rawRound = async (): Promise<HttpRow> => {
+      const { proc, firstLine } = startProcess(['scripts/bench-leveldb.ts', String(options.seconds), '32'], pin);
+      const r = JSON.parse(await firstLine) as { reqPerSec: number; p50ms: number; p99ms: number };
+      await new Promise((resolve) => (proc.exitCode !== null ? resolve(undefined) : proc.once('exit', resolve)));
+      return { reqPerSec: r.reqPerSec, p50ms: Math.round(r.p50ms * 100) / 100, p99ms: Math.round(r.p99ms * 100) / 100 };
+    };
+
+    // Warm up: compiled code on both sides, and the store's compaction after the seeding.
+    for (const name of ['bare', 'read', 'self', 'expanded', 'filter']) if (wanted(name)) await run(name, 2);
+    const rounds = Math.max(3, options.rounds);
+    const all: Record<string, HttpRow[]> = {};
+    const push = (name: string, row: HttpRow) => (all[name] ??= []).push(row);
+    for (let i = 0; i < rounds; i++) {
+      for (const name of ['bare', 'read', 'self', 'expanded', 'filter']) if (wanted(name)) push(name, await run(name, options.seconds));
+    }
+    // Writes last: they grow the store the reads above were measured on.
+    if (wanted('create')) {
+      for (let i = 0; i < rounds; i++) {
+        push('raw', await rawRound());
+        push('create', await run('create', options.seconds));
+      }
+    }
+    const med = (name: string): HttpRow => {
+      const xs = all[name] ?? [];
+      if (xs.length === 0) return { reqPerSec: Number.NaN, p50ms: Number.NaN, p99ms: Number.NaN };
+      const cpu = xs.flatMap((x) => (x.cpuMicros === undefined ? [] : [x.cpuMicros]));
+      return { reqPerSec: medianOf(xs.map((x) => x.reqPerSec)), p50ms: medianOf(xs.map((x) => x.p50ms)), p99ms: medianOf(xs.map((x) => x.p99ms)), ...(cpu.length > 0 ? { cpuMicros: medianOf(cpu) } : {}) };
+    };
+    return { bare: med('bare'), read: med('read'), self: med('self'), expanded: med('expanded'), filter: med('filter'), raw: med('raw'), create: med('create'), pinned, rounds, all };
+  } finally {
+    if (pinned) unpinSelf();
+    await stopProcess(baseline.proc);
+    await stopDaemonProcess(daemon.proc);
+  }
+}
+
+/** A floor of SPEC §11 beside its figure. */
+export interface FloorRow {
+  scenario: string;
+  'req/s': number;
+  'p99 ms': number;
+  'CPU µs/req'?: number;
+  figure: string;
+  floor: string;
+  ok: boolean | '';
+}
+
+/** The table of the HTTP figures, each floor beside the ratio it is judged on. */
+export function httpFloors(r: HttpBench, tokens: number): FloorRow[] {
+  const x = (a: number, b: number) => `${(a / b).toFixed(2)}x`;
+  const row = (scenario: string, v: HttpRow, figure: string, floor: string, ok: boolean | ''): FloorRow => ({
+    scenario,
+    'req/s': v.reqPerSec,
+    'p99 ms': v.p99ms,
+    ...(v.cpuMicros !== undefined ? { 'CPU µs/req': v.cpuMicros } : {}),
+    figure,
+    floor,
+    ok,
+  });
+  const rows: FloorRow[] = [row('bare Fastify route, constant token JSON', r.bare, '1.00x', 'baseline', '')];
+  const ran = (v: HttpRow) => Number.isFinite(v.reqPerSec);
+  if (ran(r.read)) {
+    rows.push(row('token read by accessor', r.read, x(r.read.reqPerSec, r.bare.reqPerSec), '>= 0.50x bare', r.read.reqPerSec >= 0.5 * r.bare.reqPerSec));
+    if (r.read.cpuMicros !== undefined && r.bare.cpuMicros !== undefined) {
+      rows.push(row('  server CPU per read vs per bare request', r.read, `${(r.read.cpuMicros / r.bare.cpuMicros).toFixed(2)}x`, '<= 2.00x bare', r.read.cpuMicros <= 2 * r.bare.cpuMicros));
+    }
+  }
+  if (ran(r.self)) rows.push(row('token self', r.self, x(r.self.reqPerSec, r.bare.reqPerSec), '>= 0.50x bare', r.self.reqPerSec >= 0.5 * r.bare.reqPerSec));
+  if (ran(r.expanded)) rows.push(row('token read ?expanded', r.expanded, x(r.expanded.reqPerSec, r.bare.reqPerSec), '>= 0.30x bare', r.expanded.reqPerSec >= 0.3 * r.bare.reqPerSec));
+  if (ran(r.filter) && ran(r.read)) {
+    rows.push(
+      row(
+        `tokens?policy=X (10 of ${tokens}, a different X each time)`,
+        r.filter,
+        `${x(r.filter.reqPerSec, r.read.reqPerSec)} read, p99 ${x(r.filter.p99ms, r.read.p99ms)}`,
+        '>= 0.50x read, p99 <= 2.00x read',
+        r.filter.reqPerSec >= 0.5 * r.read.reqPerSec && r.filter.p99ms <= 2 * r.read.p99ms,
+      ),
+    );
+  }
+  if (ran(r.create)) {
+    rows.push(row('raw LevelDB, 32 writers, synced put', r.raw, '1.00x', 'baseline', ''));
+    rows.push(
+      row(
+        'token create (fsync, group commit)',
+        r.create,
+        `${x(r.create.reqPerSec, r.raw.reqPerSec)} raw, p99 ${x(r.create.p99ms, r.raw.p99ms)}`,
+        '>= 0.60x raw, p99 <= 2.00x raw',
+        r.create.reqPerSec >= 0.6 * r.raw.reqPerSec && r.create.p99ms <= 2 * r.raw.p99ms,
+      ),
+    );
+  }
+  return rows;
+}
