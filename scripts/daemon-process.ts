@@ -23,7 +23,9 @@ export interface DaemonProcess {
  */
 export async function startDaemonProcess(dataDir: string, flags: string[], logLevel?: string, pin?: string): Promise<DaemonProcess> {
   await rm(join(dataDir, 'http-addr'), { force: true });
-  const command = [process.execPath, ...watchwordCommand(), 'agent', '--data-dir', dataDir, '--http-addr', '127.0.0.1:0', '--log-level', logLevel ?? 'error', ...flags];
+  // BENCH_DAEMON_NODE_FLAGS: node's own flags for the daemon (`--cpu-prof --cpu-prof-dir=…` to profile a run).
+  const nodeFlags = process.env.BENCH_DAEMON_NODE_FLAGS ? process.env.BENCH_DAEMON_NODE_FLAGS.split(' ') : [];
+  const command = [process.execPath, ...nodeFlags, ...watchwordCommand(), 'agent', '--data-dir', dataDir, '--http-addr', '127.0.0.1:0', '--log-level', logLevel ?? 'error', ...flags];
   const pinned = pin !== undefined ? ['taskset', '-c', pin, ...command] : command;
   const proc = spawn(
     pinned[0] as string,

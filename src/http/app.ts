@@ -24,6 +24,7 @@ export type { AppDeps, HttpLimits, SnapshotUploads } from './deps.js';
 import { replicationRoutes } from './routes/replication.js';
 import { clientOf, forwardToDatacenter, forwardToLeader, forwardWrite, isWrite, mustForward } from './forward.js';
 import { tokenRoutes } from './routes/tokens.js';
+import { DirectRoutes, IndexHeaders } from './direct.js';
 
 /** 1 MiB: larger bodies get 413. */
 export { BODY_LIMIT };
@@ -32,31 +33,6 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** On reads of a table: the X-Service-Index family of headers to send, whatever the answer. */
     readHeaders(request: FastifyRequest): Record<string, string> | undefined;
-  }
-}
-
-/**
- * The index headers of a read (X-Service-* and their X-Consul-* aliases), built once per
- * distinct value rather than eight header calls per request.
- */
-class IndexHeaders {
-  private key = '';
-  private value: Record<string, string> = {};
-
-  get(index: number, knownLeader: boolean, lastContact: number, consistency: string): Record<string, string> {
-    const key = `${index}|${knownLeader}|${lastContact}|${consistency}`;
-    if (key !== this.key) {
-      this.key = key;
-      const v: Record<string, string> = {};
-      for (const prefix of ['x-service-', 'x-consul-']) {
-        v[`${prefix}index`] = String(index);
-        v[`${prefix}knownleader`] = String(knownLeader);
-        v[`${prefix}lastcontact`] = String(lastContact);
-        v[`${prefix}effective-consistency`] = consistency;
-      }
-      this.value = v;
-    }
-    return this.value;
   }
 }
 
@@ -129,6 +105,10 @@ export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteIn
   // The index headers of reads (errors included) are added where replies are sent
   // (sendJSONText, sendError): no hook runs on every response for them.
   const indexHeaders = new IndexHeaders();
+  // The hot paths' plain forms, served before Fastify's routing (see direct.ts).
+  const direct = new DirectRoutes();
+  app.decorate('directRoutes', direct);
+  direct.install(app, { store: deps.store, agent: deps.agent, metrics: deps.metrics, indexHeaders, rateLimited: (rateLimit?.rate ?? 0) > 0 });
   app.decorate('readHeaders', (request: FastifyRequest): Record<string, string> | undefined => {
     const table = request.routeOptions.config?.table;
     if (table === undefined || (request.method !== 'GET' && request.method !== 'HEAD')) return undefined;
@@ -191,7 +171,7 @@ export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteIn
   void app.register(policyRoutes, pick('policies', 'reads'));
   void app.register(roleRoutes, pick('roles', 'reads'));
   void app.register(templatedPolicyRoutes, pick('templatedPolicies'));
-  void app.register(decisionRoutes, pick('decisions', 'metrics', 'rateLimit', 'reads'));
+  void app.register(decisionRoutes, pick('decisions', 'metrics', 'reads'));
   void app.register(authMethodRoutes, pick('authMethods', 'bindingRules', 'login', 'cluster', 'loginRate', 'reads', 'store'));
   void app.register(agentRoutes, pick('agent', 'metrics', 'resolver'));
   void app.register(snapshotRoutes, pick('snapshots', 'snapshotUploads'));

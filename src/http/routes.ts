@@ -4,6 +4,7 @@ import { WatchwordError } from '../domain/errors.js';
 import type { WatchTable } from '../store/store.js';
 import type { ForwardRule } from './forward.js';
 import { sendError } from './errors.js';
+import type { DirectSpec } from './direct.js';
 
 export type Method = 'GET' | 'PUT' | 'POST' | 'DELETE';
 
@@ -31,6 +32,8 @@ export interface RouteSpec {
   /** Runs before anything else of this route (before the body is read, before forwarding). */
   onRequest?: (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
   doc: RouteDoc;
+  /** The route's plain form, served before Fastify's routing (a hot path: see direct.ts). */
+  direct?: DirectSpec;
 }
 
 declare module 'fastify' {
@@ -86,6 +89,7 @@ export function resource(app: FastifyInstance, url: string, specs: Partial<Recor
       ...(spec.onRequest ? { onRequest: spec.onRequest } : {}),
       handler: spec.handler,
     });
+    if (spec.direct) app.directRoutes.add(method, url, spec.direct, spec.table);
   }
   const allowed = [...(methods.includes('GET') ? [...methods, 'HEAD'] : methods), 'OPTIONS'];
   const others = ALL_METHODS.filter((m) => !allowed.includes(m as Method));

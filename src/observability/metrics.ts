@@ -1,3 +1,4 @@
+import { RequestMetrics } from './request-metrics.js';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { OperatorServersResponse } from '../api/schemas.js';
 import type { BlockingGauge } from '../http/blocking.js';
@@ -17,20 +18,8 @@ export class Metrics implements BlockingGauge {
   readonly registry = new Registry();
   private inFlight = 0;
 
-  readonly httpRequests = new Counter({
-    name: 'watchword_http_requests_total',
-    help: 'HTTP requests served, by method, route pattern and status',
-    labelNames: ['method', 'route', 'status'] as const,
-    registers: [this.registry],
-  });
-
-  readonly httpDuration = new Histogram({
-    name: 'watchword_http_request_duration_seconds',
-    help: 'HTTP request latency, by method, route pattern and status (blocking queries include their wait)',
-    labelNames: ['method', 'route', 'status'] as const,
-    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60, 600],
-    registers: [this.registry],
-  });
+  /** Requests served and their latency (a plain-number form of a counter and a histogram: see request-metrics.ts). */
+  private readonly requests = new RequestMetrics(this.registry);
 
   readonly authorizeChecks = new Counter({
     name: 'watchword_authorize_checks_total',
@@ -215,18 +204,7 @@ export class Metrics implements BlockingGauge {
     return this.inFlight;
   }
 
-  /** Label children per (method, route, status): looked up once, not hashed per request. */
-  private readonly requestSeries = new Map<string, { count: { inc(): void }; duration: { observe(v: number): void } }>();
-
   observeRequest(method: string, route: string, status: number, seconds: number): void {
-    const key = `${method} ${status} ${route}`;
-    let series = this.requestSeries.get(key);
-    if (!series) {
-      const labels = { method, route, status: String(status) };
-      series = { count: this.httpRequests.labels(labels), duration: this.httpDuration.labels(labels) };
-      this.requestSeries.set(key, series);
-    }
-    series.count.inc();
-    series.duration.observe(seconds);
+    this.requests.observe(method, route, status, seconds);
   }
 }

@@ -46,11 +46,21 @@ export interface TokenServiceOptions {
   checkChosenIDs?: (ids: { accessor?: string; secret?: string }, local: boolean) => Promise<void>;
 }
 
+/** A token version's serialised views, valid while the policy and role tables stand at these indexes. */
+interface SerializedViews {
+  policies: number;
+  roles: number;
+  shown?: JSONText;
+  hidden?: JSONText;
+  /** The expanded read's, for the agent it was made for. */
+  expanded?: { agent: AgentInfo; shown?: JSONText; hidden?: JSONText };
+}
+
 const notFoundToken = (id: string) => notFound(`Cannot find token ${JSON.stringify(id)}`);
 
 export class TokenService {
   /** Serialised views by record (see viewText). */
-  private readonly serialized = new WeakMap<TokenRecord, { policies: number; roles: number; shown?: JSONText; hidden?: JSONText }>();
+  private readonly serialized = new WeakMap<TokenRecord, SerializedViews>();
 
   constructor(
     private readonly store: Store,
@@ -89,6 +99,13 @@ export class TokenService {
    * every change, and link names can only change with the policy or role table index.
    */
   viewText(token: TokenRecord, showSecret: boolean): JSONText {
+    const cached = this.views(token);
+    if (showSecret) return (cached.shown ??= new JSONText(JSON.stringify(this.view(token, true))));
+    return (cached.hidden ??= new JSONText(JSON.stringify(this.view(token, false))));
+  }
+
+  /** The cache entry of a token version's serialised views, current for the policy and role tables. */
+  private views(token: TokenRecord): SerializedViews {
     const policies = this.store.tableIndex('policies');
     const roles = this.store.tableIndex('roles');
     let cached = this.serialized.get(token);
@@ -96,8 +113,7 @@ export class TokenService {
       cached = { policies, roles };
       this.serialized.set(token, cached);
     }
-    if (showSecret) return (cached.shown ??= new JSONText(JSON.stringify(this.view(token, true))));
-    return (cached.hidden ??= new JSONText(JSON.stringify(this.view(token, false))));
+    return cached;
   }
 
   private async readable(ctx: RequestContext, accessorID: string): Promise<{ identity: Identity; token: TokenRecord }> {
@@ -112,9 +128,19 @@ export class TokenService {
     return this.viewText(token, this.canSeeSecret(identity, token));
   }
 
-  async readExpanded(ctx: RequestContext, accessorID: string, agent: AgentInfo): Promise<ExpandedTokenView> {
+  /** The expanded read as JSON text, serialised once per token version (and policy and role table index). */
+  async readExpanded(ctx: RequestContext, accessorID: string, agent: AgentInfo): Promise<JSONText> {
     const { identity, token } = await this.readable(ctx, accessorID);
-    const view = this.view(token, this.canSeeSecret(identity, token));
+    const showSecret = this.canSeeSecret(identity, token);
+    const cached = this.views(token);
+    if (cached.expanded?.agent !== agent) cached.expanded = { agent };
+    const expanded = cached.expanded;
+    if (showSecret) return (expanded.shown ??= new JSONText(JSON.stringify(this.expandedView(token, true, agent))));
+    return (expanded.hidden ??= new JSONText(JSON.stringify(this.expandedView(token, false, agent))));
+  }
+
+  private expandedView(token: TokenRecord, showSecret: boolean, agent: AgentInfo): ExpandedTokenView {
+    const view = this.view(token, showSecret);
     const { policies, roles, synthetic } = this.resolver.reachable(token);
     const expandedRoles = roles.map((r) => roleView(r, namedLinks(this.reader, 'policy', r.Policies)));
     return {
@@ -155,9 +181,20 @@ export class TokenService {
       ...(authMethodNamespace !== undefined ? { authMethodNamespace } : {}),
     });
     const now = this.clock.now();
-    const parts: string[] = [];
-    for (const t of tokens) if (!isExpired(t, now) && canSee(t)) parts.push(this.viewText(t, this.canSeeSecret(identity, t)).text);
-    return new JSONText(`[${parts.join(',')}]`);
+    const parts: JSONText[] = [];
+    // Whether secrets show is decided per place; a list's tokens almost always share one.
+    let place = '';
+    let showSecret = false;
+    for (const t of tokens) {
+      if (isExpired(t, now) || !canSee(t)) continue;
+      const here = `${t.Partition}/${t.Namespace}`;
+      if (here !== place) {
+        place = here;
+        showSecret = this.canSeeSecret(identity, t);
+      }
+      parts.push(this.viewText(t, showSecret));
+    }
+    return JSONText.array(parts);
   }
 
   async create(ctx: RequestContext, input: TokenInput): Promise<WriteResult<TokenView>> {

@@ -3,10 +3,42 @@ import { tokenHash } from '../domain/hash.js';
 import type { NamedLink, PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
 
 /**
- * JSON text of a value, already serialised (from a cache of views); sent as it is.
+ * JSON text of a value, already serialised (from a cache of views); sent as it is. Its UTF-8
+ * bytes are made once, on first use, so a cached view is not encoded again per answer.
  */
 export class JSONText {
-  constructor(readonly text: string) {}
+  private str: string | undefined;
+  private buf: Buffer | undefined;
+
+  constructor(json: string | Buffer) {
+    if (typeof json === 'string') this.str = json;
+    else this.buf = json;
+  }
+
+  get text(): string {
+    this.str ??= (this.buf as Buffer).toString('utf8');
+    return this.str;
+  }
+
+  get bytes(): Buffer {
+    this.buf ??= Buffer.from(this.str as string, 'utf8');
+    return this.buf;
+  }
+
+  /** A JSON array of these values, copied byte for byte. */
+  static array(items: readonly JSONText[]): JSONText {
+    if (items.length === 0) return new JSONText('[]');
+    let length = 1 + items.length;
+    for (const item of items) length += item.bytes.length;
+    const out = Buffer.allocUnsafe(length);
+    let at = 0;
+    items.forEach((item, i) => {
+      out[at++] = i === 0 ? 0x5b /* [ */ : 0x2c; /* , */
+      at += item.bytes.copy(out, at);
+    });
+    out[at] = 0x5d; /* ] */
+    return new JSONText(out);
+  }
 }
 
 /** What a caller without acl:write sees in place of a secret. */

@@ -12,7 +12,9 @@ export class MemTable<R, I extends string> {
   private readonly multi = new Map<I, Map<string, Set<R>>>();
   /** The same indexes as lists, for the write path. */
   private readonly uniqueList: Array<{ keys: IndexDef<R>['keys']; map: Map<string, string> }> = [];
-  private readonly multiList: Array<{ keys: IndexDef<R>['keys']; map: Map<string, Set<R>> }> = [];
+  private readonly multiList: Array<{ keys: IndexDef<R>['keys']; map: Map<string, Set<R>>; sorted: Map<string, R[]> }> = [];
+  /** Per non-unique index, its members under a key as an array in ID order, made on first use and dropped on change. */
+  private readonly sorted = new Map<I, Map<string, R[]>>();
   /** [time, id] sorted by time then ID (the expiry index). */
   private ordered: Array<[number, string]> = [];
 
@@ -24,8 +26,10 @@ export class MemTable<R, I extends string> {
         this.uniqueList.push({ keys: idx.keys, map });
       } else {
         const map = new Map<string, Set<R>>();
+        const sorted = new Map<string, R[]>();
         this.multi.set(name, map);
-        this.multiList.push({ keys: idx.keys, map });
+        this.sorted.set(name, sorted);
+        this.multiList.push({ keys: idx.keys, map, sorted });
       }
     }
   }
@@ -53,6 +57,24 @@ export class MemTable<R, I extends string> {
     return this.multi.get(index)?.get(key);
   }
 
+  /** The same records in ID order (kept until one of them changes: lists of one filter need no sort per request). */
+  sortedMembers(index: I, key: string): readonly R[] {
+    const cache = this.sorted.get(index) as Map<string, R[]>;
+    let list = cache.get(key);
+    if (list === undefined) {
+      const set = this.members(index, key);
+      if (set === undefined) return [];
+      const id = this.def.id;
+      list = [...set].sort((a, b) => {
+        const x = id(a);
+        const y = id(b);
+        return x < y ? -1 : x > y ? 1 : 0;
+      });
+      cache.set(key, list);
+    }
+    return list;
+  }
+
   /** Every key a non-unique index holds. */
   indexKeys(index: I): IterableIterator<string> {
     return (this.multi.get(index) as Map<string, Set<R>>).keys();
@@ -70,6 +92,7 @@ export class MemTable<R, I extends string> {
         let set = m.map.get(k);
         if (!set) m.map.set(k, (set = new Set()));
         set.add(record);
+        if (!loading) m.sorted.delete(k);
       });
     }
     const at = this.def.orderedBy?.(record);
@@ -101,6 +124,7 @@ export class MemTable<R, I extends string> {
         const set = m.map.get(k);
         if (!set) return;
         set.delete(record);
+        m.sorted.delete(k);
         if (set.size === 0) m.map.delete(k);
       });
     }
@@ -263,13 +287,19 @@ export class TablesReader implements StateReader {
   listTokens(q: TokenQuery): TokenRecord[] {
     const t = this.tables.tokens;
     const inNamespace = q.namespaces.length === 1 ? (ns: string) => ns === q.namespaces[0] : (ns: string) => q.namespaces.includes(ns);
+    // Members of one index key come in ID order already; only several namespaces need a sort.
     let members: Iterable<TokenRecord>;
-    if (q.policy !== undefined) members = t.members('policy', q.policy) ?? [];
-    else if (q.role !== undefined) members = t.members('role', q.role) ?? [];
-    else if (q.serviceName !== undefined) members = t.members('service', q.serviceName) ?? [];
-    else if (q.authMethod !== undefined) members = t.members('authMethod', q.authMethod) ?? [];
-    else if (q.localOnly) members = t.members('local', '') ?? [];
-    else members = q.namespaces.flatMap((ns) => [...(t.members('scope', scopeKey(q.partition, ns)) ?? [])]);
+    let sorted = true;
+    if (q.policy !== undefined) members = t.sortedMembers('policy', q.policy);
+    else if (q.role !== undefined) members = t.sortedMembers('role', q.role);
+    else if (q.serviceName !== undefined) members = t.sortedMembers('service', q.serviceName);
+    else if (q.authMethod !== undefined) members = t.sortedMembers('authMethod', q.authMethod);
+    else if (q.localOnly) members = t.sortedMembers('local', '');
+    else if (q.namespaces.length === 1) members = t.sortedMembers('scope', scopeKey(q.partition, q.namespaces[0] as string));
+    else {
+      members = q.namespaces.flatMap((ns) => [...(t.members('scope', scopeKey(q.partition, ns)) ?? [])]);
+      sorted = false;
+    }
     const out: TokenRecord[] = [];
     for (const tok of members) {
       if (tok.Partition !== q.partition || !inNamespace(tok.Namespace)) continue;
@@ -277,7 +307,7 @@ export class TablesReader implements StateReader {
       if (q.authMethodNamespace !== undefined && (tok.AuthMethodNamespace ?? tok.Namespace) !== q.authMethodNamespace) continue;
       out.push(tok);
     }
-    return out.sort((a, b) => byID(a.AccessorID, b.AccessorID));
+    return sorted ? out : out.sort((a, b) => byID(a.AccessorID, b.AccessorID));
   }
 
   private inNamespaces<R extends { ID: string; Namespace: string }>(table: MemTable<R, 'scope'>, partition: string, namespaces: readonly string[]): R[] {

@@ -34,6 +34,7 @@ export async function tokenRoutes(app: FastifyInstance, deps: TokenRoutesDeps): 
       handler: async (request, reply) => {
         return deps.reads.serve(request, reply, 'tokens', 'self', () => tokens.readSelf(requestContext(request)));
       },
+      direct: { serve: ({ ctx }) => tokens.readSelf(ctx) },
     },
   });
 
@@ -48,6 +49,10 @@ export async function tokenRoutes(app: FastifyInstance, deps: TokenRoutesDeps): 
           const ctx = requestContext(request);
           return expanded ? tokens.readExpanded(ctx, AccessorID, deps.agent) : tokens.read(ctx, AccessorID);
         });
+      },
+      direct: {
+        params: ['expanded'],
+        serve: ({ ctx, param, query }) => (query.has('expanded') ? tokens.readExpanded(ctx, param, deps.agent) : tokens.read(ctx, param)),
       },
     },
     PUT: {
@@ -94,6 +99,11 @@ export async function tokenRoutes(app: FastifyInstance, deps: TokenRoutesDeps): 
           authmethodNamespace: queryParam(request, 'authmethod-ns'),
         };
         return deps.reads.serve(request, reply, 'tokens', 'list', () => tokens.list(requestContext(request), q));
+      },
+      direct: {
+        params: ['policy', 'role', 'servicename', 'authmethod', 'authmethod-ns'],
+        serve: ({ ctx, query }) =>
+          tokens.list(ctx, { policy: query.get('policy'), role: query.get('role'), servicename: query.get('servicename'), authmethod: query.get('authmethod'), authmethodNamespace: query.get('authmethod-ns') }),
       },
     },
   });

@@ -1,0 +1,98 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MANAGEMENT_SECRET, type TestDaemon, startTestDaemon } from '../helpers/daemon.js';
+
+/**
+ * The hot reads (token by accessor, self, ?expanded, the list filters) are answered before
+ * Fastify's routing in their plain form; an unknown query parameter sends the same request
+ * through Fastify. Both must answer the same status, headers and bytes, errors included.
+ */
+describe('token reads served before routing answer exactly as the routed ones', () => {
+  let d: TestDaemon;
+  let policy: { ID: string };
+  let reader: { AccessorID: string; SecretID: string };
+  let linked: { AccessorID: string; SecretID: string };
+
+  beforeAll(async () => {
+    d = await startTestDaemon();
+    policy = (await d.api('PUT', '/v1/acl/policy', { body: { Name: 'reader', Rules: 'acl = "read"' } })).body;
+    reader = (await d.api('PUT', '/v1/acl/token', { body: { Description: 'reader', Policies: [{ ID: policy.ID }] } })).body;
+    linked = (await d.api('PUT', '/v1/acl/token', { body: { Description: 'linked', Policies: [{ ID: policy.ID }], ServiceIdentities: [{ ServiceName: 'web' }] } })).body;
+  });
+  afterAll(() => d.close());
+
+  /** Status, the headers a client sees (the date aside), and the body bytes. */
+  async function answer(path: string, headers: Record<string, string>) {
+    const res = await fetch(`${d.url}${path}`, { headers });
+    const seen = Object.fromEntries([...res.headers].filter(([k]) => k !== 'date'));
+    return { status: res.status, headers: seen, body: await res.text() };
+  }
+
+  async function same(path: string, headers: Record<string, string>) {
+    const direct = await answer(path, headers);
+    const routed = await answer(`${path}${path.includes('?') ? '&' : '?'}unused=1`, headers);
+    expect(direct).toEqual(routed);
+    return direct;
+  }
+
+  const as = (secret: string) => ({ 'X-Service-Token': secret });
+
+  it('a token by accessor, as management (secret shown) and as acl:read (secret hidden)', async () => {
+    const shown = await same(`/v1/acl/token/${linked.AccessorID}`, as(MANAGEMENT_SECRET));
+    expect(shown.status).toBe(200);
+    expect(JSON.parse(shown.body).SecretID).toBe(linked.SecretID);
+    expect(shown.headers['x-service-index']).toMatch(/^\d+$/);
+    expect(shown.headers['x-consul-index']).toBe(shown.headers['x-service-index']);
+    expect(shown.headers['x-service-effective-consistency']).toBe('leader');
+    const hidden = await same(`/v1/acl/token/${linked.AccessorID}`, as(reader.SecretID));
+    expect(JSON.parse(hidden.body).SecretID).toBe('<hidden>');
+  });
+
+  it('?expanded, self, and the secret in each place a client may put it', async () => {
+    const expanded = await same(`/v1/acl/token/${linked.AccessorID}?expanded`, as(MANAGEMENT_SECRET));
+    expect(JSON.parse(expanded.body).ExpandedPolicies.map((p: { Name: string }) => p.Name)).toContain('reader');
+    expect((await same('/v1/acl/token/self', as(reader.SecretID))).status).toBe(200);
+    expect((await same('/v1/acl/token/self', { 'X-Consul-Token': reader.SecretID })).status).toBe(200);
+    expect((await same('/v1/acl/token/self', { Authorization: `Bearer ${reader.SecretID}` })).status).toBe(200);
+    const query = await same(`/v1/acl/token/self?token=${reader.SecretID}`, {});
+    expect(JSON.parse(query.body).AccessorID).toBe(reader.AccessorID);
+  });
+
+  it('the list filters', async () => {
+    const byPolicy = await same(`/v1/acl/tokens?policy=${policy.ID}`, as(MANAGEMENT_SECRET));
+    expect(JSON.parse(byPolicy.body).map((t: { AccessorID: string }) => t.AccessorID)).toEqual([reader.AccessorID, linked.AccessorID].sort());
+    const byService = await same('/v1/acl/tokens?servicename=web', as(reader.SecretID));
+    expect(JSON.parse(byService.body)).toHaveLength(1);
+    expect((await same('/v1/acl/tokens?policy=00000000-0000-4000-8000-00000000dead', as(MANAGEMENT_SECRET))).body).toBe('[]');
+  });
+
+  it('errors: unknown token 403, no permission 403, missing token 404, bad namespace 400, two filters 400', async () => {
+    expect((await same(`/v1/acl/token/${linked.AccessorID}`, as('00000000-0000-4000-8000-00000000beef'))).status).toBe(403);
+    const nobody = (await d.api('PUT', '/v1/acl/token', { body: { Description: 'no acl rules', ServiceIdentities: [{ ServiceName: 'db' }] } })).body;
+    const denied = await same(`/v1/acl/token/${linked.AccessorID}`, as(nobody.SecretID));
+    expect(denied.status).toBe(403);
+    expect(JSON.parse(denied.body).code).toBe('PERMISSION_DENIED');
+    expect(denied.headers['x-service-index']).toMatch(/^\d+$/);
+    expect((await same('/v1/acl/token/00000000-0000-4000-8000-00000000dead', as(MANAGEMENT_SECRET))).status).toBe(404);
+    expect((await same('/v1/acl/token/self', {})).status).toBe(404);
+    expect((await same(`/v1/acl/token/${linked.AccessorID}?ns=bad%20name`, as(MANAGEMENT_SECRET))).status).toBe(400);
+    expect((await same(`/v1/acl/tokens?policy=${policy.ID}&servicename=web`, as(MANAGEMENT_SECRET))).status).toBe(400);
+  });
+
+  it('a changed token is read new at once, and its index moves', async () => {
+    const before = await answer(`/v1/acl/token/${linked.AccessorID}`, as(MANAGEMENT_SECRET));
+    const updated = await d.api('PUT', `/v1/acl/token/${linked.AccessorID}`, { body: { Description: 'renamed', Policies: [{ ID: policy.ID }] } });
+    expect(updated.status).toBe(200);
+    const after = await same(`/v1/acl/token/${linked.AccessorID}`, as(MANAGEMENT_SECRET));
+    expect(JSON.parse(after.body).Description).toBe('renamed');
+    expect(Number(after.headers['x-service-index'])).toBeGreaterThan(Number(before.headers['x-service-index']));
+    const list = await same(`/v1/acl/tokens?policy=${policy.ID}`, as(MANAGEMENT_SECRET));
+    expect(JSON.parse(list.body).find((t: { AccessorID: string }) => t.AccessorID === linked.AccessorID).Description).toBe('renamed');
+  });
+
+  it('counts each read in the request metrics under its route pattern', async () => {
+    await answer(`/v1/acl/token/${linked.AccessorID}`, as(MANAGEMENT_SECRET));
+    const text = await (await fetch(`${d.url}/v1/agent/metrics?format=prometheus`, { headers: as(MANAGEMENT_SECRET) })).text();
+    expect(text).toMatch(/watchword_http_requests_total\{method="GET",route="\/v1\/acl\/token\/:AccessorID",status="200"\} [1-9]/);
+    expect(text).toMatch(/watchword_http_request_duration_seconds_count\{method="GET",route="\/v1\/acl\/token\/:AccessorID",status="403"\} [1-9]/);
+  });
+});
