@@ -1,4 +1,4 @@
-#!/usr/bin/env node
+#!/usr/bin/env -S node --max-semi-space-size=64
 import { rm } from 'node:fs/promises';
 import { type Command, Option } from 'commander';
 import { processIO } from './cli/io.js';

@@ -8,21 +8,22 @@ import type { PolicyRecord, RoleRecord, TokenRecord } from './types.js';
  * contents can produce the same byte stream.
  */
 class HashWriter {
-  private readonly h = createHash('sha256');
+  /** The byte stream, hashed once at the end (one native call rather than one per field). */
+  private text = '';
 
   field(tag: string, value: string): this {
-    this.h.update(`${tag}:${Buffer.byteLength(value)}:${value};`);
+    this.text += `${tag}:${Buffer.byteLength(value)}:${value};`;
     return this;
   }
 
   list(tag: string, values: readonly string[]): this {
-    this.h.update(`${tag}[${values.length}]`);
+    this.text += `${tag}[${values.length}]`;
     for (const v of values) this.field(tag, v);
     return this;
   }
 
   digest(): string {
-    return this.h.digest('base64');
+    return createHash('sha256').update(this.text).digest('base64');
   }
 }
 

@@ -167,7 +167,7 @@ export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteIn
   const routes = documentedRoutes(app);
   const pick = <K extends keyof AppDeps>(...keys: K[]): Pick<AppDeps, K> => Object.fromEntries(keys.filter((k) => deps[k] !== undefined).map((k) => [k, deps[k]])) as Pick<AppDeps, K>;
   void app.register(bootstrapRoutes, pick('bootstrap'));
-  void app.register(tokenRoutes, pick('tokens', 'agent', 'reads'));
+  void app.register(tokenRoutes, pick('tokens', 'agent', 'reads', 'cluster'));
   void app.register(policyRoutes, pick('policies', 'reads'));
   void app.register(roleRoutes, pick('roles', 'reads'));
   void app.register(templatedPolicyRoutes, pick('templatedPolicies'));

@@ -26,11 +26,24 @@ import { hintsOf, secretOf } from './request.js';
 export interface DirectSpec {
   /** Query parameters the direct form understands (`token`, `ns` and `partition` always). */
   params?: readonly string[];
+  /**
+   * Whether this server answers the request itself right now; otherwise Fastify's route
+   * takes it (a write at a secondary or at a follower, which Fastify forwards).
+   */
+  when?: () => boolean;
   /** Answers from the request's parts; may throw a WatchwordError (sent as Fastify would). */
   serve(input: DirectInput): DirectAnswer | Promise<DirectAnswer>;
 }
 
-export type DirectAnswer = JSONText | string;
+export type DirectAnswer = JSONText | string | Written;
+
+/** A write's answer: the value, sent with the index of its change (X-Service-Index, X-Consul-Index). */
+export class Written {
+  constructor(
+    readonly value: unknown,
+    readonly index: number,
+  ) {}
+}
 
 export interface DirectInput {
   ctx: RequestContext;
@@ -165,7 +178,14 @@ export class DirectRoutes {
     });
     server.removeListener('request', viaFastify);
     server.on('request', (req: IncomingMessage, res: ServerResponse) => {
-      const found = closing || (this.exact.size === 0 && this.withParam.length === 0) ? undefined : this.match(req);
+      let found: ReturnType<DirectRoutes['match']>;
+      try {
+        found = closing ? undefined : this.match(req);
+        // `when` may throw (no leader known): Fastify's route then answers with that error.
+        if (found?.route.when !== undefined && !found.route.when()) found = undefined;
+      } catch {
+        found = undefined;
+      }
       if (found === undefined) return viaFastify(req, res);
       if (found.route.method === 'GET') serve(req, res, found.route, found.param, found.query, '');
       else readBody(req, res, (body) => serve(req, res, found.route, found.param, found.query, body));
@@ -174,9 +194,13 @@ export class DirectRoutes {
     const log = app.log as unknown as Logger;
     // Request ids of their own series (Fastify numbers the requests it routes).
     let requests = 0;
-    function finish(res: ServerResponse, route: DirectRoute, started: number, status: number, body: string | Buffer, index: number | undefined, retryAfter?: number): void {
+    function finish(res: ServerResponse, route: DirectRoute, started: number, status: number, body: string | Buffer, index: number | undefined, retryAfter?: number, written?: number): void {
       const headers: Record<string, string | number> =
         index === undefined ? {} : { ...deps.indexHeaders.get(Math.max(1, index), deps.agent.knownLeader(), deps.agent.lastContactMs(), 'leader') };
+      if (written !== undefined) {
+        headers['x-service-index'] = written;
+        headers['x-consul-index'] = written;
+      }
       headers['content-type'] = 'application/json; charset=utf-8';
       headers['content-length'] = typeof body === 'string' ? Buffer.byteLength(body) : body.length;
       if (retryAfter !== undefined) headers['retry-after'] = String(retryAfter);
@@ -205,7 +229,10 @@ export class DirectRoutes {
         const ctx: RequestContext = { hints: hintsOf(query.get('ns'), query.get('partition'), req.headers), client: req.socket.remoteAddress };
         if (secret !== undefined) ctx.secret = secret;
         const answer = route.serve({ ctx, param, query, body });
-        const send = (a: DirectAnswer) => finish(res, route, started, 200, a instanceof JSONText ? a.bytes : a, index);
+        const send = (a: DirectAnswer) => {
+          if (a instanceof Written) finish(res, route, started, 200, JSON.stringify(a.value), index, undefined, a.index);
+          else finish(res, route, started, 200, a instanceof JSONText ? a.bytes : a, index);
+        };
         if (answer instanceof Promise) answer.then(send, (err: unknown) => fail(res, route, started, index, err));
         else send(answer);
       } catch (err) {

@@ -15,6 +15,18 @@ import type { WatchTable } from './store.js';
 
 type AnyTable = MemTable<unknown, string>;
 
+/** One empty list for every record that has none (frozen: records are never mutated). */
+const NONE: readonly never[] = Object.freeze([]);
+/** The list fields of records: most are empty, and a million empty arrays are 64 MB. */
+const LIST_FIELDS = ['Policies', 'Roles', 'ServiceIdentities', 'NodeIdentities', 'TemplatedPolicies', 'Datacenters'] as const;
+
+function shareEmptyLists(record: Record<string, unknown>): void {
+  for (const f of LIST_FIELDS) {
+    const v = record[f];
+    if (Array.isArray(v) && v.length === 0) record[f] = NONE;
+  }
+}
+
 export const WATCH_TABLES: readonly WatchTable[] = [...TABLE_NAMES, 'bootstrap'];
 
 export type DecodedPair =
@@ -78,10 +90,14 @@ export async function readState(db: Level<string, Uint8Array>): Promise<DiskStat
     const table = tables[name] as AnyTable;
     const prefix = key(def.prefix, '');
     const check = RECORD_CHECKS[name];
-    // Values only, in big batches: a few native round trips and no promise per record.
+    // Values only, in big batches: a few native round trips and no promise per record. The
+    // next batch is read from disk (on libuv's pool) while this one is decoded.
     const values = db.values({ gte: prefix, lt: prefixEnd(prefix), highWaterMarkBytes: 8 * 1024 * 1024 });
+    let next: Promise<Uint8Array[]> | undefined;
     try {
-      for (let batch = await values.nextv(10_000); batch.length > 0; batch = await values.nextv(10_000)) {
+      next = values.nextv(10_000);
+      for (let batch = await next; batch.length > 0; batch = await (next as Promise<Uint8Array[]>)) {
+        next = values.nextv(10_000);
         for (const v of batch) {
           let record: unknown;
           try {
@@ -96,10 +112,13 @@ export async function readState(db: Level<string, Uint8Array>): Promise<DiskStat
           // Namespaces and partitions repeat across records: keep one copy of each.
           (record as Scope).Namespace = shared((record as Scope).Namespace);
           (record as Scope).Partition = shared((record as Scope).Partition);
+          shareEmptyLists(record as Record<string, unknown>);
           table.put(record as Scope, true);
         }
       }
     } finally {
+      // A read still running when a record failed its check: let it end before closing.
+      await next?.catch(() => undefined);
       await values.close();
     }
     table.finishLoading();

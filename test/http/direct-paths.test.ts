@@ -95,4 +95,42 @@ describe('token reads served before routing answer exactly as the routed ones', 
     expect(text).toMatch(/watchword_http_requests_total\{method="GET",route="\/v1\/acl\/token\/:AccessorID",status="200"\} [1-9]/);
     expect(text).toMatch(/watchword_http_request_duration_seconds_count\{method="GET",route="\/v1\/acl\/token\/:AccessorID",status="403"\} [1-9]/);
   });
+
+  /** A write both ways: status, header names (values vary with the index), and the body with its new IDs and times set aside. */
+  async function sameWrite(path: string, init: { headers: Record<string, string>; body?: string }) {
+    const send = async (p: string) => {
+      const res = await fetch(`${d.url}${p}`, { method: 'PUT', ...init });
+      const text = await res.text();
+      let body: unknown = text;
+      try {
+        const { AccessorID: _a, SecretID: _s, CreateTime: _t, CreateIndex: _c, ModifyIndex: _m, ...rest } = JSON.parse(text);
+        body = rest;
+      } catch {
+        // not JSON: compared as text
+      }
+      const names = [...res.headers.keys()].filter((k) => k !== 'date').sort();
+      return { status: res.status, names, body, index: res.headers.get('x-service-index'), consul: res.headers.get('x-consul-index') };
+    };
+    const direct = await send(path);
+    const routed = await send(`${path}${path.includes('?') ? '&' : '?'}unused=1`);
+    expect({ ...direct, index: undefined, consul: undefined }).toEqual({ ...routed, index: undefined, consul: undefined });
+    expect(direct.consul).toBe(direct.index);
+    return direct;
+  }
+
+  it('a token create: the same answer, the index of the write in both index headers; bad input the same 4xx', async () => {
+    const json = { ...as(MANAGEMENT_SECRET), 'Content-Type': 'application/json' };
+    const made = await sameWrite('/v1/acl/token', { headers: json, body: JSON.stringify({ Description: 'made', Policies: [{ Name: 'reader' }] }) });
+    expect(made.status).toBe(200);
+    expect(Number(made.index)).toBeGreaterThan(0);
+    expect(made.body).toMatchObject({ Description: 'made', Policies: [{ ID: policy.ID, Name: 'reader' }] });
+    expect((await sameWrite('/v1/acl/token', { headers: as(MANAGEMENT_SECRET), body: '{"Description":"no content type"}' })).status).toBe(200);
+    expect((await sameWrite('/v1/acl/token', { headers: json })).status).toBe(200);
+    expect((await sameWrite('/v1/acl/token', { headers: json, body: '{"Description": ' })).status).toBe(400);
+    expect((await sameWrite('/v1/acl/token', { headers: json, body: '{"Descripton":"typo"}' })).status).toBe(400);
+    expect((await sameWrite('/v1/acl/token', { headers: json, body: '[]' })).status).toBe(400);
+    expect((await sameWrite('/v1/acl/token', { headers: { ...json, 'X-Service-Token': reader.SecretID }, body: '{}' })).status).toBe(403);
+    expect((await sameWrite('/v1/acl/token', { headers: json, body: JSON.stringify({ Policies: [{ ID: '00000000-0000-4000-8000-00000000dead' }] }) })).status).toBe(400);
+  });
 });
+
