@@ -98,16 +98,14 @@ export class TokenService {
    * The view as JSON text, serialised once per token version: records are replaced on
    * every change, and link names can only change with the policy or role table index.
    */
-  viewText(token: TokenRecord, showSecret: boolean): JSONText {
-    const cached = this.views(token);
+  viewText(token: TokenRecord, showSecret: boolean, policies = this.store.tableIndex('policies'), roles = this.store.tableIndex('roles')): JSONText {
+    const cached = this.views(token, policies, roles);
     if (showSecret) return (cached.shown ??= new JSONText(JSON.stringify(this.view(token, true))));
     return (cached.hidden ??= new JSONText(JSON.stringify(this.view(token, false))));
   }
 
   /** The cache entry of a token version's serialised views, current for the policy and role tables. */
-  private views(token: TokenRecord): SerializedViews {
-    const policies = this.store.tableIndex('policies');
-    const roles = this.store.tableIndex('roles');
+  private views(token: TokenRecord, policies = this.store.tableIndex('policies'), roles = this.store.tableIndex('roles')): SerializedViews {
     let cached = this.serialized.get(token);
     if (!cached || cached.policies !== policies || cached.roles !== roles) {
       cached = { policies, roles };
@@ -182,17 +180,20 @@ export class TokenService {
     });
     const now = this.clock.now();
     const parts: JSONText[] = [];
+    const policiesIndex = this.store.tableIndex('policies');
+    const rolesIndex = this.store.tableIndex('roles');
     // Whether secrets show is decided per place; a list's tokens almost always share one.
-    let place = '';
+    let partition: string | undefined;
+    let namespace: string | undefined;
     let showSecret = false;
     for (const t of tokens) {
       if (isExpired(t, now) || !canSee(t)) continue;
-      const here = `${t.Partition}/${t.Namespace}`;
-      if (here !== place) {
-        place = here;
+      if (t.Partition !== partition || t.Namespace !== namespace) {
+        partition = t.Partition;
+        namespace = t.Namespace;
         showSecret = this.canSeeSecret(identity, t);
       }
-      parts.push(this.viewText(t, showSecret));
+      parts.push(this.viewText(t, showSecret, policiesIndex, rolesIndex));
     }
     return JSONText.array(parts);
   }
