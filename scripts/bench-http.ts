@@ -48,7 +48,7 @@ export interface HttpBenchOptions {
 const TICKS_PER_SECOND = 100;
 
 /** User + system CPU time of a process so far, µs (Linux; undefined elsewhere). */
-async function cpuMicros(pid: number | undefined): Promise<number | undefined> {
+export async function cpuMicros(pid: number | undefined): Promise<number | undefined> {
   if (pid === undefined) return undefined;
   try {
     const stat = await readFile(`/proc/${pid}/stat`, 'utf8');

@@ -12,10 +12,12 @@ import autocannon from 'autocannon';
 import { createCA, createCert } from '../src/transport/certs.js';
 import { canPin, medianOf, pinSelf, unpinSelf } from './bench-process.js';
 import { startDaemonProcess, stopDaemonProcess } from './daemon-process.js';
+import { cpuMicros } from './bench-http.js';
 
 export interface TlsBench {
-  plain: { reqPerSec: number; p99ms: number };
-  tls: { reqPerSec: number; p99ms: number };
+  /** cpuMicros: the daemon's CPU time per request (user + system, all threads), µs. */
+  plain: { reqPerSec: number; p99ms: number; cpuMicros?: number };
+  tls: { reqPerSec: number; p99ms: number; cpuMicros?: number };
   ratio: number;
   pinned: boolean;
   rounds: number;
@@ -42,22 +44,29 @@ export async function tlsBench(plainDir: string, tlsDir: string, secret: string,
       const self = (await (await undici.fetch(`${secure.url}/v1/acl/token/self`, { headers, dispatcher })).json()) as { AccessorID: string };
       const path = `/v1/acl/token/${self.AccessorID}`;
       const run = async (url: string, seconds: number) => {
+        const pid = url === plain.url ? plain.proc.pid : secure.proc.pid;
+        const before = await cpuMicros(pid);
         const r = await autocannon({ url: url + path, headers, connections: options.connections, duration: seconds });
+        const after = await cpuMicros(pid);
         if (r.non2xx > 0 || r.errors > 0) throw new Error(`${url}: ${r.non2xx} non-2xx answers, ${r.errors} errors`);
-        return { reqPerSec: Math.round(r.requests.average), p99ms: r.latency.p99 };
+        return { reqPerSec: Math.round(r.requests.average), p99ms: r.latency.p99, ...(before !== undefined && after !== undefined && r.requests.total > 0 ? { cpuMicros: Math.round((after - before) / r.requests.total) } : {}) };
       };
       // Warm both up (compiled code, TLS session set-up), then alternate.
       await run(plain.url, 2);
       await run(secure.url, 2);
       const rounds = Math.max(3, options.rounds);
-      const p: Array<{ reqPerSec: number; p99ms: number }> = [];
-      const t: Array<{ reqPerSec: number; p99ms: number }> = [];
+      const p: Array<{ reqPerSec: number; p99ms: number; cpuMicros?: number }> = [];
+      const t: Array<{ reqPerSec: number; p99ms: number; cpuMicros?: number }> = [];
       for (let i = 0; i < rounds; i++) {
         p.push(await run(plain.url, options.seconds));
         t.push(await run(secure.url, options.seconds));
       }
-      const plainRow = { reqPerSec: medianOf(p.map((x) => x.reqPerSec)), p99ms: medianOf(p.map((x) => x.p99ms)) };
-      const tlsRow = { reqPerSec: medianOf(t.map((x) => x.reqPerSec)), p99ms: medianOf(t.map((x) => x.p99ms)) };
+      const row = (xs: typeof p) => {
+        const cpu = xs.flatMap((x) => (x.cpuMicros === undefined ? [] : [x.cpuMicros]));
+        return { reqPerSec: medianOf(xs.map((x) => x.reqPerSec)), p99ms: medianOf(xs.map((x) => x.p99ms)), ...(cpu.length > 0 ? { cpuMicros: medianOf(cpu) } : {}) };
+      };
+      const plainRow = row(p);
+      const tlsRow = row(t);
       await dispatcher.close();
       return { plain: plainRow, tls: tlsRow, ratio: tlsRow.reqPerSec / plainRow.reqPerSec, pinned, rounds };
     } finally {
