@@ -6,8 +6,7 @@
  * each is compared. Without taskset (or with one core) nothing is pinned, and it says so.
  */
 import autocannon from 'autocannon';
-import { startDaemonProcess, stopDaemonProcess } from './daemon-process.js';
-import { canPin, medianOf, pinSelf, startProcess, stopProcess, unpinSelf } from './bench-process.js';
+import { medianOf, pinSelf, startDaemonAndBaseline, unpinSelf } from './bench-process.js';
 import { Authorizer } from '../src/client/authorizer.js';
 import type { Access } from '../src/domain/rules/decisions.js';
 
@@ -54,12 +53,8 @@ const SIXTEEN = [
 
 /** `dataDir` holds a seeded store whose management token is `secret`; it is not in use. */
 export async function authorizeBench(dataDir: string, secret: string, options: { seconds: number; rounds: number; connections: number }): Promise<AuthorizeBench> {
-  const pinned = canPin();
-  const pin = pinned ? '1' : undefined;
-  const daemon = await startDaemonProcess(dataDir, [], undefined, pin);
-  const baseline = startProcess(['scripts/bench-baseline.ts'], pin);
+  const { pinned, daemon, bareURL, stop } = await startDaemonAndBaseline(dataDir);
   try {
-    const bareURL = `http://127.0.0.1:${await baseline.firstLine}/baseline`;
     const admin = { 'X-Service-Token': secret, 'Content-Type': 'application/json' };
     const put = async (path: string, body: unknown) => {
       const res = await fetch(daemon.url + path, { method: 'PUT', headers: admin, body: JSON.stringify(body) });
@@ -96,8 +91,7 @@ export async function authorizeBench(dataDir: string, secret: string, options: {
     return { bare: med(results.bare), one: med(results.one), sixteen: med(results.sixteen), enforcing, pinned, rounds };
   } finally {
     if (pinned) unpinSelf();
-    await stopProcess(baseline.proc);
-    await stopDaemonProcess(daemon.proc);
+    await stop();
   }
 }
 

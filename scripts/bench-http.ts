@@ -10,8 +10,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import autocannon from 'autocannon';
-import { canPin, medianOf, pinSelf, startProcess, stopProcess, unpinSelf } from './bench-process.js';
-import { startDaemonProcess, stopDaemonProcess } from './daemon-process.js';
+import { medianOf, pinSelf, startDaemonAndBaseline, startProcess, unpinSelf } from './bench-process.js';
 
 export interface HttpRow {
   reqPerSec: number;
@@ -62,12 +61,8 @@ export async function cpuMicros(pid: number | undefined): Promise<number | undef
 
 /** `dataDir` holds a seeded store (not in use) whose management token is `secret`. */
 export async function httpBench(dataDir: string, secret: string, options: HttpBenchOptions): Promise<HttpBench> {
-  const pinned = canPin();
-  const pin = pinned ? '1' : undefined;
-  const daemon = await startDaemonProcess(dataDir, [], undefined, pin);
-  const baseline = startProcess(['scripts/bench-baseline.ts'], pin);
+  const { pinned, pin, daemon, bareURL, baselinePid, stop } = await startDaemonAndBaseline(dataDir);
   try {
-    const bareURL = `http://127.0.0.1:${await baseline.firstLine}/baseline`;
     const headers = { 'X-Service-Token': secret };
     const self = (await (await fetch(`${daemon.url}/v1/acl/token/self`, { headers })).json()) as { AccessorID: string };
     const check = (await (await fetch(`${daemon.url}/v1/acl/tokens?policy=${options.filterPolicies[7]}`, { headers })).json()) as unknown[];
@@ -76,7 +71,7 @@ export async function httpBench(dataDir: string, secret: string, options: HttpBe
 
     let next = 0;
     const scenarios: Record<string, { pid: number | undefined; opts: autocannon.Options }> = {
-      bare: { pid: baseline.proc.pid, opts: { url: bareURL } },
+      bare: { pid: baselinePid, opts: { url: bareURL } },
       read: { pid: daemon.proc.pid, opts: { url: `${daemon.url}/v1/acl/token/${self.AccessorID}`, headers } },
       self: { pid: daemon.proc.pid, opts: { url: `${daemon.url}/v1/acl/token/self`, headers } },
       expanded: { pid: daemon.proc.pid, opts: { url: `${daemon.url}/v1/acl/token/${self.AccessorID}?expanded`, headers } },
@@ -135,8 +130,7 @@ export async function httpBench(dataDir: string, secret: string, options: HttpBe
     return { bare: med('bare'), read: med('read'), self: med('self'), expanded: med('expanded'), filter: med('filter'), raw: med('raw'), create: med('create'), pinned, rounds, all };
   } finally {
     if (pinned) unpinSelf();
-    await stopProcess(baseline.proc);
-    await stopDaemonProcess(daemon.proc);
+    await stop();
   }
 }
 

@@ -2,7 +2,7 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { availableParallelism, cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { stopDaemonProcess } from './daemon-process.js';
+import { type DaemonProcess, startDaemonProcess, stopDaemonProcess } from './daemon-process.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
@@ -50,3 +50,26 @@ export const medianOf = (xs: number[]): number => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length % 2 === 1 ? (s[(s.length - 1) / 2] as number) : ((s[s.length / 2 - 1] as number) + (s[s.length / 2] as number)) / 2;
 };
+
+/**
+ * The servers under test of a pinned comparison: the daemon on `dataDir` and the bare
+ * Fastify route, both on CPU 1 when this machine can pin (the caller then pins itself to
+ * CPU 0); `stop` ends both.
+ */
+export async function startDaemonAndBaseline(dataDir: string): Promise<{ pinned: boolean; pin: string | undefined; daemon: DaemonProcess; bareURL: string; baselinePid: number | undefined; stop(): Promise<void> }> {
+  const pinned = canPin();
+  const pin = pinned ? '1' : undefined;
+  const daemon = await startDaemonProcess(dataDir, [], undefined, pin);
+  const baseline = startProcess(['scripts/bench-baseline.ts'], pin);
+  const stop = async () => {
+    await stopDaemonProcess(baseline.proc);
+    await stopDaemonProcess(daemon.proc);
+  };
+  try {
+    const bareURL = `http://127.0.0.1:${await baseline.firstLine}/baseline`;
+    return { pinned, pin, daemon, bareURL, baselinePid: baseline.proc.pid, stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
