@@ -62,7 +62,9 @@ async function startAndRead(dataDir: string, accessor: string | undefined) {
     if (proc.exitCode !== null) throw new Error(`daemon exited with ${proc.exitCode}`);
     if (performance.now() - started > 120_000) throw new Error(`daemon did not answer within 120 s (last: ${last})`);
     try {
-      url ||= `http://${(await readFile(join(dataDir, 'http-addr'), 'utf8')).trim()}`;
+      const addr = url ? '' : (await readFile(join(dataDir, 'http-addr'), 'utf8')).trim();
+      if (addr) url = `http://${addr}`;
+      if (!url) throw new Error('not written yet');
       const path = accessor ? `/v1/acl/token/${accessor}` : '/v1/acl/token/self';
       const res = await fetch(`${url}${path}`, { headers: { 'X-Service-Token': SECRET } });
       last = `${res.status} ${res.status === 200 ? '' : await res.text()}`;

@@ -1,4 +1,4 @@
-import { chmod, mkdir, readdir, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readdir, rename, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
@@ -351,7 +351,10 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     }
     await cluster.start(roleParts);
     // Announced once this server has taken its place (a single primary has its built-ins by now).
-    await writeFile(join(dataDir, 'http-addr'), `${address}\n`, { mode: 0o600 });
+    // Written whole then renamed: whoever polls for the file never reads it half written.
+    const addrFile = join(dataDir, 'http-addr');
+    await writeFile(`${addrFile}.tmp`, `${address}\n`, { mode: 0o600 });
+    await rename(`${addrFile}.tmp`, addrFile);
     logger.info({ address, datacenter: config.datacenter, primary: config.primary_datacenter, role: cluster.kind, dataDir }, 'watchword agent started');
 
     let closing: Promise<void> | undefined;
