@@ -83,15 +83,20 @@ class Writers {
 
 async function everyServerHolds(servers: DatacenterHandle[], token: string, ids: string[]): Promise<void> {
   const deadline = Date.now() + 30_000;
-  for (const s of servers) {
-    for (;;) {
-      const list = (await call(s, token, 'GET', '/v1/acl/tokens', undefined, 15_000).catch(() => ({ body: [] }))).body as unknown as Array<{ AccessorID: string }>;
-      const have = new Set((Array.isArray(list) ? list : []).map((t) => t.AccessorID));
-      const missing = ids.filter((id) => !have.has(id));
-      if (missing.length === 0) break;
-      if (Date.now() > deadline) throw new Error(`${s.serverName} lacks ${missing.length} acknowledged writes, e.g. ${missing.slice(0, 3).join(', ')}`);
-      await sleep(250);
+  const lacking = async (s: DatacenterHandle) => {
+    const list = (await call(s, token, 'GET', '/v1/acl/tokens', undefined, 15_000).catch(() => ({ body: [] }))).body as unknown as Array<{ AccessorID: string }>;
+    const have = new Set((Array.isArray(list) ? list : []).map((t) => t.AccessorID));
+    return ids.filter((id) => !have.has(id));
+  };
+  for (;;) {
+    const missing = await Promise.all(servers.map(lacking));
+    if (missing.every((m) => m.length === 0)) return;
+    if (Date.now() > deadline) {
+      // Every server's gap, so that one server behind is told apart from a write no server kept.
+      const report = servers.map((s, i) => `${s.serverName} lacks ${(missing[i] as string[]).length} (${(missing[i] as string[]).slice(0, 3).join(', ')})`);
+      throw new Error(`acknowledged writes missing: ${report.join('; ')}`);
     }
+    await sleep(250);
   }
 }
 
