@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { PolicyRecord, RoleRecord, TokenRecord } from './types.js';
 
 /**
@@ -23,7 +23,8 @@ class HashWriter {
   }
 
   digest(): string {
-    return createHash('sha256').update(this.text).digest('base64');
+    // The one-shot form: no Hash object per digest.
+    return hash('sha256', this.text, 'base64');
   }
 }
 
@@ -69,6 +70,6 @@ export function policyHash(p: Pick<PolicyRecord, 'Name' | 'Description' | 'Rules
 
 /** A stable short ID for rendered (synthetic) policies: the same rules give the same ID. */
 export function syntheticPolicyID(rules: string): string {
-  const hex = createHash('sha256').update(rules).digest('hex');
+  const hex = hash('sha256', rules, 'hex');
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20, 32)}`;
 }

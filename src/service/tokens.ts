@@ -227,7 +227,8 @@ export class TokenService {
       const record = tx.putToken(newTokenRecord({ AccessorID: accessor, SecretID: secret, content: base, ...(expires !== undefined ? { expires } : {}), now, scope }));
       return { token: record, links: { policies: policies.named, roles: roles.named } };
     });
-    return { value: tokenView(token, links, true), index: token.ModifyIndex };
+    // newTokenRecord hashed this content a moment ago.
+    return { value: tokenView(token, links, true, token.Hash), index: token.ModifyIndex };
   }
 
   async update(ctx: RequestContext, accessorID: string, input: TokenInput): Promise<WriteResult<TokenView>> {

@@ -60,7 +60,11 @@ function compact<T extends object>(obj: T): T {
   return obj;
 }
 
-export function tokenView(t: TokenRecord, links: { policies: NamedLink[]; roles: NamedLink[] }, showSecret: boolean): TokenView {
+/**
+ * `hash`: the content hash when the caller has just computed it from this record's content
+ * (a create); otherwise it is computed here, never taken from the stored field.
+ */
+export function tokenView(t: TokenRecord, links: { policies: NamedLink[]; roles: NamedLink[] }, showSecret: boolean, hash?: string): TokenView {
   return compact<TokenView>({
     AccessorID: t.AccessorID,
     SecretID: showSecret ? t.SecretID : REDACTED,
@@ -76,7 +80,7 @@ export function tokenView(t: TokenRecord, links: { policies: NamedLink[]; roles:
     ExpirationTime: t.ExpirationTime,
     CreateTime: t.CreateTime,
     // From the content, not the stored field: a hash is never taken on trust (SPEC §18).
-    Hash: tokenHash(t),
+    Hash: hash ?? tokenHash(t),
     Namespace: t.Namespace,
     Partition: t.Partition,
     CreateIndex: t.CreateIndex,
