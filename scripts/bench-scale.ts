@@ -10,7 +10,7 @@
  * 100,000. Prints each floor beside its figure, writes them to bench-results/, and exits
  * non-zero when one is missed.
  */
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync } from 'node:child_process';
 import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,8 +19,7 @@ import autocannon from 'autocannon';
 import { tokenHash } from '../src/domain/hash.js';
 import { generateID } from '../src/domain/ids.js';
 import { LevelStore } from '../src/store/level-store.js';
-import { stopDaemonProcess } from './daemon-process.js';
-import { DAEMON_NODE_FLAGS } from '../src/testing/command.js';
+import { startDaemonProcess, stopDaemonProcess } from './daemon-process.js';
 import { canPin, medianOf, pinSelf, unpinSelf } from './bench-process.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -30,6 +29,8 @@ const DURATION = Number(process.env.BENCH_DURATION ?? 6);
 const SECRET = 'bench-scale-management-secret';
 const SETTLE_MS = Number(process.env.BENCH_SCALE_SETTLE_MS ?? 10_000);
 const ROUNDS = Math.max(3, Number(process.env.BENCH_ROUNDS ?? 3));
+// The daemon as `npm start` runs it: the build (npm run bench:scale builds first).
+process.env.WATCHWORD_AGENT_ENTRY ??= join(ROOT, 'dist', 'main.js');
 
 /** Adds tokens to the store until it holds `total` seeded ones. */
 async function seedTo(storeDir: string, from: number, total: number): Promise<void> {
@@ -51,32 +52,14 @@ async function rssBytes(pid: number): Promise<number> {
   return Number(kb?.[1] ?? 0) * 1024;
 }
 
-/** Starts the daemon and polls a token read until it answers; returns the time that took. */
+/** Starts the daemon (as built) and reads a token from it; returns how long from spawn to that answer. */
 async function startAndRead(dataDir: string, accessor: string | undefined) {
-  await rm(join(dataDir, 'http-addr'), { force: true });
   const started = performance.now();
-  const proc = spawn(process.execPath, [...DAEMON_NODE_FLAGS, ...(process.env.SCALE_NODE_FLAGS ? process.env.SCALE_NODE_FLAGS.split(' ') : []), 'dist/main.js', 'agent', '--data-dir', dataDir, '--http-addr', '127.0.0.1:0', '--log-level', 'error', '--initial-management-token', SECRET], { cwd: ROOT, env: { ...process.env, WATCHWORD_LIFELINE: 'stdin' }, stdio: ['pipe', 'ignore', 'inherit'] });
-  let url = '';
-  let last = 'no answer';
-  for (;;) {
-    if (proc.exitCode !== null) throw new Error(`daemon exited with ${proc.exitCode}`);
-    if (performance.now() - started > 120_000) throw new Error(`daemon did not answer within 120 s (last: ${last})`);
-    try {
-      const addr = url ? '' : (await readFile(join(dataDir, 'http-addr'), 'utf8')).trim();
-      if (addr) url = `http://${addr}`;
-      if (!url) throw new Error('not written yet');
-      const path = accessor ? `/v1/acl/token/${accessor}` : '/v1/acl/token/self';
-      const res = await fetch(`${url}${path}`, { headers: { 'X-Service-Token': SECRET } });
-      last = `${res.status} ${res.status === 200 ? '' : await res.text()}`;
-      if (res.status === 200) {
-        const body = (await res.json()) as { AccessorID: string };
-        return { proc, url, firstReadMs: performance.now() - started, accessor: body.AccessorID };
-      }
-    } catch {
-      // not listening yet
-    }
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  const { proc, url } = await startDaemonProcess(dataDir, ['--initial-management-token', SECRET], undefined, undefined, 120_000);
+  const res = await fetch(`${url}/v1/acl/token/${accessor ?? 'self'}`, { headers: { 'X-Service-Token': SECRET } });
+  if (res.status !== 200) throw new Error(`the first read answered ${res.status}: ${await res.text()}`);
+  const body = (await res.json()) as { AccessorID: string };
+  return { proc, url, firstReadMs: performance.now() - started, accessor: body.AccessorID };
 }
 
 /** Pins a running process, every thread of it, to `cpus` (taskset's list form). */

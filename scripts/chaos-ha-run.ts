@@ -13,7 +13,7 @@ import { mkdir, open, rm, statfs } from 'node:fs/promises';
 import { join } from 'node:path';
 import { SignJWT, exportSPKI, generateKeyPair } from 'jose';
 import { type Cluster, type DatacenterHandle, startCluster } from '../src/testing/index.js';
-import { type Answer, type State, call, same, sleep } from './chaos-run.js';
+import { Load, type State, type Writer, call, globalState, same, sleep } from './chaos-run.js';
 
 export type HaFaultKind =
   | 'kill-leader'
@@ -129,117 +129,54 @@ async function fillDisk(): Promise<() => Promise<void>> {
 const running = (d: DatacenterHandle): DatacenterHandle[] => d.servers.filter((s) => s.pid !== undefined);
 
 /** The continuous mixed load, with what it was told. */
-class Load {
-  readonly created = new Map<string, { dc: string; local: boolean }>();
-  readonly deleted = new Set<string>();
-  readonly unsure = new Set<string>();
-  ambiguous = 0;
+/** The load over HA datacenters: every running server of a datacenter in turn, logins too. */
+class HaLoad extends Load {
   logins = 0;
-  readonly bad: string[] = [];
-  private active = false;
-  private workers: Array<Promise<void>> = [];
-  private seq = 0;
   private turn = 0;
 
   constructor(
-    private readonly cluster: Cluster,
-    private readonly token: string,
+    cluster: Cluster,
+    token: string,
     private readonly jwt: () => Promise<string>,
-  ) {}
+  ) {
+    super(cluster, token, 25);
+  }
 
   /** A running server of the datacenter, in turn (followers send writes on to their leader). */
-  url(dc: string): string {
+  override url(dc: string): string {
     const servers = running(this.cluster.get(dc));
     const s = servers[this.turn++ % Math.max(1, servers.length)] ?? this.cluster.get(dc);
     return s.url;
   }
 
-  private judge(what: string, a: Answer): boolean {
-    if (a.status === 200) return true;
-    if (a.status === 0 || a.status === 503) {
-      this.ambiguous++;
-      return false;
-    }
-    this.bad.push(`${what}: HTTP ${a.status} ${JSON.stringify(a.body).slice(0, 200)}`);
-    return false;
-  }
-
-  private loop(body: () => Promise<void>, pauseMs = 25): Promise<void> {
-    return (async () => {
-      while (this.active) {
-        await body();
-        await sleep(pauseMs);
-      }
-    })();
-  }
-
-  start(): void {
-    this.active = true;
-    const create = (dc: string, local: boolean) => async () => {
-      const a = await call(this.url(dc), this.token, 'PUT', '/v1/acl/token', { Description: `chaos ${this.seq++}`, ...(local ? { Local: true } : {}) });
-      if (this.judge(`create at ${dc}`, a)) this.created.set((a.body as { AccessorID: string }).AccessorID, { dc, local });
-    };
-    const remove = async () => {
-      const candidates = [...this.created].filter(([id, t]) => !t.local && !this.deleted.has(id) && !this.unsure.has(id));
-      if (candidates.length < 5) return;
-      const [id] = candidates[Math.floor(Math.random() * candidates.length)] as [string, unknown];
-      const a = await call(this.url('dc1'), this.token, 'DELETE', `/v1/acl/token/${id}`);
-      if (a.status === 200 && a.body === true) this.deleted.add(id);
-      else if (this.judge('delete at dc1', a)) this.bad.push(`delete at dc1 of acknowledged token ${id}: answered ${JSON.stringify(a.body)}`);
-      else this.unsure.add(id);
-    };
-    const policyAndRole = async () => {
-      const n = this.seq++;
-      const p = await call(this.url('dc1'), this.token, 'PUT', '/v1/acl/policy', { Name: `chaos-${n}`, Rules: 'acl = "read"' });
-      if (!this.judge('policy create', p)) return;
-      const id = (p.body as { ID: string }).ID;
-      this.judge('role create', await call(this.url('dc1'), this.token, 'PUT', '/v1/acl/role', { Name: `chaos-role-${n}`, Policies: [{ ID: id }] }));
-    };
-    const login = (dc: string) => async () => {
+  private login(dc: string): () => Promise<void> {
+    return async () => {
       const a = await call(this.url(dc), '', 'POST', '/v1/acl/login', { AuthMethod: 'chaos', BearerToken: await this.jwt() });
       if (this.judge(`login at ${dc}`, a)) {
         this.logins++;
         this.created.set((a.body as { AccessorID: string }).AccessorID, { dc, local: true });
       }
     };
-    this.workers = [
-      this.loop(create('dc1', false)),
-      this.loop(create('dc2', false)),
-      this.loop(create('dc3', false)),
-      this.loop(create('dc1', true)),
-      this.loop(create('dc2', true)),
-      this.loop(create('dc3', true)),
-      this.loop(remove),
-      this.loop(policyAndRole),
-      // Within the default login limit of 10 a second per client.
-      this.loop(login('dc2'), 150),
-    ];
   }
 
-  async stop(): Promise<void> {
-    this.active = false;
-    await Promise.all(this.workers);
+  protected override writers(): Writer[] {
+    return [
+      { run: this.create('dc1', false) },
+      { run: this.create('dc2', false) },
+      { run: this.create('dc3', false) },
+      { run: this.create('dc1', true) },
+      { run: this.create('dc2', true) },
+      { run: this.create('dc3', true) },
+      { run: this.remove },
+      { run: this.policyAndRole(false) },
+      // Within the default login limit of 10 a second per client.
+      { run: this.login('dc2'), pauseMs: 150 },
+    ];
   }
 }
 
 /** One server's own global objects (?stale: what it holds, not its leader's) as id -> Hash. */
-async function globalState(url: string, token: string): Promise<State | undefined> {
-  const out: State = {};
-  const lists: Array<[string, string, string]> = [
-    ['policy', '/v1/acl/policies?ns=*&stale', 'ID'],
-    ['role', '/v1/acl/roles?ns=*&stale', 'ID'],
-    ['token', '/v1/acl/tokens?ns=*&stale', 'AccessorID'],
-  ];
-  for (const [kind, path, idField] of lists) {
-    const a = await call(url, token, 'GET', path, undefined, 60_000);
-    if (a.status !== 200) return undefined;
-    for (const o of a.body as Array<Record<string, unknown>>) {
-      if (kind === 'token' && o.Local) continue;
-      out[`${kind}:${o[idField] as string}`] = o.Hash as string;
-    }
-  }
-  return out;
-}
+const serverState = (url: string, token: string): Promise<State | undefined> => globalState(url, token, { stale: true, timeoutMs: 60_000 });
 
 /** A server's durable index ({Index} of /v1/internal/index), or undefined when it does not answer. */
 async function indexOf(url: string, token: string): Promise<number | undefined> {
@@ -291,10 +228,10 @@ async function sameEverywhere(cluster: Cluster, token: string): Promise<string[]
   let out: string[] = [];
   for (let attempt = 0; attempt < 10; attempt++) {
     const leader = await cluster.primary.leader();
-    const primary = await globalState(leader.url, token);
+    const primary = await serverState(leader.url, token);
     out = primary ? [] : [`${leader.serverName} did not list its objects`];
     for (const d of cluster.datacenters) {
-      for (const s of d.servers) if (primary && !same(await globalState(s.url, token), primary)) out.push(`${s.serverName} holds other global objects than the primary's leader`);
+      for (const s of d.servers) if (primary && !same(await serverState(s.url, token), primary)) out.push(`${s.serverName} holds other global objects than the primary's leader`);
     }
     if (out.length === 0) return out;
     await sleep(300);
@@ -493,13 +430,13 @@ export async function runHaChaos(options: HaChaosOptions = {}): Promise<HaChaosR
   const faults: HaFaultResult[] = [];
   const diverged: string[] = [];
   const skipped = diskSkipped ? [diskSkipped] : [];
-  let load: Load | undefined;
+  let load: HaLoad | undefined;
   const revoker = new Revoker(cluster, token);
   try {
     await cluster.waitForReplication();
     const jwt = await authMethod(cluster, token);
     await cluster.waitForReplication();
-    load = new Load(cluster, token, jwt);
+    load = new HaLoad(cluster, token, jwt);
     // At rest first: revocations with nothing failing.
     revoker.start();
     await sleep(8000);

@@ -82,7 +82,17 @@ export async function call(url: string, token: string, method: string, path: str
 }
 
 /** The continuous mixed load, with what it was told. */
-class Load {
+/** One writer of a chaos run's load. */
+export interface Writer {
+  run: () => Promise<void>;
+  pauseMs?: number;
+}
+
+/**
+ * Writes kept going during a chaos run, each acknowledged one remembered so that it can be
+ * checked on every server afterwards. The HA run extends it (its servers in turn, logins).
+ */
+export class Load {
   /** Acknowledged token creates: AccessorID -> datacenter it was made in and whether it is Local. */
   readonly created = new Map<string, { dc: string; local: boolean }>();
   readonly deleted = new Set<string>();
@@ -90,16 +100,24 @@ class Load {
   readonly unsure = new Set<string>();
   ambiguous = 0;
   readonly bad: string[] = [];
-  private running = false;
+  private active = false;
   private workers: Array<Promise<void>> = [];
-  private seq = 0;
+  protected seq = 0;
 
   constructor(
-    private readonly cluster: Cluster,
-    private readonly token: string,
+    protected readonly cluster: Cluster,
+    protected readonly token: string,
+    /** Pause between two writes of one worker, ms. */
+    private readonly pauseMs = 20,
   ) {}
 
-  private judge(what: string, a: Answer): boolean {
+  /** Where a request to datacenter `dc` goes. */
+  url(dc: string): string {
+    return this.cluster.get(dc).url;
+  }
+
+  /** True for an acknowledged write; a 503 or no answer counts as ambiguous, anything else as bad. */
+  protected judge(what: string, a: Answer): boolean {
     if (a.status === 200) return true;
     if (a.status === 0 || a.status === 503) {
       this.ambiguous++;
@@ -109,71 +127,84 @@ class Load {
     return false;
   }
 
-  private loop(body: () => Promise<void>): Promise<void> {
+  private loop(body: () => Promise<void>, pauseMs: number): Promise<void> {
     return (async () => {
-      while (this.running) {
+      while (this.active) {
         await body();
-        await sleep(20);
+        await sleep(pauseMs);
       }
     })();
   }
 
-  private url(dc: string): string {
-    return this.cluster.get(dc).url;
-  }
-
-  start(): void {
-    this.running = true;
-    const create = (dc: string, local: boolean) => async () => {
+  protected create(dc: string, local: boolean): () => Promise<void> {
+    return async () => {
       const a = await call(this.url(dc), this.token, 'PUT', '/v1/acl/token', { Description: `chaos ${this.seq++}`, ...(local ? { Local: true } : {}) });
       if (this.judge(`create at ${dc}`, a)) this.created.set((a.body as { AccessorID: string }).AccessorID, { dc, local });
     };
-    const remove = async () => {
-      const candidates = [...this.created].filter(([id, t]) => !t.local && !this.deleted.has(id) && !this.unsure.has(id));
-      if (candidates.length < 5) return;
-      const [id] = candidates[Math.floor(Math.random() * candidates.length)] as [string, unknown];
-      const a = await call(this.url('dc1'), this.token, 'DELETE', `/v1/acl/token/${id}`);
-      if (a.status === 200 && a.body === true) this.deleted.add(id);
-      else if (this.judge(`delete at dc1`, a)) this.bad.push(`delete at dc1 of acknowledged token ${id}: answered ${JSON.stringify(a.body)}`);
-      else this.unsure.add(id);
-    };
-    const policyAndRole = async () => {
+  }
+
+  protected readonly remove = async (): Promise<void> => {
+    const candidates = [...this.created].filter(([id, t]) => !t.local && !this.deleted.has(id) && !this.unsure.has(id));
+    if (candidates.length < 5) return;
+    const [id] = candidates[Math.floor(Math.random() * candidates.length)] as [string, unknown];
+    const a = await call(this.url('dc1'), this.token, 'DELETE', `/v1/acl/token/${id}`);
+    if (a.status === 200 && a.body === true) this.deleted.add(id);
+    else if (this.judge('delete at dc1', a)) this.bad.push(`delete at dc1 of acknowledged token ${id}: answered ${JSON.stringify(a.body)}`);
+    else this.unsure.add(id);
+  };
+
+  /** A policy, a role linking it, and (with `update`) the policy changed again. */
+  protected policyAndRole(update: boolean): () => Promise<void> {
+    return async () => {
       const n = this.seq++;
       const p = await call(this.url('dc1'), this.token, 'PUT', '/v1/acl/policy', { Name: `chaos-${n}`, Rules: 'acl = "read"' });
       if (!this.judge('policy create', p)) return;
       const id = (p.body as { ID: string }).ID;
       this.judge('role create', await call(this.url('dc1'), this.token, 'PUT', '/v1/acl/role', { Name: `chaos-role-${n}`, Policies: [{ ID: id }] }));
-      this.judge('policy update', await call(this.url('dc1'), this.token, 'PUT', `/v1/acl/policy/${id}`, { Name: `chaos-${n}`, Description: 'updated', Rules: 'acl = "read"' }));
+      if (update) this.judge('policy update', await call(this.url('dc1'), this.token, 'PUT', `/v1/acl/policy/${id}`, { Name: `chaos-${n}`, Description: 'updated', Rules: 'acl = "read"' }));
     };
-    this.workers = [
-      this.loop(create('dc1', false)),
-      this.loop(create('dc1', false)),
-      this.loop(create('dc2', false)),
-      this.loop(remove),
-      this.loop(policyAndRole),
-      this.loop(create('dc2', true)),
-      this.loop(create('dc3', true)),
+  }
+
+  /** The writers of this run; a pause of its own where one differs from the run's. */
+  protected writers(): Writer[] {
+    return [
+      { run: this.create('dc1', false) },
+      { run: this.create('dc1', false) },
+      { run: this.create('dc2', false) },
+      { run: this.remove },
+      { run: this.policyAndRole(true) },
+      { run: this.create('dc2', true) },
+      { run: this.create('dc3', true) },
     ];
   }
 
+  start(): void {
+    this.active = true;
+    this.workers = this.writers().map((w) => this.loop(w.run, w.pauseMs ?? this.pauseMs));
+  }
+
   async stop(): Promise<void> {
-    this.running = false;
+    this.active = false;
     await Promise.all(this.workers);
   }
 }
 
 export type State = Record<string, string>;
 
-/** Every global object of a datacenter as id -> Hash, across all namespaces (undefined when it cannot answer). */
-async function globalState(url: string, token: string): Promise<State | undefined> {
+/**
+ * Every global object of a datacenter as id -> Hash, across all namespaces (undefined when it
+ * cannot answer). `stale`: one server's own copy (?stale), not its leader's.
+ */
+export async function globalState(url: string, token: string, options: { stale?: boolean; timeoutMs?: number } = {}): Promise<State | undefined> {
   const out: State = {};
+  const q = options.stale ? '?ns=*&stale' : '?ns=*';
   const lists: Array<[string, string, string]> = [
-    ['policy', '/v1/acl/policies?ns=*', 'ID'],
-    ['role', '/v1/acl/roles?ns=*', 'ID'],
-    ['token', '/v1/acl/tokens?ns=*', 'AccessorID'],
+    ['policy', `/v1/acl/policies${q}`, 'ID'],
+    ['role', `/v1/acl/roles${q}`, 'ID'],
+    ['token', `/v1/acl/tokens${q}`, 'AccessorID'],
   ];
   for (const [kind, path, idField] of lists) {
-    const a = await call(url, token, 'GET', path);
+    const a = await call(url, token, 'GET', path, undefined, options.timeoutMs);
     if (a.status !== 200) return undefined;
     for (const o of a.body as Array<Record<string, unknown>>) {
       if (kind === 'token' && o.Local) continue;

@@ -19,9 +19,10 @@ export interface DaemonProcess {
 /**
  * Starts `watchword agent` on `dataDir` with extra flags; its output goes to our stderr when
  * `logLevel` is set. `pin` runs it on those CPUs only (taskset), so that a load generator
- * pinned elsewhere does not share its core (SPEC §11).
+ * pinned elsewhere does not share its core (SPEC §11). Ready once it has written its address
+ * (after loading its store), within `readyWithinMs`.
  */
-export async function startDaemonProcess(dataDir: string, flags: string[], logLevel?: string, pin?: string): Promise<DaemonProcess> {
+export async function startDaemonProcess(dataDir: string, flags: string[], logLevel?: string, pin?: string, readyWithinMs = 20_000): Promise<DaemonProcess> {
   await rm(join(dataDir, 'http-addr'), { force: true });
   // BENCH_DAEMON_NODE_FLAGS: node's own flags for the daemon (`--cpu-prof --cpu-prof-dir=…` to profile a run).
   const nodeFlags = process.env.BENCH_DAEMON_NODE_FLAGS ? process.env.BENCH_DAEMON_NODE_FLAGS.split(' ') : [];
@@ -33,7 +34,7 @@ export async function startDaemonProcess(dataDir: string, flags: string[], logLe
     // The daemon ends with this script, however it ends (WATCHWORD_LIFELINE: our end of its stdin).
     { cwd: ROOT, env: { ...process.env, WATCHWORD_LIFELINE: 'stdin' }, stdio: ['pipe', logLevel ? 'inherit' : 'ignore', 'inherit'] },
   );
-  for (let i = 0; i < 400; i++) {
+  for (let i = 0; i < readyWithinMs / 50; i++) {
     if (proc.exitCode !== null) throw new Error(`daemon exited with ${proc.exitCode}`);
     try {
       const addr = (await readFile(join(dataDir, 'http-addr'), 'utf8')).trim();
@@ -43,7 +44,7 @@ export async function startDaemonProcess(dataDir: string, flags: string[], logLe
     }
     await new Promise((r) => setTimeout(r, 50));
   }
-  throw new Error('daemon did not start within 20 s');
+  throw new Error(`daemon did not start within ${readyWithinMs / 1000} s`);
 }
 
 /** SIGTERM, and wait for the exit. */
