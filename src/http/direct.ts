@@ -61,7 +61,6 @@ interface DirectRoute extends DirectSpec {
   url: string;
   /** The pattern up to its parameter (for `/:name` routes), else the whole path. */
   prefix: string;
-  hasParam: boolean;
   accepted: ReadonlySet<string>;
   table?: WatchTable;
 }
@@ -123,7 +122,7 @@ export class DirectRoutes {
     if (hasParam && (url[colon - 1] !== '/' || url.indexOf('/', colon) >= 0 || url.indexOf(':', colon + 1) >= 0)) {
       throw new Error(`direct route ${url}: only a single parameter at the end of the path is supported`);
     }
-    const route: DirectRoute = { ...spec, method, url, prefix: hasParam ? url.slice(0, colon) : url, hasParam, accepted: new Set([...COMMON_PARAMS, ...(spec.params ?? [])]), ...(table ? { table } : {}) };
+    const route: DirectRoute = { ...spec, method, url, prefix: hasParam ? url.slice(0, colon) : url, accepted: new Set([...COMMON_PARAMS, ...(spec.params ?? [])]), ...(table ? { table } : {}) };
     if (hasParam) this.withParam.push(route);
     else this.exact.set(`${method} ${url}`, route);
   }
