@@ -1,5 +1,5 @@
 /**
- * The HTTP figures of SPEC §11 in one run: token read, self, `?expanded` and the policy
+ * The HTTP figures of README, "Development" in one run: token read, self, `?expanded` and the policy
  * filter against a bare Fastify route, and durable create against raw LevelDB's synced puts.
  * The servers under test (the daemon on the seeded data dir, the bare route, the LevelDB
  * loop) run on one core (taskset -c 1) and the load generator (this process) on the other
@@ -134,7 +134,7 @@ export async function httpBench(dataDir: string, secret: string, options: HttpBe
   }
 }
 
-/** A floor of SPEC §11 beside its figure. */
+/** A floor of README, "Development" beside its figure. */
 export interface FloorRow {
   scenario: string;
   'req/s': number;

@@ -1,5 +1,5 @@
 /**
- * npm run bench:scale: the 1,000,000-token figures of SPEC §11. Seeds 100,000 tokens straight
+ * npm run bench:scale: the 1,000,000-token figures of README, "Development". Seeds 100,000 tokens straight
  * into a store, starts it once (built-ins, management token), copies it and grows the copy to
  * BENCH_SCALE_TOKENS (default 1,000,000). Then starts both daemons (built, as `npm start` runs
  * it) one after the other and measures the time from spawn to the first answered token read,
@@ -40,7 +40,7 @@ async function seedTo(storeDir: string, from: number, total: number): Promise<vo
     await store.transact((tx) => {
       for (let i = done; i < Math.min(done + 5000, total); i++) {
         const base = { Description: `seeded ${i}`, Policies: [], Roles: [], ServiceIdentities: [{ ServiceName: `svc-${i % 1000}` }], NodeIdentities: [], TemplatedPolicies: [], Local: false };
-        tx.putToken({ AccessorID: generateID(), SecretID: generateID(), ...base, AuthMethod: '', CreateTime: now, Hash: tokenHash(base), Namespace: 'default', Partition: 'default' });
+        tx.put('tokens', { AccessorID: generateID(), SecretID: generateID(), ...base, AuthMethod: '', CreateTime: now, Hash: tokenHash(base), Namespace: 'default', Partition: 'default' });
       }
     });
   }
@@ -99,7 +99,7 @@ async function main(): Promise<void> {
     await new Promise((r) => setTimeout(r, SETTLE_MS));
     const rss = { small: await rssBytes(small.proc.pid as number), large: await rssBytes(large.proc.pid as number) };
 
-    // Reads: both daemons on CPU 1, the load generator on CPU 0 (SPEC §11), rounds alternating.
+    // Reads: both daemons on CPU 1, the load generator on CPU 0 (README, "Development"), rounds alternating.
     const pinned = canPin();
     if (pinned) {
       pinProcess(small.proc.pid as number, '1');

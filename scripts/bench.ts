@@ -1,5 +1,5 @@
 /**
- * npm run bench: the performance contract (SPEC §11). Seeds BENCH_TOKENS tokens (default
+ * npm run bench: the performance contract (README, "Development"). Seeds BENCH_TOKENS tokens (default
  * 100,000) into a temp data dir and measures, against baselines taken in the same run, with
  * the servers under test on CPU 1 and the load generator (autocannon, BENCH_CONNECTIONS
  * connections, default 32) on CPU 0: the reads, the policy filter and durable create
@@ -10,7 +10,7 @@
  * rounds (default and at least 3) of BENCH_DURATION seconds (default 6). The daemon runs
  * built (dist/, as `npm start` runs it). Prints every floor beside its figure, writes the
  * figures as JSON to bench-results/, and exits non-zero when a floor is missed.
- * BENCH_ONLY=http|tls|authorize|replication|servers runs one part.
+ * BENCH_ONLY=http|tls|authorize|audit|replication|servers runs one part.
  */
 import type { ChildProcess } from 'node:child_process';
 import { cp, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -20,6 +20,7 @@ import { fileURLToPath } from 'node:url';
 import { type ServersBench, serversBench } from './bench-servers.js';
 import { type TlsBench, tlsBench } from './bench-tls.js';
 import { type AuthorizeBench, authorizeBench } from './bench-authorize.js';
+import { AUDIT_MODES, type AuditBench, type AuditMode, auditBench, auditFloors } from './bench-audit.js';
 import { type FloorRow, type HttpBench, httpBench, httpFloors } from './bench-http.js';
 import { startDaemonProcess, stopDaemonProcess } from './daemon-process.js';
 import { policyHash, tokenHash } from '../src/domain/hash.js';
@@ -51,7 +52,7 @@ async function replicationStatus(url: string): Promise<{ ReplicatedIndex: number
 
 /** Cumulative buckets of a Prometheus histogram, from the text format. */
 async function histogram(url: string, name: string): Promise<Array<[number, number]>> {
-  const text = await (await fetch(`${url}/v1/agent/metrics?format=prometheus`)).text();
+  const text = await (await fetch(`${url}/v1/agent/metrics?format=prometheus`, { headers: { 'X-Service-Token': SECRET } })).text();
   const out: Array<[number, number]> = [];
   for (const m of text.matchAll(new RegExp(`^${name}_bucket\\{le="([^"]+)"\\} (\\d+)$`, 'gm'))) {
     out.push([m[1] === '+Inf' ? Infinity : Number(m[1]), Number(m[2])]);
@@ -153,7 +154,7 @@ async function seed(dataDir: string, policyID: string): Promise<string[]> {
   await store.transact((tx) => {
     policies.forEach((ID, i) => {
       const base = { Name: `filter-${i}`, Description: '', Rules: 'acl = "read"' };
-      tx.putPolicy({ ID, ...base, Hash: policyHash(base), Namespace: 'default', Partition: 'default' });
+      tx.put('policies', { ID, ...base, Hash: policyHash(base), Namespace: 'default', Partition: 'default' });
     });
   });
   const batch = 2000;
@@ -172,7 +173,7 @@ async function seed(dataDir: string, policyID: string): Promise<string[]> {
           TemplatedPolicies: [],
           Local: false,
         };
-        tx.putToken({ AccessorID: generateID(), SecretID: generateID(), ...base, AuthMethod: '', CreateTime: now, Hash: tokenHash(base), Namespace: 'default', Partition: 'default' });
+        tx.put('tokens', { AccessorID: generateID(), SecretID: generateID(), ...base, AuthMethod: '', CreateTime: now, Hash: tokenHash(base), Namespace: 'default', Partition: 'default' });
       }
     });
   }
@@ -205,6 +206,14 @@ async function main(): Promise<void> {
       return;
     }
 
+    // BENCH_ONLY=audit: token create and read with the audit log off, best-effort and enforced, alone.
+    if (only === 'audit') {
+      const audit = await runAuditBench(dataDir);
+      if (!auditOK(audit)) process.exitCode = 1;
+      await writeReport({ audit });
+      return;
+    }
+
     // 2. The HTTP floors, pinned, every scenario in each round (BENCH_SCENARIOS=read,self,… for a few).
     let http: HttpBench | undefined;
     let rows: FloorRow[] = [];
@@ -224,6 +233,7 @@ async function main(): Promise<void> {
     // 3. HTTPS against plain HTTP, then decisions, each on their own daemons.
     const tls = only === 'replication' ? undefined : await runTlsBench(dataDir);
     const authorize = only === 'replication' ? undefined : await runAuthorizeBench(dataDir);
+    const audit = only === 'replication' ? undefined : await runAuditBench(dataDir);
 
     // 4. Replication to a fresh secondary, then reads over three servers.
     daemon = await startDaemon(dataDir);
@@ -240,9 +250,9 @@ async function main(): Promise<void> {
     // The seeded daemon is done with: the three servers get the machine to themselves.
     for (const p of procs) await stop(p);
     const servers = await runServersBench();
-    const failed = rows.some((r) => r.ok === false) || replicationChecks.some((c) => !c.ok) || (tls !== undefined && tls.ratio < 0.8) || (authorize !== undefined && !authorizeOK(authorize));
+    const failed = rows.some((r) => r.ok === false) || replicationChecks.some((c) => !c.ok) || (tls !== undefined && tls.ratio < 0.8) || (authorize !== undefined && !authorizeOK(authorize)) || (audit !== undefined && !auditOK(audit));
     if (failed) process.exitCode = 1;
-    await writeReport({ http, rows, tls, authorize, replication, servers });
+    await writeReport({ http, rows, tls, authorize, audit, replication, servers });
   } finally {
     for (const p of procs) await stop(p);
     await rm(dataDir, { recursive: true, force: true });
@@ -261,7 +271,7 @@ async function writeReport(figures: Record<string, unknown>): Promise<void> {
 
 const authorizeOK = (r: AuthorizeBench): boolean => r.one.reqPerSec / r.bare.reqPerSec >= 0.5 && r.sixteen.reqPerSec / r.bare.reqPerSec >= 0.3 && r.enforcing.medianMs < 1000;
 
-/** Decisions over HTTP, 1 and 16 checks, against the bare route (SPEC §11, §17), on the seeded store. */
+/** Decisions over HTTP, 1 and 16 checks, against the bare route (README, "Development" and "Enforcing policies in your service"), on the seeded store. */
 async function runAuthorizeBench(dataDir: string): Promise<AuthorizeBench> {
   const r = await authorizeBench(dataDir, SECRET, { seconds: DURATION, rounds: ROUNDS, connections: CONNECTIONS });
   process.stdout.write(`decisions: median of ${r.rounds} alternating rounds; ${r.pinned ? 'servers on CPU 1, load generator on CPU 0' : 'not pinned (taskset or a second CPU missing)'}\n`);
@@ -274,7 +284,26 @@ async function runAuthorizeBench(dataDir: string): Promise<AuthorizeBench> {
   return r;
 }
 
-/** Token read over HTTPS against plain HTTP (SPEC §11, §16), each on its own copy of the seeded data dir. */
+const auditOK = (r: AuditBench): boolean => auditFloors(r).every((row) => row.ok !== false);
+
+/** Token create and read with the audit log off, best-effort and enforced (README, "Audit log"), each on its own copy of the seeded data dir. */
+async function runAuditBench(dataDir: string): Promise<AuditBench> {
+  const dirs = {} as Record<AuditMode, string>;
+  try {
+    for (const mode of AUDIT_MODES) {
+      dirs[mode] = await mkdtemp(join(tmpdir(), `watchword-bench-audit-${mode}-`));
+      await cp(dataDir, dirs[mode], { recursive: true, filter: (src) => !src.endsWith('LOCK') && !src.endsWith('http-addr') });
+    }
+    const r = await auditBench(dirs, SECRET, { seconds: DURATION, rounds: ROUNDS, connections: CONNECTIONS });
+    process.stdout.write(`audit log: median of ${r.rounds} rounds, the order turned round every other round; ${r.pinned ? 'daemons on CPU 1, load generator on CPU 0' : 'not pinned (taskset or a second CPU missing)'}\n`);
+    console.table(auditFloors(r));
+    return r;
+  } finally {
+    for (const dir of Object.values(dirs)) await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** Token read over HTTPS against plain HTTP (README, "Development" and "TLS"), each on its own copy of the seeded data dir. */
 async function runTlsBench(dataDir: string): Promise<TlsBench> {
   const plainDir = await mkdtemp(join(tmpdir(), 'watchword-bench-plain-'));
   const tlsDir = await mkdtemp(join(tmpdir(), 'watchword-bench-https-'));
@@ -294,7 +323,7 @@ async function runTlsBench(dataDir: string): Promise<TlsBench> {
   }
 }
 
-/** Token reads over one server of three, then all three (SPEC §13), with each server's CPU per read. */
+/** Token reads over one server of three, then all three (README, "Several servers per datacenter"), with each server's CPU per read. */
 async function runServersBench(): Promise<ServersBench> {
   const result = await serversBench({ connections: CONNECTIONS, duration: DURATION });
   if (result.skipped) {

@@ -8,7 +8,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { etcdBinary } from '../src/testing/index.js';
-import { runFailover } from './failover-run.js';
+import { runFailover } from '../src/testing/failover.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 if (!etcdBinary()) {

@@ -2,17 +2,17 @@ import { chmod, mkdir, readdir, rename, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import { type Config, isPrimary, parseHostPort } from './config/schema.js';
+import { type Config, type ConfigKey, configKeys, isPrimary, parseHostPort } from './config/schema.js';
 import { type Clock, systemClock } from './domain/clock.js';
 import { ReadGate, readAuthorizer } from './http/blocking.js';
 import { buildApp } from './http/app.js';
-import { formatDuration } from './domain/duration.js';
 import { createAgentLogger } from './observability/logger.js';
 import { Metrics } from './observability/metrics.js';
 import { Reaper } from './reaper/reaper.js';
 import { AclResolver } from './service/acl-resolver.js';
 import { BootstrapService } from './service/bootstrap.js';
 import type { AgentInfo } from './service/context.js';
+import { agentSelf, healthChecks } from './agent-info.js';
 import { PolicyService } from './service/policies.js';
 import { RoleService } from './service/roles.js';
 import { TemplatedPolicyService } from './service/templated-policies.js';
@@ -32,7 +32,40 @@ import { type ClusterRole, DEFAULT_REPLICATION_OPTIONS, type RoleParts, hostOf }
 import { createClusterRole } from './ha/roles.js';
 import type { ReplicationStatusResponse } from './api/schemas.js';
 import { Transport } from './transport/transport.js';
+import { HostCheck, isLoopbackHost } from './http/host-check.js';
+import { ReplicationHistory } from './observability/replication-history.js';
 import { VERSION } from './version.js';
+import { type AuditSettings, AuditLog, auditPath, systemActor } from './observability/audit.js';
+import { META } from './store/schema.js';
+import { randomBytes } from 'node:crypto';
+
+/** The settings a reload (SIGHUP) applies; TLS files are re-read too. */
+const RELOADABLE: readonly ConfigKey[] = [
+  'log_level',
+  'http_max_conns',
+  'http_max_conns_per_client',
+  'login_rate',
+  'login_burst',
+  'audit_log',
+  'audit_log_path',
+  'audit_log_mode',
+  'audit_log_rotate_bytes',
+  'audit_log_rotate_max_files',
+  'tls_cert_file',
+  'tls_key_file',
+  'tls_ca_file',
+];
+
+/** The audit log's settings from the configuration. */
+function auditSettings(config: Config, dataDir: string): AuditSettings {
+  return {
+    enabled: config.audit_log,
+    path: config.audit_log_path ? resolve(config.audit_log_path) : join(dataDir, 'audit', 'audit.log'),
+    mode: config.audit_log_mode,
+    rotateBytes: config.audit_log_rotate_bytes,
+    maxFiles: config.audit_log_rotate_max_files,
+  };
+}
 
 export interface Daemon {
   readonly config: Config;
@@ -47,8 +80,12 @@ export interface Daemon {
   replication(): ReplicationStatusResponse;
   /** HA: this server's part in its datacenter (undefined: a single server). */
   readonly servers: ServerGroup | undefined;
-  /** Re-reads the TLS certificate, key and CA (SIGHUP); false when they could not be used (the old ones stay). */
-  reload(): boolean;
+  /**
+   * SIGHUP: re-reads the TLS certificate, key and CA (false when they could not be used; the old
+   * ones stay) and, given the configuration read again, applies the log level, connection and
+   * login limits and the audit settings (anything else needs a restart, and the log says so).
+   */
+  reload(next?: Config): boolean;
   close(): Promise<void>;
 }
 
@@ -69,68 +106,6 @@ const SHUTDOWN_GRACE_MS = 10_000;
 
 export { VERSION } from './version.js';
 
-/** /v1/agent/self: the configuration without secrets (only whether they are set), version and role. */
-function agentSelf(config: Config, address: string, store: LevelStore, metrics: Metrics, cluster: ClusterRole, transport: Transport, operatorRead: boolean) {
-  const tls = config.tls;
-  return {
-    Config: {
-      Datacenter: config.datacenter,
-      PrimaryDatacenter: config.primary_datacenter,
-      Role: cluster.kind,
-      ServerRole: cluster.isLeader() ? 'leader' : 'follower',
-      ServerPeers: config.server_peers,
-      Coordinator: config.coordinator === undefined ? null : operatorRead ? config.coordinator : '<hidden>',
-      TLS: {
-        Enabled: tls !== undefined,
-        VerifyIncoming: tls?.verifyIncoming ?? false,
-        VerifyOutgoing: tls?.verifyOutgoing ?? false,
-        VerifyServerHostname: tls?.verifyServerHostname ?? false,
-        Domain: transport.domain,
-        MinVersion: tls?.minVersion ?? null,
-        ServerName: transport.serverName(config.datacenter),
-      },
-      ServerKeySet: config.server_key !== undefined,
-      NodeName: config.node_name,
-      Version: VERSION,
-      HTTPAddr: address,
-      AdvertiseAddr: config.advertise_addr ?? null,
-      DatacenterAddresses: config.datacenter_addresses,
-      PrimaryAddress: config.primary_address ?? null,
-      DataDir: resolve(config.data_dir),
-      DefaultPolicy: config.default_policy,
-      TokenMinTTL: formatDuration(config.token_min_ttl),
-      TokenMaxTTL: formatDuration(config.token_max_ttl),
-      ReapInterval: formatDuration(config.reap_interval),
-      Durability: config.durability,
-      LogRetention: config.log_retention,
-      RateLimit: config.rate_limit,
-      RateLimitPeer: config.rate_limit_peer ?? config.rate_limit * 10,
-      SecretLookupRate: config.secret_lookup_rate,
-      MaxBlockingQueries: config.max_blocking_queries,
-      MaxBlockingQueriesPerClient: config.max_blocking_queries_per_client,
-      HTTPRequestTimeout: formatDuration(config.http_request_timeout),
-      HTTPHeaderTimeout: formatDuration(config.http_header_timeout),
-      HTTPKeepAliveTimeout: formatDuration(config.http_keepalive_timeout),
-      HTTPMaxRequestsPerConn: config.http_max_requests_per_conn,
-      HTTPMaxConns: config.http_max_conns,
-      LogLevel: config.log_level,
-      ReplicationTokenSet: config.replication_token !== undefined,
-      InitialManagementTokenSet: config.initial_management_token !== undefined,
-    },
-    Store: (() => {
-      const h = store.health();
-      return { Available: h.available, LastError: h.lastError ?? '', UnavailableSince: h.since === undefined ? null : new Date(h.since).toISOString() };
-    })(),
-    Stats: {
-      Index: store.currentIndex(),
-      Tokens: store.count('tokens'),
-      Roles: store.count('roles'),
-      Policies: store.count('policies'),
-      BlockingQueries: metrics.blockingInFlight(),
-    },
-  };
-}
-
 /**
  * The composition root: opens the store, builds services, HTTP and the reaper, and
  * starts them in order. Nothing serves before the store is open; close() stops in the
@@ -138,11 +113,25 @@ function agentSelf(config: Config, address: string, store: LevelStore, metrics: 
  */
 export async function startDaemon(config: Config, options: DaemonOptions = {}): Promise<Daemon> {
   const clock = options.clock ?? systemClock;
-  const logger = options.logger ?? createAgentLogger(config.log_level);
+  const logger =
+    options.logger ??
+    (await createAgentLogger({
+      level: config.log_level,
+      ...(config.log_format ? { format: config.log_format } : {}),
+      ...(config.log_file ? { file: config.log_file } : {}),
+      rotateBytes: config.log_rotate_bytes,
+      maxFiles: config.log_rotate_max_files,
+    }));
   const primary = isPrimary(config);
   const dataDir = resolve(config.data_dir);
   // Certificates are checked before anything else: a bad file is one line and exit 1, with nothing opened.
-  const transport = new Transport({ datacenter: config.datacenter, tls: config.tls, etcd: config.etcd, serverKey: config.server_key, logger });
+  const transport = new Transport({
+    datacenter: config.datacenter,
+    tls: config.tls,
+    etcd: config.etcd,
+    serverKey: config.server_key,
+    logger,
+  });
   // Secrets live in the store: nothing the daemon creates is readable by other users.
   process.umask(0o077);
   await mkdir(dataDir, { recursive: true, mode: 0o700 });
@@ -160,6 +149,24 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       else logger.error({ err: cause }, 'store: a write failed; refusing writes (503) and retrying until the disk accepts them');
     },
   });
+  // The audit log: opened before anything can change, so the first write is recorded.
+  const audit = new AuditLog(
+    auditSettings(config, dataDir),
+    { datacenter: config.datacenter, server: config.node_name },
+    logger,
+    () => store.getMeta(META.auditKey) as Uint8Array | undefined,
+  );
+  try {
+    await audit.open();
+  } catch (err) {
+    await store.close();
+    throw new Error(`cannot open the audit log ${auditSettings(config, dataDir).path}: ${(err as Error).message}`);
+  }
+  if (!config.audit_log) logger.warn('the audit log is off (audit_log = false): ACL changes and refusals are not recorded');
+  store.setAudit(config.audit_log ? audit : undefined);
+  const event = (type: string, details: Record<string, unknown>) => audit.record(type, systemActor('watchword'), 200, details);
+  /** The configuration in force (a reload replaces what may change). */
+  let current = config;
   let address = '';
   /** Where other datacenters reach this daemon: advertise_addr, else the bound address. */
   const advertised = (): string => config.advertise_addr ?? address;
@@ -172,10 +179,16 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     store,
     metrics,
     logger,
-    replication: { ...DEFAULT_REPLICATION_OPTIONS, backoffMinMs: config.replication_backoff_min, backoffMaxMs: config.replication_backoff_max, ...options.replication },
+    replication: {
+      ...DEFAULT_REPLICATION_OPTIONS,
+      backoffMinMs: config.replication_backoff_min,
+      backoffMaxMs: config.replication_backoff_max,
+      ...options.replication,
+    },
     transport,
     ...(options.servers ? { serverTimings: options.servers } : {}),
     advertised,
+    onEvent: event,
   });
   try {
     const resolver = new AclResolver(store, clock, {
@@ -183,7 +196,9 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       defaultPolicy: config.default_policy,
       // Secondaries and followers: a secret this server does not hold is asked for where it may have been made.
       ...(cluster.lookupUnknownSecret ? { lookupUnknownSecret: cluster.lookupUnknownSecret } : {}),
-      ...(!primary && config.replication_max_stale > 0 ? { staleness: { maxMs: config.replication_max_stale, silentForMs: () => cluster.primarySilentForMs() } } : {}),
+      ...(!primary && config.replication_max_stale > 0
+        ? { staleness: { maxMs: config.replication_max_stale, silentForMs: () => cluster.primarySilentForMs() } }
+        : {}),
     });
     const tokens = new TokenService(store, resolver, clock, {
       limits: { minTTL: config.token_min_ttl, maxTTL: config.token_max_ttl },
@@ -197,7 +212,12 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const authMethods = new AuthMethodService(store, resolver, { minTTL: config.token_min_ttl, maxTTL: config.token_max_ttl, urls });
     const bindingRules = new BindingRuleService(store, resolver);
     const login = new LoginService(store, clock, { datacenter: config.datacenter, urls });
-    const snapshots = new SnapshotService(store, resolver, clock, { datacenter: config.datacenter, primaryDatacenter: config.primary_datacenter, isPrimary: primary });
+    const snapshots = new SnapshotService(store, resolver, clock, {
+      datacenter: config.datacenter,
+      primaryDatacenter: config.primary_datacenter,
+      isPrimary: primary,
+      audit: (type, actor, details) => audit.record(type, actor, 200, details),
+    });
     const bootstrap = new BootstrapService(store, tokens, clock, {
       dataDir,
       isPrimary: primary,
@@ -237,6 +257,8 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       // whichever server leads first; a single server leads from the start) and the reaper.
       leaderParts: {
         start: async () => {
+          // The key unknown secrets are named by in the audit log: one per datacenter, made by its first leader.
+          if (store.getMeta(META.auditKey) === undefined) await store.transact((tx) => tx.putMeta(META.auditKey, randomBytes(32)));
           if (primary) {
             await bootstrap.ensureBuiltins();
             if (config.initial_management_token) await bootstrap.ensureInitialManagementToken(config.initial_management_token);
@@ -263,13 +285,15 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       nodeName: config.node_name,
       version: VERSION,
       defaultPolicy: config.default_policy,
-      downPolicy: 'extend-cache',
+      downPolicy: config.down_policy,
       address: () => address,
       knownLeader: () => cluster.knownLeader(),
       lastContactMs: () => cluster.lastContactMs(),
       datacenters: () => directory.list().map((d) => d.name),
       self: (operatorRead) => agentSelf(config, address, store, metrics, cluster, transport, operatorRead),
       leaderAddress: () => cluster.leaderAddress(),
+      isLeader: () => cluster.isLeader(),
+      health: () => healthChecks(config, address, store, cluster, audit),
       peers: () => cluster.peers(),
       servers: () => cluster.servers(),
     };
@@ -307,6 +331,22 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
             return { rate: config.rate_limit, burst, peerRate, peerBurst: Math.max(burst * 10, Math.ceil(peerRate)) };
           })()
         : undefined;
+    // Limits a reload (SIGHUP) changes in place.
+    const httpLimits = {
+      requestTimeout: config.http_request_timeout,
+      headerTimeout: config.http_header_timeout,
+      keepAliveTimeout: config.http_keepalive_timeout,
+      maxRequestsPerConn: config.http_max_requests_per_conn,
+      maxConns: config.http_max_conns,
+      maxConnsPerClient: config.http_max_conns_per_client,
+    };
+    const loginRate = { rate: config.login_rate, burst: config.login_burst };
+    // Replication lag over the last hour, in memory, for the web UI's chart.
+    const history = new ReplicationHistory(() => cluster.replicationStatus(), {
+      intervalMs: config.replication_history_interval,
+      keepMs: 3_600_000,
+      datacenter: config.datacenter,
+    });
     const { app } = buildApp({
       store,
       tokens,
@@ -324,38 +364,60 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       reads,
       metrics,
       replicationStatus: () => cluster.replicationStatus(),
+      replicationHistory: () => history.read(),
+      audit,
+      // A refusal names the caller's token by its accessor, or an unknown secret by its HMAC; never the secret.
+      auditRefusal: (r) => {
+        const token = r.secret ? store.reader.getTokenBySecret(r.secret) : undefined;
+        const accessor = !r.secret ? 'anonymous' : token ? token.AccessorID : audit.nameSecret(r.secret);
+        audit.record(
+          'refused',
+          { RequestID: r.id, AccessorID: accessor, RemoteAddr: r.remote, Method: r.method, Path: auditPath(r.url) },
+          r.status,
+          { Code: r.code, Reason: r.message },
+        );
+      },
       cluster: hooks,
       logger,
-      limits: {
-        requestTimeout: config.http_request_timeout,
-        headerTimeout: config.http_header_timeout,
-        keepAliveTimeout: config.http_keepalive_timeout,
-        maxRequestsPerConn: config.http_max_requests_per_conn,
-        maxConns: config.http_max_conns,
-      },
+      limits: httpLimits,
       ...(rateLimit ? { rateLimit } : {}),
       ...(transport.secure ? { https: transport.listenerOptions() } : {}),
       snapshotUploads: { maxBytes: config.snapshot_max_bytes, dir: dataDir },
-      loginRate: { rate: config.login_rate, burst: config.login_burst },
+      loginRate,
     });
     if (transport.secure) transport.attachListener(app.server as unknown as import('node:tls').Server);
-    app.server.on('upgrade', (req, socket, head) => cluster.handleUpgrade(req, socket, head));
-
     const { host, port } = parseHostPort(config.http_addr) as { host: string; port: number };
+    // DNS rebinding: a loopback daemon answers only requests addressed to loopback (or http_allowed_hosts).
+    const hosts = new HostCheck({
+      loopbackOnly: isLoopbackHost(host),
+      allowed: config.http_allowed_hosts,
+      defaultPort: transport.secure ? 443 : 80,
+    });
+    hosts.install(app.server as unknown as import('node:http').Server);
+    app.server.on('upgrade', (req, socket, head) => {
+      if (!hosts.refuseUpgrade(req, socket)) cluster.handleUpgrade(req, socket, head);
+    });
+
     await app.listen({ host, port });
     const bound = app.server.address();
     const boundPort = typeof bound === 'object' && bound ? bound.port : port;
     address = `${host.includes(':') ? `[${host}]` : host}:${boundPort}`;
-    if (!transport.secure && !isLoopback(host)) {
-      logger.warn(`listening on ${address} without TLS: tokens and replicated secrets cross the network in plaintext (set tls_cert_file and tls_key_file)`);
+    if (!transport.secure && !isLoopbackHost(host)) {
+      logger.warn(
+        `listening on ${address} without TLS: tokens and replicated secrets cross the network in plaintext (set tls_cert_file and tls_key_file)`,
+      );
     }
     await cluster.start(roleParts);
+    history.start();
     // Announced once this server has taken its place (a single primary has its built-ins by now).
     // Written whole then renamed: whoever polls for the file never reads it half written.
     const addrFile = join(dataDir, 'http-addr');
     await writeFile(`${addrFile}.tmp`, `${address}\n`, { mode: 0o600 });
     await rename(`${addrFile}.tmp`, addrFile);
-    logger.info({ address, datacenter: config.datacenter, primary: config.primary_datacenter, role: cluster.kind, dataDir }, 'watchword agent started');
+    logger.info(
+      { address, datacenter: config.datacenter, primary: config.primary_datacenter, role: cluster.kind, dataDir },
+      'watchword agent started',
+    );
 
     let closing: Promise<void> | undefined;
     return {
@@ -370,10 +432,37 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       get servers() {
         return cluster.group;
       },
-      reload: () => transport.reload(),
+      reload: (next?: Config) => {
+        const tls = transport.reload();
+        if (!next) return tls;
+        // What a reload may change; anything else needs a restart.
+        const changed = RELOADABLE.filter((k) => JSON.stringify(next[k]) !== JSON.stringify(current[k]));
+        logger.level = next.log_level;
+        httpLimits.maxConns = next.http_max_conns;
+        httpLimits.maxConnsPerClient = next.http_max_conns_per_client;
+        app.server.maxConnections = next.http_max_conns;
+        loginRate.rate = next.login_rate;
+        loginRate.burst = next.login_burst;
+        const settings = auditSettings(next, dataDir);
+        void audit.reload(settings).then(
+          () => store.setAudit(settings.enabled ? audit : undefined),
+          (err: unknown) => logger.error({ err: (err as Error).message }, 'audit: cannot apply the new audit settings; the old ones stay'),
+        );
+        const ignored = configKeys.filter((k) => !RELOADABLE.includes(k) && JSON.stringify(next[k]) !== JSON.stringify(current[k]));
+        if (ignored.length > 0) logger.warn({ settings: ignored }, 'reload: these settings change only with a restart');
+        current = next;
+        audit.record('reload', systemActor('SIGHUP'), 200, {
+          Changed: changed,
+          TLSReloaded: tls,
+          ...(ignored.length > 0 ? { NeedRestart: ignored } : {}),
+        });
+        logger.info({ changed }, 'reload: configuration applied');
+        return tls;
+      },
       close() {
         closing ??= (async () => {
           reads.shutdown();
+          history.stop();
           // Leadership is given up first (the lease revoked), so a successor need not wait for it to lapse.
           await cluster.stop();
           // Stop accepting and drop idle keep-alive sockets; requests in flight finish
@@ -386,6 +475,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
           await reaper.stop();
           await transport.close();
           await store.close();
+          await audit.close();
           logger.info('watchword agent stopped');
         })();
         return closing;
@@ -394,13 +484,9 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
   } catch (err) {
     await cluster.stop().catch(() => undefined);
     await store.close().catch(() => undefined);
+    await audit.close().catch(() => undefined);
     throw err;
   }
-}
-
-/** Whether a listen host is reachable only from this machine. */
-function isLoopback(host: string): boolean {
-  return host === 'localhost' || host === '::1' || host === '[::1]' || /^127\./.test(host);
 }
 
 /** Data dir and everything in it: directories 0700, files 0600 (data dirs made by older versions too). */

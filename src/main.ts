@@ -1,9 +1,10 @@
 #!/usr/bin/env -S node --max-semi-space-size=64
-import { rm } from 'node:fs/promises';
+import { rmSync } from 'node:fs';
 import { type Command, Option } from 'commander';
-import { processIO } from './cli/io.js';
+import { ioOfCommand, processIO } from './cli/io.js';
 import { runCli } from './cli/program.js';
 import { ConfigError, envName, flagName, loadConfig } from './config/load.js';
+import { readConfigFiles } from './config/files.js';
 import { type Config, type ConfigKey, configKeys } from './config/schema.js';
 import type { Daemon } from './daemon.js';
 
@@ -12,9 +13,16 @@ const AGENT_FLAGS: Record<ConfigKey, { arg: string; help: string }> = {
   primary_datacenter: { arg: 'NAME', help: 'the primary datacenter (default: this one)' },
   primary_address: { arg: 'URL', help: "HTTP base URL of the primary's daemon (required on a secondary)" },
   replication_token: { arg: 'SECRET', help: 'token with acl:write on the primary, used to replicate (secondary)' },
-  replication_backoff_min: { arg: 'DURATION', help: 'secondary: first wait before reconnecting to the primary (default 250ms; doubles up to the max)' },
+  replication_backoff_min: {
+    arg: 'DURATION',
+    help: 'secondary: first wait before reconnecting to the primary (default 250ms; doubles up to the max)',
+  },
   replication_backoff_max: { arg: 'DURATION', help: 'secondary: longest wait before reconnecting to the primary (default 2s)' },
-  replication_max_stale: { arg: 'DURATION', help: 'secondary: refuse global tokens once the primary has been silent longer than this, e.g. 30s (default 0: never)' },
+  replication_history_interval: { arg: 'DURATION', help: 'how often replication lag is sampled for the web UI chart (default 10s)' },
+  replication_max_stale: {
+    arg: 'DURATION',
+    help: 'secondary: refuse global tokens once the primary has been silent longer than this, e.g. 30s (default 0: never)',
+  },
   data_dir: { arg: 'DIR', help: 'data directory (default ./data/<datacenter>)' },
   http_addr: { arg: 'HOST:PORT', help: 'HTTP listen address; port 0 picks a free port (default 127.0.0.1:8500)' },
   advertise_addr: { arg: 'HOST:PORT', help: 'address other datacenters reach this daemon at (default: the bound address)' },
@@ -22,18 +30,45 @@ const AGENT_FLAGS: Record<ConfigKey, { arg: string; help: string }> = {
   initial_management_token: { arg: 'SECRET', help: 'create a management token with this secret at start-up (primary)' },
   node_name: { arg: 'NAME', help: 'name of this node (default: host name)' },
   log_level: { arg: 'LEVEL', help: 'trace|debug|info|warn|error|fatal|silent (default info)' },
+  log_format: { arg: 'FORMAT', help: 'json|text (default: text on a terminal, JSON otherwise)' },
+  log_file: { arg: 'FILE', help: 'also log to FILE (JSON lines), rotated by size' },
+  log_rotate_bytes: { arg: 'BYTES', help: 'rotate the log file past this size (default 67108864, 64 MiB)' },
+  log_rotate_max_files: { arg: 'N', help: 'rotated log files kept (default 5)' },
+  audit_log: { arg: 'BOOL', help: 'write the audit log (default true)' },
+  audit_log_path: { arg: 'FILE', help: 'where the audit log goes (default <data-dir>/audit/audit.log)' },
+  audit_log_mode: {
+    arg: 'MODE',
+    help: 'best-effort (a failing audit write is logged) | enforced (writes refused with 503 when their audit line cannot be written) (default best-effort)',
+  },
+  audit_log_rotate_bytes: { arg: 'BYTES', help: 'rotate the audit log past this size (default 67108864, 64 MiB)' },
+  audit_log_rotate_max_files: { arg: 'N', help: 'rotated audit files kept (default 10)' },
   default_policy: { arg: 'POLICY', help: 'allow|deny when no rule decides (default deny)' },
+  down_policy: {
+    arg: 'POLICY',
+    help: 'extend-cache|async-cache|deny|allow, reported to enforcing clients as AgentACLDownPolicy (default extend-cache)',
+  },
   token_min_ttl: { arg: 'DURATION', help: 'shortest token lifetime on create (default 1m)' },
   token_max_ttl: { arg: 'DURATION', help: 'longest token lifetime on create (default 24h)' },
   reap_interval: { arg: 'DURATION', help: 'how often expired tokens are reaped (default 1s)' },
   durability: { arg: 'MODE', help: 'fsync (acknowledge after sync) | os (after handing to the OS) (default fsync)' },
   max_blocking_queries: { arg: 'N', help: 'blocking queries held at once in all; past it 429 (default 20000)' },
   max_blocking_queries_per_client: { arg: 'N', help: 'blocking queries held at once per client address; past it 429 (default 2000)' },
-  http_request_timeout: { arg: 'DURATION', help: 'longest a client may take to send a whole request (default 30s; blocking waits do not count)' },
+  http_request_timeout: {
+    arg: 'DURATION',
+    help: 'longest a client may take to send a whole request (default 30s; blocking waits do not count)',
+  },
   http_header_timeout: { arg: 'DURATION', help: "longest a client may take to send a request's headers (default 10s)" },
   http_keepalive_timeout: { arg: 'DURATION', help: 'idle keep-alive connections close after this (default 5s)' },
   http_max_requests_per_conn: { arg: 'N', help: 'requests per keep-alive connection before it closes; 0 = no limit (default 0)' },
   http_max_conns: { arg: 'N', help: 'open HTTP connections at once; more are dropped (default 20000)' },
+  http_max_conns_per_client: {
+    arg: 'N',
+    help: 'open HTTP connections at once from one client address; more are dropped (default 4096; 0: no cap)',
+  },
+  http_allowed_hosts: {
+    arg: 'HOST,…',
+    help: 'Host names (name or name:port) requests may be addressed to; on loopback, loopback names at the port are always allowed',
+  },
   rate_limit_peer: { arg: 'N', help: 'requests per second a peer daemon may forward in all (default 10 x rate-limit)' },
   secret_lookup_rate: { arg: 'N', help: 'secondary: look-ups of unknown secrets at the primary per client per second (default 10)' },
   auth_method_allowed_hosts: { arg: 'HOST,…', help: 'hosts (name or name:port) auth methods may fetch from; empty: any' },
@@ -51,9 +86,15 @@ const AGENT_FLAGS: Record<ConfigKey, { arg: string; help: string }> = {
   etcd_username: { arg: 'USER', help: 'etcd user (etcd auth)' },
   etcd_password: { arg: 'PASSWORD', help: 'password of --etcd-username' },
   tls_ca_file: { arg: 'FILE', help: "PEM CA that signs the servers' (and clients') certificates" },
-  tls_cert_file: { arg: 'FILE', help: "this server's PEM certificate (server.<dc>.<domain>); with --tls-key-file the API speaks HTTPS only" },
+  tls_cert_file: {
+    arg: 'FILE',
+    help: "this server's PEM certificate (server.<dc>.<domain>); with --tls-key-file the API speaks HTTPS only",
+  },
   tls_key_file: { arg: 'FILE', help: 'PEM key of --tls-cert-file' },
-  tls_verify_incoming: { arg: 'BOOL', help: 'every HTTPS client must present a certificate signed by the CA (default false; servers always must)' },
+  tls_verify_incoming: {
+    arg: 'BOOL',
+    help: 'every HTTPS client must present a certificate signed by the CA (default false; servers always must)',
+  },
   tls_verify_outgoing: { arg: 'BOOL', help: "check peers' certificates against the CA (default true)" },
   tls_verify_server_hostname: { arg: 'BOOL', help: "a peer's certificate must name server.<its dc>.<domain> (default true)" },
   tls_domain: { arg: 'DOMAIN', help: 'domain of server names in certificates (default watchword)' },
@@ -65,9 +106,62 @@ const AGENT_FLAGS: Record<ConfigKey, { arg: string; help: string }> = {
 
 const camel = (key: string): string => key.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
 
+/** The configuration as the agent reads it: `--config` files and `--config-dir` directories (JSON or HCL), environment, flags. */
+async function readAgentConfig(opts: Record<string, unknown>, flags: Partial<Record<ConfigKey, unknown>>): Promise<Config> {
+  const { documents, problems } = await readConfigFiles(
+    (opts.config as string[] | undefined) ?? [],
+    (opts.configDir as string[] | undefined) ?? [],
+  );
+  return loadConfig({ documents, fileProblems: problems, env: process.env, flags });
+}
+
+/** `watchword validate FILE… [--config-dir DIR]`: the whole configuration checked, every problem listed. */
+function validateCommand(program: Command): void {
+  program
+    .command('validate')
+    .description(
+      'check configuration files (JSON or HCL) as the agent would read them, with the built-in defaults; every problem is listed',
+    )
+    .argument('[FILE...]', 'config files, merged in order')
+    .option(
+      '--config-dir <DIR>',
+      'also every .json and .hcl file in DIR, in name order; repeatable',
+      (value: string, previous: string[]) => [...previous, value],
+      [],
+    )
+    .action(async (files: string[], opts: { configDir: string[] }, cmd: Command) => {
+      const io = ioOfCommand(cmd);
+      if (files.length === 0 && opts.configDir.length === 0) {
+        io.err('watchword validate: name at least one config file or --config-dir\n');
+        io.setExitCode(2);
+        return;
+      }
+      try {
+        const { documents, problems } = await readConfigFiles(files, opts.configDir);
+        loadConfig({ documents, fileProblems: problems });
+        io.out('Configuration is valid!\n');
+      } catch (err) {
+        if (!(err instanceof ConfigError)) throw err;
+        io.err(`${err.message}\n`);
+        io.setExitCode(1);
+      }
+    });
+}
+
 function agentCommand(program: Command): void {
   const cmd = program.command('agent').description('run the watchword daemon for one datacenter');
-  cmd.option('--config <FILE>', 'JSON config file; repeatable, later files win', (value: string, previous: string[]) => [...previous, value], []);
+  cmd.option(
+    '--config <FILE>',
+    'config file, JSON or HCL (by extension); repeatable, later files win',
+    (value: string, previous: string[]) => [...previous, value],
+    [],
+  );
+  cmd.option(
+    '--config-dir <DIR>',
+    'every .json and .hcl file in DIR, in name order, after the --config files; repeatable',
+    (value: string, previous: string[]) => [...previous, value],
+    [],
+  );
   for (const key of configKeys) {
     const { arg, help } = AGENT_FLAGS[key];
     // Booleans may be given bare (--tls-verify-incoming) or with a value (--tls-verify-incoming false).
@@ -76,10 +170,10 @@ function agentCommand(program: Command): void {
   }
   cmd.action(async (opts: Record<string, unknown>) => {
     let config: Config;
+    const flags: Partial<Record<ConfigKey, unknown>> = {};
+    for (const key of configKeys) if (opts[camel(key)] !== undefined) flags[key] = opts[camel(key)];
     try {
-      const flags: Partial<Record<ConfigKey, unknown>> = {};
-      for (const key of configKeys) if (opts[camel(key)] !== undefined) flags[key] = opts[camel(key)];
-      config = loadConfig({ files: opts.config as string[], env: process.env, flags });
+      config = await readAgentConfig(opts, flags);
     } catch (err) {
       if (err instanceof ConfigError) {
         process.stderr.write(`watchword: ${err.message}\n`);
@@ -112,8 +206,32 @@ function agentCommand(program: Command): void {
     // Installed before start-up, so a SIGTERM at any moment is a clean stop, never the default kill.
     process.on('SIGINT', () => stop('SIGINT'));
     process.on('SIGTERM', () => stop('SIGTERM'));
-    // SIGHUP re-reads the certificate, key and CA (the default action would end the daemon).
-    process.on('SIGHUP', () => void daemon?.reload());
+    // SIGHUP reads the configuration again (files, environment, the same flags) and applies what
+    // may change: TLS files, log level, limits, audit settings (the default action would end the daemon).
+    process.on('SIGHUP', () => {
+      const d = daemon;
+      if (!d) return;
+      readAgentConfig(opts, flags).then(
+        (next) => d.reload(next),
+        (err: unknown) => {
+          process.stderr.write(`watchword: reload refused, the configuration in force stays: ${(err as Error).message}\n`);
+          d.reload();
+        },
+      );
+    });
+    // Run by npm (npm start, npx watchword agent), a shell may stand between npm and this process and
+    // die of the SIGTERM a supervisor sent npm without passing it on: this process is then re-parented,
+    // and takes that as the signal. (A daemon started otherwise is left alone when its parent exits.)
+    // (A harness's daemon has its lifeline below instead.)
+    if (process.env.npm_command !== undefined && process.env.WATCHWORD_LIFELINE === undefined && process.ppid !== 1) {
+      const parent = process.ppid;
+      const watch = setInterval(() => {
+        if (process.ppid === parent) return;
+        clearInterval(watch);
+        stop('its npm parent exited');
+      }, 250);
+      watch.unref();
+    }
     try {
       // The daemon (Fastify, LevelDB, …) loads only for `agent`: client commands start in a fraction of the time.
       const { startDaemon } = await import('./daemon.js');
@@ -129,16 +247,26 @@ function agentCommand(program: Command): void {
       const dataDir = config.data_dir;
       process.stdin.on('error', () => undefined);
       process.stdin.once('close', () => {
+        // Removed as the process exits, whichever stop gets there first (this one, or a signal's).
+        if (process.env.WATCHWORD_LIFELINE_REMOVE_DATA === '1') {
+          process.once('exit', () => {
+            try {
+              rmSync(dataDir, { recursive: true, force: true, maxRetries: 5, retryDelay: 50 });
+            } catch {
+              // Nothing more to do on the way out.
+            }
+          });
+        }
         if (stopping) return;
         stopping = true;
-        daemon.close().finally(async () => {
-          if (process.env.WATCHWORD_LIFELINE_REMOVE_DATA === '1') await rm(dataDir, { recursive: true, force: true }).catch(() => undefined);
-          process.exit(0);
-        });
+        daemon.close().finally(() => process.exit(0));
       });
       process.stdin.resume();
     }
   });
 }
 
-process.exitCode = await runCli(process.argv.slice(2), processIO, agentCommand);
+process.exitCode = await runCli(process.argv.slice(2), processIO, (program) => {
+  agentCommand(program);
+  validateCommand(program);
+});

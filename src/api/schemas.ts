@@ -33,7 +33,10 @@ export const rfc3339Time = z.string().transform((v, ctx) => {
 export const goDuration = z.union([z.string(), z.number()]).transform((v, ctx) => {
   const ms = typeof v === 'number' ? (Number.isInteger(v) ? v / 1e6 : undefined) : parseDuration(v);
   if (ms === undefined || !Number.isFinite(ms)) {
-    ctx.addIssue({ code: 'custom', message: `expected a duration such as "90s" or "1h30m" or an integer of nanoseconds, got ${JSON.stringify(v)}` });
+    ctx.addIssue({
+      code: 'custom',
+      message: `expected a duration such as "90s" or "1h30m" or an integer of nanoseconds, got ${JSON.stringify(v)}`,
+    });
     return z.NEVER;
   }
   return ms;
@@ -115,7 +118,7 @@ export const roleBody = ciObject(
 /** Variables for a templated-policy preview: `{"Name": "api"}` (key case-insensitive). */
 export const templateVariablesBody = ciObject({ Name: opt(str(512)) });
 
-/** One authorization check (SPEC §17); the body of /v1/internal/acl/authorize is an array of 1 to 64. */
+/** One authorization check (README, "Enforcing policies in your service"); the body of /v1/internal/acl/authorize is an array of 1 to 64. */
 export const authorizationCheckBody = ciObject({
   Resource: str(64),
   Segment: opt(str(4096)),
@@ -138,7 +141,7 @@ export const authorizeResponse = z
   )
   .meta({ id: 'AuthorizationAnswers' });
 
-/** GET /v1/internal/acl/authorizer: what an enforcing client compiles for the request's token (SPEC §17). */
+/** GET /v1/internal/acl/authorizer: what an enforcing client compiles for the request's token (README, "Enforcing policies in your service"). */
 export const tokenAuthorizerResponse = z
   .object({
     AccessorID: z.string(),
@@ -183,7 +186,7 @@ export const bindingRuleBody = ciObject(
 export const loginBody = ciObject({
   AuthMethod: opt(str(128)),
   BearerToken: opt(z.string().max(64 * 1024)),
-  // Meta becomes the token's Description: bounded (SPEC §18), 64 entries of short text.
+  // Meta becomes the token's Description: bounded (README, "Security"), 64 entries of short text.
   Meta: opt(
     z
       .record(z.string(), z.string().max(512, 'Meta values are at most 512 characters'))
@@ -289,7 +292,10 @@ export const authMethodResponse = z
     Description: z.string().optional(),
     MaxTokenTTL: z.string().optional().describe('Lifetime of login tokens, e.g. "1h0m0s"'),
     TokenLocality: z.string().optional().describe('"local" or "global"'),
-    Config: z.record(z.string(), z.unknown()).optional().describe('Absent in list items; ServiceAccountJWT shows "<hidden>" to callers without acl:write'),
+    Config: z
+      .record(z.string(), z.unknown())
+      .optional()
+      .describe('Absent in list items; ServiceAccountJWT shows "<hidden>" to callers without acl:write'),
     ...scope,
     ...indexes,
   })
@@ -440,7 +446,9 @@ export const replicationStatusResponse = z
     RefusingGlobalTokens: z
       .boolean()
       .optional()
-      .describe('On a secondary with replication_max_stale: true while the primary has been silent for longer, so global tokens are refused'),
+      .describe(
+        'On a secondary with replication_max_stale: true while the primary has been silent for longer, so global tokens are refused',
+      ),
   })
   .meta({ id: 'ReplicationStatus' });
 
@@ -456,7 +464,8 @@ export const serverStatusResponse = z
     AppliedIndex: z.number().int().nullable().describe('Index of the state it holds (X-Service-Index), when known'),
     LagBatches: z.number().int(),
     InSyncSet: z.boolean(),
-    Connected: z.boolean(),
+    Connected: z.boolean().describe("Streaming from the leader (the leader's own row: true)"),
+    Registered: z.boolean().describe('Its registration is live in the coordinator; false: a server seen before that is down or cut off'),
   })
   .meta({ id: 'ServerStatus' });
 
@@ -470,8 +479,11 @@ export const operatorServersResponse = z
     Problem: z
       .string()
       .nullable()
-      .describe('What keeps this datacenter from a working leader as this server sees it: the coordinator out of reach, or a leader named there that has refused this server for longer than a lease'),
+      .describe(
+        'What keeps this datacenter from a working leader as this server sees it: the coordinator out of reach, or a leader named there that has refused this server for longer than a lease',
+      ),
     Servers: z.array(serverStatusResponse),
+    AnsweredBy: z.string().describe("The server whose view this is: the leader's, wherever it was asked, unless no leader answered"),
   })
   .meta({ id: 'OperatorServers' });
 

@@ -16,6 +16,8 @@ export interface Bindings {
   roles: string[];
   policies: string[];
   templated: TemplatedPolicyLink[];
+  /** IDs of the binding rules that matched (for the audit log). */
+  matched: string[];
 }
 
 /**
@@ -23,12 +25,17 @@ export interface Bindings {
  * interpolated from the identity's variables (a rule whose BindName cannot be filled binds
  * nothing); node identities in this datacenter. Links by name are resolved by the caller.
  */
-export function bind(rules: readonly BindingRuleRecord[], identity: Pick<VerifiedIdentity, 'selectable' | 'variables'>, datacenter: string): Bindings {
-  const bindings: Bindings = { services: [], nodes: [], roles: [], policies: [], templated: [] };
+export function bind(
+  rules: readonly BindingRuleRecord[],
+  identity: Pick<VerifiedIdentity, 'selectable' | 'variables'>,
+  datacenter: string,
+): Bindings {
+  const bindings: Bindings = { services: [], nodes: [], roles: [], policies: [], templated: [], matched: [] };
   for (const rule of rules) {
     if (!selectorMatches(rule.Selector, identity.selectable)) continue;
     const bound = interpolate(rule.BindName, identity.variables);
     if (bound === undefined || bound === '') continue;
+    bindings.matched.push(rule.ID);
     switch (rule.BindType) {
       case 'service':
         bindings.services.push({ ServiceName: bound });
@@ -69,7 +76,13 @@ function interpolate(text: string, variables: Record<string, string>): string | 
 }
 
 /** A selector may only name fields the method's identities have; a BindName only variables it provides. */
-export function checkRuleFields(method: Pick<AuthMethodRecord, 'Type' | 'Config'>, selector: string, bindName: string, bindVars: { name?: string } | undefined, fail: (message: string) => WatchwordError): void {
+export function checkRuleFields(
+  method: Pick<AuthMethodRecord, 'Type' | 'Config'>,
+  selector: string,
+  bindName: string,
+  bindVars: { name?: string } | undefined,
+  fail: (message: string) => WatchwordError,
+): void {
   const fields = new Set(methodFields(method));
   const provides = method.Type === 'jwt' ? 'value.<claim>, list.<claim>' : [...fields].join(', ') || 'none';
   if (selector.trim() !== '') {
@@ -81,11 +94,14 @@ export function checkRuleFields(method: Pick<AuthMethodRecord, 'Type' | 'Config'
       throw err;
     }
     for (const p of paths) {
-      if (!selectorAllows(method, p)) throw fail(`invalid Selector: unknown field ${JSON.stringify(p)} (this auth method provides: ${provides})`);
+      if (!selectorAllows(method, p))
+        throw fail(`invalid Selector: unknown field ${JSON.stringify(p)} (this auth method provides: ${provides})`);
     }
   }
   for (const text of [bindName, bindVars?.name ?? '']) {
-    for (const ref of interpolations(text)) if (!fields.has(ref)) throw fail(`invalid BindName: unknown variable \${${ref}} (this auth method provides: ${[...fields].join(', ') || 'none'})`);
+    for (const ref of interpolations(text))
+      if (!fields.has(ref))
+        throw fail(`invalid BindName: unknown variable \${${ref}} (this auth method provides: ${[...fields].join(', ') || 'none'})`);
   }
 }
 

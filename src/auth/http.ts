@@ -51,7 +51,11 @@ export function requestJSON(
       target,
       {
         method: options.method ?? 'GET',
-        headers: { Accept: 'application/json', ...(payload ? { 'Content-Type': 'application/json', 'Content-Length': String(payload.length) } : {}), ...options.headers },
+        headers: {
+          Accept: 'application/json',
+          ...(payload ? { 'Content-Type': 'application/json', 'Content-Length': String(payload.length) } : {}),
+          ...options.headers,
+        },
         ...(target.protocol === 'https:' && options.ca ? { ca: options.ca } : {}),
       },
       (res) => {
@@ -94,6 +98,7 @@ function describe(err: Error): ProviderError {
   if (code === 'ECONNREFUSED') return new ProviderError('the connection was refused');
   if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return new ProviderError('its host name does not resolve');
   if (code === 'ECONNRESET' || code === 'EPIPE') return new ProviderError('the connection was reset');
-  if (code.startsWith('ERR_TLS') || /CERT|SELF_SIGNED|UNABLE_TO_VERIFY/.test(code)) return new ProviderError(`its certificate is not trusted (${code})`);
+  if (code.startsWith('ERR_TLS') || /CERT|SELF_SIGNED|UNABLE_TO_VERIFY/.test(code))
+    return new ProviderError(`its certificate is not trusted (${code})`);
   return new ProviderError(code ? `the request failed (${code})` : 'the request failed');
 }

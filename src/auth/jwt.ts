@@ -1,6 +1,7 @@
 import { type KeyObject, createPublicKey } from 'node:crypto';
 import { type JSONWebKeySet, compactVerify, createLocalJWKSet, decodeProtectedHeader, errors } from 'jose';
 import { invalid } from '../domain/errors.js';
+import { canonicalConfig } from './fields.js';
 import { parseDuration } from '../domain/duration.js';
 import { redactURL, requestJSON } from './http.js';
 import { KeySetCache } from './key-set.js';
@@ -25,13 +26,28 @@ export interface JwtConfig {
 }
 
 const ALGORITHMS = ['RS256', 'RS384', 'RS512', 'ES256', 'ES384', 'ES512', 'PS256', 'PS384', 'PS512', 'EdDSA'];
-const KNOWN_KEYS = new Set(['JWTValidationPubKeys', 'JWKSURL', 'JWKSCACert', 'OIDCDiscoveryURL', 'OIDCDiscoveryCACert', 'BoundIssuer', 'BoundAudiences', 'ClaimMappings', 'ListClaimMappings', 'JWTSupportedAlgs', 'ExpirationLeeway', 'NotBeforeLeeway', 'ClockSkewLeeway']);
+const KNOWN_KEYS = [
+  'JWTValidationPubKeys',
+  'JWKSURL',
+  'JWKSCACert',
+  'OIDCDiscoveryURL',
+  'OIDCDiscoveryCACert',
+  'BoundIssuer',
+  'BoundAudiences',
+  'ClaimMappings',
+  'ListClaimMappings',
+  'JWTSupportedAlgs',
+  'ExpirationLeeway',
+  'NotBeforeLeeway',
+  'ClockSkewLeeway',
+] as const;
 
 const bad = (message: string) => invalid(`Invalid Auth Method: ${message}`);
 
 function stringMap(v: unknown, field: string): Record<string, string> | undefined {
   if (v === undefined || v === null) return undefined;
-  if (typeof v !== 'object' || Array.isArray(v) || !Object.values(v).every((x) => typeof x === 'string' && x !== '')) throw bad(`${field} must map claim names to attribute names`);
+  if (typeof v !== 'object' || Array.isArray(v) || !Object.values(v).every((x) => typeof x === 'string' && x !== ''))
+    throw bad(`${field} must map claim names to attribute names`);
   return v as Record<string, string>;
 }
 
@@ -57,9 +73,9 @@ function leeway(v: unknown, field: string, fallbackMs: number): number {
   return ms === 0 ? fallbackMs : ms;
 }
 
-/** Checks a jwt method's Config as Consul does; returns it with known keys only. */
-export function validateJwtConfig(config: Record<string, unknown>, policy: URLPolicy = { allowedHosts: [] }): JwtConfig {
-  for (const k of Object.keys(config)) if (!KNOWN_KEYS.has(k)) throw bad(`unknown Config field ${JSON.stringify(k)} for type "jwt"`);
+/** Checks a jwt method's Config as Consul does; returns it with its keys spelled canonically. */
+export function validateJwtConfig(sent: Record<string, unknown>, policy: URLPolicy = { allowedHosts: [] }): JwtConfig {
+  const config = canonicalConfig(sent, KNOWN_KEYS, 'jwt', bad);
   const keys = stringList(config.JWTValidationPubKeys, 'JWTValidationPubKeys') ?? [];
   const jwks = httpURL(config.JWKSURL, 'JWKSURL', policy);
   const discovery = httpURL(config.OIDCDiscoveryURL, 'OIDCDiscoveryURL', policy);
@@ -74,12 +90,15 @@ export function validateJwtConfig(config: Record<string, unknown>, policy: URLPo
   });
   for (const f of ['JWKSCACert', 'OIDCDiscoveryCACert'] as const) {
     const v = config[f];
-    if (v !== undefined && v !== '' && (typeof v !== 'string' || !v.includes('-----BEGIN CERTIFICATE-----'))) throw bad(`${f} must be a PEM-encoded certificate`);
+    if (v !== undefined && v !== '' && (typeof v !== 'string' || !v.includes('-----BEGIN CERTIFICATE-----')))
+      throw bad(`${f} must be a PEM-encoded certificate`);
   }
   if (config.JWKSCACert && !jwks) throw bad("JWKSCACert is set but 'JWKSURL' is not");
   if (config.OIDCDiscoveryCACert && !discovery) throw bad("OIDCDiscoveryCACert is set but 'OIDCDiscoveryURL' is not");
   const algs = stringList(config.JWTSupportedAlgs, 'JWTSupportedAlgs');
-  for (const a of algs ?? []) if (!ALGORITHMS.includes(a)) throw bad(`JWTSupportedAlgs: unsupported algorithm ${JSON.stringify(a)} (supported: ${ALGORITHMS.join(', ')})`);
+  for (const a of algs ?? [])
+    if (!ALGORITHMS.includes(a))
+      throw bad(`JWTSupportedAlgs: unsupported algorithm ${JSON.stringify(a)} (supported: ${ALGORITHMS.join(', ')})`);
   const claims = stringMap(config.ClaimMappings, 'ClaimMappings');
   const lists = stringMap(config.ListClaimMappings, 'ListClaimMappings');
   const names = [...Object.values(claims ?? {}), ...Object.values(lists ?? {})];
@@ -97,14 +116,18 @@ export function validateJwtConfig(config: Record<string, unknown>, policy: URLPo
 function claim(payload: Record<string, unknown>, name: string): unknown {
   if (!name.startsWith('/')) return payload[name];
   let v: unknown = payload;
-  for (const part of name.slice(1).split('/').map((p) => p.replaceAll('~1', '/').replaceAll('~0', '~'))) {
+  for (const part of name
+    .slice(1)
+    .split('/')
+    .map((p) => p.replaceAll('~1', '/').replaceAll('~0', '~'))) {
     if (v === null || typeof v !== 'object') return undefined;
     v = (v as Record<string, unknown>)[part];
   }
   return v;
 }
 
-const scalar = (v: unknown): string | undefined => (typeof v === 'string' ? v : typeof v === 'number' || typeof v === 'boolean' ? String(v) : undefined);
+const scalar = (v: unknown): string | undefined =>
+  typeof v === 'string' ? v : typeof v === 'number' || typeof v === 'boolean' ? String(v) : undefined;
 
 /** The JWKS at `url`; failures say which step failed, never what the server said. */
 async function fetchJWKS(url: string, ca: string | undefined, step = 'fetching the JWKS'): Promise<JSONWebKeySet> {
@@ -115,7 +138,10 @@ async function fetchJWKS(url: string, ca: string | undefined, step = 'fetching t
     throw new LoginRefused(`cannot verify the bearer token: ${step} from ${redactURL(url)} failed: ${(err as Error).message}`);
   }
   const body = res.body as { keys?: unknown } | undefined;
-  if (res.status !== 200 || !body || !Array.isArray(body.keys)) throw new LoginRefused(`cannot verify the bearer token: ${step} from ${redactURL(url)} failed: it answered HTTP ${res.status} without a key set`);
+  if (res.status !== 200 || !body || !Array.isArray(body.keys))
+    throw new LoginRefused(
+      `cannot verify the bearer token: ${step} from ${redactURL(url)} failed: it answered HTTP ${res.status} without a key set`,
+    );
   return body as JSONWebKeySet;
 }
 
@@ -143,18 +169,23 @@ export class JwtVerifier {
         try {
           res = await requestJSON(`${issuer}/.well-known/openid-configuration`, ca ? { ca } : {});
         } catch (err) {
-          throw new LoginRefused(`cannot verify the bearer token: fetching the OIDC discovery document of ${shown} failed: ${(err as Error).message}`);
+          throw new LoginRefused(
+            `cannot verify the bearer token: fetching the OIDC discovery document of ${shown} failed: ${(err as Error).message}`,
+          );
         }
         const doc = res.body as { issuer?: unknown; jwks_uri?: unknown } | undefined;
         if (res.status !== 200 || !doc || typeof doc.jwks_uri !== 'string') {
-          throw new LoginRefused(`cannot verify the bearer token: fetching the OIDC discovery document of ${shown} failed: it answered HTTP ${res.status} without jwks_uri`);
+          throw new LoginRefused(
+            `cannot verify the bearer token: fetching the OIDC discovery document of ${shown} failed: it answered HTTP ${res.status} without jwks_uri`,
+          );
         }
         if (typeof doc.issuer !== 'string' || doc.issuer.replace(/\/$/, '') !== issuer) {
           throw new LoginRefused(`cannot verify the bearer token: the OIDC discovery document of ${shown} names another issuer`);
         }
         // The provider names where its keys are: that URL obeys the same rules as the method's own.
         const problem = urlProblem(doc.jwks_uri, policy);
-        if (problem) throw new LoginRefused(`cannot verify the bearer token: the jwks_uri of the OIDC discovery document of ${shown} ${problem}`);
+        if (problem)
+          throw new LoginRefused(`cannot verify the bearer token: the jwks_uri of the OIDC discovery document of ${shown} ${problem}`);
         return fetchJWKS(doc.jwks_uri, ca, 'fetching the JWKS named by the OIDC discovery document');
       }, createLocalJWKSet);
     }
@@ -165,11 +196,15 @@ export class JwtVerifier {
     let payload: Record<string, unknown>;
     try {
       const header = decodeProtectedHeader(bearer);
-      if (!header.alg || !algorithms.includes(header.alg)) throw new LoginRefused(`unsupported signing algorithm ${JSON.stringify(header.alg ?? '')}; the method accepts ${algorithms.join(', ')}`);
+      if (!header.alg || !algorithms.includes(header.alg))
+        throw new LoginRefused(
+          `unsupported signing algorithm ${JSON.stringify(header.alg ?? '')}; the method accepts ${algorithms.join(', ')}`,
+        );
       payload = JSON.parse(new TextDecoder().decode(await this.checkSignature(bearer, algorithms))) as Record<string, unknown>;
     } catch (err) {
       if (err instanceof LoginRefused) throw err;
-      if (err instanceof errors.JWSSignatureVerificationFailed || err instanceof errors.JWKSNoMatchingKey) throw new LoginRefused('failed to verify the signature of the bearer token');
+      if (err instanceof errors.JWSSignatureVerificationFailed || err instanceof errors.JWKSNoMatchingKey)
+        throw new LoginRefused('failed to verify the signature of the bearer token');
       if (err instanceof errors.JOSEAlgNotAllowed) throw new LoginRefused('unsupported signing algorithm');
       throw new LoginRefused(`the bearer token is not a valid JWT (${(err as Error).message})`);
     }
@@ -180,7 +215,11 @@ export class JwtVerifier {
     const list: Record<string, string[]> = {};
     for (const [from, to] of Object.entries(this.config.ListClaimMappings ?? {})) {
       const v = claim(payload, from);
-      list[to] = Array.isArray(v) ? v.map(scalar).filter((x): x is string => x !== undefined) : scalar(v) !== undefined ? [scalar(v) as string] : [];
+      list[to] = Array.isArray(v)
+        ? v.map(scalar).filter((x): x is string => x !== undefined)
+        : scalar(v) !== undefined
+          ? [scalar(v) as string]
+          : [];
     }
     return { selectable: { value, list }, variables: { ...Object.fromEntries(Object.entries(value).map(([k, v]) => [`value.${k}`, v])) } };
   }
@@ -220,15 +259,19 @@ export class JwtVerifier {
     const nbf = seconds(payload.nbf, 'nbf');
     const iat = seconds(payload.iat, 'iat');
     // As Consul's cap library: a token with no time claim at all would be good forever.
-    if (exp === undefined && nbf === undefined && iat === undefined) throw new LoginRefused('the bearer token carries none of the exp, iat and nbf claims');
+    if (exp === undefined && nbf === undefined && iat === undefined)
+      throw new LoginRefused('the bearer token carries none of the exp, iat and nbf claims');
     if (exp !== undefined && now > exp + expLeeway + skew) throw new LoginRefused('the bearer token is expired');
     if (nbf !== undefined && now < nbf - nbfLeeway - skew) throw new LoginRefused('the bearer token is not yet valid');
-    if (nbf === undefined && iat !== undefined && now < iat - nbfLeeway - skew) throw new LoginRefused('the bearer token is not yet valid (issued in the future)');
-    if (c.BoundIssuer && payload.iss !== c.BoundIssuer) throw new LoginRefused(`the bearer token's issuer ${JSON.stringify(scalar(payload.iss) ?? '')} is not the bound issuer`);
+    if (nbf === undefined && iat !== undefined && now < iat - nbfLeeway - skew)
+      throw new LoginRefused('the bearer token is not yet valid (issued in the future)');
+    if (c.BoundIssuer && payload.iss !== c.BoundIssuer)
+      throw new LoginRefused(`the bearer token's issuer ${JSON.stringify(scalar(payload.iss) ?? '')} is not the bound issuer`);
     const audiences = c.BoundAudiences ?? [];
     if (audiences.length > 0) {
       const aud = Array.isArray(payload.aud) ? payload.aud : payload.aud === undefined ? [] : [payload.aud];
-      if (!aud.some((a) => typeof a === 'string' && audiences.includes(a))) throw new LoginRefused('the bearer token is not meant for any of the bound audiences');
+      if (!aud.some((a) => typeof a === 'string' && audiences.includes(a)))
+        throw new LoginRefused('the bearer token is not meant for any of the bound audiences');
     }
   }
 }

@@ -1,4 +1,5 @@
 import { invalid } from '../domain/errors.js';
+import { canonicalConfig } from './fields.js';
 import { redactURL, requestJSON } from './http.js';
 import { type URLPolicy, urlProblem } from './url-policy.js';
 import { type Identity, LoginRefused } from './identity.js';
@@ -13,17 +14,23 @@ export interface KubernetesConfig {
   ServiceAccountJWT: string;
 }
 
-const KNOWN = new Set(['Host', 'CACert', 'ServiceAccountJWT', 'MapNamespaces', 'ConsulNamespacePrefix', 'ConsulNamespaceOverrides']);
+const KNOWN = ['Host', 'CACert', 'ServiceAccountJWT', 'MapNamespaces', 'ConsulNamespacePrefix', 'ConsulNamespaceOverrides'] as const;
 const bad = (message: string) => invalid(`Invalid Auth Method: ${message}`);
 
-export function validateKubernetesConfig(config: Record<string, unknown>, policy: URLPolicy = { allowedHosts: [] }): KubernetesConfig {
-  for (const k of Object.keys(config)) if (!KNOWN.has(k)) throw bad(`unknown Config field ${JSON.stringify(k)} for type "kubernetes"`);
+/** Checks a kubernetes method's Config as Consul does; returns it with its keys spelled canonically. */
+export function validateKubernetesConfig(sent: Record<string, unknown>, policy: URLPolicy = { allowedHosts: [] }): KubernetesConfig {
+  const config = canonicalConfig(sent, KNOWN, 'kubernetes', bad);
   const host = config.Host;
   if (typeof host !== 'string' || host === '') throw bad('Host is required');
   const problem = urlProblem(host, policy, { hostOnly: true });
   if (problem) throw bad(`Host ${problem} (such as https://kubernetes.default.svc:443)`);
   const url = new URL(host);
-  if (config.CACert !== undefined && config.CACert !== '' && (typeof config.CACert !== 'string' || !config.CACert.includes('-----BEGIN CERTIFICATE-----'))) throw bad('CACert must be a PEM-encoded certificate');
+  if (
+    config.CACert !== undefined &&
+    config.CACert !== '' &&
+    (typeof config.CACert !== 'string' || !config.CACert.includes('-----BEGIN CERTIFICATE-----'))
+  )
+    throw bad('CACert must be a PEM-encoded certificate');
   if (url.protocol === 'https:' && !config.CACert) throw bad('CACert is required for an https Host');
   if (typeof config.ServiceAccountJWT !== 'string' || config.ServiceAccountJWT === '') throw bad('ServiceAccountJWT is required');
   if (config.ServiceAccountJWT.split('.').length !== 3) throw bad('ServiceAccountJWT is not a JWT');
@@ -31,7 +38,11 @@ export function validateKubernetesConfig(config: Record<string, unknown>, policy
 }
 
 /** Asks the cluster's TokenReview API about a service account token. */
-export async function reviewKubernetesToken(config: KubernetesConfig, bearer: string, policy: URLPolicy = { allowedHosts: [] }): Promise<Identity> {
+export async function reviewKubernetesToken(
+  config: KubernetesConfig,
+  bearer: string,
+  policy: URLPolicy = { allowedHosts: [] },
+): Promise<Identity> {
   // Checked again at use: a method written before the allow-list (or a stricter build) is held to it too.
   const problem = urlProblem(config.Host, policy, { hostOnly: true });
   if (problem) throw new LoginRefused(`cannot verify the bearer token: the auth method's Host ${problem}`);
@@ -46,17 +57,25 @@ export async function reviewKubernetesToken(config: KubernetesConfig, bearer: st
       ...(config.CACert ? { ca: config.CACert } : {}),
     });
   } catch (err) {
-    throw new LoginRefused(`cannot verify the bearer token: the TokenReview at ${redactURL(config.Host)} failed: ${(err as Error).message}`);
+    throw new LoginRefused(
+      `cannot verify the bearer token: the TokenReview at ${redactURL(config.Host)} failed: ${(err as Error).message}`,
+    );
   }
-  if (res.status !== 200 && res.status !== 201) throw new LoginRefused(`cannot verify the bearer token: the kubernetes API answered the TokenReview with HTTP ${res.status}`);
+  if (res.status !== 200 && res.status !== 201)
+    throw new LoginRefused(`cannot verify the bearer token: the kubernetes API answered the TokenReview with HTTP ${res.status}`);
   const status = (res.body as { status?: { authenticated?: boolean; user?: { username?: string; uid?: string } } } | undefined)?.status;
   // What the API says of a refused token is not repeated: it is the remote end's text.
   if (!status?.authenticated) throw new LoginRefused('the service account token was not accepted by the TokenReview');
   const parts = (status.user?.username ?? '').split(':');
-  if (parts.length !== 4 || parts[0] !== 'system' || parts[1] !== 'serviceaccount') throw new LoginRefused('the reviewed token does not belong to a service account');
+  if (parts.length !== 4 || parts[0] !== 'system' || parts[1] !== 'serviceaccount')
+    throw new LoginRefused('the reviewed token does not belong to a service account');
   const serviceaccount = { namespace: parts[2] as string, name: parts[3] as string, uid: status.user?.uid ?? '' };
   return {
     selectable: { serviceaccount },
-    variables: { 'serviceaccount.name': serviceaccount.name, 'serviceaccount.namespace': serviceaccount.namespace, 'serviceaccount.uid': serviceaccount.uid },
+    variables: {
+      'serviceaccount.name': serviceaccount.name,
+      'serviceaccount.namespace': serviceaccount.namespace,
+      'serviceaccount.uid': serviceaccount.uid,
+    },
   };
 }

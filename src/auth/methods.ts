@@ -8,12 +8,11 @@ import { type URLPolicy, urlProblem } from './url-policy.js';
 
 export { LoginRefused, type Identity };
 
-
 /** Checks a method's Config for its type, its URLs against `policy`. */
-export function validateMethodConfig(type: string, config: Record<string, unknown>, policy: URLPolicy): void {
-  if (type === 'jwt') validateJwtConfig(config, policy);
-  else if (type === 'kubernetes') validateKubernetesConfig(config, policy);
-  else throw invalid(`Invalid Auth Method: Type should be one of: ${METHOD_TYPES.join(', ')}`);
+export function validateMethodConfig(type: string, config: Record<string, unknown>, policy: URLPolicy): Record<string, unknown> {
+  if (type === 'jwt') return validateJwtConfig(config, policy) as Record<string, unknown>;
+  if (type === 'kubernetes') return validateKubernetesConfig(config, policy) as unknown as Record<string, unknown>;
+  throw invalid(`Invalid Auth Method: Type should be one of: ${METHOD_TYPES.join(', ')}`);
 }
 
 /** Verifiers by method version: JWKS caches live as long as the method's Config does. */

@@ -1,7 +1,7 @@
 import { isIP } from 'node:net';
 
 /**
- * Where an auth method may send a request (SPEC §18): an auth method is written by an
+ * Where an auth method may send a request (README, "Security"): an auth method is written by an
  * operator but its URLs are fetched by the daemon on behalf of anonymous callers, so a URL
  * must be `https://` (plain `http://` only to this machine, for tests), carry no
  * credentials, and when the operator keeps an allow-list (`auth_method_allowed_hosts`),
@@ -26,7 +26,8 @@ export function urlProblem(value: string, policy: URLPolicy, options: { hostOnly
     return 'is not a URL';
   }
   if (u.protocol !== 'https:' && u.protocol !== 'http:') return 'must be an https:// URL';
-  if (u.protocol === 'http:' && !isLoopbackHost(u.hostname)) return 'must be an https:// URL (plain http:// is allowed only for this machine)';
+  if (u.protocol === 'http:' && !isLoopbackHost(u.hostname))
+    return 'must be an https:// URL (plain http:// is allowed only for this machine)';
   if (u.username !== '' || u.password !== '') return 'must not carry credentials (user name or password)';
   if (options.hostOnly && ((u.pathname !== '/' && u.pathname !== '') || u.search !== '' || u.hash !== '' || /[?#]/.test(value))) {
     return 'must be scheme://host[:port], with no path, query or fragment';

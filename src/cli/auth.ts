@@ -1,9 +1,10 @@
 import { readFileSync } from 'node:fs';
-import { writeFile } from 'node:fs/promises';
 import type { Command } from 'commander';
 import type { AuthMethodInput, AuthMethodResponse, BindingRuleInput, BindingRuleResponse } from '../client/index.js';
-import { type CommonOptions, UsageError, common, print, run } from './common.js';
-import { block, formatToken, table } from './output.js';
+import { type CommonOptions, UsageError, common, meta, print, run } from './common.js';
+import { bindingRuleID } from './ids.js';
+import { writeSecretFile } from './io.js';
+import { block, formatToken, metaRows, table } from './output.js';
 
 /** `@file` reads a file; anything else is the value itself (as Consul's CLI). */
 function valueOrFile(v: string, flag: string): string {
@@ -20,7 +21,8 @@ function need(value: string | undefined, flag: string): string {
   return value;
 }
 
-export function formatAuthMethod(m: AuthMethodResponse): string {
+/** An auth method as `consul acl auth-method read` prints it; with `meta`, its indices too. */
+export function formatAuthMethod(m: AuthMethodResponse, meta = false): string {
   return block([
     ['Name', m.Name],
     ['Type', m.Type],
@@ -29,12 +31,14 @@ export function formatAuthMethod(m: AuthMethodResponse): string {
     ['DisplayName', m.DisplayName ?? ''],
     ['Description', m.Description ?? ''],
     ['MaxTokenTTL', m.MaxTokenTTL ?? '0s'],
-    ['TokenLocality', m.TokenLocality ?? 'local'],
+    ['TokenLocality', m.TokenLocality || 'local'],
+    ...metaRows(m, meta),
     ['Config', m.Config ? `\n${JSON.stringify(m.Config, null, 2)}` : undefined],
   ]);
 }
 
-export function formatBindingRule(r: BindingRuleResponse): string {
+/** A binding rule as `consul acl binding-rule read` prints it; with `meta`, its indices too. */
+export function formatBindingRule(r: BindingRuleResponse, meta = false): string {
   return block([
     ['ID', r.ID],
     ['AuthMethod', r.AuthMethod],
@@ -43,6 +47,7 @@ export function formatBindingRule(r: BindingRuleResponse): string {
     ['BindName', r.BindName],
     ['BindVars', r.BindVars?.name !== undefined ? `Name=${r.BindVars.name}` : undefined],
     ['Selector', r.Selector],
+    ...metaRows(r, meta),
   ]);
 }
 
@@ -88,7 +93,9 @@ function methodConfig(o: MethodOptions): Record<string, unknown> | undefined {
       ...config,
       ...(o.kubernetesHost ? { Host: o.kubernetesHost } : {}),
       ...(o.kubernetesCaCert ? { CACert: valueOrFile(o.kubernetesCaCert, 'kubernetes-ca-cert') } : {}),
-      ...(o.kubernetesServiceAccountJwt ? { ServiceAccountJWT: valueOrFile(o.kubernetesServiceAccountJwt, 'kubernetes-service-account-jwt').trim() } : {}),
+      ...(o.kubernetesServiceAccountJwt
+        ? { ServiceAccountJWT: valueOrFile(o.kubernetesServiceAccountJwt, 'kubernetes-service-account-jwt').trim() }
+        : {}),
     };
   }
   return config;
@@ -144,13 +151,21 @@ function ruleFields(o: RuleOptions): BindingRuleInput {
 /** `watchword acl auth-method …` and `watchword acl binding-rule …`, shaped like Consul's. */
 export function authCommands(acl: Command): void {
   const method = acl.command('auth-method').description('create, read, update, delete and list auth methods');
-  methodFlags(common(method.command('create').description('create an auth method')))
+  methodFlags(meta(common(method.command('create').description('create an auth method'))))
     .option('--type <TYPE>', 'jwt or kubernetes')
-    .action(run<MethodOptions>(async (o, c) => print(o, await c.authMethods.create({ Name: need(o.name, 'name'), Type: need(o.type, 'type'), ...methodFields(o) }), formatAuthMethod)));
-  common(method.command('read').description('read an auth method'))
+    .action(
+      run<MethodOptions>(async (o, c) =>
+        print(
+          o,
+          await c.authMethods.create({ Name: need(o.name, 'name'), Type: need(o.type, 'type'), ...methodFields(o) }),
+          formatAuthMethod,
+        ),
+      ),
+    );
+  meta(common(method.command('read').description('read an auth method')))
     .option('--name <NAME>', 'name of the auth method')
     .action(run<MethodOptions>(async (o, c) => print(o, (await c.authMethods.read(need(o.name, 'name'))).value, formatAuthMethod)));
-  methodFlags(common(method.command('update').description('update an auth method: what you do not give is kept unless -no-merge')))
+  methodFlags(meta(common(method.command('update').description('update an auth method: what you do not give is kept unless -no-merge'))))
     .option('--no-merge', 'replace the whole method with what is given')
     .action(
       run<MethodOptions>(async (o, c) => {
@@ -160,7 +175,14 @@ export function authCommands(acl: Command): void {
         const base: AuthMethodInput =
           o.merge === false
             ? { Type: current.Type }
-            : { Type: current.Type, DisplayName: current.DisplayName, Description: current.Description, MaxTokenTTL: current.MaxTokenTTL, TokenLocality: current.TokenLocality, Config: current.Config };
+            : {
+                Type: current.Type,
+                DisplayName: current.DisplayName,
+                Description: current.Description,
+                MaxTokenTTL: current.MaxTokenTTL,
+                TokenLocality: current.TokenLocality,
+                Config: current.Config,
+              };
         print(o, await c.authMethods.update(name, { ...base, ...given, Name: name }), formatAuthMethod);
       }),
     );
@@ -175,12 +197,17 @@ export function authCommands(acl: Command): void {
     );
   common(method.command('list').description('list auth methods')).action(
     run<CommonOptions>(async (o, c) =>
-      print(o, (await c.authMethods.list()).value, (list) => table(['Name', 'Type', 'DisplayName', 'TokenLocality', 'MaxTokenTTL'], list.map((m) => [m.Name, m.Type, m.DisplayName ?? '', m.TokenLocality ?? 'local', m.MaxTokenTTL ?? '0s']))),
+      print(o, (await c.authMethods.list()).value, (list) =>
+        table(
+          ['Name', 'Type', 'DisplayName', 'TokenLocality', 'MaxTokenTTL'],
+          list.map((m) => [m.Name, m.Type, m.DisplayName ?? '', m.TokenLocality || 'local', m.MaxTokenTTL ?? '0s']),
+        ),
+      ),
     ),
   );
 
   const rule = acl.command('binding-rule').description('create, read, update, delete and list binding rules');
-  ruleFlags(common(rule.command('create').description('create a binding rule')))
+  ruleFlags(meta(common(rule.command('create').description('create a binding rule'))))
     .option('--method <NAME>', 'the auth method the rule belongs to')
     .action(
       run<RuleOptions>(async (o, c) => {
@@ -189,25 +216,38 @@ export function authCommands(acl: Command): void {
         print(o, await c.bindingRules.create({ AuthMethod: need(o.method, 'method'), ...ruleFields(o) }), formatBindingRule);
       }),
     );
-  common(rule.command('read').description('read a binding rule'))
-    .option('--id <ID>', 'ID of the rule')
-    .action(run<RuleOptions>(async (o, c) => print(o, (await c.bindingRules.read(need(o.id, 'id'))).value, formatBindingRule)));
-  ruleFlags(common(rule.command('update').description('update a binding rule: what you do not give is kept unless -no-merge')))
-    .option('--id <ID>', 'ID of the rule')
+  meta(common(rule.command('read').description('read a binding rule by ID (or a unique prefix of it)')))
+    .option('--id <ID>', 'ID of the rule, or a unique prefix of it')
+    .action(
+      run<RuleOptions>(async (o, c) =>
+        print(o, (await c.bindingRules.read(await bindingRuleID(c, need(o.id, 'id')))).value, formatBindingRule),
+      ),
+    );
+  ruleFlags(meta(common(rule.command('update').description('update a binding rule: what you do not give is kept unless -no-merge'))))
+    .option('--id <ID>', 'ID of the rule, or a unique prefix of it')
     .option('--no-merge', 'replace the whole rule with what is given')
     .action(
       run<RuleOptions>(async (o, c) => {
-        const id = need(o.id, 'id');
+        const id = await bindingRuleID(c, need(o.id, 'id'));
         const current = (await c.bindingRules.read(id)).value;
-        const base: BindingRuleInput = o.merge === false ? {} : { Description: current.Description, Selector: current.Selector, BindType: current.BindType, BindName: current.BindName, ...(current.BindVars ? { BindVars: current.BindVars } : {}) };
+        const base: BindingRuleInput =
+          o.merge === false
+            ? {}
+            : {
+                Description: current.Description,
+                Selector: current.Selector,
+                BindType: current.BindType,
+                BindName: current.BindName,
+                ...(current.BindVars ? { BindVars: current.BindVars } : {}),
+              };
         print(o, await c.bindingRules.update(id, { ...base, ...ruleFields(o), AuthMethod: current.AuthMethod }), formatBindingRule);
       }),
     );
   common(rule.command('delete').description('delete a binding rule'))
-    .option('--id <ID>', 'ID of the rule')
+    .option('--id <ID>', 'ID of the rule, or a unique prefix of it')
     .action(
       run<RuleOptions>(async (o, c) => {
-        const id = need(o.id, 'id');
+        const id = await bindingRuleID(c, need(o.id, 'id'));
         const deleted = await c.bindingRules.delete(id);
         print(o, deleted, (d) => (d ? `Binding rule "${id}" deleted successfully` : `Binding rule "${id}" not found; nothing deleted`));
       }),
@@ -217,7 +257,10 @@ export function authCommands(acl: Command): void {
     .action(
       run<RuleOptions>(async (o, c) =>
         print(o, (await c.bindingRules.list(o.method ? { authMethod: o.method } : {})).value, (list) =>
-          table(['ID', 'AuthMethod', 'BindType', 'BindName', 'Selector'], list.map((r) => [r.ID, r.AuthMethod, r.BindType, r.BindName, r.Selector])),
+          table(
+            ['ID', 'AuthMethod', 'BindType', 'BindName', 'Selector'],
+            list.map((r) => [r.ID, r.AuthMethod, r.BindType, r.BindName, r.Selector]),
+          ),
         ),
       ),
     );
@@ -236,7 +279,10 @@ export function loginCommands(program: Command): void {
     .option('--method <NAME>', 'the auth method to log in with')
     .option('--bearer-token-file <FILE>', 'file holding the bearer token (a JWT, or a kubernetes service account token)')
     .option('--token-sink-file <FILE>', 'write the new secret to this file (mode 0600) instead of printing the token')
-    .option('--meta <key=value>', 'metadata stored in the token description (repeatable)', (v: string, prev: string[] | undefined) => [...(prev ?? []), v])
+    .option('--meta <key=value>', 'metadata stored in the token description (repeatable)', (v: string, prev: string[] | undefined) => [
+      ...(prev ?? []),
+      v,
+    ])
     .action(
       run<LoginOptions>(async (o, c) => {
         const file = need(o.bearerTokenFile, 'bearer-token-file');
@@ -252,15 +298,20 @@ export function loginCommands(program: Command): void {
           if (eq <= 0) throw new UsageError(`-meta ${JSON.stringify(m)}: expected key=value`);
           meta[m.slice(0, eq)] = m.slice(eq + 1);
         }
-        const token = await c.login({ AuthMethod: need(o.method, 'method'), BearerToken: bearer, ...(Object.keys(meta).length > 0 ? { Meta: meta } : {}) }, { token: '' });
+        const token = await c.login(
+          { AuthMethod: need(o.method, 'method'), BearerToken: bearer, ...(Object.keys(meta).length > 0 ? { Meta: meta } : {}) },
+          { token: '' },
+        );
         if (o.tokenSinkFile) {
-          await writeFile(o.tokenSinkFile, token.SecretID, { mode: 0o600 });
+          await writeSecretFile(o.tokenSinkFile, token.SecretID);
           return;
         }
         print(o, token, formatToken);
       }),
     );
-  common(program.command('logout').description('delete the token given with -token (or WATCHWORD_HTTP_TOKEN), which a login must have created')).action(
+  common(
+    program.command('logout').description('delete the token given with -token (or WATCHWORD_HTTP_TOKEN), which a login must have created'),
+  ).action(
     run<CommonOptions>(async (o, c) => {
       await c.logout();
       print(o, true, () => 'Logged out: the token was deleted');

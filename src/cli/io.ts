@@ -1,3 +1,4 @@
+import { open } from 'node:fs/promises';
 import type { Command } from 'commander';
 
 /**
@@ -11,6 +12,8 @@ export interface CliIO {
   env: Readonly<Record<string, string | undefined>>;
   /** The command's exit code (0 unless set). */
   setExitCode(code: number): void;
+  /** Everything on standard input (`-rules -`); absent where there is none. */
+  readStdin?(): Promise<string>;
 }
 
 export const processIO: CliIO = {
@@ -19,6 +22,11 @@ export const processIO: CliIO = {
   env: process.env,
   setExitCode: (code) => {
     process.exitCode = code;
+  },
+  readStdin: async () => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+    return Buffer.concat(chunks).toString('utf8');
   },
 };
 
@@ -48,4 +56,20 @@ export function bindIO<O extends object>(opts: O, io: CliIO): O {
 /** The IO an invocation's options were bound to. */
 export function ioOf(opts: object): CliIO {
   return (opts as { [IO]?: CliIO })[IO] ?? processIO;
+}
+
+/**
+ * Writes a file that holds a secret (a snapshot, a token, a private key): created with mode
+ * 0600, and an existing file is made 0600 before the secret is written into it, whatever mode
+ * it had (`writeFile`'s mode applies only to a file it creates).
+ */
+export async function writeSecretFile(path: string, data: string | Uint8Array): Promise<void> {
+  const file = await open(path, 'w', 0o600);
+  try {
+    await file.chmod(0o600);
+    await file.writeFile(data);
+    await file.sync();
+  } finally {
+    await file.close();
+  }
 }

@@ -1,11 +1,20 @@
-import type { PolicyResponse, ReplicationStatusResponse, RoleResponse, SyntheticPolicyResponse, TemplatedPolicyResponse, TokenResponse } from '../client/index.js';
+import type {
+  PolicyResponse,
+  ReplicationStatusResponse,
+  RoleResponse,
+  SyntheticPolicyResponse,
+  TemplatedPolicyResponse,
+  TokenResponse,
+} from '../client/index.js';
 
 /**
  * Human output, shaped like Consul's CLI: aligned key/value blocks for one object,
  * tables for lists. `-format json` bypasses all of it and prints the API's JSON.
  */
 
-type Row = [string, string | undefined];
+export type Row = [string, string | undefined];
+
+export { metaRows };
 
 export function block(rows: Row[], sections: Array<[string, string[]]> = []): string {
   const present = rows.filter((r): r is [string, string] => r[1] !== undefined);
@@ -22,7 +31,11 @@ export function block(rows: Row[], sections: Array<[string, string[]]> = []): st
 export function table(headers: string[], rows: string[][]): string {
   if (rows.length === 0) return '(none)';
   const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] as number))).join('  ').trimEnd();
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] as number)))
+      .join('  ')
+      .trimEnd();
   return [line(headers), ...rows.map(line)].join('\n');
 }
 
@@ -31,28 +44,39 @@ const links = (list: Array<{ ID: string; Name: string }> | undefined) => (list ?
 const serviceIdentities = (t: Pick<TokenResponse, 'ServiceIdentities'>) =>
   (t.ServiceIdentities ?? []).map((s) => `${s.ServiceName} (Datacenters: ${s.Datacenters?.join(', ') || 'all'})`);
 
-const nodeIdentities = (t: Pick<TokenResponse, 'NodeIdentities'>) => (t.NodeIdentities ?? []).map((n) => `${n.NodeName} (Datacenter: ${n.Datacenter})`);
+const nodeIdentities = (t: Pick<TokenResponse, 'NodeIdentities'>) =>
+  (t.NodeIdentities ?? []).map((n) => `${n.NodeName} (Datacenter: ${n.Datacenter})`);
 
 const templated = (t: Pick<TokenResponse, 'TemplatedPolicies'>) =>
   (t.TemplatedPolicies ?? []).map(
-    (p) => `${p.TemplateName}${p.TemplateVariables ? ` (Name: ${p.TemplateVariables.name})` : ''}${p.Datacenters ? ` (Datacenters: ${p.Datacenters.join(', ')})` : ''}`,
+    (p) =>
+      `${p.TemplateName}${p.TemplateVariables ? ` (Name: ${p.TemplateVariables.name})` : ''}${p.Datacenters ? ` (Datacenters: ${p.Datacenters.join(', ')})` : ''}`,
   );
 
-export function formatToken(t: TokenResponse): string {
+/** Hash and indices, shown with -meta (as Consul's -meta): the same three rows for every object that has them. */
+function metaRows(o: { Hash?: string; CreateIndex?: number; ModifyIndex?: number }, meta: boolean): Row[] {
+  if (!meta) return [];
+  return [
+    ['Hash', o.Hash],
+    ['Create Index', o.CreateIndex === undefined ? undefined : String(o.CreateIndex)],
+    ['Modify Index', o.ModifyIndex === undefined ? undefined : String(o.ModifyIndex)],
+  ];
+}
+
+/** A token as `consul acl token read` prints it; with `meta`, its Hash and indices too. */
+export function formatToken(t: TokenResponse, meta = false): string {
   return block(
     [
       ['AccessorID', t.AccessorID],
       ['SecretID', t.SecretID],
+      ['Partition', t.Partition],
+      ['Namespace', t.Namespace],
       ['Description', t.Description],
       ['Local', String(t.Local)],
-      ['Namespace', t.Namespace],
-      ['Partition', t.Partition],
       ['Auth Method', t.AuthMethod],
       ['Create Time', t.CreateTime],
       ['Expiration Time', t.ExpirationTime],
-      ['Hash', t.Hash],
-      ['Create Index', String(t.CreateIndex)],
-      ['Modify Index', String(t.ModifyIndex)],
+      ...metaRows(t, meta),
     ],
     [
       ['Policies', links(t.Policies)],
@@ -78,14 +102,18 @@ export function formatTokenList(tokens: TokenResponse[]): string {
   );
 }
 
-export function formatPolicy(p: PolicyResponse | SyntheticPolicyResponse): string {
+/** A policy as `consul acl policy read` prints it; with `meta`, its Hash and indices too. */
+export function formatPolicy(p: PolicyResponse | SyntheticPolicyResponse, meta = false): string {
+  const stored = 'Namespace' in p;
   const rows: Row[] = [
     ['ID', p.ID],
     ['Name', p.Name],
+    ['Partition', stored ? p.Partition : undefined],
+    ['Namespace', stored ? p.Namespace : undefined],
     ['Description', p.Description],
     ['Datacenters', p.Datacenters?.join(', ') ?? ''],
+    ...(stored ? metaRows(p, meta) : []),
   ];
-  if ('Namespace' in p) rows.push(['Namespace', p.Namespace], ['Partition', p.Partition], ['Hash', p.Hash]);
   return `${block(rows)}\nRules:\n${p.Rules ?? ''}`;
 }
 
@@ -96,17 +124,16 @@ export function formatPolicyList(policies: PolicyResponse[]): string {
   );
 }
 
-export function formatRole(r: RoleResponse): string {
+/** A role as `consul acl role read` prints it; with `meta`, its Hash and indices too. */
+export function formatRole(r: RoleResponse, meta = false): string {
   return block(
     [
       ['ID', r.ID],
       ['Name', r.Name],
-      ['Description', r.Description],
-      ['Namespace', r.Namespace],
       ['Partition', r.Partition],
-      ['Hash', r.Hash],
-      ['Create Index', String(r.CreateIndex)],
-      ['Modify Index', String(r.ModifyIndex)],
+      ['Namespace', r.Namespace],
+      ['Description', r.Description],
+      ...metaRows(r, meta),
     ],
     [
       ['Policies', links(r.Policies)],
@@ -133,7 +160,10 @@ export function formatTemplate(t: TemplatedPolicyResponse): string {
 }
 
 export function formatTemplateList(list: Record<string, TemplatedPolicyResponse>): string {
-  return table(['Name', 'Variables', 'Description'], Object.values(list).map((t) => [t.TemplateName, t.Schema ? 'Name' : '-', t.Description]));
+  return table(
+    ['Name', 'Variables', 'Description'],
+    Object.values(list).map((t) => [t.TemplateName, t.Schema ? 'Name' : '-', t.Description]),
+  );
 }
 
 export function formatReplication(s: ReplicationStatusResponse): string {

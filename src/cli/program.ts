@@ -2,9 +2,12 @@ import { Command, CommanderError } from 'commander';
 import { VERSION } from '../version.js';
 import { aclCommand } from './acl.js';
 import { normalizeArgv } from './argv.js';
+import { HTTP_API_FLAGS } from './common.js';
+import { consulHelp } from './help.js';
 import { loginCommands } from './auth.js';
 import { type CliIO, attachIO } from './io.js';
 import { operatorCommand } from './operator.js';
+import { auditCommand } from './audit.js';
 import { snapshotCommand } from './snapshot.js';
 import { tlsCommands } from './tls.js';
 
@@ -18,13 +21,20 @@ export function buildProgram(io: CliIO, extra?: (program: Command) => void): Com
     .version(VERSION, '-v, --version')
     // Usage errors exit 2 (API errors exit 1); set before subcommands so they inherit it.
     .exitOverride()
-    .configureOutput({ writeOut: (s) => io.out(s), writeErr: (s) => io.err(s) })
-    .showHelpAfterError('(add --help for usage)');
+    // Flags are spelled with one dash, as in Consul's CLI (two are accepted too).
+    .configureOutput({ writeOut: (s) => io.out(s), writeErr: (s) => io.err(s.replace(/'--([a-z])/g, "'-$1")) })
+    .configureHelp({ formatHelp: (cmd, helper) => consulHelp(cmd, helper, HTTP_API_FLAGS) })
+    .showHelpAfterError('(add -help for usage)');
   attachIO(program, io);
+  program
+    .command('version')
+    .description('print the version of this build')
+    .action(() => io.out(`watchword v${VERSION}\nNode.js ${process.version}\n`));
   extra?.(program);
   aclCommand(program);
   snapshotCommand(program);
   operatorCommand(program);
+  auditCommand(program);
   loginCommands(program);
   tlsCommands(program);
   return program;
@@ -41,7 +51,16 @@ function longFlags(cmd: Command, into = new Set<string>()): Set<string> {
 /** Runs one command line (without the executable's name); resolves with its exit code. */
 export async function runCli(argv: readonly string[], io: CliIO, extra?: (program: Command) => void): Promise<number> {
   let code = 0;
-  const program = buildProgram({ ...io, setExitCode: (c) => { code = c; io.setExitCode(c); } }, extra);
+  const program = buildProgram(
+    {
+      ...io,
+      setExitCode: (c) => {
+        code = c;
+        io.setExitCode(c);
+      },
+    },
+    extra,
+  );
   try {
     await program.parseAsync(normalizeArgv(argv, longFlags(program)), { from: 'user' });
   } catch (err) {

@@ -1,8 +1,8 @@
-import { readFile, writeFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { SnapshotError, readSnapshot } from '../store/snapshot.js';
 import { type CommonOptions, UsageError, common, print, run } from './common.js';
-import { ioOf, ioOfCommand } from './io.js';
+import { ioOf, ioOfCommand, writeSecretFile } from './io.js';
 
 async function readFileOrUsage(file: string): Promise<Buffer> {
   try {
@@ -16,23 +16,28 @@ async function readFileOrUsage(file: string): Promise<Buffer> {
 export function snapshotCommand(program: Command): void {
   const snapshot = program.command('snapshot').description('save, restore and inspect snapshots of a datacenter (like `consul snapshot`)');
 
-  common(snapshot.command('save').description("save a snapshot of the datacenter's state to FILE").argument('<FILE>'))
-    .action(async (file: string, o: CommonOptions, cmd: Command) =>
+  common(snapshot.command('save').description("save a snapshot of the datacenter's state to FILE").argument('<FILE>')).action(
+    async (file: string, o: CommonOptions, cmd: Command) =>
       run<CommonOptions>(async (opts, c) => {
         const bytes = await c.snapshot.save();
         const { header } = readSnapshot(bytes);
-        await writeFile(file, bytes, { mode: 0o600 });
+        await writeSecretFile(file, bytes);
         ioOf(opts).out(`Saved and verified snapshot to index ${header.Index}\n`);
       })(o, cmd),
-    );
+  );
 
-  common(snapshot.command('restore').description('restore the snapshot in FILE').argument('<FILE>'))
-    .action(async (file: string, o: CommonOptions, cmd: Command) =>
+  common(snapshot.command('restore').description('restore the snapshot in FILE').argument('<FILE>')).action(
+    async (file: string, o: CommonOptions, cmd: Command) =>
       run<CommonOptions>(async (opts, c) => {
         const result = await c.snapshot.restore(await readFileOrUsage(file));
-        print(opts, result, (r) => `Restored snapshot (${r.Restored}) at index ${r.Index}: ${r.Tokens} tokens, ${r.Policies} policies, ${r.Roles} roles\n${r.Message}`);
+        print(
+          opts,
+          result,
+          (r) =>
+            `Restored snapshot (${r.Restored}) at index ${r.Index}: ${r.Tokens} tokens, ${r.Policies} policies, ${r.Roles} roles\n${r.Message}`,
+        );
       })(o, cmd),
-    );
+  );
 
   snapshot
     .command('inspect')
@@ -53,10 +58,10 @@ export function snapshotCommand(program: Command): void {
           ['Log ID', header.LogID],
           ['Created', header.CreatedAt],
           ['Format', header.FormatVersion],
-          ['Tokens', header.Counts.Tokens],
+          ['Tokens', header.Counts.Tokens ?? 0],
           ['  of them Local', header.Counts.LocalTokens],
-          ['Policies', header.Counts.Policies],
-          ['Roles', header.Counts.Roles],
+          ['Policies', header.Counts.Policies ?? 0],
+          ['Roles', header.Counts.Roles ?? 0],
         ];
         const width = Math.max(...rows.map(([k]) => k.length));
         io.out(`${rows.map(([k, v]) => `${`${k}:`.padEnd(width + 2)}${v}`).join('\n')}\n`);

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { access, readFile, writeFile } from 'node:fs/promises';
 import type { Command } from 'commander';
-import { type CliIO, ioOfCommand } from './io.js';
+import { type CliIO, ioOfCommand, writeSecretFile } from './io.js';
 
 /** `watchword tls …` and `watchword keygen`, shaped like `consul tls …` and `consul keygen`. */
 
@@ -23,7 +23,8 @@ function fail(io: CliIO, message: string): void {
 
 function days(value: string): number {
   const n = Number(value);
-  if (!Number.isInteger(n) || n < 1 || n > 36_500) throw new Error(`-days must be a whole number of days from 1 to 36500, got ${JSON.stringify(value)}`);
+  if (!Number.isInteger(n) || n < 1 || n > 36_500)
+    throw new Error(`-days must be a whole number of days from 1 to 36500, got ${JSON.stringify(value)}`);
   return n;
 }
 
@@ -44,7 +45,7 @@ export function tlsCommands(program: Command): void {
         const { createCA } = await import('../transport/certs.js');
         const issued = await createCA({ domain: o.domain, days: days(o.days) });
         await writeFile(certFile, issued.cert, { mode: 0o644 });
-        await writeFile(keyFile, issued.key, { mode: 0o600 });
+        await writeSecretFile(keyFile, issued.key);
         io.out(`==> Saved ${certFile}\n==> Saved ${keyFile}\n`);
       } catch (err) {
         fail(io, (err as Error).message);
@@ -54,7 +55,9 @@ export function tlsCommands(program: Command): void {
   const cert = tls.command('cert').description('certificates signed by the CA');
   cert
     .command('create')
-    .description('create a server (server.<dc>.<domain>) or client (client.<dc>.<domain>) certificate: <dc>-<kind>-<domain>-<n>.pem and its -key.pem')
+    .description(
+      'create a server (server.<dc>.<domain>) or client (client.<dc>.<domain>) certificate: <dc>-<kind>-<domain>-<n>.pem and its -key.pem',
+    )
     .option('--server', 'a server certificate (also good as a client of other servers)')
     .option('--client', 'a client certificate')
     .option('--dc <NAME>', 'datacenter of the server or client', 'dc1')
@@ -64,36 +67,62 @@ export function tlsCommands(program: Command): void {
     .option('--key <FILE>', "the CA's key (default <domain>-agent-ca-key.pem)")
     .option('--additional-dnsname <NAME>', 'another DNS name (repeatable)', collect, [])
     .option('--additional-ipaddress <IP>', 'another IP address (repeatable)', collect, [])
-    .action(async (o: { server?: boolean; client?: boolean; dc: string; domain: string; days: string; ca?: string; key?: string; additionalDnsname: string[]; additionalIpaddress: string[] }, cmd: Command) => {
-      const io = ioOfCommand(cmd);
-      try {
-        if (Boolean(o.server) === Boolean(o.client)) {
-          io.err('Error: give exactly one of -server or -client\n');
-          io.setExitCode(2);
-          return;
+    .action(
+      async (
+        o: {
+          server?: boolean;
+          client?: boolean;
+          dc: string;
+          domain: string;
+          days: string;
+          ca?: string;
+          key?: string;
+          additionalDnsname: string[];
+          additionalIpaddress: string[];
+        },
+        cmd: Command,
+      ) => {
+        const io = ioOfCommand(cmd);
+        try {
+          if (Boolean(o.server) === Boolean(o.client)) {
+            io.err('Error: give exactly one of -server or -client\n');
+            io.setExitCode(2);
+            return;
+          }
+          const kind = o.server ? 'server' : 'client';
+          const caFile = o.ca ?? `${o.domain}-agent-ca.pem`;
+          const caKeyFile = o.key ?? `${o.domain}-agent-ca-key.pem`;
+          const [caCert, caKey] = await Promise.all([readFile(caFile, 'utf8'), readFile(caKeyFile, 'utf8')]).catch(
+            (err: NodeJS.ErrnoException) => {
+              throw new Error(
+                `cannot read the CA (${caFile}, ${caKeyFile}): ${err.code ?? err.message}; make one with: watchword tls ca create`,
+              );
+            },
+          );
+          let n = 0;
+          while ((await exists(`${o.dc}-${kind}-${o.domain}-${n}.pem`)) || (await exists(`${o.dc}-${kind}-${o.domain}-${n}-key.pem`))) n++;
+          const certFile = `${o.dc}-${kind}-${o.domain}-${n}.pem`;
+          const keyFile = `${o.dc}-${kind}-${o.domain}-${n}-key.pem`;
+          const { createCert } = await import('../transport/certs.js');
+          const issued = await createCert(
+            { cert: caCert, key: caKey },
+            {
+              kind,
+              datacenter: o.dc,
+              domain: o.domain,
+              days: days(o.days),
+              dnsNames: o.additionalDnsname,
+              ipAddresses: o.additionalIpaddress,
+            },
+          );
+          await writeFile(certFile, issued.cert, { mode: 0o644 });
+          await writeSecretFile(keyFile, issued.key);
+          io.out(`==> Using ${caFile} and ${caKeyFile}\n==> Saved ${certFile}\n==> Saved ${keyFile}\n`);
+        } catch (err) {
+          fail(io, (err as Error).message);
         }
-        const kind = o.server ? 'server' : 'client';
-        const caFile = o.ca ?? `${o.domain}-agent-ca.pem`;
-        const caKeyFile = o.key ?? `${o.domain}-agent-ca-key.pem`;
-        const [caCert, caKey] = await Promise.all([readFile(caFile, 'utf8'), readFile(caKeyFile, 'utf8')]).catch((err: NodeJS.ErrnoException) => {
-          throw new Error(`cannot read the CA (${caFile}, ${caKeyFile}): ${err.code ?? err.message}; make one with: watchword tls ca create`);
-        });
-        let n = 0;
-        while ((await exists(`${o.dc}-${kind}-${o.domain}-${n}.pem`)) || (await exists(`${o.dc}-${kind}-${o.domain}-${n}-key.pem`))) n++;
-        const certFile = `${o.dc}-${kind}-${o.domain}-${n}.pem`;
-        const keyFile = `${o.dc}-${kind}-${o.domain}-${n}-key.pem`;
-        const { createCert } = await import('../transport/certs.js');
-        const issued = await createCert(
-          { cert: caCert, key: caKey },
-          { kind, datacenter: o.dc, domain: o.domain, days: days(o.days), dnsNames: o.additionalDnsname, ipAddresses: o.additionalIpaddress },
-        );
-        await writeFile(certFile, issued.cert, { mode: 0o644 });
-        await writeFile(keyFile, issued.key, { mode: 0o600 });
-        io.out(`==> Using ${caFile} and ${caKeyFile}\n==> Saved ${certFile}\n==> Saved ${keyFile}\n`);
-      } catch (err) {
-        fail(io, (err as Error).message);
-      }
-    });
+      },
+    );
 
   program
     .command('keygen')

@@ -1,8 +1,10 @@
 import { type ApplicablePolicy, Authorizer as CompiledAuthorizer } from '../domain/rules/authorizer.js';
 import { type Access, RESOURCES } from '../domain/rules/decisions.js';
 import { type ScopeRules, parsePolicyRules } from '../domain/rules/policy.js';
-import type { TokenAuthorizerResponse } from '../api/schemas.js';
-import { type ClientOptions, WatchwordApiError, WatchwordClient } from './index.js';
+import { type TokenAuthorizerResponse as TokenAuthorizerView, tokenAuthorizerResponse } from '../api/schemas.js';
+import { EventEmitter } from 'node:events';
+import { type ClientOptions, WatchwordApiError, WatchwordClient } from './client.js';
+import { type Failure, WELL_FORMED_SECRET, failureOf, milliseconds, reasonOf, sleep } from './failures.js';
 
 /**
  * What to answer when the daemon cannot be reached (Consul's `acl.down_policy`):
@@ -10,12 +12,24 @@ import { type ClientOptions, WatchwordApiError, WatchwordClient } from './index.
  * - `async-cache`: the same, and a stale token is answered at once from the cache while it is refreshed.
  * - `deny`: everything is denied until the daemon answers again.
  * - `allow`: everything is allowed until the daemon answers again.
+ * "Cannot be reached" means a refused, reset or timed-out connection or a 5xx answer. A 429, an
+ * answer that cannot be read, or a secret that cannot be sent are not outages: they are denied
+ * (a known token keeps its last rules while the daemon asks us to wait).
  */
 export type DownPolicy = 'extend-cache' | 'async-cache' | 'deny' | 'allow';
 
 export interface AuthorizerOptions {
-  /** The daemon to ask (a client, or the options of one). Its own token is never used. */
+  /**
+   * The daemon to ask (a client, or the options of one). Its own token is never used, nor
+   * WATCHWORD_HTTP_TOKEN: every question is asked with the caller's secret only.
+   */
   client?: WatchwordClient | ClientOptions;
+  /**
+   * The servers to ask, in order of preference (URLs or host:port), each with the client's other
+   * settings (TLS, namespace). A server that cannot be reached is passed over for the next at
+   * once; the one that answered is asked first from then on. Default: the client's address only.
+   */
+  addresses?: string[];
   /** How long the daemon's word on a token holds without being confirmed (ms or a Go duration; default 30 s). */
   tokenTTL?: number | string;
   /** When the daemon cannot be reached (default `extend-cache`). */
@@ -26,6 +40,43 @@ export interface AuthorizerOptions {
   negativeTTL?: number;
   /** One request's time limit before the daemon counts as unreachable (default 5 s). */
   requestTimeoutMs?: number;
+}
+
+/** What the Authorizer has done since it was made (`stats()`). */
+export interface AuthorizerStats {
+  /** Questions answered from the cache without waiting on a server (including cached denials). */
+  hits: number;
+  /** Questions that waited on a server: a secret seen for the first time, or one past its TTL. */
+  misses: number;
+  /** Answers a server gave to keep cached tokens current (blocking watches and re-reads). */
+  refreshes: number;
+  /** Questions answered by the down policy while no server could be reached. */
+  downAnswers: number;
+  /** Times a request moved on to the next address because one could not be reached. */
+  failovers: number;
+  /** Tokens cached now. */
+  cached: number;
+  /** Whether no server can be reached now (the down policy is in force). */
+  down: boolean;
+  /** The address asked first now. */
+  address: string;
+}
+
+/** Told with `'down'`: no server could be reached, and the down policy now speaks for them. */
+export interface AuthorizerDownEvent {
+  /** When the first request failed (ms since the epoch). */
+  since: number;
+  /** Why the last address tried failed (never a secret). */
+  reason: string;
+  downPolicy: DownPolicy;
+}
+
+/** Told with `'up'`: a server answered again. */
+export interface AuthorizerUpEvent {
+  /** How long no server could be reached. */
+  downForMs: number;
+  /** The server that answered. */
+  address: string;
 }
 
 /** Where a check is judged; by default where the token lives. */
@@ -44,7 +95,7 @@ interface Entry {
   /** When the daemon last confirmed this entry (ms since the epoch). */
   confirmedAt: number;
   usedAt: number;
-  /** Unknown to the daemon (deleted, expired, never existed) since this time. */
+  /** Denied without rules since this time: unknown to the daemon (deleted, expired, never made), or not resolvable now. */
   goneAt?: number;
   /** The first resolution, while it runs. */
   loading?: Promise<void>;
@@ -54,48 +105,37 @@ interface Entry {
   kick?: () => void;
   /** Settles when the watch's next attempt does. */
   attempt?: Promise<void>;
-  failing: boolean;
+  /** Why the last request for this token failed (cleared by an answer). */
+  failing?: Failure;
+  /** Seconds the daemon asked us to wait (a 429's Retry-After). */
+  retryAfter?: number;
 }
-
-function milliseconds(value: number | string | undefined, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value === 'number') return value;
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/.exec(value.trim());
-  if (!m) throw new TypeError(`tokenTTL: expected milliseconds or a duration like "30s", got ${JSON.stringify(value)}`);
-  return Number(m[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[m[2] as 'ms'];
-}
-
-function isUnreachable(err: unknown): boolean {
-  // 403 is the daemon's answer (the token is unknown); 5xx and 429 mean it cannot answer now.
-  return !(err instanceof WatchwordApiError) || err.status >= 500 || err.status === 429;
-}
-
-const sleep = (ms: number, signal: AbortSignal): Promise<void> =>
-  new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-    function done(): void {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-  });
 
 /**
- * Judges other callers' tokens in-process (SPEC §17), for services that enforce the policies
+ * Judges other callers' tokens in-process (README, "Enforcing policies in your service"), for services that enforce the policies
  * stored in watchword. A secret is resolved once (its token, links and policies in one call),
  * compiled with the daemon's own rules engine, and kept fresh by a blocking query on it, so a
  * deleted or changed token is seen within about a second. Cached answers are synchronous:
  * `allowed()` returns a boolean for a known secret and a promise only while one is resolved.
  *
+ * Given several `addresses` (the servers of a datacenter) it passes over one that cannot be
+ * reached for the next; it tells `'down'` when none can be and `'up'` when one answers again,
+ * and counts its work in `stats()`.
+ *
  * ```ts
- * const authz = new Authorizer({ client: { address: 'http://127.0.0.1:8500' } });
- * if (!(await authz.allowed(secret, 'service', 'web', 'write'))) reply.code(403);
+ * const authz = new Authorizer({ addresses: ['http://10.0.0.1:8500', 'http://10.0.0.2:8500'] });
+ * authz.on('down', (e) => log.warn(`watchword unreachable (${e.reason}): ${e.downPolicy} in force`));
+ * // The caller's header as it came: absent (undefined) or empty means the anonymous token.
+ * if (!(await authz.allowed(req.headers['x-service-token'], 'service', 'web', 'write'))) reply.code(403);
  * ```
  */
-export class Authorizer {
-  private readonly client: WatchwordClient;
+export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: [AuthorizerUpEvent] }> {
+  /** One client per address; `preferred` is asked first. */
+  private readonly clients: WatchwordClient[];
+  private preferred = 0;
+  /** Since when no server could be reached (undefined: one answers). */
+  private downSince: number | undefined;
+  private readonly counters = { hits: 0, misses: 0, refreshes: 0, downAnswers: 0, failovers: 0 };
   private readonly ttl: number;
   private readonly down: DownPolicy;
   private readonly maxTokens: number;
@@ -106,38 +146,78 @@ export class Authorizer {
   private closed = false;
 
   constructor(options: AuthorizerOptions = {}) {
+    super();
     const timeoutMs = options.requestTimeoutMs ?? 5_000;
-    this.client = options.client instanceof WatchwordClient ? options.client.with({ timeoutMs }) : new WatchwordClient({ ...options.client, timeoutMs });
+    // No default token and no environment: a caller without a secret is anonymous, never us.
+    const own = { timeoutMs, token: null };
+    const client =
+      options.client instanceof WatchwordClient ? options.client.with(own) : new WatchwordClient({ ...options.client, ...own });
+    if (options.addresses !== undefined) {
+      if (
+        !Array.isArray(options.addresses) ||
+        options.addresses.length === 0 ||
+        !options.addresses.every((a) => typeof a === 'string' && a.trim() !== '')
+      ) {
+        throw new TypeError('addresses: expected a non-empty array of server addresses');
+      }
+      this.clients = options.addresses.map((address) => client.with({ address }));
+    } else {
+      this.clients = [client];
+    }
     this.ttl = milliseconds(options.tokenTTL, 30_000);
-    if (!(this.ttl >= 100)) throw new TypeError('tokenTTL must be at least 100 ms');
+    if (!(this.ttl >= 100 && this.ttl <= 24 * 3_600_000)) throw new TypeError('tokenTTL must be between 100 ms and 24 h');
     this.down = options.downPolicy ?? 'extend-cache';
-    if (!['extend-cache', 'async-cache', 'deny', 'allow'].includes(this.down)) throw new TypeError(`downPolicy: one of extend-cache, async-cache, deny, allow; got ${JSON.stringify(this.down)}`);
+    if (!['extend-cache', 'async-cache', 'deny', 'allow'].includes(this.down))
+      throw new TypeError(`downPolicy: one of extend-cache, async-cache, deny, allow; got ${JSON.stringify(this.down)}`);
     this.maxTokens = options.maxTokens ?? 10_000;
     this.negativeTTL = options.negativeTTL ?? 1_000;
   }
 
   /**
-   * May the token with this secret (`''`: anonymous) have `access` to `resource` `segment`?
-   * A boolean when the token is cached, else a promise (await works on both). Unknown,
-   * deleted and expired tokens are denied; an unknown resource or access throws.
+   * May the token with this secret have `access` to `resource` `segment`? `undefined`, `null`
+   * and `''` (no token sent) mean the anonymous token; any other non-string throws a TypeError.
+   * A boolean when the token is cached, else a promise (await works on both). Unknown, deleted
+   * and expired tokens, and secrets no daemon could accept, are denied; an unknown resource or
+   * access throws.
    */
-  allowed(secret: string, resource: string, segment: string, access: Access, place?: CheckPlace): boolean | Promise<boolean> {
+  allowed(
+    secret: string | undefined | null,
+    resource: string,
+    segment: string,
+    access: Access,
+    place?: CheckPlace,
+  ): boolean | Promise<boolean> {
     const spec = Object.hasOwn(RESOURCES, resource) ? RESOURCES[resource] : undefined;
     if (spec === undefined || !spec.accesses.includes(access)) throw new TypeError(`unknown resource or access: ${resource} ${access}`);
+    if (secret === undefined || secret === null) secret = '';
+    else if (typeof secret !== 'string') throw new TypeError(`secret: expected a string, undefined or null; got ${typeof secret}`);
+    else if (secret !== '' && !WELL_FORMED_SECRET.test(secret)) {
+      this.counters.hits++;
+      return false;
+    }
     const now = Date.now();
     const entry = this.entries.get(secret);
     if (entry !== undefined) {
       entry.usedAt = now;
       if (entry.authorizer !== undefined) {
-        if (now >= entry.expiresAt) return false;
-        if (now - entry.confirmedAt < this.ttl) return this.judge(entry, resource, segment, access, place);
+        if (now >= entry.expiresAt || now - entry.confirmedAt < this.ttl) {
+          this.counters.hits++;
+          return now < entry.expiresAt && this.judge(entry, resource, segment, access, place);
+        }
         return this.stale(entry, resource, segment, access, place);
       }
-      if (entry.goneAt !== undefined && now - entry.goneAt < this.negativeTTL) return false;
-      if (entry.loading !== undefined) return entry.loading.then(() => this.afterLoad(entry, resource, segment, access, place));
+      if (entry.goneAt !== undefined && now - entry.goneAt < this.negativeTTL) {
+        this.counters.hits++;
+        return false;
+      }
+      if (entry.loading !== undefined) {
+        this.counters.misses++;
+        return entry.loading.then(() => this.afterLoad(entry, resource, segment, access, place));
+      }
       this.entries.delete(secret);
     }
     if (this.closed) return this.down === 'allow';
+    this.counters.misses++;
     const fresh = this.add(secret, now);
     return (fresh.loading as Promise<void>).then(() => this.afterLoad(fresh, resource, segment, access, place));
   }
@@ -145,6 +225,16 @@ export class Authorizer {
   /** Tokens cached right now. */
   get size(): number {
     return this.entries.size;
+  }
+
+  /** Counters since this Authorizer was made, and whether the down policy is in force now. */
+  stats(): AuthorizerStats {
+    return {
+      ...this.counters,
+      cached: this.entries.size,
+      down: this.downSince !== undefined,
+      address: (this.clients[this.preferred] as WatchwordClient).address,
+    };
   }
 
   /** Stops every watch; later questions about unknown secrets get the down policy's answer. */
@@ -161,32 +251,55 @@ export class Authorizer {
 
   private afterLoad(entry: Entry, resource: string, segment: string, access: Access, place: CheckPlace | undefined): boolean {
     if (entry.authorizer !== undefined) return Date.now() < entry.expiresAt && this.judge(entry, resource, segment, access, place);
-    if (entry.goneAt !== undefined) return false;
-    // Never resolved: the daemon could not be reached. Nothing cached to extend.
+    // Never resolved. Only an unreachable daemon lets the down policy speak; nothing cached to extend.
+    if (entry.goneAt !== undefined || entry.failing !== 'unreachable') return false;
+    this.counters.downAnswers++;
     return this.down === 'allow';
   }
 
-  /** The daemon has not confirmed this token for a TTL: its watch is failing. */
-  private stale(entry: Entry, resource: string, segment: string, access: Access, place: CheckPlace | undefined): boolean | Promise<boolean> {
-    if (this.down === 'async-cache') {
+  /** The daemon has not confirmed this token for a TTL: its watch is failing or waiting. */
+  private stale(
+    entry: Entry,
+    resource: string,
+    segment: string,
+    access: Access,
+    place: CheckPlace | undefined,
+  ): boolean | Promise<boolean> {
+    if (this.down === 'async-cache' && entry.failing !== 'broken') {
       entry.kick?.();
+      if (entry.failing === 'unreachable') this.counters.downAnswers++;
+      else this.counters.hits++;
       return this.judge(entry, resource, segment, access, place);
     }
     entry.kick?.();
     const decide = (): boolean => {
-      if (entry.authorizer === undefined) return entry.goneAt === undefined && this.down === 'allow';
+      if (entry.failing === 'unreachable') this.counters.downAnswers++;
+      if (entry.authorizer === undefined) return false;
       if (Date.now() >= entry.expiresAt) return false;
-      if (!entry.failing) return this.judge(entry, resource, segment, access, place);
-      if (this.down === 'allow') return true;
-      if (this.down === 'deny') return false;
-      return this.judge(entry, resource, segment, access, place);
+      switch (entry.failing) {
+        case undefined:
+        // The daemon is up and asked us to wait: its last word on this token holds.
+        case 'limited':
+          return this.judge(entry, resource, segment, access, place);
+        case 'broken':
+          return false;
+        case 'unreachable':
+          if (this.down === 'allow') return true;
+          if (this.down === 'deny') return false;
+          return this.judge(entry, resource, segment, access, place);
+      }
     };
-    return entry.attempt ? entry.attempt.then(decide) : decide();
+    if (entry.attempt === undefined) {
+      this.counters.hits++;
+      return decide();
+    }
+    this.counters.misses++;
+    return entry.attempt.then(decide);
   }
 
   private add(secret: string, now: number): Entry {
     if (this.entries.size >= this.maxTokens) this.evictOne();
-    const entry: Entry = { secret, expiresAt: Number.POSITIVE_INFINITY, confirmedAt: 0, usedAt: now, stop: new AbortController(), failing: false };
+    const entry: Entry = { secret, expiresAt: Number.POSITIVE_INFINITY, confirmedAt: 0, usedAt: now, stop: new AbortController() };
     this.entries.set(secret, entry);
     entry.loading = this.fetch(entry, undefined).then(
       () => {
@@ -195,7 +308,14 @@ export class Authorizer {
       },
       () => {
         entry.loading = undefined;
-        if (this.entries.get(secret) === entry && entry.goneAt === undefined) this.entries.delete(secret);
+        if (entry.failing === 'unreachable') {
+          // Asked again on the next question: the daemon may be back.
+          if (this.entries.get(secret) === entry) this.entries.delete(secret);
+        } else {
+          // Rate-limited or not understood: denied, and not asked again for a moment.
+          entry.goneAt = Date.now();
+          entry.stop.abort();
+        }
       },
     );
     return entry;
@@ -215,39 +335,98 @@ export class Authorizer {
 
   /**
    * One request for the token's rules: with `hash`, a blocking one that answers when they
-   * change or after half a TTL. A 403 marks the token gone; an unreachable daemon throws.
+   * change or after half a TTL. A 403 marks the token gone; any other failure throws, with
+   * its kind in `entry.failing`.
    */
   private async fetch(entry: Entry, hash: string | undefined): Promise<void> {
     const wait = Math.max(50, Math.floor(this.ttl / 2));
-    const signal = hash === undefined ? entry.stop.signal : AbortSignal.any([entry.stop.signal, AbortSignal.timeout(wait + wait / 16 + 5_000)]);
     try {
-      const r = await this.client.acl.tokenAuthorizer({
-        token: entry.secret,
-        signal,
-        ...(hash !== undefined ? { hash, wait: `${wait}ms` } : {}),
-      });
+      const r = await this.ask(entry.stop.signal, (client) =>
+        client.acl.tokenAuthorizer({
+          token: entry.secret,
+          // The server may add up to wait/16 of jitter; a whole number of ms for the timer.
+          signal:
+            hash === undefined
+              ? entry.stop.signal
+              : AbortSignal.any([entry.stop.signal, AbortSignal.timeout(Math.ceil(wait + wait / 16) + 5_000)]),
+          ...(hash !== undefined ? { hash, wait: `${wait}ms` } : {}),
+        }),
+      );
+      const view = tokenAuthorizerResponse.safeParse(r.value);
+      if (!view.success) throw new TypeError('the daemon answered a token authorizer that does not match its schema');
+      if (entry.authorizer !== undefined) this.counters.refreshes++;
       entry.confirmedAt = Date.now();
-      entry.failing = false;
-      if (r.contentHash === undefined || r.contentHash !== entry.hash || entry.authorizer === undefined) this.install(entry, r.value, r.contentHash);
+      entry.failing = undefined;
+      entry.retryAfter = undefined;
+      if (r.contentHash === undefined || r.contentHash !== entry.hash || entry.authorizer === undefined)
+        this.install(entry, view.data, r.contentHash);
     } catch (err) {
       if (entry.stop.signal.aborted) throw err;
-      if (isUnreachable(err)) {
-        entry.failing = true;
-        throw err;
+      if (err instanceof WatchwordApiError && err.status === 403) {
+        // The daemon's word: this secret is unknown (deleted, expired or never made).
+        entry.authorizer = undefined;
+        entry.hash = undefined;
+        entry.goneAt = Date.now();
+        entry.failing = undefined;
+        entry.stop.abort();
+        return;
       }
-      // The daemon's word: this secret is unknown (deleted, expired or never made).
-      entry.authorizer = undefined;
-      entry.hash = undefined;
-      entry.goneAt = Date.now();
-      entry.failing = false;
-      entry.stop.abort();
+      entry.failing = failureOf(err);
+      entry.retryAfter = err instanceof WatchwordApiError ? err.retryAfter : undefined;
+      throw err;
     }
   }
 
-  private install(entry: Entry, view: TokenAuthorizerResponse, hash: string | undefined): void {
-    const policies: ApplicablePolicy[] = view.Policies.map((p) => ({ rules: this.rules(p.Rules), namespace: p.Namespace, partition: p.Partition, builtin: p.Builtin }));
+  /**
+   * One request, to the preferred server and, while servers cannot be reached, to each of the
+   * others in turn; the one that answers (even with an error: it is up) is preferred from then on.
+   * Tells `'down'` when none can be reached and `'up'` when one answers again.
+   */
+  private async ask<T>(stop: AbortSignal, request: (client: WatchwordClient) => Promise<T>): Promise<T> {
+    const first = this.preferred;
+    let last: unknown;
+    for (let i = 0; i < this.clients.length; i++) {
+      const at = (first + i) % this.clients.length;
+      try {
+        const answer = await request(this.clients[at] as WatchwordClient);
+        this.answeredBy(at);
+        return answer;
+      } catch (err) {
+        if (stop.aborted) throw err;
+        if (failureOf(err) !== 'unreachable') {
+          if (err instanceof WatchwordApiError) this.answeredBy(at);
+          throw err;
+        }
+        last = err;
+        if (i + 1 < this.clients.length) this.counters.failovers++;
+      }
+    }
+    if (this.downSince === undefined) {
+      this.downSince = Date.now();
+      this.emit('down', { since: this.downSince, reason: reasonOf(last), downPolicy: this.down });
+    }
+    throw last;
+  }
+
+  private answeredBy(at: number): void {
+    this.preferred = at;
+    if (this.downSince === undefined) return;
+    const downForMs = Date.now() - this.downSince;
+    this.downSince = undefined;
+    this.emit('up', { downForMs, address: (this.clients[at] as WatchwordClient).address });
+  }
+
+  private install(entry: Entry, view: TokenAuthorizerView, hash: string | undefined): void {
+    const policies: ApplicablePolicy[] = view.Policies.map((p) => ({
+      rules: this.rules(p.Rules),
+      namespace: p.Namespace,
+      partition: p.Partition,
+      builtin: p.Builtin,
+    }));
     entry.authorizer = new CompiledAuthorizer(view.Namespace, view.Partition, policies, view.DefaultPolicy);
-    entry.expiresAt = view.ExpirationTime ? Date.parse(view.ExpirationTime) : Number.POSITIVE_INFINITY;
+    const expires = view.ExpirationTime ? Date.parse(view.ExpirationTime) : Number.POSITIVE_INFINITY;
+    // An expiry that cannot be read is taken as already passed.
+    entry.expiresAt = Number.isNaN(expires) ? 0 : expires;
     entry.hash = hash;
   }
 
@@ -266,9 +445,10 @@ export class Authorizer {
   }
 
   /**
-   * Keeps an entry fresh: blocking reads by content hash while the daemon answers, back-off
-   * (250 ms doubling to 5 s) while it does not, a plain read as soon as it may be back. Ends
-   * when the token is gone, unused for two TTLs (it is then forgotten), or on close.
+   * Keeps an entry fresh: blocking reads by content hash while the daemon answers; while it
+   * does not, back-off (250 ms doubling to 5 s, or the daemon's Retry-After for a 429) and then
+   * a plain read. Ends when the token is gone, unused for two TTLs (it is then forgotten), or on
+   * close.
    */
   private async watch(entry: Entry): Promise<void> {
     let failures = 0;
@@ -289,11 +469,14 @@ export class Authorizer {
       settle();
       if (entry.goneAt !== undefined) return;
       if (failures > 0) {
+        const backoff = Math.min(250 * 2 ** (failures - 1), 5_000);
+        const pause = entry.failing === 'limited' ? Math.min(Math.max(1_000, (entry.retryAfter ?? 1) * 1_000), 60_000) : backoff;
         const wake = new AbortController();
         const onStop = (): void => wake.abort();
         entry.stop.signal.addEventListener('abort', onStop, { once: true });
-        entry.kick = () => wake.abort();
-        await sleep(Math.min(250 * 2 ** (failures - 1), 5_000), wake.signal);
+        // A 429 is waited out whoever asks; an outage is tried again at once when a question comes.
+        if (entry.failing !== 'limited') entry.kick = () => wake.abort();
+        await sleep(pause, wake.signal);
         entry.kick = undefined;
         entry.stop.signal.removeEventListener('abort', onStop);
       }

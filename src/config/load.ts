@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { z } from 'zod';
+import { type ConfigDocument, flatten } from './files.js';
 import { type Config, type ConfigKey, configKeys, configSchema } from './schema.js';
 
 export class ConfigError extends Error {
@@ -13,8 +14,12 @@ export const flagName = (key: ConfigKey): string => `--${key.replaceAll('_', '-'
 export const envName = (key: ConfigKey): string => `WATCHWORD_${key.toUpperCase()}`;
 
 export interface ConfigSources {
-  /** Paths of JSON config files, later ones win. */
+  /** Paths of JSON config files, later ones win (HCL files are read first, by readConfigFiles). */
   files?: string[];
+  /** Config files already read (JSON or HCL, readConfigFiles), later ones win; before `files`. */
+  documents?: ConfigDocument[];
+  /** Problems found reading `documents`, reported with the rest. */
+  fileProblems?: string[];
   /** Environment (process.env). */
   env?: Record<string, string | undefined>;
   /** Values from command-line flags, keyed by config key. */
@@ -30,6 +35,8 @@ export function loadConfig(sources: ConfigSources): Config {
   const origin = new Map<string, string>();
   const problems: string[] = [];
 
+  problems.push(...(sources.fileProblems ?? []));
+  const documents: ConfigDocument[] = [...(sources.documents ?? [])];
   for (const file of sources.files ?? []) {
     let parsed: unknown;
     try {
@@ -42,17 +49,12 @@ export function loadConfig(sources: ConfigSources): Config {
       problems.push(`${file}: a config file must hold a JSON object`);
       continue;
     }
-    for (const [k, v] of Object.entries(parsed)) {
-      // Sections as Consul writes them: {"tls": {"ca_file": …}} is tls_ca_file; {"etcd": {…}} likewise.
-      if ((k === 'tls' || k === 'etcd') && v !== null && typeof v === 'object' && !Array.isArray(v)) {
-        for (const [inner, value] of Object.entries(v)) {
-          merged[`${k}_${inner}`] = value;
-          origin.set(`${k}_${inner}`, file);
-        }
-        continue;
-      }
+    documents.push({ source: file, values: flatten(parsed as Record<string, unknown>, file, problems) });
+  }
+  for (const doc of documents) {
+    for (const [k, v] of Object.entries(doc.values)) {
       merged[k] = v;
-      origin.set(k, file);
+      origin.set(k, doc.source);
     }
   }
   for (const k of configKeys) {

@@ -4,10 +4,7 @@ import { parseDuration } from '../domain/duration.js';
 
 const DC_RE = /^[a-z0-9]([a-z0-9\-_]*[a-z0-9])?$/;
 
-const datacenterName = z
-  .string()
-  .regex(DC_RE, 'expected a datacenter name of lowercase letters, digits, "-" and "_"')
-  .max(64);
+const datacenterName = z.string().regex(DC_RE, 'expected a datacenter name of lowercase letters, digits, "-" and "_"').max(64);
 
 const duration = z.union([z.string(), z.number()]).transform((value, ctx) => {
   const ms = typeof value === 'number' ? value : parseDuration(value);
@@ -22,6 +19,13 @@ const duration = z.union([z.string(), z.number()]).transform((value, ctx) => {
 const bool = z.union([z.boolean(), z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1')]);
 
 const filePath = z.string().min(1);
+/** A rotated file's size limit, bytes (the audit log's and the log file's): 1 KiB to 1 TiB, default 64 MiB. */
+const rotateBytes = z.coerce
+  .number()
+  .int()
+  .min(1024)
+  .max(1024 ** 4)
+  .default(64 * 1024 * 1024);
 
 /** 32 random bytes in base64: the key the servers of a datacenter prove themselves with when they run without TLS. */
 const serverKey = z.string().transform((v, ctx) => {
@@ -38,7 +42,8 @@ const hostPort = z.string().refine((v) => parseHostPort(v) !== undefined, {
 });
 
 /** Whether a host is a wildcard bind address, which says nothing about where to reach a daemon. */
-export const isWildcardHost = (host: string): boolean => host === '' || host === '0.0.0.0' || host === '::' || host === '[::]' || host === '::0';
+export const isWildcardHost = (host: string): boolean =>
+  host === '' || host === '0.0.0.0' || host === '::' || host === '[::]' || host === '::0';
 
 export function parseHostPort(value: string): { host: string; port: number } | undefined {
   const m = /^(\[[^\]]+\]|[^:\s]+):(\d{1,5})$/.exec(value);
@@ -69,7 +74,10 @@ const datacenterAddresses = z
   .union([
     z.string().transform((v, ctx) => {
       const out: Record<string, string> = {};
-      for (const part of v.split(',').map((p) => p.trim()).filter(Boolean)) {
+      for (const part of v
+        .split(',')
+        .map((p) => p.trim())
+        .filter(Boolean)) {
         const eq = part.indexOf('=');
         if (eq <= 0) {
           ctx.addIssue({ code: 'custom', message: `expected NAME=URL pairs separated by commas, got ${JSON.stringify(part)}` });
@@ -106,6 +114,8 @@ export const configShape = {
   /** Secondaries: the wait before reconnecting to the primary, doubling from min to max. */
   replication_backoff_min: duration.default(250),
   replication_backoff_max: duration.default(2000),
+  /** How often replication lag is sampled for the web UI's one-hour chart. */
+  replication_history_interval: duration.default(10_000),
   /** Where the LevelDB store and runtime files live; default ./data/<datacenter>. */
   data_dir: z.string().min(1).optional(),
   /** Address the HTTP API listens on. */
@@ -115,11 +125,37 @@ export const configShape = {
   /** Other datacenters' daemons, NAME=URL; preferred over the addresses they report. */
   datacenter_addresses: datacenterAddresses.default({}),
   /** Secret of a management token to create at start-up (primary). */
-  initial_management_token: z.string().min(1).max(256).optional(),
+  initial_management_token: z
+    .string()
+    .regex(/^[\x21-\x7e]{1,256}$/, 'expected 1 to 256 printable ASCII characters without spaces (it is sent in a header)')
+    .optional(),
   /** Name of this node, reported by expanded reads and /v1/agent/self. */
-  node_name: z.string().min(1).max(128).default(hostname()),
+  node_name: z
+    .string()
+    .regex(/^[\x21-\x7e]{1,128}$/, 'expected 1 to 128 printable ASCII characters without spaces')
+    .default(hostname()),
+  /** The audit log (on by default): every ACL write, bootstrap, snapshot, login and refusal, one JSON line each. */
+  audit_log: bool.default(true),
+  /** Where the audit log is written (default <data_dir>/audit/audit.log). */
+  audit_log_path: z.string().min(1).optional(),
+  /** best-effort: a failing audit write is logged and counted; enforced: writes are refused (503) when their line cannot be written. */
+  audit_log_mode: z.enum(['best-effort', 'enforced']).default('best-effort'),
+  /** The audit log is rotated past this size. */
+  audit_log_rotate_bytes: rotateBytes,
+  /** Rotated audit files kept (audit.log.1 … .N). */
+  audit_log_rotate_max_files: z.coerce.number().int().min(1).max(1000).default(10),
+  /** json or text; default: text on a terminal, JSON otherwise. */
+  log_format: z.enum(['json', 'text']).optional(),
+  /** Also log to this file (JSON lines), rotated by size. */
+  log_file: z.string().min(1).optional(),
+  /** The log file is rotated past this size. */
+  log_rotate_bytes: rotateBytes,
+  /** Rotated log files kept. */
+  log_rotate_max_files: z.coerce.number().int().min(1).max(1000).default(5),
   /** Log level. */
   log_level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
+  /** What enforcing clients are told to do when the daemon cannot be reached (reported as AgentACLDownPolicy; Consul's acl.down_policy). */
+  down_policy: z.enum(['extend-cache', 'async-cache', 'deny', 'allow']).default('extend-cache'),
   /** What happens when no rule decides: deny, or allow (read, never ACL write). */
   default_policy: z.enum(['allow', 'deny']).default('deny'),
   /** Shortest token lifetime accepted on create. */
@@ -148,13 +184,39 @@ export const configShape = {
   http_max_requests_per_conn: z.coerce.number().int().min(0).max(10_000_000).default(0),
   /** Open HTTP connections at once; connections past it are dropped. */
   http_max_conns: z.coerce.number().int().min(1).max(10_000_000).default(20_000),
+  /** Open HTTP connections at once from one client address (0: no cap); above max_blocking_queries_per_client, which each hold one. */
+  http_max_conns_per_client: z.coerce.number().int().min(0).max(10_000_000).default(4_096),
+  /**
+   * Host names (`name` or `name:port`) requests may be addressed to. A daemon listening only on
+   * loopback answers loopback names at its port and these; elsewhere, when set, only these.
+   */
+  http_allowed_hosts: z
+    .union([
+      z.string().transform((v) =>
+        v
+          .split(',')
+          .map((p) => p.trim())
+          .filter(Boolean),
+      ),
+      z.array(z.string()),
+    ])
+    .pipe(z.array(z.string().min(1).max(300)))
+    .default([]),
   /** Requests per second a peer daemon may forward in all (its clients keep their own rate_limit); default 10 × rate_limit. */
   rate_limit_peer: z.coerce.number().min(0).max(10_000_000).optional(),
   /** Secondaries: look-ups at the primary of secrets not held here, per client address per second. */
   secret_lookup_rate: z.coerce.number().min(0.1).max(1_000_000).default(10),
-  /** Servers of this datacenter (HA, §13), HOST:PORT of each, this one included; without a coordinator the first leads. */
+  /** Servers of this datacenter (README, "Several servers per datacenter"), HOST:PORT of each, this one included; without a coordinator the first leads. */
   server_peers: z
-    .union([z.string().transform((v) => v.split(',').map((p) => p.trim()).filter(Boolean)), z.array(z.string())])
+    .union([
+      z.string().transform((v) =>
+        v
+          .split(',')
+          .map((p) => p.trim())
+          .filter(Boolean),
+      ),
+      z.array(z.string()),
+    ])
     .pipe(z.array(hostPort))
     .default([]),
   /** Leader election for several servers per datacenter: etcd://HOST:PORT[,HOST:PORT…] (etcds:// or https:// for etcd over TLS). */
@@ -185,7 +247,11 @@ export const configShape = {
   /** A peer's certificate must name server.<its datacenter>.<domain>. */
   tls_verify_server_hostname: bool.default(true),
   /** Domain of the server names in certificates. */
-  tls_domain: z.string().regex(/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/, 'expected a DNS domain such as watchword').max(200).default('watchword'),
+  tls_domain: z
+    .string()
+    .regex(/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/, 'expected a DNS domain such as watchword')
+    .max(200)
+    .default('watchword'),
   /** Oldest TLS version accepted and offered. */
   tls_min_version: z.enum(['TLSv1.2', 'TLSv1.3']).default('TLSv1.2'),
   /** Several servers without TLS: the key they prove themselves to each other with (32 bytes, base64). */
@@ -196,7 +262,15 @@ export const configShape = {
   sync_followers: z.coerce.number().int().min(0).max(10).default(1),
   /** Hosts (`name` or `name:port`) auth methods may fetch from; empty: any (https, or http to this machine). */
   auth_method_allowed_hosts: z
-    .union([z.string().transform((v) => v.split(',').map((p) => p.trim()).filter(Boolean)), z.array(z.string())])
+    .union([
+      z.string().transform((v) =>
+        v
+          .split(',')
+          .map((p) => p.trim())
+          .filter(Boolean),
+      ),
+      z.array(z.string()),
+    ])
     .pipe(z.array(z.string().min(1).max(300)))
     .default([]),
   /** Logins per second per client address (0: no limit); beyond it, 429. */
@@ -204,7 +278,12 @@ export const configShape = {
   /** Logins a client may send in a burst above login_rate. */
   login_burst: z.coerce.number().int().min(1).max(1_000_000).default(20),
   /** Largest snapshot a restore accepts, bytes (413 past it). */
-  snapshot_max_bytes: z.coerce.number().int().min(1024).max(64 * 1024 ** 3).default(512 * 1024 ** 2),
+  snapshot_max_bytes: z.coerce
+    .number()
+    .int()
+    .min(1024)
+    .max(64 * 1024 ** 3)
+    .default(512 * 1024 ** 2),
   /** Change-log entries the primary keeps for secondaries to resume from. */
   log_retention: z.coerce.number().int().min(10).max(100_000_000).default(100_000),
 } as const;
@@ -228,31 +307,60 @@ export const configSchema = z
     if (c.advertise_addr !== undefined) {
       const a = parseHostPort(c.advertise_addr);
       if (a && (isWildcardHost(a.host) || a.port === 0)) {
-        ctx.addIssue({ code: 'custom', path: ['advertise_addr'], message: 'must name a reachable host and port, not a wildcard address or port 0' });
+        ctx.addIssue({
+          code: 'custom',
+          path: ['advertise_addr'],
+          message: 'must name a reachable host and port, not a wildcard address or port 0',
+        });
       }
     }
     if (c.leader_lease < 1000 || c.leader_lease % 1000 !== 0) {
       ctx.addIssue({ code: 'custom', path: ['leader_lease'], message: 'must be a whole number of seconds, at least 1s' });
     }
     if ((c.tls_cert_file === undefined) !== (c.tls_key_file === undefined)) {
-      ctx.addIssue({ code: 'custom', path: [c.tls_cert_file === undefined ? 'tls_cert_file' : 'tls_key_file'], message: 'tls_cert_file and tls_key_file go together' });
+      ctx.addIssue({
+        code: 'custom',
+        path: [c.tls_cert_file === undefined ? 'tls_cert_file' : 'tls_key_file'],
+        message: 'tls_cert_file and tls_key_file go together',
+      });
     }
     if ((c.etcd_cert_file === undefined) !== (c.etcd_key_file === undefined)) {
-      ctx.addIssue({ code: 'custom', path: [c.etcd_cert_file === undefined ? 'etcd_cert_file' : 'etcd_key_file'], message: 'etcd_cert_file and etcd_key_file go together' });
+      ctx.addIssue({
+        code: 'custom',
+        path: [c.etcd_cert_file === undefined ? 'etcd_cert_file' : 'etcd_key_file'],
+        message: 'etcd_cert_file and etcd_key_file go together',
+      });
     }
     if ((c.etcd_username === undefined) !== (c.etcd_password === undefined)) {
-      ctx.addIssue({ code: 'custom', path: [c.etcd_username === undefined ? 'etcd_username' : 'etcd_password'], message: 'etcd_username and etcd_password go together' });
+      ctx.addIssue({
+        code: 'custom',
+        path: [c.etcd_username === undefined ? 'etcd_username' : 'etcd_password'],
+        message: 'etcd_username and etcd_password go together',
+      });
     }
     const several = c.coordinator !== undefined || c.server_peers.length > 1;
     if (several && c.tls_cert_file === undefined && c.server_key === undefined) {
-      ctx.addIssue({ code: 'custom', path: ['server_key'], message: 'is required: several servers without TLS prove themselves to each other with a shared key (make one with `watchword keygen`), never with an ACL token' });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['server_key'],
+        message:
+          'is required: several servers without TLS prove themselves to each other with a shared key (make one with `watchword keygen`), never with an ACL token',
+      });
     }
     if (several && c.tls_cert_file !== undefined && c.tls_ca_file === undefined) {
-      ctx.addIssue({ code: 'custom', path: ['tls_ca_file'], message: "is required with several servers over TLS: each checks the others' certificates against it" });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['tls_ca_file'],
+        message: "is required with several servers over TLS: each checks the others' certificates against it",
+      });
     }
     const primary = c.primary_datacenter ?? c.datacenter;
     if (primary !== c.datacenter && c.primary_address === undefined) {
-      ctx.addIssue({ code: 'custom', path: ['primary_address'], message: `is required on a secondary (datacenter ${c.datacenter}, primary ${primary})` });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['primary_address'],
+        message: `is required on a secondary (datacenter ${c.datacenter}, primary ${primary})`,
+      });
     }
   })
   .transform((c) => {
@@ -269,13 +377,15 @@ export const configSchema = z
         caFile: c.etcd_ca_file,
         certFile: c.etcd_cert_file,
         keyFile: c.etcd_key_file,
-        ...(c.etcd_username !== undefined && c.etcd_password !== undefined ? { auth: { username: c.etcd_username, password: c.etcd_password } } : {}),
+        ...(c.etcd_username !== undefined && c.etcd_password !== undefined
+          ? { auth: { username: c.etcd_username, password: c.etcd_password } }
+          : {}),
       },
     };
   });
 
 /**
- * This datacenter's place among the others (SPEC §6): the primary, or a secondary
+ * This datacenter's place among the others (README, "Multiple datacenters"): the primary, or a secondary
  * that knows where the primary's servers are.
  */
 export type Placement =
@@ -286,13 +396,13 @@ export type Placement =
       readonly primaryAddresses: readonly string[];
     };
 
-/** How many servers this datacenter runs and how its leader is chosen (SPEC §13). */
+/** How many servers this datacenter runs and how its leader is chosen (README, "Several servers per datacenter"). */
 export type ServerMode =
   | { readonly kind: 'single' }
   | { readonly kind: 'static'; readonly peers: readonly string[]; readonly syncFollowers: number }
   | { readonly kind: 'etcd'; readonly endpoints: readonly string[]; readonly leaseMs: number; readonly syncFollowers: number };
 
-/** TLS for the API listener and every server-to-server channel (SPEC §16); undefined: plain HTTP. */
+/** TLS for the API listener and every server-to-server channel (README, "TLS"); undefined: plain HTTP. */
 export interface TlsSettings {
   readonly caFile: string | undefined;
   readonly certFile: string;
@@ -304,7 +414,16 @@ export interface TlsSettings {
   readonly minVersion: 'TLSv1.2' | 'TLSv1.3';
 }
 
-function tlsOf(c: { tls_ca_file?: string | undefined; tls_cert_file?: string | undefined; tls_key_file?: string | undefined; tls_verify_incoming: boolean; tls_verify_outgoing: boolean; tls_verify_server_hostname: boolean; tls_domain: string; tls_min_version: 'TLSv1.2' | 'TLSv1.3' }): TlsSettings | undefined {
+function tlsOf(c: {
+  tls_ca_file?: string | undefined;
+  tls_cert_file?: string | undefined;
+  tls_key_file?: string | undefined;
+  tls_verify_incoming: boolean;
+  tls_verify_outgoing: boolean;
+  tls_verify_server_hostname: boolean;
+  tls_domain: string;
+  tls_min_version: 'TLSv1.2' | 'TLSv1.3';
+}): TlsSettings | undefined {
   if (c.tls_cert_file === undefined || c.tls_key_file === undefined) return undefined;
   return {
     caFile: c.tls_ca_file,
@@ -321,7 +440,14 @@ function tlsOf(c: { tls_ca_file?: string | undefined; tls_cert_file?: string | u
 function placementOf(datacenter: string, primaryDatacenter: string, primaryAddress: string | undefined, tls: boolean): Placement {
   if (datacenter === primaryDatacenter) return { role: 'primary' };
   // The refinement above guarantees an address on a secondary.
-  return { role: 'secondary', primaryAddresses: (primaryAddress ?? '').split(',').map((u) => u.trim()).filter(Boolean).map((u) => peerBaseURL(u, tls)) };
+  return {
+    role: 'secondary',
+    primaryAddresses: (primaryAddress ?? '')
+      .split(',')
+      .map((u) => u.trim())
+      .filter(Boolean)
+      .map((u) => peerBaseURL(u, tls)),
+  };
 }
 
 /** A peer's base URL: a bare HOST:PORT takes the scheme of this server's TLS settings, and TLS on means https. */

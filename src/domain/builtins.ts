@@ -43,8 +43,7 @@ export const BUILTIN_POLICIES: ReadonlyArray<Pick<PolicyRecord, 'ID' | 'Name' | 
   },
 ];
 
-export const isBuiltinPolicyID = (id: string): boolean =>
-  id === GLOBAL_MANAGEMENT_POLICY_ID || id === GLOBAL_READ_ONLY_POLICY_ID;
+export const isBuiltinPolicyID = (id: string): boolean => id === GLOBAL_MANAGEMENT_POLICY_ID || id === GLOBAL_READ_ONLY_POLICY_ID;
 
 /** A built-in policy as stored (the store stamps its indexes). */
 export function builtinPolicyRecord(p: (typeof BUILTIN_POLICIES)[number]): Omit<PolicyRecord, 'CreateIndex' | 'ModifyIndex'> {
@@ -56,7 +55,15 @@ export function anonymousTokenRecord(now: number): Omit<TokenRecord, 'CreateInde
   return newTokenRecord({
     AccessorID: ANONYMOUS_TOKEN_ID,
     SecretID: ANONYMOUS_TOKEN_SECRET,
-    content: { Description: 'Anonymous Token', Policies: [], Roles: [], ServiceIdentities: [], NodeIdentities: [], TemplatedPolicies: [], Local: false },
+    content: {
+      Description: 'Anonymous Token',
+      Policies: [],
+      Roles: [],
+      ServiceIdentities: [],
+      NodeIdentities: [],
+      TemplatedPolicies: [],
+      Local: false,
+    },
     now,
     scope: { Namespace: DEFAULT_NAMESPACE, Partition: DEFAULT_PARTITION },
   });

@@ -24,9 +24,13 @@ export const ErrorCodes = [
   'RATE_LIMITED',
   /** The store cannot write (disk full, I/O error): the write was not made; it recovers by itself. */
   'STORE_UNAVAILABLE',
+  /** audit_log_mode is enforced and the audit log cannot be written: the write was not made. */
+  'AUDIT_UNAVAILABLE',
+  /** The request's Host is not one this daemon answers to (DNS rebinding guard, http_allowed_hosts). */
+  'HOST_NOT_ALLOWED',
   /** A request that was already forwarded between datacenters would be forwarded again. */
   'FORWARD_LOOP',
-  /** This server is not its datacenter's leader and cannot reach one (HA, §13). */
+  /** This server is not its datacenter's leader and cannot reach one (README, "Several servers per datacenter"). */
   'NO_LEADER',
   /** A secondary could not reach the primary in time. */
   'PRIMARY_UNAVAILABLE',
@@ -49,20 +53,21 @@ export class WatchwordError extends Error {
   }
 }
 
-export const isWatchwordError = (err: unknown): err is WatchwordError =>
-  err instanceof WatchwordError;
+export const isWatchwordError = (err: unknown): err is WatchwordError => err instanceof WatchwordError;
 
-export const invalid = (message: string): WatchwordError =>
-  new WatchwordError('INVALID_REQUEST', message);
+export const invalid = (message: string): WatchwordError => new WatchwordError('INVALID_REQUEST', message);
 
-export const notFound = (message: string): WatchwordError =>
-  new WatchwordError('NOT_FOUND', message);
+export const notFound = (message: string): WatchwordError => new WatchwordError('NOT_FOUND', message);
 
-export const conflict = (message: string): WatchwordError =>
-  new WatchwordError('CONFLICT', message);
+/**
+ * A write (update, clone) naming an object that does not exist: 400 with Consul's words. A
+ * read of one is 404 (clients take it for "absent"); a write that did nothing must fail in
+ * every client, and most Consul clients turn a 404 into a quiet "none".
+ */
+export const missingTarget = (message: string): WatchwordError => new WatchwordError('INVALID_REQUEST', message);
 
-export const notPermitted = (message: string): WatchwordError =>
-  new WatchwordError('NOT_PERMITTED', `Permission denied: ${message}`);
+export const conflict = (message: string): WatchwordError => new WatchwordError('CONFLICT', message);
 
-export const aclNotFound = (): WatchwordError =>
-  new WatchwordError('ACL_NOT_FOUND', 'ACL not found');
+export const notPermitted = (message: string): WatchwordError => new WatchwordError('NOT_PERMITTED', `Permission denied: ${message}`);
+
+export const aclNotFound = (): WatchwordError => new WatchwordError('ACL_NOT_FOUND', 'ACL not found');

@@ -22,11 +22,7 @@ export const expiryMillis = (token: { ExpirationTime?: string }): number | undef
  * (ms since epoch), checked against the configured window. Returns undefined for a token
  * that never expires. Messages are Consul's.
  */
-export function resolveExpiration(
-  input: { ttl?: number; time?: number },
-  now: number,
-  limits: ExpiryLimits,
-): number | undefined {
+export function resolveExpiration(input: { ttl?: number; time?: number }, now: number, limits: ExpiryLimits): number | undefined {
   let expires: number | undefined = input.time;
   if (input.ttl !== undefined && input.ttl !== 0) {
     if (input.ttl < 0) throw invalid(`Token Expiration TTL '${formatDuration(input.ttl)}' should be > 0`);

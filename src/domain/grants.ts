@@ -22,7 +22,9 @@ export type Owner = 'token' | 'role';
 export function checkDatacenterNames(dcs: readonly string[], what: string): void {
   for (const dc of dcs) {
     if (!isValidDatacenterName(dc)) {
-      throw invalid(`${what} has an invalid datacenter name ${JSON.stringify(dc)}. Only lowercase alphanumeric characters, '-' and '_' are allowed`);
+      throw invalid(
+        `${what} has an invalid datacenter name ${JSON.stringify(dc)}. Only lowercase alphanumeric characters, '-' and '_' are allowed`,
+      );
     }
   }
 }
@@ -44,7 +46,9 @@ export function normalizeServiceIdentities(list: readonly ServiceIdentityInput[]
   for (const s of list) {
     if (!s.ServiceName) throw invalid(`Service identity is missing the service name field on this ${owner}`);
     if (!isValidIdentityName(s.ServiceName)) {
-      throw invalid(`Service identity ${JSON.stringify(s.ServiceName)} has an invalid name. Only lowercase alphanumeric characters, '-' and '_' are allowed`);
+      throw invalid(
+        `Service identity ${JSON.stringify(s.ServiceName)} has an invalid name. Only lowercase alphanumeric characters, '-' and '_' are allowed`,
+      );
     }
     const dcs = s.Datacenters ?? [];
     if (local && dcs.length > 0) {
@@ -72,7 +76,9 @@ export function normalizeNodeIdentities(list: readonly NodeIdentityInput[], owne
     if (!n.NodeName) throw invalid(`Node identity is missing the node name field on this ${owner}`);
     if (!n.Datacenter) throw invalid(`Node identity is missing the datacenter field on this ${owner}`);
     if (!isValidIdentityName(n.NodeName)) {
-      throw invalid(`Node identity ${JSON.stringify(n.NodeName)} has an invalid name. Only lowercase alphanumeric characters, '-' and '_' are allowed`);
+      throw invalid(
+        `Node identity ${JSON.stringify(n.NodeName)} has an invalid name. Only lowercase alphanumeric characters, '-' and '_' are allowed`,
+      );
     }
     checkDatacenterNames([n.Datacenter], `Node identity ${JSON.stringify(n.NodeName)}`);
     const key = `${n.NodeName}\u0000${n.Datacenter}`;
@@ -118,7 +124,9 @@ export function normalizeTemplatedPolicies(list: readonly TemplatedPolicyInput[]
         throw invalid(`Invalid templated policy ${JSON.stringify(t.TemplateName)}: variable "Name" is required`);
       }
       if (!isValidIdentityName(name)) {
-        throw invalid(`Invalid templated policy ${JSON.stringify(t.TemplateName)}: name ${JSON.stringify(name)} is invalid. Only lowercase alphanumeric characters, '-' and '_' are allowed`);
+        throw invalid(
+          `Invalid templated policy ${JSON.stringify(t.TemplateName)}: name ${JSON.stringify(name)} is invalid. Only lowercase alphanumeric characters, '-' and '_' are allowed`,
+        );
       }
     } else if (name !== undefined && name !== '') {
       throw invalid(`Invalid templated policy ${JSON.stringify(t.TemplateName)}: this template takes no variables`);

@@ -31,7 +31,10 @@ class HashWriter {
 type Grants = Pick<TokenRecord, 'Policies' | 'ServiceIdentities' | 'NodeIdentities' | 'TemplatedPolicies'>;
 
 function writeGrants(w: HashWriter, g: Grants): void {
-  w.list('policy', g.Policies.map((l) => l.ID));
+  w.list(
+    'policy',
+    g.Policies.map((l) => l.ID),
+  );
   w.list(
     'service',
     g.ServiceIdentities.map((s) => `${s.ServiceName}@${(s.Datacenters ?? []).join(',')}`),
@@ -48,7 +51,10 @@ function writeGrants(w: HashWriter, g: Grants): void {
 
 export function tokenHash(t: Pick<TokenRecord, 'Description' | 'Local' | 'Roles' | keyof Grants>): string {
   const w = new HashWriter().field('description', t.Description).field('locality', t.Local ? 'local' : 'global');
-  w.list('role', t.Roles.map((l) => l.ID));
+  w.list(
+    'role',
+    t.Roles.map((l) => l.ID),
+  );
   writeGrants(w, t);
   return w.digest();
 }

@@ -16,8 +16,7 @@ export const DEFAULT_PARTITION = 'default';
 
 export const isUUID = (value: string): boolean => UUID_RE.test(value);
 
-export const isReservedID = (value: string): boolean =>
-  value.toLowerCase().startsWith(RESERVED_PREFIX);
+export const isReservedID = (value: string): boolean => value.toLowerCase().startsWith(RESERVED_PREFIX);
 
 /** A fresh random (v4, crypto-sourced) UUID that is never in the reserved range. */
 export function generateID(): string {

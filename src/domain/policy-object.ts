@@ -10,7 +10,9 @@ const POLICY_NAME_RE = /^[A-Za-z0-9\-_]+\/?[A-Za-z0-9\-_]*$/;
 export function checkPolicyName(name: string): void {
   if (name === '') throw invalid('Invalid Policy: no Name is set');
   if (name.length > 128 || !POLICY_NAME_RE.test(name)) {
-    throw invalid("Invalid Policy: invalid Name. Only alphanumeric characters, '-', '_' and a single '/' (not leading) are allowed, at most 128 characters");
+    throw invalid(
+      "Invalid Policy: invalid Name. Only alphanumeric characters, '-', '_' and a single '/' (not leading) are allowed, at most 128 characters",
+    );
   }
   if (name.toLowerCase().startsWith('builtin/')) {
     throw invalid('Invalid Policy: the "builtin/" name prefix is reserved for built-in policies');

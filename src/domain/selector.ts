@@ -191,7 +191,10 @@ class Parser {
   /** A value on the left means `value [not] in selector`; a selector means one of the other forms. */
   private match(): SelectorNode {
     const first = this.peek();
-    const leftIsValue = first.t === 'string' || first.t === 'number' || (first.t === 'ident' && (this.isWord('in', 1) || (this.isWord('not', 1) && this.isWord('in', 2))));
+    const leftIsValue =
+      first.t === 'string' ||
+      first.t === 'number' ||
+      (first.t === 'ident' && (this.isWord('in', 1) || (this.isWord('not', 1) && this.isWord('in', 2))));
     if (leftIsValue) {
       const value = this.value();
       let negated = false;
@@ -243,7 +246,9 @@ class Parser {
       }
       return { kind: negated ? 'notMatches' : 'matches', path, value, regex };
     }
-    throw this.unexpected(negated ? '"contains", "matches" or "in"' : 'a matching operator ("==", "!=", "is empty", "contains", "matches", "in")');
+    throw this.unexpected(
+      negated ? '"contains", "matches" or "in"' : 'a matching operator ("==", "!=", "is empty", "contains", "matches", "in")',
+    );
   }
 
   private selector(): Path {
@@ -325,7 +330,8 @@ export function select(data: unknown, path: Path): unknown {
   return current;
 }
 
-const text = (v: unknown): string => (typeof v === 'string' ? v : typeof v === 'number' || typeof v === 'boolean' ? String(v) : JSON.stringify(v));
+const text = (v: unknown): string =>
+  typeof v === 'string' ? v : typeof v === 'number' || typeof v === 'boolean' ? String(v) : JSON.stringify(v);
 
 function contains(container: unknown, value: string): boolean {
   if (Array.isArray(container)) return container.some((x) => text(x) === value);

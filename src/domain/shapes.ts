@@ -12,7 +12,8 @@ export const serviceIdentityShape: z.ZodType<ServiceIdentity> = z.object({
 
 export const nodeIdentityShape: z.ZodType<NodeIdentity> = z.object({ NodeName: z.string(), Datacenter: z.string() });
 
-const olderName = (v: unknown): unknown => (v !== null && typeof v === 'object' && !Array.isArray(v) && !('name' in v) && 'Name' in v ? { name: (v as { Name: unknown }).Name } : v);
+const olderName = (v: unknown): unknown =>
+  v !== null && typeof v === 'object' && !Array.isArray(v) && !('name' in v) && 'Name' in v ? { name: (v as { Name: unknown }).Name } : v;
 
 /** A template's variables as stored and returned (`name`); a record of the older shape (`Name`) reads the same. */
 const templateVariablesShape = z.preprocess(olderName, z.object({ name: z.string() }));

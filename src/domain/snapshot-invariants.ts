@@ -6,7 +6,7 @@ import { parsePolicyRules } from './rules/policy.js';
 import type { AuthMethodRecord, BindingRuleRecord, PolicyRecord, RoleRecord, TokenRecord } from './types.js';
 
 /**
- * What a restore must hold before it may replace anything (SPEC §18): every invariant the
+ * What a restore must hold before it may replace anything (README, "Security"): every invariant the
  * API enforces on writes, since a snapshot file is input like any other (its checksum is
  * unkeyed: anyone can recompute it). Checked whole before any change; the first problem
  * found is refused with 400, naming the record.
@@ -91,12 +91,14 @@ export function checkGlobalObjects(c: RestoreContent): void {
   for (const r of c.bindingRules) {
     uuid('binding rule', 'ID', r.ID);
     unique('binding rule', ruleIDs, r.ID, r.ID, 'ID');
-    if (!methods.has(`${scope('binding rule', r.ID, r)}/${r.AuthMethod}`.toLowerCase())) throw refuse(`binding rule ${r.ID} belongs to auth method ${JSON.stringify(r.AuthMethod)}, which the snapshot does not hold`);
+    if (!methods.has(`${scope('binding rule', r.ID, r)}/${r.AuthMethod}`.toLowerCase()))
+      throw refuse(`binding rule ${r.ID} belongs to auth method ${JSON.stringify(r.AuthMethod)}, which the snapshot does not hold`);
   }
 
   const anonymous = c.tokens.find((t) => t.AccessorID === ANONYMOUS_TOKEN_ID);
   if (!anonymous) throw refuse('the anonymous token is missing');
-  if (anonymous.SecretID !== ANONYMOUS_TOKEN_SECRET || anonymous.Local) throw refuse('the anonymous token must be global with the secret "anonymous"');
+  if (anonymous.SecretID !== ANONYMOUS_TOKEN_SECRET || anonymous.Local)
+    throw refuse('the anonymous token must be global with the secret "anonymous"');
   checkTokens(c.tokens.filter((t) => !t.Local));
 }
 
@@ -110,7 +112,8 @@ export function checkTokens(tokens: readonly TokenRecord[]): void {
   const secrets = new Map<string, string>();
   for (const t of tokens) {
     uuid('token', 'AccessorID', t.AccessorID, (id) => id === ANONYMOUS_TOKEN_ID && !t.Local);
-    if (t.AccessorID !== ANONYMOUS_TOKEN_ID && t.SecretID === ANONYMOUS_TOKEN_SECRET) throw refuse(`token ${t.AccessorID} has the anonymous token's secret`);
+    if (t.AccessorID !== ANONYMOUS_TOKEN_ID && t.SecretID === ANONYMOUS_TOKEN_SECRET)
+      throw refuse(`token ${t.AccessorID} has the anonymous token's secret`);
     if (!SECRET_RE.test(t.SecretID)) throw refuse(`token ${t.AccessorID} has an invalid SecretID`);
     scope('token', t.AccessorID, t);
     if (accessors.has(t.AccessorID)) throw refuse(`two tokens have the AccessorID ${t.AccessorID}`);

@@ -70,7 +70,12 @@ export const POLICY_TEMPLATES: readonly PolicyTemplate[] = [
     TemplateName: 'builtin/nomad-server',
     needsName: false,
     Schema: '',
-    Template: ['acl = "write"', block('agent_prefix', '', 'read'), block('node_prefix', '', 'read'), block('service_prefix', '', 'write')].join('\n'),
+    Template: [
+      'acl = "write"',
+      block('agent_prefix', '', 'read'),
+      block('node_prefix', '', 'read'),
+      block('service_prefix', '', 'write'),
+    ].join('\n'),
     Description: 'Gives the token or role permissions required for integration with a nomad server.',
   },
   {
@@ -78,7 +83,12 @@ export const POLICY_TEMPLATES: readonly PolicyTemplate[] = [
     TemplateName: 'builtin/api-gateway',
     needsName: true,
     Schema: NAME_SCHEMA,
-    Template: ['mesh = "read"', block('node_prefix', '', 'read'), block('service_prefix', '', 'read'), block('service', '{{.Name}}', 'write')].join('\n'),
+    Template: [
+      'mesh = "read"',
+      block('node_prefix', '', 'read'),
+      block('service_prefix', '', 'read'),
+      block('service', '{{.Name}}', 'write'),
+    ].join('\n'),
     Description: 'Gives the token or role permissions for an API gateway.',
   },
   {
@@ -86,7 +96,12 @@ export const POLICY_TEMPLATES: readonly PolicyTemplate[] = [
     TemplateName: 'builtin/nomad-client',
     needsName: false,
     Schema: '',
-    Template: [block('agent_prefix', '', 'read'), block('node_prefix', '', 'read'), block('service_prefix', '', 'write'), block('key_prefix', '', 'read')].join('\n'),
+    Template: [
+      block('agent_prefix', '', 'read'),
+      block('node_prefix', '', 'read'),
+      block('service_prefix', '', 'write'),
+      block('key_prefix', '', 'read'),
+    ].join('\n'),
     Description: 'Gives the token or role permissions required for integration with a nomad client.',
   },
 ];
@@ -125,11 +140,9 @@ function synthesize(templateName: string, name: string | undefined, datacenters:
   };
 }
 
-export const serviceIdentityPolicy = (s: ServiceIdentity): SyntheticPolicy =>
-  synthesize('builtin/service', s.ServiceName, s.Datacenters);
+export const serviceIdentityPolicy = (s: ServiceIdentity): SyntheticPolicy => synthesize('builtin/service', s.ServiceName, s.Datacenters);
 
-export const nodeIdentityPolicy = (n: NodeIdentity): SyntheticPolicy =>
-  synthesize('builtin/node', n.NodeName, [n.Datacenter]);
+export const nodeIdentityPolicy = (n: NodeIdentity): SyntheticPolicy => synthesize('builtin/node', n.NodeName, [n.Datacenter]);
 
 export const templatedPolicy = (t: TemplatedPolicyLink): SyntheticPolicy =>
   synthesize(t.TemplateName, t.TemplateVariables?.name, t.Datacenters);

@@ -127,7 +127,7 @@ export interface RoleRecord extends Scope {
   ModifyIndex: number;
 }
 
-/** How an auth method turns an external identity into a token (SPEC §14); a global object. */
+/** How an auth method turns an external identity into a token (README, "HTTP API"); a global object. */
 export interface AuthMethodRecord extends Scope {
   /** Unique per (partition, namespace). */
   Name: string;
@@ -137,15 +137,15 @@ export interface AuthMethodRecord extends Scope {
   Description: string;
   /** Lifetime of tokens made by login, as a duration (e.g. `1h0m0s`); empty: no expiry. */
   MaxTokenTTL: string;
-  /** `local` (the default): login tokens stay where they were made; `global`: they replicate. */
-  TokenLocality: 'local' | 'global';
+  /** As sent: `local` or `''` (the same, the default): login tokens stay where they were made; `global`: they replicate. */
+  TokenLocality: '' | 'local' | 'global';
   /** Type-specific configuration, as Consul's. */
   Config: Record<string, unknown>;
   CreateIndex: number;
   ModifyIndex: number;
 }
 
-/** Which of a method's identities get which links (SPEC §14); a global object. */
+/** Which of a method's identities get which links (README, "HTTP API"); a global object. */
 export interface BindingRuleRecord extends Scope {
   ID: string;
   Description: string;
@@ -169,4 +169,15 @@ export interface BootstrapState {
   Bootstrapped: boolean;
   /** Index of the change that last bootstrapped; the reset index operators write. */
   ResetIndex: number;
+}
+
+/** Who made a request, and how: filled at the edge, completed by the service with the caller's accessor. */
+export interface AuditActor {
+  RequestID: string;
+  /** The caller's token: its AccessorID, "anonymous", or "hmac:…" for a secret no token has. */
+  AccessorID: string;
+  RemoteAddr: string;
+  Method: string;
+  /** The path, its query without `token`. */
+  Path: string;
 }

@@ -1,12 +1,12 @@
-import type { Etcd3, Lease } from 'etcd3';
 import type { Logger } from 'pino';
 import { WatchwordError } from '../domain/errors.js';
-import { Election, type ElectionView, type EtcdStep, type LeaderInfo, type ServerInfo, type SyncRecord } from './election.js';
+import { Election, type EtcdStep, type LeaderInfo, type ServerInfo, type SyncRecord } from './election.js';
+import { CALL_MS, type ElectionClient, Etcd3ElectionClient, messageOf } from './etcd-client.js';
 
 export type { LeaderInfo, ServerInfo } from './election.js';
 
 /**
- * Who leads a datacenter (SPEC §13). The etcd coordinator runs an election on a lease;
+ * Who leads a datacenter (README, "Several servers per datacenter"). The etcd coordinator runs an election on a lease;
  * the static one names the first of `--server-peers` for good.
  */
 export interface Coordinator {
@@ -21,6 +21,11 @@ export interface Coordinator {
   /** The synchronous set as last published. */
   syncSet(): string[];
   servers(): ServerInfo[];
+  /**
+   * Every server this one has seen registered since it started, live or not: a server whose
+   * registration lapsed (killed, cut off) stays listed, as down, until this process restarts.
+   */
+  knownServers(): ServerInfo[];
   /** Told whenever the leader (or this server's part) changes. */
   onChange(listener: () => void): void;
   /** Why the coordinator cannot be used now, if it cannot. */
@@ -57,6 +62,9 @@ export class StaticCoordinator implements Coordinator {
   servers(): ServerInfo[] {
     return this.peers.length > 0 ? this.peers : [this.self];
   }
+  knownServers(): ServerInfo[] {
+    return this.servers();
+  }
   onChange(): void {}
   problem(): string | undefined {
     return undefined;
@@ -77,17 +85,14 @@ export interface EtcdOptions {
   credentials?: { rootCertificate?: Buffer; certChain?: Buffer; privateKey?: Buffer };
   /** etcd auth. */
   auth?: { username: string; password: string };
+  /** The election's calls of etcd (default: through the etcd3 client, made at start). */
+  client?: ElectionClient;
   logger: Logger;
 }
 
-/** Per-call deadline for etcd, ms: a call that hangs must not hold the loop past a lease. */
-const CALL_MS = 2000;
-
 /**
  * The election's shell: the etcd client, the timers, and the calls the decisions in
- * `election.ts` ask for. Keys: a lease kept alive by this server, a leader key created only
- * if absent and bound to the lease (its create revision is the term), a sync key naming
- * the synchronous set, and a registration per server.
+ * `election.ts` ask for (`etcd-client.ts` makes them).
  *
  * Fencing: the lease is valid until `TTL` after the last keep-alive that etcd confirmed
  * was *sent*; etcd cannot expire it earlier. This server stops acknowledging a margin
@@ -95,11 +100,8 @@ const CALL_MS = 2000;
  * (resigned and revoked as soon as etcd answers), never kept alive again.
  */
 export class EtcdCoordinator implements Coordinator {
-  /** Loaded in start(): the etcd client (gRPC) costs a quarter of a second to load, which no other command should pay. */
-  private client!: Etcd3;
+  private client: ElectionClient | undefined;
   private readonly election: Election;
-  /** The client-side lease object of each lease this server granted, for keep-alives. */
-  private readonly leaseObjects = new Map<string, Lease>();
   private readonly listeners = new Set<() => void>();
   private timer: NodeJS.Timeout | undefined;
   private keepalive: NodeJS.Timeout | undefined;
@@ -107,29 +109,27 @@ export class EtcdCoordinator implements Coordinator {
   private polling = false;
   /** What the listeners were last told: leader, term and whether this server leads. */
   private told = '';
-  private readonly prefix: string;
+  /** Every server seen registered since start, by name (its last address). */
+  private readonly seen = new Map<string, ServerInfo>();
 
   constructor(private readonly options: EtcdOptions) {
-    this.prefix = `/watchword/${options.datacenter}/`;
     const leaseMs = options.leaseTTL * 1000;
     this.election = new Election({ self: options.self, leaseMs, marginMs: Math.min(1000, leaseMs / 5) });
+    this.client = options.client;
   }
 
-  private key(name: string): string {
-    return this.prefix + name;
+  private get etcd(): ElectionClient {
+    if (!this.client) throw new WatchwordError('NO_LEADER', 'the coordinator has not started');
+    return this.client;
   }
 
   async start(): Promise<void> {
-    const [{ Etcd3 }, { noop }] = await Promise.all([import('etcd3'), import('cockatiel')]);
-    this.client = new Etcd3({
-      hosts: this.options.endpoints,
-      // Without a CA of its own, grpc checks etcd's certificate against the system's roots.
-      ...(this.options.credentials ? { credentials: this.options.credentials as { rootCertificate: Buffer } } : {}),
-      ...(this.options.auth ? { auth: this.options.auth } : {}),
-      dialTimeout: CALL_MS,
-      defaultCallOptions: () => ({ deadline: Date.now() + CALL_MS }),
-      // Calls fail fast and are retried by the election loop, not held behind a circuit breaker.
-      faultHandling: { host: () => noop, global: noop },
+    const { endpoints, datacenter, credentials, auth } = this.options;
+    this.client ??= await Etcd3ElectionClient.connect({
+      endpoints,
+      datacenter,
+      ...(credentials ? { credentials } : {}),
+      ...(auth ? { auth } : {}),
     });
     await this.poll();
     this.timer = setInterval(() => void this.poll(), this.options.pollMs);
@@ -160,6 +160,11 @@ export class EtcdCoordinator implements Coordinator {
     return this.election.servers();
   }
 
+  knownServers(): ServerInfo[] {
+    for (const s of this.election.servers()) this.seen.set(s.name, s);
+    return [...this.seen.values()].sort((a, b) => a.name.localeCompare(b.name));
+  }
+
   problem(): string | undefined {
     return this.election.problem();
   }
@@ -171,26 +176,22 @@ export class EtcdCoordinator implements Coordinator {
   async publishSync(members: string[]): Promise<void> {
     const leader = this.leader();
     const lease = this.election.currentLease();
-    if (!this.isLeader() || lease === undefined || !leader) throw new WatchwordError('NO_LEADER', 'not the leader: cannot publish the synchronous set');
+    if (!this.isLeader() || lease === undefined || !leader)
+      throw new WatchwordError('NO_LEADER', 'not the leader: cannot publish the synchronous set');
     const record: SyncRecord = { leader: this.options.self.name, term: leader.term, members };
-    const res = await this.client
-      .if(this.key('leader'), 'Lease', '==', lease)
-      .then(this.client.put(this.key('sync')).value(JSON.stringify(record)))
-      .commit();
-    if (!res.succeeded) throw new WatchwordError('NO_LEADER', 'leadership was lost while publishing the synchronous set');
-    this.election.syncPublished(record, res.header.revision);
+    const res = await this.etcd.publish(record, lease);
+    if (!res.ok) throw new WatchwordError('NO_LEADER', 'leadership was lost while publishing the synchronous set');
+    this.election.syncPublished(record, res.revision);
   }
 
   /** Keeps the current lease alive; a keep-alive confirmed by etcd extends validity from when it was sent. */
   private async renew(): Promise<void> {
     if (this.stopped) return;
     const id = this.election.currentLease();
-    const lease = id === undefined ? undefined : this.leaseObjects.get(id);
-    if (id !== undefined && lease) {
+    if (id !== undefined) {
       const sent = Date.now();
       try {
-        const res = await lease.keepaliveOnce({ deadline: sent + 1500 });
-        this.election.keptAlive(id, sent, Number(res.TTL) * 1000);
+        this.election.keptAlive(id, sent, await this.etcd.keepalive(id));
       } catch (err) {
         this.election.failed(messageOf(err), Date.now());
       }
@@ -220,74 +221,52 @@ export class EtcdCoordinator implements Coordinator {
   }
 
   private async perform(step: Exclude<EtcdStep, { kind: 'idle' }>): Promise<void> {
+    const etcd = this.etcd;
+    const self = this.options.self;
     switch (step.kind) {
       case 'resign': {
-        await this.client.if(this.key('leader'), 'Lease', '==', step.lease).then(this.client.delete().key(this.key('leader'))).commit();
-        await this.revoke(step.lease);
+        await etcd.resign(step.lease);
+        await etcd.revoke(step.lease);
         this.election.resigned(step.lease);
         return;
       }
       case 'grant': {
-        const lease = this.client.lease(this.options.leaseTTL, { autoKeepAlive: false });
-        lease.on('lost', () => undefined);
         const sent = Date.now();
-        const id = await lease.grant();
-        this.leaseObjects.set(id, lease);
-        this.election.granted(id, sent);
+        this.election.granted(await etcd.grant(this.options.leaseTTL), sent);
         return;
       }
-      case 'read': {
-        const res = await this.client.getAll().prefix(this.prefix).exec();
-        const view: ElectionView = { servers: [] };
-        for (const kv of res.kvs) {
-          const k = kv.key.toString();
-          const lease = String(kv.lease);
-          if (k === this.key('leader')) view.leader = { server: parseServer(kv.value), term: Number(kv.create_revision), lease, revision: String(kv.mod_revision) };
-          else if (k === this.key('sync')) view.sync = { record: parseSync(kv.value), revision: String(kv.mod_revision) };
-          else if (k.startsWith(this.key('servers/'))) view.servers.push({ ...parseServer(kv.value), lease });
-        }
-        this.election.observed(view, Date.now());
+      case 'read':
+        this.election.observed(await etcd.read(), Date.now());
         return;
-      }
-      case 'clear': {
-        await this.client.if(this.key('leader'), 'Mod', '==', step.revision).then(this.client.delete().key(this.key('leader'))).commit();
+      case 'clear':
+        await etcd.clear(step.revision);
         this.election.cleared();
         return;
-      }
-      case 'register': {
-        await this.client.put(this.key(`servers/${this.options.self.name}`)).value(JSON.stringify(this.options.self)).lease(step.lease);
+      case 'register':
+        await etcd.register(self, step.lease);
         this.election.registered(step.lease);
         return;
-      }
       case 'campaign': {
-        const res = await this.client
-          .if(this.key('leader'), 'Create', '==', 0)
-          .and(this.key('sync'), 'Mod', '==', step.syncRevision ?? 0)
-          .then(this.client.put(this.key('leader')).value(JSON.stringify(this.options.self)).lease(step.lease))
-          .commit();
-        this.election.campaigned(step.lease, res.succeeded, Number(res.header.revision));
-        // Until followers catch up, this server alone holds every acknowledged write.
-        if (res.succeeded) await this.publishSync([]);
+        // The key and a record naming this server alone, in one transaction (election.ts, invariant 6):
+        // until followers catch up, this server alone holds every write it acknowledges.
+        const res = await etcd.campaign(self, step.lease, step.syncRevision, { leader: self.name, term: 0, members: [] });
+        this.election.campaigned(step.lease, res.won, res.revision);
         return;
       }
-    }
-  }
-
-  /** Revokes a lease (removing every key on it); one etcd no longer knows is as good as revoked. */
-  private async revoke(id: string): Promise<void> {
-    const lease = this.leaseObjects.get(id);
-    this.leaseObjects.delete(id);
-    lease?.release();
-    try {
-      await this.client.leaseClient.leaseRevoke({ ID: id });
-    } catch (err) {
-      if (!/lease not found/i.test(messageOf(err))) throw err;
+      case 'claim': {
+        const record: SyncRecord = { leader: self.name, term: step.term, members: [] };
+        const res = await etcd.publish(record, step.lease);
+        if (res.ok) this.election.syncPublished(record, res.revision);
+        else this.election.beginRound(Date.now()); // the key moved meanwhile: read again
+        return;
+      }
     }
   }
 
   /** Logs what the election did, and tells the listeners when the leader, the term or this server's part changed. */
   private settle(): void {
     for (const note of this.election.takeNotes()) this.options.logger.info(`coordinator: ${note}`);
+    for (const s of this.election.servers()) this.seen.set(s.name, s);
     const l = this.leader();
     const now = `${l?.name ?? ''}|${l?.term ?? 0}|${this.isLeader()}`;
     if (now === this.told) return;
@@ -302,35 +281,8 @@ export class EtcdCoordinator implements Coordinator {
     // A round in flight ends after its current call (each has a deadline).
     for (const until = Date.now() + CALL_MS; this.polling && Date.now() < until; ) await new Promise((r) => setTimeout(r, 10));
     // Revoking a lease removes the leader key on it at once: a successor need not wait for it to lapse.
-    await Promise.all(this.election.leases().map((id) => this.revoke(id).catch(() => undefined)));
-    this.client?.close();
-  }
-}
-
-function messageOf(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
-
-/** A server's registration or the leader key's value; what does not parse names nobody (and is then no leader). */
-function parseServer(value: Buffer): ServerInfo {
-  try {
-    const v = JSON.parse(value.toString()) as Partial<ServerInfo>;
-    return { name: typeof v.name === 'string' ? v.name : '', address: typeof v.address === 'string' ? v.address : '' };
-  } catch {
-    return { name: '', address: '' };
-  }
-}
-
-/**
- * The synchronous set. One that does not parse names nobody: no server may take over until
- * an operator repairs it, which is safer than letting a server that may lack acknowledged
- * writes lead.
- */
-function parseSync(value: Buffer): SyncRecord {
-  try {
-    const v = JSON.parse(value.toString()) as Partial<SyncRecord>;
-    return { leader: typeof v.leader === 'string' ? v.leader : '', term: Number(v.term) || 0, members: Array.isArray(v.members) ? v.members.filter((m): m is string => typeof m === 'string') : [] };
-  } catch {
-    return { leader: '', term: 0, members: [] };
+    const client = this.client;
+    if (client) await Promise.all(this.election.leases().map((id) => client.revoke(id).catch(() => undefined)));
+    client?.close();
   }
 }

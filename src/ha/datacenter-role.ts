@@ -2,7 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { OperatorServersResponse, ReplicationStatusResponse } from '../api/schemas.js';
 import { WatchwordError } from '../domain/errors.js';
-import type { FollowerHooks, SecondaryHooks } from '../http/forward.js';
+import type { FollowerHooks, SecondaryHooks } from './hooks.js';
 import type { DatacenterInfo } from '../replication/protocol.js';
 import { REPLICATION_PATH } from '../replication/protocol.js';
 import { PeerClient } from '../replication/primary-client.js';
@@ -74,6 +74,7 @@ export abstract class DatacenterRole implements ClusterRole {
       backoffMaxMs: Math.min(repl.backoffMaxMs, 2000),
       tailBatches: 20_000,
       primarySilentForMs: () => this.replicatingSilence(),
+      onPrimarySilence: (ms) => this.heardOfPrimary(ms),
       logger,
       onLead: () => this.lead(),
       onFollow: () => this.follow(),
@@ -85,11 +86,20 @@ export abstract class DatacenterRole implements ClusterRole {
     const url = this.group?.isLeader() === false ? this.group.leaderURL() : undefined;
     if (!url) return undefined;
     let c = this.leaderClients.get(url);
-    if (!c) this.leaderClients.set(url, (c = new PeerClient(url, `${this.deps.config.datacenter} (leader)`, this.deps.transport.fetcher({ datacenter: this.deps.config.datacenter }))));
+    if (!c)
+      this.leaderClients.set(
+        url,
+        (c = new PeerClient(
+          url,
+          `${this.deps.config.datacenter} (leader)`,
+          this.deps.transport.fetcher({ datacenter: this.deps.config.datacenter }),
+        )),
+      );
     return c;
   }
 
-  protected waitForLocalIndex = (index: number, timeoutMs: number): Promise<boolean> => waitForIndex(this.deps.store, index, timeoutMs);
+  protected waitForLocalIndex = (index: number, timeoutMs: number): Promise<boolean> =>
+    waitForIndex(this.deps.store, index, timeoutMs, () => this.group?.holdsLeaderHistory() ?? true);
 
   async start(parts: RoleParts): Promise<void> {
     this.parts = parts;
@@ -106,12 +116,14 @@ export abstract class DatacenterRole implements ClusterRole {
 
   /** This server now leads its datacenter. */
   private async lead(): Promise<void> {
+    if (this.several) this.deps.onEvent?.('leadership', { Role: 'leader', Term: this.group?.leader()?.term ?? 0 });
     await this.startReplication();
     await this.ports.leaderParts.start();
   }
 
   /** This server no longer leads. */
   private async follow(): Promise<void> {
+    this.deps.onEvent?.('leadership', { Role: 'follower' });
     await this.parts?.leaderParts.stop();
     await this.stopReplication();
   }
@@ -126,30 +138,59 @@ export abstract class DatacenterRole implements ClusterRole {
   writeTarget(): FollowerHooks | undefined {
     if (!this.several) return undefined;
     const group = this.group;
-    if (!group) throw new WatchwordError('NO_LEADER', `no leader is known in datacenter ${this.deps.config.datacenter} yet; try again shortly`);
+    if (!group)
+      throw new WatchwordError('NO_LEADER', `no leader is known in datacenter ${this.deps.config.datacenter} yet; try again shortly`);
     const leader = this.leaderClient();
     if (leader) return { leader, waitForIndex: this.waitForLocalIndex };
     if (group.isLeader()) return undefined;
     // No leader known: writes are refused, not made here.
     const problem = group.coordinator.problem();
-    throw new WatchwordError('NO_LEADER', `no leader is known in datacenter ${this.deps.config.datacenter}${problem ? ` (this server ${problem})` : ' yet'}; try again shortly`);
+    throw new WatchwordError(
+      'NO_LEADER',
+      `no leader is known in datacenter ${this.deps.config.datacenter}${problem ? ` (this server ${problem})` : ' yet'}; try again shortly`,
+    );
+  }
+
+  /**
+   * `?consistent` at a follower goes through its proven leader (true when it did). With no
+   * leader it can reach (between a leader's death and the next election, or while its
+   * stream to the leader reconnects), the read is refused, never answered from this
+   * server's own copy, which may lack writes the leader acknowledged. False: this server
+   * leads (or is alone), and answers itself.
+   */
+  protected async throughLeader(): Promise<boolean> {
+    if (!this.several || this.isLeader()) return false;
+    const leader = this.leaderClient();
+    if (!leader)
+      throw new WatchwordError(
+        'NO_LEADER',
+        `this server is a follower and reaches no leader of datacenter ${this.deps.config.datacenter} now; a ?consistent read needs one: try again shortly or read without ?consistent`,
+      );
+    await this.leaderBarrier(leader);
+    return true;
   }
 
   /** `?consistent` at a follower: reach the leader's current index first. */
   protected async leaderBarrier(leader: PeerClient): Promise<void> {
     const index = await leader.currentIndex(2000);
     if (!(await this.waitForLocalIndex(index, 2500))) {
-      throw new WatchwordError('NO_LEADER', `this server has not caught up with its leader (index ${index}); try again or read without ?consistent`);
+      throw new WatchwordError(
+        'NO_LEADER',
+        `this server has not caught up with its leader (index ${index}); try again or read without ?consistent`,
+      );
     }
   }
 
   abstract checkChosenIDs(ids: { accessor?: string; secret?: string }, local: boolean): Promise<void>;
   abstract replicationStatus(): ReplicationStatusResponse;
   abstract primarySilentForMs(): number | undefined;
-  /** How long the primary has been silent as this server's own replication measures it (a secondary's leader). */
+  /** How long the primary has been silent as this server knows it, told to its followers while it leads (a secondary). */
   protected replicatingSilence(): number | undefined {
     return undefined;
   }
+
+  /** The leader this server follows says the primary was heard `ms` ago (a secondary). */
+  protected heardOfPrimary(_ms: number): void {}
   abstract reportedDatacenters(): DatacenterInfo[];
   abstract knownLeader(): boolean;
   abstract lastContactMs(): number;
@@ -162,7 +203,7 @@ export abstract class DatacenterRole implements ClusterRole {
 
   leaderAddress(): string {
     // A server that cannot reach the coordinator knows no leader, not its own stale record.
-    return !this.group || this.group.isLeader() ? this.deps.advertised() : (this.group.otherLeader()?.address ?? '');
+    return !this.group || this.group.isLeader() ? this.deps.advertised() : (this.group.provenLeader()?.address ?? '');
   }
 
   peers(): string[] {
@@ -179,13 +220,27 @@ export abstract class DatacenterRole implements ClusterRole {
       SyncSet: [],
       RunningWithoutSyncCopy: false,
       Problem: null,
-      Servers: [{ Name: config.node_name, Address: advertised(), Role: 'leader', Term: 1, AppliedSeq: store.serverPosition().seq, AppliedIndex: store.currentIndex(), LagBatches: 0, InSyncSet: false, Connected: true }],
+      Servers: [
+        {
+          Name: config.node_name,
+          Address: advertised(),
+          Role: 'leader',
+          Term: 1,
+          AppliedSeq: store.serverPosition().seq,
+          AppliedIndex: store.currentIndex(),
+          LagBatches: 0,
+          InSyncSet: false,
+          Connected: true,
+          Registered: true,
+        },
+      ],
+      AnsweredBy: config.node_name,
     };
   }
 
-  /** The header naming the leader on a follower's refusals. */
+  /** The header naming the leader on a follower's refusals: only a leader this server has proven. */
   protected leaderHeader(): Record<string, string> {
-    const leader = this.group?.otherLeader();
+    const leader = this.group?.provenLeader();
     return leader && !this.group?.isLeader() ? { 'X-Service-Leader': leader.address } : {};
   }
 
@@ -194,7 +249,8 @@ export abstract class DatacenterRole implements ClusterRole {
     const { config } = this.deps;
     const path = new URL(req.url ?? '/', 'http://server').pathname;
     if (path === SERVERS_PATH) {
-      if (this.group) return this.group.handleUpgrade(req, socket, head, (status, message) => refuse(socket, status, message, this.leaderHeader()));
+      if (this.group)
+        return this.group.handleUpgrade(req, socket, head, (status, message) => refuse(socket, status, message, this.leaderHeader()));
       return refuse(socket, 404, `datacenter ${config.datacenter} runs a single server`);
     }
     if (path !== REPLICATION_PATH) return refuse(socket, 404, `no WebSocket endpoint at ${path}`);
@@ -203,7 +259,10 @@ export abstract class DatacenterRole implements ClusterRole {
 }
 
 /** GET /v1/acl/replication where this server does not replicate (the primary, or a follower). */
-export function notReplicating({ config, store }: RoleDeps, secondaries: NonNullable<ReplicationStatusResponse['Secondaries']>): ReplicationStatusResponse {
+export function notReplicating(
+  { config, store }: RoleDeps,
+  secondaries: NonNullable<ReplicationStatusResponse['Secondaries']>,
+): ReplicationStatusResponse {
   const index = store.currentIndex();
   return {
     Enabled: false,
@@ -223,4 +282,3 @@ export function notReplicating({ config, store }: RoleDeps, secondaries: NonNull
     Secondaries: secondaries,
   };
 }
-

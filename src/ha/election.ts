@@ -1,5 +1,5 @@
 /**
- * The election's decisions (SPEC §13) without etcd: fed what etcd answered and the time,
+ * The election's decisions (README, "Several servers per datacenter") without etcd: fed what etcd answered and the time,
  * it says what to ask etcd next and whether this server leads. The shell
  * (`coordinator.ts`) owns the client, the timers and the calls, as Patroni keeps its
  * policy apart from the loop that talks to etcd.
@@ -24,6 +24,12 @@
  *    Any other key (put by hand or by an impostor, without a lease or on a stranger's) is
  *    no leader: nobody follows it, and any server deletes it (in a transaction on its
  *    revision), so the datacenter elects a real one.
+ * 6. A server acknowledges writes only once the synchronous-set record names it as leader of
+ *    its term. Until then the record is the previous leader's, which lets that leader and its
+ *    set take over: a new leader that acknowledged writes alone under it could be succeeded by
+ *    a server that lacks them. So the campaign writes the leader key and a record naming the
+ *    winner with no members in one transaction, and a leader whose key is not matched by the
+ *    record claims it before anything else.
  */
 
 /** A server of the datacenter, as the coordinator knows it. */
@@ -66,6 +72,8 @@ export type EtcdStep =
   | { kind: 'campaign'; lease: string; syncRevision: string | undefined }
   /** Delete a leader key that no server put (invariant 5), if it is still at `revision`. */
   | { kind: 'clear'; revision: string }
+  /** Publish a synchronous-set record naming this server, term `term`, no members, if the leader key is on `lease` (invariant 6). */
+  | { kind: 'claim'; lease: string; term: number }
   | { kind: 'idle' };
 
 export interface ElectionSettings {
@@ -107,6 +115,7 @@ export class Election {
     if (key && !this.isGenuine(key)) return { kind: 'clear', revision: key.revision ?? String(key.term) };
     if (key && key.server.name === me && key.lease !== lease) return { kind: 'resign', lease: key.lease };
     if (!this.view.servers.some((s) => s.name === me && s.lease === lease)) return { kind: 'register', lease };
+    if (key && key.server.name === me && key.lease === lease && !this.ownsRecord()) return { kind: 'claim', lease, term: key.term };
     if (!key && this.mayCampaign()) return { kind: 'campaign', lease, syncRevision: this.view.sync?.revision };
     return { kind: 'idle' };
   }
@@ -119,7 +128,7 @@ export class Election {
 
   /** A leader key that no server put is gone (or was replaced meanwhile). */
   cleared(): void {
-    this.notes.push('removed a leader key that no server of this datacenter put (no lease, or not its registration\'s)');
+    this.notes.push("removed a leader key that no server of this datacenter put (no lease, or not its registration's)");
     this.fresh = false;
   }
 
@@ -159,17 +168,39 @@ export class Election {
   /** Registration of this server put on `lease`. */
   registered(lease: string): void {
     if (this.view.servers.some((s) => s.name === this.settings.self.name && s.lease === lease)) return;
-    this.view = { ...this.view, servers: [...this.view.servers.filter((s) => s.name !== this.settings.self.name), { ...this.settings.self, lease }] };
+    this.view = {
+      ...this.view,
+      servers: [...this.view.servers.filter((s) => s.name !== this.settings.self.name), { ...this.settings.self, lease }],
+    };
   }
 
-  /** The campaign's transaction: `term` is its revision when it took the key. */
+  /**
+   * The campaign's transaction: `term` is its revision when it took the key. It wrote the
+   * leader key and a record of the synchronous set naming this server with no members
+   * (invariant 6), both at that revision.
+   */
   campaigned(lease: string, won: boolean, term: number): void {
     if (!won) {
       this.fresh = false; // someone else was quicker: read who
       return;
     }
-    this.view = { ...this.view, leader: { server: this.settings.self, term, lease, revision: String(term) } };
+    this.view = {
+      ...this.view,
+      leader: { server: this.settings.self, term, lease, revision: String(term) },
+      sync: { record: { leader: this.settings.self.name, term, members: [] }, revision: String(term) },
+    };
     this.notes.push(`won the election in term ${term}; this server leads`);
+  }
+
+  /**
+   * Whether the synchronous-set record names this server as the leader of the term its key
+   * holds (a record written with the key carries the key's revision).
+   */
+  private ownsRecord(): boolean {
+    const key = this.view.leader;
+    const sync = this.view.sync;
+    if (!key || !sync || sync.record.leader !== this.settings.self.name) return false;
+    return sync.record.term === key.term || sync.revision === String(key.term);
   }
 
   /** The synchronous set is published at `revision`. */
@@ -180,7 +211,11 @@ export class Election {
   /** The leader key is off `lease` and `lease` is revoked (or was already gone). */
   resigned(lease: string): void {
     const wasRetired = this.retired.delete(lease);
-    this.notes.push(wasRetired ? `resigned: the leader key is off lease ${lease}, which is revoked` : `resigned on behalf of an earlier run of this server (lease ${lease})`);
+    this.notes.push(
+      wasRetired
+        ? `resigned: the leader key is off lease ${lease}, which is revoked`
+        : `resigned on behalf of an earlier run of this server (lease ${lease})`,
+    );
     if (this.view.leader?.lease === lease) this.view = { ...this.view, leader: undefined };
     this.fresh = false;
   }
@@ -204,15 +239,28 @@ export class Election {
     this.notes.push(`lease ${id} is no longer surely alive; it is retired (resigned and revoked once etcd answers)`);
   }
 
-  /** Whether this server leads and may acknowledge writes now (fencing). */
-  isLeader(now: number): boolean {
+  /** Whether this server holds the leader key on its live lease (it leads, or is about to once its record is published). */
+  private holdsKey(now: number): boolean {
     const key = this.view.leader;
-    return this.lease !== undefined && now < this.lease.validUntil - this.settings.marginMs && key !== undefined && key.lease === this.lease.id && key.server.name === this.settings.self.name;
+    return (
+      this.lease !== undefined &&
+      now < this.lease.validUntil - this.settings.marginMs &&
+      key !== undefined &&
+      key.lease === this.lease.id &&
+      key.server.name === this.settings.self.name
+    );
+  }
+
+  /** Whether this server leads and may acknowledge writes now (fencing; invariant 6). */
+  isLeader(now: number): boolean {
+    return this.holdsKey(now) && this.ownsRecord();
   }
 
   /** Why this server may not acknowledge writes (when it may not). */
   whyNotLeader(now: number): string {
-    if (!this.lease) return this.retired.size > 0 || this.trouble ? 'its lease in the coordinator lapsed' : 'it holds no lease in the coordinator yet';
+    if (!this.lease)
+      return this.retired.size > 0 || this.trouble ? 'its lease in the coordinator lapsed' : 'it holds no lease in the coordinator yet';
+    if (this.holdsKey(now)) return 'it won the election but has not yet published its synchronous set';
     const l = this.leader(now);
     return `the leader is ${l?.name ?? 'unknown'}`;
   }

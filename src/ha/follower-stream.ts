@@ -1,6 +1,5 @@
 import type { Logger } from 'pino';
-import type { LevelStore } from '../store/level-store.js';
-import type { ServerBatch } from '../store/store.js';
+import type { ServerBatch, ServerStore } from '../store/store.js';
 import { type FollowerFrame, type LeaderFrame, SERVER_PROTOCOL_VERSION } from './server-protocol.js';
 
 /** What the stream does outside itself. */
@@ -10,12 +9,14 @@ export interface FollowerStreamEffects {
   drop(reason: string): void;
   /** The leader welcomed this connection. */
   welcomed(): void;
+  /** The leader (of a secondary datacenter) reports that the primary was last heard `ms` ago. */
+  primarySilence?(ms: number): void;
 }
 
 type Queued = { kind: 'snapshot'; pairs: Array<[string, Uint8Array]>; seq: number; term: number } | { kind: 'batch'; batch: ServerBatch };
 
 /**
- * A follower's end of the server stream (SPEC §13), without a socket: fed its leader's
+ * A follower's end of the server stream (README, "Several servers per datacenter"), without a socket: fed its leader's
  * decoded frames in order, it takes a snapshot when told, applies batches in order
  * (several queued ones in one atomic write) and confirms each once durable. A batch that
  * does not follow the last applied one, or comes from an older term, ends the connection.
@@ -25,8 +26,6 @@ type Queued = { kind: 'snapshot'; pairs: Array<[string, Uint8Array]>; seq: numbe
 export class FollowerStream {
   /** Last batch the leader is known to have written. */
   leaderSeq = 0;
-  /** The primary's silence as the leader last told it (secondaries), and when that was told. */
-  primarySilence: { ms: number; at: number } | undefined;
   /** Set by the welcome: the connection's term. */
   private term = 0;
   private snapshot: Array<[string, Uint8Array]> = [];
@@ -36,9 +35,17 @@ export class FollowerStream {
   /** Bumped by every connection: what an older one left is dropped. */
   private generation = 0;
   private stopped = false;
+  /**
+   * What this server holds is a prefix of this leader's history: the leader resumed it from
+   * its tail, or its snapshot is installed. Until then (a new connection, or a snapshot on
+   * its way) it may hold batches the leader never wrote, so its index proves nothing.
+   */
+  private inHistory = false;
+  /** The leader's commit point as this connection last heard it. */
+  private leaderCommit = 0;
 
   constructor(
-    private readonly store: LevelStore,
+    private readonly store: ServerStore,
     private readonly options: { name: string; address: () => string; term: number; logger: Logger },
     private readonly effects: FollowerStreamEffects,
   ) {}
@@ -47,12 +54,26 @@ export class FollowerStream {
   hello(): FollowerFrame {
     this.disconnected();
     const pos = this.store.serverPosition();
-    return { t: 'hello', v: SERVER_PROTOCOL_VERSION, name: this.options.name, address: this.options.address(), seq: pos.seq, term: pos.term };
+    return {
+      t: 'hello',
+      v: SERVER_PROTOCOL_VERSION,
+      name: this.options.name,
+      address: this.options.address(),
+      seq: pos.seq,
+      term: pos.term,
+    };
+  }
+
+  /** Whether this server's store is a prefix of the leader's history (its index can be compared with the leader's). */
+  holdsLeaderHistory(): boolean {
+    return this.inHistory;
   }
 
   /** The connection ended: queued frames are dropped. */
   disconnected(): void {
     this.generation++;
+    this.inHistory = false;
+    this.leaderCommit = 0;
     this.queue = [];
     this.pendingSnapshot = undefined;
     this.snapshot = [];
@@ -62,14 +83,18 @@ export class FollowerStream {
     switch (frame.t) {
       case 'ping':
         this.leaderSeq = Math.max(this.leaderSeq, frame.seq);
-        if (frame.silent !== undefined) this.primarySilence = { ms: frame.silent, at: Date.now() };
+        if (frame.silent !== undefined) this.effects.primarySilence?.(frame.silent);
+        if (frame.commit !== undefined) this.heardCommit(frame.commit);
         return;
       case 'error':
         return this.effects.drop(`the leader refused: ${frame.message}`);
       case 'welcome':
-        if (frame.term < this.options.term) return this.effects.drop(`the leader's term ${frame.term} is older than the current term ${this.options.term}`);
+        if (frame.term < this.options.term)
+          return this.effects.drop(`the leader's term ${frame.term} is older than the current term ${this.options.term}`);
         this.term = frame.term;
         this.snapshot = [];
+        this.inHistory = frame.mode === 'tail';
+        this.heardCommit(this.leaderCommit);
         this.effects.welcomed();
         return;
       case 'snapshot':
@@ -81,9 +106,12 @@ export class FollowerStream {
         }
         return;
       case 'batch':
-        if (frame.term < this.term || frame.term < this.options.term) return this.effects.drop(`refused a batch of the older term ${frame.term}`);
+        if (frame.term < this.term || frame.term < this.options.term)
+          return this.effects.drop(`refused a batch of the older term ${frame.term}`);
         this.leaderSeq = Math.max(this.leaderSeq, frame.seq);
         this.enqueue({ kind: 'batch', batch: frame });
+        // Shown to readers once committed; a leader that does not say (an older version) commits what it sends.
+        this.heardCommit(frame.commit ?? frame.seq);
         return;
     }
   }
@@ -98,6 +126,17 @@ export class FollowerStream {
     this.working ??= this.apply(this.generation).finally(() => {
       this.working = undefined;
     });
+  }
+
+  /**
+   * The leader committed every batch up to `seq`. It says so of its own history: the batches
+   * this server holds are shown by it only while they are a prefix of that history (resumed
+   * from the leader's tail, or after its snapshot); before, they may be another history's
+   * (a batch the leader refused), which the snapshot on its way replaces.
+   */
+  private heardCommit(seq: number): void {
+    this.leaderCommit = Math.max(this.leaderCommit, seq);
+    if (this.inHistory) this.store.commitServerBatches(this.leaderCommit);
   }
 
   /** Resolves once nothing is being applied. */
@@ -115,14 +154,19 @@ export class FollowerStream {
           this.pendingSnapshot = undefined;
           await this.store.installServerSnapshot(snap.pairs, { seq: snap.seq, term: snap.term });
           this.options.logger.info({ seq: snap.seq, term: snap.term }, 'server stream: installed a snapshot from the leader');
-          if (current()) this.effects.send({ t: 'ack', seq: snap.seq });
+          if (current()) {
+            this.inHistory = true;
+            this.heardCommit(this.leaderCommit);
+            this.effects.send({ t: 'ack', seq: snap.seq });
+          }
           continue;
         }
         const batches = this.queue;
         this.queue = [];
         let expected = this.store.serverPosition().seq;
         for (const b of batches) {
-          if (b.prev !== expected) return this.effects.drop(`batch ${b.seq} follows ${b.prev}, but ${expected} is the last applied here; starting over`);
+          if (b.prev !== expected)
+            return this.effects.drop(`batch ${b.seq} follows ${b.prev}, but ${expected} is the last applied here; starting over`);
           expected = b.seq;
         }
         await this.store.applyServerBatches(batches);

@@ -1,12 +1,19 @@
+import type { ServerStore } from '../store/store.js';
 import type { Logger } from 'pino';
 import { WebSocket } from 'ws';
 import { Heartbeat } from '../replication/heartbeat.js';
 import { Backoff } from '../replication/backoff.js';
-import type { LevelStore } from '../store/level-store.js';
 import { decodeFrame, encodeFrame } from '../replication/protocol.js';
 import { FollowerStream } from './follower-stream.js';
 import { type Transport, describeConnectError } from '../transport/transport.js';
-import { type FollowerFrame, type LeaderFrame, SERVERS_PATH, SERVER_MAX_PAYLOAD, SERVER_PROTOCOL_VERSION, leaderFrame } from './server-protocol.js';
+import {
+  type FollowerFrame,
+  type LeaderFrame,
+  SERVERS_PATH,
+  SERVER_MAX_PAYLOAD,
+  SERVER_PROTOCOL_VERSION,
+  leaderFrame,
+} from './server-protocol.js';
 
 export interface FollowerOptions {
   name: string;
@@ -26,6 +33,8 @@ export interface FollowerOptions {
   backoffMinMs: number;
   backoffMaxMs: number;
   logger: Logger;
+  /** The proven leader of a secondary datacenter reports the primary was last heard `ms` ago. */
+  onPrimarySilence?: (ms: number) => void;
 }
 
 /** What the operator view shows of a follower's stream. */
@@ -62,19 +71,26 @@ export class ServerFollower {
   private proven = false;
 
   constructor(
-    private readonly store: LevelStore,
+    private readonly store: ServerStore,
     private readonly options: FollowerOptions,
   ) {
     this.backoff = new Backoff(options.backoffMinMs, options.backoffMaxMs);
-    this.stream = new FollowerStream(store, { name: options.name, address: options.address, term: options.term, logger: options.logger }, {
-      send: (frame) => this.send(frame),
-      drop: (reason) => this.drop(reason),
-      welcomed: () => {
-        this.refusedSince = undefined;
-        this.backoff.reset();
-        this.lastError = '';
+    this.stream = new FollowerStream(
+      store,
+      { name: options.name, address: options.address, term: options.term, logger: options.logger },
+      {
+        send: (frame) => this.send(frame),
+        drop: (reason) => this.drop(reason),
+        welcomed: () => {
+          this.refusedSince = undefined;
+          this.backoff.reset();
+          this.lastError = '';
+        },
+        primarySilence: (ms) => {
+          if (this.proven) options.onPrimarySilence?.(ms);
+        },
       },
-    });
+    );
     this.heartbeat = new Heartbeat({
       everyMs: options.heartbeatMs,
       deadAfterMs: options.deadPeerMs,
@@ -87,15 +103,6 @@ export class ServerFollower {
     this.connect();
   }
 
-  /**
-   * How long the primary has been silent as this follower can tell: what its leader last said,
-   * plus the time since (a leader gone quiet makes it grow); undefined before any report.
-   */
-  primarySilentForMs(): number | undefined {
-    const told = this.stream.primarySilence;
-    return told === undefined ? undefined : told.ms + (Date.now() - told.at);
-  }
-
   status(): FollowerStreamStatus {
     return {
       Leader: this.options.leaderURL,
@@ -106,6 +113,11 @@ export class ServerFollower {
       LastError: this.lastError,
       RefusedForMs: this.refusedSince === undefined ? 0 : Date.now() - this.refusedSince,
     };
+  }
+
+  /** Whether this server's store is a prefix of its leader's history (see FollowerStream). */
+  holdsLeaderHistory(): boolean {
+    return this.proven && this.stream.holdsLeaderHistory();
   }
 
   /** Whether the peer at leaderURL has proven, on the current connection, to be the leader. */
@@ -133,7 +145,8 @@ export class ServerFollower {
       const answer = key && challenge ? key.verifyResponse(challenge.nonce, res.headers) : undefined;
       const proved = answer ? answer : { ok: true as const, name: String(res.headers['x-watchword-server-name'] ?? '') };
       if (!proved.ok) return this.drop(`refused the leader at ${leaderURL}: ${proved.reason}`);
-      if (proved.name !== leaderName) return this.drop(`the server at ${leaderURL} is ${proved.name || 'unnamed'}, not the leader ${leaderName}`);
+      if (proved.name !== leaderName)
+        return this.drop(`the server at ${leaderURL} is ${proved.name || 'unnamed'}, not the leader ${leaderName}`);
       this.proven = true;
     });
     ws.on('open', () => {
@@ -149,7 +162,9 @@ export class ServerFollower {
       res.on('end', () => this.drop(`the leader refused the stream (${res.statusCode}): ${body.trim()}`));
     });
     ws.on('message', (data) => this.receive(data));
-    ws.on('close', (code, reason) => this.drop(`connection to the leader closed (${code}${reason.length ? `: ${reason.toString()}` : ''})`));
+    ws.on('close', (code, reason) =>
+      this.drop(`connection to the leader closed (${code}${reason.length ? `: ${reason.toString()}` : ''})`),
+    );
     ws.on('error', (err) => this.drop(`cannot reach the leader at ${this.options.leaderURL}: ${describeConnectError(err)}`));
   }
 

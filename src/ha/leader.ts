@@ -1,4 +1,4 @@
-import { FollowerSession, type ServerChannel, wsServerChannel } from './follower-session.js';
+import { type LeaderHost, LeaderSession, type ServerChannel, wsServerChannel } from './leader-session.js';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
@@ -6,8 +6,7 @@ import { WebSocketServer } from 'ws';
 import { WatchwordError } from '../domain/errors.js';
 import { PROOF_HEADERS } from '../transport/server-key.js';
 import type { Transport } from '../transport/transport.js';
-import type { LevelStore } from '../store/level-store.js';
-import type { BatchReplicator, ServerBatch, ServerPosition } from '../store/store.js';
+import type { BatchReplicator, ServerBatch, ServerPosition, ServerStore } from '../store/store.js';
 import { SERVER_PROTOCOL_VERSION } from './server-protocol.js';
 import { additionsCaughtUp, confirmedUpTo, nextMember, slowMembers, waitingFor } from './sync-set.js';
 
@@ -63,11 +62,11 @@ interface Waiter {
  * once the synchronous set holds it durably. A synchronous follower that stops
  * confirming is dropped from the set (published first); a caught-up one joins it.
  */
-export class ServerLeader implements BatchReplicator {
+export class ServerLeader implements BatchReplicator, LeaderHost {
   private readonly wss = new WebSocketServer({ noServer: true, maxPayload: 1024 * 1024, perMessageDeflate: false });
   /** The leader's answer to each proven upgrade (the 101's proof headers). */
   private readonly answers = new WeakMap<IncomingMessage, Record<string, string>>();
-  private readonly sessions = new Set<FollowerSession>();
+  private readonly sessions = new Set<LeaderSession>();
   /** Batches of this history, oldest first; `base` is the position before the first. */
   private tail: ServerBatch[] = [];
   private readonly base: ServerPosition;
@@ -77,12 +76,19 @@ export class ServerLeader implements BatchReplicator {
   private syncChange: Promise<void> = Promise.resolve();
   private closed = false;
   private readonly syncTimer: NodeJS.Timeout;
+  /** The last batch acknowledged; everything this server held when it began leading counts as committed. */
+  private commitSeq: number;
+  /** The commit point followers were last told, and whether telling them again is scheduled. */
+  private toldCommit: number;
+  private telling = false;
 
   constructor(
-    readonly store: LevelStore,
+    readonly store: ServerStore,
     readonly options: LeaderOptions,
   ) {
     this.base = store.serverPosition();
+    this.commitSeq = this.base.seq;
+    this.toldCommit = this.base.seq;
     // Lagging synchronous followers are noticed even when no write waits on them.
     this.syncTimer = setInterval(() => this.review(), Math.max(50, Math.floor(options.syncTimeoutMs / 2)));
     this.syncTimer.unref();
@@ -123,6 +129,27 @@ export class ServerLeader implements BatchReplicator {
   /** Position before the oldest batch still in the tail. */
   private trimmedTo: ServerPosition | undefined;
 
+  committedSeq(): number {
+    return this.commitSeq;
+  }
+
+  /**
+   * Batch `seq` is acknowledged: followers may show it. They learn it with the next batch,
+   * or, when none follows at once, in a ping sent once the current burst of commits is done.
+   */
+  committed(seq: number): void {
+    if (seq <= this.commitSeq) return;
+    this.commitSeq = seq;
+    if (this.telling) return;
+    this.telling = true;
+    setImmediate(() => {
+      this.telling = false;
+      if (this.closed || this.commitSeq <= this.toldCommit) return;
+      this.toldCommit = this.commitSeq;
+      for (const s of this.sessions) s.tellCommitted(this.commitSeq);
+    });
+  }
+
   localWriteFailed(): void {
     // Followers may hold a batch this server does not: they start over from a snapshot.
     this.tail = [];
@@ -148,7 +175,8 @@ export class ServerLeader implements BatchReplicator {
   handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, refuse: (status: number, message: string) => void): void {
     const url = new URL(req.url ?? '/', 'http://leader');
     const version = url.searchParams.get('version');
-    if (version !== String(SERVER_PROTOCOL_VERSION)) return refuse(426, `unsupported server protocol version ${version ?? '(none)'}; this leader speaks ${SERVER_PROTOCOL_VERSION}`);
+    if (version !== String(SERVER_PROTOCOL_VERSION))
+      return refuse(426, `unsupported server protocol version ${version ?? '(none)'}; this leader speaks ${SERVER_PROTOCOL_VERSION}`);
     const proven = this.prove(req);
     if (!proven.ok) {
       this.options.logger.warn({ from: req.socket.remoteAddress }, `server stream: refused a peer: ${proven.reason}`);
@@ -157,29 +185,35 @@ export class ServerLeader implements BatchReplicator {
     if (this.closed) return refuse(503, 'this server is no longer the leader');
     this.answers.set(req, proven.answer);
     this.wss.handleUpgrade(req, socket, head, (ws) => {
-      let session: FollowerSession | undefined;
-      session = this.open(wsServerChannel(ws, () => session), proven.name);
+      let session: LeaderSession | undefined;
+      session = this.open(
+        wsServerChannel(ws, () => session),
+        proven.name,
+      );
     });
   }
 
   /** A session for a follower that proved `name`, on a channel (a WebSocket, or a test's). */
-  open(channel: ServerChannel, name: string): FollowerSession {
-    const session = new FollowerSession(this, channel, name);
+  open(channel: ServerChannel, name: string): LeaderSession {
+    const session = new LeaderSession(this, channel, name);
     this.sessions.add(session);
     return session;
   }
 
   /**
-   * Whether the peer is a server of this datacenter (SPEC §16): its certificate names
+   * Whether the peer is a server of this datacenter (README, "TLS"): its certificate names
    * server.<dc>.<domain> (with TLS), and it holds the server key (when one is set); never an
    * ACL token. The name it streams under is the one it proved, must be a known server of
    * the datacenter, and must not already have a live session: a second one is refused,
    * not swapped in, so nobody can take a server's place.
    */
-  private prove(req: IncomingMessage): { ok: true; name: string; answer: Record<string, string> } | { ok: false; status: number; reason: string } {
+  private prove(
+    req: IncomingMessage,
+  ): { ok: true; name: string; answer: Record<string, string> } | { ok: false; status: number; reason: string } {
     const { transport, datacenter, name: self } = this.options;
     const byCertificate = transport.proveIncoming(req, datacenter);
-    if (byCertificate && !byCertificate.ok) return { ok: false, status: 403, reason: `not a server of ${datacenter}: ${byCertificate.reason}` };
+    if (byCertificate && !byCertificate.ok)
+      return { ok: false, status: 403, reason: `not a server of ${datacenter}: ${byCertificate.reason}` };
     const key = transport.serverKeyProof;
     let name = typeof req.headers[PROOF_HEADERS.name] === 'string' ? (req.headers[PROOF_HEADERS.name] as string) : '';
     let answer: Record<string, string> = { [PROOF_HEADERS.name]: self };
@@ -189,20 +223,28 @@ export class ServerLeader implements BatchReplicator {
       name = byKey.name;
       answer = key.response(byKey.nonce, self);
     } else if (!byCertificate) {
-      return { ok: false, status: 403, reason: `not a server of ${datacenter}: this datacenter's servers prove themselves with TLS certificates or a server key, and neither is configured here` };
+      return {
+        ok: false,
+        status: 403,
+        reason: `not a server of ${datacenter}: this datacenter's servers prove themselves with TLS certificates or a server key, and neither is configured here`,
+      };
     }
     if (!name || name.length > 128) return { ok: false, status: 400, reason: 'the server did not name itself' };
     if (name === self) return { ok: false, status: 409, reason: `${name} is this server's own name` };
     if (!this.options.isKnownServer(name)) return { ok: false, status: 403, reason: `${name} is not a known server of ${datacenter}` };
-    if ([...this.sessions].some((s) => s.name === name)) return { ok: false, status: 409, reason: `a session for ${name} is already live; a second one is refused` };
+    if ([...this.sessions].some((s) => s.name === name))
+      return { ok: false, status: 409, reason: `a session for ${name} is already live; a second one is refused` };
     return { ok: true, name, answer };
   }
 
   /** A session ended. */
-  forget(session: FollowerSession): void {
+  forget(session: LeaderSession): void {
     this.sessions.delete(session);
     if (this.sync.includes(session.name) && ![...this.sessions].some((s) => s.name === session.name)) {
-      this.changeSync(this.sync.filter((n) => n !== session.name), `follower ${session.name} disconnected`);
+      this.changeSync(
+        this.sync.filter((n) => n !== session.name),
+        `follower ${session.name} disconnected`,
+      );
     }
   }
 
@@ -237,7 +279,11 @@ export class ServerLeader implements BatchReplicator {
     if (this.closed) return;
     const { syncTimeoutMs, syncFollowers } = this.options;
     const slow = slowMembers(this.sync, (name) => this.sessionOf(name), this.waiters[0]?.seq, Date.now(), syncTimeoutMs);
-    if (slow.length > 0) this.changeSync(this.sync.filter((n) => !slow.includes(n)), `follower ${slow.join(', ')} stopped confirming writes within ${syncTimeoutMs} ms`);
+    if (slow.length > 0)
+      this.changeSync(
+        this.sync.filter((n) => !slow.includes(n)),
+        `follower ${slow.join(', ')} stopped confirming writes within ${syncTimeoutMs} ms`,
+      );
     const joining = nextMember(this.sync, this.sessions, this.store.serverPosition().seq, syncFollowers);
     if (joining) this.changeSync([...this.sync, joining], `follower ${joining} caught up`);
   }
@@ -266,8 +312,8 @@ export class ServerLeader implements BatchReplicator {
     });
   }
 
-  private sessionOf(name: string): FollowerSession | undefined {
-    let best: FollowerSession | undefined;
+  private sessionOf(name: string): LeaderSession | undefined {
+    let best: LeaderSession | undefined;
     for (const s of this.sessions) if (s.name === name && (!best || s.ackedSeq > best.ackedSeq)) best = s;
     return best;
   }
@@ -290,7 +336,11 @@ export class ServerLeader implements BatchReplicator {
         // ...and holds every write acknowledged before it started to be waited for.
         const upTo = this.lastSeq();
         const added = next.filter((n) => !before.includes(n));
-        await this.until(() => additionsCaughtUp(before, next, (n) => this.ackedBy(n), upTo), this.options.syncTimeoutMs, `follower ${added.join(', ')} did not confirm batch ${upTo} in time`);
+        await this.until(
+          () => additionsCaughtUp(before, next, (n) => this.ackedBy(n), upTo),
+          this.options.syncTimeoutMs,
+          `follower ${added.join(', ')} did not confirm batch ${upTo} in time`,
+        );
         await this.options.publishSync(next);
         this.sync = next;
         this.options.logger.info({ sync: next, before }, `synchronous set changed: ${why}`);
@@ -323,7 +373,10 @@ export class ServerLeader implements BatchReplicator {
   async close(): Promise<void> {
     this.closed = true;
     clearInterval(this.syncTimer);
-    const err = new WatchwordError('NO_LEADER', 'leadership ended before the synchronous followers confirmed the write; it may or may not have been kept');
+    const err = new WatchwordError(
+      'NO_LEADER',
+      'leadership ended before the synchronous followers confirmed the write; it may or may not have been kept',
+    );
     for (const w of this.waiters.splice(0)) w.reject(err);
     for (const c of [...this.catchUps]) c.check();
     for (const s of this.sessions) s.close(4002, 'leadership ended');

@@ -17,8 +17,7 @@ export class PrimaryRole extends DatacenterRole {
     super(deps);
     if (this.several) {
       this.beforeConsistentRead = async () => {
-        const leader = this.leaderClient();
-        if (leader) await this.leaderBarrier(leader);
+        await this.throughLeader();
       };
       this.lookupUnknownSecret = (secret, client) => {
         // A follower asks its leader: the token may have been created there a moment ago.
@@ -31,8 +30,21 @@ export class PrimaryRole extends DatacenterRole {
   protected async startReplication(): Promise<void> {
     const { store, logger, replication, config, advertised } = this.deps;
     const { resolver } = this.ports;
+    // A stream halted by an unconfirmed change belongs to the leadership that ended.
+    if (this.replication?.isHalted) await this.stopReplication();
     // Made at once, with nothing to wait for: a single server's stream is there before it announces its address.
-    this.replication ??= new ReplicationPrimary(store, resolver, logger, { ...replication, retention: config.log_retention }, { datacenter: config.datacenter, address: advertised, transport: this.deps.transport });
+    this.replication ??= new ReplicationPrimary(
+      store,
+      resolver,
+      logger,
+      { ...replication, retention: config.log_retention },
+      {
+        datacenter: config.datacenter,
+        address: advertised,
+        transport: this.deps.transport,
+        ...(this.deps.onEvent ? { onEvent: this.deps.onEvent } : {}),
+      },
+    );
   }
 
   protected async stopReplication(): Promise<void> {
@@ -79,9 +91,15 @@ export class PrimaryRole extends DatacenterRole {
 
   protected upgradeReplication(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     if (this.replication) return void this.replication.upgrade(req, socket, head);
-    const leader = this.group?.otherLeader();
+    const leader = this.group?.provenLeader();
     const { datacenter } = this.deps.config;
-    refuse(socket, 421, leader ? `this server is a follower; the leader of ${datacenter} is ${leader.name} at ${leader.address}` : `no leader is known in ${datacenter} yet`, this.leaderHeader());
+    refuse(
+      socket,
+      421,
+      leader
+        ? `this server is a follower; the leader of ${datacenter} is ${leader.name} at ${leader.address}`
+        : `no leader is known in ${datacenter} yet`,
+      this.leaderHeader(),
+    );
   }
 }
-

@@ -3,7 +3,7 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { OperatorServersResponse, ReplicationStatusResponse } from '../api/schemas.js';
 import type { Config } from '../config/schema.js';
-import type { FollowerHooks, SecondaryHooks } from '../http/forward.js';
+import type { FollowerHooks, SecondaryHooks } from './hooks.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { DatacenterInfo } from '../replication/protocol.js';
 import { DEFAULT_PRIMARY_OPTIONS } from '../replication/primary.js';
@@ -22,7 +22,7 @@ export const DEFAULT_REPLICATION_OPTIONS = {
 export type ReplicationOptions = typeof DEFAULT_REPLICATION_OPTIONS;
 
 /**
- * A server's place in the cluster (SPEC §6, §13): primary or secondary datacenter, and
+ * A server's place in the cluster (README, "Multiple datacenters" and "Several servers per datacenter"): primary or secondary datacenter, and
  * leader or follower within its own. Services and the HTTP layer ask it, never the
  * configuration: where a write goes, what a consistent read waits for, who is asked
  * about a secret this server does not hold, and how replication stands.
@@ -76,6 +76,8 @@ export interface RoleDeps {
   serverTimings?: { pollMs?: number; syncTimeoutMs?: number };
   /** Where other servers and datacenters reach this one. */
   advertised(): string;
+  /** Records an event in the audit log (leadership, replication connects and disconnects). */
+  onEvent?: (type: string, details: Record<string, unknown>) => void;
 }
 
 /**

@@ -3,10 +3,11 @@ import type { Duplex } from 'node:stream';
 import type { ReplicationStatusResponse } from '../api/schemas.js';
 import { WatchwordError, conflict, isWatchwordError } from '../domain/errors.js';
 import { isUUID } from '../domain/ids.js';
-import type { SecondaryHooks } from '../http/forward.js';
+import type { SecondaryHooks } from './hooks.js';
 import type { DatacenterInfo } from '../replication/protocol.js';
 import { PeerClient } from '../replication/primary-client.js';
 import { refuse } from '../replication/primary.js';
+import { PrimaryContact } from '../replication/primary-contact.js';
 import { ReplicationSecondary } from '../replication/secondary.js';
 import type { RoleDeps } from './role.js';
 import { DatacenterRole, notReplicating } from './datacenter-role.js';
@@ -17,6 +18,8 @@ export class SecondaryRole extends DatacenterRole {
   readonly secondary: SecondaryHooks;
   private replication: ReplicationSecondary | undefined;
   private readonly primary: PeerClient;
+  /** When the primary was last heard, directly or through the leader: outlives every role change. */
+  private readonly contact = new PrimaryContact();
 
   constructor(
     deps: RoleDeps,
@@ -24,8 +27,13 @@ export class SecondaryRole extends DatacenterRole {
   ) {
     super(deps);
     const { store, config } = deps;
-    this.primary = new PeerClient(primaryAddresses.join(','), config.primary_datacenter, deps.transport.fetcher({ datacenter: config.primary_datacenter }));
-    const waitForApplied = (index: number, timeoutMs: number) => this.replication?.waitForApplied(index, timeoutMs) ?? Promise.resolve(false);
+    this.primary = new PeerClient(
+      primaryAddresses.join(','),
+      config.primary_datacenter,
+      deps.transport.fetcher({ datacenter: config.primary_datacenter }),
+    );
+    const waitForApplied = (index: number, timeoutMs: number) =>
+      this.replication?.waitForApplied(index, timeoutMs) ?? Promise.resolve(false);
     this.secondary = {
       primary: this.primary,
       isLocalToken: async (id: string) => isUUID(id) && store.reader.getToken(id)?.Local === true,
@@ -34,12 +42,14 @@ export class SecondaryRole extends DatacenterRole {
       currentIndex: () => store.currentIndex(),
     };
     this.beforeConsistentRead = async () => {
-      const leader = this.leaderClient();
-      if (leader) return this.leaderBarrier(leader);
+      if (await this.throughLeader()) return;
       // ?consistent on a secondary: reach the primary's current index first, within 5 s.
       const index = await this.primary.currentIndex(2000);
       if (!(await waitForApplied(index, 2500))) {
-        throw new WatchwordError('PRIMARY_UNAVAILABLE', `replication has not caught up with the primary (index ${index}); try again or read without ?consistent`);
+        throw new WatchwordError(
+          'PRIMARY_UNAVAILABLE',
+          `replication has not caught up with the primary (index ${index}); try again or read without ?consistent`,
+        );
       }
     };
     this.lookupUnknownSecret = (secret, client) => {
@@ -62,6 +72,8 @@ export class SecondaryRole extends DatacenterRole {
       deadPeerMs: repl.deadPeerMs,
       backoffMinMs: repl.backoffMinMs,
       backoffMaxMs: repl.backoffMaxMs,
+      contact: this.contact,
+      ...(this.deps.onEvent ? { onEvent: this.deps.onEvent } : {}),
     });
     await this.replication.start();
   }
@@ -80,7 +92,8 @@ export class SecondaryRole extends DatacenterRole {
   async checkChosenIDs(ids: { accessor?: string; secret?: string }, local: boolean): Promise<void> {
     const token = this.deps.config.replication_token;
     if (!local || !token) return;
-    const inUse = async (id: string): Promise<boolean> => (await this.primary.lookupSecret(id, 2000)).found || (isUUID(id) && (await this.primary.accessorExists(id, token, 2000)));
+    const inUse = async (id: string): Promise<boolean> =>
+      (await this.primary.lookupSecret(id, 2000)).found || (isUUID(id) && (await this.primary.accessorExists(id, token, 2000)));
     try {
       if (ids.accessor && (await inUse(ids.accessor))) throw conflict('Invalid Token: AccessorID is already in use');
       if (ids.secret && (await inUse(ids.secret))) throw conflict('Invalid Token: SecretID is already in use');
@@ -90,22 +103,29 @@ export class SecondaryRole extends DatacenterRole {
     }
   }
 
-  /** The replicating server measures it; a follower goes by what its leader tells it with each ping. */
-  primarySilentForMs(): number | undefined {
-    return this.replication?.silentForMs() ?? this.group?.reportedPrimarySilence();
+  /**
+   * In every state of this server: measured by its replication while it leads, told by its
+   * leader with each ping while it follows, and growing from the last of those while it knows no
+   * leader (README, "Multiple datacenters", replication_max_stale).
+   */
+  primarySilentForMs(): number {
+    return this.contact.silentForMs();
   }
 
   protected override replicatingSilence(): number | undefined {
-    return this.replication?.silentForMs();
+    return this.contact.silentForMs();
+  }
+
+  protected override heardOfPrimary(ms: number): void {
+    this.contact.heard(ms);
   }
 
   replicationStatus(): ReplicationStatusResponse {
     // A follower of a secondary datacenter: its leader replicates.
-    const status = this.replication?.status();
-    if (!status) return notReplicating(this.deps, []);
+    const status = this.replication?.status() ?? notReplicating(this.deps, []);
     const maxStale = this.deps.config.replication_max_stale;
     if (maxStale <= 0) return status;
-    return { ...status, MaxStaleMs: maxStale, RefusingGlobalTokens: (this.replication?.silentForMs() ?? 0) > maxStale };
+    return { ...status, MaxStaleMs: maxStale, RefusingGlobalTokens: this.contact.silentForMs() > maxStale };
   }
 
   reportedDatacenters(): DatacenterInfo[] {
@@ -127,7 +147,10 @@ export class SecondaryRole extends DatacenterRole {
   protected upgradeReplication(_req: IncomingMessage, socket: Duplex): void {
     const { config } = this.deps;
     // Only the primary serves the replication stream; say so rather than drop the socket.
-    refuse(socket, 400, `datacenter ${config.datacenter} is a secondary; replication connects to the primary (${config.primary_datacenter}) at ${this.primaryAddresses.join(',')}`);
+    refuse(
+      socket,
+      400,
+      `datacenter ${config.datacenter} is a secondary; replication connects to the primary (${config.primary_datacenter}) at ${this.primaryAddresses.join(',')}`,
+    );
   }
 }
-

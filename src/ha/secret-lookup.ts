@@ -1,5 +1,5 @@
 import { WatchwordError } from '../domain/errors.js';
-import { RateLimiter } from '../http/rate-limit.js';
+import { RateLimiter } from '../transport/rate-limit.js';
 import type { PeerClient } from '../replication/primary-client.js';
 import type { LevelStore } from '../store/level-store.js';
 
@@ -17,12 +17,21 @@ export class SecretLookup {
     this.limiter = new RateLimiter(rate, Math.max(1, Math.ceil(rate * 2)));
   }
 
-  async lookUp(secret: string, client: string | undefined, peer: PeerClient, waitForApplied: (index: number, timeoutMs: number) => Promise<boolean>): Promise<boolean> {
+  async lookUp(
+    secret: string,
+    client: string | undefined,
+    peer: PeerClient,
+    waitForApplied: (index: number, timeoutMs: number) => Promise<boolean>,
+  ): Promise<boolean> {
     const now = Date.now();
     if ((this.unknown.get(secret) ?? 0) > now) return false;
     const wait = this.limiter.take(client ?? '');
     if (wait > 0) {
-      throw new WatchwordError('RATE_LIMITED', `Too many unknown secrets from ${client ?? 'this client'}: secrets this datacenter does not hold are looked up at the primary at most ${this.limiter.rate} times per second per client`, { retryAfter: wait });
+      throw new WatchwordError(
+        'RATE_LIMITED',
+        `Too many unknown secrets from ${client ?? 'this client'}: secrets this datacenter does not hold are looked up at the primary at most ${this.limiter.rate} times per second per client`,
+        { retryAfter: wait },
+      );
     }
     try {
       const { found, index } = await peer.lookupSecret(secret, 2000);
@@ -39,19 +48,34 @@ export class SecretLookup {
   }
 }
 
-/** Resolves true once the store's durable index reaches `index`, false after `timeoutMs`. */
-export function waitForIndex(store: LevelStore, index: number, timeoutMs: number): Promise<boolean> {
-  if (store.currentIndex() >= index) return Promise.resolve(true);
+/**
+ * Resolves true once the store's durable index reaches `index`, false after `timeoutMs`.
+ * `comparable` says whether this store's indexes are those of the history `index` comes
+ * from (a follower between its leader's snapshot and its install is not): until it holds,
+ * no index counts.
+ */
+export function waitForIndex(
+  store: LevelStore,
+  index: number,
+  timeoutMs: number,
+  comparable: () => boolean = () => true,
+): Promise<boolean> {
+  const reached = () => store.currentIndex() >= index && comparable();
+  if (reached()) return Promise.resolve(true);
   return new Promise((resolve) => {
-    const off = store.onCommit((e) => {
-      if (e.index >= index) finish(true);
+    const off = store.onCommit(() => {
+      if (reached()) finish(true);
     });
-    const timer = setTimeout(() => finish(store.currentIndex() >= index), timeoutMs);
+    // A stream's welcome changes `comparable` without a commit.
+    const poll = setInterval(() => {
+      if (reached()) finish(true);
+    }, 25);
+    const timer = setTimeout(() => finish(reached()), timeoutMs);
     function finish(ok: boolean): void {
       off();
+      clearInterval(poll);
       clearTimeout(timer);
       resolve(ok);
     }
   });
 }
-

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 
 /**
- * The stream between the servers of one datacenter (SPEC §13): msgpack frames over one
+ * The stream between the servers of one datacenter (README, "Several servers per datacenter"): msgpack frames over one
  * WebSocket, validated on receipt. A follower says where its store stands; the leader
  * answers with the batches after that point, or with a snapshot of its whole store
  * followed by them, then every batch it writes, as it writes it.
@@ -17,7 +17,7 @@ export const SERVERS_PATH = '/v1/internal/servers';
 /** Largest frame: a snapshot chunk is ~4 MiB, but one batch holds a whole restore. */
 export const SERVER_MAX_PAYLOAD = 512 * 1024 * 1024;
 
-const bytes = z.custom<Uint8Array>((v) => v instanceof Uint8Array, { message: "expected bytes" });
+const bytes = z.custom<Uint8Array>((v) => v instanceof Uint8Array, { message: 'expected bytes' });
 const position = { seq: z.number().int().nonnegative(), term: z.number().int().nonnegative() };
 
 export const followerFrame = z.discriminatedUnion('t', [
@@ -35,7 +35,13 @@ export const followerFrame = z.discriminatedUnion('t', [
 ]);
 
 export const leaderFrame = z.discriminatedUnion('t', [
-  z.object({ t: z.literal('welcome'), v: z.number().int(), term: z.number().int().nonnegative(), leader: z.string(), mode: z.enum(['tail', 'snapshot']) }),
+  z.object({
+    t: z.literal('welcome'),
+    v: z.number().int(),
+    term: z.number().int().nonnegative(),
+    leader: z.string(),
+    mode: z.enum(['tail', 'snapshot']),
+  }),
   z.object({
     t: z.literal('snapshot'),
     pairs: z.array(z.tuple([z.string(), bytes])),
@@ -49,9 +55,18 @@ export const leaderFrame = z.discriminatedUnion('t', [
     prev: z.number().int().nonnegative(),
     term: z.number().int().nonnegative(),
     ops: z.array(z.tuple([z.string(), bytes.nullable()])),
+    /** Every batch up to this one is committed (acknowledged): a follower shows batches only up to it. Absent: an older leader, which commits each batch it sends. */
+    commit: z.number().int().nonnegative().optional(),
   }),
   // silent: on a secondary datacenter's leader, how long the primary has been silent (ms), for replication_max_stale.
-  z.object({ t: z.literal('ping'), time: z.number(), seq: z.number().int().nonnegative(), silent: z.number().nonnegative().optional() }),
+  // commit: as on a batch; a ping carries it when batches are committed after they were sent.
+  z.object({
+    t: z.literal('ping'),
+    time: z.number(),
+    seq: z.number().int().nonnegative(),
+    silent: z.number().nonnegative().optional(),
+    commit: z.number().int().nonnegative().optional(),
+  }),
   z.object({ t: z.literal('error'), code: z.string(), message: z.string() }),
 ]);
 

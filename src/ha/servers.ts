@@ -1,10 +1,11 @@
+import type { ServerStore } from '../store/store.js';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { OperatorServersResponse, ServerStatus } from '../api/schemas.js';
-import type { LevelStore } from '../store/level-store.js';
 import type { Coordinator, LeaderInfo } from './coordinator.js';
-import { ServerFollower } from './follower.js';
+import { type FollowerOptions, ServerFollower } from './follower.js';
+import type { LeaderSession, ServerChannel } from './leader-session.js';
 import { type FollowerStatus, ServerLeader } from './leader.js';
 import type { Transport } from '../transport/transport.js';
 
@@ -24,29 +25,36 @@ export interface ServerGroupOptions {
   backoffMinMs: number;
   backoffMaxMs: number;
   tailBatches: number;
-  /** On a secondary datacenter: how long the primary has been silent, as this server's replication measures it while it leads. */
+  /** On a secondary datacenter: how long the primary has been silent, told to the followers while this server leads. */
   primarySilentForMs?: () => number | undefined;
+  /** On a secondary datacenter: the leader this server follows reports the primary was last heard `ms` ago. */
+  onPrimarySilence?: (ms: number) => void;
   logger: Logger;
   /** This server now leads: start what only the leader runs (replication, reaper). */
   onLead(term: number): Promise<void>;
   /** This server no longer leads: stop it again. */
   onFollow(): Promise<void>;
+  /** Makes the stream to a leader (default: over a WebSocket; the simulation uses its own channels). */
+  follower?: (store: ServerStore, options: FollowerOptions) => FollowerLink;
 }
 
+/** What the group uses of its stream to the leader. */
+export type FollowerLink = Pick<ServerFollower, 'start' | 'stop' | 'isProven' | 'status' | 'holdsLeaderHistory'>;
+
 /**
- * A server's part in its datacenter (SPEC §13): follows what the coordinator says,
+ * A server's part in its datacenter (README, "Several servers per datacenter"): follows what the coordinator says,
  * becoming leader (batches copied to the followers, synchronous set kept) or follower
  * (streaming the leader's batches into its store, refusing local writes).
  */
 export class ServerGroup {
   private role: 'leader' | 'follower' = 'follower';
   private leading: ServerLeader | undefined;
-  private following: { stream: ServerFollower; term: number; url: string } | undefined;
+  private following: { stream: FollowerLink; term: number; url: string } | undefined;
   private chain: Promise<void> = Promise.resolve();
   private stopped = false;
 
   constructor(
-    private readonly store: LevelStore,
+    private readonly store: ServerStore,
     readonly coordinator: Coordinator,
     private readonly options: ServerGroupOptions,
   ) {}
@@ -73,6 +81,20 @@ export class ServerGroup {
   }
 
   /**
+   * The leader as this server may name it to others (421's X-Service-Leader, /v1/status/leader,
+   * operator servers): only once this server's stream to it has proven, on the connection now
+   * open, that it is a server of this datacenter (its certificate or the server key). A key in
+   * etcd alone names nobody: whoever can write there cannot make this server point a secondary,
+   * and its replication token, at an impostor.
+   */
+  provenLeader(): LeaderInfo | undefined {
+    const l = this.otherLeader();
+    if (!l) return undefined;
+    const f = this.following;
+    return f !== undefined && f.url === this.options.transport.peerURL(l.address) && f.stream.isProven() ? l : undefined;
+  }
+
+  /**
    * The leader's HTTP base URL, when another server leads and may be sent requests: over
    * TLS its certificate is checked on every connection; without TLS only once this
    * server's stream to it has proven it holds the server key.
@@ -83,6 +105,18 @@ export class ServerGroup {
     const url = this.options.transport.peerURL(l.address);
     if (this.options.transport.secure) return url;
     return this.following?.url === url && this.following.stream.isProven() ? url : undefined;
+  }
+
+  /**
+   * Whether an index the leader answered can be compared with this server's own: it leads,
+   * or its stream has made its store a prefix of the leader's history. A follower that holds
+   * batches of another history (a batch its leader refused, an older term's) has indexes the
+   * leader may hand out again for other writes, so "reached index N" would prove nothing.
+   */
+  holdsLeaderHistory(): boolean {
+    if (this.role === 'leader') return true;
+    const f = this.following;
+    return f !== undefined && f.url === this.leaderURL() && f.stream.holdsLeaderHistory();
   }
 
   /** Brings this server's part in line with the coordinator; one change at a time. */
@@ -152,7 +186,8 @@ export class ServerGroup {
   private async follow(url: string, leader: { name: string; address: string }, term: number): Promise<void> {
     await this.following?.stream.stop();
     const o = this.options;
-    const stream = new ServerFollower(this.store, {
+    const make = o.follower ?? ((store: ServerStore, options: FollowerOptions) => new ServerFollower(store, options));
+    const stream = make(this.store, {
       name: o.name,
       datacenter: o.datacenter,
       address: o.address,
@@ -165,31 +200,52 @@ export class ServerGroup {
       backoffMinMs: o.backoffMinMs,
       backoffMaxMs: o.backoffMaxMs,
       logger: o.logger,
+      ...(o.onPrimarySilence ? { onPrimarySilence: o.onPrimarySilence } : {}),
     });
     this.following = { stream, term, url };
     stream.start();
     o.logger.info({ leader: url, term }, 'servers: following the leader');
   }
 
-  /** On a follower: the primary's silence as its leader last told it (replication_max_stale); undefined otherwise. */
-  reportedPrimarySilence(): number | undefined {
-    return this.role === 'follower' ? this.following?.stream.primarySilentForMs() : undefined;
+  /**
+   * A follower's stream on a channel of the caller's (the simulation's in-memory links; a
+   * WebSocket upgrade goes through handleUpgrade): undefined unless this server leads.
+   */
+  openFollowerStream(channel: ServerChannel, name: string): LeaderSession | undefined {
+    return this.leading && this.role === 'leader' ? this.leading.open(channel, name) : undefined;
   }
 
   /** The leader's stream route; a follower names its leader instead. */
   handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, refuse: (status: number, message: string) => void): void {
     if (this.leading && this.role === 'leader') return this.leading.handleUpgrade(req, socket, head, refuse);
-    const l = this.otherLeader();
-    refuse(421, l ? `this server is a follower; the leader is ${l.name} at ${l.address}` : 'this server is a follower and no leader is known');
+    const l = this.provenLeader();
+    refuse(
+      421,
+      l ? `this server is a follower; the leader is ${l.name} at ${l.address}` : 'this server is a follower and no leader is known',
+    );
   }
 
   /** Each server of the datacenter as this server sees it (complete on the leader). */
   status(): Omit<OperatorServersResponse, 'Datacenter'> {
-    const leader = this.coordinator.leader();
+    // The leader as far as this server can vouch for it: itself, or one its stream has proven.
+    const named = this.coordinator.leader();
+    const leader = this.role === 'leader' ? named : this.provenLeader();
     const mine = this.store.serverPosition();
     const servers = new Map<string, ServerStatus>();
-    for (const s of this.coordinator.servers()) {
-      servers.set(s.name, { Name: s.name, Address: s.address, Role: s.name === leader?.name ? 'leader' : 'follower', Term: leader?.term ?? 0, AppliedSeq: 0, AppliedIndex: null, LagBatches: 0, InSyncSet: false, Connected: false });
+    const live = new Set(this.coordinator.servers().map((s) => s.name));
+    for (const s of this.coordinator.knownServers()) {
+      servers.set(s.name, {
+        Name: s.name,
+        Address: s.address,
+        Role: s.name === leader?.name ? 'leader' : 'follower',
+        Term: leader?.term ?? 0,
+        AppliedSeq: 0,
+        AppliedIndex: null,
+        LagBatches: 0,
+        InSyncSet: false,
+        Connected: false,
+        Registered: live.has(s.name),
+      });
     }
     const sync = this.leading?.syncSet() ?? this.coordinator.syncSet();
     const self: ServerStatus = {
@@ -202,6 +258,7 @@ export class ServerGroup {
       LagBatches: 0,
       InSyncSet: sync.includes(this.options.name),
       Connected: true,
+      Registered: live.has(this.options.name),
     };
     if (this.following) {
       const f = this.following.stream.status();
@@ -210,7 +267,7 @@ export class ServerGroup {
     }
     servers.set(self.Name, self);
     for (const f of this.leading?.followers() ?? []) {
-      servers.set(f.Name, followerRow(f, leader?.term ?? 0));
+      servers.set(f.Name, followerRow(f, leader?.term ?? 0, live.has(f.Name)));
     }
     return {
       Leader: leader ? leader.address : null,
@@ -218,7 +275,9 @@ export class ServerGroup {
       SyncSet: sync,
       RunningWithoutSyncCopy: this.role === 'leader' && sync.length === 0,
       Problem: this.problem() ?? null,
-      Servers: [...servers.values()].sort((a, b) => a.Name.localeCompare(b.Name)) };
+      Servers: [...servers.values()].sort((a, b) => a.Name.localeCompare(b.Name)),
+      AnsweredBy: this.options.name,
+    };
   }
 
   /**
@@ -253,6 +312,17 @@ export class ServerGroup {
   }
 }
 
-function followerRow(f: FollowerStatus, term: number): ServerStatus {
-  return { Name: f.Name, Address: f.Address, Role: 'follower', Term: term, AppliedSeq: f.AckedSeq, AppliedIndex: null, LagBatches: f.LagBatches, InSyncSet: f.InSyncSet, Connected: f.Streaming };
+function followerRow(f: FollowerStatus, term: number, registered: boolean): ServerStatus {
+  return {
+    Name: f.Name,
+    Address: f.Address,
+    Role: 'follower',
+    Term: term,
+    AppliedSeq: f.AckedSeq,
+    AppliedIndex: null,
+    LagBatches: f.LagBatches,
+    InSyncSet: f.InSyncSet,
+    Connected: f.Streaming,
+    Registered: registered,
+  };
 }

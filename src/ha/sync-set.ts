@@ -1,5 +1,5 @@
 /**
- * The synchronous-replication policy (SPEC §13), pure, as Patroni keeps its own in
+ * The synchronous-replication policy (README, "Several servers per datacenter"), pure, as Patroni keeps its own in
  * quorum.py apart from the loop that talks to etcd and the database. The leader
  * (leader.ts) asks it, and owns the sockets, the timers and the publishing.
  *
@@ -49,7 +49,13 @@ export function confirmedUpTo(waiting: readonly string[], ackedBy: (name: string
  * Members that hold up the oldest waiting write (batch `oldestWaiting`) past `timeoutMs`,
  * or have no stream at all (invariant 4). Nothing waiting: nobody is slow.
  */
-export function slowMembers(set: readonly string[], member: (name: string) => MemberState | undefined, oldestWaiting: number | undefined, now: number, timeoutMs: number): string[] {
+export function slowMembers(
+  set: readonly string[],
+  member: (name: string) => MemberState | undefined,
+  oldestWaiting: number | undefined,
+  now: number,
+  timeoutMs: number,
+): string[] {
   if (oldestWaiting === undefined) return [];
   return set.filter((name) => {
     const m = member(name);
@@ -65,6 +71,11 @@ export function nextMember(set: readonly string[], members: Iterable<MemberState
 }
 
 /** Whether every server added by `next` has confirmed batch `upTo`, so the set naming them may be published (invariant 3). */
-export function additionsCaughtUp(before: readonly string[], next: readonly string[], ackedBy: (name: string) => number, upTo: number): boolean {
+export function additionsCaughtUp(
+  before: readonly string[],
+  next: readonly string[],
+  ackedBy: (name: string) => number,
+  upTo: number,
+): boolean {
   return next.every((n) => before.includes(n) || ackedBy(n) >= upTo);
 }

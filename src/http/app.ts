@@ -2,7 +2,7 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, 
 import { type Logger, pino } from 'pino';
 import { BODY_LIMIT } from './body.js';
 import { WatchwordError } from '../domain/errors.js';
-import { RateLimiter } from './rate-limit.js';
+import { RateLimiter } from '../transport/rate-limit.js';
 import { z } from 'zod';
 import { sendError } from './errors.js';
 import { openAPIDocument } from './openapi.js';
@@ -22,9 +22,33 @@ import type { AppDeps } from './deps.js';
 
 export type { AppDeps, HttpLimits, SnapshotUploads } from './deps.js';
 import { replicationRoutes } from './routes/replication.js';
-import { clientOf, forwardToDatacenter, forwardToLeader, forwardWrite, isWrite, mustForward } from './forward.js';
+import { clientOf, forwardToDatacenter, forwardToLeader, forwardWrite, isWrite, mustForward, plainAddress } from './forward.js';
 import { tokenRoutes } from './routes/tokens.js';
 import { DirectRoutes, IndexHeaders } from './direct.js';
+
+/**
+ * At most `cap` open connections from one address: one client cannot take every slot of
+ * `http_max_conns`. A connection past it is closed before a byte is read.
+ */
+function capConnectionsPerClient(server: import('node:net').Server, limits: { maxConnsPerClient?: number }): void {
+  const open = new Map<string, number>();
+  server.on('connection', (socket: import('node:net').Socket) => {
+    const client = socket.remoteAddress ?? '';
+    const n = (open.get(client) ?? 0) + 1;
+    // Read at each connection: a reload (SIGHUP) changes it in place.
+    const cap = limits.maxConnsPerClient ?? 0;
+    if (cap > 0 && n > cap) {
+      socket.destroy();
+      return;
+    }
+    open.set(client, n);
+    socket.once('close', () => {
+      const left = (open.get(client) ?? 1) - 1;
+      if (left <= 0) open.delete(client);
+      else open.set(client, left);
+    });
+  });
+}
 
 /** 1 MiB: larger bodies get 413. */
 export { BODY_LIMIT };
@@ -78,6 +102,7 @@ export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteIn
   });
 
   if (limits) app.server.maxConnections = limits.maxConns;
+  if (limits) capConnectionsPerClient(app.server, limits);
 
   const rateLimit = deps.rateLimit;
   if (rateLimit && rateLimit.rate > 0) {
@@ -89,15 +114,30 @@ export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteIn
       if (viaPeer !== undefined) {
         wait = peerLimiter.take(`peer ${viaPeer}`);
         if (wait > 0) {
-          return sendError(request, reply, new WatchwordError('RATE_LIMITED', `Too many requests forwarded by the daemon at ${viaPeer}: the limit is ${rateLimit.peerRate} per second; retry in ${wait} s`, { retryAfter: wait }));
+          return sendError(
+            request,
+            reply,
+            new WatchwordError(
+              'RATE_LIMITED',
+              `Too many requests forwarded by the daemon at ${viaPeer}: the limit is ${rateLimit.peerRate} per second; retry in ${wait} s`,
+              { retryAfter: wait },
+            ),
+          );
         }
       }
       wait = limiter.take(client);
       if (wait === 0) return undefined;
-      return sendError(request, reply, new WatchwordError('RATE_LIMITED', `Too many requests from ${client}: the limit is ${rateLimit.rate} per second; retry in ${wait} s`, { retryAfter: wait }));
+      return sendError(
+        request,
+        reply,
+        new WatchwordError(
+          'RATE_LIMITED',
+          `Too many requests from ${client}: the limit is ${rateLimit.rate} per second; retry in ${wait} s`,
+          { retryAfter: wait },
+        ),
+      );
     });
   }
-
 
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'string' }, (_request, body, done) => done(null, body));
@@ -108,12 +148,28 @@ export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteIn
   // The hot paths' plain forms, served before Fastify's routing (see direct.ts).
   const direct = new DirectRoutes();
   app.decorate('directRoutes', direct);
-  direct.install(app, { store: deps.store, agent: deps.agent, metrics: deps.metrics, indexHeaders, rateLimited: (rateLimit?.rate ?? 0) > 0 });
+  const cluster0 = deps.cluster;
+  app.decorate('isPeerAddress', cluster0 ? (ip: string) => cluster0.isPeer(plainAddress(ip)) : undefined);
+  app.decorate('auditRefusal', deps.auditRefusal);
+  direct.install(app, {
+    store: deps.store,
+    agent: deps.agent,
+    metrics: deps.metrics,
+    indexHeaders,
+    rateLimited: (rateLimit?.rate ?? 0) > 0,
+    ...(deps.auditRefusal ? { auditRefusal: deps.auditRefusal } : {}),
+    ...(cluster0 ? { isPeer: (ip: string) => cluster0.isPeer(ip) } : {}),
+  });
   app.decorate('readHeaders', (request: FastifyRequest): Record<string, string> | undefined => {
     const table = request.routeOptions.config?.table;
     if (table === undefined || (request.method !== 'GET' && request.method !== 'HEAD')) return undefined;
     const consistency = request.consistency === 'consistent' ? 'consistent' : request.consistency === 'stale' ? 'stale' : 'leader';
-    return indexHeaders.get(Math.max(1, request.watchIndex ?? deps.store.tableIndex(table)), deps.agent.knownLeader(), deps.agent.lastContactMs(), consistency);
+    return indexHeaders.get(
+      Math.max(1, request.watchIndex ?? deps.store.tableIndex(table)),
+      deps.agent.knownLeader(),
+      deps.agent.lastContactMs(),
+      consistency,
+    );
   });
 
   // One metrics sample per request, and a debug log line (as Consul logs requests at
@@ -123,7 +179,16 @@ export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteIn
     const route = request.routeOptions.url ?? 'unknown';
     deps.metrics.observeRequest(request.method, route, reply.statusCode, reply.elapsedTime / 1000);
     if ((request.log as unknown as Logger).isLevelEnabled('debug')) {
-      request.log.debug({ reqId: request.id, method: request.method, route, status: reply.statusCode, durationMs: Math.round(reply.elapsedTime * 100) / 100 }, 'request');
+      request.log.debug(
+        {
+          reqId: request.id,
+          method: request.method,
+          route,
+          status: reply.statusCode,
+          durationMs: Math.round(reply.elapsedTime * 100) / 100,
+        },
+        'request',
+      );
     }
     done();
   });
@@ -141,14 +206,20 @@ export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteIn
       }
       const rule = request.routeOptions.config?.forward;
       const secondary = cluster.secondary;
-      if (rule && secondary && (await mustForward(request, rule, secondary))) return forwardWrite(request, reply, secondary, cluster.datacenter);
+      if (rule && secondary && (await mustForward(request, rule, secondary)))
+        return forwardWrite(request, reply, secondary, cluster.datacenter);
       return undefined;
     };
     app.addHook('preHandler', (request, reply, done) => {
       // Most requests stay here: no ?dc= and no write a secondary sends on.
       const dc = (request.query as Record<string, unknown>).dc;
       const here = dc === undefined || dc === '' || dc === cluster.datacenter;
-      if (here && !(cluster.secondary && request.routeOptions.config?.forward) && !(cluster.follower && isWrite(request.method) && cluster.follower())) return done();
+      if (
+        here &&
+        !(cluster.secondary && request.routeOptions.config?.forward) &&
+        !(cluster.follower && isWrite(request.method) && cluster.follower())
+      )
+        return done();
       forward(request, reply).then(
         (relayed) => {
           if (!relayed) done();
@@ -165,7 +236,8 @@ export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteIn
 
   // Each group of routes is a plugin given only what it uses.
   const routes = documentedRoutes(app);
-  const pick = <K extends keyof AppDeps>(...keys: K[]): Pick<AppDeps, K> => Object.fromEntries(keys.filter((k) => deps[k] !== undefined).map((k) => [k, deps[k]])) as Pick<AppDeps, K>;
+  const pick = <K extends keyof AppDeps>(...keys: K[]): Pick<AppDeps, K> =>
+    Object.fromEntries(keys.filter((k) => deps[k] !== undefined).map((k) => [k, deps[k]])) as Pick<AppDeps, K>;
   void app.register(bootstrapRoutes, pick('bootstrap'));
   void app.register(tokenRoutes, pick('tokens', 'agent', 'reads', 'cluster'));
   void app.register(policyRoutes, pick('policies', 'reads'));
@@ -173,9 +245,9 @@ export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteIn
   void app.register(templatedPolicyRoutes, pick('templatedPolicies'));
   void app.register(decisionRoutes, pick('decisions', 'metrics', 'reads'));
   void app.register(authMethodRoutes, pick('authMethods', 'bindingRules', 'login', 'cluster', 'loginRate', 'reads', 'store'));
-  void app.register(agentRoutes, pick('agent', 'metrics', 'resolver'));
+  void app.register(agentRoutes, pick('agent', 'metrics', 'resolver', 'audit', 'cluster'));
   void app.register(snapshotRoutes, pick('snapshots', 'snapshotUploads'));
-  void app.register(replicationRoutes, pick('cluster', 'replicationStatus', 'store'));
+  void app.register(replicationRoutes, pick('cluster', 'replicationStatus', 'replicationHistory', 'store'));
 
   // Built on first request, when every route (this one included) is registered.
   let document: Record<string, unknown> | undefined;
@@ -186,6 +258,6 @@ export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteIn
     },
   });
   // The web UI: its own plugin context, so its security headers stay on its pages.
-  void app.register(registerUI);
+  void app.register(registerUI, { datacenter: deps.agent.datacenter });
   return { app, routes };
 }

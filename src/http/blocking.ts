@@ -3,8 +3,9 @@ import { WatchwordError, invalid } from '../domain/errors.js';
 import { parseDuration } from '../domain/duration.js';
 import type { Store, WatchTable } from '../store/store.js';
 import type { AclResolver } from '../service/acl-resolver.js';
+import type { BlockingGauge } from '../observability/metrics.js';
 import { authorize, authorizeList } from '../service/permissions.js';
-import { queryFlag, queryParam, requestContext } from './request.js';
+import { queryFlag, queryParam, requestContext, secretOf } from './request.js';
 import { sendJSONText, toJSONText } from './respond.js';
 
 export const DEFAULT_WAIT_MS = 5 * 60_000;
@@ -39,11 +40,6 @@ export function blockingParams(request: FastifyRequest): BlockingParams {
   const consistent = queryFlag(request, 'consistent');
   if (stale && consistent) throw invalid('Cannot specify ?stale with ?consistent, conflicting semantics.');
   return { index, wait, consistency: consistent ? 'consistent' : stale ? 'stale' : 'default' };
-}
-
-export interface BlockingGauge {
-  inc(): void;
-  dec(): void;
 }
 
 declare module 'fastify' {
@@ -140,10 +136,18 @@ export class ReadGate {
     const mine = this.perClient.get(client) ?? 0;
     const { maxBlocking = 0, maxBlockingPerClient = 0 } = this.options;
     if (maxBlockingPerClient > 0 && mine >= maxBlockingPerClient) {
-      throw new WatchwordError('RATE_LIMITED', `Too many blocking queries from ${client}: at most ${maxBlockingPerClient} may wait at once; retry later or without ?index`, { retryAfter: 5 });
+      throw new WatchwordError(
+        'RATE_LIMITED',
+        `Too many blocking queries from ${client}: at most ${maxBlockingPerClient} may wait at once; retry later or without ?index`,
+        { retryAfter: 5 },
+      );
     }
     if (maxBlocking > 0 && waiting.size >= maxBlocking) {
-      throw new WatchwordError('RATE_LIMITED', `Too many blocking queries: at most ${maxBlocking} may wait at once; retry later or without ?index`, { retryAfter: 5 });
+      throw new WatchwordError(
+        'RATE_LIMITED',
+        `Too many blocking queries: at most ${maxBlocking} may wait at once; retry later or without ?index`,
+        { retryAfter: 5 },
+      );
     }
     const controller = new AbortController();
     waiting.add(controller);
@@ -177,9 +181,7 @@ export class ReadGate {
     const key = [
       request.watchIndex ?? '',
       request.url,
-      h['x-service-token'] ?? '',
-      h['x-consul-token'] ?? '',
-      h.authorization ?? '',
+      secretOf(undefined, h) ?? '',
       h['x-service-namespace'] ?? '',
       h['x-consul-namespace'] ?? '',
       h['x-service-partition'] ?? '',
@@ -202,10 +204,24 @@ export class ReadGate {
    * Reads that woke from a wait share one computation with identical ones (a write can
    * wake thousands of watchers of the same list); a plain read just runs.
    */
-  async serve(request: FastifyRequest, reply: FastifyReply, table: WatchTable, access: ReadAccess, compute: () => Promise<unknown> | unknown): Promise<FastifyReply> {
+  async serve(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    table: WatchTable,
+    access: ReadAccess,
+    compute: () => Promise<unknown> | unknown,
+  ): Promise<FastifyReply> {
     const params = await this.prepare(request, reply, table, access);
     if (params.index === 0) return sendJSONText(request, reply, toJSONText(request, await compute()));
-    return sendJSONText(request, reply, await this.shared(request, async () => compute(), (value) => toJSONText(request, value)));
+    return sendJSONText(
+      request,
+      reply,
+      await this.shared(
+        request,
+        async () => compute(),
+        (value) => toJSONText(request, value),
+      ),
+    );
   }
 
   /** Releases every blocked read at once (shutdown): each answers with current data. */

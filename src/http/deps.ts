@@ -1,5 +1,7 @@
 // What the HTTP layer is built from: the services and settings buildApp receives. Each
 // route plugin takes the few of these it uses (a Pick of AppDeps) as its options.
+import type { AuditLog } from '../observability/audit.js';
+import type { LagSample } from '../observability/replication-history.js';
 import type { ServerOptions as HttpsServerOptions } from 'node:https';
 import type { FastifyBaseLogger } from 'fastify';
 import type { ReplicationStatusResponse } from '../api/schemas.js';
@@ -26,7 +28,7 @@ export interface AppDeps {
   policies: PolicyService;
   roles: RoleService;
   templatedPolicies: TemplatedPolicyService;
-  /** Authorization decisions for the request's token (SPEC §17). */
+  /** Authorization decisions for the request's token (README, "Enforcing policies in your service"). */
   decisions: DecisionService;
   authMethods: AuthMethodService;
   bindingRules: BindingRuleService;
@@ -40,6 +42,12 @@ export interface AppDeps {
   metrics: Metrics;
   /** GET /v1/acl/replication. */
   replicationStatus: () => ReplicationStatusResponse;
+  /** This server's recent audit events (GET /v1/operator/audit). */
+  audit?: Pick<AuditLog, 'query' | 'after' | 'latest'>;
+  /** Records a refused request in the audit log (README: Audit log): 403s, and the login limit's 429s. */
+  auditRefusal?: (refusal: Refusal) => void;
+  /** Replication lag over the last hour (the web UI's chart). */
+  replicationHistory?: () => { IntervalMs: number; Samples: LagSample[] };
   /** The daemon's place in the cluster: ?dc= forwarding and, on secondaries, write forwarding. */
   cluster?: ClusterHooks;
   /** Connection and request timeouts and caps; absent means Node's and Fastify's defaults. */
@@ -51,16 +59,28 @@ export interface AppDeps {
    */
   rateLimit?: { rate: number; burst: number; peerRate: number; peerBurst: number };
   logger?: FastifyBaseLogger;
-  /** Logins per second per client, with a burst (SPEC §18: on by default; rate 0 turns it off). */
+  /** Logins per second per client, with a burst (README, "Security": on by default; rate 0 turns it off). */
   loginRate?: { rate: number; burst: number };
   /** Restores: the upload limit and where the file is kept while verified (default 512 MiB, the working directory). */
   snapshotUploads?: SnapshotUploads;
-  /** TLS options of the listener (SPEC §16): with them the API speaks HTTPS only. */
+  /** TLS options of the listener (README, "TLS"): with them the API speaks HTTPS only. */
   https?: HttpsServerOptions;
 }
 
-
 /** How long clients may take and how many connections they may hold (all ms or counts). */
+/** A refused request, as the audit log records it (the secret only to name its token, never written). */
+export interface Refusal {
+  id: string;
+  method: string;
+  url: string;
+  remote: string;
+  secret: string | undefined;
+  status: number;
+  code: string;
+  message: string;
+  route: string;
+}
+
 export interface HttpLimits {
   /** Whole request (headers and body) must arrive within this; waiting for a blocking answer does not count. */
   requestTimeout: number;
@@ -71,6 +91,8 @@ export interface HttpLimits {
   maxRequestsPerConn: number;
   /** Open connections at once. */
   maxConns: number;
+  /** Open connections at once from one client address; more are closed at once (0: no cap). */
+  maxConnsPerClient?: number;
 }
 
 /** What a restore's upload may be, and where it is kept while it is verified. */

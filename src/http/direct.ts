@@ -8,8 +8,10 @@ import type { Store, WatchTable } from '../store/store.js';
 import type { AgentInfo } from '../service/context.js';
 import type { Metrics } from '../observability/metrics.js';
 import { BODY_LIMIT } from './body.js';
-import { STATUS, errorBody, toWatchwordError } from './errors.js';
-import { hintsOf, secretOf } from './request.js';
+import { ERROR_CODE_HEADER, STATUS, errorResponse, isAuditedRefusal, toWatchwordError } from './errors.js';
+import { clientOf, hintsOf, secretOf } from './request.js';
+import { auditPath } from '../observability/audit.js';
+import type { Refusal } from './deps.js';
 
 /**
  * The hot paths (token reads, the policy filter, decisions) are served before Fastify's
@@ -110,6 +112,10 @@ export interface DirectDeps {
   indexHeaders: IndexHeaders;
   /** Per-client rate limits apply to every request: with them set, nothing is served directly. */
   rateLimited: boolean;
+  /** Records a refused request in the audit log, as Fastify's routes do (errors.ts). */
+  auditRefusal?: (refusal: Refusal) => void;
+  /** Whether an address is a peer server's (whose forwarded requests name their original client). */
+  isPeer?: (ip: string) => boolean;
 }
 
 export class DirectRoutes {
@@ -122,7 +128,14 @@ export class DirectRoutes {
     if (hasParam && (url[colon - 1] !== '/' || url.indexOf('/', colon) >= 0 || url.indexOf(':', colon + 1) >= 0)) {
       throw new Error(`direct route ${url}: only a single parameter at the end of the path is supported`);
     }
-    const route: DirectRoute = { ...spec, method, url, prefix: hasParam ? url.slice(0, colon) : url, accepted: new Set([...COMMON_PARAMS, ...(spec.params ?? [])]), ...(table ? { table } : {}) };
+    const route: DirectRoute = {
+      ...spec,
+      method,
+      url,
+      prefix: hasParam ? url.slice(0, colon) : url,
+      accepted: new Set([...COMMON_PARAMS, ...(spec.params ?? [])]),
+      ...(table ? { table } : {}),
+    };
     if (hasParam) this.withParam.push(route);
     else this.exact.set(`${method} ${url}`, route);
   }
@@ -193,49 +206,115 @@ export class DirectRoutes {
     const log = app.log as unknown as Logger;
     // Request ids of their own series (Fastify numbers the requests it routes).
     let requests = 0;
-    function finish(res: ServerResponse, route: DirectRoute, started: number, status: number, body: string | Buffer, index: number | undefined, retryAfter?: number, written?: number): void {
+    function finish(
+      res: ServerResponse,
+      route: DirectRoute,
+      started: number,
+      status: number,
+      body: string | Buffer,
+      index: number | undefined,
+      retryAfter?: number,
+      written?: number,
+      error?: { code: string; contentType: string },
+    ): void {
       const headers: Record<string, string | number> =
-        index === undefined ? {} : { ...deps.indexHeaders.get(Math.max(1, index), deps.agent.knownLeader(), deps.agent.lastContactMs(), 'leader') };
+        index === undefined
+          ? {}
+          : { ...deps.indexHeaders.get(Math.max(1, index), deps.agent.knownLeader(), deps.agent.lastContactMs(), 'leader') };
       if (written !== undefined) {
         headers['x-service-index'] = written;
         headers['x-consul-index'] = written;
       }
-      headers['content-type'] = 'application/json; charset=utf-8';
+      headers['content-type'] = error?.contentType ?? 'application/json; charset=utf-8';
+      if (error !== undefined) headers[ERROR_CODE_HEADER] = error.code;
       headers['content-length'] = typeof body === 'string' ? Buffer.byteLength(body) : body.length;
       if (retryAfter !== undefined) headers['retry-after'] = String(retryAfter);
       res.writeHead(status, headers);
       res.end(body);
       const seconds = (performance.now() - started) / 1000;
       deps.metrics.observeRequest(route.method, route.url, status, seconds);
-      requests = (requests + 1) | 0;
-      if (log.isLevelEnabled('debug')) log.debug({ reqId: `direct-${(requests >>> 0).toString(36)}`, method: route.method, route: route.url, status, durationMs: Math.round(seconds * 100_000) / 100 }, 'request');
+      if (log.isLevelEnabled('debug'))
+        log.debug(
+          {
+            reqId: `direct-${(requests >>> 0).toString(36)}`,
+            method: route.method,
+            route: route.url,
+            status,
+            durationMs: Math.round(seconds * 100_000) / 100,
+          },
+          'request',
+        );
     }
 
-    function fail(res: ServerResponse, route: DirectRoute, started: number, index: number | undefined, err: unknown): void {
+    function fail(
+      req: IncomingMessage,
+      res: ServerResponse,
+      route: DirectRoute,
+      ctx: RequestContext | undefined,
+      started: number,
+      index: number | undefined,
+      err: unknown,
+    ): void {
       const e = toWatchwordError(err);
       if (e.code === 'INTERNAL') log.error({ err: e.cause ?? e }, 'request failed with an internal error');
       // Internal faults never leak their details (or any secret inside them) to the caller.
       const message = e.code === 'INTERNAL' ? 'internal error' : e.message;
-      finish(res, route, started, STATUS[e.code], JSON.stringify(errorBody(e.code, message)), index, e.retryAfter);
+      const status = STATUS[e.code];
+      if (deps.auditRefusal && isAuditedRefusal(status, route.url)) {
+        deps.auditRefusal({
+          id: ctx?.request?.id ?? '',
+          method: route.method,
+          url: req.url ?? '',
+          remote: ctx?.request?.remote ?? '',
+          secret: ctx?.secret,
+          status,
+          code: e.code,
+          message,
+          route: route.url,
+        });
+      }
+      const answer = errorResponse(e.code, message, req.headers.accept);
+      finish(res, route, started, status, answer.body, index, e.retryAfter, undefined, { code: e.code, contentType: answer.contentType });
     }
 
-    function serve(req: IncomingMessage, res: ServerResponse, route: DirectRoute, param: string, query: Map<string, string>, body: string): void {
+    function serve(
+      req: IncomingMessage,
+      res: ServerResponse,
+      route: DirectRoute,
+      param: string,
+      query: Map<string, string>,
+      body: string,
+    ): void {
       const started = performance.now();
       // A read reports the index of its table as it was just before reading.
       const index = route.table === undefined ? undefined : deps.store.tableIndex(route.table);
+      let ctx: RequestContext | undefined;
       try {
         const secret = secretOf(query.get('token'), req.headers);
-        const ctx: RequestContext = { hints: hintsOf(query.get('ns'), query.get('partition'), req.headers), client: req.socket.remoteAddress };
+        const ip = req.socket.remoteAddress ?? '';
+        requests = (requests + 1) | 0;
+        const id = `direct-${(requests >>> 0).toString(36)}`;
+        ctx = {
+          hints: hintsOf(query.get('ns'), query.get('partition'), req.headers),
+          client: ip,
+          request: {
+            id,
+            method: route.method,
+            path: auditPath(req.url ?? ''),
+            remote: clientOf({ ip, headers: req.headers }, deps.isPeer).client,
+          },
+        };
         if (secret !== undefined) ctx.secret = secret;
         const answer = route.serve({ ctx, param, query, body });
         const send = (a: DirectAnswer) => {
           if (a instanceof Written) finish(res, route, started, 200, JSON.stringify(a.value), index, undefined, a.index);
           else finish(res, route, started, 200, a instanceof JSONText ? a.bytes : a, index);
         };
-        if (answer instanceof Promise) answer.then(send, (err: unknown) => fail(res, route, started, index, err));
+        const c = ctx;
+        if (answer instanceof Promise) answer.then(send, (err: unknown) => fail(req, res, route, c, started, index, err));
         else send(answer);
       } catch (err) {
-        fail(res, route, started, index, err);
+        fail(req, res, route, ctx, started, index, err);
       }
     }
   }

@@ -2,6 +2,8 @@ import { STATUS_CODES } from 'node:http';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { type ErrorCode, WatchwordError, isWatchwordError } from '../domain/errors.js';
 import { sendJSON } from './respond.js';
+import { clientAddress, requestSecret } from './request.js';
+import type { Refusal } from './deps.js';
 
 /** The only place that knows which HTTP status each error code means. */
 export const STATUS: Record<ErrorCode, number> = {
@@ -9,6 +11,7 @@ export const STATUS: Record<ErrorCode, number> = {
   ACL_NOT_FOUND: 403,
   PERMISSION_DENIED: 403,
   NOT_PERMITTED: 403,
+  HOST_NOT_ALLOWED: 403,
   NOT_FOUND: 404,
   METHOD_NOT_ALLOWED: 405,
   CONFLICT: 409,
@@ -18,6 +21,7 @@ export const STATUS: Record<ErrorCode, number> = {
   PRIMARY_UNAVAILABLE: 503,
   NO_LEADER: 503,
   STORE_UNAVAILABLE: 503,
+  AUDIT_UNAVAILABLE: 503,
   FORWARD_LOOP: 508,
 };
 
@@ -31,6 +35,45 @@ export interface ErrorBody {
 export function errorBody(code: ErrorCode, message: string): ErrorBody {
   const statusCode = STATUS[code];
   return { statusCode, error: STATUS_CODES[statusCode] ?? 'Error', code, message };
+}
+
+/** The header that carries an error's stable code, whatever the body's format. */
+export const ERROR_CODE_HEADER = 'x-service-error-code';
+
+/**
+ * Whether the caller prefers JSON to text: its Accept header names `application/json` (or
+ * `application/*+json`) with a weight above that of `text/plain` (a range such as `*\/*` counts
+ * for both, so only a named JSON wins). Consul's clients send no Accept, or `*\/*`, and read
+ * error bodies as text; watchword's own client, CLI and UI ask for JSON.
+ */
+export function prefersJSON(accept: string | string[] | undefined): boolean {
+  const header = Array.isArray(accept) ? accept.join(',') : accept;
+  if (!header?.includes('json')) return false;
+  let json = 0;
+  let text = 0;
+  for (const part of header.split(',')) {
+    const [range = '', ...params] = part.trim().toLowerCase().split(';');
+    const qParam = params.map((p) => p.trim()).find((p) => p.startsWith('q='));
+    const q = qParam === undefined ? 1 : Number(qParam.slice(2));
+    if (!(q > 0)) continue;
+    const type = range.trim();
+    if (type === 'application/json' || (type.startsWith('application/') && type.endsWith('+json'))) json = Math.max(json, q);
+    else if (type === 'text/plain' || type === 'text/*') text = Math.max(text, q);
+  }
+  return json > 0 && json >= text;
+}
+
+/**
+ * An error as the caller wants it: Consul's shape (`text/plain`, the message) unless it prefers
+ * JSON (`{"statusCode","error","code","message"}`). The code goes in ERROR_CODE_HEADER either way.
+ */
+export function errorResponse(
+  code: ErrorCode,
+  message: string,
+  accept: string | string[] | undefined,
+): { contentType: string; body: string } {
+  if (prefersJSON(accept)) return { contentType: 'application/json; charset=utf-8', body: JSON.stringify(errorBody(code, message)) };
+  return { contentType: 'text/plain; charset=utf-8', body: message };
 }
 
 /** Maps anything thrown while serving a request to a WatchwordError; unknown faults become INTERNAL. */
@@ -57,5 +100,39 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, err: unk
   if (e.retryAfter !== undefined) void reply.header('Retry-After', String(e.retryAfter));
   const headers = request.server.readHeaders?.(request);
   if (headers) void reply.headers(headers);
-  return sendJSON(request, reply.code(STATUS[e.code]), errorBody(e.code, message));
+  const status = STATUS[e.code];
+  if (isAuditedRefusal(status, request.routeOptions.url)) {
+    let secret: string | undefined;
+    try {
+      secret = requestSecret(request);
+    } catch {
+      secret = undefined;
+    }
+    request.server.auditRefusal?.({
+      id: String(request.id),
+      method: request.method,
+      url: request.url,
+      remote: clientAddress(request),
+      secret,
+      status,
+      code: e.code,
+      message,
+      route: request.routeOptions.url ?? '',
+    });
+  }
+  void reply.header(ERROR_CODE_HEADER, e.code);
+  if (prefersJSON(request.headers.accept)) return sendJSON(request, reply.code(status), errorBody(e.code, message));
+  return reply.code(status).type('text/plain; charset=utf-8').send(message);
+}
+
+/** Refusals the audit log records: every 403, and the login limit's 429s. */
+export function isAuditedRefusal(status: number, route: string | undefined): boolean {
+  return status === 403 || (status === 429 && route === '/v1/acl/login');
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Records a refused request in the audit log. */
+    auditRefusal?: (refusal: Refusal) => void;
+  }
 }

@@ -25,7 +25,10 @@ const COMMON_QUERY: Record<string, string> = {
 const INDEX_HEADERS = {
   'X-Service-Index': { description: 'Index of the watched table, for blocking queries (also X-Consul-Index)', schema: { type: 'integer' } },
   'X-Service-KnownLeader': { description: 'Whether the primary is known (also X-Consul-KnownLeader)', schema: { type: 'string' } },
-  'X-Service-LastContact': { description: 'ms since the last contact with the primary (also X-Consul-LastContact)', schema: { type: 'integer' } },
+  'X-Service-LastContact': {
+    description: 'ms since the last contact with the primary (also X-Consul-LastContact)',
+    schema: { type: 'integer' },
+  },
 };
 
 /** JSON Schema of a zod type, with named sub-schemas lifted into `components.schemas`. */
@@ -100,16 +103,40 @@ export function openAPIDocument(routes: readonly RouteInfo[], version: string): 
     };
     const parameters = [
       ...params.map((name) => ({ name, in: 'path', required: true, schema: { type: 'string' } })),
-      ...Object.entries(query).map(([name, description]) => ({ name, in: 'query', required: false, description, schema: { type: 'string' } })),
+      ...Object.entries(query).map(([name, description]) => ({
+        name,
+        in: 'query',
+        required: false,
+        description,
+        schema: { type: 'string' },
+      })),
       ...(isACL
         ? [
-            { name: 'X-Service-Namespace', in: 'header', required: false, description: 'Namespace (also X-Consul-Namespace)', schema: { type: 'string' } },
-            { name: 'X-Service-Partition', in: 'header', required: false, description: 'Partition (also X-Consul-Partition)', schema: { type: 'string' } },
+            {
+              name: 'X-Service-Namespace',
+              in: 'header',
+              required: false,
+              description: 'Namespace (also X-Consul-Namespace)',
+              schema: { type: 'string' },
+            },
+            {
+              name: 'X-Service-Partition',
+              in: 'header',
+              required: false,
+              description: 'Partition (also X-Consul-Partition)',
+              schema: { type: 'string' },
+            },
           ]
         : []),
     ];
     const ok = doc.responseType
-      ? { description: 'OK', content: { [doc.responseType]: { schema: { type: 'string' } }, 'application/json': { schema: schemaOf(z.unknown(), 'output', components) } } }
+      ? {
+          description: 'OK',
+          content: {
+            [doc.responseType]: { schema: { type: 'string' } },
+            'application/json': { schema: schemaOf(z.unknown(), 'output', components) },
+          },
+        }
       : {
           description: 'OK',
           ...(route.table ? { headers: INDEX_HEADERS } : {}),
@@ -124,7 +151,10 @@ export function openAPIDocument(routes: readonly RouteInfo[], version: string): 
       responses: {
         '200': ok,
         '4XX': { description: 'Client error', content: { 'application/json': { schema: errorRef } } },
-        '5XX': { description: 'Server error (PRIMARY_UNAVAILABLE, STORE_UNAVAILABLE, FORWARD_LOOP, INTERNAL)', content: { 'application/json': { schema: errorRef } } },
+        '5XX': {
+          description: 'Server error (PRIMARY_UNAVAILABLE, STORE_UNAVAILABLE, FORWARD_LOOP, INTERNAL)',
+          content: { 'application/json': { schema: errorRef } },
+        },
       },
       ...(doc.permission === 'none' ? { security: [] } : {}),
     };

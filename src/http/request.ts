@@ -1,7 +1,49 @@
 import type { FastifyRequest } from 'fastify';
 import { invalid } from '../domain/errors.js';
 import type { RequestContext } from '../service/context.js';
+import { auditPath } from '../observability/audit.js';
 import { type ScopeHints, WILDCARD, checkScopeName } from '../service/scope.js';
+import { secretOf } from '../transport/credentials.js';
+
+export { secretOf };
+
+/**
+ * Marks a request one daemon sent to another, naming the sender's datacenter. A marked
+ * request is never forwarded again: a datacenter registered at the wrong address turns
+ * into one refused request, not a storm.
+ */
+export const FORWARDED_HEADER = 'x-service-forwarded-from';
+
+/**
+ * The original client's address on a forwarded request, so the receiving daemon limits
+ * each client on its own rather than all of a peer's traffic as one. Trusted only on
+ * requests that come from a known peer daemon's address.
+ */
+export const FORWARDED_FOR_HEADER = 'x-service-forwarded-for';
+
+/** An address as sockets report it, IPv4-mapped IPv6 unwrapped. */
+export const plainAddress = (ip: string): string => ip.replace(/^::ffff:/, '');
+
+/**
+ * The client a request counts against: its address, or for a request a peer daemon
+ * forwarded (trusted only from a peer's address), the original client's.
+ */
+export function clientOf(
+  request: Pick<FastifyRequest, 'ip' | 'headers'>,
+  isPeer: ((ip: string) => boolean) | undefined,
+): { client: string; viaPeer: string | undefined } {
+  const ip = plainAddress(request.ip);
+  const forwardedFor = request.headers[FORWARDED_FOR_HEADER];
+  const forwarded = request.headers[FORWARDED_HEADER] !== undefined || request.headers[SERVER_FORWARD_HEADER] !== undefined;
+  if (typeof forwardedFor === 'string' && forwarded && isPeer?.(ip)) return { client: forwardedFor.slice(0, 64), viaPeer: ip };
+  return { client: ip, viaPeer: undefined };
+}
+
+/**
+ * Marks a write a follower sent to its datacenter's leader. Such a write is never sent
+ * on to another server of the datacenter (a leader that changed meanwhile answers 503).
+ */
+export const SERVER_FORWARD_HEADER = 'x-service-forwarded-by-server';
 
 type Query = Record<string, string | string[] | undefined>;
 
@@ -25,19 +67,6 @@ function header(headers: Headers, name: string): string | undefined {
   return v === undefined || v === '' ? undefined : v;
 }
 
-/** The secret a request carries: `?token=`, X-Service-Token, X-Consul-Token, Authorization: Bearer; first non-empty wins. */
-export function secretOf(tokenParam: string | undefined, headers: Headers): string | undefined {
-  if (tokenParam) return tokenParam;
-  const direct = header(headers, 'x-service-token') ?? header(headers, 'x-consul-token');
-  if (direct) return direct;
-  const auth = header(headers, 'authorization');
-  if (auth) {
-    const m = /^Bearer\s+(.+)$/i.exec(auth.trim());
-    if (m?.[1]) return m[1].trim();
-  }
-  return undefined;
-}
-
 /** Namespace and partition a request points at outside its body: `?ns=` / `?partition=`, then the headers. */
 export function hintsOf(nsParam: string | undefined, partitionParam: string | undefined, headers: Headers): ScopeHints {
   const namespace = nsParam || header(headers, 'x-service-namespace') || header(headers, 'x-consul-namespace');
@@ -57,7 +86,32 @@ export function scopeHints(request: FastifyRequest): ScopeHints {
   return hintsOf(queryParam(request, 'ns'), queryParam(request, 'partition'), request.headers);
 }
 
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Whether an address is another server's (a peer's forwarded requests name their original client). */
+    isPeerAddress?: (ip: string) => boolean;
+  }
+}
+
+/** The address a request counts against: its own, or the original client's when a peer forwarded it. */
+export function clientAddress(request: FastifyRequest): string {
+  return clientOf(request, request.server.isPeerAddress).client;
+}
+
 export function requestContext(request: FastifyRequest): RequestContext {
   const secret = requestSecret(request);
-  return { ...(secret !== undefined ? { secret } : {}), hints: scopeHints(request), client: request.ip };
+  return {
+    ...(secret !== undefined ? { secret } : {}),
+    hints: scopeHints(request),
+    client: request.ip,
+    request: { id: String(request.id), method: request.method, path: auditPath(request.url), remote: clientAddress(request) },
+  };
+}
+
+/** A path parameter of whatever route matched, when it has one by that name (for code shared by routes). */
+export function pathParam(request: FastifyRequest, name: string): string | undefined {
+  const params: unknown = request.params;
+  if (typeof params !== 'object' || params === null) return undefined;
+  const value: unknown = Reflect.get(params, name);
+  return typeof value === 'string' ? value : undefined;
 }

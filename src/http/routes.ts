@@ -12,7 +12,7 @@ export type Method = 'GET' | 'PUT' | 'POST' | 'DELETE';
 export interface RouteDoc {
   summary: string;
   /** The ACL permission the route checks. */
-  permission: 'acl:read' | 'acl:write' | 'acl:write + operator:write' | 'operator:read' | 'none';
+  permission: 'acl:read' | 'acl:write' | 'acl:write + operator:write' | 'operator:read' | 'agent:read' | 'none';
   body?: z.ZodType;
   /** The body may be left out (bootstrap, clone, preview). */
   bodyOptional?: boolean;
@@ -23,8 +23,23 @@ export interface RouteDoc {
   query?: Record<string, string>;
 }
 
-export interface RouteSpec {
-  handler(request: FastifyRequest, reply: FastifyReply): Promise<unknown>;
+/** The names of a route path's parameters: `:name` segments, and `*` for a trailing wildcard. */
+type ParamNames<P extends string> = P extends `${string}:${infer Name}/${infer Rest}`
+  ? Name | ParamNames<`/${Rest}`>
+  : P extends `${string}:${infer Name}`
+    ? Name
+    : P extends `${string}*`
+      ? '*'
+      : never;
+
+/** A route's decoded path parameters, typed from its path: `'/v1/acl/role/:id'` gives `{ id: string }`. */
+export type ParamsOf<P extends string> = { [K in ParamNames<P>]: string };
+
+/** A request to the route at path P, its parameters typed. */
+export type RouteRequest<P extends string> = FastifyRequest<{ Params: ParamsOf<P> }>;
+
+export interface RouteSpec<P extends string = string> {
+  handler(request: RouteRequest<P>, reply: FastifyReply): Promise<unknown>;
   /** The table a read watches: adds the index headers and allows blocking. */
   table?: WatchTable;
   /** On a secondary, when this write is sent to the primary. */
@@ -78,16 +93,17 @@ export interface RouteInfo {
  * Registers a path's methods. Every other method on the same path answers 405 with
  * an Allow header, so a wrong method is told apart from a wrong path.
  */
-export function resource(app: FastifyInstance, url: string, specs: Partial<Record<Method, RouteSpec>>): void {
+export function resource<P extends string>(app: FastifyInstance, url: P, specs: Partial<Record<Method, RouteSpec<P>>>): void {
   const methods = Object.keys(specs) as Method[];
   for (const method of methods) {
-    const spec = specs[method] as RouteSpec;
+    const spec = specs[method] as RouteSpec<P>;
     app.route({
       method,
       url,
       config: { doc: spec.doc, ...(spec.table ? { table: spec.table } : {}), ...(spec.forward ? { forward: spec.forward } : {}) },
       ...(spec.onRequest ? { onRequest: spec.onRequest } : {}),
-      handler: spec.handler,
+      // Fastify matched the path, so its parameters are those ParamsOf<P> names.
+      handler: spec.handler as (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>,
     });
     if (spec.direct) app.directRoutes.add(method, url, spec.direct, spec.table);
   }
@@ -104,7 +120,11 @@ export function resource(app: FastifyInstance, url: string, specs: Partial<Recor
     url,
     handler: (request, reply) => {
       void reply.header('Allow', allowed.join(', '));
-      return sendError(request, reply, new WatchwordError('METHOD_NOT_ALLOWED', `Method ${request.method} is not allowed on ${url}; allowed: ${allowed.join(', ')}`));
+      return sendError(
+        request,
+        reply,
+        new WatchwordError('METHOD_NOT_ALLOWED', `Method ${request.method} is not allowed on ${url}; allowed: ${allowed.join(', ')}`),
+      );
     },
   });
 }

@@ -1,19 +1,24 @@
 import { RequestMetrics } from './request-metrics.js';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { OperatorServersResponse } from '../api/schemas.js';
-import type { BlockingGauge } from '../http/blocking.js';
-import { TABLE_NAMES } from '../store/schema.js';
+import { TABLE_NAMES, type TableName } from '../store/schema.js';
 
 /** What the metrics read from the store at scrape time. */
 export interface StoreStats {
   currentIndex(): number;
-  count(table: 'tokens' | 'roles' | 'policies' | 'authMethods' | 'bindingRules'): number;
+  count(table: TableName): number;
 }
 
 /**
  * Prometheus metrics of one daemon, in a registry of its own (several daemons can share
  * a process in tests). Store sizes are read at scrape time; nothing is polled.
  */
+/** Counts blocking reads in flight (the HTTP layer's long polls). */
+export interface BlockingGauge {
+  inc(): void;
+  dec(): void;
+}
+
 export class Metrics implements BlockingGauge {
   readonly registry = new Registry();
   private inFlight = 0;
@@ -100,7 +105,7 @@ export class Metrics implements BlockingGauge {
   }
 
   /**
-   * The servers of this datacenter (SPEC §13), read at scrape time from the operator
+   * The servers of this datacenter (README, "Several servers per datacenter"), read at scrape time from the operator
    * view: this server's role and term, and each server's lag and synchronous-set
    * membership as this server sees them (complete on the leader).
    */

@@ -29,7 +29,13 @@ export class RequestMetrics {
       help: 'HTTP requests served, by method, route pattern and status',
       type: 'counter',
       aggregator: 'sum',
-      get: async () => ({ name: counter.name, help: counter.help, type: counter.type, aggregator: counter.aggregator, values: this.counts() }),
+      get: async () => ({
+        name: counter.name,
+        help: counter.help,
+        type: counter.type,
+        aggregator: counter.aggregator,
+        values: this.counts(),
+      }),
       reset: () => this.series.clear(),
     };
     const histogram = {
@@ -38,9 +44,18 @@ export class RequestMetrics {
       type: 'histogram',
       aggregator: 'sum',
       // The text format takes the series' labels apart from `le`; the JSON form merges them (as prom-client does).
-      getForPromString: async () => ({ name: histogram.name, help: histogram.help, type: histogram.type, aggregator: histogram.aggregator, values: this.histogramValues(histogram.name) }),
+      getForPromString: async () => ({
+        name: histogram.name,
+        help: histogram.help,
+        type: histogram.type,
+        aggregator: histogram.aggregator,
+        values: this.histogramValues(histogram.name),
+      }),
       get: async () => {
-        const values = this.histogramValues(histogram.name).map(({ sharedLabels, labels, ...rest }) => ({ ...rest, labels: { ...labels, ...sharedLabels } }));
+        const values = this.histogramValues(histogram.name).map(({ sharedLabels, labels, ...rest }) => ({
+          ...rest,
+          labels: { ...labels, ...sharedLabels },
+        }));
         return { name: histogram.name, help: histogram.help, type: histogram.type, aggregator: histogram.aggregator, values };
       },
       reset: () => this.series.clear(),

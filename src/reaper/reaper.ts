@@ -1,3 +1,4 @@
+import { systemActor } from '../observability/audit.js';
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import type { Clock } from '../domain/clock.js';
 import { isExpired } from '../domain/expiry.js';
@@ -60,16 +61,19 @@ export class Reaper {
       const candidates = this.store.reader.expiredTokens(now, batchSize, after);
       if (candidates.length === 0) break;
       after = (candidates[candidates.length - 1] as { cursor: ExpiryCursor }).cursor;
-      const deleted = await this.store.transact((tx) => {
-        let n = 0;
-        for (const { id } of candidates) {
-          const token = tx.getToken(id);
-          if (!token || !isExpired(token, now)) continue;
-          if (!token.Local && !this.options.isPrimary) continue;
-          if (tx.deleteToken(id)) n++;
-        }
-        return n;
-      });
+      const deleted = await this.store.transact(
+        (tx) => {
+          let n = 0;
+          for (const { id } of candidates) {
+            const token = tx.getToken(id);
+            if (!token || !isExpired(token, now)) continue;
+            if (!token.Local && !this.options.isPrimary) continue;
+            if (tx.del('tokens', id)) n++;
+          }
+          return n;
+        },
+        { audit: { type: 'reap', actor: systemActor('reaper') } },
+      );
       total += deleted;
       if (candidates.length < batchSize || this.stopped) break;
       await yieldToEventLoop();

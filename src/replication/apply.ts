@@ -1,6 +1,6 @@
-import type { AuthMethodRecord, BindingRuleRecord, BootstrapState, PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
-import { META, authMethodID } from '../store/schema.js';
-import type { Change, LogEntry, Tx } from '../store/store.js';
+import type { AuthMethodRecord, BootstrapState, TokenRecord } from '../domain/types.js';
+import { META, type RecordTypes, type RecordsByTable, TABLE_DEFS, TABLE_NAMES, type TableName, emptyRecords } from '../store/schema.js';
+import type { Change, LogEntry, RecordSet, Tx } from '../store/store.js';
 
 /** Where a secondary is in the primary's log: stored in the same batch as what it applied. */
 export interface Cursor {
@@ -10,14 +10,8 @@ export interface Cursor {
   index: number;
 }
 
-export interface GlobalState {
-  tokens: TokenRecord[];
-  policies: PolicyRecord[];
-  roles: RoleRecord[];
-  authMethods: AuthMethodRecord[];
-  bindingRules: BindingRuleRecord[];
-  bootstrap: BootstrapState | null;
-}
+/** A datacenter's global objects: one array per table (from the table list), and the bootstrap state. */
+export type GlobalState = RecordsByTable & { bootstrap: BootstrapState | null };
 
 /** Canonical text of a record without this datacenter's indexes: equal text, equal object. */
 function contentOf(record: object): string {
@@ -29,7 +23,8 @@ function contentOf(record: object): string {
   );
 }
 
-function diffTable<R extends object>(table: 'tokens' | 'policies' | 'roles' | 'authMethods' | 'bindingRules', idOf: (r: R) => string, current: R[], wanted: R[]): Change[] {
+function diffTable<T extends TableName>(table: T, current: readonly RecordTypes[T][], wanted: readonly RecordTypes[T][]): Change[] {
+  const idOf = (r: RecordTypes[T]) => TABLE_DEFS[table].id(r);
   const have = new Map(current.map((r) => [idOf(r), contentOf(r)]));
   const out: Change[] = [];
   const keep = new Set<string>();
@@ -46,16 +41,11 @@ function diffTable<R extends object>(table: 'tokens' | 'policies' | 'roles' | 'a
 /**
  * What a secondary must change so its global objects equal a snapshot of the
  * primary: writes for new and changed objects, deletes for objects the primary no
- * longer has. Pure; `current` must hold global objects only (never Local tokens).
+ * longer has, table by table in the table list's order. Pure; `current` must hold
+ * global objects only (never Local tokens).
  */
 export function diffSnapshot(current: GlobalState, snapshot: GlobalState): Change[] {
-  const changes = [
-    ...diffTable('policies', (p: PolicyRecord) => p.ID, current.policies, snapshot.policies),
-    ...diffTable('roles', (r: RoleRecord) => r.ID, current.roles, snapshot.roles),
-    ...diffTable('authMethods', (m: AuthMethodRecord) => authMethodID(m.Partition, m.Namespace, m.Name), current.authMethods, snapshot.authMethods),
-    ...diffTable('bindingRules', (r: BindingRuleRecord) => r.ID, current.bindingRules, snapshot.bindingRules),
-    ...diffTable('tokens', (t: TokenRecord) => t.AccessorID, current.tokens, snapshot.tokens),
-  ];
+  const changes = TABLE_NAMES.flatMap((t) => diffTable(t, current[t], snapshot[t]));
   if (snapshot.bootstrap && contentOf(snapshot.bootstrap) !== (current.bootstrap ? contentOf(current.bootstrap) : '')) {
     changes.push({ Table: 'bootstrap', Op: 'set', ID: 'bootstrap', Value: snapshot.bootstrap });
   }
@@ -87,50 +77,37 @@ function applyChanges(tx: Tx, changes: readonly Change[], outcome: ApplyOutcome)
     if (c.Op === 'delete') {
       if (c.Table === 'tokens') {
         outcome.resolved.push(c.ID);
-        if (tx.getToken(c.ID)?.Local === false) tx.deleteToken(c.ID);
-      } else if (c.Table === 'policies') {
-        tx.deletePolicy(c.ID);
-      } else if (c.Table === 'roles') {
-        tx.deleteRole(c.ID);
+        if (tx.getToken(c.ID)?.Local === false) tx.del('tokens', c.ID);
       } else if (c.Table === 'authMethods') {
         const method = tx.getRecord('authMethods', c.ID);
-        tx.deleteAuthMethod(c.ID);
+        tx.del('authMethods', c.ID);
         // The tokens it issued here go with it: the global ones arrive as their own deletes,
         // Local ones exist only in this datacenter.
-        if (method) for (const t of localTokensOf(tx, method)) tx.deleteToken(t.AccessorID);
-      } else if (c.Table === 'bindingRules') {
-        tx.deleteBindingRule(c.ID);
+        if (method) for (const t of localTokensOf(tx, method)) tx.del('tokens', t.AccessorID);
+      } else {
+        tx.del(c.Table, c.ID);
       }
       continue;
     }
-    switch (c.Table) {
-      case 'tokens': {
-        if (c.Value.Local || tx.getToken(c.ID)?.Local) continue;
-        const holder = tx.getTokenBySecret(c.Value.SecretID);
-        if (holder && holder.AccessorID !== c.ID && holder.Local) {
-          outcome.conflicts.push({ AccessorID: c.ID, LocalAccessorID: holder.AccessorID });
-          continue;
-        }
-        tx.putToken(c.Value);
-        break;
+    if (c.Table === 'bootstrap') {
+      tx.putBootstrap(c.Value);
+    } else if (c.Table === 'tokens') {
+      if (c.Value.Local || tx.getToken(c.ID)?.Local) continue;
+      const holder = tx.getTokenBySecret(c.Value.SecretID);
+      if (holder && holder.AccessorID !== c.ID && holder.Local) {
+        outcome.conflicts.push({ AccessorID: c.ID, LocalAccessorID: holder.AccessorID });
+        continue;
       }
-      case 'policies':
-        tx.putPolicy(c.Value);
-        break;
-      case 'roles':
-        tx.putRole(c.Value);
-        break;
-      case 'authMethods':
-        tx.putAuthMethod(c.Value);
-        break;
-      case 'bindingRules':
-        tx.putBindingRule(c.Value);
-        break;
-      case 'bootstrap':
-        tx.putBootstrap(c.Value);
-        break;
+      tx.put('tokens', c.Value);
+    } else {
+      putRecord(tx, c);
     }
   }
+}
+
+/** A record of any table, as the primary sent it. */
+function putRecord<T extends TableName>(tx: Tx, c: RecordSet<T>): void {
+  tx.put(c.Table, c.Value);
 }
 
 /** Local tokens an auth method issued in this datacenter, through the tokens' auth-method index. */
@@ -138,7 +115,10 @@ function localTokensOf(tx: Tx, method: AuthMethodRecord): TokenRecord[] {
   return tx
     .tokenIDsOfAuthMethod(method.Name)
     .map((id) => tx.getToken(id))
-    .filter((t): t is TokenRecord => t?.Local === true && t.Partition === method.Partition && (t.AuthMethodNamespace ?? t.Namespace) === method.Namespace);
+    .filter(
+      (t): t is TokenRecord =>
+        t?.Local === true && t.Partition === method.Partition && (t.AuthMethodNamespace ?? t.Namespace) === method.Namespace,
+    );
 }
 
 /** Applies log entries in order, each at its own local index, and moves the cursor in the same batch. */
@@ -154,14 +134,9 @@ export function applyEntries(tx: Tx, entries: readonly LogEntry[], cursor: Curso
 
 /** Makes the secondary's global objects equal the snapshot, leaving Local tokens alone, and sets the cursor. */
 export function applySnapshot(tx: Tx, snapshot: GlobalState, cursor: Cursor): ApplyOutcome & { changed: number } {
-  const current: GlobalState = {
-    tokens: tx.allRecords('tokens').filter((t) => !t.Local),
-    policies: tx.allRecords('policies'),
-    roles: tx.allRecords('roles'),
-    authMethods: tx.allRecords('authMethods'),
-    bindingRules: tx.allRecords('bindingRules'),
-    bootstrap: tx.getBootstrap(),
-  };
+  const current: GlobalState = { ...emptyRecords(), bootstrap: tx.getBootstrap() };
+  for (const t of TABLE_NAMES) globalRecordsOf(tx, t, current);
+
   const changes = diffSnapshot(current, snapshot);
   // A snapshot states every conflict anew.
   const outcome: ApplyOutcome = { conflicts: [], resolved: [] };
@@ -171,4 +146,11 @@ export function applySnapshot(tx: Tx, snapshot: GlobalState, cursor: Cursor): Ap
   }
   tx.putMeta(META.cursor, cursor);
   return { ...outcome, changed: changes.length };
+}
+
+/** The records of table `t` the primary replicates here (every one but this datacenter's Local tokens). */
+function globalRecordsOf<T extends TableName>(tx: Tx, t: T, into: RecordsByTable): void {
+  const def = TABLE_DEFS[t];
+  const out: Array<RecordTypes[T]> = into[t];
+  for (const r of tx.allRecords(t)) if (def.isGlobal(r)) out.push(r);
 }

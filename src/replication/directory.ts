@@ -48,7 +48,14 @@ export class DatacenterDirectory {
    */
   addressesOf(datacenter: string): string | undefined {
     const o = this.options;
-    if (datacenter === o.primaryDatacenter && datacenter !== o.datacenter && o.configured[datacenter] === undefined && o.primaryURLs && o.primaryURLs.length > 0) return o.primaryURLs.join(',');
+    if (
+      datacenter === o.primaryDatacenter &&
+      datacenter !== o.datacenter &&
+      o.configured[datacenter] === undefined &&
+      o.primaryURLs &&
+      o.primaryURLs.length > 0
+    )
+      return o.primaryURLs.join(',');
     return this.urlOf(datacenter);
   }
 

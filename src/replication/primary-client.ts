@@ -7,6 +7,18 @@ export interface RelayedResponse {
   text: string;
 }
 
+/** Errors of the connect phase: the request never reached the peer, so another may be asked. */
+const NOT_SENT = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EADDRNOTAVAIL',
+  'ERR_PEER_IDENTITY',
+  'UND_ERR_CONNECT_TIMEOUT',
+]);
+
 /**
  * HTTP calls from a secondary to its primary (or from any daemon to another
  * datacenter's, or from a follower to its leader). Connections are the transport's, which
@@ -25,7 +37,10 @@ export class PeerClient {
     private readonly datacenter: string,
     private readonly fetch: PeerFetch,
   ) {
-    this.urls = baseURL.split(',').map((u) => u.trim()).filter(Boolean);
+    this.urls = baseURL
+      .split(',')
+      .map((u) => u.trim())
+      .filter(Boolean);
   }
 
   /**
@@ -33,7 +48,13 @@ export class PeerClient {
    * be sent once only: it goes to the first address, and an error of the stream itself
    * (its size limit) is the answer.
    */
-  async request(method: string, pathAndQuery: string, headers: Record<string, string>, body: string | Buffer | NodeJS.ReadableStream | undefined, timeoutMs: number): Promise<RelayedResponse> {
+  async request(
+    method: string,
+    pathAndQuery: string,
+    headers: Record<string, string>,
+    body: string | Buffer | NodeJS.ReadableStream | undefined,
+    timeoutMs: number,
+  ): Promise<RelayedResponse> {
     const streamed = body !== undefined && typeof body !== 'string' && !Buffer.isBuffer(body);
     const deadline = Date.now() + timeoutMs;
     let lastError: unknown;
@@ -46,7 +67,9 @@ export class PeerClient {
         const res = await this.fetch(new URL(pathAndQuery, base), {
           method,
           headers,
-          ...(body !== undefined && method !== 'GET' && method !== 'HEAD' ? { body: body as string, ...(streamed ? { duplex: 'half' as const } : {}) } : {}),
+          ...(body !== undefined && method !== 'GET' && method !== 'HEAD'
+            ? { body: body as string, ...(streamed ? { duplex: 'half' as const } : {}) }
+            : {}),
           signal: AbortSignal.timeout(left),
         });
         this.current = i;
@@ -55,10 +78,20 @@ export class PeerClient {
         const e = err as Error & { cause?: { code?: string; message?: string } };
         if (isWatchwordError(e.cause)) throw e.cause;
         // A peer that failed its identity check is named with the reason (the certificate's names).
-        const why = e.name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : e.cause?.code === 'ERR_PEER_IDENTITY' ? `${e.cause.message ?? ''}` : (e.cause?.code ?? e.message);
-        lastError = new WatchwordError('PRIMARY_UNAVAILABLE', `cannot reach datacenter ${this.datacenter} at ${base}: ${why}`, { cause: err });
+        const why =
+          e.name === 'TimeoutError'
+            ? `no answer within ${timeoutMs} ms`
+            : e.cause?.code === 'ERR_PEER_IDENTITY'
+              ? `${e.cause.message ?? ''}`
+              : (e.cause?.code ?? e.message);
+        lastError = new WatchwordError('PRIMARY_UNAVAILABLE', `cannot reach datacenter ${this.datacenter} at ${base}: ${why}`, {
+          cause: err,
+        });
         // A timeout used the whole budget; a refused connection leaves time for the next server.
         if (e.name === 'TimeoutError' || streamed) break;
+        // A write may have been applied by a server that failed while answering (a reset, a kill):
+        // it is sent to another only when it surely never left (the connection was not made).
+        if (method !== 'GET' && method !== 'HEAD' && !NOT_SENT.has(e.cause?.code ?? '')) break;
       }
     }
     throw lastError ?? new WatchwordError('PRIMARY_UNAVAILABLE', `cannot reach datacenter ${this.datacenter}: no time left`);
@@ -73,7 +106,13 @@ export class PeerClient {
 
   /** Whether a token with this AccessorID exists there (`token` needs acl:read). */
   async accessorExists(accessorID: string, token: string, timeoutMs: number): Promise<boolean> {
-    const res = await this.request('GET', `/v1/acl/token/${encodeURIComponent(accessorID)}`, { 'X-Service-Token': token }, undefined, timeoutMs);
+    const res = await this.request(
+      'GET',
+      `/v1/acl/token/${encodeURIComponent(accessorID)}`,
+      { 'X-Service-Token': token },
+      undefined,
+      timeoutMs,
+    );
     if (res.status === 200) return true;
     if (res.status === 404) return false;
     throw new WatchwordError('PRIMARY_UNAVAILABLE', `datacenter ${this.datacenter} answered ${res.status} when asked about a token`);

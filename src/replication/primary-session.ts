@@ -1,11 +1,66 @@
 import { WebSocket } from 'ws';
-import type { CommitEvent } from '../store/store.js';
+import type { Logger } from 'pino';
+import type { CommitEvent, Store } from '../store/store.js';
+import { type RecordsByTable, TABLE_NAMES } from '../store/schema.js';
 import { Heartbeat } from './heartbeat.js';
-import type { ReplicationPrimary, SecondaryInfo } from './primary.js';
-import { type PrimaryFrame, type SecondaryFrame, FrameError, PROTOCOL_VERSION, decodeFrame, encodeFrame, secondaryFrame } from './protocol.js';
+import {
+  type DatacenterInfo,
+  type PrimaryFrame,
+  type SecondaryFrame,
+  FrameError,
+  PROTOCOL_VERSION,
+  decodeFrame,
+  encodeFrame,
+  secondaryFrame,
+} from './protocol.js';
+
+/** What the primary reports of each connected secondary. */
+export interface SecondaryInfo {
+  Datacenter: string;
+  Address: string;
+  AckedIndex: number;
+  LagEntries: number;
+  LastContactMs: number;
+  ConnectedAt: string;
+}
+
+/** How a session paces its stream. */
+export interface SessionOptions {
+  /** How often each side sends a ping, ms. */
+  heartbeatMs: number;
+  /** A peer silent for this long is dead, ms. */
+  deadPeerMs: number;
+  /** Log entries per frame. */
+  batchEntries: number;
+  /** Records per snapshot frame. */
+  snapshotChunk: number;
+  /** Pause sending while the socket holds more than this many bytes. */
+  highWaterBytes: number;
+  /** Pause sending while the secondary is this many indexes behind what was sent. */
+  maxUnackedIndexes: number;
+}
+
+/** What a session needs of the primary it belongs to (the primary implements it; the session never sees the rest). */
+export interface SessionHost {
+  readonly logger: Logger;
+  readonly options: SessionOptions;
+  readonly store: Pick<Store, 'logID' | 'currentIndex' | 'logTrimmedUpTo' | 'snapshotGlobal' | 'logEntriesAfter'>;
+  /** Bumped by every commit that touches tokens, policies or roles: the session re-checks its token. */
+  readonly aclGeneration: number;
+  checkReplicationToken(secret: string, datacenter: string | undefined): TokenCheck;
+  /** Takes the secondary's hello: its address as the primary will list it, or why it is refused. */
+  admit(session: Session, hello: { datacenter: string; address: string }): { ok: true; address: string } | { ok: false; message: string };
+  /** Tells the other sessions of a newcomer (their next ping lists it). */
+  announce(newcomer: Session): void;
+  connected(datacenter: string, mode: string): void;
+  forget(session: Session): void;
+  /** When the commit holding this index was durable (ms since the epoch). */
+  committedAt(index: number): number;
+  datacenters(): DatacenterInfo[];
+}
 
 /**
- * The primary's end of one secondary's stream (SPEC §6.2), and the channel it talks
+ * The primary's end of one secondary's stream (README, "Multiple datacenters"), and the channel it talks
  * through: socket-free, so tests feed it frames (test/replication/primary-session.test.ts).
  */
 
@@ -73,7 +128,7 @@ export class Session {
   private readonly provenDatacenter: string | undefined;
 
   constructor(
-    private readonly primary: ReplicationPrimary,
+    private readonly primary: SessionHost,
     private readonly channel: FrameChannel,
     /** Where the connection comes from (the socket's peer address). */
     readonly remoteAddress: string,
@@ -115,7 +170,10 @@ export class Session {
       this.tokenExpires = check.expires;
       return !this.closed;
     }
-    this.primary.logger.warn({ datacenter: this.datacenter, reason: check.message }, 'replication: closing a session whose token no longer allows it');
+    this.primary.logger.warn(
+      { datacenter: this.datacenter, reason: check.message },
+      'replication: closing a session whose token no longer allows it',
+    );
     this.close(CLOSE_TOKEN_REVOKED, `replication token revoked: ${check.message}`);
     return false;
   }
@@ -213,7 +271,10 @@ export class Session {
       frame = decodeFrame(secondaryFrame, data);
     } catch (err) {
       this.heartbeat.heard();
-      this.primary.logger.warn({ datacenter: this.datacenter, err: (err as Error).message }, 'replication: malformed frame from secondary; closing');
+      this.primary.logger.warn(
+        { datacenter: this.datacenter, err: (err as Error).message },
+        'replication: malformed frame from secondary; closing',
+      );
       this.close(1008, err instanceof FrameError ? err.message.slice(0, 120) : 'malformed frame');
       return;
     }
@@ -227,7 +288,11 @@ export class Session {
       if (this.greeted) return this.close(1008, 'hello sent twice');
       this.greeted = true;
       if (frame.v !== PROTOCOL_VERSION) {
-        void this.send({ t: 'error', code: 'VERSION', message: `unsupported replication protocol version ${frame.v}; this primary speaks ${PROTOCOL_VERSION}` }).catch(() => undefined);
+        void this.send({
+          t: 'error',
+          code: 'VERSION',
+          message: `unsupported replication protocol version ${frame.v}; this primary speaks ${PROTOCOL_VERSION}`,
+        }).catch(() => undefined);
         return this.close(1002, 'unsupported protocol version');
       }
       this.greet(frame).catch((err: unknown) => {
@@ -261,7 +326,13 @@ export class Session {
 
   /** A heartbeat, which also tells the secondary every datacenter the primary knows. */
   ping(): void {
-    void this.send({ t: 'ping', time: Date.now(), upTo: this.sentUpTo, primaryIndex: this.primary.store.currentIndex(), datacenters: this.primary.datacenters() }).catch(() => undefined);
+    void this.send({
+      t: 'ping',
+      time: Date.now(),
+      upTo: this.sentUpTo,
+      primaryIndex: this.primary.store.currentIndex(),
+      datacenters: this.primary.datacenters(),
+    }).catch(() => undefined);
   }
 
   /** Admits a secondary by name and address (see ReplicationPrimary.admit), then streams. */
@@ -299,14 +370,18 @@ export class Session {
       mode: canTail ? 'tail' : 'snapshot',
       datacenters: this.primary.datacenters(),
     });
-    this.primary.logger.info({ datacenter: this.datacenter, mode: canTail ? 'tail' : 'snapshot', from: hello.index }, 'replication: secondary connected');
+    this.primary.logger.info(
+      { datacenter: this.datacenter, mode: canTail ? 'tail' : 'snapshot', from: hello.index },
+      'replication: secondary connected',
+    );
+    this.primary.connected(this.datacenter, canTail ? 'tail' : 'snapshot');
     if (canTail) {
       this.sentUpTo = hello.index;
       this.ackedIndex = hello.index;
     } else {
       const snap = store.snapshotGlobal();
       const chunk = options.snapshotChunk;
-      const total = Math.max(snap.tokens.length, snap.policies.length, snap.roles.length, snap.authMethods.length, snap.bindingRules.length);
+      const total = Math.max(...TABLE_NAMES.map((t) => snap[t].length));
       for (let i = 0; i === 0 || i < total; i += chunk) {
         await this.roomToSend();
         if (!this.stillAuthorized()) return;
@@ -315,11 +390,7 @@ export class Session {
           t: 'snapshot',
           logID: snap.logID,
           index: snap.index,
-          tokens: snap.tokens.slice(i, i + chunk),
-          policies: snap.policies.slice(i, i + chunk),
-          roles: snap.roles.slice(i, i + chunk),
-          authMethods: snap.authMethods.slice(i, i + chunk),
-          bindingRules: snap.bindingRules.slice(i, i + chunk),
+          ...sliceRecords(snap, i, i + chunk),
           bootstrap: last ? snap.bootstrap : null,
           last,
         });
@@ -343,7 +414,7 @@ export class Session {
       if (!this.stillAuthorized()) return;
       if (entries.length > 0 || upTo > this.sentUpTo) {
         this.sentUpTo = upTo;
-        await this.send({ t: 'entries', entries, upTo, committedAt: this.primary.committedAt((entries[0]?.Index ?? upTo)) });
+        await this.send({ t: 'entries', entries, upTo, committedAt: this.primary.committedAt(entries[0]?.Index ?? upTo) });
       }
       if (complete && store.currentIndex() <= this.sentUpTo) await this.waitForChange();
     }
@@ -361,3 +432,7 @@ export class Session {
   }
 }
 
+/** Records `from` to `to` of each table (a snapshot chunk). */
+function sliceRecords(all: RecordsByTable, from: number, to: number): RecordsByTable {
+  return Object.fromEntries(TABLE_NAMES.map((t) => [t, all[t].slice(from, to)])) as unknown as RecordsByTable;
+}

@@ -10,24 +10,21 @@ import type { TokenRecord } from '../domain/types.js';
 import { isWildcardHost, parseHostPort } from '../config/schema.js';
 import type { AclResolver } from '../service/acl-resolver.js';
 import type { Store } from '../store/store.js';
-import { type FrameChannel, Session, type TokenCheck, wsChannel } from './primary-session.js';
-import { type DatacenterInfo, PROTOCOL_VERSION, REPLICATION_PATH, secretOf } from './protocol.js';
+import {
+  type FrameChannel,
+  type SecondaryInfo,
+  Session,
+  type SessionHost,
+  type SessionOptions,
+  type TokenCheck,
+  wsChannel,
+} from './primary-session.js';
+import { type DatacenterInfo, PROTOCOL_VERSION, REPLICATION_PATH } from './protocol.js';
+import { secretOf } from '../transport/credentials.js';
 
-export { CLOSE_TOKEN_REVOKED, type FrameChannel, Session, wsChannel } from './primary-session.js';
+export { CLOSE_TOKEN_REVOKED, type FrameChannel, type SecondaryInfo, Session, wsChannel } from './primary-session.js';
 
-export interface PrimaryOptions {
-  /** How often each side sends a ping, ms. */
-  heartbeatMs: number;
-  /** A peer silent for this long is dead, ms. */
-  deadPeerMs: number;
-  /** Log entries per frame. */
-  batchEntries: number;
-  /** Records per snapshot frame. */
-  snapshotChunk: number;
-  /** Pause sending while the socket holds more than this many bytes. */
-  highWaterBytes: number;
-  /** Pause sending while the secondary is this many indexes behind what was sent. */
-  maxUnackedIndexes: number;
+export interface PrimaryOptions extends SessionOptions {
   /** Change-log entries to keep (by index distance). */
   retention: number;
 }
@@ -44,16 +41,6 @@ export const DEFAULT_PRIMARY_OPTIONS: PrimaryOptions = {
   retention: 100_000,
 };
 
-/** What the primary reports of each connected secondary. */
-export interface SecondaryInfo {
-  Datacenter: string;
-  Address: string;
-  AckedIndex: number;
-  LagEntries: number;
-  LastContactMs: number;
-  ConnectedAt: string;
-}
-
 export function refuse(socket: Duplex, status: number, reason: string, headers: Record<string, string> = {}): void {
   const body = `${reason}\n`;
   const extra = Object.entries(headers)
@@ -63,7 +50,6 @@ export function refuse(socket: Duplex, status: number, reason: string, headers: 
     `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${extra}Connection: close\r\n\r\n${body}`,
   );
 }
-
 
 /**
  * Datacenters a replication token may replicate as: the datacenters of its node
@@ -77,7 +63,7 @@ export const boundDatacenters = (token: TokenRecord): string[] => [...new Set(to
  * upgrade, streams its change log to each (snapshot first when needed), and trims the
  * log to its retention.
  */
-export class ReplicationPrimary {
+export class ReplicationPrimary implements SessionHost {
   private readonly wss = new WebSocketServer({ noServer: true, maxPayload: 1024 * 1024, perMessageDeflate: false });
   private readonly sessions = new Set<Session>();
   private readonly unsubscribe: () => void;
@@ -87,18 +73,38 @@ export class ReplicationPrimary {
   private readonly commitTimes: Array<[number, number]> = [];
   /** Bumped by every commit that touches tokens, policies or roles: sessions re-check their token. */
   aclGeneration = 0;
+  /** Set once a change its followers never confirmed became durable here (see CommitEvent.unconfirmed). */
+  private halted = false;
+
+  /** Whether this stream stopped serving (a later leadership starts a new one). */
+  get isHalted(): boolean {
+    return this.halted;
+  }
 
   constructor(
     readonly store: Store,
     private readonly resolver: AclResolver,
     readonly logger: Logger,
     readonly options: PrimaryOptions,
-    private readonly self: { datacenter: string; address: () => string; transport?: Transport },
+    private readonly self: {
+      datacenter: string;
+      address: () => string;
+      transport?: Transport;
+      onEvent?: (type: string, details: Record<string, unknown>) => void;
+    },
   ) {
     this.unsubscribe = store.onCommit((event) => {
       if (event.tables.has('tokens') || event.tables.has('policies') || event.tables.has('roles')) this.aclGeneration++;
       this.commitTimes.push([event.index, event.at]);
       if (this.commitTimes.length > 4096) this.commitTimes.splice(0, 1024);
+      if (event.unconfirmed) {
+        // This server's leadership ended before its followers confirmed these changes: the
+        // next leader may lack them, so no secondary may hold them. Nothing more is served
+        // from this history (a later leadership starts a new primary stream).
+        this.halted = true;
+        for (const s of this.sessions) s.close(1012, 'this server no longer leads its datacenter; reconnecting to its leader');
+        return;
+      }
       if (event.logReset) {
         // A restore started a new log: every secondary starts over with a snapshot of it.
         for (const s of this.sessions) s.close(1012, 'the primary restored a snapshot; resynchronising');
@@ -124,13 +130,18 @@ export class ReplicationPrimary {
     const url = new URL(req.url ?? '/', 'http://primary');
     if (url.pathname !== REPLICATION_PATH) return refuse(socket, 404, `no WebSocket endpoint at ${url.pathname}`);
     const version = url.searchParams.get('version');
+    if (this.halted) return refuse(socket, 503, 'this server no longer leads its datacenter; try its leader');
     if (version !== String(PROTOCOL_VERSION)) {
-      return refuse(socket, 426, `unsupported replication protocol version ${version ?? '(none)'}; this primary speaks ${PROTOCOL_VERSION}`);
+      return refuse(
+        socket,
+        426,
+        `unsupported replication protocol version ${version ?? '(none)'}; this primary speaks ${PROTOCOL_VERSION}`,
+      );
     }
     // A secondary names itself in a header too, so a token bound elsewhere is refused before the upgrade.
     const header = req.headers['x-service-datacenter'];
     const named = typeof header === 'string' && header !== '' ? header : undefined;
-    // With TLS a secondary proves its datacenter with its certificate before anything else (SPEC §16).
+    // With TLS a secondary proves its datacenter with its certificate before anything else (README, "TLS").
     const transport = this.self.transport;
     if (transport?.secure) {
       if (named === undefined) return refuse(socket, 400, 'the secondary did not name its datacenter (X-Service-Datacenter)');
@@ -140,23 +151,33 @@ export class ReplicationPrimary {
         return refuse(socket, 403, `not a server of ${named}: ${proven.reason}`);
       }
     }
-    const secret = secretOf(req);
+    const secret = secretOf(undefined, req.headers);
     if (!secret) return refuse(socket, 403, 'replication token is missing');
     const generation = this.aclGeneration;
     const check = this.checkReplicationToken(secret, named);
     if (!check.ok) return refuse(socket, check.status, check.message);
     this.wss.handleUpgrade(req, socket, head, (ws) => {
       let session: Session | undefined;
-      session = this.open(wsChannel(ws, () => session), req.socket.remoteAddress ?? '', secret, {
-        generation,
-        expires: check.expires,
-        ...(transport?.secure && named !== undefined ? { datacenter: named } : {}),
-      });
+      session = this.open(
+        wsChannel(ws, () => session),
+        req.socket.remoteAddress ?? '',
+        secret,
+        {
+          generation,
+          expires: check.expires,
+          ...(transport?.secure && named !== undefined ? { datacenter: named } : {}),
+        },
+      );
     });
   }
 
   /** A session on an authenticated channel (the upgrade checked the token at `authorized.generation`). */
-  open(channel: FrameChannel, remoteAddress: string, secret: string, authorized: { generation: number; expires: number | undefined }): Session {
+  open(
+    channel: FrameChannel,
+    remoteAddress: string,
+    secret: string,
+    authorized: { generation: number; expires: number | undefined },
+  ): Session {
     const session = new Session(this, channel, remoteAddress, secret, authorized);
     this.sessions.add(session);
     session.start();
@@ -170,7 +191,8 @@ export class ReplicationPrimary {
   checkReplicationToken(secret: string, datacenter: string | undefined): TokenCheck {
     try {
       const identity = this.resolver.resolveLocal(secret);
-      if (!identity.authorizer.canWrite('default', 'default')) return { ok: false, status: 403, message: 'replication token lacks acl:write' };
+      if (!identity.authorizer.canWrite('default', 'default'))
+        return { ok: false, status: 403, message: 'replication token lacks acl:write' };
       const bound = boundDatacenters(identity.token);
       if (datacenter !== undefined && bound.length > 0 && !bound.includes(datacenter)) {
         return { ok: false, status: 403, message: `replication token is bound to datacenter ${bound.join(', ')}, not ${datacenter}` };
@@ -192,9 +214,11 @@ export class ReplicationPrimary {
   admit(session: Session, hello: { datacenter: string; address: string }): { ok: true; address: string } | { ok: false; message: string } {
     const dc = hello.datacenter;
     if (!isValidDatacenterName(dc)) return { ok: false, message: `invalid datacenter name ${JSON.stringify(dc.slice(0, 64))}` };
-    if (dc === this.self.datacenter) return { ok: false, message: `datacenter ${dc} is the primary itself; a secondary needs a name of its own` };
+    if (dc === this.self.datacenter)
+      return { ok: false, message: `datacenter ${dc} is the primary itself; a secondary needs a name of its own` };
     const parsed = parseHostPort(hello.address);
-    if (!parsed || parsed.port === 0) return { ok: false, message: `address ${JSON.stringify(hello.address.slice(0, 64))} is not HOST:PORT` };
+    if (!parsed || parsed.port === 0)
+      return { ok: false, message: `address ${JSON.stringify(hello.address.slice(0, 64))} is not HOST:PORT` };
     for (const other of this.sessions) {
       if (other === session || other.datacenter !== dc) continue;
       if (other.isLive()) return { ok: false, message: `datacenter ${dc} already has a live replication session` };
@@ -205,6 +229,11 @@ export class ReplicationPrimary {
     return { ok: true, address: host.includes(':') ? `[${host}]:${parsed.port}` : `${host}:${parsed.port}` };
   }
 
+  /** A secondary's stream is admitted (for the audit log). */
+  connected(datacenter: string, mode: string): void {
+    this.self.onEvent?.('replication-connect', { Secondary: datacenter, Mode: mode });
+  }
+
   /** Every other admitted session hears the list of datacenters at once. */
   announce(newcomer: Session): void {
     for (const s of this.sessions) if (s !== newcomer && s.datacenter) s.ping();
@@ -213,6 +242,7 @@ export class ReplicationPrimary {
   forget(session: Session): void {
     if (this.sessions.delete(session) && session.datacenter) {
       this.logger.info({ datacenter: session.datacenter }, 'replication: secondary disconnected');
+      this.self.onEvent?.('replication-disconnect', { Secondary: session.datacenter });
     }
   }
 
@@ -255,7 +285,9 @@ export class ReplicationPrimary {
    */
   async idsHeldBySecondaries(ids: string[], timeoutMs = 2000): Promise<Array<{ datacenter: string; id: string }>> {
     const answers = await Promise.all(
-      [...this.sessions].filter((s) => s.datacenter).map(async (s) => (await s.checkIDs(ids, timeoutMs)).map((id) => ({ datacenter: s.datacenter, id }))),
+      [...this.sessions]
+        .filter((s) => s.datacenter)
+        .map(async (s) => (await s.checkIDs(ids, timeoutMs)).map((id) => ({ datacenter: s.datacenter, id }))),
     );
     return answers.flat();
   }

@@ -1,8 +1,8 @@
-import type { IncomingMessage } from 'node:http';
 import { Packr } from 'msgpackr';
 import { z } from 'zod';
-import { authMethodRecordSchema, bindingRuleRecordSchema, bootstrapStateSchema, policyRecordSchema, roleRecordSchema, tokenRecordSchema } from '../store/records.js';
-import { TABLE_NAMES } from '../store/schema.js';
+import { bootstrapStateSchema } from '../store/records.js';
+import { type RecordTypes, TABLES, TABLE_NAMES, type TableName } from '../store/schema.js';
+import type { Change } from '../store/store.js';
 
 /**
  * The replication wire protocol: msgpack frames over one WebSocket, each validated
@@ -26,15 +26,17 @@ export const REPLICATION_PATH = '/v1/internal/replication';
 
 const datacenterInfo = z.object({ name: z.string(), address: z.string() });
 
+// Built from the table list: a set of each table's records (checked by its schema), the bootstrap state, a delete.
 const change = z.union([
-  z.object({ Table: z.literal('tokens'), Op: z.literal('set'), ID: z.string(), Value: tokenRecordSchema }),
-  z.object({ Table: z.literal('policies'), Op: z.literal('set'), ID: z.string(), Value: policyRecordSchema }),
-  z.object({ Table: z.literal('roles'), Op: z.literal('set'), ID: z.string(), Value: roleRecordSchema }),
-  z.object({ Table: z.literal('authMethods'), Op: z.literal('set'), ID: z.string(), Value: authMethodRecordSchema }),
-  z.object({ Table: z.literal('bindingRules'), Op: z.literal('set'), ID: z.string(), Value: bindingRuleRecordSchema }),
+  ...TABLE_NAMES.map((t) => z.object({ Table: z.literal(t), Op: z.literal('set'), ID: z.string(), Value: TABLES[t].schema })),
   z.object({ Table: z.literal('bootstrap'), Op: z.literal('set'), ID: z.string(), Value: bootstrapStateSchema }),
   z.object({ Table: z.enum(TABLE_NAMES), Op: z.literal('delete'), ID: z.string() }),
-]);
+]) as unknown as z.ZodType<Change>;
+
+/** One array of records per table (a snapshot chunk); a table a chunk does not carry is empty. */
+const recordArrays = Object.fromEntries(TABLE_NAMES.map((t) => [t, z.array(TABLES[t].schema).default([])])) as unknown as {
+  [T in TableName]: z.ZodDefault<z.ZodArray<z.ZodType<RecordTypes[T]>>>;
+};
 
 const logEntry = z.object({ Index: z.number().int().positive(), Changes: z.array(change) });
 
@@ -71,11 +73,7 @@ export const primaryFrame = z.discriminatedUnion('t', [
     logID: z.string(),
     /** The primary index the snapshot shows. */
     index: z.number().int().nonnegative(),
-    tokens: z.array(tokenRecordSchema),
-    policies: z.array(policyRecordSchema),
-    roles: z.array(roleRecordSchema),
-    authMethods: z.array(authMethodRecordSchema).default([]),
-    bindingRules: z.array(bindingRuleRecordSchema).default([]),
+    ...recordArrays,
     bootstrap: bootstrapStateSchema.nullable(),
     /** True on the final chunk: apply the whole snapshot then. */
     last: z.boolean(),
@@ -87,7 +85,13 @@ export const primaryFrame = z.discriminatedUnion('t', [
     /** When the frame's first entry became durable on the primary, ms since the epoch (lag metrics). */
     committedAt: z.number().optional(),
   }),
-  z.object({ t: z.literal('ping'), time: z.number(), upTo: z.number().int().nonnegative(), primaryIndex: z.number().int().nonnegative(), datacenters: z.array(datacenterInfo) }),
+  z.object({
+    t: z.literal('ping'),
+    time: z.number(),
+    upTo: z.number().int().nonnegative(),
+    primaryIndex: z.number().int().nonnegative(),
+    datacenters: z.array(datacenterInfo),
+  }),
   z.object({ t: z.literal('error'), code: z.string(), message: z.string() }),
   /** Before a global token with chosen IDs is created: does a Local token here hold any of them? */
   z.object({ t: z.literal('check-ids'), req: z.number().int(), ids: z.array(z.string()).max(MAX_CHECKED_IDS) }),
@@ -120,16 +124,9 @@ export function decodeFrame<T>(schema: z.ZodType<T>, data: unknown): T {
     throw new FrameError(`undecodable frame: ${(err as Error).message}`);
   }
   const parsed = schema.safeParse(raw);
-  if (!parsed.success) throw new FrameError(`invalid frame: ${parsed.error.issues[0]?.message ?? 'unknown problem'} at ${parsed.error.issues[0]?.path.join('.') ?? ''}`);
+  if (!parsed.success)
+    throw new FrameError(
+      `invalid frame: ${parsed.error.issues[0]?.message ?? 'unknown problem'} at ${parsed.error.issues[0]?.path.join('.') ?? ''}`,
+    );
   return parsed.data;
-}
-
-/** The secret a stream's upgrade request carries (X-Service-Token, X-Consul-Token or a bearer token). */
-export function secretOf(req: IncomingMessage): string | undefined {
-  const h = (name: string) => {
-    const v = req.headers[name];
-    return (Array.isArray(v) ? v[0] : v) || undefined;
-  };
-  const bearer = /^Bearer\s+(.+)$/i.exec(h('authorization') ?? '')?.[1]?.trim();
-  return h('x-service-token') ?? h('x-consul-token') ?? bearer;
 }

@@ -1,11 +1,11 @@
 import type { Logger } from 'pino';
 import type { Metrics } from '../observability/metrics.js';
-import { META } from '../store/schema.js';
+import { META, TABLE_NAMES, appendRecords, emptyRecords } from '../store/schema.js';
 import type { Store } from '../store/store.js';
 import { type ApplyOutcome, type Cursor, type GlobalState, type SecretConflict, applyEntries, applySnapshot } from './apply.js';
 import { type DatacenterInfo, PROTOCOL_VERSION, type PrimaryFrame, type SecondaryFrame } from './protocol.js';
 
-const emptyState = (): GlobalState => ({ tokens: [], policies: [], roles: [], authMethods: [], bindingRules: [], bootstrap: null });
+const emptyState = (): GlobalState => ({ ...emptyRecords(), bootstrap: null });
 
 /** Frames applied in order (check-ids is answered as it arrives). */
 type Queued = Exclude<PrimaryFrame, { t: 'check-ids' }>;
@@ -168,7 +168,8 @@ export class SecondaryStream {
     const upTo = Math.max(...frames.map((f) => f.upTo), this.cursor.index);
     const cursor = { logID: this.welcomeLogID, index: upTo };
     // Nothing to write: the cursor on disk may lag; resuming from it is harmless.
-    if (entries.length > 0) this.noteConflicts(await this.store.transact((tx) => applyEntries(tx, entries, cursor), { sync: false }), false);
+    if (entries.length > 0)
+      this.noteConflicts(await this.store.transact((tx) => applyEntries(tx, entries, cursor), { sync: false }), false);
     const now = Date.now();
     for (const f of frames) {
       if (f.committedAt === undefined || f.entries.length === 0) continue;
@@ -204,11 +205,7 @@ export class SecondaryStream {
         return;
       case 'snapshot': {
         const buf = (this.snapshotBuffer ??= emptyState());
-        buf.tokens.push(...frame.tokens);
-        buf.policies.push(...frame.policies);
-        buf.roles.push(...frame.roles);
-        buf.authMethods.push(...frame.authMethods);
-        buf.bindingRules.push(...frame.bindingRules);
+        for (const t of TABLE_NAMES) appendRecords(buf, frame, t);
         if (frame.bootstrap) buf.bootstrap = frame.bootstrap;
         if (!frame.last) return;
         this.snapshotBuffer = undefined;

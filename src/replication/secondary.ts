@@ -5,9 +5,19 @@ import type { Store } from '../store/store.js';
 import type { ReplicationStatusResponse } from '../api/schemas.js';
 import { Backoff } from './backoff.js';
 import { Heartbeat } from './heartbeat.js';
-import { type DatacenterInfo, PROTOCOL_VERSION, type PrimaryFrame, REPLICATION_PATH, type SecondaryFrame, decodeFrame, encodeFrame, primaryFrame } from './protocol.js';
+import {
+  type DatacenterInfo,
+  PROTOCOL_VERSION,
+  type PrimaryFrame,
+  REPLICATION_PATH,
+  type SecondaryFrame,
+  decodeFrame,
+  encodeFrame,
+  primaryFrame,
+} from './protocol.js';
+import { PrimaryContact } from './primary-contact.js';
 import { SecondaryStream } from './secondary-stream.js';
-import { type Transport, describeConnectError } from '../transport/transport.js';
+import { type Transport, describeConnectError, isPeerAddress } from '../transport/transport.js';
 
 export interface SecondaryOptions {
   /** Reaches the primary; with TLS, its certificate must name server.<primary dc>.<domain> before the token is sent. */
@@ -24,6 +34,10 @@ export interface SecondaryOptions {
   deadPeerMs: number;
   backoffMinMs: number;
   backoffMaxMs: number;
+  /** The server's clock of when the primary was last heard (kept across leadership changes). */
+  contact?: PrimaryContact;
+  /** Records an event in the audit log (connected to the primary, disconnected). */
+  onEvent?: (type: string, details: Record<string, unknown>) => void;
 }
 
 const ZERO_TIME = '0001-01-01T00:00:00Z';
@@ -43,8 +57,8 @@ export class ReplicationSecondary {
   private lastError = ZERO_TIME;
   private lastErrorMessage = '';
   private reconnectTimer: NodeJS.Timeout | undefined;
-  /** When the primary was last heard from (replication's start until it is): what replication_max_stale measures. */
-  private lastHeardAt = Date.now();
+  /** When the primary was last heard from: what replication_max_stale measures (the server's, shared across roles). */
+  private readonly contact: PrimaryContact;
   /** The current connection's (the last one's, while disconnected). */
   private heartbeat: Heartbeat | undefined;
   private readonly backoff: Backoff;
@@ -56,6 +70,7 @@ export class ReplicationSecondary {
     private readonly options: SecondaryOptions,
   ) {
     this.backoff = new Backoff(options.backoffMinMs, options.backoffMaxMs);
+    this.contact = options.contact ?? new PrimaryContact();
     this.stream = new SecondaryStream(
       store,
       {
@@ -86,9 +101,28 @@ export class ReplicationSecondary {
     this.lastErrorMessage = message;
   }
 
-  /** The primary datacenter's leader, when a follower there named it (HA, §13); else primaryAddress. */
+  /** The primary datacenter's leader, when a follower there named it (README, "Several servers per datacenter"); else primaryAddress. */
   private redirect: string | undefined;
   private attempt = 0;
+
+  /**
+   * Where a follower of the primary datacenter says its leader is, if this secondary may send
+   * its replication token there: a plain HOST:PORT, and (without TLS that proves the peer's
+   * name) one of the configured primary addresses. A follower names only a leader it has proven,
+   * but without TLS nothing here can check that, so the operator's list is the trust anchor.
+   */
+  private trustedRedirect(leader: string, configured: string[]): { ok: true; url: string } | { ok: false; reason: string } {
+    const { transport } = this.options;
+    if (!isPeerAddress(leader)) return { ok: false, reason: 'the leader it names is not HOST:PORT' };
+    const url = transport.peerURL(leader);
+    if (transport.verifiesPeers) return { ok: true, url };
+    const host = (u: string): string => new URL(transport.peerURL(u)).host;
+    if (configured.some((c) => host(c) === new URL(url).host)) return { ok: true, url };
+    return {
+      ok: false,
+      reason: `${leader} is not one of primary_address, and without TLS a server it names cannot prove itself; list every server of the primary datacenter in primary_address`,
+    };
+  }
 
   private connect(): void {
     if (this.stopped) return;
@@ -117,10 +151,12 @@ export class ReplicationSecondary {
       res.on('data', (c: string) => (body += c.slice(0, 1000)));
       res.on('end', () => {
         const leader = res.headers['x-service-leader'];
-        if (res.statusCode === 421 && typeof leader === 'string' && /^[\w.\-:[\]]+$/.test(leader) && !redirected) {
+        if (res.statusCode === 421 && typeof leader === 'string' && !redirected) {
           // A follower of the primary datacenter: go to the leader it names, at once. Once per
           // attempt: a stale name (a leader that has just lost its lease) does not start a loop.
-          this.redirect = transport.peerURL(leader);
+          const named = this.trustedRedirect(leader, configured);
+          if (named.ok) this.redirect = named.url;
+          else this.logger.warn({ named: leader.slice(0, 300) }, `replication: not following the primary's redirect: ${named.reason}`);
         }
         this.fail(`the primary refused replication (HTTP ${res.statusCode}): ${body.trim() || res.statusMessage}`);
         this.logger.warn({ status: res.statusCode, reason: body.trim() }, 'replication: refused by the primary');
@@ -144,7 +180,7 @@ export class ReplicationSecondary {
     });
     ws.on('message', (data) => {
       heartbeat.heard();
-      this.lastHeardAt = Date.now();
+      this.contact.heard();
       let frame: PrimaryFrame;
       try {
         frame = decodeFrame(primaryFrame, data);
@@ -156,7 +192,10 @@ export class ReplicationSecondary {
       }
       const welcomed = this.stream.isWelcomed();
       this.stream.receive(frame);
-      if (!welcomed && frame.t === 'welcome') this.metrics.replicationConnected.set(1);
+      if (!welcomed && frame.t === 'welcome') {
+        this.metrics.replicationConnected.set(1);
+        this.options.onEvent?.('replication-connect', { Primary: this.options.primaryDatacenter, Address: target });
+      }
     });
     ws.on('error', (err) => {
       // A refused upgrade already said why; the error that follows its teardown says nothing new.
@@ -164,6 +203,7 @@ export class ReplicationSecondary {
     });
     ws.on('close', (code, reason) => {
       const wasConnected = this.stream.isWelcomed();
+      if (wasConnected) this.options.onEvent?.('replication-disconnect', { Primary: this.options.primaryDatacenter, Code: code });
       heartbeat.stop();
       if (this.ws !== ws) return;
       this.ws = undefined;
@@ -211,7 +251,7 @@ export class ReplicationSecondary {
 
   /** How long the primary has been silent, ms (across reconnections; since start while never heard). */
   silentForMs(): number {
-    return Date.now() - this.lastHeardAt;
+    return this.contact.silentForMs();
   }
 
   lastContactMs(): number {

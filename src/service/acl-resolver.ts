@@ -18,6 +18,12 @@ export interface Identity {
   /** The secret the request carried ('' for anonymous), to protect the caller's own token. */
   secret: string;
   authorizer: Authorizer;
+  /**
+   * Set while this secondary cannot confirm global state (replication_max_stale): the anonymous
+   * token then stands with no policies, judged by the default policy alone, since what the
+   * primary granted it may have been taken back.
+   */
+  unconfirmed?: true;
 }
 
 /** A policy that applies to a token, as an enforcing client receives it. */
@@ -50,6 +56,8 @@ interface CachedAuthorizer {
   /** The identities built on it: for the token's own secret, and standing in for no secret. */
   bySecret?: Identity;
   asAnonymous?: Identity;
+  /** The anonymous token while stale: no policies, the default policy decides. */
+  staleAnonymous?: Identity;
 }
 
 export interface ResolverOptions {
@@ -116,18 +124,42 @@ export class AclResolver {
       throw aclNotFound();
     }
     const staleness = this.options.staleness;
-    if (staleness !== undefined && !token.Local && token.AccessorID !== ANONYMOUS_TOKEN_ID) refuseWhenStale(staleness);
+    const isAnonymousToken = token.AccessorID === ANONYMOUS_TOKEN_ID;
+    if (staleness !== undefined && !token.Local && isStale(staleness)) {
+      if (!isAnonymousToken) refuseWhenStale(staleness);
+      // Refusing the anonymous token would refuse every caller that sends none; its granted rights are what cannot be confirmed.
+      const entry = this.compiled(token);
+      return (entry.staleAnonymous ??= {
+        token,
+        anonymous: true,
+        secret: anonymous ? '' : token.SecretID,
+        authorizer: new Authorizer(token.Namespace, token.Partition, [], this.options.defaultPolicy),
+        unconfirmed: true,
+      });
+    }
     // Identities are shared by every request of the same token until it or its policies change.
     const entry = this.compiled(token);
     if (anonymous) {
       return (entry.asAnonymous ??= { token, anonymous: true, secret: '', authorizer: entry.authorizer });
     }
-    return (entry.bySecret ??= { token, anonymous: token.SecretID === ANONYMOUS_TOKEN_SECRET, secret: token.SecretID, authorizer: entry.authorizer });
+    return (entry.bySecret ??= {
+      token,
+      anonymous: token.SecretID === ANONYMOUS_TOKEN_SECRET,
+      secret: token.SecretID,
+      authorizer: entry.authorizer,
+    });
   }
 
   /** Policies and roles reachable from a token or role's links, dangling links dropped. */
-  reachable(subject: Pick<TokenRecord, 'Policies' | 'ServiceIdentities' | 'NodeIdentities' | 'TemplatedPolicies'> & { Roles?: TokenRecord['Roles'] }): ReachablePolicies {
-    const roles = this.reader.getRecords('roles', (subject.Roles ?? []).map((l) => l.ID));
+  reachable(
+    subject: Pick<TokenRecord, 'Policies' | 'ServiceIdentities' | 'NodeIdentities' | 'TemplatedPolicies'> & {
+      Roles?: TokenRecord['Roles'];
+    },
+  ): ReachablePolicies {
+    const roles = this.reader.getRecords(
+      'roles',
+      (subject.Roles ?? []).map((l) => l.ID),
+    );
     const policyIDs = new Set(subject.Policies.map((l) => l.ID));
     for (const r of roles) for (const l of r.Policies) policyIDs.add(l.ID);
     const policies = this.reader.getRecords('policies', [...policyIDs]);
@@ -197,10 +229,12 @@ export class AclResolver {
     const { policies, synthetic } = this.reachable(token);
     const out: Array<ApplicablePolicyText & { record?: PolicyRecord }> = [];
     for (const p of policies) {
-      if (this.validHere(p.Datacenters)) out.push({ ID: p.ID, Rules: p.Rules, Namespace: p.Namespace, Partition: p.Partition, Builtin: isBuiltinPolicyID(p.ID), record: p });
+      if (this.validHere(p.Datacenters))
+        out.push({ ID: p.ID, Rules: p.Rules, Namespace: p.Namespace, Partition: p.Partition, Builtin: isBuiltinPolicyID(p.ID), record: p });
     }
     for (const s of synthetic) {
-      if (this.validHere(s.Datacenters)) out.push({ ID: s.ID, Rules: s.Rules, Namespace: token.Namespace, Partition: token.Partition, Builtin: false });
+      if (this.validHere(s.Datacenters))
+        out.push({ ID: s.ID, Rules: s.Rules, Namespace: token.Namespace, Partition: token.Partition, Builtin: false });
     }
     return out;
   }
@@ -220,10 +254,14 @@ function parseOrNothing(text: string): ScopeRules {
   }
 }
 
+function isStale(staleness: NonNullable<ResolverOptions['staleness']>): boolean {
+  const silent = staleness.silentForMs();
+  return silent !== undefined && silent > staleness.maxMs;
+}
+
 /** A global token cannot be confirmed while the primary has been silent past the bound. */
 function refuseWhenStale(staleness: NonNullable<ResolverOptions['staleness']>): void {
-  const silent = staleness.silentForMs();
-  if (silent === undefined || silent <= staleness.maxMs) return;
+  const silent = staleness.silentForMs() ?? 0;
   throw new WatchwordError(
     'PERMISSION_DENIED',
     `Permission denied: this datacenter has not heard from the primary for ${formatDuration(silent)}, longer than replication_max_stale (${formatDuration(staleness.maxMs)}); global tokens cannot be confirmed until it has (Local tokens still work)`,

@@ -1,4 +1,5 @@
 // Auth methods: how workloads prove who they are (their verifiers live in src/auth).
+import { audited } from './audited.js';
 import type { z } from 'zod';
 import type { authMethodBody } from '../api/schemas.js';
 import { checkRuleFields } from '../auth/binder.js';
@@ -6,7 +7,7 @@ import { METHOD_TYPES } from '../auth/fields.js';
 import { redactURL } from '../auth/http.js';
 import type { URLPolicy } from '../auth/url-policy.js';
 import { formatDuration } from '../domain/duration.js';
-import { invalid, notFound } from '../domain/errors.js';
+import { invalid, missingTarget, notFound } from '../domain/errors.js';
 import type { AuthMethodRecord, Scope } from '../domain/types.js';
 import { authMethodID } from '../store/schema.js';
 import type { StateReader, Store } from '../store/store.js';
@@ -20,8 +21,6 @@ const verifiers = () => import('../auth/methods.js');
 
 /** AuthMethod as a client sends it, decoded by its schema (the schema is the one definition). */
 export type AuthMethodInput = z.output<typeof authMethodBody>;
-
-
 
 export interface AuthMethodView {
   Name: string;
@@ -43,13 +42,14 @@ const SECRET_CONFIG = ['ServiceAccountJWT'];
 
 const badMethod = (message: string) => invalid(`Invalid Auth Method: ${message}`);
 const methodNotFound = (name: string) => notFound(`Cannot find auth method ${JSON.stringify(name)}`);
-
+const missingMethod = (name: string) => missingTarget(`Cannot find auth method ${JSON.stringify(name)}`);
 
 /** Config fields that are URLs: without acl:write, shown without credentials or query string. */
 const URL_CONFIG = ['JWKSURL', 'OIDCDiscoveryURL', 'Host'];
 
 export function authMethodView(m: AuthMethodRecord, showSecrets: boolean, withConfig = true): AuthMethodView {
-  const shown = (k: string, v: unknown): unknown => (SECRET_CONFIG.includes(k) && v ? REDACTED : URL_CONFIG.includes(k) && typeof v === 'string' && v ? redactURL(v) : v);
+  const shown = (k: string, v: unknown): unknown =>
+    SECRET_CONFIG.includes(k) && v ? REDACTED : URL_CONFIG.includes(k) && typeof v === 'string' && v ? redactURL(v) : v;
   const config = showSecrets ? m.Config : Object.fromEntries(Object.entries(m.Config).map(([k, v]) => [k, shown(k, v)]));
   return {
     Name: m.Name,
@@ -57,7 +57,7 @@ export function authMethodView(m: AuthMethodRecord, showSecrets: boolean, withCo
     ...(m.DisplayName ? { DisplayName: m.DisplayName } : {}),
     ...(m.Description ? { Description: m.Description } : {}),
     ...(m.MaxTokenTTL ? { MaxTokenTTL: m.MaxTokenTTL } : {}),
-    ...(m.TokenLocality === 'global' ? { TokenLocality: 'global' } : {}),
+    ...(m.TokenLocality ? { TokenLocality: m.TokenLocality } : {}),
     ...(withConfig ? { Config: config } : {}),
     Namespace: m.Namespace,
     Partition: m.Partition,
@@ -98,23 +98,31 @@ export class AuthMethodService {
   }
 
   /** The record a body describes, checked as Consul checks it. */
-  private async content(input: AuthMethodInput, scope: Scope, name: string): Promise<Omit<AuthMethodRecord, 'CreateIndex' | 'ModifyIndex'>> {
+  private async content(
+    input: AuthMethodInput,
+    scope: Scope,
+    name: string,
+  ): Promise<Omit<AuthMethodRecord, 'CreateIndex' | 'ModifyIndex'>> {
     if (!input.Type) throw badMethod(`Type is required (one of: ${METHOD_TYPES.join(', ')})`);
     const ttl = input.MaxTokenTTL ?? 0;
     if (ttl !== 0 && (ttl < this.limits.minTTL || ttl > this.limits.maxTTL)) {
-      throw badMethod(`MaxTokenTTL should be between ${formatDuration(this.limits.minTTL)} and ${formatDuration(this.limits.maxTTL)}, or 0 for no expiry`);
+      throw badMethod(
+        `MaxTokenTTL should be between ${formatDuration(this.limits.minTTL)} and ${formatDuration(this.limits.maxTTL)}, or 0 for no expiry`,
+      );
     }
     const locality = input.TokenLocality ?? '';
-    if (locality !== '' && locality !== 'local' && locality !== 'global') throw badMethod("TokenLocality should be one of 'local' or 'global'");
-    const config = input.Config ?? {};
-    (await verifiers()).validateMethodConfig(input.Type, config, this.limits.urls);
+    if (locality !== '' && locality !== 'local' && locality !== 'global')
+      throw badMethod("TokenLocality should be one of 'local' or 'global'");
+    // Config keys as Consul spells them, whatever case they were sent in.
+    const config = (await verifiers()).validateMethodConfig(input.Type, input.Config ?? {}, this.limits.urls);
     return {
       Name: name,
       Type: input.Type,
       DisplayName: input.DisplayName ?? '',
       Description: input.Description ?? '',
       MaxTokenTTL: ttl === 0 ? '' : formatDuration(ttl),
-      TokenLocality: locality === 'global' ? 'global' : 'local',
+      // Kept as sent (Consul echoes it): '' and 'local' mean the same.
+      TokenLocality: locality,
       Config: config,
       Namespace: scope.Namespace,
       Partition: scope.Partition,
@@ -122,56 +130,73 @@ export class AuthMethodService {
   }
 
   async create(ctx: RequestContext, input: AuthMethodInput): Promise<WriteResult<AuthMethodView>> {
-    const { scope } = await authorize(this.resolver, ctx, 'write', input);
+    const { identity, scope } = await authorize(this.resolver, ctx, 'write', input);
     const name = input.Name ?? '';
     if (name === '') throw badMethod('Name is required');
-    if (!METHOD_NAME_RE.test(name)) throw badMethod("Name invalid: only alphanumeric characters, '-' and '_' are allowed, at most 128 characters");
+    if (!METHOD_NAME_RE.test(name))
+      throw badMethod("Name invalid: only alphanumeric characters, '-' and '_' are allowed, at most 128 characters");
     const content = await this.content(input, scope, name);
-    const m = await this.store.transact((tx) => {
-      if (tx.getAuthMethod(scope, name)) throw invalid(`Invalid Auth Method: an auth method named ${JSON.stringify(name)} already exists; update it with PUT /v1/acl/auth-method/${name}`);
-      return tx.putAuthMethod(content);
-    });
+    const m = await this.store.transact(
+      (tx) => {
+        if (tx.getAuthMethod(scope, name))
+          throw invalid(
+            `Invalid Auth Method: an auth method named ${JSON.stringify(name)} already exists; update it with PUT /v1/acl/auth-method/${name}`,
+          );
+        return tx.put('authMethods', content);
+      },
+      audited(ctx, identity, 'auth-method-create'),
+    );
     return { value: authMethodView(m, true), index: m.ModifyIndex };
   }
 
   async update(ctx: RequestContext, name: string, input: AuthMethodInput): Promise<WriteResult<AuthMethodView>> {
-    const { scope } = await authorize(this.resolver, ctx, 'write', input);
+    const { identity, scope } = await authorize(this.resolver, ctx, 'write', input);
     if (input.Name && input.Name !== name) throw badMethod('Name in URL and payload do not match');
     const current = this.reader.getAuthMethod(scope, name);
-    if (!current) throw methodNotFound(name);
-    if (input.Type && input.Type !== current.Type) throw badMethod(`the Type of an auth method cannot change (it is ${JSON.stringify(current.Type)})`);
+    if (!current) throw missingMethod(name);
+    if (input.Type && input.Type !== current.Type)
+      throw badMethod(`the Type of an auth method cannot change (it is ${JSON.stringify(current.Type)})`);
     const content = await this.content({ ...input, Type: current.Type }, scope, name);
-    const m = await this.store.transact((tx) => {
-      const existing = tx.getAuthMethod(scope, name);
-      if (!existing) throw methodNotFound(name);
-      if (existing.Type !== content.Type) throw badMethod(`the Type of an auth method cannot change (it is ${JSON.stringify(existing.Type)})`);
-      // Rules of the method must still select on fields it has.
-      for (const id of tx.ruleIDsOfAuthMethod(authMethodID(scope.Partition, scope.Namespace, name))) {
-        const rule = tx.getBindingRule(id);
-        if (rule) checkRuleFields(content, rule.Selector, rule.BindName, rule.BindVars, (message) => badMethod(`binding rule ${rule.ID} would no longer be valid: ${message}`));
-      }
-      return tx.putAuthMethod(content);
-    });
+    const m = await this.store.transact(
+      (tx) => {
+        const existing = tx.getAuthMethod(scope, name);
+        if (!existing) throw missingMethod(name);
+        if (existing.Type !== content.Type)
+          throw badMethod(`the Type of an auth method cannot change (it is ${JSON.stringify(existing.Type)})`);
+        // Rules of the method must still select on fields it has.
+        for (const id of tx.ruleIDsOfAuthMethod(authMethodID(scope.Partition, scope.Namespace, name))) {
+          const rule = tx.getBindingRule(id);
+          if (rule)
+            checkRuleFields(content, rule.Selector, rule.BindName, rule.BindVars, (message) =>
+              badMethod(`binding rule ${rule.ID} would no longer be valid: ${message}`),
+            );
+        }
+        return tx.put('authMethods', content);
+      },
+      audited(ctx, identity, 'auth-method-update'),
+    );
     return { value: authMethodView(m, true), index: m.ModifyIndex };
   }
 
   /** Deletes the method, its binding rules and every token it issued, in one change. */
   async delete(ctx: RequestContext, name: string): Promise<WriteResult<boolean>> {
-    const { scope } = await authorize(this.resolver, ctx, 'write');
+    const { identity, scope } = await authorize(this.resolver, ctx, 'write');
     let index = this.store.currentIndex();
-    const deleted = await this.store.transact((tx) => {
-      const m = tx.getAuthMethod(scope, name);
-      if (!m) return false;
-      index = tx.index;
-      const id = authMethodID(scope.Partition, scope.Namespace, name);
-      for (const rule of tx.ruleIDsOfAuthMethod(id)) tx.deleteBindingRule(rule);
-      for (const accessor of tx.tokenIDsOfAuthMethod(name)) {
-        const t = tx.getToken(accessor);
-        if (t && t.Partition === m.Partition && (t.AuthMethodNamespace ?? t.Namespace) === m.Namespace) tx.deleteToken(accessor);
-      }
-      return tx.deleteAuthMethod(id);
-    });
+    const deleted = await this.store.transact(
+      (tx) => {
+        const m = tx.getAuthMethod(scope, name);
+        if (!m) return false;
+        index = tx.index;
+        const id = authMethodID(scope.Partition, scope.Namespace, name);
+        for (const rule of tx.ruleIDsOfAuthMethod(id)) tx.del('bindingRules', rule);
+        for (const accessor of tx.tokenIDsOfAuthMethod(name)) {
+          const t = tx.getToken(accessor);
+          if (t && t.Partition === m.Partition && (t.AuthMethodNamespace ?? t.Namespace) === m.Namespace) tx.del('tokens', accessor);
+        }
+        return tx.del('authMethods', id);
+      },
+      audited(ctx, identity, 'auth-method-delete'),
+    );
     return { value: deleted, index: Math.max(index, 1) };
   }
 }
-

@@ -1,8 +1,9 @@
 // Binding rules: which identities of an auth method get which roles, policies and identities.
+import { audited } from './audited.js';
 import type { z } from 'zod';
 import type { bindingRuleBody } from '../api/schemas.js';
 import { BIND_TYPES, type BindType, checkRuleFields } from '../auth/binder.js';
-import { invalid, notFound } from '../domain/errors.js';
+import { invalid, missingTarget, notFound } from '../domain/errors.js';
 import { isUUID } from '../domain/ids.js';
 import type { BindingRuleRecord, Scope } from '../domain/types.js';
 import type { StateReader, Store, Tx } from '../store/store.js';
@@ -17,6 +18,7 @@ export type BindingRuleInput = z.output<typeof bindingRuleBody>;
 
 const badRule = (message: string) => invalid(`Invalid Binding Rule: ${message}`);
 const ruleNotFound = (id: string) => notFound(`Cannot find binding rule ${JSON.stringify(id)}`);
+const missingRule = (id: string) => missingTarget(`Cannot find binding rule ${JSON.stringify(id)}`);
 
 export class BindingRuleService {
   constructor(
@@ -38,9 +40,7 @@ export class BindingRuleService {
   async list(ctx: RequestContext, authMethod: string | undefined): Promise<BindingRuleRecord[]> {
     const { scope, namespaces, canSee } = await authorizeList(this.resolver, ctx, (p) => this.reader.namespacesOf('bindingRules', p));
     if (namespaces.length === 0) return [];
-    return this.reader
-      .listBindingRules(scope.Partition, namespaces, authMethod || undefined)
-      .filter(canSee);
+    return this.reader.listBindingRules(scope.Partition, namespaces, authMethod || undefined).filter(canSee);
   }
 
   private content(tx: Tx, input: BindingRuleInput, scope: Scope, method: string) {
@@ -48,7 +48,8 @@ export class BindingRuleService {
     if (!m) throw badRule(`auth method ${JSON.stringify(method)} does not exist`);
     const bindType = input.BindType ?? '';
     if (bindType === '') throw badRule('BindType is required');
-    if (!BIND_TYPES.includes(bindType as BindType)) throw badRule(`BindType ${JSON.stringify(bindType)} is not one of: ${BIND_TYPES.join(', ')}`);
+    if (!BIND_TYPES.includes(bindType as BindType))
+      throw badRule(`BindType ${JSON.stringify(bindType)} is not one of: ${BIND_TYPES.join(', ')}`);
     const bindName = input.BindName ?? '';
     if (bindName === '') throw badRule('BindName is required');
     const selector = input.Selector ?? '';
@@ -67,40 +68,50 @@ export class BindingRuleService {
   }
 
   async create(ctx: RequestContext, input: BindingRuleInput): Promise<WriteResult<BindingRuleRecord>> {
-    const { scope } = await authorize(this.resolver, ctx, 'write', input);
+    const { identity, scope } = await authorize(this.resolver, ctx, 'write', input);
     if (input.ID) throw badRule('ID must not be set when creating a binding rule; use PUT /v1/acl/binding-rule/:id to update');
     const method = input.AuthMethod ?? '';
     if (method === '') throw badRule('AuthMethod is required');
-    const rule = await this.store.transact((tx) => {
-      const content = this.content(tx, input, scope, method);
-      return tx.putBindingRule({ ID: freshID((id) => tx.getBindingRule(id) !== undefined), ...content });
-    });
+    const rule = await this.store.transact(
+      (tx) => {
+        const content = this.content(tx, input, scope, method);
+        return tx.put('bindingRules', { ID: freshID((id) => tx.getBindingRule(id) !== undefined), ...content });
+      },
+      audited(ctx, identity, 'binding-rule-create'),
+    );
     return { value: rule, index: rule.ModifyIndex };
   }
 
   async update(ctx: RequestContext, id: string, input: BindingRuleInput): Promise<WriteResult<BindingRuleRecord>> {
-    const { scope } = await authorize(this.resolver, ctx, 'write', input);
+    const { identity, scope } = await authorize(this.resolver, ctx, 'write', input);
     if (input.ID && input.ID !== id) throw badRule('ID in URL and payload do not match');
-    if (!isUUID(id)) throw ruleNotFound(id);
-    const rule = await this.store.transact((tx) => {
-      const existing = inScope(tx.getBindingRule(id), scope);
-      if (!existing) throw ruleNotFound(id);
-      if (input.AuthMethod && input.AuthMethod !== existing.AuthMethod) throw badRule(`the AuthMethod of a binding rule cannot change (it is ${JSON.stringify(existing.AuthMethod)})`);
-      const content = this.content(tx, input, scope, existing.AuthMethod);
-      return tx.putBindingRule({ ID: id, ...content });
-    });
+    if (!isUUID(id)) throw missingRule(id);
+    const rule = await this.store.transact(
+      (tx) => {
+        const existing = inScope(tx.getBindingRule(id), scope);
+        if (!existing) throw missingRule(id);
+        if (input.AuthMethod && input.AuthMethod !== existing.AuthMethod)
+          throw badRule(`the AuthMethod of a binding rule cannot change (it is ${JSON.stringify(existing.AuthMethod)})`);
+        const content = this.content(tx, input, scope, existing.AuthMethod);
+        return tx.put('bindingRules', { ID: id, ...content });
+      },
+      audited(ctx, identity, 'binding-rule-update'),
+    );
     return { value: rule, index: rule.ModifyIndex };
   }
 
   async delete(ctx: RequestContext, id: string): Promise<WriteResult<boolean>> {
-    const { scope } = await authorize(this.resolver, ctx, 'write');
+    const { identity, scope } = await authorize(this.resolver, ctx, 'write');
     if (!isUUID(id)) throw ruleNotFound(id);
     let index = this.store.currentIndex();
-    const deleted = await this.store.transact((tx) => {
-      if (!inScope(tx.getBindingRule(id), scope)) return false;
-      index = tx.index;
-      return tx.deleteBindingRule(id);
-    });
+    const deleted = await this.store.transact(
+      (tx) => {
+        if (!inScope(tx.getBindingRule(id), scope)) return false;
+        index = tx.index;
+        return tx.del('bindingRules', id);
+      },
+      audited(ctx, identity, 'binding-rule-delete'),
+    );
     return { value: deleted, index: Math.max(index, 1) };
   }
 }

@@ -1,3 +1,6 @@
+import { audited } from './audited.js';
+import { systemActor } from '../observability/audit.js';
+import type { RequestContext } from './context.js';
 import { readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { BUILTIN_POLICIES, anonymousTokenRecord, builtinPolicyRecord } from '../domain/builtins.js';
@@ -44,7 +47,8 @@ function managementToken(tx: Tx, now: number, secret: string, description: strin
     TemplatedPolicies: [],
     Local: false,
   };
-  return tx.putToken(
+  return tx.put(
+    'tokens',
     newTokenRecord({
       AccessorID: accessor,
       SecretID: secret,
@@ -66,8 +70,8 @@ export class BootstrapService {
   /** Creates the built-in policies and the anonymous token when missing (primary start-up). */
   async ensureBuiltins(): Promise<void> {
     await this.store.transact((tx) => {
-      for (const p of BUILTIN_POLICIES) if (!tx.getPolicy(p.ID)) tx.putPolicy(builtinPolicyRecord(p));
-      if (!tx.getToken(ANONYMOUS_TOKEN_ID)) tx.putToken(anonymousTokenRecord(this.clock.now()));
+      for (const p of BUILTIN_POLICIES) if (!tx.getPolicy(p.ID)) tx.put('policies', builtinPolicyRecord(p));
+      if (!tx.getToken(ANONYMOUS_TOKEN_ID)) tx.put('tokens', anonymousTokenRecord(this.clock.now()));
     });
   }
 
@@ -76,11 +80,14 @@ export class BootstrapService {
    * (nothing happens when a token already has it), marking ACLs as bootstrapped.
    */
   async ensureInitialManagementToken(secret: string): Promise<void> {
-    await this.store.transact((tx) => {
-      if (tx.isSecretInUse(secret)) return;
-      managementToken(tx, this.clock.now(), secret, 'Initial Management Token');
-      tx.putBootstrap({ Bootstrapped: true, ResetIndex: tx.index });
-    });
+    await this.store.transact(
+      (tx) => {
+        if (tx.isSecretInUse(secret)) return;
+        managementToken(tx, this.clock.now(), secret, 'Initial Management Token');
+        tx.putBootstrap({ Bootstrapped: true, ResetIndex: tx.index });
+      },
+      { audit: { type: 'bootstrap', actor: systemActor('initial_management_token') } },
+    );
   }
 
   private async readResetFile(): Promise<number | undefined> {
@@ -92,39 +99,45 @@ export class BootstrapService {
     }
   }
 
-  async bootstrap(bootstrapSecret: string | undefined): Promise<WriteResult<BootstrapView>> {
+  async bootstrap(ctx: RequestContext, bootstrapSecret: string | undefined): Promise<WriteResult<BootstrapView>> {
     if (!this.options.isPrimary) {
       const where = this.options.primaryAddress ? ` at ${this.options.primaryAddress}` : '';
       throw notPermitted(`ACL bootstrap is only allowed in the primary datacenter; send it to ${this.options.primaryDatacenter}${where}`);
     }
     if (bootstrapSecret !== undefined && bootstrapSecret !== '') {
       if (!isUUID(bootstrapSecret)) throw invalid('Invalid BootstrapSecret: not a valid UUID');
-      if (isReservedID(bootstrapSecret)) throw invalid(`Invalid BootstrapSecret: UUIDs with the prefix ${JSON.stringify(RESERVED_PREFIX)} are reserved`);
+      if (isReservedID(bootstrapSecret))
+        throw invalid(`Invalid BootstrapSecret: UUIDs with the prefix ${JSON.stringify(RESERVED_PREFIX)} are reserved`);
     }
     if (bootstrapSecret) await this.tokens.checkChosenIDs({ secret: bootstrapSecret }, false);
     const resetFromFile = await this.readResetFile();
     let usedReset = false;
-    const token = await this.store.transact((tx) => {
-      const state = tx.getBootstrap();
-      if (state.Bootstrapped) {
-        if (resetFromFile === undefined) {
-          throw notPermitted(`ACL bootstrap no longer allowed (reset index: ${state.ResetIndex})`);
+    const token = await this.store.transact(
+      (tx) => {
+        const state = tx.getBootstrap();
+        if (state.Bootstrapped) {
+          if (resetFromFile === undefined) {
+            throw notPermitted(`ACL bootstrap no longer allowed (reset index: ${state.ResetIndex})`);
+          }
+          if (resetFromFile !== state.ResetIndex) {
+            throw notPermitted(
+              `Invalid bootstrap reset index (specified ${Number.isNaN(resetFromFile) ? 'unreadable' : resetFromFile}, reset index: ${state.ResetIndex})`,
+            );
+          }
+          usedReset = true;
         }
-        if (resetFromFile !== state.ResetIndex) {
-          throw notPermitted(`Invalid bootstrap reset index (specified ${Number.isNaN(resetFromFile) ? 'unreadable' : resetFromFile}, reset index: ${state.ResetIndex})`);
+        let secret = bootstrapSecret || undefined;
+        if (secret) {
+          if (tokenIDTaken(tx)(secret)) throw conflict('Invalid BootstrapSecret: already in use');
+        } else {
+          secret = freshID(tokenIDTaken(tx));
         }
-        usedReset = true;
-      }
-      let secret = bootstrapSecret || undefined;
-      if (secret) {
-        if (tokenIDTaken(tx)(secret)) throw conflict('Invalid BootstrapSecret: already in use');
-      } else {
-        secret = freshID(tokenIDTaken(tx));
-      }
-      const record = managementToken(tx, this.clock.now(), secret, 'Bootstrap Token (Global Management)');
-      tx.putBootstrap({ Bootstrapped: true, ResetIndex: tx.index });
-      return record;
-    });
+        const record = managementToken(tx, this.clock.now(), secret, 'Bootstrap Token (Global Management)');
+        tx.putBootstrap({ Bootstrapped: true, ResetIndex: tx.index });
+        return record;
+      },
+      audited(ctx, undefined, resetFromFile === undefined ? 'bootstrap' : 'bootstrap-reset'),
+    );
     // The reset file allows one bootstrap: remove it so a restore cannot reuse it.
     if (usedReset) await rm(join(this.options.dataDir, BOOTSTRAP_RESET_FILE), { force: true });
     const view = this.tokens.view(token, true);

@@ -7,14 +7,23 @@ export interface RequestContext {
   secret?: string;
   /** Namespace/partition from query or headers. */
   hints: ScopeHints;
-  /** The client's address (per-client limits). */
+  /** The client's address (per-client limits; for a request a peer forwarded, the original client's). */
   client?: string;
+  /** The request itself, for its audit line: id, method, path (query without `token`), client address. */
+  request?: { id: string; method: string; path: string; remote: string };
 }
 
 /** A write's result and the index of its change (sent as X-Service-Index). */
 export interface WriteResult<T> {
   value: T;
   index: number;
+}
+
+/** One health check: its name, whether it passes, and why not (the why only for agent:read). */
+export interface HealthCheck {
+  Name: string;
+  Passing: boolean;
+  Output: string;
 }
 
 /** Facts about the daemon that responses report. */
@@ -37,6 +46,10 @@ export interface AgentInfo {
   knownLeader(): boolean;
   /** Milliseconds since the last contact with the primary; 0 on the primary. */
   lastContactMs(): number;
+  /** Whether this server can do its job, check by check (GET /v1/agent/health). */
+  health(): HealthCheck[];
+  /** Whether this server leads its datacenter (a single server always does). */
+  isLeader(): boolean;
   /** Address of this datacenter's leader ('' while none is known). */
   leaderAddress(): string;
   /** Addresses of this datacenter's servers. */

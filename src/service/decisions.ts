@@ -74,8 +74,10 @@ function parseCheck(raw: unknown, i: number): Check {
   if (spec === undefined) fail(i, `unknown resource ${JSON.stringify(resource)}; one of ${Object.keys(RESOURCES).join(', ')}`);
   if (accessText === undefined || accessText === '') fail(i, 'Access is required');
   const access = (spec.accesses.includes(accessText as Access) ? accessText : accessText.toLowerCase()) as Access;
-  if (!spec.accesses.includes(access)) fail(i, `access ${JSON.stringify(accessText)} is not one of ${spec.accesses.join(', ')} for resource ${JSON.stringify(resource)}`);
-  if (spec.segmented && segment === undefined) fail(i, `resource ${JSON.stringify(resource)} needs a Segment (the name of the ${resource})`);
+  if (!spec.accesses.includes(access))
+    fail(i, `access ${JSON.stringify(accessText)} is not one of ${spec.accesses.join(', ')} for resource ${JSON.stringify(resource)}`);
+  if (spec.segmented && segment === undefined)
+    fail(i, `resource ${JSON.stringify(resource)} needs a Segment (the name of the ${resource})`);
   if (segment !== undefined && segment.length > MAX_SEGMENT) fail(i, `Segment is longer than ${MAX_SEGMENT} characters`);
   if (namespace !== undefined && namespace !== '') checkName(i, 'namespace', namespace);
   if (partition !== undefined && partition !== '') checkName(i, 'partition', partition);
@@ -92,7 +94,8 @@ function checkName(i: number, kind: 'namespace' | 'partition', value: string): v
 
 /** The request body: an array of 1 to 64 checks. A 400 names the first bad element. */
 export function parseChecks(body: unknown): Check[] {
-  if (!Array.isArray(body)) throw invalid('Request decode failed: the body must be a JSON array of checks [{"Resource", "Segment", "Access"}]');
+  if (!Array.isArray(body))
+    throw invalid('Request decode failed: the body must be a JSON array of checks [{"Resource", "Segment", "Access"}]');
   if (body.length === 0) throw invalid('Request decode failed: at least one check is required');
   if (body.length > MAX_CHECKS) throw invalid(`Request decode failed: at most ${MAX_CHECKS} checks per request, got ${body.length}`);
   const checks: Check[] = new Array(body.length);
@@ -103,7 +106,7 @@ export function parseChecks(body: unknown): Check[] {
 /**
  * The answers to checks for one identity. Each check is judged where it names (its
  * Namespace/Partition), else where the request points (`?ns=`, headers), else where the
- * token lives (SPEC §3's order).
+ * token lives (README, "HTTP API"'s order).
  */
 export function judge(identity: Identity, checks: readonly Check[], hints: ScopeHints): boolean[] {
   const token = identity.token;
@@ -135,7 +138,7 @@ export function answersJSON(checks: readonly Check[], allows: readonly boolean[]
 }
 
 /**
- * What an enforcing client needs to judge a token itself (SPEC §17): the token's place, its
+ * What an enforcing client needs to judge a token itself (README, "Enforcing policies in your service"): the token's place, its
  * expiry, the default policy and the text of every policy that applies to it here.
  */
 export interface TokenAuthorizerView {
@@ -156,7 +159,7 @@ export interface TokenAuthorizerAnswer {
 /** The tables whose changes can change what a token may do. */
 const JUDGING_TABLES: readonly WatchTable[] = ['tokens', 'policies', 'roles'];
 
-/** Judges checks for the request's token (SPEC §17): the authorization service's question. */
+/** Judges checks for the request's token (README, "Enforcing policies in your service"): the authorization service's question. */
 export class DecisionService {
   constructor(
     private readonly resolver: AclResolver,
@@ -191,7 +194,11 @@ export class DecisionService {
       Partition: token.Partition || DEFAULT_PARTITION,
       ...(token.ExpirationTime ? { ExpirationTime: token.ExpirationTime } : {}),
       DefaultPolicy: this.resolver.defaultPolicy,
-      Policies: this.resolver.applicablePolicies(token).map((p) => ({ ID: p.ID, Rules: p.Rules, Namespace: p.Namespace, Partition: p.Partition, Builtin: p.Builtin })),
+      Policies: identity.unconfirmed
+        ? []
+        : this.resolver
+            .applicablePolicies(token)
+            .map((p) => ({ ID: p.ID, Rules: p.Rules, Namespace: p.Namespace, Partition: p.Partition, Builtin: p.Builtin })),
     };
     return { view, hash: createHash('sha256').update(JSON.stringify(view)).digest('hex').slice(0, 16) };
   }

@@ -33,7 +33,12 @@ function byName(reader: LinkReader, kind: LinkKind, scope: Scope, name: string):
  * to store (IDs; duplicates collapse by ID, first kept, order kept) and, named, what a
  * view of the new object shows, so nothing is looked up twice.
  */
-export function resolveLinks(reader: LinkReader, kind: LinkKind, links: readonly LinkInput[] | undefined, scope: Scope): { ids: Link[]; named: NamedLink[] } {
+export function resolveLinks(
+  reader: LinkReader,
+  kind: LinkKind,
+  links: readonly LinkInput[] | undefined,
+  scope: Scope,
+): { ids: Link[]; named: NamedLink[] } {
   const named: NamedLink[] = [];
   const seen = new Set<string>();
   for (const link of links ?? []) {

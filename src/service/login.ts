@@ -1,4 +1,5 @@
 // Login and logout: a verified bearer token from an auth method exchanged for a token.
+import { actorOf, audited } from './audited.js';
 import type { z } from 'zod';
 import type { loginBody } from '../api/schemas.js';
 import { MAX_CLAIM_CHARS, bind, longClaim } from '../auth/binder.js';
@@ -58,49 +59,74 @@ export class LoginService {
     }
     // Refused before any selector sees it: no claim may make matching costly.
     const long = longClaim(identity.selectable);
-    if (long !== undefined) throw new WatchwordError('PERMISSION_DENIED', `Permission denied: the bearer token's claim ${long} is longer than ${MAX_CLAIM_CHARS} characters`);
+    if (long !== undefined)
+      throw new WatchwordError(
+        'PERMISSION_DENIED',
+        `Permission denied: the bearer token's claim ${long} is longer than ${MAX_CLAIM_CHARS} characters`,
+      );
     const rules = this.store.reader.listBindingRules(scope.Partition, [scope.Namespace], name);
     const bindings = bind(rules, identity, this.options.datacenter);
     const ttl = method.MaxTokenTTL ? (parseDuration(method.MaxTokenTTL) ?? 0) : 0;
     const local = method.TokenLocality !== 'global';
     const meta = input.Meta && Object.keys(input.Meta).length > 0 ? input.Meta : undefined;
-    const token = await this.store.transact((tx) => {
-      // Roles and policies bound by name that do not exist are left out, as Consul does.
-      const roles: Link[] = [];
-      for (const r of new Set(bindings.roles)) {
-        const role = tx.getRoleByName(scope, r);
-        if (role) roles.push({ ID: role.ID });
-      }
-      const policies: Link[] = [];
-      for (const p of new Set(bindings.policies)) {
-        const policy = tx.getPolicyByName(scope, p);
-        if (policy) policies.push({ ID: policy.ID });
-      }
-      const grants = {
-        ServiceIdentities: normalizeServiceIdentities(bindings.services, 'token', local),
-        NodeIdentities: normalizeNodeIdentities(bindings.nodes, 'token'),
-        TemplatedPolicies: normalizeTemplatedPolicies(bindings.templated, 'token', local),
-      };
-      if (roles.length + policies.length + grants.ServiceIdentities.length + grants.NodeIdentities.length + grants.TemplatedPolicies.length === 0) {
-        throw new WatchwordError('PERMISSION_DENIED', 'Permission denied: no binding rule of the auth method matched the bearer token');
-      }
-      // The method may have been deleted meanwhile: no token outlives it.
-      if (!tx.getAuthMethod(scope, name)) throw new WatchwordError('ACL_NOT_FOUND', `ACL not found: auth method ${JSON.stringify(name)} not found`);
-      const taken = tokenIDTaken(tx);
-      const content = {
-        Description: meta ? `token created via login: ${JSON.stringify(meta)}` : 'token created via login',
-        Policies: policies,
-        Roles: roles,
-        ...grants,
-        Local: local,
-      };
-      const record: Omit<TokenRecord, 'CreateIndex' | 'ModifyIndex'> = {
-        ...newTokenRecord({ AccessorID: freshID(taken), SecretID: freshID(taken), content, ...(ttl > 0 ? { expires: now + ttl } : {}), now, scope }),
-        AuthMethod: name,
-      };
-      return tx.putToken(record);
-    });
-    const named = { policies: namedLinks(this.store.reader, 'policy', token.Policies), roles: namedLinks(this.store.reader, 'role', token.Roles) };
+    const token = await this.store.transact(
+      (tx) => {
+        // Roles and policies bound by name that do not exist are left out, as Consul does.
+        const roles: Link[] = [];
+        for (const r of new Set(bindings.roles)) {
+          const role = tx.getRoleByName(scope, r);
+          if (role) roles.push({ ID: role.ID });
+        }
+        const policies: Link[] = [];
+        for (const p of new Set(bindings.policies)) {
+          const policy = tx.getPolicyByName(scope, p);
+          if (policy) policies.push({ ID: policy.ID });
+        }
+        const grants = {
+          ServiceIdentities: normalizeServiceIdentities(bindings.services, 'token', local),
+          NodeIdentities: normalizeNodeIdentities(bindings.nodes, 'token'),
+          TemplatedPolicies: normalizeTemplatedPolicies(bindings.templated, 'token', local),
+        };
+        if (
+          roles.length +
+            policies.length +
+            grants.ServiceIdentities.length +
+            grants.NodeIdentities.length +
+            grants.TemplatedPolicies.length ===
+          0
+        ) {
+          throw new WatchwordError('PERMISSION_DENIED', 'Permission denied: no binding rule of the auth method matched the bearer token');
+        }
+        // The method may have been deleted meanwhile: no token outlives it.
+        if (!tx.getAuthMethod(scope, name))
+          throw new WatchwordError('ACL_NOT_FOUND', `ACL not found: auth method ${JSON.stringify(name)} not found`);
+        const taken = tokenIDTaken(tx);
+        const content = {
+          Description: meta ? `token created via login: ${JSON.stringify(meta)}` : 'token created via login',
+          Policies: policies,
+          Roles: roles,
+          ...grants,
+          Local: local,
+        };
+        const record: Omit<TokenRecord, 'CreateIndex' | 'ModifyIndex'> = {
+          ...newTokenRecord({
+            AccessorID: freshID(taken),
+            SecretID: freshID(taken),
+            content,
+            ...(ttl > 0 ? { expires: now + ttl } : {}),
+            now,
+            scope,
+          }),
+          AuthMethod: name,
+        };
+        return tx.put('tokens', record);
+      },
+      audited(ctx, undefined, 'login', { AuthMethod: name, BindingRules: bindings.matched }),
+    );
+    const named = {
+      policies: namedLinks(this.store.reader, 'policy', token.Policies),
+      roles: namedLinks(this.store.reader, 'role', token.Roles),
+    };
     return { value: tokenView(token, named, true), index: token.ModifyIndex };
   }
 
@@ -110,12 +136,22 @@ export class LoginService {
     if (secret === '') throw new WatchwordError('ACL_NOT_FOUND', 'ACL not found: logout needs the token to log out in X-Service-Token');
     const token = this.store.reader.getTokenBySecret(secret);
     if (!token) throw new WatchwordError('ACL_NOT_FOUND', 'ACL not found');
-    if (!token.AuthMethod) throw new WatchwordError('PERMISSION_DENIED', 'Permission denied: the token was not created by a login, so it cannot log out');
+    if (!token.AuthMethod)
+      throw new WatchwordError('PERMISSION_DENIED', 'Permission denied: the token was not created by a login, so it cannot log out');
     let index = this.store.currentIndex();
-    await this.store.transact((tx) => {
-      index = tx.index;
-      tx.deleteToken(token.AccessorID);
-    });
+    await this.store.transact(
+      (tx) => {
+        index = tx.index;
+        tx.del('tokens', token.AccessorID);
+      },
+      {
+        audit: {
+          type: 'logout',
+          actor: { ...actorOf(ctx, undefined), AccessorID: token.AccessorID },
+          details: { AuthMethod: token.AuthMethod },
+        },
+      },
+    );
     return { value: true, index };
   }
 }

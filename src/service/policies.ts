@@ -1,7 +1,8 @@
+import { audited } from './audited.js';
 import type { z } from 'zod';
 import type { policyBody } from '../api/schemas.js';
 import { isBuiltinPolicyID } from '../domain/builtins.js';
-import { invalid, notFound, notPermitted } from '../domain/errors.js';
+import { invalid, missingTarget, notFound, notPermitted } from '../domain/errors.js';
 import { policyHash } from '../domain/hash.js';
 import { isUUID } from '../domain/ids.js';
 import { checkBuiltinPolicyUpdate, checkPolicyDatacenters, checkPolicyName, checkPolicyRules } from '../domain/policy-object.js';
@@ -17,6 +18,7 @@ import { type PolicyView, policyView } from './views.js';
 export type PolicyInput = z.output<typeof policyBody>;
 
 const notFoundPolicy = (what: string) => notFound(`Cannot find policy ${what}`);
+const missingPolicy = (id: string) => missingTarget(`Cannot find policy ${JSON.stringify(id)}`);
 
 const inScope = (p: PolicyRecord | undefined, scope: Scope): PolicyRecord | undefined =>
   p && p.Namespace === scope.Namespace && p.Partition === scope.Partition ? p : undefined;
@@ -49,49 +51,58 @@ export class PolicyService {
   }
 
   async create(ctx: RequestContext, input: PolicyInput): Promise<WriteResult<PolicyView>> {
-    const { scope } = await authorize(this.resolver, ctx, 'write', input);
+    const { identity, scope } = await authorize(this.resolver, ctx, 'write', input);
     if (input.ID) throw invalid('Invalid Policy: ID must not be set when creating a policy; use PUT /v1/acl/policy/:id to update');
     const fields = checkFields(input);
     checkPolicyName(fields.Name);
-    const policy = await this.store.transact((tx) => {
-      checkNameFree(tx, 'policy', scope, fields.Name, undefined);
-      const ID = freshID((id) => tx.getPolicy(id) !== undefined);
-      return tx.putPolicy({ ID, ...fields, Hash: policyHash(fields), Namespace: scope.Namespace, Partition: scope.Partition });
-    });
+    const policy = await this.store.transact(
+      (tx) => {
+        checkNameFree(tx, 'policy', scope, fields.Name, undefined);
+        const ID = freshID((id) => tx.getPolicy(id) !== undefined);
+        return tx.put('policies', { ID, ...fields, Hash: policyHash(fields), Namespace: scope.Namespace, Partition: scope.Partition });
+      },
+      audited(ctx, identity, 'policy-create'),
+    );
     return { value: policyView(policy), index: policy.ModifyIndex };
   }
 
   async update(ctx: RequestContext, id: string, input: PolicyInput): Promise<WriteResult<PolicyView>> {
-    const { scope } = await authorize(this.resolver, ctx, 'write', input);
+    const { identity, scope } = await authorize(this.resolver, ctx, 'write', input);
     if (input.ID && input.ID !== id) throw invalid('Policy ID in URL and payload do not match');
-    if (!isUUID(id)) throw notFoundPolicy(JSON.stringify(id));
+    if (!isUUID(id)) throw missingPolicy(id);
     const fields = checkFields(input);
-    const policy = await this.store.transact((tx) => {
-      const existing = inScope(tx.getPolicy(id), scope);
-      if (!existing) throw notFoundPolicy(JSON.stringify(id));
-      // A built-in keeps its reserved name without tripping the "builtin/" rule.
-      if (!(isBuiltinPolicyID(id) && fields.Name === existing.Name)) checkPolicyName(fields.Name);
-      checkBuiltinPolicyUpdate(existing, fields);
-      if (fields.Name.toLowerCase() !== existing.Name.toLowerCase()) checkNameFree(tx, 'policy', scope, fields.Name, id);
-      const record: PolicyRecord = { ...existing, ...fields, Hash: policyHash(fields) };
-      if (fields.Datacenters === undefined) delete record.Datacenters;
-      return tx.putPolicy(record);
-    });
+    const policy = await this.store.transact(
+      (tx) => {
+        const existing = inScope(tx.getPolicy(id), scope);
+        if (!existing) throw missingPolicy(id);
+        // A built-in keeps its reserved name without tripping the "builtin/" rule.
+        if (!(isBuiltinPolicyID(id) && fields.Name === existing.Name)) checkPolicyName(fields.Name);
+        checkBuiltinPolicyUpdate(existing, fields);
+        if (fields.Name.toLowerCase() !== existing.Name.toLowerCase()) checkNameFree(tx, 'policy', scope, fields.Name, id);
+        const record: PolicyRecord = { ...existing, ...fields, Hash: policyHash(fields) };
+        if (fields.Datacenters === undefined) delete record.Datacenters;
+        return tx.put('policies', record);
+      },
+      audited(ctx, identity, 'policy-update'),
+    );
     return { value: policyView(policy), index: policy.ModifyIndex };
   }
 
   async delete(ctx: RequestContext, id: string): Promise<WriteResult<boolean>> {
-    const { scope } = await authorize(this.resolver, ctx, 'write');
+    const { identity, scope } = await authorize(this.resolver, ctx, 'write');
     if (!isUUID(id)) throw notFoundPolicy(JSON.stringify(id));
     let index = this.store.currentIndex();
-    const deleted = await this.store.transact((tx) => {
-      const existing = inScope(tx.getPolicy(id), scope);
-      if (!existing) return false;
-      if (isBuiltinPolicyID(id)) throw notPermitted(`Delete operation not permitted on the builtin ${existing.Name} policy`);
-      index = tx.index;
-      // Links to it stay in tokens and roles and are dropped at read time.
-      return tx.deletePolicy(id);
-    });
+    const deleted = await this.store.transact(
+      (tx) => {
+        const existing = inScope(tx.getPolicy(id), scope);
+        if (!existing) return false;
+        if (isBuiltinPolicyID(id)) throw notPermitted(`Delete operation not permitted on the builtin ${existing.Name} policy`);
+        index = tx.index;
+        // Links to it stay in tokens and roles and are dropped at read time.
+        return tx.del('policies', id);
+      },
+      audited(ctx, identity, 'policy-delete'),
+    );
     return { value: deleted, index: Math.max(index, 1) };
   }
 }

@@ -1,11 +1,8 @@
+import { audited } from './audited.js';
 import type { z } from 'zod';
 import type { roleBody } from '../api/schemas.js';
-import { invalid, notFound } from '../domain/errors.js';
-import {
-  normalizeNodeIdentities,
-  normalizeServiceIdentities,
-  normalizeTemplatedPolicies,
-} from '../domain/grants.js';
+import { invalid, missingTarget, notFound } from '../domain/errors.js';
+import { normalizeNodeIdentities, normalizeServiceIdentities, normalizeTemplatedPolicies } from '../domain/grants.js';
 import { roleHash } from '../domain/hash.js';
 import { isUUID } from '../domain/ids.js';
 import type { RoleRecord, Scope } from '../domain/types.js';
@@ -24,13 +21,15 @@ export type RoleInput = z.output<typeof roleBody>;
 const ROLE_NAME_RE = /^[A-Za-z0-9\-_]{1,256}$/;
 
 const notFoundRole = (what: string) => notFound(`Cannot find role ${what}`);
+const missingRole = (id: string) => missingTarget(`Cannot find role ${JSON.stringify(id)}`);
 
 const inScope = (r: RoleRecord | undefined, scope: Scope): RoleRecord | undefined =>
   r && r.Namespace === scope.Namespace && r.Partition === scope.Partition ? r : undefined;
 
 function checkRoleName(name: string | undefined): string {
   if (name === undefined || name === '') throw invalid('Invalid Role: no Name is set');
-  if (!ROLE_NAME_RE.test(name)) throw invalid("Invalid Role: invalid Name. Only alphanumeric characters, '-' and '_' are allowed, at most 256 characters");
+  if (!ROLE_NAME_RE.test(name))
+    throw invalid("Invalid Role: invalid Name. Only alphanumeric characters, '-' and '_' are allowed, at most 256 characters");
   return name;
 }
 
@@ -68,7 +67,11 @@ export class RoleService {
     if (namespaces.length === 0) return [];
     const roles = this.reader.listRoles(scope.Partition, namespaces, policy || undefined);
     const visible = roles.filter(canSee);
-    const names = linkNames(this.reader, 'policy', visible.flatMap((r) => r.Policies));
+    const names = linkNames(
+      this.reader,
+      'policy',
+      visible.flatMap((r) => r.Policies),
+    );
     return visible.map((r) => roleView(r, nameLinks(r.Policies, names)));
   }
 
@@ -89,46 +92,54 @@ export class RoleService {
   }
 
   async create(ctx: RequestContext, input: RoleInput): Promise<WriteResult<RoleView>> {
-    const { scope } = await authorize(this.resolver, ctx, 'write', input);
+    const { identity, scope } = await authorize(this.resolver, ctx, 'write', input);
     if (input.ID) throw invalid('Invalid Role: ID must not be set when creating a role; use PUT /v1/acl/role/:id to update');
     checkRoleName(input.Name);
-    const { role, named } = await this.store.transact((tx) => {
-      checkNameFree(tx, 'role', scope, input.Name as string, undefined);
-      const { content, named } = this.content(tx, input, scope);
-      const ID = freshID((id) => tx.getRole(id) !== undefined);
-      const record = tx.putRole({ ID, ...content, Hash: roleHash(content), Namespace: scope.Namespace, Partition: scope.Partition });
-      return { role: record, named };
-    });
+    const { role, named } = await this.store.transact(
+      (tx) => {
+        checkNameFree(tx, 'role', scope, input.Name as string, undefined);
+        const { content, named } = this.content(tx, input, scope);
+        const ID = freshID((id) => tx.getRole(id) !== undefined);
+        const record = tx.put('roles', { ID, ...content, Hash: roleHash(content), Namespace: scope.Namespace, Partition: scope.Partition });
+        return { role: record, named };
+      },
+      audited(ctx, identity, 'role-create'),
+    );
     return { value: roleView(role, named), index: role.ModifyIndex };
   }
 
   async update(ctx: RequestContext, id: string, input: RoleInput): Promise<WriteResult<RoleView>> {
-    const { scope } = await authorize(this.resolver, ctx, 'write', input);
+    const { identity, scope } = await authorize(this.resolver, ctx, 'write', input);
     if (input.ID && input.ID !== id) throw invalid('Role ID in URL and payload do not match');
-    if (!isUUID(id)) throw notFoundRole(JSON.stringify(id));
+    if (!isUUID(id)) throw missingRole(id);
     checkRoleName(input.Name);
-    const { role, named } = await this.store.transact((tx) => {
-      const existing = inScope(tx.getRole(id), scope);
-      if (!existing) throw notFoundRole(JSON.stringify(id));
-      const { content, named } = this.content(tx, input, scope);
-      if (content.Name.toLowerCase() !== existing.Name.toLowerCase()) checkNameFree(tx, 'role', scope, content.Name, id);
-      // Full replacement: what the body leaves out is cleared.
-      return { role: tx.putRole({ ...existing, ...content, Hash: roleHash(content) }), named };
-    });
+    const { role, named } = await this.store.transact(
+      (tx) => {
+        const existing = inScope(tx.getRole(id), scope);
+        if (!existing) throw missingRole(id);
+        const { content, named } = this.content(tx, input, scope);
+        if (content.Name.toLowerCase() !== existing.Name.toLowerCase()) checkNameFree(tx, 'role', scope, content.Name, id);
+        // Full replacement: what the body leaves out is cleared.
+        return { role: tx.put('roles', { ...existing, ...content, Hash: roleHash(content) }), named };
+      },
+      audited(ctx, identity, 'role-update'),
+    );
     return { value: roleView(role, named), index: role.ModifyIndex };
   }
 
   async delete(ctx: RequestContext, id: string): Promise<WriteResult<boolean>> {
-    const { scope } = await authorize(this.resolver, ctx, 'write');
+    const { identity, scope } = await authorize(this.resolver, ctx, 'write');
     if (!isUUID(id)) throw notFoundRole(JSON.stringify(id));
     let index = this.store.currentIndex();
-    const deleted = await this.store.transact((tx) => {
-      if (!inScope(tx.getRole(id), scope)) return false;
-      index = tx.index;
-      // Token links to it stay stored and are dropped at read time.
-      return tx.deleteRole(id);
-    });
+    const deleted = await this.store.transact(
+      (tx) => {
+        if (!inScope(tx.getRole(id), scope)) return false;
+        index = tx.index;
+        // Token links to it stay stored and are dropped at read time.
+        return tx.del('roles', id);
+      },
+      audited(ctx, identity, 'role-delete'),
+    );
     return { value: deleted, index: Math.max(index, 1) };
   }
 }
-

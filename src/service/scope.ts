@@ -23,11 +23,14 @@ export interface BodyScope {
 export const WILDCARD = '*';
 
 /** The record when it lives in this scope, else undefined (an object elsewhere is not found here). */
-export const inScope = <R extends Scope>(r: R | undefined, scope: Scope): R | undefined => (r && r.Namespace === scope.Namespace && r.Partition === scope.Partition ? r : undefined);
+export const inScope = <R extends Scope>(r: R | undefined, scope: Scope): R | undefined =>
+  r && r.Namespace === scope.Namespace && r.Partition === scope.Partition ? r : undefined;
 
 export function checkScopeName(kind: 'namespace' | 'partition', value: string): string {
   if (!NAME_RE.test(value)) {
-    throw invalid(`Invalid ${kind} name ${JSON.stringify(value)}: use 1 to 63 lowercase letters, digits and '-', starting with a letter or digit`);
+    throw invalid(
+      `Invalid ${kind} name ${JSON.stringify(value)}: use 1 to 63 lowercase letters, digits and '-', starting with a letter or digit`,
+    );
   }
   return value;
 }
@@ -38,7 +41,12 @@ const nonEmpty = (v: string | undefined): string | undefined => (v === undefined
  * The scope of a request: body field > query/header hint > the request token's own >
  * `default`. With `allowWildcard`, a namespace of `*` comes back as '*' (lists only).
  */
-export function selectScope(identity: Pick<Identity, 'token'> | undefined, hints: ScopeHints, body?: BodyScope, allowWildcard = false): Scope {
+export function selectScope(
+  identity: Pick<Identity, 'token'> | undefined,
+  hints: ScopeHints,
+  body?: BodyScope,
+  allowWildcard = false,
+): Scope {
   const partition = nonEmpty(body?.Partition) ?? nonEmpty(hints.partition) ?? identity?.token.Partition ?? DEFAULT_PARTITION;
   const namespace = nonEmpty(body?.Namespace) ?? nonEmpty(hints.namespace) ?? identity?.token.Namespace ?? DEFAULT_NAMESPACE;
   return {

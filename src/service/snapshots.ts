@@ -1,3 +1,5 @@
+import { actorOf, audited } from './audited.js';
+import type { AuditActor } from '../observability/audit.js';
 import { readFile } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import type { SnapshotRestoreResponse } from '../api/schemas.js';
@@ -6,28 +8,31 @@ import { WatchwordError, invalid } from '../domain/errors.js';
 import { generateID } from '../domain/ids.js';
 import type { TokenRecord } from '../domain/types.js';
 import { SnapshotError, type SnapshotContent, readSnapshot, snapshotStream } from '../store/snapshot.js';
-import { authMethodID } from '../store/schema.js';
+import { type RecordTypes, TABLE_DEFS, TABLE_NAMES, type TableName } from '../store/schema.js';
 import { checkGlobalObjects, checkTokens, withRecomputedHashes } from '../domain/snapshot-invariants.js';
-import type { Store } from '../store/store.js';
+import type { Store, Tx } from '../store/store.js';
 import type { AclResolver, Identity } from './acl-resolver.js';
 import type { RequestContext } from './context.js';
-
 
 export interface SnapshotServiceOptions {
   datacenter: string;
   primaryDatacenter: string;
   isPrimary: boolean;
+  /** Records an audit event that changes nothing in the store (a snapshot save). */
+  audit?: (type: string, actor: AuditActor, details: Record<string, unknown>) => void;
 }
 
 /** The permission snapshots need (as Consul's: operator write), plus acl write since they hold every secret. */
 function requireSnapshotRights(identity: Identity): void {
   const who = identity.anonymous ? 'anonymous token' : `token with AccessorID '${identity.token.AccessorID}'`;
-  if (!identity.authorizer.canWrite('default', 'default')) throw new WatchwordError('PERMISSION_DENIED', `Permission denied: ${who} lacks permission 'acl:write'`);
-  if (identity.authorizer.operatorAccess() !== 'write') throw new WatchwordError('PERMISSION_DENIED', `Permission denied: ${who} lacks permission 'operator:write'`);
+  if (!identity.authorizer.canWrite('default', 'default'))
+    throw new WatchwordError('PERMISSION_DENIED', `Permission denied: ${who} lacks permission 'acl:write'`);
+  if (identity.authorizer.operatorAccess() !== 'write')
+    throw new WatchwordError('PERMISSION_DENIED', `Permission denied: ${who} lacks permission 'operator:write'`);
 }
 
 /**
- * Backup and restore (SPEC §12). A snapshot is this datacenter's state at one index:
+ * Backup and restore (README, "Configuration" (Backup and restore)). A snapshot is this datacenter's state at one index:
  * every global object and its Local tokens. The primary restores both (and starts a new
  * change log, so every secondary converges on the restored state); a secondary
  * restores only its Local tokens, since its global objects come from the primary.
@@ -41,24 +46,25 @@ export class SnapshotService {
   ) {}
 
   async save(ctx: RequestContext): Promise<{ stream: Readable; index: number }> {
-    requireSnapshotRights(await this.resolver.resolve(ctx.secret, ctx.client));
+    const identity = await this.resolver.resolve(ctx.secret, ctx.client);
+    requireSnapshotRights(identity);
     // Records are never changed in place: these references are a consistent view.
     const snap = this.store.snapshotGlobal();
     const locals = this.store.reader.localTokens();
+    this.options.audit?.('snapshot-save', actorOf(ctx, identity), {
+      Index: this.store.currentIndex(),
+      Counts: { ...countsOf(snap), tokens: snap.tokens.length + locals.length },
+    });
     return {
       index: this.store.currentIndex(),
       stream: snapshotStream(
         {
+          ...snap,
           datacenter: this.options.datacenter,
           primary: this.options.isPrimary,
           index: this.store.currentIndex(),
           logID: this.store.logID,
           tokens: [...snap.tokens, ...locals],
-          policies: snap.policies,
-          roles: snap.roles,
-          authMethods: snap.authMethods,
-          bindingRules: snap.bindingRules,
-          bootstrap: snap.bootstrap,
         },
         new Date(this.clock.now()),
       ),
@@ -76,7 +82,8 @@ export class SnapshotService {
   }
 
   async restore(ctx: RequestContext, file: Buffer): Promise<SnapshotRestoreResponse> {
-    requireSnapshotRights(await this.resolver.resolve(ctx.secret, ctx.client));
+    const identity = await this.resolver.resolve(ctx.secret, ctx.client);
+    requireSnapshotRights(identity);
     let content: SnapshotContent;
     try {
       content = readSnapshot(file);
@@ -97,50 +104,37 @@ export class SnapshotService {
     checkTokens(content.tokens.filter((t) => (t.Local ? restoreLocal : restoreGlobal)));
     content = withRecomputedHashes(content);
     let skipped = 0;
-    const index = await this.store.transact((tx) => {
-      tx.nextIndex();
-      // Deletes first, so a restored record may take over an ID or name they free.
-      if (restoreGlobal) {
-        const keep = (ids: Iterable<string>) => new Set(ids);
-        const policies = keep(content.policies.map((p) => p.ID));
-        const roles = keep(content.roles.map((x) => x.ID));
-        const tokens = keep(content.tokens.filter((t) => !t.Local).map((t) => t.AccessorID));
-        for (const p of tx.allRecords('policies')) if (!policies.has(p.ID)) tx.deletePolicy(p.ID);
-        for (const x of tx.allRecords('roles')) if (!roles.has(x.ID)) tx.deleteRole(x.ID);
-        const methods = keep(content.authMethods.map((m) => authMethodID(m.Partition, m.Namespace, m.Name)));
-        const rules = keep(content.bindingRules.map((r) => r.ID));
-        for (const m of tx.allRecords('authMethods')) {
-          const id = authMethodID(m.Partition, m.Namespace, m.Name);
-          if (!methods.has(id)) tx.deleteAuthMethod(id);
+    const index = await this.store.transact(
+      (tx) => {
+        tx.nextIndex();
+        // Deletes first, so a restored record may take over an ID or name they free.
+        if (restoreGlobal) for (const t of TABLE_NAMES) deleteGlobalNotIn(tx, t, content[t]);
+        if (restoreLocal) {
+          const tokens = new Set(content.tokens.filter((t) => t.Local).map((t) => t.AccessorID));
+          for (const t of tx.allRecords('tokens')) if (t.Local && !tokens.has(t.AccessorID)) tx.del('tokens', t.AccessorID);
         }
-        for (const r of tx.allRecords('bindingRules')) if (!rules.has(r.ID)) tx.deleteBindingRule(r.ID);
-        for (const t of tx.allRecords('tokens')) if (!t.Local && !tokens.has(t.AccessorID)) tx.deleteToken(t.AccessorID);
-      }
-      if (restoreLocal) {
-        const tokens = new Set(content.tokens.filter((t) => t.Local).map((t) => t.AccessorID));
-        for (const t of tx.allRecords('tokens')) if (t.Local && !tokens.has(t.AccessorID)) tx.deleteToken(t.AccessorID);
-      }
-      if (restoreGlobal) {
-        for (const p of content.policies) tx.putPolicy(p);
-        for (const x of content.roles) tx.putRole(x);
-        for (const m of content.authMethods) tx.putAuthMethod(m);
-        for (const r of content.bindingRules) tx.putBindingRule(r);
-        for (const t of content.tokens) if (!t.Local) tx.putToken(t);
-        if (content.bootstrap) tx.putBootstrap(content.bootstrap);
-      }
-      if (restoreLocal) {
-        for (const t of content.tokens) {
-          if (!t.Local) continue;
-          if (this.heldByGlobal(tx, t)) {
-            skipped++;
-            continue;
+        if (restoreGlobal) {
+          // In the table list's order: what tokens and rules link to first.
+          for (const t of TABLE_NAMES) putGlobal(tx, t, content[t]);
+          if (content.bootstrap) tx.putBootstrap(content.bootstrap);
+        }
+        if (restoreLocal) {
+          for (const t of content.tokens) {
+            if (!t.Local) continue;
+            if (this.heldByGlobal(tx, t)) {
+              skipped++;
+              continue;
+            }
+            tx.put('tokens', t);
           }
-          tx.putToken(t);
         }
-      }
-      if (restoreGlobal) tx.resetLog(generateID());
-      return tx.index;
-    });
+        if (restoreGlobal) tx.resetLog(generateID());
+        return tx.index;
+      },
+      audited(ctx, identity, 'snapshot-restore', {
+        Counts: countsOf(content),
+      }),
+    );
     const restored: SnapshotRestoreResponse['Restored'] = restoreGlobal && restoreLocal ? 'all' : restoreGlobal ? 'global' : 'local-tokens';
     const message =
       restored === 'all'
@@ -160,9 +154,30 @@ export class SnapshotService {
   }
 
   /** Whether a global token here already uses a Local token's AccessorID or SecretID. */
-  private heldByGlobal(tx: { getToken(id: string): TokenRecord | undefined; getTokenBySecret(s: string): TokenRecord | undefined }, t: TokenRecord): boolean {
+  private heldByGlobal(
+    tx: { getToken(id: string): TokenRecord | undefined; getTokenBySecret(s: string): TokenRecord | undefined },
+    t: TokenRecord,
+  ): boolean {
     const byID = tx.getToken(t.AccessorID);
     const bySecret = tx.getTokenBySecret(t.SecretID);
     return (byID !== undefined && !byID.Local) || (bySecret !== undefined && !bySecret.Local && bySecret.AccessorID !== t.AccessorID);
   }
+}
+
+/** Records per table, as the audit line counts them. */
+function countsOf(records: { readonly [T in TableName]: readonly unknown[] }): Record<TableName, number> {
+  return Object.fromEntries(TABLE_NAMES.map((t) => [t, records[t].length])) as Record<TableName, number>;
+}
+
+/** Deletes the global records of table `t` (never a Local token) that `wanted` does not hold. */
+function deleteGlobalNotIn<T extends TableName>(tx: Tx, t: T, wanted: readonly RecordTypes[T][]): void {
+  const def = TABLE_DEFS[t];
+  const keep = new Set(wanted.map((r) => def.id(r)));
+  for (const r of tx.allRecords(t)) if (def.isGlobal(r) && !keep.has(def.id(r))) tx.del(t, def.id(r));
+}
+
+/** Writes the global records of `wanted` (Local tokens are restored on their own). */
+function putGlobal<T extends TableName>(tx: Tx, t: T, wanted: readonly RecordTypes[T][]): void {
+  const def = TABLE_DEFS[t];
+  for (const r of wanted) if (def.isGlobal(r)) tx.put(t, r);
 }

@@ -39,7 +39,11 @@ export class TemplatedPolicyService {
   async preview(ctx: RequestContext, name: string, variables: { Name?: string }): Promise<SyntheticPolicy> {
     await authorize(this.resolver, ctx, 'read');
     this.find(name);
-    const [link] = normalizeTemplatedPolicies([{ TemplateName: name, TemplateVariables: variables.Name === undefined ? {} : { Name: variables.Name } }], 'token', false);
+    const [link] = normalizeTemplatedPolicies(
+      [{ TemplateName: name, TemplateVariables: variables.Name === undefined ? {} : { Name: variables.Name } }],
+      'token',
+      false,
+    );
     return templatedPolicy(link as NonNullable<typeof link>);
   }
 }

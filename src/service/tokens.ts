@@ -1,5 +1,6 @@
+import { audited } from './audited.js';
 import type { Clock } from '../domain/clock.js';
-import { conflict, invalid, notFound, notPermitted } from '../domain/errors.js';
+import { conflict, invalid, missingTarget, notFound, notPermitted } from '../domain/errors.js';
 import { type ExpiryLimits, isExpired, resolveExpiration } from '../domain/expiry.js';
 import { normalizeNodeIdentities, normalizeServiceIdentities, normalizeTemplatedPolicies } from '../domain/grants.js';
 import { tokenHash } from '../domain/hash.js';
@@ -57,6 +58,7 @@ interface SerializedViews {
 }
 
 const notFoundToken = (id: string) => notFound(`Cannot find token ${JSON.stringify(id)}`);
+const missingToken = (id: string) => missingTarget(`Cannot find token ${JSON.stringify(id)}`);
 
 export class TokenService {
   /** Serialised views by record (see viewText). */
@@ -75,7 +77,11 @@ export class TokenService {
 
   /** The response view: names resolved now, secret shown only to acl:write in the token's scope. */
   view(token: TokenRecord, showSecret: boolean): TokenView {
-    return tokenView(token, { policies: namedLinks(this.reader, 'policy', token.Policies), roles: namedLinks(this.reader, 'role', token.Roles) }, showSecret);
+    return tokenView(
+      token,
+      { policies: namedLinks(this.reader, 'policy', token.Policies), roles: namedLinks(this.reader, 'role', token.Roles) },
+      showSecret,
+    );
   }
 
   private canSeeSecret(identity: Identity, token: TokenRecord): boolean {
@@ -98,7 +104,12 @@ export class TokenService {
    * The view as JSON text, serialised once per token version: records are replaced on
    * every change, and link names can only change with the policy or role table index.
    */
-  viewText(token: TokenRecord, showSecret: boolean, policies = this.store.tableIndex('policies'), roles = this.store.tableIndex('roles')): JSONText {
+  viewText(
+    token: TokenRecord,
+    showSecret: boolean,
+    policies = this.store.tableIndex('policies'),
+    roles = this.store.tableIndex('roles'),
+  ): JSONText {
     const cached = this.views(token, policies, roles);
     if (showSecret) return (cached.shown ??= new JSONText(JSON.stringify(this.view(token, true))));
     return (cached.hidden ??= new JSONText(JSON.stringify(this.view(token, false))));
@@ -199,7 +210,7 @@ export class TokenService {
   }
 
   async create(ctx: RequestContext, input: TokenInput): Promise<WriteResult<TokenView>> {
-    const { scope } = await authorize(this.resolver, ctx, 'write', input);
+    const { identity, scope } = await authorize(this.resolver, ctx, 'write', input);
     const now = this.clock.now();
     const accessorID = input.AccessorID || undefined;
     const secretID = input.SecretID || undefined;
@@ -208,89 +219,121 @@ export class TokenService {
     if (accessorID !== undefined && accessorID === secretID) throw invalid('Invalid Token: AccessorID and SecretID must differ');
     if (input.AuthMethod || input.AuthMethodNamespace) throw invalid('AuthMethod field is disallowed outside of login');
     const expires = resolveExpiration(
-      { ...(input.ExpirationTTL !== undefined ? { ttl: input.ExpirationTTL } : {}), ...(input.ExpirationTime !== undefined ? { time: input.ExpirationTime } : {}) },
+      {
+        ...(input.ExpirationTTL !== undefined ? { ttl: input.ExpirationTTL } : {}),
+        ...(input.ExpirationTime !== undefined ? { time: input.ExpirationTime } : {}),
+      },
       now,
       this.options.limits,
     );
     const local = input.Local ?? false;
     const grants = normalizeGrants(input, local);
     await this.checkChosenIDs({ ...(accessorID ? { accessor: accessorID } : {}), ...(secretID ? { secret: secretID } : {}) }, local);
-    const { token, links } = await this.store.transact((tx) => {
-      const taken = tokenIDTaken(tx);
-      if (accessorID !== undefined && taken(accessorID)) throw conflict('Invalid Token: AccessorID is already in use');
-      if (secretID !== undefined && taken(secretID)) throw conflict('Invalid Token: SecretID is already in use');
-      const accessor = accessorID ?? freshID(taken);
-      const secret = secretID ?? freshID(taken);
-      const policies = resolveLinks(tx, 'policy', input.Policies, scope);
-      const roles = resolveLinks(tx, 'role', input.Roles, scope);
-      const base = { Description: input.Description ?? '', Policies: policies.ids, Roles: roles.ids, ...grants, Local: local };
-      const record = tx.putToken(newTokenRecord({ AccessorID: accessor, SecretID: secret, content: base, ...(expires !== undefined ? { expires } : {}), now, scope }));
-      return { token: record, links: { policies: policies.named, roles: roles.named } };
-    });
+    const { token, links } = await this.store.transact(
+      (tx) => {
+        const taken = tokenIDTaken(tx);
+        if (accessorID !== undefined && taken(accessorID)) throw conflict('Invalid Token: AccessorID is already in use');
+        if (secretID !== undefined && taken(secretID)) throw conflict('Invalid Token: SecretID is already in use');
+        const accessor = accessorID ?? freshID(taken);
+        const secret = secretID ?? freshID(taken);
+        const policies = resolveLinks(tx, 'policy', input.Policies, scope);
+        const roles = resolveLinks(tx, 'role', input.Roles, scope);
+        const base = { Description: input.Description ?? '', Policies: policies.ids, Roles: roles.ids, ...grants, Local: local };
+        const record = tx.put(
+          'tokens',
+          newTokenRecord({
+            AccessorID: accessor,
+            SecretID: secret,
+            content: base,
+            ...(expires !== undefined ? { expires } : {}),
+            now,
+            scope,
+          }),
+        );
+        return { token: record, links: { policies: policies.named, roles: roles.named } };
+      },
+      audited(ctx, identity, 'token-create'),
+    );
     // newTokenRecord hashed this content a moment ago.
     return { value: tokenView(token, links, true, token.Hash), index: token.ModifyIndex };
   }
 
   async update(ctx: RequestContext, accessorID: string, input: TokenInput): Promise<WriteResult<TokenView>> {
-    const { scope } = await authorize(this.resolver, ctx, 'write', input);
+    const { identity, scope } = await authorize(this.resolver, ctx, 'write', input);
     if (input.AccessorID && input.AccessorID !== accessorID) throw invalid('Token Accessor ID in URL and payload do not match');
-    // A malformed ID names no token: the same 404 as every other verb on the path.
-    if (!isUUID(accessorID)) throw notFoundToken(accessorID);
+    // A malformed ID names no token: an update of it did nothing (400, as any missing token).
+    if (!isUUID(accessorID)) throw missingToken(accessorID);
     if (input.ExpirationTTL !== undefined && input.ExpirationTTL !== 0) throw invalid(`Cannot change expiration time of ${accessorID}`);
-    const { token, links } = await this.store.transact((tx) => {
-      const existing = this.live(tx.getToken(accessorID), scope);
-      if (!existing) throw notFoundToken(accessorID);
-      if (input.SecretID && input.SecretID !== existing.SecretID) throw invalid("Changing a token's SecretID is not permitted");
-      if ((input.Local ?? false) !== existing.Local) throw invalid(`Cannot toggle local mode of ${accessorID}`);
-      if (input.AuthMethod && input.AuthMethod !== existing.AuthMethod) throw invalid(`Cannot change AuthMethod of ${accessorID}`);
-      if (input.AuthMethodNamespace && input.AuthMethodNamespace !== (existing.AuthMethodNamespace ?? '')) {
-        throw invalid(`Cannot change AuthMethod of ${accessorID}`);
-      }
-      if (input.ExpirationTime !== undefined) {
-        const stored = existing.ExpirationTime === undefined ? undefined : Date.parse(existing.ExpirationTime);
-        if (stored !== input.ExpirationTime) throw invalid(`Cannot change expiration time of ${accessorID}`);
-      }
-      const policies = resolveLinks(tx, 'policy', input.Policies, scope);
-      const roles = resolveLinks(tx, 'role', input.Roles, scope);
-      const base = { Description: input.Description ?? '', Policies: policies.ids, Roles: roles.ids, ...normalizeGrants(input, existing.Local), Local: existing.Local };
-      const record = tx.putToken({ ...existing, ...base, Hash: tokenHash(base) });
-      return { token: record, links: { policies: policies.named, roles: roles.named } };
-    });
+    const { token, links } = await this.store.transact(
+      (tx) => {
+        const existing = this.live(tx.getToken(accessorID), scope);
+        if (!existing) throw missingToken(accessorID);
+        if (input.SecretID && input.SecretID !== existing.SecretID) throw invalid("Changing a token's SecretID is not permitted");
+        if ((input.Local ?? false) !== existing.Local) throw invalid(`Cannot toggle local mode of ${accessorID}`);
+        if (input.AuthMethod && input.AuthMethod !== existing.AuthMethod) throw invalid(`Cannot change AuthMethod of ${accessorID}`);
+        if (input.AuthMethodNamespace && input.AuthMethodNamespace !== (existing.AuthMethodNamespace ?? '')) {
+          throw invalid(`Cannot change AuthMethod of ${accessorID}`);
+        }
+        if (input.ExpirationTime !== undefined) {
+          const stored = existing.ExpirationTime === undefined ? undefined : Date.parse(existing.ExpirationTime);
+          if (stored !== input.ExpirationTime) throw invalid(`Cannot change expiration time of ${accessorID}`);
+        }
+        const policies = resolveLinks(tx, 'policy', input.Policies, scope);
+        const roles = resolveLinks(tx, 'role', input.Roles, scope);
+        const base = {
+          Description: input.Description ?? '',
+          Policies: policies.ids,
+          Roles: roles.ids,
+          ...normalizeGrants(input, existing.Local),
+          Local: existing.Local,
+        };
+        const record = tx.put('tokens', { ...existing, ...base, Hash: tokenHash(base) });
+        return { token: record, links: { policies: policies.named, roles: roles.named } };
+      },
+      audited(ctx, identity, 'token-update'),
+    );
     return { value: tokenView(token, links, true), index: token.ModifyIndex };
   }
 
   async clone(ctx: RequestContext, accessorID: string, input: CloneInput): Promise<WriteResult<TokenView>> {
-    const { scope } = await authorize(this.resolver, ctx, 'write', input);
+    const { identity, scope } = await authorize(this.resolver, ctx, 'write', input);
     const now = this.clock.now();
-    const { token, links } = await this.store.transact((tx) => {
-      const source = isUUID(accessorID) ? this.live(tx.getToken(accessorID), scope) : undefined;
-      if (!source) throw notFoundToken(accessorID);
-      if (source.AuthMethod) throw invalid('Cannot clone a token created from an auth method');
-      const expires = source.ExpirationTime === undefined ? undefined : resolveExpiration({ time: Date.parse(source.ExpirationTime) }, now, this.options.limits);
-      // Only live links are copied: a dangling link is invisible on the source too.
-      const policies = namedLinks(tx, 'policy', source.Policies);
-      const roles = namedLinks(tx, 'role', source.Roles);
-      const base = {
-        Description: input.Description ? input.Description : source.Description,
-        Policies: policies.map((l) => ({ ID: l.ID })),
-        Roles: roles.map((l) => ({ ID: l.ID })),
-        ServiceIdentities: source.ServiceIdentities,
-        NodeIdentities: source.NodeIdentities,
-        TemplatedPolicies: source.TemplatedPolicies,
-        Local: source.Local,
-      };
-      const record = tx.putToken(
-        newTokenRecord({
-          AccessorID: freshID(tokenIDTaken(tx)),
-          SecretID: freshID(tokenIDTaken(tx)),
-          content: base,
-          ...(expires !== undefined ? { expires } : {}),
-          now,
-          scope: { Namespace: source.Namespace, Partition: source.Partition },
-        }),
-      );
-      return { token: record, links: { policies, roles } };
-    });
+    const { token, links } = await this.store.transact(
+      (tx) => {
+        const source = isUUID(accessorID) ? this.live(tx.getToken(accessorID), scope) : undefined;
+        if (!source) throw missingToken(accessorID);
+        if (source.AuthMethod) throw invalid('Cannot clone a token created from an auth method');
+        const expires =
+          source.ExpirationTime === undefined
+            ? undefined
+            : resolveExpiration({ time: Date.parse(source.ExpirationTime) }, now, this.options.limits);
+        // Only live links are copied: a dangling link is invisible on the source too.
+        const policies = namedLinks(tx, 'policy', source.Policies);
+        const roles = namedLinks(tx, 'role', source.Roles);
+        const base = {
+          Description: input.Description ? input.Description : source.Description,
+          Policies: policies.map((l) => ({ ID: l.ID })),
+          Roles: roles.map((l) => ({ ID: l.ID })),
+          ServiceIdentities: source.ServiceIdentities,
+          NodeIdentities: source.NodeIdentities,
+          TemplatedPolicies: source.TemplatedPolicies,
+          Local: source.Local,
+        };
+        const record = tx.put(
+          'tokens',
+          newTokenRecord({
+            AccessorID: freshID(tokenIDTaken(tx)),
+            SecretID: freshID(tokenIDTaken(tx)),
+            content: base,
+            ...(expires !== undefined ? { expires } : {}),
+            now,
+            scope: { Namespace: source.Namespace, Partition: source.Partition },
+          }),
+        );
+        return { token: record, links: { policies, roles } };
+      },
+      audited(ctx, identity, 'token-clone'),
+    );
     return { value: tokenView(token, links, true), index: token.ModifyIndex };
   }
 
@@ -299,16 +342,19 @@ export class TokenService {
     if (!isUUID(accessorID)) throw notFoundToken(accessorID);
     if (accessorID.toLowerCase() === ANONYMOUS_TOKEN_ID) throw notPermitted('Delete operation not permitted on the anonymous token');
     let index = this.store.currentIndex();
-    const deleted = await this.store.transact((tx) => {
-      const existing = tx.getToken(accessorID);
-      // Expired tokens can still be deleted; tokens of another scope are not visible here.
-      if (!existing || existing.Namespace !== scope.Namespace || existing.Partition !== scope.Partition) return false;
-      if (identity.secret !== '' && existing.SecretID === identity.secret) {
-        throw notPermitted("Deletion of the request's authorization token is not permitted");
-      }
-      index = tx.index;
-      return tx.deleteToken(accessorID);
-    });
+    const deleted = await this.store.transact(
+      (tx) => {
+        const existing = tx.getToken(accessorID);
+        // Expired tokens can still be deleted; tokens of another scope are not visible here.
+        if (!existing || existing.Namespace !== scope.Namespace || existing.Partition !== scope.Partition) return false;
+        if (identity.secret !== '' && existing.SecretID === identity.secret) {
+          throw notPermitted("Deletion of the request's authorization token is not permitted");
+        }
+        index = tx.index;
+        return tx.del('tokens', accessorID);
+      },
+      audited(ctx, identity, 'token-delete'),
+    );
     return { value: deleted, index: Math.max(index, 1) };
   }
 }
@@ -319,7 +365,6 @@ function checkNewID(field: 'AccessorID' | 'SecretID', id: string | undefined): v
   if (isReservedID(id)) throw invalid(`Invalid Token: UUIDs with the prefix ${JSON.stringify(RESERVED_PREFIX)} are reserved`);
 }
 
-
 function normalizeGrants(input: TokenInput, local: boolean) {
   return {
     ServiceIdentities: normalizeServiceIdentities(input.ServiceIdentities ?? [], 'token', local),
@@ -327,4 +372,3 @@ function normalizeGrants(input: TokenInput, local: boolean) {
     TemplatedPolicies: normalizeTemplatedPolicies(input.TemplatedPolicies ?? [], 'token', local),
   };
 }
-

@@ -64,7 +64,12 @@ function compact<T extends object>(obj: T): T {
  * `hash`: the content hash when the caller has just computed it from this record's content
  * (a create); otherwise it is computed here, never taken from the stored field.
  */
-export function tokenView(t: TokenRecord, links: { policies: NamedLink[]; roles: NamedLink[] }, showSecret: boolean, hash?: string): TokenView {
+export function tokenView(
+  t: TokenRecord,
+  links: { policies: NamedLink[]; roles: NamedLink[] },
+  showSecret: boolean,
+  hash?: string,
+): TokenView {
   return compact<TokenView>({
     AccessorID: t.AccessorID,
     SecretID: showSecret ? t.SecretID : REDACTED,
@@ -79,7 +84,7 @@ export function tokenView(t: TokenRecord, links: { policies: NamedLink[]; roles:
     AuthMethodNamespace: t.AuthMethod ? t.AuthMethodNamespace : undefined,
     ExpirationTime: t.ExpirationTime,
     CreateTime: t.CreateTime,
-    // From the content, not the stored field: a hash is never taken on trust (SPEC §18).
+    // From the content, not the stored field: a hash is never taken on trust (README, "Security").
     Hash: hash ?? tokenHash(t),
     Namespace: t.Namespace,
     Partition: t.Partition,

@@ -4,7 +4,18 @@ import type { Scope } from '../domain/types.js';
 import { type MemTable, type Tables, newTables } from './memory.js';
 import { RECORD_CHECKS } from './record-check.js';
 import { bootstrapStateSchema, decodeRaw, decodeWith, encode } from './records.js';
-import { FORMAT1_COUNT_PREFIX, FORMAT1_INDEX_PREFIXES, FORMAT_VERSION, META, SEP as SEP_CHAR, TABLES, TABLE_NAMES, type TableDef, type TableName, key, prefixEnd } from './schema.js';
+import {
+  FORMAT1_COUNT_PREFIX,
+  FORMAT1_INDEX_PREFIXES,
+  FORMAT_VERSION,
+  META,
+  SEP as SEP_CHAR,
+  TABLES,
+  TABLE_NAMES,
+  type TableName,
+  key,
+  prefixEnd,
+} from './schema.js';
 import type { WatchTable } from './store.js';
 
 /**
@@ -51,7 +62,8 @@ export function decodePair(k: string, v: Uint8Array | null): DecodedPair {
     } catch (err) {
       throw new WatchwordError('INTERNAL', `a replicated ${table.slice(0, -1)} ${id} cannot be decoded: ${(err as Error).message}`);
     }
-    if (!RECORD_CHECKS[table](record)) throw new WatchwordError('INTERNAL', `a replicated ${table.slice(0, -1)} ${id} is not a well-formed record`);
+    if (!RECORD_CHECKS[table](record))
+      throw new WatchwordError('INTERNAL', `a replicated ${table.slice(0, -1)} ${id} is not a well-formed record`);
     return { kind: 'record', table, id, record };
   }
   if (k.startsWith(META_PREFIX)) {
@@ -86,7 +98,7 @@ export async function readState(db: Level<string, Uint8Array>): Promise<DiskStat
     return v;
   };
   for (const name of TABLE_NAMES) {
-    const def = TABLES[name] as TableDef<Scope & object, string>;
+    const def = TABLES[name];
     const table = tables[name] as AnyTable;
     const prefix = key(def.prefix, '');
     const check = RECORD_CHECKS[name];
@@ -103,11 +115,20 @@ export async function readState(db: Level<string, Uint8Array>): Promise<DiskStat
           try {
             record = decodeRaw(v);
           } catch (err) {
-            throw new WatchwordError('INTERNAL', `a stored ${name.slice(0, -1)} is corrupt (${table.size} read before it): ${(err as Error).message}`, { cause: err });
+            throw new WatchwordError(
+              'INTERNAL',
+              `a stored ${name.slice(0, -1)} is corrupt (${table.size} read before it): ${(err as Error).message}`,
+              { cause: err },
+            );
           }
           if (!check(record)) {
-            const id = (record as Record<string, unknown> | null)?.[name === 'tokens' ? 'AccessorID' : name === 'authMethods' ? 'Name' : 'ID'];
-            throw new WatchwordError('INTERNAL', `stored ${name.slice(0, -1)} ${typeof id === 'string' ? id : '(no ID)'} is corrupt: not a well-formed record`);
+            const id = (record as Record<string, unknown> | null)?.[
+              name === 'tokens' ? 'AccessorID' : name === 'authMethods' ? 'Name' : 'ID'
+            ];
+            throw new WatchwordError(
+              'INTERNAL',
+              `stored ${name.slice(0, -1)} ${typeof id === 'string' ? id : '(no ID)'} is corrupt: not a well-formed record`,
+            );
           }
           // Namespaces and partitions repeat across records: keep one copy of each.
           (record as Scope).Namespace = shared((record as Scope).Namespace);
@@ -135,7 +156,10 @@ export async function claimDatacenter(db: Level<string, Uint8Array>, dir: string
   }
   const owner = String(decodeRaw(bytes));
   if (owner !== datacenter) {
-    throw new WatchwordError('INTERNAL', `the store in ${dir} belongs to datacenter ${owner}, not ${datacenter}; start it as ${owner} or give ${datacenter} a data dir of its own`);
+    throw new WatchwordError(
+      'INTERNAL',
+      `the store in ${dir} belongs to datacenter ${owner}, not ${datacenter}; start it as ${owner} or give ${datacenter} a data dir of its own`,
+    );
   }
 }
 
@@ -148,7 +172,10 @@ export async function upgradeFormat(db: Level<string, Uint8Array>, dir: string, 
   const bytes = await db.get(META.format);
   const format = bytes === undefined ? undefined : Number(decodeRaw(bytes));
   if (format !== undefined && !(format >= 1 && format <= FORMAT_VERSION)) {
-    throw new WatchwordError('INTERNAL', `the store in ${dir} has format ${format}, newer than this build reads (${FORMAT_VERSION}); run a newer watchword`);
+    throw new WatchwordError(
+      'INTERNAL',
+      `the store in ${dir} has format ${format}, newer than this build reads (${FORMAT_VERSION}); run a newer watchword`,
+    );
   }
   if (format === FORMAT_VERSION) return;
   for (const prefix of [...FORMAT1_INDEX_PREFIXES, FORMAT1_COUNT_PREFIX]) {

@@ -28,6 +28,8 @@ export interface Applied {
   entries: LogEntry[];
   /** The changes started a new change log. */
   logReset: boolean;
+  /** HA: not confirmed by the synchronous followers (see CommitEvent). */
+  unconfirmed?: boolean;
 }
 
 /**

@@ -1,16 +1,18 @@
-import type { Level } from 'level';
 import { isWatchwordError } from '../domain/errors.js';
 import type { DurableChange, DurableState } from './durable-state.js';
 import type { LayerEntry } from './memory.js';
 import { encode } from './records.js';
 import { META } from './schema.js';
-import type { BatchReplicator, Durability, WatchTable } from './store.js';
+import type { AuditActor } from '../domain/types.js';
+import type { AuditSink, BatchReplicator, Durability, WatchTable } from './store.js';
 
 export type BatchOp = { type: 'put'; key: string; value: Uint8Array } | { type: 'del'; key: string };
 
 /** A transaction accepted and waiting for its group's write. */
 export interface QueuedCommit extends DurableChange {
   ops: BatchOp[];
+  /** Its audit line's content (the store adds the objects changed and the index). */
+  audit?: { type: string; actor: AuditActor; details: Record<string, unknown> };
   /** Layer entries this commit put in `pending`, dropped once durable. */
   layer: Array<[string, LayerEntry]>;
   tables: Map<WatchTable, number>;
@@ -19,16 +21,27 @@ export interface QueuedCommit extends DurableChange {
   reject: (err: unknown) => void;
 }
 
+/** One atomic write of the disk (LevelDB's chained batch; the simulation's has the same shape). */
+export interface WriteBatch {
+  put(key: string, value: Uint8Array): unknown;
+  del(key: string): unknown;
+  write(options: { sync: boolean }): Promise<void>;
+  close(): Promise<void>;
+}
+
 export interface CommitterOptions {
-  db: Level<string, Uint8Array>;
+  db: { batch(): WriteBatch };
   durability: Durability;
   /** Tests only: makes disk writes fail on demand. */
   faults?: { writeError?: () => Error | undefined };
-  state: DurableState;
+  /** Where the committed state stands in the batch history (HA); the writer moves it. */
+  state: Pick<DurableState, 'seq' | 'term'>;
   /** HA leader: copies every group to the followers (undefined otherwise). */
   replicator(): BatchReplicator | undefined;
-  /** A group is on disk (and on the synchronous followers, unless `remoteError`): apply and answer. */
-  durable(group: QueuedCommit[], remoteError: unknown): void;
+  /** Where the groups' audit lines go (undefined: no audit log). */
+  audit?: () => AuditSink | undefined;
+  /** A group is on disk (and on the synchronous followers, unless `remoteError`): apply and answer. `seq`: its batch (HA leader). */
+  durable(group: QueuedCommit[], remoteError: unknown, seq: number | undefined): void;
   /** A write failed: nothing of `failed` is durable. */
   failed(err: unknown, failed: QueuedCommit[]): void;
 }
@@ -63,12 +76,16 @@ export class GroupCommitter {
     while (this.busy) await new Promise<void>((resolve) => setImmediate(resolve));
   }
 
-  /** Writes a group as one batch; resolves with the followers' error, if they failed it. */
-  private async write(group: QueuedCommit[]): Promise<unknown> {
+  /** Writes a group as one batch; resolves with the followers' error, if they failed it, and the batch's seq (HA leader). */
+  private async write(group: QueuedCommit[]): Promise<{ remoteError: unknown; seq?: number }> {
     const { db, state } = this.options;
     const replicator = this.options.replicator();
     // Fencing: a leader that may have lost its lease writes nothing more.
     replicator?.checkLeadership();
+    // Enforced auditing: the group's lines are durable before the group is; if they cannot be, it is refused.
+    const audit = this.options.audit?.();
+    const events = audit ? group.flatMap((c) => (c.audit ? [c.audit] : [])) : [];
+    if (audit?.mode === 'enforced' && events.length > 0) await audit.writeGroup(events);
     // The chained form: several times faster than the array form for big batches.
     const batch = db.batch();
     const pairs: Array<[string, Uint8Array | null]> | undefined = replicator ? [] : undefined;
@@ -99,7 +116,8 @@ export class GroupCommitter {
     const sync = this.options.durability === 'fsync' && group.some((c) => c.sync);
     if (!replicator || !pairs) {
       await batch.write({ sync });
-      return undefined;
+      if (audit?.mode === 'best-effort' && events.length > 0) void audit.writeGroup(events);
+      return { remoteError: undefined };
     }
     const seq = ++this.seq;
     const term = replicator.term();
@@ -118,7 +136,8 @@ export class GroupCommitter {
     }
     state.seq = seq;
     state.term = term;
-    return remote;
+    if (audit?.mode === 'best-effort' && events.length > 0) void audit.writeGroup(events);
+    return { remoteError: await remote, seq };
   }
 
   /** The writer: one group at a time, in order. */
@@ -130,8 +149,9 @@ export class GroupCommitter {
     let writing = this.write(group);
     for (;;) {
       let remoteError: unknown;
+      let seq: number | undefined;
       try {
-        remoteError = await writing;
+        ({ remoteError, seq } = await writing);
       } catch (err) {
         const failed = [...group, ...this.queue];
         this.queue = [];
@@ -153,7 +173,7 @@ export class GroupCommitter {
           remoteError = err;
         }
       }
-      this.options.durable(group, remoteError);
+      this.options.durable(group, remoteError, seq);
       if (next.length === 0) break;
       group = next;
     }
@@ -163,5 +183,5 @@ export class GroupCommitter {
   }
 }
 
-/** A fenced leader wrote nothing: its refusal is not a disk fault. */
-export const isFencing = (err: unknown): boolean => isWatchwordError(err) && err.code === 'NO_LEADER';
+/** A fenced leader, or an enforced audit log that could not be written, wrote nothing: the refusal is not a disk fault. */
+export const isFencing = (err: unknown): boolean => isWatchwordError(err) && (err.code === 'NO_LEADER' || err.code === 'AUDIT_UNAVAILABLE');

@@ -1,16 +1,42 @@
 import { Level } from 'level';
 import { WatchwordError } from '../domain/errors.js';
 import { generateID } from '../domain/ids.js';
-import type { BootstrapState, TokenRecord } from '../domain/types.js';
-import { claimDatacenter, decodePair, readState, upgradeFormat } from './disk-state.js';
+import type { BootstrapState } from '../domain/types.js';
+import { type DecodedPair, claimDatacenter, decodePair, readState, upgradeFormat } from './disk-state.js';
 import { type Applied, DurableState } from './durable-state.js';
 import { type BatchOp, GroupCommitter, type QueuedCommit, isFencing } from './group-commit.js';
 import { encodeLogEntry } from './log-encoding.js';
 import { LogTail } from './log-tail.js';
-import { type LayerEntry, TablesReader } from './memory.js';
+import { type LayerEntry, type Tables, TablesReader } from './memory.js';
 import { decodeRaw, encode } from './records.js';
-import { LOG_PREFIX, META, type TableName, logKey, prefixEnd, recordKey } from './schema.js';
-import type { BatchReplicator, CommitEvent, Durability, GlobalSnapshot, LogEntry, ServerBatch, ServerPosition, Store, TransactOptions, Tx, WatchTable } from './store.js';
+import {
+  LOG_PREFIX,
+  META,
+  type RecordTypes,
+  type RecordsByTable,
+  TABLE_DEFS,
+  TABLE_NAMES,
+  type TableName,
+  emptyRecords,
+  logKey,
+  prefixEnd,
+  recordKey,
+} from './schema.js';
+import type {
+  AuditRecord,
+  AuditSink,
+  BatchReplicator,
+  CommitEvent,
+  Durability,
+  GlobalSnapshot,
+  LogEntry,
+  ServerBatch,
+  ServerPosition,
+  Store,
+  TransactOptions,
+  Tx,
+  WatchTable,
+} from './store.js';
 import { StoreTx } from './store-tx.js';
 import { Watchers } from './watchers.js';
 import { causeText, storeUnavailable } from './write-errors.js';
@@ -29,6 +55,17 @@ export interface LevelStoreOptions {
   /** Tests only: makes disk writes fail on demand (an Error to throw, or undefined). */
   faults?: { writeError?: () => Error | undefined };
 }
+
+/** Audit kinds of the tables: what an audit line calls an object. */
+const AUDIT_KIND: Record<string, string> = {
+  tokens: 'token',
+  policies: 'policy',
+  roles: 'role',
+  authMethods: 'auth-method',
+  bindingRules: 'binding-rule',
+};
+/** At most this many objects are named in one audit line (a reaper batch can delete thousands); the rest are counted. */
+const AUDIT_OBJECTS = 100;
 
 /** The store's writable state: ok, or refusing writes while it recovers from a write error. */
 export interface StoreHealth {
@@ -63,8 +100,14 @@ export class LevelStore implements Store {
   private closed = false;
   /** HA: copies every group to the followers (leader), or unset (single server, follower). */
   private replicator: BatchReplicator | undefined;
+  /** Where audited changes' lines go (README: Audit log); unset: none. */
+  private auditSink: AuditSink | undefined;
   /** HA: a follower takes batches from its leader and refuses transactions. */
   private follower = false;
+  /** HA follower: batches durable here that the leader has not committed yet, decoded, oldest first (not shown to readers). */
+  private uncommitted: Array<{ seq: number; decoded: DecodedPair[] }> = [];
+  /** HA follower: the leader committed every batch up to this one. */
+  private commitLimit = 0;
 
   private constructor(
     private readonly db: Level<string, Uint8Array>,
@@ -81,7 +124,8 @@ export class LevelStore implements Store {
       ...(options.faults ? { faults: options.faults } : {}),
       state: this.state,
       replicator: () => this.replicator,
-      durable: (group, remoteError) => this.complete(group, remoteError),
+      audit: () => this.auditSink,
+      durable: (group, remoteError, seq) => this.complete(group, remoteError, seq),
       // A fenced leader wrote nothing: refuse, but the disk is fine.
       failed: (err, failed) => (isFencing(err) ? this.refuseQueued(err, failed) : this.failWrites(err, failed)),
     });
@@ -115,13 +159,17 @@ export class LevelStore implements Store {
       await db.close().catch(() => undefined);
       if (err instanceof WatchwordError) throw err;
       // LevelDB's words name the damaged file.
-      throw new WatchwordError('INTERNAL', `the store in ${dir} is corrupt or unreadable: ${(err as Error).message.replace(/\s+/g, ' ')}`, { cause: err });
+      throw new WatchwordError('INTERNAL', `the store in ${dir} is corrupt or unreadable: ${(err as Error).message.replace(/\s+/g, ' ')}`, {
+        cause: err,
+      });
     }
   }
 
   /** Takes what the disk holds as the durable state (at open, after a recovery that finds more on disk, after a follower's snapshot). */
   private async reload(options: { indexesMayGoBack?: boolean } = {}): Promise<void> {
     this.state.adopt(await readState(this.db), options);
+    // What the disk holds is all in memory now.
+    this.uncommitted = [];
     this.reader.tables = this.state.tables;
     this.lastAllocated = this.state.index;
     this.committer.seq = Math.max(this.committer.seq, this.state.seq);
@@ -168,6 +216,11 @@ export class LevelStore implements Store {
     return { seq: this.state.seq, term: this.state.term };
   }
 
+  /** The audit log the changes' lines ride with (undefined: none). */
+  setAudit(sink: AuditSink | undefined): void {
+    this.auditSink = sink;
+  }
+
   /** HA leader: every group is copied to the followers through `replicator` (undefined: stop). */
   setReplicator(replicator: BatchReplicator | undefined): void {
     this.replicator = replicator;
@@ -175,6 +228,8 @@ export class LevelStore implements Store {
 
   /** HA: a follower refuses transactions and applies its leader's batches instead. */
   setFollower(follower: boolean): void {
+    // A follower becoming leader: what it holds is its history now, committed or not.
+    if (this.follower && !follower) this.commitServerBatches(Number.MAX_SAFE_INTEGER);
     this.follower = follower;
     // Change-log entries are read from disk until this server has written some itself.
     this.logTail.reset(this.state.index + 1);
@@ -201,16 +256,51 @@ export class LevelStore implements Store {
    * write is retried with backoff until the disk takes writes again.
    */
   private failWrites(err: unknown, failed: QueuedCommit[]): void {
+    // Not given out again: an HA leader sent the failed batch to its followers while writing it,
+    // and a follower that applied it must never see its indexes name other writes.
+    this.refuseQueued(storeUnavailable(err, false), failed, { keepIndexes: true });
+    this.writeFailed(err);
+  }
+
+  /**
+   * A LevelDB write failed: nothing is written again before the database is reopened.
+   * LevelDB's log writer does not survive a failed append (a full disk): its idea of where
+   * its blocks start no longer matches the file, and every record it appends afterwards,
+   * though the write reports success and is synced, is unreadable at the next open (a
+   * full disk then freed, without a reopen: 2,802 of 3,000 acknowledged writes gone).
+   */
+  private writeFailed(err: unknown): void {
+    if (this.unavailable) return;
     this.unavailable = { cause: err, since: Date.now() };
-    this.refuseQueued(storeUnavailable(err, false), failed);
     this.options.onAvailability?.(false, err);
     void this.recover();
   }
 
+  /** A follower's write of its leader's batches or snapshot: refused while the store recovers; a failure starts the recovery. */
+  private async writeReplica(batch: ReturnType<Level<string, Uint8Array>['batch']>): Promise<void> {
+    const injected = this.options.faults?.writeError?.();
+    try {
+      if (injected) {
+        await batch.close();
+        throw injected;
+      }
+      // A chained batch is closed by its write, whether it succeeded or not.
+      await batch.write({ sync: this.options.durability === 'fsync' });
+    } catch (err) {
+      this.writeFailed(err);
+      throw storeUnavailable(err, false);
+    }
+  }
+
+  private checkReplicaWritable(): void {
+    if (this.closed) throw new WatchwordError('INTERNAL', 'store is closed');
+    if (this.unavailable) throw storeUnavailable(this.unavailable.cause, true);
+  }
+
   /** Nothing of `failed` was written: each is refused with `err`, and what they left pending is forgotten. */
-  private refuseQueued(err: unknown, failed: QueuedCommit[]): void {
+  private refuseQueued(err: unknown, failed: QueuedCommit[], options: { keepIndexes?: boolean } = {}): void {
     this.pending.clear();
-    this.lastAllocated = this.state.index;
+    if (!options.keepIndexes) this.lastAllocated = this.state.index;
     for (const c of failed) c.reject(err);
   }
 
@@ -254,11 +344,33 @@ export class LevelStore implements Store {
       this.lastAllocated = before;
       return Promise.resolve(result);
     }
-    return this.enqueue(tx, options.sync ?? true).then(() => result);
+    return this.enqueue(tx, options.sync ?? true, options.audit).then(() => result);
+  }
+
+  /** A transaction's audit line: the record given, with every object the transaction changed and its index. */
+  private auditOf(tx: StoreTx, record: AuditRecord): NonNullable<QueuedCommit['audit']> {
+    const objects = tx.tableOps.slice(0, AUDIT_OBJECTS).map((op) => {
+      const r = op.record as { Name?: string; Namespace?: string; Partition?: string; Hash?: string } | null;
+      const o: Record<string, unknown> = { Kind: AUDIT_KIND[op.table] ?? op.table, ID: op.id };
+      if (r === null) o.Deleted = true;
+      else {
+        if (r.Name !== undefined && op.table !== 'authMethods') o.Name = r.Name;
+        if (r.Namespace !== undefined) o.Namespace = r.Namespace;
+        if (r.Partition !== undefined) o.Partition = r.Partition;
+        if (r.Hash !== undefined) o.Hash = r.Hash;
+      }
+      return o;
+    });
+    const more = tx.tableOps.length - objects.length;
+    return {
+      type: record.type,
+      actor: record.actor,
+      details: { ...record.details, Index: tx.lastIndex ?? this.state.index, Objects: objects, ...(more > 0 ? { MoreObjects: more } : {}) },
+    };
   }
 
   /** A transaction as batch operations, its records encoded once (the change log embeds the same bytes). */
-  private enqueue(tx: StoreTx, sync: boolean): Promise<void> {
+  private enqueue(tx: StoreTx, sync: boolean, audit?: AuditRecord): Promise<void> {
     const entries = tx.logEntries();
     const ops: BatchOp[] = [];
     const encoded = new Map<unknown, Uint8Array>();
@@ -273,17 +385,31 @@ export class LevelStore implements Store {
       }
     }
     for (const [k, v] of tx.meta) ops.push({ type: 'put', key: k, value: encode(v) });
-    if (this.options.changeLog) for (const entry of entries) ops.push({ type: 'put', key: logKey(entry.Index), value: encodeLogEntry(entry, encoded) });
+    if (this.options.changeLog)
+      for (const entry of entries) ops.push({ type: 'put', key: logKey(entry.Index), value: encodeLogEntry(entry, encoded) });
     const layer = [...tx.layer];
     for (const [k, e] of layer) this.pending.set(k, e);
     const newLogID = tx.newLogID;
     return new Promise<void>((resolve, reject) => {
-      this.committer.push({ ops, tableOps: tx.tableOps, meta: tx.meta, layer, index: tx.lastIndex ?? 0, tables: tx.touched, entries, sync, resolve, reject, ...(newLogID !== undefined ? { newLogID } : {}) });
+      this.committer.push({
+        ops,
+        tableOps: tx.tableOps,
+        meta: tx.meta,
+        layer,
+        index: tx.lastIndex ?? 0,
+        tables: tx.touched,
+        entries,
+        sync,
+        resolve,
+        reject,
+        ...(newLogID !== undefined ? { newLogID } : {}),
+        ...(audit && this.auditSink ? { audit: this.auditOf(tx, audit) } : {}),
+      });
     });
   }
 
   /** A durable group: into memory, acknowledged, waiters and listeners told. */
-  private complete(group: QueuedCommit[], remoteError: unknown): void {
+  private complete(group: QueuedCommit[], remoteError: unknown, seq: number | undefined): void {
     const applied = this.state.applyCommits(group);
     for (const c of group) for (const [k, e] of c.layer) if (this.pending.get(k) === e) this.pending.delete(k);
     const reset = [...group].reverse().find((c) => c.newLogID !== undefined);
@@ -291,9 +417,12 @@ export class LevelStore implements Store {
     if (reset) this.logTail.reset(reset.index + 1);
     if (this.options.changeLog) this.logTail.remember(applied.entries);
     // Durable here, but not confirmed by the synchronous followers: the caller must not count on it.
-    for (const c of group) if (remoteError === undefined) c.resolve();
-    else c.reject(remoteError);
-    this.tell(applied);
+    for (const c of group)
+      if (remoteError === undefined) c.resolve();
+      else c.reject(remoteError);
+    this.tell(remoteError === undefined ? applied : { ...applied, unconfirmed: true });
+    // Followers show it from now on.
+    if (remoteError === undefined && seq !== undefined) this.replicator?.committed?.(seq);
   }
 
   /** Wakes the waiters and tells the listeners what became durable. */
@@ -301,8 +430,16 @@ export class LevelStore implements Store {
     if (whole) this.watchers.wakeAll();
     else this.watchers.wake(applied.tables);
     if (!this.watchers.listening) return;
-    const { from, tables, entries, logReset } = applied;
-    this.watchers.emit({ from, index: this.state.index, tables, entries, at: Date.now(), ...(logReset ? { logReset } : {}) });
+    const { from, tables, entries, logReset, unconfirmed } = applied;
+    this.watchers.emit({
+      from,
+      index: this.state.index,
+      tables,
+      entries,
+      at: Date.now(),
+      ...(logReset ? { logReset } : {}),
+      ...(unconfirmed ? { unconfirmed } : {}),
+    });
   }
 
   waitForTableIndex(table: WatchTable, index: number, signal?: AbortSignal): Promise<void> {
@@ -335,7 +472,18 @@ export class LevelStore implements Store {
       // Raw operations queued behind the accepted transactions.
       await new Promise<void>((resolve, reject) => {
         const ops: BatchOp[] = keys.map((k) => ({ type: 'del', key: k }));
-        this.committer.push({ ops, tableOps: [], meta: [[META.logTrimmed, upTo]], layer: [], index: 0, tables: new Map(), entries: [], sync: false, resolve, reject });
+        this.committer.push({
+          ops,
+          tableOps: [],
+          meta: [[META.logTrimmed, upTo]],
+          layer: [],
+          index: 0,
+          tables: new Map(),
+          entries: [],
+          sync: false,
+          resolve,
+          reject,
+        });
       });
       removed += keys.length;
       if (keys.length < chunk) break;
@@ -347,19 +495,10 @@ export class LevelStore implements Store {
   /** Every global object as of the durable index: records are immutable, so copying the references is a consistent view. */
   snapshotGlobal(): GlobalSnapshot {
     const tables = this.state.tables;
-    const tokens: TokenRecord[] = [];
-    for (const t of tables.tokens.rows.values()) if (!t.Local) tokens.push(t);
+    const records = emptyRecords();
+    for (const t of TABLE_NAMES) globalRecords(records, tables, t);
     const bootstrap = this.state.meta.get(META.bootstrap) as BootstrapState | undefined;
-    return {
-      logID: this.logID,
-      index: this.state.index,
-      tokens,
-      policies: [...tables.policies.rows.values()],
-      roles: [...tables.roles.rows.values()],
-      authMethods: [...tables.authMethods.rows.values()],
-      bindingRules: [...tables.bindingRules.rows.values()],
-      bootstrap: bootstrap ?? null,
-    };
+    return { logID: this.logID, index: this.state.index, ...records, bootstrap: bootstrap ?? null };
   }
 
   /** Change-log entries after `index`, up to `limit`: from memory when recent, else from disk. */
@@ -380,17 +519,29 @@ export class LevelStore implements Store {
    */
   async applyServerBatches(batches: ServerBatch[]): Promise<void> {
     if (!this.follower) throw new WatchwordError('INTERNAL', "only a follower applies its leader's batches");
-    if (this.closed) throw new WatchwordError('INTERNAL', 'store is closed');
+    this.checkReplicaWritable();
     const last = batches[batches.length - 1];
     if (!last) return;
-    const decoded = batches.flatMap((b) => b.ops.map(([k, v]) => decodePair(k, v)));
+    const decoded = batches.map((b) => ({ seq: b.seq, decoded: b.ops.map(([k, v]) => decodePair(k, v)) }));
     const batch = this.db.batch();
     for (const b of batches) for (const [k, v] of b.ops) v === null ? batch.del(k) : batch.put(k, v);
-    await batch.write({ sync: this.options.durability === 'fsync' });
+    await this.writeReplica(batch);
     this.committer.seq = Math.max(this.committer.seq, last.seq);
-    const applied = this.state.applyPairs(decoded);
     this.state.seq = last.seq;
     this.state.term = last.term;
+    // Durable (the leader may count on it), but shown to readers only once the leader committed it:
+    // a batch its leader never acknowledged may not be in the next leader's history.
+    for (const d of decoded) this.uncommitted.push(d);
+    this.commitServerBatches(this.commitLimit);
+  }
+
+  commitServerBatches(seq: number): void {
+    this.commitLimit = Math.max(this.commitLimit, seq);
+    let n = 0;
+    while (n < this.uncommitted.length && (this.uncommitted[n] as { seq: number }).seq <= this.commitLimit) n++;
+    if (n === 0) return;
+    const ready = this.uncommitted.splice(0, n);
+    const applied = this.state.applyPairs(ready.flatMap((r) => r.decoded));
     this.lastAllocated = this.state.index;
     this.logTail.reset(this.state.index + 1);
     this.tell(applied);
@@ -435,6 +586,7 @@ export class LevelStore implements Store {
    */
   async installServerSnapshot(pairs: Array<[string, Uint8Array]>, position: ServerPosition): Promise<void> {
     if (!this.follower) throw new WatchwordError('INTERNAL', 'only a follower installs a snapshot');
+    this.checkReplicaWritable();
     for (const [k, v] of pairs) decodePair(k, v);
     const incoming = new Set(pairs.map(([k]) => k));
     const batch = this.db.batch();
@@ -442,9 +594,10 @@ export class LevelStore implements Store {
     for (const [k, v] of pairs) batch.put(k, v);
     batch.put(META.serverSeq, encode(position.seq));
     batch.put(META.serverTerm, encode(position.term));
-    await batch.write({ sync: this.options.durability === 'fsync' });
+    await this.writeReplica(batch);
     const from = this.state.index;
     await this.reload({ indexesMayGoBack: true });
+    this.commitLimit = Math.max(this.commitLimit, position.seq);
     this.state.seq = position.seq;
     this.state.term = position.term;
     this.committer.seq = Math.max(this.committer.seq, position.seq);
@@ -464,4 +617,12 @@ export class LevelStore implements Store {
     this.watchers.wakeAll();
     if (this.db.status === 'open' || this.db.status === 'opening') await this.db.close();
   }
+}
+
+/** The records of table `t` that enter the change log (every one but Local tokens). */
+function globalRecords<T extends TableName>(into: RecordsByTable, tables: Tables, t: T): void {
+  const def = TABLE_DEFS[t];
+  const out: Array<RecordTypes[T]> = into[t];
+  const rows: Map<string, RecordTypes[T]> = tables[t].rows;
+  for (const r of rows.values()) if (def.isGlobal(r)) out.push(r);
 }

@@ -34,4 +34,3 @@ export function encodeLogEntry(entry: LogEntry, encoded: ReadonlyMap<unknown, Ui
   }
   return Buffer.concat(parts);
 }
-

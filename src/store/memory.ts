@@ -1,5 +1,17 @@
 import type { AuthMethodRecord, BindingRuleRecord, BootstrapState, PolicyRecord, RoleRecord, Scope, TokenRecord } from '../domain/types.js';
-import { type IndexDef, type IndexName, type RecordTypes, TABLES, type TableDef, type TableName, authMethodID, nameKey, scopeKey, SEP } from './schema.js';
+import {
+  type IndexDef,
+  type IndexName,
+  type RecordTypes,
+  TABLE_DEFS,
+  TABLE_NAMES,
+  type TableDef,
+  type TableName,
+  authMethodID,
+  nameKey,
+  scopeKey,
+  SEP,
+} from './schema.js';
 
 /**
  * One table in memory: its records by ID and every index its TableDef declares.
@@ -168,13 +180,12 @@ export class MemTable<R, I extends string> {
 
 export type Tables = { [T in TableName]: MemTable<RecordTypes[T], IndexName<T>> };
 
-export const newTables = (): Tables => ({
-  tokens: new MemTable(TABLES.tokens),
-  policies: new MemTable(TABLES.policies),
-  roles: new MemTable(TABLES.roles),
-  authMethods: new MemTable(TABLES.authMethods),
-  bindingRules: new MemTable(TABLES.bindingRules),
-});
+/** An empty in-memory table for every table of the list. */
+export const newTables = (): Tables => Object.fromEntries(TABLE_NAMES.map((t) => [t, memTable(t)])) as unknown as Tables;
+
+function memTable<T extends TableName>(t: T): MemTable<RecordTypes[T], string> {
+  return new MemTable<RecordTypes[T], string>(TABLE_DEFS[t]);
+}
 
 /** Token list filters; at most one of policy/role/serviceName/authMethod/localOnly is used. */
 export interface TokenQuery {
@@ -310,9 +321,14 @@ export class TablesReader implements StateReader {
     return sorted ? out : out.sort((a, b) => byID(a.AccessorID, b.AccessorID));
   }
 
-  private inNamespaces<R extends { ID: string; Namespace: string }>(table: MemTable<R, 'scope'>, partition: string, namespaces: readonly string[]): R[] {
+  private inNamespaces<R extends { ID: string; Namespace: string }>(
+    table: MemTable<R, 'scope'>,
+    partition: string,
+    namespaces: readonly string[],
+  ): R[] {
     const out: R[] = [];
-    for (const ns of [...namespaces].sort()) out.push(...[...(table.members('scope', scopeKey(partition, ns)) ?? [])].sort((a, b) => byID(a.ID, b.ID)));
+    for (const ns of [...namespaces].sort())
+      out.push(...[...(table.members('scope', scopeKey(partition, ns)) ?? [])].sort((a, b) => byID(a.ID, b.ID)));
     return out;
   }
 
@@ -338,14 +354,19 @@ export class TablesReader implements StateReader {
 
   listAuthMethods(partition: string, namespaces: readonly string[]): AuthMethodRecord[] {
     const out: AuthMethodRecord[] = [];
-    for (const ns of [...namespaces].sort()) out.push(...[...(this.tables.authMethods.members('scope', scopeKey(partition, ns)) ?? [])].sort((a, b) => byID(a.Name, b.Name)));
+    for (const ns of [...namespaces].sort())
+      out.push(...[...(this.tables.authMethods.members('scope', scopeKey(partition, ns)) ?? [])].sort((a, b) => byID(a.Name, b.Name)));
     return out;
   }
 
   listBindingRules(partition: string, namespaces: readonly string[], method?: string): BindingRuleRecord[] {
-    if (method === undefined) return this.inNamespaces(this.tables.bindingRules as MemTable<BindingRuleRecord, 'scope'>, partition, namespaces);
+    if (method === undefined)
+      return this.inNamespaces(this.tables.bindingRules as MemTable<BindingRuleRecord, 'scope'>, partition, namespaces);
     const out: BindingRuleRecord[] = [];
-    for (const ns of [...namespaces].sort()) out.push(...[...(this.tables.bindingRules.members('method', authMethodID(partition, ns, method)) ?? [])].sort((a, b) => byID(a.ID, b.ID)));
+    for (const ns of [...namespaces].sort())
+      out.push(
+        ...[...(this.tables.bindingRules.members('method', authMethodID(partition, ns, method)) ?? [])].sort((a, b) => byID(a.ID, b.ID)),
+      );
     return out;
   }
 
@@ -356,7 +377,8 @@ export class TablesReader implements StateReader {
   namespacesOf(table: TableName, partition: string): string[] {
     const prefix = partition + SEP;
     const out: string[] = [];
-    for (const k of (this.tables[table] as MemTable<unknown, 'scope'>).indexKeys('scope')) if (k.startsWith(prefix)) out.push(k.slice(prefix.length));
+    for (const k of (this.tables[table] as MemTable<unknown, 'scope'>).indexKeys('scope'))
+      if (k.startsWith(prefix)) out.push(k.slice(prefix.length));
     return out.sort();
   }
 

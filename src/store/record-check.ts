@@ -1,5 +1,5 @@
 import type { AuthMethodRecord, BindingRuleRecord, PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
-import type { TableName } from './schema.js';
+import { TABLES, TABLE_NAMES, type TableName } from './schema.js';
 import { policyHash, roleHash } from '../domain/hash.js';
 
 /**
@@ -55,10 +55,15 @@ const bindVars = (b: unknown): boolean => {
   return optional(b.name, isStr);
 };
 
-const scoped = (o: Obj): boolean => isStr(o.Namespace) && isStr(o.Partition) && isIndex(o.CreateIndex) && isIndex(o.ModifyIndex) && isStr(o.Hash);
+const scoped = (o: Obj): boolean =>
+  isStr(o.Namespace) && isStr(o.Partition) && isIndex(o.CreateIndex) && isIndex(o.ModifyIndex) && isStr(o.Hash);
 
 function grants(o: Obj): boolean {
-  return list(o, 'ServiceIdentities', serviceIdentity) && list(o, 'NodeIdentities', nodeIdentity) && list(o, 'TemplatedPolicies', templatedPolicy);
+  return (
+    list(o, 'ServiceIdentities', serviceIdentity) &&
+    list(o, 'NodeIdentities', nodeIdentity) &&
+    list(o, 'TemplatedPolicies', templatedPolicy)
+  );
 }
 
 export function isTokenRecord(v: unknown): v is TokenRecord {
@@ -81,17 +86,21 @@ export function isTokenRecord(v: unknown): v is TokenRecord {
 
 /**
  * A policy's and a role's Hash are recomputed from the record as it is read (never taken on
- * trust: SPEC §18); there are few of them. A token's is computed where it is shown
+ * trust: README, "Security"); there are few of them. A token's is computed where it is shown
  * (service/views.ts): at a million tokens, recomputing at load would cost seconds of start-up.
  */
 export function isPolicyRecord(v: unknown): v is PolicyRecord {
-  if (!(isObj(v) && isStr(v.ID) && isStr(v.Name) && isStr(v.Description) && isStr(v.Rules) && optional(v.Datacenters, strings) && scoped(v))) return false;
+  if (
+    !(isObj(v) && isStr(v.ID) && isStr(v.Name) && isStr(v.Description) && isStr(v.Rules) && optional(v.Datacenters, strings) && scoped(v))
+  )
+    return false;
   v.Hash = policyHash(v as unknown as PolicyRecord);
   return true;
 }
 
 export function isRoleRecord(v: unknown): v is RoleRecord {
-  if (!(isObj(v) && isStr(v.ID) && isStr(v.Name) && isStr(v.Description) && list(v, 'Policies', link) && grants(v) && scoped(v))) return false;
+  if (!(isObj(v) && isStr(v.ID) && isStr(v.Name) && isStr(v.Description) && list(v, 'Policies', link) && grants(v) && scoped(v)))
+    return false;
   v.Hash = roleHash(v as unknown as RoleRecord);
   return true;
 }
@@ -106,7 +115,7 @@ export function isAuthMethodRecord(v: unknown): v is AuthMethodRecord {
     isStr(v.DisplayName) &&
     isStr(v.Description) &&
     isStr(v.MaxTokenTTL) &&
-    (v.TokenLocality === 'local' || v.TokenLocality === 'global') &&
+    (v.TokenLocality === '' || v.TokenLocality === 'local' || v.TokenLocality === 'global') &&
     isObj(v.Config) &&
     placed(v)
   );
@@ -128,10 +137,16 @@ export function isBindingRuleRecord(v: unknown): v is BindingRuleRecord {
   );
 }
 
-export const RECORD_CHECKS: { [T in TableName]: (v: unknown) => boolean } = {
+/** Hand-written checks for the tables whose records are loaded by the million (as fast as a read needs). */
+const FAST_CHECKS: Partial<{ [T in TableName]: (v: unknown) => boolean }> = {
   tokens: isTokenRecord,
   policies: isPolicyRecord,
   roles: isRoleRecord,
   authMethods: isAuthMethodRecord,
   bindingRules: isBindingRuleRecord,
 };
+
+/** Each table's record check: its fast one, else its schema's. */
+export const RECORD_CHECKS = Object.fromEntries(
+  TABLE_NAMES.map((t) => [t, FAST_CHECKS[t] ?? ((v: unknown) => TABLES[t].schema.safeParse(v).success)]),
+) as { [T in TableName]: (v: unknown) => boolean };

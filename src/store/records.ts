@@ -66,7 +66,7 @@ export const authMethodRecordSchema: z.ZodType<AuthMethodRecord> = z.object({
   DisplayName: z.string(),
   Description: z.string(),
   MaxTokenTTL: z.string(),
-  TokenLocality: z.enum(['local', 'global']),
+  TokenLocality: z.enum(['', 'local', 'global']),
   Config: z.record(z.string(), z.unknown()),
   ...scope,
   ...indexes,

@@ -19,7 +19,14 @@ import { authMethodRecordSchema, bindingRuleRecordSchema, policyRecordSchema, ro
  *   l <index hex>                    change log (primary)
  */
 
-export type TableName = 'tokens' | 'policies' | 'roles' | 'authMethods' | 'bindingRules';
+/**
+ * Every table, in the order a snapshot applies them (what tokens and rules link to first).
+ * The one list: the record types, the change log's changes, the replication frames, the
+ * snapshot file and the secondary's diff are all derived from it and from `TABLES` below.
+ */
+export const TABLE_NAMES = ['policies', 'roles', 'authMethods', 'bindingRules', 'tokens'] as const;
+
+export type TableName = (typeof TABLE_NAMES)[number];
 
 export interface IndexDef<R> {
   /** Unique indexes map a key to one record; the others to a set of records. */
@@ -141,18 +148,33 @@ export const bindingRulesTable: TableDef<BindingRuleRecord, 'scope' | 'method'> 
   },
 };
 
-export const TABLES = { tokens: tokensTable, policies: policiesTable, roles: rolesTable, authMethods: authMethodsTable, bindingRules: bindingRulesTable } as const;
+export const TABLES = {
+  tokens: tokensTable,
+  policies: policiesTable,
+  roles: rolesTable,
+  authMethods: authMethodsTable,
+  bindingRules: bindingRulesTable,
+} as const satisfies Record<TableName, unknown>;
 
-/** Every table, in the order a snapshot applies them (what tokens and rules link to first). */
-export const TABLE_NAMES = ['policies', 'roles', 'authMethods', 'bindingRules', 'tokens'] as const satisfies readonly TableName[];
+/** Each table's record type, as its definition in `TABLES` declares it. */
+export type RecordTypes = { [T in TableName]: (typeof TABLES)[T] extends TableDef<infer R, string> ? R : never };
 
-export interface RecordTypes {
-  tokens: TokenRecord;
-  policies: PolicyRecord;
-  roles: RoleRecord;
-  authMethods: AuthMethodRecord;
-  bindingRules: BindingRuleRecord;
+/** One array of records per table (snapshots, the secondary's view of the global objects). */
+export type RecordsByTable = { [T in TableName]: Array<RecordTypes[T]> };
+
+/** Empty arrays, one per table. */
+export function emptyRecords(): RecordsByTable {
+  return Object.fromEntries(TABLE_NAMES.map((t) => [t, []])) as unknown as RecordsByTable;
 }
+
+/** Appends `from`'s records of table `t` to `into`'s. */
+export function appendRecords<T extends TableName>(into: RecordsByTable, from: RecordsByTable, t: T): void {
+  const target: Array<RecordTypes[T]> = into[t];
+  for (const r of from[t]) target.push(r);
+}
+
+/** Every table's definition by name, typed by its record (checked against TABLES, no cast). */
+export const TABLE_DEFS: { readonly [T in TableName]: TableDef<RecordTypes[T], string> } = TABLES;
 
 export type IndexName<T extends TableName> = keyof (typeof TABLES)[T]['indexes'] & string;
 
@@ -179,6 +201,8 @@ export const META = {
   serverSeq: key('m', 'server-seq'),
   /** Leadership term that wrote the last server batch. */
   serverTerm: key('m', 'server-term'),
+  /** The datacenter's key the audit log names unknown secrets with (an HMAC of them); made by its first leader. */
+  auditKey: key('m', 'audit-key'),
 } as const;
 
 export const hex = (n: number): string => n.toString(16).padStart(16, '0');
@@ -188,5 +212,7 @@ export const LOG_PREFIX = key('l', '');
 export const logKey = (index: number): string => key('l', hex(index));
 
 /** Key prefixes of the secondary indexes format 1 stored on disk (dropped when upgrading to 2). */
-export const FORMAT1_INDEX_PREFIXES = ['ts', 'tn', 'tp', 'tr', 'tsv', 'tam', 'tx', 'tl', 'pn', 'pl', 'rn', 'rl', 'rp'].map((p) => key(p, ''));
+export const FORMAT1_INDEX_PREFIXES = ['ts', 'tn', 'tp', 'tr', 'tsv', 'tam', 'tx', 'tl', 'pn', 'pl', 'rn', 'rl', 'rp'].map((p) =>
+  key(p, ''),
+);
 export const FORMAT1_COUNT_PREFIX = key('m', 'count', '');

@@ -1,8 +1,9 @@
 import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { z } from 'zod';
-import type { AuthMethodRecord, BindingRuleRecord, BootstrapState, PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
-import { authMethodRecordSchema, bindingRuleRecordSchema, bootstrapStateSchema, decodeRaw, encode, policyRecordSchema, roleRecordSchema, tokenRecordSchema } from './records.js';
+import type { BootstrapState } from '../domain/types.js';
+import { bootstrapStateSchema, decodeRaw, encode } from './records.js';
+import { type RecordTypes, type RecordsByTable, TABLES, TABLE_NAMES, type TableName, emptyRecords } from './schema.js';
 
 /**
  * The snapshot file (GET/PUT /v1/snapshot, `watchword snapshot`):
@@ -10,7 +11,7 @@ import { authMethodRecordSchema, bindingRuleRecordSchema, bootstrapStateSchema, 
  *   "WWSNAP\r\n"                       8 bytes of magic
  *   frames                            each a 4-byte big-endian length, then msgpack:
  *     1 header                        { FormatVersion, Datacenter, Primary, Index, LogID, CreatedAt, Counts }
- *     n records                       { T: "tokens" | "policies" | "roles" | "bootstrap", V: record }
+ *     n records                       { T: <table> | "bootstrap", V: record }, tables in TABLE_NAMES order
  *     1 end                           { T: "end", Records: n }
  *   SHA-256 of every byte before it   32 bytes
  *
@@ -32,51 +33,51 @@ export const snapshotHeaderSchema = z.strictObject({
   LogID: z.string(),
   /** RFC 3339. */
   CreatedAt: z.string(),
+  /** Records per table (`Tokens`, `Policies`, …; a table newer than the file is absent), and the Local tokens among them. */
   Counts: z.strictObject({
-    Tokens: z.number().int().nonnegative(),
+    ...(Object.fromEntries(TABLE_NAMES.map((t) => [countKey(t), z.number().int().nonnegative().optional()])) as {
+      [T in TableName as Capitalize<T>]: z.ZodOptional<z.ZodNumber>;
+    }),
     LocalTokens: z.number().int().nonnegative(),
-    Policies: z.number().int().nonnegative(),
-    Roles: z.number().int().nonnegative(),
-    AuthMethods: z.number().int().nonnegative().optional(),
-    BindingRules: z.number().int().nonnegative().optional(),
   }),
 });
 
-export type SnapshotHeader = z.infer<typeof snapshotHeaderSchema>;
-
-const recordFrame = z.discriminatedUnion('T', [
-  z.strictObject({ T: z.literal('tokens'), V: tokenRecordSchema }),
-  z.strictObject({ T: z.literal('policies'), V: policyRecordSchema }),
-  z.strictObject({ T: z.literal('roles'), V: roleRecordSchema }),
-  z.strictObject({ T: z.literal('authMethods'), V: authMethodRecordSchema }),
-  z.strictObject({ T: z.literal('bindingRules'), V: bindingRuleRecordSchema }),
-  z.strictObject({ T: z.literal('bootstrap'), V: bootstrapStateSchema }),
-  z.strictObject({ T: z.literal('end'), Records: z.number().int().nonnegative() }),
-]);
-
-/** What a snapshot holds, decoded. */
-export interface SnapshotContent {
-  header: SnapshotHeader;
-  tokens: TokenRecord[];
-  policies: PolicyRecord[];
-  roles: RoleRecord[];
-  authMethods: AuthMethodRecord[];
-  bindingRules: BindingRuleRecord[];
-  bootstrap: BootstrapState | null;
+/** A table's name in the header's counts: `authMethods` -> `AuthMethods`. */
+function countKey<T extends TableName>(t: T): Capitalize<T> {
+  return `${t.charAt(0).toUpperCase()}${t.slice(1)}` as Capitalize<T>;
 }
 
+export type SnapshotHeader = z.infer<typeof snapshotHeaderSchema>;
+
+/** A record of table `T` in the file. */
+type TableRecordFrame<T extends TableName = TableName> = { [K in T]: { T: K; V: RecordTypes[K] } }[T];
+
+// One kind of record frame per table (from the table list), the bootstrap state, the end.
+const frames = [
+  ...TABLE_NAMES.map((t) => z.strictObject({ T: z.literal(t), V: TABLES[t].schema })),
+  z.strictObject({ T: z.literal('bootstrap'), V: bootstrapStateSchema }),
+  z.strictObject({ T: z.literal('end'), Records: z.number().int().nonnegative() }),
+];
+const recordFrame = z.discriminatedUnion(
+  'T',
+  frames as [(typeof frames)[number], ...Array<(typeof frames)[number]>],
+) as unknown as z.ZodType<TableRecordFrame | { T: 'bootstrap'; V: BootstrapState } | { T: 'end'; Records: number }>;
+
+/** What a snapshot holds, decoded: its header, one array per table, the bootstrap state. */
+export type SnapshotContent = RecordsByTable & { header: SnapshotHeader; bootstrap: BootstrapState | null };
+
 /** Everything a snapshot is taken from: a consistent view of one moment. */
-export interface SnapshotSource {
+export type SnapshotSource = { readonly [T in TableName]: readonly RecordTypes[T][] } & {
   datacenter: string;
   primary: boolean;
   index: number;
   logID: string;
-  tokens: readonly TokenRecord[];
-  policies: readonly PolicyRecord[];
-  roles: readonly RoleRecord[];
-  authMethods: readonly AuthMethodRecord[];
-  bindingRules: readonly BindingRuleRecord[];
   bootstrap: BootstrapState | null;
+};
+
+function addRecord<T extends TableName>(content: RecordsByTable, r: TableRecordFrame<T>): void {
+  const list: Array<RecordTypes[T]> = content[r.T];
+  list.push(r.V);
 }
 
 export class SnapshotError extends Error {
@@ -109,12 +110,8 @@ export function snapshotStream(source: SnapshotSource, now: Date): Readable {
     LogID: source.logID,
     CreatedAt: now.toISOString(),
     Counts: {
-      Tokens: source.tokens.length,
+      ...(Object.fromEntries(TABLE_NAMES.map((t) => [countKey(t), source[t].length])) as Record<Capitalize<TableName>, number>),
       LocalTokens: source.tokens.filter((t) => t.Local).length,
-      Policies: source.policies.length,
-      Roles: source.roles.length,
-      AuthMethods: source.authMethods.length,
-      BindingRules: source.bindingRules.length,
     },
   };
   function* chunks(): Generator<Buffer> {
@@ -127,15 +124,8 @@ export function snapshotStream(source: SnapshotSource, now: Date): Readable {
       hash.update(chunk);
       yield chunk;
     };
-    const tables: Array<['policies' | 'roles' | 'authMethods' | 'bindingRules' | 'tokens', readonly unknown[]]> = [
-      ['policies', source.policies],
-      ['roles', source.roles],
-      ['authMethods', source.authMethods],
-      ['bindingRules', source.bindingRules],
-      ['tokens', source.tokens],
-    ];
-    for (const [T, list] of tables) {
-      for (const V of list) {
+    for (const T of TABLE_NAMES) {
+      for (const V of source[T]) {
         parts.push(frame({ T, V }));
         records++;
         yield* flush(false);
@@ -177,39 +167,33 @@ export function readSnapshot(file: Buffer): SnapshotContent {
   const head = snapshotHeaderSchema.safeParse(rawHeader);
   if (!head.success) {
     const version = (rawHeader as { FormatVersion?: unknown } | null)?.FormatVersion;
-    if (typeof version === 'number' && version > SNAPSHOT_FORMAT) throw new SnapshotError(`snapshot format ${version} is newer than this build reads (${SNAPSHOT_FORMAT})`);
+    if (typeof version === 'number' && version > SNAPSHOT_FORMAT)
+      throw new SnapshotError(`snapshot format ${version} is newer than this build reads (${SNAPSHOT_FORMAT})`);
     throw new SnapshotError(`the header is malformed: ${head.error.issues[0]?.message ?? 'unknown problem'}`);
   }
-  if (head.data.FormatVersion !== SNAPSHOT_FORMAT) throw new SnapshotError(`snapshot format ${head.data.FormatVersion} is not one this build reads (${SNAPSHOT_FORMAT})`);
-  const content: SnapshotContent = { header: head.data, tokens: [], policies: [], roles: [], authMethods: [], bindingRules: [], bootstrap: null };
+  if (head.data.FormatVersion !== SNAPSHOT_FORMAT)
+    throw new SnapshotError(`snapshot format ${head.data.FormatVersion} is not one this build reads (${SNAPSHOT_FORMAT})`);
+  const content: SnapshotContent = { header: head.data, ...emptyRecords(), bootstrap: null };
   let records = 0;
   for (;;) {
     const parsed = recordFrame.safeParse(next(`record ${records + 1}`));
-    if (!parsed.success) throw new SnapshotError(`record ${records + 1} is malformed: ${parsed.error.issues[0]?.message ?? 'unknown problem'} at ${parsed.error.issues[0]?.path.join('.') ?? ''}`);
+    if (!parsed.success)
+      throw new SnapshotError(
+        `record ${records + 1} is malformed: ${parsed.error.issues[0]?.message ?? 'unknown problem'} at ${parsed.error.issues[0]?.path.join('.') ?? ''}`,
+      );
     const r = parsed.data;
     if (r.T === 'end') {
       if (r.Records !== records) throw new SnapshotError(`the end says ${r.Records} records, the file holds ${records}`);
       break;
     }
     records++;
-    if (r.T === 'tokens') content.tokens.push(r.V);
-    else if (r.T === 'policies') content.policies.push(r.V);
-    else if (r.T === 'roles') content.roles.push(r.V);
-    else if (r.T === 'authMethods') content.authMethods.push(r.V);
-    else if (r.T === 'bindingRules') content.bindingRules.push(r.V);
-    else content.bootstrap = r.V;
+    if (r.T === 'bootstrap') content.bootstrap = r.V;
+    else addRecord(content, r);
   }
   if (at !== body.length) throw new SnapshotError('bytes after the end of the snapshot');
   const c = head.data.Counts;
   const local = content.tokens.filter((t) => t.Local).length;
-  if (
-    c.Tokens !== content.tokens.length ||
-    c.LocalTokens !== local ||
-    c.Policies !== content.policies.length ||
-    c.Roles !== content.roles.length ||
-    (c.AuthMethods ?? 0) !== content.authMethods.length ||
-    (c.BindingRules ?? 0) !== content.bindingRules.length
-  ) {
+  if (c.LocalTokens !== local || TABLE_NAMES.some((t) => (c[countKey(t)] ?? 0) !== content[t].length)) {
     throw new SnapshotError('the header counts do not match the records');
   }
   return content;

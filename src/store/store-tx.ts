@@ -1,6 +1,6 @@
 import type { BootstrapState, AuthMethodRecord, BindingRuleRecord, PolicyRecord, RoleRecord, Scope, TokenRecord } from '../domain/types.js';
 import { type LayerEntry, type MemTable, type Tables, layerKey } from './memory.js';
-import { META, type RecordTypes, TABLES, type TableDef, type TableName, authMethodID, keysOf, nameKey } from './schema.js';
+import { META, type RecordTypes, TABLE_DEFS, type TableDef, type TableName, authMethodID, keysOf, nameKey } from './schema.js';
 import type { Change, LogEntry, Tx, Unstamped, WatchTable } from './store.js';
 
 /** A record written or deleted by a transaction, applied to memory once durable. */
@@ -110,11 +110,21 @@ export class StoreTx implements Tx {
   }
 
   tokenIDsOfAuthMethod(name: string): string[] {
-    return this.idsIn('tokens', (this.store.tables.tokens.members('authMethod', name) ?? []) as Iterable<TokenRecord>, (t) => t.AccessorID, (t) => t.AuthMethod === name);
+    return this.idsIn(
+      'tokens',
+      (this.store.tables.tokens.members('authMethod', name) ?? []) as Iterable<TokenRecord>,
+      (t) => t.AccessorID,
+      (t) => t.AuthMethod === name,
+    );
   }
 
   ruleIDsOfAuthMethod(methodID: string): string[] {
-    return this.idsIn('bindingRules', this.store.tables.bindingRules.members('method', methodID) ?? [], (r) => r.ID, (r) => authMethodID(r.Partition, r.Namespace, r.AuthMethod) === methodID);
+    return this.idsIn(
+      'bindingRules',
+      this.store.tables.bindingRules.members('method', methodID) ?? [],
+      (r) => r.ID,
+      (r) => authMethodID(r.Partition, r.Namespace, r.AuthMethod) === methodID,
+    );
   }
 
   /** IDs of durable index members, with the writes accepted since (pending and this transaction's) laid over them. */
@@ -157,7 +167,15 @@ export class StoreTx implements Tx {
     else this.changes.set(this.index, [change]);
   }
 
-  private put<R>(def: TableDef<R, string>, input: Unstamped<R>): R {
+  put<T extends TableName>(table: T, input: Unstamped<RecordTypes[T]>): RecordTypes[T] {
+    return this.write(TABLE_DEFS[table], input);
+  }
+
+  del<T extends TableName>(table: T, id: string): boolean {
+    return this.remove(TABLE_DEFS[table], id);
+  }
+
+  private write<R>(def: TableDef<R, string>, input: Unstamped<R>): R {
     const id = def.id(input as R);
     const old = this.getRecord(def.name, id) as R | undefined;
     const index = this.index;
@@ -167,7 +185,8 @@ export class StoreTx implements Tx {
       const next = keysOf(idx, record);
       if (old !== undefined) {
         for (const k of keysOf(idx, old)) {
-          if (!next.includes(k) && this.uniqueID(def.name, name, k) === id) this.layer.set(layerKey.unique(def.name, name, k), { value: null });
+          if (!next.includes(k) && this.uniqueID(def.name, name, k) === id)
+            this.layer.set(layerKey.unique(def.name, name, k), { value: null });
         }
       }
       for (const k of next) this.layer.set(layerKey.unique(def.name, name, k), { value: id });
@@ -181,58 +200,19 @@ export class StoreTx implements Tx {
     return record;
   }
 
-  private del<R>(def: TableDef<R, string>, id: string): boolean {
+  private remove<R>(def: TableDef<R, string>, id: string): boolean {
     const old = this.getRecord(def.name, id) as R | undefined;
     if (old === undefined) return false;
     for (const [name, idx] of Object.entries(def.indexes)) {
       if (!idx.unique) continue;
-      for (const k of keysOf(idx, old)) if (this.uniqueID(def.name, name, k) === id) this.layer.set(layerKey.unique(def.name, name, k), { value: null });
+      for (const k of keysOf(idx, old))
+        if (this.uniqueID(def.name, name, k) === id) this.layer.set(layerKey.unique(def.name, name, k), { value: null });
     }
     this.layer.set(layerKey.record(def.name, id), { value: null });
     this.tableOps.push({ table: def.name, id, record: null });
     this.touched.set(def.name, this.index);
     if (def.isGlobal(old)) this.log({ Table: def.name, Op: 'delete', ID: id });
     return true;
-  }
-
-  putToken(record: Unstamped<TokenRecord>): TokenRecord {
-    return this.put(TABLES.tokens as TableDef<TokenRecord, string>, record);
-  }
-
-  putPolicy(record: Unstamped<PolicyRecord>): PolicyRecord {
-    return this.put(TABLES.policies as TableDef<PolicyRecord, string>, record);
-  }
-
-  putRole(record: Unstamped<RoleRecord>): RoleRecord {
-    return this.put(TABLES.roles as TableDef<RoleRecord, string>, record);
-  }
-
-  putAuthMethod(record: Unstamped<AuthMethodRecord>): AuthMethodRecord {
-    return this.put(TABLES.authMethods as TableDef<AuthMethodRecord, string>, record);
-  }
-
-  putBindingRule(record: Unstamped<BindingRuleRecord>): BindingRuleRecord {
-    return this.put(TABLES.bindingRules as TableDef<BindingRuleRecord, string>, record);
-  }
-
-  deleteAuthMethod(id: string): boolean {
-    return this.del(TABLES.authMethods as TableDef<AuthMethodRecord, string>, id);
-  }
-
-  deleteBindingRule(id: string): boolean {
-    return this.del(TABLES.bindingRules as TableDef<BindingRuleRecord, string>, id);
-  }
-
-  deleteToken(accessor: string): boolean {
-    return this.del(TABLES.tokens as TableDef<TokenRecord, string>, accessor);
-  }
-
-  deletePolicy(id: string): boolean {
-    return this.del(TABLES.policies as TableDef<PolicyRecord, string>, id);
-  }
-
-  deleteRole(id: string): boolean {
-    return this.del(TABLES.roles as TableDef<RoleRecord, string>, id);
   }
 
   putBootstrap(state: BootstrapState): void {

@@ -1,6 +1,7 @@
+import type { AuditActor } from '../domain/types.js';
 import type { AuthMethodRecord, BindingRuleRecord, BootstrapState, PolicyRecord, RoleRecord, Scope, TokenRecord } from '../domain/types.js';
 import type { StateReader } from './memory.js';
-import type { RecordTypes, TableName } from './schema.js';
+import type { RecordTypes, RecordsByTable, TableName } from './schema.js';
 
 export type { StateReader, TokenQuery, ExpiryCursor } from './memory.js';
 export type { TableName } from './schema.js';
@@ -8,13 +9,12 @@ export type { TableName } from './schema.js';
 /** Tables whose changes blocking queries can wait on. */
 export type WatchTable = TableName | 'bootstrap';
 
-/** One change to a global object, as the change log carries it. */
+/** A record of one table written, as the change log carries it. */
+export type RecordSet<T extends TableName = TableName> = { [K in T]: { Table: K; Op: 'set'; ID: string; Value: RecordTypes[K] } }[T];
+
+/** One change to a global object, as the change log carries it (one kind of set per table, from the table list). */
 export type Change =
-  | { Table: 'tokens'; Op: 'set'; ID: string; Value: TokenRecord }
-  | { Table: 'policies'; Op: 'set'; ID: string; Value: PolicyRecord }
-  | { Table: 'roles'; Op: 'set'; ID: string; Value: RoleRecord }
-  | { Table: 'authMethods'; Op: 'set'; ID: string; Value: AuthMethodRecord }
-  | { Table: 'bindingRules'; Op: 'set'; ID: string; Value: BindingRuleRecord }
+  | RecordSet
   | { Table: 'bootstrap'; Op: 'set'; ID: string; Value: BootstrapState }
   | { Table: TableName; Op: 'delete'; ID: string };
 
@@ -27,17 +27,12 @@ export interface LogEntry {
   Changes: Change[];
 }
 
-/** Every global object as of one index of the primary (replication snapshot). */
-export interface GlobalSnapshot {
+/** Every global object as of one index of the primary (replication snapshot): one array per table. */
+export type GlobalSnapshot = RecordsByTable & {
   logID: string;
   index: number;
-  tokens: TokenRecord[];
-  policies: PolicyRecord[];
-  roles: RoleRecord[];
-  authMethods: AuthMethodRecord[];
-  bindingRules: BindingRuleRecord[];
   bootstrap: BootstrapState | null;
-}
+};
 
 /** What became durable in one group commit. */
 export interface CommitEvent {
@@ -53,11 +48,16 @@ export interface CommitEvent {
   at: number;
   /** Set when the group started a new change log (a restore): followers must start over. */
   logReset?: boolean;
+  /**
+   * HA: durable on this server, but its synchronous followers never confirmed it (leadership
+   * ended first), so the next leader may not hold it: it must not reach another datacenter.
+   */
+  unconfirmed?: boolean;
 }
 
 /**
  * One group commit as the leader of a datacenter wrote it, key by key (null: delete),
- * for its followers to write verbatim (§13). `seq` numbers batches without gaps within
+ * for its followers to write verbatim (README, "Several servers per datacenter"). `seq` numbers batches without gaps within
  * a history; `term` is the leadership term that wrote it.
  */
 export interface ServerBatch {
@@ -86,6 +86,36 @@ export interface BatchReplicator {
   replicate(batch: ServerBatch): Promise<void>;
   /** A local write failed after its batch was sent: followers must start over from a snapshot. */
   localWriteFailed(): void;
+  /** Batch `seq` (and every one before it) is durable here and on the synchronous followers: acknowledged. */
+  committed?(seq: number): void;
+}
+
+/**
+ * What the servers of a datacenter (ha/) need of a store: where it stands in the batch
+ * history, the leader's snapshot and replicator, the follower's batches and snapshots, and
+ * the switch between the two. LevelStore implements it; the simulation (testing/simulation)
+ * has its own.
+ */
+export interface ServerStore {
+  serverPosition(): ServerPosition;
+  /** HA leader: every key, in chunks; the view's position comes last. */
+  serverSnapshot(): AsyncGenerator<Array<[string, Uint8Array]>, ServerPosition>;
+  /**
+   * HA follower: the leader's batches, durable in one atomic write; shown to readers once
+   * the leader has committed them (`commitServerBatches`).
+   */
+  applyServerBatches(batches: ServerBatch[]): Promise<void>;
+  /** HA follower: the leader committed every batch up to `seq`: those held here are shown to readers (now, or once written). */
+  commitServerBatches(seq: number): void;
+  /** HA follower: the whole store replaced by the leader's snapshot, durable in one atomic write. */
+  installServerSnapshot(pairs: Array<[string, Uint8Array]>, position: ServerPosition): Promise<void>;
+  /** A follower refuses transactions and applies its leader's batches instead. */
+  setFollower(follower: boolean): void;
+  /** The leader's replicator of every group (undefined: none). */
+  setReplicator(replicator: BatchReplicator | undefined): void;
+  /** Resolves once every accepted transaction has been written (or refused). */
+  quiesce(): Promise<void>;
+  currentIndex(): number;
 }
 
 /** A record as written: the store stamps CreateIndex and ModifyIndex. */
@@ -126,19 +156,10 @@ export interface Tx extends TxReader {
   readonly index: number;
   /** Takes a further index, for batches that apply several changes (replication). */
   nextIndex(): number;
-  /** Writes a record at the current index; returns it as stored. */
-  putToken(record: Unstamped<TokenRecord>): TokenRecord;
-  putPolicy(record: Unstamped<PolicyRecord>): PolicyRecord;
-  putRole(record: Unstamped<RoleRecord>): RoleRecord;
-  putAuthMethod(record: Unstamped<AuthMethodRecord>): AuthMethodRecord;
-  putBindingRule(record: Unstamped<BindingRuleRecord>): BindingRuleRecord;
-  /** Deletes by ID; returns whether something was deleted. */
-  deleteToken(accessor: string): boolean;
-  deletePolicy(id: string): boolean;
-  deleteRole(id: string): boolean;
-  /** By the ID of the table (authMethodID for a method). */
-  deleteAuthMethod(id: string): boolean;
-  deleteBindingRule(id: string): boolean;
+  /** Writes a record of a table at the current index; returns it as stored. */
+  put<T extends TableName>(table: T, record: Unstamped<RecordTypes[T]>): RecordTypes[T];
+  /** Deletes by the table's ID (the AccessorID; authMethodID for a method); returns whether something was deleted. */
+  del<T extends TableName>(table: T, id: string): boolean;
   putBootstrap(state: BootstrapState): void;
   /** Metadata written in the same batch (the replication cursor). */
   putMeta(key: string, value: unknown): void;
@@ -160,6 +181,25 @@ export interface TransactOptions {
    * secondary fetch again whatever a power cut took.
    */
   sync?: boolean;
+  /**
+   * The audit record of this change (README: Audit log): its type and who made it. The objects
+   * it changed and its index are added by the store; the line rides the change's group commit.
+   */
+  audit?: AuditRecord;
+}
+
+/** What a change's audit line says beyond what the store knows (the objects, the index). */
+export interface AuditRecord {
+  type: string;
+  actor: AuditActor;
+  details?: Record<string, unknown>;
+}
+
+/** The audit log as a group commit writes to it. */
+export interface AuditSink {
+  /** Enforced: the lines are durable before the group is written (else it throws and the group is refused). */
+  readonly mode: 'best-effort' | 'enforced';
+  writeGroup(events: Array<{ type: string; actor: AuditActor; details: Record<string, unknown> }>): Promise<void>;
 }
 
 /**

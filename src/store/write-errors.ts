@@ -12,4 +12,3 @@ export function storeUnavailable(err: unknown, recovering: boolean): WatchwordEr
   const suffix = recovering ? '; retrying until the disk accepts writes again' : '';
   return new WatchwordError('STORE_UNAVAILABLE', `store write failed: ${causeText(err)}${suffix}`, { cause: err });
 }
-

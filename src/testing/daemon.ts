@@ -3,7 +3,7 @@ import { readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { type ReplicationStatusResponse, WatchwordClient } from '../client/index.js';
 import { watchwordCommand } from './command.js';
-import type { ClusterOptions, ClusterTLS, DatacenterHandle } from './index.js';
+import type { ClusterOptions, ClusterTLS, DatacenterHandle } from './types.js';
 
 /** What a daemon's handle needs of its cluster. */
 export interface DaemonCluster {
@@ -93,29 +93,46 @@ export class Daemon implements DatacenterHandle {
     const cert = tls ? await this.cluster.serverCertificate(this.name, this.serverName) : undefined;
     const args = [
       ...agentCommand(),
-      '--datacenter', this.name,
-      '--primary-datacenter', this.cluster.primaryName,
-      '--data-dir', this.dataDir,
-      '--http-addr', `127.0.0.1:${this.port}`,
-      '--log-level', this.cluster.options.logLevel ?? 'warn',
-      '--node-name', this.serverName,
+      '--datacenter',
+      this.name,
+      '--primary-datacenter',
+      this.cluster.primaryName,
+      '--data-dir',
+      this.dataDir,
+      '--http-addr',
+      `127.0.0.1:${this.port}`,
+      '--log-level',
+      this.cluster.options.logLevel ?? 'warn',
+      '--node-name',
+      this.serverName,
       ...(this.isPrimary
         ? ['--initial-management-token', this.cluster.managementToken]
         : ['--primary-address', this.cluster.primaryURLFor(this.name), '--replication-token', this.cluster.managementToken]),
       ...(this.servers.length > 1
         ? [
-            '--coordinator', `${tls ? 'etcds' : 'etcd'}://${this.cluster.coordinatorAddressFor(this.serverName)}`,
-            '--server-key', this.cluster.serverKeyOf(this.name),
+            '--coordinator',
+            `${tls ? 'etcds' : 'etcd'}://${this.cluster.coordinatorAddressFor(this.serverName)}`,
+            '--server-key',
+            this.cluster.serverKeyOf(this.name),
             ...(tls && cert ? ['--etcd-ca-file', tls.caFile, '--etcd-cert-file', cert.certFile, '--etcd-key-file', cert.keyFile] : []),
           ]
         : []),
       ...(tls && cert
-        ? ['--tls-ca-file', tls.caFile, '--tls-cert-file', cert.certFile, '--tls-key-file', cert.keyFile, ...(this.cluster.verifyIncoming ? ['--tls-verify-incoming', 'true'] : [])]
+        ? [
+            '--tls-ca-file',
+            tls.caFile,
+            '--tls-cert-file',
+            cert.certFile,
+            '--tls-key-file',
+            cert.keyFile,
+            ...(this.cluster.verifyIncoming ? ['--tls-verify-incoming', 'true'] : []),
+          ]
         : []),
       ...this.flags,
     ];
     const env = { ...process.env };
-    for (const k of Object.keys(env)) if (k.startsWith('WATCHWORD_')) delete env[k];
+    // Not npm's child either (a test run under `npm test` would otherwise pass that on).
+    for (const k of Object.keys(env)) if (k.startsWith('WATCHWORD_') || k.startsWith('npm_')) delete env[k];
     // The daemon lives only as long as this process: should it die before stop() (an
     // exception, SIGKILL), its daemons stop too and remove their temp data dirs.
     env.WATCHWORD_LIFELINE = 'stdin';
@@ -135,7 +152,11 @@ export class Daemon implements DatacenterHandle {
     });
     this.port = Number(address.slice(address.lastIndexOf(':') + 1));
     this.url = `${tls ? 'https' : 'http'}://${address}`;
-    this.client = new WatchwordClient({ address: this.url, token: this.cluster.managementToken, ...(tls ? { tls: { ca: tls.ca, cert: tls.cert, key: tls.key } } : {}) });
+    this.client = new WatchwordClient({
+      address: this.url,
+      token: this.cluster.managementToken,
+      ...(tls ? { tls: { ca: tls.ca, cert: tls.cert, key: tls.key } } : {}),
+    });
   }
 
   async stop(): Promise<number | null> {
@@ -179,4 +200,3 @@ export class Daemon implements DatacenterHandle {
     }
   }
 }
-

@@ -49,7 +49,7 @@ process.stdin.resume();
 process.on('SIGTERM', () => etcd.kill('SIGTERM'));
 process.on('SIGUSR2', () => etcd.kill('SIGKILL'));
 etcd.on('exit', (code) => {
-  if (abandoned) rmSync(dir, { recursive: true, force: true });
+  if (abandoned) rmSync(dir, { recursive: true, force: true, maxRetries: 5 });
   process.exit(code ?? 0);
 });
 `;
@@ -116,19 +116,43 @@ export class EtcdProcess {
     const proc = spawn(
       process.execPath,
       [
-        '-e', LIFELINE, '--', bin, this.dir,
-        '--name', 'watchword-test',
-        '--data-dir', join(this.dir, 'data'),
-        '--listen-client-urls', this.url,
-        '--advertise-client-urls', this.url,
-        '--listen-peer-urls', `${scheme}://127.0.0.1:${peer}`,
-        '--initial-advertise-peer-urls', `${scheme}://127.0.0.1:${peer}`,
-        '--initial-cluster', `watchword-test=${scheme}://127.0.0.1:${peer}`,
-        '--log-level', 'error',
+        '-e',
+        LIFELINE,
+        '--',
+        bin,
+        this.dir,
+        '--name',
+        'watchword-test',
+        '--data-dir',
+        join(this.dir, 'data'),
+        '--listen-client-urls',
+        this.url,
+        '--advertise-client-urls',
+        this.url,
+        '--listen-peer-urls',
+        `${scheme}://127.0.0.1:${peer}`,
+        '--initial-advertise-peer-urls',
+        `${scheme}://127.0.0.1:${peer}`,
+        '--initial-cluster',
+        `watchword-test=${scheme}://127.0.0.1:${peer}`,
+        '--log-level',
+        'error',
         ...(tls
           ? [
-              '--cert-file', tls.certFile, '--key-file', tls.keyFile, '--trusted-ca-file', tls.caFile, '--client-cert-auth',
-              '--peer-cert-file', tls.certFile, '--peer-key-file', tls.keyFile, '--peer-trusted-ca-file', tls.caFile, '--peer-client-cert-auth',
+              '--cert-file',
+              tls.certFile,
+              '--key-file',
+              tls.keyFile,
+              '--trusted-ca-file',
+              tls.caFile,
+              '--client-cert-auth',
+              '--peer-cert-file',
+              tls.certFile,
+              '--peer-key-file',
+              tls.keyFile,
+              '--peer-trusted-ca-file',
+              tls.caFile,
+              '--peer-client-cert-auth',
             ]
           : []),
       ],

@@ -2,11 +2,10 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { ReplicationStatusResponse, WatchwordClient } from '../client/index.js';
 import { Daemon } from './daemon.js';
-import { EtcdProcess, type EtcdTLS } from './etcd.js';
+import { EtcdProcess } from './etcd.js';
 export { watchwordCommand } from './command.js';
-import { LinkProxy } from './proxy.js';
+import { LinkGroup, LinkProxy } from './proxy.js';
 
 export { etcdBinary } from './etcd.js';
 
@@ -20,140 +19,8 @@ export { etcdBinary } from './etcd.js';
  *   await cluster.stop();
  */
 
-export interface ClusterOptions {
-  /**
-   * Datacenter names, the first the primary: `['dc1', 'dc2']`, or with servers per
-   * datacenter, `{ dc1: { servers: 3 }, dc2: { servers: 1 } }` (keys in order).
-   */
-  datacenters: string[] | Record<string, { servers?: number }>;
-  /** Secret of the management token (created on the primary at start-up); random by default. */
-  managementToken?: string;
-  /** Extra agent flags for every daemon, by config key: `{ token_min_ttl: '1s' }`. */
-  config?: Record<string, string | number>;
-  /**
-   * `test` (default): reconnections between datacenters back off from 100 ms to 2 s, so a
-   * test that does not measure them does not wait on them. `production`: the daemon's defaults
-   * (250 ms to 2 s), for runs that measure convergence (npm run chaos, npm run failover).
-   */
-  timings?: 'test' | 'production';
-  /**
-   * Where a server's data dir is made (by server name: `dc1-server-3`, or `dc2-node` for a
-   * single-server datacenter): a folder under which a temp dir is created, e.g. a small tmpfs
-   * a run fills to test a full disk. Elsewhere: the system's temp dir.
-   */
-  dataDirParent?: Record<string, string>;
-  /** Extra agent flags for one datacenter. */
-  configFor?: Record<string, Record<string, string | number>>;
-  /** Log level of the daemons (default warn); their output is kept on each handle. */
-  logLevel?: string;
-  /**
-   * Route each secondary's traffic to the primary (replication and forwarded writes)
-   * through a TCP proxy the test can cut and restore (cluster.link(name)).
-   */
-  links?: boolean;
-  /** How long a daemon may take to start, ms (default 30 s). */
-  startTimeoutMs?: number;
-  /**
-   * Servers per datacenter, by name (default 1; the object form of `datacenters` says it
-   * too). With more than one anywhere, the harness starts
-   * an etcd of its own (Debian's etcd-server) and every server of such a datacenter
-   * elects its leader through it, each over a link the test can cut (coordinatorLink).
-   */
-  servers?: Record<string, number>;
-  /**
-   * TLS everywhere (SPEC §16): the harness makes a CA, a certificate per server (naming
-   * server.<dc>.watchword), one for etcd (which then requires client certificates), and a
-   * client certificate for the caller (cluster.tls). `verifyIncoming` makes every daemon
-   * require client certificates of HTTPS clients too.
-   */
-  tls?: boolean | { verifyIncoming?: boolean };
-}
-
-/** The CA and a client certificate of a cluster started with `tls`, as files and PEM text. */
-export interface ClusterTLS extends EtcdTLS {
-  /** Where the files are (removed with the cluster). */
-  dir: string;
-}
-
-export interface DatacenterHandle {
-  readonly name: string;
-  readonly isPrimary: boolean;
-  /** http://host:port of the daemon (stable across restarts). */
-  readonly url: string;
-  readonly dataDir: string;
-  /** A client for this daemon, holding the management token. */
-  readonly client: WatchwordClient;
-  /** PID of the running daemon, or undefined while stopped. */
-  readonly pid: number | undefined;
-  /** What the daemon printed (stdout and stderr), across restarts. */
-  output(): string;
-  /** SIGTERM, and wait for a clean exit. */
-  stop(): Promise<number | null>;
-  /** SIGKILL, and wait for the process to be gone. */
-  kill(): Promise<void>;
-  /** Start again on the same data dir and port (after stop or kill). */
-  start(): Promise<void>;
-  /** stop() then start(). */
-  restart(): Promise<void>;
-  /** This datacenter's replication status. */
-  replication(): Promise<ReplicationStatusResponse>;
-  /** Every server of this datacenter (this handle is the first); one for a single-server datacenter. */
-  readonly servers: DatacenterHandle[];
-  /** The server's name (node name). */
-  readonly serverName: string;
-  /** The running server that leads this datacenter now (asks the servers). */
-  leader(timeoutMs?: number): Promise<DatacenterHandle>;
-  /** Resolves once this secondary has applied the primary's current index. */
-  waitForReplication(timeoutMs?: number): Promise<void>;
-}
-
-/** The network link from a secondary to the primary (with `links: true`). */
-export interface LinkHandle {
-  /** Resets every open connection and refuses new ones: the secondary is cut off from the primary. */
-  cut(): void;
-  restore(): void;
-  readonly isCut: boolean;
-}
-
-/** The etcd a cluster with a multi-server datacenter runs. */
-export interface CoordinatorHandle {
-  readonly url: string;
-  /** Where etcd's peers reach it (a single-member cluster still listens there). */
-  readonly peerURL: string;
-  readonly dataDir: string;
-  /** SIGKILL of etcd (a crash); its data dir stays. */
-  kill(): Promise<void>;
-  /** Starts it again on the same data dir and port. */
-  start(): Promise<void>;
-}
-
-export interface Cluster {
-  readonly datacenters: DatacenterHandle[];
-  readonly primary: DatacenterHandle;
-  readonly managementToken: string;
-  get(name: string): DatacenterHandle;
-  /** The link from a secondary to the primary; needs `links: true`. */
-  link(secondary: string): LinkHandle;
-  /** The etcd this cluster started (when a datacenter has several servers). */
-  readonly coordinator: CoordinatorHandle | undefined;
-  /** The link from one server (by server name) to the coordinator, for servers of a multi-server datacenter. */
-  coordinatorLink(serverName: string): LinkHandle;
-  /** The key the servers of a multi-server datacenter prove themselves to each other with (base64). */
-  serverKeyOf(datacenter: string): string;
-  /** With `tls`: the CA and a client certificate (client.<primary dc>.watchword). */
-  readonly tls: ClusterTLS | undefined;
-  /**
-   * With `tls`: a new certificate and key for one server (or `etcd`), written over its files
-   * (`<tls.dir>/<serverName>.pem` and `-key.pem`); SIGHUP makes a daemon use them.
-   */
-  renewCertificate(serverName: string): Promise<{ certFile: string; keyFile: string; cert: string }>;
-  /** fetch that trusts the cluster's CA and presents its client certificate (the platform's fetch without TLS). */
-  fetch(url: string, init?: RequestInit): Promise<Response>;
-  /** Resolves once every running secondary has applied the primary's current index. */
-  waitForReplication(timeoutMs?: number): Promise<void>;
-  /** Stops every daemon and removes the data dirs. */
-  stop(): Promise<void>;
-}
+export type { Cluster, ClusterOptions, ClusterTLS, CoordinatorHandle, DatacenterHandle, LinkHandle } from './types.js';
+import type { Cluster, ClusterOptions, ClusterTLS, CoordinatorHandle, LinkHandle } from './types.js';
 
 class ClusterImpl implements Cluster {
   readonly datacenters: Daemon[] = [];
@@ -169,7 +36,9 @@ class ClusterImpl implements Cluster {
     const dcs = options.datacenters;
     this.names = Array.isArray(dcs) ? [...dcs] : Object.keys(dcs);
     if (this.names.length === 0) throw new Error('startCluster needs at least one datacenter');
-    this.serverCounts = Object.fromEntries(this.names.map((n) => [n, Math.max(1, (Array.isArray(dcs) ? undefined : dcs[n]?.servers) ?? options.servers?.[n] ?? 1)]));
+    this.serverCounts = Object.fromEntries(
+      this.names.map((n) => [n, Math.max(1, (Array.isArray(dcs) ? undefined : dcs[n]?.servers) ?? options.servers?.[n] ?? 1)]),
+    );
     this.managementToken = options.managementToken ?? randomUUID();
     this.primaryName = this.names[0] as string;
   }
@@ -220,7 +89,8 @@ class ClusterImpl implements Cluster {
   async renewCertificate(serverName: string): Promise<{ certFile: string; keyFile: string; cert: string }> {
     const tls = this.tls;
     if (!tls) throw new Error('renewCertificate needs a cluster started with tls');
-    const datacenter = serverName === 'etcd' ? 'etcd' : this.datacenters.find((d) => d.servers.some((s) => s.serverName === serverName))?.name;
+    const datacenter =
+      serverName === 'etcd' ? 'etcd' : this.datacenters.find((d) => d.servers.some((s) => s.serverName === serverName))?.name;
     if (!datacenter) throw new Error(`no server ${serverName} in this cluster`);
     const { createCert } = await import('../transport/certs.js');
     const issued = await createCert({ cert: tls.ca, key: this.caKey }, { kind: 'server', datacenter, domain: 'watchword', days: 30 });
@@ -255,7 +125,7 @@ class ClusterImpl implements Cluster {
     return d;
   }
 
-  readonly proxies = new Map<string, LinkProxy>();
+  readonly proxies = new Map<string, LinkGroup>();
 
   /** Where a secondary reaches the primary: through its link proxy when there is one; else every primary server. */
   primaryURLFor(secondary: string): string {
@@ -266,7 +136,9 @@ class ClusterImpl implements Cluster {
 
   get coordinator(): CoordinatorHandle | undefined {
     const etcd = this.etcd;
-    return etcd ? { url: etcd.url, peerURL: etcd.peerURL, dataDir: etcd.dataDir, kill: () => etcd.kill(), start: () => etcd.start() } : undefined;
+    return etcd
+      ? { url: etcd.url, peerURL: etcd.peerURL, dataDir: etcd.dataDir, kill: () => etcd.kill(), start: () => etcd.start() }
+      : undefined;
   }
 
   readonly coordinatorProxies = new Map<string, LinkProxy>();
@@ -329,13 +201,16 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
     if (options.tls) await cluster.makeCA();
     if (Object.values(cluster.serverCounts).some((n) => n > 1)) {
       const tls = cluster.tls;
-      cluster.etcd = new EtcdProcess(tls ? { caFile: tls.caFile, ca: tls.ca, ...(await cluster.serverCertificate('etcd', 'etcd')) } : undefined);
+      cluster.etcd = new EtcdProcess(
+        tls ? { caFile: tls.caFile, ca: tls.ca, ...(await cluster.serverCertificate('etcd', 'etcd')) } : undefined,
+      );
       await cluster.etcd.start();
     }
     // The primary datacenter first (the others need its address), then every secondary at once.
     const startDatacenter = async (i: number, name: string): Promise<void> => {
       const count = cluster.serverCounts[name] as number;
-      const fast: Record<string, string> = options.timings === 'production' ? {} : { replication_backoff_min: '100ms', replication_backoff_max: '2s' };
+      const fast: Record<string, string> =
+        options.timings === 'production' ? {} : { replication_backoff_min: '100ms', replication_backoff_max: '2s' };
       const flags = [...toFlags({ ...fast, ...options.config }), ...toFlags(options.configFor?.[name])];
       const group: Daemon[] = [];
       for (let k = 0; k < count; k++) {
@@ -347,10 +222,9 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
       const d = group[0] as Daemon;
       cluster.datacenters[i] = d;
       if (i > 0 && options.links) {
-        const primary = new URL(cluster.primary.url);
-        const proxy = new LinkProxy({ host: primary.hostname, port: Number(primary.port) });
-        await proxy.listen();
-        cluster.proxies.set(name, proxy);
+        // One proxy per primary server: the secondary follows the primary's leader among them.
+        const targets = cluster.primary.servers.map((s) => new URL(s.url)).map((u) => ({ host: u.hostname, port: Number(u.port) }));
+        cluster.proxies.set(name, await LinkGroup.open(targets));
       }
       if (count > 1 && cluster.etcd) {
         for (const s of group) {

@@ -68,3 +68,39 @@ export class LinkProxy {
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
 }
+
+/**
+ * The link from a secondary to a primary datacenter of several servers: one proxy per server
+ * (the secondary is given all of them, as an operator lists every primary server), cut and
+ * restored together.
+ */
+export class LinkGroup {
+  constructor(readonly proxies: LinkProxy[]) {}
+
+  static async open(targets: Array<{ host: string; port: number }>): Promise<LinkGroup> {
+    const proxies = targets.map((t) => new LinkProxy(t));
+    await Promise.all(proxies.map((p) => p.listen()));
+    return new LinkGroup(proxies);
+  }
+
+  /** Every proxy's URL, comma-separated (a primary_address list). */
+  get url(): string {
+    return this.proxies.map((p) => p.url).join(',');
+  }
+
+  get cut(): boolean {
+    return this.proxies.every((p) => p.cut);
+  }
+
+  cutLink(): void {
+    for (const p of this.proxies) p.cutLink();
+  }
+
+  restore(): void {
+    for (const p of this.proxies) p.restore();
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.proxies.map((p) => p.close()));
+  }
+}

@@ -1,5 +1,5 @@
 /**
- * Certificates for a cluster (SPEC §16), as `consul tls ca create` and `consul tls cert
+ * Certificates for a cluster (README, "TLS"), as `consul tls ca create` and `consul tls cert
  * create` make them: a CA, and per server a certificate naming `server.<dc>.<domain>`,
  * `localhost` and 127.0.0.1, good for both ends of a TLS connection. Built on
  * @peculiar/x509 over Node's WebCrypto, loaded on first use (the CLI and test harness need
@@ -131,13 +131,17 @@ export async function createCert(ca: Issued, options: CertOptions): Promise<Issu
       new lib.KeyUsagesExtension(lib.KeyUsageFlags.digitalSignature | lib.KeyUsageFlags.keyEncipherment, true),
       // Servers are clients of each other (a follower of its leader, a secondary of the primary), as in Consul.
       new lib.ExtendedKeyUsageExtension([lib.ExtendedKeyUsage.serverAuth, lib.ExtendedKeyUsage.clientAuth]),
-      new lib.SubjectAlternativeNameExtension([...dns.map((value) => ({ type: 'dns' as const, value })), ...ips.map((value) => ({ type: 'ip' as const, value }))]),
+      new lib.SubjectAlternativeNameExtension([
+        ...dns.map((value) => ({ type: 'dns' as const, value })),
+        ...ips.map((value) => ({ type: 'ip' as const, value })),
+      ]),
       await lib.SubjectKeyIdentifierExtension.create(keys.publicKey),
       await lib.AuthorityKeyIdentifierExtension.create(caCert),
     ],
   });
   const pem = cert.toString('pem');
   // Checked with Node's own parser: what we hand out must verify against its CA.
-  if (!new X509Certificate(pem).verify(new X509Certificate(ca.cert).publicKey)) throw new Error('the new certificate does not verify against its CA');
+  if (!new X509Certificate(pem).verify(new X509Certificate(ca.cert).publicKey))
+    throw new Error('the new certificate does not verify against its CA');
   return { cert: pem, key: await exportKey(keys.privateKey) };
 }

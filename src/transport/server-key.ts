@@ -2,7 +2,7 @@ import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 
 /**
- * How the servers of a datacenter prove themselves to each other without TLS (SPEC §16):
+ * How the servers of a datacenter prove themselves to each other without TLS (README, "TLS"):
  * an HMAC challenge-response over the shared `server_key`, in both directions, on every
  * connection, inside the WebSocket upgrade itself, so nothing is streamed to, or taken
  * from, a peer that has not proven it holds the key.
@@ -35,7 +35,9 @@ export class ServerKeyProof {
   ) {}
 
   private mac(...parts: string[]): string {
-    return createHmac('sha256', this.key).update([this.datacenter, ...parts].join('\n')).digest('base64');
+    return createHmac('sha256', this.key)
+      .update([this.datacenter, ...parts].join('\n'))
+      .digest('base64');
   }
 
   /** A follower's request to the server `to`: the headers to send and the nonce to check the answer against. */
@@ -44,22 +46,36 @@ export class ServerKeyProof {
     const time = String(now);
     return {
       nonce,
-      headers: { [PROOF_HEADERS.name]: name, [PROOF_HEADERS.nonce]: nonce, [PROOF_HEADERS.time]: time, [PROOF_HEADERS.proof]: this.mac('follower', name, nonce, time, to.name, to.address) },
+      headers: {
+        [PROOF_HEADERS.name]: name,
+        [PROOF_HEADERS.nonce]: nonce,
+        [PROOF_HEADERS.time]: time,
+        [PROOF_HEADERS.proof]: this.mac('follower', name, nonce, time, to.name, to.address),
+      },
     };
   }
 
   /** At the leader `self`: whether a request proves its sender holds the key and meant this server; the name it proved. */
-  verifyRequest(headers: IncomingHttpHeaders, self: { name: string; address: string }, now = Date.now()): { ok: true; name: string; nonce: string } | { ok: false; reason: string } {
+  verifyRequest(
+    headers: IncomingHttpHeaders,
+    self: { name: string; address: string },
+    now = Date.now(),
+  ): { ok: true; name: string; nonce: string } | { ok: false; reason: string } {
     const get = (h: string) => (typeof headers[h] === 'string' ? (headers[h] as string) : '');
     const name = get(PROOF_HEADERS.name);
     const nonce = get(PROOF_HEADERS.nonce);
     const time = get(PROOF_HEADERS.time);
     const proof = get(PROOF_HEADERS.proof);
-    if (!name || !nonce || !time || !proof) return { ok: false, reason: 'no server proof: the servers of a datacenter prove themselves with the shared server key' };
+    if (!name || !nonce || !time || !proof)
+      return { ok: false, reason: 'no server proof: the servers of a datacenter prove themselves with the shared server key' };
     const at = Number(time);
-    if (!Number.isFinite(at) || Math.abs(now - at) > WINDOW_MS) return { ok: false, reason: 'the server proof is too old (or the clocks differ by more than a minute)' };
+    if (!Number.isFinite(at) || Math.abs(now - at) > WINDOW_MS)
+      return { ok: false, reason: 'the server proof is too old (or the clocks differ by more than a minute)' };
     if (!equal(proof, this.mac('follower', name, nonce, time, self.name, self.address))) {
-      return { ok: false, reason: `the server proof is wrong: this peer does not hold this datacenter's server key, or made its proof for another server than ${self.name} at ${self.address}` };
+      return {
+        ok: false,
+        reason: `the server proof is wrong: this peer does not hold this datacenter's server key, or made its proof for another server than ${self.name} at ${self.address}`,
+      };
     }
     this.forgetOld(now);
     if (this.seen.has(nonce)) return { ok: false, reason: 'the server proof was used before' };
@@ -77,7 +93,8 @@ export class ServerKeyProof {
     const name = typeof headers[PROOF_HEADERS.name] === 'string' ? (headers[PROOF_HEADERS.name] as string) : '';
     const proof = typeof headers[PROOF_HEADERS.proof] === 'string' ? (headers[PROOF_HEADERS.proof] as string) : '';
     if (!name || !proof) return { ok: false, reason: 'the leader sent no server proof' };
-    if (!equal(proof, this.mac('leader', name, nonce))) return { ok: false, reason: "the leader's server proof is wrong: it does not hold this datacenter's server key" };
+    if (!equal(proof, this.mac('leader', name, nonce)))
+      return { ok: false, reason: "the leader's server proof is wrong: it does not hold this datacenter's server key" };
     return { ok: true, name };
   }
 

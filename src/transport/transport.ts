@@ -4,7 +4,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Logger } from 'pino';
 import { Agent, fetch as undiciFetch, type RequestInit as UndiciRequestInit } from 'undici';
 import type { ClientOptions as WebSocketOptions } from 'ws';
-import { type TlsSettings, peerBaseURL } from '../config/schema.js';
+import { type TlsSettings, parseHostPort, peerBaseURL } from '../config/schema.js';
 import { ServerKeyProof } from './server-key.js';
 import { type TlsMaterial, TlsFileError, loadCA, loadTlsFiles } from './tls-files.js';
 
@@ -12,7 +12,12 @@ export interface TransportOptions {
   datacenter: string;
   tls: TlsSettings | undefined;
   /** etcd's TLS files and auth (etcds://). */
-  etcd?: { caFile?: string | undefined; certFile?: string | undefined; keyFile?: string | undefined; auth?: { username: string; password: string } };
+  etcd?: {
+    caFile?: string | undefined;
+    certFile?: string | undefined;
+    keyFile?: string | undefined;
+    auth?: { username: string; password: string };
+  };
   /** Several servers without TLS: the key they prove themselves with. */
   serverKey: Buffer | undefined;
   logger: Logger;
@@ -27,6 +32,14 @@ export interface PeerExpectation {
 export class PeerIdentityError extends Error {
   readonly code = 'ERR_PEER_IDENTITY';
   override name = 'PeerIdentityError';
+}
+
+/**
+ * Whether an address a peer or etcd reported may be used to reach a server: a plain HOST:PORT
+ * (no scheme, path, credentials or anything a URL or a header could be bent with).
+ */
+export function isPeerAddress(value: string): boolean {
+  return value.length <= 300 && parseHostPort(value) !== undefined && !/[/?#@\\]/.test(value);
 }
 
 /** A fetch whose connections are made, and whose peer is checked, by the transport. */
@@ -49,7 +62,7 @@ export function certificateNames(cert: Pick<PeerCertificate, 'subjectaltname'> |
 }
 
 /**
- * How a server reaches and accepts its peers (SPEC §16): TLS options, peer URLs and
+ * How a server reaches and accepts its peers (README, "TLS"): TLS options, peer URLs and
  * identity checks for every server-to-server channel (replication between datacenters,
  * the servers' stream, forwarded writes, `?dc=`, chosen-ID checks and secret look-ups),
  * as Consul's tlsutil configurator serves every listener and dialer. A channel that
@@ -70,7 +83,10 @@ export class Transport {
   /** Connection pools by the name their peers must prove ('' for none); rebuilt on reload. */
   private agents = new Map<string, Agent>();
   private listener: { setSecureContext(options: SecureContextOptions): void } | undefined;
-  private readonly etcd: { credentials?: { rootCertificate?: Buffer; certChain?: Buffer; privateKey?: Buffer }; auth?: { username: string; password: string } };
+  private readonly etcd: {
+    credentials?: { rootCertificate?: Buffer; certChain?: Buffer; privateKey?: Buffer };
+    auth?: { username: string; password: string };
+  };
 
   constructor(private readonly options: TransportOptions) {
     this.secure = options.tls !== undefined;
@@ -81,6 +97,16 @@ export class Transport {
     this.material = options.tls ? loadTlsFiles(options.tls) : undefined;
     this.etcd = etcdClientOptions(options.etcd);
     this.serverKeyProof = options.serverKey ? new ServerKeyProof(options.serverKey, options.datacenter) : undefined;
+  }
+
+  /**
+   * Whether an outgoing connection proves who its peer is (TLS on, the peer's certificate
+   * checked against the CA and for its server name): only then may a peer be reached at an
+   * address that another server named rather than one the operator configured.
+   */
+  get verifiesPeers(): boolean {
+    const tls = this.options.tls;
+    return tls?.verifyOutgoing === true && tls.verifyServerHostname;
   }
 
   /** The name a server of `datacenter` proves with its certificate. */
@@ -206,14 +232,22 @@ export class Transport {
     if (!(socket instanceof TLSSocket)) return { ok: false, reason: 'not a TLS connection' };
     const cert = socket.getPeerCertificate();
     if (!cert || Object.keys(cert).length === 0) return { ok: false, reason: 'no client certificate: servers must present theirs' };
-    if (!socket.authorized) return { ok: false, reason: `the client certificate is not signed by this server's CA (${String(socket.authorizationError ?? 'unknown error')})` };
+    if (!socket.authorized)
+      return {
+        ok: false,
+        reason: `the client certificate is not signed by this server's CA (${String(socket.authorizationError ?? 'unknown error')})`,
+      };
     const want = this.serverName(datacenter);
-    if (!certificateNames(cert).includes(want)) return { ok: false, reason: `certificate names ${quotedNames(cert, this.domain)}, expected ${want}` };
+    if (!certificateNames(cert).includes(want))
+      return { ok: false, reason: `certificate names ${quotedNames(cert, this.domain)}, expected ${want}` };
     return { ok: true };
   }
 
   /** The etcd client's TLS credentials and auth (loaded and checked at start-up). */
-  etcdClientOptions(): { credentials?: { rootCertificate?: Buffer; certChain?: Buffer; privateKey?: Buffer }; auth?: { username: string; password: string } } {
+  etcdClientOptions(): {
+    credentials?: { rootCertificate?: Buffer; certChain?: Buffer; privateKey?: Buffer };
+    auth?: { username: string; password: string };
+  } {
     return this.etcd;
   }
 
@@ -226,7 +260,10 @@ export class Transport {
 
 function etcdClientOptions(etcd: TransportOptions['etcd']): ReturnType<Transport['etcdClientOptions']> {
   if (!etcd) return {};
-  const files = etcd.certFile !== undefined && etcd.keyFile !== undefined ? loadTlsFiles({ certFile: etcd.certFile, keyFile: etcd.keyFile, caFile: etcd.caFile }, 'etcd') : undefined;
+  const files =
+    etcd.certFile !== undefined && etcd.keyFile !== undefined
+      ? loadTlsFiles({ certFile: etcd.certFile, keyFile: etcd.keyFile, caFile: etcd.caFile }, 'etcd')
+      : undefined;
   const ca = files?.ca ?? (etcd.caFile !== undefined ? loadCA(etcd.caFile, 'etcd_ca_file') : undefined);
   const credentials = {
     ...(ca ? { rootCertificate: Buffer.from(ca) } : {}),
@@ -236,11 +273,21 @@ function etcdClientOptions(etcd: TransportOptions['etcd']): ReturnType<Transport
 }
 
 /** TLS verification failures, as Node names them: the peer's certificate did not chain to the CA. */
-const UNTRUSTED = new Set(['UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'SELF_SIGNED_CERT_IN_CHAIN', 'DEPTH_ZERO_SELF_SIGNED_CERT', 'UNABLE_TO_GET_ISSUER_CERT', 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY', 'CERT_SIGNATURE_FAILURE', 'CERT_HAS_EXPIRED', 'CERT_NOT_YET_VALID']);
+const UNTRUSTED = new Set([
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'CERT_SIGNATURE_FAILURE',
+  'CERT_HAS_EXPIRED',
+  'CERT_NOT_YET_VALID',
+]);
 
 /** Why a connection to a peer failed, in words an operator can act on. */
 export function describeConnectError(err: Error & { code?: string }): string {
   if (err.code === 'ERR_PEER_IDENTITY') return `the peer did not prove its identity: ${err.message}`;
-  if (err.code !== undefined && UNTRUSTED.has(err.code)) return `the peer's certificate is not signed by tls_ca_file (${err.code}: ${err.message})`;
+  if (err.code !== undefined && UNTRUSTED.has(err.code))
+    return `the peer's certificate is not signed by tls_ca_file (${err.code}: ${err.message})`;
   return err.code && !err.message.includes(err.code) ? `${err.code}: ${err.message}` : err.message;
 }

@@ -25,24 +25,23 @@ describe('binder', () => {
   };
 
   it('binds every rule whose selector matches, names interpolated, in rule order', () => {
-    const b = bind(
-      [
-        rule({ BindType: 'service', BindName: '${value.service}', Selector: 'value.service != ""' }),
-        rule({ BindType: 'role', BindName: 'admins', Selector: '"admins" in list.groups' }),
-        rule({ BindType: 'role', BindName: 'ops', Selector: '"ops" in list.groups' }),
-        rule({ BindType: 'policy', BindName: 'team-${value.team}' }),
-        rule({ BindType: 'node', BindName: 'node-${value.team}' }),
-        rule({ BindType: 'templated-policy', BindName: 'builtin/service', BindVars: { name: '${value.service}-api' } }),
-      ],
-      identity,
-      'dc2',
-    );
+    const rules = [
+      rule({ BindType: 'service', BindName: '${value.service}', Selector: 'value.service != ""' }),
+      rule({ BindType: 'role', BindName: 'admins', Selector: '"admins" in list.groups' }),
+      rule({ BindType: 'role', BindName: 'ops', Selector: '"ops" in list.groups' }),
+      rule({ BindType: 'policy', BindName: 'team-${value.team}' }),
+      rule({ BindType: 'node', BindName: 'node-${value.team}' }),
+      rule({ BindType: 'templated-policy', BindName: 'builtin/service', BindVars: { name: '${value.service}-api' } }),
+    ];
+    const b = bind(rules, identity, 'dc2');
     expect(b).toEqual({
       services: [{ ServiceName: 'billing' }],
       nodes: [{ NodeName: 'node-pay', Datacenter: 'dc2' }],
       roles: ['admins'],
       policies: ['team-pay'],
       templated: [{ TemplateName: 'builtin/service', TemplateVariables: { name: 'billing-api' } }],
+      // Every rule but the ops one matched (for the audit line of the login).
+      matched: [0, 1, 3, 4, 5].map((i) => rules[i]?.ID),
     });
   });
 
@@ -55,7 +54,9 @@ describe('binder', () => {
     expect(() => checkRuleFields(k8s, 'serviceaccount.name == "x"', '${serviceaccount.name}', undefined, invalid)).not.toThrow();
     expect(() => checkRuleFields(k8s, 'value.iss == "x"', 'web', undefined, invalid)).toThrow(/unknown field "value.iss"/);
     expect(() => checkRuleFields(k8s, '', '${value.sub}', undefined, invalid)).toThrow(/unknown variable \$\{value.sub\}/);
-    expect(() => checkRuleFields({ Type: 'jwt', Config: {} }, 'value.iss == "x" and "a" in list.groups', 'web', undefined, invalid)).not.toThrow();
+    expect(() =>
+      checkRuleFields({ Type: 'jwt', Config: {} }, 'value.iss == "x" and "a" in list.groups', 'web', undefined, invalid),
+    ).not.toThrow();
     expect(() => checkRuleFields({ Type: 'jwt', Config: {} }, 'value.iss ==', 'web', undefined, invalid)).toThrow(/invalid Selector/);
   });
 

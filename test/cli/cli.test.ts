@@ -76,7 +76,10 @@ describe('watchword acl (the command tree against a real daemon)', () => {
     const roleID = field(role.stdout, 'ID') as string;
     expect(role.stdout).toMatch(/Policies:\n {3}[0-9a-f-]{36} - reader/);
 
-    const token = await watchword(['acl', 'token', 'create', '-description', 'web auditor', '-role-name', 'auditors', '-service-identity', 'web:dc1,dc2'], env);
+    const token = await watchword(
+      ['acl', 'token', 'create', '-description', 'web auditor', '-role-name', 'auditors', '-service-identity', 'web:dc1,dc2'],
+      env,
+    );
     expect(token.code, token.stderr).toBe(0);
     const id = field(token.stdout, 'AccessorID') as string;
     expect(field(token.stdout, 'Description')).toBe('web auditor');
@@ -159,9 +162,15 @@ describe('watchword acl (the command tree against a real daemon)', () => {
   it('acl authorize prints allow (exit 0) or deny (exit 2) for the token, and exits 1 naming a bad check', async () => {
     const policy = (await d.api('PUT', '/v1/acl/policy', { body: { Name: 'cli-web', Rules: 'service "web" { policy = "write" }' } })).body;
     const t = (await d.api('PUT', '/v1/acl/token', { body: { Policies: [{ ID: policy.ID }] } })).body;
-    const allow = await watchword(['acl', 'authorize', '-resource', 'service', '-segment', 'web', '-access', 'write', '-token', t.SecretID], env);
+    const allow = await watchword(
+      ['acl', 'authorize', '-resource', 'service', '-segment', 'web', '-access', 'write', '-token', t.SecretID],
+      env,
+    );
     expect(allow).toMatchObject({ code: 0, stdout: 'allow\n' });
-    const deny = await watchword(['acl', 'authorize', '-resource', 'service', '-segment', 'api', '-access', 'write', '-token', t.SecretID], env);
+    const deny = await watchword(
+      ['acl', 'authorize', '-resource', 'service', '-segment', 'api', '-access', 'write', '-token', t.SecretID],
+      env,
+    );
     expect(deny).toMatchObject({ code: 2, stdout: 'deny\n' });
     const json = await watchword(['acl', 'authorize', '-resource', 'acl', '-access', 'read', '-format', 'json'], env);
     expect(json.code).toBe(0);
@@ -181,9 +190,22 @@ describe('watchword acl (the command tree against a real daemon)', () => {
   });
 
   it('covers roles, policies, templated policies and replication status', async () => {
-    const update = await watchword(['acl', 'role', 'update', '-id', field((await watchword(['acl', 'role', 'read', '-name', 'auditors'], env)).stdout, 'ID') as string, '-description', 'changed', '-node-identity', 'n1:dc1'], env);
+    const update = await watchword(
+      [
+        'acl',
+        'role',
+        'update',
+        '-id',
+        field((await watchword(['acl', 'role', 'read', '-name', 'auditors'], env)).stdout, 'ID') as string,
+        '-description',
+        'changed',
+        '-node-identity',
+        'n1:dc1',
+      ],
+      env,
+    );
     expect(update.code, update.stderr).toBe(0);
-    expect(update.stdout).toContain('Description:  changed');
+    expect(update.stdout).toContain('Description: changed');
     expect(update.stdout).toMatch(/Policies:\n {3}[0-9a-f-]{36} - reader/);
     expect(update.stdout).toContain('Node Identities:\n   n1 (Datacenter: dc1)');
     const pol = await watchword(['acl', 'policy', 'update', '-name', 'extra', '-description', 'now described'], env);
@@ -207,11 +229,41 @@ describe('watchword acl (the command tree against a real daemon)', () => {
     const { privateKey, publicKey } = await generateKeyPair('RS256', { extractable: true });
     const pem = await exportSPKI(publicKey);
     await writeFile(join(dir.path, 'method.json'), JSON.stringify({ JWTValidationPubKeys: [pem], ClaimMappings: { svc: 'service' } }));
-    const created = await watchword(['acl', 'auth-method', 'create', '-type', 'jwt', '-name', 'ci', '-max-token-ttl', '30m', '-config', `@${join(dir.path, 'method.json')}`], env);
+    const created = await watchword(
+      [
+        'acl',
+        'auth-method',
+        'create',
+        '-type',
+        'jwt',
+        '-name',
+        'ci',
+        '-max-token-ttl',
+        '30m',
+        '-config',
+        `@${join(dir.path, 'method.json')}`,
+      ],
+      env,
+    );
     expect(created.code, created.stderr).toBe(0);
     expect(field(created.stdout, 'Name')).toBe('ci');
     expect(field(created.stdout, 'MaxTokenTTL')).toBe('30m0s');
-    const rule = await watchword(['acl', 'binding-rule', 'create', '-method', 'ci', '-bind-type', 'service', '-bind-name', '${value.service}', '-selector', 'value.service != ""'], env);
+    const rule = await watchword(
+      [
+        'acl',
+        'binding-rule',
+        'create',
+        '-method',
+        'ci',
+        '-bind-type',
+        'service',
+        '-bind-name',
+        '${value.service}',
+        '-selector',
+        'value.service != ""',
+      ],
+      env,
+    );
     expect(rule.code, rule.stderr).toBe(0);
     expect(field(rule.stdout, 'BindName')).toBe('${value.service}');
     const ruleID = field(rule.stdout, 'ID') as string;
@@ -226,7 +278,10 @@ describe('watchword acl (the command tree against a real daemon)', () => {
     const bearer = await new SignJWT({ svc: 'deployer' }).setProtectedHeader({ alg: 'RS256' }).setExpirationTime('5m').sign(privateKey);
     await writeFile(join(dir.path, 'bearer.jwt'), bearer);
     const sink = join(dir.path, 'token.txt');
-    const login = await watchword(['login', '-method', 'ci', '-bearer-token-file', join(dir.path, 'bearer.jwt'), '-token-sink-file', sink], { WATCHWORD_HTTP_ADDR: d.url });
+    const login = await watchword(
+      ['login', '-method', 'ci', '-bearer-token-file', join(dir.path, 'bearer.jwt'), '-token-sink-file', sink],
+      { WATCHWORD_HTTP_ADDR: d.url },
+    );
     expect(login.code, login.stderr).toBe(0);
     const secret = (await readFile(sink, 'utf8')).trim();
     expect((await stat(sink)).mode & 0o777).toBe(0o600);
@@ -249,22 +304,44 @@ describe('watchword acl (the command tree against a real daemon)', () => {
     // The real executable once (the agent command lives only there), in-process for the rest.
     const top = await executable(['--help']);
     expect(top.code).toBe(0);
-    expect(top.stdout).toContain('agent [options]');
-    expect(top.stdout).toContain('acl');
+    expect(top.stdout).toMatch(/^Usage: watchword <subcommand> \[options\] \[args\]$/m);
+    expect(top.stdout).toMatch(/^ {4}agent +run the watchword daemon/m);
+    expect(top.stdout).toMatch(/^ {4}acl +manage ACL tokens/m);
     const agent = await executable(['agent', '--help']);
     expect(agent.code).toBe(0);
-    expect(agent.stdout).toMatch(/--tls-cert-file <FILE>\s+\S/);
-    for (const args of [['acl', '--help'], ['acl', 'token', 'create', '--help'], ['acl', 'token', 'update', '-help'], ['acl', 'policy', 'create', '--help'], ['tls', 'cert', 'create', '--help']]) {
+    expect(agent.stdout).toMatch(/^ {2}-tls-cert-file=<FILE>\n {5}\S/m);
+    for (const args of [
+      ['acl', '--help'],
+      ['acl', 'token', 'create', '--help'],
+      ['acl', 'token', 'update', '-help'],
+      ['acl', 'policy', 'create', '--help'],
+      ['tls', 'cert', 'create', '--help'],
+    ]) {
       const res = await watchword(args);
       expect(res.code, args.join(' ')).toBe(0);
     }
     const create = await watchword(['acl', 'token', 'create', '--help']);
-    for (const flag of ['--http-addr', '--token', '--policy-name', '--role-name', '--service-identity', '--node-identity', '--templated-policy', '--var', '--expires-ttl', '--local', '--description', '--format']) {
-      expect(create.stdout).toMatch(new RegExp(`${flag} .*\\S`));
+    // Consul's shape: one dash, a value placeholder, the description indented below.
+    for (const flag of [
+      '-http-addr=<ADDR>',
+      '-token=<SECRET>',
+      '-token-file=<FILE>',
+      '-policy-name=<NAME>',
+      '-role-name=<NAME>',
+      '-service-identity=<NAME[:DC1,DC2]>',
+      '-node-identity=<NAME:DC>',
+      '-templated-policy=<NAME>',
+      '-var=<name:VALUE>',
+      '-expires-ttl=<DURATION>',
+      '-local',
+      '-description=<TEXT>',
+      '-format=<FORMAT>',
+    ]) {
+      expect(create.stdout).toMatch(new RegExp(`^  ${flag.replace(/[[\]]/g, '\\$&')}\n {5}\\S`, 'm'));
     }
+    expect(create.stdout).not.toMatch(/--[a-z]/);
     const update = await watchword(['acl', 'token', 'update', '--help']);
-    expect(update.stdout).toContain('--merge-policies');
-    expect(update.stdout).toContain('--merge-roles');
-    expect(update.stdout).toContain('--merge-service-identities');
+    for (const flag of ['-append-policy-name', '-append-role-id', '-append-service-identity', '-merge-policies', '-merge-roles'])
+      expect(update.stdout).toContain(`\n  ${flag}`);
   });
 });

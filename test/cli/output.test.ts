@@ -1,10 +1,19 @@
 import { describe, expect, it } from 'vitest';
 import { formatAuthMethod, formatBindingRule } from '../../src/cli/auth.js';
 import { formatServers } from '../../src/cli/operator.js';
-import { formatPolicy, formatPolicyList, formatReplication, formatRole, formatRoleList, formatToken, formatTokenList } from '../../src/cli/output.js';
+import {
+  formatPolicy,
+  formatPolicyList,
+  formatReplication,
+  formatRole,
+  formatRoleList,
+  formatToken,
+  formatTokenList,
+} from '../../src/cli/output.js';
 
 // The CLI's human output, byte for byte, against files in golden/ (a change in wording or
-// alignment shows as a diff of the file; `vitest -u` rewrites them when it is meant).
+// alignment shows as a diff of the file; `vitest -u` rewrites them when it is meant). Without
+// -meta no object shows its Hash or indices; with it every object shows the same rows.
 const token = {
   AccessorID: '6a1253d2-1785-24fd-91c2-f8e78c745511',
   SecretID: '45a3bd52-07c7-47a4-52fd-0745e0cfe967',
@@ -53,26 +62,91 @@ const role = {
 describe('CLI output (golden files)', () => {
   it('a token', async () => {
     await expect(formatToken(token as never)).toMatchFileSnapshot('golden/token.txt');
+    await expect(formatToken(token as never, true)).toMatchFileSnapshot('golden/token-meta.txt');
   });
   it('a token list', async () => {
-    await expect(formatTokenList([token, { ...token, AccessorID: '00000000-0000-0000-0000-000000000002', Description: 'Anonymous Token', Local: true, ExpirationTime: undefined }] as never)).toMatchFileSnapshot('golden/token-list.txt');
+    await expect(
+      formatTokenList([
+        token,
+        {
+          ...token,
+          AccessorID: '00000000-0000-0000-0000-000000000002',
+          Description: 'Anonymous Token',
+          Local: true,
+          ExpirationTime: undefined,
+        },
+      ] as never),
+    ).toMatchFileSnapshot('golden/token-list.txt');
   });
   it('a policy and a policy list', async () => {
     await expect(formatPolicy(policy as never)).toMatchFileSnapshot('golden/policy.txt');
-    await expect(formatPolicyList([policy, { ...policy, ID: '00000000-0000-0000-0000-000000000001', Name: 'global-management', Description: 'Builtin Policy that grants unlimited access', Datacenters: [] }] as never)).toMatchFileSnapshot('golden/policy-list.txt');
+    await expect(formatPolicy(policy as never, true)).toMatchFileSnapshot('golden/policy-meta.txt');
+    await expect(
+      formatPolicyList([
+        policy,
+        {
+          ...policy,
+          ID: '00000000-0000-0000-0000-000000000001',
+          Name: 'global-management',
+          Description: 'Builtin Policy that grants unlimited access',
+          Datacenters: [],
+        },
+      ] as never),
+    ).toMatchFileSnapshot('golden/policy-list.txt');
   });
   it('a role and a role list', async () => {
     await expect(formatRole(role as never)).toMatchFileSnapshot('golden/role.txt');
+    await expect(formatRole(role as never, true)).toMatchFileSnapshot('golden/role-meta.txt');
     await expect(formatRoleList([role] as never)).toMatchFileSnapshot('golden/role-list.txt');
   });
   it('an auth method and a binding rule', async () => {
-    const method = { Name: 'ci', Type: 'jwt', DisplayName: 'CI', Description: 'CI jobs', MaxTokenTTL: '1h0m0s', TokenLocality: 'local', Config: { JWKSURL: 'https://issuer.example/keys', BoundAudiences: ['watchword'] }, Namespace: 'default', Partition: 'default', CreateIndex: 30, ModifyIndex: 30 };
+    const method = {
+      Name: 'ci',
+      Type: 'jwt',
+      DisplayName: 'CI',
+      Description: 'CI jobs',
+      MaxTokenTTL: '1h0m0s',
+      TokenLocality: 'local',
+      Config: { JWKSURL: 'https://issuer.example/keys', BoundAudiences: ['watchword'] },
+      Namespace: 'default',
+      Partition: 'default',
+      CreateIndex: 30,
+      ModifyIndex: 30,
+    };
     await expect(formatAuthMethod(method as never)).toMatchFileSnapshot('golden/auth-method.txt');
-    const rule = { ID: 'c1f6d4b1-6f2e-4e39-9d7e-0a6a2a3f0b11', Description: 'services', AuthMethod: 'ci', Selector: 'value.service != ""', BindType: 'service', BindName: '${value.service}', Namespace: 'default', Partition: 'default', CreateIndex: 31, ModifyIndex: 31 };
+    await expect(formatAuthMethod(method as never, true)).toMatchFileSnapshot('golden/auth-method-meta.txt');
+    const rule = {
+      ID: 'c1f6d4b1-6f2e-4e39-9d7e-0a6a2a3f0b11',
+      Description: 'services',
+      AuthMethod: 'ci',
+      Selector: 'value.service != ""',
+      BindType: 'service',
+      BindName: '${value.service}',
+      Namespace: 'default',
+      Partition: 'default',
+      CreateIndex: 31,
+      ModifyIndex: 31,
+    };
     await expect(formatBindingRule(rule as never)).toMatchFileSnapshot('golden/binding-rule.txt');
+    await expect(formatBindingRule(rule as never, true)).toMatchFileSnapshot('golden/binding-rule-meta.txt');
   });
   it('replication status and the servers of a datacenter', async () => {
-    const status = { Enabled: true, Running: true, SourceDatacenter: 'dc1', ReplicationType: 'tokens', ReplicatedIndex: 120, ReplicatedRoleIndex: 120, ReplicatedTokenIndex: 120, LastSuccess: '2026-11-24T10:00:01Z', LastError: '0001-01-01T00:00:00Z', LastErrorMessage: '', Connected: true, PrimaryIndex: 121, LagEntries: 1, LastContactMs: 12 };
+    const status = {
+      Enabled: true,
+      Running: true,
+      SourceDatacenter: 'dc1',
+      ReplicationType: 'tokens',
+      ReplicatedIndex: 120,
+      ReplicatedRoleIndex: 120,
+      ReplicatedTokenIndex: 120,
+      LastSuccess: '2026-11-24T10:00:01Z',
+      LastError: '0001-01-01T00:00:00Z',
+      LastErrorMessage: '',
+      Connected: true,
+      PrimaryIndex: 121,
+      LagEntries: 1,
+      LastContactMs: 12,
+    };
     await expect(formatReplication(status as never)).toMatchFileSnapshot('golden/replication.txt');
     const servers = {
       Datacenter: 'dc1',
@@ -82,10 +156,56 @@ describe('CLI output (golden files)', () => {
       RunningWithoutSyncCopy: false,
       Problem: null,
       Servers: [
-        { Name: 'dc1-server-1', Address: '10.0.0.1:8500', Role: 'leader', Term: 4, AppliedSeq: 900, AppliedIndex: 450, LagBatches: 0, InSyncSet: false, Connected: true },
-        { Name: 'dc1-server-2', Address: '10.0.0.2:8500', Role: 'follower', Term: 4, AppliedSeq: 900, AppliedIndex: 450, LagBatches: 0, InSyncSet: true, Connected: true },
-        { Name: 'dc1-server-3', Address: '10.0.0.3:8500', Role: 'follower', Term: 4, AppliedSeq: 870, AppliedIndex: 440, LagBatches: 30, InSyncSet: false, Connected: true },
+        {
+          Name: 'dc1-server-1',
+          Address: '10.0.0.1:8500',
+          Role: 'leader',
+          Term: 4,
+          AppliedSeq: 900,
+          AppliedIndex: 450,
+          LagBatches: 0,
+          InSyncSet: false,
+          Connected: true,
+          Registered: true,
+        },
+        {
+          Name: 'dc1-server-2',
+          Address: '10.0.0.2:8500',
+          Role: 'follower',
+          Term: 4,
+          AppliedSeq: 900,
+          AppliedIndex: 450,
+          LagBatches: 0,
+          InSyncSet: true,
+          Connected: true,
+          Registered: true,
+        },
+        {
+          Name: 'dc1-server-3',
+          Address: '10.0.0.3:8500',
+          Role: 'follower',
+          Term: 4,
+          AppliedSeq: 870,
+          AppliedIndex: 440,
+          LagBatches: 30,
+          InSyncSet: false,
+          Connected: true,
+          Registered: true,
+        },
+        {
+          Name: 'dc1-server-4',
+          Address: '10.0.0.4:8500',
+          Role: 'follower',
+          Term: 4,
+          AppliedSeq: 0,
+          AppliedIndex: null,
+          LagBatches: 0,
+          InSyncSet: false,
+          Connected: false,
+          Registered: false,
+        },
       ],
+      AnsweredBy: 'dc1-server-1',
     };
     await expect(formatServers(servers as never)).toMatchFileSnapshot('golden/servers.txt');
   });

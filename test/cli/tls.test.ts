@@ -11,7 +11,12 @@ import { tempDir } from '../helpers/temp-dir.js';
 async function watchword(args: string[]) {
   let stdout = '';
   let stderr = '';
-  const code = await runCli(args, { out: (t) => void (stdout += t), err: (t) => void (stderr += t), env: {}, setExitCode: () => undefined });
+  const code = await runCli(args, {
+    out: (t) => void (stdout += t),
+    err: (t) => void (stderr += t),
+    env: {},
+    setExitCode: () => undefined,
+  });
   return { code, stdout, stderr };
 }
 
@@ -39,16 +44,31 @@ describe('watchword tls and keygen', () => {
     expect(caCert.ca).toBe(true);
 
     expect((await watchword(['tls', 'cert', 'create', '-server', '-dc', 'dc1'])).code).toBe(0);
-    const second = await watchword(['tls', 'cert', 'create', '-server', '-dc', 'dc1', '-additional-dnsname', 'watchword.example', '-additional-ipaddress', '10.1.2.3']);
+    const second = await watchword([
+      'tls',
+      'cert',
+      'create',
+      '-server',
+      '-dc',
+      'dc1',
+      '-additional-dnsname',
+      'watchword.example',
+      '-additional-ipaddress',
+      '10.1.2.3',
+    ]);
     expect(second.stdout).toContain('==> Saved dc1-server-watchword-1.pem');
     const cert = new X509Certificate(await readFile(join(dir.path, 'dc1-server-watchword-1.pem')));
-    expect(cert.subjectAltName).toBe('DNS:server.dc1.watchword, DNS:localhost, DNS:watchword.example, IP Address:127.0.0.1, IP Address:10.1.2.3');
+    expect(cert.subjectAltName).toBe(
+      'DNS:server.dc1.watchword, DNS:localhost, DNS:watchword.example, IP Address:127.0.0.1, IP Address:10.1.2.3',
+    );
     expect(cert.verify(caCert.publicKey)).toBe(true);
     expect(cert.checkPrivateKey(createPrivateKey(await readFile(join(dir.path, 'dc1-server-watchword-1-key.pem'))))).toBe(true);
     expect((await stat(join(dir.path, 'dc1-server-watchword-1-key.pem'))).mode & 0o777).toBe(0o600);
 
     expect((await watchword(['tls', 'cert', 'create', '-client', '-dc', 'dc2'])).code).toBe(0);
-    expect(new X509Certificate(await readFile(join(dir.path, 'dc2-client-watchword-0.pem'))).subjectAltName).toMatch(/^DNS:client\.dc2\.watchword/);
+    expect(new X509Certificate(await readFile(join(dir.path, 'dc2-client-watchword-0.pem'))).subjectAltName).toMatch(
+      /^DNS:client\.dc2\.watchword/,
+    );
   });
 
   it('refuses to overwrite a CA, a certificate without its kind, and a missing CA, with the reason', async () => {
@@ -60,7 +80,9 @@ describe('watchword tls and keygen', () => {
     expect(neither.stderr).toContain('give exactly one of -server or -client');
     const noCA = await watchword(['tls', 'cert', 'create', '-server', '-domain', 'other']);
     expect(noCA.code).toBe(1);
-    expect(noCA.stderr).toMatch(/cannot read the CA \(other-agent-ca\.pem, other-agent-ca-key\.pem\): ENOENT; make one with: watchword tls ca create/);
+    expect(noCA.stderr).toMatch(
+      /cannot read the CA \(other-agent-ca\.pem, other-agent-ca-key\.pem\): ENOENT; make one with: watchword tls ca create/,
+    );
   });
 
   it('keygen prints 32 random bytes in base64', async () => {

@@ -37,7 +37,7 @@ const CHECKS: Array<[string, string, Access]> = [
   ['session', 'n1', 'write'],
 ];
 
-/** The enforcing client (SPEC §17) against a real daemon: the same answers, kept fresh. */
+/** The enforcing client (README, "Enforcing policies in your service") against a real daemon: the same answers, kept fresh. */
 describe('Authorizer (enforcing client)', () => {
   let d: TestDaemon;
   let policy: { ID: string };
@@ -52,7 +52,9 @@ describe('Authorizer (enforcing client)', () => {
     // Short-lived tokens allowed, for the expiry case.
     d = await startTestDaemon({ config: { token_min_ttl: '1s' } });
     policy = (await d.api('PUT', '/v1/acl/policy', { body: { Name: 'web', Rules: RULES } })).body;
-    token = (await d.api('PUT', '/v1/acl/token', { body: { Policies: [{ ID: policy.ID }], ServiceIdentities: [{ ServiceName: 'billing' }] } })).body;
+    token = (
+      await d.api('PUT', '/v1/acl/token', { body: { Policies: [{ ID: policy.ID }], ServiceIdentities: [{ ServiceName: 'billing' }] } })
+    ).body;
   });
   afterEach(() => {
     for (const a of authorizers.splice(0)) a.close();
@@ -60,7 +62,10 @@ describe('Authorizer (enforcing client)', () => {
   afterAll(() => d.close());
 
   const daemonSays = async (secret: string): Promise<boolean[]> => {
-    const res = await d.api('POST', '/v1/internal/acl/authorize', { token: secret, body: CHECKS.map(([Resource, Segment, Access]) => ({ Resource, ...(Segment ? { Segment } : {}), Access })) });
+    const res = await d.api('POST', '/v1/internal/acl/authorize', {
+      token: secret,
+      body: CHECKS.map(([Resource, Segment, Access]) => ({ Resource, ...(Segment ? { Segment } : {}), Access })),
+    });
     expect(res.status).toBe(200);
     return res.body.map((a: { Allow: boolean }) => a.Allow);
   };
@@ -101,6 +106,44 @@ describe('Authorizer (enforcing client)', () => {
     await waitFor(() => authz.allowed(t.SecretID, 'service', 'flip', 'write') === false, 1_000, 5);
     expect(Date.now() - changed).toBeLessThan(1_000);
     expect(authz.allowed(t.SecretID, 'service', 'flip', 'read')).toBe(true);
+    // The watch's answer is a refresh; the first question was the only one that waited.
+    expect(authz.stats()).toMatchObject({ misses: 1, downAnswers: 0, failovers: 0, cached: 1, down: false });
+    expect(authz.stats().refreshes).toBeGreaterThanOrEqual(1);
+    expect(authz.stats().hits).toBeGreaterThanOrEqual(2);
+  });
+
+  it('counts hits and misses: one miss per new secret, cached answers are hits', async () => {
+    const authz = make();
+    expect(authz.stats()).toEqual({
+      hits: 0,
+      misses: 0,
+      refreshes: 0,
+      downAnswers: 0,
+      failovers: 0,
+      cached: 0,
+      down: false,
+      address: d.url,
+    });
+    expect(await authz.allowed(token.SecretID, 'service', 'web', 'write')).toBe(true);
+    for (let i = 0; i < 5; i++) expect(authz.allowed(token.SecretID, 'service', 'web', 'write')).toBe(true);
+    expect(await authz.allowed('6f1e0b0c-0000-4000-8000-00000000beef', 'service', 'web', 'read')).toBe(false);
+    // Denied from the cache of unknown secrets, and a secret no header can carry: hits, no request.
+    expect(authz.allowed('6f1e0b0c-0000-4000-8000-00000000beef', 'service', 'web', 'read')).toBe(false);
+    expect(authz.allowed('x\ny', 'service', 'web', 'read')).toBe(false);
+    expect(authz.stats()).toMatchObject({ hits: 7, misses: 2, downAnswers: 0 });
+  });
+
+  it('passes over an address that cannot be reached for the next, and prefers the one that answered', async () => {
+    const dead = `http://127.0.0.1:${await freePort()}`;
+    const downs: unknown[] = [];
+    const authz = make({ addresses: [dead, d.url] });
+    authz.on('down', (e) => downs.push(e));
+    expect(await authz.allowed(token.SecretID, 'service', 'web', 'write')).toBe(true);
+    expect(await authz.allowed(MANAGEMENT_SECRET, 'acl', '', 'write')).toBe(true);
+    // Only the first request tried the dead address.
+    expect(authz.stats()).toMatchObject({ failovers: 1, address: d.url, down: false });
+    expect(downs).toEqual([]);
+    expect(() => make({ addresses: [] })).toThrow(/addresses/);
   });
 
   it('sees a role change within a second', async () => {
@@ -154,6 +197,7 @@ describe('Authorizer down_policy, daemon killed', () => {
   let other: string;
   const policies: DownPolicy[] = ['extend-cache', 'async-cache', 'deny', 'allow'];
   const authz = new Map<DownPolicy, Authorizer>();
+  const events = new Map<DownPolicy, string[]>();
   const TTL = 600;
 
   beforeAll(async () => {
@@ -168,6 +212,10 @@ describe('Authorizer down_policy, daemon killed', () => {
     for (const down of policies) {
       const a = new Authorizer({ client: { address: agent.url }, downPolicy: down, tokenTTL: TTL, requestTimeoutMs: 1_000 });
       authz.set(down, a);
+      const seen: string[] = [];
+      events.set(down, seen);
+      a.on('down', (e) => seen.push(`down ${e.downPolicy} ${e.reason}`));
+      a.on('up', (e) => seen.push(`up ${e.address}`));
       expect(await a.allowed(secret, 'service', 'web', 'write')).toBe(true);
       expect(a.allowed(secret, 'service', 'api', 'write')).toBe(false);
     }
@@ -208,12 +256,29 @@ describe('Authorizer down_policy, daemon killed', () => {
     expect(await a.allowed(other, 'service', 'web', 'write')).toBe(true);
   });
 
-  it('once the daemon is back, every policy answers from the rules again', async () => {
+  it("tells 'down' once when no server can be reached, and counts the answers the down policy gave", () => {
+    for (const down of policies) {
+      const a = authz.get(down) as Authorizer;
+      // Why: the watch's socket reset by the kill, or a refused connection after it.
+      expect(events.get(down)).toEqual([expect.stringMatching(new RegExp(`^down ${down} (ECONNREFUSED|ECONNRESET|UND_ERR_SOCKET)$`))]);
+      expect(a.stats()).toMatchObject({ down: true });
+      expect(a.stats().downAnswers).toBeGreaterThanOrEqual(1);
+    }
+  });
+
+  it("once the daemon is back, every policy answers from the rules again, and 'up' is told", async () => {
     agent = await spawnAgent(dir.path, ['--http-addr', `127.0.0.1:${port}`]);
     for (const down of policies) {
       const a = authz.get(down) as Authorizer;
-      await waitFor(async () => (await a.allowed(secret, 'service', 'web', 'write')) === true && (await a.allowed(secret, 'service', 'api', 'write')) === false, 10_000, 50);
+      await waitFor(
+        async () =>
+          (await a.allowed(secret, 'service', 'web', 'write')) === true && (await a.allowed(secret, 'service', 'api', 'write')) === false,
+        10_000,
+        50,
+      );
       expect(await a.allowed(other, 'service', 'web', 'write')).toBe(true);
+      expect(events.get(down)).toEqual([expect.stringMatching(new RegExp(`^down ${down} `)), `up ${agent.url}`]);
+      expect(a.stats().down).toBe(false);
     }
   }, 40_000);
 });

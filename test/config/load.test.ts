@@ -71,10 +71,22 @@ describe('loadConfig', () => {
     const broken = join(dir.path, 'broken.json');
     await writeFile(broken, '{ not json');
     expect(() => loadConfig({ files: [broken] })).toThrow(/cannot read JSON config/);
-    expect(() => loadConfig({ flags: { token_min_ttl: '2h', token_max_ttl: '1h' } })).toThrow(/token_min_ttl: must not exceed token_max_ttl/);
-    expect(() => loadConfig({ flags: { replication_backoff_min: '1m', replication_backoff_max: '2s' } })).toThrow(/replication_backoff_min: must not exceed replication_backoff_max/);
-    expect(loadConfig({ flags: { replication_backoff_min: '100ms', replication_max_stale: '30s' } })).toMatchObject({ replication_backoff_min: 100, replication_backoff_max: 2000, replication_max_stale: 30_000 });
-    expect(() => loadConfig({ flags: { datacenter: 'dc2', primary_datacenter: 'dc1' } })).toThrow(/primary_address: is required on a secondary/);
-    expect(loadConfig({ flags: { datacenter: 'dc2', primary_datacenter: 'dc1', primary_address: 'http://127.0.0.1:8500' } }).primary_address).toBe('http://127.0.0.1:8500');
+    expect(() => loadConfig({ flags: { token_min_ttl: '2h', token_max_ttl: '1h' } })).toThrow(
+      /token_min_ttl: must not exceed token_max_ttl/,
+    );
+    expect(() => loadConfig({ flags: { replication_backoff_min: '1m', replication_backoff_max: '2s' } })).toThrow(
+      /replication_backoff_min: must not exceed replication_backoff_max/,
+    );
+    expect(loadConfig({ flags: { replication_backoff_min: '100ms', replication_max_stale: '30s' } })).toMatchObject({
+      replication_backoff_min: 100,
+      replication_backoff_max: 2000,
+      replication_max_stale: 30_000,
+    });
+    expect(() => loadConfig({ flags: { datacenter: 'dc2', primary_datacenter: 'dc1' } })).toThrow(
+      /primary_address: is required on a secondary/,
+    );
+    expect(
+      loadConfig({ flags: { datacenter: 'dc2', primary_datacenter: 'dc1', primary_address: 'http://127.0.0.1:8500' } }).primary_address,
+    ).toBe('http://127.0.0.1:8500');
   });
 });

@@ -18,7 +18,16 @@ describe('Authorizer', () => {
   });
 
   it('lets default-namespace policies grant in others with namespace blocks, most specific first', () => {
-    const a = new Authorizer('default', 'default', [policy('acl = "read"\nnamespace_prefix "" { acl = "read" }\nnamespace_prefix "team-" { acl = "write" }\nnamespace "team-locked" { acl = "deny" }')], 'deny');
+    const a = new Authorizer(
+      'default',
+      'default',
+      [
+        policy(
+          'acl = "read"\nnamespace_prefix "" { acl = "read" }\nnamespace_prefix "team-" { acl = "write" }\nnamespace "team-locked" { acl = "deny" }',
+        ),
+      ],
+      'deny',
+    );
     expect(a.aclAccess('default', 'default')).toBe('read');
     expect(a.aclAccess('default', 'anything')).toBe('read');
     expect(a.aclAccess('default', 'team-a')).toBe('write');
@@ -51,8 +60,12 @@ describe('Authorizer', () => {
   });
 
   it('merges policies with deny over write over read', () => {
-    expect(new Authorizer('default', 'default', [policy('acl = "read"'), policy('acl = "write"')], 'deny').aclAccess('default', 'default')).toBe('write');
-    expect(new Authorizer('default', 'default', [policy('acl = "write"'), policy('acl = "deny"')], 'deny').aclAccess('default', 'default')).toBe('none');
+    expect(
+      new Authorizer('default', 'default', [policy('acl = "read"'), policy('acl = "write"')], 'deny').aclAccess('default', 'default'),
+    ).toBe('write');
+    expect(
+      new Authorizer('default', 'default', [policy('acl = "write"'), policy('acl = "deny"')], 'deny').aclAccess('default', 'default'),
+    ).toBe('none');
   });
 
   it('falls back to the default policy, where allow grants read and never write', () => {
@@ -62,7 +75,12 @@ describe('Authorizer', () => {
   });
 
   it('honours partition blocks', () => {
-    const a = new Authorizer('default', 'default', [policy('partition "p1" {\n  acl = "read"\n  namespace "ns" { acl = "write" }\n}')], 'deny');
+    const a = new Authorizer(
+      'default',
+      'default',
+      [policy('partition "p1" {\n  acl = "read"\n  namespace "ns" { acl = "write" }\n}')],
+      'deny',
+    );
     expect(a.aclAccess('p1', 'x')).toBe('read');
     expect(a.aclAccess('p1', 'ns')).toBe('write');
     expect(a.aclAccess('p2', 'ns')).toBe('none');

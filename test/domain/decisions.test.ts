@@ -28,10 +28,17 @@ interface Group {
   decisions: Array<[string, string, boolean]>;
 }
 
-const serviceIdentity = (name: string): string => syntheticPolicies({ ServiceIdentities: [{ ServiceName: name }], NodeIdentities: [], TemplatedPolicies: [] })[0]?.Rules ?? '';
-const nodeIdentity = (name: string): string => syntheticPolicies({ ServiceIdentities: [], NodeIdentities: [{ NodeName: name, Datacenter: 'dc1' }], TemplatedPolicies: [] })[0]?.Rules ?? '';
+const serviceIdentity = (name: string): string =>
+  syntheticPolicies({ ServiceIdentities: [{ ServiceName: name }], NodeIdentities: [], TemplatedPolicies: [] })[0]?.Rules ?? '';
+const nodeIdentity = (name: string): string =>
+  syntheticPolicies({ ServiceIdentities: [], NodeIdentities: [{ NodeName: name, Datacenter: 'dc1' }], TemplatedPolicies: [] })[0]?.Rules ??
+  '';
 const template = (name: string, variable?: string): string =>
-  syntheticPolicies({ ServiceIdentities: [], NodeIdentities: [], TemplatedPolicies: [{ TemplateName: name, ...(variable ? { TemplateVariables: { name: variable } } : {}) }] })[0]?.Rules ?? '';
+  syntheticPolicies({
+    ServiceIdentities: [],
+    NodeIdentities: [],
+    TemplatedPolicies: [{ TemplateName: name, ...(variable ? { TemplateVariables: { name: variable } } : {}) }],
+  })[0]?.Rules ?? '';
 
 const GROUPS: Group[] = [
   {
@@ -97,7 +104,9 @@ const GROUPS: Group[] = [
   },
   {
     name: 'exact beats prefix',
-    policies: ['service_prefix "" { policy = "read" }\nservice "web" { policy = "write" }\nservice_prefix "we" { policy = "deny" }\nservice "wet" { policy = "read" }'],
+    policies: [
+      'service_prefix "" { policy = "read" }\nservice "web" { policy = "write" }\nservice_prefix "we" { policy = "deny" }\nservice "wet" { policy = "read" }',
+    ],
     decisions: [
       ['the exact rule writes', 'service web write', true],
       ['a longer deny prefix loses to an exact rule', 'service web read', true],
@@ -110,7 +119,9 @@ const GROUPS: Group[] = [
   },
   {
     name: 'the longest prefix wins',
-    policies: ['key_prefix "" { policy = "read" }\nkey_prefix "foo/" { policy = "write" }\nkey_prefix "foo/bar/" { policy = "deny" }\nkey_prefix "foo/bar/baz/" { policy = "list" }'],
+    policies: [
+      'key_prefix "" { policy = "read" }\nkey_prefix "foo/" { policy = "write" }\nkey_prefix "foo/bar/" { policy = "deny" }\nkey_prefix "foo/bar/baz/" { policy = "list" }',
+    ],
     decisions: [
       ['"" reads', 'key zip read', true],
       ['"" does not write', 'key zip write', false],
@@ -143,7 +154,9 @@ const GROUPS: Group[] = [
   },
   {
     name: 'key write-prefix',
-    policies: ['key_prefix "app/" { policy = "write" }\nkey "app/locked" { policy = "read" }\nkey_prefix "tmp/" { policy = "write" }\nkey_prefix "ro/" { policy = "read" }'],
+    policies: [
+      'key_prefix "app/" { policy = "write" }\nkey "app/locked" { policy = "read" }\nkey_prefix "tmp/" { policy = "write" }\nkey_prefix "ro/" { policy = "read" }',
+    ],
     decisions: [
       ['a rule under the prefix that is not write denies', 'key app/ write-prefix', false],
       ['a narrower prefix without such rules is allowed', 'key app/x/ write-prefix', true],
@@ -205,7 +218,12 @@ const GROUPS: Group[] = [
   },
   {
     name: 'intentions merged across policies',
-    policies: ['service "web" { policy = "read" }', 'service "web" { intentions = "write" }', 'service "api" { policy = "write" }', 'service "api" { policy = "deny" }'],
+    policies: [
+      'service "web" { policy = "read" }',
+      'service "web" { intentions = "write" }',
+      'service "api" { policy = "write" }',
+      'service "api" { policy = "deny" }',
+    ],
     defaultPolicy: 'allow',
     decisions: [
       ['the explicit intentions of one policy apply to the merged rule', 'intention web write', true],
@@ -362,7 +380,10 @@ const GROUPS: Group[] = [
   },
   {
     name: 'global-management with a deny policy',
-    policies: [{ rules: GLOBAL_MANAGEMENT_RULES, builtin: true }, 'service "secret" { policy = "deny" }\nkey_prefix "" { policy = "deny" }'],
+    policies: [
+      { rules: GLOBAL_MANAGEMENT_RULES, builtin: true },
+      'service "secret" { policy = "deny" }\nkey_prefix "" { policy = "deny" }',
+    ],
     decisions: [
       ['a deny merged with it wins for its name', 'service secret read', false],
       ['other services still write', 'service web write', true],
@@ -387,13 +408,16 @@ const GROUPS: Group[] = [
   },
   {
     name: 'a token of namespace "team"',
-    policies: [{ rules: 'service_prefix "" { policy = "write" }\nkey_prefix "" { policy = "read" }', namespace: 'team' }, 'namespace "other" { service_prefix "" { policy = "write" } }'],
+    policies: [
+      { rules: 'service_prefix "" { policy = "write" }\nkey_prefix "" { policy = "read" }', namespace: 'team' },
+      'namespace "other" { service_prefix "" { policy = "write" } }',
+    ],
     token: { namespace: 'team', partition: 'default' },
     decisions: [
       ['its policy applies in its namespace', 'service web write @default/team', true],
       ['and reads keys there', 'key a read @default/team', true],
       ['its policy does not apply in default', 'service web read @default/default', false],
-      ['namespace blocks are administrators\' grants: none for it', 'service web read @default/other', false],
+      ["namespace blocks are administrators' grants: none for it", 'service web read @default/other', false],
       ['no operator for tokens outside the default namespace', 'operator - read', false],
     ],
   },
@@ -420,7 +444,9 @@ const GROUPS: Group[] = [
   {
     name: 'many prefixes of many lengths',
     policies: [
-      Array.from({ length: 40 }, (_, i) => `key_prefix "${'k/'.repeat(i + 1)}" { policy = "${i % 2 === 0 ? 'write' : 'read'}" }`).join('\n'),
+      Array.from({ length: 40 }, (_, i) => `key_prefix "${'k/'.repeat(i + 1)}" { policy = "${i % 2 === 0 ? 'write' : 'read'}" }`).join(
+        '\n',
+      ),
     ],
     decisions: [
       ['the deepest matching prefix decides (depth 40, read)', `key ${'k/'.repeat(40)}x write`, false],
@@ -446,7 +472,12 @@ const GROUPS: Group[] = [
 function authorizerOf(group: Group): Authorizer {
   const policies: ApplicablePolicy[] = group.policies.map((p) => {
     const spec = typeof p === 'string' ? { rules: p } : p;
-    return { rules: parsePolicyRules(spec.rules), namespace: spec.namespace ?? 'default', partition: spec.partition ?? 'default', builtin: spec.builtin ?? false };
+    return {
+      rules: parsePolicyRules(spec.rules),
+      namespace: spec.namespace ?? 'default',
+      partition: spec.partition ?? 'default',
+      builtin: spec.builtin ?? false,
+    };
   });
   const token = group.token ?? { namespace: 'default', partition: 'default' };
   return new Authorizer(token.namespace, token.partition, policies, group.defaultPolicy ?? 'deny');

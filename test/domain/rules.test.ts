@@ -26,14 +26,23 @@ describe('policy rules', () => {
   });
 
   it('reads the same rules written as JSON', () => {
-    const rules = parsePolicyRules(JSON.stringify({ acl: 'write', key_prefix: { 'app/': { policy: 'list' } }, service: [{ web: { policy: 'write', intentions: 'read' } }], operator: 'read' }));
+    const rules = parsePolicyRules(
+      JSON.stringify({
+        acl: 'write',
+        key_prefix: { 'app/': { policy: 'list' } },
+        service: [{ web: { policy: 'write', intentions: 'read' } }],
+        operator: 'read',
+      }),
+    );
     expect(rules.acl).toBe('write');
     expect(rules.flags).toEqual({ operator: 'read' });
     expect(rules.resources).toHaveLength(2);
   });
 
   it('reads namespace and partition blocks', () => {
-    const rules = parsePolicyRules('partition "p1" {\n  namespace "ns1" {\n    acl = "read"\n  }\n}\nnamespace_prefix "team-" {\n  acl = "write"\n}');
+    const rules = parsePolicyRules(
+      'partition "p1" {\n  namespace "ns1" {\n    acl = "read"\n  }\n}\nnamespace_prefix "team-" {\n  acl = "write"\n}',
+    );
     expect(rules.partitions[0]?.rules.namespaces[0]).toMatchObject({ name: 'ns1', prefix: false, rules: { acl: 'read' } });
     expect(rules.namespaces[0]).toMatchObject({ name: 'team-', prefix: true, rules: { acl: 'write' } });
   });

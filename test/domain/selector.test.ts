@@ -106,6 +106,10 @@ describe('binding-rule selectors', () => {
   });
 
   it('lists the paths a selector reads (checked against the method when a rule is written)', () => {
-    expect(selectorPaths(parseSelector('value.name == "a" and ("x" in list.groups or not value["org.unit"] is empty)'))).toEqual(['value.name', 'list.groups', 'value.org.unit']);
+    expect(selectorPaths(parseSelector('value.name == "a" and ("x" in list.groups or not value["org.unit"] is empty)'))).toEqual([
+      'value.name',
+      'list.groups',
+      'value.org.unit',
+    ]);
   });
 });

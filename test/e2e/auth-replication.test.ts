@@ -2,18 +2,11 @@ import { type Server, createServer } from 'node:http';
 import { type CryptoKey, SignJWT, exportJWK, generateKeyPair } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Cluster, type DatacenterHandle, startCluster } from '../../src/testing/index.js';
+import { until } from '../helpers/daemon.js';
 
-// Auth methods across datacenters (SPEC §14): methods and rules replicate; a login at a
+// Auth methods across datacenters (README, "HTTP API"): methods and rules replicate; a login at a
 // secondary makes a Local token there, or with TokenLocality global a global token (made
 // at the primary); deleting the method removes its rules and tokens everywhere.
-
-async function until(what: string, timeoutMs: number, probe: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await probe().catch(() => false))) {
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 describe('auth methods in several datacenters', () => {
   let cluster: Cluster;
@@ -21,10 +14,16 @@ describe('auth methods in several datacenters', () => {
   let jwks: Server;
   let jwksURL = '';
 
-  const call = async (dc: DatacenterHandle, method: string, path: string, body?: unknown, token: string | undefined = cluster.managementToken) => {
+  const call = async (
+    dc: DatacenterHandle,
+    method: string,
+    path: string,
+    body?: unknown,
+    token: string | undefined = cluster.managementToken,
+  ) => {
     const res = await fetch(`${dc.url}${path}`, {
       method,
-      headers: { 'Content-Type': 'application/json', ...(token ? { 'X-Service-Token': token } : {}) },
+      headers: { 'Content-Type': 'application/json', Accept: 'application/json', ...(token ? { 'X-Service-Token': token } : {}) },
       ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
     });
     const text = await res.text();
@@ -48,9 +47,17 @@ describe('auth methods in several datacenters', () => {
       ['global-login', 'global'],
       ['local-login', 'local'],
     ] as const) {
-      const m = await call(dc1, 'PUT', '/v1/acl/auth-method', { Name: name, Type: 'jwt', TokenLocality: locality, MaxTokenTTL: '1h', Config: { JWKSURL: jwksURL, ClaimMappings: { service: 'service' } } });
+      const m = await call(dc1, 'PUT', '/v1/acl/auth-method', {
+        Name: name,
+        Type: 'jwt',
+        TokenLocality: locality,
+        MaxTokenTTL: '1h',
+        Config: { JWKSURL: jwksURL, ClaimMappings: { service: 'service' } },
+      });
       expect(m.status).toBe(200);
-      expect((await call(dc1, 'PUT', '/v1/acl/binding-rule', { AuthMethod: name, BindType: 'service', BindName: '${value.service}' })).status).toBe(200);
+      expect(
+        (await call(dc1, 'PUT', '/v1/acl/binding-rule', { AuthMethod: name, BindType: 'service', BindName: '${value.service}' })).status,
+      ).toBe(200);
     }
     await cluster.waitForReplication();
   }, 90_000);
@@ -72,7 +79,13 @@ describe('auth methods in several datacenters', () => {
     const dc1 = cluster.get('dc1');
     const dc2 = cluster.get('dc2');
     const dc3 = cluster.get('dc3');
-    const global = await call(dc2, 'POST', '/v1/acl/login', { AuthMethod: 'global-login', BearerToken: await bearer('billing') }, undefined);
+    const global = await call(
+      dc2,
+      'POST',
+      '/v1/acl/login',
+      { AuthMethod: 'global-login', BearerToken: await bearer('billing') },
+      undefined,
+    );
     expect(global.status).toBe(200);
     expect(global.body.Local).toBe(false);
     expect(global.body.AuthMethod).toBe('global-login');
@@ -93,7 +106,11 @@ describe('auth methods in several datacenters', () => {
       expect((await call(dc, 'GET', '/v1/acl/binding-rules')).body).toEqual([]);
       expect((await call(dc, 'GET', `/v1/acl/token/${global.body.AccessorID}`)).status).toBe(404);
     }
-    await until('the Local login token gone from dc2', 5000, async () => (await call(dc2, 'GET', `/v1/acl/token/${local.body.AccessorID}`)).status === 404);
+    await until(
+      'the Local login token gone from dc2',
+      5000,
+      async () => (await call(dc2, 'GET', `/v1/acl/token/${local.body.AccessorID}`)).status === 404,
+    );
     expect((await call(dc2, 'GET', '/v1/acl/token/self', undefined, local.body.SecretID)).status).toBe(403);
   }, 60_000);
 });

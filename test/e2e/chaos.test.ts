@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { runChaos } from '../../scripts/chaos-run.js';
+import { runChaos } from '../../src/testing/chaos.js';
+import { describeAnomaly } from '../../src/testing/history.js';
 
 // The short form of `npm run chaos`: every kind of fault once, under load.
 describe('fault injection (short form of npm run chaos)', () => {
@@ -12,5 +13,9 @@ describe('fault injection (short form of npm run chaos)', () => {
     expect(report.leaked).toEqual([]);
     expect(report.bad).toEqual([]);
     expect(report.writes.acknowledged).toBeGreaterThan(100);
+    // What readers saw: linearizable at the primary, their own writes, monotonic, nothing resurrected.
+    expect(report.history.anomalies.map((a) => describeAnomaly(a))).toEqual([]);
+    expect(report.history.operations).toBeGreaterThan(500);
+    console.log(`history: ${report.history.operations} operations checked, ${report.history.anomalies.length} anomalies`);
   }, 240_000);
 });

@@ -106,15 +106,26 @@ describe('three datacenters', () => {
     const local = await dc2.tokens.create({ Description: 'short local', Local: true, ExpirationTTL: '2s' });
     await cluster.waitForReplication();
     expect((await dc2.tokens.read(global.AccessorID)).value.ExpirationTime).toBe(global.ExpirationTime);
-    const gone = async (c: typeof dc1, id: string) => c.tokens.read(id).then(() => false, (e: WatchwordApiError) => e.status === 404);
-    await waitFor(async () => (await gone(dc1, global.AccessorID)) && (await gone(dc2, global.AccessorID)) && (await gone(cluster.get('dc3').client, global.AccessorID)), 10_000, 100);
+    const gone = async (c: typeof dc1, id: string) =>
+      c.tokens.read(id).then(
+        () => false,
+        (e: WatchwordApiError) => e.status === 404,
+      );
+    await waitFor(
+      async () =>
+        (await gone(dc1, global.AccessorID)) &&
+        (await gone(dc2, global.AccessorID)) &&
+        (await gone(cluster.get('dc3').client, global.AccessorID)),
+      10_000,
+      100,
+    );
     await waitFor(async () => gone(dc2, local.AccessorID), 10_000, 100);
     // Reaped: the primary deleted the global token (the deletion replicated), dc2 its Local one, dc3 nothing.
     await waitFor(async () => (await reapedBefore(dc1)) >= r1 + 1 && (await reapedBefore(dc2)) >= r2 + 1, 10_000, 100);
     expect(await reapedBefore(cluster.get('dc3').client)).toBe(r3);
     await cluster.waitForReplication();
     const selfStats = async (c: typeof dc1) => (await c.agent.self()).Stats.Tokens;
-    expect(await selfStats(cluster.get('dc3').client)).toBe((await selfStats(dc1)));
+    expect(await selfStats(cluster.get('dc3').client)).toBe(await selfStats(dc1));
     expect(await localTokens(dc2)).not.toContain(local.AccessorID);
   });
 });

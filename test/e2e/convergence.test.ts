@@ -19,14 +19,39 @@ interface Objects {
 }
 
 /** Runs `count` operations of one kind on the primary: mixed policies, roles and tokens. */
-async function workload(client: WatchwordClient, kind: 'create' | 'update' | 'delete', count: number, objs: Objects, next: () => number): Promise<void> {
+async function workload(
+  client: WatchwordClient,
+  kind: 'create' | 'update' | 'delete',
+  count: number,
+  objs: Objects,
+  next: () => number,
+): Promise<void> {
   const pick = (list: string[]) => list[Math.floor(next() * list.length)] as string;
   for (let i = 0; i < count; i++) {
     const r = next();
     if (kind === 'create') {
-      if (r < 0.2) objs.policies.push((await client.policies.create({ Name: `p-${objs.policies.length}-${i}-${Math.floor(next() * 1e9)}`, Rules: r < 0.1 ? 'acl = "read"' : '' })).ID);
-      else if (r < 0.4 && objs.policies.length > 0) objs.roles.push((await client.roles.create({ Name: `r-${i}-${Math.floor(next() * 1e9)}`, Policies: [{ ID: pick(objs.policies) }] })).ID);
-      else objs.tokens.push((await client.tokens.create({ Description: `t-${i}`, ...(objs.roles.length > 0 && r > 0.7 ? { Roles: [{ ID: pick(objs.roles) }] } : {}) })).AccessorID);
+      if (r < 0.2)
+        objs.policies.push(
+          (
+            await client.policies.create({
+              Name: `p-${objs.policies.length}-${i}-${Math.floor(next() * 1e9)}`,
+              Rules: r < 0.1 ? 'acl = "read"' : '',
+            })
+          ).ID,
+        );
+      else if (r < 0.4 && objs.policies.length > 0)
+        objs.roles.push(
+          (await client.roles.create({ Name: `r-${i}-${Math.floor(next() * 1e9)}`, Policies: [{ ID: pick(objs.policies) }] })).ID,
+        );
+      else
+        objs.tokens.push(
+          (
+            await client.tokens.create({
+              Description: `t-${i}`,
+              ...(objs.roles.length > 0 && r > 0.7 ? { Roles: [{ ID: pick(objs.roles) }] } : {}),
+            })
+          ).AccessorID,
+        );
     } else if (kind === 'update') {
       if (r < 0.3 && objs.policies.length > 0) {
         const id = pick(objs.policies);
@@ -59,7 +84,10 @@ describe('convergence under change', () => {
     const dc1 = cluster.primary.client;
     const dc2 = cluster.get('dc2');
     const dc3 = cluster.get('dc3');
-    const locals2 = [await dc2.client.tokens.create({ Local: true, Description: 'dc2 local a' }), await dc2.client.tokens.create({ Local: true, Description: 'dc2 local b' })];
+    const locals2 = [
+      await dc2.client.tokens.create({ Local: true, Description: 'dc2 local a' }),
+      await dc2.client.tokens.create({ Local: true, Description: 'dc2 local b' }),
+    ];
     const locals3 = [await dc3.client.tokens.create({ Local: true, Description: 'dc3 local' })];
     const next = rng(42);
     const objs: Objects = { policies: [], roles: [], tokens: [] };

@@ -7,14 +7,20 @@ import { serverCall as call } from '../helpers/cluster.js';
 const etcd = etcdBinary();
 
 /** Asks one server: may `secret` do this? Decided by that server alone (decisions are never forwarded). */
-async function decide(server: DatacenterHandle, secret: string, Resource: string, Segment: string, Access: string): Promise<boolean | number> {
+async function decide(
+  server: DatacenterHandle,
+  secret: string,
+  Resource: string,
+  Segment: string,
+  Access: string,
+): Promise<boolean | number> {
   const res = await call(server, secret, 'POST', '/v1/internal/acl/authorize', [{ Resource, Segment, Access }]);
   if (res.status !== 200) return res.status;
   return (res.body as unknown as Array<{ Allow: boolean }>)[0]?.Allow as boolean;
 }
 
 /**
- * SPEC §17 across datacenters of several servers: the very next decision at every server of
+ * README, "Enforcing policies in your service" across datacenters of several servers: the very next decision at every server of
  * every datacenter, once a change has replicated there, follows it (no stale compiled rules);
  * an enforcing client attached to a secondary denies a token deleted at the primary within 1 s.
  */
@@ -39,7 +45,11 @@ describe.skipIf(!etcd)('decisions across datacenters and servers (real processes
     ids.policy = (await mk('/v1/acl/policy', { Name: 'dec-web', Rules: 'service "web" { policy = "write" }' })).ID as string;
     ids.keys = (await mk('/v1/acl/policy', { Name: 'dec-keys', Rules: 'key_prefix "app/" { policy = "write" }' })).ID as string;
     ids.role = (await mk('/v1/acl/role', { Name: 'dec-role', Policies: [{ ID: ids.keys }] })).ID as string;
-    subject = (await mk('/v1/acl/token', { Description: 'decisions', Policies: [{ ID: ids.policy }], Roles: [{ ID: ids.role }] })) as unknown as typeof subject;
+    subject = (await mk('/v1/acl/token', {
+      Description: 'decisions',
+      Policies: [{ ID: ids.policy }],
+      Roles: [{ ID: ids.role }],
+    })) as unknown as typeof subject;
     await cluster.waitForReplication();
     for (const s of servers) {
       await waitFor(async () => (await decide(s, subject.SecretID, 'service', 'web', 'write')) === true, 15_000, 20);
@@ -51,7 +61,12 @@ describe.skipIf(!etcd)('decisions across datacenters and servers (real processes
   }, 60_000);
 
   /** Waits until a server holds the object with this Hash (read locally, ?stale), then asks at once. */
-  async function nextDecisionAfter(kind: 'policy' | 'role', id: string, hash: string, check: [string, string, string]): Promise<Array<{ server: string; answer: boolean | number }>> {
+  async function nextDecisionAfter(
+    kind: 'policy' | 'role',
+    id: string,
+    hash: string,
+    check: [string, string, string],
+  ): Promise<Array<{ server: string; answer: boolean | number }>> {
     const out: Array<{ server: string; answer: boolean | number }> = [];
     for (const s of servers) {
       await waitFor(async () => (await call(s, token, 'GET', `/v1/acl/${kind}/${id}?stale`)).body?.Hash === hash, 15_000, 20);
@@ -61,14 +76,17 @@ describe.skipIf(!etcd)('decisions across datacenters and servers (real processes
   }
 
   it('a policy update is followed by the very next decision at every server of every datacenter', async () => {
-    const updated = await call(primary, token, 'PUT', `/v1/acl/policy/${ids.policy}`, { Name: 'dec-web', Rules: 'service "web" { policy = "read" }' });
+    const updated = await call(primary, token, 'PUT', `/v1/acl/policy/${ids.policy}`, {
+      Name: 'dec-web',
+      Rules: 'service "web" { policy = "read" }',
+    });
     expect(updated.status).toBe(200);
     const answers = await nextDecisionAfter('policy', ids.policy, updated.body?.Hash as string, ['service', 'web', 'write']);
     expect(answers).toEqual(servers.map((s) => ({ server: s.serverName, answer: false })));
     for (const s of servers) expect(await decide(s, subject.SecretID, 'service', 'web', 'read')).toBe(true);
   }, 60_000);
 
-  it("a role change is followed by the very next decision at every server of every datacenter", async () => {
+  it('a role change is followed by the very next decision at every server of every datacenter', async () => {
     for (const s of servers) expect(await decide(s, subject.SecretID, 'key', 'app/config', 'write')).toBe(true);
     const updated = await call(primary, token, 'PUT', `/v1/acl/role/${ids.role}`, { Name: 'dec-role', Policies: [] });
     expect(updated.status).toBe(200);
@@ -104,7 +122,9 @@ describe.skipIf(!etcd)('decisions across datacenters and servers (real processes
       const acknowledged = Date.now();
       await waitFor(async () => authz.allowed(doomed.SecretID, 'key', 'app/x', 'write') === false, 1_000, 10);
       const ms = Date.now() - acknowledged;
-      process.stdout.write(`enforcing client on ${secondary.serverName}: deleted token denied ${ms} ms after the primary acknowledged the delete\n`);
+      process.stdout.write(
+        `enforcing client on ${secondary.serverName}: deleted token denied ${ms} ms after the primary acknowledged the delete\n`,
+      );
       expect(ms).toBeLessThan(1_000);
     } finally {
       authz.close();

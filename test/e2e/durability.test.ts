@@ -85,7 +85,8 @@ describe('durability across SIGKILL', () => {
         try {
           const res = await api('GET', '/v1/acl/tokens');
           if (res.status !== 200) continue;
-          for (const t of res.body as Array<{ AccessorID: string; Description: string }>) if (t.Description === 'raced') seen.add(t.AccessorID);
+          for (const t of res.body as Array<{ AccessorID: string; Description: string }>)
+            if (t.Description === 'raced') seen.add(t.AccessorID);
         } catch {
           return;
         }

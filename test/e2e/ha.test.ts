@@ -5,28 +5,15 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { watchwordCommand } from '../../src/testing/command.js';
 import { WebSocket } from 'ws';
-import { runFailover } from '../../scripts/failover-run.js';
+import { runFailover } from '../../src/testing/failover.js';
 import { ServerKeyProof } from '../../src/transport/server-key.js';
 import { serverCall as call } from '../helpers/cluster.js';
 import { type Cluster, type DatacenterHandle, etcdBinary, startCluster } from '../../src/testing/index.js';
+import { until } from '../helpers/daemon.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const etcd = etcdBinary();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-
-async function until(what: string, timeoutMs: number, probe: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      if (await probe()) return;
-    } catch {
-      // try again
-    }
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await sleep(100);
-  }
-}
 
 describe.skipIf(!etcd)('several servers per datacenter (etcd-coordinated)', () => {
   let cluster: Cluster;
@@ -34,7 +21,11 @@ describe.skipIf(!etcd)('several servers per datacenter (etcd-coordinated)', () =
 
   beforeAll(async () => {
     // A 3 s lease (not the default 5 s): failovers here are checked against the 10 s bound, not timed for a report.
-    cluster = await startCluster({ datacenters: { dc1: { servers: 3 }, dc2: { servers: 1 } }, logLevel: 'warn', config: { leader_lease: '3s' } });
+    cluster = await startCluster({
+      datacenters: { dc1: { servers: 3 }, dc2: { servers: 1 } },
+      logLevel: 'warn',
+      config: { leader_lease: '3s' },
+    });
     token = cluster.managementToken;
     await cluster.waitForReplication();
   }, 90_000);
@@ -52,18 +43,75 @@ describe.skipIf(!etcd)('several servers per datacenter (etcd-coordinated)', () =
       const peers = (await fetch(`${s.url}/v1/status/peers`).then((r) => r.json())) as string[];
       expect(peers.sort()).toEqual(dc1.servers.map((x) => new URL(x.url).host).sort());
     }
-    await until('a synchronous follower', 10_000, async () => ((await call(leader, token, 'GET', '/v1/operator/servers')).body?.SyncSet as string[] | undefined)?.length === 1);
-    const view = (await call(leader, token, 'GET', '/v1/operator/servers')).body as { Servers: Array<{ Role: string; InSyncSet: boolean }>; RunningWithoutSyncCopy: boolean };
+    await until(
+      'a synchronous follower',
+      10_000,
+      async () => ((await call(leader, token, 'GET', '/v1/operator/servers')).body?.SyncSet as string[] | undefined)?.length === 1,
+    );
+    const view = (await call(leader, token, 'GET', '/v1/operator/servers')).body as {
+      Servers: Array<{ Role: string; InSyncSet: boolean }>;
+      RunningWithoutSyncCopy: boolean;
+    };
     expect(view.Servers.map((s) => s.Role).sort()).toEqual(['follower', 'follower', 'leader']);
     expect(view.RunningWithoutSyncCopy).toBe(false);
     expect((await fetch(`${leader.url}/v1/operator/servers`)).status).toBe(403);
   });
 
+  it("every server answers /v1/operator/servers with the leader's view, a killed server listed as down", async () => {
+    const dc1 = cluster.get('dc1');
+    const leader = await dc1.leader();
+    const [dead, alive] = dc1.servers.filter((s) => s !== leader) as [DatacenterHandle, DatacenterHandle];
+    type View = {
+      AnsweredBy: string;
+      Leader: string;
+      Servers: Array<{ Name: string; Registered: boolean; Connected: boolean; Role: string }>;
+    };
+    const view = async (s: DatacenterHandle) => (await call(s, token, 'GET', '/v1/operator/servers')).body as unknown as View;
+    await dead.kill();
+    onTestFinished(async () => {
+      if (
+        !(await fetch(`${dead.url}/v1/status/leader`).then(
+          () => true,
+          () => false,
+        ))
+      )
+        await dead.start();
+    });
+    // The killed server's registration lapses with its lease (3 s here); then the leader lists it as down.
+    await until(
+      'the killed server listed as down',
+      15_000,
+      async () => (await view(leader)).Servers.find((x) => x.Name === dead.serverName)?.Registered === false,
+    );
+    const fromLeader = await view(leader);
+    const fromFollower = await view(alive);
+    expect(fromFollower.AnsweredBy).toBe(leader.serverName);
+    expect(fromLeader.AnsweredBy).toBe(leader.serverName);
+    const rows = (v: View) => v.Servers.map((x) => `${x.Name} ${x.Role} ${x.Registered ? 'up' : 'down'}`);
+    expect(rows(fromFollower)).toEqual(rows(fromLeader));
+    expect(fromLeader.Servers.map((x) => x.Name).sort()).toEqual(dc1.servers.map((x) => x.serverName).sort());
+    expect(fromLeader.Servers.find((x) => x.Name === dead.serverName)).toMatchObject({ Registered: false, Connected: false });
+    await dead.start();
+    await until(
+      'the restarted server listed as up',
+      20_000,
+      async () => (await view(alive)).Servers.find((x) => x.Name === dead.serverName)?.Registered === true,
+    );
+    await until(
+      'a synchronous follower again',
+      20_000,
+      async () => ((await call(leader, token, 'GET', '/v1/operator/servers')).body?.SyncSet as string[] | undefined)?.length === 1,
+    );
+  }, 60_000);
+
   it('an ACL token, even with acl = "write", opens no servers\' stream and receives no frame; nobody can take a live server\'s name or stream as an unknown server', async () => {
     const dc1 = cluster.get('dc1');
     const leader = await dc1.leader();
     const follower = dc1.servers.find((s) => s !== leader) as DatacenterHandle;
-    const policy = await call(leader, token, 'PUT', '/v1/acl/policy', { Name: `acl-writer-${randomUUID().slice(0, 8)}`, Rules: 'acl = "write"' });
+    const policy = await call(leader, token, 'PUT', '/v1/acl/policy', {
+      Name: `acl-writer-${randomUUID().slice(0, 8)}`,
+      Rules: 'acl = "write"',
+    });
     const writer = await call(leader, token, 'PUT', '/v1/acl/token', { Policies: [{ ID: policy.body?.ID }] });
     const secret = writer.body?.SecretID as string;
     const attempt = (headers: Record<string, string>) =>
@@ -80,7 +128,10 @@ describe.skipIf(!etcd)('several servers per datacenter (etcd-coordinated)', () =
         ws.on('error', () => resolve({ status: 0, body: '', frames }));
       });
     // An ACL token is no credential between servers, with or without a server's name.
-    for (const headers of [{ 'X-Service-Token': secret } as Record<string, string>, { 'X-Service-Token': token, 'x-watchword-server-name': follower.serverName }]) {
+    for (const headers of [
+      { 'X-Service-Token': secret } as Record<string, string>,
+      { 'X-Service-Token': token, 'x-watchword-server-name': follower.serverName },
+    ]) {
       const r = await attempt(headers);
       expect(r.status).toBe(403);
       expect(r.frames).toBe(0);
@@ -114,7 +165,10 @@ describe.skipIf(!etcd)('several servers per datacenter (etcd-coordinated)', () =
     const follower = dc1.servers.find((s) => s !== leader) as DatacenterHandle;
     const started = Date.now();
     const status = await new Promise<number>((resolve, reject) => {
-      const req = httpRequest(new URL('/v1/snapshot', follower.url), { method: 'PUT', headers: { 'Content-Length': String(600 * 1024 * 1024) } });
+      const req = httpRequest(new URL('/v1/snapshot', follower.url), {
+        method: 'PUT',
+        headers: { 'Content-Length': String(600 * 1024 * 1024) },
+      });
       let answered = false;
       req.on('response', (res) => {
         answered = true;
@@ -137,16 +191,24 @@ describe.skipIf(!etcd)('several servers per datacenter (etcd-coordinated)', () =
     const leader = await dc1.leader();
     const follower = dc1.servers.find((s) => s !== leader) as DatacenterHandle;
     const out = await new Promise<{ code: number; stdout: string }>((resolve) =>
-      execFile(process.execPath, [...watchwordCommand(), 'operator', 'servers', '--http-addr', follower.url, '--token', token], { cwd: ROOT, timeout: 30_000 }, (err, stdout) =>
-        resolve({ code: err ? 1 : 0, stdout }),
+      execFile(
+        process.execPath,
+        [...watchwordCommand(), 'operator', 'servers', '--http-addr', follower.url, '--token', token],
+        { cwd: ROOT, timeout: 30_000 },
+        (err, stdout) => resolve({ code: err ? 1 : 0, stdout }),
       ),
     );
     expect(out.code).toBe(0);
     const lines = out.stdout.trim().split('\n');
-    expect(lines[0]).toMatch(/^Node\s+Address\s+Role\s+Term\s+Applied\s+Lag\s+Sync set\s+Connected$/);
-    expect(lines.find((l) => l.startsWith(leader.serverName))).toMatch(new RegExp(`^${leader.serverName}\\s+${new URL(leader.url).host}\\s+leader\\s+\\d+`));
+    expect(lines[0]).toMatch(/^Node\s+Address\s+Role\s+State\s+Term\s+Applied\s+Lag\s+Sync set\s+Connected$/);
+    expect(lines.find((l) => l.startsWith(leader.serverName))).toMatch(
+      new RegExp(`^${leader.serverName}\\s+${new URL(leader.url).host}\\s+leader\\s+up\\s+\\d+`),
+    );
+    // Asked at a follower, the answer is the leader's view.
+    expect(lines.at(-1)).toBe(`Answered by ${leader.serverName}`);
     expect(lines.find((l) => l.startsWith(follower.serverName))).toMatch(/\sfollower\s/);
-    const metrics = async (s: DatacenterHandle) => (await fetch(`${s.url}/v1/agent/metrics?format=prometheus`)).text();
+    const metrics = async (s: DatacenterHandle) =>
+      (await fetch(`${s.url}/v1/agent/metrics?format=prometheus`, { headers: { 'X-Service-Token': token } })).text();
     const atLeader = await metrics(leader);
     expect(atLeader).toMatch(/^watchword_server_is_leader 1$/m);
     expect(atLeader).toMatch(/^watchword_server_term [1-9]\d*$/m);
@@ -183,6 +245,44 @@ describe.skipIf(!etcd)('several servers per datacenter (etcd-coordinated)', () =
     expect((woke.body as unknown as Array<{ AccessorID: string }>).some((t) => t.AccessorID === later.body?.AccessorID)).toBe(true);
   });
 
+  it('a follower that reaches no leader refuses ?consistent reads (503) rather than answer from its own copy', async () => {
+    const dc1 = cluster.get('dc1');
+    const leader = await dc1.leader();
+    const follower = dc1.servers.find((s) => s !== leader) as DatacenterHandle;
+    const created = await call(leader, token, 'PUT', '/v1/acl/token', { Description: 'before the kill' });
+    expect(created.status).toBe(200);
+    const id = created.body?.AccessorID as string;
+    expect((await call(follower, token, 'GET', `/v1/acl/token/${id}?consistent`)).status).toBe(200);
+    await leader.kill();
+    const killedAt = Date.now();
+    // The dead leader's key outlives it by its lease (3 s): nobody else leads before then,
+    // so every ?consistent read at the follower in the first 1.5 s has no leader to go through.
+    const answers: Array<{ status: number; code: string | null; message: string }> = [];
+    while (Date.now() - killedAt < 1500) {
+      const r = await call(follower, token, 'GET', `/v1/acl/token/${id}?consistent`, undefined, 5000);
+      if (Date.now() - killedAt < 1500)
+        answers.push({ status: r.status, code: r.headers.get('x-service-error-code'), message: String(r.body?.message ?? '') });
+      await sleep(50);
+    }
+    expect(answers.length).toBeGreaterThan(3);
+    // Refused, as any read that needs the leader while there is none: 503, saying why.
+    expect(answers.filter((a) => a.status !== 503 || a.message === '')).toEqual([]);
+    expect(answers.some((a) => a.code === 'NO_LEADER' && a.message.includes('reaches no leader'))).toBe(true);
+    // Without ?consistent the follower answers from its own copy, as documented.
+    expect((await call(follower, token, 'GET', `/v1/acl/token/${id}`)).status).toBe(200);
+    await leader.start();
+    const next = await dc1.leader(20_000);
+    await until('a ?consistent read at a follower again', 20_000, async () => {
+      const other = dc1.servers.find((s) => s !== next && s.pid !== undefined) as DatacenterHandle;
+      return (await call(other, token, 'GET', `/v1/acl/token/${id}?consistent`)).status === 200;
+    });
+    await until(
+      'a synchronous follower',
+      20_000,
+      async () => ((await call(next, token, 'GET', '/v1/operator/servers')).body?.SyncSet as string[] | undefined)?.length === 1,
+    );
+  }, 60_000);
+
   it('with both followers dead the leader drops them from the synchronous set and keeps acknowledging; restarted, they catch up and rejoin', async () => {
     const dc1 = cluster.get('dc1');
     const leader = await dc1.leader();
@@ -196,8 +296,17 @@ describe.skipIf(!etcd)('several servers per datacenter (etcd-coordinated)', () =
     expect(view.SyncSet).toEqual([]);
     expect(view.RunningWithoutSyncCopy).toBe(true);
     for (const f of followers) await f.start();
-    await until('a follower back in the synchronous set', 20_000, async () => ((await call(leader, token, 'GET', '/v1/operator/servers')).body?.SyncSet as string[] | undefined)?.length === 1);
-    for (const f of followers) await until(`${f.serverName} to hold the write`, 20_000, async () => (await call(f, token, 'GET', `/v1/acl/token/${write.body?.AccessorID as string}`)).status === 200);
+    await until(
+      'a follower back in the synchronous set',
+      20_000,
+      async () => ((await call(leader, token, 'GET', '/v1/operator/servers')).body?.SyncSet as string[] | undefined)?.length === 1,
+    );
+    for (const f of followers)
+      await until(
+        `${f.serverName} to hold the write`,
+        20_000,
+        async () => (await call(f, token, 'GET', `/v1/acl/token/${write.body?.AccessorID as string}`)).status === 200,
+      );
   }, 60_000);
 
   it('?dc= from another datacenter reaches a live server of the target datacenter when the first one is down', async () => {
@@ -212,14 +321,22 @@ describe.skipIf(!etcd)('several servers per datacenter (etcd-coordinated)', () =
       await first.start();
     }
     const leader = await dc1.leader(20_000);
-    await until('a synchronous follower', 20_000, async () => ((await call(leader, token, 'GET', '/v1/operator/servers')).body?.SyncSet as string[] | undefined)?.length === 1);
+    await until(
+      'a synchronous follower',
+      20_000,
+      async () => ((await call(leader, token, 'GET', '/v1/operator/servers')).body?.SyncSet as string[] | undefined)?.length === 1,
+    );
   }, 60_000);
 
   it('a leader cut off from etcd stops acknowledging before its lease ends, and no write is acknowledged by two leaders', async () => {
     const dc1 = cluster.get('dc1');
     const old = await dc1.leader();
     const others = dc1.servers.filter((s) => s !== old);
-    await until('a synchronous follower', 10_000, async () => ((await call(old, token, 'GET', '/v1/operator/servers')).body?.SyncSet as string[] | undefined)?.length === 1);
+    await until(
+      'a synchronous follower',
+      10_000,
+      async () => ((await call(old, token, 'GET', '/v1/operator/servers')).body?.SyncSet as string[] | undefined)?.length === 1,
+    );
     const leaseMs = 3000;
     // Every round sends one new AccessorID through the old leader and through a follower at once.
     const rounds: Array<{ id: string; at: number; atOld: number; viaFollower: number; doneAt: number }> = [];
@@ -230,7 +347,11 @@ describe.skipIf(!etcd)('several servers per datacenter (etcd-coordinated)', () =
       for (let i = 0; racing && i < 10_000; i++) {
         const id = randomUUID();
         const at = Date.now();
-        const status = (s: DatacenterHandle) => call(s, token, 'PUT', '/v1/acl/token', { AccessorID: id, Description: `race ${n}` }, 4000).then((r) => r.status, () => 0);
+        const status = (s: DatacenterHandle) =>
+          call(s, token, 'PUT', '/v1/acl/token', { AccessorID: id, Description: `race ${n}` }, 4000).then(
+            (r) => r.status,
+            () => 0,
+          );
         const [atOld, viaFollower] = await Promise.all([status(old), status(others[(n + i) % others.length] as DatacenterHandle)]);
         rounds.push({ id, at, atOld, viaFollower, doneAt: Date.now() });
         if (atOld !== 200 && viaFollower !== 200) await sleep(50);
@@ -244,7 +365,9 @@ describe.skipIf(!etcd)('several servers per datacenter (etcd-coordinated)', () =
       cluster.coordinatorLink(old.serverName).cut();
       onTestFinished(() => cluster.coordinatorLink(old.serverName).restore());
       await until('another server to lead', 20_000, async () => {
-        const named = await Promise.all(others.map(async (s) => (await call(s, token, 'GET', '/v1/status/leader', undefined, 1000)).body as unknown as string));
+        const named = await Promise.all(
+          others.map(async (s) => (await call(s, token, 'GET', '/v1/status/leader', undefined, 1000)).body as unknown as string),
+        );
         newLeader = others.find((s) => named.every((a) => a === new URL(s.url).host));
         return newLeader !== undefined;
       });
@@ -270,8 +393,20 @@ describe.skipIf(!etcd)('several servers per datacenter (etcd-coordinated)', () =
     const someAcked = rounds.find((r) => r.atOld === 200 || r.viaFollower === 200) as { id: string };
     expect((await call(old, token, 'GET', `/v1/acl/token/${someAcked.id}`)).status).toBe(200);
     cluster.coordinatorLink(old.serverName).restore();
-    await until(`${old.serverName} to follow the new leader`, 20_000, async () => (await call(old, token, 'GET', '/v1/status/leader')).body as unknown as string === new URL((newLeader as DatacenterHandle).url).host);
-    await until('a synchronous follower again', 20_000, async () => ((await call(newLeader as DatacenterHandle, token, 'GET', '/v1/operator/servers')).body?.SyncSet as string[] | undefined)?.length === 1);
+    await until(
+      `${old.serverName} to follow the new leader`,
+      20_000,
+      async () =>
+        ((await call(old, token, 'GET', '/v1/status/leader')).body as unknown as string) ===
+        new URL((newLeader as DatacenterHandle).url).host,
+    );
+    await until(
+      'a synchronous follower again',
+      20_000,
+      async () =>
+        ((await call(newLeader as DatacenterHandle, token, 'GET', '/v1/operator/servers')).body?.SyncSet as string[] | undefined)
+          ?.length === 1,
+    );
     const acked = rounds.filter((r) => r.atOld === 200 || r.viaFollower === 200).map((r) => r.id);
     for (const s of dc1.servers) {
       await until(`${s.serverName} to hold every acknowledged write`, 20_000, async () => {
@@ -282,10 +417,16 @@ describe.skipIf(!etcd)('several servers per datacenter (etcd-coordinated)', () =
     }
     await cluster.waitForReplication(30_000).catch(async (err: unknown) => {
       const dc2 = cluster.get('dc2');
-      const idx = await Promise.all(dc1.servers.map(async (s) => `${s.serverName} ${(await call(s, token, 'GET', '/v1/acl/tokens')).headers.get('x-service-index')}`));
-      throw new Error(`${(err as Error).message}; dc1: ${idx.join(', ')}; dc2: ${JSON.stringify(await dc2.replication())}\n${dc2.output().slice(-3000)}`);
+      const idx = await Promise.all(
+        dc1.servers.map(async (s) => `${s.serverName} ${(await call(s, token, 'GET', '/v1/acl/tokens')).headers.get('x-service-index')}`),
+      );
+      throw new Error(
+        `${(err as Error).message}; dc1: ${idx.join(', ')}; dc2: ${JSON.stringify(await dc2.replication())}\n${dc2.output().slice(-3000)}`,
+      );
     });
-    console.log(`etcd cut: old leader's last acknowledgement ${lastOld - cutAt} ms after the cut (lease ${leaseMs} ms); ${acked.length} IDs acknowledged once, none twice, of ${rounds.length} raced`);
+    console.log(
+      `etcd cut: old leader's last acknowledgement ${lastOld - cutAt} ms after the cut (lease ${leaseMs} ms); ${acked.length} IDs acknowledged once, none twice, of ${rounds.length} raced`,
+    );
   }, 90_000);
 
   it('loses no acknowledged write when the leader is killed under load, twice in a row; a new leader takes writes within 10 s', async () => {
@@ -297,6 +438,8 @@ describe.skipIf(!etcd)('several servers per datacenter (etcd-coordinated)', () =
     expect(report.lost).toEqual([]);
     expect(report.notReplicated).toEqual([]);
     expect(report.leaked).toEqual([]);
-    console.log(`failover times (ms): ${report.failovers.map((f) => f.ms).join(', ')}; acknowledged writes: ${report.acknowledged.global + report.acknowledged.local}`);
+    console.log(
+      `failover times (ms): ${report.failovers.map((f) => f.ms).join(', ')}; acknowledged writes: ${report.acknowledged.global + report.acknowledged.local}`,
+    );
   }, 150_000);
 });

@@ -13,22 +13,35 @@ describe('replication_max_stale (real processes, a cut link)', () => {
   let cluster: Cluster;
   let global: { SecretID: string; AccessorID: string };
   let local: { SecretID: string; AccessorID: string };
+  let scraper: string;
 
   beforeAll(async () => {
-    cluster = await startCluster({ datacenters: ['dc1', 'dc2'], links: true, configFor: { dc2: { replication_max_stale: `${MAX_STALE_MS}ms` } } });
+    cluster = await startCluster({
+      datacenters: ['dc1', 'dc2'],
+      links: true,
+      configFor: { dc2: { replication_max_stale: `${MAX_STALE_MS}ms` } },
+    });
     await cluster.waitForReplication();
     global = await cluster.primary.client.tokens.create({ Description: 'global reader', Policies: [{ Name: 'global-management' }] });
     await cluster.waitForReplication();
     local = await cluster.get('dc2').client.tokens.create({ Description: 'dc2 local', Local: true });
+    // Metrics need agent:read; a Local token keeps them readable while global tokens are refused.
+    const metrics = await cluster.primary.client.policies.create({ Name: 'metrics', Rules: 'agent_prefix "" { policy = "read" }' });
+    await cluster.waitForReplication();
+    scraper = (
+      await cluster.get('dc2').client.tokens.create({ Description: 'prometheus at dc2', Local: true, Policies: [{ ID: metrics.ID }] })
+    ).SecretID;
   }, 60_000);
   afterAll(() => cluster?.stop(), 60_000);
 
   const self = async (secret: string) => {
-    const res = await fetch(`${cluster.get('dc2').url}/v1/acl/token/self`, { headers: { 'X-Service-Token': secret } });
+    const res = await fetch(`${cluster.get('dc2').url}/v1/acl/token/self`, {
+      headers: { 'X-Service-Token': secret, Accept: 'application/json' },
+    });
     return { status: res.status, body: (await res.json()) as { AccessorID?: string; message?: string } };
   };
   const metric = async () => {
-    const text = await (await fetch(`${cluster.get('dc2').url}/v1/agent/metrics?format=prometheus`)).text();
+    const text = await cluster.get('dc2').client.agent.metrics({ token: scraper });
     return /^watchword_replication_refusing_global_tokens (\d)/m.exec(text)?.[1];
   };
 
@@ -51,7 +64,7 @@ describe('replication_max_stale (real processes, a cut link)', () => {
     // Decisions for a global token are refused the same way (no stale answer from cached rules).
     const decision = await fetch(`${cluster.get('dc2').url}/v1/internal/acl/authorize`, {
       method: 'POST',
-      headers: { 'X-Service-Token': global.SecretID, 'Content-Type': 'application/json' },
+      headers: { 'X-Service-Token': global.SecretID, 'Content-Type': 'application/json', Accept: 'application/json' },
       body: JSON.stringify([{ Resource: 'acl', Access: 'read' }]),
     });
     expect(decision.status).toBe(403);
@@ -73,18 +86,24 @@ describe.skipIf(!etcdBinary())('replication_max_stale at every server of a multi
   let global: { SecretID: string; AccessorID: string };
 
   beforeAll(async () => {
-    cluster = await startCluster({ datacenters: { dc1: { servers: 1 }, dc2: { servers: 2 } }, links: true, configFor: { dc2: { replication_max_stale: `${MAX_STALE_MS}ms` } } });
+    cluster = await startCluster({
+      datacenters: { dc1: { servers: 1 }, dc2: { servers: 2 } },
+      links: true,
+      configFor: { dc2: { replication_max_stale: `${MAX_STALE_MS}ms` } },
+    });
     await cluster.waitForReplication();
     global = await cluster.primary.client.tokens.create({ Description: 'global reader', Policies: [{ Name: 'global-management' }] });
     await cluster.waitForReplication();
   }, 90_000);
   afterAll(() => cluster?.stop(), 60_000);
 
-  const selfAt = async (url: string) => (await fetch(`${url}/v1/acl/token/self`, { headers: { 'X-Service-Token': global.SecretID } })).status;
+  const selfAt = async (url: string) =>
+    (await fetch(`${url}/v1/acl/token/self`, { headers: { 'X-Service-Token': global.SecretID } })).status;
 
   it('refuses the global token at the leader and at the follower once cut off past the bound, and accepts it again after', async () => {
     const servers = cluster.get('dc2').servers;
-    for (const s of servers) expect(await selfAt(s.url)).toBe(200);
+    // The follower learns the token from its leader: wait until both know it before cutting the link.
+    for (const s of servers) await waitFor(async () => (await selfAt(s.url)) === 200, 15_000, 50);
     cluster.link('dc2').cut();
     for (const s of servers) await waitFor(async () => (await selfAt(s.url)) === 403, 15_000, 50);
     cluster.link('dc2').restore();

@@ -8,7 +8,13 @@ describe('replication (in process)', () => {
   beforeAll(async () => {
     dc1 = await startTestDaemon();
     dc2 = await startTestDaemon({
-      config: { datacenter: 'dc2', primary_datacenter: 'dc1', primary_address: dc1.url, replication_token: dc1.management, initial_management_token: undefined },
+      config: {
+        datacenter: 'dc2',
+        primary_datacenter: 'dc1',
+        primary_address: dc1.url,
+        replication_token: dc1.management,
+        initial_management_token: undefined,
+      },
     });
   });
   afterAll(async () => {
@@ -44,7 +50,14 @@ describe('replication (in process)', () => {
     // A secondary refuses replication connections in plain words.
     const refused = await new Promise<{ status: number; body: string }>((resolve, reject) => {
       http
-        .get(`${dc2.url}/v1/internal/replication?version=1`, { headers: { Connection: 'Upgrade', Upgrade: 'websocket', 'Sec-WebSocket-Version': '13', 'Sec-WebSocket-Key': 'dGhlIHNhbXBsZSBub25jZQ==' } })
+        .get(`${dc2.url}/v1/internal/replication?version=1`, {
+          headers: {
+            Connection: 'Upgrade',
+            Upgrade: 'websocket',
+            'Sec-WebSocket-Version': '13',
+            'Sec-WebSocket-Key': 'dGhlIHNhbXBsZSBub25jZQ==',
+          },
+        })
         .on('response', (res) => {
           let body = '';
           res.on('data', (c: Buffer) => (body += c.toString()));

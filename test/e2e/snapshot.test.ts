@@ -51,7 +51,8 @@ describe('snapshots: backup and restore', () => {
 
     await cluster.waitForReplication(60_000);
     const primaryState = await globalState(dc1.client);
-    for (const dc of ['dc2', 'dc3']) await waitFor(async () => JSON.stringify(await globalState(cluster!.get(dc).client)) === JSON.stringify(primaryState), 60_000, 200);
+    for (const dc of ['dc2', 'dc3'])
+      await waitFor(async () => JSON.stringify(await globalState(cluster!.get(dc).client)) === JSON.stringify(primaryState), 60_000, 200);
     for (const a of inSnapshot) expect(primaryState[`token:${a.id}`]).toBeDefined();
     for (const a of after) expect(primaryState[`token:${a.id}`]).toBeUndefined();
     expect(primaryState[`policy:${policy.ID}`]).toBe(policy.Hash);
@@ -73,7 +74,9 @@ describe('snapshots: backup and restore', () => {
     for (const bad of [flipped, file.subarray(0, file.length - 10), Buffer.from('not a snapshot')]) {
       const err = await dc1.client.snapshot.restore(bad).catch((e: unknown) => e as { status: number; message: string });
       expect((err as { status: number }).status).toBe(400);
-      expect((err as { message: string }).message).toMatch(/^Invalid snapshot: (checksum mismatch|truncated|not a watchword snapshot).*; nothing was restored$/);
+      expect((err as { message: string }).message).toMatch(
+        /^Invalid snapshot: (checksum mismatch|truncated|not a watchword snapshot).*; nothing was restored$/,
+      );
     }
     expect(await globalState(dc1.client)).toEqual(before);
 
@@ -85,7 +88,9 @@ describe('snapshots: backup and restore', () => {
     await dc2.client.tokens.delete(keep.AccessorID);
     const result = await dc2.client.snapshot.restore(dc2File);
     expect(result.Restored).toBe('local-tokens');
-    expect(result.Message).toBe('this datacenter is a secondary: only its Local tokens were restored; global objects come from the primary dc1');
+    expect(result.Message).toBe(
+      'this datacenter is a secondary: only its Local tokens were restored; global objects come from the primary dc1',
+    );
     expect(await localTokens(dc2.client)).toEqual([keep.AccessorID]);
     expect(gone.AccessorID).not.toBe(keep.AccessorID);
     await cluster.waitForReplication();

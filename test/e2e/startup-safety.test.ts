@@ -17,7 +17,11 @@ const SECRET = 'startup-safety-secret';
 /** Runs `watchword agent` expecting it to refuse: resolves with its exit code and what it printed. */
 function refusal(dataDir: string, args: string[] = []): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve) => {
-    const proc = spawn(process.execPath, [...watchwordCommand(), 'agent', '--data-dir', dataDir, '--http-addr', '127.0.0.1:0', '--log-level', 'error', ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    const proc = spawn(
+      process.execPath,
+      [...watchwordCommand(), 'agent', '--data-dir', dataDir, '--http-addr', '127.0.0.1:0', '--log-level', 'error', ...args],
+      { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     let output = '';
     proc.stdout.on('data', (b: Buffer) => (output += b.toString()));
     proc.stderr.on('data', (b: Buffer) => (output += b.toString()));
@@ -59,7 +63,9 @@ describe('start-up refuses a data dir it must not use, in one plain line', () =>
     await db.close();
     const { code, output } = await refusal(dir.path);
     expect(code).toBe(1);
-    expect(output.trim().split('\n')).toEqual([`watchword: cannot start: the store in ${join(dir.path, 'store')} has format 99, newer than this build reads (2); run a newer watchword`]);
+    expect(output.trim().split('\n')).toEqual([
+      `watchword: cannot start: the store in ${join(dir.path, 'store')} has format 99, newer than this build reads (2); run a newer watchword`,
+    ]);
   });
 
   it('a truncated store file, named', async () => {
@@ -122,7 +128,9 @@ describe('SIGTERM under load', () => {
       expect(await stopping).toBe(0);
       expect(acknowledged.length).toBeGreaterThanOrEqual(200);
       agent = await spawnAgent(dir.path);
-      const present = new Set(((await apiFor(agent.url, SECRET)('GET', '/v1/acl/tokens')).body as Array<{ AccessorID: string }>).map((t) => t.AccessorID));
+      const present = new Set(
+        ((await apiFor(agent.url, SECRET)('GET', '/v1/acl/tokens')).body as Array<{ AccessorID: string }>).map((t) => t.AccessorID),
+      );
       expect(acknowledged.filter((id) => !present.has(id))).toEqual([]);
     } finally {
       await agent.stop();

@@ -8,28 +8,15 @@ import { type Cluster, type CoordinatorHandle, type DatacenterHandle, etcdBinary
 import { createCA, createCert } from '../../src/transport/certs.js';
 import { type AgentProcess, spawnAgent } from '../helpers/process.js';
 import { tempDir } from '../helpers/temp-dir.js';
+import { until } from '../helpers/daemon.js';
 
-// TLS on every channel (SPEC §16), with real processes and certificates made here: a
+// TLS on every channel (README, "TLS"), with real processes and certificates made here: a
 // primary of three servers electing through etcd over TLS with client certificates, two
 // secondaries, and two daemons that must not be trusted (a certificate of the wrong
 // datacenter, a CA that did not sign the primary).
 
 const etcd = etcdBinary();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function until(what: string, timeoutMs: number, probe: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      if (await probe()) return;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms${last ? ` (${(last as Error).message})` : ''}`);
-    await sleep(100);
-  }
-}
 
 /** What a plaintext HTTP request to a port gets back within a second. */
 function plaintext(port: number): Promise<string> {
@@ -81,7 +68,11 @@ describe.skipIf(!etcd)('TLS on every channel and servers that prove who they are
   };
 
   beforeAll(async () => {
-    cluster = await startCluster({ datacenters: { dc1: { servers: 3 }, dc2: { servers: 1 }, dc3: { servers: 1 } }, tls: true, logLevel: 'warn' });
+    cluster = await startCluster({
+      datacenters: { dc1: { servers: 3 }, dc2: { servers: 1 }, dc3: { servers: 1 } },
+      tls: true,
+      logLevel: 'warn',
+    });
     token = cluster.managementToken;
     await cluster.waitForReplication(30_000);
   }, 120_000);
@@ -127,7 +118,11 @@ describe.skipIf(!etcd)('TLS on every channel and servers that prove who they are
     await leader.kill();
     const next = await dc1.leader(20_000);
     expect(next).not.toBe(leader);
-    await until('a write at the new leader', 15_000, async () => (await call(next, 'PUT', '/v1/acl/token', { Description: 'after failover' })).status === 200);
+    await until(
+      'a write at the new leader',
+      15_000,
+      async () => (await call(next, 'PUT', '/v1/acl/token', { Description: 'after failover' })).status === 200,
+    );
     await leader.start();
     await until('the secondaries to replicate from the new leader', 30_000, async () => {
       await cluster.waitForReplication(5000);
@@ -152,7 +147,7 @@ describe.skipIf(!etcd)('TLS on every channel and servers that prove who they are
     }
   }, 120_000);
 
-  it('a peer without a server certificate of the datacenter opens no servers\' stream, whatever token it holds', async () => {
+  it("a peer without a server certificate of the datacenter opens no servers' stream, whatever token it holds", async () => {
     const leader = await cluster.get('dc1').leader();
     const attempt = async (withClientCert: boolean) => {
       const { WebSocket } = await import('ws');
@@ -183,13 +178,28 @@ describe.skipIf(!etcd)('TLS on every channel and servers that prove who they are
 
   it('a secondary whose certificate names another datacenter, and one that trusts a CA that did not sign the primary, replicate nothing and say why', async () => {
     const t = cluster.tls as NonNullable<Cluster['tls']>;
-    const primaryURLs = cluster.get('dc1').servers.map((s) => s.url).join(',');
+    const primaryURLs = cluster
+      .get('dc1')
+      .servers.map((s) => s.url)
+      .join(',');
     // dc4 presents dc3's certificate (right CA, wrong datacenter).
     const d4 = await tempDir();
     dirs.push(d4);
     const dc4 = await spawnAgent(d4.path, [
-      '--datacenter', 'dc4', '--primary-datacenter', 'dc1', '--primary-address', primaryURLs, '--replication-token', token,
-      '--tls-ca-file', t.caFile, '--tls-cert-file', join(t.dir, 'dc3-node.pem'), '--tls-key-file', join(t.dir, 'dc3-node-key.pem'),
+      '--datacenter',
+      'dc4',
+      '--primary-datacenter',
+      'dc1',
+      '--primary-address',
+      primaryURLs,
+      '--replication-token',
+      token,
+      '--tls-ca-file',
+      t.caFile,
+      '--tls-cert-file',
+      join(t.dir, 'dc3-node.pem'),
+      '--tls-key-file',
+      join(t.dir, 'dc3-node-key.pem'),
     ]);
     extra.push(dc4);
     // dc5 trusts a CA of its own, which did not sign the primary's certificates.
@@ -206,19 +216,38 @@ describe.skipIf(!etcd)('TLS on every channel and servers that prove who they are
     await writeFile(certFile, own.cert);
     await writeFile(keyFile, own.key, { mode: 0o600 });
     const dc5 = await spawnAgent(d5.path, [
-      '--datacenter', 'dc5', '--primary-datacenter', 'dc1', '--primary-address', primaryURLs, '--replication-token', token,
-      '--tls-ca-file', caFile, '--tls-cert-file', certFile, '--tls-key-file', keyFile,
+      '--datacenter',
+      'dc5',
+      '--primary-datacenter',
+      'dc1',
+      '--primary-address',
+      primaryURLs,
+      '--replication-token',
+      token,
+      '--tls-ca-file',
+      caFile,
+      '--tls-cert-file',
+      certFile,
+      '--tls-key-file',
+      keyFile,
     ]);
     extra.push(dc5);
     const status = async (p: AgentProcess, ca: string) => {
       const undici = await import('undici');
-      const res = await undici.fetch(`${p.url.replace('http:', 'https:')}/v1/acl/replication`, { dispatcher: new undici.Agent({ connect: { ca } }) });
+      const res = await undici.fetch(`${p.url.replace('http:', 'https:')}/v1/acl/replication`, {
+        dispatcher: new undici.Agent({ connect: { ca } }),
+      });
       return (await res.json()) as { Connected: boolean; ReplicatedIndex: number; LastErrorMessage: string };
     };
-    await until('dc4 to say why', 15_000, async () => /certificate names server\.dc3\.watchword, expected server\.dc4\.watchword/.test((await status(dc4, t.ca)).LastErrorMessage));
+    await until('dc4 to say why', 15_000, async () =>
+      /certificate names server\.dc3\.watchword, expected server\.dc4\.watchword/.test((await status(dc4, t.ca)).LastErrorMessage),
+    );
     await until('dc5 to say why', 15_000, async () => /not signed by tls_ca_file/.test((await status(dc5, other.cert)).LastErrorMessage));
     await sleep(1500);
-    for (const [p, ca] of [[dc4, t.ca], [dc5, other.cert]] as const) {
+    for (const [p, ca] of [
+      [dc4, t.ca],
+      [dc5, other.cert],
+    ] as const) {
       const s = await status(p, ca);
       expect(s.Connected).toBe(false);
       expect(s.ReplicatedIndex).toBe(0);
@@ -235,20 +264,29 @@ describe.skipIf(!etcd)('TLS on every channel and servers that prove who they are
     const leader = await cluster.get('dc1').leader();
     const port = portOf(leader.url);
     const before = await presented(port, t.ca);
-    const streams = async () => ((await call(leader, 'GET', '/v1/acl/replication')).body?.Secondaries ?? []) as Array<{ Datacenter: string; ConnectedAt: string }>;
+    const streams = async () =>
+      ((await call(leader, 'GET', '/v1/acl/replication')).body?.Secondaries ?? []) as Array<{ Datacenter: string; ConnectedAt: string }>;
     const openBefore = await streams();
     const renewed = await cluster.renewCertificate(leader.serverName);
     process.kill(leader.pid as number, 'SIGHUP');
-    await until('the new certificate on new connections', 10_000, async () => (await presented(port, t.ca)).serialNumber === new X509Certificate(renewed.cert).serialNumber);
+    await until(
+      'the new certificate on new connections',
+      10_000,
+      async () => (await presented(port, t.ca)).serialNumber === new X509Certificate(renewed.cert).serialNumber,
+    );
     expect((await presented(port, t.ca)).serialNumber).not.toBe(before.serialNumber);
     // The replication streams opened before the reload are the same streams.
     const openAfter = await streams();
-    expect(openAfter.map((s) => `${s.Datacenter}@${s.ConnectedAt}`).sort()).toEqual(openBefore.map((s) => `${s.Datacenter}@${s.ConnectedAt}`).sort());
+    expect(openAfter.map((s) => `${s.Datacenter}@${s.ConnectedAt}`).sort()).toEqual(
+      openBefore.map((s) => `${s.Datacenter}@${s.ConnectedAt}`).sort(),
+    );
     expect((await call(leader, 'PUT', '/v1/acl/token', { Description: 'after reload' })).status).toBe(200);
     // A file that cannot serve is refused: the daemon keeps the certificate it has.
     await writeFile(renewed.certFile, 'not a certificate\n');
     process.kill(leader.pid as number, 'SIGHUP');
-    await until('the refusal in the log', 10_000, async () => /tls: reload refused, keeping the certificates in use: tls_cert_file .* holds no PEM certificate/.test(leader.output()));
+    await until('the refusal in the log', 10_000, async () =>
+      /tls: reload refused, keeping the certificates in use: tls_cert_file .* holds no PEM certificate/.test(leader.output()),
+    );
     expect((await presented(port, t.ca)).serialNumber).toBe(new X509Certificate(renewed.cert).serialNumber);
     await writeFile(renewed.certFile, renewed.cert);
   }, 60_000);

@@ -1,44 +1,67 @@
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { exportSPKI, generateKeyPair } from 'jose';
 import { type Browser, type Page, chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Cluster, startCluster } from '../../src/testing/index.js';
+import { createCA } from '../../src/transport/certs.js';
 
-// The web UI in a real browser (Debian's chromium, driven by playwright-core): the
-// operator's round trip through policies, roles and tokens, a read-only sign-in, the
-// datacenters page and switch, and what the pages may load and send.
+// The web UI in a real browser (Debian's chromium, driven by playwright-core): every form keeps
+// every field of what it edits, every select and every keystroke reaches the API, the operator's
+// round trip through policies, roles and tokens, a read-only sign-in, the datacenters page with
+// its lag chart, the servers page, accessibility (axe-core) and what the pages may load and send.
 
 const CHROMIUM = ['/usr/bin/chromium', '/usr/bin/chromium-browser', process.env.WATCHWORD_CHROMIUM ?? ''].find((p) => p && existsSync(p));
-/** The page's document, inside page.evaluate (this project's TypeScript has no DOM types; the callbacks run in the page, so they name it themselves). */
+const AXE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+/** The page's document, inside page.evaluate (this project's TypeScript has no DOM types). */
 interface PageDocument {
   querySelectorAll(selector: string): { length: number };
+  querySelector(selector: string): unknown;
   documentElement: { scrollWidth: number };
   body: { textContent: string | null };
+  activeElement: { id: string } | null;
 }
 const SHOTS = fileURLToPath(new URL('../../test-output/ui-screenshots/', import.meta.url));
+
+type Json = Record<string, any>;
 
 describe.skipIf(!CHROMIUM)('web UI in chromium', () => {
   let cluster: Cluster;
   let browser: Browser;
   let page: Page;
+  let dc1 = '';
   const requested: string[] = [];
+  /** Errors the pages logged or threw, and answers of 500 or more: none may happen anywhere. */
+  const problems: string[] = [];
   let readSecret = '';
+  let pem = '';
+  let caPEM = '';
 
-  const api = async (base: string, method: string, path: string, body?: unknown) => {
-    const res = await fetch(`${base}${path}`, { method, headers: { 'X-Service-Token': cluster.managementToken, 'Content-Type': 'application/json' }, ...(body ? { body: JSON.stringify(body) } : {}) });
-    return (await res.json()) as Record<string, any>;
+  const api = async (method: string, path: string, body?: unknown, base = dc1): Promise<Json> => {
+    const res = await fetch(`${base}${path}`, {
+      method,
+      headers: { 'X-Service-Token': cluster.managementToken, 'Content-Type': 'application/json' },
+      ...(body ? { body: JSON.stringify(body) } : {}),
+    });
+    const json = (await res.json()) as Json;
+    if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(json)}`);
+    return json;
   };
+  const shot = (name: string) => page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
 
   beforeAll(async () => {
     await mkdir(SHOTS, { recursive: true });
-    cluster = await startCluster({ datacenters: ['dc1', 'dc2'] });
+    cluster = await startCluster({ datacenters: ['dc1', 'dc2'], configFor: { dc1: { replication_history_interval: '300ms' } } });
     await cluster.waitForReplication();
-    const dc1 = cluster.get('dc1').url;
-    const reader = await api(dc1, 'PUT', '/v1/acl/policy', { Name: 'ui-acl-read', Rules: 'acl = "read"' });
-    readSecret = (await api(dc1, 'PUT', '/v1/acl/token', { Description: 'auditor', Policies: [{ ID: reader.ID }] })).SecretID;
-    await api(cluster.get('dc2').url, 'PUT', '/v1/acl/token', { Description: 'only in dc2', Local: true });
+    dc1 = cluster.get('dc1').url;
+    const reader = await api('PUT', '/v1/acl/policy', { Name: 'ui-acl-read', Rules: 'acl = "read"' });
+    readSecret = (await api('PUT', '/v1/acl/token', { Description: 'auditor', Policies: [{ ID: reader.ID }] })).SecretID;
+    await api('PUT', '/v1/acl/token', { Description: 'only in dc2', Local: true }, cluster.get('dc2').url);
+    pem = await exportSPKI((await generateKeyPair('RS256', { extractable: true })).publicKey);
+    caPEM = (await createCA({ domain: 'watchword', days: 1 })).cert;
     await cluster.waitForReplication();
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
     const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
@@ -46,6 +69,15 @@ describe.skipIf(!CHROMIUM)('web UI in chromium', () => {
     page = await context.newPage();
     page.on('request', (r) => requested.push(r.url()));
     page.on('dialog', (d) => void d.accept());
+    page.on('pageerror', (e) => problems.push(`${page.url()}: ${e.message}`));
+    page.on('console', (m) => {
+      // A refused API call is logged by the browser itself ("Failed to load resource"); the tests provoke some.
+      if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) problems.push(`${page.url()}: ${m.text()}`);
+    });
+    page.on('response', (r) => {
+      if (r.status() >= 500 || (r.status() === 404 && new URL(r.url()).pathname.startsWith('/ui/')))
+        problems.push(`${r.status()} ${r.url()}`);
+    });
   }, 90_000);
 
   afterAll(async () => {
@@ -54,15 +86,260 @@ describe.skipIf(!CHROMIUM)('web UI in chromium', () => {
   }, 60_000);
 
   const signIn = async (secret: string) => {
-    await page.goto(`${cluster.get('dc1').url}/`);
+    await page.goto(`${dc1}/`);
     await page.waitForURL(/\/ui\/$/);
     // Each test signs in afresh, whatever the last one left in this tab.
-    await page.evaluate(() => (globalThis as unknown as { sessionStorage: { clear(): void } }).sessionStorage.clear());
-    await page.reload();
+    await page.waitForSelector('#secret, header.bar');
+    if ((await page.locator('header.bar').count()) > 0) await page.click('button:has-text("Sign out")');
     await page.fill('#secret', secret);
     await page.click('button[type=submit]');
     await page.waitForSelector('header.bar');
   };
+  const open = async (hash: string, ready: string) => {
+    await page.goto(`${dc1}/ui/${hash}`);
+    await page.waitForSelector(ready);
+  };
+  /** Types like a person, key by key, into a field (focus must stay for the whole text to arrive). */
+  const type = async (selector: string, text: string) => {
+    const field = page.locator(selector);
+    await field.fill('');
+    await field.pressSequentially(text, { delay: 5 });
+    expect(await page.evaluate(() => (globalThis as unknown as { document: PageDocument }).document.activeElement?.id)).toBe(
+      selector.replace(/^#/, ''),
+    );
+  };
+  /** axe-core on the page as it is: no critical violation. */
+  const axe = async (name: string) => {
+    await page.evaluate(AXE);
+    const result = (await page.evaluate(() => (globalThis as unknown as { axe: { run(): Promise<unknown> } }).axe.run())) as {
+      violations: Array<{ id: string; impact: string; nodes: unknown[] }>;
+    };
+    const critical = result.violations.filter((v) => v.impact === 'critical').map((v) => `${v.id} (${v.nodes.length})`);
+    expect(critical, `${name}: critical accessibility violations`).toEqual([]);
+  };
+  /** A record read back without what a write moves on its own (its index; its Hash when content changed). */
+  const stable = (r: Json, ...drop: string[]) =>
+    Object.fromEntries(Object.entries(r).filter(([k]) => !['ModifyIndex', ...drop].includes(k)));
+
+  describe('every form keeps every field of what it edits', () => {
+    let policy: Json;
+    let role: Json;
+    beforeAll(async () => {
+      await signIn(cluster.managementToken);
+      policy = await api('PUT', '/v1/acl/policy', {
+        Name: 'rt-policy',
+        Description: 'dc1 only',
+        Rules: 'service "web" { policy = "read" }',
+        Datacenters: ['dc1'],
+      });
+      role = await api('PUT', '/v1/acl/role', {
+        Name: 'rt-role',
+        Description: 'every field',
+        Policies: [{ ID: policy.ID }],
+        ServiceIdentities: [{ ServiceName: 'api', Datacenters: ['dc1'] }],
+        NodeIdentities: [{ NodeName: 'n2', Datacenter: 'dc1' }],
+        TemplatedPolicies: [
+          { TemplateName: 'builtin/dns' },
+          { TemplateName: 'builtin/service', TemplateVariables: { Name: 'api' }, Datacenters: ['dc1'] },
+        ],
+      });
+    });
+
+    /** Opens the edit page, saves unchanged, then edits the description: only it changes. */
+    const roundTrip = async (what: string, read: () => Promise<Json>, hash: string, description: string) => {
+      const before = await read();
+      await open(hash, 'form button[type=submit]');
+      await page.click('form button[type=submit]');
+      // Whatever the form does (write or not), give it the time to; then the record must be as it was.
+      await page.waitForSelector('[role=status]', { timeout: 3000 }).catch(() => undefined);
+      const unchanged = await read();
+      expect(unchanged, `${what} saved unchanged`).toEqual(before);
+      expect(await page.textContent('[role=status]')).toContain('No changes');
+      await shot(`${what}-edit`);
+      await type(description, `${what} edited in the browser`);
+      await page.click('form button[type=submit]');
+      await page.waitForFunction(() => {
+        const g = globalThis as unknown as { document: PageDocument; location: { hash: string } };
+        return (g.document.body.textContent ?? '').includes('Saved') || !g.location.hash.endsWith('/edit');
+      });
+      // The page may show the record before the write lands (an edit page whose address does not end in /edit).
+      let after = await read();
+      for (let i = 0; i < 100 && after.Description !== `${what} edited in the browser`; i++) {
+        await new Promise((r) => setTimeout(r, 50));
+        after = await read();
+      }
+      expect(after.Description).toBe(`${what} edited in the browser`);
+      expect(stable(after, 'Description', 'Hash')).toEqual(stable(before, 'Description', 'Hash'));
+    };
+
+    it('a token with every field set', async () => {
+      const token = await api('PUT', '/v1/acl/token', {
+        Description: 'every field',
+        Policies: [{ ID: policy.ID }],
+        Roles: [{ ID: role.ID }],
+        ServiceIdentities: [{ ServiceName: 'web', Datacenters: ['dc1'] }, { ServiceName: 'db' }],
+        NodeIdentities: [{ NodeName: 'n1', Datacenter: 'dc1' }],
+        TemplatedPolicies: [
+          { TemplateName: 'builtin/dns' },
+          { TemplateName: 'builtin/service', TemplateVariables: { Name: 'api' }, Datacenters: ['dc1'] },
+        ],
+        ExpirationTTL: '2h',
+      });
+      await roundTrip('token', () => api('GET', `/v1/acl/token/${token.AccessorID}`), `#/tokens/${token.AccessorID}/edit`, '#t-desc');
+    }, 60_000);
+
+    it('a role with every field set', async () => {
+      await roundTrip('role', () => api('GET', `/v1/acl/role/${role.ID}`), `#/roles/${role.ID}`, '#r-desc');
+    }, 60_000);
+
+    it('a policy valid in one datacenter', async () => {
+      await roundTrip('policy', () => api('GET', `/v1/acl/policy/${policy.ID}`), `#/policies/${policy.ID}`, '#p-desc');
+    }, 60_000);
+
+    it('an auth method with every field and Config key set', async () => {
+      await api('PUT', '/v1/acl/auth-method', {
+        Name: 'rt-jwt',
+        Type: 'jwt',
+        DisplayName: 'Round trip',
+        Description: 'every field',
+        MaxTokenTTL: '45m',
+        TokenLocality: 'global',
+        Config: {
+          JWTValidationPubKeys: [pem],
+          BoundIssuer: 'https://issuer.example',
+          BoundAudiences: ['a', 'b'],
+          ClaimMappings: { svc: 'service' },
+          ListClaimMappings: { groups: 'groups' },
+          JWTSupportedAlgs: ['RS256'],
+          ClockSkewLeeway: '30s',
+        },
+      });
+      await roundTrip('auth-method', () => api('GET', '/v1/acl/auth-method/rt-jwt'), '#/auth-methods/rt-jwt', '#am-desc');
+    }, 60_000);
+
+    it('a binding rule with every field set', async () => {
+      const rule = await api('PUT', '/v1/acl/binding-rule', {
+        AuthMethod: 'rt-jwt',
+        Description: 'every field',
+        Selector: 'value.service == "web"',
+        BindType: 'templated-policy',
+        BindName: 'builtin/service',
+        BindVars: { name: '${value.service}' },
+      });
+      await roundTrip('binding-rule', () => api('GET', `/v1/acl/binding-rule/${rule.ID}`), `#/binding-rules/${rule.ID}`, '#br-desc');
+    }, 60_000);
+  });
+
+  describe('what is typed and chosen reaches the API whole', () => {
+    beforeAll(() => signIn(cluster.managementToken));
+
+    it('a kubernetes auth method, typed key by key, every select chosen', async () => {
+      await open('#/auth-methods/new', '#am-name');
+      await type('#am-name', 'k8s-typed');
+      await page.selectOption('#am-type', 'kubernetes');
+      await type('#am-display', 'Kubernetes cluster');
+      await type('#am-desc', 'typed in the browser');
+      await type('#am-ttl', '30m');
+      await page.selectOption('#am-locality', 'global');
+      await type('#am-config-Host', 'https://kubernetes.example:6443');
+      // A certificate is pasted, not typed.
+      await page.fill('#am-config-CACert', caPEM);
+      await type('#am-config-ServiceAccountJWT', 'eyJhbGciOiJSUzI1NiJ9.reviewer.jwt');
+      await shot('auth-method-form');
+      await axe('auth-method form');
+      await page.click('form button[type=submit]');
+      await page.waitForSelector('h1:has-text("Auth method “k8s-typed”")');
+      expect(await api('GET', '/v1/acl/auth-method/k8s-typed')).toMatchObject({
+        Name: 'k8s-typed',
+        Type: 'kubernetes',
+        DisplayName: 'Kubernetes cluster',
+        Description: 'typed in the browser',
+        MaxTokenTTL: '30m0s',
+        TokenLocality: 'global',
+        Config: { Host: 'https://kubernetes.example:6443', CACert: caPEM, ServiceAccountJWT: 'eyJhbGciOiJSUzI1NiJ9.reviewer.jwt' },
+      });
+    }, 60_000);
+
+    it('a binding rule, every bind type offered and the chosen one sent', async () => {
+      const role = await api('PUT', '/v1/acl/role', { Name: 'deployers' });
+      void role;
+      await open('#/binding-rules/new?method=k8s-typed', '#br-selector');
+      expect(await page.locator('#br-type option').evaluateAll((os) => os.map((o) => (o as unknown as { value: string }).value))).toEqual([
+        'service',
+        'node',
+        'role',
+        'policy',
+        'templated-policy',
+      ]);
+      await type('#br-desc', 'deployers get the role');
+      await type('#br-selector', 'serviceaccount.name == "deployer"');
+      await page.selectOption('#br-type', 'role');
+      await type('#br-name', 'deployers');
+      await page.click('form button[type=submit]');
+      await page.waitForSelector('h1:has-text("Binding rule of k8s-typed")');
+      const id = page.url().split('/').pop() as string;
+      expect(await api('GET', `/v1/acl/binding-rule/${id}`)).toMatchObject({
+        AuthMethod: 'k8s-typed',
+        Description: 'deployers get the role',
+        Selector: 'serviceaccount.name == "deployer"',
+        BindType: 'role',
+        BindName: 'deployers',
+      });
+    }, 60_000);
+
+    it('a token with identities, datacenters and a templated policy, typed key by key', async () => {
+      await open('#/tokens/new', '#t-desc');
+      await type('#t-desc', 'typed token');
+      await page.click('[data-testid=t-si-add]');
+      await type('#t-si-0-name', 'billing');
+      await type('#t-si-0-dcs', 'dc1, dc2');
+      await page.click('[data-testid=t-ni-add]');
+      await type('#t-ni-0-name', 'node-7');
+      await type('#t-ni-0-dc', 'dc2');
+      await page.click('[data-testid=t-tp-add]');
+      await page.selectOption('#t-tp-0-template', 'builtin/service');
+      await type('#t-tp-0-var', 'payments');
+      await type('#t-tp-0-dcs', 'dc1');
+      await type('#t-ttl', '90m');
+      await page.click('form button[type=submit]');
+      await page.waitForSelector('h1:has-text("typed token")');
+      const t = await api('GET', `/v1/acl/token/${page.url().split('/').pop()}`);
+      expect(t).toMatchObject({
+        Description: 'typed token',
+        ServiceIdentities: [{ ServiceName: 'billing', Datacenters: ['dc1', 'dc2'] }],
+        NodeIdentities: [{ NodeName: 'node-7', Datacenter: 'dc2' }],
+        TemplatedPolicies: [{ TemplateName: 'builtin/service', TemplateVariables: { name: 'payments' }, Datacenters: ['dc1'] }],
+        Local: false,
+      });
+      expect(Date.parse(t.ExpirationTime) - Date.parse(t.CreateTime)).toBe(90 * 60_000);
+    }, 60_000);
+
+    it('a role and a policy, typed key by key', async () => {
+      await open('#/policies/new', '#p-name');
+      await type('#p-name', 'typed-policy');
+      await type('#p-desc', 'typed description');
+      await type('#p-rules', 'key_prefix "app/" { policy = "list" }');
+      await type('#p-dcs', 'dc2');
+      await page.click('form button[type=submit]');
+      await page.waitForSelector('h1:has-text("Policy “typed-policy”")');
+      const p = await api('GET', '/v1/acl/policy/name/typed-policy');
+      expect(p).toMatchObject({ Description: 'typed description', Rules: 'key_prefix "app/" { policy = "list" }', Datacenters: ['dc2'] });
+      await open('#/roles/new', '#r-name');
+      await type('#r-name', 'typed-role');
+      await type('#r-desc', 'typed role');
+      await page.check('[aria-label=Policies] label:has-text("typed-policy") input');
+      await page.click('[data-testid=r-ni-add]');
+      await type('#r-ni-0-name', 'n9');
+      await type('#r-ni-0-dc', 'dc1');
+      await page.click('form button[type=submit]');
+      await page.waitForSelector('h1:has-text("Role “typed-role”")');
+      expect(await api('GET', '/v1/acl/role/name/typed-role')).toMatchObject({
+        Description: 'typed role',
+        Policies: [{ ID: p.ID, Name: 'typed-policy' }],
+        NodeIdentities: [{ NodeName: 'n9', Datacenter: 'dc1' }],
+      });
+    }, 60_000);
+  });
 
   it('takes an operator through policies, roles and tokens', async () => {
     await signIn(cluster.managementToken);
@@ -75,10 +352,13 @@ describe.skipIf(!CHROMIUM)('web UI in chromium', () => {
     const error = page.locator('[data-testid=policy-error]');
     await error.waitFor();
     expect(await error.textContent()).toMatch(/Line 3, column \d+/);
-    await page.screenshot({ path: join(SHOTS, 'policy-editor-error.png'), fullPage: true });
+    await shot('policy-editor-error');
     await page.fill('#p-rules', 'service "web" {\n  policy = "read"\n}');
     await page.click('button:has-text("Create")');
     await page.waitForSelector('h1:has-text("Policy “ui-web”")');
+    await page.waitForSelector('[data-testid=used-by-tokens]');
+    await shot('policy-editor');
+    await axe('policy editor');
 
     // A role with it.
     await page.click('header >> text=Roles');
@@ -86,7 +366,7 @@ describe.skipIf(!CHROMIUM)('web UI in chromium', () => {
     await page.fill('#r-name', 'ui-role');
     await page.check('label:has-text("ui-web") input');
     await page.click('button:has-text("Create")');
-    await page.waitForSelector('td >> text=ui-role');
+    await page.waitForSelector('h1:has-text("Role “ui-role”")');
 
     // A token with the role, the policy and a service identity.
     await page.click('header >> text=Tokens');
@@ -94,33 +374,52 @@ describe.skipIf(!CHROMIUM)('web UI in chromium', () => {
     await page.fill('#t-desc', 'ui token');
     await page.check('[aria-label=Roles] label:has-text("ui-role") input');
     await page.check('[aria-label=Policies] label:has-text("ui-web") input');
-    await page.fill('#t-services', 'billing');
+    await page.click('[data-testid=t-si-add]');
+    await page.fill('#t-si-0-name', 'billing');
     await page.click('button:has-text("Create")');
     await page.waitForSelector('h1:has-text("ui token")');
     const accessor = page.url().split('/').pop() as string;
 
-    // Found with the policy filter.
+    // Found with the policy filter; the signed-in token is marked in the list.
     await page.click('header >> text=Tokens');
+    await page.waitForSelector('[data-testid=you]');
     await page.selectOption('#filter-kind', 'policy');
     await page.selectOption('#filter-value', { label: 'ui-web' });
-    await page.waitForFunction(() => (globalThis as unknown as { document: PageDocument }).document.querySelectorAll('[data-testid=token-table] tbody tr').length === 1);
+    await page.waitForFunction(
+      () =>
+        (globalThis as unknown as { document: PageDocument }).document.querySelectorAll('[data-testid=token-table] tbody tr').length === 1,
+    );
     expect(await page.textContent('[data-testid=token-table] tbody')).toContain('ui token');
-    await page.screenshot({ path: join(SHOTS, 'token-list.png'), fullPage: true });
+    await page.selectOption('#filter-value', '');
+    await page.waitForSelector('[data-testid=you]');
+    await shot('token-list');
+    await axe('token list');
 
-    // Its effective policies: the linked one, the role's, and the service identity's.
-    await page.click(`a:has-text("${accessor}")`);
+    // The policy page lists the token and the role that use it.
+    await page.goto(`${dc1}/ui/#/policies/${(await api('GET', '/v1/acl/policy/name/ui-web')).ID}`);
+    await page.waitForSelector('[data-testid=used-by-tokens] a');
+    expect(await page.textContent('[data-testid=used-by-tokens]')).toContain('ui token');
+    expect(await page.textContent('[data-testid=used-by-roles]')).toContain('ui-role');
+
+    // Its effective policies: the linked one, the role's, and the service identity's. The secret is masked until shown.
+    await page.goto(`${dc1}/ui/#/tokens/${accessor}`);
     const effective = page.locator('[data-testid=effective-policies]');
-    await effective.waitFor();
     await page.waitForSelector('[data-testid=effective-policies] h3');
     const names = await page.locator('[data-testid=effective-policies] h3').allTextContents();
     expect(names).toContain('ui-web');
-    // The service identity's synthetic policy, with its rendered rules.
-    expect(names.some((n) => n.startsWith('synthetic-policy-')), names.join(', ')).toBe(true);
+    expect(
+      names.some((n) => n.startsWith('synthetic-policy-')),
+      names.join(', '),
+    ).toBe(true);
     expect(await effective.textContent()).toContain('service "billing"');
-    expect(await page.textContent('[data-testid=secret]')).toMatch(/^[0-9a-f-]{36}$/);
+    expect(await page.textContent('[data-testid=secret]')).not.toMatch(/[0-9a-f]{8}-/);
+    await shot('token-detail');
+    await axe('token detail');
     await page.click('[data-testid=copy-secret]');
     await page.waitForSelector('button:has-text("Copied")');
-    await page.screenshot({ path: join(SHOTS, 'token-detail.png'), fullPage: true });
+    await page.click('[data-testid=reveal-secret]');
+    expect(await page.textContent('[data-testid=secret]')).toMatch(/^[0-9a-f-]{36}$/);
+    await page.click('[data-testid=reveal-secret]');
 
     // Test a permission with the token's own secret: its service identity may write billing, not payments.
     await page.selectOption('#perm-resource', 'service');
@@ -139,14 +438,22 @@ describe.skipIf(!CHROMIUM)('web UI in chromium', () => {
     expect(clone).not.toBe(accessor);
     await page.click('button:has-text("Delete")');
     await page.waitForURL(/#\/tokens$/);
-    const res = await fetch(`${cluster.get('dc1').url}/v1/acl/token/${clone}`, { headers: { 'X-Service-Token': cluster.managementToken } });
-    expect(res.status).toBe(404);
-    expect((await fetch(`${cluster.get('dc1').url}/v1/acl/token/${accessor}`, { headers: { 'X-Service-Token': cluster.managementToken } })).status).toBe(200);
+    expect((await fetch(`${dc1}/v1/acl/token/${clone}`, { headers: { 'X-Service-Token': cluster.managementToken } })).status).toBe(404);
+    expect((await fetch(`${dc1}/v1/acl/token/${accessor}`, { headers: { 'X-Service-Token': cluster.managementToken } })).status).toBe(200);
+
+    // A built-in policy says what may not change, and offers no rules editing.
+    await page.goto(`${dc1}/ui/#/policies/00000000-0000-0000-0000-000000000001`);
+    await page.waitForSelector('[data-testid=builtin-note]');
+    expect(await page.locator('#p-rules').getAttribute('readonly')).not.toBeNull();
 
     // Narrow screens: still one column of readable content.
+    await page.goto(`${dc1}/ui/#/tokens`);
+    await page.waitForSelector('[data-testid=token-table] tbody tr');
     await page.setViewportSize({ width: 390, height: 844 });
-    await page.screenshot({ path: join(SHOTS, 'token-list-390.png'), fullPage: true });
-    expect(await page.evaluate(() => (globalThis as unknown as { document: PageDocument }).document.documentElement.scrollWidth)).toBeLessThanOrEqual(390 + 1);
+    await shot('token-list-390');
+    expect(
+      await page.evaluate(() => (globalThis as unknown as { document: PageDocument }).document.documentElement.scrollWidth),
+    ).toBeLessThanOrEqual(390 + 1);
     await page.setViewportSize({ width: 1280, height: 900 });
     await page.click('button:has-text("Sign out")');
   }, 120_000);
@@ -160,7 +467,8 @@ describe.skipIf(!CHROMIUM)('web UI in chromium', () => {
     await page.waitForSelector('[data-testid=secret]');
     expect(await page.textContent('[data-testid=secret]')).toBe('<hidden>');
     expect(await page.locator('[data-testid=copy-secret]').count()).toBe(0);
-    for (const label of ['Edit', 'Clone', 'Delete']) expect(await page.locator(`main button:has-text("${label}"), main a:has-text("${label}")`).count()).toBe(0);
+    for (const label of ['Edit', 'Clone', 'Delete'])
+      expect(await page.locator(`main button:has-text("${label}"), main a:has-text("${label}")`).count()).toBe(0);
     await page.click('header >> text=Policies');
     await page.click('td >> text=ui-web');
     await page.waitForSelector('#p-rules');
@@ -168,15 +476,20 @@ describe.skipIf(!CHROMIUM)('web UI in chromium', () => {
     await page.click('button:has-text("Sign out")');
   }, 60_000);
 
-  it('lists both datacenters with replication status and lag, and switches to dc2', async () => {
+  it('lists both datacenters with replication status, a lag chart, and switches to dc2', async () => {
     await signIn(cluster.managementToken);
     await page.click('header >> text=Datacenters');
     await page.waitForSelector('tr[data-dc=dc2]');
     expect(await page.textContent('tr[data-dc=dc1]')).toContain('Primary');
-    const dc2 = await page.textContent('tr[data-dc=dc2]');
-    expect(dc2).toContain('Connected');
+    expect(await page.textContent('tr[data-dc=dc2]')).toContain('Connected');
     expect(await page.textContent('tr[data-dc=dc2] [data-testid=lag]')).toMatch(/^\d+$/);
-    await page.screenshot({ path: join(SHOTS, 'datacenters.png'), fullPage: true });
+    // The primary has sampled dc2's lag (every 300 ms here): one line in the chart.
+    await page.waitForSelector('[data-testid=lag-chart] polyline[data-dc=dc2]', { state: 'attached' });
+    expect(
+      Number(await page.locator('polyline[data-dc=dc2]').evaluate((p) => (p as unknown as { points: { length: number } }).points.length)),
+    ).toBeGreaterThan(1);
+    await shot('datacenters');
+    await axe('datacenters');
     await page.selectOption('#dc-switch', 'dc2');
     await page.click('header >> text=Tokens');
     await page.waitForSelector('td:has-text("only in dc2")');
@@ -187,33 +500,121 @@ describe.skipIf(!CHROMIUM)('web UI in chromium', () => {
     await page.waitForSelector('td:has-text("only in dc2")');
     expect(await page.locator('[data-testid=token-table] tbody tr').count()).toBe(1);
     await page.selectOption('#dc-switch', 'dc1');
-    await page.waitForFunction(() => !((globalThis as unknown as { document: PageDocument }).document.body.textContent ?? '').includes('only in dc2'));
+    await page.waitForFunction(
+      () => !((globalThis as unknown as { document: PageDocument }).document.body.textContent ?? '').includes('only in dc2'),
+    );
   }, 60_000);
+
+  it('shows the servers of the datacenter: leader, term, each server', async () => {
+    await signIn(cluster.managementToken);
+    await page.click('header >> text=Servers');
+    await page.waitForSelector('[data-testid=servers] tbody tr');
+    expect(await page.textContent('[data-testid=servers-summary]')).toContain(new URL(dc1).host);
+    expect(await page.textContent('[data-testid=servers] tbody')).toContain('leader');
+    await shot('servers');
+    await axe('servers');
+  }, 60_000);
+
+  it('shows the audit log: filters by type, caller and object, pages to older events, links both ways', async () => {
+    const self = await api('GET', '/v1/acl/token/self');
+    const made = await Promise.all(
+      Array.from({ length: 51 }, (_, i) => api('PUT', '/v1/acl/token', { Description: `audited ${i}`, Local: true })),
+    );
+    const last = made[made.length - 1] as Json;
+    // A refusal by the read-only token: it may not write policies.
+    const refused = await fetch(`${dc1}/v1/acl/policy`, {
+      method: 'PUT',
+      headers: { 'X-Service-Token': readSecret },
+      body: JSON.stringify({ Name: 'nope' }),
+    });
+    expect(refused.status).toBe(403);
+    const reader = (await (await fetch(`${dc1}/v1/acl/token/self`, { headers: { 'X-Service-Token': readSecret } })).json()) as Json;
+
+    await signIn(cluster.managementToken);
+    await page.click('header >> text=Audit');
+    await page.waitForSelector('[data-testid=audit-table] tbody tr');
+    await page.selectOption('#audit-type', 'refused');
+    await page.click('[data-testid=audit-filters] button[type=submit]');
+    await page.waitForURL(/#\/audit\?type=refused$/);
+    await page.waitForSelector(`[data-testid=audit-table] tbody tr:has-text("${reader.AccessorID}")`);
+    expect(await page.locator('[data-testid=audit-table] tbody tr:not([data-type=refused])').count()).toBe(0);
+    expect(await page.textContent(`[data-testid=audit-table] tbody tr:has-text("${reader.AccessorID}")`)).toContain('acl:write');
+    await shot('audit');
+    await axe('audit');
+
+    // What the management token created: 50 on the first page, the rest behind "Older events".
+    await page.selectOption('#audit-type', 'token-create');
+    await type('#audit-accessor', self.AccessorID);
+    await page.click('[data-testid=audit-filters] button[type=submit]');
+    await page.waitForURL(/accessor=/);
+    await page.waitForSelector(`[data-testid=audit-table] a:has-text("token ${last.AccessorID}")`);
+    expect(await page.locator('[data-testid=audit-table] tbody tr').count()).toBe(50);
+    expect(await page.locator('[data-testid=audit-table] tbody tr:not([data-type=token-create])').count()).toBe(0);
+    await page.click('[data-testid=audit-older]');
+    await page.waitForFunction(
+      () =>
+        (globalThis as unknown as { document: PageDocument }).document.querySelectorAll('[data-testid=audit-table] tbody tr').length > 50,
+    );
+
+    // From the event to the token, and from the token to what was done to it.
+    await page.click(`[data-testid=audit-table] a:has-text("token ${last.AccessorID}")`);
+    await page.waitForSelector('[data-testid=audit-of]');
+    await page.click('[data-testid=audit-of]');
+    await page.waitForURL(/kind=token&id=/);
+    await page.waitForSelector('[data-testid=audit-table] tbody tr[data-type=token-create]');
+    expect(await page.locator('[data-testid=audit-table] tbody tr').count()).toBe(1);
+    expect(await page.inputValue('#audit-id')).toBe(last.AccessorID);
+    await page.click('[data-testid=audit-filters] button:has-text("Clear")');
+    await page.waitForURL(/#\/audit$/);
+    expect(await page.inputValue('#audit-id')).toBe('');
+
+    // Without operator:read the page says which permission is missing.
+    await signIn(readSecret);
+    await open('#/audit', '[role=alert]');
+    expect(await page.textContent('[role=alert]')).toContain('operator:read');
+    await page.click('button:has-text("Sign out")');
+  }, 90_000);
 
   it('never puts a secret in a URL, and its pages allow no other origin', async () => {
     expect(requested.length).toBeGreaterThan(20);
     for (const url of requested) {
       expect(url).not.toContain(cluster.managementToken);
       expect(url).not.toContain(readSecret);
-      expect(new URL(url).origin).toBe(new URL(cluster.get('dc1').url).origin);
+      expect(new URL(url).origin).toBe(new URL(dc1).origin);
     }
     for (const path of ['/ui/', '/ui/app.js', '/ui/api/']) {
-      const csp = (await fetch(`${cluster.get('dc1').url}${path}`)).headers.get('content-security-policy') ?? '';
+      const csp = (await fetch(`${dc1}${path}`)).headers.get('content-security-policy') ?? '';
       expect(csp).toContain("default-src 'self'");
-      expect(csp).toContain("script-src 'self'");
-      expect(csp).not.toMatch(/https?:|\*|data:.*script/);
+      expect(csp).toMatch(/script-src 'self' 'sha256-[A-Za-z0-9+/=]+'(;|$)/);
+      expect(csp).not.toMatch(/https?:|\*|data:.*script|unsafe-eval/);
     }
+    // One Preact: the declared package, through the page's import map.
+    expect(requested.some((u) => u.endsWith('/ui/vendor/preact/preact.module.js'))).toBe(true);
+    expect(requested.some((u) => u.includes('standalone'))).toBe(false);
   });
 
-  it('serves the API reference from the OpenAPI document', async () => {
+  it('serves the API reference from the OpenAPI document, its badges readable', async () => {
     for (const path of ['/ui/api', '/docs']) {
-      const res = await fetch(`${cluster.get('dc1').url}${path}`, { redirect: 'manual' });
+      const res = await fetch(`${dc1}${path}`, { redirect: 'manual' });
       expect(res.status).toBe(302);
       expect(res.headers.get('location')).toBe('/ui/api/');
     }
-    await page.goto(`${cluster.get('dc1').url}/ui/api/`);
+    await page.goto(`${dc1}/ui/api/`);
     await page.waitForSelector('.opblock', { timeout: 20_000 });
     expect(await page.textContent('body')).toContain('/v1/acl/token');
     expect(await page.locator('.opblock').count()).toBeGreaterThan(30);
+    // The version badges: text in a colour other than their background.
+    const badge = page.locator('pre.version').first();
+    const [fg, bg] = await badge.evaluate((e) => {
+      const s = (globalThis as unknown as { getComputedStyle(e: unknown): { color: string; backgroundColor: string } }).getComputedStyle(e);
+      return [s.color, s.backgroundColor];
+    });
+    expect(fg).not.toBe(bg);
+    expect((await badge.textContent())?.trim()).not.toBe('');
+    await shot('api-reference');
   }, 60_000);
+
+  it('no page logged an error or got a 5xx', () => {
+    expect(problems.join('\n')).toBe('');
+  });
 });

@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { Election, type ElectionView, type EtcdStep, type ServerInfo, type SyncRecord } from '../../src/ha/election.js';
+import { Election, type EtcdStep, type ServerInfo } from '../../src/ha/election.js';
+import { ModelEtcd as SharedModelEtcd } from '../../src/testing/simulation/etcd-model.js';
+
+/** The simulation's model of etcd, with this file's lease time. */
+class ModelEtcd extends SharedModelEtcd {
+  constructor() {
+    super(LEASE);
+  }
+}
 
 // The election's decisions without etcd: every transition fed by hand on a manual clock,
 // and whole scenarios run against a small model of etcd's keys, leases and transactions
@@ -11,87 +19,19 @@ const MARGIN = 1000;
 const server = (name: string): ServerInfo => ({ name, address: `${name}:8500` });
 const make = (name = 'p1') => new Election({ self: server(name), leaseMs: LEASE, marginMs: MARGIN });
 
-/** etcd as the election sees it: keys with leases and revisions, leases with deadlines; down refuses every call. */
-class ModelEtcd {
-  revision = 1;
-  down = false;
-  private nextLease = 100;
-  readonly leases = new Map<string, number>(); // id -> expires at
-  readonly keys = new Map<string, { value: string; lease: string; create: number; mod: number }>();
-
-  private check(now: number): void {
-    if (this.down) throw new Error('connection refused');
-    for (const [id, at] of this.leases) if (at <= now) this.dropLease(id);
-  }
-
-  private dropLease(id: string): void {
-    this.leases.delete(id);
-    for (const [k, v] of this.keys) if (v.lease === id) this.keys.delete(k);
-  }
-
-  /** A crash and a restart: leases get a fresh TTL, as etcd's lessor does when it is promoted. */
-  restart(now: number): void {
-    this.down = false;
-    for (const id of this.leases.keys()) this.leases.set(id, now + LEASE);
-  }
-
-  grant(now: number): string {
-    this.check(now);
-    const id = String(this.nextLease++);
-    this.leases.set(id, now + LEASE);
-    return id;
-  }
-
-  keepalive(id: string, now: number): number {
-    this.check(now);
-    if (!this.leases.has(id)) return 0;
-    this.leases.set(id, now + LEASE);
-    return LEASE;
-  }
-
-  revoke(id: string, now: number): void {
-    this.check(now);
-    this.dropLease(id);
-  }
-
-  put(key: string, value: string, lease: string, now: number): number {
-    this.check(now);
-    this.revision++;
-    const old = this.keys.get(key);
-    this.keys.set(key, { value, lease, create: old?.create ?? this.revision, mod: this.revision });
-    return this.revision;
-  }
-
-  del(key: string): void {
-    this.revision++;
-    this.keys.delete(key);
-  }
-
-  view(now: number): ElectionView {
-    this.check(now);
-    const view: ElectionView = { servers: [] };
-    for (const [k, v] of this.keys) {
-      if (k === 'leader') view.leader = { server: JSON.parse(v.value) as ServerInfo, term: v.create, lease: v.lease, revision: String(v.mod) };
-      else if (k === 'sync') view.sync = { record: JSON.parse(v.value) as SyncRecord, revision: String(v.mod) };
-      else view.servers.push({ ...(JSON.parse(v.value) as ServerInfo), lease: v.lease });
-    }
-    return view;
-  }
-}
-
 /** What the shell does with a step, against the model. */
 function perform(e: Election, self: ServerInfo, etcd: ModelEtcd, step: Exclude<EtcdStep, { kind: 'idle' }>, now: number): void {
   switch (step.kind) {
     case 'resign':
       etcd.view(now);
-      if (etcd.keys.get('leader')?.lease === step.lease) etcd.del('leader');
+      if (etcd.keys.get('leader')?.lease === step.lease) etcd.del('leader', now);
       etcd.revoke(step.lease, now);
       return e.resigned(step.lease);
     case 'grant':
       return e.granted(etcd.grant(now), now);
     case 'clear':
       etcd.view(now);
-      if (String(etcd.keys.get('leader')?.mod) === step.revision) etcd.del('leader');
+      if (String(etcd.keys.get('leader')?.mod) === step.revision) etcd.del('leader', now);
       return e.cleared();
     case 'read':
       return e.observed(etcd.view(now), now);
@@ -102,13 +42,24 @@ function perform(e: Election, self: ServerInfo, etcd: ModelEtcd, step: Exclude<E
       etcd.view(now);
       const sync = etcd.keys.get('sync');
       const won = !etcd.keys.has('leader') && String(sync?.mod ?? 0) === String(step.syncRevision ?? 0);
-      const term = won ? etcd.put('leader', JSON.stringify(self), step.lease, now) : etcd.revision;
+      // The key and a record naming the winner, in one transaction (as the shell does).
+      const term = won
+        ? etcd.txn(
+            [
+              ['leader', JSON.stringify(self), step.lease],
+              ['sync', JSON.stringify({ leader: self.name, term: 0, members: [] }), '0'],
+            ],
+            now,
+          )
+        : etcd.revision;
       e.campaigned(step.lease, won, term);
-      if (won) {
-        const record = { leader: self.name, term, members: [] };
-        e.syncPublished(record, String(etcd.put('sync', JSON.stringify(record), '0', now)));
-      }
       return;
+    }
+    case 'claim': {
+      etcd.view(now);
+      if (etcd.keys.get('leader')?.lease !== step.lease) return e.beginRound(now);
+      const record = { leader: self.name, term: step.term, members: [] };
+      return e.syncPublished(record, String(etcd.put('sync', JSON.stringify(record), '0', now)));
     }
   }
 }
@@ -206,12 +157,14 @@ describe('Election (the coordinator’s decisions, without etcd)', () => {
     etcd.restart(5000); // back on the same data dir: the lease and the key survived
     expect(etcd.keys.get('leader')?.lease).toBe(oldLease);
     keepalive(e, etcd, 5100); // the retired lease is never kept alive again
-    expect(etcd.leases.get(oldLease)).toBe(5000 + LEASE);
+    expect(etcd.leases.get(oldLease)?.expires).toBe(5000 + LEASE);
     expect(round(e, server('p1'), etcd, 5200)).toEqual(['resign', 'grant', 'read', 'register', 'campaign', 'idle']);
     expect(etcd.leases.has(oldLease)).toBe(false);
     expect(e.isLeader(5200)).toBe(true);
     expect(e.leader(5200)?.term).toBeGreaterThan(oldTerm);
-    expect(e.takeNotes().join('\n')).toMatch(/lease \d+ is no longer surely alive[\s\S]*resigned: the leader key is off lease \d+, which is revoked[\s\S]*won the election/);
+    expect(e.takeNotes().join('\n')).toMatch(
+      /lease \d+ is no longer surely alive[\s\S]*resigned: the leader key is off lease \d+, which is revoked[\s\S]*won the election/,
+    );
   });
 
   it('a retired lease is resigned even when etcd expired it meanwhile (revoke of a lease etcd no longer knows is done)', () => {
@@ -313,7 +266,7 @@ describe('Election (the coordinator’s decisions, without etcd)', () => {
       }
       // Never two leaders, and p1 stops before etcd could let its lease go.
       expect(e.isLeader(t) && f.isLeader(t)).toBe(false);
-      if (e.isLeader(t)) expect(etcd.leases.get(e.currentLease() as string) ?? 0).toBeGreaterThan(t);
+      if (e.isLeader(t)) expect(etcd.leases.get(e.currentLease() as string)?.expires ?? 0).toBeGreaterThan(t);
       if (f.isLeader(t) && !p2LeadsAt) p2LeadsAt = t;
     }
     expect(e.isLeader(5000)).toBe(false);
@@ -327,9 +280,19 @@ describe('Election (the coordinator’s decisions, without etcd)', () => {
   });
 
   it.each([
-    ['without a lease (a plain put)', (etcd: ModelEtcd) => etcd.put('leader', JSON.stringify({ name: 'impostor', address: '10.6.6.6:8500' }), '0', 0)],
-    ['naming a real server at another address', (etcd: ModelEtcd) => etcd.put('leader', JSON.stringify({ name: 'p2', address: '10.6.6.6:8500' }), etcd.keys.get('servers/p2')?.lease as string, 0)],
-    ['naming a real server on a lease that is not its registration\'s', (etcd: ModelEtcd) => etcd.put('leader', JSON.stringify(server('p2')), etcd.grant(0), 0)],
+    [
+      'without a lease (a plain put)',
+      (etcd: ModelEtcd) => etcd.put('leader', JSON.stringify({ name: 'impostor', address: '10.6.6.6:8500' }), '0', 0),
+    ],
+    [
+      'naming a real server at another address',
+      (etcd: ModelEtcd) =>
+        etcd.put('leader', JSON.stringify({ name: 'p2', address: '10.6.6.6:8500' }), etcd.keys.get('servers/p2')?.lease as string, 0),
+    ],
+    [
+      "naming a real server on a lease that is not its registration's",
+      (etcd: ModelEtcd) => etcd.put('leader', JSON.stringify(server('p2')), etcd.grant(0), 0),
+    ],
   ])('a leader key no server put (%s) is followed by nobody and removed; the previous leader leads again', (_what, plant) => {
     const etcd = new ModelEtcd();
     const p1 = make('p1');
@@ -353,7 +316,7 @@ describe('Election (the coordinator’s decisions, without etcd)', () => {
 
   it('three servers through five etcd restarts under random timing: never two leaders, never a leader on a lease etcd let go, and a leader again within two lease times of each return', () => {
     let seed = 42;
-    const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    const random = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
     const etcd = new ModelEtcd();
     const names = ['p1', 'p2', 'p3'];
     const cores = names.map((n) => ({ self: server(n), e: make(n), nextRound: 0, nextKeep: 0 }));
@@ -383,13 +346,17 @@ describe('Election (the coordinator’s decisions, without etcd)', () => {
         }
         // The leader's key is about to publish its synchronous set once a follower exists.
         if (c.e.isLeader(t) && c.e.syncRecord()?.members.length === 0 && !etcd.down) {
-          const record = { leader: c.self.name, term: c.e.leader(t)?.term as number, members: names.filter((n) => n !== c.self.name).slice(0, 1) };
+          const record = {
+            leader: c.self.name,
+            term: c.e.leader(t)?.term as number,
+            members: names.filter((n) => n !== c.self.name).slice(0, 1),
+          };
           c.e.syncPublished(record, String(etcd.put('sync', JSON.stringify(record), '0', t)));
         }
       }
       const leaders = cores.filter((c) => c.e.isLeader(t));
       expect(leaders.length).toBeLessThanOrEqual(1);
-      for (const l of leaders) expect(etcd.leases.get(l.e.currentLease() as string) ?? Infinity).toBeGreaterThan(t);
+      for (const l of leaders) expect(etcd.leases.get(l.e.currentLease() as string)?.expires ?? Infinity).toBeGreaterThan(t);
       if (returnedAt >= 0 && leaders.length === 1) {
         recoveries.push(t - returnedAt);
         returnedAt = -1;
@@ -397,5 +364,56 @@ describe('Election (the coordinator’s decisions, without etcd)', () => {
       if (returnedAt >= 0) expect(t - returnedAt).toBeLessThan(2 * LEASE);
     }
     expect(recoveries).toHaveLength(5);
+  });
+
+  it('a winner whose synchronous-set record is not yet its own does not lead: it claims the record first, and an etcd killed in between leaves it acknowledging nothing', () => {
+    const etcd = new ModelEtcd();
+    const p1 = make('p1');
+    const p2 = make('p2');
+    round(p1, server('p1'), etcd, 0);
+    round(p2, server('p2'), etcd, 10);
+    // p1 leads with p2 as its synchronous follower: only they may take over.
+    const record = { leader: 'p1', term: p1.leader(10)?.term as number, members: ['p2'] };
+    p1.syncPublished(record, String(etcd.put('sync', JSON.stringify(record), '0', 20)));
+    // p1 dies; its lease lapses and its key goes with it.
+    etcd.revoke(p1.currentLease() as string, 30);
+    // p2 holds the key, but the record still names p1 and its set (the state a shell that took
+    // the key and published the record in two calls leaves when etcd is killed in between).
+    etcd.put('leader', JSON.stringify(server('p2')), p2.currentLease() as string, 40);
+    p2.beginRound(50);
+    p2.observed(etcd.view(50), 50);
+    // Writes acknowledged now could be lost: p1 may still campaign as the record's leader.
+    expect(p2.isLeader(50)).toBe(false);
+    expect(p2.whyNotLeader(50)).toBe('it won the election but has not yet published its synchronous set');
+    expect(p2.next(50)).toEqual({ kind: 'claim', lease: p2.currentLease(), term: etcd.keys.get('leader')?.create });
+    // etcd is killed before the claim: still nothing acknowledged.
+    etcd.down = true;
+    expect(round(p2, server('p2'), etcd, 60)).toEqual(['read']);
+    expect(p2.isLeader(60)).toBe(false);
+    etcd.restart(1000);
+    expect(round(p2, server('p2'), etcd, 1000)).toEqual(['read', 'claim', 'idle']);
+    expect(p2.isLeader(1000)).toBe(true);
+    // Now p2 alone may take over: p1 may not campaign any more.
+    expect(JSON.parse(etcd.keys.get('sync')?.value as string)).toEqual({
+      leader: 'p2',
+      term: etcd.keys.get('leader')?.create,
+      members: [],
+    });
+  });
+
+  it('the campaign writes the key and a record naming the winner in one transaction: it leads at once, and only it may take over until it publishes a set', () => {
+    const etcd = new ModelEtcd();
+    const p1 = make('p1');
+    round(p1, server('p1'), etcd, 0);
+    const revision = etcd.revision;
+    expect(etcd.keys.get('leader')?.create).toBe(revision);
+    expect(etcd.keys.get('sync')?.mod).toBe(revision);
+    expect(p1.isLeader(0)).toBe(true);
+    const p2 = make('p2');
+    round(p2, server('p2'), etcd, 10);
+    etcd.revoke(p1.currentLease() as string, 20);
+    // p2 was never in p1's set: it may not take over.
+    expect(round(p2, server('p2'), etcd, 30)).toEqual(['read', 'idle']);
+    expect(p2.isLeader(30)).toBe(false);
   });
 });

@@ -5,6 +5,7 @@ import { type FollowerFrame, type LeaderFrame, SERVER_PROTOCOL_VERSION } from '.
 import { LevelStore } from '../../src/store/level-store.js';
 import type { ServerBatch } from '../../src/store/store.js';
 import { tokenRecord } from '../helpers/records.js';
+import { recordingReplicator } from '../helpers/replicator.js';
 import { tempDir } from '../helpers/temp-dir.js';
 
 // A follower's end of the servers' stream without a socket: fed frames, it applies a
@@ -28,18 +29,23 @@ describe('FollowerStream (socket-free)', () => {
     const b = await tempDir();
     dirs = [a, b];
     leaderStore = await LevelStore.open(a.path, { durability: 'fsync', changeLog: true });
-    batches = [];
-    leaderStore.setReplicator({ checkLeadership: () => undefined, term: () => 3, replicate: async (batch) => void batches.push(batch), localWriteFailed: () => undefined });
+    const replicator = recordingReplicator(3);
+    batches = replicator.batches;
+    leaderStore.setReplicator(replicator);
     followerStore = await LevelStore.open(b.path, { durability: 'fsync', changeLog: true });
     followerStore.setFollower(true);
     sent = [];
     drops = [];
     welcomed = 0;
-    stream = new FollowerStream(followerStore, { name: 'f1', address: () => '127.0.0.1:2', term: 3, logger }, {
-      send: (f) => sent.push(f),
-      drop: (reason) => drops.push(reason),
-      welcomed: () => welcomed++,
-    });
+    stream = new FollowerStream(
+      followerStore,
+      { name: 'f1', address: () => '127.0.0.1:2', term: 3, logger },
+      {
+        send: (f) => sent.push(f),
+        drop: (reason) => drops.push(reason),
+        welcomed: () => welcomed++,
+      },
+    );
   });
 
   afterEach(async () => {
@@ -49,13 +55,19 @@ describe('FollowerStream (socket-free)', () => {
     for (const d of dirs) await d.remove();
   });
 
-  const welcome = (mode: 'tail' | 'snapshot', term = 3): LeaderFrame => ({ t: 'welcome', v: SERVER_PROTOCOL_VERSION, term, leader: 'leader', mode });
+  const welcome = (mode: 'tail' | 'snapshot', term = 3): LeaderFrame => ({
+    t: 'welcome',
+    v: SERVER_PROTOCOL_VERSION,
+    term,
+    leader: 'leader',
+    mode,
+  });
   const asFrame = (b: ServerBatch): LeaderFrame => ({ t: 'batch', ...b });
 
   it('says hello from its position, applies batches in order in one write, and confirms the last', async () => {
     expect(stream.hello()).toEqual({ t: 'hello', v: SERVER_PROTOCOL_VERSION, name: 'f1', address: '127.0.0.1:2', seq: 0, term: 0 });
     const tokens = [tokenRecord(), tokenRecord(), tokenRecord()];
-    for (const t of tokens) await leaderStore.transact((tx) => tx.putToken(t));
+    for (const t of tokens) await leaderStore.transact((tx) => tx.put('tokens', t));
     stream.receive(welcome('tail'));
     expect(welcomed).toBe(1);
     for (const b of batches) stream.receive(asFrame(b));
@@ -69,8 +81,8 @@ describe('FollowerStream (socket-free)', () => {
   });
 
   it('starts over (drops the connection) when a batch does not follow the last applied one', async () => {
-    await leaderStore.transact((tx) => tx.putToken(tokenRecord()));
-    await leaderStore.transact((tx) => tx.putToken(tokenRecord()));
+    await leaderStore.transact((tx) => tx.put('tokens', tokenRecord()));
+    await leaderStore.transact((tx) => tx.put('tokens', tokenRecord()));
     stream.receive(welcome('tail'));
     stream.receive(asFrame(batches[1] as ServerBatch));
     await stream.idle();
@@ -87,7 +99,7 @@ describe('FollowerStream (socket-free)', () => {
 
   it('installs a chunked snapshot in one go and confirms its position; batches after it follow', async () => {
     const before = tokenRecord();
-    await leaderStore.transact((tx) => tx.putToken(before));
+    await leaderStore.transact((tx) => tx.put('tokens', before));
     stream.receive(welcome('snapshot'));
     const snapshot = leaderStore.serverSnapshot(64);
     let chunk = await snapshot.next();
@@ -105,14 +117,70 @@ describe('FollowerStream (socket-free)', () => {
     expect(followerStore.reader.getToken(before.AccessorID)?.SecretID).toBe(before.SecretID);
     expect(sent.at(-1)).toEqual({ t: 'ack', seq: chunk.value.seq });
     const after = tokenRecord();
-    await leaderStore.transact((tx) => tx.putToken(after));
+    await leaderStore.transact((tx) => tx.put('tokens', after));
     stream.receive(asFrame(batches.at(-1) as ServerBatch));
     await stream.idle();
     expect(followerStore.reader.getToken(after.AccessorID)).toBeDefined();
   });
 
+  it("says its store is a prefix of the leader's history only once the leader resumed it or its snapshot is installed", async () => {
+    await leaderStore.transact((tx) => tx.put('tokens', tokenRecord()));
+    // Before any welcome it may hold another history's batches (a refused batch, an older term's).
+    expect(stream.holdsLeaderHistory()).toBe(false);
+    stream.receive(welcome('tail'));
+    expect(stream.holdsLeaderHistory()).toBe(true);
+    stream.disconnected();
+    expect(stream.holdsLeaderHistory()).toBe(false);
+    stream.hello();
+    stream.receive(welcome('snapshot'));
+    expect(stream.holdsLeaderHistory()).toBe(false);
+    const snapshot = leaderStore.serverSnapshot();
+    let chunk = await snapshot.next();
+    for (; !chunk.done; chunk = await snapshot.next()) stream.receive({ t: 'snapshot', pairs: chunk.value, last: false, seq: 0, term: 0 });
+    expect(stream.holdsLeaderHistory()).toBe(false);
+    stream.receive({ t: 'snapshot', pairs: [], last: true, seq: chunk.value.seq, term: chunk.value.term });
+    await stream.idle();
+    expect(stream.holdsLeaderHistory()).toBe(true);
+  });
+
+  it('shows a batch to readers only once the leader says it is committed (and confirms it durable before)', async () => {
+    const first = tokenRecord();
+    const second = tokenRecord();
+    await leaderStore.transact((tx) => tx.put('tokens', first));
+    await leaderStore.transact((tx) => tx.put('tokens', second));
+    stream.receive(welcome('tail'));
+    stream.receive({ ...asFrame(batches[0] as ServerBatch), commit: 0 } as LeaderFrame);
+    stream.receive({ ...asFrame(batches[1] as ServerBatch), commit: 1 } as LeaderFrame);
+    await stream.idle();
+    // Both durable here and confirmed (the leader counts on them), the second not shown yet.
+    expect(sent.at(-1)).toEqual({ t: 'ack', seq: 2 });
+    expect(followerStore.serverPosition().seq).toBe(2);
+    expect(followerStore.reader.getToken(first.AccessorID)).toBeDefined();
+    expect(followerStore.reader.getToken(second.AccessorID)).toBeUndefined();
+    stream.receive({ t: 'ping', time: Date.now(), seq: 2, commit: 2 });
+    expect(followerStore.reader.getToken(second.AccessorID)).toBeDefined();
+    expect(followerStore.currentIndex()).toBe(leaderStore.currentIndex());
+  });
+
+  it("never shows a batch of another history, whatever the leader's commit point, while a snapshot is on its way", async () => {
+    const refused = tokenRecord();
+    await leaderStore.transact((tx) => tx.put('tokens', refused));
+    // This follower holds batch 1, never committed (the leader's own write of it failed, say).
+    stream.receive(welcome('tail'));
+    stream.receive({ ...asFrame(batches[0] as ServerBatch), commit: 0 } as LeaderFrame);
+    await stream.idle();
+    expect(followerStore.serverPosition().seq).toBe(1);
+    // It reconnects; the leader, whose history went on without batch 1, sends a snapshot and says it committed up to 3.
+    stream.disconnected();
+    stream.hello();
+    stream.receive({ t: 'ping', time: Date.now(), seq: 3, commit: 3 });
+    stream.receive(welcome('snapshot'));
+    stream.receive({ t: 'ping', time: Date.now(), seq: 3, commit: 3 });
+    expect(followerStore.reader.getToken(refused.AccessorID)).toBeUndefined();
+  });
+
   it('drops what a closed connection left: a new hello starts clean', async () => {
-    await leaderStore.transact((tx) => tx.putToken(tokenRecord()));
+    await leaderStore.transact((tx) => tx.put('tokens', tokenRecord()));
     stream.receive(welcome('tail'));
     stream.receive({ t: 'snapshot', pairs: [['x', new Uint8Array([1])]], last: false, seq: 0, term: 0 });
     stream.disconnected();

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { ServerChannel } from '../../src/ha/follower-session.js';
+import type { ServerChannel } from '../../src/ha/leader-session.js';
 import { ServerLeader } from '../../src/ha/leader.js';
 import { type FollowerFrame, type LeaderFrame, SERVER_PROTOCOL_VERSION } from '../../src/ha/server-protocol.js';
 import { encodeFrame } from '../../src/replication/protocol.js';
@@ -76,9 +76,16 @@ describe('ServerLeader and its follower sessions (socket-free)', () => {
     await dir.remove();
   });
 
-  const hello = (name: string, seq: number, term: number): FollowerFrame => ({ t: 'hello', v: SERVER_PROTOCOL_VERSION, name, address: `${name}:8500`, seq, term });
+  const hello = (name: string, seq: number, term: number): FollowerFrame => ({
+    t: 'hello',
+    v: SERVER_PROTOCOL_VERSION,
+    name,
+    address: `${name}:8500`,
+    seq,
+    term,
+  });
   const feed = (session: { receive(d: unknown): void }, frame: FollowerFrame) => session.receive(encodeFrame(frame));
-  const write = (n = 1) => store.transact((tx) => Array.from({ length: n }, () => tx.putToken(tokenRecord())));
+  const write = (n = 1) => store.transact((tx) => Array.from({ length: n }, () => tx.put('tokens', tokenRecord())));
 
   it('sends a new follower a snapshot, then every batch live; its confirmation puts it in the synchronous set, published first', async () => {
     await write(3);
@@ -89,7 +96,12 @@ describe('ServerLeader and its follower sessions (socket-free)', () => {
     expect(channel.of('welcome')).toEqual([{ t: 'welcome', v: SERVER_PROTOCOL_VERSION, term: 7, leader: 'leader', mode: 'snapshot' }]);
     const last = channel.of('snapshot').find((s) => s.last) as Extract<LeaderFrame, { t: 'snapshot' }>;
     expect(last.seq).toBe(store.serverPosition().seq);
-    expect(channel.of('snapshot').flatMap((s) => s.pairs).some(([k]) => k.startsWith('t'))).toBe(true);
+    expect(
+      channel
+        .of('snapshot')
+        .flatMap((s) => s.pairs)
+        .some(([k]) => k.startsWith('t')),
+    ).toBe(true);
     // Confirmed: it joins the set, published before the leader relies on it.
     feed(session, { t: 'ack', seq: last.seq });
     await until('the set published', () => published.length > 0);
@@ -103,10 +115,15 @@ describe('ServerLeader and its follower sessions (socket-free)', () => {
     expect(batch).toMatchObject({ term: 7, prev: last.seq, seq: last.seq + 1 });
     await new Promise((r) => setTimeout(r, 50));
     expect(acknowledged).toBe(false);
+    expect(batch.commit).toBe(last.seq); // what was committed when it was sent
     feed(session, { t: 'ack', seq: batch.seq });
     await pending;
     expect(acknowledged).toBe(true);
-    expect(leader.followers()).toEqual([expect.objectContaining({ Name: 'f1', AckedSeq: batch.seq, InSyncSet: true, Streaming: true, LagBatches: 0 })]);
+    // Acknowledged: the follower is told at once that it may show it.
+    await until('the commit told', () => channel.of('ping').some((p) => p.commit === batch.seq));
+    expect(leader.followers()).toEqual([
+      expect.objectContaining({ Name: 'f1', AckedSeq: batch.seq, InSyncSet: true, Streaming: true, LagBatches: 0 }),
+    ]);
   });
 
   it('resumes a follower from its position with the batches after it (no snapshot)', async () => {
@@ -120,6 +137,52 @@ describe('ServerLeader and its follower sessions (socket-free)', () => {
     expect(channel.of('welcome')[0]?.mode).toBe('tail');
     expect(channel.of('batch').map((b) => b.prev)).toEqual([mark.seq, mark.seq + 1]);
     expect(channel.of('snapshot')).toEqual([]);
+  });
+
+  it('counts nothing a follower from another history says it holds until it confirms the snapshot', async () => {
+    // A follower that applied batches this leader never wrote (a batch whose local write
+    // failed here, or an older term's) says hello from a position ahead of the leader's.
+    await write(3);
+    const channel = new ArrayChannel();
+    const session = leader.open(channel, 'f1');
+    feed(session, hello('f1', store.serverPosition().seq + 50, 3));
+    await until('the last snapshot chunk', () => channel.of('snapshot').some((s) => s.last));
+    expect(channel.of('welcome')[0]?.mode).toBe('snapshot');
+    // Streaming live now, but it confirmed nothing of this history: it must not join the set.
+    await write();
+    await new Promise((r) => setTimeout(r, 150));
+    expect(published).toEqual([]);
+    expect(leader.syncSet()).toEqual([]);
+    expect(leader.followers()).toEqual([expect.objectContaining({ Name: 'f1', AckedSeq: -1, InSyncSet: false })]);
+    // Its confirmation of the snapshot and the live batch counts.
+    const last = channel.of('snapshot').find((s) => s.last) as Extract<LeaderFrame, { t: 'snapshot' }>;
+    feed(session, { t: 'ack', seq: last.seq });
+    for (const b of channel.of('batch')) feed(session, { t: 'ack', seq: b.seq });
+    await until('the set published', () => published.length > 0);
+    expect(published).toEqual([['f1']]);
+  });
+
+  it('tells listeners that a write its followers never confirmed before leadership ended is unconfirmed', async () => {
+    const channel = new ArrayChannel();
+    const session = leader.open(channel, 'f1');
+    feed(session, hello('f1', 0, 0));
+    await until('snapshot', () => channel.of('snapshot').some((s) => s.last));
+    feed(session, { t: 'ack', seq: store.serverPosition().seq });
+    await until('f1 in the set', () => leader.syncSet().length === 1);
+    const events: Array<{ unconfirmed?: boolean }> = [];
+    const off = store.onCommit((e) => events.push(e));
+    await write(); // confirmed below
+    const confirmedWrite = write();
+    await until('the batch sent', () => channel.of('batch').length === 2);
+    feed(session, { t: 'ack', seq: channel.of('batch')[1]?.seq as number });
+    await confirmedWrite;
+    const waiting = write(); // never confirmed
+    await until('the third batch sent', () => channel.of('batch').length === 3);
+    await leader.close();
+    await expect(waiting).rejects.toMatchObject({ code: 'NO_LEADER' });
+    off();
+    // Durable here (it is in the store), but no other datacenter may be sent it.
+    expect(events.map((e) => e.unconfirmed === true)).toEqual([false, false, true]);
   });
 
   it('drops a synchronous follower that stops confirming past the timeout (published), and acknowledges alone', async () => {

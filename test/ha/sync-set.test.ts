@@ -5,7 +5,13 @@ import { type MemberState, additionsCaughtUp, confirmedUpTo, nextMember, slowMem
 // of random confirmations checking that no write is ever acknowledged before every
 // server waited for holds it.
 
-const member = (name: string, ackedSeq: number, over: Partial<MemberState> = {}): MemberState => ({ name, ackedSeq, lastAckAt: 0, streaming: true, ...over });
+const member = (name: string, ackedSeq: number, over: Partial<MemberState> = {}): MemberState => ({
+  name,
+  ackedSeq,
+  lastAckAt: 0,
+  streaming: true,
+  ...over,
+});
 
 describe('synchronous set (pure policy)', () => {
   it('acknowledges a write once every server waited for confirmed it; with nobody waited for, at once (invariant 1)', () => {
@@ -61,7 +67,7 @@ describe('synchronous set (pure policy)', () => {
 
   it('never acknowledges a write that a member of the set it waited for does not hold (random confirmations)', () => {
     let seed = 7;
-    const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    const random = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
     const durableOn: Record<string, number> = { f1: 0, f2: 0, f3: 0 };
     let published: string[] = [];
     let waiting: string[] = [];
@@ -78,7 +84,14 @@ describe('synchronous set (pure policy)', () => {
         durableOn[f] = Math.min(written, (durableOn[f] as number) + 1 + Math.floor(random() * 3));
       } else if (r < 0.95) {
         // The set changes: an addition, then its publication once it caught up.
-        const joining = change ? undefined : nextMember(published, Object.entries(durableOn).map(([name, ackedSeq]) => member(name, ackedSeq)), written, 2);
+        const joining = change
+          ? undefined
+          : nextMember(
+              published,
+              Object.entries(durableOn).map(([name, ackedSeq]) => member(name, ackedSeq)),
+              written,
+              2,
+            );
         if (joining) {
           change = { next: [...published, joining], upTo: written };
           waiting = waitingFor(published, change.next);
@@ -95,7 +108,10 @@ describe('synchronous set (pure policy)', () => {
       }
       // What may be acknowledged now must be on every server waited for, now.
       const holders = waiting.length > 0 ? waiting : published;
-      const ok = Math.min(confirmedUpTo(holders, (n) => durableOn[n] ?? -1), written);
+      const ok = Math.min(
+        confirmedUpTo(holders, (n) => durableOn[n] ?? -1),
+        written,
+      );
       for (const h of holders) expect(durableOn[h]).toBeGreaterThanOrEqual(ok);
       acknowledged.push({ seq: ok, holders: [...holders] });
     }

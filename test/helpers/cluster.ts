@@ -11,14 +11,17 @@ export async function globalState(client: WatchwordClient): Promise<Record<strin
 }
 
 export async function localTokens(client: WatchwordClient): Promise<string[]> {
-  return (await client.tokens.list({}, { namespace: '*' })).value.filter((t) => t.Local).map((t) => t.AccessorID).sort();
+  return (await client.tokens.list({}, { namespace: '*' })).value
+    .filter((t) => t.Local)
+    .map((t) => t.AccessorID)
+    .sort();
 }
 
 /** One HTTP call to one server of a cluster, with a token; JSON body and answer, bounded in time. */
 export async function serverCall(server: DatacenterHandle, token: string, method: string, path: string, body?: unknown, timeoutMs = 8000) {
   const res = await fetch(`${server.url}${path}`, {
     method,
-    headers: { 'X-Service-Token': token, 'Content-Type': 'application/json' },
+    headers: { 'X-Service-Token': token, 'Content-Type': 'application/json', Accept: 'application/json' },
     ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
     signal: AbortSignal.timeout(timeoutMs),
   });

@@ -36,7 +36,8 @@ export type Api = <T = any>(method: string, path: string, options?: ApiOptions) 
 
 export function apiFor(url: string, defaultToken?: string): Api {
   return async (method, path, options = {}) => {
-    const headers: Record<string, string> = { ...options.headers };
+    // Errors as JSON, as watchword's own client asks (a Consul client, sending no Accept, gets text).
+    const headers: Record<string, string> = { Accept: 'application/json', ...options.headers };
     const token = 'token' in options ? options.token : defaultToken;
     if (token !== undefined) headers['X-Service-Token'] = token;
     let body: string | undefined = options.rawBody;
@@ -46,7 +47,7 @@ export function apiFor(url: string, defaultToken?: string): Api {
     }
     const res = await fetch(url + path, { method, headers, ...(body !== undefined ? { body } : {}) });
     const text = await res.text();
-    let parsed: unknown ;
+    let parsed: unknown;
     try {
       parsed = text === '' ? undefined : JSON.parse(text);
     } catch {
@@ -58,7 +59,13 @@ export function apiFor(url: string, defaultToken?: string): Api {
 
 /** A real daemon in this process: real LevelDB in a temp dir, real HTTP on port 0. */
 export async function startTestDaemon(
-  options: { clock?: Clock; config?: Partial<Record<ConfigKey, unknown>>; logger?: pino.Logger; replication?: DaemonOptions['replication']; storeFaults?: DaemonOptions['storeFaults'] } = {},
+  options: {
+    clock?: Clock;
+    config?: Partial<Record<ConfigKey, unknown>>;
+    logger?: pino.Logger;
+    replication?: DaemonOptions['replication'];
+    storeFaults?: DaemonOptions['storeFaults'];
+  } = {},
 ): Promise<TestDaemon> {
   const dir = await tempDir();
   const config = loadConfig({
@@ -88,6 +95,24 @@ export async function startTestDaemon(
       await dir.remove();
     },
   };
+}
+
+/**
+ * Polls `probe` every 100 ms until it returns true; past the deadline, fails naming `what` and
+ * the probe's last error (a probe that throws is tried again).
+ */
+export async function until(what: string, timeoutMs: number, probe: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      if (await probe()) return;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms${last ? ` (${(last as Error).message})` : ''}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
 }
 
 /** Polls `check` until it returns true or the deadline passes. */

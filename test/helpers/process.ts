@@ -20,25 +20,33 @@ export interface AgentProcess {
 /** Starts `watchword agent` from source as a real child process and waits until it serves. */
 export async function spawnAgent(dataDir: string, args: string[] = [], env: Record<string, string> = {}): Promise<AgentProcess> {
   await rm(join(dataDir, 'http-addr'), { force: true });
-  const proc = spawn(process.execPath, [...watchwordCommand(), 'agent', '--data-dir', dataDir, '--http-addr', '127.0.0.1:0', '--log-level', 'warn', ...args], {
-    cwd: ROOT,
-    env: { ...process.env, WATCHWORD_LIFELINE: 'stdin', ...env },
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
+  const proc = spawn(
+    process.execPath,
+    [...watchwordCommand(), 'agent', '--data-dir', dataDir, '--http-addr', '127.0.0.1:0', '--log-level', 'warn', ...args],
+    {
+      cwd: ROOT,
+      env: { ...process.env, WATCHWORD_LIFELINE: 'stdin', ...env },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    },
+  );
   let out = '';
   proc.stdout?.on('data', (b: Buffer) => (out += b.toString()));
   proc.stderr?.on('data', (b: Buffer) => (out += b.toString()));
   const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
   let address = '';
-  await waitFor(async () => {
-    if (proc.exitCode !== null) throw new Error(`agent exited with ${proc.exitCode}: ${out}`);
-    try {
-      address = (await readFile(join(dataDir, 'http-addr'), 'utf8')).trim();
-      return address !== '';
-    } catch {
-      return false;
-    }
-  }, 20_000, 50);
+  await waitFor(
+    async () => {
+      if (proc.exitCode !== null) throw new Error(`agent exited with ${proc.exitCode}: ${out}`);
+      try {
+        address = (await readFile(join(dataDir, 'http-addr'), 'utf8')).trim();
+        return address !== '';
+      } catch {
+        return false;
+      }
+    },
+    20_000,
+    50,
+  );
   return {
     proc,
     url: `http://${address}`,

@@ -35,7 +35,10 @@ describe('auth methods, binding rules, login and logout', () => {
   const ISSUER_AUD = 'watchword-test';
   const reviewerJWT = 'eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJyZXZpZXdlciJ9.c2ln';
 
-  const sign = (claims: Record<string, unknown>, opts: { key?: CryptoKey; kid?: string; alg?: string; iss?: string; aud?: string; exp?: number; nbf?: number } = {}) => {
+  const sign = (
+    claims: Record<string, unknown>,
+    opts: { key?: CryptoKey; kid?: string; alg?: string; iss?: string; aud?: string; exp?: number; nbf?: number } = {},
+  ) => {
     const now = Math.floor(Date.now() / 1000);
     const jwt = new SignJWT({ ...claims })
       .setProtectedHeader({ alg: opts.alg ?? 'RS256', kid: opts.kid ?? 'k1' })
@@ -64,14 +67,19 @@ describe('auth methods, binding rules, login and logout', () => {
         if (req.headers.authorization !== `Bearer ${reviewerJWT}`) return json(res, 401, { kind: 'Status', message: 'Unauthorized' });
         const token = (JSON.parse(body) as { spec: { token: string } }).spec.token;
         if (token === 'aaa.bbb.good') {
-          return json(res, 201, { kind: 'TokenReview', status: { authenticated: true, user: { username: 'system:serviceaccount:payments:api', uid: 'uid-42' } } });
+          return json(res, 201, {
+            kind: 'TokenReview',
+            status: { authenticated: true, user: { username: 'system:serviceaccount:payments:api', uid: 'uid-42' } },
+          });
         }
         json(res, 201, { kind: 'TokenReview', status: { authenticated: false, error: 'token is revoked' } });
       });
     });
     d = await startTestDaemon({ config: { token_min_ttl: '1s' } });
     // What the rules bind to.
-    expect((await d.api('PUT', '/v1/acl/policy', { body: { Name: 'web-read', Rules: 'service_prefix "web" { policy = "read" }' } })).status).toBe(200);
+    expect(
+      (await d.api('PUT', '/v1/acl/policy', { body: { Name: 'web-read', Rules: 'service_prefix "web" { policy = "read" }' } })).status,
+    ).toBe(200);
     expect((await d.api('PUT', '/v1/acl/role', { body: { Name: 'admins', Policies: [{ Name: 'web-read' }] } })).status).toBe(200);
   }, 30_000);
 
@@ -96,63 +104,127 @@ describe('auth methods, binding rules, login and logout', () => {
   });
 
   async function twoRules(method: string): Promise<void> {
-    expect((await d.api('PUT', '/v1/acl/binding-rule', { body: { AuthMethod: method, BindType: 'service', BindName: '${value.service}', Selector: 'value.team == "payments"' } })).status).toBe(200);
-    expect((await d.api('PUT', '/v1/acl/binding-rule', { body: { AuthMethod: method, BindType: 'role', BindName: 'admins', Selector: '"admins" in list.groups' } })).status).toBe(200);
+    expect(
+      (
+        await d.api('PUT', '/v1/acl/binding-rule', {
+          body: { AuthMethod: method, BindType: 'service', BindName: '${value.service}', Selector: 'value.team == "payments"' },
+        })
+      ).status,
+    ).toBe(200);
+    expect(
+      (
+        await d.api('PUT', '/v1/acl/binding-rule', {
+          body: { AuthMethod: method, BindType: 'role', BindName: 'admins', Selector: '"admins" in list.groups' },
+        })
+      ).status,
+    ).toBe(200);
     // A rule that does not match this identity.
-    expect((await d.api('PUT', '/v1/acl/binding-rule', { body: { AuthMethod: method, BindType: 'service', BindName: 'never', Selector: 'value.team == "other"' } })).status).toBe(200);
+    expect(
+      (
+        await d.api('PUT', '/v1/acl/binding-rule', {
+          body: { AuthMethod: method, BindType: 'service', BindName: 'never', Selector: 'value.team == "other"' },
+        })
+      ).status,
+    ).toBe(200);
   }
 
   it.each([
     ['a JWKS URL', 'by-jwks', () => ({ JWKSURL: `${jwks.url}/keys`, BoundIssuer: oidc.url })],
     ['OIDC discovery', 'by-oidc', () => ({ OIDCDiscoveryURL: oidc.url })],
-  ])('logs in through %s: two matching rules bind a service identity and a role; the token works, is listed by method, and logs out', async (_what, name, source) => {
-    const created = await d.api('PUT', '/v1/acl/auth-method', { body: jwtMethod(name, source()) });
-    expect(created.status).toBe(200);
-    expect(created.body).toMatchObject({ Name: name, Type: 'jwt', MaxTokenTTL: '10m0s' });
-    await twoRules(name);
-    const bearer = await sign({ service: 'billing', team: 'payments', groups: ['admins', 'dev'] });
-    const before = Date.now();
-    const login = await d.api('POST', '/v1/acl/login', { token: undefined, body: { AuthMethod: name, BearerToken: bearer, Meta: { pod: 'billing-1' } } });
-    expect(login.status).toBe(200);
-    const t = login.body as Record<string, any>;
-    expect(t.AuthMethod).toBe(name);
-    expect(t.Local).toBe(true);
-    expect(t.Description).toBe('token created via login: {"pod":"billing-1"}');
-    expect(t.ServiceIdentities).toEqual([{ ServiceName: 'billing' }]);
-    expect(t.Roles.map((r: { Name: string }) => r.Name)).toEqual(['admins']);
-    const expires = Date.parse(t.ExpirationTime as string);
-    expect(expires).toBeGreaterThanOrEqual(before + 600_000 - 1000);
-    expect(expires).toBeLessThanOrEqual(Date.now() + 600_000 + 1000);
-    // It authenticates, and shows in tokens?authmethod=.
-    const self = await d.api('GET', '/v1/acl/token/self', { token: t.SecretID });
-    expect(self.status).toBe(200);
-    expect(self.body.AccessorID).toBe(t.AccessorID);
-    const listed = await d.api('GET', `/v1/acl/tokens?authmethod=${name}`);
-    expect((listed.body as Array<{ AccessorID: string }>).map((x) => x.AccessorID)).toEqual([t.AccessorID]);
-    // Logout deletes it.
-    const out = await d.api('POST', '/v1/acl/logout', { token: t.SecretID });
-    expect(out.status).toBe(200);
-    expect((await d.api('GET', `/v1/acl/token/${t.AccessorID}`)).status).toBe(404);
-    expect((await d.api('GET', '/v1/acl/token/self', { token: t.SecretID })).status).toBe(403);
-  });
+  ])(
+    'logs in through %s: two matching rules bind a service identity and a role; the token works, is listed by method, and logs out',
+    async (_what, name, source) => {
+      const created = await d.api('PUT', '/v1/acl/auth-method', { body: jwtMethod(name, source()) });
+      expect(created.status).toBe(200);
+      expect(created.body).toMatchObject({ Name: name, Type: 'jwt', MaxTokenTTL: '10m0s' });
+      await twoRules(name);
+      const bearer = await sign({ service: 'billing', team: 'payments', groups: ['admins', 'dev'] });
+      const before = Date.now();
+      const login = await d.api('POST', '/v1/acl/login', {
+        token: undefined,
+        body: { AuthMethod: name, BearerToken: bearer, Meta: { pod: 'billing-1' } },
+      });
+      expect(login.status).toBe(200);
+      const t = login.body as Record<string, any>;
+      expect(t.AuthMethod).toBe(name);
+      expect(t.Local).toBe(true);
+      expect(t.Description).toBe('token created via login: {"pod":"billing-1"}');
+      expect(t.ServiceIdentities).toEqual([{ ServiceName: 'billing' }]);
+      expect(t.Roles.map((r: { Name: string }) => r.Name)).toEqual(['admins']);
+      const expires = Date.parse(t.ExpirationTime as string);
+      expect(expires).toBeGreaterThanOrEqual(before + 600_000 - 1000);
+      expect(expires).toBeLessThanOrEqual(Date.now() + 600_000 + 1000);
+      // It authenticates, and shows in tokens?authmethod=.
+      const self = await d.api('GET', '/v1/acl/token/self', { token: t.SecretID });
+      expect(self.status).toBe(200);
+      expect(self.body.AccessorID).toBe(t.AccessorID);
+      const listed = await d.api('GET', `/v1/acl/tokens?authmethod=${name}`);
+      expect((listed.body as Array<{ AccessorID: string }>).map((x) => x.AccessorID)).toEqual([t.AccessorID]);
+      // Logout deletes it.
+      const out = await d.api('POST', '/v1/acl/logout', { token: t.SecretID });
+      expect(out.status).toBe(200);
+      expect((await d.api('GET', `/v1/acl/token/${t.AccessorID}`)).status).toBe(404);
+      expect((await d.api('GET', '/v1/acl/token/self', { token: t.SecretID })).status).toBe(403);
+    },
+  );
 
   describe('refusals', () => {
     const method = 'refusals';
     beforeAll(async () => {
-      expect((await d.api('PUT', '/v1/acl/auth-method', { body: jwtMethod(method, { JWKSURL: `${jwks.url}/keys`, BoundIssuer: oidc.url }) })).status).toBe(200);
-      expect((await d.api('PUT', '/v1/acl/binding-rule', { body: { AuthMethod: method, BindType: 'service', BindName: 'web', Selector: 'value.team == "payments"' } })).status).toBe(200);
+      expect(
+        (await d.api('PUT', '/v1/acl/auth-method', { body: jwtMethod(method, { JWKSURL: `${jwks.url}/keys`, BoundIssuer: oidc.url }) }))
+          .status,
+      ).toBe(200);
+      expect(
+        (
+          await d.api('PUT', '/v1/acl/binding-rule', {
+            body: { AuthMethod: method, BindType: 'service', BindName: 'web', Selector: 'value.team == "payments"' },
+          })
+        ).status,
+      ).toBe(200);
     });
-    const login = (bearer: string, authMethod = method) => d.api('POST', '/v1/acl/login', { token: undefined, body: { AuthMethod: authMethod, BearerToken: bearer } });
+    const login = (bearer: string, authMethod = method) =>
+      d.api('POST', '/v1/acl/login', { token: undefined, body: { AuthMethod: authMethod, BearerToken: bearer } });
     const now = () => Math.floor(Date.now() / 1000);
 
     it.each([
-      ['a bad signature', () => sign({ team: 'payments' }, { key: other.privateKey }), 'Permission denied: failed to verify the signature of the bearer token'],
-      ['the wrong issuer', () => sign({ team: 'payments' }, { iss: 'https://elsewhere.example' }), 'Permission denied: the bearer token\'s issuer "https://elsewhere.example" is not the bound issuer'],
-      ['the wrong audience', () => sign({ team: 'payments' }, { aud: 'someone-else' }), 'Permission denied: the bearer token is not meant for any of the bound audiences'],
+      [
+        'a bad signature',
+        () => sign({ team: 'payments' }, { key: other.privateKey }),
+        'Permission denied: failed to verify the signature of the bearer token',
+      ],
+      [
+        'the wrong issuer',
+        () => sign({ team: 'payments' }, { iss: 'https://elsewhere.example' }),
+        'Permission denied: the bearer token\'s issuer "https://elsewhere.example" is not the bound issuer',
+      ],
+      [
+        'the wrong audience',
+        () => sign({ team: 'payments' }, { aud: 'someone-else' }),
+        'Permission denied: the bearer token is not meant for any of the bound audiences',
+      ],
       ['an expired token', () => sign({ team: 'payments' }, { exp: now() - 3600 }), 'Permission denied: the bearer token is expired'],
-      ['a token not yet valid', () => sign({ team: 'payments' }, { nbf: now() + 3600 }), 'Permission denied: the bearer token is not yet valid'],
-      ['an unsupported algorithm', () => new SignJWT({ team: 'payments' }).setProtectedHeader({ alg: 'HS256' }).setIssuer(oidc.url).setAudience(ISSUER_AUD).setExpirationTime(now() + 60).sign(new TextEncoder().encode('a-shared-secret-of-32-bytes-long!')), 'Permission denied: unsupported signing algorithm "HS256"; the method accepts RS256'],
-      ['no rule matching', () => sign({ team: 'marketing' }), 'Permission denied: no binding rule of the auth method matched the bearer token'],
+      [
+        'a token not yet valid',
+        () => sign({ team: 'payments' }, { nbf: now() + 3600 }),
+        'Permission denied: the bearer token is not yet valid',
+      ],
+      [
+        'an unsupported algorithm',
+        () =>
+          new SignJWT({ team: 'payments' })
+            .setProtectedHeader({ alg: 'HS256' })
+            .setIssuer(oidc.url)
+            .setAudience(ISSUER_AUD)
+            .setExpirationTime(now() + 60)
+            .sign(new TextEncoder().encode('a-shared-secret-of-32-bytes-long!')),
+        'Permission denied: unsupported signing algorithm "HS256"; the method accepts RS256',
+      ],
+      [
+        'no rule matching',
+        () => sign({ team: 'marketing' }),
+        'Permission denied: no binding rule of the auth method matched the bearer token',
+      ],
     ])('refuses %s with 403 PERMISSION_DENIED and the reason, never the token', async (_what, make, message) => {
       const bearer = await make();
       const res = await login(bearer);
@@ -178,43 +250,77 @@ describe('auth methods, binding rules, login and logout', () => {
 
     it('refuses malformed selectors and unknown fields when a rule is written, and writes nothing', async () => {
       const before = (await d.api('GET', `/v1/acl/binding-rules?authmethod=${method}`)).body.length;
-      const bad = await d.api('PUT', '/v1/acl/binding-rule', { body: { AuthMethod: method, BindType: 'service', BindName: 'web', Selector: 'value.team = "payments"' } });
+      const bad = await d.api('PUT', '/v1/acl/binding-rule', {
+        body: { AuthMethod: method, BindType: 'service', BindName: 'web', Selector: 'value.team = "payments"' },
+      });
       expect(bad.status).toBe(400);
       expect(bad.body.code).toBe('INVALID_REQUEST');
       expect(bad.body.message).toBe('Invalid Binding Rule: invalid Selector: unexpected "="; did you mean "=="? (at column 12)');
-      const unknown = await d.api('PUT', '/v1/acl/binding-rule', { body: { AuthMethod: method, BindType: 'service', BindName: 'web', Selector: 'claims.role == "x"' } });
+      const unknown = await d.api('PUT', '/v1/acl/binding-rule', {
+        body: { AuthMethod: method, BindType: 'service', BindName: 'web', Selector: 'claims.role == "x"' },
+      });
       expect(unknown.status).toBe(400);
-      expect(unknown.body.message).toBe('Invalid Binding Rule: invalid Selector: unknown field "claims.role" (this auth method provides: value.<claim>, list.<claim>)');
-      const badName = await d.api('PUT', '/v1/acl/binding-rule', { body: { AuthMethod: method, BindType: 'service', BindName: '${value.nope}' } });
+      expect(unknown.body.message).toBe(
+        'Invalid Binding Rule: invalid Selector: unknown field "claims.role" (this auth method provides: value.<claim>, list.<claim>)',
+      );
+      const badName = await d.api('PUT', '/v1/acl/binding-rule', {
+        body: { AuthMethod: method, BindType: 'service', BindName: '${value.nope}' },
+      });
       expect(badName.status).toBe(400);
       expect(badName.body.message).toMatch(/^Invalid Binding Rule: invalid BindName: unknown variable \$\{value.nope\}/);
       expect((await d.api('GET', `/v1/acl/binding-rules?authmethod=${method}`)).body.length).toBe(before);
     });
 
     it('takes any value.<key> or list.<key> selector on a jwt method without claim mappings, as Consul does; the rule simply does not match an unmapped claim', async () => {
-      const bare = { Name: 'bare-jwt', Type: 'jwt', Config: { JWKSURL: `${jwks.url}/keys`, BoundIssuer: oidc.url, BoundAudiences: [ISSUER_AUD] } };
+      const bare = {
+        Name: 'bare-jwt',
+        Type: 'jwt',
+        Config: { JWKSURL: `${jwks.url}/keys`, BoundIssuer: oidc.url, BoundAudiences: [ISSUER_AUD] },
+      };
       expect((await d.api('PUT', '/v1/acl/auth-method', { body: bare })).status).toBe(200);
-      const rule = await d.api('PUT', '/v1/acl/binding-rule', { body: { AuthMethod: 'bare-jwt', BindType: 'service', BindName: 'web', Selector: 'value.iss=="test-issuer"' } });
+      const rule = await d.api('PUT', '/v1/acl/binding-rule', {
+        body: { AuthMethod: 'bare-jwt', BindType: 'service', BindName: 'web', Selector: 'value.iss=="test-issuer"' },
+      });
       expect(rule.status).toBe(200);
       expect(rule.body.Selector).toBe('value.iss=="test-issuer"');
-      const list = await d.api('PUT', '/v1/acl/binding-rule', { body: { AuthMethod: 'bare-jwt', BindType: 'service', BindName: 'web', Selector: '"x" in list.groups' } });
+      const list = await d.api('PUT', '/v1/acl/binding-rule', {
+        body: { AuthMethod: 'bare-jwt', BindType: 'service', BindName: 'web', Selector: '"x" in list.groups' },
+      });
       expect(list.status).toBe(200);
-      const outside = await d.api('PUT', '/v1/acl/binding-rule', { body: { AuthMethod: 'bare-jwt', BindType: 'service', BindName: 'web', Selector: 'foo.bar == "x"' } });
+      const outside = await d.api('PUT', '/v1/acl/binding-rule', {
+        body: { AuthMethod: 'bare-jwt', BindType: 'service', BindName: 'web', Selector: 'foo.bar == "x"' },
+      });
       expect(outside.status).toBe(400);
-      expect(outside.body.message).toBe('Invalid Binding Rule: invalid Selector: unknown field "foo.bar" (this auth method provides: value.<claim>, list.<claim>)');
-      const login = await d.api('POST', '/v1/acl/login', { token: undefined, body: { AuthMethod: 'bare-jwt', BearerToken: await sign({ team: 'payments' }) } });
+      expect(outside.body.message).toBe(
+        'Invalid Binding Rule: invalid Selector: unknown field "foo.bar" (this auth method provides: value.<claim>, list.<claim>)',
+      );
+      const login = await d.api('POST', '/v1/acl/login', {
+        token: undefined,
+        body: { AuthMethod: 'bare-jwt', BearerToken: await sign({ team: 'payments' }) },
+      });
       expect(login.status).toBe(403);
       expect(login.body.message).toBe('Permission denied: no binding rule of the auth method matched the bearer token');
       for (const id of [rule.body.ID, list.body.ID]) expect((await d.api('DELETE', `/v1/acl/binding-rule/${id}`)).status).toBe(200);
       expect((await d.api('DELETE', '/v1/acl/auth-method/bare-jwt')).status).toBe(200);
     });
 
-    it('keeps a templated-policy binding\'s BindVars as Consul writes them (name, given in any case) and binds the template with them at login', async () => {
-      const rule = await d.api('PUT', '/v1/acl/binding-rule', { body: { AuthMethod: method, BindType: 'templated-policy', BindName: 'builtin/service', BindVars: { Name: 'svc-${value.team}' }, Selector: 'value.team == "templates"' } });
+    it("keeps a templated-policy binding's BindVars as Consul writes them (name, given in any case) and binds the template with them at login", async () => {
+      const rule = await d.api('PUT', '/v1/acl/binding-rule', {
+        body: {
+          AuthMethod: method,
+          BindType: 'templated-policy',
+          BindName: 'builtin/service',
+          BindVars: { Name: 'svc-${value.team}' },
+          Selector: 'value.team == "templates"',
+        },
+      });
       expect(rule.status).toBe(200);
       expect(rule.body.BindVars).toEqual({ name: 'svc-${value.team}' });
       expect((await d.api('GET', `/v1/acl/binding-rule/${rule.body.ID}`)).body.BindVars).toEqual({ name: 'svc-${value.team}' });
-      const login = await d.api('POST', '/v1/acl/login', { token: undefined, body: { AuthMethod: method, BearerToken: await sign({ team: 'templates' }) } });
+      const login = await d.api('POST', '/v1/acl/login', {
+        token: undefined,
+        body: { AuthMethod: method, BearerToken: await sign({ team: 'templates' }) },
+      });
       expect(login.status).toBe(200);
       expect(login.body.TemplatedPolicies).toEqual([{ TemplateName: 'builtin/service', TemplateVariables: { name: 'svc-templates' } }]);
       expect((await d.api('DELETE', `/v1/acl/token/${login.body.AccessorID}`)).body).toBe(true);
@@ -222,9 +328,13 @@ describe('auth methods, binding rules, login and logout', () => {
     });
 
     it('refuses auth methods Consul refuses, with its words', async () => {
-      const two = await d.api('PUT', '/v1/acl/auth-method', { body: jwtMethod('two-sources', { JWKSURL: `${jwks.url}/keys`, OIDCDiscoveryURL: oidc.url }) });
+      const two = await d.api('PUT', '/v1/acl/auth-method', {
+        body: jwtMethod('two-sources', { JWKSURL: `${jwks.url}/keys`, OIDCDiscoveryURL: oidc.url }),
+      });
       expect(two.status).toBe(400);
-      expect(two.body.message).toBe("Invalid Auth Method: exactly one of 'JWTValidationPubKeys', 'JWKSURL', or 'OIDCDiscoveryURL' must be set");
+      expect(two.body.message).toBe(
+        "Invalid Auth Method: exactly one of 'JWTValidationPubKeys', 'JWKSURL', or 'OIDCDiscoveryURL' must be set",
+      );
       const type = await d.api('PUT', '/v1/acl/auth-method', { body: { Name: 'x', Type: 'ldap' } });
       expect(type.status).toBe(400);
       expect(type.body.message).toBe('Invalid Auth Method: Type should be one of: jwt, kubernetes');
@@ -234,18 +344,39 @@ describe('auth methods, binding rules, login and logout', () => {
 
   it('verifies with static public keys too', async () => {
     const pem = await exportSPKI(keys.publicKey);
-    expect((await d.api('PUT', '/v1/acl/auth-method', { body: jwtMethod('static', { JWTValidationPubKeys: [pem], BoundIssuer: oidc.url }) })).status).toBe(200);
-    expect((await d.api('PUT', '/v1/acl/binding-rule', { body: { AuthMethod: 'static', BindType: 'policy', BindName: 'web-read' } })).status).toBe(200);
-    const res = await d.api('POST', '/v1/acl/login', { token: undefined, body: { AuthMethod: 'static', BearerToken: await sign({ team: 'x' }) } });
+    expect(
+      (await d.api('PUT', '/v1/acl/auth-method', { body: jwtMethod('static', { JWTValidationPubKeys: [pem], BoundIssuer: oidc.url }) }))
+        .status,
+    ).toBe(200);
+    expect(
+      (await d.api('PUT', '/v1/acl/binding-rule', { body: { AuthMethod: 'static', BindType: 'policy', BindName: 'web-read' } })).status,
+    ).toBe(200);
+    const res = await d.api('POST', '/v1/acl/login', {
+      token: undefined,
+      body: { AuthMethod: 'static', BearerToken: await sign({ team: 'x' }) },
+    });
     expect(res.status).toBe(200);
     expect(res.body.Policies.map((p: { Name: string }) => p.Name)).toEqual(['web-read']);
   });
 
   describe('kubernetes', () => {
     beforeAll(async () => {
-      const m = await d.api('PUT', '/v1/acl/auth-method', { body: { Name: 'kube', Type: 'kubernetes', Config: { Host: kube.url, ServiceAccountJWT: reviewerJWT } } });
+      const m = await d.api('PUT', '/v1/acl/auth-method', {
+        body: { Name: 'kube', Type: 'kubernetes', Config: { Host: kube.url, ServiceAccountJWT: reviewerJWT } },
+      });
       expect(m.status).toBe(200);
-      expect((await d.api('PUT', '/v1/acl/binding-rule', { body: { AuthMethod: 'kube', BindType: 'service', BindName: '${serviceaccount.name}', Selector: 'serviceaccount.namespace == "payments"' } })).status).toBe(200);
+      expect(
+        (
+          await d.api('PUT', '/v1/acl/binding-rule', {
+            body: {
+              AuthMethod: 'kube',
+              BindType: 'service',
+              BindName: '${serviceaccount.name}',
+              Selector: 'serviceaccount.namespace == "payments"',
+            },
+          })
+        ).status,
+      ).toBe(200);
     });
 
     it('gives a reviewed service account its token', async () => {
@@ -277,7 +408,10 @@ describe('auth methods, binding rules, login and logout', () => {
     await twoRules('doomed');
     const tokens: string[] = [];
     for (let i = 0; i < 3; i++) {
-      const res = await d.api('POST', '/v1/acl/login', { token: undefined, body: { AuthMethod: 'doomed', BearerToken: await sign({ service: `s${i}`, team: 'payments', groups: [] }) } });
+      const res = await d.api('POST', '/v1/acl/login', {
+        token: undefined,
+        body: { AuthMethod: 'doomed', BearerToken: await sign({ service: `s${i}`, team: 'payments', groups: [] }) },
+      });
       expect(res.status).toBe(200);
       tokens.push(res.body.AccessorID);
     }

@@ -9,12 +9,17 @@ describe('POST /v1/internal/acl/authorize', () => {
   let webToken: { SecretID: string; AccessorID: string };
   beforeAll(async () => {
     d = await startTestDaemon();
-    web = (await d.api('PUT', '/v1/acl/policy', { body: { Name: 'web-writer', Rules: 'service "web" { policy = "write" }\nkey_prefix "web/" { policy = "list" }' } })).body;
+    web = (
+      await d.api('PUT', '/v1/acl/policy', {
+        body: { Name: 'web-writer', Rules: 'service "web" { policy = "write" }\nkey_prefix "web/" { policy = "list" }' },
+      })
+    ).body;
     webToken = (await d.api('PUT', '/v1/acl/token', { body: { Policies: [{ ID: web.ID }] } })).body;
   });
   afterAll(() => d.close());
 
-  const ask = (checks: unknown, token?: string, path = AUTHORIZE, method = 'POST') => d.api(method, path, { body: checks, ...(token !== undefined ? { token } : {}) });
+  const ask = (checks: unknown, token?: string, path = AUTHORIZE, method = 'POST') =>
+    d.api(method, path, { body: checks, ...(token !== undefined ? { token } : {}) });
 
   it("answers the same array, in order, each check with Allow added, for the request's token", async () => {
     const checks = [
@@ -39,7 +44,13 @@ describe('POST /v1/internal/acl/authorize', () => {
 
   it('judges the management token: everything is allowed', async () => {
     const checks = ['acl', 'operator', 'keyring', 'mesh', 'peering'].map((r) => ({ Resource: r, Access: 'write' }));
-    checks.push(...['agent', 'event', 'node', 'query', 'session', 'service', 'key', 'intention'].map((r) => ({ Resource: r, Segment: 'x', Access: 'write' })));
+    checks.push(
+      ...['agent', 'event', 'node', 'query', 'session', 'service', 'key', 'intention'].map((r) => ({
+        Resource: r,
+        Segment: 'x',
+        Access: 'write',
+      })),
+    );
     const res = await ask(checks);
     expect(res.status).toBe(200);
     expect(res.body.every((a: { Allow: boolean }) => a.Allow)).toBe(true);
@@ -59,21 +70,62 @@ describe('POST /v1/internal/acl/authorize', () => {
   });
 
   it.each([
-    ['an object, not an array', { Resource: 'service' }, 'Request decode failed: the body must be a JSON array of checks [{"Resource", "Segment", "Access"}]'],
+    [
+      'an object, not an array',
+      { Resource: 'service' },
+      'Request decode failed: the body must be a JSON array of checks [{"Resource", "Segment", "Access"}]',
+    ],
     ['an empty array', [], 'Request decode failed: at least one check is required'],
-    ['65 checks', Array.from({ length: 65 }, () => ({ Resource: 'acl', Access: 'read' })), 'Request decode failed: at most 64 checks per request, got 65'],
-    ['an element that is not an object', [{ Resource: 'acl', Access: 'read' }, 'acl'], 'checks[1]: must be an object {"Resource", "Segment", "Access"}'],
-    ['an unknown resource', [{ Resource: 'acl', Access: 'read' }, { Resource: 'acl', Access: 'read' }, { Resource: 'acl', Access: 'read' }, { Resource: 'servce', Segment: 'web', Access: 'read' }], 'checks[3]: unknown resource "servce"; one of acl, operator, keyring, mesh, peering, agent, event, node, query, session, service, key, intention'],
+    [
+      '65 checks',
+      Array.from({ length: 65 }, () => ({ Resource: 'acl', Access: 'read' })),
+      'Request decode failed: at most 64 checks per request, got 65',
+    ],
+    [
+      'an element that is not an object',
+      [{ Resource: 'acl', Access: 'read' }, 'acl'],
+      'checks[1]: must be an object {"Resource", "Segment", "Access"}',
+    ],
+    [
+      'an unknown resource',
+      [
+        { Resource: 'acl', Access: 'read' },
+        { Resource: 'acl', Access: 'read' },
+        { Resource: 'acl', Access: 'read' },
+        { Resource: 'servce', Segment: 'web', Access: 'read' },
+      ],
+      'checks[3]: unknown resource "servce"; one of acl, operator, keyring, mesh, peering, agent, event, node, query, session, service, key, intention',
+    ],
     ['no Resource', [{ Segment: 'web', Access: 'read' }], 'checks[0]: Resource is required'],
     ['no Access', [{ Resource: 'service', Segment: 'web' }], 'checks[0]: Access is required'],
-    ['an access the resource does not have', [{ Resource: 'service', Segment: 'web', Access: 'list' }], 'checks[0]: access "list" is not one of read, write for resource "service"'],
-    ['an unknown access', [{ Resource: 'key', Segment: 'k', Access: 'admin' }], 'checks[0]: access "admin" is not one of read, list, write, write-prefix for resource "key"'],
-    ['a segmented resource without Segment', [{ Resource: 'node', Access: 'read' }], 'checks[0]: resource "node" needs a Segment (the name of the node)'],
+    [
+      'an access the resource does not have',
+      [{ Resource: 'service', Segment: 'web', Access: 'list' }],
+      'checks[0]: access "list" is not one of read, write for resource "service"',
+    ],
+    [
+      'an unknown access',
+      [{ Resource: 'key', Segment: 'k', Access: 'admin' }],
+      'checks[0]: access "admin" is not one of read, list, write, write-prefix for resource "key"',
+    ],
+    [
+      'a segmented resource without Segment',
+      [{ Resource: 'node', Access: 'read' }],
+      'checks[0]: resource "node" needs a Segment (the name of the node)',
+    ],
     ['an unknown field', [{ Resource: 'acl', Access: 'read', Allow: true }], 'checks[0]: unknown field "Allow"'],
     ['a field given twice', [{ Resource: 'acl', resource: 'acl', Access: 'read' }], 'checks[0]: field "Resource" is given more than once'],
     ['a Segment that is not a string', [{ Resource: 'service', Segment: 7, Access: 'read' }], 'checks[0]: Segment must be a string'],
-    ['a Segment over 4096 characters', [{ Resource: 'key', Segment: 'k'.repeat(4097), Access: 'read' }], 'checks[0]: Segment is longer than 4096 characters'],
-    ['a malformed Namespace', [{ Resource: 'service', Segment: 'web', Access: 'read', Namespace: 'Bad Name' }], 'checks[0]: Invalid namespace name "Bad Name": use 1 to 63 lowercase letters, digits and \'-\', starting with a letter or digit'],
+    [
+      'a Segment over 4096 characters',
+      [{ Resource: 'key', Segment: 'k'.repeat(4097), Access: 'read' }],
+      'checks[0]: Segment is longer than 4096 characters',
+    ],
+    [
+      'a malformed Namespace',
+      [{ Resource: 'service', Segment: 'web', Access: 'read', Namespace: 'Bad Name' }],
+      'checks[0]: Invalid namespace name "Bad Name": use 1 to 63 lowercase letters, digits and \'-\', starting with a letter or digit',
+    ],
   ])('refuses %s with 400 naming the element', async (_what, body, message) => {
     const res = await ask(body, webToken.SecretID);
     expect(res.status).toBe(400);
@@ -89,8 +141,12 @@ describe('POST /v1/internal/acl/authorize', () => {
     expect(get.headers.get('allow')).toBe('POST, PUT, OPTIONS');
   });
 
-  it('judges each check in its Namespace, else ?ns=, else the token\'s own', async () => {
-    const team = (await d.api('PUT', '/v1/acl/policy', { body: { Name: 'team-services', Namespace: 'team', Rules: 'service_prefix "" { policy = "write" }' } })).body;
+  it("judges each check in its Namespace, else ?ns=, else the token's own", async () => {
+    const team = (
+      await d.api('PUT', '/v1/acl/policy', {
+        body: { Name: 'team-services', Namespace: 'team', Rules: 'service_prefix "" { policy = "write" }' },
+      })
+    ).body;
     const token = (await d.api('PUT', '/v1/acl/token', { body: { Namespace: 'team', Policies: [{ ID: team.ID }] } })).body;
     const check = { Resource: 'service', Segment: 'web', Access: 'write' };
     const own = await ask([check, { ...check, Namespace: 'default' }], token.SecretID);
@@ -103,14 +159,32 @@ describe('POST /v1/internal/acl/authorize', () => {
     const policy = (await d.api('PUT', '/v1/acl/policy', { body: { Name: 'changing', Rules: 'service "db" { policy = "read" }' } })).body;
     const role = (await d.api('PUT', '/v1/acl/role', { body: { Name: 'changing-role' } })).body;
     const token = (await d.api('PUT', '/v1/acl/token', { body: { Policies: [{ ID: policy.ID }], Roles: [{ ID: role.ID }] } })).body;
-    const checks = [{ Resource: 'service', Segment: 'db', Access: 'write' }, { Resource: 'node', Segment: 'n1', Access: 'write' }];
+    const checks = [
+      { Resource: 'service', Segment: 'db', Access: 'write' },
+      { Resource: 'node', Segment: 'n1', Access: 'write' },
+    ];
     const allows = async () => (await ask(checks, token.SecretID)).body.map((a: { Allow: boolean }) => a.Allow);
     expect(await allows()).toEqual([false, false]);
-    expect((await d.api('PUT', `/v1/acl/policy/${policy.ID}`, { body: { Name: 'changing', Rules: 'service "db" { policy = "write" }' } })).status).toBe(200);
+    expect(
+      (await d.api('PUT', `/v1/acl/policy/${policy.ID}`, { body: { Name: 'changing', Rules: 'service "db" { policy = "write" }' } }))
+        .status,
+    ).toBe(200);
     expect(await allows()).toEqual([true, false]);
-    expect((await d.api('PUT', `/v1/acl/role/${role.ID}`, { body: { Name: 'changing-role', NodeIdentities: [{ NodeName: 'n1', Datacenter: 'dc1' }] } })).status).toBe(200);
+    expect(
+      (
+        await d.api('PUT', `/v1/acl/role/${role.ID}`, {
+          body: { Name: 'changing-role', NodeIdentities: [{ NodeName: 'n1', Datacenter: 'dc1' }] },
+        })
+      ).status,
+    ).toBe(200);
     expect(await allows()).toEqual([true, true]);
-    expect((await d.api('PUT', `/v1/acl/role/${role.ID}`, { body: { Name: 'changing-role', NodeIdentities: [{ NodeName: 'n1', Datacenter: 'dc9' }] } })).status).toBe(200);
+    expect(
+      (
+        await d.api('PUT', `/v1/acl/role/${role.ID}`, {
+          body: { Name: 'changing-role', NodeIdentities: [{ NodeName: 'n1', Datacenter: 'dc9' }] },
+        })
+      ).status,
+    ).toBe(200);
     expect(await allows()).toEqual([true, false]);
     expect((await d.api('DELETE', `/v1/acl/policy/${policy.ID}`)).body).toBe(true);
     expect(await allows()).toEqual([false, false]);
@@ -123,14 +197,27 @@ describe('POST /v1/internal/acl/authorize', () => {
       return m ? Number(m[1]) : 0;
     };
     const [yes, no] = [await count(true), await count(false)];
-    await ask([{ Resource: 'service', Segment: 'web', Access: 'write' }, { Resource: 'service', Segment: 'web', Access: 'write' }, { Resource: 'service', Segment: 'api', Access: 'write' }], webToken.SecretID);
+    await ask(
+      [
+        { Resource: 'service', Segment: 'web', Access: 'write' },
+        { Resource: 'service', Segment: 'web', Access: 'write' },
+        { Resource: 'service', Segment: 'api', Access: 'write' },
+      ],
+      webToken.SecretID,
+    );
     expect(await count(true)).toBe(yes + 2);
     expect(await count(false)).toBe(no + 1);
   });
 
   it('answers the same through every way in: ?pretty, a chunked body, an unknown query parameter; a body over 1 MiB is 413', async () => {
-    const checks = [{ Resource: 'service', Segment: 'web', Access: 'write' }, { Resource: 'key', Segment: 'web/a', Access: 'write' }];
-    const expected = [{ ...checks[0], Allow: true }, { ...checks[1], Allow: false }];
+    const checks = [
+      { Resource: 'service', Segment: 'web', Access: 'write' },
+      { Resource: 'key', Segment: 'web/a', Access: 'write' },
+    ];
+    const expected = [
+      { ...checks[0], Allow: true },
+      { ...checks[1], Allow: false },
+    ];
     const pretty = await ask(checks, webToken.SecretID, `${AUTHORIZE}?pretty`);
     expect(pretty.status).toBe(200);
     expect(pretty.body).toEqual(expected);
@@ -138,8 +225,18 @@ describe('POST /v1/internal/acl/authorize', () => {
     const other = await ask(checks, webToken.SecretID, `${AUTHORIZE}?stale`);
     expect(other.body).toEqual(expected);
     const chunks = [JSON.stringify(checks).slice(0, 10), JSON.stringify(checks).slice(10)];
-    const stream = new ReadableStream({ start(c) { for (const x of chunks) c.enqueue(new TextEncoder().encode(x)); c.close(); } });
-    const chunked = await fetch(`${d.url}${AUTHORIZE}`, { method: 'POST', headers: { 'X-Service-Token': webToken.SecretID }, body: stream, duplex: 'half' } as RequestInit);
+    const stream = new ReadableStream({
+      start(c) {
+        for (const x of chunks) c.enqueue(new TextEncoder().encode(x));
+        c.close();
+      },
+    });
+    const chunked = await fetch(`${d.url}${AUTHORIZE}`, {
+      method: 'POST',
+      headers: { 'X-Service-Token': webToken.SecretID },
+      body: stream,
+      duplex: 'half',
+    } as RequestInit);
     expect(chunked.status).toBe(200);
     expect(await chunked.json()).toEqual(expected);
     const big = await d.api('POST', AUTHORIZE, { rawBody: `[${'{"Resource":"acl","Access":"read"},'.repeat(40_000)}{}]` });
@@ -164,6 +261,10 @@ describe('POST /v1/internal/acl/authorize', () => {
   it('is in the OpenAPI document', async () => {
     const doc = (await d.api('GET', '/v1/openapi.json')).body;
     expect(Object.keys(doc.paths[AUTHORIZE])).toEqual(expect.arrayContaining(['post', 'put']));
-    expect(doc.paths[AUTHORIZE].post.requestBody.content['application/json'].schema).toMatchObject({ type: 'array', minItems: 1, maxItems: 64 });
+    expect(doc.paths[AUTHORIZE].post.requestBody.content['application/json'].schema).toMatchObject({
+      type: 'array',
+      minItems: 1,
+      maxItems: 64,
+    });
   });
 });

@@ -31,14 +31,34 @@ const BODIES: Array<[string, string]> = [
   ['a number', '42'],
   ['wrong field types', '{"Description": 5, "Policies": "all", "Local": "yes", "Name": [], "Rules": {}}'],
   ['unknown fields', '{"Bogus": true, "__proto__": {"admin": true}}'],
-  ['a huge array', JSON.stringify({ Policies: Array.from({ length: 5000 }, () => ({ Name: 'x' })), ServiceIdentities: Array.from({ length: 5000 }, () => ({ ServiceName: 'x' })) })],
+  [
+    'a huge array',
+    JSON.stringify({
+      Policies: Array.from({ length: 5000 }, () => ({ Name: 'x' })),
+      ServiceIdentities: Array.from({ length: 5000 }, () => ({ ServiceName: 'x' })),
+    }),
+  ],
   ['deep nesting', `${'['.repeat(20000)}${']'.repeat(20000)}`],
   ['deep objects', `{"TemplatedPolicies":[{"TemplateVariables":${'{"a":'.repeat(2000)}1${'}'.repeat(2000)}}]}`],
-  ['odd unicode', '{"Description": "\\ud800\\udfff\\u0000", "Name": "n\\u00e4me\\u202e", "ServiceIdentities": [{"ServiceName": "\\u0430pi"}]}'],
+  [
+    'odd unicode',
+    '{"Description": "\\ud800\\udfff\\u0000", "Name": "n\\u00e4me\\u202e", "ServiceIdentities": [{"ServiceName": "\\u0430pi"}]}',
+  ],
   ['binary garbage', '\u0000\u0001\u0002\uFFFD\uFFFE'],
 ];
 
-const QUERIES = ['?index=abc', '?index=-1', '?wait=forever', '?wait=-5s', '?stale&consistent', '?ns=Not_Valid', '?ns=a&ns=b', '?partition=%2e%2e', '?token=&token=x', '?ns=%zz'];
+const QUERIES = [
+  '?index=abc',
+  '?index=-1',
+  '?wait=forever',
+  '?wait=-5s',
+  '?stale&consistent',
+  '?ns=Not_Valid',
+  '?ns=a&ns=b',
+  '?partition=%2e%2e',
+  '?token=&token=x',
+  '?ns=%zz',
+];
 
 const isJsonError = (res: { status: number; headers: Headers; body: any }) => {
   expect(res.headers.get('content-type')).toMatch(/^application\/json/);

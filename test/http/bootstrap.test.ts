@@ -36,7 +36,9 @@ describe('bootstrap', () => {
     await writeFile(resetFile, `${first.CreateIndex + 100}\n`);
     const wrong = await api('PUT', '/v1/acl/bootstrap');
     expect(wrong.status).toBe(403);
-    expect(wrong.body.message).toContain(`Invalid bootstrap reset index (specified ${first.CreateIndex + 100}, reset index: ${first.CreateIndex})`);
+    expect(wrong.body.message).toContain(
+      `Invalid bootstrap reset index (specified ${first.CreateIndex + 100}, reset index: ${first.CreateIndex})`,
+    );
 
     await writeFile(resetFile, `${first.CreateIndex}\n`);
     const again = await api('PUT', '/v1/acl/bootstrap');

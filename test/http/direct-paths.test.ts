@@ -16,7 +16,11 @@ describe('token reads served before routing answer exactly as the routed ones', 
     d = await startTestDaemon();
     policy = (await d.api('PUT', '/v1/acl/policy', { body: { Name: 'reader', Rules: 'acl = "read"' } })).body;
     reader = (await d.api('PUT', '/v1/acl/token', { body: { Description: 'reader', Policies: [{ ID: policy.ID }] } })).body;
-    linked = (await d.api('PUT', '/v1/acl/token', { body: { Description: 'linked', Policies: [{ ID: policy.ID }], ServiceIdentities: [{ ServiceName: 'web' }] } })).body;
+    linked = (
+      await d.api('PUT', '/v1/acl/token', {
+        body: { Description: 'linked', Policies: [{ ID: policy.ID }], ServiceIdentities: [{ ServiceName: 'web' }] },
+      })
+    ).body;
   });
   afterAll(() => d.close());
 
@@ -59,7 +63,9 @@ describe('token reads served before routing answer exactly as the routed ones', 
 
   it('the list filters', async () => {
     const byPolicy = await same(`/v1/acl/tokens?policy=${policy.ID}`, as(MANAGEMENT_SECRET));
-    expect(JSON.parse(byPolicy.body).map((t: { AccessorID: string }) => t.AccessorID)).toEqual([reader.AccessorID, linked.AccessorID].sort());
+    expect(JSON.parse(byPolicy.body).map((t: { AccessorID: string }) => t.AccessorID)).toEqual(
+      [reader.AccessorID, linked.AccessorID].sort(),
+    );
     const byService = await same('/v1/acl/tokens?servicename=web', as(reader.SecretID));
     expect(JSON.parse(byService.body)).toHaveLength(1);
     expect((await same('/v1/acl/tokens?policy=00000000-0000-4000-8000-00000000dead', as(MANAGEMENT_SECRET))).body).toBe('[]');
@@ -67,11 +73,18 @@ describe('token reads served before routing answer exactly as the routed ones', 
 
   it('errors: unknown token 403, no permission 403, missing token 404, bad namespace 400, two filters 400', async () => {
     expect((await same(`/v1/acl/token/${linked.AccessorID}`, as('00000000-0000-4000-8000-00000000beef'))).status).toBe(403);
-    const nobody = (await d.api('PUT', '/v1/acl/token', { body: { Description: 'no acl rules', ServiceIdentities: [{ ServiceName: 'db' }] } })).body;
+    const nobody = (
+      await d.api('PUT', '/v1/acl/token', { body: { Description: 'no acl rules', ServiceIdentities: [{ ServiceName: 'db' }] } })
+    ).body;
     const denied = await same(`/v1/acl/token/${linked.AccessorID}`, as(nobody.SecretID));
     expect(denied.status).toBe(403);
-    expect(JSON.parse(denied.body).code).toBe('PERMISSION_DENIED');
+    // As Consul: the message as text; the code in a header. With Accept: application/json, the JSON body.
+    expect(denied.headers['content-type']).toBe('text/plain; charset=utf-8');
+    expect(denied.headers['x-service-error-code']).toBe('PERMISSION_DENIED');
+    expect(denied.body).toMatch(/^Permission denied: token with AccessorID '.+' lacks permission 'acl:read'$/);
     expect(denied.headers['x-service-index']).toMatch(/^\d+$/);
+    const deniedJSON = await same(`/v1/acl/token/${linked.AccessorID}`, { ...as(nobody.SecretID), Accept: 'application/json' });
+    expect(JSON.parse(deniedJSON.body)).toMatchObject({ statusCode: 403, code: 'PERMISSION_DENIED', message: denied.body });
     expect((await same('/v1/acl/token/00000000-0000-4000-8000-00000000dead', as(MANAGEMENT_SECRET))).status).toBe(404);
     expect((await same('/v1/acl/token/self', {})).status).toBe(404);
     expect((await same(`/v1/acl/token/${linked.AccessorID}?ns=bad%20name`, as(MANAGEMENT_SECRET))).status).toBe(400);
@@ -80,7 +93,9 @@ describe('token reads served before routing answer exactly as the routed ones', 
 
   it('a changed token is read new at once, and its index moves', async () => {
     const before = await answer(`/v1/acl/token/${linked.AccessorID}`, as(MANAGEMENT_SECRET));
-    const updated = await d.api('PUT', `/v1/acl/token/${linked.AccessorID}`, { body: { Description: 'renamed', Policies: [{ ID: policy.ID }] } });
+    const updated = await d.api('PUT', `/v1/acl/token/${linked.AccessorID}`, {
+      body: { Description: 'renamed', Policies: [{ ID: policy.ID }] },
+    });
     expect(updated.status).toBe(200);
     const after = await same(`/v1/acl/token/${linked.AccessorID}`, as(MANAGEMENT_SECRET));
     expect(JSON.parse(after.body).Description).toBe('renamed');
@@ -93,7 +108,9 @@ describe('token reads served before routing answer exactly as the routed ones', 
     await answer(`/v1/acl/token/${linked.AccessorID}`, as(MANAGEMENT_SECRET));
     const text = await (await fetch(`${d.url}/v1/agent/metrics?format=prometheus`, { headers: as(MANAGEMENT_SECRET) })).text();
     expect(text).toMatch(/watchword_http_requests_total\{method="GET",route="\/v1\/acl\/token\/:AccessorID",status="200"\} [1-9]/);
-    expect(text).toMatch(/watchword_http_request_duration_seconds_count\{method="GET",route="\/v1\/acl\/token\/:AccessorID",status="403"\} [1-9]/);
+    expect(text).toMatch(
+      /watchword_http_request_duration_seconds_count\{method="GET",route="\/v1\/acl\/token\/:AccessorID",status="403"\} [1-9]/,
+    );
   });
 
   /** A write both ways: status, header names (values vary with the index), and the body with its new IDs and times set aside. */
@@ -120,17 +137,28 @@ describe('token reads served before routing answer exactly as the routed ones', 
 
   it('a token create: the same answer, the index of the write in both index headers; bad input the same 4xx', async () => {
     const json = { ...as(MANAGEMENT_SECRET), 'Content-Type': 'application/json' };
-    const made = await sameWrite('/v1/acl/token', { headers: json, body: JSON.stringify({ Description: 'made', Policies: [{ Name: 'reader' }] }) });
+    const made = await sameWrite('/v1/acl/token', {
+      headers: json,
+      body: JSON.stringify({ Description: 'made', Policies: [{ Name: 'reader' }] }),
+    });
     expect(made.status).toBe(200);
     expect(Number(made.index)).toBeGreaterThan(0);
     expect(made.body).toMatchObject({ Description: 'made', Policies: [{ ID: policy.ID, Name: 'reader' }] });
-    expect((await sameWrite('/v1/acl/token', { headers: as(MANAGEMENT_SECRET), body: '{"Description":"no content type"}' })).status).toBe(200);
+    expect((await sameWrite('/v1/acl/token', { headers: as(MANAGEMENT_SECRET), body: '{"Description":"no content type"}' })).status).toBe(
+      200,
+    );
     expect((await sameWrite('/v1/acl/token', { headers: json })).status).toBe(200);
     expect((await sameWrite('/v1/acl/token', { headers: json, body: '{"Description": ' })).status).toBe(400);
     expect((await sameWrite('/v1/acl/token', { headers: json, body: '{"Descripton":"typo"}' })).status).toBe(400);
     expect((await sameWrite('/v1/acl/token', { headers: json, body: '[]' })).status).toBe(400);
     expect((await sameWrite('/v1/acl/token', { headers: { ...json, 'X-Service-Token': reader.SecretID }, body: '{}' })).status).toBe(403);
-    expect((await sameWrite('/v1/acl/token', { headers: json, body: JSON.stringify({ Policies: [{ ID: '00000000-0000-4000-8000-00000000dead' }] }) })).status).toBe(400);
+    expect(
+      (
+        await sameWrite('/v1/acl/token', {
+          headers: json,
+          body: JSON.stringify({ Policies: [{ ID: '00000000-0000-4000-8000-00000000dead' }] }),
+        })
+      ).status,
+    ).toBe(400);
   });
 });
-

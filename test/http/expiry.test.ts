@@ -15,7 +15,8 @@ describe('token expiry and reaping', () => {
 
   it('hides a token from read, list and auth the moment it expires, then the reaper deletes it', async () => {
     const rw = (await d.api('PUT', '/v1/acl/policy', { body: { Name: 'rw', Rules: 'acl = "write"' } })).body;
-    const short = (await d.api('PUT', '/v1/acl/token', { body: { Description: 'short', ExpirationTTL: '10m', Policies: [{ ID: rw.ID }] } })).body;
+    const short = (await d.api('PUT', '/v1/acl/token', { body: { Description: 'short', ExpirationTTL: '10m', Policies: [{ ID: rw.ID }] } }))
+      .body;
     const long = (await d.api('PUT', '/v1/acl/token', { body: { Description: 'long', ExpirationTTL: '2h' } })).body;
     const forever = (await d.api('PUT', '/v1/acl/token', { body: { Description: 'forever' } })).body;
     expect(short.ExpirationTime).toBe('2030-01-01T12:10:00.000Z');
@@ -36,8 +37,10 @@ describe('token expiry and reaping', () => {
     const auth = await apiFor(d.url, short.SecretID)('GET', '/v1/acl/token/self');
     expect(auth.status).toBe(403);
     expect(auth.body.code).toBe('ACL_NOT_FOUND');
-    expect((await d.api('PUT', `/v1/acl/token/${short.AccessorID}`, { body: {} })).status).toBe(404);
-    expect((await d.api('PUT', `/v1/acl/token/${short.AccessorID}/clone`, { body: {} })).status).toBe(404);
+    // Writes on it did nothing: 400 (Consul's clients raise on it), with Consul's message.
+    const update = await d.api('PUT', `/v1/acl/token/${short.AccessorID}`, { body: {} });
+    expect([update.status, update.body.message]).toEqual([400, `Cannot find token "${short.AccessorID}"`]);
+    expect((await d.api('PUT', `/v1/acl/token/${short.AccessorID}/clone`, { body: {} })).status).toBe(400);
     expect((await d.api('GET', `/v1/acl/tokens?policy=${rw.ID}`)).body).toEqual([]);
 
     // The reaper removes it within 2 s; the others stay.

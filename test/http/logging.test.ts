@@ -62,14 +62,59 @@ describe('request logging', () => {
       expect(typeof r.status).toBe('number');
       expect(typeof r.durationMs).toBe('number');
     }
-    expect(requests.some((r) => r.route === '/v1/acl/token/:AccessorID' && r.status === 404)).toBe(true);
+    expect(requests.some((r) => r.route === '/v1/acl/token/:AccessorID' && r.status === 400)).toBe(true);
   });
 
   it('redacts secrets inside objects that code logs', () => {
     const captured: string[] = [];
-    const logger = pino({ redact: { paths: REDACT_PATHS, censor: '[redacted]' } }, new Writable({ write: (c: Buffer, _e, done) => { captured.push(c.toString()); done(); } }));
-    logger.info({ token: { SecretID: 'secret-1', AccessorID: 'a' }, headers: { authorization: 'Bearer secret-2', 'x-consul-token': 'secret-3' }, replication_token: 'secret-4' }, 'x');
+    const logger = pino(
+      { redact: { paths: REDACT_PATHS, censor: '[redacted]' } },
+      new Writable({
+        write: (c: Buffer, _e, done) => {
+          captured.push(c.toString());
+          done();
+        },
+      }),
+    );
+    logger.info(
+      {
+        token: { SecretID: 'secret-1', AccessorID: 'a' },
+        headers: { authorization: 'Bearer secret-2', 'x-consul-token': 'secret-3' },
+        replication_token: 'secret-4',
+      },
+      'x',
+    );
     const out = captured.join('');
     for (const s of ['secret-1', 'secret-2', 'secret-3', 'secret-4']) expect(out).not.toContain(s);
+  });
+});
+
+describe("the agent's logger", () => {
+  it('in JSON mode writes every line as JSON with level names, Node warnings included, to stdout and the log file', async () => {
+    const { execFile } = await import('node:child_process');
+    const { readFile, readdir } = await import('node:fs/promises');
+    const { join } = await import('node:path');
+    const { tempDir } = await import('../helpers/temp-dir.js');
+    const dir = await tempDir();
+    try {
+      const file = join(dir.path, 'logs', 'watchword.log');
+      const { stdout, stderr } = await new Promise<{ stdout: string; stderr: string }>((resolve, reject) =>
+        execFile(process.execPath, ['--import', 'tsx', 'test/fixtures/agent-logger.ts', file], { timeout: 30_000 }, (err, out, errOut) =>
+          err ? reject(err) : resolve({ stdout: out, stderr: errOut }),
+        ),
+      );
+      expect(stderr).toBe('');
+      const lines = stdout.trim().split('\n');
+      expect(lines.length).toBe(3);
+      const parsed = lines.map((l) => JSON.parse(l) as { level: string; msg: string; code?: string });
+      expect(parsed.map((l) => l.level)).toEqual(['info', 'warn', 'warn']);
+      expect(parsed[1]).toMatchObject({ code: 'DEP0123', msg: expect.stringContaining('TLS ServerName') });
+      const files = await readdir(join(dir.path, 'logs'));
+      expect(files.length).toBe(1);
+      const written = (await readFile(join(dir.path, 'logs', files[0] as string), 'utf8')).trim().split('\n');
+      expect(written.map((l) => (JSON.parse(l) as { msg: string }).msg)).toEqual(parsed.map((l) => l.msg));
+    } finally {
+      await dir.remove();
+    }
   });
 });

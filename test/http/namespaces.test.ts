@@ -8,7 +8,9 @@ describe('namespaces and partitions', () => {
   beforeAll(async () => {
     d = await startTestDaemon();
     await d.api('PUT', '/v1/acl/policy?ns=a', { body: { Name: 'ns-writer', Rules: 'acl = "write"' } });
-    writerA = (await d.api('PUT', '/v1/acl/token', { body: { Namespace: 'a', Description: 'writer in a', Policies: [{ Name: 'ns-writer' }] } })).body;
+    writerA = (
+      await d.api('PUT', '/v1/acl/token', { body: { Namespace: 'a', Description: 'writer in a', Policies: [{ Name: 'ns-writer' }] } })
+    ).body;
   });
   afterAll(() => d.close());
 
@@ -45,9 +47,10 @@ describe('namespaces and partitions', () => {
       ['PUT', '/v1/acl/role', { Name: 'sneaky', Namespace: 'b' }],
       ['GET', '/v1/acl/policies', { headers: true }],
     ] as const) {
-      const res = body && 'headers' in body
-        ? await api(method, path, { headers: { 'X-Service-Namespace': 'b' } })
-        : await api(method, path, body !== undefined ? { body } : {});
+      const res =
+        body && 'headers' in body
+          ? await api(method, path, { headers: { 'X-Service-Namespace': 'b' } })
+          : await api(method, path, body !== undefined ? { body } : {});
       expect(res.status, `${method} ${path}`).toBe(403);
       expect(res.body.code).toBe('PERMISSION_DENIED');
       expect(res.body.message).toContain('in namespace "b"');

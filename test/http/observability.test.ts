@@ -67,7 +67,9 @@ describe('blocking queries, headers and operations endpoints', () => {
     const index = Number((await d.api('GET', '/v1/acl/roles')).headers.get('x-service-index'));
     const controllers = Array.from({ length: 20 }, () => new AbortController());
     const pending = controllers.map((c) =>
-      fetch(`${d.url}/v1/acl/roles?index=${index}&wait=5m`, { headers: { 'X-Service-Token': d.management }, signal: c.signal }).catch(() => 'aborted'),
+      fetch(`${d.url}/v1/acl/roles?index=${index}&wait=5m`, { headers: { 'X-Service-Token': d.management }, signal: c.signal }).catch(
+        () => 'aborted',
+      ),
     );
     await waitFor(() => d.daemon.metrics.blockingInFlight() === 20);
     for (const c of controllers) c.abort();
@@ -100,10 +102,23 @@ describe('blocking queries, headers and operations endpoints', () => {
     expect(Number(res.headers.get('x-service-index'))).toBe(res.body.ModifyIndex);
   });
 
-  it('describes the agent without secrets', async () => {
-    const self = await apiFor(d.url)('GET', '/v1/agent/self');
+  it('describes the agent without secrets, to agent:read only', async () => {
+    const anonymous = await apiFor(d.url)('GET', '/v1/agent/self');
+    expect(anonymous.status).toBe(403);
+    expect(anonymous.body).toMatchObject({
+      code: 'PERMISSION_DENIED',
+      message: 'Permission denied: the anonymous token (no token was sent) lacks permission \'agent:read\' on "test-node"',
+    });
+    const self = await d.api('GET', '/v1/agent/self');
     expect(self.status).toBe(200);
-    expect(self.body.Config).toMatchObject({ Datacenter: 'dc1', PrimaryDatacenter: 'dc1', Role: 'primary', NodeName: 'test-node', InitialManagementTokenSet: true, TokenMinTTL: '1m0s' });
+    expect(self.body.Config).toMatchObject({
+      Datacenter: 'dc1',
+      PrimaryDatacenter: 'dc1',
+      Role: 'primary',
+      NodeName: 'test-node',
+      InitialManagementTokenSet: true,
+      TokenMinTTL: '1m0s',
+    });
     expect(self.body.Config.Version).toMatch(/^\d+\.\d+\.\d+/);
     expect(self.body.Stats.Tokens).toBeGreaterThan(1);
     expect(self.text).not.toContain(d.management);
@@ -113,16 +128,20 @@ describe('blocking queries, headers and operations endpoints', () => {
 
   it('exposes Prometheus metrics: requests by route and status, latency, store sizes, reaped tokens', async () => {
     await d.api('GET', '/v1/acl/tokens');
-    const res = await apiFor(d.url)('GET', '/v1/agent/metrics?format=prometheus');
+    expect((await apiFor(d.url)('GET', '/v1/agent/metrics?format=prometheus')).status).toBe(403);
+    // Prometheus scrapes with a bearer token, as Consul's agents are scraped.
+    const res = await apiFor(d.url)('GET', '/v1/agent/metrics?format=prometheus', { headers: { Authorization: `Bearer ${d.management}` } });
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/^text\/plain/);
     expect(res.text).toMatch(/watchword_http_requests_total\{method="GET",route="\/v1\/acl\/tokens",status="200"\} \d+/);
-    expect(res.text).toContain('watchword_http_request_duration_seconds_bucket{le="0.005",method="GET",route="/v1/acl/tokens",status="200"}');
+    expect(res.text).toContain(
+      'watchword_http_request_duration_seconds_bucket{le="0.005",method="GET",route="/v1/acl/tokens",status="200"}',
+    );
     expect(res.text).toMatch(/watchword_objects_stored\{table="tokens"\} \d+/);
     expect(res.text).toMatch(/^watchword_tokens_reaped_total 0$/m);
     expect(res.text).toMatch(/^watchword_replication_connected 0$/m);
     expect(res.text).toContain('watchword_process_resident_memory_bytes');
-    const json = await apiFor(d.url)('GET', '/v1/agent/metrics');
+    const json = await d.api('GET', '/v1/agent/metrics');
     expect(Array.isArray(json.body)).toBe(true);
   });
 
@@ -140,12 +159,34 @@ describe('blocking queries, headers and operations endpoints', () => {
       }
     }
     for (const expected of [
-      'PUT /v1/acl/token', 'GET /v1/acl/token/{AccessorID}', 'PUT /v1/acl/token/{AccessorID}', 'DELETE /v1/acl/token/{AccessorID}',
-      'PUT /v1/acl/token/{AccessorID}/clone', 'GET /v1/acl/token/self', 'GET /v1/acl/tokens', 'PUT /v1/acl/bootstrap',
-      'PUT /v1/acl/policy', 'GET /v1/acl/policy/{id}', 'PUT /v1/acl/policy/{id}', 'DELETE /v1/acl/policy/{id}', 'GET /v1/acl/policy/name/{name}', 'GET /v1/acl/policies',
-      'PUT /v1/acl/role', 'GET /v1/acl/role/{id}', 'PUT /v1/acl/role/{id}', 'DELETE /v1/acl/role/{id}', 'GET /v1/acl/role/name/{name}', 'GET /v1/acl/roles',
-      'GET /v1/acl/templated-policies', 'GET /v1/acl/templated-policy/name/{name}', 'POST /v1/acl/templated-policy/preview/{name}',
-      'GET /v1/status/leader', 'GET /v1/agent/self', 'GET /v1/agent/metrics', 'GET /v1/catalog/datacenters', 'GET /v1/openapi.json',
+      'PUT /v1/acl/token',
+      'GET /v1/acl/token/{AccessorID}',
+      'PUT /v1/acl/token/{AccessorID}',
+      'DELETE /v1/acl/token/{AccessorID}',
+      'PUT /v1/acl/token/{AccessorID}/clone',
+      'GET /v1/acl/token/self',
+      'GET /v1/acl/tokens',
+      'PUT /v1/acl/bootstrap',
+      'PUT /v1/acl/policy',
+      'GET /v1/acl/policy/{id}',
+      'PUT /v1/acl/policy/{id}',
+      'DELETE /v1/acl/policy/{id}',
+      'GET /v1/acl/policy/name/{name}',
+      'GET /v1/acl/policies',
+      'PUT /v1/acl/role',
+      'GET /v1/acl/role/{id}',
+      'PUT /v1/acl/role/{id}',
+      'DELETE /v1/acl/role/{id}',
+      'GET /v1/acl/role/name/{name}',
+      'GET /v1/acl/roles',
+      'GET /v1/acl/templated-policies',
+      'GET /v1/acl/templated-policy/name/{name}',
+      'POST /v1/acl/templated-policy/preview/{name}',
+      'GET /v1/status/leader',
+      'GET /v1/agent/self',
+      'GET /v1/agent/metrics',
+      'GET /v1/catalog/datacenters',
+      'GET /v1/openapi.json',
     ]) {
       expect(documented, expected).toContain(expected);
     }
@@ -156,5 +197,32 @@ describe('blocking queries, headers and operations endpoints', () => {
     expect(doc.components.schemas.Role.required).toContain('Name');
     const result = await validate(structuredClone(doc));
     expect(result.valid, result.valid ? '' : compileErrors(result)).toBe(true);
+  });
+});
+
+describe('GET /v1/agent/health', () => {
+  let d: TestDaemon;
+  beforeAll(async () => {
+    d = await startTestDaemon();
+  });
+  afterAll(() => d.close());
+
+  it('answers anonymously with 200 and the checks by name; their output only to agent:read', async () => {
+    const anonymous = await apiFor(d.url)('GET', '/v1/agent/health');
+    expect(anonymous.status).toBe(200);
+    expect(anonymous.body).toEqual({
+      Status: 'passing',
+      Checks: [
+        { Name: 'store', Passing: true },
+        { Name: 'leader', Passing: true },
+      ],
+    });
+    const detailed = await d.api('GET', '/v1/agent/health');
+    expect(detailed.body.Checks[0]).toEqual({ Name: 'store', Passing: true, Output: 'the store takes writes' });
+    // A single server leads: ?role=leader passes.
+    const leader = await apiFor(d.url)('GET', '/v1/agent/health?role=leader');
+    expect(leader.status).toBe(200);
+    expect(leader.body.Checks.map((c: { Name: string }) => c.Name)).toEqual(['store', 'leader', 'role']);
+    expect((await apiFor(d.url)('GET', '/v1/agent/health?role=follower')).status).toBe(400);
   });
 });

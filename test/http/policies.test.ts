@@ -13,10 +13,19 @@ describe('policy endpoints', () => {
 
   it('creates, reads by ID and name, lists without rules', async () => {
     const rules = 'acl = "read"\nkey_prefix "app/" {\n  policy = "write"\n}';
-    const res = await d.api('PUT', '/v1/acl/policy', { body: { Name: 'App-Reader', Description: 'reads', Rules: rules, Datacenters: ['dc1'] } });
+    const res = await d.api('PUT', '/v1/acl/policy', {
+      body: { Name: 'App-Reader', Description: 'reads', Rules: rules, Datacenters: ['dc1'] },
+    });
     expect(res.status).toBe(200);
     const p = res.body;
-    expect(p).toMatchObject({ Name: 'App-Reader', Description: 'reads', Rules: rules, Datacenters: ['dc1'], Namespace: 'default', Partition: 'default' });
+    expect(p).toMatchObject({
+      Name: 'App-Reader',
+      Description: 'reads',
+      Rules: rules,
+      Datacenters: ['dc1'],
+      Namespace: 'default',
+      Partition: 'default',
+    });
     expect(p.ID).toMatch(/^[0-9a-f-]{36}$/);
     expect(p.CreateIndex).toBe(p.ModifyIndex);
     expect((await d.api('GET', `/v1/acl/policy/${p.ID}`)).body).toEqual(p);
@@ -39,9 +48,14 @@ describe('policy endpoints', () => {
   });
 
   it('accepts JSON rules and the Consul HCL constructs', async () => {
-    const json = JSON.stringify({ acl: 'read', key_prefix: { '': { policy: 'list' } }, service: { web: { policy: 'write', intentions: 'read' } } });
+    const json = JSON.stringify({
+      acl: 'read',
+      key_prefix: { '': { policy: 'list' } },
+      service: { web: { policy: 'write', intentions: 'read' } },
+    });
     expect((await d.api('PUT', '/v1/acl/policy', { body: { Name: 'json-rules', Rules: json } })).status).toBe(200);
-    const hcl = '# comment\n// another\n/* block */\nservice "web" { policy = "read" }\nnamespace "team" {\n  acl = "write"\n}\noperator = "read"';
+    const hcl =
+      '# comment\n// another\n/* block */\nservice "web" { policy = "read" }\nnamespace "team" {\n  acl = "write"\n}\noperator = "read"';
     expect((await d.api('PUT', '/v1/acl/policy', { body: { Name: 'hcl-rules', Rules: hcl } })).status).toBe(200);
     expect((await d.api('PUT', '/v1/acl/policy', { body: { Name: 'a/b', Rules: '' } })).status).toBe(200);
     expect((await d.api('PUT', '/v1/acl/policy', { body: { Name: 'x'.repeat(128) } })).status).toBe(200);
@@ -55,10 +69,28 @@ describe('policy endpoints', () => {
     ['129 characters', { Name: 'x'.repeat(129) }, 400, 'INVALID_REQUEST', 'invalid Name'],
     ['the builtin/ prefix', { Name: 'builtin/mine' }, 400, 'INVALID_REQUEST', 'reserved'],
     ['an ID on create', { ID: crypto.randomUUID(), Name: 'with-id' }, 400, 'INVALID_REQUEST', 'ID must not be set'],
-    ['rules that do not parse', { Name: 'bad-hcl', Rules: 'acl = "read"\nkey_prefix "x" {\n  policy = \n}' }, 400, 'INVALID_REQUEST', 'Failed to parse ACL rules: At 4:1'],
+    [
+      'rules that do not parse',
+      { Name: 'bad-hcl', Rules: 'acl = "read"\nkey_prefix "x" {\n  policy = \n}' },
+      400,
+      'INVALID_REQUEST',
+      'Failed to parse ACL rules: At 4:1',
+    ],
     ['an acl value of list', { Name: 'bad-acl', Rules: 'acl = "list"' }, 400, 'INVALID_REQUEST', 'Invalid acl policy: "list"'],
-    ['an unknown resource', { Name: 'bad-res', Rules: 'widget "x" { policy = "read" }' }, 400, 'INVALID_REQUEST', 'unknown resource "widget"'],
-    ['a block policy that is not an access level', { Name: 'bad-pol', Rules: 'service "x" { policy = "admin" }' }, 400, 'INVALID_REQUEST', 'Invalid service policy: "admin"'],
+    [
+      'an unknown resource',
+      { Name: 'bad-res', Rules: 'widget "x" { policy = "read" }' },
+      400,
+      'INVALID_REQUEST',
+      'unknown resource "widget"',
+    ],
+    [
+      'a block policy that is not an access level',
+      { Name: 'bad-pol', Rules: 'service "x" { policy = "admin" }' },
+      400,
+      'INVALID_REQUEST',
+      'Invalid service policy: "admin"',
+    ],
     ['broken JSON rules', { Name: 'bad-json', Rules: '{"acl": "read",}' }, 400, 'INVALID_REQUEST', 'Failed to parse ACL rules: At 1:'],
     ['a bad datacenter', { Name: 'bad-dc', Datacenters: ['DC1'] }, 400, 'INVALID_REQUEST', 'invalid datacenter name'],
     ['a duplicate name', { Name: 'pol-dup' }, 409, 'CONFLICT', 'Invalid Policy: A Policy with Name "pol-dup" already exists'],
@@ -76,7 +108,9 @@ describe('policy endpoints', () => {
   });
 
   it('updates as a full replacement and refuses a rename onto another name', async () => {
-    const p = (await d.api('PUT', '/v1/acl/policy', { body: { Name: 'upd', Description: 'd', Rules: 'acl = "read"', Datacenters: ['dc1'] } })).body;
+    const p = (
+      await d.api('PUT', '/v1/acl/policy', { body: { Name: 'upd', Description: 'd', Rules: 'acl = "read"', Datacenters: ['dc1'] } })
+    ).body;
     await d.api('PUT', '/v1/acl/policy', { body: { Name: 'taken' } });
     const res = await d.api('PUT', `/v1/acl/policy/${p.ID}`, { body: { Name: 'upd2', Rules: 'acl = "write"' } });
     expect(res.status).toBe(200);
@@ -90,8 +124,8 @@ describe('policy endpoints', () => {
     expect(mismatch.status).toBe(400);
     expect(mismatch.body.message).toContain('do not match');
     const missing = await d.api('PUT', `/v1/acl/policy/${crypto.randomUUID()}`, { body: { Name: 'ghost' } });
-    expect(missing.status).toBe(404);
-    expect(missing.body.code).toBe('NOT_FOUND');
+    expect(missing.status).toBe(400);
+    expect(missing.body.message).toMatch(/^Cannot find policy "/);
   });
 
   it('protects the built-ins: rules and datacenters fixed, no delete, renames allowed', async () => {
@@ -106,7 +140,9 @@ describe('policy endpoints', () => {
     expect(del.status).toBe(403);
     expect(del.body.code).toBe('NOT_PERMITTED');
     const ro = (await d.api('GET', `/v1/acl/policy/${RO}`)).body;
-    const keepName = await d.api('PUT', `/v1/acl/policy/${RO}`, { body: { Name: ro.Name, Description: 'still read-only', Rules: ro.Rules } });
+    const keepName = await d.api('PUT', `/v1/acl/policy/${RO}`, {
+      body: { Name: ro.Name, Description: 'still read-only', Rules: ro.Rules },
+    });
     expect(keepName.status).toBe(200);
     expect(keepName.body.Description).toBe('still read-only');
     const renamed = await d.api('PUT', `/v1/acl/policy/${GM}`, { body: { Name: 'root', Description: 'renamed', Rules: gm.Rules } });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { RateLimiter } from '../../src/http/rate-limit.js';
+import { RateLimiter } from '../../src/transport/rate-limit.js';
 import { startTestDaemon } from '../helpers/daemon.js';
 
 describe('RateLimiter', () => {

@@ -18,9 +18,15 @@ describe('role endpoints', () => {
         Name: 'web-role',
         Description: 'for web',
         Policies: [{ ID: pol.ID }, { Name: 'role-pol' }],
-        ServiceIdentities: [{ ServiceName: 'web', Datacenters: ['dc2'] }, { ServiceName: 'web', Datacenters: ['dc1', 'dc2'] }],
+        ServiceIdentities: [
+          { ServiceName: 'web', Datacenters: ['dc2'] },
+          { ServiceName: 'web', Datacenters: ['dc1', 'dc2'] },
+        ],
         NodeIdentities: [{ NodeName: 'n1', Datacenter: 'dc1' }],
-        TemplatedPolicies: [{ TemplateName: 'builtin/service', TemplateVariables: { name: 'api' } }, { TemplateName: 'builtin/service', TemplateVariables: { Name: 'api' } }],
+        TemplatedPolicies: [
+          { TemplateName: 'builtin/service', TemplateVariables: { name: 'api' } },
+          { TemplateName: 'builtin/service', TemplateVariables: { Name: 'api' } },
+        ],
       },
     });
     expect(res.status).toBe(200);
@@ -91,13 +97,25 @@ describe('role endpoints', () => {
     ['an ID on create', { ID: uuid(), Name: 'x1' }, 'ID must not be set'],
     ['a missing policy', { Name: 'x2', Policies: [{ ID: uuid() }] }, 'No such ACL policy with ID'],
     ['a missing policy name', { Name: 'x3', Policies: [{ Name: 'nope' }] }, 'No such ACL policy with name "nope"'],
-    ['a service identity without a name', { Name: 'x4', ServiceIdentities: [{}] }, 'Service identity is missing the service name field on this role'],
+    [
+      'a service identity without a name',
+      { Name: 'x4', ServiceIdentities: [{}] },
+      'Service identity is missing the service name field on this role',
+    ],
     ['a bad service identity name', { Name: 'x5', ServiceIdentities: [{ ServiceName: 'Bad' }] }, 'has an invalid name'],
-    ['a node identity without a datacenter', { Name: 'x6', NodeIdentities: [{ NodeName: 'n' }] }, 'Node identity is missing the datacenter field on this role'],
+    [
+      'a node identity without a datacenter',
+      { Name: 'x6', NodeIdentities: [{ NodeName: 'n' }] },
+      'Node identity is missing the datacenter field on this role',
+    ],
     ['a node identity without a name', { Name: 'x7', NodeIdentities: [{ Datacenter: 'dc1' }] }, 'missing the node name field on this role'],
     ['an unknown template', { Name: 'x8', TemplatedPolicies: [{ TemplateName: 'builtin/nope' }] }, 'No such ACL templated policy'],
     ['a template without its Name', { Name: 'x9', TemplatedPolicies: [{ TemplateName: 'builtin/node' }] }, 'variable "Name" is required'],
-    ['a template variable it does not take', { Name: 'x10', TemplatedPolicies: [{ TemplateName: 'builtin/dns', TemplateVariables: { Name: 'x' } }] }, 'takes no variables'],
+    [
+      'a template variable it does not take',
+      { Name: 'x10', TemplatedPolicies: [{ TemplateName: 'builtin/dns', TemplateVariables: { Name: 'x' } }] },
+      'takes no variables',
+    ],
     ['an unknown field', { Name: 'x11', Local: true }, 'unknown field "Local"'],
   ];
   it.each(invalid)('refuses %s', async (_name, body, message) => {
@@ -110,12 +128,29 @@ describe('role endpoints', () => {
   });
 
   it('updates as a full replacement: omitted identities are cleared, CreateIndex stays, ModifyIndex grows', async () => {
-    const r = (await d.api('PUT', '/v1/acl/role', {
-      body: { Name: 'replace-me', Description: 'd', Policies: [{ ID: pol.ID }], ServiceIdentities: [{ ServiceName: 'a' }], NodeIdentities: [{ NodeName: 'n', Datacenter: 'dc1' }] },
-    })).body;
+    const r = (
+      await d.api('PUT', '/v1/acl/role', {
+        body: {
+          Name: 'replace-me',
+          Description: 'd',
+          Policies: [{ ID: pol.ID }],
+          ServiceIdentities: [{ ServiceName: 'a' }],
+          NodeIdentities: [{ NodeName: 'n', Datacenter: 'dc1' }],
+        },
+      })
+    ).body;
     const res = await d.api('PUT', `/v1/acl/role/${r.ID}`, { body: { Name: 'replace-me' } });
     expect(res.status).toBe(200);
-    expect(res.body).toEqual({ ID: r.ID, Name: 'replace-me', Description: '', Hash: expect.any(String), Namespace: 'default', Partition: 'default', CreateIndex: r.CreateIndex, ModifyIndex: expect.any(Number) });
+    expect(res.body).toEqual({
+      ID: r.ID,
+      Name: 'replace-me',
+      Description: '',
+      Hash: expect.any(String),
+      Namespace: 'default',
+      Partition: 'default',
+      CreateIndex: r.CreateIndex,
+      ModifyIndex: expect.any(Number),
+    });
     expect(res.body.ModifyIndex).toBeGreaterThan(r.ModifyIndex);
     expect(res.body.Hash).not.toBe(r.Hash);
     // An echoed read-back body is accepted (return-side fields ignored), ID matching the path.
@@ -124,14 +159,14 @@ describe('role endpoints', () => {
     expect(echoed.body.Description).toBe('again');
   });
 
-  it('refuses an update whose body ID differs from the path, and 404s a missing role', async () => {
+  it('refuses an update whose body ID differs from the path or names a missing role; 404s a read of one', async () => {
     const r = (await d.api('PUT', '/v1/acl/role', { body: { Name: 'mismatch' } })).body;
     const res = await d.api('PUT', `/v1/acl/role/${r.ID}`, { body: { ID: uuid(), Name: 'mismatch' } });
     expect(res.status).toBe(400);
     expect(res.body.message).toContain('Role ID in URL and payload do not match');
     const missing = await d.api('PUT', `/v1/acl/role/${uuid()}`, { body: { Name: 'ghost' } });
-    expect(missing.status).toBe(404);
-    expect(missing.body.code).toBe('NOT_FOUND');
+    expect(missing.status).toBe(400);
+    expect(missing.body.message).toMatch(/^Cannot find role "/);
     expect((await d.api('GET', `/v1/acl/role/${uuid()}`)).status).toBe(404);
     expect((await d.api('GET', '/v1/acl/role/name/ghost')).status).toBe(404);
   });
@@ -150,7 +185,9 @@ describe('role endpoints', () => {
     expect(t.Roles).toEqual([{ ID: role.ID, Name: 'writers' }]);
     const api = apiFor(d.url, t.SecretID);
     expect((await api('PUT', '/v1/acl/token', { body: {} })).status).toBe(200);
-    expect((await d.api('GET', `/v1/acl/tokens?role=${role.ID}`)).body.map((x: { AccessorID: string }) => x.AccessorID)).toEqual([t.AccessorID]);
+    expect((await d.api('GET', `/v1/acl/tokens?role=${role.ID}`)).body.map((x: { AccessorID: string }) => x.AccessorID)).toEqual([
+      t.AccessorID,
+    ]);
 
     await d.api('PUT', `/v1/acl/role/${role.ID}`, { body: { Name: 'writers-renamed', Policies: [{ ID: writer.ID }] } });
     expect((await d.api('GET', `/v1/acl/token/${t.AccessorID}`)).body.Roles).toEqual([{ ID: role.ID, Name: 'writers-renamed' }]);
@@ -176,14 +213,16 @@ describe('role endpoints', () => {
     const p3 = (await d.api('PUT', '/v1/acl/policy', { body: { Name: 'exp-3', Rules: 'acl = "read"' } })).body;
     const r1 = (await d.api('PUT', '/v1/acl/role', { body: { Name: 'exp-r1', Policies: [{ ID: p3.ID }, { ID: p1.ID }] } })).body;
     const r2 = (await d.api('PUT', '/v1/acl/role', { body: { Name: 'exp-r2', Policies: [{ ID: p3.ID }] } })).body;
-    const t = (await d.api('PUT', '/v1/acl/token', {
-      body: {
-        Policies: [{ ID: p1.ID }, { ID: p2.ID }],
-        Roles: [{ ID: r1.ID }, { ID: r2.ID }],
-        ServiceIdentities: [{ ServiceName: 'svc' }],
-        NodeIdentities: [{ NodeName: 'node', Datacenter: 'dc1' }],
-      },
-    })).body;
+    const t = (
+      await d.api('PUT', '/v1/acl/token', {
+        body: {
+          Policies: [{ ID: p1.ID }, { ID: p2.ID }],
+          Roles: [{ ID: r1.ID }, { ID: r2.ID }],
+          ServiceIdentities: [{ ServiceName: 'svc' }],
+          NodeIdentities: [{ NodeName: 'node', Datacenter: 'dc1' }],
+        },
+      })
+    ).body;
     const res = await d.api('GET', `/v1/acl/token/${t.AccessorID}?expanded=true`);
     expect(res.status).toBe(200);
     const policies = res.body.ExpandedPolicies as Array<{ ID: string; Name: string; Rules: string; Datacenters?: string[] }>;
@@ -197,7 +236,15 @@ describe('role endpoints', () => {
     expect(synthetic.find((s) => s.Rules.includes('node "node"'))?.Datacenters).toEqual(['dc1']);
     expect(synthetic.find((s) => s.Rules.includes('service "svc"'))?.Rules).toContain('service "svc-sidecar-proxy"');
     expect((res.body.ExpandedRoles as Array<{ ID: string }>).map((r) => r.ID)).toEqual([r1.ID, r2.ID]);
-    expect(res.body.ExpandedRoles[0].Policies).toEqual([{ ID: p3.ID, Name: 'exp-3' }, { ID: p1.ID, Name: 'exp-1' }]);
-    expect(res.body).toMatchObject({ NamespaceDefaultPolicyIDs: null, NamespaceDefaultRoleIDs: null, AgentACLDefaultPolicy: 'deny', ResolvedByAgent: 'test-node' });
+    expect(res.body.ExpandedRoles[0].Policies).toEqual([
+      { ID: p3.ID, Name: 'exp-3' },
+      { ID: p1.ID, Name: 'exp-1' },
+    ]);
+    expect(res.body).toMatchObject({
+      NamespaceDefaultPolicyIDs: null,
+      NamespaceDefaultRoleIDs: null,
+      AgentACLDefaultPolicy: 'deny',
+      ResolvedByAgent: 'test-node',
+    });
   });
 });

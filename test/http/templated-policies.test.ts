@@ -3,12 +3,32 @@ import { parsePolicyRules } from '../../src/domain/rules/policy.js';
 import { type TestDaemon, apiFor, startTestDaemon } from '../helpers/daemon.js';
 
 const BUILTINS: Array<[string, string, boolean, string[]]> = [
-  ['builtin/service', '00000000-0000-0000-0000-000000000003', true, ['service "api" {', 'service "api-sidecar-proxy" {', 'service_prefix "" {\n  policy = "read"', 'node_prefix "" {\n  policy = "read"']],
-  ['builtin/node', '00000000-0000-0000-0000-000000000004', true, ['node "api" {\n  policy = "write"', 'service_prefix "" {\n  policy = "read"']],
+  [
+    'builtin/service',
+    '00000000-0000-0000-0000-000000000003',
+    true,
+    ['service "api" {', 'service "api-sidecar-proxy" {', 'service_prefix "" {\n  policy = "read"', 'node_prefix "" {\n  policy = "read"'],
+  ],
+  [
+    'builtin/node',
+    '00000000-0000-0000-0000-000000000004',
+    true,
+    ['node "api" {\n  policy = "write"', 'service_prefix "" {\n  policy = "read"'],
+  ],
   ['builtin/dns', '00000000-0000-0000-0000-000000000005', false, ['node_prefix ""', 'service_prefix ""', 'query_prefix ""']],
-  ['builtin/nomad-server', '00000000-0000-0000-0000-000000000006', false, ['acl = "write"', 'agent_prefix ""', 'service_prefix "" {\n  policy = "write"']],
+  [
+    'builtin/nomad-server',
+    '00000000-0000-0000-0000-000000000006',
+    false,
+    ['acl = "write"', 'agent_prefix ""', 'service_prefix "" {\n  policy = "write"'],
+  ],
   ['builtin/api-gateway', '00000000-0000-0000-0000-000000000008', true, ['mesh = "read"', 'service "api" {\n  policy = "write"']],
-  ['builtin/nomad-client', '00000000-0000-0000-0000-000000000009', false, ['agent_prefix ""', 'key_prefix "" {\n  policy = "read"', 'service_prefix "" {\n  policy = "write"']],
+  [
+    'builtin/nomad-client',
+    '00000000-0000-0000-0000-000000000009',
+    false,
+    ['agent_prefix ""', 'key_prefix "" {\n  policy = "read"', 'service_prefix "" {\n  policy = "write"'],
+  ],
 ];
 
 describe('templated policies', () => {
@@ -49,7 +69,9 @@ describe('templated policies', () => {
     expect(p.Description).toContain(name);
     expect(() => parsePolicyRules(p.Rules)).not.toThrow();
     // The same variables render the same policy.
-    expect((await d.api('POST', `/v1/acl/templated-policy/preview/${name}`, { body: needsName ? { name: 'api' } : {} })).body.ID).toBe(p.ID);
+    expect((await d.api('POST', `/v1/acl/templated-policy/preview/${name}`, { body: needsName ? { name: 'api' } : {} })).body.ID).toBe(
+      p.ID,
+    );
   });
 
   it('refuses builtin/service without Name, an invalid Name, and unknown templates', async () => {
@@ -90,13 +112,17 @@ describe('templated policies', () => {
 
   it('takes the variable in any letter case, as Consul decodes it, and writes it back as Consul does: name', async () => {
     for (const [i, key] of ['Name', 'name', 'NAME', 'nAmE'].entries()) {
-      const token = await d.api('PUT', '/v1/acl/token', { body: { TemplatedPolicies: [{ TemplateName: 'builtin/service', TemplateVariables: { [key]: 'my-service' } }] } });
+      const token = await d.api('PUT', '/v1/acl/token', {
+        body: { TemplatedPolicies: [{ TemplateName: 'builtin/service', TemplateVariables: { [key]: 'my-service' } }] },
+      });
       expect(token.status, key).toBe(200);
       expect(token.body.TemplatedPolicies).toEqual([{ TemplateName: 'builtin/service', TemplateVariables: { name: 'my-service' } }]);
       const read = await d.api('GET', `/v1/acl/token/${token.body.AccessorID}?expanded`);
       expect(read.body.TemplatedPolicies).toEqual([{ TemplateName: 'builtin/service', TemplateVariables: { name: 'my-service' } }]);
       expect(read.body.ExpandedPolicies.some((p: { Rules: string }) => p.Rules.includes('service "my-service"'))).toBe(true);
-      const role = await d.api('PUT', '/v1/acl/role', { body: { Name: `case-role-${i}`, TemplatedPolicies: [{ TemplateName: 'builtin/node', TemplateVariables: { [key]: 'node-1' } }] } });
+      const role = await d.api('PUT', '/v1/acl/role', {
+        body: { Name: `case-role-${i}`, TemplatedPolicies: [{ TemplateName: 'builtin/node', TemplateVariables: { [key]: 'node-1' } }] },
+      });
       expect(role.body.TemplatedPolicies).toEqual([{ TemplateName: 'builtin/node', TemplateVariables: { name: 'node-1' } }]);
     }
     const preview = await d.api('POST', '/v1/acl/templated-policy/preview/builtin/service', { body: { NAME: 'web' } });
@@ -105,12 +131,20 @@ describe('templated policies', () => {
   });
 
   it('grants nothing here when scoped to another datacenter', async () => {
-    const elsewhere = (await d.api('PUT', '/v1/acl/token', { body: { TemplatedPolicies: [{ TemplateName: 'builtin/nomad-server', Datacenters: ['dc2'] }] } })).body;
+    const elsewhere = (
+      await d.api('PUT', '/v1/acl/token', { body: { TemplatedPolicies: [{ TemplateName: 'builtin/nomad-server', Datacenters: ['dc2'] }] } })
+    ).body;
     expect(elsewhere.TemplatedPolicies).toEqual([{ TemplateName: 'builtin/nomad-server', Datacenters: ['dc2'] }]);
     expect((await apiFor(d.url, elsewhere.SecretID)('GET', '/v1/acl/tokens')).status).toBe(403);
-    const here = (await d.api('PUT', '/v1/acl/token', { body: { TemplatedPolicies: [{ TemplateName: 'builtin/nomad-server', Datacenters: ['dc1'] }] } })).body;
+    const here = (
+      await d.api('PUT', '/v1/acl/token', { body: { TemplatedPolicies: [{ TemplateName: 'builtin/nomad-server', Datacenters: ['dc1'] }] } })
+    ).body;
     expect((await apiFor(d.url, here.SecretID)('GET', '/v1/acl/tokens')).status).toBe(200);
-    const role = (await d.api('PUT', '/v1/acl/role', { body: { Name: 'nomad-dc2', TemplatedPolicies: [{ TemplateName: 'builtin/nomad-server', Datacenters: ['dc2'] }] } })).body;
+    const role = (
+      await d.api('PUT', '/v1/acl/role', {
+        body: { Name: 'nomad-dc2', TemplatedPolicies: [{ TemplateName: 'builtin/nomad-server', Datacenters: ['dc2'] }] },
+      })
+    ).body;
     const viaRole = (await d.api('PUT', '/v1/acl/token', { body: { Roles: [{ ID: role.ID }] } })).body;
     expect((await apiFor(d.url, viaRole.SecretID)('GET', '/v1/acl/tokens')).status).toBe(403);
   });

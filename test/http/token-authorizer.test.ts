@@ -3,7 +3,7 @@ import { type TestDaemon, startTestDaemon } from '../helpers/daemon.js';
 
 const PATH = '/v1/internal/acl/authorizer';
 
-/** GET /v1/internal/acl/authorizer: what an enforcing client compiles for a token (SPEC §17). */
+/** GET /v1/internal/acl/authorizer: what an enforcing client compiles for a token (README, "Enforcing policies in your service"). */
 describe('GET /v1/internal/acl/authorizer', () => {
   let d: TestDaemon;
   let web: { ID: string; Rules: string };
@@ -14,7 +14,11 @@ describe('GET /v1/internal/acl/authorizer', () => {
     web = (await d.api('PUT', '/v1/acl/policy', { body: { Name: 'web', Rules: 'service "web" { policy = "write" }' } })).body;
     const keys = (await d.api('PUT', '/v1/acl/policy', { body: { Name: 'keys', Rules: 'key_prefix "app/" { policy = "list" }' } })).body;
     role = (await d.api('PUT', '/v1/acl/role', { body: { Name: 'keys', Policies: [{ ID: keys.ID }] } })).body;
-    token = (await d.api('PUT', '/v1/acl/token', { body: { Policies: [{ ID: web.ID }], Roles: [{ ID: role.ID }], ServiceIdentities: [{ ServiceName: 'api' }] } })).body;
+    token = (
+      await d.api('PUT', '/v1/acl/token', {
+        body: { Policies: [{ ID: web.ID }], Roles: [{ ID: role.ID }], ServiceIdentities: [{ ServiceName: 'api' }] },
+      })
+    ).body;
   });
   afterAll(() => d.close());
 
@@ -26,7 +30,13 @@ describe('GET /v1/internal/acl/authorizer', () => {
     expect(res.body).toMatchObject({ AccessorID: token.AccessorID, Namespace: 'default', Partition: 'default', DefaultPolicy: 'deny' });
     const ids = res.body.Policies.map((p: { ID: string }) => p.ID);
     expect(ids).toContain(web.ID);
-    expect(res.body.Policies.find((p: { ID: string }) => p.ID === web.ID)).toEqual({ ID: web.ID, Rules: web.Rules, Namespace: 'default', Partition: 'default', Builtin: false });
+    expect(res.body.Policies.find((p: { ID: string }) => p.ID === web.ID)).toEqual({
+      ID: web.ID,
+      Rules: web.Rules,
+      Namespace: 'default',
+      Partition: 'default',
+      Builtin: false,
+    });
     expect(res.body.Policies.some((p: { Rules: string }) => p.Rules.includes('key_prefix "app/"'))).toBe(true);
     expect(res.body.Policies.some((p: { Rules: string }) => p.Rules.includes('service "api"'))).toBe(true);
     expect(res.text).not.toContain(token.SecretID);

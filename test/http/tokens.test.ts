@@ -26,8 +26,14 @@ describe('token endpoints', () => {
           SecretID: secret,
           Description: 'web token',
           Policies: [{ ID: policyA.ID }, { Name: 'pol-b' }, { Name: 'pol-a' }],
-          ServiceIdentities: [{ ServiceName: 'web', Datacenters: ['dc2'] }, { ServiceName: 'web', Datacenters: ['dc1'] }],
-          NodeIdentities: [{ NodeName: 'node-1', Datacenter: 'dc1' }, { NodeName: 'node-1', Datacenter: 'dc1' }],
+          ServiceIdentities: [
+            { ServiceName: 'web', Datacenters: ['dc2'] },
+            { ServiceName: 'web', Datacenters: ['dc1'] },
+          ],
+          NodeIdentities: [
+            { NodeName: 'node-1', Datacenter: 'dc1' },
+            { NodeName: 'node-1', Datacenter: 'dc1' },
+          ],
           TemplatedPolicies: [{ TemplateName: 'builtin/dns' }],
           ExpirationTTL: '1h',
         },
@@ -84,7 +90,7 @@ describe('token endpoints', () => {
       expect(Date.parse(res.body.ExpirationTime) - Date.parse(res.body.CreateTime)).toBe(120_000);
     });
 
-    it('accepts the body Consul\'s Go client sends (zero values, empty IDs, null Hash)', async () => {
+    it("accepts the body Consul's Go client sends (zero values, empty IDs, null Hash)", async () => {
       const res = await d.api('PUT', '/v1/acl/token', {
         body: {
           CreateIndex: 0,
@@ -100,7 +106,9 @@ describe('token endpoints', () => {
       });
       expect(res.status).toBe(200);
       expect(res.body.Policies).toEqual([{ ID: '00000000-0000-0000-0000-000000000001', Name: 'global-management' }]);
-      const echoed = await d.api('PUT', `/v1/acl/token/${res.body.AccessorID}`, { body: { ...res.body, AuthMethodNamespace: '', Description: 'echoed by Go' } });
+      const echoed = await d.api('PUT', `/v1/acl/token/${res.body.AccessorID}`, {
+        body: { ...res.body, AuthMethodNamespace: '', Description: 'echoed by Go' },
+      });
       expect(echoed.status).toBe(200);
       expect(echoed.body.Description).toBe('echoed by Go');
     });
@@ -129,29 +137,131 @@ describe('token endpoints', () => {
       ['AccessorID equal to a secret', () => ({ AccessorID: existing.SecretID }), 409, 'CONFLICT', 'AccessorID is already in use'],
       ['SecretID in use', () => ({ SecretID: existing.SecretID }), 409, 'CONFLICT', 'SecretID is already in use'],
       ['SecretID equal to an accessor', () => ({ SecretID: existing.AccessorID }), 409, 'CONFLICT', 'SecretID is already in use'],
-      ['service identity without a name', () => ({ ServiceIdentities: [{ Datacenters: ['dc1'] }] }), 400, 'INVALID_REQUEST', 'missing the service name'],
-      ['service identity with an upper-case name', () => ({ ServiceIdentities: [{ ServiceName: 'Web' }] }), 400, 'INVALID_REQUEST', 'Service identity "Web" has an invalid name'],
-      ['service identity name ending in -', () => ({ ServiceIdentities: [{ ServiceName: 'web-' }] }), 400, 'INVALID_REQUEST', 'has an invalid name'],
-      ['service identity name of 257 chars', () => ({ ServiceIdentities: [{ ServiceName: 'a'.repeat(257) }] }), 400, 'INVALID_REQUEST', 'has an invalid name'],
-      ['service identity datacenters on a local token', () => ({ Local: true, ServiceIdentities: [{ ServiceName: 'web', Datacenters: ['dc1'] }] }), 400, 'INVALID_REQUEST', 'cannot specify a list of datacenters on a local token'],
-      ['service identity with a bad datacenter', () => ({ ServiceIdentities: [{ ServiceName: 'web', Datacenters: ['DC 1'] }] }), 400, 'INVALID_REQUEST', 'invalid datacenter name'],
-      ['node identity without a name', () => ({ NodeIdentities: [{ Datacenter: 'dc1' }] }), 400, 'INVALID_REQUEST', 'missing the node name'],
-      ['node identity without a datacenter', () => ({ NodeIdentities: [{ NodeName: 'n1' }] }), 400, 'INVALID_REQUEST', 'missing the datacenter'],
-      ['node identity with a bad name', () => ({ NodeIdentities: [{ NodeName: 'N_1!', Datacenter: 'dc1' }] }), 400, 'INVALID_REQUEST', 'has an invalid name'],
-      ['TTL and time together', () => ({ ExpirationTTL: '1h', ExpirationTime: new Date(Date.now() + 3_600_000).toISOString() }), 400, 'INVALID_REQUEST', 'cannot both be set'],
+      [
+        'service identity without a name',
+        () => ({ ServiceIdentities: [{ Datacenters: ['dc1'] }] }),
+        400,
+        'INVALID_REQUEST',
+        'missing the service name',
+      ],
+      [
+        'service identity with an upper-case name',
+        () => ({ ServiceIdentities: [{ ServiceName: 'Web' }] }),
+        400,
+        'INVALID_REQUEST',
+        'Service identity "Web" has an invalid name',
+      ],
+      [
+        'service identity name ending in -',
+        () => ({ ServiceIdentities: [{ ServiceName: 'web-' }] }),
+        400,
+        'INVALID_REQUEST',
+        'has an invalid name',
+      ],
+      [
+        'service identity name of 257 chars',
+        () => ({ ServiceIdentities: [{ ServiceName: 'a'.repeat(257) }] }),
+        400,
+        'INVALID_REQUEST',
+        'has an invalid name',
+      ],
+      [
+        'service identity datacenters on a local token',
+        () => ({ Local: true, ServiceIdentities: [{ ServiceName: 'web', Datacenters: ['dc1'] }] }),
+        400,
+        'INVALID_REQUEST',
+        'cannot specify a list of datacenters on a local token',
+      ],
+      [
+        'service identity with a bad datacenter',
+        () => ({ ServiceIdentities: [{ ServiceName: 'web', Datacenters: ['DC 1'] }] }),
+        400,
+        'INVALID_REQUEST',
+        'invalid datacenter name',
+      ],
+      [
+        'node identity without a name',
+        () => ({ NodeIdentities: [{ Datacenter: 'dc1' }] }),
+        400,
+        'INVALID_REQUEST',
+        'missing the node name',
+      ],
+      [
+        'node identity without a datacenter',
+        () => ({ NodeIdentities: [{ NodeName: 'n1' }] }),
+        400,
+        'INVALID_REQUEST',
+        'missing the datacenter',
+      ],
+      [
+        'node identity with a bad name',
+        () => ({ NodeIdentities: [{ NodeName: 'N_1!', Datacenter: 'dc1' }] }),
+        400,
+        'INVALID_REQUEST',
+        'has an invalid name',
+      ],
+      [
+        'TTL and time together',
+        () => ({ ExpirationTTL: '1h', ExpirationTime: new Date(Date.now() + 3_600_000).toISOString() }),
+        400,
+        'INVALID_REQUEST',
+        'cannot both be set',
+      ],
       ['negative TTL', () => ({ ExpirationTTL: '-5m' }), 400, 'INVALID_REQUEST', "Token Expiration TTL '-5m0s' should be > 0"],
-      ['TTL below the minimum', () => ({ ExpirationTTL: '30s' }), 400, 'INVALID_REQUEST', 'ExpirationTime cannot be less than 1m0s in the future (was 30s)'],
-      ['TTL above the maximum', () => ({ ExpirationTTL: '25h' }), 400, 'INVALID_REQUEST', 'ExpirationTime cannot be more than 24h0m0s in the future (was 25h0m0s)'],
-      ['expiration time in the past', () => ({ ExpirationTime: '2001-01-01T00:00:00Z' }), 400, 'INVALID_REQUEST', 'ExpirationTime cannot be before CreateTime'],
+      [
+        'TTL below the minimum',
+        () => ({ ExpirationTTL: '30s' }),
+        400,
+        'INVALID_REQUEST',
+        'ExpirationTime cannot be less than 1m0s in the future (was 30s)',
+      ],
+      [
+        'TTL above the maximum',
+        () => ({ ExpirationTTL: '25h' }),
+        400,
+        'INVALID_REQUEST',
+        'ExpirationTime cannot be more than 24h0m0s in the future (was 25h0m0s)',
+      ],
+      [
+        'expiration time in the past',
+        () => ({ ExpirationTime: '2001-01-01T00:00:00Z' }),
+        400,
+        'INVALID_REQUEST',
+        'ExpirationTime cannot be before CreateTime',
+      ],
       ['malformed TTL', () => ({ ExpirationTTL: 'soon' }), 400, 'INVALID_REQUEST', 'ExpirationTTL'],
       ['malformed expiration time', () => ({ ExpirationTime: 'tomorrow' }), 400, 'INVALID_REQUEST', 'RFC 3339'],
       ['AuthMethod on create', () => ({ AuthMethod: 'k8s' }), 400, 'INVALID_REQUEST', 'AuthMethod field is disallowed outside of login'],
       ['link to a missing policy ID', () => ({ Policies: [{ ID: uuid() }] }), 400, 'INVALID_REQUEST', 'No such ACL policy with ID'],
-      ['link to a missing policy name', () => ({ Policies: [{ Name: 'ghost' }] }), 400, 'INVALID_REQUEST', 'No such ACL policy with name "ghost"'],
-      ['link to a missing role', () => ({ Roles: [{ Name: 'ghost-role' }] }), 400, 'INVALID_REQUEST', 'No such ACL role with name "ghost-role"'],
+      [
+        'link to a missing policy name',
+        () => ({ Policies: [{ Name: 'ghost' }] }),
+        400,
+        'INVALID_REQUEST',
+        'No such ACL policy with name "ghost"',
+      ],
+      [
+        'link to a missing role',
+        () => ({ Roles: [{ Name: 'ghost-role' }] }),
+        400,
+        'INVALID_REQUEST',
+        'No such ACL role with name "ghost-role"',
+      ],
       ['policy link with neither ID nor Name', () => ({ Policies: [{}] }), 400, 'INVALID_REQUEST', 'missing both ID and Name'],
-      ['unknown templated policy', () => ({ TemplatedPolicies: [{ TemplateName: 'builtin/nope' }] }), 400, 'INVALID_REQUEST', 'No such ACL templated policy'],
-      ['templated policy missing its Name', () => ({ TemplatedPolicies: [{ TemplateName: 'builtin/service' }] }), 400, 'INVALID_REQUEST', 'variable "Name" is required'],
+      [
+        'unknown templated policy',
+        () => ({ TemplatedPolicies: [{ TemplateName: 'builtin/nope' }] }),
+        400,
+        'INVALID_REQUEST',
+        'No such ACL templated policy',
+      ],
+      [
+        'templated policy missing its Name',
+        () => ({ TemplatedPolicies: [{ TemplateName: 'builtin/service' }] }),
+        400,
+        'INVALID_REQUEST',
+        'variable "Name" is required',
+      ],
       ['unknown field', () => ({ Bogus: 1 }), 400, 'INVALID_REQUEST', 'unknown field "Bogus"'],
       ['wrong type', () => ({ Description: 42 }), 400, 'INVALID_REQUEST', 'Description'],
       ['bad namespace name', () => ({ Namespace: 'Not_Valid' }), 400, 'INVALID_REQUEST', 'Invalid namespace name'],
@@ -200,7 +310,9 @@ describe('token endpoints', () => {
 
     it('reads itself from the secret, with the real secret', async () => {
       const t = (await d.api('PUT', '/v1/acl/token', { body: { Description: 'me' } })).body;
-      for (const headers of [{ 'X-Consul-Token': t.SecretID }, { Authorization: `Bearer ${t.SecretID}` }] as Array<Record<string, string>>) {
+      for (const headers of [{ 'X-Consul-Token': t.SecretID }, { Authorization: `Bearer ${t.SecretID}` }] as Array<
+        Record<string, string>
+      >) {
         const res = await d.api('GET', '/v1/acl/token/self', { token: undefined, headers });
         expect(res.status).toBe(200);
         expect(res.body).toMatchObject({ AccessorID: t.AccessorID, SecretID: t.SecretID, Description: 'me' });
@@ -210,9 +322,15 @@ describe('token endpoints', () => {
     });
 
     it('expanded read lists the policies behind the token and the agent facts', async () => {
-      const t = (await d.api('PUT', '/v1/acl/token', {
-        body: { Policies: [{ ID: policyA.ID }], ServiceIdentities: [{ ServiceName: 'api' }], NodeIdentities: [{ NodeName: 'n1', Datacenter: 'dc1' }] },
-      })).body;
+      const t = (
+        await d.api('PUT', '/v1/acl/token', {
+          body: {
+            Policies: [{ ID: policyA.ID }],
+            ServiceIdentities: [{ ServiceName: 'api' }],
+            NodeIdentities: [{ NodeName: 'n1', Datacenter: 'dc1' }],
+          },
+        })
+      ).body;
       const res = await d.api('GET', `/v1/acl/token/${t.AccessorID}?expanded`);
       expect(res.status).toBe(200);
       expect(res.body.AccessorID).toBe(t.AccessorID);
@@ -221,15 +339,22 @@ describe('token endpoints', () => {
       expect(names.filter((n: string) => n.startsWith('synthetic-policy-'))).toHaveLength(2);
       expect(res.body.ExpandedPolicies[1].Rules).toContain('service "api"');
       expect(res.body.ExpandedRoles).toEqual([]);
-      expect(res.body).toMatchObject({ AgentACLDefaultPolicy: 'deny', AgentACLDownPolicy: 'extend-cache', ResolvedByAgent: 'test-node', NamespaceDefaultPolicyIDs: null });
+      expect(res.body).toMatchObject({
+        AgentACLDefaultPolicy: 'deny',
+        AgentACLDownPolicy: 'extend-cache',
+        ResolvedByAgent: 'test-node',
+        NamespaceDefaultPolicyIDs: null,
+      });
     });
   });
 
   describe('update', () => {
     it('replaces the mutable fields and keeps the immutable ones', async () => {
-      const t = (await d.api('PUT', '/v1/acl/token', {
-        body: { Description: 'before', Policies: [{ ID: policyA.ID }], ServiceIdentities: [{ ServiceName: 'web' }], ExpirationTTL: '2h' },
-      })).body;
+      const t = (
+        await d.api('PUT', '/v1/acl/token', {
+          body: { Description: 'before', Policies: [{ ID: policyA.ID }], ServiceIdentities: [{ ServiceName: 'web' }], ExpirationTTL: '2h' },
+        })
+      ).body;
       const res = await d.api('PUT', `/v1/acl/token/${t.AccessorID}`, { body: { Description: 'after', Policies: [{ Name: 'pol-b' }] } });
       expect(res.status).toBe(200);
       expect(res.body).toMatchObject({
@@ -247,7 +372,9 @@ describe('token endpoints', () => {
     });
 
     it('accepts a read-back token echoed as the body', async () => {
-      const t = (await d.api('PUT', '/v1/acl/token', { body: { Description: 'echo', Policies: [{ ID: policyA.ID }], ExpirationTTL: '3h' } })).body;
+      const t = (
+        await d.api('PUT', '/v1/acl/token', { body: { Description: 'echo', Policies: [{ ID: policyA.ID }], ExpirationTTL: '3h' } })
+      ).body;
       const read = (await d.api('GET', `/v1/acl/token/${t.AccessorID}`)).body;
       const res = await d.api('PUT', `/v1/acl/token/${t.AccessorID}`, { body: { ...read, Description: 'echoed' } });
       expect(res.status).toBe(200);
@@ -258,7 +385,11 @@ describe('token endpoints', () => {
     const rules: Array<[string, (t: { AccessorID: string; SecretID: string; ExpirationTime: string }) => unknown, string]> = [
       ['a different SecretID', () => ({ SecretID: uuid() }), "Changing a token's SecretID is not permitted"],
       ['a Local toggle', () => ({ Local: true }), 'Cannot toggle local mode of'],
-      ['a different ExpirationTime', (t) => ({ ExpirationTime: new Date(Date.parse(t.ExpirationTime) + 60_000).toISOString() }), 'Cannot change expiration time of'],
+      [
+        'a different ExpirationTime',
+        (t) => ({ ExpirationTime: new Date(Date.parse(t.ExpirationTime) + 60_000).toISOString() }),
+        'Cannot change expiration time of',
+      ],
       ['an ExpirationTTL', () => ({ ExpirationTTL: '2h' }), 'Cannot change expiration time of'],
       ['a different AuthMethod', () => ({ AuthMethod: 'other' }), 'Cannot change AuthMethod of'],
       ['a body AccessorID that differs from the path', () => ({ AccessorID: uuid() }), 'do not match'],
@@ -272,21 +403,30 @@ describe('token endpoints', () => {
       expect((await d.api('GET', `/v1/acl/token/${t.AccessorID}`)).body.ModifyIndex).toBe(t.ModifyIndex);
     });
 
-    it('404s for a missing token and for a malformed ID alike', async () => {
-      const missing = await d.api('PUT', `/v1/acl/token/${uuid()}`, { body: {} });
-      expect(missing.status).toBe(404);
-      expect(missing.body.code).toBe('NOT_FOUND');
+    it('refuses with 400 an update of a missing token and of a malformed ID alike (a write that did nothing)', async () => {
+      const id = uuid();
+      const missing = await d.api('PUT', `/v1/acl/token/${id}`, { body: {} });
+      expect(missing.status).toBe(400);
+      expect(missing.body).toMatchObject({ code: 'INVALID_REQUEST', message: `Cannot find token "${id}"` });
       const malformed = await d.api('PUT', '/v1/acl/token/xyz', { body: {} });
-      expect(malformed.status).toBe(404);
+      expect(malformed.status).toBe(400);
       expect(malformed.body.message).toBe('Cannot find token "xyz"');
     });
   });
 
   describe('clone', () => {
     it('copies links, identities, Local and expiry under new IDs', async () => {
-      const src = (await d.api('PUT', '/v1/acl/token', {
-        body: { Description: 'source', Local: true, Policies: [{ ID: policyA.ID }], ServiceIdentities: [{ ServiceName: 'db' }], ExpirationTTL: '4h' },
-      })).body;
+      const src = (
+        await d.api('PUT', '/v1/acl/token', {
+          body: {
+            Description: 'source',
+            Local: true,
+            Policies: [{ ID: policyA.ID }],
+            ServiceIdentities: [{ ServiceName: 'db' }],
+            ExpirationTTL: '4h',
+          },
+        })
+      ).body;
       const same = await d.api('PUT', `/v1/acl/token/${src.AccessorID}/clone`, { body: {} });
       expect(same.status).toBe(200);
       expect(same.body).toMatchObject({
@@ -303,10 +443,11 @@ describe('token endpoints', () => {
       expect(described.body.Description).toBe('copy');
     });
 
-    it('404s for a missing source', async () => {
-      const res = await d.api('PUT', `/v1/acl/token/${uuid()}/clone`);
-      expect(res.status).toBe(404);
-      expect(res.body.code).toBe('NOT_FOUND');
+    it('refuses with 400 the clone of a missing source', async () => {
+      const id = uuid();
+      const res = await d.api('PUT', `/v1/acl/token/${id}/clone`);
+      expect(res.status).toBe(400);
+      expect(res.body).toMatchObject({ code: 'INVALID_REQUEST', message: `Cannot find token "${id}"` });
     });
 
     it('refuses unknown fields in the body', async () => {

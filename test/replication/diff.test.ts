@@ -16,18 +16,41 @@ const policy = (ID: string, Name: string, extra: Partial<{ Description: string; 
   ModifyIndex: extra.CreateIndex ?? 1,
 });
 
-const state = (s: Partial<GlobalState>): GlobalState => ({ tokens: [], policies: [], roles: [], authMethods: [], bindingRules: [], bootstrap: null, ...s });
+const state = (s: Partial<GlobalState>): GlobalState => ({
+  tokens: [],
+  policies: [],
+  roles: [],
+  authMethods: [],
+  bindingRules: [],
+  bootstrap: null,
+  ...s,
+});
 
 describe('diffSnapshot', () => {
   const t1 = tokenRecord();
   const t2 = tokenRecord();
 
   it.each([
-    ['nothing to do when equal, even with other local indexes', state({ policies: [policy('a', 'A', { CreateIndex: 7 })] }), state({ policies: [policy('a', 'A', { CreateIndex: 99 })] }), []],
+    [
+      'nothing to do when equal, even with other local indexes',
+      state({ policies: [policy('a', 'A', { CreateIndex: 7 })] }),
+      state({ policies: [policy('a', 'A', { CreateIndex: 99 })] }),
+      [],
+    ],
     ['writes what is new', state({}), state({ policies: [policy('a', 'A')] }), ['set policies a']],
-    ['writes what changed', state({ policies: [policy('a', 'A')] }), state({ policies: [policy('a', 'A', { Description: 'x' })] }), ['set policies a']],
+    [
+      'writes what changed',
+      state({ policies: [policy('a', 'A')] }),
+      state({ policies: [policy('a', 'A', { Description: 'x' })] }),
+      ['set policies a'],
+    ],
     ['deletes what the primary no longer has', state({ tokens: [t1, t2] }), state({ tokens: [t2] }), [`delete tokens ${t1.AccessorID}`]],
-    ['sets bootstrap state when it differs', state({}), state({ bootstrap: { Bootstrapped: true, ResetIndex: 3 } }), ['set bootstrap bootstrap']],
+    [
+      'sets bootstrap state when it differs',
+      state({}),
+      state({ bootstrap: { Bootstrapped: true, ResetIndex: 3 } }),
+      ['set bootstrap bootstrap'],
+    ],
   ])('%s', (_name, current, snapshot, expected) => {
     expect(diffSnapshot(current, snapshot).map((c) => `${c.Op} ${c.Table} ${c.ID}`)).toEqual(expected);
   });

@@ -3,7 +3,13 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { systemClock } from '../../src/domain/clock.js';
 import { BUILTIN_POLICIES, builtinPolicyRecord } from '../../src/domain/builtins.js';
 import { GLOBAL_MANAGEMENT_POLICY_ID } from '../../src/domain/ids.js';
-import { CLOSE_TOKEN_REVOKED, DEFAULT_PRIMARY_OPTIONS, type FrameChannel, ReplicationPrimary, type Session } from '../../src/replication/primary.js';
+import {
+  CLOSE_TOKEN_REVOKED,
+  DEFAULT_PRIMARY_OPTIONS,
+  type FrameChannel,
+  ReplicationPrimary,
+  type Session,
+} from '../../src/replication/primary.js';
 import { PROTOCOL_VERSION, type PrimaryFrame } from '../../src/replication/protocol.js';
 import { AclResolver } from '../../src/service/acl-resolver.js';
 import { LevelStore } from '../../src/store/level-store.js';
@@ -63,20 +69,33 @@ describe('replication primary session (socket-free)', () => {
     sessions.push(session);
     return { channel, session };
   };
-  const hello = (logID: string | null, index: number, datacenter = 'dc2') => ({ t: 'hello' as const, v: PROTOCOL_VERSION, datacenter, address: '127.0.0.1:8502', logID, index });
+  const hello = (logID: string | null, index: number, datacenter = 'dc2') => ({
+    t: 'hello' as const,
+    v: PROTOCOL_VERSION,
+    datacenter,
+    address: '127.0.0.1:8502',
+    logID,
+    index,
+  });
 
   beforeEach(async () => {
     dir = await tempDir();
     store = await LevelStore.open(dir.path, { durability: 'fsync', changeLog: true });
     await store.transact((tx) => {
-      for (const p of BUILTIN_POLICIES) tx.putPolicy(builtinPolicyRecord(p));
-      tx.putToken(replicationToken);
-      tx.putToken(global);
-      tx.putToken(global2);
-      tx.putToken(local);
+      for (const p of BUILTIN_POLICIES) tx.put('policies', builtinPolicyRecord(p));
+      tx.put('tokens', replicationToken);
+      tx.put('tokens', global);
+      tx.put('tokens', global2);
+      tx.put('tokens', local);
     });
     const resolver = new AclResolver(store, systemClock, { datacenter: 'dc1', defaultPolicy: 'deny' });
-    primary = new ReplicationPrimary(store, resolver, logger, { ...DEFAULT_PRIMARY_OPTIONS, snapshotChunk: 2 }, { datacenter: 'dc1', address: () => '127.0.0.1:8501' });
+    primary = new ReplicationPrimary(
+      store,
+      resolver,
+      logger,
+      { ...DEFAULT_PRIMARY_OPTIONS, snapshotChunk: 2 },
+      { datacenter: 'dc1', address: () => '127.0.0.1:8501' },
+    );
   });
 
   afterEach(async () => {
@@ -101,17 +120,41 @@ describe('replication primary session (socket-free)', () => {
     expect(chunks.at(-1)?.index).toBe(store.currentIndex());
 
     const later = tokenRecord({ Description: 'later' });
-    await store.transact((tx) => tx.putToken(later));
-    await until('the commit streamed', () => channel.of('entries').some((f) => f.entries.some((e) => e.Changes.some((c) => c.ID === later.AccessorID))));
+    await store.transact((tx) => tx.put('tokens', later));
+    await until('the commit streamed', () =>
+      channel.of('entries').some((f) => f.entries.some((e) => e.Changes.some((c) => c.ID === later.AccessorID))),
+    );
     expect(channel.of('entries').at(-1)?.upTo).toBe(store.currentIndex());
+  });
+
+  it('sends no secondary a change its servers never confirmed (leadership ended first), and stops serving', async () => {
+    const { channel, session } = open();
+    session.receive(hello(null, 0));
+    await until('the last snapshot chunk', () => channel.of('snapshot').some((f) => f.last));
+    // This server leads several: its synchronous follower never confirms, and its leadership ends.
+    store.setReplicator({
+      checkLeadership: () => undefined,
+      term: () => 2,
+      replicate: () => Promise.reject(Object.assign(new Error('leadership ended'), { code: 'NO_LEADER' })),
+      localWriteFailed: () => undefined,
+    });
+    const unconfirmed = tokenRecord({ Description: 'unconfirmed' });
+    await expect(store.transact((tx) => tx.put('tokens', unconfirmed))).rejects.toThrow('leadership ended');
+    store.setReplicator(undefined);
+    expect(store.reader.getToken(unconfirmed.AccessorID)).toBeDefined(); // durable here
+    await until('the session closed', () => channel.closed !== undefined);
+    expect(channel.closed?.code).toBe(1012);
+    const sent = channel.of('entries').flatMap((f) => f.entries.flatMap((e) => e.Changes.map((c) => c.ID)));
+    expect(sent).not.toContain(unconfirmed.AccessorID);
+    expect(primary.isHalted).toBe(true);
   });
 
   it('resumes a secondary from its cursor with the log after it, and skips Local tokens', async () => {
     const cursor = store.currentIndex();
     const a = tokenRecord({ Description: 'a' });
     const hidden = tokenRecord({ Description: 'local b', Local: true });
-    await store.transact((tx) => tx.putToken(a));
-    await store.transact((tx) => tx.putToken(hidden));
+    await store.transact((tx) => tx.put('tokens', a));
+    await store.transact((tx) => tx.put('tokens', hidden));
     const { channel, session } = open();
     session.receive(hello(store.logID, cursor));
     await until('the tail', () => channel.of('entries').length > 0);
@@ -149,12 +192,14 @@ describe('replication primary session (socket-free)', () => {
     const sent = channel.frames.length;
     const after = tokenRecord({ Description: 'after the revocation' });
     await store.transact((tx) => {
-      tx.deleteToken(replicationToken.AccessorID);
-      tx.putToken(after);
+      tx.del('tokens', replicationToken.AccessorID);
+      tx.put('tokens', after);
     });
     await until('the session closed', () => channel.closed !== undefined);
     expect(channel.closed?.code).toBe(CLOSE_TOKEN_REVOKED);
-    expect(channel.frames.slice(sent).some((f) => f.t === 'entries' && f.entries.some((e) => e.Changes.some((c) => c.ID === after.AccessorID)))).toBe(false);
+    expect(
+      channel.frames.slice(sent).some((f) => f.t === 'entries' && f.entries.some((e) => e.Changes.some((c) => c.ID === after.AccessorID))),
+    ).toBe(false);
   });
 
   it('asks the secondary about chosen IDs and takes its answer', async () => {

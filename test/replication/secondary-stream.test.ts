@@ -11,8 +11,25 @@ import { tempDir } from '../helpers/temp-dir.js';
 // and state out, against a real store in a temp dir.
 
 const logger = pino({ level: 'silent' });
-const policy = (ID: string, Name: string) => ({ ID, Name, Description: '', Rules: '', Hash: `h-${Name}`, Namespace: 'default', Partition: 'default', CreateIndex: 1, ModifyIndex: 1 });
-const welcome = (logID: string, mode: 'tail' | 'snapshot', primaryIndex: number): PrimaryFrame => ({ t: 'welcome', v: 2, logID, primaryIndex, mode, datacenters: [{ name: 'dc1', address: '127.0.0.1:1' }] });
+const policy = (ID: string, Name: string) => ({
+  ID,
+  Name,
+  Description: '',
+  Rules: '',
+  Hash: `h-${Name}`,
+  Namespace: 'default',
+  Partition: 'default',
+  CreateIndex: 1,
+  ModifyIndex: 1,
+});
+const welcome = (logID: string, mode: 'tail' | 'snapshot', primaryIndex: number): PrimaryFrame => ({
+  t: 'welcome',
+  v: 2,
+  logID,
+  primaryIndex,
+  mode,
+  datacenters: [{ name: 'dc1', address: '127.0.0.1:1' }],
+});
 const ping = (upTo: number, primaryIndex = upTo): PrimaryFrame => ({ t: 'ping', time: Date.now(), upTo, primaryIndex, datacenters: [] });
 
 interface Harness {
@@ -52,16 +69,45 @@ describe('SecondaryStream (socket-free replication protocol)', () => {
 
   it('says hello from its cursor, applies a chunked snapshot in one go, acknowledges it and persists the cursor', async () => {
     const { stream, sent, events } = make(store);
-    expect(stream.hello('dc2', '127.0.0.1:2')).toEqual({ t: 'hello', v: 2, datacenter: 'dc2', address: '127.0.0.1:2', logID: null, index: 0 });
+    expect(stream.hello('dc2', '127.0.0.1:2')).toEqual({
+      t: 'hello',
+      v: 2,
+      datacenter: 'dc2',
+      address: '127.0.0.1:2',
+      logID: null,
+      index: 0,
+    });
     const t1 = tokenRecord({ Description: 'one' });
     const t2 = tokenRecord({ Description: 'two' });
     stream.receive(welcome('log-a', 'snapshot', 7));
-    stream.receive({ t: 'snapshot', logID: 'log-a', index: 7, tokens: [t1], policies: [policy('p1', 'P1')], roles: [], authMethods: [], bindingRules: [], bootstrap: null, last: false });
+    stream.receive({
+      t: 'snapshot',
+      logID: 'log-a',
+      index: 7,
+      tokens: [t1],
+      policies: [policy('p1', 'P1')],
+      roles: [],
+      authMethods: [],
+      bindingRules: [],
+      bootstrap: null,
+      last: false,
+    });
     await stream.idle();
     // Nothing applied before the last chunk.
     expect(store.reader.getToken(t1.AccessorID)).toBeUndefined();
     expect(stream.isWelcomed()).toBe(true);
-    stream.receive({ t: 'snapshot', logID: 'log-a', index: 7, tokens: [t2], policies: [], roles: [], authMethods: [], bindingRules: [], bootstrap: { Bootstrapped: true, ResetIndex: 0 }, last: true });
+    stream.receive({
+      t: 'snapshot',
+      logID: 'log-a',
+      index: 7,
+      tokens: [t2],
+      policies: [],
+      roles: [],
+      authMethods: [],
+      bindingRules: [],
+      bootstrap: { Bootstrapped: true, ResetIndex: 0 },
+      last: true,
+    });
     await stream.idle();
     expect(store.reader.getToken(t1.AccessorID)?.Description).toBe('one');
     expect(store.reader.getToken(t2.AccessorID)?.Description).toBe('two');
@@ -79,7 +125,13 @@ describe('SecondaryStream (socket-free replication protocol)', () => {
     stream.hello('dc2', 'x');
     stream.receive(welcome('log-a', 'tail', 0));
     const tokens = [tokenRecord(), tokenRecord(), tokenRecord()];
-    tokens.forEach((t, i) => stream.receive({ t: 'entries', entries: [{ Index: i + 1, Changes: [{ Table: 'tokens', Op: 'set', ID: t.AccessorID, Value: t }] }], upTo: i + 1 }));
+    tokens.forEach((t, i) =>
+      stream.receive({
+        t: 'entries',
+        entries: [{ Index: i + 1, Changes: [{ Table: 'tokens', Op: 'set', ID: t.AccessorID, Value: t }] }],
+        upTo: i + 1,
+      }),
+    );
     await stream.idle();
     for (const t of tokens) expect(store.reader.getToken(t.AccessorID)).toBeDefined();
     // They queued while the welcome was handled: one transaction, one ack for the highest index.
@@ -98,7 +150,18 @@ describe('SecondaryStream (socket-free replication protocol)', () => {
     const gone = tokenRecord();
     const kept = tokenRecord();
     stream.receive(welcome('log-a', 'snapshot', 2));
-    stream.receive({ t: 'snapshot', logID: 'log-a', index: 2, tokens: [gone, kept], policies: [], roles: [], authMethods: [], bindingRules: [], bootstrap: null, last: true });
+    stream.receive({
+      t: 'snapshot',
+      logID: 'log-a',
+      index: 2,
+      tokens: [gone, kept],
+      policies: [],
+      roles: [],
+      authMethods: [],
+      bindingRules: [],
+      bootstrap: null,
+      last: true,
+    });
     stream.receive({ t: 'entries', entries: [{ Index: 3, Changes: [{ Table: 'tokens', Op: 'delete', ID: gone.AccessorID }] }], upTo: 3 });
     await stream.idle();
     expect(store.reader.getToken(gone.AccessorID)).toBeUndefined();
@@ -109,7 +172,18 @@ describe('SecondaryStream (socket-free replication protocol)', () => {
     stream.receive(welcome('log-b', 'snapshot', 1));
     await stream.idle();
     expect(stream.appliedIndex()).toBe(0);
-    stream.receive({ t: 'snapshot', logID: 'log-b', index: 1, tokens: [], policies: [], roles: [], authMethods: [], bindingRules: [], bootstrap: null, last: true });
+    stream.receive({
+      t: 'snapshot',
+      logID: 'log-b',
+      index: 1,
+      tokens: [],
+      policies: [],
+      roles: [],
+      authMethods: [],
+      bindingRules: [],
+      bootstrap: null,
+      last: true,
+    });
     await stream.idle();
     expect(store.reader.getToken(kept.AccessorID)).toBeUndefined();
     expect(store.getMeta(META.cursor)).toEqual({ logID: 'log-b', index: 1 });
@@ -117,7 +191,7 @@ describe('SecondaryStream (socket-free replication protocol)', () => {
 
   it('answers check-ids at once with the IDs a Local token here holds', async () => {
     const local = tokenRecord({ Local: true });
-    await store.transact((tx) => tx.putToken(local));
+    await store.transact((tx) => tx.put('tokens', local));
     const { stream, sent } = make(store);
     stream.hello('dc2', 'x');
     stream.receive({ t: 'check-ids', req: 4, ids: [local.AccessorID, local.SecretID, 'not-held'] });
@@ -129,7 +203,11 @@ describe('SecondaryStream (socket-free replication protocol)', () => {
     stream.hello('dc2', 'x');
     stream.receive(welcome('log-a', 'tail', 0));
     const late = tokenRecord();
-    stream.receive({ t: 'entries', entries: [{ Index: 1, Changes: [{ Table: 'tokens', Op: 'set', ID: late.AccessorID, Value: late }] }], upTo: 1 });
+    stream.receive({
+      t: 'entries',
+      entries: [{ Index: 1, Changes: [{ Table: 'tokens', Op: 'set', ID: late.AccessorID, Value: late }] }],
+      upTo: 1,
+    });
     // The connection ends while the welcome is handled: the entries queued behind it are dropped.
     stream.disconnected();
     await stream.idle();
@@ -140,7 +218,18 @@ describe('SecondaryStream (socket-free replication protocol)', () => {
     const whole = tokenRecord();
     stream.hello('dc2', 'x');
     stream.receive(welcome('log-a', 'snapshot', 5));
-    stream.receive({ t: 'snapshot', logID: 'log-a', index: 5, tokens: [partial], policies: [], roles: [], authMethods: [], bindingRules: [], bootstrap: null, last: false });
+    stream.receive({
+      t: 'snapshot',
+      logID: 'log-a',
+      index: 5,
+      tokens: [partial],
+      policies: [],
+      roles: [],
+      authMethods: [],
+      bindingRules: [],
+      bootstrap: null,
+      last: false,
+    });
     // A ping in the middle of a snapshot says nothing about what is applied.
     stream.receive(ping(5));
     await stream.idle();
@@ -149,7 +238,18 @@ describe('SecondaryStream (socket-free replication protocol)', () => {
     expect(stream.isWelcomed()).toBe(false);
     stream.hello('dc2', 'x');
     stream.receive(welcome('log-a', 'snapshot', 5));
-    stream.receive({ t: 'snapshot', logID: 'log-a', index: 5, tokens: [whole], policies: [], roles: [], authMethods: [], bindingRules: [], bootstrap: null, last: true });
+    stream.receive({
+      t: 'snapshot',
+      logID: 'log-a',
+      index: 5,
+      tokens: [whole],
+      policies: [],
+      roles: [],
+      authMethods: [],
+      bindingRules: [],
+      bootstrap: null,
+      last: true,
+    });
     await stream.idle();
     expect(store.reader.getToken(partial.AccessorID)).toBeUndefined();
     expect(store.reader.getToken(whole.AccessorID)).toBeDefined();
@@ -165,7 +265,11 @@ describe('SecondaryStream (socket-free replication protocol)', () => {
     await store.close();
     stream.receive(welcome('log-a', 'tail', 1));
     const t = tokenRecord();
-    stream.receive({ t: 'entries', entries: [{ Index: 1, Changes: [{ Table: 'tokens', Op: 'set', ID: t.AccessorID, Value: t }] }], upTo: 1 });
+    stream.receive({
+      t: 'entries',
+      entries: [{ Index: 1, Changes: [{ Table: 'tokens', Op: 'set', ID: t.AccessorID, Value: t }] }],
+      upTo: 1,
+    });
     await stream.idle();
     expect(events.at(-1)).toMatch(/^abort: applying replicated changes failed: /);
   });

@@ -57,7 +57,9 @@ describe('blocking reads check the caller before they wait', () => {
     const refused = await d.api('GET', `/v1/acl/roles?index=${index}&wait=1m`);
     expect(refused.status).toBe(429);
     expect(refused.body.code).toBe('RATE_LIMITED');
-    expect(refused.body.message).toBe('Too many blocking queries from 127.0.0.1: at most 3 may wait at once; retry later or without ?index');
+    expect(refused.body.message).toBe(
+      'Too many blocking queries from 127.0.0.1: at most 3 may wait at once; retry later or without ?index',
+    );
     expect(refused.headers.get('retry-after')).toBe('5');
     // Reads that do not block are not capped.
     expect((await d.api('GET', '/v1/acl/roles')).status).toBe(200);
@@ -95,7 +97,10 @@ describe('slow clients are timed out', () => {
   it('closes 200 sockets that sent headers and one byte of a 100-byte body, and keeps serving', async () => {
     d = await startTestDaemon({ config: { http_request_timeout: '1s', http_header_timeout: '500ms' } });
     const sockets = Array.from({ length: 200 }, () =>
-      rawSocket(d!.url, `PUT /v1/acl/policy HTTP/1.1\r\nHost: x\r\nX-Service-Token: ${d!.management}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{`),
+      rawSocket(
+        d!.url,
+        `PUT /v1/acl/policy HTTP/1.1\r\nHost: localhost\r\nX-Service-Token: ${d!.management}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{`,
+      ),
     );
     expect((await d.api('GET', '/v1/acl/tokens')).status).toBe(200);
     const answers = await Promise.all(sockets.map((s) => s.closed));
@@ -105,7 +110,7 @@ describe('slow clients are timed out', () => {
 
   it('closes a socket that never finishes its headers', async () => {
     d = await startTestDaemon({ config: { http_request_timeout: '2s', http_header_timeout: '500ms' } });
-    const s = rawSocket(d.url, 'GET /v1/acl/tokens HTTP/1.1\r\nHost: x\r\nX-Slow: ');
+    const s = rawSocket(d.url, 'GET /v1/acl/tokens HTTP/1.1\r\nHost: localhost\r\nX-Slow: ');
     const answer = await s.closed;
     expect(answer.split('\r\n')[0]).toBe('HTTP/1.1 408 Request Timeout');
   });

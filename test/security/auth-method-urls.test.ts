@@ -2,7 +2,7 @@ import { type Server, createServer } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type TestDaemon, startTestDaemon } from '../helpers/daemon.js';
 
-// Where an auth method may point (SPEC §18): https only (http only to this machine), no
+// Where an auth method may point (README, "Security"): https only (http only to this machine), no
 // credentials in a URL, a Kubernetes Host without path or query, an optional allow-list;
 // URLs shown without acl:write lose credentials and query strings; a login never reads a
 // remote end's answer back to the caller.
@@ -20,7 +20,9 @@ describe('auth-method URLs', () => {
     internal = createServer((req, res) => {
       hits.push(`${req.method} ${req.url}`);
       if (req.url?.startsWith('/apis/authentication.k8s.io/v1/tokenreviews')) {
-        res.writeHead(201, { 'Content-Type': 'application/json' }).end(JSON.stringify({ status: { authenticated: false, error: 'internal detail: user table at db-7.corp' } }));
+        res
+          .writeHead(201, { 'Content-Type': 'application/json' })
+          .end(JSON.stringify({ status: { authenticated: false, error: 'internal detail: user table at db-7.corp' } }));
         return;
       }
       res.writeHead(200, { 'Content-Type': 'text/html' }).end('<html>admin panel: 42 users deleted</html>');
@@ -35,14 +37,35 @@ describe('auth-method URLs', () => {
     await new Promise<void>((r) => internal.close(() => r()));
   });
 
-  const method = (Name: string, Type: string, Config: Record<string, unknown>) => d.api('PUT', '/v1/acl/auth-method', { body: { Name, Type, Config } });
+  const method = (Name: string, Type: string, Config: Record<string, unknown>) =>
+    d.api('PUT', '/v1/acl/auth-method', { body: { Name, Type, Config } });
 
   it.each([
-    ['a plain http:// JWKS URL to another machine', 'jwt', { JWKSURL: 'http://10.9.8.7/keys' }, /JWKSURL must be an https:\/\/ URL \(plain http:\/\/ is allowed only for this machine\)/],
+    [
+      'a plain http:// JWKS URL to another machine',
+      'jwt',
+      { JWKSURL: 'http://10.9.8.7/keys' },
+      /JWKSURL must be an https:\/\/ URL \(plain http:\/\/ is allowed only for this machine\)/,
+    ],
     ['credentials in a JWKS URL', 'jwt', { JWKSURL: 'https://svc:S3cr3tP4ss@idp.example/keys' }, /JWKSURL must not carry credentials/],
-    ['credentials in an OIDC discovery URL', 'jwt', { OIDCDiscoveryURL: 'https://user@idp.example' }, /OIDCDiscoveryURL must not carry credentials/],
-    ['a Kubernetes Host with a path and query', 'kubernetes', { Host: 'https://k8s.internal/admin/users/delete?id=1', CACert: '-----BEGIN CERTIFICATE-----x', ServiceAccountJWT: REVIEWER }, /Host must be scheme:\/\/host\[:port\], with no path, query or fragment/],
-    ['a plain http:// Kubernetes Host to another machine (its ServiceAccountJWT would travel in the clear)', 'kubernetes', { Host: 'http://k8s.internal:8080', ServiceAccountJWT: REVIEWER }, /Host must be an https:\/\/ URL/],
+    [
+      'credentials in an OIDC discovery URL',
+      'jwt',
+      { OIDCDiscoveryURL: 'https://user@idp.example' },
+      /OIDCDiscoveryURL must not carry credentials/,
+    ],
+    [
+      'a Kubernetes Host with a path and query',
+      'kubernetes',
+      { Host: 'https://k8s.internal/admin/users/delete?id=1', CACert: '-----BEGIN CERTIFICATE-----x', ServiceAccountJWT: REVIEWER },
+      /Host must be scheme:\/\/host\[:port\], with no path, query or fragment/,
+    ],
+    [
+      'a plain http:// Kubernetes Host to another machine (its ServiceAccountJWT would travel in the clear)',
+      'kubernetes',
+      { Host: 'http://k8s.internal:8080', ServiceAccountJWT: REVIEWER },
+      /Host must be an https:\/\/ URL/,
+    ],
   ])('refuses %s', async (_what, type, config, message) => {
     const res = await method(`m-${Math.random().toString(36).slice(2, 8)}`, type, config);
     expect(res.status).toBe(400);
@@ -58,9 +81,14 @@ describe('auth-method URLs', () => {
     expect(refused.text).not.toContain('db-7.corp');
     // A JWKS URL aimed at the internal service: the caller learns that it answered HTML, not the HTML.
     expect((await method('probe', 'jwt', { JWKSURL: `${internalURL}/admin?token=T0K3N` })).status).toBe(200);
-    const probe = await d.api('POST', '/v1/acl/login', { token: undefined, body: { AuthMethod: 'probe', BearerToken: 'eyJhbGciOiJSUzI1NiJ9.eyJleHAiOjF9.c2ln' } });
+    const probe = await d.api('POST', '/v1/acl/login', {
+      token: undefined,
+      body: { AuthMethod: 'probe', BearerToken: 'eyJhbGciOiJSUzI1NiJ9.eyJleHAiOjF9.c2ln' },
+    });
     expect(probe.status).toBe(403);
-    expect(probe.body.message).toMatch(new RegExp(`fetching the JWKS from ${internalURL}/admin failed: it answered HTTP 200 with something that is not JSON`));
+    expect(probe.body.message).toMatch(
+      new RegExp(`fetching the JWKS from ${internalURL}/admin failed: it answered HTTP 200 with something that is not JSON`),
+    );
     expect(probe.text).not.toMatch(/admin panel|deleted|T0K3N/);
   });
 
@@ -79,11 +107,25 @@ describe('auth-method URLs', () => {
   it('with auth_method_allowed_hosts, refuses other hosts at write time and at login', async () => {
     const strict = await startTestDaemon({ config: { auth_method_allowed_hosts: 'idp.example.com,127.0.0.1' } });
     try {
-      const other = await strict.api('PUT', '/v1/acl/auth-method', { body: { Name: 'elsewhere', Type: 'jwt', Config: { JWKSURL: 'https://evil.example.org/keys' } } });
+      const other = await strict.api('PUT', '/v1/acl/auth-method', {
+        body: { Name: 'elsewhere', Type: 'jwt', Config: { JWKSURL: 'https://evil.example.org/keys' } },
+      });
       expect(other.status).toBe(400);
       expect(other.body.message).toMatch(/JWKSURL names host evil\.example\.org, which is not in auth_method_allowed_hosts/);
-      expect((await strict.api('PUT', '/v1/acl/auth-method', { body: { Name: 'listed', Type: 'jwt', Config: { JWKSURL: 'https://idp.example.com/keys' } } })).status).toBe(200);
-      expect((await strict.api('PUT', '/v1/acl/auth-method', { body: { Name: 'local', Type: 'jwt', Config: { JWKSURL: `${internalURL}/keys` } } })).status).toBe(200);
+      expect(
+        (
+          await strict.api('PUT', '/v1/acl/auth-method', {
+            body: { Name: 'listed', Type: 'jwt', Config: { JWKSURL: 'https://idp.example.com/keys' } },
+          })
+        ).status,
+      ).toBe(200);
+      expect(
+        (
+          await strict.api('PUT', '/v1/acl/auth-method', {
+            body: { Name: 'local', Type: 'jwt', Config: { JWKSURL: `${internalURL}/keys` } },
+          })
+        ).status,
+      ).toBe(200);
     } finally {
       await strict.close();
     }

@@ -15,10 +15,14 @@ interface Hello {
 
 /** Says hello on a raw replication socket; resolves with the first frame and how the socket ended, if it did. */
 async function sayHello(url: string, secret: string, hello: Hello, headers: Record<string, string> = {}) {
-  const ws = new WebSocket(`${url.replace('http', 'ws')}/v1/internal/replication?version=${PROTOCOL_VERSION}`, { headers: { 'X-Service-Token': secret, ...headers } });
+  const ws = new WebSocket(`${url.replace('http', 'ws')}/v1/internal/replication?version=${PROTOCOL_VERSION}`, {
+    headers: { 'X-Service-Token': secret, ...headers },
+  });
   const frames: Array<{ t: string; message?: string }> = [];
   ws.on('message', (data: Buffer) => frames.push(decodeFrame(primaryFrame, data) as never));
-  const closed = new Promise<{ code: number; reason: string }>((resolve) => ws.once('close', (code, reason) => resolve({ code, reason: reason.toString() })));
+  const closed = new Promise<{ code: number; reason: string }>((resolve) =>
+    ws.once('close', (code, reason) => resolve({ code, reason: reason.toString() })),
+  );
   await new Promise<void>((resolve, reject) => {
     ws.once('open', () => resolve());
     ws.once('error', reject);
@@ -52,7 +56,13 @@ describe('the primary does not take a secondary at its word', () => {
     const dc1 = await startTestDaemon({ config });
     daemons.push(dc1);
     const dc2 = await startTestDaemon({
-      config: { datacenter: 'dc2', primary_datacenter: 'dc1', primary_address: dc1.url, initial_management_token: undefined, replication_token: dc1.management },
+      config: {
+        datacenter: 'dc2',
+        primary_datacenter: 'dc1',
+        primary_address: dc1.url,
+        initial_management_token: undefined,
+        replication_token: dc1.management,
+      },
     });
     daemons.push(dc2);
     await waitFor(async () => (await new WatchwordClient({ address: dc2.url }).replication()).Connected);
@@ -117,15 +127,31 @@ describe('the primary does not take a secondary at its word', () => {
   it('refuses a replication token bound to another datacenter, by header before the upgrade and by hello after it', async () => {
     const dc1 = await startTestDaemon();
     daemons.push(dc1);
-    const bound = (await dc1.api('PUT', '/v1/acl/token', { body: { Description: 'replicates dc3 only', Policies: [{ ID: GLOBAL_MANAGEMENT }], NodeIdentities: [{ NodeName: 'replicator', Datacenter: 'dc3' }] } })).body;
+    const bound = (
+      await dc1.api('PUT', '/v1/acl/token', {
+        body: {
+          Description: 'replicates dc3 only',
+          Policies: [{ ID: GLOBAL_MANAGEMENT }],
+          NodeIdentities: [{ NodeName: 'replicator', Datacenter: 'dc3' }],
+        },
+      })
+    ).body;
     const dc2 = await startTestDaemon({
-      config: { datacenter: 'dc2', primary_datacenter: 'dc1', primary_address: dc1.url, initial_management_token: undefined, replication_token: bound.SecretID },
+      config: {
+        datacenter: 'dc2',
+        primary_datacenter: 'dc1',
+        primary_address: dc1.url,
+        initial_management_token: undefined,
+        replication_token: bound.SecretID,
+      },
       replication: { backoffMinMs: 100, backoffMaxMs: 200 },
     });
     daemons.push(dc2);
     const client = new WatchwordClient({ address: dc2.url });
     await waitFor(async () => (await client.replication()).LastErrorMessage.includes('bound'));
-    expect((await client.replication()).LastErrorMessage).toBe('the primary refused replication (HTTP 403): replication token is bound to datacenter dc3, not dc2');
+    expect((await client.replication()).LastErrorMessage).toBe(
+      'the primary refused replication (HTTP 403): replication token is bound to datacenter dc3, not dc2',
+    );
     expect((await client.replication()).Connected).toBe(false);
 
     const raw = await sayHello(dc1.url, bound.SecretID, { datacenter: 'dc2', address: '127.0.0.1:9' });
@@ -133,7 +159,13 @@ describe('the primary does not take a secondary at its word', () => {
     expect((await raw.closed).code).toBe(4003);
 
     const dc3 = await startTestDaemon({
-      config: { datacenter: 'dc3', primary_datacenter: 'dc1', primary_address: dc1.url, initial_management_token: undefined, replication_token: bound.SecretID },
+      config: {
+        datacenter: 'dc3',
+        primary_datacenter: 'dc1',
+        primary_address: dc1.url,
+        initial_management_token: undefined,
+        replication_token: bound.SecretID,
+      },
     });
     daemons.push(dc3);
     await waitFor(async () => (await new WatchwordClient({ address: dc3.url }).replication()).Connected);

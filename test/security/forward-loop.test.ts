@@ -2,10 +2,12 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { WatchwordClient } from '../../src/client/index.js';
 import { PROTOCOL_VERSION, encodeFrame } from '../../src/replication/protocol.js';
-import { type TestDaemon, apiFor, startTestDaemon, waitFor } from '../helpers/daemon.js';
+import { MANAGEMENT_SECRET, type TestDaemon, apiFor, startTestDaemon, waitFor } from '../helpers/daemon.js';
 
 async function requestsServed(url: string, route: string): Promise<number> {
-  const text = await (await fetch(`${url}/v1/agent/metrics?format=prometheus`)).text();
+  const text = await (
+    await fetch(`${url}/v1/agent/metrics?format=prometheus`, { headers: { 'X-Service-Token': MANAGEMENT_SECRET } })
+  ).text();
   let sum = 0;
   for (const line of text.split('\n')) {
     if (line.startsWith('watchword_http_requests_total{') && line.includes(`route="${route}"`)) sum += Number(line.split(' ').pop());
@@ -26,13 +28,17 @@ describe('forwarding between datacenters happens at most once per request', () =
     const dc1 = await startTestDaemon();
     daemons.push(dc1);
     // A session that names itself dc2 but gives the primary's own address.
-    const ws = new WebSocket(`${dc1.url.replace('http', 'ws')}/v1/internal/replication?version=${PROTOCOL_VERSION}`, { headers: { 'X-Service-Token': dc1.management } });
+    const ws = new WebSocket(`${dc1.url.replace('http', 'ws')}/v1/internal/replication?version=${PROTOCOL_VERSION}`, {
+      headers: { 'X-Service-Token': dc1.management },
+    });
     sockets.push(ws);
     await new Promise<void>((resolve, reject) => {
       ws.once('open', () => resolve());
       ws.once('error', reject);
     });
-    ws.send(encodeFrame({ t: 'hello', v: PROTOCOL_VERSION, datacenter: 'dc2', address: dc1.url.replace('http://', ''), logID: null, index: 0 }));
+    ws.send(
+      encodeFrame({ t: 'hello', v: PROTOCOL_VERSION, datacenter: 'dc2', address: dc1.url.replace('http://', ''), logID: null, index: 0 }),
+    );
     await waitFor(async () => ((await dc1.api('GET', '/v1/catalog/datacenters')).body as string[]).includes('dc2'));
 
     const res = await dc1.api('GET', '/v1/acl/tokens?dc=dc2');
@@ -49,11 +55,20 @@ describe('forwarding between datacenters happens at most once per request', () =
     const dc1 = await startTestDaemon();
     daemons.push(dc1);
     const dc2 = await startTestDaemon({
-      config: { datacenter: 'dc2', primary_datacenter: 'dc1', primary_address: dc1.url, initial_management_token: undefined, replication_token: dc1.management },
+      config: {
+        datacenter: 'dc2',
+        primary_datacenter: 'dc1',
+        primary_address: dc1.url,
+        initial_management_token: undefined,
+        replication_token: dc1.management,
+      },
     });
     daemons.push(dc2);
     await waitFor(async () => (await new WatchwordClient({ address: dc2.url }).replication()).Connected);
-    const res = await apiFor(dc2.url, dc1.management)('PUT', '/v1/acl/policy', { body: { Name: 'bounced' }, headers: { 'X-Service-Forwarded-From': 'dc3' } });
+    const res = await apiFor(dc2.url, dc1.management)('PUT', '/v1/acl/policy', {
+      body: { Name: 'bounced' },
+      headers: { 'X-Service-Forwarded-From': 'dc3' },
+    });
     expect(res.status).toBe(508);
     expect(res.body.code).toBe('FORWARD_LOOP');
     expect((await dc1.api('GET', '/v1/acl/policy/name/bounced')).status).toBe(404);

@@ -4,7 +4,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { KeySetCache } from '../../src/auth/key-set.js';
 import { type TestDaemon, startTestDaemon } from '../helpers/daemon.js';
 
-// JWKS fetches are bounded (SPEC §18): one in flight per method, the last good keys kept,
+// JWKS fetches are bounded (README, "Security"): one in flight per method, the last good keys kept,
 // failures backing off, and an absolute deadline whatever the server trickles.
 
 describe('KeySetCache (one method’s remote keys)', () => {
@@ -15,7 +15,15 @@ describe('KeySetCache (one method’s remote keys)', () => {
   it('joins every waiter to one fetch, and refetches for an unknown key at most every 5 s', async () => {
     let fetches = 0;
     let release: () => void = () => undefined;
-    const cache = new KeySetCache(() => new Promise<typeof keySet>((r) => { fetches++; release = () => r(keySet); }), () => 'keys', clock);
+    const cache = new KeySetCache(
+      () =>
+        new Promise<typeof keySet>((r) => {
+          fetches++;
+          release = () => r(keySet);
+        }),
+      () => 'keys',
+      clock,
+    );
     const waiting = Array.from({ length: 40 }, () => cache.get(true));
     release();
     expect(await Promise.all(waiting)).toEqual(Array(40).fill('keys'));
@@ -33,11 +41,15 @@ describe('KeySetCache (one method’s remote keys)', () => {
   it('backs off after a failure (1 s, doubling to 60 s) and serves the last good keys meanwhile', async () => {
     let fetches = 0;
     let fail = false;
-    const cache = new KeySetCache(async () => {
-      fetches++;
-      if (fail) throw new Error('fetching the JWKS failed: it answered HTTP 500 without a key set');
-      return keySet;
-    }, () => `keys#${fetches}`, clock);
+    const cache = new KeySetCache(
+      async () => {
+        fetches++;
+        if (fail) throw new Error('fetching the JWKS failed: it answered HTTP 500 without a key set');
+        return keySet;
+      },
+      () => `keys#${fetches}`,
+      clock,
+    );
     expect(await cache.get(false)).toBe('keys#1');
     fail = true;
     now += 6000;
@@ -56,10 +68,14 @@ describe('KeySetCache (one method’s remote keys)', () => {
 
   it('without good keys a failure is the answer until the back-off ends, and says when the next try is', async () => {
     let fetches = 0;
-    const cache = new KeySetCache(async () => {
-      fetches++;
-      throw new Error('fetching the JWKS from https://idp/keys failed: the connection was refused');
-    }, () => 'keys', clock);
+    const cache = new KeySetCache(
+      async () => {
+        fetches++;
+        throw new Error('fetching the JWKS from https://idp/keys failed: the connection was refused');
+      },
+      () => 'keys',
+      clock,
+    );
     await expect(cache.get(false)).rejects.toThrow(/connection was refused/);
     await expect(cache.get(false)).rejects.toThrow(/connection was refused; the next try is in 1 s/);
     expect(fetches).toBe(1);
@@ -102,7 +118,9 @@ describe('logins against a misbehaving JWKS server', () => {
   /** A fresh (cold) method on the JWKS server, and a JWT signed with key ID `kid`. */
   async function coldMethod(): Promise<string> {
     const name = `jwks-${++method}`;
-    const created = await d.api('PUT', '/v1/acl/auth-method', { body: { Name: name, Type: 'jwt', Config: { JWKSURL: `${url}/keys?api_key=K3Y` } } });
+    const created = await d.api('PUT', '/v1/acl/auth-method', {
+      body: { Name: name, Type: 'jwt', Config: { JWKSURL: `${url}/keys?api_key=K3Y` } },
+    });
     expect(created.status).toBe(200);
     return name;
   }
@@ -110,7 +128,8 @@ describe('logins against a misbehaving JWKS server', () => {
   const jwt = (kid: string) =>
     new SignJWT({ sub: 'x' }).setProtectedHeader({ alg: 'RS256', kid }).setIssuedAt().setExpirationTime('10m').sign(key.privateKey);
 
-  const login = (name: string, bearer: string) => d.api('POST', '/v1/acl/login', { token: undefined, body: { AuthMethod: name, BearerToken: bearer } });
+  const login = (name: string, bearer: string) =>
+    d.api('POST', '/v1/acl/login', { token: undefined, body: { AuthMethod: name, BearerToken: bearer } });
 
   it('40 concurrent logins with unknown key IDs on a cold method cause one fetch', async () => {
     behave = (_req, res) => res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify({ keys: [jwk] }));
@@ -122,7 +141,7 @@ describe('logins against a misbehaving JWKS server', () => {
     expect(requests).toBe(1);
   });
 
-  it('20 logins while the provider answers 500 cause one fetch, and the answer never repeats what the provider said nor the URL\'s secrets', async () => {
+  it("20 logins while the provider answers 500 cause one fetch, and the answer never repeats what the provider said nor the URL's secrets", async () => {
     behave = (_req, res) => res.writeHead(500, { 'Content-Type': 'text/plain' }).end('internal: db password is hunter2');
     const name = await coldMethod();
     requests = 0;
@@ -133,7 +152,9 @@ describe('logins against a misbehaving JWKS server', () => {
       expect(a.text).not.toContain('hunter2');
       expect(a.text).not.toContain('K3Y');
     }
-    expect(answers[0]?.body.message).toMatch(/fetching the JWKS from http:\/\/127\.0\.0\.1:\d+\/keys failed: it answered HTTP 500 with something that is not JSON/);
+    expect(answers[0]?.body.message).toMatch(
+      /fetching the JWKS from http:\/\/127\.0\.0\.1:\d+\/keys failed: it answered HTTP 500 with something that is not JSON/,
+    );
     expect(requests).toBe(1);
   });
 

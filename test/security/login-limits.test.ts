@@ -3,7 +3,7 @@ import { SignJWT, exportSPKI, generateKeyPair } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type TestDaemon, startTestDaemon } from '../helpers/daemon.js';
 
-// Logins are limited by default (SPEC §18): per client, 10 per second with a burst of 20;
+// Logins are limited by default (README, "Security"): per client, 10 per second with a burst of 20;
 // a JWT must carry a time claim; Meta is bounded.
 
 const REVIEWER = 'eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJyZXZpZXdlciJ9.c2ln';
@@ -18,7 +18,9 @@ describe('login limits', () => {
     kube = createServer((req, res) => {
       reviews++;
       req.resume();
-      req.on('end', () => res.writeHead(201, { 'Content-Type': 'application/json' }).end(JSON.stringify({ status: { authenticated: false } })));
+      req.on('end', () =>
+        res.writeHead(201, { 'Content-Type': 'application/json' }).end(JSON.stringify({ status: { authenticated: false } })),
+      );
     });
     await new Promise<void>((r) => kube.listen(0, '127.0.0.1', () => r()));
     const keys = await generateKeyPair('RS256', { extractable: true });
@@ -28,11 +30,25 @@ describe('login limits', () => {
       return jwt.sign(keys.privateKey);
     };
     d = await startTestDaemon();
-    const k = await d.api('PUT', '/v1/acl/auth-method', { body: { Name: 'k8s', Type: 'kubernetes', Config: { Host: `http://127.0.0.1:${(kube.address() as { port: number }).port}`, ServiceAccountJWT: REVIEWER } } });
+    const k = await d.api('PUT', '/v1/acl/auth-method', {
+      body: {
+        Name: 'k8s',
+        Type: 'kubernetes',
+        Config: { Host: `http://127.0.0.1:${(kube.address() as { port: number }).port}`, ServiceAccountJWT: REVIEWER },
+      },
+    });
     expect(k.status).toBe(200);
-    const j = await d.api('PUT', '/v1/acl/auth-method', { body: { Name: 'jwt', Type: 'jwt', Config: { JWTValidationPubKeys: [await exportSPKI(keys.publicKey)], ClaimMappings: { sub: 'sub' } } } });
+    const j = await d.api('PUT', '/v1/acl/auth-method', {
+      body: {
+        Name: 'jwt',
+        Type: 'jwt',
+        Config: { JWTValidationPubKeys: [await exportSPKI(keys.publicKey)], ClaimMappings: { sub: 'sub' } },
+      },
+    });
     expect(j.status).toBe(200);
-    expect((await d.api('PUT', '/v1/acl/binding-rule', { body: { AuthMethod: 'jwt', BindType: 'service', BindName: 'svc' } })).status).toBe(200);
+    expect((await d.api('PUT', '/v1/acl/binding-rule', { body: { AuthMethod: 'jwt', BindType: 'service', BindName: 'svc' } })).status).toBe(
+      200,
+    );
   });
 
   afterAll(async () => {
@@ -65,13 +81,17 @@ describe('login limits', () => {
     await new Promise((r) => setTimeout(r, 2100));
     reviews = 0;
     const answers = [];
+    const started = Date.now();
     for (let i = 0; i < 40; i++) answers.push(await login({ AuthMethod: 'k8s', BearerToken: `aaa.bbb.c${i}` }));
+    // At most the burst (20) and what the bucket refilled (10/s) while the 40 were sent, however slow the machine.
+    const admitted = 20 + Math.ceil((10 * (Date.now() - started)) / 1000);
     const limited = answers.filter((a) => a.status === 429);
-    expect(limited.length).toBeGreaterThanOrEqual(15);
-    expect(answers.filter((a) => a.status === 403).length).toBeLessThanOrEqual(25);
+    expect(limited.length).toBeGreaterThanOrEqual(Math.min(15, 40 - admitted));
+    expect(limited.length).toBeGreaterThan(0);
+    expect(answers.filter((a) => a.status === 403).length).toBeLessThanOrEqual(admitted);
     expect(limited[0]?.body.code).toBe('RATE_LIMITED');
     expect(limited[0]?.body.message).toMatch(/Too many logins from 127\.0\.0\.1: the limit is 10 per second \(login_rate\)/);
     expect(Number(limited[0]?.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
-    expect(reviews).toBeLessThanOrEqual(25);
+    expect(reviews).toBeLessThanOrEqual(admitted);
   });
 });

@@ -10,13 +10,19 @@ describe('a namespace administrator cannot climb into other namespaces', () => {
 
   it('gains nothing outside its namespace by linking a default-namespace policy with namespace blocks', async () => {
     await d.api('PUT', '/v1/acl/policy?ns=a', { body: { Name: 'a-admin', Rules: 'acl = "write"' } });
-    await d.api('PUT', '/v1/acl/policy', { body: { Name: 'b-admin', Rules: 'namespace "b" {\n  acl = "write"\n}\npartition_prefix "" {\n  acl = "write"\n}' } });
+    await d.api('PUT', '/v1/acl/policy', {
+      body: { Name: 'b-admin', Rules: 'namespace "b" {\n  acl = "write"\n}\npartition_prefix "" {\n  acl = "write"\n}' },
+    });
     const victim = (await d.api('PUT', '/v1/acl/token?ns=b', { body: { Description: 'lives in b' } })).body;
-    const admin = (await d.api('PUT', '/v1/acl/token', { body: { Namespace: 'a', Description: 'admin of a', Policies: [{ Name: 'a-admin' }] } })).body;
+    const admin = (
+      await d.api('PUT', '/v1/acl/token', { body: { Namespace: 'a', Description: 'admin of a', Policies: [{ Name: 'a-admin' }] } })
+    ).body;
     const api = apiFor(d.url, admin.SecretID);
 
     // The link itself is allowed (the policy resolves through the default namespace) ...
-    const relinked = await api('PUT', `/v1/acl/token/${admin.AccessorID}`, { body: { Description: 'admin of a', Policies: [{ Name: 'a-admin' }, { Name: 'b-admin' }] } });
+    const relinked = await api('PUT', `/v1/acl/token/${admin.AccessorID}`, {
+      body: { Description: 'admin of a', Policies: [{ Name: 'a-admin' }, { Name: 'b-admin' }] },
+    });
     expect(relinked.status).toBe(200);
     expect(relinked.body.Policies.map((p: { Name: string }) => p.Name)).toEqual(['a-admin', 'b-admin']);
 

@@ -6,11 +6,20 @@ import { type TestDaemon, startTestDaemon, waitFor } from '../helpers/daemon.js'
 /** One request from a chosen loopback address (127.0.0.0/8 all reach this host). */
 function from(localAddress: string, url: string, method: string, token: string, body?: unknown, headers: Record<string, string> = {}) {
   return new Promise<{ status: number; body: { code?: string; message?: string } }>((resolve, reject) => {
-    const req = http.request(url, { method, localAddress, agent: false, headers: { 'X-Service-Token': token, 'Content-Type': 'application/json', ...headers } }, (res) => {
-      let text = '';
-      res.on('data', (c: Buffer) => (text += c.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text ? JSON.parse(text) : undefined }));
-    });
+    const req = http.request(
+      url,
+      {
+        method,
+        localAddress,
+        agent: false,
+        headers: { 'X-Service-Token': token, 'Content-Type': 'application/json', Accept: 'application/json', ...headers },
+      },
+      (res) => {
+        let text = '';
+        res.on('data', (c: Buffer) => (text += c.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text ? JSON.parse(text) : undefined }));
+      },
+    );
     req.on('error', reject);
     req.end(body === undefined ? undefined : JSON.stringify(body));
   });
@@ -27,7 +36,14 @@ describe('rate limits across datacenters', () => {
     const dc1 = await startTestDaemon({ config: primaryConfig });
     daemons.push(dc1);
     const dc2 = await startTestDaemon({
-      config: { datacenter: 'dc2', primary_datacenter: 'dc1', primary_address: dc1.url, initial_management_token: undefined, replication_token: dc1.management, ...secondaryConfig },
+      config: {
+        datacenter: 'dc2',
+        primary_datacenter: 'dc1',
+        primary_address: dc1.url,
+        initial_management_token: undefined,
+        replication_token: dc1.management,
+        ...secondaryConfig,
+      },
     });
     daemons.push(dc2);
     await waitFor(async () => (await new WatchwordClient({ address: dc2.url }).replication()).Connected);
@@ -35,24 +51,34 @@ describe('rate limits across datacenters', () => {
   }
 
   it("limits each client behind a secondary on its own at the primary, not the secondary's traffic as one", async () => {
-    const { dc1, dc2 } = await cluster({ rate_limit: 3, rate_limit_burst: 3 });
+    // A burst of 3 refilled once in 10 s: the test's own pace (forwarded writes wait for replication) cannot refill it.
+    const { dc1, dc2 } = await cluster({ rate_limit: 0.1, rate_limit_burst: 3, rate_limit_peer: 100 });
     for (const client of ['127.0.0.2', '127.0.0.3']) {
       for (let i = 0; i < 3; i++) {
-        const res = await from(client, `${dc2.url}/v1/acl/policy`, 'PUT', dc1.management, { Name: `p-${client.replaceAll('.', '-')}-${i}` });
+        const res = await from(client, `${dc2.url}/v1/acl/policy`, 'PUT', dc1.management, {
+          Name: `p-${client.replaceAll('.', '-')}-${i}`,
+        });
         expect(res.status, `${client} write ${i}`).toBe(200);
       }
     }
     const over = await from('127.0.0.2', `${dc2.url}/v1/acl/policy`, 'PUT', dc1.management, { Name: 'one-too-many' });
     expect(over.status).toBe(429);
     expect(over.body.code).toBe('RATE_LIMITED');
-    expect(over.body.message).toMatch(/^Too many requests from 127\.0\.0\.2: the limit is 3 per second/);
+    expect(over.body.message).toMatch(/^Too many requests from 127\.0\.0\.2: the limit is 0\.1 per second/);
   });
 
   it('ignores X-Service-Forwarded-For from a client that is not a peer daemon', async () => {
     const { dc1 } = await cluster({ rate_limit: 2, rate_limit_burst: 2 });
     const statuses: number[] = [];
     for (let i = 0; i < 4; i++) {
-      statuses.push((await from('127.0.0.4', `${dc1.url}/v1/acl/tokens`, 'GET', dc1.management, undefined, { 'X-Service-Forwarded-From': 'dc2', 'X-Service-Forwarded-For': `10.0.0.${i}` })).status);
+      statuses.push(
+        (
+          await from('127.0.0.4', `${dc1.url}/v1/acl/tokens`, 'GET', dc1.management, undefined, {
+            'X-Service-Forwarded-From': 'dc2',
+            'X-Service-Forwarded-For': `10.0.0.${i}`,
+          })
+        ).status,
+      );
     }
     expect(statuses).toEqual([200, 200, 429, 429]);
   });
@@ -60,11 +86,14 @@ describe('rate limits across datacenters', () => {
   it('limits look-ups of unknown secrets at the primary per client', async () => {
     const { dc2 } = await cluster({}, { secret_lookup_rate: 1 });
     const statuses: Array<string | undefined> = [];
-    for (let i = 0; i < 5; i++) statuses.push((await from('127.0.0.5', `${dc2.url}/v1/acl/token/self`, 'GET', crypto.randomUUID())).body.code);
+    for (let i = 0; i < 5; i++)
+      statuses.push((await from('127.0.0.5', `${dc2.url}/v1/acl/token/self`, 'GET', crypto.randomUUID())).body.code);
     expect(statuses).toEqual(['ACL_NOT_FOUND', 'ACL_NOT_FOUND', 'RATE_LIMITED', 'RATE_LIMITED', 'RATE_LIMITED']);
     const limited = await from('127.0.0.5', `${dc2.url}/v1/acl/token/self`, 'GET', crypto.randomUUID());
     expect(limited.status).toBe(429);
-    expect(limited.body.message).toBe('Too many unknown secrets from 127.0.0.5: secrets this datacenter does not hold are looked up at the primary at most 1 times per second per client');
+    expect(limited.body.message).toBe(
+      'Too many unknown secrets from 127.0.0.5: secrets this datacenter does not hold are looked up at the primary at most 1 times per second per client',
+    );
     // Another client is not affected.
     expect((await from('127.0.0.6', `${dc2.url}/v1/acl/token/self`, 'GET', crypto.randomUUID())).body.code).toBe('ACL_NOT_FOUND');
   });

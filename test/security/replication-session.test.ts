@@ -8,10 +8,14 @@ const GLOBAL_MANAGEMENT = '00000000-0000-0000-0000-000000000001';
 
 /** A raw replication stream, recording every frame and how it ended. */
 async function openStream(url: string, secret: string) {
-  const ws = new WebSocket(`${url.replace('http', 'ws')}/v1/internal/replication?version=${PROTOCOL_VERSION}`, { headers: { 'X-Service-Token': secret } });
+  const ws = new WebSocket(`${url.replace('http', 'ws')}/v1/internal/replication?version=${PROTOCOL_VERSION}`, {
+    headers: { 'X-Service-Token': secret },
+  });
   const frames: Array<ReturnType<typeof decodeFrame<never>>> = [];
   const raw: Buffer[] = [];
-  const closed = new Promise<{ code: number; reason: string }>((resolve) => ws.once('close', (code, reason) => resolve({ code, reason: reason.toString() })));
+  const closed = new Promise<{ code: number; reason: string }>((resolve) =>
+    ws.once('close', (code, reason) => resolve({ code, reason: reason.toString() })),
+  );
   ws.on('message', (data: Buffer) => {
     raw.push(data);
     frames.push(decodeFrame(primaryFrame, data) as never);
@@ -34,7 +38,8 @@ describe('a replication session whose token stops allowing it', () => {
   it('closes at the commit that deletes its token and never sends what comes after', async () => {
     const dc1 = await startTestDaemon();
     daemons.push(dc1);
-    const repl = (await dc1.api('PUT', '/v1/acl/token', { body: { Description: 'replication', Policies: [{ ID: GLOBAL_MANAGEMENT }] } })).body;
+    const repl = (await dc1.api('PUT', '/v1/acl/token', { body: { Description: 'replication', Policies: [{ ID: GLOBAL_MANAGEMENT }] } }))
+      .body;
     const stream = await openStream(dc1.url, repl.SecretID);
     await waitFor(() => stream.frames.some((f: { t: string; last?: boolean }) => f.t === 'snapshot' && f.last));
 
@@ -51,7 +56,8 @@ describe('a replication session whose token stops allowing it', () => {
   it('closes when the token loses acl:write (its policy unlinked)', async () => {
     const dc1 = await startTestDaemon();
     daemons.push(dc1);
-    const repl = (await dc1.api('PUT', '/v1/acl/token', { body: { Description: 'replication', Policies: [{ ID: GLOBAL_MANAGEMENT }] } })).body;
+    const repl = (await dc1.api('PUT', '/v1/acl/token', { body: { Description: 'replication', Policies: [{ ID: GLOBAL_MANAGEMENT }] } }))
+      .body;
     const stream = await openStream(dc1.url, repl.SecretID);
     await waitFor(() => stream.frames.some((f: { t: string; last?: boolean }) => f.t === 'snapshot' && f.last));
     expect((await dc1.api('PUT', `/v1/acl/token/${repl.AccessorID}`, { body: { Description: 'demoted' } })).status).toBe(200);
@@ -65,7 +71,11 @@ describe('a replication session whose token stops allowing it', () => {
   it('closes when the token expires, without any other commit', async () => {
     const dc1 = await startTestDaemon({ config: { token_min_ttl: '100ms', reap_interval: '1h' }, replication: { heartbeatMs: 100 } });
     daemons.push(dc1);
-    const repl = (await dc1.api('PUT', '/v1/acl/token', { body: { Description: 'short-lived', ExpirationTTL: '1s', Policies: [{ ID: GLOBAL_MANAGEMENT }] } })).body;
+    const repl = (
+      await dc1.api('PUT', '/v1/acl/token', {
+        body: { Description: 'short-lived', ExpirationTTL: '1s', Policies: [{ ID: GLOBAL_MANAGEMENT }] },
+      })
+    ).body;
     const stream = await openStream(dc1.url, repl.SecretID);
     const { code, reason } = await stream.closed;
     expect(code).toBe(4003);
@@ -75,9 +85,16 @@ describe('a replication session whose token stops allowing it', () => {
   it("shows the reason in the secondary's replication status", async () => {
     const dc1 = await startTestDaemon();
     daemons.push(dc1);
-    const repl = (await dc1.api('PUT', '/v1/acl/token', { body: { Description: 'replication', Policies: [{ ID: GLOBAL_MANAGEMENT }] } })).body;
+    const repl = (await dc1.api('PUT', '/v1/acl/token', { body: { Description: 'replication', Policies: [{ ID: GLOBAL_MANAGEMENT }] } }))
+      .body;
     const dc2 = await startTestDaemon({
-      config: { datacenter: 'dc2', primary_datacenter: 'dc1', primary_address: dc1.url, initial_management_token: undefined, replication_token: repl.SecretID },
+      config: {
+        datacenter: 'dc2',
+        primary_datacenter: 'dc1',
+        primary_address: dc1.url,
+        initial_management_token: undefined,
+        replication_token: repl.SecretID,
+      },
       replication: { backoffMinMs: 5000, backoffMaxMs: 5000 },
     });
     daemons.push(dc2);
@@ -85,6 +102,8 @@ describe('a replication session whose token stops allowing it', () => {
     await waitFor(async () => (await client.replication()).Connected);
     await dc1.api('DELETE', `/v1/acl/token/${repl.AccessorID}`);
     await waitFor(async () => !(await client.replication()).Connected);
-    expect((await client.replication()).LastErrorMessage).toBe('connection to the primary closed (4003: replication token revoked: replication token is invalid)');
+    expect((await client.replication()).LastErrorMessage).toBe(
+      'connection to the primary closed (4003: replication token revoked: replication token is invalid)',
+    );
   });
 });

@@ -2,7 +2,7 @@ import { SignJWT, exportSPKI, generateKeyPair } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type TestDaemon, startTestDaemon } from '../helpers/daemon.js';
 
-// Binding-rule `matches` runs on RE2 semantics (SPEC §18): the rule that took JavaScript's
+// Binding-rule `matches` runs on RE2 semantics (README, "Security"): the rule that took JavaScript's
 // backtracking engine 2.4 s on a 36-character claim (doubling per character) is linear
 // here, and claims longer than 8 KiB are refused before any selector sees them.
 
@@ -14,13 +14,20 @@ describe('binding-rule selectors against hostile claims', () => {
 
   beforeAll(async () => {
     const keys = await generateKeyPair('RS256', { extractable: true });
-    sign = (email) => new SignJWT({ email }).setProtectedHeader({ alg: 'RS256' }).setIssuedAt().setExpirationTime('10m').sign(keys.privateKey);
+    sign = (email) =>
+      new SignJWT({ email }).setProtectedHeader({ alg: 'RS256' }).setIssuedAt().setExpirationTime('10m').sign(keys.privateKey);
     d = await startTestDaemon();
     const method = await d.api('PUT', '/v1/acl/auth-method', {
-      body: { Name: 'corp', Type: 'jwt', Config: { JWTValidationPubKeys: [await exportSPKI(keys.publicKey)], ClaimMappings: { email: 'email' } } },
+      body: {
+        Name: 'corp',
+        Type: 'jwt',
+        Config: { JWTValidationPubKeys: [await exportSPKI(keys.publicKey)], ClaimMappings: { email: 'email' } },
+      },
     });
     expect(method.status).toBe(200);
-    const rule = await d.api('PUT', '/v1/acl/binding-rule', { body: { AuthMethod: 'corp', Selector: `value.email matches "${EVIL}"`, BindType: 'service', BindName: 'mail' } });
+    const rule = await d.api('PUT', '/v1/acl/binding-rule', {
+      body: { AuthMethod: 'corp', Selector: `value.email matches "${EVIL}"`, BindType: 'service', BindName: 'mail' },
+    });
     expect(rule.status).toBe(200);
   });
 
@@ -41,11 +48,14 @@ describe('binding-rule selectors against hostile claims', () => {
       const bearer = await sign(`${'a'.repeat(n)}!`);
       const started = performance.now();
       // An unrelated read sent together with the login is not held up behind it.
-      const [answer, read] = await Promise.all([login(bearer), (async () => {
-        const t = performance.now();
-        await d.api('GET', '/v1/acl/token/self');
-        return performance.now() - t;
-      })()]);
+      const [answer, read] = await Promise.all([
+        login(bearer),
+        (async () => {
+          const t = performance.now();
+          await d.api('GET', '/v1/acl/token/self');
+          return performance.now() - t;
+        })(),
+      ]);
       const took = performance.now() - started;
       expect(answer.status).toBe(403);
       expect(answer.body.message).toMatch(/no binding rule of the auth method matched/);
@@ -64,7 +74,9 @@ describe('binding-rule selectors against hostile claims', () => {
 
   it('refuses look-around and back-references when a rule is written (RE2 has neither)', async () => {
     for (const pattern of ['^(?=admin)', '(a)\\\\1']) {
-      const rule = await d.api('PUT', '/v1/acl/binding-rule', { body: { AuthMethod: 'corp', Selector: `value.email matches "${pattern}"`, BindType: 'service', BindName: 'x' } });
+      const rule = await d.api('PUT', '/v1/acl/binding-rule', {
+        body: { AuthMethod: 'corp', Selector: `value.email matches "${pattern}"`, BindType: 'service', BindName: 'x' },
+      });
       expect(rule.status).toBe(400);
       expect(rule.body.message).toMatch(/Invalid Binding Rule: invalid Selector: invalid regular expression/);
     }

@@ -6,7 +6,7 @@ import { type AgentProcess, spawnAgent } from '../helpers/process.js';
 import { tempDir } from '../helpers/temp-dir.js';
 
 // A restore is authorized before its body is read, and its body is streamed to a 0600
-// file under a size limit (SPEC §18): an anonymous 600 MB upload cannot grow the daemon.
+// file under a size limit (README, "Security"): an anonymous 600 MB upload cannot grow the daemon.
 
 const MANAGEMENT = 'b1ea1d8e-0000-4000-8000-0000000000aa';
 const MB = 1024 * 1024;
@@ -21,11 +21,24 @@ async function rssBytes(pid: number): Promise<number> {
  * never held in memory here. Resolves with the answer (as soon as it comes, whatever is
  * left unsent) and how long it took.
  */
-function upload(url: string, size: number, token?: string, pace?: { chunk: number; everyMs: number; onChunk?: (sent: number) => Promise<void> }) {
+function upload(
+  url: string,
+  size: number,
+  token?: string,
+  pace?: { chunk: number; everyMs: number; onChunk?: (sent: number) => Promise<void> },
+) {
   return new Promise<{ status: number; body: string; ms: number; sent: number }>((resolve, reject) => {
     const started = Date.now();
     const target = new URL('/v1/snapshot', url);
-    const req = request(target, { method: 'PUT', headers: { 'Content-Type': 'application/octet-stream', 'Content-Length': String(size), ...(token ? { 'X-Service-Token': token } : {}) } });
+    const req = request(target, {
+      method: 'PUT',
+      headers: {
+        'Content-Type': 'application/octet-stream',
+        Accept: 'application/json',
+        'Content-Length': String(size),
+        ...(token ? { 'X-Service-Token': token } : {}),
+      },
+    });
     let sent = 0;
     let answered = false;
     const chunk = Buffer.alloc(pace?.chunk ?? MB, 0x61);
@@ -98,7 +111,10 @@ describe('snapshot uploads', () => {
     expect(unknown.status).toBe(403);
     expect(JSON.parse(unknown.body)).toMatchObject({ code: 'ACL_NOT_FOUND' });
     expect(unknown.ms).toBeLessThan(1000);
-    const put = async (path: string, body: unknown) => (await fetch(`${agent.url}${path}`, { method: 'PUT', headers: { 'X-Service-Token': MANAGEMENT }, body: JSON.stringify(body) })).json() as Promise<Record<string, string>>;
+    const put = async (path: string, body: unknown) =>
+      (
+        await fetch(`${agent.url}${path}`, { method: 'PUT', headers: { 'X-Service-Token': MANAGEMENT }, body: JSON.stringify(body) })
+      ).json() as Promise<Record<string, string>>;
     const policy = await put('/v1/acl/policy', { Name: 'acl-only', Rules: 'acl = "write"' });
     const token = await put('/v1/acl/token', { Policies: [{ ID: policy.ID }] });
     const denied = await upload(agent.url, 50 * MB, token.SecretID);
@@ -113,7 +129,10 @@ describe('snapshot uploads', () => {
     expect(JSON.parse(declared.body).message).toMatch(/Snapshot is too large \(limit 4194304 bytes: snapshot_max_bytes\)/);
     // Without a length (chunked), the limit applies to what arrives.
     const chunked = await new Promise<number>((resolve, reject) => {
-      const req = request(new URL('/v1/snapshot', agent.url), { method: 'PUT', headers: { 'X-Service-Token': MANAGEMENT, 'Transfer-Encoding': 'chunked' } });
+      const req = request(new URL('/v1/snapshot', agent.url), {
+        method: 'PUT',
+        headers: { 'X-Service-Token': MANAGEMENT, Accept: 'application/json', 'Transfer-Encoding': 'chunked' },
+      });
       let answered = false;
       req.on('response', (res) => {
         answered = true;
@@ -142,7 +161,8 @@ describe('snapshot uploads', () => {
       chunk: 256 * 1024,
       everyMs: 100,
       onChunk: async () => {
-        for (const f of (await readdir(dir.path)).filter((x) => x.startsWith('snapshot-upload-'))) modes.push((await stat(join(dir.path, f))).mode & 0o777);
+        for (const f of (await readdir(dir.path)).filter((x) => x.startsWith('snapshot-upload-')))
+          modes.push((await stat(join(dir.path, f))).mode & 0o777);
       },
     });
     expect(answer.status).toBe(400);

@@ -27,7 +27,7 @@ describe('LevelStore', () => {
 
   it('stores a token with its indexes, stamping one index per transaction', async () => {
     const t = tokenRecord({ Policies: [{ ID: 'p1' }], ServiceIdentities: [{ ServiceName: 'web' }] });
-    const stored = await store.transact((tx) => tx.putToken(t));
+    const stored = await store.transact((tx) => tx.put('tokens', t));
     expect([stored.CreateIndex, stored.ModifyIndex]).toEqual([1, 1]);
     expect(store.currentIndex()).toBe(1);
     expect(store.tableIndex('tokens')).toBe(1);
@@ -36,25 +36,25 @@ describe('LevelStore', () => {
     expect(store.reader.listTokens({ ...everywhere, policy: 'p1' }).map((x) => x.AccessorID)).toEqual([t.AccessorID]);
     expect(store.reader.listTokens({ ...everywhere, serviceName: 'web' }).length).toBe(1);
     // An update keeps CreateIndex and moves ModifyIndex, whatever the caller passed.
-    const updated = await store.transact((tx) => tx.putToken({ ...stored, Description: 'changed', CreateIndex: 99, ModifyIndex: 99 }));
+    const updated = await store.transact((tx) => tx.put('tokens', { ...stored, Description: 'changed', CreateIndex: 99, ModifyIndex: 99 }));
     expect([updated.CreateIndex, updated.ModifyIndex]).toEqual([1, 2]);
   });
 
   it('removes stale index entries when a record changes or is deleted', async () => {
     const t = tokenRecord({ Policies: [{ ID: 'p1' }] });
-    await store.transact((tx) => tx.putToken(t));
-    await store.transact((tx) => tx.putToken({ ...t, Policies: [{ ID: 'p2' }] }));
+    await store.transact((tx) => tx.put('tokens', t));
+    await store.transact((tx) => tx.put('tokens', { ...t, Policies: [{ ID: 'p2' }] }));
     expect(store.reader.listTokens({ ...everywhere, policy: 'p1' })).toEqual([]);
     expect(store.reader.listTokens({ ...everywhere, policy: 'p2' }).length).toBe(1);
-    expect(await store.transact((tx) => tx.deleteToken(t.AccessorID))).toBe(true);
-    expect(await store.transact((tx) => tx.deleteToken(t.AccessorID))).toBe(false);
+    expect(await store.transact((tx) => tx.del('tokens', t.AccessorID))).toBe(true);
+    expect(await store.transact((tx) => tx.del('tokens', t.AccessorID))).toBe(false);
     expect(store.reader.getTokenBySecret(t.SecretID)).toBeUndefined();
     expect(store.reader.listTokens({ ...everywhere, policy: 'p2' })).toEqual([]);
   });
 
   it('shows readers only durable state, and transactions every accepted write', async () => {
     const a = tokenRecord();
-    const written = store.transact((tx) => tx.putToken(a));
+    const written = store.transact((tx) => tx.put('tokens', a));
     // Accepted, not yet durable: invisible to readers, visible to the next transaction.
     expect(store.reader.getToken(a.AccessorID)).toBeUndefined();
     expect(store.reader.getTokenBySecret(a.SecretID)).toBeUndefined();
@@ -68,7 +68,7 @@ describe('LevelStore', () => {
     const tokens = Array.from({ length: 200 }, () => tokenRecord());
     const events: CommitEvent[] = [];
     store.onCommit((e) => events.push(e));
-    await Promise.all(tokens.map((t) => store.transact((tx) => tx.putToken(t))));
+    await Promise.all(tokens.map((t) => store.transact((tx) => tx.put('tokens', t))));
     // Far fewer commits than writes: they were grouped.
     expect(events.length).toBeLessThan(tokens.length / 10);
     // Every change still takes its own index.
@@ -79,9 +79,9 @@ describe('LevelStore', () => {
   it('writes a change-log entry for global changes only, in the same batch', async () => {
     const global = tokenRecord();
     const local = tokenRecord({ Local: true });
-    await store.transact((tx) => tx.putToken(global));
-    await store.transact((tx) => tx.putToken(local));
-    await store.transact((tx) => tx.deleteToken(global.AccessorID));
+    await store.transact((tx) => tx.put('tokens', global));
+    await store.transact((tx) => tx.put('tokens', local));
+    await store.transact((tx) => tx.del('tokens', global.AccessorID));
     const expected = [
       [1, [`set:${global.AccessorID}`]],
       [3, [`delete:${global.AccessorID}`]],
@@ -98,7 +98,7 @@ describe('LevelStore', () => {
 
   it('wakes a waiter when the watched table index passes its index, and on abort', async () => {
     const woke = store.waitForTableIndex('tokens', 0);
-    await store.transact((tx) => tx.putToken(tokenRecord()));
+    await store.transact((tx) => tx.put('tokens', tokenRecord()));
     await expect(woke).resolves.toBeUndefined();
     const controller = new AbortController();
     const waiting = store.waitForTableIndex('tokens', store.tableIndex('tokens'), controller.signal);
@@ -111,10 +111,10 @@ describe('LevelStore', () => {
     const a = tokenRecord({ Policies: [{ ID: 'p' }] });
     const b = tokenRecord({ ExpirationTime: new Date(Date.now() + 60_000).toISOString() });
     await store.transact((tx) => {
-      tx.putToken(a);
-      tx.putToken(b);
+      tx.put('tokens', a);
+      tx.put('tokens', b);
     });
-    await store.transact((tx) => tx.putToken({ ...a, Description: 'changed' }));
+    await store.transact((tx) => tx.put('tokens', { ...a, Description: 'changed' }));
     await expect(open(dir.path)).rejects.toThrow(/in use by another process/);
     const logID = store.logID;
     await store.close();
@@ -131,7 +131,7 @@ describe('LevelStore', () => {
   it('walks expired tokens in time order with a cursor', async () => {
     const at = (s: number) => new Date(Date.UTC(2030, 0, 1, 0, 0, s)).toISOString();
     const tokens = [3, 1, 2, 1, 5].map((s) => tokenRecord({ ExpirationTime: at(s) }));
-    await store.transact((tx) => tokens.forEach((t) => tx.putToken(t)));
+    await store.transact((tx) => tokens.forEach((t) => tx.put('tokens', t)));
     const until = Date.parse(at(3));
     const first = store.reader.expiredTokens(until, 2);
     const rest = store.reader.expiredTokens(until, 10, first[1]?.cursor);
@@ -142,11 +142,11 @@ describe('LevelStore', () => {
 
   it('keeps a unique index entry that another record took over in the same batch', async () => {
     const old = tokenRecord();
-    await store.transact((tx) => tx.putToken(old));
+    await store.transact((tx) => tx.put('tokens', old));
     const successor = tokenRecord({ SecretID: old.SecretID });
     await store.transact((tx) => {
-      tx.putToken(successor);
-      tx.deleteToken(old.AccessorID);
+      tx.put('tokens', successor);
+      tx.del('tokens', old.AccessorID);
     });
     expect(store.reader.getTokenBySecret(old.SecretID)?.AccessorID).toBe(successor.AccessorID);
   });
@@ -155,15 +155,15 @@ describe('LevelStore', () => {
     const t = tokenRecord();
     await expect(
       store.transact((tx) => {
-        tx.putToken(t);
+        tx.put('tokens', t);
         throw new Error('validation failed');
       }),
     ).rejects.toThrow('validation failed');
     expect(store.reader.getToken(t.AccessorID)).toBeUndefined();
     expect(await store.transact((tx) => tx.getToken(t.AccessorID))).toBeUndefined();
-    await expect(store.transact(async (tx) => tx.putToken(t))).rejects.toThrow(/synchronous/);
+    await expect(store.transact(async (tx) => tx.put('tokens', t))).rejects.toThrow(/synchronous/);
     expect(store.reader.getToken(t.AccessorID)).toBeUndefined();
-    expect((await store.transact((tx) => tx.putToken(t))).ModifyIndex).toBe(1);
+    expect((await store.transact((tx) => tx.put('tokens', t))).ModifyIndex).toBe(1);
   });
 
   it('keeps every record field through the store and a replication frame', async () => {
@@ -175,7 +175,7 @@ describe('LevelStore', () => {
       NodeIdentities: [{ NodeName: 'n1', Datacenter: 'dc2' }],
       TemplatedPolicies: [{ TemplateName: 'builtin/service', TemplateVariables: { name: 'api' }, Datacenters: ['dc1'] }],
     });
-    const stored = await store.transact((tx) => tx.putToken(t));
+    const stored = await store.transact((tx) => tx.put('tokens', t));
     await store.close();
     store = await open(dir.path);
     const reread = store.reader.getToken(t.AccessorID);

@@ -12,7 +12,10 @@ const valid: Record<TableName, Array<Record<string, unknown>>> = {
       Roles: [{ ID: 'r' }],
       ServiceIdentities: [{ ServiceName: 'web', Datacenters: ['dc1'] }, { ServiceName: 'db' }],
       NodeIdentities: [{ NodeName: 'n', Datacenter: 'dc2' }],
-      TemplatedPolicies: [{ TemplateName: 'builtin/service', TemplateVariables: { name: 'x' }, Datacenters: ['dc1'] }, { TemplateName: 'builtin/dns' }],
+      TemplatedPolicies: [
+        { TemplateName: 'builtin/service', TemplateVariables: { name: 'x' }, Datacenters: ['dc1'] },
+        { TemplateName: 'builtin/dns' },
+      ],
       Local: true,
       AuthMethod: 'kube',
       AuthMethodNamespace: 'default',
@@ -20,20 +23,114 @@ const valid: Record<TableName, Array<Record<string, unknown>>> = {
     }) as unknown as Record<string, unknown>,
   ],
   policies: [
-    { ID: 'p', Name: 'n', Description: '', Rules: '', Hash: 'h', Namespace: 'default', Partition: 'default', CreateIndex: 1, ModifyIndex: 2 },
-    { ID: 'p', Name: 'n', Description: 'd', Rules: 'acl = "read"', Datacenters: ['dc1'], Hash: 'h', Namespace: 'a', Partition: 'b', CreateIndex: 0, ModifyIndex: 0 },
+    {
+      ID: 'p',
+      Name: 'n',
+      Description: '',
+      Rules: '',
+      Hash: 'h',
+      Namespace: 'default',
+      Partition: 'default',
+      CreateIndex: 1,
+      ModifyIndex: 2,
+    },
+    {
+      ID: 'p',
+      Name: 'n',
+      Description: 'd',
+      Rules: 'acl = "read"',
+      Datacenters: ['dc1'],
+      Hash: 'h',
+      Namespace: 'a',
+      Partition: 'b',
+      CreateIndex: 0,
+      ModifyIndex: 0,
+    },
   ],
   roles: [
-    { ID: 'r', Name: 'n', Description: '', Policies: [], ServiceIdentities: [], NodeIdentities: [], TemplatedPolicies: [], Hash: 'h', Namespace: 'default', Partition: 'default', CreateIndex: 1, ModifyIndex: 1 },
-    { ID: 'r', Name: 'n', Description: 'd', Policies: [{ ID: 'p' }], ServiceIdentities: [{ ServiceName: 's' }], NodeIdentities: [{ NodeName: 'n', Datacenter: 'dc1' }], TemplatedPolicies: [{ TemplateName: 't' }], Hash: 'h', Namespace: 'default', Partition: 'default', CreateIndex: 1, ModifyIndex: 1 },
+    {
+      ID: 'r',
+      Name: 'n',
+      Description: '',
+      Policies: [],
+      ServiceIdentities: [],
+      NodeIdentities: [],
+      TemplatedPolicies: [],
+      Hash: 'h',
+      Namespace: 'default',
+      Partition: 'default',
+      CreateIndex: 1,
+      ModifyIndex: 1,
+    },
+    {
+      ID: 'r',
+      Name: 'n',
+      Description: 'd',
+      Policies: [{ ID: 'p' }],
+      ServiceIdentities: [{ ServiceName: 's' }],
+      NodeIdentities: [{ NodeName: 'n', Datacenter: 'dc1' }],
+      TemplatedPolicies: [{ TemplateName: 't' }],
+      Hash: 'h',
+      Namespace: 'default',
+      Partition: 'default',
+      CreateIndex: 1,
+      ModifyIndex: 1,
+    },
   ],
   authMethods: [
-    { Name: 'm', Type: 'jwt', DisplayName: '', Description: '', MaxTokenTTL: '', TokenLocality: 'local', Config: {}, Namespace: 'default', Partition: 'default', CreateIndex: 1, ModifyIndex: 1 },
-    { Name: 'k', Type: 'kubernetes', DisplayName: 'K', Description: 'd', MaxTokenTTL: '1h0m0s', TokenLocality: 'global', Config: { Host: 'https://k' }, Namespace: 'a', Partition: 'b', CreateIndex: 0, ModifyIndex: 3 },
+    {
+      Name: 'm',
+      Type: 'jwt',
+      DisplayName: '',
+      Description: '',
+      MaxTokenTTL: '',
+      TokenLocality: 'local',
+      Config: {},
+      Namespace: 'default',
+      Partition: 'default',
+      CreateIndex: 1,
+      ModifyIndex: 1,
+    },
+    {
+      Name: 'k',
+      Type: 'kubernetes',
+      DisplayName: 'K',
+      Description: 'd',
+      MaxTokenTTL: '1h0m0s',
+      TokenLocality: 'global',
+      Config: { Host: 'https://k' },
+      Namespace: 'a',
+      Partition: 'b',
+      CreateIndex: 0,
+      ModifyIndex: 3,
+    },
   ],
   bindingRules: [
-    { ID: 'b', Description: '', AuthMethod: 'm', Selector: '', BindType: 'service', BindName: 'web', Namespace: 'default', Partition: 'default', CreateIndex: 1, ModifyIndex: 1 },
-    { ID: 'b', Description: 'd', AuthMethod: 'm', Selector: 'value.x == "y"', BindType: 'templated-policy', BindName: 'builtin/service', BindVars: { name: 'web' }, Namespace: 'default', Partition: 'default', CreateIndex: 1, ModifyIndex: 1 },
+    {
+      ID: 'b',
+      Description: '',
+      AuthMethod: 'm',
+      Selector: '',
+      BindType: 'service',
+      BindName: 'web',
+      Namespace: 'default',
+      Partition: 'default',
+      CreateIndex: 1,
+      ModifyIndex: 1,
+    },
+    {
+      ID: 'b',
+      Description: 'd',
+      AuthMethod: 'm',
+      Selector: 'value.x == "y"',
+      BindType: 'templated-policy',
+      BindName: 'builtin/service',
+      BindVars: { name: 'web' },
+      Namespace: 'default',
+      Partition: 'default',
+      CreateIndex: 1,
+      ModifyIndex: 1,
+    },
   ],
 };
 
@@ -78,16 +175,43 @@ describe('start-up record checks agree with the record schemas', () => {
 
 describe('records written before template variables were stored as Consul writes them', () => {
   it('read a token and a role whose TemplateVariables say Name as name, at load and in a snapshot', () => {
-    const token = tokenRecord({ TemplatedPolicies: [{ TemplateName: 'builtin/service', TemplateVariables: { Name: 'web' } as unknown as { name: string } }] }) as unknown as Record<string, unknown>;
+    const token = tokenRecord({
+      TemplatedPolicies: [{ TemplateName: 'builtin/service', TemplateVariables: { Name: 'web' } as unknown as { name: string } }],
+    }) as unknown as Record<string, unknown>;
     expect(RECORD_CHECKS.tokens(token)).toBe(true);
     expect(token.TemplatedPolicies).toEqual([{ TemplateName: 'builtin/service', TemplateVariables: { name: 'web' } }]);
-    const role = { ID: 'r', Name: 'n', Description: '', Policies: [], ServiceIdentities: [], NodeIdentities: [], TemplatedPolicies: [{ TemplateName: 'builtin/node', TemplateVariables: { Name: 'n1' } }], Hash: 'h', Namespace: 'default', Partition: 'default', CreateIndex: 1, ModifyIndex: 1 };
+    const role = {
+      ID: 'r',
+      Name: 'n',
+      Description: '',
+      Policies: [],
+      ServiceIdentities: [],
+      NodeIdentities: [],
+      TemplatedPolicies: [{ TemplateName: 'builtin/node', TemplateVariables: { Name: 'n1' } }],
+      Hash: 'h',
+      Namespace: 'default',
+      Partition: 'default',
+      CreateIndex: 1,
+      ModifyIndex: 1,
+    };
     const parsed = TABLES.roles.schema.parse(structuredClone(role)) as { TemplatedPolicies: unknown };
     expect(parsed.TemplatedPolicies).toEqual([{ TemplateName: 'builtin/node', TemplateVariables: { name: 'n1' } }]);
   });
 
   it('read a binding rule whose BindVars say Name as name', () => {
-    const rule = { ID: 'b', Description: '', AuthMethod: 'm', Selector: '', BindType: 'templated-policy', BindName: 'builtin/service', BindVars: { Name: 'web' }, Namespace: 'default', Partition: 'default', CreateIndex: 1, ModifyIndex: 1 };
+    const rule = {
+      ID: 'b',
+      Description: '',
+      AuthMethod: 'm',
+      Selector: '',
+      BindType: 'templated-policy',
+      BindName: 'builtin/service',
+      BindVars: { Name: 'web' },
+      Namespace: 'default',
+      Partition: 'default',
+      CreateIndex: 1,
+      ModifyIndex: 1,
+    };
     const loaded = structuredClone(rule);
     expect(RECORD_CHECKS.bindingRules(loaded)).toBe(true);
     expect(loaded.BindVars).toEqual({ name: 'web' });

@@ -61,9 +61,9 @@ describe('server batches (a datacenter of several servers)', () => {
     await follower.installServerSnapshot(await snapshotOf(leader), { seq: 0, term: 0 });
     const a = tokenRecord({ Policies: [{ ID: 'p1' }] });
     const b = tokenRecord({ Local: true });
-    await leader.transact((tx) => tx.putToken(a));
-    await leader.transact((tx) => tx.putToken(b));
-    await leader.transact((tx) => tx.deleteToken(a.AccessorID));
+    await leader.transact((tx) => tx.put('tokens', a));
+    await leader.transact((tx) => tx.put('tokens', b));
+    await leader.transact((tx) => tx.del('tokens', a.AccessorID));
     expect(rec.batches.map((x) => [x.seq, x.prev, x.term])).toEqual([
       [1, 0, 7],
       [2, 1, 7],
@@ -71,6 +71,12 @@ describe('server batches (a datacenter of several servers)', () => {
     ]);
     const woke = follower.waitForTableIndex('tokens', 0);
     for (const batch of rec.batches) await follower.applyServerBatches([batch]);
+    // Durable at the follower, but shown to readers only as far as the leader has committed.
+    expect(follower.serverPosition()).toEqual({ seq: 3, term: 7 });
+    expect(follower.reader.getToken(a.AccessorID)).toBeUndefined();
+    follower.commitServerBatches(2);
+    expect(follower.reader.getToken(a.AccessorID)).toBeDefined();
+    follower.commitServerBatches(3);
     await woke;
     expect(follower.currentIndex()).toBe(leader.currentIndex());
     expect(follower.tableIndex('tokens')).toBe(leader.tableIndex('tokens'));
@@ -79,7 +85,7 @@ describe('server batches (a datacenter of several servers)', () => {
     expect(follower.serverPosition()).toEqual({ seq: 3, term: 7 });
     expect(follower.logID).toBe(leader.logID);
     // Writes are refused at a follower.
-    await expect(follower.transact((tx) => tx.putToken(tokenRecord()))).rejects.toMatchObject({ code: 'NO_LEADER' });
+    await expect(follower.transact((tx) => tx.put('tokens', tokenRecord()))).rejects.toMatchObject({ code: 'NO_LEADER' });
     await follower.close();
     follower = await open(dirs[1]!.path);
     expect(follower.serverPosition()).toEqual({ seq: 3, term: 7 });
@@ -91,10 +97,10 @@ describe('server batches (a datacenter of several servers)', () => {
   it('installs a snapshot in place of whatever it held', async () => {
     const stale = tokenRecord();
     follower.setFollower(false);
-    await follower.transact((tx) => tx.putToken(stale));
+    await follower.transact((tx) => tx.put('tokens', stale));
     follower.setFollower(true);
     const kept = tokenRecord();
-    await leader.transact((tx) => tx.putToken(kept));
+    await leader.transact((tx) => tx.put('tokens', kept));
     const it = leader.serverSnapshot(64);
     const chunks: Array<[string, Uint8Array]> = [];
     let r = await it.next();
@@ -111,22 +117,22 @@ describe('server batches (a datacenter of several servers)', () => {
 
   it('a fenced leader writes nothing and stays writable once it may write again', async () => {
     rec.fenced = true;
-    await expect(leader.transact((tx) => tx.putToken(tokenRecord()))).rejects.toMatchObject({ code: 'NO_LEADER' });
+    await expect(leader.transact((tx) => tx.put('tokens', tokenRecord()))).rejects.toMatchObject({ code: 'NO_LEADER' });
     expect(leader.currentIndex()).toBe(0);
     expect(leader.health().available).toBe(true);
     rec.fenced = false;
-    const t = await leader.transact((tx) => tx.putToken(tokenRecord()));
+    const t = await leader.transact((tx) => tx.put('tokens', tokenRecord()));
     expect(t.ModifyIndex).toBe(1);
   });
 
   it('a batch the followers did not confirm is durable here but not acknowledged', async () => {
     rec.failRemote = true;
     const t = tokenRecord();
-    await expect(leader.transact((tx) => tx.putToken(t))).rejects.toMatchObject({ code: 'NO_LEADER' });
+    await expect(leader.transact((tx) => tx.put('tokens', t))).rejects.toMatchObject({ code: 'NO_LEADER' });
     // Memory agrees with the disk: the record is there.
     expect(leader.reader.getToken(t.AccessorID)).toBeDefined();
     rec.failRemote = false;
-    await leader.transact((tx) => tx.putToken(tokenRecord()));
+    await leader.transact((tx) => tx.put('tokens', tokenRecord()));
     expect(rec.batches.map((b) => b.prev)).toEqual([0, 1]);
   });
 

@@ -11,7 +11,7 @@ import { Transport } from '../../src/transport/transport.js';
 import { tempDir } from '../helpers/temp-dir.js';
 
 // Start-up refuses TLS files that cannot serve, with one line naming the setting, the file
-// and the problem (SPEC §16): checked in process for every case, and as the agent's exit.
+// and the problem (README, "TLS"): checked in process for every case, and as the agent's exit.
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const logger = pino({ level: 'silent' });
@@ -47,7 +47,8 @@ describe('TLS files at start-up', () => {
     minVersion: 'TLSv1.2' as const,
     ...over,
   });
-  const make = (over: Parameters<typeof settings>[0]) => new Transport({ datacenter: 'dc1', tls: settings(over), serverKey: undefined, logger });
+  const make = (over: Parameters<typeof settings>[0]) =>
+    new Transport({ datacenter: 'dc1', tls: settings(over), serverKey: undefined, logger });
 
   it('accepts a certificate, its key and a CA', () => {
     const t = make({});
@@ -60,7 +61,11 @@ describe('TLS files at start-up', () => {
     ['a missing certificate', { certFile: 'nowhere.pem' }, /^tls_cert_file .*nowhere\.pem: cannot read it \(ENOENT\)$/],
     ['a certificate file that is not one', { certFile: 'garbage.pem' }, /^tls_cert_file .*garbage\.pem: holds no PEM certificate$/],
     ['a key file that is not one', { keyFile: 'garbage.pem' }, /^tls_key_file .*garbage\.pem: holds no PEM private key$/],
-    ['a key that is not the certificate\'s', { keyFile: 'other-key.pem' }, /^tls_key_file .*other-key\.pem: is not the key of the certificate in tls_cert_file .*server\.pem$/],
+    [
+      "a key that is not the certificate's",
+      { keyFile: 'other-key.pem' },
+      /^tls_key_file .*other-key\.pem: is not the key of the certificate in tls_cert_file .*server\.pem$/,
+    ],
     ['a CA file that is not a certificate', { caFile: 'server-key.pem' }, /^tls_ca_file .*server-key\.pem: holds no PEM certificate$/],
     ['verify_incoming without a CA', { caFile: undefined, verifyIncoming: true }, /^tls_verify_incoming is on but tls_ca_file is not set/],
   ])('refuses %s with one line naming the setting, the file and the problem', (_what, over, message) => {
@@ -78,15 +83,38 @@ describe('TLS files at start-up', () => {
 
   it('the agent exits 1 with that line, before it opens anything', async () => {
     const data = join(dir.path, 'data');
-    const run = spawnSync(process.execPath, [...watchwordCommand(), 'agent', '--data-dir', data, '--http-addr', '127.0.0.1:0', '--tls-cert-file', f('server.pem'), '--tls-key-file', f('other-key.pem')], {
-      cwd: ROOT,
-      encoding: 'utf8',
-      timeout: 30_000,
-      env: { ...process.env, WATCHWORD_LIFELINE: '' },
-    });
+    const run = spawnSync(
+      process.execPath,
+      [
+        ...watchwordCommand(),
+        'agent',
+        '--data-dir',
+        data,
+        '--http-addr',
+        '127.0.0.1:0',
+        '--tls-cert-file',
+        f('server.pem'),
+        '--tls-key-file',
+        f('other-key.pem'),
+      ],
+      {
+        cwd: ROOT,
+        encoding: 'utf8',
+        timeout: 30_000,
+        env: { ...process.env, WATCHWORD_LIFELINE: '' },
+      },
+    );
     expect(run.status).toBe(1);
-    expect(run.stderr.trim().split('\n')).toEqual([expect.stringMatching(/^watchword: cannot start: tls_key_file .*other-key\.pem: is not the key of the certificate in tls_cert_file .*server\.pem$/)]);
-    const several = spawnSync(process.execPath, [...watchwordCommand(), 'agent', '--data-dir', data, '--coordinator', 'etcd://127.0.0.1:1'], { cwd: ROOT, encoding: 'utf8', timeout: 30_000 });
+    expect(run.stderr.trim().split('\n')).toEqual([
+      expect.stringMatching(
+        /^watchword: cannot start: tls_key_file .*other-key\.pem: is not the key of the certificate in tls_cert_file .*server\.pem$/,
+      ),
+    ]);
+    const several = spawnSync(
+      process.execPath,
+      [...watchwordCommand(), 'agent', '--data-dir', data, '--coordinator', 'etcd://127.0.0.1:1'],
+      { cwd: ROOT, encoding: 'utf8', timeout: 30_000 },
+    );
     expect(several.status).not.toBe(0);
     expect(several.stderr).toMatch(/server_key: is required: several servers without TLS prove themselves to each other with a shared key/);
   }, 60_000);

@@ -119,7 +119,8 @@ export class Authorizer {
   private clusterRule(name: string): AccessLevel | undefined {
     let result: AccessLevel | undefined;
     if (this.tokenNamespace === DEFAULT_NAMESPACE && this.tokenPartition === DEFAULT_PARTITION) {
-      for (const p of this.policies) if (p.namespace === DEFAULT_NAMESPACE && p.partition === DEFAULT_PARTITION) result = merge(result, p.rules.flags[name]);
+      for (const p of this.policies)
+        if (p.namespace === DEFAULT_NAMESPACE && p.partition === DEFAULT_PARTITION) result = merge(result, p.rules.flags[name]);
     }
     return result;
   }
@@ -144,7 +145,7 @@ export class Authorizer {
   private lastRules: CompiledRules | undefined;
 
   /**
-   * The rules of every policy that reach (partition, namespace), as §7 places them: a
+   * The rules of every policy that reach (partition, namespace), as the README's "HTTP API" places them: a
    * policy's own rules where the token lives (built-ins everywhere for default tokens), and
    * the namespace and partition blocks administrators' policies hold for other places.
    */

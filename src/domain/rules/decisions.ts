@@ -24,7 +24,7 @@ export interface ResourceSpec {
 
 const RW: readonly Access[] = ['read', 'write'];
 
-/** The resources a check may name, and the accesses each has (SPEC §17). */
+/** The resources a check may name, and the accesses each has (README, "Enforcing policies in your service"). */
 export const RESOURCES: Readonly<Record<string, ResourceSpec>> = {
   acl: { segmented: false, accesses: RW },
   operator: { segmented: false, accesses: RW },

@@ -94,7 +94,8 @@ function interpret(body: Body, level: Level): ScopeRules {
   }
   for (const block of body.blocks) {
     if (block.type === 'namespace' || block.type === 'namespace_prefix') {
-      if (level === 'namespace') throw new PolicyRulesError(`Invalid ACL rules: ${block.type} blocks cannot be nested in a namespace${at(block.pos)}`);
+      if (level === 'namespace')
+        throw new PolicyRulesError(`Invalid ACL rules: ${block.type} blocks cannot be nested in a namespace${at(block.pos)}`);
       scope.namespaces.push({ name: block.label, prefix: block.type.endsWith('_prefix'), rules: interpret(block.body, 'namespace') });
       continue;
     }
@@ -115,15 +116,27 @@ function interpret(body: Body, level: Level): ScopeRules {
       } else if (attr.key === 'intentions' && WITH_INTENTIONS.has(block.type)) {
         intentions = accessValue(`${block.type} intentions`, attr.value, attr.pos, false);
       } else {
-        throw new PolicyRulesError(`Invalid ACL rules: unknown key ${JSON.stringify(attr.key)} in ${block.type} ${JSON.stringify(block.label)}${at(attr.pos)}`);
+        throw new PolicyRulesError(
+          `Invalid ACL rules: unknown key ${JSON.stringify(attr.key)} in ${block.type} ${JSON.stringify(block.label)}${at(attr.pos)}`,
+        );
       }
     }
     const nested = block.body.blocks[0];
-    if (nested) throw new PolicyRulesError(`Invalid ACL rules: unexpected block ${JSON.stringify(nested.type)} in ${block.type} ${JSON.stringify(block.label)}${at(nested.pos)}`);
+    if (nested)
+      throw new PolicyRulesError(
+        `Invalid ACL rules: unexpected block ${JSON.stringify(nested.type)} in ${block.type} ${JSON.stringify(block.label)}${at(nested.pos)}`,
+      );
     if (policy === undefined && intentions === undefined) {
-      throw new PolicyRulesError(`Invalid ${block.type} policy: ${block.type} ${JSON.stringify(block.label)} sets no policy${at(block.pos)}`);
+      throw new PolicyRulesError(
+        `Invalid ${block.type} policy: ${block.type} ${JSON.stringify(block.label)} sets no policy${at(block.pos)}`,
+      );
     }
-    scope.resources.push({ resource: block.type, segment: block.label, ...(policy ? { policy } : {}), ...(intentions ? { intentions } : {}) });
+    scope.resources.push({
+      resource: block.type,
+      segment: block.label,
+      ...(policy ? { policy } : {}),
+      ...(intentions ? { intentions } : {}),
+    });
   }
   return scope;
 }

@@ -243,7 +243,8 @@ class Parser {
         items.push(this.parseHclValue(depth + 1));
         const sep = this.peek();
         if (sep.kind === 'punct' && sep.text === ',') this.next();
-        else if (!(sep.kind === 'punct' && sep.text === ']')) throw new RulesSyntaxError(`expected "," or "]", got ${describe(sep)}`, sep.pos);
+        else if (!(sep.kind === 'punct' && sep.text === ']'))
+          throw new RulesSyntaxError(`expected "," or "]", got ${describe(sep)}`, sep.pos);
       }
     }
     if (t.kind === 'punct' && t.text === '{') {

@@ -1,19 +1,49 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { sendJSON } from '../respond.js';
 import { resource } from '../routes.js';
 import { queryParam, requestSecret } from '../request.js';
-import { WatchwordError } from '../../domain/errors.js';
+import { WatchwordError, invalid } from '../../domain/errors.js';
 import { z } from 'zod';
 import { agentSelfResponse, operatorServersResponse } from '../../api/schemas.js';
 import type { AppDeps } from '../deps.js';
+import { relayToLeader } from '../forward.js';
 
 /** What the agent routes use. */
-export type AgentRoutesDeps = Pick<AppDeps, 'agent' | 'metrics' | 'resolver'>;
+export type AgentRoutesDeps = Pick<AppDeps, 'agent' | 'metrics' | 'resolver' | 'audit' | 'cluster'>;
+
+/** RFC 3339 or milliseconds since the epoch, for `since` and `until`. */
+function timeParam(name: string, value: string | undefined): number | undefined {
+  if (value === undefined || value === '') return undefined;
+  const ms = /^\d+$/.test(value) ? Number(value) : Date.parse(value);
+  if (Number.isNaN(ms))
+    throw invalid(`Invalid ${name}: expected an RFC 3339 time such as "2030-01-02T15:04:05Z" or milliseconds since the epoch`);
+  return ms;
+}
+
+function countParam(name: string, value: string | undefined, fallback: number, max: number): number {
+  if (value === undefined || value === '') return fallback;
+  if (!/^\d{1,9}$/.test(value)) throw invalid(`Invalid ${name}: expected a whole number`);
+  return Math.min(Number(value), max);
+}
 
 export async function agentRoutes(app: FastifyInstance, deps: AgentRoutesDeps): Promise<void> {
+  /** `agent:read` on this node (as Consul asks for /v1/agent/self and /v1/agent/metrics); the identity, for what else it may see. */
+  const agentReader = async (request: FastifyRequest) => {
+    const identity = await deps.resolver.resolve(requestSecret(request), request.ip);
+    const a = identity.authorizer;
+    if (!a.allows('agent', deps.agent.nodeName, 'read', a.tokenPartition, a.tokenNamespace)) {
+      const who = identity.anonymous ? 'the anonymous token (no token was sent)' : `token with AccessorID '${identity.token.AccessorID}'`;
+      throw new WatchwordError(
+        'PERMISSION_DENIED',
+        `Permission denied: ${who} lacks permission 'agent:read' on ${JSON.stringify(deps.agent.nodeName)}`,
+      );
+    }
+    return identity;
+  };
+
   resource(app, '/v1/status/leader', {
     GET: {
-      doc: { summary: "Address of this datacenter's leader (\"\" while none is known)", permission: 'none', response: z.string() },
+      doc: { summary: 'Address of this datacenter\'s leader ("" while none is known)', permission: 'none', response: z.string() },
       handler: async (request, reply) => sendJSON(request, reply, deps.agent.leaderAddress()),
     },
   });
@@ -27,23 +57,146 @@ export async function agentRoutes(app: FastifyInstance, deps: AgentRoutesDeps): 
 
   resource(app, '/v1/operator/servers', {
     GET: {
-      doc: { summary: "This datacenter's servers: role, term, applied index, lag, synchronous set", permission: 'operator:read', response: operatorServersResponse },
+      doc: {
+        summary: "This datacenter's servers: role, term, applied index, lag, synchronous set",
+        permission: 'operator:read',
+        response: operatorServersResponse,
+      },
       handler: async (request, reply) => {
         const identity = await deps.resolver.resolve(requestSecret(request), request.ip);
         if (identity.authorizer.operatorAccess() === 'none') {
           throw new WatchwordError('PERMISSION_DENIED', "Permission denied: token lacks permission 'operator:read'");
         }
-        return sendJSON(request, reply, deps.agent.servers());
+        // The leader's view is the datacenter's (it sees every follower's stream): a follower
+        // relays it, and answers with its own, saying why, only when no leader answers.
+        const own = deps.agent.servers();
+        const relayed = await relayToLeader(request, reply, deps.cluster, (err) => {
+          own.Problem ??= `this is ${own.AnsweredBy}'s own view: the leader did not answer (${err instanceof Error ? err.message : String(err)})`;
+        });
+        if (relayed) return relayed;
+        if (own.Leader === null) own.Problem ??= `this is ${own.AnsweredBy}'s own view: no leader is known`;
+        return sendJSON(request, reply, own);
+      },
+    },
+  });
+
+  resource(app, '/v1/agent/health', {
+    GET: {
+      doc: {
+        summary:
+          'Whether this server can do its job: 200 when every check passes, else 503 naming the failing checks (anonymous; why they fail only to agent:read). ?role=leader: 200 only at the leader',
+        permission: 'none',
+        response: z.object({
+          Status: z.enum(['passing', 'critical']),
+          Checks: z.array(z.object({ Name: z.string(), Passing: z.boolean(), Output: z.string().optional() })),
+        }),
+        query: { role: '"leader": passing only at the leader of the datacenter (for load balancers that send writes)' },
+      },
+      handler: async (request, reply) => {
+        const role = queryParam(request, 'role');
+        if (role !== undefined && role !== '' && role !== 'leader') throw invalid('Invalid role: expected "leader"');
+        const checks = deps.agent.health();
+        if (role === 'leader')
+          checks.push({
+            Name: 'role',
+            Passing: deps.agent.isLeader(),
+            Output: deps.agent.isLeader() ? 'this server leads' : 'this server is a follower',
+          });
+        // The why of each check is for operators; the names and the answer are for anyone (load balancers).
+        let details = false;
+        const secret = requestSecret(request);
+        if (secret !== undefined) {
+          const identity = await Promise.resolve()
+            .then(() => deps.resolver.resolve(secret, request.ip))
+            .catch(() => undefined);
+          const a = identity?.authorizer;
+          details = a?.allows('agent', deps.agent.nodeName, 'read', a.tokenPartition, a.tokenNamespace) === true;
+        }
+        const passing = checks.every((c) => c.Passing);
+        void reply.code(passing ? 200 : 503);
+        return sendJSON(request, reply, {
+          Status: passing ? 'passing' : 'critical',
+          Checks: checks.map((c) => ({ Name: c.Name, Passing: c.Passing, ...(details ? { Output: c.Output } : {}) })),
+        });
+      },
+    },
+  });
+
+  resource(app, '/v1/operator/audit', {
+    GET: {
+      doc: {
+        summary:
+          "This server's recent audit events, newest first (operator:read and acl:read). With ?after=N, the events after sequence N, oldest first (to follow the log)",
+        permission: 'operator:read',
+        response: z.object({
+          Events: z.array(z.record(z.string(), z.unknown())),
+          NextCursor: z.string().optional(),
+          Latest: z.number().int(),
+        }),
+        query: {
+          since: 'Events at or after this time (RFC 3339 or ms)',
+          until: 'Events at or before this time',
+          type: 'Only this event type (token-create, refused, login, …)',
+          accessor: "Only events of this caller's AccessorID (or hmac:… for an unknown secret)",
+          kind: 'Only events that changed an object of this kind (token, policy, role, auth-method, binding-rule)',
+          id: 'Only events that changed this object (ID or auth method name)',
+          limit: 'At most this many (default 100, at most 1000)',
+          cursor: 'The NextCursor of the previous page',
+          after: 'Follow: events after this sequence number (Latest of an earlier answer), oldest first',
+        },
+      },
+      handler: async (request, reply) => {
+        const identity = await deps.resolver.resolve(requestSecret(request), request.ip);
+        const a = identity.authorizer;
+        const who = identity.anonymous ? 'the anonymous token (no token was sent)' : `token with AccessorID '${identity.token.AccessorID}'`;
+        if (a.operatorAccess() === 'none')
+          throw new WatchwordError('PERMISSION_DENIED', `Permission denied: ${who} lacks permission 'operator:read'`);
+        if (!a.canRead(a.tokenPartition, a.tokenNamespace))
+          throw new WatchwordError('PERMISSION_DENIED', `Permission denied: ${who} lacks permission 'acl:read'`);
+        const log = deps.audit;
+        if (!log) return sendJSON(request, reply, { Events: [], Latest: 0 });
+        const limit = countParam('limit', queryParam(request, 'limit'), 100, 1000);
+        const after = queryParam(request, 'after');
+        if (after !== undefined && after !== '') {
+          const events = log.after(countParam('after', after, 0, Number.MAX_SAFE_INTEGER), limit);
+          return sendJSON(request, reply, {
+            Events: events.map((e) => e.event),
+            Latest: events.length > 0 ? (events[events.length - 1] as { seq: number }).seq : log.latest(),
+          });
+        }
+        const cursor = queryParam(request, 'cursor');
+        if (cursor !== undefined && cursor !== '' && !/^\d{1,15}$/.test(cursor))
+          throw invalid('Invalid cursor: expected the NextCursor of an earlier answer');
+        const filter = {
+          limit,
+          ...optional('since', timeParam('since', queryParam(request, 'since'))),
+          ...optional('until', timeParam('until', queryParam(request, 'until'))),
+          ...optional('type', queryParam(request, 'type') || undefined),
+          ...optional('accessor', queryParam(request, 'accessor') || undefined),
+          ...optional('kind', queryParam(request, 'kind') || undefined),
+          ...optional('id', queryParam(request, 'id') || undefined),
+          ...optional('before', cursor ? Number(cursor) : undefined),
+        };
+        const page = log.query(filter);
+        return sendJSON(request, reply, {
+          Events: page.events,
+          ...(page.next !== undefined ? { NextCursor: String(page.next) } : {}),
+          Latest: log.latest(),
+        });
       },
     },
   });
 
   resource(app, '/v1/agent/self', {
     GET: {
-      doc: { summary: 'Configuration (without secrets), version and role of this daemon', permission: 'none', response: agentSelfResponse },
+      doc: {
+        summary: 'Configuration (without secrets), version and role of this daemon',
+        permission: 'agent:read',
+        response: agentSelfResponse,
+      },
       handler: async (request, reply) => {
-        // Where the coordinator is, is for operators: anonymous callers do not learn where to plant a leader key.
-        const identity = await deps.resolver.resolve(requestSecret(request), request.ip);
+        // Where the coordinator is, is for operators: nobody else learns where to plant a leader key.
+        const identity = await agentReader(request);
         return sendJSON(request, reply, deps.agent.self(identity.authorizer.operatorAccess() !== 'none'));
       },
     },
@@ -60,12 +213,13 @@ export async function agentRoutes(app: FastifyInstance, deps: AgentRoutesDeps): 
     GET: {
       doc: {
         summary: 'Metrics: Prometheus text with ?format=prometheus, else JSON',
-        permission: 'none',
+        permission: 'agent:read',
         response: z.string(),
         responseType: 'text/plain; version=0.0.4',
         query: { format: '"prometheus" for the Prometheus text format' },
       },
       handler: async (request, reply) => {
+        await agentReader(request);
         const metrics = deps.metrics.registry;
         if (queryParam(request, 'format') === 'prometheus') {
           return reply.type(metrics.contentType).send(await metrics.metrics());
@@ -74,4 +228,9 @@ export async function agentRoutes(app: FastifyInstance, deps: AgentRoutesDeps): 
       },
     },
   });
+}
+
+/** `{ [key]: value }` when the value is set, else nothing. */
+function optional<K extends string, V>(key: K, value: V | undefined): { [k in K]?: V } {
+  return (value === undefined ? {} : { [key]: value }) as { [k in K]?: V };
 }

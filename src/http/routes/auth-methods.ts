@@ -1,29 +1,40 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { authMethodBody, authMethodResponse, bindingRuleBody, bindingRuleResponse, deletedResponse, loginBody, tokenResponse } from '../../api/schemas.js';
+import {
+  authMethodBody,
+  authMethodResponse,
+  bindingRuleBody,
+  bindingRuleResponse,
+  deletedResponse,
+  loginBody,
+  tokenResponse,
+} from '../../api/schemas.js';
 import type { AppDeps } from '../deps.js';
 import { WatchwordError } from '../../domain/errors.js';
 import { clientOf } from '../forward.js';
-import { RateLimiter } from '../rate-limit.js';
+import { RateLimiter } from '../../transport/rate-limit.js';
 import { decodeBody, parseJsonBody } from '../body.js';
 import { queryParam, requestContext } from '../request.js';
 import { sendWrite } from '../respond.js';
 import { resource } from '../routes.js';
 
-/** Auth methods, binding rules, login and logout (SPEC §14). */
+/** Auth methods, binding rules, login and logout (README, "HTTP API"). */
 /** What the authMethod routes use. */
 export type AuthMethodRoutesDeps = Pick<AppDeps, 'authMethods' | 'bindingRules' | 'login' | 'cluster' | 'loginRate' | 'reads' | 'store'>;
 
 export async function authMethodRoutes(app: FastifyInstance, deps: AuthMethodRoutesDeps): Promise<void> {
   const { authMethods, bindingRules, login } = deps;
-  const name = (request: FastifyRequest) => (request.params as { name: string }).name;
-  const id = (request: FastifyRequest) => (request.params as { id: string }).id;
 
   resource(app, '/v1/acl/auth-method', {
     PUT: {
       doc: { summary: 'Create an auth method', permission: 'acl:write', body: authMethodBody, response: authMethodResponse },
       forward: 'always',
-      handler: async (request, reply) => sendWrite(request, reply, await authMethods.create(requestContext(request), decodeBody(authMethodBody, parseJsonBody(request.body)))),
+      handler: async (request, reply) =>
+        sendWrite(
+          request,
+          reply,
+          await authMethods.create(requestContext(request), decodeBody(authMethodBody, parseJsonBody(request.body))),
+        ),
     },
   });
 
@@ -31,18 +42,32 @@ export async function authMethodRoutes(app: FastifyInstance, deps: AuthMethodRou
     GET: {
       doc: { summary: 'Read an auth method', permission: 'acl:read', response: authMethodResponse },
       table: 'authMethods',
-      handler: async (request, reply) => deps.reads.serve(request, reply, 'authMethods', 'read', () => authMethods.read(requestContext(request), name(request))),
+      handler: async (request, reply) =>
+        deps.reads.serve(request, reply, 'authMethods', 'read', () => authMethods.read(requestContext(request), request.params.name)),
     },
     PUT: {
-      doc: { summary: 'Update an auth method (full replacement; Type cannot change)', permission: 'acl:write', body: authMethodBody, response: authMethodResponse },
+      doc: {
+        summary: 'Update an auth method (full replacement; Type cannot change)',
+        permission: 'acl:write',
+        body: authMethodBody,
+        response: authMethodResponse,
+      },
       forward: 'always',
       handler: async (request, reply) =>
-        sendWrite(request, reply, await authMethods.update(requestContext(request), name(request), decodeBody(authMethodBody, parseJsonBody(request.body)))),
+        sendWrite(
+          request,
+          reply,
+          await authMethods.update(requestContext(request), request.params.name, decodeBody(authMethodBody, parseJsonBody(request.body))),
+        ),
     },
     DELETE: {
-      doc: { summary: 'Delete an auth method with its binding rules and the tokens it issued', permission: 'acl:write', response: deletedResponse },
+      doc: {
+        summary: 'Delete an auth method with its binding rules and the tokens it issued',
+        permission: 'acl:write',
+        response: deletedResponse,
+      },
       forward: 'always',
-      handler: async (request, reply) => sendWrite(request, reply, await authMethods.delete(requestContext(request), name(request))),
+      handler: async (request, reply) => sendWrite(request, reply, await authMethods.delete(requestContext(request), request.params.name)),
     },
   });
 
@@ -50,7 +75,8 @@ export async function authMethodRoutes(app: FastifyInstance, deps: AuthMethodRou
     GET: {
       doc: { summary: 'List auth methods (without Config)', permission: 'acl:read', response: z.array(authMethodResponse) },
       table: 'authMethods',
-      handler: async (request, reply) => deps.reads.serve(request, reply, 'authMethods', 'list', () => authMethods.list(requestContext(request))),
+      handler: async (request, reply) =>
+        deps.reads.serve(request, reply, 'authMethods', 'list', () => authMethods.list(requestContext(request))),
     },
   });
 
@@ -58,7 +84,12 @@ export async function authMethodRoutes(app: FastifyInstance, deps: AuthMethodRou
     PUT: {
       doc: { summary: 'Create a binding rule', permission: 'acl:write', body: bindingRuleBody, response: bindingRuleResponse },
       forward: 'always',
-      handler: async (request, reply) => sendWrite(request, reply, await bindingRules.create(requestContext(request), decodeBody(bindingRuleBody, parseJsonBody(request.body)))),
+      handler: async (request, reply) =>
+        sendWrite(
+          request,
+          reply,
+          await bindingRules.create(requestContext(request), decodeBody(bindingRuleBody, parseJsonBody(request.body))),
+        ),
     },
   });
 
@@ -66,24 +97,39 @@ export async function authMethodRoutes(app: FastifyInstance, deps: AuthMethodRou
     GET: {
       doc: { summary: 'Read a binding rule', permission: 'acl:read', response: bindingRuleResponse },
       table: 'bindingRules',
-      handler: async (request, reply) => deps.reads.serve(request, reply, 'bindingRules', 'read', () => bindingRules.read(requestContext(request), id(request))),
+      handler: async (request, reply) =>
+        deps.reads.serve(request, reply, 'bindingRules', 'read', () => bindingRules.read(requestContext(request), request.params.id)),
     },
     PUT: {
-      doc: { summary: 'Update a binding rule (AuthMethod cannot change)', permission: 'acl:write', body: bindingRuleBody, response: bindingRuleResponse },
+      doc: {
+        summary: 'Update a binding rule (AuthMethod cannot change)',
+        permission: 'acl:write',
+        body: bindingRuleBody,
+        response: bindingRuleResponse,
+      },
       forward: 'always',
       handler: async (request, reply) =>
-        sendWrite(request, reply, await bindingRules.update(requestContext(request), id(request), decodeBody(bindingRuleBody, parseJsonBody(request.body)))),
+        sendWrite(
+          request,
+          reply,
+          await bindingRules.update(requestContext(request), request.params.id, decodeBody(bindingRuleBody, parseJsonBody(request.body))),
+        ),
     },
     DELETE: {
       doc: { summary: 'Delete a binding rule', permission: 'acl:write', response: deletedResponse },
       forward: 'always',
-      handler: async (request, reply) => sendWrite(request, reply, await bindingRules.delete(requestContext(request), id(request))),
+      handler: async (request, reply) => sendWrite(request, reply, await bindingRules.delete(requestContext(request), request.params.id)),
     },
   });
 
   resource(app, '/v1/acl/binding-rules', {
     GET: {
-      doc: { summary: 'List binding rules', permission: 'acl:read', response: z.array(bindingRuleResponse), query: { authmethod: 'Only the rules of this auth method' } },
+      doc: {
+        summary: 'List binding rules',
+        permission: 'acl:read',
+        response: z.array(bindingRuleResponse),
+        query: { authmethod: 'Only the rules of this auth method' },
+      },
       table: 'bindingRules',
       handler: async (request, reply) => {
         const method = queryParam(request, 'authmethod');
@@ -94,19 +140,39 @@ export async function authMethodRoutes(app: FastifyInstance, deps: AuthMethodRou
 
   // Each login may cost a round trip to an identity provider: limited per client by default.
   const loginRate = deps.loginRate ?? { rate: 10, burst: 20 };
-  const loginLimiter = loginRate.rate > 0 ? new RateLimiter(loginRate.rate, loginRate.burst) : undefined;
+  const loginLimiter = new RateLimiter(loginRate.rate, Math.max(1, loginRate.burst));
+  let appliedBurst = loginRate.burst;
   resource(app, '/v1/acl/login', {
     POST: {
       onRequest: async (request) => {
-        if (!loginLimiter) return;
+        if (loginRate.rate <= 0) return;
+        // The daemon changes loginRate in place on a reload (SIGHUP).
+        if (loginLimiter.rate !== loginRate.rate || appliedBurst !== loginRate.burst) {
+          loginLimiter.set(loginRate.rate, Math.max(1, loginRate.burst));
+          appliedBurst = loginRate.burst;
+        }
         const { client } = clientOf(request, deps.cluster ? (ip) => deps.cluster?.isPeer(ip) ?? false : undefined);
         const wait = loginLimiter.take(client);
-        if (wait > 0) throw new WatchwordError('RATE_LIMITED', `Too many logins from ${client}: the limit is ${loginRate.rate} per second (login_rate); retry in ${wait} s`, { retryAfter: wait });
+        if (wait > 0)
+          throw new WatchwordError(
+            'RATE_LIMITED',
+            `Too many logins from ${client}: the limit is ${loginRate.rate} per second (login_rate); retry in ${wait} s`,
+            { retryAfter: wait },
+          );
       },
-      doc: { summary: 'Exchange a bearer token from an auth method for a token (no ACL token needed)', permission: 'none', body: loginBody, response: tokenResponse },
+      doc: {
+        summary: 'Exchange a bearer token from an auth method for a token (no ACL token needed)',
+        permission: 'none',
+        body: loginBody,
+        response: tokenResponse,
+      },
       // A global-locality method's tokens are made at the primary; Local ones here.
-      forward: { global: (request) => login.method(requestContext(request), decodeBody(loginBody, parseJsonBody(request.body)))?.TokenLocality === 'global' },
-      handler: async (request, reply) => sendWrite(request, reply, await login.login(requestContext(request), decodeBody(loginBody, parseJsonBody(request.body)))),
+      forward: {
+        global: (request) =>
+          login.method(requestContext(request), decodeBody(loginBody, parseJsonBody(request.body)))?.TokenLocality === 'global',
+      },
+      handler: async (request, reply) =>
+        sendWrite(request, reply, await login.login(requestContext(request), decodeBody(loginBody, parseJsonBody(request.body)))),
     },
   });
 
@@ -114,11 +180,13 @@ export async function authMethodRoutes(app: FastifyInstance, deps: AuthMethodRou
     POST: {
       doc: { summary: "Delete the request's token, if a login created it", permission: 'none', response: deletedResponse },
       // A global login token is deleted at the primary.
-      forward: { global: (request) => {
-        const secret = requestContext(request).secret;
-        const token = secret ? deps.store.reader.getTokenBySecret(secret) : undefined;
-        return token !== undefined && !token.Local;
-      } },
+      forward: {
+        global: (request) => {
+          const secret = requestContext(request).secret;
+          const token = secret ? deps.store.reader.getTokenBySecret(secret) : undefined;
+          return token !== undefined && !token.Local;
+        },
+      },
       handler: async (request, reply) => sendWrite(request, reply, await login.logout(requestContext(request))),
     },
   });

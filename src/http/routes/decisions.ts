@@ -10,7 +10,7 @@ import { invalid } from '../../domain/errors.js';
 import { blockingParams } from '../blocking.js';
 import type { AppDeps } from '../deps.js';
 
-/** POST (and PUT) /v1/internal/acl/authorize: may the request's token do each of these? (SPEC §17) */
+/** POST (and PUT) /v1/internal/acl/authorize: may the request's token do each of these? (README, "Enforcing policies in your service") */
 /** What the decision routes use. */
 export type DecisionRoutesDeps = Pick<AppDeps, 'decisions' | 'metrics' | 'reads'>;
 
@@ -49,31 +49,32 @@ export async function decisionRoutes(app: FastifyInstance, deps: DecisionRoutesD
   };
   resource(app, '/v1/internal/acl/authorize', { POST: spec, PUT: spec });
 
-  resource(
-    app,
-    '/v1/internal/acl/authorizer',
-    {
-      GET: {
-        doc: {
-          summary: "The request's own token as an enforcing client compiles it: place, expiry, default policy and the rules of every policy that applies here. Blocks with ?hash= until that changes",
-          permission: 'none',
-          response: tokenAuthorizerResponse,
-          query: { hash: 'Blocking: answer once the content hash differs from this one (X-Service-ContentHash of the last answer), or the wait runs out', wait: 'Longest wait with ?hash= (default 5m, at most 10m)' },
-        },
-        handler: async (request, reply) => {
-          const ctx = requestContext(request);
-          const { wait } = blockingParams(request);
-          const hash = queryParam(request, 'hash');
-          if (hash !== undefined && hash !== '' && !/^[0-9a-f]{1,64}$/.test(hash)) throw invalid('Invalid hash: expected the X-Service-ContentHash of an earlier answer');
-          let answer = await deps.decisions.tokenAuthorizer(ctx);
-          if (hash && answer.hash === hash) {
-            await deps.reads.hold(request, reply, wait, (signal) => deps.decisions.waitForChange(ctx, hash, signal));
-            answer = await deps.decisions.tokenAuthorizer(ctx);
-          }
-          void reply.header('X-Service-ContentHash', answer.hash).header('X-Consul-ContentHash', answer.hash);
-          return sendJSON(request, reply, answer.view);
+  resource(app, '/v1/internal/acl/authorizer', {
+    GET: {
+      doc: {
+        summary:
+          "The request's own token as an enforcing client compiles it: place, expiry, default policy and the rules of every policy that applies here. Blocks with ?hash= until that changes",
+        permission: 'none',
+        response: tokenAuthorizerResponse,
+        query: {
+          hash: 'Blocking: answer once the content hash differs from this one (X-Service-ContentHash of the last answer), or the wait runs out',
+          wait: 'Longest wait with ?hash= (default 5m, at most 10m)',
         },
       },
-    }
-  );
+      handler: async (request, reply) => {
+        const ctx = requestContext(request);
+        const { wait } = blockingParams(request);
+        const hash = queryParam(request, 'hash');
+        if (hash !== undefined && hash !== '' && !/^[0-9a-f]{1,64}$/.test(hash))
+          throw invalid('Invalid hash: expected the X-Service-ContentHash of an earlier answer');
+        let answer = await deps.decisions.tokenAuthorizer(ctx);
+        if (hash && answer.hash === hash) {
+          await deps.reads.hold(request, reply, wait, (signal) => deps.decisions.waitForChange(ctx, hash, signal));
+          answer = await deps.decisions.tokenAuthorizer(ctx);
+        }
+        void reply.header('X-Service-ContentHash', answer.hash).header('X-Consul-ContentHash', answer.hash);
+        return sendJSON(request, reply, answer.view);
+      },
+    },
+  });
 }

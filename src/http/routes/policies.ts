@@ -29,7 +29,7 @@ export async function policyRoutes(app: FastifyInstance, deps: PolicyRoutesDeps)
       doc: { summary: 'Read a policy', permission: 'acl:read', response: policyResponse },
       table: 'policies',
       handler: async (request, reply) => {
-        return deps.reads.serve(request, reply, 'policies', 'read', () => policies.read(requestContext(request), (request.params as { id: string }).id));
+        return deps.reads.serve(request, reply, 'policies', 'read', () => policies.read(requestContext(request), request.params.id));
       },
     },
     PUT: {
@@ -37,14 +37,14 @@ export async function policyRoutes(app: FastifyInstance, deps: PolicyRoutesDeps)
       forward: 'always',
       handler: async (request, reply) => {
         const input = decodeBody(policyBody, parseJsonBody(request.body));
-        return sendWrite(request, reply, await policies.update(requestContext(request), (request.params as { id: string }).id, input));
+        return sendWrite(request, reply, await policies.update(requestContext(request), request.params.id, input));
       },
     },
     DELETE: {
       doc: { summary: 'Delete a policy', permission: 'acl:write', response: deletedResponse },
       forward: 'always',
       handler: async (request, reply) => {
-        return sendWrite(request, reply, await policies.delete(requestContext(request), (request.params as { id: string }).id));
+        return sendWrite(request, reply, await policies.delete(requestContext(request), request.params.id));
       },
     },
   });
@@ -54,7 +54,9 @@ export async function policyRoutes(app: FastifyInstance, deps: PolicyRoutesDeps)
       doc: { summary: 'Read a policy by name', permission: 'acl:read', response: policyResponse },
       table: 'policies',
       handler: async (request, reply) => {
-        return deps.reads.serve(request, reply, 'policies', 'read', () => policies.readByName(requestContext(request), (request.params as { '*': string })['*']));
+        return deps.reads.serve(request, reply, 'policies', 'read', () =>
+          policies.readByName(requestContext(request), request.params['*']),
+        );
       },
     },
   });

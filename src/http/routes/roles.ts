@@ -29,7 +29,7 @@ export async function roleRoutes(app: FastifyInstance, deps: RoleRoutesDeps): Pr
       doc: { summary: 'Read a role', permission: 'acl:read', response: roleResponse },
       table: 'roles',
       handler: async (request, reply) => {
-        return deps.reads.serve(request, reply, 'roles', 'read', () => roles.read(requestContext(request), (request.params as { id: string }).id));
+        return deps.reads.serve(request, reply, 'roles', 'read', () => roles.read(requestContext(request), request.params.id));
       },
     },
     PUT: {
@@ -37,13 +37,13 @@ export async function roleRoutes(app: FastifyInstance, deps: RoleRoutesDeps): Pr
       forward: 'always',
       handler: async (request, reply) => {
         const input = decodeBody(roleBody, parseJsonBody(request.body));
-        return sendWrite(request, reply, await roles.update(requestContext(request), (request.params as { id: string }).id, input));
+        return sendWrite(request, reply, await roles.update(requestContext(request), request.params.id, input));
       },
     },
     DELETE: {
       doc: { summary: 'Delete a role', permission: 'acl:write', response: deletedResponse },
       forward: 'always',
-      handler: async (request, reply) => sendWrite(request, reply, await roles.delete(requestContext(request), (request.params as { id: string }).id)),
+      handler: async (request, reply) => sendWrite(request, reply, await roles.delete(requestContext(request), request.params.id)),
     },
   });
 
@@ -52,14 +52,19 @@ export async function roleRoutes(app: FastifyInstance, deps: RoleRoutesDeps): Pr
       doc: { summary: 'Read a role by name', permission: 'acl:read', response: roleResponse },
       table: 'roles',
       handler: async (request, reply) => {
-        return deps.reads.serve(request, reply, 'roles', 'read', () => roles.readByName(requestContext(request), (request.params as { name: string }).name));
+        return deps.reads.serve(request, reply, 'roles', 'read', () => roles.readByName(requestContext(request), request.params.name));
       },
     },
   });
 
   resource(app, '/v1/acl/roles', {
     GET: {
-      doc: { summary: 'List roles', permission: 'acl:read', response: z.array(roleResponse), query: { policy: 'Only roles linked to this policy ID' } },
+      doc: {
+        summary: 'List roles',
+        permission: 'acl:read',
+        response: z.array(roleResponse),
+        query: { policy: 'Only roles linked to this policy ID' },
+      },
       table: 'roles',
       handler: async (request, reply) => {
         const policy = queryParam(request, 'policy');

@@ -17,18 +17,27 @@ export async function templatedPolicyRoutes(app: FastifyInstance, deps: Template
   resource(app, '/v1/acl/templated-policies', {
     GET: {
       doc: { summary: 'List the built-in templated policies, keyed by name', permission: 'acl:read', response: templatedPoliciesResponse },
-      handler: async (request, reply) => sendJSON(request, reply, await templatedPolicies.list(requestContext(request))) },
+      handler: async (request, reply) => sendJSON(request, reply, await templatedPolicies.list(requestContext(request))),
+    },
   });
 
   resource(app, '/v1/acl/templated-policy/name/*', {
     GET: {
       doc: { summary: 'Read a templated policy by name', permission: 'acl:read', response: templatedPolicyResponse },
-      handler: async (request, reply) => sendJSON(request, reply, await templatedPolicies.read(requestContext(request), nameParam(request.params))) },
+      handler: async (request, reply) =>
+        sendJSON(request, reply, await templatedPolicies.read(requestContext(request), nameParam(request.params))),
+    },
   });
 
   resource(app, '/v1/acl/templated-policy/preview/*', {
     POST: {
-      doc: { summary: 'Render a templated policy into a synthetic policy', permission: 'acl:read', body: templateVariablesBody, bodyOptional: true, response: syntheticPolicyResponse },
+      doc: {
+        summary: 'Render a templated policy into a synthetic policy',
+        permission: 'acl:read',
+        body: templateVariablesBody,
+        bodyOptional: true,
+        response: syntheticPolicyResponse,
+      },
       handler: async (request, reply) => {
         const vars = decodeBody(templateVariablesBody, parseJsonBody(request.body));
         return sendJSON(request, reply, await templatedPolicies.preview(requestContext(request), nameParam(request.params), vars));

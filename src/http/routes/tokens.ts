@@ -8,8 +8,6 @@ import { z } from 'zod';
 import { cloneBody, deletedResponse, expandedTokenResponse, tokenBody, tokenResponse } from '../../api/schemas.js';
 import type { AppDeps } from '../deps.js';
 
-type IdParams = { AccessorID: string };
-
 /** What the token routes use. */
 export type TokenRoutesDeps = Pick<AppDeps, 'tokens' | 'agent' | 'reads' | 'cluster'>;
 
@@ -50,10 +48,15 @@ export async function tokenRoutes(app: FastifyInstance, deps: TokenRoutesDeps): 
 
   resource(app, '/v1/acl/token/:AccessorID', {
     GET: {
-      doc: { summary: 'Read a token', permission: 'acl:read', response: z.union([tokenResponse, expandedTokenResponse]), query: { expanded: 'When present, add the policies and roles behind the token' } },
+      doc: {
+        summary: 'Read a token',
+        permission: 'acl:read',
+        response: z.union([tokenResponse, expandedTokenResponse]),
+        query: { expanded: 'When present, add the policies and roles behind the token' },
+      },
       table: 'tokens',
       handler: async (request, reply) => {
-        const { AccessorID } = request.params as IdParams;
+        const { AccessorID } = request.params;
         const expanded = queryFlag(request, 'expanded');
         return deps.reads.serve(request, reply, 'tokens', 'read', async () => {
           const ctx = requestContext(request);
@@ -66,10 +69,15 @@ export async function tokenRoutes(app: FastifyInstance, deps: TokenRoutesDeps): 
       },
     },
     PUT: {
-      doc: { summary: 'Update a token (full replacement of its mutable fields)', permission: 'acl:write', body: tokenBody, response: tokenResponse },
+      doc: {
+        summary: 'Update a token (full replacement of its mutable fields)',
+        permission: 'acl:write',
+        body: tokenBody,
+        response: tokenResponse,
+      },
       forward: 'token-by-id',
       handler: async (request, reply) => {
-        const { AccessorID } = request.params as IdParams;
+        const { AccessorID } = request.params;
         const input = decodeBody(tokenBody, parseJsonBody(request.body));
         return sendWrite(request, reply, await tokens.update(requestContext(request), AccessorID, input));
       },
@@ -78,7 +86,7 @@ export async function tokenRoutes(app: FastifyInstance, deps: TokenRoutesDeps): 
       doc: { summary: 'Delete a token', permission: 'acl:write', response: deletedResponse },
       forward: 'token-by-id',
       handler: async (request, reply) => {
-        const { AccessorID } = request.params as IdParams;
+        const { AccessorID } = request.params;
         return sendWrite(request, reply, await tokens.delete(requestContext(request), AccessorID));
       },
     },
@@ -89,7 +97,7 @@ export async function tokenRoutes(app: FastifyInstance, deps: TokenRoutesDeps): 
       doc: { summary: 'Clone a token', permission: 'acl:write', body: cloneBody, bodyOptional: true, response: tokenResponse },
       forward: 'token-by-id',
       handler: async (request, reply) => {
-        const { AccessorID } = request.params as IdParams;
+        const { AccessorID } = request.params;
         const input = decodeBody(cloneBody, parseJsonBody(request.body));
         return sendWrite(request, reply, await tokens.clone(requestContext(request), AccessorID, input));
       },
@@ -98,7 +106,18 @@ export async function tokenRoutes(app: FastifyInstance, deps: TokenRoutesDeps): 
 
   resource(app, '/v1/acl/tokens', {
     GET: {
-      doc: { summary: 'List tokens', permission: 'acl:read', response: z.array(tokenResponse), query: { policy: 'Only tokens linked to this policy ID', role: 'Only tokens linked to this role ID', servicename: 'Only tokens with a service identity of this name', authmethod: 'Only tokens created by this auth method', 'authmethod-ns': 'Namespace of the auth method' } },
+      doc: {
+        summary: 'List tokens',
+        permission: 'acl:read',
+        response: z.array(tokenResponse),
+        query: {
+          policy: 'Only tokens linked to this policy ID',
+          role: 'Only tokens linked to this role ID',
+          servicename: 'Only tokens with a service identity of this name',
+          authmethod: 'Only tokens created by this auth method',
+          'authmethod-ns': 'Namespace of the auth method',
+        },
+      },
       table: 'tokens',
       handler: async (request, reply) => {
         const q = {
@@ -113,7 +132,13 @@ export async function tokenRoutes(app: FastifyInstance, deps: TokenRoutesDeps): 
       direct: {
         params: ['policy', 'role', 'servicename', 'authmethod', 'authmethod-ns'],
         serve: ({ ctx, query }) =>
-          tokens.list(ctx, { policy: query.get('policy'), role: query.get('role'), servicename: query.get('servicename'), authmethod: query.get('authmethod'), authmethodNamespace: query.get('authmethod-ns') }),
+          tokens.list(ctx, {
+            policy: query.get('policy'),
+            role: query.get('role'),
+            servicename: query.get('servicename'),
+            authmethod: query.get('authmethod'),
+            authmethodNamespace: query.get('authmethod-ns'),
+          }),
       },
     },
   });

@@ -1,12 +1,16 @@
-// The watchword web UI: Preact with htm templates, as plain ES modules (no build step).
-// The secret lives in this tab's sessionStorage and travels only in the X-Service-Token
-// header, never in a URL. This module is the shell: sign-in, the datacenter switch, the
-// pages and their routes; each page lives in its own module.
-import { html, render, useEffect, useState } from '/ui/vendor/htm/standalone.module.js';
-import { ApiError, DC_KEY, ErrorBox, HIDDEN, Loading, SECRET_KEY, api, explain, state, useLoad, useRoute } from './lib.js';
+// The watchword web UI: Preact (the declared package) with htm templates, as plain ES
+// modules (no build step; the page's import map names the packages' own files). The secret
+// lives in this tab's sessionStorage and travels only in the X-Service-Token header, never
+// in a URL. This module is the shell: sign-in, the datacenter switch, the pages and their
+// routes; each page lives in its own module.
+import { render } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
+import { ApiError, DC_KEY, ErrorBox, HIDDEN, SECRET_KEY, api, explain, html, state, useLoad, useRoute } from './lib.js';
 import { TokenList, TokenDetail, TokenForm } from './tokens.js';
 import { PolicyList, PolicyEditor, RoleList, RoleEditor, TemplatedPolicies } from './policies.js';
-import { AuthMethods, BindingRules } from './auth.js';
+import { AuthMethodForm, AuthMethods, BindingRuleForm, BindingRules } from './auth.js';
+import { Datacenters, Servers } from './ops.js';
+import { Audit } from './audit.js';
 
 function SignIn({ onSignedIn }) {
   const [secret, setSecret] = useState('');
@@ -34,9 +38,9 @@ function SignIn({ onSignedIn }) {
 /** Checks the secret, learns this datacenter and whether the token may write ACLs. */
 async function signIn() {
   const self = await api('GET', '/v1/acl/token/self', undefined, { dc: '' });
-  const agent = await api('GET', '/v1/agent/self', undefined, { dc: '' });
+  const settings = await (await fetch('/ui/settings.json')).json();
   state.self = self;
-  state.localDC = agent.Config.Datacenter;
+  state.localDC = settings.Datacenter;
   // A token sees secrets (its own included) only with acl:write.
   try {
     const read = await api('GET', `/v1/acl/token/${self.AccessorID}`, undefined, { dc: '' });
@@ -46,37 +50,6 @@ async function signIn() {
   }
   sessionStorage.setItem(SECRET_KEY, state.secret);
   if (!state.dc) state.dc = state.localDC;
-}
-
-// ---- Tokens ----
-
-function Datacenters() {
-  const dcs = useLoad(async () => {
-    const names = await api('GET', '/v1/catalog/datacenters', undefined, { dc: '' });
-    return Promise.all(
-      names.map(async (name) => {
-        try {
-          return { name, status: await api('GET', '/v1/acl/replication', undefined, { dc: name }) };
-        } catch (err) {
-          return { name, error: explain(err) };
-        }
-      }),
-    );
-  }, []);
-  return html`<h1>Datacenters</h1>
-    <${Loading} result=${dcs}>${(list) => html`<div class="table-wrap"><table data-testid="datacenters">
-      <thead><tr><th>Datacenter</th><th>Role</th><th>Replication</th><th>Replicated index</th><th>Lag (entries)</th><th>Last contact</th></tr></thead>
-      <tbody>${list.map(({ name, status, error }) => {
-        if (error) return html`<tr><td>${name}</td><td colspan="5"><span class="badge bad">Unreachable</span> ${error}</td></tr>`;
-        const primary = !status.Enabled;
-        return html`<tr data-dc=${name}>
-          <td>${name}${name === state.localDC ? html` <span class="badge">this one</span>` : null}</td>
-          <td>${primary ? 'primary' : 'secondary'}</td>
-          <td>${primary ? html`<span class="badge ok">Primary</span>` : status.Connected ? html`<span class="badge ok">Connected</span>` : html`<span class="badge bad">Not connected</span>`}</td>
-          <td>${status.ReplicatedIndex}</td>
-          <td data-testid="lag">${primary ? '—' : status.LagEntries}</td>
-          <td>${primary ? '—' : `${status.LastContactMs} ms ago`}</td></tr>`;
-      })}</tbody></table></div>`}<//>`;
 }
 
 // ---- Frame ----
@@ -89,6 +62,8 @@ const PAGES = [
   ['auth-methods', 'Auth methods'],
   ['binding-rules', 'Binding rules'],
   ['datacenters', 'Datacenters'],
+  ['servers', 'Servers'],
+  ['audit', 'Audit'],
 ];
 
 function DatacenterSwitch({ onChange }) {
@@ -102,7 +77,7 @@ function DatacenterSwitch({ onChange }) {
 }
 
 function Page({ route }) {
-  const [page, id, sub] = route;
+  const [page, id, sub] = route.parts;
   if (page === 'tokens' && id === 'new') return html`<${TokenForm} />`;
   if (page === 'tokens' && id && sub === 'edit') return html`<${TokenForm} id=${id} />`;
   if (page === 'tokens' && id) return html`<${TokenDetail} id=${id} />`;
@@ -111,9 +86,13 @@ function Page({ route }) {
   if (page === 'roles' && id) return html`<${RoleEditor} id=${id} />`;
   if (page === 'roles') return html`<${RoleList} />`;
   if (page === 'templated-policies') return html`<${TemplatedPolicies} />`;
+  if (page === 'auth-methods' && id) return html`<${AuthMethodForm} name=${id} />`;
   if (page === 'auth-methods') return html`<${AuthMethods} />`;
-  if (page === 'binding-rules') return html`<${BindingRules} />`;
+  if (page === 'binding-rules' && id) return html`<${BindingRuleForm} id=${id} method=${route.query.get('method') ?? undefined} />`;
+  if (page === 'binding-rules') return html`<${BindingRules} method=${route.query.get('method') ?? undefined} />`;
   if (page === 'datacenters') return html`<${Datacenters} />`;
+  if (page === 'servers') return html`<${Servers} />`;
+  if (page === 'audit') return html`<${Audit} query=${route.query} />`;
   return html`<${TokenList} />`;
 }
 
@@ -147,14 +126,14 @@ function App() {
   };
   return html`<header class="bar">
       <span class="brand">watchword</span>
-      <nav aria-label="Main">${PAGES.map(([p, label]) => html`<a href=${`#/${p}`} class=${route[0] === p || (!route[0] && p === 'tokens') ? 'active' : ''}>${label}</a>`)}<a href="/ui/api/">API</a></nav>
+      <nav aria-label="Main">${PAGES.map(([p, label]) => html`<a href=${`#/${p}`} aria-current=${route.parts[0] === p || (!route.parts[0] && p === 'tokens') ? 'page' : undefined} class=${route.parts[0] === p || (!route.parts[0] && p === 'tokens') ? 'active' : ''}>${label}</a>`)}<a href="/ui/api/">API</a></nav>
       <div class="right">
         <${DatacenterSwitch} onChange=${() => redraw((n) => n + 1)} />
         <span class="muted" data-testid="whoami">${state.self?.Description || state.self?.AccessorID}${state.canWrite ? '' : ' (read-only)'}</span>
         <button type="button" class="secondary" onClick=${signOut}>Sign out</button>
       </div>
     </header>
-    <main><${Page} route=${route} key=${`${route.join('/')}@${state.dc}`} /></main>`;
+    <main><${Page} route=${route} key=${`${route.parts.join('/')}?${route.query}@${state.dc}`} /></main>`;
 }
 
 const root = document.getElementById('app');

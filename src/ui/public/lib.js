@@ -1,7 +1,11 @@
 // Shared by every page of the web UI: the session (secret and datacenter, in this tab's
 // sessionStorage), API calls with the secret in X-Service-Token only, errors in plain
-// words, the hash router, data loading and small widgets.
-import { html, useEffect, useState } from '/ui/vendor/htm/standalone.module.js';
+// words, the hash router, data loading, readable times and small widgets.
+import { h } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
+import htm from 'htm';
+
+export const html = htm.bind(h);
 
 export const SECRET_KEY = 'watchword.secret';
 export const DC_KEY = 'watchword.dc';
@@ -27,7 +31,7 @@ export class ApiError extends Error {
 export async function api(method, path, body, { dc = state.dc, secret = state.secret } = {}) {
   const url = new URL(path, location.origin);
   if (dc && dc !== state.localDC) url.searchParams.set('dc', dc);
-  const headers = { 'X-Service-Token': secret };
+  const headers = { 'X-Service-Token': secret, Accept: 'application/json' };
   if (body !== undefined) headers['Content-Type'] = 'application/json';
   const res = await fetch(url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   const text = await res.text();
@@ -37,21 +41,27 @@ export async function api(method, path, body, { dc = state.dc, secret = state.se
   } catch {
     data = text;
   }
-  if (!res.ok) throw new ApiError(res.status, data?.code ?? '', data?.message ?? (typeof data === 'string' ? data : res.statusText));
+  if (!res.ok)
+    throw new ApiError(
+      res.status,
+      data?.code ?? res.headers.get('x-service-error-code') ?? '',
+      data?.message ?? (typeof data === 'string' && data ? data : res.statusText),
+    );
   return data;
 }
 
 /** An API error in plain words. */
 export function explain(err) {
   if (!(err instanceof ApiError)) return `Could not reach watchword: ${err.message}`;
-  const what = {
-    400: 'The request was not accepted',
-    403: 'Not allowed',
-    404: 'Not found',
-    409: 'Already in use',
-    429: 'Too many requests; try again in a moment',
-    503: 'The service is unavailable right now; try again in a moment',
-  }[err.status] ?? `The server answered ${err.status}`;
+  const what =
+    {
+      400: 'The request was not accepted',
+      403: 'Not allowed',
+      404: 'Not found',
+      409: 'Already in use',
+      429: 'Too many requests; try again in a moment',
+      503: 'The service is unavailable right now; try again in a moment',
+    }[err.status] ?? `The server answered ${err.status}`;
   return `${what}: ${err.message}`;
 }
 
@@ -59,6 +69,7 @@ export const go = (hash) => {
   location.hash = hash;
 };
 
+/** The route: `#/tokens/ID/edit?x=y` as ['tokens', 'ID', 'edit'] and its query. */
 export function useRoute() {
   const [hash, setHash] = useState(location.hash || '#/tokens');
   useEffect(() => {
@@ -66,7 +77,8 @@ export function useRoute() {
     addEventListener('hashchange', on);
     return () => removeEventListener('hashchange', on);
   }, []);
-  return hash.slice(1).split('?')[0].split('/').filter(Boolean);
+  const [path, query = ''] = hash.slice(1).split('?');
+  return { parts: path.split('/').filter(Boolean).map(decodeURIComponent), query: new URLSearchParams(query) };
 }
 
 /** Loads with `load()` whenever `deps` change; shows errors in plain words. */
@@ -88,6 +100,7 @@ export function useLoad(load, deps) {
 }
 
 export const ErrorBox = ({ message }) => (message ? html`<div class="error" role="alert">${message}</div>` : null);
+export const Notice = ({ message }) => (message ? html`<div class="notice" role="status">${message}</div>` : null);
 
 export function Loading({ result, children }) {
   if (result.error) return html`<${ErrorBox} message=${result.error} />`;
@@ -95,12 +108,14 @@ export function Loading({ result, children }) {
   return children(result.data);
 }
 
-/** A secret: `<hidden>` stays hidden; a visible one copies with one click. */
+/** A secret, masked until revealed; `<hidden>` stays hidden. Copying never needs revealing. */
 export function Secret({ value }) {
+  const [shown, setShown] = useState(false);
   const [copied, setCopied] = useState(false);
   if (!value || value === HIDDEN) return html`<span class="secret muted" data-testid="secret">${HIDDEN}</span>`;
-  return html`<span class="secret" data-testid="secret">${value}</span>
-    <button type="button" class="secondary" data-testid="copy-secret" onClick=${async () => {
+  return html`<span class="secret" data-testid="secret" data-masked=${shown ? 'false' : 'true'}>${shown ? value : '•'.repeat(12)}</span>
+    <button type="button" class="secondary small" data-testid="reveal-secret" aria-pressed=${shown} onClick=${() => setShown(!shown)}>${shown ? 'Hide' : 'Show'}</button>
+    <button type="button" class="secondary small" data-testid="copy-secret" onClick=${async () => {
       await navigator.clipboard.writeText(value).catch(() => undefined);
       setCopied(true);
     }}>${copied ? 'Copied' : 'Copy'}</button>`;
@@ -110,9 +125,53 @@ export function confirmThen(message, action) {
   if (window.confirm(message)) action();
 }
 
-// ---- Sign in ----
+const UNITS = [
+  ['year', 365 * 86_400_000],
+  ['day', 86_400_000],
+  ['hour', 3_600_000],
+  ['minute', 60_000],
+  ['second', 1000],
+];
+const relative = new Intl.RelativeTimeFormat(undefined, { numeric: 'auto' });
 
-export function linkChecks(all, chosen, setChosen, name) {
-  return html`<div class="checks" role="group" aria-label=${name}>${all.map((o) => html`<label><input type="checkbox" checked=${chosen.includes(o.ID)} onChange=${(e) =>
-    setChosen(e.target.checked ? [...chosen, o.ID] : chosen.filter((x) => x !== o.ID))} /> ${o.Name}</label>`)}</div>`;
+/** "in 59 minutes", "3 days ago". */
+export function fromNow(ms, now = Date.now()) {
+  const diff = ms - now;
+  for (const [unit, size] of UNITS) {
+    if (Math.abs(diff) >= size || unit === 'second') return relative.format(Math.round(diff / size), unit);
+  }
+  return '';
 }
+
+/** A time: relative, with the local date and time beside it and the exact RFC 3339 value on hover. */
+export function Time({ value, empty = '—' }) {
+  if (!value) return html`<span class="muted">${empty}</span>`;
+  const ms = Date.parse(value);
+  if (Number.isNaN(ms)) return html`<span>${value}</span>`;
+  return html`<time datetime=${value} title=${value}>${fromNow(ms)} <span class="muted">(${new Date(ms).toLocaleString()})</span></time>`;
+}
+
+/** Text search over a list: the box and the matching items. */
+export function useSearch(items, text) {
+  const [search, setSearch] = useState('');
+  const s = search.trim().toLowerCase();
+  const shown = s ? items.filter((i) => text(i).toLowerCase().includes(s)) : items;
+  const box = html`<div><label for="search">Search</label><input id="search" type="search" placeholder="name or description" value=${search} onInput=${(e) => setSearch(e.target.value)} /></div>`;
+  return [shown, box];
+}
+
+/** Identities and templates as short text: `web (dc1, dc2)`, `node1 in dc1`, `builtin/service: api`. */
+export function identities(o) {
+  const out = [];
+  for (const s of o.ServiceIdentities ?? [])
+    out.push(`service ${s.ServiceName}${s.Datacenters?.length ? ` (${s.Datacenters.join(', ')})` : ''}`);
+  for (const n of o.NodeIdentities ?? []) out.push(`node ${n.NodeName} in ${n.Datacenter}`);
+  for (const t of o.TemplatedPolicies ?? []) {
+    const name = t.TemplateVariables?.name ?? t.TemplateVariables?.Name;
+    out.push(`${t.TemplateName}${name ? `: ${name}` : ''}${t.Datacenters?.length ? ` (${t.Datacenters.join(', ')})` : ''}`);
+  }
+  return out;
+}
+
+/** Whether an ID is one of the built-ins (`00000000-0000-0000-0000-0000000000NN`). */
+export const isBuiltinID = (id) => /^00000000-0000-0000-0000-0000000000[0-9a-f]{2}$/.test(id ?? '');

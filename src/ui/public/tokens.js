@@ -1,6 +1,23 @@
-// Tokens: the list with its filters and search, the detail with effective policies, create, edit, clone, delete.
-import { html, useEffect, useState } from '/ui/vendor/htm/standalone.module.js';
-import { ErrorBox, HIDDEN, Loading, Secret, api, confirmThen, explain, go, linkChecks, state, useLoad } from './lib.js';
+// Tokens: the list with its filters and search, the detail with effective policies and a
+// permission test, and one form for create and edit that keeps every field of the token.
+import { useState } from 'preact/hooks';
+import { ErrorBox, HIDDEN, Loading, Secret, Time, api, confirmThen, explain, go, html, identities, state, useLoad } from './lib.js';
+import {
+  CheckField,
+  LinkChecks,
+  MODELS,
+  Messages,
+  NodeIdentities,
+  SaveBar,
+  ServiceIdentities,
+  TemplatedPolicies,
+  TextField,
+  useChoices,
+  useRecordForm,
+} from './forms.js';
+
+const isSelf = (t) => state.self?.AccessorID === t.AccessorID;
+const You = () => html` <span class="badge you" data-testid="you" title="The token you signed in with">you</span>`;
 
 export function TokenList() {
   const [filter, setFilter] = useState({ kind: 'policy', value: '' });
@@ -12,7 +29,10 @@ export function TokenList() {
   const query = filter.value ? `?${filter.kind}=${encodeURIComponent(filter.value)}` : '';
   const tokens = useLoad(() => api('GET', `/v1/acl/tokens${query}`), [query]);
   const options = { policy: policies.data ?? [], role: roles.data ?? [], authmethod: methods.data ?? [] };
-  const choices = filter.kind === 'servicename' ? null : (options[filter.kind] ?? []).map((o) => ({ value: filter.kind === 'authmethod' ? o.Name : o.ID, label: o.Name }));
+  const choices =
+    filter.kind === 'servicename'
+      ? null
+      : (options[filter.kind] ?? []).map((o) => ({ value: filter.kind === 'authmethod' ? o.Name : o.ID, label: o.Name }));
   return html`<h1>Tokens</h1>
     <div class="filters">
       <div><label for="filter-kind">Filter by</label>
@@ -20,29 +40,42 @@ export function TokenList() {
           <option value="policy">Policy</option><option value="role">Role</option><option value="servicename">Service name</option><option value="authmethod">Auth method</option>
         </select></div>
       <div><label for="filter-value">${{ policy: 'Policy', role: 'Role', servicename: 'Service name', authmethod: 'Auth method' }[filter.kind]}</label>
-        ${choices
-          ? html`<select id="filter-value" value=${filter.value} onChange=${(e) => setFilter({ ...filter, value: e.target.value })}>
+        ${
+          choices
+            ? html`<select id="filter-value" value=${filter.value} onChange=${(e) => setFilter({ ...filter, value: e.target.value })}>
               <option value="">(any)</option>${choices.map((c) => html`<option value=${c.value}>${c.label}</option>`)}</select>`
-          : html`<input id="filter-value" value=${filter.value} onChange=${(e) => setFilter({ ...filter, value: e.target.value })} />`}</div>
+            : html`<input id="filter-value" value=${filter.value} onChange=${(e) => setFilter({ ...filter, value: e.target.value })} />`
+        }</div>
       <div><label for="filter-scope">Scope</label>
         <select id="filter-scope" value=${scope} onChange=${(e) => setScope(e.target.value)}><option value="">(any)</option><option value="local">Local</option><option value="global">global</option></select></div>
-      <div><label for="search">Search</label><input id="search" placeholder="description or accessor" value=${search} onInput=${(e) => setSearch(e.target.value)} /></div>
+      <div><label for="search">Search</label><input id="search" type="search" placeholder="description or accessor" value=${search} onInput=${(e) => setSearch(e.target.value)} /></div>
     </div>
     ${state.canWrite ? html`<div class="actions"><a class="button" href="#/tokens/new">Create token</a></div>` : null}
     <${Loading} result=${tokens}>${(list) => {
       const s = search.toLowerCase();
-      const shown = list.filter((t) => (!s || t.AccessorID.includes(s) || (t.Description ?? '').toLowerCase().includes(s)) && (!scope || (scope === 'local') === t.Local));
+      const shown = list.filter(
+        (t) =>
+          (!s || t.AccessorID.includes(s) || (t.Description ?? '').toLowerCase().includes(s)) &&
+          (!scope || (scope === 'local') === t.Local),
+      );
       return html`<div class="table-wrap"><table data-testid="token-table">
-        <thead><tr><th>AccessorID</th><th>Description</th><th>Policies</th><th>Roles</th><th>Scope</th></tr></thead>
-        <tbody>${shown.map((t) => html`<tr>
-          <td><a href=${`#/tokens/${t.AccessorID}`}>${t.AccessorID}</a></td>
+        <thead><tr><th>AccessorID</th><th>Description</th><th>Policies and roles</th><th>Identities</th><th>Scope</th><th>Expires</th></tr></thead>
+        <tbody>${shown.map(
+          (t) => html`<tr class=${isSelf(t) ? 'self' : ''}>
+          <td><a href=${`#/tokens/${t.AccessorID}`}>${t.AccessorID}</a>${isSelf(t) ? html`<${You} />` : null}</td>
           <td>${t.Description}</td>
-          <td>${(t.Policies ?? []).map((p) => p.Name).join(', ')}</td>
-          <td>${(t.Roles ?? []).map((r) => r.Name).join(', ')}</td>
-          <td>${t.Local ? 'Local' : 'global'}${t.AuthMethod ? html` <span class="badge">${t.AuthMethod}</span>` : null}</td>
-        </tr>`)}</tbody></table></div>
+          <td>${[...(t.Policies ?? []).map((p) => p.Name), ...(t.Roles ?? []).map((r) => `role ${r.Name}`)].join(', ') || html`<span class="muted">—</span>`}</td>
+          <td>${identities(t).join('; ') || html`<span class="muted">—</span>`}</td>
+          <td class="nowrap">${t.Local ? 'Local' : 'global'}${t.AuthMethod ? html` <span class="badge" title="Made by a login">${t.AuthMethod}</span>` : null}</td>
+          <td><${Time} value=${t.ExpirationTime} empty="never" /></td>
+        </tr>`,
+        )}</tbody></table></div>
         <p class="muted">${shown.length} of ${list.length} tokens</p>`;
     }}<//>`;
+}
+
+function IdentityList({ title, items }) {
+  return html`<dt>${title}</dt><dd>${items.length ? html`<ul class="plain">${items.map((i) => html`<li>${i}</li>`)}</ul>` : '—'}</dd>`;
 }
 
 export function TokenDetail({ id }) {
@@ -66,42 +99,54 @@ export function TokenDetail({ id }) {
       }
     });
   return html`<${Loading} result=${token}>${(t) => html`
-    <h1>Token ${t.Description ? `“${t.Description}”` : t.AccessorID}</h1>
+    <h1>Token ${t.Description ? `“${t.Description}”` : t.AccessorID}${isSelf(t) ? html`<${You} />` : null}</h1>
     <${ErrorBox} message=${error} />
-    ${state.canWrite
-      ? html`<div class="actions">
+    ${
+      state.canWrite
+        ? html`<div class="actions">
           <a class="button secondary" href=${`#/tokens/${id}/edit`}>Edit</a>
           <button type="button" class="secondary" onClick=${clone}>Clone</button>
-          <button type="button" class="danger" onClick=${remove}>Delete</button></div>`
-      : null}
+          ${isSelf(t) ? null : html`<button type="button" class="danger" onClick=${remove}>Delete</button>`}</div>`
+        : null
+    }
     <dl class="kv">
       <dt>AccessorID</dt><dd>${t.AccessorID}</dd>
       <dt>SecretID</dt><dd><${Secret} value=${t.SecretID} /></dd>
-      <dt>Description</dt><dd>${t.Description}</dd>
+      <dt>Description</dt><dd>${t.Description || html`<span class="muted">—</span>`}</dd>
       <dt>Scope</dt><dd>${t.Local ? 'Local (this datacenter only)' : 'global'}</dd>
       <dt>Namespace</dt><dd>${t.Namespace} / ${t.Partition}</dd>
       ${t.AuthMethod ? html`<dt>Auth method</dt><dd>${t.AuthMethod}</dd>` : null}
-      <dt>Expires</dt><dd>${t.ExpirationTime ?? 'never'}</dd>
-      <dt>Created</dt><dd>${t.CreateTime}</dd>
-      <dt>Policies</dt><dd>${(t.Policies ?? []).map((p) => p.Name).join(', ') || '—'}</dd>
-      <dt>Roles</dt><dd>${(t.Roles ?? []).map((r) => r.Name).join(', ') || '—'}</dd>
-      <dt>Service identities</dt><dd>${(t.ServiceIdentities ?? []).map((s) => s.ServiceName).join(', ') || '—'}</dd>
-      <dt>Node identities</dt><dd>${(t.NodeIdentities ?? []).map((n) => `${n.NodeName} (${n.Datacenter})`).join(', ') || '—'}</dd>
+      <dt>Expires</dt><dd><${Time} value=${t.ExpirationTime} empty="never" /></dd>
+      <dt>Created</dt><dd><${Time} value=${t.CreateTime} /></dd>
+      <dt>Policies</dt><dd>${(t.Policies ?? []).map((p, i) => html`${i ? ', ' : ''}<a href=${`#/policies/${p.ID}`}>${p.Name}</a>`)}${(t.Policies ?? []).length ? null : '—'}</dd>
+      <dt>Roles</dt><dd>${(t.Roles ?? []).map((r, i) => html`${i ? ', ' : ''}<a href=${`#/roles/${r.ID}`}>${r.Name}</a>`)}${(t.Roles ?? []).length ? null : '—'}</dd>
+      <${IdentityList} title="Identities and templates" items=${identities(t)} />
+      <dt>Audit</dt><dd><a href=${`#/audit?accessor=${t.AccessorID}`} data-testid="audit-by">what this token did</a>, <a href=${`#/audit?kind=token&id=${t.AccessorID}`} data-testid="audit-of">changes to it</a></dd>
     </dl>
     <h2>Effective policies</h2>
-    <div data-testid="effective-policies">${(t.ExpandedPolicies ?? []).map((p) => html`<section><h3>${p.Name}</h3><pre>${p.Rules}</pre></section>`)}</div>
+    <div data-testid="effective-policies">${(t.ExpandedPolicies ?? []).map((p) => html`<section><h3>${p.Name}</h3>${p.Datacenters?.length ? html`<p class="muted">Only in ${p.Datacenters.join(', ')}</p>` : null}<pre>${p.Rules}</pre></section>`)}</div>
     ${(t.ExpandedRoles ?? []).length > 0 ? html`<h2>Roles</h2><ul>${t.ExpandedRoles.map((r) => html`<li>${r.Name}: ${(r.Policies ?? []).map((p) => p.Name).join(', ')}</li>`)}</ul>` : null}
     ${t.SecretID && t.SecretID !== HIDDEN ? html`<${PermissionTest} secret=${t.SecretID} />` : null}`}<//>`;
 }
 
 const RESOURCES = {
-  service: ['read', 'write'], key: ['read', 'list', 'write'], node: ['read', 'write'], intention: ['read', 'write'],
-  agent: ['read', 'write'], event: ['read', 'write'], query: ['read', 'write'], session: ['read', 'write'],
-  acl: ['read', 'write'], operator: ['read', 'write'], keyring: ['read', 'write'], mesh: ['read', 'write'], peering: ['read', 'write'],
+  service: ['read', 'write'],
+  key: ['read', 'list', 'write'],
+  node: ['read', 'write'],
+  intention: ['read', 'write'],
+  agent: ['read', 'write'],
+  event: ['read', 'write'],
+  query: ['read', 'write'],
+  session: ['read', 'write'],
+  acl: ['read', 'write'],
+  operator: ['read', 'write'],
+  keyring: ['read', 'write'],
+  mesh: ['read', 'write'],
+  peering: ['read', 'write'],
 };
 const UNSEGMENTED = new Set(['acl', 'operator', 'keyring', 'mesh', 'peering']);
 
-/** "Test a permission": may this token do this? Asked with the token's own secret (SPEC §17). */
+/** "Test a permission": may this token do this? Asked with the token's own secret. */
 function PermissionTest({ secret }) {
   const [check, setCheck] = useState({ Resource: 'service', Segment: '', Access: 'read' });
   const [answer, setAnswer] = useState(undefined);
@@ -138,47 +183,33 @@ function PermissionTest({ secret }) {
     ${answer === undefined ? null : html`<p data-testid="permission-answer" class=${answer ? 'allow' : 'deny'}><strong>${answer ? 'allow' : 'deny'}</strong>: this token ${answer ? 'may' : 'may not'} ${check.Access} ${check.Resource}${segmented ? ` “${check.Segment}”` : ''}</p>`}`;
 }
 
+const NEW_TOKEN = { Description: '', Local: false, ExpirationTTL: '' };
+
 export function TokenForm({ id }) {
-  const editing = id !== undefined;
-  const policies = useLoad(() => api('GET', '/v1/acl/policies'), []);
-  const roles = useLoad(() => api('GET', '/v1/acl/roles'), []);
-  const [form, setForm] = useState({ Description: '', Policies: [], Roles: [], Services: '', Local: false, TTL: '' });
-  const [error, setError] = useState('');
-  useEffect(() => {
-    if (!editing) return;
-    api('GET', `/v1/acl/token/${id}`).then(
-      (t) => setForm({ Description: t.Description, Policies: (t.Policies ?? []).map((p) => p.ID), Roles: (t.Roles ?? []).map((r) => r.ID), Services: (t.ServiceIdentities ?? []).map((s) => s.ServiceName).join(', '), Local: t.Local, TTL: '' }),
-      (err) => setError(explain(err)),
-    );
-  }, [id]);
-  const save = async (e) => {
+  const model = MODELS.token;
+  const form = useRecordForm(model, id === undefined ? undefined : () => api('GET', `/v1/acl/token/${id}`), NEW_TOKEN, [id]);
+  const choices = useChoices();
+  const { draft, set, editing } = form;
+  const submit = async (e) => {
     e.preventDefault();
-    const body = {
-      Description: form.Description,
-      Policies: form.Policies.map((ID) => ({ ID })),
-      Roles: form.Roles.map((ID) => ({ ID })),
-      ServiceIdentities: form.Services.split(',').map((s) => s.trim()).filter(Boolean).map((ServiceName) => ({ ServiceName })),
-      Local: form.Local,
-      ...(!editing && form.TTL ? { ExpirationTTL: form.TTL } : {}),
-    };
-    try {
-      const t = editing ? await api('PUT', `/v1/acl/token/${id}`, body) : await api('PUT', '/v1/acl/token', body);
-      go(`#/tokens/${t.AccessorID}`);
-    } catch (err) {
-      setError(explain(err));
-    }
+    const t = await form.save((body) => (editing ? api('PUT', `/v1/acl/token/${id}`, body) : api('PUT', '/v1/acl/token', body)));
+    if (t) go(`#/tokens/${t.AccessorID}`);
   };
-  return html`<h1>${editing ? 'Edit token' : 'Create token'}</h1>
-    <form onSubmit=${save}>
-      <div class="field"><label for="t-desc">Description</label><input id="t-desc" value=${form.Description} onInput=${(e) => setForm({ ...form, Description: e.target.value })} /></div>
-      <div class="field"><label>Policies</label>${linkChecks(policies.data ?? [], form.Policies, (Policies) => setForm({ ...form, Policies }), 'Policies')}</div>
-      <div class="field"><label>Roles</label>${linkChecks(roles.data ?? [], form.Roles, (Roles) => setForm({ ...form, Roles }), 'Roles')}</div>
-      <div class="field"><label for="t-services">Service identities (comma-separated)</label><input id="t-services" value=${form.Services} onInput=${(e) => setForm({ ...form, Services: e.target.value })} /></div>
-      ${editing ? null : html`<div class="field"><label for="t-ttl">Expires after (e.g. 1h; empty: never)</label><input id="t-ttl" value=${form.TTL} onInput=${(e) => setForm({ ...form, TTL: e.target.value })} /></div>`}
-      <div class="field checks"><label><input type="checkbox" id="t-local" checked=${form.Local} disabled=${editing} onChange=${(e) => setForm({ ...form, Local: e.target.checked })} /> Local to this datacenter</label></div>
-      <${ErrorBox} message=${error} />
-      <div class="actions"><button type="submit">${editing ? 'Save' : 'Create'}</button><a class="button secondary" href=${editing ? `#/tokens/${id}` : '#/tokens'}>Cancel</a></div>
+  if (draft === undefined)
+    return html`<h1>Edit token</h1><${Messages} form=${form} />${form.error ? null : html`<p class="muted">Loading…</p>`}`;
+  return html`<h1>${editing ? `Edit token ${draft.Description ? `“${draft.Description}”` : id}` : 'Create token'}</h1>
+    <form onSubmit=${submit} data-testid="token-form">
+      ${editing ? html`<p class="muted">AccessorID ${draft.AccessorID}${draft.AuthMethod ? `, made by a login to ${draft.AuthMethod}` : ''}${draft.ExpirationTime ? html`, expires <${Time} value=${draft.ExpirationTime} />` : ''}</p>` : null}
+      <${TextField} id="t-desc" label="Description" value=${draft.Description} onValue=${(v) => set('Description', v)} />
+      <${LinkChecks} label="Policies" all=${choices.policies} value=${draft.Policies} onValue=${(v) => set('Policies', v)} />
+      <${LinkChecks} label="Roles" all=${choices.roles} value=${draft.Roles} onValue=${(v) => set('Roles', v)} />
+      <${ServiceIdentities} id="t-si" value=${draft.ServiceIdentities} local=${draft.Local} onValue=${(v) => set('ServiceIdentities', v)} />
+      <${NodeIdentities} id="t-ni" value=${draft.NodeIdentities} onValue=${(v) => set('NodeIdentities', v)} />
+      <${TemplatedPolicies} id="t-tp" value=${draft.TemplatedPolicies} templates=${choices.templates} onValue=${(v) => set('TemplatedPolicies', v)} />
+      ${editing ? null : html`<${TextField} id="t-ttl" label="Expires after" placeholder="e.g. 1h; empty: never" value=${draft.ExpirationTTL} onValue=${(v) => set('ExpirationTTL', v)} />`}
+      <${CheckField} id="t-local" label="Local to this datacenter" checked=${draft.Local} disabled=${editing} onValue=${(v) => set('Local', v)}
+        hint=${editing ? 'A token stays Local or global for its whole life.' : 'A Local token never leaves the datacenter that made it.'} />
+      <${Messages} form=${form} />
+      <${SaveBar} form=${form} cancel=${editing ? `#/tokens/${id}` : '#/tokens'} />
     </form>`;
 }
-
-// ---- Policies ----

@@ -5,7 +5,9 @@
  * until every datacenter holds the primary's global objects ({ID: Hash}); at the end
  * every acknowledged write is checked. Every loop is bounded in count and time.
  */
-import { type Cluster, startCluster } from '../src/testing/index.js';
+import { randomUUID } from 'node:crypto';
+import { type Anomaly, HistoryRecorder, type Operation } from './history.js';
+import { type Cluster, startCluster } from './index.js';
 
 export type FaultKind = 'kill-primary' | 'kill-secondary' | 'freeze-secondary' | 'cut-link';
 
@@ -32,6 +34,8 @@ export interface ChaosReport {
   leaked: string[];
   /** Answers that break the rules: 5xx other than 503, and unexpected 4xx (must be empty). */
   bad: string[];
+  /** What readers saw, checked (src/testing/history.ts). */
+  history: { operations: number; anomalies: Anomaly[] };
 }
 
 export interface ChaosOptions {
@@ -57,14 +61,28 @@ export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export interface Answer {
   status: number;
   body: unknown;
+  /** The answer's headers (none when there was no answer). */
+  headers?: Headers;
 }
 
 /** One request; a connection failure or timeout is status 0 (outcome unknown). */
 export async function call(url: string, token: string, method: string, path: string, body?: unknown, timeoutMs = 8000): Promise<Answer> {
+  return request(url, { 'X-Service-Token': token }, method, path, body, timeoutMs);
+}
+
+/** One request with the headers given; as `call`. */
+export async function request(
+  url: string,
+  headers: Record<string, string>,
+  method: string,
+  path: string,
+  body?: unknown,
+  timeoutMs = 8000,
+): Promise<Answer> {
   try {
     const res = await fetch(url + path, {
       method,
-      headers: { 'X-Service-Token': token, 'Content-Type': 'application/json' },
+      headers: { ...headers, 'Content-Type': 'application/json', Accept: 'application/json' },
       ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
       signal: AbortSignal.timeout(timeoutMs),
     });
@@ -75,7 +93,7 @@ export async function call(url: string, token: string, method: string, path: str
     } catch {
       parsed = text;
     }
-    return { status: res.status, body: parsed };
+    return { status: res.status, body: parsed, headers: res.headers };
   } catch {
     return { status: 0, body: undefined };
   }
@@ -100,6 +118,10 @@ export class Load {
   readonly unsure = new Set<string>();
   ambiguous = 0;
   readonly bad: string[] = [];
+  /** Every operation on a token, as sent and answered, for the history checks. */
+  readonly history = new HistoryRecorder();
+  /** Every token a create was sent for (acknowledged or not), with its secret and datacenter. */
+  protected readonly tokens: Array<{ id: string; secret: string; dc: string; local: boolean }> = [];
   private active = false;
   private workers: Array<Promise<void>> = [];
   protected seq = 0;
@@ -136,10 +158,101 @@ export class Load {
     })();
   }
 
+  /** Records one operation, timed, with what its answer says. */
+  protected async timed(
+    op: Omit<Operation, 'invoked' | 'completed' | 'outcome'>,
+    send: () => Promise<Answer>,
+    found?: (a: Answer) => boolean | undefined,
+  ): Promise<Answer> {
+    const invoked = Date.now();
+    const a = await send();
+    const completed = Date.now();
+    const index = Number(a.headers?.get('x-service-index') ?? Number.NaN);
+    const saw = found?.(a);
+    // A read that got no clear answer says nothing; a write without one may or may not have happened.
+    const outcome: Operation['outcome'] = found
+      ? saw === undefined
+        ? 'unknown'
+        : 'ok'
+      : a.status === 200
+        ? 'ok'
+        : a.status === 0 || a.status >= 500
+          ? 'unknown'
+          : 'fail';
+    this.history.record({
+      ...op,
+      invoked,
+      completed,
+      outcome,
+      ...(saw !== undefined ? { found: saw } : {}),
+      ...(Number.isFinite(index) && found ? { index } : {}),
+      ...(a.headers?.get('x-service-replication-pending') === 'true' ? { pending: true } : {}),
+    });
+    return a;
+  }
+
   protected create(dc: string, local: boolean): () => Promise<void> {
+    const process = `writer-${dc}-${local ? 'local' : 'global'}-${this.seq++}`;
     return async () => {
-      const a = await call(this.url(dc), this.token, 'PUT', '/v1/acl/token', { Description: `chaos ${this.seq++}`, ...(local ? { Local: true } : {}) });
-      if (this.judge(`create at ${dc}`, a)) this.created.set((a.body as { AccessorID: string }).AccessorID, { dc, local });
+      // IDs chosen here, so that a create whose answer is lost is still in the history.
+      const id = randomUUID();
+      const secret = randomUUID();
+      this.tokens.push({ id, secret, dc, local });
+      const url = this.url(dc);
+      const home = local ? dc : 'dc1';
+      const a = await this.timed({ process, kind: 'create', key: id, dc, server: url, home }, () =>
+        call(url, this.token, 'PUT', '/v1/acl/token', {
+          AccessorID: id,
+          SecretID: secret,
+          Description: `chaos ${this.seq++}`,
+          ...(local ? { Local: true } : {}),
+        }),
+      );
+      if (!this.judge(`create at ${dc}`, a)) return;
+      this.created.set(id, { dc, local });
+      // Read it back where it was written (read-your-writes).
+      await this.timed(
+        { process, kind: 'read', key: id, dc, server: url },
+        () => call(url, this.token, 'GET', `/v1/acl/token/${id}`),
+        foundBy404,
+      );
+    };
+  }
+
+  /**
+   * A client reading tokens at `dc` (its own datacenter for a Local one), with `?consistent`
+   * or not, or by its secret (self, a decision).
+   */
+  protected reader(dc: string, how: 'default' | 'consistent' | 'secret'): () => Promise<void> {
+    const process = `reader-${dc}-${how}-${this.seq++}`;
+    return async () => {
+      const candidates = this.tokens.filter((t) => !t.local || t.dc === dc);
+      const t = candidates[Math.floor(Math.random() * candidates.length)];
+      if (!t) return;
+      const url = this.url(dc);
+      const op = { process, key: t.id, dc, server: url };
+      if (how === 'secret') {
+        if (Math.random() < 0.5)
+          await this.timed(
+            { ...op, kind: 'self' },
+            () => request(url, { 'X-Service-Token': t.secret }, 'GET', '/v1/acl/token/self'),
+            foundBy403,
+          );
+        else
+          await this.timed(
+            { ...op, kind: 'decision' },
+            () =>
+              request(url, { 'X-Service-Token': t.secret }, 'POST', '/v1/internal/acl/authorize', [{ Resource: 'acl', Access: 'read' }]),
+            foundBy403,
+          );
+        return;
+      }
+      const consistent = how === 'consistent';
+      await this.timed(
+        { ...op, kind: 'read', ...(consistent ? { consistent } : {}) },
+        () => call(url, this.token, 'GET', `/v1/acl/token/${t.id}${consistent ? '?consistent' : ''}`),
+        foundBy404,
+      );
     };
   }
 
@@ -147,7 +260,10 @@ export class Load {
     const candidates = [...this.created].filter(([id, t]) => !t.local && !this.deleted.has(id) && !this.unsure.has(id));
     if (candidates.length < 5) return;
     const [id] = candidates[Math.floor(Math.random() * candidates.length)] as [string, unknown];
-    const a = await call(this.url('dc1'), this.token, 'DELETE', `/v1/acl/token/${id}`);
+    const url = this.url('dc1');
+    const a = await this.timed({ process: 'deleter', kind: 'delete', key: id, dc: 'dc1', server: url }, () =>
+      call(url, this.token, 'DELETE', `/v1/acl/token/${id}`),
+    );
     if (a.status === 200 && a.body === true) this.deleted.add(id);
     else if (this.judge('delete at dc1', a)) this.bad.push(`delete at dc1 of acknowledged token ${id}: answered ${JSON.stringify(a.body)}`);
     else this.unsure.add(id);
@@ -160,8 +276,19 @@ export class Load {
       const p = await call(this.url('dc1'), this.token, 'PUT', '/v1/acl/policy', { Name: `chaos-${n}`, Rules: 'acl = "read"' });
       if (!this.judge('policy create', p)) return;
       const id = (p.body as { ID: string }).ID;
-      this.judge('role create', await call(this.url('dc1'), this.token, 'PUT', '/v1/acl/role', { Name: `chaos-role-${n}`, Policies: [{ ID: id }] }));
-      if (update) this.judge('policy update', await call(this.url('dc1'), this.token, 'PUT', `/v1/acl/policy/${id}`, { Name: `chaos-${n}`, Description: 'updated', Rules: 'acl = "read"' }));
+      this.judge(
+        'role create',
+        await call(this.url('dc1'), this.token, 'PUT', '/v1/acl/role', { Name: `chaos-role-${n}`, Policies: [{ ID: id }] }),
+      );
+      if (update)
+        this.judge(
+          'policy update',
+          await call(this.url('dc1'), this.token, 'PUT', `/v1/acl/policy/${id}`, {
+            Name: `chaos-${n}`,
+            Description: 'updated',
+            Rules: 'acl = "read"',
+          }),
+        );
     };
   }
 
@@ -175,6 +302,11 @@ export class Load {
       { run: this.policyAndRole(true) },
       { run: this.create('dc2', true) },
       { run: this.create('dc3', true) },
+      { run: this.reader('dc1', 'consistent') },
+      { run: this.reader('dc1', 'secret') },
+      { run: this.reader('dc2', 'default') },
+      { run: this.reader('dc2', 'consistent') },
+      { run: this.reader('dc3', 'default') },
     ];
   }
 
@@ -189,13 +321,23 @@ export class Load {
   }
 }
 
+/** A token read: 200 found, 404 not found, anything else no clear answer. */
+const foundBy404 = (a: Answer): boolean | undefined => (a.status === 200 ? true : a.status === 404 ? false : undefined);
+/** A read by the token's own secret: 200 found, 403 ACL not found, anything else no clear answer. */
+const foundBy403 = (a: Answer): boolean | undefined =>
+  a.status === 200 ? true : a.status === 403 && (a.body as { code?: string } | undefined)?.code === 'ACL_NOT_FOUND' ? false : undefined;
+
 export type State = Record<string, string>;
 
 /**
  * Every global object of a datacenter as id -> Hash, across all namespaces (undefined when it
  * cannot answer). `stale`: one server's own copy (?stale), not its leader's.
  */
-export async function globalState(url: string, token: string, options: { stale?: boolean; timeoutMs?: number } = {}): Promise<State | undefined> {
+export async function globalState(
+  url: string,
+  token: string,
+  options: { stale?: boolean; timeoutMs?: number } = {},
+): Promise<State | undefined> {
   const out: State = {};
   const q = options.stale ? '?ns=*&stale' : '?ns=*';
   const lists: Array<[string, string, string]> = [
@@ -214,7 +356,8 @@ export async function globalState(url: string, token: string, options: { stale?:
   return out;
 }
 
-export const same = (a: State | undefined, b: State | undefined): boolean => a !== undefined && b !== undefined && JSON.stringify(Object.entries(a).sort()) === JSON.stringify(Object.entries(b).sort());
+export const same = (a: State | undefined, b: State | undefined): boolean =>
+  a !== undefined && b !== undefined && JSON.stringify(Object.entries(a).sort()) === JSON.stringify(Object.entries(b).sort());
 
 /** Waits until every datacenter answers with the primary's global objects; returns whether it did in time. */
 async function converge(cluster: Cluster, token: string, timeoutMs: number): Promise<boolean> {
@@ -281,7 +424,9 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
       const converged = await converge(cluster, token, options.convergeTimeoutMs ?? 60_000);
       const result = { n, kind, target, heldMs, convergedMs: Date.now() - undone, converged };
       faults.push(result);
-      log(`fault ${n}/${total}: ${kind} ${target}, held ${(heldMs / 1000).toFixed(1)} s, ${converged ? `converged in ${(result.convergedMs / 1000).toFixed(2)} s` : 'DID NOT CONVERGE'}`);
+      log(
+        `fault ${n}/${total}: ${kind} ${target}, held ${(heldMs / 1000).toFixed(1)} s, ${converged ? `converged in ${(result.convergedMs / 1000).toFixed(2)} s` : 'DID NOT CONVERGE'}`,
+      );
       if (!converged) break;
     }
 
@@ -299,18 +444,22 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
       } else if (!there) {
         lost.push(`${t.local ? 'Local' : 'global'} token ${id} made at ${t.dc}`);
       }
-      if (t.local) for (const dc of ['dc1', 'dc2', 'dc3']) if (dc !== t.dc && (await present(dc, id))) leaked.push(`${id} of ${t.dc} seen at ${dc}`);
+      if (t.local)
+        for (const dc of ['dc1', 'dc2', 'dc3']) if (dc !== t.dc && (await present(dc, id))) leaked.push(`${id} of ${t.dc} seen at ${dc}`);
     }
     const times = faults.map((f) => f.convergedMs).sort((a, b) => a - b);
     return {
       faults,
       durationMs: Date.now() - started,
-      medianConvergenceMs: times.length ? ((times[(times.length - 1) >> 1] as number) + (times[times.length >> 1] as number)) / 2 : Number.NaN,
+      medianConvergenceMs: times.length
+        ? ((times[(times.length - 1) >> 1] as number) + (times[times.length >> 1] as number)) / 2
+        : Number.NaN,
       writes: { acknowledged: load.created.size, ambiguous: load.ambiguous, deletes: load.deleted.size },
       lost,
       resurrected,
       leaked,
       bad: load.bad,
+      history: { operations: load.history.ops.length, anomalies: load.history.check() },
     };
   } finally {
     await load.stop();

@@ -6,11 +6,17 @@ export class RateLimiter {
   private readonly buckets = new Map<string, { tokens: number; at: number }>();
 
   constructor(
-    readonly rate: number,
-    private readonly burst: number,
+    public rate: number,
+    private burst: number,
     private readonly now: () => number = Date.now,
     private readonly maxClients = 100_000,
   ) {}
+
+  /** New limits (a reload): buckets keep what they hold, capped at the new burst. */
+  set(rate: number, burst: number): void {
+    this.rate = rate;
+    this.burst = burst;
+  }
 
   /** Takes one request from the client's bucket; returns seconds to wait when empty, else 0. */
   take(client: string): number {

@@ -8,12 +8,13 @@
  * and the time to the first 403 there is recorded. At the end every acknowledged write is
  * checked on every server. Every loop is bounded in count and time.
  */
+import type { Anomaly } from './history.js';
 import { execFileSync } from 'node:child_process';
-import { mkdir, open, rm, statfs } from 'node:fs/promises';
+import { mkdir, open, rm, statfs, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { SignJWT, exportSPKI, generateKeyPair } from 'jose';
-import { type Cluster, type DatacenterHandle, startCluster } from '../src/testing/index.js';
-import { Load, type State, type Writer, call, globalState, same, sleep } from './chaos-run.js';
+import { type Cluster, type DatacenterHandle, startCluster } from './index.js';
+import { Load, type State, type Writer, call, globalState, same, sleep } from './chaos.js';
 
 export type HaFaultKind =
   | 'kill-leader'
@@ -24,7 +25,8 @@ export type HaFaultKind =
   | 'cut-link'
   | 'kill-secondary-leader-in-catch-up'
   | 'kill-single-secondary'
-  | 'full-disk-follower';
+  | 'full-disk-follower'
+  | 'full-disk-leader';
 
 export interface HaFaultResult {
   n: number;
@@ -58,11 +60,15 @@ export interface HaChaosReport {
   /** Servers whose global objects differed from the primary leader's at a full comparison (every tenth fault, and at the end). */
   diverged: string[];
   skipped: string[];
+  /** What readers saw, checked (src/testing/history.ts). */
+  history: { operations: number; anomalies: Anomaly[] };
 }
 
 export interface HaChaosOptions {
   faults?: number;
   log?: (line: string) => void;
+  /** Where to write each server's output at the end (its log lines). */
+  logDir?: string;
   convergeTimeoutMs?: number;
 }
 
@@ -79,6 +85,8 @@ const ROTATION: Array<[HaFaultKind, string]> = [
   ['cut-link', 'dc3'],
   ['kill-leader', 'dc2'],
   ['full-disk-follower', 'dc1-server-3'],
+  // Then the rotation's first fault kills that leader, its disk freed a moment before.
+  ['full-disk-leader', 'dc1-server-3'],
 ];
 
 /** A small tmpfs for one follower's data dir, so a run can fill its disk (root only). */
@@ -171,6 +179,11 @@ class HaLoad extends Load {
       { run: this.policyAndRole(false) },
       // Within the default login limit of 10 a second per client.
       { run: this.login('dc2'), pauseMs: 150 },
+      { run: this.reader('dc1', 'consistent') },
+      { run: this.reader('dc1', 'secret') },
+      { run: this.reader('dc2', 'default') },
+      { run: this.reader('dc2', 'consistent') },
+      { run: this.reader('dc3', 'default') },
     ];
   }
 }
@@ -231,7 +244,9 @@ async function sameEverywhere(cluster: Cluster, token: string): Promise<string[]
     const primary = await serverState(leader.url, token);
     out = primary ? [] : [`${leader.serverName} did not list its objects`];
     for (const d of cluster.datacenters) {
-      for (const s of d.servers) if (primary && !same(await serverState(s.url, token), primary)) out.push(`${s.serverName} holds other global objects than the primary's leader`);
+      for (const s of d.servers)
+        if (primary && !same(await serverState(s.url, token), primary))
+          out.push(`${s.serverName} holds other global objects than the primary's leader`);
     }
     if (out.length === 0) return out;
     await sleep(300);
@@ -386,6 +401,25 @@ async function inject(cluster: Cluster, kind: HaFaultKind, target: string, load:
       await free();
       break;
     }
+    case 'full-disk-leader': {
+      // The server on the small disk is made the leader (its leaders killed until it leads), then its disk fills.
+      const d = cluster.get('dc1');
+      const server = d.servers.find((x) => x.serverName === DISK_SERVER) as DatacenterHandle;
+      for (let tries = 0; tries < 8 && (await d.leader(20_000)) !== server; tries++) {
+        const leader = await d.leader(20_000);
+        await leader.kill();
+        await sleep(500);
+        await leader.start();
+        await d.leader(20_000);
+        await sleep(2500); // the restarted server back in the synchronous set, so it may lead next
+      }
+      const leads = (await d.leader(20_000)) === server;
+      named = leads ? `${server.serverName} (leading)` : `${server.serverName} (could not make it lead; a follower)`;
+      const free = await fillDisk();
+      await sleep(4000);
+      await free();
+      break;
+    }
     case 'kill-single-secondary': {
       const d = cluster.get(target);
       await d.kill();
@@ -409,9 +443,19 @@ async function authMethod(cluster: Cluster, token: string): Promise<() => Promis
     Config: { JWTValidationPubKeys: [pem], BoundIssuer: 'chaos', ClaimMappings: { service: 'service' } },
   });
   if (method.status !== 200) throw new Error(`auth method: ${method.status} ${JSON.stringify(method.body)}`);
-  const rule = await call(leader.url, token, 'PUT', '/v1/acl/binding-rule', { AuthMethod: 'chaos', BindType: 'service', BindName: '${value.service}' });
+  const rule = await call(leader.url, token, 'PUT', '/v1/acl/binding-rule', {
+    AuthMethod: 'chaos',
+    BindType: 'service',
+    BindName: '${value.service}',
+  });
   if (rule.status !== 200) throw new Error(`binding rule: ${rule.status} ${JSON.stringify(rule.body)}`);
-  return () => new SignJWT({ service: 'web' }).setProtectedHeader({ alg: 'RS256' }).setIssuer('chaos').setIssuedAt().setExpirationTime('10m').sign(privateKey);
+  return () =>
+    new SignJWT({ service: 'web' })
+      .setProtectedHeader({ alg: 'RS256' })
+      .setIssuer('chaos')
+      .setIssuedAt()
+      .setExpirationTime('10m')
+      .sign(privateKey);
 }
 
 export async function runHaChaos(options: HaChaosOptions = {}): Promise<HaChaosReport> {
@@ -423,7 +467,8 @@ export async function runHaChaos(options: HaChaosOptions = {}): Promise<HaChaosR
     datacenters: { dc1: { servers: 3 }, dc2: { servers: 2 }, dc3: { servers: 1 } },
     links: true,
     timings: 'production',
-    logLevel: 'error',
+    // CHAOS_LOG_LEVEL=info keeps each server's leadership and stream notes (written to logDir at the end).
+    logLevel: (process.env.CHAOS_LOG_LEVEL as 'error' | 'warn' | 'info' | 'debug' | undefined) ?? 'error',
     ...(diskSkipped ? {} : { dataDirParent: { [DISK_SERVER]: DISK } }),
   });
   const token = cluster.managementToken;
@@ -440,7 +485,10 @@ export async function runHaChaos(options: HaChaosOptions = {}): Promise<HaChaosR
     // At rest first: revocations with nothing failing.
     revoker.start();
     await sleep(8000);
-    const rotation = diskSkipped ? ROTATION.filter(([k]) => k !== 'full-disk-follower') : ROTATION;
+    // CHAOS_KINDS=a,b narrows the rotation to those kinds, in the rotation's order (to chase one failure).
+    const kinds = process.env.CHAOS_KINDS?.split(',').map((k) => k.trim());
+    const rotation = ROTATION.filter(([k]) => !(diskSkipped && k.startsWith('full-disk')) && (!kinds || kinds.includes(k)));
+    if (rotation.length === 0) throw new Error(`CHAOS_KINDS names no fault kind of ${[...new Set(ROTATION.map(([k]) => k))].join(', ')}`);
     for (let n = 1; n <= total; n++) {
       const [kind, target] = rotation[(n - 1) % rotation.length] as [HaFaultKind, string];
       load.start();
@@ -456,7 +504,9 @@ export async function runHaChaos(options: HaChaosOptions = {}): Promise<HaChaosR
       await sleep(1000);
       const result = { n, kind, target: injected.target, heldMs: injected.heldMs, convergedMs: Date.now() - undone, converged };
       faults.push(result);
-      log(`fault ${n}/${total}: ${kind} ${injected.target}, held ${(injected.heldMs / 1000).toFixed(1)} s, ${converged ? `converged in ${(result.convergedMs / 1000).toFixed(2)} s` : 'DID NOT CONVERGE'}`);
+      log(
+        `fault ${n}/${total}: ${kind} ${injected.target}, held ${(injected.heldMs / 1000).toFixed(1)} s, ${converged ? `converged in ${(result.convergedMs / 1000).toFixed(2)} s` : 'DID NOT CONVERGE'}`,
+      );
       if (!converged) break;
       if (n % 10 === 0) {
         // The revoker pauses: lists of every object take seconds on a large store, and its writes would race them.
@@ -486,7 +536,11 @@ export async function runHaChaos(options: HaChaosOptions = {}): Promise<HaChaosR
           if (load.deleted.has(id)) {
             if (held.has(id)) resurrected.push(`${id} at ${s.serverName}`);
           } else if (belongs && !held.has(id)) {
-            lost.push(`${t.local ? 'Local' : 'global'} token ${id} made at ${t.dc}, missing at ${s.serverName}`);
+            // Missing from the list: is it gone, or only not listed? (The first few are read one by one.)
+            const read =
+              lost.length < 20 ? (await call(s.url, token, 'GET', `/v1/acl/token/${id}?stale`, undefined, 5000)).status : undefined;
+            const how = read === undefined ? '' : read === 200 ? ' (not listed, but readable: 200)' : ` (read: ${read})`;
+            lost.push(`${t.local ? 'Local' : 'global'} token ${id} made at ${t.dc}, missing at ${s.serverName}${how}`);
           } else if (!belongs && held.has(id)) {
             leaked.push(`${id} of ${t.dc} seen at ${s.serverName}`);
           }
@@ -505,10 +559,17 @@ export async function runHaChaos(options: HaChaosOptions = {}): Promise<HaChaosR
       revocationsMissed: revoker.missed,
       diverged,
       skipped,
+      history: { operations: load.history.ops.length, anomalies: load.history.check() },
     };
   } finally {
     await revoker.stop();
     await load?.stop();
+    if (options.logDir) {
+      // What each server said during the run, kept for the post-mortem of a failed check.
+      await mkdir(options.logDir, { recursive: true });
+      for (const d of cluster.datacenters)
+        for (const s of d.servers) await writeFile(join(options.logDir, `${s.serverName}.log`), s.output());
+    }
     await cluster.stop();
     if (!diskSkipped) unmountSmallDisk();
   }

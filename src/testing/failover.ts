@@ -7,7 +7,7 @@
  * server, the global ones on dc2 and the Local ones nowhere else. Bounded in count and time.
  */
 import { randomUUID } from 'node:crypto';
-import { type Cluster, type DatacenterHandle, startCluster } from '../src/testing/index.js';
+import { type Cluster, type DatacenterHandle, startCluster } from './index.js';
 
 export interface Failover {
   n: number;
@@ -46,7 +46,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 async function call(server: DatacenterHandle, token: string, method: string, path: string, body?: unknown, timeoutMs = 8000) {
   const res = await fetch(`${server.url}${path}`, {
     method,
-    headers: { 'X-Service-Token': token, 'Content-Type': 'application/json' },
+    headers: { 'X-Service-Token': token, 'Content-Type': 'application/json', Accept: 'application/json' },
     ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
     signal: AbortSignal.timeout(timeoutMs),
   });

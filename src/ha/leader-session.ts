@@ -1,12 +1,12 @@
 import type { WebSocket } from 'ws';
-import type { ServerBatch, ServerPosition } from '../store/store.js';
+import type { Logger } from 'pino';
+import type { ServerBatch, ServerPosition, ServerStore } from '../store/store.js';
 import { Heartbeat } from '../replication/heartbeat.js';
 import { type FrameError, decodeFrame, encodeFrame } from '../replication/protocol.js';
-import type { ServerLeader } from './leader.js';
 import { type FollowerFrame, type LeaderFrame, SERVER_PROTOCOL_VERSION, followerFrame } from './server-protocol.js';
 
 /**
- * The leader's end of one follower's stream (SPEC §13), without a socket: fed the
+ * The leader's end of one follower's stream (README, "Several servers per datacenter"), without a socket: fed the
  * follower's frames (`receive`), it sends what the follower lacks (a snapshot, or the
  * batches after its position), then every batch as it is written, and tells the leader
  * what the follower confirmed. The WebSocket is one channel (wsServerChannel); tests use
@@ -23,7 +23,7 @@ export interface ServerChannel {
 }
 
 /** A WebSocket as a session's channel, its frames and close fed to the session. */
-export function wsServerChannel(ws: WebSocket, session: () => FollowerSession | undefined): ServerChannel {
+export function wsServerChannel(ws: WebSocket, session: () => LeaderSession | undefined): ServerChannel {
   ws.on('message', (data) => session()?.receive(data));
   ws.on('close', () => session()?.end());
   ws.on('error', () => undefined);
@@ -36,8 +36,30 @@ export function wsServerChannel(ws: WebSocket, session: () => FollowerSession | 
   };
 }
 
-/** One follower's stream, at the leader. */
-export class FollowerSession {
+/** What a session needs of the leader it belongs to (the leader implements it; the session never sees the rest). */
+export interface LeaderHost {
+  readonly options: {
+    readonly name: string;
+    readonly heartbeatMs: number;
+    readonly deadPeerMs: number;
+    readonly primarySilentForMs?: (() => number | undefined) | undefined;
+    readonly logger: Logger;
+  };
+  readonly store: Pick<ServerStore, 'serverSnapshot'>;
+  term(): number;
+  lastSeq(): number;
+  /** The last batch acknowledged (committed): followers show batches up to it. */
+  committedSeq(): number;
+  /** The batches after a position, or undefined when they are no longer kept. */
+  batchesAfter(pos: ServerPosition): ServerBatch[] | undefined;
+  /** A follower confirmed a batch: the leader reviews its waiters. */
+  acked(): void;
+  /** The session ended. */
+  forget(session: LeaderSession): void;
+}
+
+/** One follower's stream, at the leader (the leader's end of it). */
+export class LeaderSession {
   /** The name the follower proved on the upgrade (its hello must say the same). */
   readonly name: string;
   address = '';
@@ -52,7 +74,7 @@ export class FollowerSession {
   readonly heartbeat: Heartbeat;
 
   constructor(
-    private readonly leader: ServerLeader,
+    private readonly leader: LeaderHost,
     private readonly channel: ServerChannel,
     name: string,
   ) {
@@ -63,7 +85,13 @@ export class FollowerSession {
       deadAfterMs: deadPeerMs,
       beat: () => {
         const silent = leader.options.primarySilentForMs?.();
-        this.send({ t: 'ping', time: Date.now(), seq: leader.lastSeq(), ...(silent !== undefined ? { silent } : {}) });
+        this.send({
+          t: 'ping',
+          time: Date.now(),
+          seq: leader.lastSeq(),
+          commit: leader.committedSeq(),
+          ...(silent !== undefined ? { silent } : {}),
+        });
       },
       silent: () => this.close(4008, `no frame from the follower for ${deadPeerMs} ms`),
     });
@@ -75,8 +103,18 @@ export class FollowerSession {
   }
 
   offer(batch: ServerBatch): void {
-    if (this.streaming) this.send({ t: 'batch', ...batch });
+    if (this.streaming) this.sendBatch(batch);
     else if (this.greeted) this.held.push(batch);
+  }
+
+  /** A batch, with how far the leader has committed. */
+  private sendBatch(batch: ServerBatch): void {
+    this.send({ t: 'batch', ...batch, commit: this.leader.committedSeq() });
+  }
+
+  /** Batches up to `seq` were committed since the last frame said so. */
+  tellCommitted(seq: number): void {
+    if (this.streaming) this.send({ t: 'ping', time: Date.now(), seq: this.leader.lastSeq(), commit: seq });
   }
 
   /** A frame from the follower, as it arrived (decoded and checked here). */
@@ -99,11 +137,11 @@ export class FollowerSession {
       return;
     }
     if (this.greeted) return this.close(4002, 'hello sent twice');
-    if (frame.v !== SERVER_PROTOCOL_VERSION) return this.fail('VERSION', `unsupported server protocol version ${frame.v}; this leader speaks ${SERVER_PROTOCOL_VERSION}`);
+    if (frame.v !== SERVER_PROTOCOL_VERSION)
+      return this.fail('VERSION', `unsupported server protocol version ${frame.v}; this leader speaks ${SERVER_PROTOCOL_VERSION}`);
     if (frame.name !== this.name) return this.fail('NAME', `the hello names ${frame.name}, but this connection proved ${this.name}`);
     this.greeted = true;
     this.address = frame.address;
-    this.ackedSeq = frame.seq;
     void this.catchUp({ seq: frame.seq, term: frame.term });
   }
 
@@ -113,8 +151,13 @@ export class FollowerSession {
     const after = leader.batchesAfter(from);
     try {
       if (after) {
+        // Its position is in this leader's history: it holds every batch up to it. A position
+        // from another history (a batch this leader refused, or an older term's) confirms
+        // nothing here: counting it would let writes be acknowledged, and the follower join
+        // the synchronous set, on batches it does not hold; it confirms the snapshot instead.
+        this.ackedSeq = from.seq;
         this.send({ t: 'welcome', v: SERVER_PROTOCOL_VERSION, term: leader.term(), leader: leader.options.name, mode: 'tail' });
-        for (const b of after) this.send({ t: 'batch', ...b });
+        for (const b of after) this.sendBatch(b);
         this.goLive(after[after.length - 1]?.seq ?? from.seq);
         return;
       }
@@ -146,7 +189,7 @@ export class FollowerSession {
     let last = seq;
     for (const b of held) {
       if (b.seq <= last) continue;
-      this.send({ t: 'batch', ...b });
+      this.sendBatch(b);
       last = b.seq;
     }
     this.streaming = true;

@@ -1,0 +1,501 @@
+import { readFileSync } from 'node:fs';
+import type { z } from 'zod';
+import type {
+  AuthMethodResponse,
+  BindingRuleResponse,
+  AgentSelfResponse,
+  BootstrapResponse,
+  ExpandedTokenResponse,
+  OperatorServersResponse,
+  PolicyResponse,
+  ReplicationStatusResponse,
+  RoleResponse,
+  SnapshotRestoreResponse,
+  SyntheticPolicyResponse,
+  TemplatedPolicyResponse,
+  TokenAuthorizerResponse,
+  TokenResponse,
+  authMethodBody,
+  bindingRuleBody,
+  cloneBody,
+  loginBody,
+  policyBody,
+  roleBody,
+  tokenBody,
+} from '../api/schemas.js';
+
+/**
+ * A typed client for the watchword HTTP API. Its request and response types are the
+ * server's own zod schemas (src/api/schemas.ts), so the two cannot drift apart.
+ */
+
+export type TokenInput = z.input<typeof tokenBody>;
+export type CloneInput = z.input<typeof cloneBody>;
+export type PolicyInput = z.input<typeof policyBody>;
+export type RoleInput = z.input<typeof roleBody>;
+export type AuthMethodInput = z.input<typeof authMethodBody>;
+export type BindingRuleInput = z.input<typeof bindingRuleBody>;
+export type LoginInput = z.input<typeof loginBody>;
+export type {
+  AuthMethodResponse,
+  BindingRuleResponse,
+  AgentSelfResponse,
+  BootstrapResponse,
+  ExpandedTokenResponse,
+  OperatorServersResponse,
+  PolicyResponse,
+  ReplicationStatusResponse,
+  RoleResponse,
+  SnapshotRestoreResponse,
+  SyntheticPolicyResponse,
+  TemplatedPolicyResponse,
+  TokenAuthorizerResponse,
+  TokenResponse,
+};
+
+/** Filters of GET /v1/operator/audit. */
+export interface AuditQuery {
+  since?: string;
+  until?: string;
+  type?: string;
+  accessor?: string;
+  kind?: string;
+  id?: string;
+  limit?: number;
+  cursor?: string;
+  after?: number;
+}
+
+/** A page of audit events. */
+export interface AuditPage {
+  Events: Array<Record<string, unknown> & { Time: string; Type: string; AccessorID: string; RemoteAddr: string; Status: number }>;
+  NextCursor?: string;
+  /** The newest event's sequence number: `after` it to follow the log. */
+  Latest: number;
+}
+
+/** One question for POST /v1/internal/acl/authorize (README, "Enforcing policies in your service"). */
+export interface AuthorizationCheck {
+  Resource: string;
+  Segment?: string;
+  Access: string;
+  Namespace?: string;
+  Partition?: string;
+}
+
+/** A check as answered: as asked, with Allow. */
+export interface AuthorizationAnswer extends AuthorizationCheck {
+  Allow: boolean;
+}
+
+export interface ClientOptions {
+  /** Base URL or host:port of a daemon; default WATCHWORD_HTTP_ADDR, else http://127.0.0.1:8500. */
+  address?: string;
+  /**
+   * Token secret sent as X-Service-Token; default WATCHWORD_HTTP_TOKEN. `null`: no default
+   * at all (a request without its own token is anonymous) and the environment is not read.
+   */
+  token?: string | null;
+  namespace?: string;
+  partition?: string;
+  /** Send requests to this datacenter (?dc=). */
+  datacenter?: string;
+  /** Per-request timeout, ms (blocking reads add their wait). Default 30 s. */
+  timeoutMs?: number;
+  /**
+   * HTTPS: the CA that signs the daemon's certificate, and a client certificate and key
+   * (needed when the daemon has tls_verify_incoming). Files (default WATCHWORD_CACERT,
+   * WATCHWORD_CLIENT_CERT, WATCHWORD_CLIENT_KEY) or PEM text.
+   */
+  tls?: ClientTLS;
+  /** Reads without their own consistency: `stale` lets any server answer (Consul's ?stale), `consistent` asks the leader to confirm it leads. */
+  consistency?: 'stale' | 'consistent';
+}
+
+export interface ClientTLS {
+  caFile?: string;
+  certFile?: string;
+  keyFile?: string;
+  ca?: string;
+  cert?: string;
+  key?: string;
+  /** The name the daemon's certificate must carry, when the address does not (an IP, a load balancer): e.g. server.dc1.watchword. */
+  serverName?: string;
+}
+
+export interface RequestOptions {
+  token?: string;
+  namespace?: string;
+  partition?: string;
+  datacenter?: string;
+}
+
+export interface QueryOptions extends RequestOptions {
+  /** Blocking query: wait until the index exceeds this. */
+  index?: number;
+  /** Longest wait, a Go duration ("30s", "5m"). */
+  wait?: string;
+  consistency?: 'default' | 'stale' | 'consistent';
+  /** Content-hash blocking: wait until the answer's hash differs from this one. */
+  hash?: string;
+  /** Abort the request when this signal does (besides the client's timeout). */
+  signal?: AbortSignal;
+}
+
+/** A read's value with the index to block on next. */
+export interface ReadResult<T> {
+  value: T;
+  index: number;
+  knownLeader: boolean;
+  lastContactMs: number;
+  /** X-Service-ContentHash, on reads that block by content hash. */
+  contentHash?: string;
+}
+
+/** An answer other than 2xx, with the server's stable code and message. */
+export class WatchwordApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    /** Seconds to wait before asking again (a 429's or 503's Retry-After), when the server said. */
+    readonly retryAfter?: number,
+  ) {
+    super(message);
+    this.name = 'WatchwordApiError';
+  }
+}
+
+function retryAfterOf(res: Response): number | undefined {
+  const v = Number(res.headers.get('retry-after') ?? Number.NaN);
+  return Number.isFinite(v) && v >= 0 ? v : undefined;
+}
+
+/** An error answer: its code from X-Service-Error-Code (or the JSON body), its message from the body (JSON or text). */
+function apiError(res: Response, text: string): WatchwordApiError {
+  let body: { code?: string; message?: string } | undefined;
+  try {
+    const parsed = JSON.parse(text) as unknown;
+    if (parsed !== null && typeof parsed === 'object') body = parsed as typeof body;
+  } catch {
+    body = undefined;
+  }
+  const code = res.headers.get('x-service-error-code') ?? body?.code ?? 'UNKNOWN';
+  return new WatchwordApiError(res.status, code, body?.message ?? (text.trim() || res.statusText), retryAfterOf(res));
+}
+
+export interface TokenListFilter {
+  policy?: string;
+  role?: string;
+  servicename?: string;
+  authmethod?: string;
+  authmethodNamespace?: string;
+}
+
+export function normalizeAddress(address: string): string {
+  const withScheme = /^https?:\/\//.test(address) ? address : `http://${address}`;
+  return withScheme.replace(/\/+$/, '');
+}
+
+/** TLS settings from the environment, as the CLI and Consul's clients read them. */
+function tlsFromEnv(): ClientTLS {
+  const env = process.env;
+  return {
+    ...(env.WATCHWORD_CACERT ? { caFile: env.WATCHWORD_CACERT } : {}),
+    ...(env.WATCHWORD_CLIENT_CERT ? { certFile: env.WATCHWORD_CLIENT_CERT } : {}),
+    ...(env.WATCHWORD_CLIENT_KEY ? { keyFile: env.WATCHWORD_CLIENT_KEY } : {}),
+  };
+}
+
+function readPEM(what: string, path: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new Error(`cannot read ${what} ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+}
+
+export class WatchwordClient {
+  readonly address: string;
+  private readonly options: ClientOptions;
+  private readonly tls: ClientTLS;
+  /** The fetch this client sends with: the platform's, or one over an agent holding the TLS settings. */
+  private transport: Promise<typeof fetch> | undefined;
+
+  constructor(options: ClientOptions = {}) {
+    this.options = options;
+    this.address = normalizeAddress(options.address ?? process.env.WATCHWORD_HTTP_ADDR ?? 'http://127.0.0.1:8500');
+    this.tls = { ...tlsFromEnv(), ...options.tls };
+  }
+
+  private fetch(url: string | URL, init: RequestInit): Promise<Response> {
+    this.transport ??= (async () => {
+      const t = this.tls;
+      const ca = t.ca ?? (t.caFile ? readPEM('the CA file', t.caFile) : undefined);
+      const cert = t.cert ?? (t.certFile ? readPEM('the client certificate', t.certFile) : undefined);
+      const key = t.key ?? (t.keyFile ? readPEM('the client key', t.keyFile) : undefined);
+      if (ca === undefined && cert === undefined && key === undefined && t.serverName === undefined) return fetch;
+      const undici = await import('undici');
+      const dispatcher = new undici.Agent({
+        connect: {
+          ...(ca ? { ca } : {}),
+          ...(cert ? { cert } : {}),
+          ...(key ? { key } : {}),
+          ...(t.serverName ? { servername: t.serverName } : {}),
+        },
+      });
+      return ((u: string | URL, i: RequestInit) => undici.fetch(u, { ...(i as object), dispatcher })) as unknown as typeof fetch;
+    })();
+    // A file that cannot be read fails this request, and the next one tries again.
+    const sending = this.transport.then((f) => f(url, init));
+    this.transport.catch(() => (this.transport = undefined));
+    return sending;
+  }
+
+  /** A client like this one with other defaults (another token, namespace, datacenter). */
+  with(options: Partial<ClientOptions>): WatchwordClient {
+    return new WatchwordClient({ ...this.options, address: this.address, ...options });
+  }
+
+  /** The secret a request sends: its own, else the client's default (unless that is `null`), else the environment's. */
+  private tokenFor(o: RequestOptions): string | undefined {
+    if (o.token !== undefined) return o.token;
+    if (this.options.token === null) return undefined;
+    return this.options.token ?? process.env.WATCHWORD_HTTP_TOKEN;
+  }
+
+  private async call<T>(
+    method: string,
+    path: string,
+    options: QueryOptions & { query?: Record<string, string | undefined>; body?: unknown } = {},
+  ): Promise<ReadResult<T>> {
+    const url = new URL(this.address + path);
+    const q: Record<string, string | undefined> = {
+      ns: options.namespace ?? this.options.namespace,
+      partition: options.partition ?? this.options.partition,
+      dc: options.datacenter ?? this.options.datacenter,
+      ...(options.index !== undefined ? { index: String(options.index) } : {}),
+      ...(options.wait !== undefined ? { wait: options.wait } : {}),
+      ...(options.hash !== undefined ? { hash: options.hash } : {}),
+      ...options.query,
+    };
+    for (const [k, v] of Object.entries(q)) if (v !== undefined && v !== '') url.searchParams.set(k, v);
+    const consistency = options.consistency ?? (method === 'GET' ? this.options.consistency : undefined);
+    if (consistency === 'stale') url.searchParams.set('stale', '');
+    if (consistency === 'consistent') url.searchParams.set('consistent', '');
+    // Errors as JSON with their stable code (a Consul client gets them as text).
+    const headers: Record<string, string> = { Accept: 'application/json' };
+    const token = this.tokenFor(options);
+    if (token) headers['X-Service-Token'] = token;
+    if (options.body !== undefined) headers['Content-Type'] = 'application/json';
+    const timeout = (this.options.timeoutMs ?? 30_000) + (options.index || options.hash ? 11 * 60_000 : 0);
+    const res = await this.fetch(url, {
+      method,
+      headers,
+      ...(options.body !== undefined ? { body: JSON.stringify(options.body) } : {}),
+      signal: options.signal ? AbortSignal.any([options.signal, AbortSignal.timeout(timeout)]) : AbortSignal.timeout(timeout),
+    });
+    const text = await res.text();
+    let value: unknown;
+    try {
+      value = text === '' ? undefined : JSON.parse(text);
+    } catch {
+      value = text;
+    }
+    if (!res.ok) throw apiError(res, text);
+    return {
+      value: value as T,
+      index: Number(res.headers.get('x-service-index') ?? 0),
+      knownLeader: res.headers.get('x-service-knownleader') === 'true',
+      lastContactMs: Number(res.headers.get('x-service-lastcontact') ?? 0),
+      ...(res.headers.has('x-service-contenthash') ? { contentHash: res.headers.get('x-service-contenthash') as string } : {}),
+    };
+  }
+
+  private async value<T>(promise: Promise<ReadResult<T>>): Promise<T> {
+    return (await promise).value;
+  }
+
+  bootstrap(bootstrapSecret?: string): Promise<BootstrapResponse> {
+    return this.value(this.call('PUT', '/v1/acl/bootstrap', bootstrapSecret ? { body: { BootstrapSecret: bootstrapSecret } } : {}));
+  }
+
+  readonly tokens = {
+    create: (token: TokenInput, o: RequestOptions = {}) =>
+      this.value(this.call<TokenResponse>('PUT', '/v1/acl/token', { ...o, body: token })),
+    read: (accessorID: string, o: QueryOptions = {}) =>
+      this.call<TokenResponse>('GET', `/v1/acl/token/${encodeURIComponent(accessorID)}`, o),
+    readExpanded: (accessorID: string, o: QueryOptions = {}) =>
+      this.call<ExpandedTokenResponse>('GET', `/v1/acl/token/${encodeURIComponent(accessorID)}`, { ...o, query: { expanded: 'true' } }),
+    readSelf: (o: QueryOptions = {}) => this.call<TokenResponse>('GET', '/v1/acl/token/self', o),
+    update: (accessorID: string, token: TokenInput, o: RequestOptions = {}) =>
+      this.value(this.call<TokenResponse>('PUT', `/v1/acl/token/${encodeURIComponent(accessorID)}`, { ...o, body: token })),
+    clone: (accessorID: string, body: CloneInput = {}, o: RequestOptions = {}) =>
+      this.value(this.call<TokenResponse>('PUT', `/v1/acl/token/${encodeURIComponent(accessorID)}/clone`, { ...o, body })),
+    delete: (accessorID: string, o: RequestOptions = {}) =>
+      this.value(this.call<boolean>('DELETE', `/v1/acl/token/${encodeURIComponent(accessorID)}`, o)),
+    list: (filter: TokenListFilter = {}, o: QueryOptions = {}) =>
+      this.call<TokenResponse[]>('GET', '/v1/acl/tokens', {
+        ...o,
+        query: {
+          policy: filter.policy,
+          role: filter.role,
+          servicename: filter.servicename,
+          authmethod: filter.authmethod,
+          'authmethod-ns': filter.authmethodNamespace,
+        },
+      }),
+  };
+
+  readonly policies = {
+    create: (policy: PolicyInput, o: RequestOptions = {}) =>
+      this.value(this.call<PolicyResponse>('PUT', '/v1/acl/policy', { ...o, body: policy })),
+    read: (id: string, o: QueryOptions = {}) => this.call<PolicyResponse>('GET', `/v1/acl/policy/${encodeURIComponent(id)}`, o),
+    readByName: (name: string, o: QueryOptions = {}) =>
+      this.call<PolicyResponse>('GET', `/v1/acl/policy/name/${name.split('/').map(encodeURIComponent).join('/')}`, o),
+    update: (id: string, policy: PolicyInput, o: RequestOptions = {}) =>
+      this.value(this.call<PolicyResponse>('PUT', `/v1/acl/policy/${encodeURIComponent(id)}`, { ...o, body: policy })),
+    delete: (id: string, o: RequestOptions = {}) => this.value(this.call<boolean>('DELETE', `/v1/acl/policy/${encodeURIComponent(id)}`, o)),
+    list: (o: QueryOptions = {}) => this.call<PolicyResponse[]>('GET', '/v1/acl/policies', o),
+  };
+
+  readonly roles = {
+    create: (role: RoleInput, o: RequestOptions = {}) => this.value(this.call<RoleResponse>('PUT', '/v1/acl/role', { ...o, body: role })),
+    read: (id: string, o: QueryOptions = {}) => this.call<RoleResponse>('GET', `/v1/acl/role/${encodeURIComponent(id)}`, o),
+    readByName: (name: string, o: QueryOptions = {}) => this.call<RoleResponse>('GET', `/v1/acl/role/name/${encodeURIComponent(name)}`, o),
+    update: (id: string, role: RoleInput, o: RequestOptions = {}) =>
+      this.value(this.call<RoleResponse>('PUT', `/v1/acl/role/${encodeURIComponent(id)}`, { ...o, body: role })),
+    delete: (id: string, o: RequestOptions = {}) => this.value(this.call<boolean>('DELETE', `/v1/acl/role/${encodeURIComponent(id)}`, o)),
+    list: (filter: { policy?: string } = {}, o: QueryOptions = {}) =>
+      this.call<RoleResponse[]>('GET', '/v1/acl/roles', { ...o, query: { policy: filter.policy } }),
+  };
+
+  readonly templatedPolicies = {
+    list: (o: RequestOptions = {}) =>
+      this.value(this.call<Record<string, TemplatedPolicyResponse>>('GET', '/v1/acl/templated-policies', o)),
+    read: (name: string, o: RequestOptions = {}) =>
+      this.value(this.call<TemplatedPolicyResponse>('GET', `/v1/acl/templated-policy/name/${name}`, o)),
+    /** `variables`: `{ name: "web" }` (the key in any letter case, as the server reads it). */
+    preview: (name: string, variables: { name?: string; Name?: string } = {}, o: RequestOptions = {}) =>
+      this.value(this.call<SyntheticPolicyResponse>('POST', `/v1/acl/templated-policy/preview/${name}`, { ...o, body: variables })),
+  };
+
+  readonly authMethods = {
+    create: (method: AuthMethodInput, o: RequestOptions = {}) =>
+      this.value(this.call<AuthMethodResponse>('PUT', '/v1/acl/auth-method', { ...o, body: method })),
+    read: (name: string, o: QueryOptions = {}) =>
+      this.call<AuthMethodResponse>('GET', `/v1/acl/auth-method/${encodeURIComponent(name)}`, o),
+    update: (name: string, method: AuthMethodInput, o: RequestOptions = {}) =>
+      this.value(this.call<AuthMethodResponse>('PUT', `/v1/acl/auth-method/${encodeURIComponent(name)}`, { ...o, body: method })),
+    /** Also deletes the method's binding rules and every token it issued. */
+    delete: (name: string, o: RequestOptions = {}) =>
+      this.value(this.call<boolean>('DELETE', `/v1/acl/auth-method/${encodeURIComponent(name)}`, o)),
+    list: (o: QueryOptions = {}) => this.call<AuthMethodResponse[]>('GET', '/v1/acl/auth-methods', o),
+  };
+
+  readonly bindingRules = {
+    create: (rule: BindingRuleInput, o: RequestOptions = {}) =>
+      this.value(this.call<BindingRuleResponse>('PUT', '/v1/acl/binding-rule', { ...o, body: rule })),
+    read: (id: string, o: QueryOptions = {}) => this.call<BindingRuleResponse>('GET', `/v1/acl/binding-rule/${encodeURIComponent(id)}`, o),
+    update: (id: string, rule: BindingRuleInput, o: RequestOptions = {}) =>
+      this.value(this.call<BindingRuleResponse>('PUT', `/v1/acl/binding-rule/${encodeURIComponent(id)}`, { ...o, body: rule })),
+    delete: (id: string, o: RequestOptions = {}) =>
+      this.value(this.call<boolean>('DELETE', `/v1/acl/binding-rule/${encodeURIComponent(id)}`, o)),
+    list: (filter: { authMethod?: string } = {}, o: QueryOptions = {}) =>
+      this.call<BindingRuleResponse[]>('GET', '/v1/acl/binding-rules', { ...o, query: { authmethod: filter.authMethod } }),
+  };
+
+  /** Exchanges a bearer token from an auth method for a token (no ACL token needed). */
+  login(input: LoginInput, o: RequestOptions = {}): Promise<TokenResponse> {
+    return this.value(this.call<TokenResponse>('POST', '/v1/acl/login', { ...o, body: input }));
+  }
+
+  /** Deletes the token in `o.token` (or the client's), which a login must have created. */
+  logout(o: RequestOptions = {}): Promise<boolean> {
+    return this.value(this.call<boolean>('POST', '/v1/acl/logout', o));
+  }
+
+  /** Backup and restore (GET/PUT /v1/snapshot): the snapshot file's bytes. */
+  readonly snapshot = {
+    save: async (o: RequestOptions = {}): Promise<Buffer> =>
+      Buffer.from(await (await this.raw('GET', '/v1/snapshot', undefined, o)).arrayBuffer()),
+    restore: async (file: Uint8Array, o: RequestOptions = {}): Promise<SnapshotRestoreResponse> =>
+      (await (await this.raw('PUT', '/v1/snapshot', file, o)).json()) as SnapshotRestoreResponse,
+  };
+
+  /** A request whose body or answer is not JSON (snapshots); errors as for every call. */
+  private async raw(method: string, path: string, body: Uint8Array | undefined, o: RequestOptions): Promise<Response> {
+    const url = new URL(this.address + path);
+    const dc = o.datacenter ?? this.options.datacenter;
+    if (dc) url.searchParams.set('dc', dc);
+    const headers: Record<string, string> = {
+      'Content-Type': 'application/octet-stream',
+      Accept: 'application/json, application/octet-stream',
+    };
+    const token = this.tokenFor(o);
+    if (token) headers['X-Service-Token'] = token;
+    const res = await this.fetch(url, {
+      method,
+      headers,
+      ...(body ? { body: body as unknown as string } : {}),
+      signal: AbortSignal.timeout(Math.max(this.options.timeoutMs ?? 30_000, 10 * 60_000)),
+    });
+    if (!res.ok) throw apiError(res, await res.text());
+    return res;
+  }
+
+  /** Authorization decisions (README, "Enforcing policies in your service"). */
+  readonly acl = {
+    /** May the token (`o.token` or the client's) do each of these? 1 to 64 checks; the same array back with Allow. */
+    authorize: (checks: AuthorizationCheck[], o: RequestOptions = {}) =>
+      this.value(this.call<AuthorizationAnswer[]>('POST', '/v1/internal/acl/authorize', { ...o, body: checks })),
+    /**
+     * The token's place, expiry, default policy and applicable rules, for judging it in-process
+     * (the enforcing `Authorizer` uses it). With `hash`, blocks until they change.
+     */
+    tokenAuthorizer: (o: QueryOptions = {}) => this.call<TokenAuthorizerResponse>('GET', '/v1/internal/acl/authorizer', o),
+  };
+
+  replication(o: RequestOptions = {}): Promise<ReplicationStatusResponse> {
+    return this.value(this.call('GET', '/v1/acl/replication', o));
+  }
+
+  readonly operator = {
+    /** This datacenter's servers: role, term, applied position, lag, synchronous set (operator:read). */
+    servers: (o: RequestOptions = {}) => this.value(this.call<OperatorServersResponse>('GET', '/v1/operator/servers', o)),
+    /** This server's recent audit events, newest first (operator:read and acl:read); with `after`, the events after it, oldest first. */
+    audit: (query: AuditQuery = {}, o: RequestOptions = {}) =>
+      this.value(
+        this.call<AuditPage>('GET', '/v1/operator/audit', {
+          ...o,
+          query: Object.fromEntries(
+            Object.entries(query)
+              .filter(([, v]) => v !== undefined)
+              .map(([k, v]) => [k, String(v)]),
+          ),
+        }),
+      ),
+  };
+
+  readonly agent = {
+    /** Configuration without secrets, version and role (agent:read). */
+    self: (o: RequestOptions = {}) => this.value(this.call<AgentSelfResponse>('GET', '/v1/agent/self', o)),
+    leader: () => this.value(this.call<string>('GET', '/v1/status/leader')),
+    /** Addresses of this datacenter's servers. */
+    peers: () => this.value(this.call<string[]>('GET', '/v1/status/peers')),
+    datacenters: () => this.value(this.call<string[]>('GET', '/v1/catalog/datacenters')),
+    /** Prometheus text (agent:read). */
+    metrics: async (o: RequestOptions = {}): Promise<string> => {
+      const token = this.tokenFor(o);
+      const res = await this.fetch(`${this.address}/v1/agent/metrics?format=prometheus`, {
+        ...(token ? { headers: { 'X-Service-Token': token } } : {}),
+        signal: AbortSignal.timeout(this.options.timeoutMs ?? 30_000),
+      });
+      const text = await res.text();
+      if (!res.ok) throw new WatchwordApiError(res.status, 'UNKNOWN', text || res.statusText);
+      return text;
+    },
+    /** The durable index and change-log identity of the daemon. */
+    index: () => this.value(this.call<{ Index: number; LogID: string }>('GET', '/v1/internal/index')),
+  };
+}

@@ -1,0 +1,34 @@
+import type { PeerClient } from '../replication/primary-client.js';
+
+// What a server's place in the cluster offers the HTTP layer (the role implements these;
+// http/forward.ts uses them to send a request where it must go).
+
+/** What the HTTP layer needs of a daemon's place in the cluster. */
+export interface ClusterHooks {
+  datacenter: string;
+  /** Address of a datacenter's daemon, when known. */
+  addressOf(datacenter: string): string | undefined;
+  peer(datacenter: string, address: string): PeerClient;
+  /** Whether a connection from this address is another datacenter's daemon. */
+  isPeer(ip: string): boolean;
+  /** Set on secondaries only. */
+  secondary?: SecondaryHooks;
+  /** HA: set while this server is a follower of its datacenter's leader (writes go there). */
+  follower?: () => FollowerHooks | undefined;
+}
+
+export interface FollowerHooks {
+  leader: PeerClient;
+  /** Resolves true once this server's store has reached `index`. */
+  waitForIndex(index: number, timeoutMs: number): Promise<boolean>;
+}
+
+export interface SecondaryHooks {
+  primary: PeerClient;
+  /** Whether a Local token with this accessor lives here. */
+  isLocalToken(accessorID: string): Promise<boolean>;
+  waitForApplied(index: number, timeoutMs: number): Promise<boolean>;
+  /** This datacenter's view of an object the primary just wrote, after it replicated. */
+  localView(kind: 'token' | 'policy' | 'role', id: string): Promise<unknown | undefined>;
+  currentIndex(): number;
+}

@@ -1,0 +1,186 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { Authorizer, type AuthorizerOptions } from '../../src/client/authorizer.js';
+import { WatchwordClient } from '../../src/client/index.js';
+import { freePort } from '../../src/testing/etcd.js';
+import { MANAGEMENT_SECRET, type TestDaemon, startTestDaemon, waitFor } from '../helpers/daemon.js';
+
+/** Requests the daemon answered on one route, from its own metrics. */
+async function served(d: TestDaemon, route: string): Promise<number> {
+  const text = await (
+    await fetch(`${d.url}/v1/agent/metrics?format=prometheus`, { headers: { 'X-Service-Token': MANAGEMENT_SECRET } })
+  ).text();
+  let n = 0;
+  for (const m of text.matchAll(/^watchword_http_requests_total\{([^}]*)\} (\d+)/gm))
+    if (m[1]?.includes(`route="${route}"`)) n += Number(m[2]);
+  return n;
+}
+
+const AUTHORIZER_ROUTE = '/v1/internal/acl/authorizer';
+
+/**
+ * The enforcing client never fails open (third security review, findings 1, 2 and 4): a caller
+ * without a token is anonymous, never the service's own token; down_policy speaks only when
+ * the daemon cannot be reached, never for a secret that cannot be sent or a 429; and the watch
+ * blocks with the default TTL instead of polling.
+ */
+describe('enforcing client: a caller without a token is anonymous', () => {
+  let d: TestDaemon;
+  const made: Authorizer[] = [];
+  const make = (o: AuthorizerOptions) => {
+    const a = new Authorizer(o);
+    made.push(a);
+    return a;
+  };
+  beforeAll(async () => {
+    d = await startTestDaemon();
+  });
+  afterEach(() => {
+    for (const a of made.splice(0)) a.close();
+    delete process.env.WATCHWORD_HTTP_TOKEN;
+  });
+  afterAll(() => d.close());
+
+  it.each([
+    ['undefined', undefined],
+    ['null', null],
+    ['an empty string', ''],
+  ])('judges %s as the anonymous token, not the client token the service configured', async (_, secret) => {
+    // The service's own client carries the management token, and the environment has it too.
+    process.env.WATCHWORD_HTTP_TOKEN = MANAGEMENT_SECRET;
+    const authz = make({ client: new WatchwordClient({ address: d.url, token: MANAGEMENT_SECRET }) });
+    expect(await authz.allowed(secret, 'service', 'billing', 'write')).toBe(false);
+    // And cached as the anonymous token's answer, not the service's.
+    expect(await authz.allowed(secret, 'service', 'billing', 'write')).toBe(false);
+    expect(await authz.allowed(secret, 'acl', '', 'write')).toBe(false);
+  });
+
+  it('gives the anonymous token exactly its own rights', async () => {
+    const p = (await d.api('PUT', '/v1/acl/policy', { body: { Name: 'anon-web-read', Rules: 'service "web" { policy = "read" }' } })).body;
+    expect(
+      (
+        await d.api('PUT', '/v1/acl/token/00000000-0000-0000-0000-000000000002', {
+          body: { Description: 'Anonymous Token', Policies: [{ ID: p.ID }] },
+        })
+      ).status,
+    ).toBe(200);
+    const authz = make({ client: { address: d.url, token: MANAGEMENT_SECRET } });
+    expect(await authz.allowed(undefined, 'service', 'web', 'read')).toBe(true);
+    expect(await authz.allowed(undefined, 'service', 'web', 'write')).toBe(false);
+    expect(
+      (await d.api('PUT', '/v1/acl/token/00000000-0000-0000-0000-000000000002', { body: { Description: 'Anonymous Token' } })).status,
+    ).toBe(200);
+  });
+
+  it('refuses a secret that is neither a string nor absent with a TypeError', () => {
+    const authz = make({ client: { address: d.url } });
+    expect(() => authz.allowed(['a', 'b'] as unknown as string, 'service', 'web', 'read')).toThrow(TypeError);
+    expect(() => authz.allowed(42 as unknown as string, 'service', 'web', 'read')).toThrow(TypeError);
+  });
+});
+
+describe("enforcing client: down_policy 'allow' speaks only for an unreachable daemon", () => {
+  let d: TestDaemon;
+  const made: Authorizer[] = [];
+  const make = (o: AuthorizerOptions) => {
+    const a = new Authorizer(o);
+    made.push(a);
+    return a;
+  };
+  beforeAll(async () => {
+    // Two requests a second per client: the made-up secrets below soon get 429s.
+    d = await startTestDaemon({ config: { rate_limit: 2, rate_limit_burst: 2 } });
+  });
+  afterEach(() => {
+    for (const a of made.splice(0)) a.close();
+  });
+  afterAll(() => d.close());
+
+  it.each([
+    ['a character beyond Latin-1', 'Ā'],
+    ['a line break', 'x\ny'],
+    ['a snowman', '☃'],
+    ['a space', 'a b'],
+    ['a NUL', 'a\u0000b'],
+    ['257 characters', 'a'.repeat(257)],
+  ])('denies a secret with %s, without asking the daemon', async (_, secret) => {
+    const authz = make({ client: { address: d.url }, downPolicy: 'allow' });
+    const before = await served(d, AUTHORIZER_ROUTE);
+    expect(await authz.allowed(secret, 'service', 'web', 'read')).toBe(false);
+    expect(await served(d, AUTHORIZER_ROUTE)).toBe(before);
+  });
+
+  it('denies made-up secrets while the daemon answers 429 (never the down policy)', async () => {
+    const authz = make({ client: { address: d.url }, downPolicy: 'allow' });
+    const answers: boolean[] = [];
+    for (let i = 0; i < 30; i++) answers.push(await authz.allowed(randomUUID(), 'service', 'web', 'write'));
+    expect(answers.map((a) => (a ? 'A' : '.')).join('')).toBe('.'.repeat(30));
+  });
+
+  it('allows with the down policy when the daemon cannot be reached at all', async () => {
+    // A port nothing listens on: connections are refused.
+    const nobody = `http://127.0.0.1:${await freePort()}`;
+    const authz = make({ client: { address: nobody }, downPolicy: 'allow', requestTimeoutMs: 1_000 });
+    expect(await authz.allowed(randomUUID(), 'service', 'web', 'write')).toBe(true);
+    const strict = make({ client: { address: nobody }, requestTimeoutMs: 1_000 });
+    expect(await strict.allowed(randomUUID(), 'service', 'web', 'write')).toBe(false);
+  });
+});
+
+describe('enforcing client: a known token under 429 and the default TTL', () => {
+  let d: TestDaemon;
+  const made: Authorizer[] = [];
+  beforeAll(async () => {
+    // One blocking query per client: the second token's watch is refused with 429.
+    d = await startTestDaemon({ config: { max_blocking_queries_per_client: 1 } });
+  });
+  afterEach(() => {
+    for (const a of made.splice(0)) a.close();
+  });
+  afterAll(() => d.close());
+
+  const tokenWith = async (rules: string) => {
+    const p = (await d.api('PUT', '/v1/acl/policy', { body: { Name: `p-${randomUUID().slice(0, 8)}`, Rules: rules } })).body;
+    return (await d.api('PUT', '/v1/acl/token', { body: { Policies: [{ ID: p.ID }] } })).body as { SecretID: string; AccessorID: string };
+  };
+
+  it('blocks on each token with the default 30 s TTL instead of polling', async () => {
+    const d2 = await startTestDaemon();
+    try {
+      const authz = new Authorizer({ client: { address: d2.url } });
+      made.push(authz);
+      const secrets: string[] = [];
+      for (let i = 0; i < 5; i++)
+        secrets.push((await d2.api('PUT', '/v1/acl/token', { body: { Policies: [{ Name: 'global-management' }] } })).body.SecretID);
+      for (const s of secrets) expect(await authz.allowed(s, 'service', 'web', 'write')).toBe(true);
+      const before = await served(d2, AUTHORIZER_ROUTE);
+      await new Promise((r) => setTimeout(r, 3_000));
+      // Each watch is one blocking read held for 15 s: none has answered yet.
+      expect((await served(d2, AUTHORIZER_ROUTE)) - before).toBe(0);
+    } finally {
+      await d2.close();
+    }
+  });
+
+  it("keeps a known token's rules while its watch is refused with 429, waits out Retry-After, and sees a delete", async () => {
+    const a = await tokenWith('service "web" { policy = "write" }');
+    const b = await tokenWith('service "api" { policy = "write" }');
+    // This one's watch holds the only blocking slot for 15 s.
+    const holder = new Authorizer({ client: { address: d.url } });
+    made.push(holder);
+    expect(await holder.allowed(a.SecretID, 'service', 'web', 'write')).toBe(true);
+    const authz = new Authorizer({ client: { address: d.url }, downPolicy: 'allow', tokenTTL: 400 });
+    made.push(authz);
+    expect(await authz.allowed(b.SecretID, 'service', 'api', 'write')).toBe(true);
+    const before = await served(d, AUTHORIZER_ROUTE);
+    // Past the TTL, b's watch has been refused: b is judged by its rules, never allowed wholesale.
+    await new Promise((r) => setTimeout(r, 1_500));
+    expect(await authz.allowed(b.SecretID, 'service', 'api', 'write')).toBe(true);
+    expect(await authz.allowed(b.SecretID, 'service', 'web', 'write')).toBe(false);
+    // The refusal is waited out (Retry-After: 5), not retried in a loop.
+    expect((await served(d, AUTHORIZER_ROUTE)) - before).toBeLessThanOrEqual(2);
+    // Then a plain read sees that b was deleted.
+    expect((await d.api('DELETE', `/v1/acl/token/${b.AccessorID}`)).body).toBe(true);
+    await waitFor(async () => (await authz.allowed(b.SecretID, 'service', 'api', 'write')) === false, 10_000, 100);
+  }, 20_000);
+});
