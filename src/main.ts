@@ -232,6 +232,26 @@ function agentCommand(program: Command): void {
       }, 250);
       watch.unref();
     }
+    // Logs whose reader has gone (a closed pipe: EPIPE) are dropped; the daemon keeps serving. Without a
+    // listener the stream's error would end the process before any stop below could run.
+    for (const stream of [process.stdout, process.stderr]) stream.on('error', () => undefined);
+    // Started by a test harness (watchword/testing): live only as long as the process that started
+    // us, and then take the temporary data dir with us. Checked as the process exits, whatever ends
+    // it, so that no race between the closing pipes decides whether the dir is left behind.
+    const lifeline = process.env.WATCHWORD_LIFELINE === 'stdin';
+    const harness = process.ppid;
+    let lifelineCut = false;
+    if (lifeline && process.env.WATCHWORD_LIFELINE_REMOVE_DATA === '1') {
+      const dataDir = config.data_dir;
+      process.once('exit', () => {
+        if (!lifelineCut && process.ppid === harness) return;
+        try {
+          rmSync(dataDir, { recursive: true, force: true, maxRetries: 5, retryDelay: 50 });
+        } catch {
+          // Nothing more to do on the way out.
+        }
+      });
+    }
     try {
       // The daemon (Fastify, LevelDB, …) loads only for `agent`: client commands start in a fraction of the time.
       const { startDaemon } = await import('./daemon.js');
@@ -241,22 +261,11 @@ function agentCommand(program: Command): void {
       process.exit(1);
     }
     if (stopWhenStarted) close(daemon);
-    // Started by a test harness (watchword/testing): live only as long as the process that
-    // started us. Its end of our stdin closes when it exits, even by SIGKILL.
-    if (process.env.WATCHWORD_LIFELINE === 'stdin') {
-      const dataDir = config.data_dir;
+    // The harness's end of our stdin closes when it exits, even by SIGKILL.
+    if (lifeline) {
       process.stdin.on('error', () => undefined);
       process.stdin.once('close', () => {
-        // Removed as the process exits, whichever stop gets there first (this one, or a signal's).
-        if (process.env.WATCHWORD_LIFELINE_REMOVE_DATA === '1') {
-          process.once('exit', () => {
-            try {
-              rmSync(dataDir, { recursive: true, force: true, maxRetries: 5, retryDelay: 50 });
-            } catch {
-              // Nothing more to do on the way out.
-            }
-          });
-        }
+        lifelineCut = true;
         if (stopping) return;
         stopping = true;
         daemon.close().finally(() => process.exit(0));

@@ -33,13 +33,15 @@ export async function freePort(): Promise<number> {
 /**
  * Runs etcd (argv: binary, data dir, etcd's arguments) for as long as its starter lives:
  * when the starter's end of our stdin closes (it exited, or was SIGKILLed), etcd is
- * killed and its data dir removed. SIGTERM is passed on for a clean stop; SIGUSR2 becomes
- * a SIGKILL of etcd itself (a crash that keeps the data dir, for restart tests).
+ * killed and its data dir removed (also when etcd dies first, of its logs' broken pipe).
+ * SIGTERM is passed on for a clean stop; SIGUSR2 becomes a SIGKILL of etcd itself (a crash
+ * that keeps the data dir, for restart tests).
  */
 const LIFELINE = `
 const { spawn } = require('node:child_process');
 const { rmSync } = require('node:fs');
 const [bin, dir, ...args] = process.argv.slice(1);
+const starter = process.ppid;
 const etcd = spawn(bin, args, { stdio: ['ignore', 'inherit', 'inherit'] });
 let abandoned = false;
 const lost = () => { abandoned = true; etcd.kill('SIGKILL'); };
@@ -49,7 +51,9 @@ process.stdin.resume();
 process.on('SIGTERM', () => etcd.kill('SIGTERM'));
 process.on('SIGUSR2', () => etcd.kill('SIGKILL'));
 etcd.on('exit', (code) => {
-  if (abandoned) rmSync(dir, { recursive: true, force: true, maxRetries: 5 });
+  // The starter's death may reach etcd first (its logs' pipe breaks) and our stdin's end after:
+  // a starter that has gone (this process re-parented) counts as abandoned too.
+  if (abandoned || process.ppid !== starter) rmSync(dir, { recursive: true, force: true, maxRetries: 5 });
   process.exit(code ?? 0);
 });
 `;
