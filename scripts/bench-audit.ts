@@ -9,7 +9,7 @@
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
-import { cpuMicros } from './bench-http.js';
+import { cpuMicros, settle } from './bench-http.js';
 import { canPin, medianOf, pinSelf, unpinSelf } from './bench-process.js';
 import { type DaemonProcess, startDaemonProcess, stopDaemonProcess } from './daemon-process.js';
 
@@ -20,6 +20,8 @@ export interface AuditRow {
   reqPerSec: number;
   p99ms: number;
   cpuMicros?: number;
+  /** Each round's req/s and CPU µs per request, in order (the median above is of these). */
+  rounds?: Array<[number, number | undefined]>;
 }
 
 export interface AuditBench {
@@ -53,6 +55,7 @@ export async function auditBench(dirs: Record<AuditMode, string>, secret: string
         kind === 'read'
           ? { url: d.url + paths[mode], headers }
           : { url: `${d.url}/v1/acl/token`, method: 'PUT', headers: { ...headers, 'Content-Type': 'application/json' }, body: '{"Description":"bench"}' };
+      await settle(AUDIT_MODES.map((m) => daemons[m]?.proc.pid));
       const before = await cpuMicros(d.proc.pid);
       const r = await autocannon({ connections: options.connections, duration: seconds, ...opts });
       const after = await cpuMicros(d.proc.pid);
@@ -70,7 +73,12 @@ export async function auditBench(dirs: Record<AuditMode, string>, secret: string
     const med = (key: string): AuditRow => {
       const xs = all[key] ?? [];
       const cpu = xs.flatMap((x) => (x.cpuMicros === undefined ? [] : [x.cpuMicros]));
-      return { reqPerSec: medianOf(xs.map((x) => x.reqPerSec)), p99ms: medianOf(xs.map((x) => x.p99ms)), ...(cpu.length > 0 ? { cpuMicros: medianOf(cpu) } : {}) };
+      return {
+        reqPerSec: medianOf(xs.map((x) => x.reqPerSec)),
+        p99ms: medianOf(xs.map((x) => x.p99ms)),
+        ...(cpu.length > 0 ? { cpuMicros: medianOf(cpu) } : {}),
+        rounds: xs.map((x) => [x.reqPerSec, x.cpuMicros]),
+      };
     };
     const by = (kind: string) => Object.fromEntries(AUDIT_MODES.map((m) => [m, med(`${kind} ${m}`)])) as Record<AuditMode, AuditRow>;
     return { read: by('read'), create: by('create'), pinned, rounds };
@@ -82,7 +90,14 @@ export async function auditBench(dirs: Record<AuditMode, string>, secret: string
 
 /** The floors of README, "Audit log" beside their figures. */
 export function auditFloors(r: AuditBench): Array<Record<string, unknown>> {
-  const ratio = (kind: 'read' | 'create', mode: AuditMode) => r[kind][mode].reqPerSec / r[kind].off.reqPerSec;
+  // Each round measures every mode back to back: the figure is the median of the rounds' own
+  // ratios, so that a slow stretch of a shared machine weighs on both sides of a ratio alike.
+  const ratio = (kind: 'read' | 'create', mode: AuditMode): number => {
+    const mine = r[kind][mode].rounds;
+    const off = r[kind].off.rounds;
+    if (!mine || !off || mine.length !== off.length) return r[kind][mode].reqPerSec / r[kind].off.reqPerSec;
+    return medianOf(mine.map(([rps], i) => rps / (off[i] as [number, number | undefined])[0]));
+  };
   const row = (scenario: string, kind: 'read' | 'create', mode: AuditMode, floor?: number) => ({
     scenario,
     'req/s': r[kind][mode].reqPerSec,

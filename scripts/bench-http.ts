@@ -59,6 +59,27 @@ export async function cpuMicros(pid: number | undefined): Promise<number | undef
   }
 }
 
+/**
+ * Waits until none of `pids` uses more than 2% of a CPU over 200 ms (LevelDB compacting after a
+ * write-heavy round, a collection), at most `maxMs`: each measurement then starts from a quiet
+ * machine, not in the wake of the one before it.
+ */
+export async function settle(pids: Array<number | undefined>, maxMs = 10_000): Promise<void> {
+  const until = Date.now() + maxMs;
+  const total = async () => {
+    let sum = 0;
+    for (const pid of pids) sum += (await cpuMicros(pid)) ?? 0;
+    return sum;
+  };
+  let before = await total();
+  while (Date.now() < until) {
+    await new Promise((r) => setTimeout(r, 200));
+    const now = await total();
+    if (now - before < 4_000) return;
+    before = now;
+  }
+}
+
 /** `dataDir` holds a seeded store (not in use) whose management token is `secret`. */
 export async function httpBench(dataDir: string, secret: string, options: HttpBenchOptions): Promise<HttpBench> {
   const { pinned, pin, daemon, bareURL, baselinePid, stop } = await startDaemonAndBaseline(dataDir);

@@ -295,7 +295,7 @@ async function runAuditBench(dataDir: string): Promise<AuditBench> {
       await cp(dataDir, dirs[mode], { recursive: true, filter: (src) => !src.endsWith('LOCK') && !src.endsWith('http-addr') });
     }
     const r = await auditBench(dirs, SECRET, { seconds: DURATION, rounds: ROUNDS, connections: CONNECTIONS });
-    process.stdout.write(`audit log: median of ${r.rounds} rounds, the order turned round every other round; ${r.pinned ? 'daemons on CPU 1, load generator on CPU 0' : 'not pinned (taskset or a second CPU missing)'}\n`);
+    process.stdout.write(`audit log: median of ${r.rounds} rounds (figure: the median of each round's ratio to off), the order turned round every other round; ${r.pinned ? 'daemons on CPU 1, load generator on CPU 0' : 'not pinned (taskset or a second CPU missing)'}\n`);
     console.table(auditFloors(r));
     return r;
   } finally {

@@ -4,7 +4,10 @@ import { type FileHandle, open, rename, rm, stat } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { Logger } from 'pino';
 import { WatchwordError } from '../domain/errors.js';
+import { quoteJSON } from '../domain/json-text.js';
 import type { AuditActor } from '../domain/types.js';
+import type { AuditGroupEvent } from '../store/store.js';
+import { LineRing } from './line-ring.js';
 
 /**
  * The audit log (README: Audit log): who changed what, when and from where, and who was
@@ -33,11 +36,17 @@ export interface AuditEvent extends AuditActor {
   [detail: string]: unknown;
 }
 
-/** An event kept for GET /v1/operator/audit, with its place in this server's sequence. */
-export interface RecentEvent {
-  seq: number;
-  at: number;
-  event: AuditEvent;
+/** Keys an event's own fields take: details that would repeat one are written the slow way (the detail wins, as before). */
+const EVENT_KEYS = new Set(['Time', 'Type', 'RequestID', 'AccessorID', 'RemoteAddr', 'Method', 'Path', 'Datacenter', 'Server', 'Status']);
+
+/** An object's members as JSON (`,"key":value` each), skipping undefined values as JSON.stringify does. */
+function members(o: Record<string, unknown>): string {
+  let out = '';
+  for (const k in o) {
+    const v = o[k];
+    if (v !== undefined) out += `,${quoteJSON(k)}:${typeof v === 'string' ? quoteJSON(v) : JSON.stringify(v)}`;
+  }
+  return out;
 }
 
 export interface AuditFilter {
@@ -75,8 +84,9 @@ export function auditPath(url: string): string {
   return (rest ? `${url.slice(0, q)}?${rest}` : url.slice(0, q)).slice(0, 2048);
 }
 
-/** How many events GET /v1/operator/audit can go back through (the file keeps them all). */
+/** How many events GET /v1/operator/audit can go back through (the file keeps them all), and in how many bytes at most. */
 const RECENT = 10_000;
+const RECENT_BYTES = 8 << 20;
 
 export class AuditLog {
   private settings: AuditSettings;
@@ -87,9 +97,8 @@ export class AuditLog {
   private flushTimer: NodeJS.Timeout | undefined;
   /** Appends, one at a time, in order. */
   private chain: Promise<void> = Promise.resolve();
-  /** The last RECENT events, a ring: the event numbered `seq` is at `seq % RECENT`. */
-  private readonly recent: RecentEvent[] = [];
-  private seq = 0;
+  /** The last RECENT events' lines, numbered in this server's sequence. */
+  private readonly recent = new LineRing(RECENT, RECENT_BYTES);
   private failing: Error | undefined;
   private lastComplaint = 0;
   /** Until this datacenter's key is known (its first leader makes it): a key of this process. */
@@ -97,6 +106,8 @@ export class AuditLog {
   /** Told whenever an event is recorded (follow mode). */
   private readonly listeners = new Set<() => void>();
   failures = 0;
+  /** The members every line has after the actor's, up to the status. */
+  private readonly placeMembers: string;
 
   constructor(
     settings: AuditSettings,
@@ -106,6 +117,7 @@ export class AuditLog {
     private readonly keySource: () => Uint8Array | undefined = () => undefined,
   ) {
     this.settings = settings;
+    this.placeMembers = `,"Datacenter":${JSON.stringify(place.datacenter)},"Server":${JSON.stringify(place.server)},"Status":`;
   }
 
   get enabled(): boolean {
@@ -143,31 +155,46 @@ export class AuditLog {
       .slice(0, 32)}`;
   }
 
-  /** Completes an event (time, place) and remembers it for the endpoint. */
-  private complete(type: string, actor: AuditActor, status: number, details: Record<string, unknown>): AuditEvent {
+  /**
+   * An event's line, newline included (time, place, then the details and `raw`, already JSON
+   * members), remembered for the endpoint. Built as text: a write's audit line costs no object.
+   */
+  private complete(type: string, actor: AuditActor, status: number, details: Record<string, unknown>, raw?: string): string {
     const at = Date.now();
-    const event: AuditEvent = {
-      Time: new Date(at).toISOString(),
-      Type: type,
-      ...actor,
-      Datacenter: this.place.datacenter,
-      Server: this.place.server,
-      Status: status,
-      ...details,
-    };
-    const seq = ++this.seq;
-    this.recent[seq % RECENT] = { seq, at, event };
+    let line: string;
+    if (Object.keys(details).some((k) => EVENT_KEYS.has(k))) {
+      const event = {
+        Time: new Date(at).toISOString(),
+        Type: type,
+        ...actor,
+        Datacenter: this.place.datacenter,
+        Server: this.place.server,
+        Status: status,
+        ...details,
+      };
+      line = raw ? `${JSON.stringify(event).slice(0, -1)},${raw}}\n` : `${JSON.stringify(event)}\n`;
+    } else {
+      const a = actor;
+      line = `{"Time":"${new Date(at).toISOString()}","Type":${quoteJSON(type)},"RequestID":${quoteJSON(a.RequestID)},"AccessorID":${quoteJSON(a.AccessorID)},"RemoteAddr":${quoteJSON(a.RemoteAddr)},"Method":${quoteJSON(a.Method)},"Path":${quoteJSON(a.Path)}${this.placeMembers}${status}${members(details)}${raw ? `,${raw}` : ''}}\n`;
+    }
+    this.recent.push(line, at, () =>
+      JSON.stringify({
+        Time: new Date(at).toISOString(),
+        Type: type,
+        ...actor,
+        Omitted: 'too long to keep in memory; the audit file has it',
+      }),
+    );
     // Admin events are logged at info too, without their details.
     if (status < 400) this.logger.info({ audit: type, accessor: actor.AccessorID, remote: actor.RemoteAddr }, `audit: ${type}`);
     for (const l of this.listeners) l();
-    return event;
+    return line;
   }
 
   /** An event appended within a moment (best-effort whatever the mode: refusals, reloads, leadership, replication). */
-  record(type: string, actor: AuditActor, status: number, details: Record<string, unknown> = {}): void {
+  record(type: string, actor: AuditActor, status: number, details: Record<string, unknown> = {}, raw?: string): void {
     if (!this.settings.enabled) return;
-    const event = this.complete(type, actor, status, details);
-    this.buffered.push(`${JSON.stringify(event)}\n`);
+    this.buffered.push(this.complete(type, actor, status, details, raw));
     if (this.buffered.length > 1000) void this.flush();
     else this.flushTimer ??= setTimeout(() => void this.flush(), 50);
   }
@@ -176,13 +203,13 @@ export class AuditLog {
    * The events of one group of writes. Enforced: written and synced before this resolves,
    * else AUDIT_UNAVAILABLE (the group is then not written). Best-effort: appended soon.
    */
-  async writeGroup(events: Array<{ type: string; actor: AuditActor; details: Record<string, unknown> }>): Promise<void> {
+  async writeGroup(events: readonly AuditGroupEvent[]): Promise<void> {
     if (!this.settings.enabled || events.length === 0) return;
     if (this.settings.mode !== 'enforced') {
-      for (const e of events) this.record(e.type, e.actor, 200, e.details);
+      for (const e of events) this.record(e.type, e.actor, 200, e.details, e.raw);
       return;
     }
-    const lines = events.map((e) => `${JSON.stringify(this.complete(e.type, e.actor, 200, e.details))}\n`);
+    const lines = events.map((e) => this.complete(e.type, e.actor, 200, e.details, e.raw));
     await this.append(lines, true).catch((err: unknown) => {
       throw new WatchwordError(
         'AUDIT_UNAVAILABLE',
@@ -202,10 +229,18 @@ export class AuditLog {
     return this.append(lines, false).catch(() => undefined);
   }
 
-  private append(lines: string[], sync: boolean): Promise<void> {
+  private append(pending: string[], sync: boolean): Promise<void> {
     const run = async (): Promise<void> => {
+      let lines = pending;
       try {
         if (!this.file) await this.reopen();
+        // The usual case: everything fits before the next rotation, in one write.
+        const text = lines.length === 1 ? (lines[0] as string) : lines.join('');
+        const bytes = Buffer.byteLength(text);
+        if (this.size + bytes <= this.settings.rotateBytes) {
+          await this.write(Buffer.from(text), sync);
+          lines = [];
+        }
         // Whole lines per file: the lines that fit go before a rotation, the rest after it. An
         // enforced group's lines stay together (all written or none), whatever its size.
         for (let i = 0; i < lines.length; ) {
@@ -279,36 +314,38 @@ export class AuditLog {
   query(filter: AuditFilter): { events: AuditEvent[]; next?: number } {
     const out: AuditEvent[] = [];
     let lastSeq = 0;
-    for (let seq = this.seq; seq >= this.oldest(); seq--) {
-      const r = this.recent[seq % RECENT] as RecentEvent;
-      if (filter.before !== undefined && r.seq >= filter.before) continue;
-      if (filter.until !== undefined && r.at > filter.until) continue;
-      if (filter.since !== undefined && r.at < filter.since) break;
-      if (!matches(r.event, filter)) continue;
+    // A line cannot hold an event of this type or caller without this text (the event is parsed to be sure).
+    const typeText = filter.type === undefined ? undefined : `"Type":${quoteJSON(filter.type)}`;
+    const accessorText = filter.accessor === undefined ? undefined : `"AccessorID":${quoteJSON(filter.accessor)}`;
+    const oldest = this.recent.oldest();
+    for (let seq = this.recent.latest(); seq >= oldest; seq--) {
+      if (filter.before !== undefined && seq >= filter.before) continue;
+      const at = this.recent.timeOf(seq);
+      if (filter.until !== undefined && at > filter.until) continue;
+      if (filter.since !== undefined && at < filter.since) break;
+      const line = this.recent.lineOf(seq);
+      if ((typeText && !line.includes(typeText)) || (accessorText && !line.includes(accessorText))) continue;
+      const event = JSON.parse(line) as AuditEvent;
+      if (!matches(event, filter)) continue;
       // One more matches than the page holds: the next page starts before the last one given.
       if (out.length === filter.limit) return { events: out, next: lastSeq };
-      out.push(r.event);
-      lastSeq = r.seq;
+      out.push(event);
+      lastSeq = seq;
     }
     return { events: out };
   }
 
-  /** The oldest event's sequence number still kept. */
-  private oldest(): number {
-    return Math.max(1, this.seq - RECENT + 1);
-  }
-
   /** The newest event's sequence number (0 before any): what a follower of the log waits past. */
   latest(): number {
-    return this.seq;
+    return this.recent.latest();
   }
 
   /** Events after `seq`, oldest first (follow mode). */
   after(seq: number, limit: number): Array<{ seq: number; event: AuditEvent }> {
     const out: Array<{ seq: number; event: AuditEvent }> = [];
-    for (let s = Math.max(seq + 1, this.oldest()); s <= this.seq && out.length < limit; s++) {
-      const r = this.recent[s % RECENT] as RecentEvent;
-      out.push({ seq: r.seq, event: r.event });
+    const latest = this.recent.latest();
+    for (let s = Math.max(seq + 1, this.recent.oldest()); s <= latest && out.length < limit; s++) {
+      out.push({ seq: s, event: JSON.parse(this.recent.lineOf(s)) as AuditEvent });
     }
     return out;
   }

@@ -3,16 +3,15 @@ import type { DurableChange, DurableState } from './durable-state.js';
 import type { LayerEntry } from './memory.js';
 import { encode } from './records.js';
 import { META } from './schema.js';
-import type { AuditActor } from '../domain/types.js';
-import type { AuditSink, BatchReplicator, Durability, WatchTable } from './store.js';
+import type { AuditGroupEvent, AuditSink, BatchReplicator, Durability, WatchTable } from './store.js';
 
 export type BatchOp = { type: 'put'; key: string; value: Uint8Array } | { type: 'del'; key: string };
 
 /** A transaction accepted and waiting for its group's write. */
 export interface QueuedCommit extends DurableChange {
   ops: BatchOp[];
-  /** Its audit line's content (the store adds the objects changed and the index). */
-  audit?: { type: string; actor: AuditActor; details: Record<string, unknown> };
+  /** Its audit line's content (the store adds the objects changed and the index, as `raw`). */
+  audit?: AuditGroupEvent;
   /** Layer entries this commit put in `pending`, dropped once durable. */
   layer: Array<[string, LayerEntry]>;
   tables: Map<WatchTable, number>;

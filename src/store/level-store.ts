@@ -1,6 +1,7 @@
 import { Level } from 'level';
 import { WatchwordError } from '../domain/errors.js';
 import { generateID } from '../domain/ids.js';
+import { quoteJSON } from '../domain/json-text.js';
 import type { BootstrapState } from '../domain/types.js';
 import { type DecodedPair, claimDatacenter, decodePair, readState, upgradeFormat } from './disk-state.js';
 import { type Applied, DurableState } from './durable-state.js';
@@ -23,6 +24,7 @@ import {
   recordKey,
 } from './schema.js';
 import type {
+  AuditGroupEvent,
   AuditRecord,
   AuditSink,
   BatchReplicator,
@@ -347,26 +349,30 @@ export class LevelStore implements Store {
     return this.enqueue(tx, options.sync ?? true, options.audit).then(() => result);
   }
 
-  /** A transaction's audit line: the record given, with every object the transaction changed and its index. */
-  private auditOf(tx: StoreTx, record: AuditRecord): NonNullable<QueuedCommit['audit']> {
-    const objects = tx.tableOps.slice(0, AUDIT_OBJECTS).map((op) => {
+  /**
+   * A transaction's audit event: the record given, and as `raw` JSON members the index and
+   * every object the transaction changed (built as text: no object per changed record).
+   */
+  private auditOf(tx: StoreTx, record: AuditRecord): AuditGroupEvent {
+    const ops = tx.tableOps;
+    const shown = Math.min(ops.length, AUDIT_OBJECTS);
+    let objects = '';
+    for (let i = 0; i < shown; i++) {
+      const op = ops[i] as (typeof ops)[number];
       const r = op.record as { Name?: string; Namespace?: string; Partition?: string; Hash?: string } | null;
-      const o: Record<string, unknown> = { Kind: AUDIT_KIND[op.table] ?? op.table, ID: op.id };
-      if (r === null) o.Deleted = true;
+      let o = `{"Kind":"${AUDIT_KIND[op.table] ?? op.table}","ID":${quoteJSON(op.id)}`;
+      if (r === null) o += ',"Deleted":true';
       else {
-        if (r.Name !== undefined && op.table !== 'authMethods') o.Name = r.Name;
-        if (r.Namespace !== undefined) o.Namespace = r.Namespace;
-        if (r.Partition !== undefined) o.Partition = r.Partition;
-        if (r.Hash !== undefined) o.Hash = r.Hash;
+        if (r.Name !== undefined && op.table !== 'authMethods') o += `,"Name":${quoteJSON(r.Name)}`;
+        if (r.Namespace !== undefined) o += `,"Namespace":${quoteJSON(r.Namespace)}`;
+        if (r.Partition !== undefined) o += `,"Partition":${quoteJSON(r.Partition)}`;
+        if (r.Hash !== undefined) o += `,"Hash":${quoteJSON(r.Hash)}`;
       }
-      return o;
-    });
-    const more = tx.tableOps.length - objects.length;
-    return {
-      type: record.type,
-      actor: record.actor,
-      details: { ...record.details, Index: tx.lastIndex ?? this.state.index, Objects: objects, ...(more > 0 ? { MoreObjects: more } : {}) },
-    };
+      objects += i === 0 ? `${o}}` : `,${o}}`;
+    }
+    const more = ops.length - shown;
+    const raw = `"Index":${tx.lastIndex ?? this.state.index},"Objects":[${objects}]${more > 0 ? `,"MoreObjects":${more}` : ''}`;
+    return { type: record.type, actor: record.actor, details: record.details ?? {}, raw };
   }
 
   /** A transaction as batch operations, its records encoded once (the change log embeds the same bytes). */

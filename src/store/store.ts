@@ -199,7 +199,15 @@ export interface AuditRecord {
 export interface AuditSink {
   /** Enforced: the lines are durable before the group is written (else it throws and the group is refused). */
   readonly mode: 'best-effort' | 'enforced';
-  writeGroup(events: Array<{ type: string; actor: AuditActor; details: Record<string, unknown> }>): Promise<void>;
+  writeGroup(events: readonly AuditGroupEvent[]): Promise<void>;
+}
+
+/** One write's audit event: `raw` holds JSON members (the index, the objects changed) written after the details. */
+export interface AuditGroupEvent {
+  type: string;
+  actor: AuditActor;
+  details: Record<string, unknown>;
+  raw?: string;
 }
 
 /**

@@ -65,4 +65,46 @@ describe('AuditLog', () => {
       .map((l) => JSON.parse(l));
     expect(newest.at(-1)).toMatchObject({ Round: 5 });
   });
+
+  it('writes each line as JSON.stringify would have written the event: fields in order, a detail repeating a field wins', async () => {
+    const { log, path } = await openLog();
+    const actor = { RequestID: 'r1', AccessorID: 'a"1', RemoteAddr: '127.0.0.1', Method: 'PUT', Path: '/v1/acl/token?x=\u2028' };
+    await log.writeGroup([
+      {
+        type: 'token-create',
+        actor,
+        details: { Note: 'line\nbreak', Skipped: undefined },
+        raw: '"Index":7,"Objects":[{"Kind":"token","ID":"t1"}]',
+      },
+    ]);
+    log.record('odd', actor, 403, { Status: 418, Reason: 'x' });
+    await log.close();
+    const lines = (await readFile(path, 'utf8')).trim().split('\n');
+    expect(lines).toHaveLength(2);
+    const first = JSON.parse(lines[0] as string);
+    expect(Object.keys(first)).toEqual([
+      'Time',
+      'Type',
+      'RequestID',
+      'AccessorID',
+      'RemoteAddr',
+      'Method',
+      'Path',
+      'Datacenter',
+      'Server',
+      'Status',
+      'Note',
+      'Index',
+      'Objects',
+    ]);
+    expect(first).toMatchObject({ Type: 'token-create', AccessorID: 'a"1', Path: actor.Path, Status: 200, Note: 'line\nbreak', Index: 7 });
+    expect(first.Objects).toEqual([{ Kind: 'token', ID: 't1' }]);
+    expect(new Date(first.Time).toISOString()).toBe(first.Time);
+    // A detail named like a field of the event replaces it, once (no repeated key in the line).
+    expect(lines[1]?.match(/"Status"/g)).toHaveLength(1);
+    expect(JSON.parse(lines[1] as string)).toMatchObject({ Type: 'odd', Status: 418, Reason: 'x' });
+    // The endpoint's view is the same event.
+    expect(log.query({ limit: 10 }).events.map((e) => e.Type)).toEqual(['odd', 'token-create']);
+    expect(log.query({ limit: 10, accessor: 'a"1', type: 'token-create' }).events[0]).toEqual(first);
+  });
 });
