@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { ServerBatch, ServerStore } from '../store/store.js';
+import type { ServerBatch, ServerSnapshotIntake, ServerStore } from '../store/store.js';
 import { type FollowerFrame, type LeaderFrame, SERVER_PROTOCOL_VERSION } from './server-protocol.js';
 
 /** What the stream does outside itself. */
@@ -11,13 +11,23 @@ export interface FollowerStreamEffects {
   welcomed(): void;
   /** The leader (of a secondary datacenter) reports that the primary was last heard `ms` ago. */
   primarySilence?(ms: number): void;
+  /** Frames wait to be applied past a bound: stop reading from the leader until `resume` (its writes then wait on TCP). */
+  pause?(): void;
+  resume?(): void;
 }
 
-type Queued = { kind: 'snapshot'; pairs: Array<[string, Uint8Array]>; seq: number; term: number } | { kind: 'batch'; batch: ServerBatch };
+/** A piece of the leader's snapshot (the last one says which batch it shows). */
+type Chunk = { pairs: Array<[string, Uint8Array]>; last: boolean; seq: number; term: number };
+type Queued = { kind: 'chunk'; chunk: Chunk; bytes: number } | { kind: 'batch'; batch: ServerBatch; bytes: number };
+
+/** Bytes of frames waiting to be applied past which the shell stops reading from the leader, and below which it reads again. */
+const BACKLOG_HIGH = 64 * 1024 * 1024;
+const BACKLOG_LOW = 16 * 1024 * 1024;
 
 /**
  * A follower's end of the server stream (README, "Several servers per datacenter"), without a socket: fed its leader's
- * decoded frames in order, it takes a snapshot when told, applies batches in order
+ * decoded frames in order, it takes a snapshot when told (piece by piece into a staged store,
+ * so a large one costs no more memory than the state it becomes), applies batches in order
  * (several queued ones in one atomic write) and confirms each once durable. A batch that
  * does not follow the last applied one, or comes from an older term, ends the connection.
  * The WebSocket, proofs, heartbeat and back-off are the shell's (follower.ts); tests feed
@@ -28,9 +38,12 @@ export class FollowerStream {
   leaderSeq = 0;
   /** Set by the welcome: the connection's term. */
   private term = 0;
-  private snapshot: Array<[string, Uint8Array]> = [];
-  private pendingSnapshot: Extract<Queued, { kind: 'snapshot' }> | undefined;
-  private queue: ServerBatch[] = [];
+  /** Frames to apply, in order: snapshot pieces and batches. */
+  private queue: Queued[] = [];
+  private queuedBytes = 0;
+  private paused = false;
+  /** The snapshot being taken in, from its first piece to its install. */
+  private intake: ServerSnapshotIntake | undefined;
   private working: Promise<void> | undefined;
   /** Bumped by every connection: what an older one left is dropped. */
   private generation = 0;
@@ -74,9 +87,24 @@ export class FollowerStream {
     this.generation++;
     this.inHistory = false;
     this.leaderCommit = 0;
+    this.clearQueue();
+    this.dropIntake();
+  }
+
+  private clearQueue(): void {
     this.queue = [];
-    this.pendingSnapshot = undefined;
-    this.snapshot = [];
+    this.queuedBytes = 0;
+    if (this.paused) {
+      this.paused = false;
+      this.effects.resume?.();
+    }
+  }
+
+  /** A snapshot half taken in is given up (its staged store removed). */
+  private dropIntake(): void {
+    const intake = this.intake;
+    this.intake = undefined;
+    if (intake) void intake.abandon().catch(() => undefined);
   }
 
   receive(frame: LeaderFrame): void {
@@ -92,24 +120,21 @@ export class FollowerStream {
         if (frame.term < this.options.term)
           return this.effects.drop(`the leader's term ${frame.term} is older than the current term ${this.options.term}`);
         this.term = frame.term;
-        this.snapshot = [];
         this.inHistory = frame.mode === 'tail';
         this.heardCommit(this.leaderCommit);
         this.effects.welcomed();
         return;
-      case 'snapshot':
-        for (const p of frame.pairs) this.snapshot.push(p);
-        if (frame.last) {
-          const pairs = this.snapshot;
-          this.snapshot = [];
-          this.enqueue({ kind: 'snapshot', pairs, seq: frame.seq, term: frame.term });
-        }
+      case 'snapshot': {
+        let bytes = 0;
+        for (const [k, v] of frame.pairs) bytes += k.length + v.length;
+        this.enqueue({ kind: 'chunk', chunk: { pairs: frame.pairs, last: frame.last, seq: frame.seq, term: frame.term }, bytes });
         return;
+      }
       case 'batch':
         if (frame.term < this.term || frame.term < this.options.term)
           return this.effects.drop(`refused a batch of the older term ${frame.term}`);
         this.leaderSeq = Math.max(this.leaderSeq, frame.seq);
-        this.enqueue({ kind: 'batch', batch: frame });
+        this.enqueue({ kind: 'batch', batch: frame, bytes: frame.ops.reduce((n, [k, v]) => n + k.length + (v?.length ?? 0), 0) });
         // Shown to readers once committed; a leader that does not say (an older version) commits what it sends.
         this.heardCommit(frame.commit ?? frame.seq);
         return;
@@ -117,15 +142,36 @@ export class FollowerStream {
   }
 
   private enqueue(item: Queued): void {
-    if (item.kind === 'snapshot') {
-      this.pendingSnapshot = item;
-      this.queue = [];
-    } else {
-      this.queue.push(item.batch);
+    this.queue.push(item);
+    this.queuedBytes += item.bytes;
+    if (!this.paused && this.queuedBytes > BACKLOG_HIGH) {
+      this.paused = true;
+      this.effects.pause?.();
     }
+    this.work();
+  }
+
+  /** Applies what is queued, unless that is under way; what an ended connection's loop left is taken up again. */
+  private work(): void {
     this.working ??= this.apply(this.generation).finally(() => {
       this.working = undefined;
+      if (this.queue.length > 0 && !this.stopped) this.work();
     });
+  }
+
+  /** The next frames to apply: one snapshot piece, or every batch queued up to the next piece. */
+  private take(): Queued[] {
+    const first = this.queue[0];
+    let n = 0;
+    if (first?.kind === 'chunk') n = 1;
+    else while (n < this.queue.length && (this.queue[n] as Queued).kind === 'batch') n++;
+    const taken = this.queue.splice(0, n);
+    for (const q of taken) this.queuedBytes -= q.bytes;
+    if (this.paused && this.queuedBytes < BACKLOG_LOW) {
+      this.paused = false;
+      this.effects.resume?.();
+    }
+    return taken;
   }
 
   /**
@@ -144,25 +190,31 @@ export class FollowerStream {
     while (this.working) await this.working;
   }
 
-  /** Applies what arrived, in order: a snapshot first, then queued batches in one write. */
+  /** Applies what arrived, in order: snapshot pieces into the intake (installed at the last), queued batches in one write. */
   private async apply(generation: number): Promise<void> {
     const current = () => !this.stopped && generation === this.generation;
     try {
-      while (current() && (this.pendingSnapshot || this.queue.length > 0)) {
-        if (this.pendingSnapshot) {
-          const snap = this.pendingSnapshot;
-          this.pendingSnapshot = undefined;
-          await this.store.installServerSnapshot(snap.pairs, { seq: snap.seq, term: snap.term });
-          this.options.logger.info({ seq: snap.seq, term: snap.term }, 'server stream: installed a snapshot from the leader');
+      while (current() && this.queue.length > 0) {
+        const items = this.take();
+        const head = items[0] as Queued;
+        if (head.kind === 'chunk') {
+          const chunk = head.chunk;
+          this.intake ??= await this.store.beginServerSnapshot();
+          if (!current()) return;
+          await this.intake.add(chunk.pairs);
+          if (!chunk.last || !current()) continue;
+          const intake = this.intake;
+          this.intake = undefined;
+          await intake.install({ seq: chunk.seq, term: chunk.term });
+          this.options.logger.info({ seq: chunk.seq, term: chunk.term }, 'server stream: installed a snapshot from the leader');
           if (current()) {
             this.inHistory = true;
             this.heardCommit(this.leaderCommit);
-            this.effects.send({ t: 'ack', seq: snap.seq });
+            this.effects.send({ t: 'ack', seq: chunk.seq });
           }
           continue;
         }
-        const batches = this.queue;
-        this.queue = [];
+        const batches = items.map((q) => (q as Extract<Queued, { kind: 'batch' }>).batch);
         let expected = this.store.serverPosition().seq;
         for (const b of batches) {
           if (b.prev !== expected)
@@ -175,6 +227,9 @@ export class FollowerStream {
     } catch (err) {
       this.options.logger.error({ err }, 'server stream: cannot apply what the leader sent');
       if (current()) this.effects.drop(`cannot apply what the leader sent: ${(err as Error).message}`);
+    } finally {
+      // A snapshot piece of a connection that ended: what was staged of it goes.
+      if (!current()) this.dropIntake();
     }
   }
 

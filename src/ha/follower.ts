@@ -60,6 +60,8 @@ export class ServerFollower {
   private ws: WebSocket | undefined;
   private stopped = false;
   private connected = false;
+  /** Frames from the leader are left unread until the stream has written what it holds. */
+  private readingPaused = false;
   private readonly backoff: Backoff;
   private retry: NodeJS.Timeout | undefined;
   private readonly heartbeat: Heartbeat;
@@ -86,6 +88,16 @@ export class ServerFollower {
           this.backoff.reset();
           this.lastError = '';
         },
+        // The leader's frames wait on TCP while this server writes what it has; it is alive meanwhile.
+        pause: () => {
+          this.readingPaused = true;
+          this.ws?.pause();
+        },
+        resume: () => {
+          this.readingPaused = false;
+          this.heartbeat.heard();
+          this.ws?.resume();
+        },
         primarySilence: (ms) => {
           if (this.proven) options.onPrimarySilence?.(ms);
         },
@@ -94,7 +106,11 @@ export class ServerFollower {
     this.heartbeat = new Heartbeat({
       everyMs: options.heartbeatMs,
       deadAfterMs: options.deadPeerMs,
-      beat: () => this.send({ t: 'ping', time: Date.now() }),
+      beat: () => {
+        // Not reading (frames wait while a snapshot is written): the leader is not silent.
+        if (this.readingPaused) this.heartbeat.heard();
+        this.send({ t: 'ping', time: Date.now() });
+      },
       silent: () => this.drop(`no frame from the leader for ${options.deadPeerMs} ms`),
     });
   }
@@ -193,6 +209,7 @@ export class ServerFollower {
     this.proven = false;
     this.lastError = reason;
     this.stream.disconnected();
+    this.readingPaused = false;
     this.heartbeat.stop();
     ws.removeAllListeners();
     ws.on('error', () => undefined);

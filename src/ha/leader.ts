@@ -152,9 +152,18 @@ export class ServerLeader implements BatchReplicator, LeaderHost {
 
   localWriteFailed(): void {
     // Followers may hold a batch this server does not: they start over from a snapshot.
+    this.restartFollowers('the leader failed to write a batch; start over');
+  }
+
+  historyReplaced(): void {
+    this.restartFollowers("the leader's store was replaced; start over from its snapshot");
+  }
+
+  /** No follower resumes from this history's tail: each starts over from a snapshot. */
+  private restartFollowers(reason: string): void {
     this.tail = [];
     this.trimmedTo = { seq: Number.MAX_SAFE_INTEGER, term: 0 };
-    for (const s of this.sessions) s.close(4000, 'the leader failed to write a batch; start over');
+    for (const s of this.sessions) s.close(4000, reason);
   }
 
   /** Batches after `pos`, when this history holds `pos` and everything after it; undefined: a snapshot is needed. */

@@ -31,7 +31,21 @@ const NONE: readonly never[] = Object.freeze([]);
 /** The list fields of records: most are empty, and a million empty arrays are 64 MB. */
 const LIST_FIELDS = ['Policies', 'Roles', 'ServiceIdentities', 'NodeIdentities', 'TemplatedPolicies', 'Datacenters'] as const;
 
-function shareEmptyLists(record: Record<string, unknown>): void {
+/** Namespaces and partitions repeat across records: one copy of each (at most 10,000 kept). */
+const interned = new Map<string, string>();
+const shared = (s: string): string => {
+  let v = interned.get(s);
+  if (v === undefined) {
+    if (interned.size < 10_000) interned.set(s, s);
+    v = s;
+  }
+  return v;
+};
+
+/** What records repeat, shared: their place's names, and one empty list for every empty list field. */
+export function shareRecordParts(record: Record<string, unknown>): void {
+  if (typeof record.Namespace === 'string') record.Namespace = shared(record.Namespace);
+  if (typeof record.Partition === 'string') record.Partition = shared(record.Partition);
   for (const f of LIST_FIELDS) {
     const v = record[f];
     if (Array.isArray(v) && v.length === 0) record[f] = NONE;
@@ -88,15 +102,6 @@ export async function readState(db: Level<string, Uint8Array>): Promise<DiskStat
   for await (const [k, v] of db.iterator({ gte: key('m', ''), lt: prefixEnd(key('m', '')) })) {
     meta.set(k, k === META.bootstrap ? decodeWith(bootstrapStateSchema, v, 'bootstrap state') : decodeRaw(v));
   }
-  const intern = new Map<string, string>();
-  const shared = (s: string): string => {
-    let v = intern.get(s);
-    if (v === undefined) {
-      if (intern.size < 10_000) intern.set(s, s);
-      v = s;
-    }
-    return v;
-  };
   for (const name of TABLE_NAMES) {
     const def = TABLES[name];
     const table = tables[name] as AnyTable;
@@ -130,10 +135,7 @@ export async function readState(db: Level<string, Uint8Array>): Promise<DiskStat
               `stored ${name.slice(0, -1)} ${typeof id === 'string' ? id : '(no ID)'} is corrupt: not a well-formed record`,
             );
           }
-          // Namespaces and partitions repeat across records: keep one copy of each.
-          (record as Scope).Namespace = shared((record as Scope).Namespace);
-          (record as Scope).Partition = shared((record as Scope).Partition);
-          shareEmptyLists(record as Record<string, unknown>);
+          shareRecordParts(record as Record<string, unknown>);
           table.put(record as Scope, true);
         }
       }

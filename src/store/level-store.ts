@@ -34,11 +34,13 @@ import type {
   LogEntry,
   ServerBatch,
   ServerPosition,
+  ServerSnapshotIntake,
   Store,
   TransactOptions,
   Tx,
   WatchTable,
 } from './store.js';
+import { StagedStore, settleStagedStore, swapInStagedStore } from './staging.js';
 import { StoreTx } from './store-tx.js';
 import { Watchers } from './watchers.js';
 import { causeText, storeUnavailable } from './write-errors.js';
@@ -111,8 +113,13 @@ export class LevelStore implements Store {
   /** HA follower: the leader committed every batch up to this one. */
   private commitLimit = 0;
 
+  /** Set while a staged store is made current: transactions wait for it. */
+  private installing: Promise<void> | undefined;
+
   private constructor(
-    private readonly db: Level<string, Uint8Array>,
+    private db: Level<string, Uint8Array>,
+    /** The store's directory (a staged store is swapped in there). */
+    private readonly dir: string,
     private readonly options: LevelStoreOptions,
     logID: string,
   ) {
@@ -121,7 +128,8 @@ export class LevelStore implements Store {
     this.logTail = new LogTail(options.logTailEntries ?? 20_000);
     this.watchers = new Watchers((t) => this.state.tableIndex(t));
     this.committer = new GroupCommitter({
-      db,
+      // The database of the moment (install() replaces it).
+      db: { batch: () => this.db.batch() },
       durability: options.durability,
       ...(options.faults ? { faults: options.faults } : {}),
       state: this.state,
@@ -134,7 +142,9 @@ export class LevelStore implements Store {
   }
 
   static async open(dir: string, options: LevelStoreOptions): Promise<LevelStore> {
-    const db = new Level<string, Uint8Array>(dir, { keyEncoding: 'utf8', valueEncoding: 'view', writeBufferSize: 16 * 1024 * 1024 });
+    // A staged store a crash interrupted: finished if it was complete, else removed (store/staging.ts).
+    await settleStagedStore(dir);
+    const db = openLevel(dir);
     try {
       await db.open();
     } catch (err) {
@@ -154,7 +164,7 @@ export class LevelStore implements Store {
         await db.put(META.logID, logIDBytes, { sync: options.durability === 'fsync' });
       }
       if (options.datacenter !== undefined) await claimDatacenter(db, dir, options.datacenter, options.durability === 'fsync');
-      const store = new LevelStore(db, options, String(decodeRaw(logIDBytes)));
+      const store = new LevelStore(db, dir, options, String(decodeRaw(logIDBytes)));
       await store.reload();
       return store;
     } catch (err) {
@@ -329,6 +339,8 @@ export class LevelStore implements Store {
   }
 
   transact<T>(fn: (tx: Tx) => T, options: TransactOptions = {}): Promise<T> {
+    // A staged store being made current: the transaction runs against it once it is.
+    if (this.installing) return this.installing.then(() => this.transact(fn, options));
     let tx: StoreTx;
     let result: T;
     const before = this.lastAllocated;
@@ -586,28 +598,114 @@ export class LevelStore implements Store {
   }
 
   /**
-   * HA follower: replaces the whole store with a leader's snapshot in one atomic batch
-   * (keys it no longer has are deleted), then reloads memory from it. The leader's
-   * history replaces this one: indexes follow it, even backward.
+   * Starts a staged store beside this one (store/staging.ts): a whole new state, written and
+   * built piece by piece, made current by `install`. The current state serves until then.
    */
-  async installServerSnapshot(pairs: Array<[string, Uint8Array]>, position: ServerPosition): Promise<void> {
-    if (!this.follower) throw new WatchwordError('INTERNAL', 'only a follower installs a snapshot');
+  async stage(): Promise<StagedStore> {
     this.checkReplicaWritable();
-    for (const [k, v] of pairs) decodePair(k, v);
-    const incoming = new Set(pairs.map(([k]) => k));
-    const batch = this.db.batch();
-    for await (const k of this.db.keys()) if (!incoming.has(k) && k !== META.datacenter) batch.del(k);
-    for (const [k, v] of pairs) batch.put(k, v);
-    batch.put(META.serverSeq, encode(position.seq));
-    batch.put(META.serverTerm, encode(position.term));
-    await this.writeReplica(batch);
-    const from = this.state.index;
-    await this.reload({ indexesMayGoBack: true });
-    this.commitLimit = Math.max(this.commitLimit, position.seq);
-    this.state.seq = position.seq;
-    this.state.term = position.term;
-    this.committer.seq = Math.max(this.committer.seq, position.seq);
-    this.tell({ from, tables: this.state.allTables(), entries: [], logReset: true }, true);
+    // One staging at a time: an earlier one still here (a lost connection's) is removed first.
+    await this.staging?.abandon();
+    this.staging = await StagedStore.create(this.dir);
+    return this.staging;
+  }
+
+  /** The staging started last (until it is made current or given up, its directory is in use). */
+  private staging: StagedStore | undefined;
+
+  /**
+   * Makes a staged store current in one step. Transactions wait meanwhile, and those accepted
+   * before are written first; `complete` then adds what must be current at the switch (it runs
+   * with writes held); the staging is finished, its directory swapped in, and its tables become
+   * the durable state. `indexesMayGoBack`: the staged store is another history (a follower's
+   * leader), whose indexes this one follows even backward. An HA leader's followers start
+   * over from a snapshot of the new store.
+   */
+  async install(
+    staged: StagedStore,
+    options: { complete?: (staged: StagedStore) => void | Promise<void>; indexesMayGoBack?: boolean; logReset?: boolean } = {},
+  ): Promise<void> {
+    let release = (): void => undefined;
+    this.installing = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let closed = false;
+    try {
+      await this.committer.drain();
+      this.checkReplicaWritable();
+      await options.complete?.(staged);
+      await staged.finish();
+      closed = true;
+      await this.db.close();
+      await swapInStagedStore(this.dir);
+      const db = openLevel(this.dir);
+      await db.open();
+      this.db = db;
+      closed = false;
+      const from = this.state.index;
+      this.state.adopt({ meta: staged.meta, tables: staged.tables }, { indexesMayGoBack: options.indexesMayGoBack === true });
+      this.uncommitted = [];
+      this.reader.tables = this.state.tables;
+      this.lastAllocated = this.state.index;
+      this.committer.seq = Math.max(this.committer.seq, this.state.seq);
+      this.logTail.reset(this.state.index + 1);
+      this.replicator?.historyReplaced?.();
+      this.tell({ from, tables: this.state.allTables(), entries: [], logReset: options.logReset === true }, true);
+    } catch (err) {
+      await staged.abandon().catch(() => undefined);
+      // The swap failed with the database closed: the directory in place (old or new) is opened again.
+      if (closed) {
+        await settleStagedStore(this.dir).catch(() => undefined);
+        this.db = openLevel(this.dir);
+        await this.db.open();
+        await this.reload({ indexesMayGoBack: true });
+      }
+      throw err;
+    } finally {
+      this.installing = undefined;
+      release();
+    }
+  }
+
+  /**
+   * HA follower: takes its leader's snapshot piece by piece into a staged store (keys as the
+   * leader holds them, each checked), then makes it current: the leader's history replaces
+   * this one, indexes follow it even backward.
+   */
+  async beginServerSnapshot(): Promise<ServerSnapshotIntake> {
+    if (!this.follower) throw new WatchwordError('INTERNAL', 'only a follower installs a snapshot');
+    const staged = await this.stage();
+    return {
+      add: async (pairs) => {
+        for (const [k, v] of pairs) if (k !== META.probe && k !== META.datacenter) await staged.putPair(k, v);
+      },
+      install: async (position) => {
+        if (!this.follower) throw new WatchwordError('INTERNAL', 'only a follower installs a snapshot');
+        const datacenter = this.state.meta.get(META.datacenter);
+        await this.install(staged, {
+          indexesMayGoBack: true,
+          logReset: true,
+          complete: (s) => {
+            if (datacenter !== undefined) s.putMeta(META.datacenter, datacenter);
+            s.putMeta(META.serverSeq, position.seq);
+            s.putMeta(META.serverTerm, position.term);
+          },
+        });
+        this.commitLimit = Math.max(this.commitLimit, position.seq);
+      },
+      abandon: () => staged.abandon(),
+    };
+  }
+
+  /** HA follower: the whole store replaced by the leader's snapshot given whole (tests; the stream uses `beginServerSnapshot`). */
+  async installServerSnapshot(pairs: Array<[string, Uint8Array]>, position: ServerPosition): Promise<void> {
+    const intake = await this.beginServerSnapshot();
+    try {
+      await intake.add(pairs);
+      await intake.install(position);
+    } catch (err) {
+      await intake.abandon();
+      throw err;
+    }
   }
 
   /** Resolves once every accepted transaction has been written (or refused). */
@@ -623,6 +721,11 @@ export class LevelStore implements Store {
     this.watchers.wakeAll();
     if (this.db.status === 'open' || this.db.status === 'opening') await this.db.close();
   }
+}
+
+/** The store's LevelDB (opened by the caller). */
+function openLevel(dir: string): Level<string, Uint8Array> {
+  return new Level<string, Uint8Array>(dir, { keyEncoding: 'utf8', valueEncoding: 'view', writeBufferSize: 16 * 1024 * 1024 });
 }
 
 /** The records of table `t` that enter the change log (every one but Local tokens). */

@@ -86,6 +86,8 @@ export interface BatchReplicator {
   replicate(batch: ServerBatch): Promise<void>;
   /** A local write failed after its batch was sent: followers must start over from a snapshot. */
   localWriteFailed(): void;
+  /** The store was replaced whole (a staged store made current): followers start over from a snapshot. */
+  historyReplaced?(): void;
   /** Batch `seq` (and every one before it) is durable here and on the synchronous followers: acknowledged. */
   committed?(seq: number): void;
 }
@@ -96,6 +98,15 @@ export interface BatchReplicator {
  * the switch between the two. LevelStore implements it; the simulation (testing/simulation)
  * has its own.
  */
+/** A follower's intake of its leader's snapshot: pieces in order, then the position it shows. */
+export interface ServerSnapshotIntake {
+  add(pairs: Array<[string, Uint8Array]>): Promise<void>;
+  /** Makes the snapshot this server's store, durable, at the leader's `position`. */
+  install(position: ServerPosition): Promise<void>;
+  /** Gives it up (a lost connection): nothing of it is kept. */
+  abandon(): Promise<void>;
+}
+
 export interface ServerStore {
   serverPosition(): ServerPosition;
   /** HA leader: every key, in chunks; the view's position comes last. */
@@ -107,8 +118,8 @@ export interface ServerStore {
   applyServerBatches(batches: ServerBatch[]): Promise<void>;
   /** HA follower: the leader committed every batch up to `seq`: those held here are shown to readers (now, or once written). */
   commitServerBatches(seq: number): void;
-  /** HA follower: the whole store replaced by the leader's snapshot, durable in one atomic write. */
-  installServerSnapshot(pairs: Array<[string, Uint8Array]>, position: ServerPosition): Promise<void>;
+  /** HA follower: takes the leader's snapshot piece by piece; the store is replaced by it once installed. */
+  beginServerSnapshot(): Promise<ServerSnapshotIntake>;
   /** A follower refuses transactions and applies its leader's batches instead. */
   setFollower(follower: boolean): void;
   /** The leader's replicator of every group (undefined: none). */

@@ -2,7 +2,7 @@ import { WatchwordError } from '../../domain/errors.js';
 import { GroupCommitter, type QueuedCommit, type WriteBatch } from '../../store/group-commit.js';
 import { decodeRaw, encode } from '../../store/records.js';
 import { META } from '../../store/schema.js';
-import type { BatchReplicator, ServerBatch, ServerPosition, ServerStore } from '../../store/store.js';
+import type { BatchReplicator, ServerBatch, ServerPosition, ServerSnapshotIntake, ServerStore } from '../../store/store.js';
 
 /** The key a simulated write puts: one per token ID. */
 export const tokenKey = (id: string): string => `t/${id}`;
@@ -136,6 +136,18 @@ export class SimStore implements ServerStore {
   /** The simulation checks what is durable where, not what readers see: its followers show each batch as it is written. */
   commitServerBatches(_seq: number): void {}
 
+  async beginServerSnapshot(): Promise<ServerSnapshotIntake> {
+    const pairs: Array<[string, Uint8Array]> = [];
+    return {
+      add: async (more) => {
+        for (const p of more) pairs.push(p);
+      },
+      install: (position) => this.installServerSnapshot(pairs, position),
+      abandon: async () => undefined,
+    };
+  }
+
+  /** The whole store replaced by the leader's snapshot in one write (the simulation's disk holds it as one step). */
   async installServerSnapshot(pairs: Array<[string, Uint8Array]>, position: ServerPosition): Promise<void> {
     if (!this.follower) throw new WatchwordError('INTERNAL', 'only a follower installs a snapshot');
     this.onInstall?.(position);
