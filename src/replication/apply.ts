@@ -1,5 +1,5 @@
-import type { AuthMethodRecord, BootstrapState, TokenRecord } from '../domain/types.js';
-import { META, type RecordTypes, type RecordsByTable, TABLE_DEFS, TABLE_NAMES, type TableName, emptyRecords } from '../store/schema.js';
+import type { AuthMethodRecord, TokenRecord } from '../domain/types.js';
+import { META, type TableName } from '../store/schema.js';
 import type { Change, LogEntry, RecordSet, Tx } from '../store/store.js';
 
 /** Where a secondary is in the primary's log: stored in the same batch as what it applied. */
@@ -10,46 +10,14 @@ export interface Cursor {
   index: number;
 }
 
-/** A datacenter's global objects: one array per table (from the table list), and the bootstrap state. */
-export type GlobalState = RecordsByTable & { bootstrap: BootstrapState | null };
-
 /** Canonical text of a record without this datacenter's indexes: equal text, equal object. */
-function contentOf(record: object): string {
+export function contentOf(record: object): string {
   const { CreateIndex: _c, ModifyIndex: _m, ...rest } = record as Record<string, unknown>;
   return JSON.stringify(rest, (_k, v: unknown) =>
     v !== null && typeof v === 'object' && !Array.isArray(v)
       ? Object.fromEntries(Object.entries(v as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
       : v,
   );
-}
-
-function diffTable<T extends TableName>(table: T, current: readonly RecordTypes[T][], wanted: readonly RecordTypes[T][]): Change[] {
-  const idOf = (r: RecordTypes[T]) => TABLE_DEFS[table].id(r);
-  const have = new Map(current.map((r) => [idOf(r), contentOf(r)]));
-  const out: Change[] = [];
-  const keep = new Set<string>();
-  for (const r of wanted) {
-    const id = idOf(r);
-    keep.add(id);
-    const held = have.get(id);
-    if (held === undefined || held !== contentOf(r)) out.push({ Table: table, Op: 'set', ID: id, Value: r } as Change);
-  }
-  for (const id of have.keys()) if (!keep.has(id)) out.push({ Table: table, Op: 'delete', ID: id });
-  return out;
-}
-
-/**
- * What a secondary must change so its global objects equal a snapshot of the
- * primary: writes for new and changed objects, deletes for objects the primary no
- * longer has, table by table in the table list's order. Pure; `current` must hold
- * global objects only (never Local tokens).
- */
-export function diffSnapshot(current: GlobalState, snapshot: GlobalState): Change[] {
-  const changes = TABLE_NAMES.flatMap((t) => diffTable(t, current[t], snapshot[t]));
-  if (snapshot.bootstrap && contentOf(snapshot.bootstrap) !== (current.bootstrap ? contentOf(current.bootstrap) : '')) {
-    changes.push({ Table: 'bootstrap', Op: 'set', ID: 'bootstrap', Value: snapshot.bootstrap });
-  }
-  return changes;
 }
 
 /**
@@ -130,27 +98,4 @@ export function applyEntries(tx: Tx, entries: readonly LogEntry[], cursor: Curso
   }
   tx.putMeta(META.cursor, cursor);
   return outcome;
-}
-
-/** Makes the secondary's global objects equal the snapshot, leaving Local tokens alone, and sets the cursor. */
-export function applySnapshot(tx: Tx, snapshot: GlobalState, cursor: Cursor): ApplyOutcome & { changed: number } {
-  const current: GlobalState = { ...emptyRecords(), bootstrap: tx.getBootstrap() };
-  for (const t of TABLE_NAMES) globalRecordsOf(tx, t, current);
-
-  const changes = diffSnapshot(current, snapshot);
-  // A snapshot states every conflict anew.
-  const outcome: ApplyOutcome = { conflicts: [], resolved: [] };
-  if (changes.length > 0) {
-    tx.nextIndex();
-    applyChanges(tx, changes, outcome);
-  }
-  tx.putMeta(META.cursor, cursor);
-  return { ...outcome, changed: changes.length };
-}
-
-/** The records of table `t` the primary replicates here (every one but this datacenter's Local tokens). */
-function globalRecordsOf<T extends TableName>(tx: Tx, t: T, into: RecordsByTable): void {
-  const def = TABLE_DEFS[t];
-  const out: Array<RecordTypes[T]> = into[t];
-  for (const r of tx.allRecords(t)) if (def.isGlobal(r)) out.push(r);
 }

@@ -1,11 +1,10 @@
 import type { Logger } from 'pino';
 import type { Metrics } from '../observability/metrics.js';
-import { META, TABLE_NAMES, appendRecords, emptyRecords } from '../store/schema.js';
+import { META } from '../store/schema.js';
 import type { Store } from '../store/store.js';
-import { type ApplyOutcome, type Cursor, type GlobalState, type SecretConflict, applyEntries, applySnapshot } from './apply.js';
+import { type ApplyOutcome, type Cursor, type SecretConflict, applyEntries } from './apply.js';
+import { CatchUp } from './catch-up.js';
 import { type DatacenterInfo, PROTOCOL_VERSION, type PrimaryFrame, type SecondaryFrame } from './protocol.js';
-
-const emptyState = (): GlobalState => ({ ...emptyRecords(), bootstrap: null });
 
 /** Frames applied in order (check-ids is answered as it arrives). */
 type Queued = Exclude<PrimaryFrame, { t: 'check-ids' }>;
@@ -19,7 +18,14 @@ export interface StreamEffects {
   failed(message: string): void;
   /** Applying failed: the connection must end; the next one resumes from the cursor on disk. */
   abort(message: string): void;
+  /** Frames wait to be applied past a bound: stop reading from the primary until `resume` (its sends then wait on TCP). */
+  pause?(): void;
+  resume?(): void;
 }
+
+/** Frames waiting to be applied past which reading from the primary stops, and below which it starts again. */
+const INBOX_HIGH = 16;
+const INBOX_LOW = 4;
 
 /**
  * The secondary's end of the replication protocol, without a socket: fed decoded frames
@@ -36,8 +42,12 @@ export class SecondaryStream {
   private welcomeLogID = '';
   private primaryIndex = 0;
   private datacenterList: DatacenterInfo[] = [];
-  private snapshotBuffer: GlobalState | undefined;
+  /** From a welcome that announces a snapshot until it is installed. */
+  private inSnapshot = false;
+  /** The snapshot being taken in, from its first chunk to its install. */
+  private catchUp: CatchUp | undefined;
   private inbox: Queued[] = [];
+  private paused = false;
   private working: Promise<void> | undefined;
   /** Bumped by every new connection: frames of an older one are dropped. */
   private generation = 0;
@@ -60,10 +70,7 @@ export class SecondaryStream {
 
   /** A new connection: its first frame. Whatever the previous connection left unhandled is dropped. */
   hello(datacenter: string, address: string): SecondaryFrame {
-    this.generation++;
-    this.inbox = [];
-    this.snapshotBuffer = undefined;
-    this.welcomed = false;
+    this.disconnected();
     return { t: 'hello', v: PROTOCOL_VERSION, datacenter, address, logID: this.cursor.logID || null, index: this.cursor.index };
   }
 
@@ -72,6 +79,18 @@ export class SecondaryStream {
     this.generation++;
     this.inbox = [];
     this.welcomed = false;
+    this.inSnapshot = false;
+    this.flowOn();
+    // A snapshot half taken in is given up: the next connection starts over (its staged store is removed).
+    const catchUp = this.catchUp;
+    this.catchUp = undefined;
+    if (catchUp) void catchUp.abandon().catch(() => undefined);
+  }
+
+  private flowOn(): void {
+    if (!this.paused) return;
+    this.paused = false;
+    this.effects.resume?.();
   }
 
   /** Feeds one frame. check-ids is answered at once, not behind the frames being applied. */
@@ -81,9 +100,26 @@ export class SecondaryStream {
       return;
     }
     this.inbox.push(frame);
+    if (!this.paused && this.inbox.length > INBOX_HIGH) {
+      this.paused = true;
+      this.effects.pause?.();
+    }
+    this.work();
+  }
+
+  /** Applies what is queued, unless that is under way; what an ended connection's loop left is taken up again. */
+  private work(): void {
     this.working ??= this.drain(this.generation).finally(() => {
       this.working = undefined;
+      if (this.inbox.length > 0) this.work();
     });
+  }
+
+  /** The next frame to apply. */
+  private next(): Queued {
+    const frame = this.inbox.shift() as Queued;
+    if (this.inbox.length < INBOX_LOW) this.flowOn();
+    return frame;
   }
 
   /** Resolves once every frame fed so far is handled. */
@@ -148,22 +184,24 @@ export class SecondaryStream {
   private async drain(generation: number): Promise<void> {
     try {
       while (this.inbox.length > 0 && this.generation === generation) {
-        const frame = this.inbox.shift() as Queued;
+        const frame = this.next();
         if (frame.t !== 'entries') {
-          await this.handle(frame);
+          await this.handle(frame, generation);
           continue;
         }
         const batch = [frame];
-        while (this.inbox[0]?.t === 'entries') batch.push(this.inbox.shift() as typeof frame);
-        await this.applyEntryFrames(batch);
+        while (this.inbox[0]?.t === 'entries') batch.push(this.next() as typeof frame);
+        await this.applyEntryFrames(batch, generation);
       }
     } catch (err) {
+      // A connection that has ended (a catch-up given up under it) is no failure of its own.
+      if (this.generation !== generation) return;
       this.logger.error({ err }, 'replication: apply failed; reconnecting');
-      if (this.generation === generation) this.effects.abort(`applying replicated changes failed: ${(err as Error).message}`);
+      this.effects.abort(`applying replicated changes failed: ${(err as Error).message}`);
     }
   }
 
-  private async applyEntryFrames(frames: Array<Extract<PrimaryFrame, { t: 'entries' }>>): Promise<void> {
+  private async applyEntryFrames(frames: Array<Extract<PrimaryFrame, { t: 'entries' }>>, generation: number): Promise<void> {
     const entries = frames.flatMap((f) => f.entries);
     const upTo = Math.max(...frames.map((f) => f.upTo), this.cursor.index);
     const cursor = { logID: this.welcomeLogID, index: upTo };
@@ -180,11 +218,12 @@ export class SecondaryStream {
     this.cursor = cursor;
     this.primaryIndex = Math.max(this.primaryIndex, upTo);
     this.advance(upTo);
+    if (this.generation !== generation) return;
     this.effects.send({ t: 'ack', index: this.appliedUpTo });
     this.effects.succeeded();
   }
 
-  private async handle(frame: Exclude<PrimaryFrame, { t: 'entries' | 'check-ids' }>): Promise<void> {
+  private async handle(frame: Exclude<PrimaryFrame, { t: 'entries' | 'check-ids' }>, generation: number): Promise<void> {
     switch (frame.t) {
       case 'welcome':
         this.welcomeLogID = frame.logID;
@@ -198,33 +237,42 @@ export class SecondaryStream {
         // Connected once the primary has answered the hello, not when the socket opens.
         this.welcomed = true;
         if (frame.mode === 'snapshot') {
-          this.snapshotBuffer = emptyState();
+          this.inSnapshot = true;
           this.logger.info({ from: this.cursor.index }, 'replication: receiving a snapshot from the primary');
         }
         this.effects.succeeded();
         return;
       case 'snapshot': {
-        const buf = (this.snapshotBuffer ??= emptyState());
-        for (const t of TABLE_NAMES) appendRecords(buf, frame, t);
-        if (frame.bootstrap) buf.bootstrap = frame.bootstrap;
-        if (!frame.last) return;
-        this.snapshotBuffer = undefined;
+        // Each chunk into a staged store as it arrives (replication/catch-up.ts): memory holds the
+        // state it becomes and one chunk, and readers see the old state until it is installed.
+        if (!this.catchUp) {
+          const catchUp = await CatchUp.begin(this.store);
+          if (this.generation !== generation) return void (await catchUp.abandon());
+          this.catchUp = catchUp;
+        }
+        const catchUp = this.catchUp;
+        await catchUp.add(frame);
+        if (!frame.last || this.generation !== generation) return;
+        this.catchUp = undefined;
         const cursor = { logID: frame.logID, index: frame.index };
-        const outcome = await this.store.transact((tx) => applySnapshot(tx, buf, cursor), { sync: false });
+        const outcome = await catchUp.install(cursor);
         this.noteConflicts(outcome, true);
         this.cursor = cursor;
         this.appliedUpTo = 0;
         this.advance(frame.index);
+        this.logger.info({ index: frame.index, changed: outcome.changed, records: outcome.records }, 'replication: snapshot applied');
+        // Installed (the next connection resumes from it), but a connection that ended meanwhile hears nothing more.
+        if (this.generation !== generation) return;
+        this.inSnapshot = false;
         this.effects.send({ t: 'ack', index: frame.index });
         this.effects.succeeded();
-        this.logger.info({ index: frame.index, changed: outcome.changed, tokens: buf.tokens.length }, 'replication: snapshot applied');
         return;
       }
       case 'ping':
         this.primaryIndex = Math.max(this.primaryIndex, frame.primaryIndex);
         this.datacenterList = frame.datacenters;
         // Every earlier frame is applied by now (frames are handled in order).
-        if (this.cursor.logID === this.welcomeLogID && this.snapshotBuffer === undefined) this.advance(frame.upTo);
+        if (this.cursor.logID === this.welcomeLogID && !this.inSnapshot) this.advance(frame.upTo);
         this.metrics?.replicationLagEntries.set(Math.max(0, this.primaryIndex - this.appliedUpTo));
         return;
       case 'error':

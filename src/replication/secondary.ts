@@ -61,6 +61,8 @@ export class ReplicationSecondary {
   private readonly contact: PrimaryContact;
   /** The current connection's (the last one's, while disconnected). */
   private heartbeat: Heartbeat | undefined;
+  /** Frames from the primary are left unread until the stream has applied what it holds. */
+  private readingPaused = false;
   private readonly backoff: Backoff;
 
   constructor(
@@ -80,6 +82,16 @@ export class ReplicationSecondary {
         abort: (message) => {
           this.fail(message);
           this.ws?.terminate();
+        },
+        // The primary's frames wait on TCP while this server writes what it has; it is alive meanwhile.
+        pause: () => {
+          this.readingPaused = true;
+          this.ws?.pause();
+        },
+        resume: () => {
+          this.readingPaused = false;
+          this.heartbeat?.heard();
+          this.ws?.resume();
         },
       },
       logger,
@@ -166,7 +178,11 @@ export class ReplicationSecondary {
     const heartbeat = new Heartbeat({
       everyMs: this.options.heartbeatMs,
       deadAfterMs: this.options.deadPeerMs,
-      beat: () => this.send({ t: 'ping', time: Date.now() }),
+      beat: () => {
+        // Not reading (frames wait while a snapshot is written): the primary is not silent.
+        if (this.readingPaused) heartbeat.heard();
+        this.send({ t: 'ping', time: Date.now() });
+      },
       silent: () => {
         this.fail('the primary went silent; reconnecting');
         ws.terminate();
@@ -209,6 +225,7 @@ export class ReplicationSecondary {
       this.ws = undefined;
       // Frames of a closed connection are dropped: the next one resumes from the cursor.
       this.stream.disconnected();
+      this.readingPaused = false;
       this.metrics.replicationConnected.set(0);
       if (wasConnected && code !== 1000) {
         const why = reason.toString();

@@ -206,6 +206,10 @@ export class LevelStore implements Store {
     return this.state.meta.get(metaKey);
   }
 
+  metaEntries(): Iterable<[string, unknown]> {
+    return this.state.meta.entries();
+  }
+
   /** Hands out the next index. */
   allocateIndex(): number {
     return ++this.lastAllocated;

@@ -58,6 +58,7 @@ export class StagedStore {
 
   /** Stages a record (known to be the only one of its ID staged so far). */
   async putRecord<T extends TableName>(table: T, record: RecordTypes[T]): Promise<void> {
+    shareRecordParts(record as Record<string, unknown>);
     const bytes = encode(record);
     this.batch.put(recordKey(table, this.idOf(table, record)), bytes);
     this.batchBytes += bytes.length + 64;

@@ -1,6 +1,7 @@
 import type { AuditActor } from '../domain/types.js';
 import type { AuthMethodRecord, BindingRuleRecord, BootstrapState, PolicyRecord, RoleRecord, Scope, TokenRecord } from '../domain/types.js';
-import type { StateReader } from './memory.js';
+import type { StateReader, Tables } from './memory.js';
+import type { StagedStore } from './staging.js';
 import type { RecordTypes, RecordsByTable, TableName } from './schema.js';
 
 export type { StateReader, TokenQuery, ExpiryCursor } from './memory.js';
@@ -227,7 +228,21 @@ export interface AuditGroupEvent {
  * against the newest state and resolves once its batch is durable (group commit),
  * waking waiters and commit listeners after that.
  */
-export interface Store {
+/** What a secondary's catch-up needs of its store (replication/catch-up.ts): the durable state, and a staged store to build and make current. */
+export interface CatchUpStore {
+  readonly tables: Tables;
+  getMeta(key: string): unknown;
+  /** Every durable metadata entry. */
+  metaEntries(): Iterable<[string, unknown]>;
+  currentIndex(): number;
+  tableIndex(table: WatchTable): number;
+  allocateIndex(): number;
+  serverPosition(): ServerPosition;
+  stage(): Promise<StagedStore>;
+  install(staged: StagedStore, options?: { complete?: (staged: StagedStore) => void | Promise<void> }): Promise<void>;
+}
+
+export interface Store extends CatchUpStore {
   /** Durable state. */
   readonly reader: StateReader;
   /** Identity of this store's change log: changes when the data dir is rebuilt. */
