@@ -7,8 +7,10 @@
  * both daemons on CPU 1 and autocannon (32 connections) on CPU 0, alternating rounds
  * (BENCH_ROUNDS, at least 3, of BENCH_DURATION seconds), the median of each compared.
  * Floors: start <= 15 s; RSS <= 1.5 KB per token; read at the large size >= 0.8x the read at
- * 100,000. Prints each floor beside its figure, writes them to bench-results/, and exits
- * non-zero when one is missed.
+ * 100,000. Then a fresh secondary of the large daemon (node's default heap): the time until it has
+ * applied everything (<= 30 s per million tokens) and its peak RSS (<= 1.5x the primary's RSS).
+ * Prints each floor beside its figure, writes them to bench-results/, and exits non-zero when one
+ * is missed.
  */
 import { type ChildProcess, execFileSync } from 'node:child_process';
 import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -47,6 +49,9 @@ async function seedTo(storeDir: string, from: number, total: number): Promise<vo
   await store.close();
 }
 
+/** The catch-up a fresh secondary must make (README, "Multiple datacenters"): 30 s per million tokens, at least 30 s. */
+const catchUpLimitS = (tokens: number): number => Math.max(30, Math.ceil((30 * tokens) / 1_000_000));
+
 async function rssBytes(pid: number): Promise<number> {
   const kb = /VmRSS:\s+(\d+) kB/.exec(await readFile(`/proc/${pid}/status`, 'utf8'));
   return Number(kb?.[1] ?? 0) * 1024;
@@ -68,6 +73,46 @@ function pinProcess(pid: number, cpus: string): void {
 }
 
 type Started = Awaited<ReturnType<typeof startAndRead>>;
+
+/** Peak and current RSS of a process (VmHWM and VmRSS), bytes. */
+async function memoryOf(pid: number): Promise<{ peak: number; now: number }> {
+  const status = await readFile(`/proc/${pid}/status`, 'utf8');
+  const kb = (field: string) => Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1] ?? 0) * 1024;
+  return { peak: kb('VmHWM'), now: kb('VmRSS') };
+}
+
+/**
+ * A fresh secondary of `primary` (README, "Multiple datacenters"), started as an operator would (node's
+ * default heap): the time from its spawn until it has applied everything the primary holds, and its peak RSS
+ * meanwhile (the kernel's high-water mark, VmHWM).
+ */
+async function catchUp(primary: Started, dataDir: string): Promise<{ ms: number; peakRss: number; rssAfter: number; tokens: number }> {
+  const started = performance.now();
+  const target = ((await (await fetch(`${primary.url}/v1/internal/index`)).json()) as { Index: number }).Index;
+  const dc2 = await startDaemonProcess(
+    dataDir,
+    ['--datacenter', 'dc2', '--primary-datacenter', 'dc1', '--primary-address', primary.url, '--replication-token', SECRET],
+    undefined,
+    undefined,
+    120_000,
+  );
+  try {
+    const deadline = performance.now() + 600_000;
+    for (;;) {
+      const s = (await (await fetch(`${dc2.url}/v1/acl/replication`)).json()) as { ReplicatedIndex: number; Connected: boolean };
+      if (s.Connected && s.ReplicatedIndex >= target) break;
+      if (performance.now() > deadline || dc2.proc.exitCode !== null) throw new Error(`the secondary did not catch up (exit ${dc2.proc.exitCode})`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const ms = performance.now() - started;
+    const mem = await memoryOf(dc2.proc.pid as number);
+    const count = await fetch(`${dc2.url}/v1/acl/tokens?servicename=svc-7`, { headers: { 'X-Service-Token': SECRET } });
+    if (count.status !== 200) throw new Error(`a list at the caught-up secondary answered ${count.status}`);
+    return { ms, peakRss: mem.peak, rssAfter: mem.now, tokens: ((await count.json()) as unknown[]).length };
+  } finally {
+    await stopDaemonProcess(dc2.proc);
+  }
+}
 
 async function readRound(d: Started, seconds: number) {
   const r = await autocannon({ url: `${d.url}/v1/acl/token/${d.accessor}`, connections: 32, duration: seconds, headers: { 'X-Service-Token': SECRET } });
@@ -117,6 +162,18 @@ async function main(): Promise<void> {
     } finally {
       if (pinned) unpinSelf();
     }
+    // A fresh secondary joining the large primary, the primary's own RSS beside it.
+    const primaryRss = await rssBytes(large.proc.pid as number);
+    const secondaryDir = await mkdtemp(join(tmpdir(), 'watchword-scale-dc2-'));
+    let joined: Awaited<ReturnType<typeof catchUp>>;
+    try {
+      joined = await catchUp(large, secondaryDir);
+    } finally {
+      await rm(secondaryDir, { recursive: true, force: true });
+    }
+    process.stdout.write(
+      `fresh secondary: caught up on ${LARGE} tokens in ${(joined.ms / 1000).toFixed(1)} s; peak RSS ${Math.round(joined.peakRss / 1048576)} MB (${Math.round(joined.rssAfter / 1048576)} MB after), primary RSS ${Math.round(primaryRss / 1048576)} MB\n`,
+    );
     const med = (xs: Array<{ reqPerSec: number; p99ms: number }>) => ({ reqPerSec: medianOf(xs.map((x) => x.reqPerSec)), p99ms: medianOf(xs.map((x) => x.p99ms)) });
     const readSmall = med(rounds.small);
     const readLarge = med(rounds.large);
@@ -135,11 +192,23 @@ async function main(): Promise<void> {
       { what: `start to first answered read at ${LARGE} tokens`, figure: `${(large.firstReadMs / 1000).toFixed(2)} s`, floor: '<= 15 s', ok: large.firstReadMs <= 15_000 },
       { what: `RSS at ${LARGE} tokens`, figure: `${Math.round(rss.large / LARGE)} B per token (${Math.round(rss.large / 1048576)} MB)`, floor: '<= 1536 B per token', ok: rss.large / LARGE <= 1536 },
       { what: `token read at ${LARGE} against the same read at ${SMALL}`, figure: `${ratio.toFixed(2)}x`, floor: '>= 0.80x', ok: ratio >= 0.8 },
+      {
+        what: `a fresh secondary catches up on ${LARGE} tokens`,
+        figure: `${(joined.ms / 1000).toFixed(1)} s`,
+        floor: `<= ${catchUpLimitS(LARGE)} s`,
+        ok: joined.ms <= catchUpLimitS(LARGE) * 1000,
+      },
+      {
+        what: "its peak RSS against the primary's RSS",
+        figure: `${(joined.peakRss / primaryRss).toFixed(2)}x (${Math.round(joined.peakRss / 1048576)} MB)`,
+        floor: '<= 1.5x',
+        ok: joined.peakRss <= 1.5 * primaryRss,
+      },
     ];
     console.table(checks);
     await mkdir(join(ROOT, 'bench-results'), { recursive: true });
     const file = join(ROOT, 'bench-results', `scale-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
-    await writeFile(file, `${JSON.stringify({ date: new Date().toISOString(), pinned, rounds, rss, readSmall, readLarge, firstReadMs: { small: small.firstReadMs, large: large.firstReadMs }, checks }, null, 2)}\n`);
+    await writeFile(file, `${JSON.stringify({ date: new Date().toISOString(), tokens: LARGE, pinned, rounds, rss, readSmall, readLarge, firstReadMs: { small: small.firstReadMs, large: large.firstReadMs }, catchUp: { ...joined, primaryRss }, checks }, null, 2)}\n`);
     process.stdout.write(`wrote ${file}\n`);
     if (checks.some((c) => !c.ok)) process.exitCode = 1;
   } finally {

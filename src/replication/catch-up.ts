@@ -72,8 +72,11 @@ export class CatchUp {
       }
       this.changedIn.set(table, (this.changedIn.get(table) ?? 0) + 1);
       if (held !== undefined) this.heldChanged.set(table, (this.heldChanged.get(table) ?? 0) + 1);
-      const createIndex = (held as { CreateIndex?: number } | undefined)?.CreateIndex ?? this.index;
-      await this.staged.putRecord(table, { ...(r as object), CreateIndex: createIndex, ModifyIndex: this.index } as RecordTypes[T]);
+      // Stamped in place: the frame's records are this catch-up's own (decoded for it), and become the state.
+      const stamped = r as RecordTypes[T] & { CreateIndex: number; ModifyIndex: number };
+      stamped.CreateIndex = (held as { CreateIndex?: number } | undefined)?.CreateIndex ?? this.index;
+      stamped.ModifyIndex = this.index;
+      await this.staged.putRecord(table, stamped);
     }
   }
 
