@@ -5,20 +5,6 @@ import { ANONYMOUS_TOKEN_ID, ANONYMOUS_TOKEN_SECRET, isReservedID, isUUID } from
 import { parsePolicyRules } from './rules/policy.js';
 import type { AuthMethodRecord, BindingRuleRecord, PolicyRecord, RoleRecord, TokenRecord } from './types.js';
 
-/**
- * What a restore must hold before it may replace anything (README, "Security"): every invariant the
- * API enforces on writes, since a snapshot file is input like any other (its checksum is
- * unkeyed: anyone can recompute it). Checked whole before any change; the first problem
- * found is refused with 400, naming the record.
- */
-export interface RestoreContent {
-  tokens: readonly TokenRecord[];
-  policies: readonly PolicyRecord[];
-  roles: readonly RoleRecord[];
-  authMethods: readonly AuthMethodRecord[];
-  bindingRules: readonly BindingRuleRecord[];
-}
-
 const SCOPE_RE = /^[a-z0-9]([a-z0-9-]{0,62})$/;
 const POLICY_NAME_RE = /^[A-Za-z0-9\-_]+\/?[A-Za-z0-9\-_]*$/;
 const ROLE_NAME_RE = /^[A-Za-z0-9\-_]{1,256}$/;
@@ -47,13 +33,29 @@ function unique(kind: string, seen: Map<string, string>, key: string, id: string
   seen.set(k, id);
 }
 
-/** The global objects: policies (built-ins included, rules parsing), roles, auth methods, binding rules, global tokens (the anonymous one included). */
-export function checkGlobalObjects(c: RestoreContent): void {
-  const policyNames = new Map<string, string>();
-  const policyIDs = new Map<string, string>();
-  for (const p of c.policies) {
+/**
+ * The checks of a restore, record by record as the file is read (README, "Security"): every
+ * invariant the API enforces on writes, since a snapshot file is input like any other (its
+ * checksum is unkeyed: anyone can recompute it). Uniqueness among the small tables is kept
+ * here; among tokens (millions) the caller answers from what it has staged (`TokenLookup`).
+ * `finish` checks what needs the whole file: the built-in policies and the anonymous token
+ * present, every binding rule's auth method held. The first problem is thrown (400), naming
+ * the record.
+ */
+export class RestoreChecks {
+  private readonly policyNames = new Map<string, string>();
+  private readonly policyIDs = new Map<string, string>();
+  private readonly roleNames = new Map<string, string>();
+  private readonly roleIDs = new Map<string, string>();
+  private readonly methods = new Map<string, string>();
+  private readonly ruleIDs = new Map<string, string>();
+  /** Each binding rule's method, checked once every method has been read. */
+  private readonly ruleMethods: Array<[string, string, string]> = [];
+  private anonymous: TokenRecord | undefined;
+
+  policy(p: PolicyRecord): void {
     uuid('policy', 'ID', p.ID, isBuiltinPolicyID);
-    unique('policy', policyIDs, p.ID, p.ID, 'ID');
+    unique('policy', this.policyIDs, p.ID, p.ID, 'ID');
     const where = scope('policy', p.ID, p);
     const builtin = BUILTIN_POLICIES.find((b) => b.ID === p.ID);
     if (builtin) {
@@ -69,68 +71,69 @@ export function checkGlobalObjects(c: RestoreContent): void {
         throw refuse(`policy ${p.ID} (${p.Name}) has rules that do not parse: ${(err as Error).message}`);
       }
     }
-    unique('policy', policyNames, `${where}/${p.Name}`, p.ID, 'Name in one namespace');
+    unique('policy', this.policyNames, `${where}/${p.Name}`, p.ID, 'Name in one namespace');
   }
-  for (const b of BUILTIN_POLICIES) if (!policyIDs.has(b.ID)) throw refuse(`the built-in policy ${b.Name} (${b.ID}) is missing`);
 
-  const roleNames = new Map<string, string>();
-  const roleIDs = new Map<string, string>();
-  for (const r of c.roles) {
+  role(r: RoleRecord): void {
     uuid('role', 'ID', r.ID);
-    unique('role', roleIDs, r.ID, r.ID, 'ID');
+    unique('role', this.roleIDs, r.ID, r.ID, 'ID');
     if (!ROLE_NAME_RE.test(r.Name)) throw refuse(`role ${r.ID} has an invalid Name ${JSON.stringify(r.Name.slice(0, 64))}`);
-    unique('role', roleNames, `${scope('role', r.ID, r)}/${r.Name}`, r.ID, 'Name in one namespace');
+    unique('role', this.roleNames, `${scope('role', r.ID, r)}/${r.Name}`, r.ID, 'Name in one namespace');
   }
 
-  const methods = new Map<string, string>();
-  for (const m of c.authMethods) {
+  authMethod(m: AuthMethodRecord): void {
     if (!METHOD_NAME_RE.test(m.Name)) throw refuse(`auth method ${JSON.stringify(m.Name.slice(0, 64))} has an invalid Name`);
-    unique('auth method', methods, `${scope('auth method', m.Name, m)}/${m.Name}`, m.Name, 'Name in one namespace');
+    unique('auth method', this.methods, `${scope('auth method', m.Name, m)}/${m.Name}`, m.Name, 'Name in one namespace');
   }
-  const ruleIDs = new Map<string, string>();
-  for (const r of c.bindingRules) {
+
+  bindingRule(r: BindingRuleRecord): void {
     uuid('binding rule', 'ID', r.ID);
-    unique('binding rule', ruleIDs, r.ID, r.ID, 'ID');
-    if (!methods.has(`${scope('binding rule', r.ID, r)}/${r.AuthMethod}`.toLowerCase()))
-      throw refuse(`binding rule ${r.ID} belongs to auth method ${JSON.stringify(r.AuthMethod)}, which the snapshot does not hold`);
+    unique('binding rule', this.ruleIDs, r.ID, r.ID, 'ID');
+    this.ruleMethods.push([r.ID, `${scope('binding rule', r.ID, r)}/${r.AuthMethod}`.toLowerCase(), r.AuthMethod]);
   }
 
-  const anonymous = c.tokens.find((t) => t.AccessorID === ANONYMOUS_TOKEN_ID);
-  if (!anonymous) throw refuse('the anonymous token is missing');
-  if (anonymous.SecretID !== ANONYMOUS_TOKEN_SECRET || anonymous.Local)
-    throw refuse('the anonymous token must be global with the secret "anonymous"');
-  checkTokens(c.tokens.filter((t) => !t.Local));
-}
-
-/**
- * Tokens: AccessorIDs UUIDs (only the anonymous token's is reserved), secrets printable and
- * no longer than 256 characters (the anonymous one "anonymous"), both unique among
- * `tokens` (pass every token that will be held together).
- */
-export function checkTokens(tokens: readonly TokenRecord[]): void {
-  const accessors = new Map<string, string>();
-  const secrets = new Map<string, string>();
-  for (const t of tokens) {
+  /**
+   * A token: AccessorID a UUID (only the anonymous token's is reserved), secret printable and
+   * no longer than 256 characters (the anonymous one "anonymous"), both unique among the file's
+   * tokens restored together (`held`: those staged so far).
+   */
+  token(t: TokenRecord, held: TokenLookup): void {
     uuid('token', 'AccessorID', t.AccessorID, (id) => id === ANONYMOUS_TOKEN_ID && !t.Local);
     if (t.AccessorID !== ANONYMOUS_TOKEN_ID && t.SecretID === ANONYMOUS_TOKEN_SECRET)
       throw refuse(`token ${t.AccessorID} has the anonymous token's secret`);
     if (!SECRET_RE.test(t.SecretID)) throw refuse(`token ${t.AccessorID} has an invalid SecretID`);
     scope('token', t.AccessorID, t);
-    if (accessors.has(t.AccessorID)) throw refuse(`two tokens have the AccessorID ${t.AccessorID}`);
-    accessors.set(t.AccessorID, t.AccessorID);
+    if (held.byAccessor(t.AccessorID) !== undefined) throw refuse(`two tokens have the AccessorID ${t.AccessorID}`);
     // Never named in the message: the secret itself.
-    const other = secrets.get(t.SecretID);
-    if (other !== undefined) throw refuse(`tokens ${other} and ${t.AccessorID} have the same SecretID`);
-    secrets.set(t.SecretID, t.AccessorID);
+    const other = held.bySecret(t.SecretID);
+    if (other !== undefined) throw refuse(`tokens ${other.AccessorID} and ${t.AccessorID} have the same SecretID`);
+    if (t.AccessorID === ANONYMOUS_TOKEN_ID) {
+      if (t.SecretID !== ANONYMOUS_TOKEN_SECRET || t.Local) throw refuse('the anonymous token must be global with the secret "anonymous"');
+      this.anonymous = t;
+    }
+  }
+
+  /** Once every record has been read. `globals`: the file's global objects are restored (else only Local tokens). */
+  finish(globals: boolean): void {
+    if (!globals) return;
+    for (const b of BUILTIN_POLICIES) if (!this.policyIDs.has(b.ID)) throw refuse(`the built-in policy ${b.Name} (${b.ID}) is missing`);
+    for (const [id, key, method] of this.ruleMethods)
+      if (!this.methods.has(key))
+        throw refuse(`binding rule ${id} belongs to auth method ${JSON.stringify(method)}, which the snapshot does not hold`);
+    if (!this.anonymous) throw refuse('the anonymous token is missing');
   }
 }
 
-/** The records with every Hash computed from their content: a stored hash is never taken on trust. */
-export function withRecomputedHashes<C extends RestoreContent>(c: C): C {
-  return {
-    ...c,
-    tokens: c.tokens.map((t) => ({ ...t, Hash: tokenHash(t) })),
-    policies: c.policies.map((p) => ({ ...p, Hash: policyHash(p) })),
-    roles: c.roles.map((r) => ({ ...r, Hash: roleHash(r) })),
-  };
+/** Tokens held so far, by AccessorID and by secret (of either locality). */
+export interface TokenLookup {
+  byAccessor(accessor: string): TokenRecord | undefined;
+  bySecret(secret: string): TokenRecord | undefined;
+}
+
+/** A record with its Hash computed from its content: a stored hash is never taken on trust. */
+export function recomputeHash(table: 'tokens' | 'policies' | 'roles' | string, record: object): void {
+  const r = record as { Hash?: string };
+  if (table === 'tokens') r.Hash = tokenHash(record as TokenRecord);
+  else if (table === 'policies') r.Hash = policyHash(record as PolicyRecord);
+  else if (table === 'roles') r.Hash = roleHash(record as RoleRecord);
 }

@@ -1,16 +1,23 @@
-import { actorOf, audited } from './audited.js';
+import { actorOf } from './audited.js';
 import type { AuditActor } from '../observability/audit.js';
-import { readFile } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import type { SnapshotRestoreResponse } from '../api/schemas.js';
 import type { Clock } from '../domain/clock.js';
 import { WatchwordError, invalid } from '../domain/errors.js';
 import { generateID } from '../domain/ids.js';
-import type { TokenRecord } from '../domain/types.js';
-import { SnapshotError, type SnapshotContent, readSnapshot, snapshotStream } from '../store/snapshot.js';
-import { type RecordTypes, TABLE_DEFS, TABLE_NAMES, type TableName } from '../store/schema.js';
-import { checkGlobalObjects, checkTokens, withRecomputedHashes } from '../domain/snapshot-invariants.js';
-import type { Store, Tx } from '../store/store.js';
+import type { AuthMethodRecord, BindingRuleRecord, BootstrapState, PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
+import {
+  SnapshotError,
+  type SnapshotHeader,
+  type SnapshotItem,
+  readSnapshotFile,
+  snapshotChecksumMatches,
+  snapshotStream,
+} from '../store/snapshot.js';
+import type { StagedStore } from '../store/staging.js';
+import { META, TABLE_DEFS, TABLE_NAMES, type TableName } from '../store/schema.js';
+import { RestoreChecks, type TokenLookup, recomputeHash } from '../domain/snapshot-invariants.js';
+import type { Store } from '../store/store.js';
 import type { AclResolver, Identity } from './acl-resolver.js';
 import type { RequestContext } from './context.js';
 
@@ -76,108 +83,167 @@ export class SnapshotService {
     requireSnapshotRights(await this.resolver.resolve(ctx.secret, ctx.client));
   }
 
-  /** Restores from an uploaded file (verified whole from the file before anything changes). */
+  /**
+   * Restores from an uploaded file, read as a stream into a staged store (store/staging.ts):
+   * each record checked as the API would check it (domain/snapshot-invariants.ts) and staged,
+   * the checksum and counts checked at the end; only then is the staged store made current, in
+   * one step. Anything wrong gives the staging up: nothing changes. Memory holds the restored
+   * state and one chunk of the file, whatever its size.
+   */
   async restoreFile(ctx: RequestContext, path: string): Promise<SnapshotRestoreResponse> {
-    return this.restore(ctx, await readFile(path));
-  }
-
-  async restore(ctx: RequestContext, file: Buffer): Promise<SnapshotRestoreResponse> {
     const identity = await this.resolver.resolve(ctx.secret, ctx.client);
     requireSnapshotRights(identity);
-    let content: SnapshotContent;
+    const staged = await this.store.stage();
     try {
-      content = readSnapshot(file);
+      return await this.restoreInto(ctx, identity, staged, readSnapshotFile(path));
     } catch (err) {
+      await staged.abandon();
+      // A record met before the end was wrong: if the file is damaged, that is what to say.
+      const notASnapshot = err instanceof SnapshotError && err.message.startsWith('not a watchword snapshot');
+      const refused = (err instanceof SnapshotError && !notASnapshot) || (err instanceof WatchwordError && err.code === 'INVALID_REQUEST');
+      if (refused && !(await snapshotChecksumMatches(path).catch(() => false)))
+        throw invalid('Invalid snapshot: checksum mismatch: the file is damaged or truncated; nothing was restored');
       if (err instanceof SnapshotError) throw invalid(`Invalid snapshot: ${err.message}; nothing was restored`);
       throw err;
     }
-    const own = content.header.Datacenter === this.options.datacenter;
+  }
+
+  private async restoreInto(
+    ctx: RequestContext,
+    identity: Identity,
+    staged: StagedStore,
+    items: AsyncGenerator<SnapshotItem, SnapshotHeader>,
+  ): Promise<SnapshotRestoreResponse> {
+    const first = await items.next();
+    if (first.done || first.value.kind !== 'header') throw new SnapshotError('truncated: the header missing');
+    const header = first.value.header;
+    const own = header.Datacenter === this.options.datacenter;
     if (!this.options.isPrimary && !own) {
       throw invalid(
-        `Invalid snapshot: it was taken in datacenter ${content.header.Datacenter}; a secondary restores only its own Local tokens (global objects come from the primary ${this.options.primaryDatacenter}); nothing was restored`,
+        `Invalid snapshot: it was taken in datacenter ${header.Datacenter}; a secondary restores only its own Local tokens (global objects come from the primary ${this.options.primaryDatacenter}); nothing was restored`,
       );
     }
     const restoreGlobal = this.options.isPrimary;
     const restoreLocal = own;
-    // Every invariant the API enforces, checked before anything changes; every Hash recomputed.
-    if (restoreGlobal) checkGlobalObjects(content);
-    checkTokens(content.tokens.filter((t) => (t.Local ? restoreLocal : restoreGlobal)));
-    content = withRecomputedHashes(content);
+    const checks = new RestoreChecks();
+    const current = this.store.tables;
+    const tokens = staged.tables.tokens;
+    const held = { byAccessor: (id: string) => tokens.get(id), bySecret: (s: string) => tokens.byUnique('secret', s) };
+    // The index the restored records are stamped with (writes made meanwhile take later ones).
+    const stampIndex = this.store.allocateIndex();
+    const counts = Object.fromEntries(TABLE_NAMES.map((t) => [t, 0])) as Record<TableName, number>;
+    let bootstrap: BootstrapState | null = null;
+    let restoredTokens = 0;
+    for (let item = await items.next(); !item.done; item = await items.next()) {
+      const v = item.value;
+      if (v.kind === 'header') continue;
+      if (v.kind === 'bootstrap') {
+        bootstrap = v.bootstrap;
+        continue;
+      }
+      const { T: table, V: record } = v.record;
+      counts[table]++;
+      const local = table === 'tokens' && (record as TokenRecord).Local;
+      if (local ? !restoreLocal : !restoreGlobal) continue;
+      checkRecord(checks, table, record, held);
+      recomputeHash(table, record);
+      const was = (current[table] as { get(id: string): { CreateIndex: number } | undefined }).get(TABLE_DEFS[table].id(record as never));
+      const r = record as { CreateIndex: number; ModifyIndex: number };
+      r.CreateIndex = was?.CreateIndex ?? stampIndex;
+      r.ModifyIndex = stampIndex;
+      await staged.putRecord(table, record as never);
+      if (table === 'tokens') restoredTokens++;
+    }
+    // The checksum, the end frame and the header's counts: the file is whole before anything changes.
+    const read = await items.next();
+    if (!read.done) throw new SnapshotError('bytes after the end of the snapshot');
+    checks.finish(restoreGlobal);
+
+    const restored: SnapshotRestoreResponse['Restored'] = restoreGlobal && restoreLocal ? 'all' : restoreGlobal ? 'global' : 'local-tokens';
     let skipped = 0;
-    const index = await this.store.transact(
-      (tx) => {
-        tx.nextIndex();
-        // Deletes first, so a restored record may take over an ID or name they free.
-        if (restoreGlobal) for (const t of TABLE_NAMES) deleteGlobalNotIn(tx, t, content[t]);
-        if (restoreLocal) {
-          const tokens = new Set(content.tokens.filter((t) => t.Local).map((t) => t.AccessorID));
-          for (const t of tx.allRecords('tokens')) if (t.Local && !tokens.has(t.AccessorID)) tx.del('tokens', t.AccessorID);
-        }
-        if (restoreGlobal) {
-          // In the table list's order: what tokens and rules link to first.
-          for (const t of TABLE_NAMES) putGlobal(tx, t, content[t]);
-          if (content.bootstrap) tx.putBootstrap(content.bootstrap);
-        }
-        if (restoreLocal) {
-          for (const t of content.tokens) {
-            if (!t.Local) continue;
-            if (this.heldByGlobal(tx, t)) {
-              skipped++;
-              continue;
-            }
-            tx.put('tokens', t);
+    let index = 0;
+    await this.store.install(staged, {
+      logReset: restoreGlobal,
+      audit: { type: 'snapshot-restore', actor: actorOf(ctx, identity), details: { Counts: counts } },
+      complete: async (s) => {
+        s.endLoading();
+        // What this datacenter keeps of its own: its Local tokens (restoring global objects only),
+        // or its global objects (a secondary restoring its Local tokens). A token of the file wins.
+        if (!restoreLocal) {
+          for (const t of [...(current.tokens.members('local', '') ?? [])]) {
+            if (s.tables.tokens.get(t.AccessorID) || s.tables.tokens.byUnique('secret', t.SecretID)) skipped++;
+            else await s.putRecord('tokens', t);
           }
         }
-        if (restoreGlobal) tx.resetLog(generateID());
-        return tx.index;
+        if (!restoreGlobal) {
+          for (const table of TABLE_NAMES) {
+            for (const r of current[table].rows.values()) {
+              if (!TABLE_DEFS[table].isGlobal(r as never)) continue;
+              if (table === 'tokens') {
+                // A Local token of the file whose ID or secret a global token holds is not restored.
+                const g = r as TokenRecord;
+                for (const rival of [s.tables.tokens.get(g.AccessorID), s.tables.tokens.byUnique('secret', g.SecretID)]) {
+                  if (rival?.Local && s.tables.tokens.get(rival.AccessorID)) {
+                    await s.deleteRecord('tokens', rival.AccessorID);
+                    skipped++;
+                    restoredTokens--;
+                  }
+                }
+              }
+              await s.putRecord(table, r as never);
+            }
+          }
+        }
+        index = this.store.allocateIndex();
+        for (const [k, v] of this.store.metaEntries()) {
+          if (REPLACED_META.has(k) || k.startsWith(TABLE_INDEX_PREFIX)) continue;
+          if (restoreGlobal && (k === META.logID || k === META.logTrimmed)) continue;
+          s.putMeta(k, v);
+        }
+        for (const t of TABLE_NAMES) s.putMeta(META.tableIndex(t), restoreGlobal || t === 'tokens' ? index : this.store.tableIndex(t));
+        const keptBootstrap = restoreGlobal && bootstrap ? bootstrap : this.store.getMeta(META.bootstrap);
+        if (keptBootstrap) s.putMeta(META.bootstrap, keptBootstrap);
+        s.putMeta(META.tableIndex('bootstrap'), restoreGlobal && bootstrap ? index : this.store.tableIndex('bootstrap'));
+        s.putMeta(META.index, index);
+        // The primary starts a new change log: every secondary converges on the restored state from a snapshot.
+        if (restoreGlobal) s.putMeta(META.logID, generateID());
+        const position = this.store.serverPosition();
+        s.putMeta(META.serverSeq, position.seq + 1);
+        s.putMeta(META.serverTerm, position.term);
       },
-      audited(ctx, identity, 'snapshot-restore', {
-        Counts: countsOf(content),
-      }),
-    );
-    const restored: SnapshotRestoreResponse['Restored'] = restoreGlobal && restoreLocal ? 'all' : restoreGlobal ? 'global' : 'local-tokens';
+    });
     const message =
       restored === 'all'
         ? 'global objects and Local tokens restored; secondaries resynchronise with the restored state'
         : restored === 'global'
-          ? `global objects restored; the snapshot is of datacenter ${content.header.Datacenter}, so this datacenter's Local tokens were left as they were; secondaries resynchronise`
+          ? `global objects restored; the snapshot is of datacenter ${header.Datacenter}, so this datacenter's Local tokens were left as they were; secondaries resynchronise`
           : `this datacenter is a secondary: only its Local tokens were restored; global objects come from the primary ${this.options.primaryDatacenter}`;
     return {
       Restored: restored,
       Index: index,
-      Tokens: content.tokens.filter((t) => (t.Local ? restoreLocal : restoreGlobal)).length - skipped,
-      Policies: restoreGlobal ? content.policies.length : 0,
-      Roles: restoreGlobal ? content.roles.length : 0,
+      Tokens: restoredTokens,
+      Policies: restoreGlobal ? counts.policies : 0,
+      Roles: restoreGlobal ? counts.roles : 0,
       SkippedLocalTokens: skipped,
       Message: message,
     };
   }
+}
 
-  /** Whether a global token here already uses a Local token's AccessorID or SecretID. */
-  private heldByGlobal(
-    tx: { getToken(id: string): TokenRecord | undefined; getTokenBySecret(s: string): TokenRecord | undefined },
-    t: TokenRecord,
-  ): boolean {
-    const byID = tx.getToken(t.AccessorID);
-    const bySecret = tx.getTokenBySecret(t.SecretID);
-    return (byID !== undefined && !byID.Local) || (bySecret !== undefined && !bySecret.Local && bySecret.AccessorID !== t.AccessorID);
-  }
+/** Metadata a restore states anew (every table index too). */
+const REPLACED_META = new Set<string>([META.index, META.bootstrap, META.serverSeq, META.serverTerm, META.probe]);
+const TABLE_INDEX_PREFIX = META.tableIndex('tokens').slice(0, -'tokens'.length);
+
+/** The checks of one record of the file, by its table. */
+function checkRecord(checks: RestoreChecks, table: TableName, record: unknown, held: TokenLookup): void {
+  if (table === 'tokens') checks.token(record as TokenRecord, held);
+  else if (table === 'policies') checks.policy(record as PolicyRecord);
+  else if (table === 'roles') checks.role(record as RoleRecord);
+  else if (table === 'authMethods') checks.authMethod(record as AuthMethodRecord);
+  else checks.bindingRule(record as BindingRuleRecord);
 }
 
 /** Records per table, as the audit line counts them. */
 function countsOf(records: { readonly [T in TableName]: readonly unknown[] }): Record<TableName, number> {
   return Object.fromEntries(TABLE_NAMES.map((t) => [t, records[t].length])) as Record<TableName, number>;
-}
-
-/** Deletes the global records of table `t` (never a Local token) that `wanted` does not hold. */
-function deleteGlobalNotIn<T extends TableName>(tx: Tx, t: T, wanted: readonly RecordTypes[T][]): void {
-  const def = TABLE_DEFS[t];
-  const keep = new Set(wanted.map((r) => def.id(r)));
-  for (const r of tx.allRecords(t)) if (def.isGlobal(r) && !keep.has(def.id(r))) tx.del(t, def.id(r));
-}
-
-/** Writes the global records of `wanted` (Local tokens are restored on their own). */
-function putGlobal<T extends TableName>(tx: Tx, t: T, wanted: readonly RecordTypes[T][]): void {
-  const def = TABLE_DEFS[t];
-  for (const r of wanted) if (def.isGlobal(r)) tx.put(t, r);
 }

@@ -31,6 +31,7 @@ import type {
   CommitEvent,
   Durability,
   GlobalSnapshot,
+  InstallOptions,
   LogEntry,
   ServerBatch,
   ServerPosition,
@@ -391,6 +392,12 @@ export class LevelStore implements Store {
     return { type: record.type, actor: record.actor, details: record.details ?? {}, raw };
   }
 
+  /** The audit event of a switch to a staged store: the record given, at the index the staged store has. */
+  private installAudit(record: AuditRecord, staged: StagedStore): AuditGroupEvent {
+    const index = Number(staged.meta.get(META.index) ?? this.state.index);
+    return { type: record.type, actor: record.actor, details: record.details ?? {}, raw: `"Index":${index}` };
+  }
+
   /** A transaction as batch operations, its records encoded once (the change log embeds the same bytes). */
   private enqueue(tx: StoreTx, sync: boolean, audit?: AuditRecord): Promise<void> {
     const entries = tx.logEntries();
@@ -624,10 +631,7 @@ export class LevelStore implements Store {
    * leader), whose indexes this one follows even backward. An HA leader's followers start
    * over from a snapshot of the new store.
    */
-  async install(
-    staged: StagedStore,
-    options: { complete?: (staged: StagedStore) => void | Promise<void>; indexesMayGoBack?: boolean; logReset?: boolean } = {},
-  ): Promise<void> {
+  async install(staged: StagedStore, options: InstallOptions = {}): Promise<void> {
     let release = (): void => undefined;
     this.installing = new Promise<void>((resolve) => {
       release = resolve;
@@ -637,6 +641,10 @@ export class LevelStore implements Store {
       await this.committer.drain();
       this.checkReplicaWritable();
       await options.complete?.(staged);
+      const sink = this.auditSink;
+      const event = options.audit && sink ? this.installAudit(options.audit, staged) : undefined;
+      // Enforced auditing: the line is durable before the switch, or there is no switch.
+      if (event && sink?.mode === 'enforced') await sink.writeGroup([event]);
       await staged.finish();
       closed = true;
       await this.db.close();
@@ -654,6 +662,7 @@ export class LevelStore implements Store {
       this.logTail.reset(this.state.index + 1);
       this.replicator?.historyReplaced?.();
       this.tell({ from, tables: this.state.allTables(), entries: [], logReset: options.logReset === true }, true);
+      if (event && sink?.mode === 'best-effort') void sink.writeGroup([event]);
     } catch (err) {
       await staged.abandon().catch(() => undefined);
       // The swap failed with the database closed: the directory in place (old or new) is opened again.

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { createReadStream } from 'node:fs';
 import { Readable } from 'node:stream';
 import { z } from 'zod';
 import type { BootstrapState } from '../domain/types.js';
@@ -15,8 +16,9 @@ import { type RecordTypes, type RecordsByTable, TABLES, TABLE_NAMES, type TableN
  *     1 end                           { T: "end", Records: n }
  *   SHA-256 of every byte before it   32 bytes
  *
- * A file is verified whole (checksum, version, every frame's shape and the counts)
- * before anything is restored from it.
+ * A file is read as a stream (SnapshotDecoder): each frame checked as it completes, the
+ * checksum and counts at the end; a restore stages what it reads and makes it current only
+ * once the whole file has passed.
  */
 export const SNAPSHOT_MAGIC = Buffer.from('WWSNAP\r\n', 'latin1');
 export const SNAPSHOT_FORMAT = 1;
@@ -50,7 +52,7 @@ function countKey<T extends TableName>(t: T): Capitalize<T> {
 export type SnapshotHeader = z.infer<typeof snapshotHeaderSchema>;
 
 /** A record of table `T` in the file. */
-type TableRecordFrame<T extends TableName = TableName> = { [K in T]: { T: K; V: RecordTypes[K] } }[T];
+export type TableRecordFrame<T extends TableName = TableName> = { [K in T]: { T: K; V: RecordTypes[K] } }[T];
 
 // One kind of record frame per table (from the table list), the bootstrap state, the end.
 const frames = [
@@ -142,59 +144,151 @@ export function snapshotStream(source: SnapshotSource, now: Date): Readable {
   return Readable.from(chunks(), { objectMode: false });
 }
 
-/** Reads and verifies a whole snapshot file; throws SnapshotError naming what is wrong. */
-export function readSnapshot(file: Buffer): SnapshotContent {
-  if (file.length < SNAPSHOT_MAGIC.length + 32 || !file.subarray(0, SNAPSHOT_MAGIC.length).equals(SNAPSHOT_MAGIC)) {
-    throw new SnapshotError('not a watchword snapshot (the file does not start with the snapshot magic)');
+/** What a snapshot's bytes hold, in order: its header, then each record (a table's, or the bootstrap state). */
+export type SnapshotItem =
+  | { kind: 'header'; header: SnapshotHeader }
+  | { kind: 'record'; record: TableRecordFrame }
+  | { kind: 'bootstrap'; bootstrap: BootstrapState };
+
+/**
+ * Reads a snapshot as its bytes arrive, checking each frame as it completes: the magic, the
+ * header (its version), every record's shape, the end frame's count, the header's counts,
+ * and, once the bytes end, the checksum of everything before it. Nothing is held but the
+ * frame being read and the counts: a file of any size is read in the memory of one frame.
+ * Items come out before the checksum is known: a reader that acts on them must be able to
+ * take them back (a restore stages them, and gives the staging up if `end` throws).
+ */
+export class SnapshotDecoder {
+  private readonly hash = createHash('sha256');
+  /** Bytes seen but not yet hashed: the last 32 may be the checksum. */
+  private tail: Buffer = Buffer.alloc(0);
+  /** Hashed bytes not yet parsed (a frame not complete yet). */
+  private pending: Buffer = Buffer.alloc(0);
+  private magicSeen = false;
+  private header: SnapshotHeader | undefined;
+  private records = 0;
+  private ended = false;
+  private localTokens = 0;
+  private readonly counts = new Map<TableName, number>();
+
+  /** More of the file's bytes; returns the items they complete. */
+  push(bytes: Buffer): SnapshotItem[] {
+    const all = this.tail.length === 0 ? bytes : Buffer.concat([this.tail, bytes]);
+    const body = all.length > 32 ? all.subarray(0, all.length - 32) : Buffer.alloc(0);
+    this.tail = Buffer.from(all.subarray(body.length));
+    if (body.length === 0) return [];
+    this.hash.update(body);
+    this.pending = this.pending.length === 0 ? body : Buffer.concat([this.pending, body]);
+    const out: SnapshotItem[] = [];
+    if (!this.magicSeen) {
+      if (this.pending.length < SNAPSHOT_MAGIC.length) return out;
+      if (!this.pending.subarray(0, SNAPSHOT_MAGIC.length).equals(SNAPSHOT_MAGIC))
+        throw new SnapshotError('not a watchword snapshot (the file does not start with the snapshot magic)');
+      this.magicSeen = true;
+      this.pending = this.pending.subarray(SNAPSHOT_MAGIC.length);
+    }
+    let at = 0;
+    while (at + 4 <= this.pending.length) {
+      const len = this.pending.readUInt32BE(at);
+      if (at + 4 + len > this.pending.length) break;
+      const item = this.frame(this.pending.subarray(at + 4, at + 4 + len));
+      at += 4 + len;
+      if (item) out.push(item);
+    }
+    // The rest is copied out, so the chunk it came from is not kept alive by it.
+    this.pending = Buffer.from(this.pending.subarray(at));
+    return out;
   }
-  const body = file.subarray(0, file.length - 32);
-  const sum = createHash('sha256').update(body).digest();
-  if (!sum.equals(file.subarray(file.length - 32))) throw new SnapshotError('checksum mismatch: the file is damaged or truncated');
-  let at = SNAPSHOT_MAGIC.length;
-  const next = (what: string): unknown => {
-    if (at + 4 > body.length) throw new SnapshotError(`truncated: ${what} missing`);
-    const len = body.readUInt32BE(at);
-    if (at + 4 + len > body.length) throw new SnapshotError(`truncated inside ${what}`);
-    const bytes = body.subarray(at + 4, at + 4 + len);
-    at += 4 + len;
+
+  private frame(bytes: Buffer): SnapshotItem | undefined {
+    const what = this.header === undefined ? 'the header' : `record ${this.records + 1}`;
+    if (this.ended) throw new SnapshotError('bytes after the end of the snapshot');
+    let raw: unknown;
     try {
-      return decodeRaw(bytes);
+      raw = decodeRaw(bytes);
     } catch (err) {
       throw new SnapshotError(`${what} is not valid msgpack: ${(err as Error).message}`);
     }
-  };
-  const rawHeader = next('the header');
-  const head = snapshotHeaderSchema.safeParse(rawHeader);
-  if (!head.success) {
-    const version = (rawHeader as { FormatVersion?: unknown } | null)?.FormatVersion;
-    if (typeof version === 'number' && version > SNAPSHOT_FORMAT)
-      throw new SnapshotError(`snapshot format ${version} is newer than this build reads (${SNAPSHOT_FORMAT})`);
-    throw new SnapshotError(`the header is malformed: ${head.error.issues[0]?.message ?? 'unknown problem'}`);
-  }
-  if (head.data.FormatVersion !== SNAPSHOT_FORMAT)
-    throw new SnapshotError(`snapshot format ${head.data.FormatVersion} is not one this build reads (${SNAPSHOT_FORMAT})`);
-  const content: SnapshotContent = { header: head.data, ...emptyRecords(), bootstrap: null };
-  let records = 0;
-  for (;;) {
-    const parsed = recordFrame.safeParse(next(`record ${records + 1}`));
+    if (this.header === undefined) {
+      const head = snapshotHeaderSchema.safeParse(raw);
+      if (!head.success) {
+        const version = (raw as { FormatVersion?: unknown } | null)?.FormatVersion;
+        if (typeof version === 'number' && version > SNAPSHOT_FORMAT)
+          throw new SnapshotError(`snapshot format ${version} is newer than this build reads (${SNAPSHOT_FORMAT})`);
+        throw new SnapshotError(`the header is malformed: ${head.error.issues[0]?.message ?? 'unknown problem'}`);
+      }
+      if (head.data.FormatVersion !== SNAPSHOT_FORMAT)
+        throw new SnapshotError(`snapshot format ${head.data.FormatVersion} is not one this build reads (${SNAPSHOT_FORMAT})`);
+      this.header = head.data;
+      return { kind: 'header', header: head.data };
+    }
+    const parsed = recordFrame.safeParse(raw);
     if (!parsed.success)
       throw new SnapshotError(
-        `record ${records + 1} is malformed: ${parsed.error.issues[0]?.message ?? 'unknown problem'} at ${parsed.error.issues[0]?.path.join('.') ?? ''}`,
+        `${what} is malformed: ${parsed.error.issues[0]?.message ?? 'unknown problem'} at ${parsed.error.issues[0]?.path.join('.') ?? ''}`,
       );
     const r = parsed.data;
     if (r.T === 'end') {
-      if (r.Records !== records) throw new SnapshotError(`the end says ${r.Records} records, the file holds ${records}`);
-      break;
+      if (r.Records !== this.records) throw new SnapshotError(`the end says ${r.Records} records, the file holds ${this.records}`);
+      this.ended = true;
+      return undefined;
     }
-    records++;
-    if (r.T === 'bootstrap') content.bootstrap = r.V;
-    else addRecord(content, r);
+    this.records++;
+    if (r.T === 'bootstrap') return { kind: 'bootstrap', bootstrap: r.V };
+    this.counts.set(r.T, (this.counts.get(r.T) ?? 0) + 1);
+    if (r.T === 'tokens' && r.V.Local) this.localTokens++;
+    return { kind: 'record', record: r };
   }
-  if (at !== body.length) throw new SnapshotError('bytes after the end of the snapshot');
-  const c = head.data.Counts;
-  const local = content.tokens.filter((t) => t.Local).length;
-  if (c.LocalTokens !== local || TABLE_NAMES.some((t) => (c[countKey(t)] ?? 0) !== content[t].length)) {
-    throw new SnapshotError('the header counts do not match the records');
+
+  /** The bytes have ended: the checksum, the end frame and the header's counts are checked. */
+  end(): SnapshotHeader {
+    if (!this.magicSeen && this.pending.length + this.tail.length < SNAPSHOT_MAGIC.length + 32)
+      throw new SnapshotError('not a watchword snapshot (the file does not start with the snapshot magic)');
+    if (this.tail.length < 32 || !this.hash.digest().equals(this.tail))
+      throw new SnapshotError('checksum mismatch: the file is damaged or truncated');
+    if (this.header === undefined) throw new SnapshotError('truncated: the header missing');
+    if (this.pending.length > 0 || !this.ended)
+      throw new SnapshotError(this.ended ? 'bytes after the end of the snapshot' : 'truncated: the end is missing');
+    const c = this.header.Counts;
+    if (c.LocalTokens !== this.localTokens || TABLE_NAMES.some((t) => (c[countKey(t)] ?? 0) !== (this.counts.get(t) ?? 0))) {
+      throw new SnapshotError('the header counts do not match the records');
+    }
+    return this.header;
+  }
+}
+
+/** A snapshot file's items, read in chunks; the checks of `SnapshotDecoder.end` run once it has been read. */
+export async function* readSnapshotFile(path: string): AsyncGenerator<SnapshotItem, SnapshotHeader> {
+  const decoder = new SnapshotDecoder();
+  for await (const chunk of createReadStream(path, { highWaterMark: 1024 * 1024 })) yield* decoder.push(chunk as Buffer);
+  return decoder.end();
+}
+
+/**
+ * Whether a snapshot file's last 32 bytes are the SHA-256 of the rest (read as a stream). A
+ * restore that met a bad record asks this: a damaged file is then named as damaged.
+ */
+export async function snapshotChecksumMatches(path: string): Promise<boolean> {
+  const hash = createHash('sha256');
+  let tail = Buffer.alloc(0);
+  for await (const chunk of createReadStream(path, { highWaterMark: 1024 * 1024 })) {
+    const all = Buffer.concat([tail, chunk as Buffer]);
+    const body = all.subarray(0, Math.max(0, all.length - 32));
+    hash.update(body);
+    tail = Buffer.from(all.subarray(body.length));
+  }
+  return tail.length === 32 && hash.digest().equals(tail);
+}
+
+/** Reads and verifies a whole snapshot held in memory; throws SnapshotError naming what is wrong. */
+export function readSnapshot(file: Buffer): SnapshotContent {
+  const decoder = new SnapshotDecoder();
+  const items = decoder.push(file);
+  const header = decoder.end();
+  const content: SnapshotContent = { header, ...emptyRecords(), bootstrap: null };
+  for (const item of items) {
+    if (item.kind === 'bootstrap') content.bootstrap = item.bootstrap;
+    else if (item.kind === 'record') addRecord(content, item.record);
   }
   return content;
 }

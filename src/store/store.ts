@@ -228,6 +228,18 @@ export interface AuditGroupEvent {
  * against the newest state and resolves once its batch is durable (group commit),
  * waking waiters and commit listeners after that.
  */
+/** How a staged store is made current (LevelStore.install). */
+export interface InstallOptions {
+  /** Adds what must be current at the switch; runs with writes held. */
+  complete?: (staged: StagedStore) => void | Promise<void>;
+  /** The staged store is another history (a follower's leader): indexes follow it even backward. */
+  indexesMayGoBack?: boolean;
+  /** The change log starts anew (a restore at the primary): its readers start over. */
+  logReset?: boolean;
+  /** The switch's audit line (with its index): enforced, durable before the switch; best-effort, after. */
+  audit?: AuditRecord;
+}
+
 /** What a secondary's catch-up needs of its store (replication/catch-up.ts): the durable state, and a staged store to build and make current. */
 export interface CatchUpStore {
   readonly tables: Tables;
@@ -239,7 +251,7 @@ export interface CatchUpStore {
   allocateIndex(): number;
   serverPosition(): ServerPosition;
   stage(): Promise<StagedStore>;
-  install(staged: StagedStore, options?: { complete?: (staged: StagedStore) => void | Promise<void> }): Promise<void>;
+  install(staged: StagedStore, options?: InstallOptions): Promise<void>;
 }
 
 export interface Store extends CatchUpStore {
