@@ -13,10 +13,10 @@ import {
   TABLES,
   TABLE_NAMES,
   type TableName,
+  type WatchTable,
   key,
   prefixEnd,
 } from './schema.js';
-import type { WatchTable } from './store.js';
 
 /**
  * The store as the disk holds it: reading every record into memory at start-up (each

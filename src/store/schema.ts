@@ -28,6 +28,9 @@ export const TABLE_NAMES = ['policies', 'roles', 'authMethods', 'bindingRules', 
 
 export type TableName = (typeof TABLE_NAMES)[number];
 
+/** Tables whose changes blocking queries can wait on. */
+export type WatchTable = TableName | 'bootstrap';
+
 export interface IndexDef<R> {
   /** Unique indexes map a key to one record; the others to a set of records. */
   unique: boolean;

@@ -2,13 +2,12 @@ import type { AuditActor } from '../domain/types.js';
 import type { AuthMethodRecord, BindingRuleRecord, BootstrapState, PolicyRecord, RoleRecord, Scope, TokenRecord } from '../domain/types.js';
 import type { StateReader, Tables } from './memory.js';
 import type { StagedStore } from './staging.js';
-import type { RecordTypes, RecordsByTable, TableName } from './schema.js';
+import type { RecordTypes, RecordsByTable, TableName, WatchTable } from './schema.js';
 
 export type { StateReader, TokenQuery, ExpiryCursor } from './memory.js';
 export type { TableName } from './schema.js';
 
-/** Tables whose changes blocking queries can wait on. */
-export type WatchTable = TableName | 'bootstrap';
+export type { WatchTable } from './schema.js';
 
 /** A record of one table written, as the change log carries it. */
 export type RecordSet<T extends TableName = TableName> = { [K in T]: { Table: K; Op: 'set'; ID: string; Value: RecordTypes[K] } }[T];
