@@ -13,16 +13,14 @@
  * is missed.
  */
 import { type ChildProcess, execFileSync } from 'node:child_process';
-import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
-import { tokenHash } from '../src/domain/hash.js';
-import { generateID } from '../src/domain/ids.js';
-import { LevelStore } from '../src/store/level-store.js';
 import { startDaemonProcess, stopDaemonProcess } from './daemon-process.js';
 import { canPin, medianOf, pinSelf, unpinSelf } from './bench-process.js';
+import { catchUpLimitS, memoryOf, rssBytes, seedTo } from './bench-seed.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const LARGE = Number(process.env.BENCH_SCALE_TOKENS ?? 1_000_000);
@@ -33,29 +31,6 @@ const SETTLE_MS = Number(process.env.BENCH_SCALE_SETTLE_MS ?? 10_000);
 const ROUNDS = Math.max(3, Number(process.env.BENCH_ROUNDS ?? 3));
 // The daemon as `npm start` runs it: the build (npm run bench:scale builds first).
 process.env.WATCHWORD_AGENT_ENTRY ??= join(ROOT, 'dist', 'main.js');
-
-/** Adds tokens to the store until it holds `total` seeded ones. */
-async function seedTo(storeDir: string, from: number, total: number): Promise<void> {
-  const store = await LevelStore.open(storeDir, { durability: 'os', changeLog: false });
-  const now = new Date().toISOString();
-  for (let done = from; done < total; done += 5000) {
-    await store.transact((tx) => {
-      for (let i = done; i < Math.min(done + 5000, total); i++) {
-        const base = { Description: `seeded ${i}`, Policies: [], Roles: [], ServiceIdentities: [{ ServiceName: `svc-${i % 1000}` }], NodeIdentities: [], TemplatedPolicies: [], Local: false };
-        tx.put('tokens', { AccessorID: generateID(), SecretID: generateID(), ...base, AuthMethod: '', CreateTime: now, Hash: tokenHash(base), Namespace: 'default', Partition: 'default' });
-      }
-    });
-  }
-  await store.close();
-}
-
-/** The catch-up a fresh secondary must make (README, "Multiple datacenters"): 30 s per million tokens, at least 30 s. */
-const catchUpLimitS = (tokens: number): number => Math.max(30, Math.ceil((30 * tokens) / 1_000_000));
-
-async function rssBytes(pid: number): Promise<number> {
-  const kb = /VmRSS:\s+(\d+) kB/.exec(await readFile(`/proc/${pid}/status`, 'utf8'));
-  return Number(kb?.[1] ?? 0) * 1024;
-}
 
 /** Starts the daemon (as built) and reads a token from it; returns how long from spawn to that answer. */
 async function startAndRead(dataDir: string, accessor: string | undefined) {
@@ -73,13 +48,6 @@ function pinProcess(pid: number, cpus: string): void {
 }
 
 type Started = Awaited<ReturnType<typeof startAndRead>>;
-
-/** Peak and current RSS of a process (VmHWM and VmRSS), bytes. */
-async function memoryOf(pid: number): Promise<{ peak: number; now: number }> {
-  const status = await readFile(`/proc/${pid}/status`, 'utf8');
-  const kb = (field: string) => Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1] ?? 0) * 1024;
-  return { peak: kb('VmHWM'), now: kb('VmRSS') };
-}
 
 /**
  * A fresh secondary of `primary` (README, "Multiple datacenters"), started as an operator would (node's
