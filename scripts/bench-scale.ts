@@ -13,7 +13,7 @@
  * is missed.
  */
 import { type ChildProcess, execFileSync } from 'node:child_process';
-import { cp, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdir, mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -57,13 +57,7 @@ type Started = Awaited<ReturnType<typeof startAndRead>>;
 async function catchUp(primary: Started, dataDir: string): Promise<{ ms: number; peakRss: number; rssAfter: number; tokens: number }> {
   const started = performance.now();
   const target = ((await (await fetch(`${primary.url}/v1/internal/index`)).json()) as { Index: number }).Index;
-  const dc2 = await startDaemonProcess(
-    dataDir,
-    ['--datacenter', 'dc2', '--primary-datacenter', 'dc1', '--primary-address', primary.url, '--replication-token', SECRET],
-    undefined,
-    undefined,
-    120_000,
-  );
+  const dc2 = await startSecondary(primary, dataDir);
   try {
     const deadline = performance.now() + 600_000;
     for (;;) {
@@ -74,12 +68,42 @@ async function catchUp(primary: Started, dataDir: string): Promise<{ ms: number;
     }
     const ms = performance.now() - started;
     const mem = await memoryOf(dc2.proc.pid as number);
-    const count = await fetch(`${dc2.url}/v1/acl/tokens?servicename=svc-7`, { headers: { 'X-Service-Token': SECRET } });
-    if (count.status !== 200) throw new Error(`a list at the caught-up secondary answered ${count.status}`);
-    return { ms, peakRss: mem.peak, rssAfter: mem.now, tokens: ((await count.json()) as unknown[]).length };
+    return { ms, peakRss: mem.peak, rssAfter: mem.now, tokens: await tokenCount(dc2.url) };
   } finally {
     await stopDaemonProcess(dc2.proc);
   }
+}
+
+const startSecondary = (primary: Started, dataDir: string) =>
+  startDaemonProcess(
+    dataDir,
+    ['--datacenter', 'dc2', '--primary-datacenter', 'dc1', '--primary-address', primary.url, '--replication-token', SECRET],
+    undefined,
+    undefined,
+    120_000,
+  );
+
+/** Tokens a daemon holds (/v1/agent/self). */
+async function tokenCount(url: string): Promise<number> {
+  const res = await fetch(`${url}/v1/agent/self`, { headers: { 'X-Service-Token': SECRET } });
+  if (res.status !== 200) throw new Error(`/v1/agent/self answered ${res.status}`);
+  return ((await res.json()) as { Stats: { Tokens: number } }).Stats.Tokens;
+}
+
+/**
+ * A fresh secondary SIGKILLed `afterMs` into its catch-up (its staged store then half written), then
+ * started again on the same data dir: whether a staging was under way, and the catch-up after.
+ */
+async function killedCatchUp(primary: Started, dataDir: string, afterMs: number) {
+  const first = await startSecondary(primary, dataDir);
+  await new Promise((r) => setTimeout(r, afterMs));
+  const staging = await stat(join(dataDir, 'store.next')).then(
+    () => true,
+    () => false,
+  );
+  first.proc.kill('SIGKILL');
+  await new Promise((r) => (first.proc.exitCode !== null || first.proc.signalCode !== null ? r(undefined) : first.proc.once('exit', r)));
+  return { stagingWhenKilled: staging, ...(await catchUp(primary, dataDir)) };
 }
 
 async function readRound(d: Started, seconds: number) {
@@ -142,6 +166,18 @@ async function main(): Promise<void> {
     process.stdout.write(
       `fresh secondary: caught up on ${LARGE} tokens in ${(joined.ms / 1000).toFixed(1)} s; peak RSS ${Math.round(joined.peakRss / 1048576)} MB (${Math.round(joined.rssAfter / 1048576)} MB after), primary RSS ${Math.round(primaryRss / 1048576)} MB\n`,
     );
+    // The same, SIGKILLed half-way through (at half the time the first took), then started again.
+    const killedDir = await mkdtemp(join(tmpdir(), 'watchword-scale-dc2-killed-'));
+    let killed: Awaited<ReturnType<typeof killedCatchUp>>;
+    try {
+      killed = await killedCatchUp(large, killedDir, joined.ms / 2);
+    } finally {
+      await rm(killedDir, { recursive: true, force: true });
+    }
+    const primaryTokens = await tokenCount(large.url);
+    process.stdout.write(
+      `a secondary SIGKILLed ${(joined.ms / 2000).toFixed(1)} s into its catch-up (staging under way: ${killed.stagingWhenKilled}), started again: caught up in ${(killed.ms / 1000).toFixed(1)} s holding ${killed.tokens} tokens (the primary ${primaryTokens}, the first secondary ${joined.tokens})\n`,
+    );
     const med = (xs: Array<{ reqPerSec: number; p99ms: number }>) => ({ reqPerSec: medianOf(xs.map((x) => x.reqPerSec)), p99ms: medianOf(xs.map((x) => x.p99ms)) });
     const readSmall = med(rounds.small);
     const readLarge = med(rounds.large);
@@ -167,6 +203,12 @@ async function main(): Promise<void> {
         ok: joined.ms <= catchUpLimitS(LARGE) * 1000,
       },
       {
+        what: 'the same, SIGKILLed half-way and started again, holds every token',
+        figure: `${killed.tokens} of ${primaryTokens}${killed.stagingWhenKilled ? '' : ' (no staging seen when killed)'}`,
+        floor: 'all',
+        ok: killed.tokens === primaryTokens && joined.tokens === primaryTokens && killed.stagingWhenKilled,
+      },
+      {
         what: "its peak RSS against the primary's RSS",
         figure: `${(joined.peakRss / primaryRss).toFixed(2)}x (${Math.round(joined.peakRss / 1048576)} MB)`,
         floor: '<= 1.5x',
@@ -176,7 +218,7 @@ async function main(): Promise<void> {
     console.table(checks);
     await mkdir(join(ROOT, 'bench-results'), { recursive: true });
     const file = join(ROOT, 'bench-results', `scale-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
-    await writeFile(file, `${JSON.stringify({ date: new Date().toISOString(), tokens: LARGE, pinned, rounds, rss, readSmall, readLarge, firstReadMs: { small: small.firstReadMs, large: large.firstReadMs }, catchUp: { ...joined, primaryRss }, checks }, null, 2)}\n`);
+    await writeFile(file, `${JSON.stringify({ date: new Date().toISOString(), tokens: LARGE, pinned, rounds, rss, readSmall, readLarge, firstReadMs: { small: small.firstReadMs, large: large.firstReadMs }, catchUp: { ...joined, primaryRss, killed }, checks }, null, 2)}\n`);
     process.stdout.write(`wrote ${file}\n`);
     if (checks.some((c) => !c.ok)) process.exitCode = 1;
   } finally {
