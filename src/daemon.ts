@@ -404,7 +404,8 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     address = `${host.includes(':') ? `[${host}]` : host}:${boundPort}`;
     if (!transport.secure && !isLoopbackHost(host)) {
       logger.warn(
-        `listening on ${address} without TLS: tokens and replicated secrets cross the network in plaintext (set tls_cert_file and tls_key_file)`,
+        `listening on ${address} without TLS: tokens and replicated secrets cross the network in plaintext (set tls_cert_file and ` +
+          `tls_key_file)`,
       );
     }
     await cluster.start(roleParts);

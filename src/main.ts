@@ -38,7 +38,9 @@ const AGENT_FLAGS: Record<ConfigKey, { arg: string; help: string }> = {
   audit_log_path: { arg: 'FILE', help: 'where the audit log goes (default <data-dir>/audit/audit.log)' },
   audit_log_mode: {
     arg: 'MODE',
-    help: 'best-effort (a failing audit write is logged) | enforced (writes refused with 503 when their audit line cannot be written) (default best-effort)',
+    help:
+      'best-effort (a failing audit write is logged) | enforced (writes refused with 503 when their audit line cannot be written) ' +
+      '(default best-effort)',
   },
   audit_log_rotate_bytes: { arg: 'BYTES', help: 'rotate the audit log past this size (default 67108864, 64 MiB)' },
   audit_log_rotate_max_files: { arg: 'N', help: 'rotated audit files kept (default 10)' },

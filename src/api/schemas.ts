@@ -118,7 +118,10 @@ export const roleBody = ciObject(
 /** Variables for a templated-policy preview: `{"Name": "api"}` (key case-insensitive). */
 export const templateVariablesBody = ciObject({ Name: opt(str(512)) });
 
-/** One authorization check (README, "Enforcing policies in your service"); the body of /v1/internal/acl/authorize is an array of 1 to 64. */
+/**
+ * One authorization check (README, "Enforcing policies in your service"); the body of /v1/internal/acl/authorize is an
+ * array of 1 to 64.
+ */
 export const authorizationCheckBody = ciObject({
   Resource: str(64),
   Segment: opt(str(4096)),
@@ -141,7 +144,10 @@ export const authorizeResponse = z
   )
   .meta({ id: 'AuthorizationAnswers' });
 
-/** GET /v1/internal/acl/authorizer: what an enforcing client compiles for the request's token (README, "Enforcing policies in your service"). */
+/**
+ * GET /v1/internal/acl/authorizer: what an enforcing client compiles for the request's token (README, "Enforcing
+ * policies in your service").
+ */
 export const tokenAuthorizerResponse = z
   .object({
     AccessorID: z.string(),
@@ -326,7 +332,11 @@ export const errorResponse = z
 
 export const deletedResponse = z.boolean().describe('Whether something was deleted');
 
-/** What a restore did (PUT /v1/snapshot). `Restored`: all = global objects and Local tokens, global = global objects only, local-tokens = Local tokens only; `SkippedLocalTokens`: Local tokens left out because a global token here holds their ID or secret. */
+/**
+ * What a restore did (PUT /v1/snapshot). `Restored`: all = global objects and Local tokens, global = global objects
+ * only, local-tokens = Local tokens only; `SkippedLocalTokens`: Local tokens left out because a global token here
+ * holds their ID or secret.
+ */
 export const snapshotRestoreResponse = z
   .object({
     Restored: z.enum(['all', 'global', 'local-tokens']),
@@ -480,7 +490,8 @@ export const operatorServersResponse = z
       .string()
       .nullable()
       .describe(
-        'What keeps this datacenter from a working leader as this server sees it: the coordinator out of reach, or a leader named there that has refused this server for longer than a lease',
+        'What keeps this datacenter from a working leader as this server sees it: the coordinator out of reach, or a leader named there ' +
+          'that has refused this server for longer than a lease',
       ),
     Servers: z.array(serverStatusResponse),
     AnsweredBy: z.string().describe("The server whose view this is: the leader's, wherever it was asked, unless no leader answered"),

@@ -176,7 +176,8 @@ export class JwtVerifier {
         const doc = res.body as { issuer?: unknown; jwks_uri?: unknown } | undefined;
         if (res.status !== 200 || !doc || typeof doc.jwks_uri !== 'string') {
           throw new LoginRefused(
-            `cannot verify the bearer token: fetching the OIDC discovery document of ${shown} failed: it answered HTTP ${res.status} without jwks_uri`,
+            `cannot verify the bearer token: fetching the OIDC discovery document of ${shown} failed: it answered HTTP ${res.status} ` +
+              `without jwks_uri`,
           );
         }
         if (typeof doc.issuer !== 'string' || doc.issuer.replace(/\/$/, '') !== issuer) {

@@ -60,7 +60,8 @@ export function common(cmd: Command): Command {
     )
     .option(
       '--token <SECRET>',
-      'ACL token to use; also WATCHWORD_HTTP_TOKEN, then CONSUL_HTTP_TOKEN. Prefer -token-file: a secret on the command line shows in ps and in shell history',
+      'ACL token to use; also WATCHWORD_HTTP_TOKEN, then CONSUL_HTTP_TOKEN. Prefer -token-file: a secret on the command line shows in ' +
+        'ps and in shell history',
     )
     .option('--token-file <FILE>', 'file holding the ACL token to use; also WATCHWORD_HTTP_TOKEN_FILE, then CONSUL_HTTP_TOKEN_FILE')
     .option('--namespace <NAME>', 'namespace of the request')
@@ -77,7 +78,8 @@ export function common(cmd: Command): Command {
     .option('--client-key <FILE>', 'PEM key of -client-cert; also WATCHWORD_CLIENT_KEY, then CONSUL_CLIENT_KEY')
     .option(
       '--tls-server-name <NAME>',
-      "the name to verify the daemon's certificate for, when it differs from the address (such as server.dc1.watchword); also WATCHWORD_TLS_SERVER_NAME, then CONSUL_TLS_SERVER_NAME",
+      "the name to verify the daemon's certificate for, when it differs from the address (such as server.dc1.watchword); also " +
+        'WATCHWORD_TLS_SERVER_NAME, then CONSUL_TLS_SERVER_NAME',
     )
     .option('--stale', 'let any server answer a read, not only the leader (faster; may be slightly behind)')
     .addOption(

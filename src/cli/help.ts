@@ -48,7 +48,8 @@ const EXAMPLES: Record<string, string[]> = {
   'acl role delete': ['watchword acl role delete -name web'],
   'acl auth-method create': [
     'watchword acl auth-method create -type jwt -name ci -config @ci-jwt.json',
-    'watchword acl auth-method create -type kubernetes -name k8s -kubernetes-host https://k8s:443 -kubernetes-ca-cert @ca.pem -kubernetes-service-account-jwt @reviewer.jwt',
+    'watchword acl auth-method create -type kubernetes -name k8s -kubernetes-host https://k8s:443 -kubernetes-ca-cert @ca.pem ' +
+      '-kubernetes-service-account-jwt @reviewer.jwt',
   ],
   'acl binding-rule create': [
     "watchword acl binding-rule create -method ci -bind-type service -bind-name '${value.service}' -selector 'value.team == \"pay\"'",

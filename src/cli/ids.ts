@@ -22,7 +22,8 @@ async function fromPrefix(kind: Kind, prefix: string, ids: () => Promise<string[
   if (found.length === 0) throw new UsageError(`Error determining ${kind} ID: No such ${kind} ID with prefix: ${prefix}`);
   if (found.length > 1)
     throw new UsageError(
-      `Error determining ${kind} ID: Partial ${kind} ID is not unique (${prefix} matches ${found.length}: ${found.slice(0, 5).join(', ')}${found.length > 5 ? ', …' : ''})`,
+      `Error determining ${kind} ID: Partial ${kind} ID is not unique (${prefix} matches ${found.length}: ` +
+        `${found.slice(0, 5).join(', ')}${found.length > 5 ? ', …' : ''})`,
     );
   return found[0] as string;
 }

@@ -50,7 +50,9 @@ const nodeIdentities = (t: Pick<TokenResponse, 'NodeIdentities'>) =>
 const templated = (t: Pick<TokenResponse, 'TemplatedPolicies'>) =>
   (t.TemplatedPolicies ?? []).map(
     (p) =>
-      `${p.TemplateName}${p.TemplateVariables ? ` (Name: ${p.TemplateVariables.name})` : ''}${p.Datacenters ? ` (Datacenters: ${p.Datacenters.join(', ')})` : ''}`,
+      p.TemplateName +
+      (p.TemplateVariables ? ` (Name: ${p.TemplateVariables.name})` : '') +
+      (p.Datacenters ? ` (Datacenters: ${p.Datacenters.join(', ')})` : ''),
   );
 
 /** Hash and indices, shown with -meta (as Consul's -meta): the same three rows for every object that has them. */

@@ -34,7 +34,8 @@ export function snapshotCommand(program: Command): void {
           opts,
           result,
           (r) =>
-            `Restored snapshot (${r.Restored}) at index ${r.Index}: ${r.Tokens} tokens, ${r.Policies} policies, ${r.Roles} roles\n${r.Message}`,
+            `Restored snapshot (${r.Restored}) at index ${r.Index}: ${r.Tokens} tokens, ${r.Policies} policies, ${r.Roles} ` +
+            `roles\n${r.Message}`,
         );
       })(o, cmd),
   );

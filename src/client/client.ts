@@ -108,7 +108,10 @@ export interface ClientOptions {
    * WATCHWORD_CLIENT_CERT, WATCHWORD_CLIENT_KEY) or PEM text.
    */
   tls?: ClientTLS;
-  /** Reads without their own consistency: `stale` lets any server answer (Consul's ?stale), `consistent` asks the leader to confirm it leads. */
+  /**
+   * Reads without their own consistency: `stale` lets any server answer (Consul's ?stale), `consistent` asks the
+   * leader to confirm it leads.
+   */
   consistency?: 'stale' | 'consistent';
 }
 

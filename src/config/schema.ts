@@ -206,7 +206,10 @@ export const configShape = {
   rate_limit_peer: z.coerce.number().min(0).max(10_000_000).optional(),
   /** Secondaries: look-ups at the primary of secrets not held here, per client address per second. */
   secret_lookup_rate: z.coerce.number().min(0.1).max(1_000_000).default(10),
-  /** Servers of this datacenter (README, "Several servers per datacenter"), HOST:PORT of each, this one included; without a coordinator the first leads. */
+  /**
+   * Servers of this datacenter (README, "Several servers per datacenter"), HOST:PORT of each, this one included;
+   * without a coordinator the first leads.
+   */
   server_peers: z
     .union([
       z.string().transform((v) =>
@@ -344,7 +347,8 @@ export const configSchema = z
         code: 'custom',
         path: ['server_key'],
         message:
-          'is required: several servers without TLS prove themselves to each other with a shared key (make one with `watchword keygen`), never with an ACL token',
+          'is required: several servers without TLS prove themselves to each other with a shared key (make one with `watchword ' +
+          'keygen`), never with an ACL token',
       });
     }
     if (several && c.tls_cert_file !== undefined && c.tls_ca_file === undefined) {

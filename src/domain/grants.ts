@@ -47,7 +47,8 @@ export function normalizeServiceIdentities(list: readonly ServiceIdentityInput[]
     if (!s.ServiceName) throw invalid(`Service identity is missing the service name field on this ${owner}`);
     if (!isValidIdentityName(s.ServiceName)) {
       throw invalid(
-        `Service identity ${JSON.stringify(s.ServiceName)} has an invalid name. Only lowercase alphanumeric characters, '-' and '_' are allowed`,
+        `Service identity ${JSON.stringify(s.ServiceName)} has an invalid name. Only lowercase alphanumeric characters, '-' and '_' ` +
+          `are allowed`,
       );
     }
     const dcs = s.Datacenters ?? [];
@@ -125,7 +126,8 @@ export function normalizeTemplatedPolicies(list: readonly TemplatedPolicyInput[]
       }
       if (!isValidIdentityName(name)) {
         throw invalid(
-          `Invalid templated policy ${JSON.stringify(t.TemplateName)}: name ${JSON.stringify(name)} is invalid. Only lowercase alphanumeric characters, '-' and '_' are allowed`,
+          `Invalid templated policy ${JSON.stringify(t.TemplateName)}: name ${JSON.stringify(name)} is invalid. Only lowercase ` +
+            `alphanumeric characters, '-' and '_' are allowed`,
         );
       }
     } else if (name !== undefined && name !== '') {

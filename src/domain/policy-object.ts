@@ -11,7 +11,8 @@ export function checkPolicyName(name: string): void {
   if (name === '') throw invalid('Invalid Policy: no Name is set');
   if (name.length > 128 || !POLICY_NAME_RE.test(name)) {
     throw invalid(
-      "Invalid Policy: invalid Name. Only alphanumeric characters, '-', '_' and a single '/' (not leading) are allowed, at most 128 characters",
+      "Invalid Policy: invalid Name. Only alphanumeric characters, '-', '_' and a single '/' (not leading) are allowed, at most 128 " +
+        'characters',
     );
   }
   if (name.toLowerCase().startsWith('builtin/')) {

@@ -46,7 +46,8 @@ export const POLICY_TEMPLATES: readonly PolicyTemplate[] = [
       block('node_prefix', '', 'read'),
     ].join('\n'),
     Description:
-      "Gives the token or role permissions to register a service and discover services in the catalog. It also gives the specified service's sidecar proxy the permission to discover and route traffic to other services.",
+      'Gives the token or role permissions to register a service and discover services in the catalog. It also gives the specified ' +
+      "service's sidecar proxy the permission to discover and route traffic to other services.",
   },
   {
     TemplateID: '00000000-0000-0000-0000-000000000004',
@@ -55,7 +56,8 @@ export const POLICY_TEMPLATES: readonly PolicyTemplate[] = [
     Schema: NAME_SCHEMA,
     Template: [block('node', '{{.Name}}', 'write'), block('service_prefix', '', 'read')].join('\n'),
     Description:
-      'Gives the token or role permissions to register an agent/node into the catalog. A node is typically an agent but can also be a physical server, cloud instance or a container.',
+      'Gives the token or role permissions to register an agent/node into the catalog. A node is typically an agent but can also be a ' +
+      'physical server, cloud instance or a container.',
   },
   {
     TemplateID: '00000000-0000-0000-0000-000000000005',

@@ -164,7 +164,8 @@ export abstract class DatacenterRole implements ClusterRole {
     if (!leader)
       throw new WatchwordError(
         'NO_LEADER',
-        `this server is a follower and reaches no leader of datacenter ${this.deps.config.datacenter} now; a ?consistent read needs one: try again shortly or read without ?consistent`,
+        `this server is a follower and reaches no leader of datacenter ${this.deps.config.datacenter} now; a ?consistent read needs ` +
+          `one: try again shortly or read without ?consistent`,
       );
     await this.leaderBarrier(leader);
     return true;

@@ -235,7 +235,9 @@ export class ServerLeader implements BatchReplicator, LeaderHost {
       return {
         ok: false,
         status: 403,
-        reason: `not a server of ${datacenter}: this datacenter's servers prove themselves with TLS certificates or a server key, and neither is configured here`,
+        reason:
+          `not a server of ${datacenter}: this datacenter's servers prove themselves with TLS certificates or a server key, and ` +
+          `neither is configured here`,
       };
     }
     if (!name || name.length > 128) return { ok: false, status: 400, reason: 'the server did not name itself' };

@@ -22,7 +22,8 @@ export const DEFAULT_REPLICATION_OPTIONS = {
 export type ReplicationOptions = typeof DEFAULT_REPLICATION_OPTIONS;
 
 /**
- * A server's place in the cluster (README, "Multiple datacenters" and "Several servers per datacenter"): primary or secondary datacenter, and
+ * A server's place in the cluster (README, "Multiple datacenters" and "Several servers per datacenter"): primary or
+ * secondary datacenter, and
  * leader or follower within its own. Services and the HTTP layer ask it, never the
  * configuration: where a write goes, what a consistent read waits for, who is asked
  * about a secret this server does not hold, and how replication stands.

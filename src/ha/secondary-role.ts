@@ -150,7 +150,8 @@ export class SecondaryRole extends DatacenterRole {
     refuse(
       socket,
       400,
-      `datacenter ${config.datacenter} is a secondary; replication connects to the primary (${config.primary_datacenter}) at ${this.primaryAddresses.join(',')}`,
+      `datacenter ${config.datacenter} is a secondary; replication connects to the primary (${config.primary_datacenter}) at ` +
+        `${this.primaryAddresses.join(',')}`,
     );
   }
 }

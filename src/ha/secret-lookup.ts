@@ -29,7 +29,8 @@ export class SecretLookup {
     if (wait > 0) {
       throw new WatchwordError(
         'RATE_LIMITED',
-        `Too many unknown secrets from ${client ?? 'this client'}: secrets this datacenter does not hold are looked up at the primary at most ${this.limiter.rate} times per second per client`,
+        `Too many unknown secrets from ${client ?? 'this client'}: secrets this datacenter does not hold are looked up at the primary ` +
+          `at most ${this.limiter.rate} times per second per client`,
         { retryAfter: wait },
       );
     }

@@ -55,7 +55,10 @@ export const leaderFrame = z.discriminatedUnion('t', [
     prev: z.number().int().nonnegative(),
     term: z.number().int().nonnegative(),
     ops: z.array(z.tuple([z.string(), bytes.nullable()])),
-    /** Every batch up to this one is committed (acknowledged): a follower shows batches only up to it. Absent: an older leader, which commits each batch it sends. */
+    /**
+     * Every batch up to this one is committed (acknowledged): a follower shows batches only up to it. Absent: an older
+     * leader, which commits each batch it sends.
+     */
     commit: z.number().int().nonnegative().optional(),
   }),
   // silent: on a secondary datacenter's leader, how long the primary has been silent (ms), for replication_max_stale.

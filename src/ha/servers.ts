@@ -291,7 +291,10 @@ export class ServerGroup {
     const f = this.following?.stream.status();
     const leader = this.otherLeader();
     if (f && leader && f.RefusedForMs > this.options.leaseMs) {
-      return `the leader named in the coordinator (${leader.name}) has refused this server's stream for ${Math.round(f.RefusedForMs / 1000)} s: ${f.LastError}`;
+      return (
+        `the leader named in the coordinator (${leader.name}) has refused this server's stream for ` +
+        `${Math.round(f.RefusedForMs / 1000)} s: ${f.LastError}`
+      );
     }
     return undefined;
   }

@@ -29,7 +29,8 @@ export function refuseSecondHop(request: FastifyRequest, datacenter: string, tar
   if (from === undefined) return;
   throw new WatchwordError(
     'FORWARD_LOOP',
-    `Request forwarded from datacenter ${JSON.stringify(String(from).slice(0, 64))} would be forwarded again from ${datacenter} to ${target}; requests are forwarded at most once (check the datacenters' addresses)`,
+    `Request forwarded from datacenter ${JSON.stringify(String(from).slice(0, 64))} would be forwarded again from ${datacenter} to ` +
+      `${target}; requests are forwarded at most once (check the datacenters' addresses)`,
   );
 }
 

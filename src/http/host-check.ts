@@ -63,7 +63,8 @@ export class HostCheck {
     }
     const shown = JSON.stringify(host.slice(0, 200));
     return this.policy.loopbackOnly
-      ? `Host ${shown} is not allowed: this daemon listens on loopback and answers requests addressed to localhost, 127.0.0.1 or [::1] only (a guard against DNS rebinding); add the name to http_allowed_hosts to allow it`
+      ? `Host ${shown} is not allowed: this daemon listens on loopback and answers requests addressed to localhost, 127.0.0.1 or [::1] ` +
+          `only (a guard against DNS rebinding); add the name to http_allowed_hosts to allow it`
       : `Host ${shown} is not allowed: it is not in http_allowed_hosts`;
   }
 
@@ -95,7 +96,8 @@ export class HostCheck {
     if (refused === undefined) return false;
     const { contentType, body } = errorResponse('HOST_NOT_ALLOWED', refused, req.headers.accept);
     socket.end(
-      `HTTP/1.1 403 Forbidden\r\nContent-Type: ${contentType}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${ERROR_CODE_HEADER}: HOST_NOT_ALLOWED\r\nConnection: close\r\n\r\n${body}`,
+      `HTTP/1.1 403 Forbidden\r\nContent-Type: ${contentType}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${ERROR_CODE_HEADER}: ` +
+        `HOST_NOT_ALLOWED\r\nConnection: close\r\n\r\n${body}`,
     );
     return true;
   }

@@ -175,7 +175,10 @@ export class AuditLog {
       line = raw ? `${JSON.stringify(event).slice(0, -1)},${raw}}\n` : `${JSON.stringify(event)}\n`;
     } else {
       const a = actor;
-      line = `{"Time":"${new Date(at).toISOString()}","Type":${quoteJSON(type)},"RequestID":${quoteJSON(a.RequestID)},"AccessorID":${quoteJSON(a.AccessorID)},"RemoteAddr":${quoteJSON(a.RemoteAddr)},"Method":${quoteJSON(a.Method)},"Path":${quoteJSON(a.Path)}${this.placeMembers}${status}${members(details)}${raw ? `,${raw}` : ''}}\n`;
+      const who = `"RequestID":${quoteJSON(a.RequestID)},"AccessorID":${quoteJSON(a.AccessorID)},"RemoteAddr":${quoteJSON(a.RemoteAddr)}`;
+      const how = `"Method":${quoteJSON(a.Method)},"Path":${quoteJSON(a.Path)}`;
+      const rest = `${this.placeMembers}${status}${members(details)}${raw ? `,${raw}` : ''}`;
+      line = `{"Time":"${new Date(at).toISOString()}","Type":${quoteJSON(type)},${who},${how}${rest}}\n`;
     }
     this.recent.push(line, at, () =>
       JSON.stringify({
@@ -213,7 +216,8 @@ export class AuditLog {
     await this.append(lines, true).catch((err: unknown) => {
       throw new WatchwordError(
         'AUDIT_UNAVAILABLE',
-        `the audit log cannot be written (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}); writes are refused while audit_log_mode is enforced`,
+        `the audit log cannot be written (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}); writes are refused while ` +
+          `audit_log_mode is enforced`,
         { cause: err },
       );
     });

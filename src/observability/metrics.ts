@@ -156,7 +156,9 @@ export class Metrics implements BlockingGauge {
     });
     new Gauge({
       name: 'watchword_server_leader_problem',
-      help: '1 while this server sees no working leader: the coordinator out of reach, or the leader named there refusing this server for longer than a lease',
+      help:
+        '1 while this server sees no working leader: the coordinator out of reach, or the leader named there refusing this server ' +
+        'for longer than a lease',
       registers,
       collect() {
         this.set(view().Problem === null ? 0 : 1);

@@ -47,7 +47,8 @@ export function refuse(socket: Duplex, status: number, reason: string, headers: 
     .map(([k, v]) => `${k}: ${v}\r\n`)
     .join('');
   socket.end(
-    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${extra}Connection: close\r\n\r\n${body}`,
+    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ` +
+      `${Buffer.byteLength(body)}\r\n${extra}Connection: close\r\n\r\n${body}`,
   );
 }
 

@@ -132,7 +132,9 @@ export class ReplicationSecondary {
     if (configured.some((c) => host(c) === new URL(url).host)) return { ok: true, url };
     return {
       ok: false,
-      reason: `${leader} is not one of primary_address, and without TLS a server it names cannot prove itself; list every server of the primary datacenter in primary_address`,
+      reason:
+        `${leader} is not one of primary_address, and without TLS a server it names cannot prove itself; list every server of the ` +
+        `primary datacenter in primary_address`,
     };
   }
 

@@ -264,6 +264,7 @@ function refuseWhenStale(staleness: NonNullable<ResolverOptions['staleness']>): 
   const silent = staleness.silentForMs() ?? 0;
   throw new WatchwordError(
     'PERMISSION_DENIED',
-    `Permission denied: this datacenter has not heard from the primary for ${formatDuration(silent)}, longer than replication_max_stale (${formatDuration(staleness.maxMs)}); global tokens cannot be confirmed until it has (Local tokens still work)`,
+    `Permission denied: this datacenter has not heard from the primary for ${formatDuration(silent)}, longer than replication_max_stale ` +
+      `(${formatDuration(staleness.maxMs)}); global tokens cannot be confirmed until it has (Local tokens still work)`,
   );
 }

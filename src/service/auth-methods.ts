@@ -140,7 +140,8 @@ export class AuthMethodService {
       (tx) => {
         if (tx.getAuthMethod(scope, name))
           throw invalid(
-            `Invalid Auth Method: an auth method named ${JSON.stringify(name)} already exists; update it with PUT /v1/acl/auth-method/${name}`,
+            `Invalid Auth Method: an auth method named ${JSON.stringify(name)} already exists; update it with PUT ` +
+              `/v1/acl/auth-method/${name}`,
           );
         return tx.put('authMethods', content);
       },

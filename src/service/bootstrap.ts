@@ -121,7 +121,8 @@ export class BootstrapService {
           }
           if (resetFromFile !== state.ResetIndex) {
             throw notPermitted(
-              `Invalid bootstrap reset index (specified ${Number.isNaN(resetFromFile) ? 'unreadable' : resetFromFile}, reset index: ${state.ResetIndex})`,
+              `Invalid bootstrap reset index (specified ${Number.isNaN(resetFromFile) ? 'unreadable' : resetFromFile}, reset index: ` +
+                `${state.ResetIndex})`,
             );
           }
           usedReset = true;

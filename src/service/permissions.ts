@@ -19,7 +19,8 @@ export function permissionDenied(identity: Identity, level: AclLevel, scope: Sco
   if (identity.anonymous) {
     return new WatchwordError(
       'PERMISSION_DENIED',
-      `Permission denied: anonymous token lacks permission '${permission}'${where(scope)}. The anonymous token is used implicitly when a request does not specify a token.`,
+      `Permission denied: anonymous token lacks permission '${permission}'${where(scope)}. The anonymous token is used implicitly when ` +
+        `a request does not specify a token.`,
     );
   }
   return new WatchwordError(

@@ -120,7 +120,8 @@ export class SnapshotService {
     const own = header.Datacenter === this.options.datacenter;
     if (!this.options.isPrimary && !own) {
       throw invalid(
-        `Invalid snapshot: it was taken in datacenter ${header.Datacenter}; a secondary restores only its own Local tokens (global objects come from the primary ${this.options.primaryDatacenter}); nothing was restored`,
+        `Invalid snapshot: it was taken in datacenter ${header.Datacenter}; a secondary restores only its own Local tokens (global ` +
+          `objects come from the primary ${this.options.primaryDatacenter}); nothing was restored`,
       );
     }
     const restoreGlobal = this.options.isPrimary;
@@ -216,8 +217,10 @@ export class SnapshotService {
       restored === 'all'
         ? 'global objects and Local tokens restored; secondaries resynchronise with the restored state'
         : restored === 'global'
-          ? `global objects restored; the snapshot is of datacenter ${header.Datacenter}, so this datacenter's Local tokens were left as they were; secondaries resynchronise`
-          : `this datacenter is a secondary: only its Local tokens were restored; global objects come from the primary ${this.options.primaryDatacenter}`;
+          ? `global objects restored; the snapshot is of datacenter ${header.Datacenter}, so this datacenter's Local tokens were left ` +
+            `as they were; secondaries resynchronise`
+          : `this datacenter is a secondary: only its Local tokens were restored; global objects come from the primary ` +
+            `${this.options.primaryDatacenter}`;
     return {
       Restored: restored,
       Index: index,

@@ -160,7 +160,8 @@ export async function claimDatacenter(db: Level<string, Uint8Array>, dir: string
   if (owner !== datacenter) {
     throw new WatchwordError(
       'INTERNAL',
-      `the store in ${dir} belongs to datacenter ${owner}, not ${datacenter}; start it as ${owner} or give ${datacenter} a data dir of its own`,
+      `the store in ${dir} belongs to datacenter ${owner}, not ${datacenter}; start it as ${owner} or give ${datacenter} a data dir ` +
+        `of its own`,
     );
   }
 }

@@ -239,7 +239,10 @@ export interface InstallOptions {
   audit?: AuditRecord;
 }
 
-/** What a secondary's catch-up needs of its store (replication/catch-up.ts): the durable state, and a staged store to build and make current. */
+/**
+ * What a secondary's catch-up needs of its store (replication/catch-up.ts): the durable state, and a staged store to
+ * build and make current.
+ */
 export interface CatchUpStore {
   readonly tables: Tables;
   getMeta(key: string): unknown;

@@ -505,7 +505,8 @@ export async function runHaChaos(options: HaChaosOptions = {}): Promise<HaChaosR
       const result = { n, kind, target: injected.target, heldMs: injected.heldMs, convergedMs: Date.now() - undone, converged };
       faults.push(result);
       log(
-        `fault ${n}/${total}: ${kind} ${injected.target}, held ${(injected.heldMs / 1000).toFixed(1)} s, ${converged ? `converged in ${(result.convergedMs / 1000).toFixed(2)} s` : 'DID NOT CONVERGE'}`,
+        `fault ${n}/${total}: ${kind} ${injected.target}, held ${(injected.heldMs / 1000).toFixed(1)} s, ` +
+          `${converged ? `converged in ${(result.convergedMs / 1000).toFixed(2)} s` : 'DID NOT CONVERGE'}`,
       );
       if (!converged) break;
       if (n % 10 === 0) {

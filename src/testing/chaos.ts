@@ -425,7 +425,8 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
       const result = { n, kind, target, heldMs, convergedMs: Date.now() - undone, converged };
       faults.push(result);
       log(
-        `fault ${n}/${total}: ${kind} ${target}, held ${(heldMs / 1000).toFixed(1)} s, ${converged ? `converged in ${(result.convergedMs / 1000).toFixed(2)} s` : 'DID NOT CONVERGE'}`,
+        `fault ${n}/${total}: ${kind} ${target}, held ${(heldMs / 1000).toFixed(1)} s, ` +
+          `${converged ? `converged in ${(result.convergedMs / 1000).toFixed(2)} s` : 'DID NOT CONVERGE'}`,
       );
       if (!converged) break;
     }

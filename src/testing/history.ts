@@ -210,7 +210,10 @@ export function describeAnomaly(a: Anomaly, origin = 0): string {
     const what = isRead(o)
       ? `${o.kind}${o.consistent ? ' ?consistent' : ''} -> ${o.outcome === 'ok' ? (o.found ? 'found' : 'not found') : o.outcome}`
       : `${o.kind} -> ${o.outcome}${o.pending ? ' (replication pending)' : ''}`;
-    return `    [${o.invoked - origin}..${o.completed - origin} ms] ${o.process} at ${o.dc} (${o.server}): ${what}${o.index !== undefined ? `, index ${o.index}` : ''}`;
+    return (
+      `    [${o.invoked - origin}..${o.completed - origin} ms] ${o.process} at ${o.dc} (${o.server}): ` +
+      `${what}${o.index !== undefined ? `, index ${o.index}` : ''}`
+    );
   });
   return [`  ${a.kind} ${a.key}: ${a.message}`, ...lines].join('\n');
 }

@@ -65,7 +65,8 @@ function serial(): string {
 
 async function exportKey(key: CryptoKey): Promise<string> {
   const der = Buffer.from(await webcrypto.subtle.exportKey('pkcs8', key));
-  return `-----BEGIN PRIVATE KEY-----\n${der.toString('base64').replace(/.{64}/g, '$&\n').replace(/\n?$/, '\n')}-----END PRIVATE KEY-----\n`;
+  const body = der.toString('base64').replace(/.{64}/g, '$&\n').replace(/\n?$/, '\n');
+  return `-----BEGIN PRIVATE KEY-----\n${body}-----END PRIVATE KEY-----\n`;
 }
 
 /** A new CA: a self-signed certificate that may sign certificates (and nothing below them may). */

@@ -74,7 +74,9 @@ export class ServerKeyProof {
     if (!equal(proof, this.mac('follower', name, nonce, time, self.name, self.address))) {
       return {
         ok: false,
-        reason: `the server proof is wrong: this peer does not hold this datacenter's server key, or made its proof for another server than ${self.name} at ${self.address}`,
+        reason:
+          `the server proof is wrong: this peer does not hold this datacenter's server key, or made its proof for another server ` +
+          `than ${self.name} at ${self.address}`,
       };
     }
     this.forgetOld(now);

@@ -124,7 +124,8 @@ function interpret(body: Body, level: Level): ScopeRules {
     const nested = block.body.blocks[0];
     if (nested)
       throw new PolicyRulesError(
-        `Invalid ACL rules: unexpected block ${JSON.stringify(nested.type)} in ${block.type} ${JSON.stringify(block.label)}${at(nested.pos)}`,
+        `Invalid ACL rules: unexpected block ${JSON.stringify(nested.type)} in ${block.type} ` +
+          `${JSON.stringify(block.label)}${at(nested.pos)}`,
       );
     if (policy === undefined && intentions === undefined) {
       throw new PolicyRulesError(

@@ -71,7 +71,8 @@ export async function agentRoutes(app: FastifyInstance, deps: AgentRoutesDeps): 
         // relays it, and answers with its own, saying why, only when no leader answers.
         const own = deps.agent.servers();
         const relayed = await relayToLeader(request, reply, deps.cluster, (err) => {
-          own.Problem ??= `this is ${own.AnsweredBy}'s own view: the leader did not answer (${err instanceof Error ? err.message : String(err)})`;
+          own.Problem ??=
+            `this is ${own.AnsweredBy}'s own view: the leader did not answer ` + `(${err instanceof Error ? err.message : String(err)})`;
         });
         if (relayed) return relayed;
         if (own.Leader === null) own.Problem ??= `this is ${own.AnsweredBy}'s own view: no leader is known`;
@@ -84,7 +85,8 @@ export async function agentRoutes(app: FastifyInstance, deps: AgentRoutesDeps): 
     GET: {
       doc: {
         summary:
-          'Whether this server can do its job: 200 when every check passes, else 503 naming the failing checks (anonymous; why they fail only to agent:read). ?role=leader: 200 only at the leader',
+          'Whether this server can do its job: 200 when every check passes, else 503 naming the failing checks (anonymous; why they ' +
+          'fail only to agent:read). ?role=leader: 200 only at the leader',
         permission: 'none',
         response: z.object({
           Status: z.enum(['passing', 'critical']),
@@ -126,7 +128,8 @@ export async function agentRoutes(app: FastifyInstance, deps: AgentRoutesDeps): 
     GET: {
       doc: {
         summary:
-          "This server's recent audit events, newest first (operator:read and acl:read). With ?after=N, the events after sequence N, oldest first (to follow the log)",
+          "This server's recent audit events, newest first (operator:read and acl:read). With ?after=N, the events after sequence N, " +
+          'oldest first (to follow the log)',
         permission: 'operator:read',
         response: z.object({
           Events: z.array(z.record(z.string(), z.unknown())),

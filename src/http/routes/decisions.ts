@@ -53,11 +53,14 @@ export async function decisionRoutes(app: FastifyInstance, deps: DecisionRoutesD
     GET: {
       doc: {
         summary:
-          "The request's own token as an enforcing client compiles it: place, expiry, default policy and the rules of every policy that applies here. Blocks with ?hash= until that changes",
+          "The request's own token as an enforcing client compiles it: place, expiry, default policy and the rules of every policy that " +
+          'applies here. Blocks with ?hash= until that changes',
         permission: 'none',
         response: tokenAuthorizerResponse,
         query: {
-          hash: 'Blocking: answer once the content hash differs from this one (X-Service-ContentHash of the last answer), or the wait runs out',
+          hash:
+            'Blocking: answer once the content hash differs from this one (X-Service-ContentHash of the last answer), or the ' +
+            'wait runs out',
           wait: 'Longest wait with ?hash= (default 5m, at most 10m)',
         },
       },

@@ -31,7 +31,8 @@ export async function replicationRoutes(app: FastifyInstance, deps: ReplicationR
     GET: {
       doc: {
         summary:
-          "Replication lag over the last hour, sampled by this server (the web UI's chart): on the primary each connected secondary, on a secondary its own",
+          "Replication lag over the last hour, sampled by this server (the web UI's chart): on the primary each connected secondary, on " +
+          'a secondary its own',
         permission: 'none',
         response: z.object({
           IntervalMs: z.number().int(),

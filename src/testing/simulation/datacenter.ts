@@ -372,7 +372,8 @@ class Datacenter {
         if (missing.length > 0) {
           const first = this.acknowledged.get(missing[0] as string);
           this.fail(
-            `${server.name} leads term ${term} without ${missing.length} acknowledged write(s), e.g. ${missing[0]} (acknowledged by ${first?.server} in term ${first?.term})`,
+            `${server.name} leads term ${term} without ${missing.length} acknowledged write(s), e.g. ${missing[0]} (acknowledged by ` +
+              `${first?.server} in term ${first?.term})`,
           );
         }
       },
