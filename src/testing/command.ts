@@ -19,8 +19,10 @@ export const DAEMON_NODE_FLAGS = ['--max-semi-space-size=64'];
  * else the built dist/main.js. Every spawner (harness, tests, scripts) goes through here.
  */
 export function watchwordCommand(): string[] {
+  // More of node's flags for every daemon started (`--cpu-prof --cpu-prof-dir=DIR` to profile them).
+  const flags = [...DAEMON_NODE_FLAGS, ...(process.env.WATCHWORD_DAEMON_NODE_FLAGS?.split(' ').filter(Boolean) ?? [])];
   const built = process.env.WATCHWORD_AGENT_ENTRY;
-  if (built) return [...DAEMON_NODE_FLAGS, built];
+  if (built) return [...flags, built];
   const main = join(here, '..', '..', fromSource ? 'main.ts' : 'main.js');
-  return fromSource ? [...DAEMON_NODE_FLAGS, '--import', 'tsx', main] : [...DAEMON_NODE_FLAGS, main];
+  return fromSource ? [...flags, '--import', 'tsx', main] : [...flags, main];
 }
