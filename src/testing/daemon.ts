@@ -25,13 +25,13 @@ const agentCommand = (): string[] => [...watchwordCommand(), 'agent'];
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-export async function until<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
+export async function until<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined | false>): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {
     try {
       const v = await probe();
-      if (v !== undefined) return v;
+      if (v !== undefined && v !== false) return v;
     } catch (err) {
       last = err;
     }

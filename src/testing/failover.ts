@@ -7,6 +7,7 @@
  * server, the global ones on dc2 and the Local ones nowhere else. Bounded in count and time.
  */
 import { randomUUID } from 'node:crypto';
+import { until } from './daemon.js';
 import { type Cluster, type DatacenterHandle, startCluster } from './index.js';
 
 export interface Failover {
@@ -52,19 +53,6 @@ async function call(server: DatacenterHandle, token: string, method: string, pat
   });
   const text = await res.text();
   return { status: res.status, body: text ? (JSON.parse(text) as unknown) : undefined };
-}
-
-async function until(what: string, timeoutMs: number, probe: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      if (await probe()) return;
-    } catch {
-      // try again
-    }
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await sleep(100);
-  }
 }
 
 async function tokenIDs(server: DatacenterHandle, token: string): Promise<Set<string>> {

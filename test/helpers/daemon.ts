@@ -97,30 +97,15 @@ export async function startTestDaemon(
   };
 }
 
-/**
- * Polls `probe` every 100 ms until it returns true; past the deadline, fails naming `what` and
- * the probe's last error (a probe that throws is tried again).
- */
-export async function until(what: string, timeoutMs: number, probe: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      if (await probe()) return;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms${last ? ` (${(last as Error).message})` : ''}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+/** Polls `probe` until it returns true; past the deadline, fails naming `what` and the probe's last error. */
+export { until } from '../../src/testing/daemon.js';
 
-/** Polls `check` until it returns true or the deadline passes. */
-export async function waitFor(check: () => Promise<boolean> | boolean, timeoutMs = 5000, stepMs = 20): Promise<void> {
+/** Polls `check` until it returns true or the deadline passes (then fails naming `what`). */
+export async function waitFor(check: () => Promise<boolean> | boolean, timeoutMs = 5000, stepMs = 20, what = 'condition'): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     if (await check()) return;
-    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
+    if (Date.now() > deadline) throw new Error(`${what} not met within ${timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, stepMs));
   }
 }

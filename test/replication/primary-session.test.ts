@@ -13,6 +13,7 @@ import {
 import { PROTOCOL_VERSION, type PrimaryFrame } from '../../src/replication/protocol.js';
 import { AclResolver } from '../../src/service/acl-resolver.js';
 import { LevelStore } from '../../src/store/level-store.js';
+import { waitFor } from '../helpers/daemon.js';
 import { tokenRecord } from '../helpers/records.js';
 import { tempDir } from '../helpers/temp-dir.js';
 
@@ -45,13 +46,7 @@ class ArrayChannel implements FrameChannel {
   }
 }
 
-async function until(what: string, probe: () => boolean, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!probe()) {
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
+const until = (what: string, probe: () => boolean, timeoutMs = 5000): Promise<void> => waitFor(probe, timeoutMs, 5, what);
 
 describe('replication primary session (socket-free)', () => {
   let dir: { path: string; remove: () => Promise<void> };
