@@ -109,7 +109,8 @@ export { VERSION } from './version.js';
 /**
  * The composition root: opens the store, builds services, HTTP and the reaper, and
  * starts them in order. Nothing serves before the store is open; close() stops in the
- * reverse order and leaves the store flushed.
+ * reverse order and leaves the store flushed. Each step is a builder below, in the order
+ * they run: storage, the server's place, the services, what the role runs, HTTP, listening.
  */
 export async function startDaemon(config: Config, options: DaemonOptions = {}): Promise<Daemon> {
   const clock = options.clock ?? systemClock;
@@ -122,7 +123,6 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       rotateBytes: config.log_rotate_bytes,
       maxFiles: config.log_rotate_max_files,
     }));
-  const primary = isPrimary(config);
   const dataDir = resolve(config.data_dir);
   // Certificates are checked before anything else: a bad file is one line and exit 1, with nothing opened.
   const transport = new Transport({
@@ -132,46 +132,10 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     serverKey: config.server_key,
     logger,
   });
-  // Secrets live in the store: nothing the daemon creates is readable by other users.
-  process.umask(0o077);
-  await mkdir(dataDir, { recursive: true, mode: 0o700 });
-  await restrictModes(dataDir);
-
-  let metricsRef: Metrics | undefined;
-  const store = await LevelStore.open(join(dataDir, 'store'), {
-    durability: config.durability,
-    changeLog: primary,
-    datacenter: config.datacenter,
-    ...(options.storeFaults ? { faults: options.storeFaults } : {}),
-    onAvailability: (available, cause) => {
-      metricsRef?.storeAvailable.set(available ? 1 : 0);
-      if (available) logger.info('store: writes succeed again; accepting writes');
-      else logger.error({ err: cause }, 'store: a write failed; refusing writes (503) and retrying until the disk accepts them');
-    },
-  });
-  // The audit log: opened before anything can change, so the first write is recorded.
-  const audit = new AuditLog(
-    auditSettings(config, dataDir),
-    { datacenter: config.datacenter, server: config.node_name },
-    logger,
-    () => store.getMeta(META.auditKey) as Uint8Array | undefined,
-  );
-  try {
-    await audit.open();
-  } catch (err) {
-    await store.close();
-    throw new Error(`cannot open the audit log ${auditSettings(config, dataDir).path}: ${(err as Error).message}`);
-  }
-  if (!config.audit_log) logger.warn('the audit log is off (audit_log = false): ACL changes and refusals are not recorded');
-  store.setAudit(config.audit_log ? audit : undefined);
-  const event = (type: string, details: Record<string, unknown>) => audit.record(type, systemActor('watchword'), 200, details);
-  /** The configuration in force (a reload replaces what may change). */
-  let current = config;
+  const { store, audit, metrics } = await openStorage(config, dataDir, options, logger);
+  /** host:port once bound; other datacenters reach this daemon at advertise_addr, else there. */
   let address = '';
-  /** Where other datacenters reach this daemon: advertise_addr, else the bound address. */
   const advertised = (): string => config.advertise_addr ?? address;
-  const metrics = new Metrics(store);
-  metricsRef = metrics;
   // The server's place first: the services below are built from what it offers (look-ups of
   // secrets held elsewhere, checks of chosen IDs), and it gets theirs when it starts.
   const cluster: ClusterRole = createClusterRole({
@@ -188,228 +152,37 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     transport,
     ...(options.servers ? { serverTimings: options.servers } : {}),
     advertised,
-    onEvent: event,
+    onEvent: (type, details) => audit.record(type, systemActor('watchword'), 200, details),
   });
   try {
-    const resolver = new AclResolver(store, clock, {
-      datacenter: config.datacenter,
-      defaultPolicy: config.default_policy,
-      // Secondaries and followers: a secret this server does not hold is asked for where it may have been made.
-      ...(cluster.lookupUnknownSecret ? { lookupUnknownSecret: cluster.lookupUnknownSecret } : {}),
-      ...(!primary && config.replication_max_stale > 0
-        ? { staleness: { maxMs: config.replication_max_stale, silentForMs: () => cluster.primarySilentForMs() } }
-        : {}),
-    });
-    const tokens = new TokenService(store, resolver, clock, {
-      limits: { minTTL: config.token_min_ttl, maxTTL: config.token_max_ttl },
-      checkChosenIDs: (ids, local) => cluster.checkChosenIDs(ids, local),
-    });
-    const policies = new PolicyService(store, resolver);
-    const roles = new RoleService(store, resolver);
-    const templatedPolicies = new TemplatedPolicyService(resolver);
-    const decisions = new DecisionService(resolver, store);
-    const urls = { allowedHosts: config.auth_method_allowed_hosts };
-    const authMethods = new AuthMethodService(store, resolver, { minTTL: config.token_min_ttl, maxTTL: config.token_max_ttl, urls });
-    const bindingRules = new BindingRuleService(store, resolver);
-    const login = new LoginService(store, clock, { datacenter: config.datacenter, urls });
-    const snapshots = new SnapshotService(store, resolver, clock, {
-      datacenter: config.datacenter,
-      primaryDatacenter: config.primary_datacenter,
-      isPrimary: primary,
-      audit: (type, actor, details) => audit.record(type, actor, 200, details),
-    });
-    const bootstrap = new BootstrapService(store, tokens, clock, {
-      dataDir,
-      isPrimary: primary,
-      primaryDatacenter: config.primary_datacenter,
-      ...(config.primary_address ? { primaryAddress: config.primary_address } : {}),
-    });
-    const single = config.servers.kind === 'single';
-    if (!primary && config.initial_management_token) {
+    const services = buildServices(config, { store, clock, cluster, audit, dataDir });
+    if (!isPrimary(config) && config.initial_management_token) {
       logger.warn('initial_management_token is only used by the primary; ignored on this secondary');
     }
-
     const reaper = new Reaper(store, clock, {
       interval: config.reap_interval,
-      isPrimary: primary,
+      isPrimary: isPrimary(config),
       onReaped: (count) => {
         metrics.reaped.inc(count);
         logger.info({ count }, 'reaped expired tokens');
       },
       onError: (err) => logger.error({ err }, 'reaper pass failed'),
     });
-
-    const roleParts: RoleParts = {
-      resolver,
-      localView: (kind, id) => {
-        if (kind === 'token') {
-          const t = store.reader.getToken(id);
-          return t && tokens.view(t, true);
-        }
-        if (kind === 'policy') {
-          const p = store.reader.getPolicy(id);
-          return p && policyView(p);
-        }
-        const r = store.reader.getRole(id);
-        return r && roles.view(r);
-      },
-      // What only the leader of a datacenter runs besides replication: the built-ins (made by
-      // whichever server leads first; a single server leads from the start) and the reaper.
-      leaderParts: {
-        start: async () => {
-          // The key unknown secrets are named by in the audit log: one per datacenter, made by its first leader.
-          if (store.getMeta(META.auditKey) === undefined) await store.transact((tx) => tx.putMeta(META.auditKey, randomBytes(32)));
-          if (primary) {
-            await bootstrap.ensureBuiltins();
-            if (config.initial_management_token) await bootstrap.ensureInitialManagementToken(config.initial_management_token);
-          }
-          reaper.start();
-        },
-        stop: () => reaper.stop(),
-      },
-    };
-
+    const roleParts = buildRoleParts(config, store, services, reaper);
     const directory = new DatacenterDirectory({
       datacenter: config.datacenter,
       primaryDatacenter: config.primary_datacenter,
       ...(config.placement.role === 'secondary' ? { primaryURLs: config.placement.primaryAddresses } : {}),
       configured: Object.fromEntries(Object.entries(config.datacenter_addresses).map(([dc, url]) => [dc, transport.peerURL(url)])),
       ownURL: () => transport.peerURL(advertised()),
-      peerURL: (address) => transport.peerURL(address),
+      peerURL: (peer) => transport.peerURL(peer),
       reported: () => cluster.reportedDatacenters(),
     });
-
-    const agent: AgentInfo = {
-      datacenter: config.datacenter,
-      primaryDatacenter: config.primary_datacenter,
-      nodeName: config.node_name,
-      version: VERSION,
-      defaultPolicy: config.default_policy,
-      downPolicy: config.down_policy,
-      address: () => address,
-      knownLeader: () => cluster.knownLeader(),
-      lastContactMs: () => cluster.lastContactMs(),
-      datacenters: () => directory.list().map((d) => d.name),
-      self: (operatorRead) => agentSelf(config, address, store, metrics, cluster, transport, operatorRead),
-      leaderAddress: () => cluster.leaderAddress(),
-      isLeader: () => cluster.isLeader(),
-      health: () => healthChecks(config, address, store, cluster, audit),
-      peers: () => cluster.peers(),
-      servers: () => cluster.servers(),
-    };
-    metrics.watchServers(() => agent.servers(), config.node_name);
-    if (!primary && config.replication_max_stale > 0) {
-      metrics.watchStaleness(() => (cluster.primarySilentForMs() ?? 0) > config.replication_max_stale);
-    }
-
-    const peers = new Map<string, PeerClient>();
-    const hooks: ClusterHooks = {
-      datacenter: config.datacenter,
-      addressOf: (dc) => directory.addressesOf(dc),
-      isPeer: (ip) => cluster.isPeerAddress(ip) || (!primary && directory.isKnownHost(ip, hostOf)),
-      ...(single ? {} : { follower: () => cluster.writeTarget() }),
-      peer: (dc, url) => {
-        let p = peers.get(url);
-        if (!p) peers.set(url, (p = new PeerClient(url, dc, transport.fetcher({ datacenter: dc }))));
-        return p;
-      },
-      ...(cluster.secondary ? { secondary: cluster.secondary } : {}),
-    };
-
-    const reads = new ReadGate(store, {
-      gauge: metrics,
-      authorize: readAuthorizer(resolver),
-      maxBlocking: config.max_blocking_queries,
-      maxBlockingPerClient: config.max_blocking_queries_per_client,
-      ...(cluster.beforeConsistentRead ? { beforeConsistentRead: cluster.beforeConsistentRead } : {}),
-    });
-    const rateLimit =
-      config.rate_limit > 0
-        ? (() => {
-            const burst = config.rate_limit_burst ?? Math.ceil(config.rate_limit);
-            const peerRate = config.rate_limit_peer ?? config.rate_limit * 10;
-            return { rate: config.rate_limit, burst, peerRate, peerBurst: Math.max(burst * 10, Math.ceil(peerRate)) };
-          })()
-        : undefined;
-    // Limits a reload (SIGHUP) changes in place.
-    const httpLimits = {
-      requestTimeout: config.http_request_timeout,
-      headerTimeout: config.http_header_timeout,
-      keepAliveTimeout: config.http_keepalive_timeout,
-      maxRequestsPerConn: config.http_max_requests_per_conn,
-      maxConns: config.http_max_conns,
-      maxConnsPerClient: config.http_max_conns_per_client,
-    };
-    const loginRate = { rate: config.login_rate, burst: config.login_burst };
-    // Replication lag over the last hour, in memory, for the web UI's chart.
-    const history = new ReplicationHistory(() => cluster.replicationStatus(), {
-      intervalMs: config.replication_history_interval,
-      keepMs: 3_600_000,
-      datacenter: config.datacenter,
-    });
-    const { app } = buildApp({
-      store,
-      tokens,
-      policies,
-      roles,
-      templatedPolicies,
-      decisions,
-      authMethods,
-      bindingRules,
-      login,
-      bootstrap,
-      snapshots,
-      agent,
-      resolver,
-      reads,
-      metrics,
-      replicationStatus: () => cluster.replicationStatus(),
-      replicationHistory: () => history.read(),
-      audit,
-      // A refusal names the caller's token by its accessor, or an unknown secret by its HMAC; never the secret.
-      auditRefusal: (r) => {
-        const token = r.secret ? store.reader.getTokenBySecret(r.secret) : undefined;
-        const accessor = !r.secret ? 'anonymous' : token ? token.AccessorID : audit.nameSecret(r.secret);
-        audit.record(
-          'refused',
-          { RequestID: r.id, AccessorID: accessor, RemoteAddr: r.remote, Method: r.method, Path: auditPath(r.url) },
-          r.status,
-          { Code: r.code, Reason: r.message },
-        );
-      },
-      cluster: hooks,
-      logger,
-      limits: httpLimits,
-      ...(rateLimit ? { rateLimit } : {}),
-      ...(transport.secure ? { https: transport.listenerOptions() } : {}),
-      snapshotUploads: { maxBytes: config.snapshot_max_bytes, dir: dataDir },
-      loginRate,
-    });
-    if (transport.secure) transport.attachListener(app.server as unknown as import('node:tls').Server);
-    const { host, port } = parseHostPort(config.http_addr) as { host: string; port: number };
-    // DNS rebinding: a loopback daemon answers only requests addressed to loopback (or http_allowed_hosts).
-    const hosts = new HostCheck({
-      loopbackOnly: isLoopbackHost(host),
-      allowed: config.http_allowed_hosts,
-      defaultPort: transport.secure ? 443 : 80,
-    });
-    hosts.install(app.server as unknown as import('node:http').Server);
-    app.server.on('upgrade', (req, socket, head) => {
-      if (!hosts.refuseUpgrade(req, socket)) cluster.handleUpgrade(req, socket, head);
-    });
-
-    await app.listen({ host, port });
-    const bound = app.server.address();
-    const boundPort = typeof bound === 'object' && bound ? bound.port : port;
-    address = `${host.includes(':') ? `[${host}]` : host}:${boundPort}`;
-    if (!transport.secure && !isLoopbackHost(host)) {
-      logger.warn(
-        `listening on ${address} without TLS: tokens and replicated secrets cross the network in plaintext (set tls_cert_file and ` +
-          `tls_key_file)`,
-      );
-    }
+    const agent = buildAgentInfo(config, { store, metrics, cluster, transport, audit, directory, address: () => address });
+    const http = buildHttp(config, { store, metrics, cluster, transport, audit, directory, services, agent, logger, dataDir });
+    address = await listen(config, http.app, transport, cluster, logger);
     await cluster.start(roleParts);
-    history.start();
+    http.history.start();
     // Announced once this server has taken its place (a single primary has its built-ins by now).
     // Written whole then renamed: whoever polls for the file never reads it half written.
     const addrFile = join(dataDir, 'http-addr');
@@ -419,75 +192,357 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       { address, datacenter: config.datacenter, primary: config.primary_datacenter, role: cluster.kind, dataDir },
       'watchword agent started',
     );
-
-    let closing: Promise<void> | undefined;
-    return {
-      config,
-      metrics,
-      app,
-      store,
-      address,
-      url: transport.peerURL(address),
-      reaper,
-      replication: () => cluster.replicationStatus(),
-      get servers() {
-        return cluster.group;
-      },
-      reload: (next?: Config) => {
-        const tls = transport.reload();
-        if (!next) return tls;
-        // What a reload may change; anything else needs a restart.
-        const changed = RELOADABLE.filter((k) => JSON.stringify(next[k]) !== JSON.stringify(current[k]));
-        logger.level = next.log_level;
-        httpLimits.maxConns = next.http_max_conns;
-        httpLimits.maxConnsPerClient = next.http_max_conns_per_client;
-        app.server.maxConnections = next.http_max_conns;
-        loginRate.rate = next.login_rate;
-        loginRate.burst = next.login_burst;
-        const settings = auditSettings(next, dataDir);
-        void audit.reload(settings).then(
-          () => store.setAudit(settings.enabled ? audit : undefined),
-          (err: unknown) => logger.error({ err: (err as Error).message }, 'audit: cannot apply the new audit settings; the old ones stay'),
-        );
-        const ignored = configKeys.filter((k) => !RELOADABLE.includes(k) && JSON.stringify(next[k]) !== JSON.stringify(current[k]));
-        if (ignored.length > 0) logger.warn({ settings: ignored }, 'reload: these settings change only with a restart');
-        current = next;
-        audit.record('reload', systemActor('SIGHUP'), 200, {
-          Changed: changed,
-          TLSReloaded: tls,
-          ...(ignored.length > 0 ? { NeedRestart: ignored } : {}),
-        });
-        logger.info({ changed }, 'reload: configuration applied');
-        return tls;
-      },
-      close() {
-        closing ??= (async () => {
-          reads.shutdown();
-          history.stop();
-          // Leadership is given up first (the lease revoked), so a successor need not wait for it to lapse.
-          await cluster.stop();
-          // Stop accepting and drop idle keep-alive sockets; requests in flight finish
-          // (blocked reads were just released) within the grace time, then whatever
-          // is left is cut: shutdown never waits on clients.
-          const closed = app.close();
-          await Promise.race([closed, new Promise((r) => setTimeout(r, SHUTDOWN_GRACE_MS).unref())]);
-          app.server.closeAllConnections();
-          await closed;
-          await reaper.stop();
-          await transport.close();
-          await store.close();
-          await audit.close();
-          logger.info('watchword agent stopped');
-        })();
-        return closing;
-      },
-    };
+    return daemonHandle(config, { store, metrics, audit, cluster, transport, reaper, http, logger, dataDir, address });
   } catch (err) {
     await cluster.stop().catch(() => undefined);
     await store.close().catch(() => undefined);
     await audit.close().catch(() => undefined);
     throw err;
   }
+}
+
+type Services = ReturnType<typeof buildServices>;
+type Http = ReturnType<typeof buildHttp>;
+
+/** The data dir (0700, its files 0600), the store in it, the audit log (open before anything can change) and the metrics. */
+async function openStorage(config: Config, dataDir: string, options: DaemonOptions, logger: Logger) {
+  // Secrets live in the store: nothing the daemon creates is readable by other users.
+  process.umask(0o077);
+  await mkdir(dataDir, { recursive: true, mode: 0o700 });
+  await restrictModes(dataDir);
+  let metricsRef: Metrics | undefined;
+  const store = await LevelStore.open(join(dataDir, 'store'), {
+    durability: config.durability,
+    changeLog: isPrimary(config),
+    datacenter: config.datacenter,
+    ...(options.storeFaults ? { faults: options.storeFaults } : {}),
+    onAvailability: (available, cause) => {
+      metricsRef?.storeAvailable.set(available ? 1 : 0);
+      if (available) logger.info('store: writes succeed again; accepting writes');
+      else logger.error({ err: cause }, 'store: a write failed; refusing writes (503) and retrying until the disk accepts them');
+    },
+  });
+  const audit = new AuditLog(
+    auditSettings(config, dataDir),
+    { datacenter: config.datacenter, server: config.node_name },
+    logger,
+    () => store.getMeta(META.auditKey) as Uint8Array | undefined,
+  );
+  try {
+    await audit.open();
+  } catch (err) {
+    await store.close();
+    throw new Error(`cannot open the audit log ${auditSettings(config, dataDir).path}: ${(err as Error).message}`);
+  }
+  if (!config.audit_log) logger.warn('the audit log is off (audit_log = false): ACL changes and refusals are not recorded');
+  store.setAudit(config.audit_log ? audit : undefined);
+  const metrics = new Metrics(store);
+  metricsRef = metrics;
+  return { store, audit, metrics };
+}
+
+/** The use cases, each over the store and the resolver (which asks the server's place for secrets held elsewhere). */
+function buildServices(config: Config, deps: { store: LevelStore; clock: Clock; cluster: ClusterRole; audit: AuditLog; dataDir: string }) {
+  const { store, clock, cluster, audit, dataDir } = deps;
+  const primary = isPrimary(config);
+  const resolver = new AclResolver(store, clock, {
+    datacenter: config.datacenter,
+    defaultPolicy: config.default_policy,
+    // Secondaries and followers: a secret this server does not hold is asked for where it may have been made.
+    ...(cluster.lookupUnknownSecret ? { lookupUnknownSecret: cluster.lookupUnknownSecret } : {}),
+    ...(!primary && config.replication_max_stale > 0
+      ? { staleness: { maxMs: config.replication_max_stale, silentForMs: () => cluster.primarySilentForMs() } }
+      : {}),
+  });
+  const tokens = new TokenService(store, resolver, clock, {
+    limits: { minTTL: config.token_min_ttl, maxTTL: config.token_max_ttl },
+    checkChosenIDs: (ids, local) => cluster.checkChosenIDs(ids, local),
+  });
+  const urls = { allowedHosts: config.auth_method_allowed_hosts };
+  return {
+    resolver,
+    tokens,
+    policies: new PolicyService(store, resolver),
+    roles: new RoleService(store, resolver),
+    templatedPolicies: new TemplatedPolicyService(resolver),
+    decisions: new DecisionService(resolver, store),
+    authMethods: new AuthMethodService(store, resolver, { minTTL: config.token_min_ttl, maxTTL: config.token_max_ttl, urls }),
+    bindingRules: new BindingRuleService(store, resolver),
+    login: new LoginService(store, clock, { datacenter: config.datacenter, urls }),
+    snapshots: new SnapshotService(store, resolver, clock, {
+      datacenter: config.datacenter,
+      primaryDatacenter: config.primary_datacenter,
+      isPrimary: primary,
+      audit: (type, actor, details) => audit.record(type, actor, 200, details),
+    }),
+    bootstrap: new BootstrapService(store, tokens, clock, {
+      dataDir,
+      isPrimary: primary,
+      primaryDatacenter: config.primary_datacenter,
+      ...(config.primary_address ? { primaryAddress: config.primary_address } : {}),
+    }),
+  };
+}
+
+/** What the server's place runs with the services: local views for peers, and what only a leader runs. */
+function buildRoleParts(config: Config, store: LevelStore, services: Services, reaper: Reaper): RoleParts {
+  const { resolver, tokens, roles, bootstrap } = services;
+  return {
+    resolver,
+    localView: (kind, id) => {
+      if (kind === 'token') {
+        const t = store.reader.getToken(id);
+        return t && tokens.view(t, true);
+      }
+      if (kind === 'policy') {
+        const p = store.reader.getPolicy(id);
+        return p && policyView(p);
+      }
+      const r = store.reader.getRole(id);
+      return r && roles.view(r);
+    },
+    // What only the leader of a datacenter runs besides replication: the built-ins (made by
+    // whichever server leads first; a single server leads from the start) and the reaper.
+    leaderParts: {
+      start: async () => {
+        // The key unknown secrets are named by in the audit log: one per datacenter, made by its first leader.
+        if (store.getMeta(META.auditKey) === undefined) await store.transact((tx) => tx.putMeta(META.auditKey, randomBytes(32)));
+        if (isPrimary(config)) {
+          await bootstrap.ensureBuiltins();
+          if (config.initial_management_token) await bootstrap.ensureInitialManagementToken(config.initial_management_token);
+        }
+        reaper.start();
+      },
+      stop: () => reaper.stop(),
+    },
+  };
+}
+
+interface PlaceDeps {
+  store: LevelStore;
+  metrics: Metrics;
+  cluster: ClusterRole;
+  transport: Transport;
+  audit: AuditLog;
+  directory: DatacenterDirectory;
+}
+
+/** What the agent endpoints say of this daemon (agent-info.ts), and the gauges that follow it. */
+function buildAgentInfo(config: Config, deps: PlaceDeps & { address: () => string }): AgentInfo {
+  const { store, metrics, cluster, transport, audit, directory, address } = deps;
+  const agent: AgentInfo = {
+    datacenter: config.datacenter,
+    primaryDatacenter: config.primary_datacenter,
+    nodeName: config.node_name,
+    version: VERSION,
+    defaultPolicy: config.default_policy,
+    downPolicy: config.down_policy,
+    address,
+    knownLeader: () => cluster.knownLeader(),
+    lastContactMs: () => cluster.lastContactMs(),
+    datacenters: () => directory.list().map((d) => d.name),
+    self: (operatorRead) => agentSelf(config, address(), store, metrics, cluster, transport, operatorRead),
+    leaderAddress: () => cluster.leaderAddress(),
+    isLeader: () => cluster.isLeader(),
+    health: () => healthChecks(config, address(), store, cluster, audit),
+    peers: () => cluster.peers(),
+    servers: () => cluster.servers(),
+  };
+  metrics.watchServers(() => agent.servers(), config.node_name);
+  if (!isPrimary(config) && config.replication_max_stale > 0) {
+    metrics.watchStaleness(() => (cluster.primarySilentForMs() ?? 0) > config.replication_max_stale);
+  }
+  return agent;
+}
+
+/** The HTTP API (not listening yet): forwarding to peers, blocking reads, limits a reload may change, the lag history. */
+function buildHttp(config: Config, deps: PlaceDeps & { services: Services; agent: AgentInfo; logger: Logger; dataDir: string }) {
+  const { store, metrics, cluster, transport, audit, directory, services, agent, logger, dataDir } = deps;
+  const primary = isPrimary(config);
+  const peers = new Map<string, PeerClient>();
+  const hooks: ClusterHooks = {
+    datacenter: config.datacenter,
+    addressOf: (dc) => directory.addressesOf(dc),
+    isPeer: (ip) => cluster.isPeerAddress(ip) || (!primary && directory.isKnownHost(ip, hostOf)),
+    ...(config.servers.kind === 'single' ? {} : { follower: () => cluster.writeTarget() }),
+    peer: (dc, url) => {
+      let p = peers.get(url);
+      if (!p) peers.set(url, (p = new PeerClient(url, dc, transport.fetcher({ datacenter: dc }))));
+      return p;
+    },
+    ...(cluster.secondary ? { secondary: cluster.secondary } : {}),
+  };
+  const reads = new ReadGate(store, {
+    gauge: metrics,
+    authorize: readAuthorizer(services.resolver),
+    maxBlocking: config.max_blocking_queries,
+    maxBlockingPerClient: config.max_blocking_queries_per_client,
+    ...(cluster.beforeConsistentRead ? { beforeConsistentRead: cluster.beforeConsistentRead } : {}),
+  });
+  const rateLimit =
+    config.rate_limit > 0
+      ? (() => {
+          const burst = config.rate_limit_burst ?? Math.ceil(config.rate_limit);
+          const peerRate = config.rate_limit_peer ?? config.rate_limit * 10;
+          return { rate: config.rate_limit, burst, peerRate, peerBurst: Math.max(burst * 10, Math.ceil(peerRate)) };
+        })()
+      : undefined;
+  // Limits a reload (SIGHUP) changes in place.
+  const limits = {
+    requestTimeout: config.http_request_timeout,
+    headerTimeout: config.http_header_timeout,
+    keepAliveTimeout: config.http_keepalive_timeout,
+    maxRequestsPerConn: config.http_max_requests_per_conn,
+    maxConns: config.http_max_conns,
+    maxConnsPerClient: config.http_max_conns_per_client,
+  };
+  const loginRate = { rate: config.login_rate, burst: config.login_burst };
+  // Replication lag over the last hour, in memory, for the web UI's chart.
+  const history = new ReplicationHistory(() => cluster.replicationStatus(), {
+    intervalMs: config.replication_history_interval,
+    keepMs: 3_600_000,
+    datacenter: config.datacenter,
+  });
+  const { app } = buildApp({
+    store,
+    ...services,
+    agent,
+    reads,
+    metrics,
+    replicationStatus: () => cluster.replicationStatus(),
+    replicationHistory: () => history.read(),
+    audit,
+    // A refusal names the caller's token by its accessor, or an unknown secret by its HMAC; never the secret.
+    auditRefusal: (r) => {
+      const token = r.secret ? store.reader.getTokenBySecret(r.secret) : undefined;
+      const accessor = !r.secret ? 'anonymous' : token ? token.AccessorID : audit.nameSecret(r.secret);
+      audit.record(
+        'refused',
+        { RequestID: r.id, AccessorID: accessor, RemoteAddr: r.remote, Method: r.method, Path: auditPath(r.url) },
+        r.status,
+        { Code: r.code, Reason: r.message },
+      );
+    },
+    cluster: hooks,
+    logger,
+    limits,
+    ...(rateLimit ? { rateLimit } : {}),
+    ...(transport.secure ? { https: transport.listenerOptions() } : {}),
+    snapshotUploads: { maxBytes: config.snapshot_max_bytes, dir: dataDir },
+    loginRate,
+  });
+  return { app, reads, history, limits, loginRate };
+}
+
+/** Binds the API (Host checks against DNS rebinding, the servers' upgrades handed to the cluster role); returns host:port. */
+async function listen(config: Config, app: FastifyInstance, transport: Transport, cluster: ClusterRole, logger: Logger): Promise<string> {
+  if (transport.secure) transport.attachListener(app.server as unknown as import('node:tls').Server);
+  const { host, port } = parseHostPort(config.http_addr) as { host: string; port: number };
+  // DNS rebinding: a loopback daemon answers only requests addressed to loopback (or http_allowed_hosts).
+  const hosts = new HostCheck({
+    loopbackOnly: isLoopbackHost(host),
+    allowed: config.http_allowed_hosts,
+    defaultPort: transport.secure ? 443 : 80,
+  });
+  hosts.install(app.server as unknown as import('node:http').Server);
+  app.server.on('upgrade', (req, socket, head) => {
+    if (!hosts.refuseUpgrade(req, socket)) cluster.handleUpgrade(req, socket, head);
+  });
+  await app.listen({ host, port });
+  const bound = app.server.address();
+  const boundPort = typeof bound === 'object' && bound ? bound.port : port;
+  const address = `${host.includes(':') ? `[${host}]` : host}:${boundPort}`;
+  if (!transport.secure && !isLoopbackHost(host)) {
+    logger.warn(
+      `listening on ${address} without TLS: tokens and replicated secrets cross the network in plaintext (set tls_cert_file and ` +
+        `tls_key_file)`,
+    );
+  }
+  return address;
+}
+
+/** The running daemon: what it offers, a reload (SIGHUP), and a stop in the reverse order of the start. */
+function daemonHandle(
+  config: Config,
+  parts: {
+    store: LevelStore;
+    metrics: Metrics;
+    audit: AuditLog;
+    cluster: ClusterRole;
+    transport: Transport;
+    reaper: Reaper;
+    http: Http;
+    logger: Logger;
+    dataDir: string;
+    address: string;
+  },
+): Daemon {
+  const { store, metrics, audit, cluster, transport, reaper, http, logger, dataDir, address } = parts;
+  const { app } = http;
+  /** The configuration in force (a reload replaces what may change). */
+  let current = config;
+  let closing: Promise<void> | undefined;
+  return {
+    config,
+    metrics,
+    app,
+    store,
+    address,
+    url: transport.peerURL(address),
+    reaper,
+    replication: () => cluster.replicationStatus(),
+    get servers() {
+      return cluster.group;
+    },
+    reload: (next?: Config) => {
+      const tls = transport.reload();
+      if (!next) return tls;
+      // What a reload may change; anything else needs a restart.
+      const changed = RELOADABLE.filter((k) => JSON.stringify(next[k]) !== JSON.stringify(current[k]));
+      logger.level = next.log_level;
+      http.limits.maxConns = next.http_max_conns;
+      http.limits.maxConnsPerClient = next.http_max_conns_per_client;
+      app.server.maxConnections = next.http_max_conns;
+      http.loginRate.rate = next.login_rate;
+      http.loginRate.burst = next.login_burst;
+      const settings = auditSettings(next, dataDir);
+      void audit.reload(settings).then(
+        () => store.setAudit(settings.enabled ? audit : undefined),
+        (err: unknown) => logger.error({ err: (err as Error).message }, 'audit: cannot apply the new audit settings; the old ones stay'),
+      );
+      const ignored = configKeys.filter((k) => !RELOADABLE.includes(k) && JSON.stringify(next[k]) !== JSON.stringify(current[k]));
+      if (ignored.length > 0) logger.warn({ settings: ignored }, 'reload: these settings change only with a restart');
+      current = next;
+      audit.record('reload', systemActor('SIGHUP'), 200, {
+        Changed: changed,
+        TLSReloaded: tls,
+        ...(ignored.length > 0 ? { NeedRestart: ignored } : {}),
+      });
+      logger.info({ changed }, 'reload: configuration applied');
+      return tls;
+    },
+    close() {
+      closing ??= (async () => {
+        http.reads.shutdown();
+        http.history.stop();
+        // Leadership is given up first (the lease revoked), so a successor need not wait for it to lapse.
+        await cluster.stop();
+        // Stop accepting and drop idle keep-alive sockets; requests in flight finish
+        // (blocked reads were just released) within the grace time, then whatever
+        // is left is cut: shutdown never waits on clients.
+        const closed = app.close();
+        await Promise.race([closed, new Promise((r) => setTimeout(r, SHUTDOWN_GRACE_MS).unref())]);
+        app.server.closeAllConnections();
+        await closed;
+        await reaper.stop();
+        await transport.close();
+        await store.close();
+        await audit.close();
+        logger.info('watchword agent stopped');
+      })();
+      return closing;
+    },
+  };
 }
 
 /** Data dir and everything in it: directories 0700, files 0600 (data dirs made by older versions too). */
