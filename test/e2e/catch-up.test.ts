@@ -10,7 +10,7 @@ import { waitFor } from '../helpers/daemon.js';
 // whole after; a catch-up cut short by SIGKILL starts over cleanly; memory does not hold the
 // snapshot twice.
 
-const BULK = 8000;
+const BULK = 5000;
 
 /** Creates `n` global tokens at the primary, 32 at a time. */
 async function seed(client: WatchwordClient, n: number, service: string): Promise<void> {
