@@ -614,7 +614,14 @@ export class LevelStore implements Store {
    */
   async stage(): Promise<StagedStore> {
     this.checkReplicaWritable();
-    // One staging at a time: an earlier one still here (a lost connection's) is removed first.
+    // One staging at a time: another one under way (a catch-up, while a restore is asked for) is not cut short.
+    if (this.staging?.active)
+      throw new WatchwordError(
+        'CONFLICT',
+        'another change of the whole store (a catch-up from the primary, a snapshot from the leader, or a restore) is under way; ' +
+          'try again once it has ended',
+      );
+    // One given up (a lost connection's) may still be removing its directory.
     await this.staging?.abandon();
     this.staging = await StagedStore.create(this.dir);
     return this.staging;

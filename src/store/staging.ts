@@ -51,6 +51,11 @@ export class StagedStore {
     return new StagedStore(db, dir, batchLimit);
   }
 
+  /** Being written: neither made current nor given up yet. */
+  get active(): boolean {
+    return !this.finished && this.abandoned === undefined;
+  }
+
   /** Records held now, per table. */
   count(table: TableName): number {
     return this.tables[table].size;

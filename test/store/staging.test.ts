@@ -91,6 +91,18 @@ describe('staged stores', () => {
     expect(follower.reader.getToken(t.AccessorID)).toBeDefined();
   });
 
+  it('one staging at a time: another asked for while one is under way is refused with 409, not cut short', async () => {
+    const t = tokenRecord();
+    await leader.transact((tx) => tx.put('tokens', t));
+    const intake = await follower.beginServerSnapshot();
+    await expect(follower.stage()).rejects.toMatchObject({ code: 'CONFLICT' });
+    for (const chunk of await pairsOf(leader)) await intake.add(chunk);
+    await intake.install({ seq: 1, term: 1 });
+    expect(follower.reader.getToken(t.AccessorID)).toBeDefined();
+    // Once it has ended, another may start.
+    await (await follower.stage()).abandon();
+  });
+
   it('at start, an incomplete staging is removed and the old store opens whole', async () => {
     const t = tokenRecord();
     await leader.transact((tx) => tx.put('tokens', t));
