@@ -1,4 +1,4 @@
-// npm run simulate -- --seeds N [--seed S] [--duration MS]: whole datacenters simulated from
+// npm run simulate -- --seeds N [--seed S] [--duration MS] [--verbose]: whole datacenters simulated from
 // seeds (src/testing/simulation): elections, leaders, followers, etcd and disks on a fake
 // clock under a seeded schedule of faults. Ends with `simulate: N seeds, F failures`.
 import { parseArgs } from 'node:util';
@@ -28,7 +28,7 @@ for (const seed of seeds) {
     failures++;
     console.log(`seed ${seed}: ${r.failures.length} failure(s)`);
     for (const f of r.failures) console.log(`  ${f}`);
-    console.log(`  faults: ${r.faults.slice(-8).join('; ')}`);
+    console.log(`  faults: ${(values.verbose ? r.faults : r.faults.slice(-8)).join('; ')}`);
     console.log(`  reproduce with --seed ${seed}`);
   } else if (values.verbose) {
     console.log(`seed ${seed}: ok (${r.acknowledged} of ${r.writes} writes acknowledged, ${r.leaderships} leaderships, ${r.faults.length} faults)`);

@@ -164,7 +164,10 @@ class SimFollower implements FollowerLink {
       (reason) => this.closed(link, reason),
     );
     const channel: ServerChannel = {
-      send: (frame) => link.toFollower(frame),
+      send: (frame) => {
+        if (frame.t === 'welcome' && frame.mode === 'snapshot') this.sim.sprung(leader, 'snapshot');
+        link.toFollower(frame);
+      },
       bufferedAmount: () => 0,
       close: (_code, reason) => link.close(reason),
     };
@@ -260,6 +263,16 @@ class Datacenter {
   leaderships = 0;
   /** This seed's mix of faults (swarm testing: each seed weighs the kinds differently). */
   readonly swarm: Swarm;
+  /**
+   * Kills waiting for a moment in a leader's work rather than a time: just after it hands out
+   * a batch (some followers get it, some do not: histories part), or while it sends a
+   * follower a snapshot (the follower said where it stands; the leader dies before it is
+   * told the rest). `server` undefined: whichever server leads then.
+   */
+  private traps: Trap[] = [];
+  private heal: Heal = () => undefined;
+  /** Everything healed: traps already sprung do not kill any more. */
+  private settling = false;
 
   constructor(seed: number, count: number) {
     this.random = new Random(seed);
@@ -346,7 +359,9 @@ class Datacenter {
           localWriteFailed: () => r.localWriteFailed(),
           replicate: (batch) => {
             this.written.set(`${batch.term}:${batch.seq}`, digest(batch.ops));
-            return r.replicate(batch);
+            const sent = r.replicate(batch);
+            this.sprung(server, 'batch');
+            return sent;
           },
         },
       );
@@ -397,6 +412,20 @@ class Datacenter {
     link.close(reason);
   }
 
+  /** `server`, leading, reached the moment `on`: springs the first trap set for it. */
+  sprung(server: Server, on: Trap['on']): void {
+    const i = this.traps.findIndex((t) => t.on === on && (t.server ?? server) === server);
+    if (i < 0) return;
+    const [trap] = this.traps.splice(i, 1) as [Trap];
+    const incarnation = server.incarnation;
+    setTimeout(() => {
+      if (this.settling || !server.alive || server.incarnation !== incarnation) return;
+      this.faults.push(`t=${Date.now()} kill ${server.name} ${trap.afterMs} ms after ${on === 'batch' ? 'a batch' : 'a snapshot began'}`);
+      this.kill(server);
+      this.heal(300 + this.random.int(3000), () => this.start(server));
+    }, trap.afterMs);
+  }
+
   /** A client's write at a server, acknowledged only by a leader. */
   write(): void {
     const alive = this.servers.filter((s) => s.alive && s.group?.isLeader());
@@ -416,7 +445,8 @@ class Datacenter {
   }
 
   /** One fault from the seed's schedule, healed after a while. */
-  fault(heal: (after: number, what: () => void) => void): void {
+  fault(heal: Heal): void {
+    this.heal = heal;
     const r = this.random;
     const alive = this.servers.filter((s) => s.alive);
     const pick = <T>(list: T[]): T => list[r.int(list.length)] as T;
@@ -472,6 +502,24 @@ class Datacenter {
         });
         return;
       }
+      case 5: {
+        // The leader dies just after it hands out its next batch; sometimes the next leader
+        // too, once it starts sending a snapshot to a follower whose history parted.
+        const leader = alive.find((s) => s.group?.isLeader());
+        if (!leader || alive.length < 2) return;
+        this.faults.push(`t=${Date.now()} trap: kill ${leader.name} after its next batch`);
+        this.traps.push({ server: leader, on: 'batch', afterMs: r.int(4) });
+        if (r.chance(0.5)) {
+          this.faults.push(`t=${Date.now()} trap: kill the next leader to start a snapshot`);
+          this.traps.push({ server: undefined, on: 'snapshot', afterMs: r.int(12) });
+        }
+        return;
+      }
+      case 6: {
+        this.faults.push(`t=${Date.now()} trap: kill the next leader to start a snapshot`);
+        this.traps.push({ server: undefined, on: 'snapshot', afterMs: r.int(12) });
+        return;
+      }
       default: {
         // A burst of writes.
         for (let i = 0; i < 20; i++) this.write();
@@ -490,6 +538,8 @@ class Datacenter {
 
   /** Everything healed: no cuts, every server up, etcd up. */
   healAll(): void {
+    this.traps = [];
+    this.settling = true;
     this.cut.clear();
     this.cutFromEtcd.clear();
     if (this.etcd.down) this.etcd.restart(Date.now());
@@ -520,21 +570,30 @@ class Swarm {
   readonly failoverMs: number;
 
   constructor(r: Random) {
-    // kill, etcd down, cut from etcd, cut between servers, leader then etcd, write burst.
-    this.weights = [0, 1, 2, 3, 4, 5].map(() => (r.chance(0.25) ? 0 : r.next()));
+    // kill, etcd down, cut from etcd, cut between servers, leader then etcd, kill after a
+    // batch, kill during a snapshot, write burst.
+    this.weights = [0, 1, 2, 3, 4, 5, 6, 7].map(() => (r.chance(0.25) ? 0 : r.next()));
     this.failoverMs = 1800 + r.int(800);
   }
 
   pick(r: Random): number {
     const total = this.weights.reduce((a, b) => a + b, 0);
-    if (total === 0) return 5;
+    if (total === 0) return 7;
     let x = r.next() * total;
     for (let i = 0; i < this.weights.length; i++) {
       x -= this.weights[i] as number;
       if (x < 0) return i;
     }
-    return 5;
+    return 7;
   }
+}
+
+type Heal = (after: number, what: () => void) => void;
+
+interface Trap {
+  server: Server | undefined;
+  on: 'batch' | 'snapshot';
+  afterMs: number;
 }
 
 const pair = (a: string, b: string): string => (a < b ? `${a}|${b}` : `${b}|${a}`);
