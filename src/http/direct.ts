@@ -18,25 +18,28 @@ import type { Refusal } from './deps.js';
  * routing in their plain form: the exact route, no query parameter beyond the few the route
  * names (no `?pretty`, `?index`, `?stale`, `?consistent`, `?dc`), a GET, or a POST/PUT with a
  * body of known length within the limit; no per-client rate limit set; the server not closing.
- * A route declares its direct form next to its Fastify handler (`RouteSpec.direct`); it runs
- * the same service, and answers the same bytes, headers and errors, measured and logged like
- * every route. Anything else takes the Fastify route.
+ * Anything else takes the Fastify route.
+ *
+ * A route states its logic once (`RouteLogic` in routes.ts); Fastify's handler and this path
+ * both run it, so they answer the same bytes, headers and errors. This module only matches
+ * requests and writes answers, measured and logged like every route.
  *
  * What it saves is Fastify's per-request machinery (routing, request and reply objects, hook
  * runners, the send pipeline): most of a cached read's CPU time.
  */
 export interface DirectSpec {
-  /** Query parameters the direct form understands (`token`, `ns` and `partition` always). */
-  params?: readonly string[];
+  /** Query parameters the route reads (`token`, `ns` and `partition` always). */
+  query?: readonly string[];
   /**
    * Whether this server answers the request itself right now; otherwise Fastify's route
    * takes it (a write at a secondary or at a follower, which Fastify forwards).
    */
   when?: () => boolean;
   /** Answers from the request's parts; may throw a WatchwordError (sent as Fastify would). */
-  serve(input: DirectInput): DirectAnswer | Promise<DirectAnswer>;
+  run(input: DirectInput): DirectAnswer | Promise<DirectAnswer>;
 }
 
+/** A route's answer: JSON text, a value's JSON view, or a write's value with its index. */
 export type DirectAnswer = JSONText | string | Written;
 
 /** A write's answer: the value, sent with the index of its change (X-Service-Index, X-Consul-Index). */
@@ -47,12 +50,14 @@ export class Written {
   ) {}
 }
 
-export interface DirectInput {
+/** What a route's logic is given, whichever door the request came in by. */
+export interface DirectInput<Params = Record<string, string>> {
   ctx: RequestContext;
-  /** The path parameter's value, for a route ending in `/:name`. */
-  param: string;
+  /** The path's parameters, decoded. */
+  params: Params;
+  /** The query parameters the route names, those the request gives. */
   query: ReadonlyMap<string, string>;
-  /** The body as text (POST and PUT). */
+  /** The body as text (POST and PUT; '' without one). */
   body: string;
 }
 
@@ -63,11 +68,14 @@ interface DirectRoute extends DirectSpec {
   url: string;
   /** The pattern up to its parameter (for `/:name` routes), else the whole path. */
   prefix: string;
+  /** The parameter's name (`/:name` routes), else ''. */
+  paramName: string;
   accepted: ReadonlySet<string>;
   table?: WatchTable;
 }
 
 const COMMON_PARAMS = ['token', 'ns', 'partition'];
+const NO_PARAMS: Record<string, string> = Object.freeze({});
 /** Path parameters taken directly: unreserved characters only (anything Fastify would decode goes to it). */
 const PARAM = /^[A-Za-z0-9._~-]{1,512}$/;
 
@@ -133,7 +141,8 @@ export class DirectRoutes {
       method,
       url,
       prefix: hasParam ? url.slice(0, colon) : url,
-      accepted: new Set([...COMMON_PARAMS, ...(spec.params ?? [])]),
+      paramName: hasParam ? url.slice(colon + 1) : '',
+      accepted: new Set([...COMMON_PARAMS, ...(spec.query ?? [])]),
       ...(table ? { table } : {}),
     };
     if (hasParam) this.withParam.push(route);
@@ -305,7 +314,8 @@ export class DirectRoutes {
           },
         };
         if (secret !== undefined) ctx.secret = secret;
-        const answer = route.serve({ ctx, param, query, body });
+        const params = route.paramName === '' ? NO_PARAMS : { [route.paramName]: param };
+        const answer = route.run({ ctx, params, query, body });
         const send = (a: DirectAnswer) => {
           if (a instanceof Written) finish(res, route, started, 200, JSON.stringify(a.value), index, undefined, a.index);
           else finish(res, route, started, 200, a instanceof JSONText ? a.bytes : a, index);

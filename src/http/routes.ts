@@ -3,8 +3,12 @@ import type { z } from 'zod';
 import { WatchwordError } from '../domain/errors.js';
 import type { WatchTable } from '../store/store.js';
 import type { ForwardRule } from './forward.js';
+import { JSONText } from '../service/views.js';
 import { sendError } from './errors.js';
-import type { DirectSpec } from './direct.js';
+import { type DirectAnswer, type DirectInput, Written } from './direct.js';
+import type { ReadAccess, ReadGate } from './blocking.js';
+import { queryParam, requestContext } from './request.js';
+import { sendJSON, sendWrite } from './respond.js';
 
 export type Method = 'GET' | 'PUT' | 'POST' | 'DELETE';
 
@@ -36,10 +40,32 @@ type ParamNames<P extends string> = P extends `${string}:${infer Name}/${infer R
 export type ParamsOf<P extends string> = { [K in ParamNames<P>]: string };
 
 /** A request to the route at path P, its parameters typed. */
-export type RouteRequest<P extends string> = FastifyRequest<{ Params: ParamsOf<P> }>;
+export type RouteRequest<P extends string> = FastifyRequest<{ Params: ParamsOf<P> }> & { params: ParamsOf<P> };
 
-export interface RouteSpec<P extends string = string> {
-  handler(request: RouteRequest<P>, reply: FastifyReply): Promise<unknown>;
+/**
+ * A route's logic, stated once. Fastify's handler is derived from it, and so is the fast path
+ * (direct.ts) that serves the route's plain requests before Fastify's routing: one place for
+ * what the route does, whichever door a request comes in by.
+ */
+export interface RouteLogic<P extends string = string> {
+  /** Query parameters it reads (`token`, `ns`, `partition` are read for every route). */
+  query?: readonly string[];
+  /**
+   * Whether this server answers the request itself right now; when not, the fast path leaves
+   * it to Fastify's route (a write at a secondary or a follower, which it forwards).
+   */
+  when?: () => boolean;
+  /** A read: served through the read gate on the route's `table` (blocking, consistency, shared work). */
+  read?: { gate: Pick<ReadGate, 'serve'>; access: ReadAccess };
+  /** Answers from the request's parts; throws a WatchwordError to refuse. */
+  run(input: DirectInput<ParamsOf<P>>): DirectAnswer | Promise<DirectAnswer>;
+}
+
+/** A route: its logic (both doors), or a Fastify handler (routes the fast path never serves). */
+export type RouteSpec<P extends string = string> = RouteBase &
+  ({ logic: RouteLogic<P>; handler?: never } | { handler(request: RouteRequest<P>, reply: FastifyReply): Promise<unknown>; logic?: never });
+
+interface RouteBase {
   /** The table a read watches: adds the index headers and allows blocking. */
   table?: WatchTable;
   /** On a secondary, when this write is sent to the primary. */
@@ -47,8 +73,6 @@ export interface RouteSpec<P extends string = string> {
   /** Runs before anything else of this route (before the body is read, before forwarding). */
   onRequest?: (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
   doc: RouteDoc;
-  /** The route's plain form, served before Fastify's routing (a hot path: see direct.ts). */
-  direct?: DirectSpec;
 }
 
 declare module 'fastify' {
@@ -97,15 +121,16 @@ export function resource<P extends string>(app: FastifyInstance, url: P, specs: 
   const methods = Object.keys(specs) as Method[];
   for (const method of methods) {
     const spec = specs[method] as RouteSpec<P>;
+    const handler = spec.logic ? handlerOf(url, spec.logic, spec.table) : spec.handler;
     app.route({
       method,
       url,
       config: { doc: spec.doc, ...(spec.table ? { table: spec.table } : {}), ...(spec.forward ? { forward: spec.forward } : {}) },
       ...(spec.onRequest ? { onRequest: spec.onRequest } : {}),
       // Fastify matched the path, so its parameters are those ParamsOf<P> names.
-      handler: spec.handler as (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>,
+      handler: handler as (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>,
     });
-    if (spec.direct) app.directRoutes.add(method, url, spec.direct, spec.table);
+    if (spec.logic) app.directRoutes.add(method, url, spec.logic as RouteLogic, spec.table);
   }
   const allowed = [...(methods.includes('GET') ? [...methods, 'HEAD'] : methods), 'OPTIONS'];
   const others = ALL_METHODS.filter((m) => !allowed.includes(m as Method));
@@ -127,4 +152,32 @@ export function resource<P extends string>(app: FastifyInstance, url: P, specs: 
       );
     },
   });
+}
+
+/** Fastify's handler for a route stated as logic: the same input the fast path builds, the same answer. */
+function handlerOf<P extends string>(
+  url: P,
+  logic: RouteLogic<P>,
+  table: WatchTable | undefined,
+): (request: RouteRequest<P>, reply: FastifyReply) => Promise<unknown> {
+  const inputOf = (request: RouteRequest<P>): DirectInput<ParamsOf<P>> => {
+    const query = new Map<string, string>();
+    for (const name of logic.query ?? []) {
+      const value = queryParam(request, name);
+      if (value !== undefined) query.set(name, value);
+    }
+    return { ctx: requestContext(request), params: request.params, query, body: typeof request.body === 'string' ? request.body : '' };
+  };
+  // A string is JSON text already (the fast path sends it as it is).
+  const asValue = (answer: DirectAnswer) => (typeof answer === 'string' ? new JSONText(answer) : answer);
+  const { read } = logic;
+  if (read) {
+    if (table === undefined) throw new Error(`route ${url}: a read names the table it watches`);
+    return (request, reply) => read.gate.serve(request, reply, table, read.access, async () => asValue(await logic.run(inputOf(request))));
+  }
+  return async (request, reply) => {
+    const answer = await logic.run(inputOf(request));
+    if (answer instanceof Written) return sendWrite(request, reply, answer);
+    return sendJSON(request, reply, asValue(answer));
+  };
 }

@@ -1,6 +1,5 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import { answersJSON } from '../../service/decisions.js';
-import { JSONText } from '../../service/views.js';
 import { parseJsonBody } from '../body.js';
 import { queryParam, requestContext } from '../request.js';
 import { sendJSON } from '../respond.js';
@@ -30,14 +29,9 @@ export async function decisionRoutes(app: FastifyInstance, deps: DecisionRoutesD
       body: authorizeBody,
       response: authorizeResponse,
     },
-    handler: async (request: FastifyRequest, reply: FastifyReply) => {
-      const { checks, allows } = await deps.decisions.authorize(requestContext(request), parseJsonBody(request.body));
-      count(allows);
-      return sendJSON(request, reply, new JSONText(answersJSON(checks, allows)));
-    },
     // The hottest path a service calls.
-    direct: {
-      serve: ({ ctx, body }) => {
+    logic: {
+      run: ({ ctx, body }) => {
         const answer = (r: { checks: Parameters<typeof answersJSON>[0]; allows: boolean[] }) => {
           count(r.allows);
           return answersJSON(r.checks, r.allows);

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { decodeBody, parseJsonBody } from '../body.js';
-import { queryFlag, queryParam, requestContext } from '../request.js';
+import { requestContext } from '../request.js';
 import { sendWrite } from '../respond.js';
 import { resource } from '../routes.js';
 import { Written } from '../direct.js';
@@ -21,13 +21,9 @@ export async function tokenRoutes(app: FastifyInstance, deps: TokenRoutesDeps): 
       doc: { summary: 'Create a token', permission: 'acl:write', body: tokenBody, response: tokenResponse },
       // A Local token is made here; a global one at the primary. Decided on the decoded body.
       forward: { global: (request) => !decodeBody(tokenBody, parseJsonBody(request.body)).Local },
-      handler: async (request, reply) => {
-        const input = decodeBody(tokenBody, parseJsonBody(request.body));
-        return sendWrite(request, reply, await tokens.create(requestContext(request), input));
-      },
-      direct: {
+      logic: {
         when: writesHere,
-        serve: async ({ ctx, body }) => {
+        run: async ({ ctx, body }) => {
           const { value, index } = await tokens.create(ctx, decodeBody(tokenBody, parseJsonBody(body)));
           return new Written(value, index);
         },
@@ -39,10 +35,7 @@ export async function tokenRoutes(app: FastifyInstance, deps: TokenRoutesDeps): 
     GET: {
       doc: { summary: 'Read the token whose secret the request carries', permission: 'none', response: tokenResponse },
       table: 'tokens',
-      handler: async (request, reply) => {
-        return deps.reads.serve(request, reply, 'tokens', 'self', () => tokens.readSelf(requestContext(request)));
-      },
-      direct: { serve: ({ ctx }) => tokens.readSelf(ctx) },
+      logic: { read: { gate: deps.reads, access: 'self' }, run: ({ ctx }) => tokens.readSelf(ctx) },
     },
   });
 
@@ -55,17 +48,11 @@ export async function tokenRoutes(app: FastifyInstance, deps: TokenRoutesDeps): 
         query: { expanded: 'When present, add the policies and roles behind the token' },
       },
       table: 'tokens',
-      handler: async (request, reply) => {
-        const { AccessorID } = request.params;
-        const expanded = queryFlag(request, 'expanded');
-        return deps.reads.serve(request, reply, 'tokens', 'read', async () => {
-          const ctx = requestContext(request);
-          return expanded ? tokens.readExpanded(ctx, AccessorID, deps.agent) : tokens.read(ctx, AccessorID);
-        });
-      },
-      direct: {
-        params: ['expanded'],
-        serve: ({ ctx, param, query }) => (query.has('expanded') ? tokens.readExpanded(ctx, param, deps.agent) : tokens.read(ctx, param)),
+      logic: {
+        query: ['expanded'],
+        read: { gate: deps.reads, access: 'read' },
+        run: ({ ctx, params: { AccessorID }, query }) =>
+          query.has('expanded') ? tokens.readExpanded(ctx, AccessorID, deps.agent) : tokens.read(ctx, AccessorID),
       },
     },
     PUT: {
@@ -119,19 +106,10 @@ export async function tokenRoutes(app: FastifyInstance, deps: TokenRoutesDeps): 
         },
       },
       table: 'tokens',
-      handler: async (request, reply) => {
-        const q = {
-          policy: queryParam(request, 'policy'),
-          role: queryParam(request, 'role'),
-          servicename: queryParam(request, 'servicename'),
-          authmethod: queryParam(request, 'authmethod'),
-          authmethodNamespace: queryParam(request, 'authmethod-ns'),
-        };
-        return deps.reads.serve(request, reply, 'tokens', 'list', () => tokens.list(requestContext(request), q));
-      },
-      direct: {
-        params: ['policy', 'role', 'servicename', 'authmethod', 'authmethod-ns'],
-        serve: ({ ctx, query }) =>
+      logic: {
+        query: ['policy', 'role', 'servicename', 'authmethod', 'authmethod-ns'],
+        read: { gate: deps.reads, access: 'list' },
+        run: ({ ctx, query }) =>
           tokens.list(ctx, {
             policy: query.get('policy'),
             role: query.get('role'),
