@@ -500,3 +500,18 @@ export const operatorServersResponse = z
 
 export type ServerStatus = z.infer<typeof serverStatusResponse>;
 export type OperatorServersResponse = z.infer<typeof operatorServersResponse>;
+
+/** GET /v1/agent/health: whether this server can do its job, check by check. */
+export const agentHealthResponse = z.object({
+  Status: z.enum(['passing', 'critical']),
+  Checks: z.array(z.object({ Name: z.string(), Passing: z.boolean(), Output: z.string().optional() })),
+});
+export type AgentHealthResponse = z.infer<typeof agentHealthResponse>;
+
+/** GET /v1/operator/audit: a page of audit events (README, "Audit log"). */
+export const auditPageResponse = z.object({
+  Events: z.array(z.record(z.string(), z.unknown())),
+  NextCursor: z.string().optional(),
+  Latest: z.number().int(),
+});
+export type AuditPageResponse = z.infer<typeof auditPageResponse>;

@@ -41,7 +41,7 @@ describe('replication (in process)', () => {
     expect(status).toMatchObject({ Enabled: true, Running: true, Connected: true, SourceDatacenter: 'dc1', ReplicationType: 'tokens' });
     const primaryStatus = (await dc1.api('GET', '/v1/acl/replication')).body;
     expect(primaryStatus.Enabled).toBe(false);
-    expect(primaryStatus.Secondaries.map((s: { Datacenter: string }) => s.Datacenter)).toEqual(['dc2']);
+    expect(primaryStatus.Secondaries?.map((s: { Datacenter: string }) => s.Datacenter)).toEqual(['dc2']);
     expect((await api2('GET', '/v1/catalog/datacenters')).body).toEqual(['dc1', 'dc2']);
     expect((await dc1.api('GET', '/v1/catalog/datacenters')).body).toEqual(['dc1', 'dc2']);
     // ?dc= forwarding both ways.

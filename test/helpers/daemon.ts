@@ -3,6 +3,7 @@ import { loadConfig } from '../../src/config/load.js';
 import type { ConfigKey } from '../../src/config/schema.js';
 import { type Daemon, type DaemonOptions, startDaemon } from '../../src/daemon.js';
 import type { Clock } from '../../src/domain/clock.js';
+import type { AnswerOf } from './api-types.js';
 import { tempDir } from './temp-dir.js';
 
 export const MANAGEMENT_SECRET = 'b1ea1d8e-0000-4000-8000-000000000001';
@@ -17,7 +18,7 @@ export interface TestDaemon {
   close(): Promise<void>;
 }
 
-export interface ApiResponse<T = any> {
+export interface ApiResponse<T = unknown> {
   status: number;
   headers: Headers;
   body: T;
@@ -32,7 +33,16 @@ export interface ApiOptions {
   headers?: Record<string, string>;
 }
 
-export type Api = <T = any>(method: string, path: string, options?: ApiOptions) => Promise<ApiResponse<T>>;
+/** An HTTP call; its answer typed from method and path (api-types.ts), or as the caller names it. */
+export type Api = <T = Unnamed, M extends string = string, P extends string = string>(
+  method: M,
+  path: P,
+  options?: ApiOptions,
+) => Promise<ApiResponse<[T] extends [Unnamed] ? AnswerOf<M, P> : T>>;
+
+declare const unnamed: unique symbol;
+/** No type named by the caller. */
+type Unnamed = { [unnamed]: true };
 
 export function apiFor(url: string, defaultToken?: string): Api {
   return async (method, path, options = {}) => {

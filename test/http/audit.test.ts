@@ -183,7 +183,7 @@ describe('the audit log', () => {
     expect(first.body.NextCursor).toMatch(/^\d+$/);
     const second = await d.api('GET', `/v1/operator/audit?type=policy-create&limit=2&cursor=${first.body.NextCursor}`);
     expect(second.body.Events).toHaveLength(2);
-    expect(Date.parse(second.body.Events[0].Time)).toBeLessThanOrEqual(Date.parse(first.body.Events[1].Time));
+    expect(Date.parse(String(second.body.Events[0]?.Time))).toBeLessThanOrEqual(Date.parse(String(first.body.Events[1]?.Time)));
     const latest = first.body.Latest as number;
     await d.api('PUT', '/v1/acl/policy', { body: { Name: 'after-latest' } });
     const after = await d.api('GET', `/v1/operator/audit?after=${latest}`);

@@ -356,7 +356,7 @@ describe('auth methods, binding rules, login and logout', () => {
       body: { AuthMethod: 'static', BearerToken: await sign({ team: 'x' }) },
     });
     expect(res.status).toBe(200);
-    expect(res.body.Policies.map((p: { Name: string }) => p.Name)).toEqual(['web-read']);
+    expect(res.body.Policies?.map((p) => p.Name)).toEqual(['web-read']);
   });
 
   describe('kubernetes', () => {
@@ -398,8 +398,8 @@ describe('auth methods, binding rules, login and logout', () => {
       const token = await d.api('PUT', '/v1/acl/token', { body: { Policies: [{ ID: policy.body.ID }] } });
       const read = await d.api('GET', '/v1/acl/auth-method/kube', { token: token.body.SecretID });
       expect(read.status).toBe(200);
-      expect(read.body.Config.ServiceAccountJWT).toBe('<hidden>');
-      expect((await d.api('GET', '/v1/acl/auth-method/kube')).body.Config.ServiceAccountJWT).toBe(reviewerJWT);
+      expect(read.body.Config?.ServiceAccountJWT).toBe('<hidden>');
+      expect((await d.api('GET', '/v1/acl/auth-method/kube')).body.Config?.ServiceAccountJWT).toBe(reviewerJWT);
     });
   });
 

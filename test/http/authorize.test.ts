@@ -19,7 +19,10 @@ describe('POST /v1/internal/acl/authorize', () => {
   afterAll(() => d.close());
 
   const ask = (checks: unknown, token?: string, path = AUTHORIZE, method = 'POST') =>
-    d.api(method, path, { body: checks, ...(token !== undefined ? { token } : {}) });
+    d.api<Array<{ Allow: boolean }> & { code?: string; message?: string }>(method, path, {
+      body: checks,
+      ...(token !== undefined ? { token } : {}),
+    });
 
   it("answers the same array, in order, each check with Allow added, for the request's token", async () => {
     const checks = [

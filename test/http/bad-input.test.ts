@@ -60,11 +60,12 @@ const QUERIES = [
   '?ns=%zz',
 ];
 
-const isJsonError = (res: { status: number; headers: Headers; body: any }) => {
+const isJsonError = (res: { status: number; headers: Headers; body: unknown }) => {
+  const body = res.body as { code?: unknown; message?: unknown; statusCode?: unknown } | undefined;
   expect(res.headers.get('content-type')).toMatch(/^application\/json/);
-  expect(typeof res.body?.code).toBe('string');
-  expect(typeof res.body?.message).toBe('string');
-  expect(res.body.statusCode).toBe(res.status);
+  expect(typeof body?.code).toBe('string');
+  expect(typeof body?.message).toBe('string');
+  expect(body?.statusCode).toBe(res.status);
 };
 
 describe('hostile input', () => {

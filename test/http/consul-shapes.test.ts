@@ -33,8 +33,8 @@ describe('Consul clients, third pass', () => {
       expect(created.body.TokenLocality).toBe(shown);
       expect((await d.api('GET', `/v1/acl/auth-method/${Name}`)).body.TokenLocality).toBe(shown);
       const listed = (await d.api('GET', '/v1/acl/auth-methods')).body.find((m: { Name: string }) => m.Name === Name);
-      expect(listed.TokenLocality).toBe(shown);
-      expect('TokenLocality' in listed).toBe(shown !== undefined);
+      expect(listed?.TokenLocality).toBe(shown);
+      expect('TokenLocality' in listed!).toBe(shown !== undefined);
       const updated = await d.api('PUT', `/v1/acl/auth-method/${Name}`, { body: { ...body, Description: 'again' } });
       expect(updated.body.TokenLocality).toBe(shown);
     });

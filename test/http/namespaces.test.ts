@@ -61,7 +61,7 @@ describe('namespaces and partitions', () => {
     expect((await d.api('GET', `/v1/acl/token/${writerA.AccessorID}`)).status).toBe(404);
     const read = await d.api('GET', `/v1/acl/token/${writerA.AccessorID}?ns=a`);
     expect(read.status).toBe(200);
-    expect(read.body.Policies[0].Name).toBe('ns-writer');
+    expect(read.body.Policies?.[0]?.Name).toBe('ns-writer');
     expect((await d.api('DELETE', `/v1/acl/token/${writerA.AccessorID}`)).text).toBe('false');
   });
 
@@ -107,13 +107,13 @@ describe('namespaces and partitions', () => {
     const inDefault = (await d.api('PUT', '/v1/acl/policy', { body: { Name: 'both-places', Description: 'in default' } })).body;
     const t = (await d.api('PUT', '/v1/acl/token?ns=e', { body: { Policies: [{ Name: 'only-default' }, { Name: 'both-places' }] } })).body;
     const names = await Promise.all(
-      t.Policies.map(async (l: { ID: string }) => {
+      (t.Policies ?? []).map(async (l: { ID: string }) => {
         const here = await d.api('GET', `/v1/acl/policy/${l.ID}?ns=e`);
         return here.status === 200 ? `e:${here.body.Name}` : `default:${(await d.api('GET', `/v1/acl/policy/${l.ID}`)).body.Name}`;
       }),
     );
     expect(names).toEqual(['default:only-default', 'e:both-places']);
-    expect(t.Policies.map((l: { ID: string }) => l.ID)).not.toContain(inDefault.ID);
+    expect(t.Policies?.map((l) => l.ID)).not.toContain(inDefault.ID);
     // A policy of another non-default namespace cannot be linked.
     const other = (await d.api('PUT', '/v1/acl/policy?ns=f', { body: { Name: 'f-only' } })).body;
     const bad = await d.api('PUT', '/v1/acl/token?ns=e', { body: { Policies: [{ ID: other.ID }] } });

@@ -33,17 +33,17 @@ describe('blocking queries, headers and operations endpoints', () => {
     const ro = (await d.api('PUT', '/v1/acl/policy', { body: { Name: 'watch-read', Rules: 'acl = "read"' } })).body;
     const reader = (await d.api('PUT', '/v1/acl/token', { body: { Policies: [{ ID: ro.ID }] } })).body;
     const index = Number((await d.api('GET', '/v1/acl/tokens')).headers.get('x-service-index'));
-    const path = `/v1/acl/tokens?index=${index}&wait=30s`;
+    const path = `/v1/acl/tokens?index=${index}&wait=30s` as const;
     const asWriter = Array.from({ length: 5 }, () => d.api('GET', path));
     const asReader = Array.from({ length: 5 }, () => apiFor(d.url, reader.SecretID)('GET', path));
     await waitFor(() => d.daemon.metrics.blockingInFlight() === 10);
     const created = (await d.api('PUT', '/v1/acl/token', { body: { Description: 'seen by both' } })).body;
     for (const res of await Promise.all(asWriter)) {
-      expect(res.body.find((t: { AccessorID: string }) => t.AccessorID === created.AccessorID).SecretID).toBe(created.SecretID);
+      expect(res.body.find((t) => t.AccessorID === created.AccessorID)?.SecretID).toBe(created.SecretID);
     }
     for (const res of await Promise.all(asReader)) {
-      const seen = res.body.find((t: { AccessorID: string }) => t.AccessorID === created.AccessorID);
-      expect(seen.SecretID).toBe('<hidden>');
+      const seen = res.body.find((t) => t.AccessorID === created.AccessorID);
+      expect(seen?.SecretID).toBe('<hidden>');
     }
   });
 
@@ -195,7 +195,7 @@ describe('blocking queries, headers and operations endpoints', () => {
     expect(create.responses['200'].content['application/json'].schema.$ref).toBe('#/components/schemas/Token');
     expect(doc.components.schemas.Token.properties.AccessorID.type).toBe('string');
     expect(doc.components.schemas.Role.required).toContain('Name');
-    const result = await validate(structuredClone(doc));
+    const result = await validate(structuredClone(doc) as Parameters<typeof validate>[0]);
     expect(result.valid, result.valid ? '' : compileErrors(result)).toBe(true);
   });
 });

@@ -236,7 +236,7 @@ describe('role endpoints', () => {
     expect(synthetic.find((s) => s.Rules.includes('node "node"'))?.Datacenters).toEqual(['dc1']);
     expect(synthetic.find((s) => s.Rules.includes('service "svc"'))?.Rules).toContain('service "svc-sidecar-proxy"');
     expect((res.body.ExpandedRoles as Array<{ ID: string }>).map((r) => r.ID)).toEqual([r1.ID, r2.ID]);
-    expect(res.body.ExpandedRoles[0].Policies).toEqual([
+    expect(res.body.ExpandedRoles[0]?.Policies).toEqual([
       { ID: p3.ID, Name: 'exp-3' },
       { ID: p1.ID, Name: 'exp-1' },
     ]);

@@ -43,7 +43,7 @@ describe('templated policies', () => {
     expect(res.status).toBe(200);
     expect(Object.keys(res.body).sort()).toEqual(BUILTINS.map((b) => b[0]).sort());
     for (const [name, , needsName] of BUILTINS) {
-      const t = res.body[name];
+      const t = res.body[name]!;
       expect(Object.keys(t).sort()).toEqual(['Description', 'Schema', 'Template', 'TemplateName']);
       expect(t.TemplateName).toBe(name);
       expect(t.Description.length).toBeGreaterThan(10);
@@ -119,7 +119,7 @@ describe('templated policies', () => {
       expect(token.body.TemplatedPolicies).toEqual([{ TemplateName: 'builtin/service', TemplateVariables: { name: 'my-service' } }]);
       const read = await d.api('GET', `/v1/acl/token/${token.body.AccessorID}?expanded`);
       expect(read.body.TemplatedPolicies).toEqual([{ TemplateName: 'builtin/service', TemplateVariables: { name: 'my-service' } }]);
-      expect(read.body.ExpandedPolicies.some((p: { Rules: string }) => p.Rules.includes('service "my-service"'))).toBe(true);
+      expect(read.body.ExpandedPolicies.some((p) => p.Rules?.includes('service "my-service"'))).toBe(true);
       const role = await d.api('PUT', '/v1/acl/role', {
         body: { Name: `case-role-${i}`, TemplatedPolicies: [{ TemplateName: 'builtin/node', TemplateVariables: { [key]: 'node-1' } }] },
       });

@@ -6,7 +6,7 @@ const PATH = '/v1/internal/acl/authorizer';
 /** GET /v1/internal/acl/authorizer: what an enforcing client compiles for a token (README, "Enforcing policies in your service"). */
 describe('GET /v1/internal/acl/authorizer', () => {
   let d: TestDaemon;
-  let web: { ID: string; Rules: string };
+  let web: { ID: string; Rules?: string };
   let role: { ID: string };
   let token: { SecretID: string; AccessorID: string };
   beforeAll(async () => {
@@ -22,7 +22,7 @@ describe('GET /v1/internal/acl/authorizer', () => {
   });
   afterAll(() => d.close());
 
-  const read = (secret: string | undefined, query = '') => d.api('GET', PATH + query, { token: secret });
+  const read = (secret: string | undefined, query = '') => d.api('GET', `${PATH}${query}`, { token: secret });
 
   it("answers the token's place, the default policy and the text of every policy reaching it, and no secret", async () => {
     const res = await read(token.SecretID);
@@ -79,7 +79,7 @@ describe('GET /v1/internal/acl/authorizer', () => {
     const res = await held;
     expect(res.status).toBe(200);
     expect(res.headers.get('x-service-contenthash')).not.toBe(hash);
-    expect(res.body.Policies.find((p: { ID: string }) => p.ID === web.ID).Rules).toBe('service "web" { policy = "read" }');
+    expect(res.body.Policies.find((p) => p.ID === web.ID)?.Rules).toBe('service "web" { policy = "read" }');
   });
 
   it('with ?hash=, answers as soon as a role of the token changes', async () => {

@@ -57,10 +57,10 @@ describe('token endpoints', () => {
         Partition: 'default',
       });
       expect(t.Roles).toBeUndefined();
-      expect(t.ExpirationTTL).toBeUndefined();
+      expect(t).not.toHaveProperty('ExpirationTTL');
       expect(typeof t.Hash).toBe('string');
       expect(Buffer.from(t.Hash, 'base64')).toHaveLength(32);
-      expect(Date.parse(t.ExpirationTime) - Date.parse(t.CreateTime)).toBe(3_600_000);
+      expect(Date.parse(t.ExpirationTime!) - Date.parse(t.CreateTime)).toBe(3_600_000);
       expect(t.CreateIndex).toBeGreaterThan(0);
       expect(t.ModifyIndex).toBe(t.CreateIndex);
       expect(Number(res.headers.get('x-service-index'))).toBe(t.ModifyIndex);
@@ -75,7 +75,7 @@ describe('token endpoints', () => {
       expect(res.body.Description).toBe('');
       expect(res.body.Local).toBe(false);
       for (const k of ['Policies', 'Roles', 'ServiceIdentities', 'NodeIdentities', 'TemplatedPolicies', 'ExpirationTime', 'AuthMethod']) {
-        expect(res.body[k]).toBeUndefined();
+        expect(res.body).not.toHaveProperty(k);
       }
     });
 
@@ -87,7 +87,7 @@ describe('token endpoints', () => {
       expect(res.status).toBe(200);
       expect(res.body.Description).toBe('lower');
       expect(res.body.Policies).toEqual([{ ID: policyA.ID, Name: 'pol-a' }]);
-      expect(Date.parse(res.body.ExpirationTime) - Date.parse(res.body.CreateTime)).toBe(120_000);
+      expect(Date.parse(res.body.ExpirationTime!) - Date.parse(res.body.CreateTime)).toBe(120_000);
     });
 
     it("accepts the body Consul's Go client sends (zero values, empty IDs, null Hash)", async () => {
@@ -337,7 +337,7 @@ describe('token endpoints', () => {
       const names = res.body.ExpandedPolicies.map((p: { Name: string }) => p.Name);
       expect(names[0]).toBe('pol-a');
       expect(names.filter((n: string) => n.startsWith('synthetic-policy-'))).toHaveLength(2);
-      expect(res.body.ExpandedPolicies[1].Rules).toContain('service "api"');
+      expect(res.body.ExpandedPolicies[1]?.Rules).toContain('service "api"');
       expect(res.body.ExpandedRoles).toEqual([]);
       expect(res.body).toMatchObject({
         AgentACLDefaultPolicy: 'deny',
@@ -382,12 +382,12 @@ describe('token endpoints', () => {
       expect(res.body.Policies).toEqual(read.Policies);
     });
 
-    const rules: Array<[string, (t: { AccessorID: string; SecretID: string; ExpirationTime: string }) => unknown, string]> = [
+    const rules: Array<[string, (t: { AccessorID: string; SecretID: string; ExpirationTime?: string }) => unknown, string]> = [
       ['a different SecretID', () => ({ SecretID: uuid() }), "Changing a token's SecretID is not permitted"],
       ['a Local toggle', () => ({ Local: true }), 'Cannot toggle local mode of'],
       [
         'a different ExpirationTime',
-        (t) => ({ ExpirationTime: new Date(Date.parse(t.ExpirationTime) + 60_000).toISOString() }),
+        (t) => ({ ExpirationTime: new Date(Date.parse(t.ExpirationTime!) + 60_000).toISOString() }),
         'Cannot change expiration time of',
       ],
       ['an ExpirationTTL', () => ({ ExpirationTTL: '2h' }), 'Cannot change expiration time of'],

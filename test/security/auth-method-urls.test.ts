@@ -98,10 +98,10 @@ describe('auth-method URLs', () => {
     const reader = await d.api('PUT', '/v1/acl/token', { body: { Policies: [{ ID: policy.body.ID }] } });
     const asReader = await d.api('GET', '/v1/acl/auth-method/queried', { token: reader.body.SecretID });
     expect(asReader.status).toBe(200);
-    expect(asReader.body.Config.JWKSURL).toBe(`${internalURL}/keys`);
+    expect(asReader.body.Config?.JWKSURL).toBe(`${internalURL}/keys`);
     expect(asReader.text).not.toContain('K3Y');
     const asWriter = await d.api('GET', '/v1/acl/auth-method/queried');
-    expect(asWriter.body.Config.JWKSURL).toBe(`${internalURL}/keys?api_key=K3Y`);
+    expect(asWriter.body.Config?.JWKSURL).toBe(`${internalURL}/keys?api_key=K3Y`);
   });
 
   it('with auth_method_allowed_hosts, refuses other hosts at write time and at login', async () => {

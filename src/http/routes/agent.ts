@@ -4,7 +4,7 @@ import { resource } from '../routes.js';
 import { queryParam, requestSecret } from '../request.js';
 import { WatchwordError, invalid } from '../../domain/errors.js';
 import { z } from 'zod';
-import { agentSelfResponse, operatorServersResponse } from '../../api/schemas.js';
+import { agentHealthResponse, agentSelfResponse, auditPageResponse, operatorServersResponse } from '../../api/schemas.js';
 import type { AppDeps } from '../deps.js';
 import { relayToLeader } from '../forward.js';
 
@@ -88,10 +88,7 @@ export async function agentRoutes(app: FastifyInstance, deps: AgentRoutesDeps): 
           'Whether this server can do its job: 200 when every check passes, else 503 naming the failing checks (anonymous; why they ' +
           'fail only to agent:read). ?role=leader: 200 only at the leader',
         permission: 'none',
-        response: z.object({
-          Status: z.enum(['passing', 'critical']),
-          Checks: z.array(z.object({ Name: z.string(), Passing: z.boolean(), Output: z.string().optional() })),
-        }),
+        response: agentHealthResponse,
         query: { role: '"leader": passing only at the leader of the datacenter (for load balancers that send writes)' },
       },
       handler: async (request, reply) => {
@@ -131,11 +128,7 @@ export async function agentRoutes(app: FastifyInstance, deps: AgentRoutesDeps): 
           "This server's recent audit events, newest first (operator:read and acl:read). With ?after=N, the events after sequence N, " +
           'oldest first (to follow the log)',
         permission: 'operator:read',
-        response: z.object({
-          Events: z.array(z.record(z.string(), z.unknown())),
-          NextCursor: z.string().optional(),
-          Latest: z.number().int(),
-        }),
+        response: auditPageResponse,
         query: {
           since: 'Events at or after this time (RFC 3339 or ms)',
           until: 'Events at or before this time',
