@@ -52,6 +52,8 @@ export interface LeaderHost {
   committedSeq(): number;
   /** The batches after a position, or undefined when they are no longer kept. */
   batchesAfter(pos: ServerPosition): ServerBatch[] | undefined;
+  /** Batches handed out whose write on this server has not finished: a snapshot taken now lacks them. */
+  unwritten(): ServerBatch[];
   /** A follower confirmed a batch: the leader reviews its waiters. */
   acked(): void;
   /** The session ended. */
@@ -162,8 +164,9 @@ export class LeaderSession {
         return;
       }
       this.send({ t: 'welcome', v: SERVER_PROTOCOL_VERSION, term: leader.term(), leader: leader.options.name, mode: 'snapshot' });
-      // Batches written from here on are held; those the snapshot already shows are skipped.
-      this.held = [];
+      // Batches handed out from here on are held, and so are those still being written here,
+      // which a snapshot taken now may lack; those the snapshot already shows are skipped.
+      this.held = leader.unwritten();
       const snapshot = leader.store.serverSnapshot();
       let chunk = await snapshot.next();
       let pending: Array<[string, Uint8Array]> = [];

@@ -176,6 +176,13 @@ export class ServerLeader implements BatchReplicator, LeaderHost {
     return this.tail.slice(i + 1);
   }
 
+  unwritten(): ServerBatch[] {
+    const durable = this.store.serverPosition().seq;
+    let i = this.tail.length;
+    while (i > 0 && (this.tail[i - 1] as ServerBatch).seq > durable) i--;
+    return this.tail.slice(i);
+  }
+
   /** The highest batch written (not necessarily durable yet). */
   lastSeq(): number {
     return this.tail[this.tail.length - 1]?.seq ?? this.store.serverPosition().seq;

@@ -162,6 +162,30 @@ describe('ServerLeader and its follower sessions (socket-free)', () => {
     expect(published).toEqual([['f1']]);
   });
 
+  it('sends a follower welcomed to a snapshot the batch handed out while the leader was still writing it', async () => {
+    // The group commit hands a batch to the followers while its own write runs: a snapshot
+    // taken then is of the state before it, so the batch must follow the snapshot. It was
+    // lost (found by the simulation, seed 2829): the follower stayed a batch behind until
+    // the next write, and then started over from another snapshot.
+    await write(2);
+    const pos = store.serverPosition();
+    const inFlight = {
+      seq: pos.seq + 1,
+      term: 7,
+      prev: pos.seq,
+      ops: [['t/in-flight', new Uint8Array([1])]] as Array<[string, Uint8Array]>,
+    };
+    await leader.replicate(inFlight); // nobody in the synchronous set: at once
+    const channel = new ArrayChannel();
+    const session = leader.open(channel, 'f1');
+    feed(session, hello('f1', 0, 0));
+    await until('the last snapshot chunk', () => channel.of('snapshot').some((s) => s.last));
+    const last = channel.of('snapshot').find((s) => s.last) as Extract<LeaderFrame, { t: 'snapshot' }>;
+    expect(last.seq).toBe(pos.seq);
+    expect(channel.of('batch').map((b) => b.seq)).toEqual([pos.seq + 1]);
+    expect(channel.sent.indexOf(last)).toBeLessThan(channel.sent.indexOf(channel.of('batch')[0] as LeaderFrame));
+  });
+
   it('tells listeners that a write its followers never confirmed before leadership ended is unconfirmed', async () => {
     const channel = new ArrayChannel();
     const session = leader.open(channel, 'f1');

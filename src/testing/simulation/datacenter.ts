@@ -546,6 +546,14 @@ class Datacenter {
     for (const s of this.servers) if (!s.alive) this.start(s);
   }
 
+  /** Where a server stands, for a failure's message. */
+  private describe(s: Server): string {
+    const p = s.store.serverPosition();
+    const f = s.group?.followerStatus();
+    const stream = f ? ` following ${f.Leader} (connected ${f.Connected}, leader at ${f.LeaderSeq}, last error "${f.LastError}")` : '';
+    return `${s.name} at batch ${p.seq} of term ${p.term}${stream}`;
+  }
+
   /** The end: one leader, and every server holding exactly what it holds, every acknowledged write with it. */
   converged(): string | undefined {
     const leaders = this.servers.filter((s) => s.group?.isLeader());
@@ -558,7 +566,7 @@ class Datacenter {
       if (s === leader) continue;
       const theirs = s.store.tokens();
       if (theirs.size !== held.size || [...held].some((id) => !theirs.has(id)))
-        return `${s.name} holds ${theirs.size} tokens, the leader ${held.size}`;
+        return `${s.name} holds ${theirs.size} tokens, the leader ${held.size}; ${this.describe(s)}, leader ${this.describe(leader)}`;
     }
     return undefined;
   }
