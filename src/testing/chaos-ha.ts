@@ -499,10 +499,12 @@ export async function runHaChaos(options: HaChaosOptions = {}): Promise<HaChaosR
       const undone = Date.now();
       await load.stop();
       const converged = await converge(cluster, token, options.convergeTimeoutMs ?? 60_000);
+      // Measured here: the pause at rest below is not part of it.
+      const convergedMs = Date.now() - undone;
       revoker.fault = undefined;
       // At rest for a moment (nothing failing, no load): revocations then are the at-rest figure.
       await sleep(1000);
-      const result = { n, kind, target: injected.target, heldMs: injected.heldMs, convergedMs: Date.now() - undone, converged };
+      const result = { n, kind, target: injected.target, heldMs: injected.heldMs, convergedMs, converged };
       faults.push(result);
       log(
         `fault ${n}/${total}: ${kind} ${injected.target}, held ${(injected.heldMs / 1000).toFixed(1)} s, ` +
