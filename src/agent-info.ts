@@ -1,7 +1,7 @@
 import { resolve } from 'node:path';
 import { type Config, isPrimary } from './config/schema.js';
 import { formatDuration } from './domain/duration.js';
-import type { ClusterRole } from './ha/role.js';
+import type { ClusterRole } from './ha/cluster-role.js';
 import type { AuditLog } from './observability/audit.js';
 import type { Metrics } from './observability/metrics.js';
 import type { HealthCheck } from './service/context.js';

@@ -8,7 +8,7 @@ import { REPLICATION_PATH } from '../replication/protocol.js';
 import { PeerClient } from '../replication/primary-client.js';
 import { refuse } from '../replication/primary.js';
 import { type Coordinator, EtcdCoordinator, StaticCoordinator } from './coordinator.js';
-import { type ClusterRole, type RoleDeps, type RoleParts, hostOf } from './role.js';
+import { type ClusterRole, type RoleDeps, type RoleParts, hostOf } from './cluster-role.js';
 import { SecretLookup, waitForIndex } from './secret-lookup.js';
 import { SERVERS_PATH } from './server-protocol.js';
 import { ServerGroup } from './servers.js';

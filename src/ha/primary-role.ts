@@ -4,7 +4,7 @@ import type { ReplicationStatusResponse } from '../api/schemas.js';
 import { conflict } from '../domain/errors.js';
 import type { DatacenterInfo } from '../replication/protocol.js';
 import { ReplicationPrimary, refuse } from '../replication/primary.js';
-import type { RoleDeps } from './role.js';
+import type { RoleDeps } from './cluster-role.js';
 import { DatacenterRole, notReplicating } from './datacenter-role.js';
 
 /** The primary datacenter's server: replication starts here when it leads. */

@@ -9,7 +9,7 @@ import { PeerClient } from '../replication/primary-client.js';
 import { refuse } from '../replication/primary.js';
 import { PrimaryContact } from '../replication/primary-contact.js';
 import { ReplicationSecondary } from '../replication/secondary.js';
-import type { RoleDeps } from './role.js';
+import type { RoleDeps } from './cluster-role.js';
 import { DatacenterRole, notReplicating } from './datacenter-role.js';
 
 /** A secondary datacenter's server: when it leads, it replicates from the primary. */

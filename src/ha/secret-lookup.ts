@@ -1,7 +1,7 @@
 import { WatchwordError } from '../domain/errors.js';
 import { RateLimiter } from '../transport/rate-limit.js';
 import type { PeerClient } from '../replication/primary-client.js';
-import type { LevelStore } from '../store/level-store.js';
+import type { ClusterStore } from '../store/store.js';
 
 /**
  * Secrets this server does not hold, looked up where they may have been created (the
@@ -56,7 +56,7 @@ export class SecretLookup {
  * no index counts.
  */
 export function waitForIndex(
-  store: LevelStore,
+  store: Pick<ClusterStore, 'currentIndex' | 'onCommit'>,
   index: number,
   timeoutMs: number,
   comparable: () => boolean = () => true,

@@ -129,6 +129,12 @@ export interface ServerStore {
   currentIndex(): number;
 }
 
+/**
+ * What a server's place in the cluster (`ha/`) needs of its store: the whole store, and the
+ * servers' stream within a datacenter. LevelStore is one; ha/ never names it.
+ */
+export type ClusterStore = Store & ServerStore;
+
 /** A record as written: the store stamps CreateIndex and ModifyIndex. */
 export type Unstamped<R> = Omit<R, 'CreateIndex' | 'ModifyIndex'> & { CreateIndex?: number; ModifyIndex?: number };
 

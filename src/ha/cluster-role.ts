@@ -8,7 +8,7 @@ import type { Metrics } from '../observability/metrics.js';
 import type { DatacenterInfo } from '../replication/protocol.js';
 import { DEFAULT_PRIMARY_OPTIONS } from '../replication/primary.js';
 import type { AclResolver } from '../service/acl-resolver.js';
-import type { LevelStore } from '../store/level-store.js';
+import type { ClusterStore } from '../store/store.js';
 import type { Transport } from '../transport/transport.js';
 import type { ServerGroup } from './servers.js';
 
@@ -67,7 +67,7 @@ export interface ClusterRole {
 
 export interface RoleDeps {
   config: Config;
-  store: LevelStore;
+  store: ClusterStore;
   metrics: Metrics;
   logger: Logger;
   replication: ReplicationOptions;

@@ -1,4 +1,4 @@
-import type { ClusterRole, RoleDeps } from './role.js';
+import type { ClusterRole, RoleDeps } from './cluster-role.js';
 import { PrimaryRole } from './primary-role.js';
 import { SecondaryRole } from './secondary-role.js';
 
