@@ -24,7 +24,7 @@ import { LoginService } from './service/login.js';
 import { SnapshotService } from './service/snapshots.js';
 import { LevelStore, type LevelStoreOptions } from './store/level-store.js';
 import type { ClusterHooks } from './http/forward.js';
-import { PeerClient } from './replication/primary-client.js';
+import { PeerClient } from './transport/peer-client.js';
 import { DatacenterDirectory } from './replication/directory.js';
 import { policyView } from './service/views.js';
 import type { ServerGroup } from './ha/servers.js';

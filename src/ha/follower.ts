@@ -1,8 +1,8 @@
 import type { ServerStore } from '../store/store.js';
 import type { Logger } from 'pino';
 import { WebSocket } from 'ws';
-import { Heartbeat } from '../replication/heartbeat.js';
-import { Backoff } from '../replication/backoff.js';
+import { Heartbeat } from '../transport/heartbeat.js';
+import { Backoff } from '../transport/backoff.js';
 import { decodeFrame, encodeFrame } from '../replication/protocol.js';
 import { FollowerStream } from './follower-stream.js';
 import { type Transport, describeConnectError } from '../transport/transport.js';

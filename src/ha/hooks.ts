@@ -1,4 +1,4 @@
-import type { PeerClient } from '../replication/primary-client.js';
+import type { PeerClient } from '../transport/peer-client.js';
 
 // What a server's place in the cluster offers the HTTP layer (the role implements these;
 // http/forward.ts uses them to send a request where it must go).

@@ -1,7 +1,7 @@
 import type { WebSocket } from 'ws';
 import type { Logger } from 'pino';
 import type { ServerBatch, ServerPosition, ServerStore } from '../store/store.js';
-import { Heartbeat } from '../replication/heartbeat.js';
+import { Heartbeat } from '../transport/heartbeat.js';
 import { type FrameError, decodeFrame, encodeFrame } from '../replication/protocol.js';
 import { type FollowerFrame, type LeaderFrame, SERVER_PROTOCOL_VERSION, followerFrame } from './server-protocol.js';
 

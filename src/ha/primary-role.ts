@@ -3,7 +3,8 @@ import type { Duplex } from 'node:stream';
 import type { ReplicationStatusResponse } from '../api/schemas.js';
 import { conflict } from '../domain/errors.js';
 import type { DatacenterInfo } from '../replication/protocol.js';
-import { ReplicationPrimary, refuse } from '../replication/primary.js';
+import { ReplicationPrimary } from '../replication/primary.js';
+import { refuse } from '../transport/refuse.js';
 import type { RoleDeps } from './cluster-role.js';
 import { DatacenterRole, notReplicating } from './datacenter-role.js';
 

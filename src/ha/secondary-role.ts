@@ -5,8 +5,8 @@ import { WatchwordError, conflict, isWatchwordError } from '../domain/errors.js'
 import { isUUID } from '../domain/ids.js';
 import type { SecondaryHooks } from './hooks.js';
 import type { DatacenterInfo } from '../replication/protocol.js';
-import { PeerClient } from '../replication/primary-client.js';
-import { refuse } from '../replication/primary.js';
+import { PeerClient } from '../transport/peer-client.js';
+import { refuse } from '../transport/refuse.js';
 import { PrimaryContact } from '../replication/primary-contact.js';
 import { ReplicationSecondary } from '../replication/secondary.js';
 import type { RoleDeps } from './cluster-role.js';

@@ -1,6 +1,6 @@
 import { WatchwordError } from '../domain/errors.js';
 import { RateLimiter } from '../transport/rate-limit.js';
-import type { PeerClient } from '../replication/primary-client.js';
+import type { PeerClient } from '../transport/peer-client.js';
 import type { ClusterStore } from '../store/store.js';
 
 /**

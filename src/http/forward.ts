@@ -1,6 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { WatchwordError, invalid } from '../domain/errors.js';
-import type { RelayedResponse } from '../replication/primary-client.js';
+import type { RelayedResponse } from '../transport/peer-client.js';
 import type { ClusterHooks, FollowerHooks, SecondaryHooks } from '../ha/hooks.js';
 
 export type { ClusterHooks, FollowerHooks, SecondaryHooks } from '../ha/hooks.js';

@@ -2,7 +2,7 @@ import { WebSocket } from 'ws';
 import type { Logger } from 'pino';
 import type { CommitEvent, Store } from '../store/store.js';
 import { type RecordsByTable, TABLE_NAMES } from '../store/schema.js';
-import { Heartbeat } from './heartbeat.js';
+import { Heartbeat } from '../transport/heartbeat.js';
 import {
   type DatacenterInfo,
   type PrimaryFrame,

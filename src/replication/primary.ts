@@ -1,6 +1,7 @@
-import { STATUS_CODES, type IncomingMessage, type Server } from 'node:http';
+import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
+import { refuse } from '../transport/refuse.js';
 import type { Transport } from '../transport/transport.js';
 import { WebSocketServer } from 'ws';
 import { isWatchwordError } from '../domain/errors.js';
@@ -40,17 +41,6 @@ export const DEFAULT_PRIMARY_OPTIONS: PrimaryOptions = {
   maxUnackedIndexes: 50_000,
   retention: 100_000,
 };
-
-export function refuse(socket: Duplex, status: number, reason: string, headers: Record<string, string> = {}): void {
-  const body = `${reason}\n`;
-  const extra = Object.entries(headers)
-    .map(([k, v]) => `${k}: ${v}\r\n`)
-    .join('');
-  socket.end(
-    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ` +
-      `${Buffer.byteLength(body)}\r\n${extra}Connection: close\r\n\r\n${body}`,
-  );
-}
 
 /**
  * Datacenters a replication token may replicate as: the datacenters of its node

@@ -3,8 +3,8 @@ import { WebSocket } from 'ws';
 import type { Metrics } from '../observability/metrics.js';
 import type { Store } from '../store/store.js';
 import type { ReplicationStatusResponse } from '../api/schemas.js';
-import { Backoff } from './backoff.js';
-import { Heartbeat } from './heartbeat.js';
+import { Backoff } from '../transport/backoff.js';
+import { Heartbeat } from '../transport/heartbeat.js';
 import {
   type DatacenterInfo,
   PROTOCOL_VERSION,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Backoff } from '../../src/replication/backoff.js';
+import { Backoff } from '../../src/transport/backoff.js';
 import { FrameError, decodeFrame, encodeFrame, primaryFrame } from '../../src/replication/protocol.js';
 
 describe('replication frames', () => {

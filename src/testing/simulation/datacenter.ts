@@ -7,7 +7,7 @@ import type { FollowerOptions, FollowerStreamStatus } from '../../ha/follower.js
 import { FollowerStream } from '../../ha/follower-stream.js';
 import { type FollowerFrame, type LeaderFrame, leaderFrame } from '../../ha/server-protocol.js';
 import { type FollowerLink, ServerGroup } from '../../ha/servers.js';
-import { Heartbeat } from '../../replication/heartbeat.js';
+import { Heartbeat } from '../../transport/heartbeat.js';
 import { decodeFrame, encodeFrame } from '../../replication/protocol.js';
 import type { ServerBatch, ServerStore } from '../../store/store.js';
 import { Transport } from '../../transport/transport.js';

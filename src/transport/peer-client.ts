@@ -1,5 +1,5 @@
 import { WatchwordError, isWatchwordError } from '../domain/errors.js';
-import type { PeerFetch } from '../transport/transport.js';
+import type { PeerFetch } from './transport.js';
 
 export interface RelayedResponse {
   status: number;

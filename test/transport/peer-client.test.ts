@@ -1,7 +1,7 @@
 import { type Server, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PeerClient } from '../../src/replication/primary-client.js';
+import { PeerClient } from '../../src/transport/peer-client.js';
 import type { PeerFetch } from '../../src/transport/transport.js';
 import { freePort } from '../../src/testing/etcd.js';
 
