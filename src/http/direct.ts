@@ -20,7 +20,7 @@ import type { Refusal } from './deps.js';
  * body of known length within the limit; no per-client rate limit set; the server not closing.
  * Anything else takes the Fastify route.
  *
- * A route states its logic once (`RouteLogic` in routes.ts); Fastify's handler and this path
+ * A route states its logic once (`RouteLogic` in resource.ts); Fastify's handler and this path
  * both run it, so they answer the same bytes, headers and errors. This module only matches
  * requests and writes answers, measured and logged like every route.
  *

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { errorResponse } from '../api/schemas.js';
-import type { RouteInfo } from './routes.js';
+import type { RouteInfo } from './resource.js';
 
 type JsonSchema = Record<string, unknown>;
 

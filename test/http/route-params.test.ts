@@ -1,5 +1,5 @@
 import { describe, expectTypeOf, it } from 'vitest';
-import type { ParamsOf } from '../../src/http/routes.js';
+import type { ParamsOf } from '../../src/http/resource.js';
 
 // Checked by the type checker (npm run typecheck, in CI): a route's handler gets its parameters typed from its path.
 describe('ParamsOf', () => {

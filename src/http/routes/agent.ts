@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { sendJSON } from '../respond.js';
-import { resource } from '../routes.js';
+import { resource } from '../resource.js';
 import { queryParam, requestSecret } from '../request.js';
 import { WatchwordError, invalid } from '../../domain/errors.js';
 import { z } from 'zod';

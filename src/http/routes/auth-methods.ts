@@ -16,7 +16,7 @@ import { RateLimiter } from '../../transport/rate-limit.js';
 import { decodeBody, parseJsonBody } from '../body.js';
 import { queryParam, requestContext } from '../request.js';
 import { sendWrite } from '../respond.js';
-import { resource } from '../routes.js';
+import { resource } from '../resource.js';
 
 /** Auth methods, binding rules, login and logout (README, "HTTP API"). */
 /** What the authMethod routes use. */

@@ -3,7 +3,7 @@ import { answersJSON } from '../../service/decisions.js';
 import { parseJsonBody } from '../body.js';
 import { queryParam, requestContext } from '../request.js';
 import { sendJSON } from '../respond.js';
-import { type RouteSpec, resource } from '../routes.js';
+import { type RouteSpec, resource } from '../resource.js';
 import { authorizeBody, authorizeResponse, tokenAuthorizerResponse } from '../../api/schemas.js';
 import { invalid } from '../../domain/errors.js';
 import { blockingParams } from '../blocking.js';

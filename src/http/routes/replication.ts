@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { replicationStatusResponse } from '../../api/schemas.js';
 import { relayToLeader } from '../forward.js';
 import { sendJSON } from '../respond.js';
-import { resource } from '../routes.js';
+import { resource } from '../resource.js';
 import type { AppDeps } from '../deps.js';
 
 /** What the replication routes use. */

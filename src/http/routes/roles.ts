@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { decodeBody, parseJsonBody } from '../body.js';
 import { queryParam, requestContext } from '../request.js';
 import { sendWrite } from '../respond.js';
-import { resource } from '../routes.js';
+import { resource } from '../resource.js';
 import { z } from 'zod';
 import { deletedResponse, roleBody, roleResponse } from '../../api/schemas.js';
 import type { AppDeps } from '../deps.js';

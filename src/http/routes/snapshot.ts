@@ -11,7 +11,7 @@ import { snapshotRestoreResponse } from '../../api/schemas.js';
 import { WatchwordError } from '../../domain/errors.js';
 import { requestContext } from '../request.js';
 import { sendJSON } from '../respond.js';
-import { resource } from '../routes.js';
+import { resource } from '../resource.js';
 import type { AppDeps } from '../deps.js';
 
 const tooLarge = (max: number) => new WatchwordError('BODY_TOO_LARGE', `Snapshot is too large (limit ${max} bytes: snapshot_max_bytes)`);

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { decodeBody, parseJsonBody } from '../body.js';
 import { requestContext } from '../request.js';
 import { sendWrite } from '../respond.js';
-import { resource } from '../routes.js';
+import { resource } from '../resource.js';
 import { Written } from '../direct.js';
 import { z } from 'zod';
 import { cloneBody, deletedResponse, expandedTokenResponse, tokenBody, tokenResponse } from '../../api/schemas.js';
