@@ -6,6 +6,7 @@
  * every acknowledged write is checked. Every loop is bounded in count and time.
  */
 import { randomUUID } from 'node:crypto';
+import { httpCall } from './http.js';
 import { type Anomaly, HistoryRecorder, type Operation } from './history.js';
 import { type Cluster, startCluster } from './index.js';
 
@@ -80,13 +81,13 @@ export async function request(
   timeoutMs = 8000,
 ): Promise<Answer> {
   try {
-    const res = await fetch(url + path, {
+    const res = await httpCall(url + path, {
       method,
       headers: { ...headers, 'Content-Type': 'application/json', Accept: 'application/json' },
       ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-      signal: AbortSignal.timeout(timeoutMs),
+      timeoutMs,
     });
-    const text = await res.text();
+    const { text } = res;
     let parsed: unknown;
     try {
       parsed = text ? JSON.parse(text) : undefined;

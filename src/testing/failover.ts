@@ -8,6 +8,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { until } from './daemon.js';
+import { httpCall } from './http.js';
 import { type Cluster, type DatacenterHandle, startCluster } from './index.js';
 
 export interface Failover {
@@ -45,13 +46,13 @@ export interface FailoverOptions {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function call(server: DatacenterHandle, token: string, method: string, path: string, body?: unknown, timeoutMs = 8000) {
-  const res = await fetch(`${server.url}${path}`, {
+  const res = await httpCall(`${server.url}${path}`, {
     method,
     headers: { 'X-Service-Token': token, 'Content-Type': 'application/json', Accept: 'application/json' },
     ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-    signal: AbortSignal.timeout(timeoutMs),
+    timeoutMs,
   });
-  const text = await res.text();
+  const { text } = res;
   return { status: res.status, body: text ? (JSON.parse(text) as unknown) : undefined };
 }
 

@@ -4,6 +4,7 @@ import type { ConfigKey } from '../../src/config/schema.js';
 import { type Daemon, type DaemonOptions, startDaemon } from '../../src/daemon.js';
 import type { Clock } from '../../src/domain/clock.js';
 import type { AnswerOf } from './api-types.js';
+import { httpCall } from '../../src/testing/http.js';
 import { tempDir } from './temp-dir.js';
 
 export const MANAGEMENT_SECRET = 'b1ea1d8e-0000-4000-8000-000000000001';
@@ -55,8 +56,8 @@ export function apiFor(url: string, defaultToken?: string): Api {
       body = JSON.stringify(options.body);
       headers['Content-Type'] ??= 'application/json';
     }
-    const res = await fetch(url + path, { method, headers, ...(body !== undefined ? { body } : {}) });
-    const text = await res.text();
+    const res = await httpCall(url + path, { method, headers, ...(body !== undefined ? { body } : {}), timeoutMs: 300_000 });
+    const { text } = res;
     let parsed: unknown;
     try {
       parsed = text === '' ? undefined : JSON.parse(text);
