@@ -93,10 +93,9 @@ describe('a secondary catching up from a snapshot', () => {
     cluster = await startCluster({ datacenters: ['dc1', 'dc2'] });
     const dc1 = cluster.primary;
     const dc2 = cluster.get('dc2');
-    await seed(dc1.client, BULK, 'bulk');
-    await dc2.waitForReplication(60_000);
-    // dc2 made fresh: its store removed while it is down.
+    // dc2 made fresh: down while the primary is seeded (it would only replicate what is then removed), its store removed.
     await dc2.stop();
+    await seed(dc1.client, BULK, 'bulk');
     await rm(join(dc2.dataDir, 'store'), { recursive: true, force: true });
     const staging = join(dc2.dataDir, 'store.next');
     const started = dc2.start();
