@@ -376,12 +376,21 @@ describe.skipIf(!etcd)('several servers per datacenter (etcd-coordinated)', () =
       cutAt = Date.now();
       cluster.coordinatorLink(old.serverName).cut();
       onTestFinished(() => cluster.coordinatorLink(old.serverName).restore());
-      await until('another server to lead', 20_000, async () => {
+      await until('another server to lead', 40_000, async () => {
         const named = await Promise.all(
           others.map(async (s) => (await call(s, token, 'GET', '/v1/status/leader', undefined, 1000)).body as unknown as string),
         );
         newLeader = others.find((s) => named.every((a) => a === new URL(s.url).host));
         return newLeader !== undefined;
+      }).catch(async (err: Error) => {
+        // Seen once in about ten full runs: say what each server thought, for the next time.
+        const views = await Promise.all(
+          dc1.servers.map(async (s) => {
+            const v = await call(s, token, 'GET', '/v1/operator/servers', undefined, 2000).catch((e: Error) => ({ body: e.message }));
+            return `${s.serverName}: ${JSON.stringify(v.body)}`;
+          }),
+        );
+        throw new Error(`${err.message}; the servers said:\n${views.join('\n')}`);
       });
       await sleep(1500);
     } finally {
