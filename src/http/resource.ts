@@ -5,7 +5,7 @@ import type { WatchTable } from '../store/store.js';
 import type { ForwardRule } from './forward.js';
 import { JSONText } from '../service/views.js';
 import { sendError } from './errors.js';
-import { type DirectAnswer, type DirectInput, Written } from './direct.js';
+import { type DirectAnswer, type DirectInput, type DirectSpec, Written } from './direct.js';
 import type { ReadAccess, ReadGate } from './blocking.js';
 import { queryParam, requestContext } from './request.js';
 import { sendJSON, sendWrite } from './respond.js';
@@ -47,14 +47,7 @@ export type RouteRequest<P extends string> = FastifyRequest<{ Params: ParamsOf<P
  * (direct.ts) that serves the route's plain requests before Fastify's routing: one place for
  * what the route does, whichever door a request comes in by.
  */
-export interface RouteLogic<P extends string = string> {
-  /** Query parameters it reads (`token`, `ns`, `partition` are read for every route). */
-  query?: readonly string[];
-  /**
-   * Whether this server answers the request itself right now; when not, the fast path leaves
-   * it to Fastify's route (a write at a secondary or a follower, which it forwards).
-   */
-  when?: () => boolean;
+export interface RouteLogic<P extends string = string> extends Pick<DirectSpec, 'query' | 'when'> {
   /** A read: served through the read gate on the route's `table` (blocking, consistency, shared work). */
   read?: { gate: Pick<ReadGate, 'serve'>; access: ReadAccess };
   /** Answers from the request's parts; throws a WatchwordError to refuse. */
