@@ -26,6 +26,10 @@ import { clientOf, forwardToDatacenter, forwardToLeader, forwardWrite, isWrite, 
 import { tokenRoutes } from './routes/tokens.js';
 import { DirectRoutes, IndexHeaders } from './direct.js';
 
+function noSchemaCompiler(): never {
+  throw new Error('routes decode their input with zod and write their own JSON: a Fastify schema is not compiled here');
+}
+
 /**
  * At most `cap` open connections from one address: one client cannot take every slot of
  * `http_max_conns`. A connection past it is closed before a byte is read.
@@ -99,6 +103,10 @@ export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteIn
     frameworkErrors: (error, request, reply) => {
       void sendError(request, reply, error);
     },
+    // Routes decode their input with zod (resource.ts) and write their own JSON: no route
+    // declares a Fastify schema, so Fastify's ajv and fast-json-stringify compilers are never
+    // loaded (a tenth of a daemon's start-up). One that did would fail here, at start.
+    schemaController: { compilersFactory: { buildValidator: noSchemaCompiler, buildSerializer: noSchemaCompiler } },
   });
 
   if (limits) app.server.maxConnections = limits.maxConns;

@@ -1,5 +1,4 @@
 import { type DestinationStream, type Logger, pino } from 'pino';
-import { PinoPretty } from 'pino-pretty';
 
 /**
  * Paths pino censors wherever they appear. Request logs never carry headers, query
@@ -59,11 +58,13 @@ export interface AgentLogOptions {
  */
 export async function createAgentLogger(options: AgentLogOptions): Promise<Logger> {
   const format = options.format ?? (process.stdout.isTTY ? 'text' : 'json');
+  // The text formatter only when asked for (a terminal): a daemon logging JSON never loads it.
+  const PinoPretty = format === 'text' ? (await import('pino-pretty')).PinoPretty : undefined;
   const streams: pino.StreamEntry[] = [
     {
       level: 'trace',
       stream:
-        format === 'text'
+        PinoPretty
           ? PinoPretty({ colorize: process.stdout.isTTY === true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname,service' })
           : process.stdout,
     },

@@ -2,11 +2,19 @@ import { type PeerCertificate, TLSSocket, type SecureContextOptions, checkServer
 import type { ServerOptions as HttpsServerOptions } from 'node:https';
 import type { IncomingMessage } from 'node:http';
 import type { Logger } from 'pino';
-import { Agent, fetch as undiciFetch, type RequestInit as UndiciRequestInit } from 'undici';
+import type { Agent, RequestInit as UndiciRequestInit } from 'undici';
 import type { ClientOptions as WebSocketOptions } from 'ws';
 import { type TlsSettings, parseHostPort, peerBaseURL } from '../config/schema.js';
 import { ServerKeyProof } from './server-key.js';
 import { type TlsMaterial, TlsFileError, loadCA, loadTlsFiles } from './tls-files.js';
+
+type Undici = typeof import('undici');
+let undiciModule: Promise<Undici> | undefined;
+/** undici on first use: a daemon with no peer to call (one server, one datacenter) never loads it. */
+const loadUndici = (): Promise<Undici> => {
+  undiciModule ??= import('undici');
+  return undiciModule;
+};
 
 export interface TransportOptions {
   datacenter: string;
@@ -208,14 +216,17 @@ export class Transport {
 
   /** fetch to a peer that must prove to be a server of `expect.datacenter`. */
   fetcher(expect: PeerExpectation | undefined): PeerFetch {
-    return (url, init) => undiciFetch(url, { ...init, dispatcher: this.agent(expect) }) as unknown as Promise<Response>;
+    return async (url, init) => {
+      const undici = await loadUndici();
+      return (await undici.fetch(url, { ...init, dispatcher: this.agent(undici, expect) })) as unknown as Response;
+    };
   }
 
-  private agent(expect: PeerExpectation | undefined): Agent {
+  private agent(undici: Undici, expect: PeerExpectation | undefined): Agent {
     const key = expect ? this.serverName(expect.datacenter) : '';
     let a = this.agents.get(key);
     if (!a) {
-      a = new Agent({ connect: this.clientTLS(expect), keepAliveTimeout: 4000, connections: 64 });
+      a = new undici.Agent({ connect: this.clientTLS(expect), keepAliveTimeout: 4000, connections: 64 });
       this.agents.set(key, a);
     }
     return a;
