@@ -1,12 +1,17 @@
 /**
- * The agent as the test suite runs it: `src/main.ts` bundled by esbuild (the transpiler tsx
- * uses, without type checks; `npm run typecheck` does those) into one ESM file with its lazy
- * chunks, so that each of the suite's hundreds of daemon and CLI processes starts in well
- * under a second instead of transpiling every source file through tsx's loader hooks.
- * Built once per `npm test` (vitest's global setup), in about a second; packages stay
- * imports of node_modules. The output sits two levels below the checkout, where `src/`
- * resolves from `import.meta.url` as it does from `src/` and `dist/`.
+ * The agent as the test suite runs it: `src/main.ts` and the packages it imports bundled by
+ * esbuild (the transpiler tsx uses, without type checks; `npm run typecheck` does those) into
+ * one ESM file with its lazy chunks, so that each of the suite's hundreds of daemon and CLI
+ * processes starts without transpiling every source file through tsx's loader hooks or
+ * resolving a few hundred files of node_modules: about 0.5 s of CPU per daemon start against
+ * 0.9 s with the packages left as imports (`--cpu-prof` of one start: module resolution and
+ * loading were most of it). Built once per `npm test` (vitest's global setup), in a second
+ * or two. Packages with native code or files they read beside themselves stay imports. The
+ * output sits two levels below the checkout, where `src/` resolves from `import.meta.url` as
+ * it does from `src/` and `dist/`. `npm start` and the published package run `dist/` (tsc's
+ * output, packages imported from node_modules): test/e2e/signals.test.ts starts that form.
  */
+import { readFileSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
@@ -14,8 +19,31 @@ import { build } from 'esbuild';
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 export const AGENT_BUILD_DIR = join(ROOT, 'node_modules', '.watchword-agent');
 
+/** Left as imports: native addons, and packages that read files beside their own code. */
+const NATIVE_OR_FILES = ['classic-level', 'msgpackr-extract', 'etcd3', '@cdktf/hcl2json', 'pino-roll'];
+
+/**
+ * Packages the sources load with `import()` (on first use) stay imports too: esbuild's chunk
+ * for a CommonJS package has only a default export, so `(await import('undici')).Agent`
+ * would be undefined in the bundle while node's own loader finds it, as in `dist/`.
+ */
+function lazilyImported(dir: string): string[] {
+  const found = new Set<string>();
+  for (const entry of readdirSync(dir, { withFileTypes: true, recursive: true })) {
+    if (!entry.isFile() || !entry.name.endsWith('.ts')) continue;
+    const text = readFileSync(join(entry.parentPath, entry.name), 'utf8');
+    for (const m of text.matchAll(/\bimport\('([^.'][^']*)'\)/g)) {
+      const name = m[1] as string;
+      if (!name.startsWith('node:')) found.add(name);
+    }
+  }
+  return [...found];
+}
+
 /** Builds the bundle; returns the path of its main.js. */
 export async function buildAgent(): Promise<string> {
+  // Chunks are named by their content: a stale one from an earlier build would stay beside the new.
+  rmSync(AGENT_BUILD_DIR, { recursive: true, force: true });
   await build({
     entryPoints: [join(ROOT, 'src/main.ts')],
     outdir: AGENT_BUILD_DIR,
@@ -24,8 +52,12 @@ export async function buildAgent(): Promise<string> {
     format: 'esm',
     platform: 'node',
     target: 'node20',
-    packages: 'external',
-    sourcemap: 'inline',
+    external: [...NATIVE_OR_FILES, ...lazilyImported(join(ROOT, 'src'))],
+    // The bundled CommonJS packages call require(): give the ESM output one.
+    banner: { js: "import { createRequire as __watchwordRequire } from 'node:module'; const require = __watchwordRequire(import.meta.url);" },
+    // Read by node only with --enable-source-maps (WATCHWORD_DAEMON_NODE_FLAGS): parsing an
+    // inline map on every start cost more than the rest of the bundle.
+    sourcemap: 'linked',
     logLevel: 'error',
   });
   return join(AGENT_BUILD_DIR, 'main.js');
