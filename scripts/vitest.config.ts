@@ -13,6 +13,11 @@ export default defineConfig({
     // datacenter held down), so a third overlaps those waits (135 s against 175 s for the
     // whole suite here). Cluster suites bound their own size.
     maxWorkers: 3,
+    // A worker keeps the modules it has imported from one file to the next: importing the
+    // app (Fastify, zod's schemas, the store) again for each of a hundred files cost about
+    // 100 s of the suite's CPU. Files share no state through modules (every daemon, store
+    // and registry is built per test); a test that patches a global puts it back.
+    isolate: false,
     testTimeout: 30_000,
     hookTimeout: 30_000,
     include: ['test/**/*.test.ts'],
