@@ -63,10 +63,9 @@ export async function createAgentLogger(options: AgentLogOptions): Promise<Logge
   const streams: pino.StreamEntry[] = [
     {
       level: 'trace',
-      stream:
-        PinoPretty
-          ? PinoPretty({ colorize: process.stdout.isTTY === true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname,service' })
-          : process.stdout,
+      stream: PinoPretty
+        ? PinoPretty({ colorize: process.stdout.isTTY === true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname,service' })
+        : process.stdout,
     },
   ];
   if (options.file) {
