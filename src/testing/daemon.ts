@@ -143,7 +143,8 @@ export class Daemon implements DatacenterHandle {
     proc.stdout?.on('data', (b: Buffer) => (this.out += b.toString()));
     proc.stderr?.on('data', (b: Buffer) => (this.out += b.toString()));
     const address = await until(`${this.name} to start`, this.cluster.options.startTimeoutMs ?? 30_000, async () => {
-      if (proc.exitCode !== null) throw new Error(`exited with ${proc.exitCode}: ${this.out.slice(-2000)}`);
+      if (proc.exitCode !== null || proc.signalCode !== null)
+        throw new Error(`exited with ${proc.exitCode ?? proc.signalCode}: ${this.out.slice(-2000)}`);
       try {
         return (await readFile(join(this.dataDir, 'http-addr'), 'utf8')).trim() || undefined;
       } catch {

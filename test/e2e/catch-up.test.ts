@@ -101,11 +101,13 @@ describe('a secondary catching up from a snapshot', () => {
     // staging and the SIGKILL, and then the attempt is made again on a fresh store (at most five times).
     let killedHalfWay = false;
     for (let attempt = 0; attempt < 5 && !killedHalfWay; attempt++) {
+      // A staging left by dc2's stop above (its first catch-up may still have been running) is not this attempt's.
       await rm(join(dc2.dataDir, 'store'), { recursive: true, force: true });
-      const started = dc2.start();
-      await waitFor(() => exists(staging), 60_000, 2);
+      await rm(staging, { recursive: true, force: true });
+      const started = dc2.start().catch(() => undefined);
+      await waitFor(async () => dc2.pid !== undefined && (await exists(staging)), 60_000, 2);
       await dc2.kill();
-      await started.catch(() => undefined);
+      await started;
       killedHalfWay = await exists(staging);
     }
     // What the killed catch-up staged is still there: the next start removes it and starts over.
