@@ -1,8 +1,8 @@
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 /**
- * The slowest suites, slowest first (seconds on a 2-core machine). Two workers share the
- * suite; a long suite that starts last keeps one core busy alone at the end. vitest
+ * The slowest suites, slowest first (seconds on a 2-core machine). A few workers share the
+ * suite (scripts/vitest.config.ts); a long suite that starts last runs alone at the end. vitest
  * orders by the durations it cached on the last run, which a fresh clone has not got (it
  * then starts the largest files first, and these are small): so these start first, then
  * vitest's own order for the rest.

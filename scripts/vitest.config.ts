@@ -9,10 +9,10 @@ export default defineConfig({
     root,
     environment: 'node',
     pool: 'forks',
-    // Three workers on two cores: the long suites mostly wait (killed servers, leases, a
-    // datacenter held down), so a third overlaps those waits (135 s against 175 s for the
-    // whole suite here). Cluster suites bound their own size.
-    maxWorkers: 3,
+    // Four workers on two cores: the long suites mostly wait (killed servers, leases, a
+    // datacenter held down), and the others fill those waits: 141-151 s for the whole suite
+    // here against 171-177 s with three. Cluster suites bound their own size.
+    maxWorkers: 4,
     // A worker keeps the modules it has imported from one file to the next: importing the
     // app (Fastify, zod's schemas, the store) again for each of a hundred files cost about
     // 100 s of the suite's CPU. Files share no state through modules (every daemon, store
