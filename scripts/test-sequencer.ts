@@ -8,13 +8,20 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
  * vitest's own order for the rest.
  */
 const SLOWEST = [
-  'test/e2e/etcd-restart.test.ts', // 54: five etcd crashes of 4 s and one of 15 s
+  'test/e2e/etcd-restart.test.ts', // 59: five etcd crashes of 4 s and one of 15 s
+  'test/e2e/ha.test.ts', // 45
+  'test/e2e/ui.test.ts', // 35-40
+  'test/ha/simulation.test.ts', // 30-40
+  'test/e2e/catch-up.test.ts', // 33-39
+  'test/e2e/replication-failures.test.ts', // 35
   'test/e2e/chaos.test.ts', // 33
-  'test/e2e/ha.test.ts', // 33
-  'test/e2e/convergence.test.ts', // 26
-  'test/e2e/replication-failures.test.ts', // 24
-  'test/e2e/tls.test.ts', // 17
-  'test/e2e/startup-safety.test.ts', // 15
+  'test/e2e/convergence.test.ts', // 33
+  'test/security/max-stale-every-server.test.ts', // 26
+  'test/e2e/tls.test.ts', // 21
+  'test/security/unproven-leader.test.ts', // 15
+  'test/e2e/max-stale.test.ts', // 15
+  'test/e2e/harness-hygiene.test.ts', // 12-15
+  'test/e2e/startup-safety.test.ts', // 12
 ];
 
 export default class SlowestFirst extends BaseSequencer {
