@@ -17,7 +17,8 @@ import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
-export const AGENT_BUILD_DIR = join(ROOT, 'node_modules', '.watchword-agent');
+const BUILD_PREFIX = '.watchword-agent-';
+const MODULES = join(ROOT, 'node_modules');
 
 /** Left as imports: native addons, and packages that read files beside their own code. */
 const NATIVE_OR_FILES = ['classic-level', 'msgpackr-extract', 'etcd3', '@cdktf/hcl2json', 'pino-roll'];
@@ -40,13 +41,19 @@ function lazilyImported(dir: string): string[] {
   return [...found];
 }
 
-/** Builds the bundle; returns the path of its main.js. */
+/**
+ * Builds the bundle into a directory of this run's own (another test run in the same checkout
+ * keeps its bundle while this one builds); returns the path of its main.js. Directories of
+ * runs that are gone are removed.
+ */
 export async function buildAgent(): Promise<string> {
+  removeStaleBuilds();
+  const outdir = join(MODULES, `${BUILD_PREFIX}${process.pid}`);
   // Chunks are named by their content: a stale one from an earlier build would stay beside the new.
-  rmSync(AGENT_BUILD_DIR, { recursive: true, force: true });
+  rmSync(outdir, { recursive: true, force: true });
   await build({
     entryPoints: [join(ROOT, 'src/main.ts')],
-    outdir: AGENT_BUILD_DIR,
+    outdir,
     bundle: true,
     splitting: true,
     format: 'esm',
@@ -60,10 +67,33 @@ export async function buildAgent(): Promise<string> {
     sourcemap: 'linked',
     logLevel: 'error',
   });
-  return join(AGENT_BUILD_DIR, 'main.js');
+  return join(outdir, 'main.js');
 }
 
-/** vitest global setup: build, and tell every spawner where the agent is. */
-export default async function setup(): Promise<void> {
-  process.env.WATCHWORD_AGENT_ENTRY = await buildAgent();
+/** Builds whose run has ended (its process is gone). */
+function removeStaleBuilds(): void {
+  // The one directory every run shared before builds were per run.
+  rmSync(join(MODULES, '.watchword-agent'), { recursive: true, force: true });
+  for (const name of readdirSync(MODULES)) {
+    if (!name.startsWith(BUILD_PREFIX)) continue;
+    const pid = Number(name.slice(BUILD_PREFIX.length));
+    if (Number.isInteger(pid) && pid > 0 && alive(pid)) continue;
+    rmSync(join(MODULES, name), { recursive: true, force: true });
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** vitest global setup: build, and tell every spawner where the agent is; the teardown removes it. */
+export default async function setup(): Promise<() => void> {
+  const entry = await buildAgent();
+  process.env.WATCHWORD_AGENT_ENTRY = entry;
+  return () => rmSync(join(entry, '..'), { recursive: true, force: true });
 }
