@@ -6,7 +6,7 @@
  * every acknowledged write is checked. Every loop is bounded in count and time.
  */
 import { randomUUID } from 'node:crypto';
-import { httpCall } from './http.js';
+import { jsonCall } from './http.js';
 import { type Anomaly, HistoryRecorder, type Operation } from './history.js';
 import { type Cluster, startCluster } from './index.js';
 
@@ -81,20 +81,7 @@ export async function request(
   timeoutMs = 8000,
 ): Promise<Answer> {
   try {
-    const res = await httpCall(url + path, {
-      method,
-      headers: { ...headers, 'Content-Type': 'application/json', Accept: 'application/json' },
-      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-      timeoutMs,
-    });
-    const { text } = res;
-    let parsed: unknown;
-    try {
-      parsed = text ? JSON.parse(text) : undefined;
-    } catch {
-      parsed = text;
-    }
-    return { status: res.status, body: parsed, headers: res.headers };
+    return await jsonCall(url, headers, method, path, body, timeoutMs);
   } catch {
     return { status: 0, body: undefined };
   }

@@ -8,7 +8,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { until } from './daemon.js';
-import { httpCall } from './http.js';
+import { jsonCall } from './http.js';
 import { type Cluster, type DatacenterHandle, startCluster } from './index.js';
 
 export interface Failover {
@@ -45,16 +45,8 @@ export interface FailoverOptions {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function call(server: DatacenterHandle, token: string, method: string, path: string, body?: unknown, timeoutMs = 8000) {
-  const res = await httpCall(`${server.url}${path}`, {
-    method,
-    headers: { 'X-Service-Token': token, 'Content-Type': 'application/json', Accept: 'application/json' },
-    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-    timeoutMs,
-  });
-  const { text } = res;
-  return { status: res.status, body: text ? (JSON.parse(text) as unknown) : undefined };
-}
+const call = (server: DatacenterHandle, token: string, method: string, path: string, body?: unknown, timeoutMs = 8000) =>
+  jsonCall(server.url, { 'X-Service-Token': token }, method, path, body, timeoutMs);
 
 async function tokenIDs(server: DatacenterHandle, token: string): Promise<Set<string>> {
   const list = (await call(server, token, 'GET', '/v1/acl/tokens', undefined, 15_000)).body as Array<{ AccessorID: string }>;

@@ -48,3 +48,37 @@ export function httpCall(
     req.end(body);
   });
 }
+
+/** An answer with its JSON body parsed (the text itself when it is not JSON; undefined when empty). */
+export interface JsonAnswer {
+  status: number;
+  headers: Headers;
+  body: unknown;
+}
+
+/**
+ * One call to a server's API: JSON body in, JSON answer out, `headers` (the token) added. The
+ * drivers and the tests' cluster helpers all go through it. Rejects when no answer came.
+ */
+export async function jsonCall(
+  baseUrl: string,
+  headers: Record<string, string>,
+  method: string,
+  path: string,
+  body?: unknown,
+  timeoutMs = 8000,
+): Promise<JsonAnswer> {
+  const res = await httpCall(baseUrl + path, {
+    method,
+    headers: { ...headers, 'Content-Type': 'application/json', Accept: 'application/json' },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    timeoutMs,
+  });
+  let parsed: unknown;
+  try {
+    parsed = res.text ? JSON.parse(res.text) : undefined;
+  } catch {
+    parsed = res.text;
+  }
+  return { status: res.status, headers: res.headers, body: parsed };
+}

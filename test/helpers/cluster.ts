@@ -1,6 +1,6 @@
 import type { WatchwordClient } from '../../src/client/index.js';
 import type { DatacenterHandle } from '../../src/testing/index.js';
-import { httpCall } from '../../src/testing/http.js';
+import { jsonCall } from '../../src/testing/http.js';
 
 /** Every global object of a datacenter as id -> Hash, across all namespaces. */
 export async function globalState(client: WatchwordClient): Promise<Record<string, string>> {
@@ -20,12 +20,6 @@ export async function localTokens(client: WatchwordClient): Promise<string[]> {
 
 /** One HTTP call to one server of a cluster, with a token; JSON body and answer, bounded in time. */
 export async function serverCall(server: DatacenterHandle, token: string, method: string, path: string, body?: unknown, timeoutMs = 8000) {
-  const res = await httpCall(`${server.url}${path}`, {
-    method,
-    headers: { 'X-Service-Token': token, 'Content-Type': 'application/json', Accept: 'application/json' },
-    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-    timeoutMs,
-  });
-  const { text } = res;
-  return { status: res.status, headers: res.headers, body: text ? (JSON.parse(text) as Record<string, unknown>) : undefined };
+  const res = await jsonCall(server.url, { 'X-Service-Token': token }, method, path, body, timeoutMs);
+  return { ...res, body: res.body as Record<string, unknown> | undefined };
 }
