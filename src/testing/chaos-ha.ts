@@ -9,11 +9,12 @@
  * checked on every server. Every loop is bounded in count and time.
  */
 import type { Anomaly } from './history.js';
-import { execFileSync } from 'node:child_process';
-import { mkdir, open, rm, statfs, writeFile } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { SignJWT, exportSPKI, generateKeyPair } from 'jose';
 import { type Cluster, type DatacenterHandle, startCluster } from './index.js';
+import { type Revocation, Revoker, running } from './revoker.js';
+import { DISK, DISK_SERVER, fillDisk, mountSmallDisk, unmountSmallDisk } from './small-disk.js';
 import { Load, type State, type Writer, call, globalState, same, sleep } from './chaos.js';
 
 export type HaFaultKind =
@@ -38,13 +39,7 @@ export interface HaFaultResult {
   converged: boolean;
 }
 
-export interface Revocation {
-  datacenter: string;
-  /** From the primary's acknowledgement of the delete to the first 403 at a server of this datacenter. */
-  ms: number;
-  /** What was going on when the delete was acknowledged: a fault, 'load' (writes, no fault), or undefined at rest (neither). */
-  during: string | undefined;
-}
+export type { Revocation };
 
 export interface HaChaosReport {
   faults: HaFaultResult[];
@@ -88,53 +83,6 @@ const ROTATION: Array<[HaFaultKind, string]> = [
   // Then the rotation's first fault kills that leader, its disk freed a moment before.
   ['full-disk-leader', 'dc1-server-3'],
 ];
-
-/** A small tmpfs for one follower's data dir, so a run can fill its disk (root only). */
-const DISK = '/tmp/watchword-chaos-disk';
-const DISK_SERVER = 'dc1-server-3';
-
-async function mountSmallDisk(): Promise<string | undefined> {
-  if (process.getuid?.() !== 0) return 'full disk on a follower: needs root to mount a small tmpfs; skipped';
-  try {
-    await mkdir(DISK, { recursive: true });
-    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=768m,mode=0700', 'watchword-chaos-disk', DISK], { stdio: 'pipe' });
-    return undefined;
-  } catch (err) {
-    return `full disk on a follower: cannot mount a tmpfs at ${DISK} (${(err as Error).message.split('\n')[0]}); skipped`;
-  }
-}
-
-function unmountSmallDisk(): void {
-  try {
-    execFileSync('umount', [DISK], { stdio: 'pipe' });
-  } catch {
-    // not mounted
-  }
-}
-
-/** Fills the small disk to the last byte; the returned function frees it again. */
-async function fillDisk(): Promise<() => Promise<void>> {
-  const file = join(DISK, 'filler');
-  const { bavail, bsize } = await statfs(DISK);
-  const fh = await open(file, 'w');
-  try {
-    const chunk = Buffer.alloc(1 << 20);
-    let left = bavail * bsize;
-    while (left > 0) {
-      try {
-        await fh.write(chunk, 0, Math.min(chunk.length, left));
-      } catch {
-        break; // full
-      }
-      left -= chunk.length;
-    }
-  } finally {
-    await fh.close();
-  }
-  return () => rm(file, { force: true });
-}
-
-const running = (d: DatacenterHandle): DatacenterHandle[] => d.servers.filter((s) => s.pid !== undefined);
 
 /** The continuous mixed load, with what it was told. */
 /** The load over HA datacenters: every running server of a datacenter in turn, logins too. */
@@ -252,79 +200,6 @@ async function sameEverywhere(cluster: Cluster, token: string): Promise<string[]
     await sleep(300);
   }
   return out;
-}
-
-/**
- * Deletes tokens at the primary while a reader in every datacenter keeps using each, and
- * records the time from the delete's acknowledgement to the first 403 in each datacenter.
- */
-class Revoker {
-  readonly revocations: Revocation[] = [];
-  readonly missed: string[] = [];
-  fault: string | undefined;
-  private active = false;
-  private worker: Promise<void> | undefined;
-  private turn = 0;
-
-  constructor(
-    private readonly cluster: Cluster,
-    private readonly token: string,
-  ) {}
-
-  private server(dc: string): DatacenterHandle {
-    const servers = running(this.cluster.get(dc));
-    return servers[this.turn++ % Math.max(1, servers.length)] ?? this.cluster.get(dc);
-  }
-
-  start(): void {
-    this.active = true;
-    this.worker = (async () => {
-      while (this.active) {
-        await this.once();
-        await sleep(200);
-      }
-    })();
-  }
-
-  async stop(): Promise<void> {
-    this.active = false;
-    await this.worker;
-  }
-
-  private async once(): Promise<void> {
-    const made = await call(this.server('dc1').url, this.token, 'PUT', '/v1/acl/token', { Description: 'revoked' });
-    if (made.status !== 200) return;
-    const t = made.body as { SecretID: string; AccessorID: string };
-    // Readers: one server of each datacenter, once the token works there.
-    const readers = DATACENTERS.map((dc) => ({ dc, server: this.server(dc) }));
-    for (const r of readers) {
-      const deadline = Date.now() + 10_000;
-      while ((await call(r.server.url, t.SecretID, 'GET', '/v1/acl/token/self', undefined, 2000)).status !== 200) {
-        if (Date.now() > deadline || !this.active) return;
-        await sleep(20);
-      }
-    }
-    const during = this.fault;
-    const deleted = await call(this.server('dc1').url, this.token, 'DELETE', `/v1/acl/token/${t.AccessorID}`);
-    if (deleted.status !== 200 || deleted.body !== true) return;
-    const ackAt = Date.now();
-    await Promise.all(
-      readers.map(async (r) => {
-        for (;;) {
-          const a = await call(r.server.url, t.SecretID, 'GET', '/v1/acl/token/self', undefined, 2000);
-          if (a.status === 403) {
-            this.revocations.push({ datacenter: r.dc, ms: Date.now() - ackAt, during: during ?? this.fault });
-            return;
-          }
-          if (Date.now() - ackAt > 30_000) {
-            this.missed.push(`${t.AccessorID} still honoured at ${r.server.serverName} 30 s after its delete`);
-            return;
-          }
-          await sleep(5);
-        }
-      }),
-    );
-  }
 }
 
 async function inject(cluster: Cluster, kind: HaFaultKind, target: string, load: Load): Promise<{ heldMs: number; target: string }> {
@@ -476,7 +351,7 @@ export async function runHaChaos(options: HaChaosOptions = {}): Promise<HaChaosR
   const diverged: string[] = [];
   const skipped = diskSkipped ? [diskSkipped] : [];
   let load: HaLoad | undefined;
-  const revoker = new Revoker(cluster, token);
+  const revoker = new Revoker(cluster, token, DATACENTERS);
   try {
     await cluster.waitForReplication();
     const jwt = await authMethod(cluster, token);
