@@ -85,19 +85,36 @@ export class LeaderSession {
     this.heartbeat = new Heartbeat({
       everyMs: heartbeatMs,
       deadAfterMs: deadPeerMs,
-      beat: () => {
-        const silent = leader.options.primarySilentForMs?.();
-        this.send({
-          t: 'ping',
-          time: Date.now(),
-          seq: leader.lastSeq(),
-          commit: leader.committedSeq(),
-          ...(silent !== undefined ? { silent } : {}),
-        });
-      },
+      beat: () => this.ping(),
       silent: () => this.close(4008, `no frame from the follower for ${deadPeerMs} ms`),
     });
     this.heartbeat.start();
+  }
+
+  private ping(): void {
+    const silent = this.leader.options.primarySilentForMs?.();
+    this.send({
+      t: 'ping',
+      time: Date.now(),
+      seq: this.leader.lastSeq(),
+      commit: this.leader.committedSeq(),
+      ...(silent !== undefined ? { silent } : {}),
+    });
+  }
+
+  /** When the primary's contact was last relayed (pings also go out with each heartbeat). */
+  private relayedAt = 0;
+
+  /**
+   * The primary was just heard (a secondary's leader): tell the follower now rather than at the
+   * next heartbeat, which could put a whole heartbeat on top of the primary's own in the
+   * follower's replication_max_stale clock. At most four times a heartbeat while writes stream.
+   */
+  relayPrimaryContact(): void {
+    const now = Date.now();
+    if (now - this.relayedAt < this.leader.options.heartbeatMs / 4) return;
+    this.relayedAt = now;
+    this.ping();
   }
 
   private send(frame: LeaderFrame): void {

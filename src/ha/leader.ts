@@ -150,6 +150,11 @@ export class ServerLeader implements BatchReplicator, LeaderHost {
     });
   }
 
+  /** The primary was just heard (a secondary's leader): each follower is told at once. */
+  relayPrimaryContact(): void {
+    if (!this.closed) for (const s of this.sessions) s.relayPrimaryContact();
+  }
+
   localWriteFailed(): void {
     // Followers may hold a batch this server does not: they start over from a snapshot.
     this.restartFollowers('the leader failed to write a batch; start over');

@@ -26,6 +26,7 @@ export class SecondaryRole extends DatacenterRole {
     private readonly primaryAddresses: readonly string[],
   ) {
     super(deps);
+    this.contact.onHeardDirectly(() => this.group?.relayPrimaryContact());
     const { store, config } = deps;
     this.primary = new PeerClient(
       primaryAddresses.join(','),

@@ -66,6 +66,11 @@ export class ServerGroup {
     await this.reconcile();
   }
 
+  /** On a secondary datacenter: the primary was just heard; while this server leads, its followers are told. */
+  relayPrimaryContact(): void {
+    if (this.role === 'leader') this.leading?.relayPrimaryContact();
+  }
+
   isLeader(): boolean {
     return this.role === 'leader';
   }

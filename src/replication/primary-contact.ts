@@ -7,14 +7,30 @@
  */
 export class PrimaryContact {
   private heardAt: number;
+  private listener: (() => void) | undefined;
 
   constructor(private readonly now: () => number = Date.now) {
     this.heardAt = now();
   }
 
+  /**
+   * Called each time the primary itself is heard (not when a leader reports it): a secondary's
+   * leader relays it to its followers at once, so their clocks lag the primary's heartbeat by
+   * one hop, not by its own heartbeat as well.
+   */
+  onHeardDirectly(listener: () => void): void {
+    this.listener = listener;
+  }
+
   /** The primary was heard `agoMs` ago (0: just now). The clock only moves forward. */
   heard(agoMs = 0): void {
     this.heardAt = Math.max(this.heardAt, this.now() - Math.max(0, agoMs));
+  }
+
+  /** The primary's own stream delivered a frame just now. */
+  heardDirectly(): void {
+    this.heard(0);
+    this.listener?.();
   }
 
   silentForMs(): number {

@@ -198,7 +198,7 @@ export class ReplicationSecondary {
     });
     ws.on('message', (data) => {
       heartbeat.heard();
-      this.contact.heard();
+      this.contact.heardDirectly();
       let frame: PrimaryFrame;
       try {
         frame = decodeFrame(primaryFrame, data);

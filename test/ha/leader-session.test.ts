@@ -50,23 +50,27 @@ describe('ServerLeader and its follower sessions (socket-free)', () => {
     dir = await tempDir();
     store = await LevelStore.open(dir.path, { durability: 'fsync', changeLog: true });
     published = [];
-    leader = new ServerLeader(store, {
-      name: 'leader',
-      address: () => '127.0.0.1:1',
-      term: 7,
-      syncFollowers: 1,
-      syncTimeoutMs: 300,
-      heartbeatMs: 60_000,
-      deadPeerMs: 120_000,
-      tailBatches: 100,
-      publishSync: async (members) => void published.push(members),
-      checkLeadership: () => undefined,
-      datacenter: 'dc1',
-      transport: new Transport({ datacenter: 'dc1', tls: undefined, serverKey: randomBytes(32), logger }),
-      isKnownServer: () => true,
-      logger,
-    });
+    leader = new ServerLeader(store, leaderOptions());
     store.setReplicator(leader);
+  });
+
+  type LeaderOptions = ConstructorParameters<typeof ServerLeader>[1];
+  const leaderOptions = (extra: Partial<LeaderOptions> = {}): LeaderOptions => ({
+    name: 'leader',
+    address: () => '127.0.0.1:1',
+    term: 7,
+    syncFollowers: 1,
+    syncTimeoutMs: 300,
+    heartbeatMs: 60_000,
+    deadPeerMs: 120_000,
+    tailBatches: 100,
+    publishSync: async (members) => void published.push(members),
+    checkLeadership: () => undefined,
+    datacenter: 'dc1',
+    transport: new Transport({ datacenter: 'dc1', tls: undefined, serverKey: randomBytes(32), logger }),
+    isKnownServer: () => true,
+    logger,
+    ...extra,
   });
 
   afterEach(async () => {
@@ -254,5 +258,26 @@ describe('ServerLeader and its follower sessions (socket-free)', () => {
     await until('the batch sent', () => good.of('batch').length === 1);
     await leader.close();
     await expect(waiting).rejects.toMatchObject({ code: 'NO_LEADER' });
+  });
+
+  it("relays the primary's contact to each follower at once, at most four times a heartbeat", async () => {
+    let silent = 1500;
+    const secondary = new ServerLeader(store, leaderOptions({ heartbeatMs: 400, primarySilentForMs: () => silent }));
+    try {
+      const channel = new ArrayChannel();
+      feed(secondary.open(channel, 'f1'), hello('f1', 0, 0));
+      silent = 0;
+      secondary.relayPrimaryContact();
+      expect(channel.of('ping')).toEqual([expect.objectContaining({ silent: 0 })]);
+      // Frames of a busy stream: no ping per frame.
+      secondary.relayPrimaryContact();
+      secondary.relayPrimaryContact();
+      expect(channel.of('ping')).toHaveLength(1);
+      await new Promise((r) => setTimeout(r, 110));
+      secondary.relayPrimaryContact();
+      expect(channel.of('ping')).toHaveLength(2);
+    } finally {
+      await secondary.close();
+    }
   });
 });
