@@ -1,0 +1,183 @@
+/**
+ * A hash table from IDs to slot numbers that holds no JS object per entry: a UUID key is kept
+ * as its 16 bytes (four 32-bit words) in a typed array, with the slot beside it, so a million
+ * entries are two typed arrays of a few megabytes that the garbage collector never walks.
+ * Open addressing with linear probing and backward-shift deletion (no tombstones); the table
+ * doubles past a load of 0.7. A key that is not a canonical lower-case UUID (a secret chosen
+ * by an operator, `anonymous`) goes to a small Map beside it, exactly as given.
+ */
+
+const EMPTY = 0xffffffff;
+const MIN_CAPACITY = 1024;
+
+/** The value of a hex digit's char code, or -1. */
+const HEX = new Int8Array(128).fill(-1);
+for (let i = 0; i < 10; i++) HEX[48 + i] = i;
+for (let i = 0; i < 6; i++) HEX[97 + i] = 10 + i;
+
+/** Where the 32 hex digits of an 8-4-4-4-12 UUID sit in its 36 characters. */
+const DIGITS: number[] = [];
+for (let i = 0; i < 36; i++) if (i !== 8 && i !== 13 && i !== 18 && i !== 23) DIGITS.push(i);
+
+/**
+ * The four words of a canonical lower-case UUID (dashes at 8, 13, 18, 23), written to `out`;
+ * false for anything else. Keys compare exactly, as strings do: an upper-case UUID is another
+ * key, kept as its string (generated IDs are lower case, so that is rare).
+ */
+export function uuidWords(id: string, out: Uint32Array): boolean {
+  if (id.length !== 36 || id.charCodeAt(8) !== 45 || id.charCodeAt(13) !== 45 || id.charCodeAt(18) !== 45 || id.charCodeAt(23) !== 45)
+    return false;
+  for (let w = 0; w < 4; w++) {
+    let v = 0;
+    for (let d = 0; d < 8; d++) {
+      const c = id.charCodeAt(DIGITS[w * 8 + d] as number);
+      const x = c < 128 ? (HEX[c] as number) : -1;
+      if (x < 0) return false;
+      v = (v << 4) | x;
+    }
+    out[w] = v >>> 0;
+  }
+  return true;
+}
+
+/** A 32-bit mix of the four words (random UUIDs are uniform already; chosen ones may not be). */
+function hashWords(a: number, b: number, c: number, d: number): number {
+  let h = Math.imul(a ^ 0x9e3779b9, 0x85ebca6b);
+  h = Math.imul(h ^ b ^ (h >>> 13), 0xc2b2ae35);
+  h = Math.imul(h ^ c ^ (h >>> 16), 0x85ebca6b);
+  h = Math.imul(h ^ d ^ (h >>> 13), 0xc2b2ae35);
+  return (h ^ (h >>> 16)) >>> 0;
+}
+
+export class IdTable {
+  /** Four words of key per position. */
+  private keys: Uint32Array;
+  /** The slot at each position; EMPTY where there is none. */
+  private slots: Uint32Array;
+  private mask: number;
+  private used = 0;
+  /** Keys that are not canonical UUIDs, exactly as given. */
+  private readonly other = new Map<string, number>();
+  private readonly words = new Uint32Array(4);
+
+  constructor(expected = 0) {
+    let capacity = MIN_CAPACITY;
+    while (capacity * 0.7 < expected) capacity *= 2;
+    this.keys = new Uint32Array(capacity * 4);
+    this.slots = new Uint32Array(capacity).fill(EMPTY);
+    this.mask = capacity - 1;
+  }
+
+  get size(): number {
+    return this.used + this.other.size;
+  }
+
+  /** Bytes held by the typed arrays (what a million entries cost, without the Map of other keys). */
+  get bytes(): number {
+    return this.keys.byteLength + this.slots.byteLength;
+  }
+
+  /** The slot `id` maps to, or undefined. */
+  get(id: string): number | undefined {
+    const w = this.words;
+    if (!uuidWords(id, w)) return this.other.get(id);
+    const pos = this.find(w[0] as number, w[1] as number, w[2] as number, w[3] as number);
+    return pos < 0 ? undefined : this.slots[pos];
+  }
+
+  has(id: string): boolean {
+    return this.get(id) !== undefined;
+  }
+
+  /** Maps `id` to `slot` (a slot below 2^32 - 1), replacing what it mapped to. */
+  set(id: string, slot: number): void {
+    if (!(slot >= 0 && slot < EMPTY && Number.isInteger(slot))) throw new RangeError(`slot out of range: ${slot}`);
+    const w = this.words;
+    if (!uuidWords(id, w)) {
+      this.other.set(id, slot);
+      return;
+    }
+    const a = w[0] as number;
+    const b = w[1] as number;
+    const c = w[2] as number;
+    const d = w[3] as number;
+    const found = this.find(a, b, c, d);
+    if (found >= 0) {
+      this.slots[found] = slot;
+      return;
+    }
+    if ((this.used + 1) / (this.mask + 1) > 0.7) this.grow();
+    this.insert(a, b, c, d, slot);
+    this.used++;
+  }
+
+  /** Removes `id`; whether it was there. */
+  delete(id: string): boolean {
+    const w = this.words;
+    if (!uuidWords(id, w)) return this.other.delete(id);
+    let pos = this.find(w[0] as number, w[1] as number, w[2] as number, w[3] as number);
+    if (pos < 0) return false;
+    // Backward shift: later entries of the probe run move up, so no lookup ever stops early.
+    const { keys, slots, mask } = this;
+    let next = (pos + 1) & mask;
+    while (slots[next] !== EMPTY) {
+      const k = next * 4;
+      const home = hashWords(keys[k] as number, keys[k + 1] as number, keys[k + 2] as number, keys[k + 3] as number) & mask;
+      // The entry at `next` may fill `pos` if its home is not cyclically within (pos, next].
+      if ((next > pos && (home <= pos || home > next)) || (next < pos && home <= pos && home > next)) {
+        keys.copyWithin(pos * 4, k, k + 4);
+        slots[pos] = slots[next] as number;
+        pos = next;
+      }
+      next = (next + 1) & mask;
+    }
+    slots[pos] = EMPTY;
+    this.used--;
+    return true;
+  }
+
+  /** Every slot held, in no particular order. */
+  *values(): IterableIterator<number> {
+    const slots = this.slots;
+    for (let i = 0; i < slots.length; i++) if (slots[i] !== EMPTY) yield slots[i] as number;
+    yield* this.other.values();
+  }
+
+  private find(a: number, b: number, c: number, d: number): number {
+    const { keys, slots, mask } = this;
+    let pos = hashWords(a, b, c, d) & mask;
+    for (;;) {
+      if (slots[pos] === EMPTY) return -1;
+      const k = pos * 4;
+      if (keys[k] === a && keys[k + 1] === b && keys[k + 2] === c && keys[k + 3] === d) return pos;
+      pos = (pos + 1) & mask;
+    }
+  }
+
+  private insert(a: number, b: number, c: number, d: number, slot: number): void {
+    const { keys, slots, mask } = this;
+    let pos = hashWords(a, b, c, d) & mask;
+    while (slots[pos] !== EMPTY) pos = (pos + 1) & mask;
+    const k = pos * 4;
+    keys[k] = a;
+    keys[k + 1] = b;
+    keys[k + 2] = c;
+    keys[k + 3] = d;
+    slots[pos] = slot;
+  }
+
+  private grow(): void {
+    const oldKeys = this.keys;
+    const oldSlots = this.slots;
+    const capacity = (this.mask + 1) * 2;
+    this.keys = new Uint32Array(capacity * 4);
+    this.slots = new Uint32Array(capacity).fill(EMPTY);
+    this.mask = capacity - 1;
+    for (let i = 0; i < oldSlots.length; i++) {
+      const s = oldSlots[i] as number;
+      if (s === EMPTY) continue;
+      const k = i * 4;
+      this.insert(oldKeys[k] as number, oldKeys[k + 1] as number, oldKeys[k + 2] as number, oldKeys[k + 3] as number, s);
+    }
+  }
+}

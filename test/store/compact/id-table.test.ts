@@ -1,0 +1,90 @@
+import { randomUUID } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { IdTable, uuidWords } from '../../../src/store/compact/id-table.js';
+
+/** A deterministic generator, so a failing sequence can be replayed. */
+function rng(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (Math.imul(s ^ (s >>> 15), 0x2c1b3c6d) + 0x6d2b79f5) >>> 0;
+    return s / 2 ** 32;
+  };
+}
+
+describe('IdTable', () => {
+  it('reads a canonical lower-case UUID as its four words, and nothing else', () => {
+    const w = new Uint32Array(4);
+    expect(uuidWords('01234567-89ab-cdef-0123-456789abcdef', w)).toBe(true);
+    expect([...w]).toEqual([0x01234567, 0x89abcdef, 0x01234567, 0x89abcdef]);
+    for (const bad of [
+      '01234567-89AB-cdef-0123-456789abcdef',
+      '0123456789ab-cdef-0123-456789abcdef-',
+      'anonymous',
+      '',
+      '01234567-89ab-cdef-0123-456789abcdeg',
+    ])
+      expect(uuidWords(bad, w), bad).toBe(false);
+  });
+
+  it('answers as a Map does through random sets, replacements and deletes, across growth', () => {
+    for (const seed of [1, 2, 3]) {
+      const random = rng(seed);
+      const table = new IdTable();
+      const model = new Map<string, number>();
+      const keys: string[] = [];
+      for (let op = 0; op < 40_000; op++) {
+        const r = random();
+        if (r < 0.55 || keys.length === 0) {
+          // New keys: mostly UUIDs, some upper-case ones and free-form secrets (kept exactly as given).
+          const kind = random();
+          const id = kind < 0.9 ? randomUUID() : kind < 0.95 ? randomUUID().toUpperCase() : `secret-${op}`;
+          keys.push(id);
+          const slot = Math.floor(random() * 1e9);
+          table.set(id, slot);
+          model.set(id, slot);
+        } else if (r < 0.7) {
+          const id = keys[Math.floor(random() * keys.length)] as string;
+          table.set(id, op);
+          model.set(id, op);
+        } else {
+          const id = keys[Math.floor(random() * keys.length)] as string;
+          expect(table.delete(id)).toBe(model.delete(id));
+        }
+        if (op % 4999 === 0) {
+          expect(keys.filter((k) => table.get(k) !== model.get(k))).toEqual([]);
+          expect(table.size).toBe(model.size);
+        }
+      }
+      expect(keys.filter((k) => table.get(k) !== model.get(k))).toEqual([]);
+      expect([...table.values()].sort((a, b) => a - b)).toEqual([...model.values()].sort((a, b) => a - b));
+    }
+  });
+
+  it('keeps probe runs whole when a delete wraps around the end of the table', () => {
+    // Small tables filled near their load limit (runs then cross the end), emptied one key at a time in random
+    // order: after each delete every remaining key must still be found.
+    const random = rng(7);
+    for (let trial = 0; trial < 20; trial++) {
+      const table = new IdTable();
+      const ids = Array.from({ length: 716 }, () => randomUUID());
+      ids.forEach((id, i) => table.set(id, i));
+      const order = ids.map((_, i) => i).sort(() => random() - 0.5);
+      const lost: string[] = [];
+      order.forEach((i, n) => {
+        if (!table.delete(ids[i] as string)) lost.push(`delete ${i}`);
+        for (let m = n + 1; m < order.length; m++) {
+          const j = order[m] as number;
+          if (table.get(ids[j] as string) !== j) lost.push(`${j} after deleting ${i}`);
+        }
+      });
+      expect(lost.slice(0, 5)).toEqual([]);
+      expect(table.size).toBe(0);
+    }
+  });
+
+  it('refuses a slot it cannot hold', () => {
+    const table = new IdTable();
+    expect(() => table.set(randomUUID(), 2 ** 32 - 1)).toThrow(RangeError);
+    expect(() => table.set(randomUUID(), -1)).toThrow(RangeError);
+  });
+});
