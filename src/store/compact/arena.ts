@@ -1,0 +1,132 @@
+/**
+ * Records as their encoded bytes in a few large buffers, each found by a slot number: a
+ * million records are a few dozen buffers and three typed arrays, not a million objects.
+ * Buffers live outside V8's heap, so neither the garbage collector's marking nor the heap
+ * limit grows with them. A replaced or freed record's bytes become garbage, counted, until
+ * `compact()` copies the live ones into fresh buffers; freed slots are given out again.
+ */
+
+const CHUNK = 16 * 1024 * 1024;
+const NONE = 0xffffffff;
+
+export class RecordArena {
+  private chunks: Buffer[] = [];
+  /** Free bytes at the end of the last chunk start here. */
+  private fill = 0;
+  /** Per slot: its chunk, its offset there, its length (NONE as chunk: a free slot). */
+  private chunkOf = new Uint32Array(1024).fill(NONE);
+  private offsetOf = new Uint32Array(1024);
+  private lengthOf = new Uint32Array(1024);
+  /** Slots below this have been given out at least once. */
+  private top = 0;
+  private free: number[] = [];
+  private live = 0;
+  private liveBytes = 0;
+  private garbage = 0;
+
+  /** Records held. */
+  get size(): number {
+    return this.live;
+  }
+
+  /** Bytes of the buffers and the slot arrays: what the arena costs. */
+  get bytes(): number {
+    let b = this.chunkOf.byteLength + this.offsetOf.byteLength + this.lengthOf.byteLength;
+    for (const c of this.chunks) b += c.byteLength;
+    return b;
+  }
+
+  /** Bytes of records replaced or freed and not yet reclaimed. */
+  get garbageBytes(): number {
+    return this.garbage;
+  }
+
+  /** Stores a copy of `bytes`; answers its slot. */
+  add(bytes: Uint8Array): number {
+    const slot = this.free.length > 0 ? (this.free.pop() as number) : this.newSlot();
+    this.place(slot, bytes);
+    this.live++;
+    return slot;
+  }
+
+  /** The record in `slot` becomes `bytes` (its old bytes are garbage). */
+  replace(slot: number, bytes: Uint8Array): void {
+    this.check(slot);
+    this.garbage += this.lengthOf[slot] as number;
+    this.liveBytes -= this.lengthOf[slot] as number;
+    this.place(slot, bytes);
+  }
+
+  /** Frees `slot`: its bytes are garbage, and the slot is given out again. */
+  delete(slot: number): void {
+    this.check(slot);
+    this.garbage += this.lengthOf[slot] as number;
+    this.liveBytes -= this.lengthOf[slot] as number;
+    this.chunkOf[slot] = NONE;
+    this.free.push(slot);
+    this.live--;
+  }
+
+  has(slot: number): boolean {
+    return slot >= 0 && slot < this.top && this.chunkOf[slot] !== NONE;
+  }
+
+  /** The bytes of the record in `slot`: a view into the arena, valid until the next `compact()`. */
+  get(slot: number): Uint8Array {
+    this.check(slot);
+    const offset = this.offsetOf[slot] as number;
+    return (this.chunks[this.chunkOf[slot] as number] as Buffer).subarray(offset, offset + (this.lengthOf[slot] as number));
+  }
+
+  /** Copies every live record into fresh buffers (slots stay as they are); drops the garbage. */
+  compact(): void {
+    const old = this.chunks;
+    this.chunks = [];
+    this.fill = 0;
+    this.garbage = 0;
+    this.liveBytes = 0;
+    for (let slot = 0; slot < this.top; slot++) {
+      const chunk = this.chunkOf[slot] as number;
+      if (chunk === NONE) continue;
+      const offset = this.offsetOf[slot] as number;
+      this.place(slot, (old[chunk] as Buffer).subarray(offset, offset + (this.lengthOf[slot] as number)));
+    }
+  }
+
+  private check(slot: number): void {
+    if (!this.has(slot)) throw new RangeError(`no record in slot ${slot}`);
+  }
+
+  private newSlot(): number {
+    const slot = this.top++;
+    if (slot >= this.chunkOf.length) {
+      const grow = <T extends Uint32Array>(a: T, fill?: number): T => {
+        const b = new Uint32Array(a.length * 2) as T;
+        if (fill !== undefined) b.fill(fill, a.length);
+        b.set(a);
+        return b;
+      };
+      this.chunkOf = grow(this.chunkOf, NONE);
+      this.offsetOf = grow(this.offsetOf);
+      this.lengthOf = grow(this.lengthOf);
+    }
+    return slot;
+  }
+
+  private place(slot: number, bytes: Uint8Array): void {
+    const n = bytes.length;
+    let last = this.chunks[this.chunks.length - 1];
+    if (last === undefined || this.fill + n > last.length) {
+      // A record larger than a chunk gets a buffer of its own size.
+      last = Buffer.allocUnsafeSlow(Math.max(CHUNK, n));
+      this.chunks.push(last);
+      this.fill = 0;
+    }
+    last.set(bytes, this.fill);
+    this.chunkOf[slot] = this.chunks.length - 1;
+    this.offsetOf[slot] = this.fill;
+    this.lengthOf[slot] = n;
+    this.fill += n;
+    this.liveBytes += n;
+  }
+}

@@ -1,0 +1,154 @@
+/**
+ * Reading a few fields of a msgpack record without decoding it: the load of a compact table
+ * needs each token's AccessorID and SecretID (for its ID tables) and nothing else of it.
+ */
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** Where the value of each wanted top-level key starts in `bytes` (-1: absent); false when `bytes` is not a map. */
+export function fieldOffsets(bytes: Uint8Array, keys: readonly Uint8Array[], out: Int32Array): boolean {
+  out.fill(-1);
+  let pos = 0;
+  const t = bytes[pos++] as number;
+  let n: number;
+  if (t >= 0x80 && t <= 0x8f) n = t - 0x80;
+  else if (t === 0xde) {
+    n = ((bytes[pos] as number) << 8) | (bytes[pos + 1] as number);
+    pos += 2;
+  } else return false;
+  for (let i = 0; i < n; i++) {
+    const k = bytes[pos] as number;
+    let klen: number;
+    let kstart: number;
+    if (k >= 0xa0 && k <= 0xbf) {
+      klen = k - 0xa0;
+      kstart = pos + 1;
+    } else if (k === 0xd9) {
+      klen = bytes[pos + 1] as number;
+      kstart = pos + 2;
+    } else return false;
+    pos = kstart + klen;
+    for (let w = 0; w < keys.length; w++) {
+      const key = keys[w] as Uint8Array;
+      if (key.length !== klen) continue;
+      let same = true;
+      for (let j = 0; j < klen; j++)
+        if (key[j] !== bytes[kstart + j]) {
+          same = false;
+          break;
+        }
+      if (same) out[w] = pos;
+    }
+    pos = skip(bytes, pos);
+    if (pos > bytes.length) return false;
+  }
+  return true;
+}
+
+/** The string at `pos` (a msgpack str), or undefined when the value there is not a string. */
+export function stringAt(bytes: Uint8Array, pos: number): string | undefined {
+  const t = bytes[pos] as number;
+  let n: number;
+  let start: number;
+  if (t >= 0xa0 && t <= 0xbf) {
+    n = t - 0xa0;
+    start = pos + 1;
+  } else if (t === 0xd9) {
+    n = bytes[pos + 1] as number;
+    start = pos + 2;
+  } else if (t === 0xda) {
+    n = ((bytes[pos + 1] as number) << 8) | (bytes[pos + 2] as number);
+    start = pos + 3;
+  } else return undefined;
+  if (start + n > bytes.length) return undefined;
+  for (let i = start; i < start + n; i++) if ((bytes[i] as number) >= 0x80) return utf8.decode(bytes.subarray(start, start + n));
+  return Buffer.prototype.latin1Slice.call(bytes, start, start + n);
+}
+
+function u16(b: Uint8Array, p: number): number {
+  return ((b[p] as number) << 8) | (b[p + 1] as number);
+}
+
+function u32(b: Uint8Array, p: number): number {
+  return (b[p] as number) * 0x1000000 + (((b[p + 1] as number) << 16) | ((b[p + 2] as number) << 8) | (b[p + 3] as number));
+}
+
+/** The position after the msgpack value at `pos`. */
+export function skip(b: Uint8Array, pos: number): number {
+  const t = b[pos] as number;
+  if (t < 0x80 || t >= 0xe0) return pos + 1;
+  if (t < 0x90) {
+    let p = pos + 1;
+    for (let i = 0; i < (t - 0x80) * 2; i++) p = skip(b, p);
+    return p;
+  }
+  if (t < 0xa0) {
+    let p = pos + 1;
+    for (let i = 0; i < t - 0x90; i++) p = skip(b, p);
+    return p;
+  }
+  if (t < 0xc0) return pos + 1 + (t - 0xa0);
+  switch (t) {
+    case 0xc0:
+    case 0xc2:
+    case 0xc3:
+      return pos + 1;
+    case 0xc4:
+    case 0xd9:
+      return pos + 2 + (b[pos + 1] as number);
+    case 0xc5:
+    case 0xda:
+      return pos + 3 + u16(b, pos + 1);
+    case 0xc6:
+    case 0xdb:
+      return pos + 5 + u32(b, pos + 1);
+    case 0xc7:
+      return pos + 3 + (b[pos + 1] as number);
+    case 0xc8:
+      return pos + 4 + u16(b, pos + 1);
+    case 0xc9:
+      return pos + 6 + u32(b, pos + 1);
+    case 0xca:
+      return pos + 5;
+    case 0xcb:
+      return pos + 9;
+    case 0xcc:
+    case 0xd0:
+      return pos + 2;
+    case 0xcd:
+    case 0xd1:
+      return pos + 3;
+    case 0xce:
+    case 0xd2:
+      return pos + 5;
+    case 0xcf:
+    case 0xd3:
+      return pos + 9;
+    case 0xd4:
+      return pos + 3;
+    case 0xd5:
+      return pos + 4;
+    case 0xd6:
+      return pos + 6;
+    case 0xd7:
+      return pos + 10;
+    case 0xd8:
+      return pos + 18;
+    case 0xdc:
+    case 0xde: {
+      const n = u16(b, pos + 1) * (t === 0xde ? 2 : 1);
+      let p = pos + 3;
+      for (let i = 0; i < n; i++) p = skip(b, p);
+      return p;
+    }
+    case 0xdd:
+    case 0xdf: {
+      const n = u32(b, pos + 1) * (t === 0xdf ? 2 : 1);
+      let p = pos + 5;
+      for (let i = 0; i < n; i++) p = skip(b, p);
+      return p;
+    }
+    default:
+      return Number.POSITIVE_INFINITY;
+  }
+}
