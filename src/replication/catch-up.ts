@@ -1,12 +1,11 @@
 import type { AuthMethodRecord, BootstrapState, TokenRecord } from '../domain/types.js';
-import type { MemTable, Tables } from '../store/memory.js';
+import type { Tables } from '../store/memory.js';
+import type { AnyTable } from '../store/table.js';
 import { META, type RecordTypes, TABLE_DEFS, TABLE_NAMES, type TableName, authMethodID } from '../store/schema.js';
 import type { StagedStore } from '../store/staging.js';
 import type { CatchUpStore } from '../store/store.js';
 import { type ApplyOutcome, type Cursor, type SecretConflict, contentOf } from './apply.js';
 import type { SnapshotFrame } from './protocol.js';
-
-type AnyTable = MemTable<unknown, string>;
 
 /** What a finished catch-up did. */
 export interface CatchUpOutcome extends ApplyOutcome {
@@ -173,5 +172,5 @@ const TABLE_INDEX_PREFIX = META.tableIndex('tokens').slice(0, -'tokens'.length);
 /** Global records of table `t` held here (every one but this datacenter's Local tokens). */
 function globalCount(tables: Tables, t: TableName): number {
   const size = tables[t].size;
-  return t === 'tokens' ? size - (tables.tokens.members('local', '')?.size ?? 0) : size;
+  return t === 'tokens' ? size - tables.tokens.memberCount('local', '') : size;
 }

@@ -178,7 +178,7 @@ export class SnapshotService {
         }
         if (!restoreGlobal) {
           for (const table of TABLE_NAMES) {
-            for (const r of current[table].rows.values()) {
+            for (const r of current[table].values()) {
               if (!TABLE_DEFS[table].isGlobal(r as never)) continue;
               if (table === 'tokens') {
                 // A Local token of the file whose ID or secret a global token holds is not restored.

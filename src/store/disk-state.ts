@@ -1,7 +1,7 @@
 import type { Level } from 'level';
 import { WatchwordError } from '../domain/errors.js';
-import type { Scope } from '../domain/types.js';
-import { type MemTable, type Tables, newTables } from './memory.js';
+import { type Tables, newTables } from './memory.js';
+import type { AnyTable } from './table.js';
 import { RECORD_CHECKS } from './record-check.js';
 import { bootstrapStateSchema, decodeRaw, decodeWith, encode } from './records.js';
 import {
@@ -23,8 +23,6 @@ import {
  * checked), the format version and its upgrades, the datacenter a data dir belongs to,
  * and a leader's key/value pairs decoded and checked as a follower receives them.
  */
-
-type AnyTable = MemTable<unknown, string>;
 
 /** One empty list for every record that has none (frozen: records are never mutated). */
 const NONE: readonly never[] = Object.freeze([]);
@@ -136,7 +134,7 @@ export async function readState(db: Level<string, Uint8Array>): Promise<DiskStat
             );
           }
           shareRecordParts(record as Record<string, unknown>);
-          table.put(record as Scope, true);
+          table.load(record, v);
         }
       }
     } finally {

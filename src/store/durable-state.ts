@@ -1,11 +1,11 @@
 import type { BootstrapState } from '../domain/types.js';
 import { type DecodedPair, type DiskState, WATCH_TABLES } from './disk-state.js';
-import { type MemTable, type Tables, newTables } from './memory.js';
+import { type Tables, newTables } from './memory.js';
+import type { AnyTable } from './table.js';
 import { META } from './schema.js';
 import type { LogEntry, WatchTable } from './store.js';
 import type { TableOp } from './store-tx.js';
 
-type AnyTable = MemTable<unknown, string>;
 const ZERO_BOOTSTRAP: BootstrapState = { Bootstrapped: false, ResetIndex: 0 };
 
 /** What a durable commit changes in memory. */

@@ -752,6 +752,5 @@ function openLevel(dir: string): Level<string, Uint8Array> {
 function globalRecords<T extends TableName>(into: RecordsByTable, tables: Tables, t: T): void {
   const def = TABLE_DEFS[t];
   const out: Array<RecordTypes[T]> = into[t];
-  const rows: Map<string, RecordTypes[T]> = tables[t].rows;
-  for (const r of rows.values()) if (def.isGlobal(r)) out.push(r);
+  for (const r of tables[t].values() as Iterable<RecordTypes[T]>) if (def.isGlobal(r)) out.push(r);
 }

@@ -12,13 +12,18 @@ import {
   scopeKey,
   SEP,
 } from './schema.js';
+import { CompactTable } from './compact/compact-table.js';
+import { decodeRaw, encode } from './records.js';
+import { type Table, byID } from './table.js';
+
+const NO_MEMBERS: ReadonlySet<never> = new Set();
 
 /**
- * One table in memory: its records by ID and every index its TableDef declares.
+ * One table in memory as objects: its records by ID and every index its TableDef declares.
  * Records are shared with every reader and never mutated: a change replaces the object.
  */
-export class MemTable<R, I extends string> {
-  readonly rows = new Map<string, R>();
+export class MemTable<R, I extends string> implements Table<R, I> {
+  private readonly rows = new Map<string, R>();
   private readonly unique = new Map<I, Map<string, string>>();
   /** Non-unique indexes hold the records themselves: a list needs no lookup per member. */
   private readonly multi = new Map<I, Map<string, Set<R>>>();
@@ -64,9 +69,20 @@ export class MemTable<R, I extends string> {
     return id === undefined ? undefined : this.rows.get(id);
   }
 
-  /** Records a non-unique index holds under `key`. */
-  members(index: I, key: string): ReadonlySet<R> | undefined {
-    return this.multi.get(index)?.get(key);
+  members(index: I, key: string): ReadonlySet<R> {
+    return this.multi.get(index)?.get(key) ?? NO_MEMBERS;
+  }
+
+  memberCount(index: I, key: string): number {
+    return this.members(index, key).size;
+  }
+
+  values(): IterableIterator<R> {
+    return this.rows.values();
+  }
+
+  load(record: R, _bytes: Uint8Array): void {
+    this.put(record, true);
   }
 
   /** The same records in ID order (kept until one of them changes: lists of one filter need no sort per request). */
@@ -74,7 +90,7 @@ export class MemTable<R, I extends string> {
     const cache = this.sorted.get(index) as Map<string, R[]>;
     let list = cache.get(key);
     if (list === undefined) {
-      const set = this.members(index, key);
+      const set = this.multi.get(index)?.get(key);
       if (set === undefined) return [];
       const id = this.def.id;
       list = [...set].sort((a, b) => {
@@ -178,13 +194,23 @@ export class MemTable<R, I extends string> {
   }
 }
 
-export type Tables = { [T in TableName]: MemTable<RecordTypes[T], IndexName<T>> };
+export type Tables = { [T in TableName]: Table<RecordTypes[T], IndexName<T>> };
 
-/** An empty in-memory table for every table of the list. */
-export const newTables = (): Tables => Object.fromEntries(TABLE_NAMES.map((t) => [t, memTable(t)])) as unknown as Tables;
+/** Tokens decoded and kept as objects at most (the ones in use); the rest stay as their bytes. */
+const TOKENS_DECODED = 50_000;
 
-function memTable<T extends TableName>(t: T): MemTable<RecordTypes[T], string> {
-  return new MemTable<RecordTypes[T], string>(TABLE_DEFS[t]);
+/** An empty in-memory table for every table of the list: tokens as their bytes, the few others as objects. */
+export const newTables = (): Tables => Object.fromEntries(TABLE_NAMES.map((t) => [t, newTable(t)])) as unknown as Tables;
+
+function newTable<T extends TableName>(t: T): Table<RecordTypes[T], string> {
+  if (t !== 'tokens') return new MemTable<RecordTypes[T], string>(TABLE_DEFS[t]);
+  const tokens = new CompactTable<TokenRecord, string>(TABLE_DEFS.tokens, {
+    encode,
+    decode: (bytes) => decodeRaw(bytes) as TokenRecord,
+    idField: 'AccessorID',
+    cacheSize: TOKENS_DECODED,
+  });
+  return tokens as unknown as Table<RecordTypes[T], string>;
 }
 
 /** Token list filters; at most one of policy/role/serviceName/authMethod/localOnly is used. */
@@ -243,8 +269,6 @@ export interface StateReader {
   count(table: TableName): number;
 }
 
-const byID = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
-
 /** Reads over a set of memory tables (the durable state). */
 export class TablesReader implements StateReader {
   constructor(
@@ -278,11 +302,11 @@ export class TablesReader implements StateReader {
   }
 
   getRecord<T extends TableName>(table: T, id: string): RecordTypes[T] | undefined {
-    return (this.tables[table] as MemTable<RecordTypes[T], string>).get(id);
+    return (this.tables[table] as unknown as Table<RecordTypes[T], string>).get(id);
   }
 
   getRecords<T extends TableName>(table: T, ids: readonly string[]): Array<RecordTypes[T]> {
-    const t = this.tables[table] as MemTable<RecordTypes[T], string>;
+    const t = this.tables[table] as unknown as Table<RecordTypes[T], string>;
     const out: Array<RecordTypes[T]> = [];
     for (const id of ids) {
       const r = t.get(id);

@@ -5,7 +5,8 @@ import { Level } from 'level';
 import { WatchwordError } from '../domain/errors.js';
 import type { Scope } from '../domain/types.js';
 import { type DecodedPair, decodePair, shareRecordParts } from './disk-state.js';
-import { type MemTable, type Tables, newTables } from './memory.js';
+import { type Tables, newTables } from './memory.js';
+import type { AnyTable } from './table.js';
 import { encode } from './records.js';
 import { type RecordTypes, TABLE_NAMES, type TableName, recordKey } from './schema.js';
 
@@ -67,7 +68,9 @@ export class StagedStore {
     const bytes = encode(record);
     this.batch.put(recordKey(table, this.idOf(table, record)), bytes);
     this.batchBytes += bytes.length + 64;
-    (this.tables[table] as MemTable<unknown, string>).put(record, this.loading);
+    const t = this.tables[table] as AnyTable;
+    if (this.loading) t.load(record, bytes);
+    else t.put(record);
     if (this.batchBytes >= this.batchLimit) await this.flush(false);
   }
 
@@ -75,7 +78,7 @@ export class StagedStore {
   async deleteRecord(table: TableName, id: string): Promise<void> {
     this.batch.del(recordKey(table, id));
     this.batchBytes += 64;
-    (this.tables[table] as MemTable<unknown, string>).delete(id);
+    (this.tables[table] as AnyTable).delete(id);
   }
 
   /** A metadata value of the new store. */
@@ -94,7 +97,7 @@ export class StagedStore {
     const d: DecodedPair = decodePair(key, value);
     if (d.kind === 'record' && d.record !== null) {
       shareRecordParts(d.record as Record<string, unknown>);
-      (this.tables[d.table] as MemTable<unknown, string>).put(d.record as Scope, this.loading);
+      (this.tables[d.table] as AnyTable).put(d.record as Scope, this.loading);
     } else if (d.kind === 'meta' && d.value !== undefined) {
       this.meta.set(d.key, d.value);
     }
@@ -111,7 +114,7 @@ export class StagedStore {
   }
 
   private idOf<T extends TableName>(table: T, record: RecordTypes[T]): string {
-    return (this.tables[table] as MemTable<unknown, string>).def.id(record);
+    return (this.tables[table] as AnyTable).def.id(record);
   }
 
   private async flush(sync: boolean): Promise<void> {

@@ -1,5 +1,6 @@
 import type { BootstrapState, AuthMethodRecord, BindingRuleRecord, PolicyRecord, RoleRecord, Scope, TokenRecord } from '../domain/types.js';
-import { type LayerEntry, type MemTable, type Tables, layerKey } from './memory.js';
+import { type LayerEntry, type Tables, layerKey } from './memory.js';
+import type { AnyTable } from './table.js';
 import { META, type RecordTypes, TABLE_DEFS, type TableDef, type TableName, authMethodID, keysOf, nameKey } from './schema.js';
 import type { Change, LogEntry, Tx, Unstamped, WatchTable } from './store.js';
 
@@ -15,8 +16,6 @@ export interface TxBase {
   bootstrap(): BootstrapState;
   allocateIndex(): number;
 }
-
-type AnyTable = MemTable<unknown, string>;
 
 /**
  * A transaction over layers: its own writes, then every accepted write not yet durable
@@ -156,7 +155,8 @@ export class StoreTx implements Tx {
       for (const [k, e] of layer) if (k.startsWith(prefix)) overlaid.set(k.slice(prefix.length), e.value);
     }
     const out: Array<RecordTypes[T]> = [];
-    for (const [id, r] of (this.store.tables[table] as AnyTable).rows) if (!overlaid.has(id)) out.push(r as RecordTypes[T]);
+    const t = this.store.tables[table] as AnyTable;
+    for (const r of t.values()) if (!overlaid.has(t.def.id(r))) out.push(r as RecordTypes[T]);
     for (const r of overlaid.values()) if (r !== null) out.push(r as RecordTypes[T]);
     return out;
   }

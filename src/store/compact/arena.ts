@@ -36,6 +36,11 @@ export class RecordArena {
     return b;
   }
 
+  /** Bytes of the records held. */
+  get usedBytes(): number {
+    return this.liveBytes;
+  }
+
   /** Bytes of records replaced or freed and not yet reclaimed. */
   get garbageBytes(): number {
     return this.garbage;

@@ -1,37 +1,61 @@
+import type { IndexDef, TableDef } from '../schema.js';
+import { type Table, byID } from '../table.js';
 import { RecordArena } from './arena.js';
 import { IdTable } from './id-table.js';
 import { fieldOffsets, stringAt } from './scan.js';
 
 /**
- * A table of records kept as their encoded bytes (RecordArena) and found through IdTables: by
- * ID, and by each unique key (a token's SecretID). A record asked for is decoded, and the
- * most recently used ones are kept decoded (the same object for the same version, so caches
- * keyed by the record, such as serialised views, keep working for the hot ones). Loading a
- * data dir reads only the ID and unique-key fields of each record's bytes.
+ * A table of records kept as their encoded bytes (a RecordArena) and found through indexes
+ * that hold slot numbers, not records: by ID and by each unique key in IdTables (typed
+ * arrays), by each non-unique key in sets of small integers, and by time in buckets of them.
+ * A million tokens are a few dozen buffers and typed arrays, so neither the garbage
+ * collector's work nor V8's heap limit grows with the token count.
+ *
+ * A record asked for is decoded, and the most recently used are kept decoded: the same object
+ * for the same version while it stays hot, so caches keyed by the record (the serialised views
+ * of tokens) keep working for the tokens in use.
  */
-export interface CompactTableOptions<R> {
-  /** The record's ID, and the field it is read from in the bytes at load. */
-  id: { of: (record: R) => string; field: string };
-  /** Unique keys: each a name, the key of a record (undefined: none), and the field holding it in the bytes. */
-  unique: ReadonlyArray<{ name: string; of: (record: R) => string | undefined; field: string }>;
+export interface CompactCodec<R> {
   encode(record: R): Uint8Array;
   decode(bytes: Uint8Array): R;
+  /** The top-level field of the encoded map that holds the ID (read without decoding). */
+  idField: string;
   /** Records kept decoded (least recently used dropped first). */
   cacheSize: number;
 }
 
-export class CompactTable<R> {
+interface Multi {
+  name: string;
+  keys: IndexDef<unknown>['keys'];
+  map: Map<string, Set<number>>;
+  /** Members under a key in ID order, made on first use and dropped on change. */
+  sorted: Map<string, Uint32Array>;
+}
+
+/** Bytes of replaced and deleted records the arena may hold before it is compacted (and at least its live bytes). */
+const GARBAGE_FLOOR = 64 * 1024 * 1024;
+
+export class CompactTable<R, I extends string> implements Table<R, I> {
   private readonly arena = new RecordArena();
   private readonly ids = new IdTable();
-  private readonly uniques: Map<string, IdTable>;
+  private readonly unique: Array<{ name: string; keys: IndexDef<R>['keys']; table: IdTable }> = [];
+  private readonly multi: Multi[] = [];
   private readonly decoded = new Map<number, R>();
-  private readonly fieldNames: Uint8Array[];
-  private readonly at: Int32Array;
+  private readonly idKey: Uint8Array[];
+  private readonly at = new Int32Array(1);
+  /** The ordered (expiry) index: times in order, and the slots at each. */
+  private times: number[] = [];
+  private readonly atTime = new Map<number, Set<number>>();
 
-  constructor(private readonly options: CompactTableOptions<R>) {
-    this.uniques = new Map(options.unique.map((u) => [u.name, new IdTable()]));
-    this.fieldNames = [options.id.field, ...options.unique.map((u) => u.field)].map((f) => Buffer.from(f));
-    this.at = new Int32Array(this.fieldNames.length);
+  constructor(
+    readonly def: TableDef<R, I>,
+    private readonly codec: CompactCodec<R>,
+  ) {
+    for (const [name, idx] of Object.entries(def.indexes) as Array<[string, IndexDef<R>]>) {
+      if (idx.unique) this.unique.push({ name, keys: idx.keys, table: new IdTable() });
+      else this.multi.push({ name, keys: idx.keys as IndexDef<unknown>['keys'], map: new Map(), sorted: new Map() });
+    }
+    this.idKey = [Buffer.from(codec.idField)];
   }
 
   get size(): number {
@@ -41,7 +65,7 @@ export class CompactTable<R> {
   /** Bytes of buffers and typed arrays held (records, slots, ID tables), not counting decoded records. */
   get bytes(): number {
     let b = this.arena.bytes + this.ids.bytes;
-    for (const u of this.uniques.values()) b += u.bytes;
+    for (const u of this.unique) b += u.table.bytes;
     return b;
   }
 
@@ -50,47 +74,56 @@ export class CompactTable<R> {
     return slot === undefined ? undefined : this.record(slot);
   }
 
-  has(id: string): boolean {
-    return this.ids.has(id);
+  uniqueID(index: I, key: string): string | undefined {
+    const slot = this.uniqueTable(index).get(key);
+    return slot === undefined ? undefined : this.idOf(slot);
   }
 
-  /** The record a unique index maps `key` to. */
-  byUnique(index: string, key: string): R | undefined {
-    const slot = this.unique(index).get(key);
+  byUnique(index: I, key: string): R | undefined {
+    const slot = this.uniqueTable(index).get(key);
     return slot === undefined ? undefined : this.record(slot);
   }
 
-  /** The ID of the record a unique index maps `key` to (read from its bytes: nothing decoded). */
-  uniqueID(index: string, key: string): string | undefined {
-    const slot = this.unique(index).get(key);
-    if (slot === undefined) return undefined;
-    const bytes = this.arena.get(slot);
-    fieldOffsets(bytes, this.fieldNames, this.at);
-    return stringAt(bytes, this.at[0] as number);
+  *members(index: I, key: string): IterableIterator<R> {
+    const set = this.multiIndex(index).map.get(key);
+    if (set !== undefined) for (const slot of [...set]) yield this.record(slot);
   }
 
-  /** Adds or replaces a record (by its ID); answers the version it replaced. */
-  put(record: R): R | undefined {
-    const id = this.options.id.of(record);
-    const bytes = this.options.encode(record);
-    const slot = this.ids.get(id);
-    let old: R | undefined;
-    if (slot === undefined) {
-      const added = this.arena.add(bytes);
-      this.ids.set(id, added);
-      this.index(record, added);
-      this.remember(added, record);
-    } else {
-      old = this.record(slot);
-      this.unindex(old, slot);
-      this.arena.replace(slot, bytes);
-      this.index(record, slot);
-      this.remember(slot, record);
+  memberCount(index: I, key: string): number {
+    return this.multiIndex(index).map.get(key)?.size ?? 0;
+  }
+
+  *sortedMembers(index: I, key: string): IterableIterator<R> {
+    const m = this.multiIndex(index);
+    let list = m.sorted.get(key);
+    if (list === undefined) {
+      const set = m.map.get(key);
+      if (set === undefined) return;
+      const ids = new Map<number, string>();
+      for (const slot of set) ids.set(slot, this.idOf(slot));
+      list = Uint32Array.from([...set].sort((a, b) => byID(ids.get(a) as string, ids.get(b) as string)));
+      m.sorted.set(key, list);
     }
-    return old;
+    for (const slot of list) if (this.arena.has(slot)) yield this.record(slot);
   }
 
-  /** Removes a record; answers it. */
+  indexKeys(index: I): IterableIterator<string> {
+    return this.multiIndex(index).map.keys();
+  }
+
+  *values(): IterableIterator<R> {
+    for (const slot of [...this.ids.values()])
+      if (this.arena.has(slot)) yield this.decoded.get(slot) ?? this.codec.decode(this.arena.get(slot));
+  }
+
+  put(record: R, loading = false): R | undefined {
+    return this.store(record, this.codec.encode(record), loading);
+  }
+
+  load(record: R, bytes: Uint8Array): void {
+    this.store(record, bytes, true);
+  }
+
   delete(id: string): R | undefined {
     const slot = this.ids.get(id);
     if (slot === undefined) return undefined;
@@ -102,51 +135,80 @@ export class CompactTable<R> {
     return old;
   }
 
-  /**
-   * A record as stored on disk, at load: its bytes are kept as they are, and only its ID and
-   * unique keys are read from them. False when they are not there (the caller reports the
-   * record as corrupt).
-   */
-  load(bytes: Uint8Array): boolean {
-    if (!fieldOffsets(bytes, this.fieldNames, this.at)) return false;
-    const id = this.at[0] === -1 ? undefined : stringAt(bytes, this.at[0] as number);
-    if (id === undefined) return false;
-    const keys: Array<string | undefined> = [];
-    for (let u = 0; u < this.options.unique.length; u++) {
-      const at = this.at[u + 1] as number;
-      keys.push(at === -1 ? undefined : stringAt(bytes, at));
+  finishLoading(): void {
+    this.times.sort((a, b) => a - b);
+  }
+
+  orderedUpTo(until: number, limit: number, after?: [number, string]): Array<[number, string]> {
+    const out: Array<[number, string]> = [];
+    for (let i = after ? this.timePosition(after[0]) : 0; i < this.times.length && out.length < limit; i++) {
+      const time = this.times[i] as number;
+      if (time > until) break;
+      const ids = [...(this.atTime.get(time) as Set<number>)].map((slot) => this.idOf(slot)).sort(byID);
+      for (const id of ids) {
+        if (out.length >= limit) break;
+        if (after && time === after[0] && id <= after[1]) continue;
+        out.push([time, id]);
+      }
     }
-    const existing = this.ids.get(id);
-    if (existing !== undefined) this.delete(id);
-    const slot = this.arena.add(bytes);
-    this.ids.set(id, slot);
-    this.options.unique.forEach((u, i) => {
-      const k = keys[i];
-      if (k !== undefined) (this.uniques.get(u.name) as IdTable).set(k, slot);
-    });
-    return true;
+    return out;
   }
 
-  /** Every record, decoded one at a time (not kept). */
-  *values(): IterableIterator<R> {
-    for (const slot of this.ids.values()) yield this.decoded.get(slot) ?? this.options.decode(this.arena.get(slot));
+  firstOrdered(): number | undefined {
+    return this.times[0];
   }
 
-  private unique(index: string): IdTable {
-    const table = this.uniques.get(index);
-    if (table === undefined) throw new Error(`no unique index ${index}`);
-    return table;
+  /** Adds or replaces a record whose encoded form is `bytes`. */
+  private store(record: R, bytes: Uint8Array, loading: boolean): R | undefined {
+    const id = this.def.id(record);
+    const slot = loading ? undefined : this.ids.get(id);
+    let old: R | undefined;
+    let at: number;
+    if (slot === undefined) {
+      at = this.arena.add(bytes);
+      this.ids.set(id, at);
+    } else {
+      at = slot;
+      old = this.record(slot);
+      this.unindex(old, slot);
+      this.arena.replace(slot, bytes);
+    }
+    this.index(record, at, loading);
+    if (!loading) this.remember(at, record);
+    if (this.arena.garbageBytes > Math.max(GARBAGE_FLOOR, this.arena.usedBytes)) this.arena.compact();
+    return old;
+  }
+
+  private uniqueTable(index: string): IdTable {
+    const u = this.unique.find((x) => x.name === index);
+    if (u === undefined) throw new Error(`${this.def.name} has no unique index ${index}`);
+    return u.table;
+  }
+
+  private multiIndex(index: string): Multi {
+    const m = this.multi.find((x) => x.name === index);
+    if (m === undefined) throw new Error(`${this.def.name} has no index ${index}`);
+    return m;
+  }
+
+  /** The ID of the record in `slot`, read from its bytes (nothing decoded). */
+  private idOf(slot: number): string {
+    const cached = this.decoded.get(slot);
+    if (cached !== undefined) return this.def.id(cached);
+    const bytes = this.arena.get(slot);
+    const id = fieldOffsets(bytes, this.idKey, this.at) && this.at[0] !== -1 ? stringAt(bytes, this.at[0] as number) : undefined;
+    return id ?? this.def.id(this.codec.decode(bytes));
   }
 
   private record(slot: number): R {
     const cached = this.decoded.get(slot);
     if (cached !== undefined) {
-      // Most recently used last: Map keeps insertion order.
+      // Most recently used last: a Map keeps insertion order.
       this.decoded.delete(slot);
       this.decoded.set(slot, cached);
       return cached;
     }
-    const record = this.options.decode(this.arena.get(slot));
+    const record = this.codec.decode(this.arena.get(slot));
     this.remember(slot, record);
     return record;
   }
@@ -154,24 +216,63 @@ export class CompactTable<R> {
   private remember(slot: number, record: R): void {
     this.decoded.delete(slot);
     this.decoded.set(slot, record);
-    if (this.decoded.size > this.options.cacheSize) {
-      const oldest = this.decoded.keys().next().value as number;
-      this.decoded.delete(oldest);
-    }
+    if (this.decoded.size > this.codec.cacheSize) this.decoded.delete(this.decoded.keys().next().value as number);
   }
 
-  private index(record: R, slot: number): void {
-    for (const u of this.options.unique) {
-      const k = u.of(record);
-      if (k !== undefined) (this.uniques.get(u.name) as IdTable).set(k, slot);
+  private index(record: R, slot: number, loading: boolean): void {
+    for (const u of this.unique) u.keys(record, (k) => u.table.set(k, slot));
+    for (const m of this.multi) {
+      m.keys(record, (k) => {
+        let set = m.map.get(k);
+        if (!set) m.map.set(k, (set = new Set()));
+        set.add(slot);
+        if (!loading) m.sorted.delete(k);
+      });
+    }
+    const time = this.def.orderedBy?.(record);
+    if (time !== undefined) {
+      let set = this.atTime.get(time);
+      if (set === undefined) {
+        this.atTime.set(time, (set = new Set()));
+        if (loading) this.times.push(time);
+        else this.times.splice(this.timePosition(time), 0, time);
+      }
+      set.add(slot);
     }
   }
 
   private unindex(record: R, slot: number): void {
-    for (const u of this.options.unique) {
-      const k = u.of(record);
-      const table = this.uniques.get(u.name) as IdTable;
-      if (k !== undefined && table.get(k) === slot) table.delete(k);
+    // A unique key may already belong to another record (taken over in the same batch).
+    for (const u of this.unique) u.keys(record, (k) => u.table.get(k) === slot && u.table.delete(k));
+    for (const m of this.multi) {
+      m.keys(record, (k) => {
+        const set = m.map.get(k);
+        if (!set) return;
+        set.delete(slot);
+        m.sorted.delete(k);
+        if (set.size === 0) m.map.delete(k);
+      });
     }
+    const time = this.def.orderedBy?.(record);
+    if (time !== undefined) {
+      const set = this.atTime.get(time);
+      if (set?.delete(slot) && set.size === 0) {
+        this.atTime.delete(time);
+        const i = this.timePosition(time);
+        if (this.times[i] === time) this.times.splice(i, 1);
+      }
+    }
+  }
+
+  /** First position in `times` not before `time`. */
+  private timePosition(time: number): number {
+    let lo = 0;
+    let hi = this.times.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if ((this.times[mid] as number) < time) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
   }
 }

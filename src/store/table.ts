@@ -1,0 +1,44 @@
+import type { TableDef } from './schema.js';
+
+/**
+ * What the store and its readers use of one table in memory, however it holds its records:
+ * `MemTable` keeps each as an object (the few policies, roles, auth methods and rules), and
+ * `CompactTable` keeps each as its encoded bytes (tokens: millions of them). Records handed
+ * out are shared and never mutated: a change replaces the record.
+ */
+export interface Table<R, I extends string> {
+  readonly def: TableDef<R, I>;
+  readonly size: number;
+  get(id: string): R | undefined;
+  /** The ID a unique index maps `key` to. */
+  uniqueID(index: I, key: string): string | undefined;
+  byUnique(index: I, key: string): R | undefined;
+  /** Records a non-unique index holds under `key`, in no particular order. */
+  members(index: I, key: string): Iterable<R>;
+  /** How many records a non-unique index holds under `key`. */
+  memberCount(index: I, key: string): number;
+  /** The same records in ID order (kept until one of them changes: lists of one filter need no sort per request). */
+  sortedMembers(index: I, key: string): Iterable<R>;
+  /** Every key a non-unique index holds. */
+  indexKeys(index: I): IterableIterator<string>;
+  /** Every record, in no particular order. */
+  values(): IterableIterator<R>;
+  /** Adds or replaces a record; answers the version it replaced. `loading`: known new, and the ordered index is sorted later. */
+  put(record: R, loading?: boolean): R | undefined;
+  /**
+   * A record as read from disk at start: `bytes` are its stored form, `record` those bytes
+   * decoded and checked. A table that keeps bytes keeps these (no encoding again).
+   */
+  load(record: R, bytes: Uint8Array): void;
+  delete(id: string): R | undefined;
+  /** After loading: puts the ordered index in order. */
+  finishLoading(): void;
+  /** Entries ordered at or before `until`, after the cursor `after` ([time, id]), at most `limit`. */
+  orderedUpTo(until: number, limit: number, after?: [number, string]): Array<[number, string]>;
+  firstOrdered(): number | undefined;
+}
+
+/** Any table, for code generic over the table list. */
+export type AnyTable = Table<unknown, string>;
+
+export const byID = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
