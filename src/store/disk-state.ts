@@ -53,7 +53,7 @@ export function shareRecordParts(record: Record<string, unknown>): void {
 export const WATCH_TABLES: readonly WatchTable[] = [...TABLE_NAMES, 'bootstrap'];
 
 export type DecodedPair =
-  | { kind: 'record'; table: TableName; id: string; record: unknown | null }
+  | { kind: 'record'; table: TableName; id: string; record: unknown | null; bytes?: Uint8Array }
   | { kind: 'meta'; key: string; value: unknown; table?: WatchTable }
   | { kind: 'other' };
 
@@ -76,7 +76,7 @@ export function decodePair(k: string, v: Uint8Array | null): DecodedPair {
     }
     if (!RECORD_CHECKS[table](record))
       throw new WatchwordError('INTERNAL', `a replicated ${table.slice(0, -1)} ${id} is not a well-formed record`);
-    return { kind: 'record', table, id, record };
+    return { kind: 'record', table, id, record, bytes: v };
   }
   if (k.startsWith(META_PREFIX)) {
     if (v === null) return { kind: 'meta', key: k, value: undefined };

@@ -98,6 +98,7 @@ export class DurableState {
       for (const op of c.tableOps) {
         const t = this.tables[op.table] as AnyTable;
         if (op.record === null) t.delete(op.id);
+        else if (op.bytes !== undefined) t.putEncoded(op.record, op.bytes);
         else t.put(op.record);
       }
       for (const [k, v] of c.meta) this.meta.set(k, v);
@@ -119,6 +120,7 @@ export class DurableState {
       if (d.kind === 'record') {
         const t = this.tables[d.table] as AnyTable;
         if (d.record === null) t.delete(d.id);
+        else if (d.bytes !== undefined) t.putEncoded(d.record, d.bytes);
         else t.put(d.record);
       } else if (d.kind === 'meta') {
         if (d.value === undefined) this.meta.delete(d.key);

@@ -410,6 +410,7 @@ export class LevelStore implements Store {
       } else {
         const bytes = encode(op.record);
         encoded.set(op.record, bytes);
+        op.bytes = bytes;
         ops.push({ type: 'put', key: k, value: bytes });
       }
     }

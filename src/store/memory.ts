@@ -85,6 +85,10 @@ export class MemTable<R, I extends string> implements Table<R, I> {
     this.put(record, true);
   }
 
+  putEncoded(record: R, _bytes: Uint8Array): R | undefined {
+    return this.put(record);
+  }
+
   /** The same records in ID order (kept until one of them changes: lists of one filter need no sort per request). */
   sortedMembers(index: I, key: string): readonly R[] {
     const cache = this.sorted.get(index) as Map<string, R[]>;

@@ -5,7 +5,8 @@ import { META, type RecordTypes, TABLE_DEFS, type TableDef, type TableName, auth
 import type { Change, LogEntry, Tx, Unstamped, WatchTable } from './store.js';
 
 /** A record written or deleted by a transaction, applied to memory once durable. */
-export type TableOp = { table: TableName; id: string; record: unknown | null };
+/** A record written (null: deleted); `bytes`, once the commit has encoded it for the disk. */
+export type TableOp = { table: TableName; id: string; record: unknown | null; bytes?: Uint8Array };
 
 /** What a transaction reads beneath its own writes, and where it takes its indexes. */
 export interface TxBase {

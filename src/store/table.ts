@@ -30,6 +30,8 @@ export interface Table<R, I extends string> {
    * decoded and checked. A table that keeps bytes keeps these (no encoding again).
    */
   load(record: R, bytes: Uint8Array): void;
+  /** `put` of a record already encoded (for its write to disk): a table that keeps bytes keeps these. */
+  putEncoded(record: R, bytes: Uint8Array): R | undefined;
   delete(id: string): R | undefined;
   /** After loading: puts the ordered index in order. */
   finishLoading(): void;

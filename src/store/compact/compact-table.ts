@@ -124,6 +124,10 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
     this.store(record, bytes, true);
   }
 
+  putEncoded(record: R, bytes: Uint8Array): R | undefined {
+    return this.store(record, bytes, false);
+  }
+
   delete(id: string): R | undefined {
     const slot = this.ids.get(id);
     if (slot === undefined) return undefined;
