@@ -1,5 +1,6 @@
 import type { Level } from 'level';
 import { WatchwordError } from '../domain/errors.js';
+import { CompactTable } from './compact/compact-table.js';
 import { type Tables, newTables } from './memory.js';
 import type { AnyTable } from './table.js';
 import { RECORD_CHECKS } from './record-check.js';
@@ -114,6 +115,14 @@ export async function readState(db: Level<string, Uint8Array>): Promise<DiskStat
       for (let batch = await next; batch.length > 0; batch = await (next as Promise<Uint8Array[]>)) {
         next = values.nextv(10_000);
         for (const v of batch) {
+          if (table instanceof CompactTable) {
+            if (!table.loadEncoded(v))
+              throw new WatchwordError(
+                'INTERNAL',
+                `a stored ${name.slice(0, -1)} is corrupt (${table.size} read before it): not a well-formed record`,
+              );
+            continue;
+          }
           let record: unknown;
           try {
             record = decodeRaw(v);

@@ -12,7 +12,9 @@ import {
   scopeKey,
   SEP,
 } from './schema.js';
-import { CompactTable } from './compact/compact-table.js';
+import { type CompactCodec, CompactTable } from './compact/compact-table.js';
+import { isTokenRecord } from './record-check.js';
+import { WatchwordError } from '../domain/errors.js';
 import { decodeRaw, encode } from './records.js';
 import { type Table, byID } from './table.js';
 
@@ -203,18 +205,38 @@ export type Tables = { [T in TableName]: Table<RecordTypes[T], IndexName<T>> };
 /** Tokens decoded and kept as objects at most (the ones in use); the rest stay as their bytes. */
 const TOKENS_DECODED = 50_000;
 
+/** Tokens as the compact table holds them: their stored bytes, checked whole when decoded. */
+export const tokenCodec = (cacheSize = TOKENS_DECODED): CompactCodec<TokenRecord> => ({
+  encode,
+  decode: (bytes) => {
+    const record = decodeRaw(bytes);
+    if (isTokenRecord(record)) return record;
+    const id = (record as { AccessorID?: unknown } | null)?.AccessorID;
+    throw new WatchwordError('INTERNAL', `stored token ${typeof id === 'string' ? id : '(no ID)'} is corrupt: not a well-formed record`);
+  },
+  decodeValue: decodeRaw,
+  idField: 'AccessorID',
+  indexFields: [
+    'AccessorID',
+    'SecretID',
+    'Partition',
+    'Namespace',
+    'Policies',
+    'Roles',
+    'ServiceIdentities',
+    'AuthMethod',
+    'Local',
+    'ExpirationTime',
+  ],
+  cacheSize,
+});
+
 /** An empty in-memory table for every table of the list: tokens as their bytes, the few others as objects. */
 export const newTables = (): Tables => Object.fromEntries(TABLE_NAMES.map((t) => [t, newTable(t)])) as unknown as Tables;
 
 function newTable<T extends TableName>(t: T): Table<RecordTypes[T], string> {
   if (t !== 'tokens') return new MemTable<RecordTypes[T], string>(TABLE_DEFS[t]);
-  const tokens = new CompactTable<TokenRecord, string>(TABLE_DEFS.tokens, {
-    encode,
-    decode: (bytes) => decodeRaw(bytes) as TokenRecord,
-    idField: 'AccessorID',
-    cacheSize: TOKENS_DECODED,
-  });
-  return tokens as unknown as Table<RecordTypes[T], string>;
+  return new CompactTable<TokenRecord, string>(TABLE_DEFS.tokens, tokenCodec()) as unknown as Table<RecordTypes[T], string>;
 }
 
 /** Token list filters; at most one of policy/role/serviceName/authMethod/localOnly is used. */

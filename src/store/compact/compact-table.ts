@@ -2,7 +2,8 @@ import type { IndexDef, TableDef } from '../schema.js';
 import { type Table, byID } from '../table.js';
 import { RecordArena } from './arena.js';
 import { IdTable } from './id-table.js';
-import { fieldOffsets, stringAt } from './scan.js';
+import { fieldOffsets, pickFields, stringAt } from './scan.js';
+import { SlotSet } from './slot-set.js';
 
 /**
  * A table of records kept as their encoded bytes (a RecordArena) and found through indexes
@@ -20,6 +21,10 @@ export interface CompactCodec<R> {
   decode(bytes: Uint8Array): R;
   /** The top-level field of the encoded map that holds the ID (read without decoding). */
   idField: string;
+  /** Every top-level field the ID and the indexes are computed from: all a load reads of a record. */
+  indexFields: readonly string[];
+  /** Decodes one value of the map (a list of links), for a load. */
+  decodeValue(bytes: Uint8Array): unknown;
   /** Records kept decoded (least recently used dropped first). */
   cacheSize: number;
 }
@@ -27,10 +32,12 @@ export interface CompactCodec<R> {
 interface Multi {
   name: string;
   keys: IndexDef<unknown>['keys'];
-  map: Map<string, Set<number>>;
+  map: Map<string, SlotSet>;
   /** Members under a key in ID order, made on first use and dropped on change. */
   sorted: Map<string, Uint32Array>;
 }
+
+const ignore = (): void => {};
 
 /** Bytes of replaced and deleted records the arena may hold before it is compacted (and at least its live bytes). */
 const GARBAGE_FLOOR = 64 * 1024 * 1024;
@@ -43,9 +50,11 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
   private readonly decoded = new Map<number, R>();
   private readonly idKey: Uint8Array[];
   private readonly at = new Int32Array(1);
+  private readonly fieldKeys: Uint8Array[];
+  private readonly indexAt: Int32Array;
   /** The ordered (expiry) index: times in order, and the slots at each. */
   private times: number[] = [];
-  private readonly atTime = new Map<number, Set<number>>();
+  private readonly atTime = new Map<number, SlotSet>();
 
   constructor(
     readonly def: TableDef<R, I>,
@@ -56,16 +65,19 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
       else this.multi.push({ name, keys: idx.keys as IndexDef<unknown>['keys'], map: new Map(), sorted: new Map() });
     }
     this.idKey = [Buffer.from(codec.idField)];
+    this.fieldKeys = codec.indexFields.map((f) => Buffer.from(f));
+    this.indexAt = new Int32Array(codec.indexFields.length);
   }
 
   get size(): number {
     return this.arena.size;
   }
 
-  /** Bytes of buffers and typed arrays held (records, slots, ID tables), not counting decoded records. */
+  /** Bytes of buffers and typed arrays held (records, slots, indexes), not counting decoded records. */
   get bytes(): number {
     let b = this.arena.bytes + this.ids.bytes;
     for (const u of this.unique) b += u.table.bytes;
+    for (const m of this.multi) for (const set of m.map.values()) b += set.bytes;
     return b;
   }
 
@@ -86,7 +98,7 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
 
   *members(index: I, key: string): IterableIterator<R> {
     const set = this.multiIndex(index).map.get(key);
-    if (set !== undefined) for (const slot of [...set]) yield this.record(slot);
+    if (set !== undefined) for (const slot of set.toArray()) yield this.record(slot);
   }
 
   memberCount(index: I, key: string): number {
@@ -99,9 +111,10 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
     if (list === undefined) {
       const set = m.map.get(key);
       if (set === undefined) return;
-      const ids = new Map<number, string>();
-      for (const slot of set) ids.set(slot, this.idOf(slot));
-      list = Uint32Array.from([...set].sort((a, b) => byID(ids.get(a) as string, ids.get(b) as string)));
+      const slots = set.toArray();
+      const ids = Array.from(slots, (slot) => this.idOf(slot));
+      const order = Array.from(slots.keys()).sort((a, b) => byID(ids[a] as string, ids[b] as string));
+      list = Uint32Array.from(order, (i) => slots[i] as number);
       m.sorted.set(key, list);
     }
     for (const slot of list) if (this.arena.has(slot)) yield this.record(slot);
@@ -122,6 +135,26 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
 
   load(record: R, bytes: Uint8Array): void {
     this.store(record, bytes, true);
+  }
+
+  /**
+   * A record as stored on disk, at start: only the fields it is indexed by are read from its
+   * bytes, which are kept as they are (the whole record is checked when it is first decoded).
+   * False when those fields are not there or not as the indexes expect (a corrupt record).
+   */
+  loadEncoded(bytes: Uint8Array): boolean {
+    const fields = pickFields(bytes, this.codec.indexFields, this.fieldKeys, this.indexAt, this.codec.decodeValue);
+    if (fields === undefined || typeof fields[this.codec.idField] !== 'string') return false;
+    // Every index's keys computed once before anything is stored: a field of the wrong shape leaves nothing behind.
+    try {
+      for (const idx of Object.values(this.def.indexes) as Array<IndexDef<R>>) idx.keys(fields as R, ignore);
+      const time = this.def.orderedBy?.(fields as R);
+      if (time !== undefined && !Number.isFinite(time)) return false;
+    } catch {
+      return false;
+    }
+    this.store(fields as R, bytes, true);
+    return true;
   }
 
   putEncoded(record: R, bytes: Uint8Array): R | undefined {
@@ -148,7 +181,7 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
     for (let i = after ? this.timePosition(after[0]) : 0; i < this.times.length && out.length < limit; i++) {
       const time = this.times[i] as number;
       if (time > until) break;
-      const ids = [...(this.atTime.get(time) as Set<number>)].map((slot) => this.idOf(slot)).sort(byID);
+      const ids = Array.from((this.atTime.get(time) as SlotSet).toArray(), (slot) => this.idOf(slot)).sort(byID);
       for (const id of ids) {
         if (out.length >= limit) break;
         if (after && time === after[0] && id <= after[1]) continue;
@@ -228,7 +261,7 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
     for (const m of this.multi) {
       m.keys(record, (k) => {
         let set = m.map.get(k);
-        if (!set) m.map.set(k, (set = new Set()));
+        if (!set) m.map.set(k, (set = new SlotSet()));
         set.add(slot);
         if (!loading) m.sorted.delete(k);
       });
@@ -237,7 +270,7 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
     if (time !== undefined) {
       let set = this.atTime.get(time);
       if (set === undefined) {
-        this.atTime.set(time, (set = new Set()));
+        this.atTime.set(time, (set = new SlotSet()));
         if (loading) this.times.push(time);
         else this.times.splice(this.timePosition(time), 0, time);
       }

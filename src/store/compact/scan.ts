@@ -1,6 +1,6 @@
 /**
  * Reading a few fields of a msgpack record without decoding it: the load of a compact table
- * needs each token's AccessorID and SecretID (for its ID tables) and nothing else of it.
+ * needs only what it indexes a record by (a token's IDs, namespace, links, expiry).
  */
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
@@ -151,4 +151,39 @@ export function skip(b: Uint8Array, pos: number): number {
     default:
       return Number.POSITIVE_INFINITY;
   }
+}
+
+const NO_ITEMS: readonly never[] = Object.freeze([]);
+
+/**
+ * The named top-level fields of an encoded map as an object, the others skipped: what a table
+ * indexes a record by, read without decoding the rest. Strings, booleans and empty lists are
+ * read here; any other value by `decode` on its bytes alone. Undefined when `bytes` is not a map.
+ */
+export function pickFields(
+  bytes: Uint8Array,
+  names: readonly string[],
+  keys: readonly Uint8Array[],
+  at: Int32Array,
+  decode: (bytes: Uint8Array) => unknown,
+): Record<string, unknown> | undefined {
+  if (!fieldOffsets(bytes, keys, at)) return undefined;
+  const out: Record<string, unknown> = {};
+  for (let i = 0; i < names.length; i++) {
+    const pos = at[i] as number;
+    if (pos === -1) continue;
+    const t = bytes[pos] as number;
+    let value: unknown;
+    if ((t >= 0xa0 && t <= 0xbf) || t === 0xd9 || t === 0xda) value = stringAt(bytes, pos);
+    else if (t === 0xc2 || t === 0xc3) value = t === 0xc3;
+    else if (t === 0x90) value = NO_ITEMS;
+    else if (t === 0xc0) value = null;
+    else {
+      const end = skip(bytes, pos);
+      if (end > bytes.length) return undefined;
+      value = decode(bytes.subarray(pos, end));
+    }
+    out[names[i] as string] = value;
+  }
+  return out;
 }
