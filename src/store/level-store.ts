@@ -3,7 +3,7 @@ import { WatchwordError } from '../domain/errors.js';
 import { generateID } from '../domain/ids.js';
 import { quoteJSON } from '../domain/json-text.js';
 import type { BootstrapState } from '../domain/types.js';
-import { type DecodedPair, claimDatacenter, decodePair, readState, upgradeFormat } from './disk-state.js';
+import { type DecodedPair, LEVEL_OPTIONS, claimDatacenter, decodePair, readState, upgradeFormat } from './disk-state.js';
 import { type Applied, DurableState } from './durable-state.js';
 import { type BatchOp, GroupCommitter, type QueuedCommit, isFencing } from './group-commit.js';
 import { encodeLogEntry } from './log-encoding.js';
@@ -746,7 +746,7 @@ export class LevelStore implements Store {
 
 /** The store's LevelDB (opened by the caller). */
 function openLevel(dir: string): Level<string, Uint8Array> {
-  return new Level<string, Uint8Array>(dir, { keyEncoding: 'utf8', valueEncoding: 'view', writeBufferSize: 16 * 1024 * 1024 });
+  return new Level<string, Uint8Array>(dir, LEVEL_OPTIONS);
 }
 
 /** The records of table `t` that enter the change log (every one but Local tokens). */

@@ -216,6 +216,7 @@ export const tokenCodec = (cacheSize = TOKENS_DECODED): CompactCodec<TokenRecord
   },
   decodeValue: decodeRaw,
   idField: 'AccessorID',
+  uniqueFields: { secret: 'SecretID' },
   indexFields: [
     'AccessorID',
     'SecretID',

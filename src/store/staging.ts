@@ -4,7 +4,7 @@ import { dirname } from 'node:path';
 import { Level } from 'level';
 import { WatchwordError } from '../domain/errors.js';
 import type { Scope } from '../domain/types.js';
-import { type DecodedPair, decodePair, shareRecordParts } from './disk-state.js';
+import { type DecodedPair, LEVEL_OPTIONS, decodePair, shareRecordParts } from './disk-state.js';
 import { type Tables, newTables } from './memory.js';
 import type { AnyTable } from './table.js';
 import { encode } from './records.js';
@@ -47,7 +47,7 @@ export class StagedStore {
   static async create(storeDir: string, batchLimit = 4 * 1024 * 1024): Promise<StagedStore> {
     const dir = stagingDir(storeDir);
     await rm(dir, { recursive: true, force: true });
-    const db = new Level<string, Uint8Array>(dir, { keyEncoding: 'utf8', valueEncoding: 'view', writeBufferSize: 16 * 1024 * 1024 });
+    const db = new Level<string, Uint8Array>(dir, LEVEL_OPTIONS);
     await db.open();
     return new StagedStore(db, dir, batchLimit);
   }

@@ -23,6 +23,8 @@ export interface CompactCodec<R> {
   idField: string;
   /** Every top-level field the ID and the indexes are computed from: all a load reads of a record. */
   indexFields: readonly string[];
+  /** The field each unique index's key is (one of `indexFields`): a load reads it from the bytes into its table. */
+  uniqueFields: Readonly<Record<string, string>>;
   /** Decodes one value of the map (a list of links), for a load. */
   decodeValue(bytes: Uint8Array): unknown;
   /** Records kept decoded (least recently used dropped first). */
@@ -37,7 +39,11 @@ interface Multi {
   sorted: Map<string, Uint32Array>;
 }
 
-const ignore = (): void => {};
+function fieldIndex<R>(codec: CompactCodec<R>, field: string | undefined): number {
+  const i = field === undefined ? -1 : codec.indexFields.indexOf(field);
+  if (i === -1) throw new Error(`${field ?? 'a unique index'} must be one of the codec's indexFields`);
+  return i;
+}
 
 /** Bytes of replaced and deleted records the arena may hold before it is compacted (and at least its live bytes). */
 const GARBAGE_FLOOR = 64 * 1024 * 1024;
@@ -45,13 +51,18 @@ const GARBAGE_FLOOR = 64 * 1024 * 1024;
 export class CompactTable<R, I extends string> implements Table<R, I> {
   private readonly arena = new RecordArena();
   private readonly ids = new IdTable();
-  private readonly unique: Array<{ name: string; keys: IndexDef<R>['keys']; table: IdTable }> = [];
+  private readonly unique: Array<{ name: string; keys: IndexDef<R>['keys']; table: IdTable; field: number }> = [];
   private readonly multi: Multi[] = [];
   private readonly decoded = new Map<number, R>();
   private readonly idKey: Uint8Array[];
   private readonly at = new Int32Array(1);
   private readonly fieldKeys: Uint8Array[];
   private readonly indexAt: Int32Array;
+  /** Which of `indexFields` is the ID, and which a load reads straight into an IdTable (the ID and unique keys). */
+  private readonly idAt: number;
+  private readonly fromBytes: boolean[];
+  /** A load's non-unique keys, computed before anything is stored: index, key, index, key... */
+  private readonly loadKeys: Array<Multi | string> = [];
   /** The ordered (expiry) index: times in order, and the slots at each. */
   private times: number[] = [];
   private readonly atTime = new Map<number, SlotSet>();
@@ -61,12 +72,14 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
     private readonly codec: CompactCodec<R>,
   ) {
     for (const [name, idx] of Object.entries(def.indexes) as Array<[string, IndexDef<R>]>) {
-      if (idx.unique) this.unique.push({ name, keys: idx.keys, table: new IdTable() });
+      if (idx.unique) this.unique.push({ name, keys: idx.keys, table: new IdTable(), field: fieldIndex(codec, codec.uniqueFields[name]) });
       else this.multi.push({ name, keys: idx.keys as IndexDef<unknown>['keys'], map: new Map(), sorted: new Map() });
     }
     this.idKey = [Buffer.from(codec.idField)];
     this.fieldKeys = codec.indexFields.map((f) => Buffer.from(f));
     this.indexAt = new Int32Array(codec.indexFields.length);
+    this.idAt = fieldIndex(codec, codec.idField);
+    this.fromBytes = codec.indexFields.map((_, i) => i === this.idAt || this.unique.some((u) => u.field === i));
   }
 
   get size(): number {
@@ -143,17 +156,43 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
    * False when those fields are not there or not as the indexes expect (a corrupt record).
    */
   loadEncoded(bytes: Uint8Array): boolean {
-    const fields = pickFields(bytes, this.codec.indexFields, this.fieldKeys, this.indexAt, this.codec.decodeValue);
-    if (fields === undefined || typeof fields[this.codec.idField] !== 'string') return false;
-    // Every index's keys computed once before anything is stored: a field of the wrong shape leaves nothing behind.
+    const at = this.indexAt;
+    const fields = pickFields(bytes, this.codec.indexFields, this.fieldKeys, at, this.codec.decodeValue, this.fromBytes) as R | undefined;
+    if (fields === undefined || at[this.idAt] === -1) return false;
+    // Keys computed before anything is stored: a field of the wrong shape leaves nothing behind.
+    const keys = this.loadKeys;
+    keys.length = 0;
+    let time: number | undefined;
     try {
-      for (const idx of Object.values(this.def.indexes) as Array<IndexDef<R>>) idx.keys(fields as R, ignore);
-      const time = this.def.orderedBy?.(fields as R);
+      for (const m of this.multi) m.keys(fields, (k) => keys.push(m, k));
+      time = this.def.orderedBy?.(fields);
       if (time !== undefined && !Number.isFinite(time)) return false;
     } catch {
       return false;
     }
-    this.store(fields as R, bytes, true);
+    const slot = this.arena.add(bytes);
+    // The ID and unique keys go from the bytes to their tables (no string made of a UUID).
+    const tables: Array<[IdTable, number]> = [[this.ids, at[this.idAt] as number]];
+    for (const u of this.unique) if (at[u.field] !== -1) tables.push([u.table, at[u.field] as number]);
+    for (let t = 0; t < tables.length; t++) {
+      const [table, pos] = tables[t] as [IdTable, number];
+      if (table.setAt(bytes, pos, slot)) continue;
+      // Not a string after all: what was set is undone (each key found again by its string).
+      for (const [done, p] of tables.slice(0, t)) {
+        const key = stringAt(bytes, p) as string;
+        if (done.get(key) === slot) done.delete(key);
+      }
+      this.arena.delete(slot);
+      return false;
+    }
+    for (let i = 0; i < keys.length; i += 2) {
+      const m = keys[i] as Multi;
+      const k = keys[i + 1] as string;
+      let set = m.map.get(k);
+      if (!set) m.map.set(k, (set = new SlotSet()));
+      set.add(slot);
+    }
+    if (time !== undefined) this.addTime(time, slot, true);
     return true;
   }
 
@@ -267,15 +306,17 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
       });
     }
     const time = this.def.orderedBy?.(record);
-    if (time !== undefined) {
-      let set = this.atTime.get(time);
-      if (set === undefined) {
-        this.atTime.set(time, (set = new SlotSet()));
-        if (loading) this.times.push(time);
-        else this.times.splice(this.timePosition(time), 0, time);
-      }
-      set.add(slot);
+    if (time !== undefined) this.addTime(time, slot, loading);
+  }
+
+  private addTime(time: number, slot: number, loading: boolean): void {
+    let set = this.atTime.get(time);
+    if (set === undefined) {
+      this.atTime.set(time, (set = new SlotSet()));
+      if (loading) this.times.push(time);
+      else this.times.splice(this.timePosition(time), 0, time);
     }
+    set.add(slot);
   }
 
   private unindex(record: R, slot: number): void {

@@ -1,3 +1,5 @@
+import { stringAt } from './scan.js';
+
 /**
  * A hash table from IDs to slot numbers that holds no JS object per entry: a UUID key is kept
  * as its 16 bytes (four 32-bit words) in a typed array, with the slot beside it, so a million
@@ -31,6 +33,32 @@ export function uuidWords(id: string, out: Uint32Array): boolean {
     let v = 0;
     for (let d = 0; d < 8; d++) {
       const c = id.charCodeAt(DIGITS[w * 8 + d] as number);
+      const x = c < 128 ? (HEX[c] as number) : -1;
+      if (x < 0) return false;
+      v = (v << 4) | x;
+    }
+    out[w] = v >>> 0;
+  }
+  return true;
+}
+
+/**
+ * The same from the 36 bytes of a UTF-8 string at `start` of `bytes` (a record's stored form),
+ * so a load need not make a string of every ID.
+ */
+export function uuidWordsAt(bytes: Uint8Array, start: number, out: Uint32Array): boolean {
+  if (
+    start + 36 > bytes.length ||
+    bytes[start + 8] !== 45 ||
+    bytes[start + 13] !== 45 ||
+    bytes[start + 18] !== 45 ||
+    bytes[start + 23] !== 45
+  )
+    return false;
+  for (let w = 0; w < 4; w++) {
+    let v = 0;
+    for (let d = 0; d < 8; d++) {
+      const c = bytes[start + (DIGITS[w * 8 + d] as number)] as number;
       const x = c < 128 ? (HEX[c] as number) : -1;
       if (x < 0) return false;
       v = (v << 4) | x;
@@ -92,11 +120,28 @@ export class IdTable {
   /** Maps `id` to `slot` (a slot below 2^32 - 1), replacing what it mapped to. */
   set(id: string, slot: number): void {
     if (!(slot >= 0 && slot < EMPTY && Number.isInteger(slot))) throw new RangeError(`slot out of range: ${slot}`);
-    const w = this.words;
-    if (!uuidWords(id, w)) {
-      this.other.set(id, slot);
-      return;
+    if (!uuidWords(id, this.words)) this.other.set(id, slot);
+    else this.setWords(slot);
+  }
+
+  /**
+   * `set` with the ID given as a msgpack string at `pos` of `bytes` (a stored record): a UUID
+   * is read from the bytes; anything else as a string. False when no string is there.
+   */
+  setAt(bytes: Uint8Array, pos: number, slot: number): boolean {
+    if (bytes[pos] === 0xd9 && bytes[pos + 1] === 36 && uuidWordsAt(bytes, pos + 2, this.words)) {
+      this.setWords(slot);
+      return true;
     }
+    const id = stringAt(bytes, pos);
+    if (id === undefined) return false;
+    this.set(id, slot);
+    return true;
+  }
+
+  /** Maps the key in `this.words` to `slot`. */
+  private setWords(slot: number): void {
+    const w = this.words;
     const a = w[0] as number;
     const b = w[1] as number;
     const c = w[2] as number;

@@ -166,12 +166,14 @@ export function pickFields(
   keys: readonly Uint8Array[],
   at: Int32Array,
   decode: (bytes: Uint8Array) => unknown,
+  /** Fields whose position alone is wanted (left in `at`, not read). */
+  positionOnly?: readonly boolean[],
 ): Record<string, unknown> | undefined {
   if (!fieldOffsets(bytes, keys, at)) return undefined;
   const out: Record<string, unknown> = {};
   for (let i = 0; i < names.length; i++) {
     const pos = at[i] as number;
-    if (pos === -1) continue;
+    if (pos === -1 || positionOnly?.[i]) continue;
     const t = bytes[pos] as number;
     let value: unknown;
     if ((t >= 0xa0 && t <= 0xbf) || t === 0xd9 || t === 0xda) value = stringAt(bytes, pos);

@@ -172,6 +172,14 @@ describe('CompactTable', () => {
     // A list of links that is not a list: not indexable.
     expect(t.loadEncoded(encode({ ...tokenRecord(), Policies: 'p1' }))).toBe(false);
     expect(t.loadEncoded(encode({ ...tokenRecord(), ExpirationTime: 'soon' }))).toBe(false);
-    expect(t.size).toBe(1);
+    // A secret that is not a string: the ID it came with is not left behind either.
+    const numbered = { ...tokenRecord(), SecretID: 42 };
+    expect(t.loadEncoded(encode(numbered))).toBe(false);
+    expect(t.get(numbered.AccessorID)).toBeUndefined();
+    // IDs that are not UUIDs load too (read as strings).
+    const chosen = tokenRecord({ AccessorID: 'not-a-uuid', SecretID: 'chosen secret' });
+    expect(t.loadEncoded(encode(chosen))).toBe(true);
+    expect(t.byUnique('secret', 'chosen secret')?.AccessorID).toBe('not-a-uuid');
+    expect(t.size).toBe(2);
   });
 });
