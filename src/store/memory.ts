@@ -205,15 +205,37 @@ export type Tables = { [T in TableName]: Table<RecordTypes[T], IndexName<T>> };
 /** Tokens decoded and kept as objects at most (the ones in use); the rest stay as their bytes. */
 const TOKENS_DECODED = 50_000;
 
+function checkToken(record: unknown): TokenRecord {
+  if (isTokenRecord(record)) return record;
+  const id = (record as { AccessorID?: unknown } | null)?.AccessorID;
+  throw new WatchwordError('INTERNAL', `stored token ${typeof id === 'string' ? id : '(no ID)'} is corrupt: not a well-formed record`);
+}
+
 /** Tokens as the compact table holds them: their stored bytes, checked whole when decoded. */
 export const tokenCodec = (cacheSize = TOKENS_DECODED): CompactCodec<TokenRecord> => ({
   encode,
-  decode: (bytes) => {
-    const record = decodeRaw(bytes);
-    if (isTokenRecord(record)) return record;
-    const id = (record as { AccessorID?: unknown } | null)?.AccessorID;
-    throw new WatchwordError('INTERNAL', `stored token ${typeof id === 'string' ? id : '(no ID)'} is corrupt: not a well-formed record`);
-  },
+  decode: (bytes) => checkToken(decodeRaw(bytes)),
+  check: checkToken,
+  fields: [
+    'AccessorID',
+    'SecretID',
+    'Description',
+    'Policies',
+    'Roles',
+    'ServiceIdentities',
+    'NodeIdentities',
+    'TemplatedPolicies',
+    'Local',
+    'AuthMethod',
+    'AuthMethodNamespace',
+    'ExpirationTime',
+    'CreateTime',
+    'Hash',
+    'Namespace',
+    'Partition',
+    'CreateIndex',
+    'ModifyIndex',
+  ],
   decodeValue: decodeRaw,
   idField: 'AccessorID',
   uniqueFields: { secret: 'SecretID' },

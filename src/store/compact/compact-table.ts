@@ -2,7 +2,8 @@ import type { IndexDef, TableDef } from '../schema.js';
 import { type Table, byID } from '../table.js';
 import { RecordArena } from './arena.js';
 import { IdTable } from './id-table.js';
-import { fieldOffsets, pickFields, stringAt } from './scan.js';
+import { fieldOffsets, pickFields, readFields, stringAt } from './scan.js';
+import { Positional } from './positional.js';
 import { SlotSet } from './slot-set.js';
 
 /**
@@ -18,7 +19,15 @@ import { SlotSet } from './slot-set.js';
  */
 export interface CompactCodec<R> {
   encode(record: R): Uint8Array;
+  /** A record decoded from its stored bytes (a map), checked whole: throws when it is not well formed. */
   decode(bytes: Uint8Array): R;
+  /** Checks a record rebuilt from the positional form, as `decode` checks a map. */
+  check(value: unknown): R;
+  /**
+   * Every field a record may have, for the positional form the table keeps (the ID first):
+   * the field names are not kept with each record. A record with another field is kept as stored.
+   */
+  fields: readonly string[];
   /** The top-level field of the encoded map that holds the ID (read without decoding). */
   idField: string;
   /** Every top-level field the ID and the indexes are computed from: all a load reads of a record. */
@@ -54,6 +63,7 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
   private readonly unique: Array<{ name: string; keys: IndexDef<R>['keys']; table: IdTable; field: number }> = [];
   private readonly multi: Multi[] = [];
   private readonly decoded = new Map<number, R>();
+  private readonly positional: Positional;
   private readonly idKey: Uint8Array[];
   private readonly at = new Int32Array(1);
   private readonly fieldKeys: Uint8Array[];
@@ -61,6 +71,8 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
   /** Which of `indexFields` is the ID, and which a load reads straight into an IdTable (the ID and unique keys). */
   private readonly idAt: number;
   private readonly fromBytes: boolean[];
+  /** Where each of `indexFields` is among `fields`. */
+  private readonly inFields: Int32Array;
   /** A load's non-unique keys, computed before anything is stored: index, key, index, key... */
   private readonly loadKeys: Array<Multi | string> = [];
   /** The ordered (expiry) index: times in order, and the slots at each. */
@@ -75,10 +87,17 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
       if (idx.unique) this.unique.push({ name, keys: idx.keys, table: new IdTable(), field: fieldIndex(codec, codec.uniqueFields[name]) });
       else this.multi.push({ name, keys: idx.keys as IndexDef<unknown>['keys'], map: new Map(), sorted: new Map() });
     }
+    if (codec.fields[0] !== codec.idField) throw new Error(`the first of the fields must be the ID, ${codec.idField}`);
+    this.positional = new Positional(codec.fields);
     this.idKey = [Buffer.from(codec.idField)];
     this.fieldKeys = codec.indexFields.map((f) => Buffer.from(f));
     this.indexAt = new Int32Array(codec.indexFields.length);
     this.idAt = fieldIndex(codec, codec.idField);
+    this.inFields = Int32Array.from(codec.indexFields, (f) => {
+      const i = codec.fields.indexOf(f);
+      if (i === -1) throw new Error(`${f} is indexed but not one of the fields`);
+      return i;
+    });
     this.fromBytes = codec.indexFields.map((_, i) => i === this.idAt || this.unique.some((u) => u.field === i));
   }
 
@@ -138,8 +157,7 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
   }
 
   *values(): IterableIterator<R> {
-    for (const slot of [...this.ids.values()])
-      if (this.arena.has(slot)) yield this.decoded.get(slot) ?? this.codec.decode(this.arena.get(slot));
+    for (const slot of [...this.ids.values()]) if (this.arena.has(slot)) yield this.decoded.get(slot) ?? this.decode(this.arena.get(slot));
   }
 
   put(record: R, loading = false): R | undefined {
@@ -157,7 +175,16 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
    */
   loadEncoded(bytes: Uint8Array): boolean {
     const at = this.indexAt;
-    const fields = pickFields(bytes, this.codec.indexFields, this.fieldKeys, at, this.codec.decodeValue, this.fromBytes) as R | undefined;
+    // One pass over the map finds every field for the positional form; the indexed ones are read from it.
+    const kept = this.positional.fromMap(bytes);
+    let fields: R | undefined;
+    if (kept === undefined)
+      fields = pickFields(bytes, this.codec.indexFields, this.fieldKeys, at, this.codec.decodeValue, this.fromBytes) as R | undefined;
+    else {
+      const starts = this.positional.starts;
+      for (let i = 0; i < at.length; i++) at[i] = starts[this.inFields[i] as number] as number;
+      fields = readFields(bytes, this.codec.indexFields, at, this.codec.decodeValue, this.fromBytes) as R | undefined;
+    }
     if (fields === undefined || at[this.idAt] === -1) return false;
     // Keys computed before anything is stored: a field of the wrong shape leaves nothing behind.
     const keys = this.loadKeys;
@@ -170,7 +197,7 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
     } catch {
       return false;
     }
-    const slot = this.arena.add(bytes);
+    const slot = this.arena.add(kept ?? bytes);
     // The ID and unique keys go from the bytes to their tables (no string made of a UUID).
     const tables: Array<[IdTable, number]> = [[this.ids, at[this.idAt] as number]];
     for (const u of this.unique) if (at[u.field] !== -1) tables.push([u.table, at[u.field] as number]);
@@ -240,14 +267,15 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
     const slot = loading ? undefined : this.ids.get(id);
     let old: R | undefined;
     let at: number;
+    const kept = this.positional.fromMap(bytes) ?? bytes;
     if (slot === undefined) {
-      at = this.arena.add(bytes);
+      at = this.arena.add(kept);
       this.ids.set(id, at);
     } else {
       at = slot;
       old = this.record(slot);
       this.unindex(old, slot);
-      this.arena.replace(slot, bytes);
+      this.arena.replace(slot, kept);
     }
     this.index(record, at, loading);
     if (!loading) this.remember(at, record);
@@ -272,8 +300,15 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
     const cached = this.decoded.get(slot);
     if (cached !== undefined) return this.def.id(cached);
     const bytes = this.arena.get(slot);
+    if (Positional.is(bytes)) return stringAt(bytes, 3) ?? this.def.id(this.decode(bytes));
     const id = fieldOffsets(bytes, this.idKey, this.at) && this.at[0] !== -1 ? stringAt(bytes, this.at[0] as number) : undefined;
-    return id ?? this.def.id(this.codec.decode(bytes));
+    return id ?? this.def.id(this.decode(bytes));
+  }
+
+  /** The record of bytes the arena holds: positional, or a map kept as stored. */
+  private decode(bytes: Uint8Array): R {
+    if (!Positional.is(bytes)) return this.codec.decode(bytes);
+    return this.codec.check(this.positional.toRecord(this.codec.decodeValue(bytes) as unknown[]));
   }
 
   private record(slot: number): R {
@@ -284,7 +319,7 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
       this.decoded.set(slot, cached);
       return cached;
     }
-    const record = this.codec.decode(this.arena.get(slot));
+    const record = this.decode(this.arena.get(slot));
     this.remember(slot, record);
     return record;
   }

@@ -169,7 +169,17 @@ export function pickFields(
   /** Fields whose position alone is wanted (left in `at`, not read). */
   positionOnly?: readonly boolean[],
 ): Record<string, unknown> | undefined {
-  if (!fieldOffsets(bytes, keys, at)) return undefined;
+  return fieldOffsets(bytes, keys, at) ? readFields(bytes, names, at, decode, positionOnly) : undefined;
+}
+
+/** The same, with the fields' positions already found (`at`, -1: absent). */
+export function readFields(
+  bytes: Uint8Array,
+  names: readonly string[],
+  at: Int32Array,
+  decode: (bytes: Uint8Array) => unknown,
+  positionOnly?: readonly boolean[],
+): Record<string, unknown> | undefined {
   const out: Record<string, unknown> = {};
   for (let i = 0; i < names.length; i++) {
     const pos = at[i] as number;

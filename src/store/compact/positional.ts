@@ -1,0 +1,129 @@
+import { skip } from './scan.js';
+
+const signature = (length: number, first: number, last: number): number => (length << 16) | (first << 8) | last;
+
+/**
+ * A record's bytes as a compact table keeps them: its stored msgpack map with the keys taken
+ * out, the values in a fixed field order (a msgpack array, nil where a field is absent). A
+ * token's field names are ~170 of its ~390 stored bytes; in memory they are said once, here.
+ * The disk keeps the map (any msgpack reader can read it); the change is made byte by byte as
+ * a record enters the table, without decoding it. A map with a key this list does not know is
+ * kept as it is, and `decode` reads either form.
+ */
+export class Positional {
+  private readonly keys: Uint8Array[];
+  /** After `fromMap`: where each field's value starts in the map given (-1: absent). */
+  readonly starts: Int32Array;
+  private readonly ends: Int32Array;
+  private scratch = Buffer.allocUnsafeSlow(64 * 1024);
+  /** Fields by their name's length, first and last byte: most keys are told apart by that alone. */
+  private readonly bySignature = new Map<number, number[]>();
+
+  constructor(readonly fields: readonly string[]) {
+    if (fields.length > 0xffff) throw new RangeError('too many fields');
+    this.keys = fields.map((f) => new Uint8Array(Buffer.from(f)));
+    this.keys.forEach((k, f) => {
+      const sig = signature(k.length, k[0] as number, k[k.length - 1] as number);
+      this.bySignature.set(sig, [...(this.bySignature.get(sig) ?? []), f]);
+    });
+    this.starts = new Int32Array(fields.length);
+    this.ends = new Int32Array(fields.length);
+  }
+
+  /**
+   * The positional form of the map in `bytes`: a view of a scratch buffer, valid until the next
+   * call (the arena copies it at once). Undefined when `bytes` is not a map of known keys.
+   */
+  fromMap(bytes: Uint8Array): Uint8Array | undefined {
+    const { keys, starts, ends } = this;
+    starts.fill(-1);
+    let pos = 0;
+    const t = bytes[pos++] as number;
+    let n: number;
+    if (t >= 0x80 && t <= 0x8f) n = t - 0x80;
+    else if (t === 0xde) {
+      n = ((bytes[pos] as number) << 8) | (bytes[pos + 1] as number);
+      pos += 2;
+    } else return undefined;
+    let size = 3;
+    for (let i = 0; i < n; i++) {
+      const k = bytes[pos] as number;
+      let klen: number;
+      let kstart: number;
+      if (k >= 0xa0 && k <= 0xbf) {
+        klen = k - 0xa0;
+        kstart = pos + 1;
+      } else if (k === 0xd9) {
+        klen = bytes[pos + 1] as number;
+        kstart = pos + 2;
+      } else return undefined;
+      pos = kstart + klen;
+      let field = -1;
+      const candidates =
+        klen === 0 ? undefined : this.bySignature.get(signature(klen, bytes[kstart] as number, bytes[kstart + klen - 1] as number));
+      for (let c = 0; candidates !== undefined && c < candidates.length && field === -1; c++) {
+        const f = candidates[c] as number;
+        const key = keys[f] as Uint8Array;
+        if (starts[f] !== -1) continue;
+        let same = true;
+        for (let j = 0; j < klen; j++)
+          if (key[j] !== bytes[kstart + j]) {
+            same = false;
+            break;
+          }
+        if (same) field = f;
+      }
+      if (field === -1) return undefined;
+      const end = skip(bytes, pos);
+      if (end > bytes.length) return undefined;
+      starts[field] = pos;
+      ends[field] = end;
+      size += end - pos;
+      pos = end;
+    }
+    for (let f = 0; f < keys.length; f++) if (starts[f] === -1) size++;
+    if (size > this.scratch.length) this.scratch = Buffer.allocUnsafeSlow(size * 2);
+    const out = this.scratch;
+    out[0] = 0xdc;
+    out[1] = keys.length >> 8;
+    out[2] = keys.length & 0xff;
+    let at = 3;
+    for (let f = 0; f < keys.length; f++) {
+      const s = starts[f] as number;
+      if (s === -1) out[at++] = 0xc0;
+      else {
+        const e = ends[f] as number;
+        // Byte by byte: most values are a few dozen bytes, less than a view of them costs.
+        if (e - s <= 64) for (let j = s; j < e; j++) out[at++] = bytes[j] as number;
+        else {
+          out.set(bytes.subarray(s, e), at);
+          at += e - s;
+        }
+      }
+    }
+    return out.subarray(0, at);
+  }
+
+  /** Whether `bytes` are in the positional form (else: a map kept as it was). */
+  static is(bytes: Uint8Array): boolean {
+    return bytes[0] === 0xdc;
+  }
+
+  /** Where the value of field `f` starts in positional bytes. */
+  valueAt(bytes: Uint8Array, f: number): number {
+    let pos = 3;
+    for (let i = 0; i < f; i++) pos = skip(bytes, pos);
+    return pos;
+  }
+
+  /** The record of positional bytes whose values `unpack` decoded as a list (nil: the field is absent). */
+  toRecord(values: readonly unknown[]): Record<string, unknown> {
+    const out: Record<string, unknown> = {};
+    const fields = this.fields;
+    for (let f = 0; f < fields.length; f++) {
+      const v = values[f];
+      if (v !== null && v !== undefined) out[fields[f] as string] = v;
+    }
+    return out;
+  }
+}

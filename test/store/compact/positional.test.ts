@@ -1,0 +1,38 @@
+import { describe, expect, it } from 'vitest';
+import { Positional } from '../../../src/store/compact/positional.js';
+import { decodeRaw, encode } from '../../../src/store/records.js';
+
+const FIELDS = ['ID', 'Name', 'Links', 'Local', 'Expires', 'Index'];
+const roundTrip = (p: Positional, value: Record<string, unknown>) => {
+  const bytes = p.fromMap(encode(value));
+  if (bytes === undefined) return undefined;
+  expect(Positional.is(bytes)).toBe(true);
+  return p.toRecord(decodeRaw(Buffer.from(bytes)) as unknown[]);
+};
+
+describe('Positional', () => {
+  it('keeps the values of a map in field order without its keys, and gives the same record back', () => {
+    const p = new Positional(FIELDS);
+    const full = { Index: 70_000, Name: 'n', ID: 'a', Links: [{ ID: 'x' }], Local: false, Expires: '2030-01-01T00:00:00Z' };
+    expect(roundTrip(p, full)).toEqual(full);
+    // Absent fields stay absent (not undefined members).
+    const sparse = { ID: 'b', Local: true };
+    expect(Object.keys(roundTrip(p, sparse) ?? {})).toEqual(['ID', 'Local']);
+    const stored = encode(full);
+    expect((p.fromMap(stored) as Uint8Array).length).toBeLessThan(stored.length - 30);
+  });
+
+  it('keeps a map with a key it does not know, or that is not a map, as it is', () => {
+    const p = new Positional(FIELDS);
+    expect(p.fromMap(encode({ ID: 'a', Other: 1 }))).toBeUndefined();
+    expect(p.fromMap(encode(['a']))).toBeUndefined();
+    expect(p.fromMap(Uint8Array.of(0x81, 0xa2, 0x49))).toBeUndefined();
+  });
+
+  it('grows its scratch space for a record larger than it', () => {
+    const p = new Positional(FIELDS);
+    const big = { ID: 'big', Name: 'x'.repeat(200_000) };
+    expect(roundTrip(p, big)).toEqual(big);
+    expect(roundTrip(p, { ID: 'small' })).toEqual({ ID: 'small' });
+  });
+});
