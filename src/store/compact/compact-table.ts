@@ -36,7 +36,7 @@ export interface CompactCodec<R> {
   uniqueFields: Readonly<Record<string, string>>;
   /** Decodes one value of the map (a list of links), for a load. */
   decodeValue(bytes: Uint8Array): unknown;
-  /** Records kept decoded (least recently used dropped first). */
+  /** Records kept decoded, about (the recently used ones). */
   cacheSize: number;
 }
 
@@ -46,6 +46,46 @@ interface Multi {
   map: Map<string, SlotSet>;
   /** Members under a key in ID order, made on first use and dropped on change. */
   sorted: Map<string, Uint32Array>;
+}
+
+/**
+ * Decoded records by slot, the recently used kept: two generations, each up to half the size.
+ * New and used records go to the young one; when it is full it becomes the old one and the old
+ * one is dropped, so a record used in each half-period stays (the same object). Constant time,
+ * where a least-recently-used Map's eviction walks the holes deletes leave at its front.
+ */
+class Recent<R> {
+  private young = new Map<number, R>();
+  private old = new Map<number, R>();
+
+  constructor(private readonly half: number) {}
+
+  get(slot: number): R | undefined {
+    return this.young.get(slot) ?? this.old.get(slot);
+  }
+
+  /** The record, counted as used. */
+  use(slot: number): R | undefined {
+    const r = this.young.get(slot);
+    if (r !== undefined) return r;
+    const o = this.old.get(slot);
+    if (o !== undefined) this.set(slot, o);
+    return o;
+  }
+
+  set(slot: number, record: R): void {
+    this.old.delete(slot);
+    this.young.set(slot, record);
+    if (this.young.size >= this.half) {
+      this.old = this.young;
+      this.young = new Map();
+    }
+  }
+
+  delete(slot: number): void {
+    this.young.delete(slot);
+    this.old.delete(slot);
+  }
 }
 
 function fieldIndex<R>(codec: CompactCodec<R>, field: string | undefined): number {
@@ -62,7 +102,7 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
   private readonly ids = new IdTable();
   private readonly unique: Array<{ name: string; keys: IndexDef<R>['keys']; table: IdTable; field: number }> = [];
   private readonly multi: Multi[] = [];
-  private readonly decoded = new Map<number, R>();
+  private readonly decoded: Recent<R>;
   private readonly positional: Positional;
   private readonly idKey: Uint8Array[];
   private readonly at = new Int32Array(1);
@@ -87,6 +127,7 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
       if (idx.unique) this.unique.push({ name, keys: idx.keys, table: new IdTable(), field: fieldIndex(codec, codec.uniqueFields[name]) });
       else this.multi.push({ name, keys: idx.keys as IndexDef<unknown>['keys'], map: new Map(), sorted: new Map() });
     }
+    this.decoded = new Recent(Math.max(1, codec.cacheSize >> 1));
     if (codec.fields[0] !== codec.idField) throw new Error(`the first of the fields must be the ID, ${codec.idField}`);
     this.positional = new Positional(codec.fields);
     this.idKey = [Buffer.from(codec.idField)];
@@ -312,22 +353,15 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
   }
 
   private record(slot: number): R {
-    const cached = this.decoded.get(slot);
-    if (cached !== undefined) {
-      // Most recently used last: a Map keeps insertion order.
-      this.decoded.delete(slot);
-      this.decoded.set(slot, cached);
-      return cached;
-    }
+    const cached = this.decoded.use(slot);
+    if (cached !== undefined) return cached;
     const record = this.decode(this.arena.get(slot));
     this.remember(slot, record);
     return record;
   }
 
   private remember(slot: number, record: R): void {
-    this.decoded.delete(slot);
     this.decoded.set(slot, record);
-    if (this.decoded.size > this.codec.cacheSize) this.decoded.delete(this.decoded.keys().next().value as number);
   }
 
   private index(record: R, slot: number, loading: boolean): void {
