@@ -10,6 +10,8 @@ export type BatchOp = { type: 'put'; key: string; value: Uint8Array } | { type: 
 /** A transaction accepted and waiting for its group's write. */
 export interface QueuedCommit extends DurableChange {
   ops: BatchOp[];
+  /** Each change-log entry's bytes as written (kept by the log tail instead of the entry). */
+  entryBytes: Uint8Array[];
   /** Its audit line's content (the store adds the objects changed and the index, as `raw`). */
   audit?: AuditGroupEvent;
   /** Layer entries this commit put in `pending`, dropped once durable. */

@@ -415,8 +415,13 @@ export class LevelStore implements Store {
       }
     }
     for (const [k, v] of tx.meta) ops.push({ type: 'put', key: k, value: encode(v) });
+    const entryBytes: Uint8Array[] = [];
     if (this.options.changeLog)
-      for (const entry of entries) ops.push({ type: 'put', key: logKey(entry.Index), value: encodeLogEntry(entry, encoded) });
+      for (const entry of entries) {
+        const value = encodeLogEntry(entry, encoded);
+        entryBytes.push(value);
+        ops.push({ type: 'put', key: logKey(entry.Index), value });
+      }
     const layer = [...tx.layer];
     for (const [k, e] of layer) this.pending.set(k, e);
     const newLogID = tx.newLogID;
@@ -429,6 +434,7 @@ export class LevelStore implements Store {
         index: tx.lastIndex ?? 0,
         tables: tx.touched,
         entries,
+        entryBytes,
         sync,
         resolve,
         reject,
@@ -445,7 +451,11 @@ export class LevelStore implements Store {
     const reset = [...group].reverse().find((c) => c.newLogID !== undefined);
     // The old log ends at a restore: what was remembered of it is of no use to anyone now.
     if (reset) this.logTail.reset(reset.index + 1);
-    if (this.options.changeLog) this.logTail.remember(applied.entries);
+    // The entries since the last reset, as their bytes: an entry object holds its records, and
+    // thousands of them held through every scavenge cost more than decoding the few read back.
+    if (this.options.changeLog)
+      for (const c of group.slice(reset ? group.lastIndexOf(reset) : 0))
+        c.entries.forEach((e, i) => this.logTail.remember(e.Index, c.entryBytes[i] as Uint8Array));
     // Durable here, but not confirmed by the synchronous followers: the caller must not count on it.
     for (const c of group)
       if (remoteError === undefined) c.resolve();
@@ -504,6 +514,7 @@ export class LevelStore implements Store {
         const ops: BatchOp[] = keys.map((k) => ({ type: 'del', key: k }));
         this.committer.push({
           ops,
+          entryBytes: [],
           tableOps: [],
           meta: [[META.logTrimmed, upTo]],
           layer: [],

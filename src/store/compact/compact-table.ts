@@ -319,7 +319,9 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
       this.arena.replace(slot, kept);
     }
     this.index(record, at, loading);
-    if (!loading) this.remember(at, record);
+    // Not kept decoded until it is read: a burst of creates would otherwise fill the cache with
+    // records nobody reads, each copied by scavenges and promoted before it is dropped.
+    this.decoded.delete(at);
     if (this.arena.garbageBytes > Math.max(GARBAGE_FLOOR, this.arena.usedBytes)) this.arena.compact();
     return old;
   }

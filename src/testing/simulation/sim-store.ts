@@ -87,6 +87,7 @@ export class SimStore implements ServerStore {
     return new Promise<Acknowledged>((resolve, reject) => {
       const commit: QueuedCommit = {
         ops: [{ type: 'put', key: tokenKey(id), value: encode(id) }],
+        entryBytes: [],
         layer: [],
         tables: new Map(),
         sync: true,

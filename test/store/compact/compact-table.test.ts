@@ -131,19 +131,23 @@ describe('CompactTable', () => {
 
   it('keeps the same object for a record while it stays decoded, and decodes again once it is dropped', () => {
     const t = compact(2);
-    const a = tokenRecord();
-    const b = tokenRecord();
-    const c = tokenRecord();
-    t.put(a);
-    expect(t.get(a.AccessorID)).toBe(a);
-    expect(t.byUnique('secret', a.SecretID)).toBe(a);
-    t.put(b);
-    t.put(c);
-    // a was used least recently: decoded again, equal and not the same.
+    const [a, b, c] = [tokenRecord(), tokenRecord(), tokenRecord()];
+    for (const r of [a, b, c]) t.put(r);
+    // Written records are not kept decoded: the first read decodes, later reads get the same object.
+    const first = t.get(a.AccessorID);
+    expect(first).toEqual(a);
+    expect(first).not.toBe(a);
+    expect(t.get(a.AccessorID)).toBe(first);
+    expect(t.byUnique('secret', a.SecretID)).toBe(first);
+    // Two other records read since: a was dropped, and is decoded again (equal, not the same).
+    t.get(b.AccessorID);
+    t.get(c.AccessorID);
     const again = t.get(a.AccessorID);
     expect(again).toEqual(a);
-    expect(again).not.toBe(a);
-    expect(t.get(a.AccessorID)).toBe(again);
+    expect(again).not.toBe(first);
+    // A new version replaces the decoded one.
+    t.put({ ...a, Description: 'changed' });
+    expect(t.get(a.AccessorID)?.Description).toBe('changed');
   });
 
   it('reclaims the bytes of replaced records and keeps every record readable', () => {
