@@ -1,6 +1,6 @@
 import { WebSocket } from 'ws';
 import type { Logger } from 'pino';
-import type { CommitEvent, Store } from '../store/store.js';
+import type { CommitEvent, GlobalSnapshot, Store } from '../store/store.js';
 import { type RecordsByTable, TABLE_NAMES } from '../store/schema.js';
 import { Heartbeat } from '../transport/heartbeat.js';
 import {
@@ -433,6 +433,6 @@ export class Session {
 }
 
 /** Records `from` to `to` of each table (a snapshot chunk). */
-function sliceRecords(all: RecordsByTable, from: number, to: number): RecordsByTable {
+function sliceRecords(all: GlobalSnapshot, from: number, to: number): RecordsByTable {
   return Object.fromEntries(TABLE_NAMES.map((t) => [t, all[t].slice(from, to)])) as unknown as RecordsByTable;
 }

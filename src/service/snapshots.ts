@@ -12,6 +12,7 @@ import {
   type SnapshotItem,
   readSnapshotFile,
   snapshotChecksumMatches,
+  concatLists,
   snapshotStream,
 } from '../store/snapshot.js';
 import type { StagedStore } from '../store/staging.js';
@@ -71,7 +72,8 @@ export class SnapshotService {
           primary: this.options.isPrimary,
           index: this.store.currentIndex(),
           logID: this.store.logID,
-          tokens: [...snap.tokens, ...locals],
+          tokens: concatLists(snap.tokens, locals),
+          localTokens: locals.length,
         },
         new Date(this.clock.now()),
       ),
@@ -247,6 +249,6 @@ function checkRecord(checks: RestoreChecks, table: TableName, record: unknown, h
 }
 
 /** Records per table, as the audit line counts them. */
-function countsOf(records: { readonly [T in TableName]: readonly unknown[] }): Record<TableName, number> {
+function countsOf(records: { readonly [T in TableName]: { readonly length: number } }): Record<TableName, number> {
   return Object.fromEntries(TABLE_NAMES.map((t) => [t, records[t].length])) as Record<TableName, number>;
 }

@@ -8,21 +8,9 @@ import { type Applied, DurableState } from './durable-state.js';
 import { type BatchOp, GroupCommitter, type QueuedCommit, isFencing } from './group-commit.js';
 import { encodeLogEntry } from './log-encoding.js';
 import { LogTail } from './log-tail.js';
-import { type LayerEntry, type Tables, TablesReader } from './memory.js';
+import { type LayerEntry, TablesReader } from './memory.js';
 import { decodeRaw, encode } from './records.js';
-import {
-  LOG_PREFIX,
-  META,
-  type RecordTypes,
-  type RecordsByTable,
-  TABLE_DEFS,
-  TABLE_NAMES,
-  type TableName,
-  emptyRecords,
-  logKey,
-  prefixEnd,
-  recordKey,
-} from './schema.js';
+import { LOG_PREFIX, META, TABLE_NAMES, type TableName, logKey, prefixEnd, recordKey } from './schema.js';
 import type {
   AuditGroupEvent,
   AuditRecord,
@@ -536,10 +524,9 @@ export class LevelStore implements Store {
   /** Every global object as of the durable index: records are immutable, so copying the references is a consistent view. */
   snapshotGlobal(): GlobalSnapshot {
     const tables = this.state.tables;
-    const records = emptyRecords();
-    for (const t of TABLE_NAMES) globalRecords(records, tables, t);
+    const records = Object.fromEntries(TABLE_NAMES.map((t) => [t, tables[t].globalRecords()])) as unknown as GlobalSnapshot;
     const bootstrap = this.state.meta.get(META.bootstrap) as BootstrapState | undefined;
-    return { logID: this.logID, index: this.state.index, ...records, bootstrap: bootstrap ?? null };
+    return { ...records, logID: this.logID, index: this.state.index, bootstrap: bootstrap ?? null };
   }
 
   /** Change-log entries after `index`, up to `limit`: from memory when recent, else from disk. */
@@ -758,11 +745,4 @@ export class LevelStore implements Store {
 /** The store's LevelDB (opened by the caller). */
 function openLevel(dir: string): Level<string, Uint8Array> {
   return new Level<string, Uint8Array>(dir, LEVEL_OPTIONS);
-}
-
-/** The records of table `t` that enter the change log (every one but Local tokens). */
-function globalRecords<T extends TableName>(into: RecordsByTable, tables: Tables, t: T): void {
-  const def = TABLE_DEFS[t];
-  const out: Array<RecordTypes[T]> = into[t];
-  for (const r of tables[t].values() as Iterable<RecordTypes[T]>) if (def.isGlobal(r)) out.push(r);
 }

@@ -83,6 +83,12 @@ export class MemTable<R, I extends string> implements Table<R, I> {
     return this.rows.values();
   }
 
+  globalRecords(): R[] {
+    const out: R[] = [];
+    for (const r of this.rows.values()) if (this.def.isGlobal(r)) out.push(r);
+    return out;
+  }
+
   load(record: R, _bytes: Uint8Array): void {
     this.put(record, true);
   }
@@ -239,6 +245,7 @@ export const tokenCodec = (cacheSize = TOKENS_DECODED): CompactCodec<TokenRecord
   decodeValue: decodeRaw,
   idField: 'AccessorID',
   uniqueFields: { secret: 'SecretID' },
+  notGlobal: ['local', ''],
   indexFields: [
     'AccessorID',
     'SecretID',

@@ -4,6 +4,7 @@ import { Readable } from 'node:stream';
 import { z } from 'zod';
 import type { BootstrapState } from '../domain/types.js';
 import { bootstrapStateSchema, decodeRaw, encode } from './records.js';
+import type { RecordList } from './table.js';
 import { type RecordTypes, type RecordsByTable, TABLES, TABLE_NAMES, type TableName, emptyRecords } from './schema.js';
 
 /**
@@ -69,13 +70,31 @@ const recordFrame = z.discriminatedUnion(
 export type SnapshotContent = RecordsByTable & { header: SnapshotHeader; bootstrap: BootstrapState | null };
 
 /** Everything a snapshot is taken from: a consistent view of one moment. */
-export type SnapshotSource = { readonly [T in TableName]: readonly RecordTypes[T][] } & {
+export type SnapshotSource = { readonly [T in TableName]: RecordList<RecordTypes[T]> } & {
   datacenter: string;
   primary: boolean;
   index: number;
   logID: string;
   bootstrap: BootstrapState | null;
+  /** How many of `tokens` are Local (counted from them when not given). */
+  localTokens?: number;
 };
+
+/** Records in slices of a few hundred: a compact table's list is decoded a slice at a time. */
+function* inSlices<R>(list: RecordList<R>): Generator<R> {
+  for (let i = 0; i < list.length; i += 500) yield* list.slice(i, i + 500);
+}
+
+/** One list after another, read a slice at a time. */
+export function concatLists<R>(a: RecordList<R>, b: RecordList<R>): RecordList<R> {
+  return {
+    length: a.length + b.length,
+    slice: (start, end) => [
+      ...a.slice(start, Math.min(end, a.length)),
+      ...b.slice(Math.max(0, start - a.length), Math.max(0, end - a.length)),
+    ],
+  };
+}
 
 function addRecord<T extends TableName>(content: RecordsByTable, r: TableRecordFrame<T>): void {
   const list: Array<RecordTypes[T]> = content[r.T];
@@ -113,7 +132,7 @@ export function snapshotStream(source: SnapshotSource, now: Date): Readable {
     CreatedAt: now.toISOString(),
     Counts: {
       ...(Object.fromEntries(TABLE_NAMES.map((t) => [countKey(t), source[t].length])) as Record<Capitalize<TableName>, number>),
-      LocalTokens: source.tokens.filter((t) => t.Local).length,
+      LocalTokens: source.localTokens ?? [...inSlices(source.tokens)].filter((t) => t.Local).length,
     },
   };
   function* chunks(): Generator<Buffer> {
@@ -127,7 +146,7 @@ export function snapshotStream(source: SnapshotSource, now: Date): Readable {
       yield chunk;
     };
     for (const T of TABLE_NAMES) {
-      for (const V of source[T]) {
+      for (const V of inSlices<RecordTypes[typeof T]>(source[T])) {
         parts.push(frame({ T, V }));
         records++;
         yield* flush(false);

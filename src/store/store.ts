@@ -2,7 +2,8 @@ import type { AuditActor } from '../domain/types.js';
 import type { AuthMethodRecord, BindingRuleRecord, BootstrapState, PolicyRecord, RoleRecord, Scope, TokenRecord } from '../domain/types.js';
 import type { StateReader, Tables } from './memory.js';
 import type { StagedStore } from './staging.js';
-import type { RecordTypes, RecordsByTable, TableName, WatchTable } from './schema.js';
+import type { RecordList } from './table.js';
+import type { RecordTypes, TableName, WatchTable } from './schema.js';
 
 export type { StateReader, TokenQuery, ExpiryCursor } from './memory.js';
 export type { TableName } from './schema.js';
@@ -27,8 +28,11 @@ export interface LogEntry {
   Changes: Change[];
 }
 
-/** Every global object as of one index of the primary (replication snapshot): one array per table. */
-export type GlobalSnapshot = RecordsByTable & {
+/**
+ * Every global object as of one index of the primary (replication snapshot): one list per
+ * table, read a slice at a time (the tokens are decoded slice by slice, never all at once).
+ */
+export type GlobalSnapshot = { [T in TableName]: RecordList<RecordTypes[T]> } & {
   logID: string;
   index: number;
   bootstrap: BootstrapState | null;

@@ -6,6 +6,12 @@ import type { TableDef } from './schema.js';
  * `CompactTable` keeps each as its encoded bytes (tokens: millions of them). Records handed
  * out are shared and never mutated: a change replaces the record.
  */
+/** Records read a slice at a time (an array is one; a compact table's capture decodes each slice on demand). */
+export interface RecordList<R> {
+  readonly length: number;
+  slice(start: number, end: number): R[];
+}
+
 export interface Table<R, I extends string> {
   readonly def: TableDef<R, I>;
   readonly size: number;
@@ -23,6 +29,11 @@ export interface Table<R, I extends string> {
   indexKeys(index: I): IterableIterator<string>;
   /** Every record, in no particular order. */
   values(): IterableIterator<R>;
+  /**
+   * The records that enter the change log (`def.isGlobal`), as they are now and unchanged by
+   * later writes, for a snapshot; a compact table decodes them a slice at a time.
+   */
+  globalRecords(): RecordList<R>;
   /** Adds or replaces a record; answers the version it replaced. `loading`: known new, and the ordered index is sorted later. */
   put(record: R, loading?: boolean): R | undefined;
   /**

@@ -139,7 +139,7 @@ describe('the table list', () => {
       const snap = store.snapshotGlobal();
       for (const t of TABLE_NAMES)
         expect(
-          snap[t].map((r) => TABLES[t].id(r as never)),
+          snap[t].slice(0, snap[t].length).map((r) => TABLES[t].id(r as never)),
           t,
         ).toEqual(state[t].map((r) => TABLES[t].id(r as never)));
     } finally {

@@ -7,6 +7,12 @@
  */
 
 const CHUNK = 16 * 1024 * 1024;
+
+/** Records' bytes as they were when captured (`RecordArena.capture`). */
+export interface ArenaCapture {
+  readonly length: number;
+  get(i: number): Uint8Array;
+}
 const NONE = 0xffffffff;
 
 export class RecordArena {
@@ -81,6 +87,33 @@ export class RecordArena {
     this.check(slot);
     const offset = this.offsetOf[slot] as number;
     return (this.chunks[this.chunkOf[slot] as number] as Buffer).subarray(offset, offset + (this.lengthOf[slot] as number));
+  }
+
+  /**
+   * Where the records of `slots` are now, kept as they are: a record replaced or deleted later
+   * gets new bytes elsewhere (or none), and a compaction makes new buffers, so what is captured
+   * stays readable, unchanged, for as long as the capture is held.
+   */
+  capture(slots: Uint32Array): ArenaCapture {
+    const n = slots.length;
+    const chunkOf = new Uint32Array(n);
+    const offsetOf = new Uint32Array(n);
+    const lengthOf = new Uint32Array(n);
+    for (let i = 0; i < n; i++) {
+      const s = slots[i] as number;
+      this.check(s);
+      chunkOf[i] = this.chunkOf[s] as number;
+      offsetOf[i] = this.offsetOf[s] as number;
+      lengthOf[i] = this.lengthOf[s] as number;
+    }
+    const chunks = [...this.chunks];
+    return {
+      length: n,
+      get: (i) => {
+        const offset = offsetOf[i] as number;
+        return (chunks[chunkOf[i] as number] as Buffer).subarray(offset, offset + (lengthOf[i] as number));
+      },
+    };
   }
 
   /** Copies every live record into fresh buffers (slots stay as they are); drops the garbage. */

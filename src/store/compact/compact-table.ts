@@ -1,5 +1,5 @@
 import type { IndexDef, TableDef } from '../schema.js';
-import { type Table, byID } from '../table.js';
+import { type RecordList, type Table, byID } from '../table.js';
 import { RecordArena } from './arena.js';
 import { IdTable } from './id-table.js';
 import { fieldOffsets, pickFields, readFields, stringAt } from './scan.js';
@@ -38,6 +38,8 @@ export interface CompactCodec<R> {
   decodeValue(bytes: Uint8Array): unknown;
   /** Records kept decoded, about (the recently used ones). */
   cacheSize: number;
+  /** The index key whose members do not enter the change log (a token's `local`): what `globalRecords` leaves out. */
+  notGlobal?: readonly [index: string, key: string];
 }
 
 interface Multi {
@@ -199,6 +201,23 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
 
   *values(): IterableIterator<R> {
     for (const slot of [...this.ids.values()]) if (this.arena.has(slot)) yield this.decoded.get(slot) ?? this.decode(this.arena.get(slot));
+  }
+
+  globalRecords(): RecordList<R> {
+    const [index, key] = this.codec.notGlobal ?? ['', ''];
+    const skip = this.codec.notGlobal ? this.multiIndex(index).map.get(key) : undefined;
+    const slots = new Uint32Array(this.ids.size);
+    let n = 0;
+    for (const slot of this.ids.values()) if (!skip?.has(slot)) slots[n++] = slot;
+    const captured = this.arena.capture(slots.subarray(0, n));
+    return {
+      length: n,
+      slice: (start, end) => {
+        const out: R[] = [];
+        for (let i = Math.max(0, start); i < Math.min(end, n); i++) out.push(this.decode(captured.get(i)));
+        return out;
+      },
+    };
   }
 
   put(record: R, loading = false): R | undefined {

@@ -186,4 +186,20 @@ describe('CompactTable', () => {
     expect(t.byUnique('secret', 'chosen secret')?.AccessorID).toBe('not-a-uuid');
     expect(t.size).toBe(2);
   });
+
+  it('captures the global records as they are: later writes and compaction leave the capture unchanged', () => {
+    const t = compact(4) as CompactTable<TokenRecord, string>;
+    const globals = Array.from({ length: 50 }, (_, i) => tokenRecord({ Description: `g${i}`.padEnd(2000, 'x') }));
+    const locals = Array.from({ length: 10 }, () => tokenRecord({ Local: true }));
+    for (const r of [...globals, ...locals]) t.put(r);
+    const captured = t.globalRecords();
+    expect(captured.length).toBe(50);
+    // Every global replaced many times over (the arena compacts along the way), some deleted.
+    for (let round = 0; round < 700; round++) for (const g of globals) t.put({ ...g, Description: `${round}`.padEnd(2000, 'y') });
+    for (const g of globals.slice(0, 10)) t.delete(g.AccessorID);
+    const read = [...captured.slice(0, 20), ...captured.slice(20, 100)];
+    expect(read.map((r) => r.AccessorID).sort()).toEqual(globals.map((g) => g.AccessorID).sort());
+    expect(read.every((r) => r.Description.startsWith('g') && !r.Local)).toBe(true);
+    expect(t.globalRecords().length).toBe(40);
+  });
 });
