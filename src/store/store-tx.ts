@@ -149,19 +149,6 @@ export class StoreTx implements Tx {
     return this.store.bootstrap();
   }
 
-  allRecords<T extends TableName>(table: T): Array<RecordTypes[T]> {
-    const prefix = layerKey.record(table, '');
-    const overlaid = new Map<string, unknown>();
-    for (const layer of [this.store.pending, this.layer]) {
-      for (const [k, e] of layer) if (k.startsWith(prefix)) overlaid.set(k.slice(prefix.length), e.value);
-    }
-    const out: Array<RecordTypes[T]> = [];
-    const t = this.store.tables[table] as AnyTable;
-    for (const r of t.values()) if (!overlaid.has(t.def.id(r))) out.push(r as RecordTypes[T]);
-    for (const r of overlaid.values()) if (r !== null) out.push(r as RecordTypes[T]);
-    return out;
-  }
-
   private log(change: Change): void {
     const list = this.changes.get(this.index);
     if (list) list.push(change);

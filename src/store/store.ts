@@ -163,8 +163,6 @@ export interface TxReader {
   ruleIDsOfAuthMethod(methodID: string): string[];
   getRecord<T extends TableName>(table: T, id: string): RecordTypes[T] | undefined;
   getBootstrap(): BootstrapState;
-  /** Every record of a table (snapshot diffs; not for request paths). */
-  allRecords<T extends TableName>(table: T): Array<RecordTypes[T]>;
 }
 
 /**
