@@ -157,6 +157,19 @@ async function main(): Promise<void> {
     } finally {
       if (pinned) unpinSelf();
     }
+    // Each size's figures now, so that they are reported even if the catch-up below fails.
+    const med = (xs: Array<{ reqPerSec: number; p99ms: number }>) => ({ reqPerSec: medianOf(xs.map((x) => x.reqPerSec)), p99ms: medianOf(xs.map((x) => x.p99ms)) });
+    const readSmall = med(rounds.small);
+    const readLarge = med(rounds.large);
+    const row = (tokens: number, d: Started, bytes: number, read: { reqPerSec: number; p99ms: number }) => ({
+      tokens,
+      'start to first read, s': Math.round(d.firstReadMs / 10) / 100,
+      'RSS MB': Math.round(bytes / 1048576),
+      'RSS B per token': Math.round(bytes / tokens),
+      'read req/s': read.reqPerSec,
+      'read p99 ms': read.p99ms,
+    });
+    console.table([row(SMALL, small, rss.small, readSmall), row(LARGE, large, rss.large, readLarge)]);
     // A fresh secondary joining the large primary, the primary's own RSS beside it.
     const primaryRss = await rssBytes(large.proc.pid as number);
     const secondaryDir = await mkdtemp(join(tmpdir(), 'watchword-scale-dc2-'));
@@ -181,18 +194,7 @@ async function main(): Promise<void> {
     process.stdout.write(
       `a secondary SIGKILLed ${(joined.ms / 2000).toFixed(1)} s into its catch-up (staging under way: ${killed.stagingWhenKilled}), started again: caught up in ${(killed.ms / 1000).toFixed(1)} s holding ${killed.tokens} tokens (the primary ${primaryTokens}, the first secondary ${joined.tokens})\n`,
     );
-    const med = (xs: Array<{ reqPerSec: number; p99ms: number }>) => ({ reqPerSec: medianOf(xs.map((x) => x.reqPerSec)), p99ms: medianOf(xs.map((x) => x.p99ms)) });
-    const readSmall = med(rounds.small);
-    const readLarge = med(rounds.large);
-    const row = (tokens: number, d: Started, bytes: number, read: { reqPerSec: number; p99ms: number }) => ({
-      tokens,
-      'start to first read, s': Math.round(d.firstReadMs / 10) / 100,
-      'RSS MB': Math.round(bytes / 1048576),
-      'RSS B per token': Math.round(bytes / tokens),
-      'read req/s': read.reqPerSec,
-      'read p99 ms': read.p99ms,
-    });
-    console.table([row(SMALL, small, rss.small, readSmall), row(LARGE, large, rss.large, readLarge)]);
+
     process.stdout.write(`reads: median of ${ROUNDS} alternating rounds of ${DURATION} s; ${pinned ? 'daemons on CPU 1, load generator on CPU 0' : 'not pinned (taskset or a second CPU missing)'}\n`);
     const ratio = readLarge.reqPerSec / readSmall.reqPerSec;
     const checks = [
