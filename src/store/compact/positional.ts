@@ -1,4 +1,4 @@
-import { skip } from './scan.js';
+import { keyAt, mapEntries, sameBytes, skip } from './scan.js';
 
 const signature = (length: number, first: number, last: number): number => (length << 16) | (first << 8) | last;
 
@@ -15,6 +15,7 @@ export class Positional {
   /** After `fromMap`: where each field's value starts in the map given (-1: absent). */
   readonly starts: Int32Array;
   private readonly ends: Int32Array;
+  private readonly cursor = new Int32Array(2);
   private scratch = Buffer.allocUnsafeSlow(64 * 1024);
   /** Fields by their name's length, first and last byte: most keys are told apart by that alone. */
   private readonly bySignature = new Map<number, number[]>();
@@ -35,28 +36,16 @@ export class Positional {
    * call (the arena copies it at once). Undefined when `bytes` is not a map of known keys.
    */
   fromMap(bytes: Uint8Array): Uint8Array | undefined {
-    const { keys, starts, ends } = this;
+    const { keys, starts, ends, cursor } = this;
     starts.fill(-1);
-    let pos = 0;
-    const t = bytes[pos++] as number;
-    let n: number;
-    if (t >= 0x80 && t <= 0x8f) n = t - 0x80;
-    else if (t === 0xde) {
-      n = ((bytes[pos] as number) << 8) | (bytes[pos + 1] as number);
-      pos += 2;
-    } else return undefined;
+    const n = mapEntries(bytes, cursor);
+    if (n < 0) return undefined;
+    let pos = cursor[0] as number;
     let size = 3;
     for (let i = 0; i < n; i++) {
-      const k = bytes[pos] as number;
-      let klen: number;
-      let kstart: number;
-      if (k >= 0xa0 && k <= 0xbf) {
-        klen = k - 0xa0;
-        kstart = pos + 1;
-      } else if (k === 0xd9) {
-        klen = bytes[pos + 1] as number;
-        kstart = pos + 2;
-      } else return undefined;
+      if (!keyAt(bytes, pos, cursor)) return undefined;
+      const kstart = cursor[0] as number;
+      const klen = cursor[1] as number;
       pos = kstart + klen;
       let field = -1;
       const candidates =
@@ -64,14 +53,8 @@ export class Positional {
       for (let c = 0; candidates !== undefined && c < candidates.length && field === -1; c++) {
         const f = candidates[c] as number;
         const key = keys[f] as Uint8Array;
-        if (starts[f] !== -1) continue;
-        let same = true;
-        for (let j = 0; j < klen; j++)
-          if (key[j] !== bytes[kstart + j]) {
-            same = false;
-            break;
-          }
-        if (same) field = f;
+        // The signature includes the length: the same length is given.
+        if (starts[f] === -1 && sameBytes(key, bytes, kstart)) field = f;
       }
       if (field === -1) return undefined;
       const end = skip(bytes, pos);

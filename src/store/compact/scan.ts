@@ -5,39 +5,53 @@
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
+/** How many entries the map at the start of `bytes` has (its first key at `at[0]`); -1 when it is not a map. */
+export function mapEntries(bytes: Uint8Array, at: Int32Array): number {
+  const t = bytes[0] as number;
+  if (t >= 0x80 && t <= 0x8f) {
+    at[0] = 1;
+    return t - 0x80;
+  }
+  if (t !== 0xde) return -1;
+  at[0] = 3;
+  return ((bytes[1] as number) << 8) | (bytes[2] as number);
+}
+
+/** The map key (a short msgpack str) at `pos`: where its bytes start (`at[0]`) and how many (`at[1]`); false when none is there. */
+export function keyAt(bytes: Uint8Array, pos: number, at: Int32Array): boolean {
+  const k = bytes[pos] as number;
+  if (k >= 0xa0 && k <= 0xbf) {
+    at[0] = pos + 1;
+    at[1] = k - 0xa0;
+  } else if (k === 0xd9) {
+    at[0] = pos + 2;
+    at[1] = bytes[pos + 1] as number;
+  } else return false;
+  return true;
+}
+
+/** Whether `key` is the bytes at `start` of `bytes`. */
+export function sameBytes(key: Uint8Array, bytes: Uint8Array, start: number): boolean {
+  for (let j = 0; j < key.length; j++) if (key[j] !== bytes[start + j]) return false;
+  return true;
+}
+
+const cursor = new Int32Array(2);
+
 /** Where the value of each wanted top-level key starts in `bytes` (-1: absent); false when `bytes` is not a map. */
 export function fieldOffsets(bytes: Uint8Array, keys: readonly Uint8Array[], out: Int32Array): boolean {
   out.fill(-1);
-  let pos = 0;
-  const t = bytes[pos++] as number;
-  let n: number;
-  if (t >= 0x80 && t <= 0x8f) n = t - 0x80;
-  else if (t === 0xde) {
-    n = ((bytes[pos] as number) << 8) | (bytes[pos + 1] as number);
-    pos += 2;
-  } else return false;
+  const n = mapEntries(bytes, cursor);
+  if (n < 0) return false;
+  let pos = cursor[0] as number;
   for (let i = 0; i < n; i++) {
-    const k = bytes[pos] as number;
-    let klen: number;
-    let kstart: number;
-    if (k >= 0xa0 && k <= 0xbf) {
-      klen = k - 0xa0;
-      kstart = pos + 1;
-    } else if (k === 0xd9) {
-      klen = bytes[pos + 1] as number;
-      kstart = pos + 2;
-    } else return false;
+    if (!keyAt(bytes, pos, cursor)) return false;
+    const kstart = cursor[0] as number;
+    const klen = cursor[1] as number;
     pos = kstart + klen;
     for (let w = 0; w < keys.length; w++) {
       const key = keys[w] as Uint8Array;
-      if (key.length !== klen) continue;
-      let same = true;
-      for (let j = 0; j < klen; j++)
-        if (key[j] !== bytes[kstart + j]) {
-          same = false;
-          break;
-        }
-      if (same) out[w] = pos;
+      if (key.length === klen && sameBytes(key, bytes, kstart)) out[w] = pos;
     }
     pos = skip(bytes, pos);
     if (pos > bytes.length) return false;
