@@ -1,12 +1,18 @@
 import { stringAt } from './scan.js';
 
 /**
- * A hash table from IDs to slot numbers that holds no JS object per entry: a UUID key is kept
- * as its 16 bytes (four 32-bit words) in a typed array, with the slot beside it, so a million
- * entries are two typed arrays of a few megabytes that the garbage collector never walks.
+ * A hash table from IDs to slot numbers that holds no JS object per entry. A slot has one key:
+ * a UUID key is kept as its 16 bytes (four 32-bit words) in a typed array indexed by the slot,
+ * and the hash table beside it holds only slots (4 bytes a position, the key compared where the
+ * slot keeps it): a million entries are 24 MB in two typed arrays that the garbage collector
+ * never walks (40 MB with the key beside the slot at every position of a table under 0.7 full).
  * Open addressing with linear probing and backward-shift deletion (no tombstones); the table
  * doubles past a load of 0.7. A key that is not a canonical lower-case UUID (a secret chosen
  * by an operator, `anonymous`) goes to a small Map beside it, exactly as given.
+ *
+ * Slots are small dense numbers (a `RecordArena`'s), and each maps from one key at most: a key
+ * set to a slot takes the slot from the key it had, as a record's new ID or secret replaces its
+ * old one.
  */
 
 const EMPTY = 0xffffffff;
@@ -78,21 +84,21 @@ function hashWords(a: number, b: number, c: number, d: number): number {
 }
 
 export class IdTable {
-  /** Four words of key per position. */
-  private keys: Uint32Array;
+  /** Four words of key per slot (a slot's words are stale when no position holds the slot). */
+  private keys = new Uint32Array(MIN_CAPACITY * 4);
   /** The slot at each position; EMPTY where there is none. */
-  private slots: Uint32Array;
+  private table: Uint32Array;
   private mask: number;
   private used = 0;
-  /** Keys that are not canonical UUIDs, exactly as given. */
+  /** Keys that are not canonical UUIDs, exactly as given, and the same the other way. */
   private readonly other = new Map<string, number>();
+  private readonly otherOf = new Map<number, string>();
   private readonly words = new Uint32Array(4);
 
   constructor(expected = 0) {
     let capacity = MIN_CAPACITY;
     while (capacity * 0.7 < expected) capacity *= 2;
-    this.keys = new Uint32Array(capacity * 4);
-    this.slots = new Uint32Array(capacity).fill(EMPTY);
+    this.table = new Uint32Array(capacity).fill(EMPTY);
     this.mask = capacity - 1;
   }
 
@@ -102,7 +108,7 @@ export class IdTable {
 
   /** Bytes held by the typed arrays (what a million entries cost, without the Map of other keys). */
   get bytes(): number {
-    return this.keys.byteLength + this.slots.byteLength;
+    return this.keys.byteLength + this.table.byteLength;
   }
 
   /** The slot `id` maps to, or undefined. */
@@ -110,18 +116,26 @@ export class IdTable {
     const w = this.words;
     if (!uuidWords(id, w)) return this.other.get(id);
     const pos = this.find(w[0] as number, w[1] as number, w[2] as number, w[3] as number);
-    return pos < 0 ? undefined : this.slots[pos];
+    return pos < 0 ? undefined : this.table[pos];
   }
 
   has(id: string): boolean {
     return this.get(id) !== undefined;
   }
 
-  /** Maps `id` to `slot` (a slot below 2^32 - 1), replacing what it mapped to. */
+  /** Maps `id` to `slot` (a slot below 2^32 - 1), replacing what it mapped to and what mapped to `slot`. */
   set(id: string, slot: number): void {
     if (!(slot >= 0 && slot < EMPTY && Number.isInteger(slot))) throw new RangeError(`slot out of range: ${slot}`);
-    if (!uuidWords(id, this.words)) this.other.set(id, slot);
-    else this.setWords(slot);
+    if (uuidWords(id, this.words)) {
+      this.setWords(slot);
+      return;
+    }
+    if (this.other.get(id) === slot) return;
+    this.release(slot);
+    const had = this.other.get(id);
+    if (had !== undefined) this.otherOf.delete(had);
+    this.other.set(id, slot);
+    this.otherOf.set(slot, id);
   }
 
   /**
@@ -139,6 +153,29 @@ export class IdTable {
     return true;
   }
 
+  /** Removes `id`; whether it was there. */
+  delete(id: string): boolean {
+    const w = this.words;
+    if (!uuidWords(id, w)) {
+      const slot = this.other.get(id);
+      if (slot === undefined) return false;
+      this.other.delete(id);
+      this.otherOf.delete(slot);
+      return true;
+    }
+    const pos = this.find(w[0] as number, w[1] as number, w[2] as number, w[3] as number);
+    if (pos < 0) return false;
+    this.removeAt(pos);
+    return true;
+  }
+
+  /** Every slot held, in no particular order. */
+  *values(): IterableIterator<number> {
+    const table = this.table;
+    for (let i = 0; i < table.length; i++) if (table[i] !== EMPTY) yield table[i] as number;
+    yield* this.other.values();
+  }
+
   /** Maps the key in `this.words` to `slot`. */
   private setWords(slot: number): void {
     const w = this.words;
@@ -146,83 +183,103 @@ export class IdTable {
     const b = w[1] as number;
     const c = w[2] as number;
     const d = w[3] as number;
+    const k = slot * 4;
+    if (k + 4 > this.keys.length) this.widen(slot);
+    const keys = this.keys;
+    if (keys[k] === a && keys[k + 1] === b && keys[k + 2] === c && keys[k + 3] === d && this.holds(slot)) return;
+    this.release(slot);
     const found = this.find(a, b, c, d);
+    keys[k] = a;
+    keys[k + 1] = b;
+    keys[k + 2] = c;
+    keys[k + 3] = d;
     if (found >= 0) {
-      this.slots[found] = slot;
+      // The key moves from the slot it had.
+      this.table[found] = slot;
       return;
     }
     if ((this.used + 1) / (this.mask + 1) > 0.7) this.grow();
-    this.insert(a, b, c, d, slot);
+    this.insert(slot);
     this.used++;
   }
 
-  /** Removes `id`; whether it was there. */
-  delete(id: string): boolean {
-    const w = this.words;
-    if (!uuidWords(id, w)) return this.other.delete(id);
-    let pos = this.find(w[0] as number, w[1] as number, w[2] as number, w[3] as number);
-    if (pos < 0) return false;
-    // Backward shift: later entries of the probe run move up, so no lookup ever stops early.
-    const { keys, slots, mask } = this;
+  /** Whether a position holds `slot` (under the key its words say). */
+  private holds(slot: number): boolean {
+    const keys = this.keys;
+    const k = slot * 4;
+    if (k + 4 > keys.length) return false;
+    const pos = this.find(keys[k] as number, keys[k + 1] as number, keys[k + 2] as number, keys[k + 3] as number);
+    return pos >= 0 && this.table[pos] === slot;
+  }
+
+  /** Removes the key `slot` has, if any. */
+  private release(slot: number): void {
+    const named = this.otherOf.get(slot);
+    if (named !== undefined) {
+      this.otherOf.delete(slot);
+      this.other.delete(named);
+    }
+    const keys = this.keys;
+    const k = slot * 4;
+    if (k + 4 > keys.length) return;
+    const pos = this.find(keys[k] as number, keys[k + 1] as number, keys[k + 2] as number, keys[k + 3] as number);
+    if (pos >= 0 && this.table[pos] === slot) this.removeAt(pos);
+  }
+
+  /** Empties position `pos`; later entries of the probe run move up, so no lookup ever stops early. */
+  private removeAt(at: number): void {
+    const { keys, table, mask } = this;
+    let pos = at;
     let next = (pos + 1) & mask;
-    while (slots[next] !== EMPTY) {
-      const k = next * 4;
+    while (table[next] !== EMPTY) {
+      const k = (table[next] as number) * 4;
       const home = hashWords(keys[k] as number, keys[k + 1] as number, keys[k + 2] as number, keys[k + 3] as number) & mask;
       // The entry at `next` may fill `pos` if its home is not cyclically within (pos, next].
       if ((next > pos && (home <= pos || home > next)) || (next < pos && home <= pos && home > next)) {
-        keys.copyWithin(pos * 4, k, k + 4);
-        slots[pos] = slots[next] as number;
+        table[pos] = table[next] as number;
         pos = next;
       }
       next = (next + 1) & mask;
     }
-    slots[pos] = EMPTY;
+    table[pos] = EMPTY;
     this.used--;
-    return true;
-  }
-
-  /** Every slot held, in no particular order. */
-  *values(): IterableIterator<number> {
-    const slots = this.slots;
-    for (let i = 0; i < slots.length; i++) if (slots[i] !== EMPTY) yield slots[i] as number;
-    yield* this.other.values();
   }
 
   private find(a: number, b: number, c: number, d: number): number {
-    const { keys, slots, mask } = this;
+    const { keys, table, mask } = this;
     let pos = hashWords(a, b, c, d) & mask;
     for (;;) {
-      if (slots[pos] === EMPTY) return -1;
-      const k = pos * 4;
+      const s = table[pos] as number;
+      if (s === EMPTY) return -1;
+      const k = s * 4;
       if (keys[k] === a && keys[k + 1] === b && keys[k + 2] === c && keys[k + 3] === d) return pos;
       pos = (pos + 1) & mask;
     }
   }
 
-  private insert(a: number, b: number, c: number, d: number, slot: number): void {
-    const { keys, slots, mask } = this;
-    let pos = hashWords(a, b, c, d) & mask;
-    while (slots[pos] !== EMPTY) pos = (pos + 1) & mask;
-    const k = pos * 4;
-    keys[k] = a;
-    keys[k + 1] = b;
-    keys[k + 2] = c;
-    keys[k + 3] = d;
-    slots[pos] = slot;
+  /** Places `slot` under the key its words hold. */
+  private insert(slot: number): void {
+    const { keys, table, mask } = this;
+    const k = slot * 4;
+    let pos = hashWords(keys[k] as number, keys[k + 1] as number, keys[k + 2] as number, keys[k + 3] as number) & mask;
+    while (table[pos] !== EMPTY) pos = (pos + 1) & mask;
+    table[pos] = slot;
+  }
+
+  /** Room for the words of `slot` (slots are dense: the array doubles). */
+  private widen(slot: number): void {
+    let n = this.keys.length / 4;
+    while (n <= slot) n *= 2;
+    const keys = new Uint32Array(n * 4);
+    keys.set(this.keys);
+    this.keys = keys;
   }
 
   private grow(): void {
-    const oldKeys = this.keys;
-    const oldSlots = this.slots;
+    const old = this.table;
     const capacity = (this.mask + 1) * 2;
-    this.keys = new Uint32Array(capacity * 4);
-    this.slots = new Uint32Array(capacity).fill(EMPTY);
+    this.table = new Uint32Array(capacity).fill(EMPTY);
     this.mask = capacity - 1;
-    for (let i = 0; i < oldSlots.length; i++) {
-      const s = oldSlots[i] as number;
-      if (s === EMPTY) continue;
-      const k = i * 4;
-      this.insert(oldKeys[k] as number, oldKeys[k + 1] as number, oldKeys[k + 2] as number, oldKeys[k + 3] as number, s);
-    }
+    for (let i = 0; i < old.length; i++) if (old[i] !== EMPTY) this.insert(old[i] as number);
   }
 }

@@ -26,28 +26,41 @@ describe('IdTable', () => {
       expect(uuidWords(bad, w), bad).toBe(false);
   });
 
-  it('answers as a Map does through random sets, replacements and deletes, across growth', () => {
+  it('answers as a Map of one key per slot does through random sets, replacements and deletes, across growth', () => {
     for (const seed of [1, 2, 3]) {
       const random = rng(seed);
       const table = new IdTable();
+      // The model: key to slot, and slot to key (a key set to a slot takes it from the key it had).
       const model = new Map<string, number>();
+      const keyOf = new Map<number, string>();
+      const set = (id: string, slot: number) => {
+        const had = keyOf.get(slot);
+        if (had !== undefined && had !== id) model.delete(had);
+        const was = model.get(id);
+        if (was !== undefined) keyOf.delete(was);
+        model.set(id, slot);
+        keyOf.set(slot, id);
+      };
       const keys: string[] = [];
       for (let op = 0; op < 40_000; op++) {
         const r = random();
+        // Slots as an arena gives them: dense, mostly new, some taken again.
+        const slot = random() < 0.8 ? op : Math.floor(random() * (op + 1));
         if (r < 0.55 || keys.length === 0) {
           // New keys: mostly UUIDs, some upper-case ones and free-form secrets (kept exactly as given).
           const kind = random();
           const id = kind < 0.9 ? randomUUID() : kind < 0.95 ? randomUUID().toUpperCase() : `secret-${op}`;
           keys.push(id);
-          const slot = Math.floor(random() * 1e9);
           table.set(id, slot);
-          model.set(id, slot);
+          set(id, slot);
         } else if (r < 0.7) {
           const id = keys[Math.floor(random() * keys.length)] as string;
-          table.set(id, op);
-          model.set(id, op);
+          table.set(id, slot);
+          set(id, slot);
         } else {
           const id = keys[Math.floor(random() * keys.length)] as string;
+          const was = model.get(id);
+          if (was !== undefined) keyOf.delete(was);
           expect(table.delete(id)).toBe(model.delete(id));
         }
         if (op % 4999 === 0) {
@@ -56,8 +69,25 @@ describe('IdTable', () => {
         }
       }
       expect(keys.filter((k) => table.get(k) !== model.get(k))).toEqual([]);
+      expect(table.size).toBe(model.size);
       expect([...table.values()].sort((a, b) => a - b)).toEqual([...model.values()].sort((a, b) => a - b));
     }
+  });
+
+  it('gives a slot one key: setting another takes it from the old, which no longer answers', () => {
+    const table = new IdTable();
+    const [a, b, c] = [randomUUID(), randomUUID(), randomUUID()];
+    table.set(a, 5);
+    table.set(b, 5);
+    expect([table.get(a), table.get(b), table.size]).toEqual([undefined, 5, 1]);
+    // A key moved to another slot; the slot it left then takes a new key without disturbing it.
+    table.set(b, 6);
+    table.set(c, 5);
+    expect([table.get(b), table.get(c), table.size]).toEqual([6, 5, 2]);
+    table.set('anonymous', 6);
+    expect([table.get(b), table.get('anonymous'), table.size]).toEqual([undefined, 6, 2]);
+    table.set(a, 6);
+    expect([table.get('anonymous'), table.get(a), table.size]).toEqual([undefined, 6, 2]);
   });
 
   it('keeps probe runs whole when a delete wraps around the end of the table', () => {
