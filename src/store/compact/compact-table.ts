@@ -2,7 +2,7 @@ import type { IndexDef, TableDef } from '../schema.js';
 import { type RecordList, type Table, byID } from '../table.js';
 import { RecordArena } from './arena.js';
 import { IdTable } from './id-table.js';
-import { fieldOffsets, pickFields, readFields, stringAt } from './scan.js';
+import { ValueMemo, fieldOffsets, pickFields, readFields, stringAt } from './scan.js';
 import { Positional } from './positional.js';
 import { SlotSet } from './slot-set.js';
 
@@ -117,6 +117,16 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
   private readonly inFields: Int32Array;
   /** A load's non-unique keys, computed before anything is stored: index, key, index, key... */
   private readonly loadKeys: Array<Multi | string> = [];
+  /** The values a load decoded, by their bytes (forgotten when the load ends). */
+  private readonly memo = new ValueMemo();
+  /** The index whose keys `emitKey` adds to `loadKeys` (one function for every record). */
+  private emitting: Multi | undefined;
+  private readonly emitKey = (k: string) => {
+    this.loadKeys.push(this.emitting as Multi, k);
+  };
+  /** The ID table and the unique ones, and which of `indexFields` each is keyed by (a load sets them from the bytes). */
+  private readonly idTables: IdTable[];
+  private readonly idFields: number[];
   /** The ordered (expiry) index: times in order, and the slots at each. */
   private times: number[] = [];
   private readonly atTime = new Map<number, SlotSet>();
@@ -142,6 +152,8 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
       return i;
     });
     this.fromBytes = codec.indexFields.map((_, i) => i === this.idAt || this.unique.some((u) => u.field === i));
+    this.idTables = [this.ids, ...this.unique.map((u) => u.table)];
+    this.idFields = [this.idAt, ...this.unique.map((u) => u.field)];
   }
 
   get size(): number {
@@ -203,6 +215,25 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
     for (const slot of [...this.ids.values()]) if (this.arena.has(slot)) yield this.decoded.get(slot) ?? this.decode(this.arena.get(slot));
   }
 
+  /** Room for `count` records in the ID and unique tables (a load that knows how many). */
+  reserve(count: number): void {
+    this.ids.reserve(count);
+    for (const u of this.unique) u.table.reserve(count);
+  }
+
+  /** The names of the fields of positional records, in their order. */
+  get fields(): readonly string[] {
+    return this.codec.fields;
+  }
+
+  /**
+   * Every record's bytes as the table holds them (positional, or a map kept as stored), each a
+   * view valid until the table next changes; `loadEncoded` takes them back.
+   */
+  *encodedRecords(): IterableIterator<Uint8Array> {
+    for (const slot of this.ids.values()) if (this.arena.has(slot)) yield this.arena.get(slot);
+  }
+
   globalRecords(): RecordList<R> {
     const [index, key] = this.codec.notGlobal ?? ['', ''];
     const skip = this.codec.notGlobal ? this.multiIndex(index).map.get(key) : undefined;
@@ -236,14 +267,20 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
   loadEncoded(bytes: Uint8Array): boolean {
     const at = this.indexAt;
     // One pass over the map finds every field for the positional form; the indexed ones are read from it.
-    const kept = this.positional.fromMap(bytes);
+    // Bytes already positional (a checkpoint's) are kept as they are.
+    let kept: Uint8Array | undefined;
+    if (!Positional.is(bytes)) kept = this.positional.fromMap(bytes);
+    else if (this.positional.locate(bytes)) kept = bytes;
+    else return false;
     let fields: R | undefined;
     if (kept === undefined)
-      fields = pickFields(bytes, this.codec.indexFields, this.fieldKeys, at, this.codec.decodeValue, this.fromBytes) as R | undefined;
+      fields = pickFields(bytes, this.codec.indexFields, this.fieldKeys, at, this.codec.decodeValue, this.fromBytes, this.memo) as
+        | R
+        | undefined;
     else {
       const starts = this.positional.starts;
       for (let i = 0; i < at.length; i++) at[i] = starts[this.inFields[i] as number] as number;
-      fields = readFields(bytes, this.codec.indexFields, at, this.codec.decodeValue, this.fromBytes) as R | undefined;
+      fields = readFields(bytes, this.codec.indexFields, at, this.codec.decodeValue, this.fromBytes, this.memo) as R | undefined;
     }
     if (fields === undefined || at[this.idAt] === -1) return false;
     // Keys computed before anything is stored: a field of the wrong shape leaves nothing behind.
@@ -251,7 +288,10 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
     keys.length = 0;
     let time: number | undefined;
     try {
-      for (const m of this.multi) m.keys(fields, (k) => keys.push(m, k));
+      for (const m of this.multi) {
+        this.emitting = m;
+        m.keys(fields, this.emitKey);
+      }
       time = this.def.orderedBy?.(fields);
       if (time !== undefined && !Number.isFinite(time)) return false;
     } catch {
@@ -259,15 +299,15 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
     }
     const slot = this.arena.add(kept ?? bytes);
     // The ID and unique keys go from the bytes to their tables (no string made of a UUID).
-    const tables: Array<[IdTable, number]> = [[this.ids, at[this.idAt] as number]];
-    for (const u of this.unique) if (at[u.field] !== -1) tables.push([u.table, at[u.field] as number]);
-    for (let t = 0; t < tables.length; t++) {
-      const [table, pos] = tables[t] as [IdTable, number];
-      if (table.setAt(bytes, pos, slot)) continue;
+    const { idTables, idFields } = this;
+    for (let t = 0; t < idTables.length; t++) {
+      const pos = at[idFields[t] as number] as number;
+      if (pos === -1 || (idTables[t] as IdTable).setAt(bytes, pos, slot)) continue;
       // Not a string after all: what was set is undone (each key found again by its string).
-      for (const [done, p] of tables.slice(0, t)) {
-        const key = stringAt(bytes, p) as string;
-        if (done.get(key) === slot) done.delete(key);
+      for (let d = 0; d < t; d++) {
+        const p = at[idFields[d] as number] as number;
+        const key = p === -1 ? undefined : stringAt(bytes, p);
+        if (key !== undefined && idTables[d]?.get(key) === slot) idTables[d]?.delete(key);
       }
       this.arena.delete(slot);
       return false;
@@ -300,6 +340,7 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
 
   finishLoading(): void {
     this.times.sort((a, b) => a - b);
+    this.memo.clear();
   }
 
   orderedUpTo(until: number, limit: number, after?: [number, string]): Array<[number, string]> {

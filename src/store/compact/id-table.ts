@@ -90,6 +90,8 @@ export class IdTable {
   private table: Uint32Array;
   private mask: number;
   private used = 0;
+  /** The highest slot given words so far: a slot above it has no key to give up. */
+  private highest = -1;
   /** Keys that are not canonical UUIDs, exactly as given, and the same the other way. */
   private readonly other = new Map<string, number>();
   private readonly otherOf = new Map<number, string>();
@@ -176,6 +178,12 @@ export class IdTable {
     yield* this.other.values();
   }
 
+  /** Room for `count` keys in slots below `count` without growing (a load that knows how many). */
+  reserve(count: number): void {
+    if (count > 0 && count * 4 > this.keys.length) this.widen(count - 1);
+    while ((this.mask + 1) * 0.7 < count) this.grow();
+  }
+
   /** Maps the key in `this.words` to `slot`. */
   private setWords(slot: number): void {
     const w = this.words;
@@ -187,7 +195,10 @@ export class IdTable {
     if (k + 4 > this.keys.length) this.widen(slot);
     const keys = this.keys;
     if (keys[k] === a && keys[k + 1] === b && keys[k + 2] === c && keys[k + 3] === d && this.holds(slot)) return;
-    this.release(slot);
+    if (slot > this.highest) {
+      this.highest = slot;
+      if (this.otherOf.size > 0) this.release(slot);
+    } else this.release(slot);
     const found = this.find(a, b, c, d);
     keys[k] = a;
     keys[k + 1] = b;
@@ -219,9 +230,9 @@ export class IdTable {
       this.otherOf.delete(slot);
       this.other.delete(named);
     }
+    if (slot > this.highest) return;
     const keys = this.keys;
     const k = slot * 4;
-    if (k + 4 > keys.length) return;
     const pos = this.find(keys[k] as number, keys[k + 1] as number, keys[k + 2] as number, keys[k + 3] as number);
     if (pos >= 0 && this.table[pos] === slot) this.removeAt(pos);
   }

@@ -182,8 +182,36 @@ export function pickFields(
   decode: (bytes: Uint8Array) => unknown,
   /** Fields whose position alone is wanted (left in `at`, not read). */
   positionOnly?: readonly boolean[],
+  memo?: ValueMemo,
 ): Record<string, unknown> | undefined {
-  return fieldOffsets(bytes, keys, at) ? readFields(bytes, names, at, decode, positionOnly) : undefined;
+  return fieldOffsets(bytes, keys, at) ? readFields(bytes, names, at, decode, positionOnly, memo) : undefined;
+}
+
+const latin1Slice = Buffer.prototype.latin1Slice as (this: Uint8Array, start: number, end: number) => string;
+
+/**
+ * Values a load has decoded, by their bytes: a list of links or a service identity repeats
+ * across many records and is decoded once. The fields a load reads are only looked at (for
+ * index keys), so one value serves every record that has it. At most `limit` are kept.
+ */
+export class ValueMemo {
+  private readonly values = new Map<string, unknown>();
+
+  constructor(private readonly limit = 4096) {}
+
+  read(bytes: Uint8Array, pos: number, end: number, decode: (bytes: Uint8Array) => unknown): unknown {
+    const key = latin1Slice.call(bytes, pos, end);
+    const known = this.values.get(key);
+    if (known !== undefined) return known;
+    const value = decode(bytes.subarray(pos, end));
+    if (this.values.size >= this.limit) this.values.clear();
+    if (value !== undefined) this.values.set(key, value);
+    return value;
+  }
+
+  clear(): void {
+    this.values.clear();
+  }
 }
 
 /** The same, with the fields' positions already found (`at`, -1: absent). */
@@ -193,6 +221,7 @@ export function readFields(
   at: Int32Array,
   decode: (bytes: Uint8Array) => unknown,
   positionOnly?: readonly boolean[],
+  memo?: ValueMemo,
 ): Record<string, unknown> | undefined {
   const out: Record<string, unknown> = {};
   for (let i = 0; i < names.length; i++) {
@@ -207,7 +236,7 @@ export function readFields(
     else {
       const end = skip(bytes, pos);
       if (end > bytes.length) return undefined;
-      value = decode(bytes.subarray(pos, end));
+      value = memo === undefined ? decode(bytes.subarray(pos, end)) : memo.read(bytes, pos, end, decode);
     }
     out[names[i] as string] = value;
   }

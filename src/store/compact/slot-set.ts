@@ -1,16 +1,24 @@
 /**
  * A set of slot numbers in one typed array: what a non-unique index holds under one key (the
- * tokens of a namespace, of a policy, of a service). A million members are 6-12 MB that the
- * garbage collector never walks, where a Set of them is a large object it marks on every cycle.
- * Open addressing with linear probing and backward-shift deletion; it doubles past a load of
- * 0.7 and halves below 0.15, so a set that empties gives its memory back.
+ * tokens of a namespace, of a policy, of a service). A million members are a few megabytes
+ * that the garbage collector never walks, where a Set of them is a large object it marks on
+ * every cycle.
+ *
+ * Two forms, whichever is smaller: a hash set (open addressing, linear probing, backward-shift
+ * deletion; it doubles past a load of 0.7 and halves below 0.15, so a set that empties gives
+ * its memory back), or a bitmap of the slots below the highest member, for a set holding a
+ * good part of all the slots (a namespace's tokens: 128 KB for a million where the hash set
+ * is 8 MB, and adding a member touches one word, not a random cell of megabytes).
  */
 
 const EMPTY = 0xffffffff;
 const MIN_CAPACITY = 4;
 
 export class SlotSet {
-  private cells: Uint32Array;
+  /** The hash form's cells (EMPTY: none); undefined in the bitmap form. */
+  private cells: Uint32Array | undefined;
+  /** The bitmap form's words (bit s of word s >> 5: slot s is a member); undefined in the hash form. */
+  private bits: Uint32Array | undefined;
   private mask: number;
   private count = 0;
 
@@ -24,25 +32,55 @@ export class SlotSet {
   }
 
   get bytes(): number {
-    return this.cells.byteLength;
+    return (this.cells ?? this.bits)?.byteLength ?? 0;
   }
 
   has(slot: number): boolean {
+    const bits = this.bits;
+    if (bits !== undefined) return slot >>> 5 < bits.length && ((bits[slot >>> 5] as number) & (1 << (slot & 31))) !== 0;
+    const cells = this.cells as Uint32Array;
     for (let i = hash(slot) & this.mask; ; i = (i + 1) & this.mask) {
-      const c = this.cells[i] as number;
+      const c = cells[i] as number;
       if (c === slot) return true;
       if (c === EMPTY) return false;
     }
   }
 
   add(slot: number): void {
-    if (slot === EMPTY) throw new RangeError('slot out of range');
-    if ((this.count + 1) * 10 > this.cells.length * 7) this.resize(this.cells.length * 2);
+    if (!(slot >= 0 && slot < EMPTY)) throw new RangeError('slot out of range');
+    if (this.bits !== undefined) {
+      if (slot >>> 5 >= this.bits.length) {
+        // A bitmap to this slot would be larger than the hash set of the members: back to that.
+        if (bitmapBytes(slot) > hashBytes(this.count + 1) * 4) this.toHash();
+        else this.widen(slot);
+      }
+      if (this.bits !== undefined) {
+        const word = slot >>> 5;
+        const bit = 1 << (slot & 31);
+        if (((this.bits[word] as number) & bit) === 0) {
+          this.bits[word] = (this.bits[word] as number) | bit;
+          this.count++;
+        }
+        return;
+      }
+    }
+    const capacity = (this.cells as Uint32Array).length;
+    if ((this.count + 1) * 10 > capacity * 7) {
+      // The set outgrows its hash form: a bitmap when that is smaller.
+      const members = this.toArray();
+      if (bitmapBytes(Math.max(slot, maxOf(members))) <= capacity * 2 * 4) {
+        this.toBits(members, slot);
+        this.add(slot);
+        return;
+      }
+      this.resize(capacity * 2);
+    }
+    const cells = this.cells as Uint32Array;
     for (let i = hash(slot) & this.mask; ; i = (i + 1) & this.mask) {
-      const c = this.cells[i] as number;
+      const c = cells[i] as number;
       if (c === slot) return;
       if (c === EMPTY) {
-        this.cells[i] = slot;
+        cells[i] = slot;
         this.count++;
         return;
       }
@@ -50,27 +88,39 @@ export class SlotSet {
   }
 
   delete(slot: number): boolean {
+    const bits = this.bits;
+    if (bits !== undefined) {
+      const word = slot >>> 5;
+      const bit = 1 << (slot & 31);
+      if (word >= bits.length || ((bits[word] as number) & bit) === 0) return false;
+      bits[word] = (bits[word] as number) & ~bit;
+      this.count--;
+      // Few members left in a wide bitmap: the hash form is smaller by far.
+      if (hashBytes(this.count) * 4 < bits.byteLength) this.toHash();
+      return true;
+    }
+    const cells = this.cells as Uint32Array;
     let i = hash(slot) & this.mask;
     for (; ; i = (i + 1) & this.mask) {
-      const c = this.cells[i] as number;
+      const c = cells[i] as number;
       if (c === EMPTY) return false;
       if (c === slot) break;
     }
     // Backward shift: move each later entry of the run into the hole when its home allows it.
     let hole = i;
     for (let j = (i + 1) & this.mask; ; j = (j + 1) & this.mask) {
-      const c = this.cells[j] as number;
+      const c = cells[j] as number;
       if (c === EMPTY) break;
       const home = hash(c) & this.mask;
       // Movable when its home is not in (hole, j] cyclically.
       if (hole <= j ? home <= hole || home > j : home <= hole && home > j) {
-        this.cells[hole] = c;
+        cells[hole] = c;
         hole = j;
       }
     }
-    this.cells[hole] = EMPTY;
+    cells[hole] = EMPTY;
     this.count--;
-    if (this.cells.length > MIN_CAPACITY && this.count * 100 < this.cells.length * 15) this.resize(this.cells.length / 2);
+    if (cells.length > MIN_CAPACITY && this.count * 100 < cells.length * 15) this.resize(cells.length / 2);
     return true;
   }
 
@@ -78,21 +128,78 @@ export class SlotSet {
   toArray(): Uint32Array {
     const out = new Uint32Array(this.count);
     let n = 0;
-    for (const c of this.cells) if (c !== EMPTY) out[n++] = c;
+    const bits = this.bits;
+    if (bits !== undefined) {
+      for (let w = 0; w < bits.length; w++) {
+        let word = bits[w] as number;
+        while (word !== 0) {
+          const low = word & -word;
+          out[n++] = w * 32 + (31 - Math.clz32(low));
+          word ^= low;
+        }
+      }
+      return out;
+    }
+    for (const c of this.cells as Uint32Array) if (c !== EMPTY) out[n++] = c;
     return out;
   }
 
-  private resize(capacity: number): void {
-    const old = this.cells;
-    this.cells = new Uint32Array(capacity).fill(EMPTY);
-    this.mask = capacity - 1;
-    for (const c of old) {
-      if (c === EMPTY) continue;
-      let i = hash(c) & this.mask;
-      while (this.cells[i] !== EMPTY) i = (i + 1) & this.mask;
-      this.cells[i] = c;
-    }
+  private toBits(members: Uint32Array, slot: number): void {
+    this.cells = undefined;
+    const bits = new Uint32Array(bitmapBytes(Math.max(slot, maxOf(members))) / 4);
+    for (const s of members) bits[s >>> 5] = (bits[s >>> 5] as number) | (1 << (s & 31));
+    this.bits = bits;
   }
+
+  private toHash(): void {
+    const members = this.toArray();
+    this.bits = undefined;
+    let capacity = MIN_CAPACITY;
+    while ((members.length + 1) * 10 > capacity * 7) capacity *= 2;
+    this.rehash(members, capacity);
+  }
+
+  /** Room in the bitmap for `slot`: it doubles (slots are given out in order, mostly). */
+  private widen(slot: number): void {
+    const old = this.bits as Uint32Array;
+    let words = old.length;
+    while (words <= slot >>> 5) words *= 2;
+    this.bits = new Uint32Array(words);
+    this.bits.set(old);
+  }
+
+  private resize(capacity: number): void {
+    this.rehash((this.cells as Uint32Array).filter((c) => c !== EMPTY), capacity);
+  }
+
+  private rehash(members: Uint32Array, capacity: number): void {
+    const cells = new Uint32Array(capacity).fill(EMPTY);
+    this.mask = capacity - 1;
+    for (const c of members) {
+      let i = hash(c) & this.mask;
+      while (cells[i] !== EMPTY) i = (i + 1) & this.mask;
+      cells[i] = c;
+    }
+    this.cells = cells;
+  }
+}
+
+function maxOf(members: Uint32Array): number {
+  let max = 0;
+  for (const s of members) if (s > max) max = s;
+  return max;
+}
+
+/** Bytes of a bitmap holding slots up to `slot`, a whole number of 32-bit words (at least one). */
+function bitmapBytes(slot: number): number {
+  return ((slot >>> 5) + 1) * 4;
+}
+
+/** Bytes of the hash form for `count` members. */
+function hashBytes(count: number): number {
+  let capacity = MIN_CAPACITY;
+  while (count * 10 > capacity * 7) capacity *= 2;
+  return capacity * 4;
 }
 
 /** Slots are dense small integers: mixed so that runs of them do not cluster. */

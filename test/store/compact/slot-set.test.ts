@@ -26,12 +26,32 @@ describe('SlotSet', () => {
     expect(set.bytes).toBeLessThanOrEqual(16);
   });
 
-  it('holds a million members in a few megabytes', () => {
+  it('holds a million members of a million slots as a bitmap', () => {
     const set = new SlotSet();
     for (let s = 0; s < 1_000_000; s++) set.add(s);
     expect(set.size).toBe(1_000_000);
-    expect(set.bytes).toBeLessThanOrEqual(8 * 1024 * 1024);
+    expect(set.bytes).toBeLessThanOrEqual(256 * 1024);
     expect(set.has(999_999)).toBe(true);
     expect(set.has(1_000_000)).toBe(false);
+    expect(set.toArray().every((s, i) => s === i)).toBe(true);
+  });
+
+  it('keeps members spread over many slots hashed, and goes back to hashing when a bitmap thins out or widens', () => {
+    const spread = new SlotSet();
+    for (let i = 0; i < 1000; i++) spread.add(i * 1000);
+    expect(spread.bytes).toBeLessThanOrEqual(8 * 1024);
+    expect(spread.has(999_000) && !spread.has(999_001)).toBe(true);
+
+    const dense = new SlotSet();
+    for (let s = 0; s < 100_000; s++) dense.add(s);
+    expect(dense.bytes).toBeLessThanOrEqual(16 * 1024);
+    for (let s = 0; s < 100_000; s++) if (s % 1000 !== 0) dense.delete(s);
+    expect([dense.size, dense.bytes <= 4096]).toEqual([100, true]);
+    expect([...dense.toArray()].sort((a, b) => a - b)).toEqual(Array.from({ length: 100 }, (_, i) => i * 1000));
+
+    const small = new SlotSet();
+    for (let s = 0; s < 64; s++) small.add(s);
+    small.add(50_000_000);
+    expect([small.size, small.has(50_000_000), small.has(63), small.bytes <= 1024]).toEqual([65, true, true, true]);
   });
 });
