@@ -211,8 +211,10 @@ async function openStorage(config: Config, dataDir: string, options: DaemonOptio
   await mkdir(dataDir, { recursive: true, mode: 0o700 });
   await restrictModes(dataDir);
   let metricsRef: Metrics | undefined;
+  const opening = performance.now();
   const store = await LevelStore.open(join(dataDir, 'store'), {
     durability: config.durability,
+    onCheckpointFailed: (err) => logger.warn({ err }, 'store: the checkpoint was not written; the next start reads every token from LevelDB'),
     changeLog: isPrimary(config),
     datacenter: config.datacenter,
     ...(options.storeFaults ? { faults: options.storeFaults } : {}),
@@ -222,6 +224,7 @@ async function openStorage(config: Config, dataDir: string, options: DaemonOptio
       else logger.error({ err: cause }, 'store: a write failed; refusing writes (503) and retrying until the disk accepts them');
     },
   });
+  logger.info(`store: opened in ${Math.round(performance.now() - opening)} ms, tokens read from ${store.tokensFrom ?? 'a scan'}`);
   const audit = new AuditLog(
     auditSettings(config, dataDir),
     { datacenter: config.datacenter, server: config.node_name },

@@ -1,5 +1,6 @@
 import type { Level } from 'level';
 import { WatchwordError } from '../domain/errors.js';
+import type { Checkpoint } from './checkpoint.js';
 import { CompactTable } from './compact/compact-table.js';
 import { type Tables, newTables } from './memory.js';
 import type { AnyTable } from './table.js';
@@ -107,66 +108,91 @@ export const LEVEL_OPTIONS = {
   maxOpenFiles: 74,
 } as const;
 
-/** Reads metadata and every record into fresh memory tables, validating each. */
-export async function readState(db: Level<string, Uint8Array>): Promise<DiskState> {
+/**
+ * Reads metadata and every record into fresh memory tables, validating each. The tokens come
+ * from `checkpoint` when one is given and holds (store/checkpoint.ts); `loaded` says how it went.
+ */
+export async function readState(
+  db: Level<string, Uint8Array>,
+  checkpoint?: Checkpoint,
+  loaded?: (from: string) => void,
+): Promise<DiskState> {
   const meta = new Map<string, unknown>();
   const tables = newTables();
   for await (const [k, v] of db.iterator({ gte: key('m', ''), lt: prefixEnd(key('m', '')) })) {
     meta.set(k, k === META.bootstrap ? decodeWith(bootstrapStateSchema, v, 'bootstrap state') : decodeRaw(v));
   }
   for (const name of TABLE_NAMES) {
-    const def = TABLES[name];
     const table = tables[name] as AnyTable;
-    const prefix = key(def.prefix, '');
-    const check = RECORD_CHECKS[name];
-    // Values only, in big batches: a few native round trips and no promise per record. The
-    // next batch is read from disk (on libuv's pool) while this one is decoded.
-    const values = db.values({ gte: prefix, lt: prefixEnd(prefix), highWaterMarkBytes: 8 * 1024 * 1024 });
-    let next: Promise<Uint8Array[]> | undefined;
-    try {
-      next = values.nextv(10_000);
-      for (let batch = await next; batch.length > 0; batch = await (next as Promise<Uint8Array[]>)) {
-        next = values.nextv(10_000);
-        for (const v of batch) {
-          if (table instanceof CompactTable) {
-            if (!table.loadEncoded(v))
-              throw new WatchwordError(
-                'INTERNAL',
-                `a stored ${name.slice(0, -1)} is corrupt (${table.size} read before it): not a well-formed record`,
-              );
-            continue;
-          }
-          let record: unknown;
-          try {
-            record = decodeRaw(v);
-          } catch (err) {
-            throw new WatchwordError(
-              'INTERNAL',
-              `a stored ${name.slice(0, -1)} is corrupt (${table.size} read before it): ${(err as Error).message}`,
-              { cause: err },
-            );
-          }
-          if (!check(record)) {
-            const id = (record as Record<string, unknown> | null)?.[
-              name === 'tokens' ? 'AccessorID' : name === 'authMethods' ? 'Name' : 'ID'
-            ];
-            throw new WatchwordError(
-              'INTERNAL',
-              `stored ${name.slice(0, -1)} ${typeof id === 'string' ? id : '(no ID)'} is corrupt: not a well-formed record`,
-            );
-          }
-          shareRecordParts(record as Record<string, unknown>);
-          table.load(record, v);
+    if (table instanceof CompactTable && checkpoint !== undefined) {
+      if (checkpoint.usable) {
+        const why = await checkpoint.load(table);
+        if (why === undefined) {
+          table.finishLoading();
+          loaded?.(`its checkpoint (${table.size} ${name})`);
+          continue;
         }
-      }
-    } finally {
-      // A read still running when a record failed its check: let it end before closing.
-      await next?.catch(() => undefined);
-      await values.close();
+        loaded?.(`a scan: the checkpoint was set aside (${why})`);
+        // What the checkpoint gave is dropped; LevelDB's records are read instead.
+        (tables as Record<string, AnyTable>)[name] = newTables()[name] as AnyTable;
+      } else loaded?.(`a scan (checkpoint: ${checkpoint.why})`);
     }
-    table.finishLoading();
+    await scanTable(db, name, tables[name] as AnyTable);
   }
   return { meta, tables };
+}
+
+/** Reads every record of table `name` from LevelDB into `table`. */
+async function scanTable(db: Level<string, Uint8Array>, name: TableName, table: AnyTable): Promise<void> {
+  const def = TABLES[name];
+  const prefix = key(def.prefix, '');
+  const check = RECORD_CHECKS[name];
+  // Values only, in big batches: a few native round trips and no promise per record. The
+  // next batch is read from disk (on libuv's pool) while this one is decoded.
+  const values = db.values({ gte: prefix, lt: prefixEnd(prefix), highWaterMarkBytes: 8 * 1024 * 1024 });
+  let next: Promise<Uint8Array[]> | undefined;
+  try {
+    next = values.nextv(10_000);
+    for (let batch = await next; batch.length > 0; batch = await (next as Promise<Uint8Array[]>)) {
+      next = values.nextv(10_000);
+      for (const v of batch) {
+        if (table instanceof CompactTable) {
+          if (!table.loadEncoded(v))
+            throw new WatchwordError(
+              'INTERNAL',
+              `a stored ${name.slice(0, -1)} is corrupt (${table.size} read before it): not a well-formed record`,
+            );
+          continue;
+        }
+        let record: unknown;
+        try {
+          record = decodeRaw(v);
+        } catch (err) {
+          throw new WatchwordError(
+            'INTERNAL',
+            `a stored ${name.slice(0, -1)} is corrupt (${table.size} read before it): ${(err as Error).message}`,
+            { cause: err },
+          );
+        }
+        if (!check(record)) {
+          const id = (record as Record<string, unknown> | null)?.[
+            name === 'tokens' ? 'AccessorID' : name === 'authMethods' ? 'Name' : 'ID'
+          ];
+          throw new WatchwordError(
+            'INTERNAL',
+            `stored ${name.slice(0, -1)} ${typeof id === 'string' ? id : '(no ID)'} is corrupt: not a well-formed record`,
+          );
+        }
+        shareRecordParts(record as Record<string, unknown>);
+        table.load(record, v);
+      }
+    }
+  } finally {
+    // A read still running when a record failed its check: let it end before closing.
+    await next?.catch(() => undefined);
+    await values.close();
+  }
+  table.finishLoading();
 }
 
 /** Records which datacenter a store belongs to, and refuses one of another datacenter. */

@@ -3,6 +3,8 @@ import { WatchwordError } from '../domain/errors.js';
 import { generateID } from '../domain/ids.js';
 import { quoteJSON } from '../domain/json-text.js';
 import type { BootstrapState } from '../domain/types.js';
+import { type Checkpoint, findCheckpoint, removeCheckpoint, writeCheckpoint } from './checkpoint.js';
+import { CompactTable } from './compact/compact-table.js';
 import { type DecodedPair, LEVEL_OPTIONS, claimDatacenter, decodePair, readState, upgradeFormat } from './disk-state.js';
 import { type Applied, DurableState } from './durable-state.js';
 import { type BatchOp, GroupCommitter, type QueuedCommit, isFencing } from './group-commit.js';
@@ -31,6 +33,7 @@ import type {
 } from './store.js';
 import { StagedStore, settleStagedStore, swapInStagedStore } from './staging.js';
 import { StoreTx } from './store-tx.js';
+import type { AnyTable } from './table.js';
 import { Watchers } from './watchers.js';
 import { causeText, storeUnavailable } from './write-errors.js';
 
@@ -45,6 +48,13 @@ export interface LevelStoreOptions {
   onAvailability?: (available: boolean, cause?: unknown) => void;
   /** The datacenter this store belongs to: recorded on first open, and a store of another one is refused. */
   datacenter?: string;
+  /**
+   * A clean close writes the tokens as held in memory beside LevelDB, and the next open reads
+   * them from there instead of scanning (store/checkpoint.ts). Default true.
+   */
+  checkpoint?: boolean;
+  /** Told when a clean close could not write its checkpoint (the next open scans instead). */
+  onCheckpointFailed?: (err: unknown) => void;
   /** Tests only: makes disk writes fail on demand (an Error to throw, or undefined). */
   faults?: { writeError?: () => Error | undefined };
 }
@@ -133,6 +143,8 @@ export class LevelStore implements Store {
   static async open(dir: string, options: LevelStoreOptions): Promise<LevelStore> {
     // A staged store a crash interrupted: finished if it was complete, else removed (store/staging.ts).
     await settleStagedStore(dir);
+    // Judged before LevelDB opens: an open changes the files a checkpoint was written beside.
+    const checkpoint = options.checkpoint === false ? undefined : await findCheckpoint(dir);
     const db = openLevel(dir);
     try {
       await db.open();
@@ -154,7 +166,8 @@ export class LevelStore implements Store {
       }
       if (options.datacenter !== undefined) await claimDatacenter(db, dir, options.datacenter, options.durability === 'fsync');
       const store = new LevelStore(db, dir, options, String(decodeRaw(logIDBytes)));
-      await store.reload();
+      await store.reload({ checkpoint });
+      if (options.checkpoint !== false) await removeCheckpoint(dir);
       // The load read every table file, and LevelDB keeps the files it has open mapped: their
       // pages stay in RSS (~120 MB at a million tokens) though nothing reads them again. Reopened,
       // LevelDB maps only what later reads touch.
@@ -172,8 +185,11 @@ export class LevelStore implements Store {
   }
 
   /** Takes what the disk holds as the durable state (at open, after a recovery that finds more on disk, after a follower's snapshot). */
-  private async reload(options: { indexesMayGoBack?: boolean } = {}): Promise<void> {
-    this.state.adopt(await readState(this.db), options);
+  private async reload(options: { indexesMayGoBack?: boolean; checkpoint?: Checkpoint } = {}): Promise<void> {
+    const loaded = (from: string) => {
+      this.tokensFrom = from;
+    };
+    this.state.adopt(await readState(this.db, options.checkpoint, loaded), options);
     // What the disk holds is all in memory now.
     this.uncommitted = [];
     this.reader.tables = this.state.tables;
@@ -181,6 +197,9 @@ export class LevelStore implements Store {
     this.committer.seq = Math.max(this.committer.seq, this.state.seq);
     this.logTail.reset(this.state.index + 1);
   }
+
+  /** Where the open read the tokens from: a checkpoint, or a scan (and why); undefined without checkpoints. */
+  tokensFrom: string | undefined;
 
   /** Identity of the change log; a restore on the primary starts a new one. */
   get logID(): string {
@@ -743,7 +762,16 @@ export class LevelStore implements Store {
     await this.committer.drain();
     this.closed = true;
     this.watchers.wakeAll();
-    if (this.db.status === 'open' || this.db.status === 'opening') await this.db.close();
+    if (this.db.status !== 'open' && this.db.status !== 'opening') return;
+    await this.db.close();
+    // Memory holds what the disk does only while writes succeed.
+    const tokens = this.state.tables.tokens as unknown as AnyTable;
+    if (this.options.checkpoint === false || this.unavailable || !(tokens instanceof CompactTable)) return;
+    try {
+      await writeCheckpoint(this.dir, tokens.fields, tokens.encodedRecords(), tokens.size, this.options.durability === 'fsync');
+    } catch (err) {
+      this.options.onCheckpointFailed?.(err);
+    }
   }
 }
 
