@@ -214,7 +214,8 @@ async function openStorage(config: Config, dataDir: string, options: DaemonOptio
   const opening = performance.now();
   const store = await LevelStore.open(join(dataDir, 'store'), {
     durability: config.durability,
-    onCheckpointFailed: (err) => logger.warn({ err }, 'store: the checkpoint was not written; the next start reads every token from LevelDB'),
+    onCheckpointFailed: (err) =>
+      logger.warn({ err }, 'store: the checkpoint was not written; the next start reads every token from LevelDB'),
     changeLog: isPrimary(config),
     datacenter: config.datacenter,
     ...(options.storeFaults ? { faults: options.storeFaults } : {}),

@@ -169,7 +169,10 @@ export class SlotSet {
   }
 
   private resize(capacity: number): void {
-    this.rehash((this.cells as Uint32Array).filter((c) => c !== EMPTY), capacity);
+    this.rehash(
+      (this.cells as Uint32Array).filter((c) => c !== EMPTY),
+      capacity,
+    );
   }
 
   private rehash(members: Uint32Array, capacity: number): void {
