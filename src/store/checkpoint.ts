@@ -1,23 +1,26 @@
 import { createHash } from 'node:crypto';
 import { type FileHandle, open, readdir, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { DumpPart, TableDumpMeta } from './compact/compact-table.js';
 
 /**
- * A start without a scan of the tokens. At a clean close the store writes the tokens' records
- * as its compact table holds them (positional, field names said once) to one file in the
- * store's directory; the next open reads that file instead of LevelDB's tokens, so a restart
- * costs reading those bytes and rebuilding the indexes, not decoding every stored map.
+ * A start without a scan of the tokens. At a clean close the store writes its tokens table as
+ * memory holds it to one file in the store's directory: the records' bytes packed as the arena
+ * keeps them, the ID tables' typed arrays as they are, each index's members. The next open
+ * reads those bytes back into the same structures (nothing decoded, nothing hashed again), so
+ * a restart costs about reading the file.
  *
  * The file is trusted only for the LevelDB files it was written beside: it names every file in
  * the directory with its size, taken after LevelDB closed. Anything that opens LevelDB again
  * (this store, a tool, a copy restored into the directory) starts a new log file, so the
  * listing no longer matches and the open scans LevelDB as it always did. The open removes the
  * file once read: a crash leaves no checkpoint behind. A file that does not end in the SHA-256
- * of what it holds, or names other fields, is set aside the same way.
+ * of what it holds, names other fields, or whose parts do not fit together, is set aside the
+ * same way.
  */
 
 const FILE = 'tokens.checkpoint';
-const MAGIC = Buffer.from('watchword tokens checkpoint 1\n');
+const MAGIC = Buffer.from('watchword tokens checkpoint 2\n');
 const DIGEST = 32;
 const BLOCK = 16 * 1024 * 1024;
 
@@ -27,22 +30,19 @@ interface Header {
   /** The fields of the positional records, in order. */
   fields: string[];
   records: number;
+  meta: TableDumpMeta;
+  /** Each part's length, and the buffer it is read into when larger. */
+  parts: Array<{ length: number; capacity?: number }>;
 }
 
-/** The directory's files other than a checkpoint's, with their sizes, sorted by name. */
-async function listing(dir: string): Promise<Array<[string, number]>> {
-  const names = (await readdir(dir)).filter((n) => !n.startsWith(FILE)).sort();
-  return Promise.all(names.map(async (n): Promise<[string, number]> => [n, (await stat(join(dir, n))).size]));
-}
-
-/** What a checkpoint's records are read into (a compact table). */
-export interface CheckpointTarget {
+/** A table a checkpoint is written from and read into (a compact table). */
+export interface CheckpointTable {
   /** The fields of its positional records, in order: a checkpoint of other fields is set aside. */
   readonly fields: readonly string[];
-  /** Told how many records follow. */
-  reserve(records: number): void;
-  /** Takes a record's bytes as the table held them; false when they are not a well-formed record. */
-  loadEncoded(bytes: Uint8Array): boolean;
+  readonly size: number;
+  dump(): { meta: TableDumpMeta; parts: DumpPart[] };
+  /** Takes a dump read back; throws when it does not fit together. */
+  restore(meta: TableDumpMeta, parts: readonly Buffer[]): void;
 }
 
 /** What a checkpoint in `dir` (if any) is good for: a reason it is not, or how to read it. */
@@ -50,58 +50,66 @@ export type Checkpoint =
   | { usable: false; why: string }
   | {
       usable: true;
-      /** Reads the records into `into`; a reason when the checkpoint does not hold (what `into` took is then to be dropped). */
-      load: (into: CheckpointTarget) => Promise<string | undefined>;
+      /** Restores `into` (a new table); a reason when the checkpoint does not hold (`into` is then to be dropped). */
+      load: (into: CheckpointTable) => Promise<string | undefined>;
     };
 
-/**
- * Writes the checkpoint of `records` (their count given) to `dir`, whose LevelDB is closed.
- * `sync`: flushed to the disk before it is named.
- */
-export async function writeCheckpoint(
-  dir: string,
-  fields: readonly string[],
-  records: Iterable<Uint8Array>,
-  count: number,
-  sync: boolean,
-): Promise<void> {
+/** The directory's files other than a checkpoint's, with their sizes, sorted by name. */
+async function listing(dir: string): Promise<Array<[string, number]>> {
+  const names = (await readdir(dir)).filter((n) => !n.startsWith(FILE)).sort();
+  return Promise.all(names.map(async (n): Promise<[string, number]> => [n, (await stat(join(dir, n))).size]));
+}
+
+/** Writes the checkpoint of `table` to `dir`, whose LevelDB is closed. `sync`: flushed to the disk before it is named. */
+export async function writeCheckpoint(dir: string, table: CheckpointTable, sync: boolean): Promise<void> {
+  const { meta, parts } = table.dump();
   const header: Header = {
     listing: await listing(dir),
-    fields: [...fields],
-    records: count,
+    fields: [...table.fields],
+    records: table.size,
+    meta,
+    parts: parts.map((p) => ('bytes' in p ? { length: p.bytes.length } : { length: p.length, capacity: p.capacity })),
   };
   const json = Buffer.from(JSON.stringify(header));
   const tmp = join(dir, `${FILE}.tmp`);
   const file = await open(tmp, 'w', 0o600);
   const hash = createHash('sha256');
+  const buf = Buffer.allocUnsafeSlow(BLOCK);
+  let at = 0;
+  const flush = async () => {
+    hash.update(buf.subarray(0, at));
+    await writeAll(file, buf.subarray(0, at));
+    at = 0;
+  };
+  const put = async (bytes: Uint8Array) => {
+    if (at + bytes.length > buf.length) await flush();
+    if (bytes.length > buf.length) {
+      hash.update(bytes);
+      await writeAll(file, bytes);
+      return;
+    }
+    buf.set(bytes, at);
+    at += bytes.length;
+  };
   try {
-    let buf = Buffer.allocUnsafeSlow(BLOCK);
-    let at = 0;
-    const flush = async () => {
-      hash.update(buf.subarray(0, at));
-      await writeAll(file, buf.subarray(0, at));
-      at = 0;
-    };
-    const put = async (bytes: Uint8Array) => {
-      if (at + bytes.length > buf.length) await flush();
-      if (bytes.length > buf.length) buf = Buffer.allocUnsafeSlow(bytes.length * 2);
-      buf.set(bytes, at);
-      at += bytes.length;
-    };
     const len = Buffer.alloc(4);
     len.writeUInt32BE(json.length);
     await put(MAGIC);
     await put(len);
     await put(json);
-    let written = 0;
-    for (const r of records) {
-      if (at + 4 > buf.length) await flush();
-      buf.writeUInt32BE(r.length, at);
-      at += 4;
-      await put(r);
-      written++;
+    for (const p of parts) {
+      if ('bytes' in p) {
+        await put(p.bytes);
+        continue;
+      }
+      let left = p.length;
+      while (left > 0) {
+        const next = p.stream.next();
+        if (next.done || next.value.length > left) throw new Error('records do not fill the arena chunk they were laid out in');
+        await put(next.value);
+        left -= next.value.length;
+      }
     }
-    if (written !== count) throw new Error(`a checkpoint of ${count} records found ${written}`);
     await flush();
     await writeAll(file, hash.digest());
     if (sync) await file.sync();
@@ -132,19 +140,18 @@ export async function findCheckpoint(dir: string): Promise<Checkpoint> {
     return { usable: false, why: 'none written' };
   }
   let header: Header;
-  let bodyStart: number;
+  let head: Buffer;
   let size: number;
   try {
     size = (await file.stat()).size;
-    const head = Buffer.alloc(MAGIC.length + 4);
-    await file.read(head, 0, head.length, 0);
-    if (!head.subarray(0, MAGIC.length).equals(MAGIC)) return closed(file, 'not a checkpoint of this format');
-    const jsonLength = head.readUInt32BE(MAGIC.length);
-    if (head.length + jsonLength + DIGEST > size) return closed(file, 'cut short');
-    const json = Buffer.alloc(jsonLength);
-    await file.read(json, 0, jsonLength, head.length);
-    header = JSON.parse(json.toString('utf8')) as Header;
-    bodyStart = head.length + jsonLength;
+    const start = Buffer.alloc(MAGIC.length + 4);
+    await readAll(file, start, 0);
+    if (!start.subarray(0, MAGIC.length).equals(MAGIC)) return closed(file, 'not a checkpoint of this format');
+    const jsonLength = start.readUInt32BE(MAGIC.length);
+    if (start.length + jsonLength + DIGEST > size) return closed(file, 'cut short');
+    head = Buffer.alloc(start.length + jsonLength);
+    await readAll(file, head, 0);
+    header = JSON.parse(head.subarray(start.length).toString('utf8')) as Header;
   } catch (err) {
     return closed(file, `unreadable: ${(err as Error).message}`);
   }
@@ -154,13 +161,39 @@ export async function findCheckpoint(dir: string): Promise<Checkpoint> {
     load: async (into) => {
       try {
         if (JSON.stringify(header.fields) !== JSON.stringify(into.fields)) return 'written for other fields';
-        into.reserve(header.records);
-        return await readRecords(file, header.records, bodyStart, size - DIGEST, (bytes) => into.loadEncoded(bytes));
+        const body = header.parts.reduce((n, p) => n + p.length, 0);
+        if (head.length + body + DIGEST !== size) return 'cut short';
+        const hash = createHash('sha256').update(head);
+        const parts: Buffer[] = [];
+        let pos = head.length;
+        for (const p of header.parts) {
+          const b = Buffer.allocUnsafeSlow(Math.max(p.length, p.capacity ?? 0));
+          await readAll(file, b.subarray(0, p.length), pos);
+          hash.update(b.subarray(0, p.length));
+          parts.push(b);
+          pos += p.length;
+        }
+        const digest = Buffer.alloc(DIGEST);
+        await readAll(file, digest, pos);
+        if (!digest.equals(hash.digest())) return 'its digest does not match';
+        into.restore(header.meta, parts);
+        if (into.size !== header.records) return `${into.size} records restored of ${header.records}`;
+        return undefined;
+      } catch (err) {
+        return `its parts do not fit together: ${(err as Error).message}`;
       } finally {
         await file.close();
       }
     },
   };
+}
+
+async function readAll(file: FileHandle, into: Uint8Array, position: number): Promise<void> {
+  for (let done = 0; done < into.length; ) {
+    const { bytesRead } = await file.read(into, done, Math.min(into.length - done, BLOCK), position + done);
+    if (bytesRead === 0) throw new Error('cut short');
+    done += bytesRead;
+  }
 }
 
 async function closed(file: FileHandle, why: string): Promise<Checkpoint> {
@@ -172,61 +205,4 @@ async function closed(file: FileHandle, why: string): Promise<Checkpoint> {
 export async function removeCheckpoint(dir: string): Promise<void> {
   await rm(join(dir, FILE), { force: true });
   await rm(join(dir, `${FILE}.tmp`), { force: true });
-}
-
-/**
- * Hands each record of the body (`start` to `end`) to `take`, and checks the digest after
- * it; a reason when anything does not hold (the caller then scans LevelDB instead).
- */
-async function readRecords(
-  file: FileHandle,
-  records: number,
-  start: number,
-  end: number,
-  take: (bytes: Uint8Array) => boolean,
-): Promise<string | undefined> {
-  const hash = createHash('sha256');
-  const head = Buffer.alloc(start);
-  await file.read(head, 0, start, 0);
-  hash.update(head);
-  let block = Buffer.allocUnsafeSlow(BLOCK);
-  let filled = 0;
-  let pos = start;
-  let taken = 0;
-  let at = 0;
-  for (;;) {
-    // Whole records in the block are taken; a record cut by its end moves to the front.
-    for (;;) {
-      if (at + 4 > filled) break;
-      const length = block.readUInt32BE(at);
-      if (at + 4 + length > filled) {
-        if (4 + length > block.length) {
-          const bigger = Buffer.allocUnsafeSlow(4 + length);
-          block.copy(bigger, 0, at, filled);
-          block = bigger;
-          filled -= at;
-          at = 0;
-        }
-        break;
-      }
-      if (!take(block.subarray(at + 4, at + 4 + length))) return `record ${taken} is not a well-formed token`;
-      taken++;
-      at += 4 + length;
-    }
-    if (pos >= end) break;
-    block.copy(block, 0, at, filled);
-    filled -= at;
-    at = 0;
-    const want = Math.min(block.length - filled, end - pos);
-    const { bytesRead } = await file.read(block, filled, want, pos);
-    if (bytesRead === 0) return 'cut short';
-    hash.update(block.subarray(filled, filled + bytesRead));
-    filled += bytesRead;
-    pos += bytesRead;
-  }
-  if (at !== filled || taken !== records) return `${taken} records of ${records}, ${filled - at} bytes left over`;
-  const digest = Buffer.alloc(DIGEST);
-  await file.read(digest, 0, DIGEST, end);
-  if (!digest.equals(hash.digest())) return 'its digest does not match';
-  return undefined;
 }

@@ -768,7 +768,7 @@ export class LevelStore implements Store {
     const tokens = this.state.tables.tokens as unknown as AnyTable;
     if (this.options.checkpoint === false || this.unavailable || !(tokens instanceof CompactTable)) return;
     try {
-      await writeCheckpoint(this.dir, tokens.fields, tokens.encodedRecords(), tokens.size, this.options.durability === 'fsync');
+      await writeCheckpoint(this.dir, tokens, this.options.durability === 'fsync');
     } catch (err) {
       this.options.onCheckpointFailed?.(err);
     }

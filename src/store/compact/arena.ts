@@ -15,6 +15,21 @@ export interface ArenaCapture {
 }
 const NONE = 0xffffffff;
 
+/**
+ * An arena as a checkpoint keeps it: its live records packed into chunks in slot order (no
+ * garbage), where each slot's record is in them, and the records' bytes in that order.
+ */
+export interface ArenaDump {
+  top: number;
+  chunkOf: Uint32Array;
+  offsetOf: Uint32Array;
+  lengthOf: Uint32Array;
+  /** Each chunk's size and the bytes of records in it. */
+  chunks: Array<{ size: number; fill: number }>;
+  /** The records' bytes in slot order (the chunks' contents, one after the other). */
+  records(): IterableIterator<Uint8Array>;
+}
+
 export class RecordArena {
   private chunks: Buffer[] = [];
   /** Free bytes at the end of the last chunk start here. */
@@ -129,6 +144,84 @@ export class RecordArena {
       const offset = this.offsetOf[slot] as number;
       this.place(slot, (old[chunk] as Buffer).subarray(offset, offset + (this.lengthOf[slot] as number)));
     }
+  }
+
+  /** What a checkpoint keeps (see ArenaDump); the arena must not change while it is written. */
+  dump(): ArenaDump {
+    const top = this.top;
+    const chunkOf = new Uint32Array(top).fill(NONE);
+    const offsetOf = new Uint32Array(top);
+    const lengthOf = new Uint32Array(top);
+    const chunks: Array<{ size: number; fill: number }> = [];
+    let last: { size: number; fill: number } | undefined;
+    // The layout `compact()` would make, computed without copying.
+    for (let slot = 0; slot < top; slot++) {
+      if (this.chunkOf[slot] === NONE) continue;
+      const n = this.lengthOf[slot] as number;
+      if (last === undefined || last.fill + n > last.size) chunks.push((last = { size: Math.max(CHUNK, n), fill: 0 }));
+      chunkOf[slot] = chunks.length - 1;
+      offsetOf[slot] = last.fill;
+      lengthOf[slot] = n;
+      last.fill += n;
+    }
+    const self = this;
+    return {
+      top,
+      chunkOf,
+      offsetOf,
+      lengthOf,
+      chunks,
+      *records() {
+        for (let slot = 0; slot < top; slot++) if (self.chunkOf[slot] !== NONE) yield self.get(slot);
+      },
+    };
+  }
+
+  /**
+   * Takes the state of a dump, read back: `chunks` hold what the dump's chunks held (each of at
+   * least its size). Throws when a slot's record is not within its chunk (a damaged dump).
+   */
+  restore(d: Omit<ArenaDump, 'records' | 'chunks'> & { chunks: Buffer[]; fills: number[] }): void {
+    const { top } = d;
+    if (d.chunkOf.length !== top || d.offsetOf.length !== top || d.lengthOf.length !== top)
+      throw new RangeError('slot arrays of another length');
+    d.chunks.forEach((c, i) => {
+      if (c.length < (d.fills[i] ?? Number.POSITIVE_INFINITY)) throw new RangeError(`chunk ${i} is smaller than its records`);
+    });
+    let capacity = 1024;
+    while (capacity < top) capacity *= 2;
+    const chunkOf = new Uint32Array(capacity).fill(NONE);
+    const offsetOf = new Uint32Array(capacity);
+    const lengthOf = new Uint32Array(capacity);
+    chunkOf.set(d.chunkOf);
+    offsetOf.set(d.offsetOf);
+    lengthOf.set(d.lengthOf);
+    const free: number[] = [];
+    let live = 0;
+    let liveBytes = 0;
+    for (let slot = top - 1; slot >= 0; slot--) {
+      const c = chunkOf[slot] as number;
+      if (c === NONE) {
+        free.push(slot);
+        continue;
+      }
+      const end = (offsetOf[slot] as number) + (lengthOf[slot] as number);
+      if (c >= d.chunks.length || end > (d.fills[c] as number)) throw new RangeError(`slot ${slot} is outside its chunk`);
+      live++;
+      liveBytes += lengthOf[slot] as number;
+    }
+    Object.assign(this, {
+      chunks: d.chunks,
+      fill: d.fills[d.fills.length - 1] ?? 0,
+      chunkOf,
+      offsetOf,
+      lengthOf,
+      top,
+      free,
+      live,
+      liveBytes,
+      garbage: 0,
+    });
   }
 
   private check(slot: number): void {

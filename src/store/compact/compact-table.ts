@@ -42,6 +42,26 @@ export interface CompactCodec<R> {
   notGlobal?: readonly [index: string, key: string];
 }
 
+/** A part of a table's dump: bytes, or `length` bytes taken from `stream` (into a buffer of `capacity` when read back). */
+export type DumpPart = { bytes: Uint8Array } | { length: number; capacity: number; stream: Iterator<Uint8Array> };
+
+interface IdTableMeta {
+  used: number;
+  highest: number;
+  other: Array<[string, number]>;
+  keys: number;
+  table: number;
+}
+
+/** What a dump says besides its parts (numbers name parts; a chunk's part is read back into a buffer of its capacity). */
+export interface TableDumpMeta {
+  arena: { top: number; chunkOf: number; offsetOf: number; lengthOf: number; chunks: Array<{ part: number; fill: number }> };
+  ids: IdTableMeta;
+  unique: Array<{ name: string } & IdTableMeta>;
+  multi: Array<{ name: string; keys: string[]; counts: number; members: number }>;
+  times: { keys: number; counts: number; members: number };
+}
+
 interface Multi {
   name: string;
   keys: IndexDef<unknown>['keys'];
@@ -215,23 +235,9 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
     for (const slot of [...this.ids.values()]) if (this.arena.has(slot)) yield this.decoded.get(slot) ?? this.decode(this.arena.get(slot));
   }
 
-  /** Room for `count` records in the ID and unique tables (a load that knows how many). */
-  reserve(count: number): void {
-    this.ids.reserve(count);
-    for (const u of this.unique) u.table.reserve(count);
-  }
-
   /** The names of the fields of positional records, in their order. */
   get fields(): readonly string[] {
     return this.codec.fields;
-  }
-
-  /**
-   * Every record's bytes as the table holds them (positional, or a map kept as stored), each a
-   * view valid until the table next changes; `loadEncoded` takes them back.
-   */
-  *encodedRecords(): IterableIterator<Uint8Array> {
-    for (const slot of this.ids.values()) if (this.arena.has(slot)) yield this.arena.get(slot);
   }
 
   globalRecords(): RecordList<R> {
@@ -267,11 +273,7 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
   loadEncoded(bytes: Uint8Array): boolean {
     const at = this.indexAt;
     // One pass over the map finds every field for the positional form; the indexed ones are read from it.
-    // Bytes already positional (a checkpoint's) are kept as they are.
-    let kept: Uint8Array | undefined;
-    if (!Positional.is(bytes)) kept = this.positional.fromMap(bytes);
-    else if (this.positional.locate(bytes)) kept = bytes;
-    else return false;
+    const kept = this.positional.fromMap(bytes);
     let fields: R | undefined;
     if (kept === undefined)
       fields = pickFields(bytes, this.codec.indexFields, this.fieldKeys, at, this.codec.decodeValue, this.fromBytes, this.memo) as
@@ -336,6 +338,115 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
     this.arena.delete(slot);
     this.decoded.delete(slot);
     return old;
+  }
+
+  /**
+   * The table as a checkpoint keeps it (store/checkpoint.ts): the arena's records packed, the ID
+   * tables' arrays as they are, and each index's members; `meta` is JSON, `parts` bytes. The
+   * table must not change until the parts are written.
+   */
+  dump(): { meta: TableDumpMeta; parts: DumpPart[] } {
+    const parts: DumpPart[] = [];
+    const add = (a: ArrayBufferView) => parts.push({ bytes: new Uint8Array(a.buffer, a.byteOffset, a.byteLength) }) - 1;
+    const arena = this.arena.dump();
+    const records = arena.records();
+    const chunkParts = arena.chunks.map(({ size, fill }) => ({
+      part: parts.push({ length: fill, capacity: size, stream: records }) - 1,
+      fill,
+    }));
+    const idTable = (t: IdTable) => {
+      const d = t.dump();
+      return { used: d.used, highest: d.highest, other: d.other, keys: add(d.keys), table: add(d.table) };
+    };
+    const sets = <K>(map: Map<K, SlotSet>) => {
+      const keys = [...map.keys()];
+      const counts = Uint32Array.from(keys, (k) => (map.get(k) as SlotSet).size);
+      const members = new Uint32Array(counts.reduce((a, b) => a + b, 0));
+      let at = 0;
+      for (const k of keys) {
+        const m = (map.get(k) as SlotSet).toArray();
+        members.set(m, at);
+        at += m.length;
+      }
+      return { keys, counts: add(counts), members: add(members) };
+    };
+    const times = sets(this.atTime);
+    const meta: TableDumpMeta = {
+      arena: {
+        top: arena.top,
+        chunkOf: add(arena.chunkOf),
+        offsetOf: add(arena.offsetOf),
+        lengthOf: add(arena.lengthOf),
+        chunks: chunkParts,
+      },
+      ids: idTable(this.ids),
+      unique: this.unique.map((u) => ({ name: u.name, ...idTable(u.table) })),
+      multi: this.multi.map((m) => ({ name: m.name, ...sets(m.map) })),
+      times: { keys: add(Float64Array.from(times.keys)), counts: times.counts, members: times.members },
+    };
+    return { meta, parts };
+  }
+
+  /**
+   * Takes the state of a dump read back (`parts` as written, a chunk part in a buffer of its
+   * capacity) into this new, empty table; throws when it does not fit together.
+   */
+  restore(meta: TableDumpMeta, parts: readonly Buffer[]): void {
+    if (this.size !== 0) throw new Error('a table is restored only when empty');
+    const part = (i: number): Buffer => {
+      const b = parts[i];
+      if (b === undefined) throw new RangeError(`no part ${i}`);
+      return b;
+    };
+    const u32 = (i: number) => {
+      const b = part(i);
+      if (b.byteOffset % 4 !== 0 || b.length % 4 !== 0) throw new RangeError(`part ${i} is not 32-bit words`);
+      return new Uint32Array(b.buffer, b.byteOffset, b.length / 4);
+    };
+    const a = meta.arena;
+    this.arena.restore({
+      top: a.top,
+      chunkOf: u32(a.chunkOf),
+      offsetOf: u32(a.offsetOf),
+      lengthOf: u32(a.lengthOf),
+      chunks: a.chunks.map((c) => part(c.part)),
+      fills: a.chunks.map((c) => c.fill),
+    });
+    const idTable = (t: IdTable, d: TableDumpMeta['ids']) =>
+      t.restore({ used: d.used, highest: d.highest, other: d.other, keys: u32(d.keys), table: u32(d.table) });
+    idTable(this.ids, meta.ids);
+    if (this.ids.size !== this.arena.size) throw new RangeError(`${this.ids.size} IDs for ${this.arena.size} records`);
+    for (const u of this.unique) {
+      const d = meta.unique.find((x) => x.name === u.name);
+      if (d === undefined) throw new RangeError(`no unique index ${u.name}`);
+      idTable(u.table, d);
+    }
+    const sets = <K>(keys: readonly K[], countsAt: number, membersAt: number, map: Map<K, SlotSet>) => {
+      const counts = u32(countsAt);
+      const members = u32(membersAt);
+      if (counts.length !== keys.length || counts.reduce((x, y) => x + y, 0) !== members.length)
+        throw new RangeError('index members do not add up');
+      let at = 0;
+      keys.forEach((k, i) => {
+        const set = new SlotSet();
+        for (const end = at + (counts[i] as number); at < end; at++) {
+          const slot = members[at] as number;
+          if (!this.arena.has(slot)) throw new RangeError(`an index holds slot ${slot}, which has no record`);
+          set.add(slot);
+        }
+        map.set(k, set);
+      });
+    };
+    for (const m of this.multi) {
+      const d = meta.multi.find((x) => x.name === m.name);
+      if (d === undefined) throw new RangeError(`no index ${m.name}`);
+      sets(d.keys, d.counts, d.members, m.map);
+    }
+    const tb = part(meta.times.keys);
+    if (tb.byteOffset % 8 !== 0 || tb.length % 8 !== 0) throw new RangeError('times are not 64-bit numbers');
+    const times = Array.from(new Float64Array(tb.buffer, tb.byteOffset, tb.length / 8));
+    sets(times, meta.times.counts, meta.times.members, this.atTime);
+    this.times = times.sort((x, y) => x - y);
   }
 
   finishLoading(): void {

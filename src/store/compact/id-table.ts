@@ -83,9 +83,18 @@ function hashWords(a: number, b: number, c: number, d: number): number {
   return (h ^ (h >>> 16)) >>> 0;
 }
 
+/** An IdTable as a checkpoint keeps it. */
+export interface IdTableDump {
+  used: number;
+  highest: number;
+  other: Array<[string, number]>;
+  keys: Uint32Array;
+  table: Uint32Array;
+}
+
 export class IdTable {
   /** Four words of key per slot (a slot's words are stale when no position holds the slot). */
-  private keys = new Uint32Array(MIN_CAPACITY * 4);
+  private keys: Uint32Array = new Uint32Array(MIN_CAPACITY * 4);
   /** The slot at each position; EMPTY where there is none. */
   private table: Uint32Array;
   private mask: number;
@@ -178,10 +187,27 @@ export class IdTable {
     yield* this.other.values();
   }
 
-  /** Room for `count` keys in slots below `count` without growing (a load that knows how many). */
-  reserve(count: number): void {
-    if (count > 0 && count * 4 > this.keys.length) this.widen(count - 1);
-    while ((this.mask + 1) * 0.7 < count) this.grow();
+  /** What a checkpoint keeps: the typed arrays as they are, and the other keys. */
+  dump(): IdTableDump {
+    return { used: this.used, highest: this.highest, other: [...this.other], keys: this.keys, table: this.table };
+  }
+
+  /** Takes the state of a dump, read back; throws when its arrays cannot be an IdTable's. */
+  restore(d: IdTableDump): void {
+    const n = d.table.length;
+    if (n < MIN_CAPACITY || (n & (n - 1)) !== 0 || d.keys.length % 4 !== 0 || d.keys.length / 4 <= d.highest || d.used > n)
+      throw new RangeError('not the arrays of an ID table');
+    this.keys = d.keys;
+    this.table = d.table;
+    this.mask = n - 1;
+    this.used = d.used;
+    this.highest = d.highest;
+    this.other.clear();
+    this.otherOf.clear();
+    for (const [k, slot] of d.other) {
+      this.other.set(k, slot);
+      this.otherOf.set(slot, k);
+    }
   }
 
   /** Maps the key in `this.words` to `slot`. */

@@ -87,22 +87,6 @@ export class Positional {
     return out.subarray(0, at);
   }
 
-  /**
-   * Where each field's value starts in positional `bytes` (`starts`, -1 where absent), as
-   * `fromMap` finds them in a map; false when `bytes` are not a whole record of these fields.
-   */
-  locate(bytes: Uint8Array): boolean {
-    const { keys, starts } = this;
-    if (bytes[0] !== 0xdc || (((bytes[1] as number) << 8) | (bytes[2] as number)) !== keys.length) return false;
-    let pos = 3;
-    for (let f = 0; f < keys.length; f++) {
-      if (pos >= bytes.length) return false;
-      starts[f] = bytes[pos] === 0xc0 ? -1 : pos;
-      pos = skip(bytes, pos);
-    }
-    return pos === bytes.length;
-  }
-
   /** Whether `bytes` are in the positional form (else: a map kept as it was). */
   static is(bytes: Uint8Array): boolean {
     return bytes[0] === 0xdc;
