@@ -1,4 +1,4 @@
-#!/usr/bin/env -S node --max-semi-space-size=64
+#!/usr/bin/env -S node --max-semi-space-size=32
 import { rmSync } from 'node:fs';
 import { type Command, Option } from 'commander';
 import { ioOfCommand, processIO } from './cli/io.js';
