@@ -78,7 +78,7 @@ export class Metrics implements BlockingGauge {
   readonly replicationApplyLag = new Histogram({
     name: 'watchword_replication_apply_lag_seconds',
     help: 'Per replicated change: time from durable on the primary until applied here (clocks assumed in sync)',
-    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    buckets: [0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [this.registry],
   });
 
