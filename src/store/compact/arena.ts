@@ -93,6 +93,11 @@ export class RecordArena {
     this.live--;
   }
 
+  /** The slots holding records, in slot order (about the order the records came in). */
+  *slots(): IterableIterator<number> {
+    for (let slot = 0; slot < this.top; slot++) if (this.chunkOf[slot] !== NONE) yield slot;
+  }
+
   has(slot: number): boolean {
     return slot >= 0 && slot < this.top && this.chunkOf[slot] !== NONE;
   }

@@ -46,6 +46,7 @@ export interface CompactCodec<R> {
 export type DumpPart = { bytes: Uint8Array } | { length: number; capacity: number; stream: Iterator<Uint8Array> };
 
 interface IdTableMeta {
+  seed: number;
   used: number;
   highest: number;
   other: Array<[string, number]>;
@@ -232,7 +233,7 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
   }
 
   *values(): IterableIterator<R> {
-    for (const slot of [...this.ids.values()]) if (this.arena.has(slot)) yield this.decoded.get(slot) ?? this.decode(this.arena.get(slot));
+    for (const slot of [...this.arena.slots()]) if (this.arena.has(slot)) yield this.decoded.get(slot) ?? this.decode(this.arena.get(slot));
   }
 
   /** The names of the fields of positional records, in their order. */
@@ -245,7 +246,8 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
     const skip = this.codec.notGlobal ? this.multiIndex(index).map.get(key) : undefined;
     const slots = new Uint32Array(this.ids.size);
     let n = 0;
-    for (const slot of this.ids.values()) if (!skip?.has(slot)) slots[n++] = slot;
+    // In slot order: another table's hash order would be a bad order to insert in (IdTable's hashWords).
+    for (const slot of this.arena.slots()) if (!skip?.has(slot)) slots[n++] = slot;
     const captured = this.arena.capture(slots.subarray(0, n));
     return {
       length: n,
@@ -356,7 +358,7 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
     }));
     const idTable = (t: IdTable) => {
       const d = t.dump();
-      return { used: d.used, highest: d.highest, other: d.other, keys: add(d.keys), table: add(d.table) };
+      return { seed: d.seed, used: d.used, highest: d.highest, other: d.other, keys: add(d.keys), table: add(d.table) };
     };
     const sets = <K>(map: Map<K, SlotSet>) => {
       const keys = [...map.keys()];
@@ -413,7 +415,7 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
       fills: a.chunks.map((c) => c.fill),
     });
     const idTable = (t: IdTable, d: TableDumpMeta['ids']) =>
-      t.restore({ used: d.used, highest: d.highest, other: d.other, keys: u32(d.keys), table: u32(d.table) });
+      t.restore({ seed: d.seed, used: d.used, highest: d.highest, other: d.other, keys: u32(d.keys), table: u32(d.table) });
     idTable(this.ids, meta.ids);
     if (this.ids.size !== this.arena.size) throw new RangeError(`${this.ids.size} IDs for ${this.arena.size} records`);
     for (const u of this.unique) {

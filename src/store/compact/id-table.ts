@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { stringAt } from './scan.js';
 
 /**
@@ -74,9 +75,15 @@ export function uuidWordsAt(bytes: Uint8Array, start: number, out: Uint32Array):
   return true;
 }
 
-/** A 32-bit mix of the four words (random UUIDs are uniform already; chosen ones may not be). */
-function hashWords(a: number, b: number, c: number, d: number): number {
-  let h = Math.imul(a ^ 0x9e3779b9, 0x85ebca6b);
+/**
+ * A 32-bit mix of the four words and a table's seed. Each table has a seed of its own, so the
+ * order another table holds its keys in (a snapshot is sent in it) is no order for this one:
+ * keys arriving sorted by their home in a table of the same hash would pile up in one probe
+ * run, each insert walking it to its end (a secondary's catch-up of ten million tokens spent
+ * 80 of its 115 s of CPU there). Keys chosen to collide cannot be chosen without the seed.
+ */
+function hashWords(a: number, b: number, c: number, d: number, seed: number): number {
+  let h = Math.imul(a ^ seed, 0x85ebca6b);
   h = Math.imul(h ^ b ^ (h >>> 13), 0xc2b2ae35);
   h = Math.imul(h ^ c ^ (h >>> 16), 0x85ebca6b);
   h = Math.imul(h ^ d ^ (h >>> 13), 0xc2b2ae35);
@@ -85,6 +92,7 @@ function hashWords(a: number, b: number, c: number, d: number): number {
 
 /** An IdTable as a checkpoint keeps it. */
 export interface IdTableDump {
+  seed: number;
   used: number;
   highest: number;
   other: Array<[string, number]>;
@@ -105,6 +113,8 @@ export class IdTable {
   private readonly other = new Map<string, number>();
   private readonly otherOf = new Map<number, string>();
   private readonly words = new Uint32Array(4);
+  /** This table's hash seed (see hashWords). */
+  private seed = randomBytes(4).readUInt32LE(0);
 
   constructor(expected = 0) {
     let capacity = MIN_CAPACITY;
@@ -180,6 +190,17 @@ export class IdTable {
     return true;
   }
 
+  /** The longest run of filled positions (what a probe may walk): for tests. */
+  longestRun(): number {
+    let longest = 0;
+    let run = 0;
+    for (let i = 0; i < this.table.length * 2; i++) {
+      if (this.table[i & this.mask] === EMPTY) run = 0;
+      else longest = Math.max(longest, Math.min(++run, this.table.length));
+    }
+    return longest;
+  }
+
   /** Every slot held, in no particular order. */
   *values(): IterableIterator<number> {
     const table = this.table;
@@ -189,14 +210,22 @@ export class IdTable {
 
   /** What a checkpoint keeps: the typed arrays as they are, and the other keys. */
   dump(): IdTableDump {
-    return { used: this.used, highest: this.highest, other: [...this.other], keys: this.keys, table: this.table };
+    return { seed: this.seed, used: this.used, highest: this.highest, other: [...this.other], keys: this.keys, table: this.table };
   }
 
   /** Takes the state of a dump, read back; throws when its arrays cannot be an IdTable's. */
   restore(d: IdTableDump): void {
     const n = d.table.length;
-    if (n < MIN_CAPACITY || (n & (n - 1)) !== 0 || d.keys.length % 4 !== 0 || d.keys.length / 4 <= d.highest || d.used > n)
+    if (
+      !Number.isInteger(d.seed) ||
+      n < MIN_CAPACITY ||
+      (n & (n - 1)) !== 0 ||
+      d.keys.length % 4 !== 0 ||
+      d.keys.length / 4 <= d.highest ||
+      d.used > n
+    )
       throw new RangeError('not the arrays of an ID table');
+    this.seed = d.seed >>> 0;
     this.keys = d.keys;
     this.table = d.table;
     this.mask = n - 1;
@@ -221,9 +250,10 @@ export class IdTable {
     if (k + 4 > this.keys.length) this.widen(slot);
     const keys = this.keys;
     if (keys[k] === a && keys[k + 1] === b && keys[k + 2] === c && keys[k + 3] === d && this.holds(slot)) return;
+    // A slot never given words can have only a key kept as a string: no probe for its old words.
     if (slot > this.highest) {
+      this.releaseNamed(slot);
       this.highest = slot;
-      if (this.otherOf.size > 0) this.release(slot);
     } else this.release(slot);
     const found = this.find(a, b, c, d);
     keys[k] = a;
@@ -251,16 +281,21 @@ export class IdTable {
 
   /** Removes the key `slot` has, if any. */
   private release(slot: number): void {
-    const named = this.otherOf.get(slot);
-    if (named !== undefined) {
-      this.otherOf.delete(slot);
-      this.other.delete(named);
-    }
+    this.releaseNamed(slot);
     if (slot > this.highest) return;
     const keys = this.keys;
     const k = slot * 4;
     const pos = this.find(keys[k] as number, keys[k + 1] as number, keys[k + 2] as number, keys[k + 3] as number);
     if (pos >= 0 && this.table[pos] === slot) this.removeAt(pos);
+  }
+
+  /** Removes the key kept as a string that `slot` has, if any. */
+  private releaseNamed(slot: number): void {
+    if (this.otherOf.size === 0) return;
+    const named = this.otherOf.get(slot);
+    if (named === undefined) return;
+    this.otherOf.delete(slot);
+    this.other.delete(named);
   }
 
   /** Empties position `pos`; later entries of the probe run move up, so no lookup ever stops early. */
@@ -270,7 +305,7 @@ export class IdTable {
     let next = (pos + 1) & mask;
     while (table[next] !== EMPTY) {
       const k = (table[next] as number) * 4;
-      const home = hashWords(keys[k] as number, keys[k + 1] as number, keys[k + 2] as number, keys[k + 3] as number) & mask;
+      const home = hashWords(keys[k] as number, keys[k + 1] as number, keys[k + 2] as number, keys[k + 3] as number, this.seed) & mask;
       // The entry at `next` may fill `pos` if its home is not cyclically within (pos, next].
       if ((next > pos && (home <= pos || home > next)) || (next < pos && home <= pos && home > next)) {
         table[pos] = table[next] as number;
@@ -284,7 +319,7 @@ export class IdTable {
 
   private find(a: number, b: number, c: number, d: number): number {
     const { keys, table, mask } = this;
-    let pos = hashWords(a, b, c, d) & mask;
+    let pos = hashWords(a, b, c, d, this.seed) & mask;
     for (;;) {
       const s = table[pos] as number;
       if (s === EMPTY) return -1;
@@ -298,7 +333,7 @@ export class IdTable {
   private insert(slot: number): void {
     const { keys, table, mask } = this;
     const k = slot * 4;
-    let pos = hashWords(keys[k] as number, keys[k + 1] as number, keys[k + 2] as number, keys[k + 3] as number) & mask;
+    let pos = hashWords(keys[k] as number, keys[k + 1] as number, keys[k + 2] as number, keys[k + 3] as number, this.seed) & mask;
     while (table[pos] !== EMPTY) pos = (pos + 1) & mask;
     table[pos] = slot;
   }

@@ -112,6 +112,20 @@ describe('IdTable', () => {
     }
   });
 
+  it("keeps probe runs short when keys arrive in another table's order", () => {
+    // A snapshot sends tokens in the order its table holds them. Inserted in that order into a table hashing alike
+    // and half its size, the second half of that order sweeps the table again over the first half's keys, and one
+    // run grows ahead of the sweep until the table doubles (at 91,750 keys here); each insert walks it to its end.
+    const first = new IdTable();
+    const ids = Array.from({ length: 140_000 }, () => randomUUID());
+    ids.forEach((id, slot) => first.set(id, slot));
+    const second = new IdTable();
+    [...first.values()].slice(0, 90_000).forEach((slot, i) => second.set(ids[slot] as string, i));
+    expect(second.size).toBe(90_000);
+    expect(first.longestRun()).toBeLessThan(300);
+    expect(second.longestRun()).toBeLessThan(300);
+  });
+
   it('refuses a slot it cannot hold', () => {
     const table = new IdTable();
     expect(() => table.set(randomUUID(), 2 ** 32 - 1)).toThrow(RangeError);
