@@ -173,7 +173,7 @@ async function main(): Promise<void> {
     const med = (xs: Array<{ reqPerSec: number; p99ms: number }>) => ({ reqPerSec: medianOf(xs.map((x) => x.reqPerSec)), p99ms: medianOf(xs.map((x) => x.p99ms)) });
     const readSmall = med(rounds.small);
     const readLarge = med(rounds.large);
-    const row = (tokens: number, d: Started, bytes: number, read?: { reqPerSec: number; p99ms: number }, how = 'restart') => ({
+    const row = (tokens: number, d: Started, bytes: number, read?: { reqPerSec: number; p99ms: number }, how = 'after a clean stop') => ({
       tokens,
       start: how,
       'start to first read, s': Math.round(d.firstReadMs / 10) / 100,
