@@ -19,6 +19,8 @@ export class Positional {
   private scratch = Buffer.allocUnsafeSlow(64 * 1024);
   /** Fields by their name's length, first and last byte: most keys are told apart by that alone. */
   private readonly bySignature = new Map<number, number[]>();
+  /** The field of each key position in the last map read: records written alike list their keys alike. */
+  private readonly lastOrder: Int32Array;
 
   constructor(readonly fields: readonly string[]) {
     if (fields.length > 0xffff) throw new RangeError('too many fields');
@@ -27,6 +29,7 @@ export class Positional {
       const sig = signature(k.length, k[0] as number, k[k.length - 1] as number);
       this.bySignature.set(sig, [...(this.bySignature.get(sig) ?? []), f]);
     });
+    this.lastOrder = new Int32Array(fields.length).fill(-1);
     this.starts = new Int32Array(fields.length);
     this.ends = new Int32Array(fields.length);
   }
@@ -36,7 +39,7 @@ export class Positional {
    * call (the arena copies it at once). Undefined when `bytes` is not a map of known keys.
    */
   fromMap(bytes: Uint8Array): Uint8Array | undefined {
-    const { keys, starts, ends, cursor } = this;
+    const { keys, starts, ends, cursor, lastOrder } = this;
     starts.fill(-1);
     const n = mapEntries(bytes, cursor);
     if (n < 0) return undefined;
@@ -47,16 +50,27 @@ export class Positional {
       const kstart = cursor[0] as number;
       const klen = cursor[1] as number;
       pos = kstart + klen;
-      let field = -1;
-      const candidates =
-        klen === 0 ? undefined : this.bySignature.get(signature(klen, bytes[kstart] as number, bytes[kstart + klen - 1] as number));
-      for (let c = 0; candidates !== undefined && c < candidates.length && field === -1; c++) {
-        const f = candidates[c] as number;
-        const key = keys[f] as Uint8Array;
-        // The signature includes the length: the same length is given.
-        if (starts[f] === -1 && sameBytes(key, bytes, kstart)) field = f;
+      // The field at this position last time, if its name is here again; else looked up.
+      const guess = i < lastOrder.length ? (lastOrder[i] as number) : -1;
+      let field =
+        guess !== -1 &&
+        (keys[guess] as Uint8Array).length === klen &&
+        starts[guess] === -1 &&
+        sameBytes(keys[guess] as Uint8Array, bytes, kstart)
+          ? guess
+          : -1;
+      if (field === -1) {
+        const candidates =
+          klen === 0 ? undefined : this.bySignature.get(signature(klen, bytes[kstart] as number, bytes[kstart + klen - 1] as number));
+        for (let c = 0; field === -1 && candidates !== undefined && c < candidates.length; c++) {
+          const f = candidates[c] as number;
+          const key = keys[f] as Uint8Array;
+          // The signature includes the length: the same length is given.
+          if (starts[f] === -1 && sameBytes(key, bytes, kstart)) field = f;
+        }
       }
       if (field === -1) return undefined;
+      if (i < lastOrder.length) lastOrder[i] = field;
       const end = skip(bytes, pos);
       if (end > bytes.length) return undefined;
       starts[field] = pos;

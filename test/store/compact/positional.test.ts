@@ -29,6 +29,22 @@ describe('Positional', () => {
     expect(p.fromMap(Uint8Array.of(0x81, 0xa2, 0x49))).toBeUndefined();
   });
 
+  it('reads maps whose keys come in another order than the last one, or with one left out, or twice', () => {
+    const p = new Positional(FIELDS);
+    const records = [
+      { ID: 'a', Name: 'n', Links: [], Local: false, Index: 1 },
+      { ID: 'b', Name: 'm', Links: [], Local: true, Index: 2 },
+      { Name: 'o', ID: 'c', Local: false, Links: [{ ID: 'x' }], Index: 3 },
+      { ID: 'd', Local: true, Index: 4 },
+      { ID: 'e', Expires: '2030-01-01T00:00:00Z', Name: 'p', Links: [], Local: false, Index: 5 },
+      { ID: 'f', Name: 'q', Links: [], Local: false, Index: 6 },
+    ];
+    for (const r of records) expect(roundTrip(p, r)).toEqual(r);
+    // The same key twice is no record of these fields, even where the last map had that key (Name, then ID).
+    expect(roundTrip(p, records[2] as Record<string, unknown>)).toEqual(records[2]);
+    expect(p.fromMap(Uint8Array.from([0x82, 0xa2, 0x49, 0x44, 0xa1, 0x61, 0xa2, 0x49, 0x44, 0xa1, 0x62]))).toBeUndefined();
+  });
+
   it('grows its scratch space for a record larger than it', () => {
     const p = new Positional(FIELDS);
     const big = { ID: 'big', Name: 'x'.repeat(200_000) };
