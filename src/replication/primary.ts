@@ -36,7 +36,7 @@ export const DEFAULT_PRIMARY_OPTIONS: PrimaryOptions = {
   // is noticed about 8 s later, within the 10 s promised even on a busy machine.
   deadPeerMs: 7000,
   batchEntries: 1000,
-  snapshotChunk: 2000,
+  snapshotChunk: 500,
   highWaterBytes: 8 * 1024 * 1024,
   maxUnackedIndexes: 50_000,
   retention: 100_000,
