@@ -11,7 +11,7 @@ import type { DumpPart, TableDumpMeta } from './compact/compact-table.js';
  * a restart costs about reading the file.
  *
  * The file is trusted only for the LevelDB files it was written beside: it names every file in
- * the directory with its size, taken after LevelDB closed. Anything that opens LevelDB again
+ * the directory with its size and modification time, taken after LevelDB closed. Anything that opens LevelDB again
  * (this store, a tool, a copy restored into the directory) starts a new log file, so the
  * listing no longer matches and the open scans LevelDB as it always did. The open removes the
  * file once read: a crash leaves no checkpoint behind. A file that does not end in the SHA-256
@@ -25,8 +25,8 @@ const DIGEST = 32;
 const BLOCK = 16 * 1024 * 1024;
 
 interface Header {
-  /** The LevelDB files it was written beside: name, size; sorted by name. */
-  listing: Array<[string, number]>;
+  /** The LevelDB files it was written beside: name, size, modification time; sorted by name. */
+  listing: Array<[string, number, number]>;
   /** The fields of the positional records, in order. */
   fields: string[];
   records: number;
@@ -54,10 +54,18 @@ export type Checkpoint =
       load: (into: CheckpointTable) => Promise<string | undefined>;
     };
 
-/** The directory's files other than a checkpoint's, with their sizes, sorted by name. */
-async function listing(dir: string): Promise<Array<[string, number]>> {
+/**
+ * The directory's files other than a checkpoint's, with their sizes and modification times,
+ * sorted by name: a file written in place after the close (same size) no longer matches either.
+ */
+async function listing(dir: string): Promise<Array<[string, number, number]>> {
   const names = (await readdir(dir)).filter((n) => !n.startsWith(FILE)).sort();
-  return Promise.all(names.map(async (n): Promise<[string, number]> => [n, (await stat(join(dir, n))).size]));
+  return Promise.all(
+    names.map(async (n): Promise<[string, number, number]> => {
+      const st = await stat(join(dir, n));
+      return [n, st.size, st.mtimeMs];
+    }),
+  );
 }
 
 /** Writes the checkpoint of `table` to `dir`, whose LevelDB is closed. `sync`: flushed to the disk before it is named. */

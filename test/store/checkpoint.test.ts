@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { readFile, writeFile } from 'node:fs/promises';
+import { readFile, readdir, stat, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Level } from 'level';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -92,6 +92,16 @@ describe('the tokens checkpoint', () => {
     const store = await open(dir.path);
     expect(store.tokensFrom).toBe('a scan (checkpoint: the store changed since it was written)');
     expect(store.reader.getToken(t.AccessorID)?.Description).toBe('changed behind the store');
+    await store.close();
+  });
+
+  it('is set aside when a LevelDB file was written in place since (same size, another time)', async () => {
+    const table = (await readdir(dir.path)).find((f) => f.endsWith('.ldb') || f.endsWith('.log')) as string;
+    const before = await stat(join(dir.path, table));
+    await utimes(join(dir.path, table), before.atime, new Date(before.mtimeMs + 5000));
+    const store = await open(dir.path);
+    expect(store.tokensFrom).toBe('a scan (checkpoint: the store changed since it was written)');
+    expect(store.reader.listTokens(everywhere).length).toBe(tokens.length);
     await store.close();
   });
 
