@@ -6,7 +6,7 @@
  * (scripts/bench-http.ts: a bare Fastify route returning a constant token-sized JSON object,
  * raw LevelDB with 32 concurrent synced puts), HTTPS against plain HTTP, decisions; then
  * replication (a fresh secondary's catch-up, the lag at BENCH_REPLICATION_RATE global
- * writes/s) and reads over three servers. Each pinned figure is the median of BENCH_ROUNDS
+ * writes/s for BENCH_REPLICATION_SECONDS, default 20) and reads over three servers. Each pinned figure is the median of BENCH_ROUNDS
  * rounds (default and at least 3) of BENCH_DURATION seconds (default 6). The daemon runs
  * built (dist/, as `npm start` runs it). Prints every floor beside its figure, writes the
  * figures as JSON to bench-results/, and exits non-zero when a floor is missed.
@@ -43,7 +43,11 @@ const startDaemon = (dataDir: string, extra: string[] = ['--initial-management-t
 const stop = stopDaemonProcess;
 
 const RATE = Number(process.env.BENCH_REPLICATION_RATE ?? 1000);
-const LAG_SECONDS = Number(process.env.BENCH_REPLICATION_SECONDS ?? 5);
+/**
+ * 20 s: 20,000 writes, so that one stall of either daemon (a scavenge, a busy disk) is not the
+ * p99 by itself, as it was over 5 s (5,000 writes: 15.8-43.8 ms; over 20 s: 7.7-17.6 ms).
+ */
+const LAG_SECONDS = Number(process.env.BENCH_REPLICATION_SECONDS ?? 20);
 
 
 async function replicationStatus(url: string): Promise<{ ReplicatedIndex: number; Connected: boolean }> {
@@ -242,7 +246,7 @@ async function main(): Promise<void> {
     const replicationChecks = [
       { measure: `fresh secondary catches up on ${TOKENS} tokens`, value: `${(replication.catchUpMs! / 1000).toFixed(2)} s`, target: '< 10 s', ok: replication.catchUpMs! < 10_000 },
       { measure: `replication lag at ${RATE} global writes/s, p50`, value: `${replication.lagP50ms!.toFixed(1)} ms`, target: '', ok: true },
-      { measure: `replication lag at ${RATE} global writes/s, p99`, value: `${replication.lagP99ms!.toFixed(1)} ms`, target: '< 50 ms', ok: replication.lagP99ms! < 50 },
+      { measure: `replication lag at ${RATE} global writes/s, p99`, value: `${replication.lagP99ms!.toFixed(1)} ms`, target: '< 20 ms', ok: replication.lagP99ms! < 20 },
       { measure: 'share of writes applied within 100 ms', value: `${(replication.within100msShare! * 100).toFixed(2)} %`, target: '', ok: true },
       { measure: 'writes / applied on the secondary / achieved rate', value: `${replication.writes} / ${replication.applied} / ${replication.achievedRate!.toFixed(0)} per s`, target: '', ok: replication.applied === replication.writes },
     ];
