@@ -196,8 +196,22 @@ const latin1Slice = Buffer.prototype.latin1Slice as (this: Uint8Array, start: nu
  */
 export class ValueMemo {
   private readonly values = new Map<string, unknown>();
+  /** Per field: the bytes of the last string read, and the string (a namespace repeats record after record). */
+  private readonly lastBytes: Array<Uint8Array | undefined> = [];
+  private readonly lastText: Array<string | undefined> = [];
 
   constructor(private readonly limit = 4096) {}
+
+  /** The string at `pos` of `bytes`, the value of field `field`: the last one made for it when the bytes are the same. */
+  text(field: number, bytes: Uint8Array, pos: number): string | undefined {
+    const end = skip(bytes, pos);
+    const last = this.lastBytes[field];
+    if (last !== undefined && last.length === end - pos && sameBytes(last, bytes, pos)) return this.lastText[field];
+    const text = stringAt(bytes, pos);
+    this.lastBytes[field] = bytes.slice(pos, end);
+    this.lastText[field] = text;
+    return text;
+  }
 
   read(bytes: Uint8Array, pos: number, end: number, decode: (bytes: Uint8Array) => unknown): unknown {
     const key = latin1Slice.call(bytes, pos, end);
@@ -211,6 +225,8 @@ export class ValueMemo {
 
   clear(): void {
     this.values.clear();
+    this.lastBytes.length = 0;
+    this.lastText.length = 0;
   }
 }
 
@@ -229,7 +245,7 @@ export function readFields(
     if (pos === -1 || positionOnly?.[i]) continue;
     const t = bytes[pos] as number;
     let value: unknown;
-    if ((t >= 0xa0 && t <= 0xbf) || t === 0xd9 || t === 0xda) value = stringAt(bytes, pos);
+    if ((t >= 0xa0 && t <= 0xbf) || t === 0xd9 || t === 0xda) value = memo === undefined ? stringAt(bytes, pos) : memo.text(i, bytes, pos);
     else if (t === 0xc2 || t === 0xc3) value = t === 0xc3;
     else if (t === 0x90) value = NO_ITEMS;
     else if (t === 0xc0) value = null;
