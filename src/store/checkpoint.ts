@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { type FileHandle, open, readdir, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { DumpPart, TableDumpMeta } from './compact/compact-table.js';
+import type { DumpPart, TableDumpMeta } from './compact/dump.js';
 
 /**
  * A start without a scan of the tokens. At a clean close the store writes its tokens table as
@@ -163,10 +163,19 @@ export async function findCheckpoint(dir: string): Promise<Checkpoint> {
   } catch (err) {
     return closed(file, `unreadable: ${(err as Error).message}`);
   }
-  if (JSON.stringify(header.listing) !== JSON.stringify(await listing(dir))) return closed(file, 'the store changed since it was written');
+  await file.close();
+  if (JSON.stringify(header.listing) !== JSON.stringify(await listing(dir)))
+    return { usable: false, why: 'the store changed since it was written' };
   return {
     usable: true,
+    // The file is opened again to be read: nothing stays open if the open never gets that far.
     load: async (into) => {
+      let file: FileHandle;
+      try {
+        file = await open(path, 'r');
+      } catch (err) {
+        return `unreadable: ${(err as Error).message}`;
+      }
       try {
         if (JSON.stringify(header.fields) !== JSON.stringify(into.fields)) return 'written for other fields';
         const body = header.parts.reduce((n, p) => n + p.length, 0);

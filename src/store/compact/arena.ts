@@ -177,7 +177,7 @@ export class RecordArena {
       lengthOf,
       chunks,
       *records() {
-        for (let slot = 0; slot < top; slot++) if (self.chunkOf[slot] !== NONE) yield self.get(slot);
+        for (const slot of self.slots()) yield self.get(slot);
       },
     };
   }

@@ -1,9 +1,11 @@
 import type { IndexDef, TableDef } from '../schema.js';
 import { type RecordList, type Table, byID } from '../table.js';
 import { RecordArena } from './arena.js';
+import { type DumpPart, DumpReader, DumpWriter, type TableDumpMeta } from './dump.js';
 import { IdTable } from './id-table.js';
 import { ValueMemo, fieldOffsets, pickFields, readFields, stringAt } from './scan.js';
 import { Positional } from './positional.js';
+import { Recent } from './recent.js';
 import { SlotSet } from './slot-set.js';
 
 /**
@@ -42,73 +44,12 @@ export interface CompactCodec<R> {
   notGlobal?: readonly [index: string, key: string];
 }
 
-/** A part of a table's dump: bytes, or `length` bytes taken from `stream` (into a buffer of `capacity` when read back). */
-export type DumpPart = { bytes: Uint8Array } | { length: number; capacity: number; stream: Iterator<Uint8Array> };
-
-interface IdTableMeta {
-  seed: number;
-  used: number;
-  highest: number;
-  other: Array<[string, number]>;
-  keys: number;
-  table: number;
-}
-
-/** What a dump says besides its parts (numbers name parts; a chunk's part is read back into a buffer of its capacity). */
-export interface TableDumpMeta {
-  arena: { top: number; chunkOf: number; offsetOf: number; lengthOf: number; chunks: Array<{ part: number; fill: number }> };
-  ids: IdTableMeta;
-  unique: Array<{ name: string } & IdTableMeta>;
-  multi: Array<{ name: string; keys: string[]; counts: number; members: number }>;
-  times: { keys: number; counts: number; members: number };
-}
-
 interface Multi {
   name: string;
   keys: IndexDef<unknown>['keys'];
   map: Map<string, SlotSet>;
   /** Members under a key in ID order, made on first use and dropped on change. */
   sorted: Map<string, Uint32Array>;
-}
-
-/**
- * Decoded records by slot, the recently used kept: two generations, each up to half the size.
- * New and used records go to the young one; when it is full it becomes the old one and the old
- * one is dropped, so a record used in each half-period stays (the same object). Constant time,
- * where a least-recently-used Map's eviction walks the holes deletes leave at its front.
- */
-class Recent<R> {
-  private young = new Map<number, R>();
-  private old = new Map<number, R>();
-
-  constructor(private readonly half: number) {}
-
-  get(slot: number): R | undefined {
-    return this.young.get(slot) ?? this.old.get(slot);
-  }
-
-  /** The record, counted as used. */
-  use(slot: number): R | undefined {
-    const r = this.young.get(slot);
-    if (r !== undefined) return r;
-    const o = this.old.get(slot);
-    if (o !== undefined) this.set(slot, o);
-    return o;
-  }
-
-  set(slot: number, record: R): void {
-    this.old.delete(slot);
-    this.young.set(slot, record);
-    if (this.young.size >= this.half) {
-      this.old = this.young;
-      this.young = new Map();
-    }
-  }
-
-  delete(slot: number): void {
-    this.young.delete(slot);
-    this.old.delete(slot);
-  }
 }
 
 function fieldIndex<R>(codec: CompactCodec<R>, field: string | undefined): number {
@@ -343,111 +284,58 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
   }
 
   /**
-   * The table as a checkpoint keeps it (store/checkpoint.ts): the arena's records packed, the ID
-   * tables' arrays as they are, and each index's members; `meta` is JSON, `parts` bytes. The
-   * table must not change until the parts are written.
+   * The table as a checkpoint keeps it (dump.ts): the arena's records packed, the ID tables'
+   * arrays as they are, and each index's members. The table must not change until the parts are written.
    */
   dump(): { meta: TableDumpMeta; parts: DumpPart[] } {
-    const parts: DumpPart[] = [];
-    const add = (a: ArrayBufferView) => parts.push({ bytes: new Uint8Array(a.buffer, a.byteOffset, a.byteLength) }) - 1;
+    const w = new DumpWriter();
     const arena = this.arena.dump();
     const records = arena.records();
-    const chunkParts = arena.chunks.map(({ size, fill }) => ({
-      part: parts.push({ length: fill, capacity: size, stream: records }) - 1,
-      fill,
-    }));
-    const idTable = (t: IdTable) => {
-      const d = t.dump();
-      return { seed: d.seed, used: d.used, highest: d.highest, other: d.other, keys: add(d.keys), table: add(d.table) };
-    };
-    const sets = <K>(map: Map<K, SlotSet>) => {
-      const keys = [...map.keys()];
-      const counts = Uint32Array.from(keys, (k) => (map.get(k) as SlotSet).size);
-      const members = new Uint32Array(counts.reduce((a, b) => a + b, 0));
-      let at = 0;
-      for (const k of keys) {
-        const m = (map.get(k) as SlotSet).toArray();
-        members.set(m, at);
-        at += m.length;
-      }
-      return { keys, counts: add(counts), members: add(members) };
-    };
-    const times = sets(this.atTime);
+    const times = w.sets(this.atTime);
     const meta: TableDumpMeta = {
       arena: {
         top: arena.top,
-        chunkOf: add(arena.chunkOf),
-        offsetOf: add(arena.offsetOf),
-        lengthOf: add(arena.lengthOf),
-        chunks: chunkParts,
+        chunkOf: w.add(arena.chunkOf),
+        offsetOf: w.add(arena.offsetOf),
+        lengthOf: w.add(arena.lengthOf),
+        chunks: arena.chunks.map(({ size, fill }) => ({ part: w.stream(fill, size, records), fill })),
       },
-      ids: idTable(this.ids),
-      unique: this.unique.map((u) => ({ name: u.name, ...idTable(u.table) })),
-      multi: this.multi.map((m) => ({ name: m.name, ...sets(m.map) })),
-      times: { keys: add(Float64Array.from(times.keys)), counts: times.counts, members: times.members },
+      ids: w.idTable(this.ids),
+      unique: this.unique.map((u) => ({ name: u.name, ...w.idTable(u.table) })),
+      multi: this.multi.map((m) => ({ name: m.name, ...w.sets(m.map) })),
+      times: { ...times, keys: w.add(Float64Array.from(times.keys)) },
     };
-    return { meta, parts };
+    return { meta, parts: w.parts };
   }
 
-  /**
-   * Takes the state of a dump read back (`parts` as written, a chunk part in a buffer of its
-   * capacity) into this new, empty table; throws when it does not fit together.
-   */
+  /** Takes a dump read back into this new, empty table; throws when it does not fit together. */
   restore(meta: TableDumpMeta, parts: readonly Buffer[]): void {
     if (this.size !== 0) throw new Error('a table is restored only when empty');
-    const part = (i: number): Buffer => {
-      const b = parts[i];
-      if (b === undefined) throw new RangeError(`no part ${i}`);
-      return b;
-    };
-    const u32 = (i: number) => {
-      const b = part(i);
-      if (b.byteOffset % 4 !== 0 || b.length % 4 !== 0) throw new RangeError(`part ${i} is not 32-bit words`);
-      return new Uint32Array(b.buffer, b.byteOffset, b.length / 4);
-    };
+    const r = new DumpReader(parts);
     const a = meta.arena;
     this.arena.restore({
       top: a.top,
-      chunkOf: u32(a.chunkOf),
-      offsetOf: u32(a.offsetOf),
-      lengthOf: u32(a.lengthOf),
-      chunks: a.chunks.map((c) => part(c.part)),
+      chunkOf: r.u32(a.chunkOf),
+      offsetOf: r.u32(a.offsetOf),
+      lengthOf: r.u32(a.lengthOf),
+      chunks: a.chunks.map((c) => r.part(c.part)),
       fills: a.chunks.map((c) => c.fill),
     });
-    const idTable = (t: IdTable, d: TableDumpMeta['ids']) =>
-      t.restore({ seed: d.seed, used: d.used, highest: d.highest, other: d.other, keys: u32(d.keys), table: u32(d.table) });
-    idTable(this.ids, meta.ids);
+    r.idTable(this.ids, meta.ids);
     if (this.ids.size !== this.arena.size) throw new RangeError(`${this.ids.size} IDs for ${this.arena.size} records`);
+    const has = (slot: number) => this.arena.has(slot);
     for (const u of this.unique) {
       const d = meta.unique.find((x) => x.name === u.name);
       if (d === undefined) throw new RangeError(`no unique index ${u.name}`);
-      idTable(u.table, d);
+      r.idTable(u.table, d);
     }
-    const sets = <K>(keys: readonly K[], countsAt: number, membersAt: number, map: Map<K, SlotSet>) => {
-      const counts = u32(countsAt);
-      const members = u32(membersAt);
-      if (counts.length !== keys.length || counts.reduce((x, y) => x + y, 0) !== members.length)
-        throw new RangeError('index members do not add up');
-      let at = 0;
-      keys.forEach((k, i) => {
-        const set = new SlotSet();
-        for (const end = at + (counts[i] as number); at < end; at++) {
-          const slot = members[at] as number;
-          if (!this.arena.has(slot)) throw new RangeError(`an index holds slot ${slot}, which has no record`);
-          set.add(slot);
-        }
-        map.set(k, set);
-      });
-    };
     for (const m of this.multi) {
       const d = meta.multi.find((x) => x.name === m.name);
       if (d === undefined) throw new RangeError(`no index ${m.name}`);
-      sets(d.keys, d.counts, d.members, m.map);
+      r.sets(d, m.map, has);
     }
-    const tb = part(meta.times.keys);
-    if (tb.byteOffset % 8 !== 0 || tb.length % 8 !== 0) throw new RangeError('times are not 64-bit numbers');
-    const times = Array.from(new Float64Array(tb.buffer, tb.byteOffset, tb.length / 8));
-    sets(times, meta.times.counts, meta.times.members, this.atTime);
+    const times = Array.from(r.f64(meta.times.keys));
+    r.sets({ ...meta.times, keys: times }, this.atTime, has);
     this.times = times.sort((x, y) => x - y);
   }
 
