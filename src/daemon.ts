@@ -438,6 +438,9 @@ function buildHttp(config: Config, deps: PlaceDeps & { services: Services; agent
   return { app, reads, history, limits, loginRate };
 }
 
+/** The accept queue asked of the kernel: enough for a burst of clients connecting at once. */
+const LISTEN_BACKLOG = 4096;
+
 /** Binds the API (Host checks against DNS rebinding, the servers' upgrades handed to the cluster role); returns host:port. */
 async function listen(config: Config, app: FastifyInstance, transport: Transport, cluster: ClusterRole, logger: Logger): Promise<string> {
   if (transport.secure) transport.attachListener(app.server as unknown as import('node:tls').Server);
@@ -452,7 +455,10 @@ async function listen(config: Config, app: FastifyInstance, transport: Transport
   app.server.on('upgrade', (req, socket, head) => {
     if (!hosts.refuseUpgrade(req, socket)) cluster.handleUpgrade(req, socket, head);
   });
-  await app.listen({ host, port });
+  // Node's default backlog (511) overflows when a burst of clients connects at once (each
+  // dropped handshake costs its client a 1 s retransmit, or a reset); the kernel caps this at
+  // net.core.somaxconn.
+  await app.listen({ host, port, backlog: Math.min(config.http_max_conns, LISTEN_BACKLOG) });
   const bound = app.server.address();
   const boundPort = typeof bound === 'object' && bound ? bound.port : port;
   const address = `${host.includes(':') ? `[${host}]` : host}:${boundPort}`;

@@ -104,16 +104,30 @@ export class EtcdProcess {
     return this.proc !== undefined && this.proc.exitCode === null && this.proc.signalCode === null;
   }
 
-  /** Starts etcd; after kill(), again on the same data dir and ports. */
+  /**
+   * Starts etcd; after kill(), again on the same data dir and ports. A first start whose
+   * ports another process took between choosing and binding them tries fresh ports.
+   */
   async start(timeoutMs = 20_000): Promise<void> {
     const bin = etcdBinary();
     if (!bin) throw new Error('etcd is not installed (Debian: apt-get install etcd-server)');
     if (this.running) return;
-    if (!this.dir) {
-      this.dir = await mkdtemp(join(tmpdir(), 'watchword-etcd-'));
+    if (this.dir) return this.launch(bin, timeoutMs);
+    this.dir = await mkdtemp(join(tmpdir(), 'watchword-etcd-'));
+    for (let attempt = 1; ; attempt++) {
       this.port = await freePort();
       this.peerPort = await freePort();
+      try {
+        return await this.launch(bin, timeoutMs);
+      } catch (err) {
+        if (attempt >= 5 || !/address already in use/.test(this.out)) throw err;
+        await rm(join(this.dir, 'data'), { recursive: true, force: true });
+        this.out = '';
+      }
     }
+  }
+
+  private async launch(bin: string, timeoutMs: number): Promise<void> {
     const peer = this.peerPort;
     const tls = this.tls;
     const scheme = tls ? 'https' : 'http';
