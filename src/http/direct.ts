@@ -213,6 +213,7 @@ export class DirectRoutes {
     });
 
     const log = app.log as unknown as Logger;
+    const answers = new AnswerBatch(logged, (err) => log.error({ err }, 'writing an answer failed'));
     // Request ids of their own series (Fastify numbers the requests it routes).
     let requests = 0;
     function finish(
@@ -238,8 +239,10 @@ export class DirectRoutes {
       if (error !== undefined) headers[ERROR_CODE_HEADER] = error.code;
       headers['content-length'] = typeof body === 'string' ? Buffer.byteLength(body) : body.length;
       if (retryAfter !== undefined) headers['retry-after'] = String(retryAfter);
-      res.writeHead(status, headers);
-      res.end(body);
+      answers.add(res, status, headers, body, route, started);
+    }
+
+    function logged(status: number, route: DirectRoute, started: number): void {
       const seconds = (performance.now() - started) / 1000;
       deps.metrics.observeRequest(route.method, route.url, status, seconds);
       if (log.isLevelEnabled('debug'))
@@ -328,6 +331,63 @@ export class DirectRoutes {
       }
     }
   }
+}
+
+/**
+ * Answers held until the event loop has run every request it read this turn, then written in
+ * one burst. Each write to a client that is waiting in its poll wakes it, and on loopback the
+ * writer pays for that wake-up (`sock_def_readable`, an inter-processor interrupt): answered
+ * one at a time between requests' work, a client that keeps up goes back to sleep before each
+ * answer; answered together, it is woken once. With 32 connections reading tokens this halved
+ * the server's CPU per read (77 to 42 µs; `perf` put the difference in that wake-up). A
+ * request alone in its turn waits for nothing but the turn's end.
+ */
+class AnswerBatch {
+  private readonly pending: Array<{
+    res: ServerResponse;
+    status: number;
+    headers: Record<string, string | number>;
+    body: string | Buffer;
+    route: DirectRoute;
+    started: number;
+  }> = [];
+
+  constructor(
+    private readonly written: (status: number, route: DirectRoute, started: number) => void,
+    private readonly failed: (err: unknown) => void,
+  ) {}
+
+  add(
+    res: ServerResponse,
+    status: number,
+    headers: Record<string, string | number>,
+    body: string | Buffer,
+    route: DirectRoute,
+    started: number,
+  ): void {
+    if (this.pending.push({ res, status, headers, body, route, started }) === 1) setImmediate(this.flush);
+  }
+
+  private readonly flush = (): void => {
+    const pending = this.pending;
+    // Answers added while these are written (none today: writing runs no route) wait for the next turn.
+    const n = pending.length;
+    for (let i = 0; i < n; i++) {
+      const a = pending[i] as (typeof pending)[number];
+      try {
+        // A client gone meanwhile: its socket is destroyed and nothing is written.
+        if (!a.res.destroyed) {
+          a.res.writeHead(a.status, a.headers);
+          a.res.end(a.body);
+        }
+        this.written(a.status, a.route, a.started);
+      } catch (err) {
+        this.failed(err);
+      }
+    }
+    pending.splice(0, n);
+    if (pending.length > 0) setImmediate(this.flush);
+  };
 }
 
 /** Reads a body of known length (checked by `match`) in full. */

@@ -161,4 +161,51 @@ describe('token reads served before routing answer exactly as the routed ones', 
       ).status,
     ).toBe(400);
   });
+
+  it('answers written together at the end of a turn reach their own clients, in order, and a client gone first harms none', async () => {
+    // Many connections at once, each reading a different token: every answer must be its own.
+    const made = await Promise.all(
+      Array.from({ length: 40 }, async (_, i) => (await d.api('PUT', '/v1/acl/token', { body: { Description: `batch-${i}` } })).body),
+    );
+    const read = await Promise.all(
+      made.map(async (t: { AccessorID: string; SecretID: string }) => {
+        const res = await fetch(`${d.url}/v1/acl/token/self`, { headers: as(t.SecretID) });
+        return (await res.json()).AccessorID;
+      }),
+    );
+    expect(read).toEqual(made.map((t: { AccessorID: string }) => t.AccessorID));
+
+    // Pipelined on one connection, direct and routed requests mixed: the answers come in the order asked.
+    const { Socket } = await import('node:net');
+    const port = Number(new URL(d.url).port);
+    const request = (t: { SecretID: string }, extra: string) =>
+      `GET /v1/acl/token/self${extra} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nX-Service-Token: ${t.SecretID}\r\n\r\n`;
+    const order = made.slice(0, 8) as Array<{ AccessorID: string; SecretID: string }>;
+    const text = await new Promise<string>((resolve, reject) => {
+      const socket = new Socket();
+      let got = '';
+      socket.on('data', (b) => {
+        got += b.toString();
+        if ((got.match(/HTTP\/1\.1 200/g) ?? []).length === order.length && got.endsWith('}')) {
+          socket.destroy();
+          resolve(got);
+        }
+      });
+      socket.on('error', reject);
+      socket.connect(port, '127.0.0.1', () => socket.write(order.map((t, i) => request(t, i % 2 ? '?unused=1' : '')).join('')));
+    });
+    const accessors = [...text.matchAll(/"AccessorID":"([^"]+)"/g)].map((m) => m[1]);
+    expect(accessors).toEqual(order.map((t) => t.AccessorID));
+
+    // A client that asks and leaves before its answer is written: the daemon goes on answering.
+    await new Promise<void>((resolve) => {
+      const socket = new Socket();
+      socket.connect(port, '127.0.0.1', () => {
+        socket.write(request(order[0] as { SecretID: string }, '').repeat(20));
+        socket.destroy();
+        resolve();
+      });
+    });
+    expect((await d.api('GET', '/v1/acl/token/self')).status).toBe(200);
+  });
 });
