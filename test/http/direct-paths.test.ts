@@ -170,7 +170,7 @@ describe('token reads served before routing answer exactly as the routed ones', 
     const read = await Promise.all(
       made.map(async (t: { AccessorID: string; SecretID: string }) => {
         const res = await fetch(`${d.url}/v1/acl/token/self`, { headers: as(t.SecretID) });
-        return (await res.json()).AccessorID;
+        return ((await res.json()) as { AccessorID: string }).AccessorID;
       }),
     );
     expect(read).toEqual(made.map((t: { AccessorID: string }) => t.AccessorID));

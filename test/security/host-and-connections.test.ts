@@ -140,3 +140,17 @@ describe('/v1/agent/self and /v1/agent/metrics need agent:read', () => {
     },
   );
 });
+
+describe('the Host check remembers the values it served', () => {
+  it('answers as it did before it remembered them, past its bound, and never serves a refused value', async () => {
+    const { HostCheck } = await import('../../src/http/host-check.js');
+    const check = new HostCheck({ loopbackOnly: true, allowed: ['ops.example:8500'], defaultPort: 80 });
+    for (let round = 0; round < 2; round++) {
+      for (let i = 0; i < 300; i++) expect(check.refusal(`127.0.0.${i % 250}:${1000 + i}`)).toBeUndefined();
+      expect(check.refusal('ops.example:8500')).toBeUndefined();
+      expect(check.refusal('ops.example:8501')).toContain('not allowed');
+      expect(check.refusal('attacker.example')).toContain('not allowed');
+      expect(check.refusal('attacker.example')).toContain('not allowed');
+    }
+  });
+});
