@@ -52,7 +52,8 @@ export async function buildAgent(): Promise<string> {
   // Chunks are named by their content: a stale one from an earlier build would stay beside the new.
   rmSync(outdir, { recursive: true, force: true });
   await build({
-    entryPoints: [join(ROOT, 'src/main.ts')],
+    // The store's scan thread is started from a file beside the code that starts it (compact/parallel-scan.ts).
+    entryPoints: { main: join(ROOT, 'src/main.ts'), 'scan-worker': join(ROOT, 'src/store/compact/scan-worker.ts') },
     outdir,
     bundle: true,
     splitting: true,

@@ -96,26 +96,15 @@ export interface DiskState {
 }
 
 /**
- * How every store's LevelDB is opened. LevelDB maps each table file it has open into memory, and
- * a start reads every file: with its default of 1,000 open files, ten million tokens left 1.9 GB
- * of file pages mapped (counted in RSS) after the load. Everything is read from memory after the
- * start, so few files need to stay open: 74 is the least LevelDB accepts (64 table files, ~128 MB).
- */
-export const LEVEL_OPTIONS = {
-  keyEncoding: 'utf8',
-  valueEncoding: 'view',
-  writeBufferSize: 16 * 1024 * 1024,
-  maxOpenFiles: 74,
-} as const;
-
-/**
  * Reads metadata and every record into fresh memory tables, validating each. The tokens come
  * from `checkpoint` when one is given and holds (store/checkpoint.ts); `loaded` says how it went.
+ * Tables in `scanned` were read already (a scan on another thread, compact/parallel-scan.ts).
  */
 export async function readState(
   db: Level<string, Uint8Array>,
   checkpoint?: Checkpoint,
   loaded?: (from: string) => void,
+  scanned?: Partial<Tables>,
 ): Promise<DiskState> {
   const meta = new Map<string, unknown>();
   const tables = newTables();
@@ -123,6 +112,11 @@ export async function readState(
     meta.set(k, k === META.bootstrap ? decodeWith(bootstrapStateSchema, v, 'bootstrap state') : decodeRaw(v));
   }
   for (const name of TABLE_NAMES) {
+    const already = scanned?.[name];
+    if (already !== undefined) {
+      (tables as Record<string, AnyTable>)[name] = already as AnyTable;
+      continue;
+    }
     const table = tables[name] as AnyTable;
     if (table instanceof CompactTable && checkpoint !== undefined) {
       if (checkpoint.usable) {

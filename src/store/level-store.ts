@@ -5,14 +5,16 @@ import { quoteJSON } from '../domain/json-text.js';
 import type { BootstrapState } from '../domain/types.js';
 import { type Checkpoint, findCheckpoint, removeCheckpoint, writeCheckpoint } from './checkpoint.js';
 import { CompactTable } from './compact/compact-table.js';
-import { type DecodedPair, LEVEL_OPTIONS, claimDatacenter, decodePair, readState, upgradeFormat } from './disk-state.js';
+import { scanInWorker } from './compact/parallel-scan.js';
+import { type DecodedPair, claimDatacenter, decodePair, readState, upgradeFormat } from './disk-state.js';
+import { LEVEL_OPTIONS } from './level-options.js';
 import { type Applied, DurableState } from './durable-state.js';
 import { type BatchOp, GroupCommitter, type QueuedCommit, isFencing } from './group-commit.js';
 import { encodeLogEntry } from './log-encoding.js';
 import { LogTail } from './log-tail.js';
-import { type LayerEntry, TablesReader } from './memory.js';
+import { type LayerEntry, type Tables, TablesReader, newTables } from './memory.js';
 import { decodeRaw, encode } from './records.js';
-import { LOG_PREFIX, META, TABLE_NAMES, type TableName, logKey, prefixEnd, recordKey } from './schema.js';
+import { LOG_PREFIX, META, TABLES, TABLE_NAMES, type TableName, key, logKey, prefixEnd, recordKey } from './schema.js';
 import type {
   AuditGroupEvent,
   AuditRecord,
@@ -53,6 +55,12 @@ export interface LevelStoreOptions {
    * them from there instead of scanning (store/checkpoint.ts). Default true.
    */
   checkpoint?: boolean;
+  /**
+   * Tokens read by a second thread while this one indexes them, when no checkpoint is read
+   * (compact/parallel-scan.ts): always, never, or (undefined) when LevelDB holds more than a
+   * few megabytes of them and the machine has a second processor.
+   */
+  scanAside?: boolean;
   /** Told when a clean close could not write its checkpoint (the next open scans instead). */
   onCheckpointFailed?: (err: unknown) => void;
   /** Tests only: makes disk writes fail on demand (an Error to throw, or undefined). */
@@ -165,8 +173,9 @@ export class LevelStore implements Store {
         await db.put(META.logID, logIDBytes, { sync: options.durability === 'fsync' });
       }
       if (options.datacenter !== undefined) await claimDatacenter(db, dir, options.datacenter, options.durability === 'fsync');
+      const scanned = checkpoint?.usable ? undefined : await scanTokensAside(db, dir, options.scanAside);
       const store = new LevelStore(db, dir, options, String(decodeRaw(logIDBytes)));
-      await store.reload({ checkpoint });
+      await store.reload({ checkpoint, scanned });
       if (options.checkpoint !== false) await removeCheckpoint(dir);
       // The load read every table file, and LevelDB keeps the files it has open mapped: their
       // pages stay in RSS (~120 MB at a million tokens) though nothing reads them again. Reopened,
@@ -185,11 +194,15 @@ export class LevelStore implements Store {
   }
 
   /** Takes what the disk holds as the durable state (at open, after a recovery that finds more on disk, after a follower's snapshot). */
-  private async reload(options: { indexesMayGoBack?: boolean; checkpoint?: Checkpoint } = {}): Promise<void> {
+  private async reload(options: { indexesMayGoBack?: boolean; checkpoint?: Checkpoint; scanned?: ScannedAside } = {}): Promise<void> {
     const loaded = (from: string) => {
       this.tokensFrom = from;
     };
-    this.state.adopt(await readState(this.db, options.checkpoint, loaded), options);
+    if (options.scanned?.tokens !== undefined) loaded('a scan on a second thread');
+    const state = await readState(this.db, options.checkpoint, options.scanned?.tokens ? undefined : loaded, options.scanned);
+    if (options.scanned?.why !== undefined && this.tokensFrom !== undefined)
+      this.tokensFrom += `; not on a second thread: ${options.scanned.why}`;
+    this.state.adopt(state, options);
     // What the disk holds is all in memory now.
     this.uncommitted = [];
     this.reader.tables = this.state.tables;
@@ -776,6 +789,39 @@ export class LevelStore implements Store {
 }
 
 /** The store's LevelDB (opened by the caller). */
+/** Tables a scan on a second thread read before the rest (compact/parallel-scan.ts), or why it did not. */
+interface ScannedAside {
+  tokens?: Tables['tokens'];
+  why?: string;
+}
+
+/**
+ * The tokens read on a second thread while this one indexes them: `db` is closed meanwhile
+ * (the worker opens it) and open again when this resolves. Without the tokens, the reason.
+ */
+async function scanTokensAside(db: Level<string, Uint8Array>, dir: string, wanted: boolean | undefined): Promise<ScannedAside | undefined> {
+  const range = { gte: key(TABLES.tokens.prefix, ''), lt: prefixEnd(key(TABLES.tokens.prefix, '')) };
+  // A thread's start (~30 ms) is more than a small table's whole scan.
+  if (wanted === false || (wanted === undefined && (await approximateSize(db, range)) < SCAN_ASIDE_BYTES)) return undefined;
+  const tokens = newTables().tokens;
+  if (!(tokens instanceof CompactTable)) return { why: 'tokens are not kept compact' };
+  await db.close();
+  try {
+    const why = await scanInWorker(dir, range, tokens as CompactTable<unknown, string>);
+    return why === undefined ? { tokens } : { why };
+  } finally {
+    await db.open();
+  }
+}
+
+/** LevelDB's estimate of the bytes a key range takes on disk (node's LevelDB is classic-level, which has it). */
+function approximateSize(db: Level<string, Uint8Array>, range: { gte: string; lt: string }): Promise<number> {
+  return (db as unknown as { approximateSize(start: string, end: string): Promise<number> }).approximateSize(range.gte, range.lt);
+}
+
+/** LevelDB's estimate of the tokens' bytes above which they are read on a second thread (~20,000 tokens). */
+const SCAN_ASIDE_BYTES = 4 * 1024 * 1024;
+
 function openLevel(dir: string): Level<string, Uint8Array> {
   return new Level<string, Uint8Array>(dir, LEVEL_OPTIONS);
 }

@@ -217,17 +217,41 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
     const at = this.indexAt;
     // One pass over the map finds every field for the positional form; the indexed ones are read from it.
     const kept = this.positional.fromMap(bytes);
-    let fields: R | undefined;
-    if (kept === undefined)
-      fields = pickFields(bytes, this.codec.indexFields, this.fieldKeys, at, this.codec.decodeValue, this.fromBytes, this.memo) as
-        | R
-        | undefined;
-    else {
-      const starts = this.positional.starts;
-      for (let i = 0; i < at.length; i++) at[i] = starts[this.inFields[i] as number] as number;
-      fields = readFields(bytes, this.codec.indexFields, at, this.codec.decodeValue, this.fromBytes, this.memo) as R | undefined;
+    if (kept === undefined) {
+      const fields = pickFields(bytes, this.codec.indexFields, this.fieldKeys, at, this.codec.decodeValue, this.fromBytes, this.memo);
+      return fields !== undefined && this.loadFields(bytes, bytes, fields as R);
     }
-    if (fields === undefined || at[this.idAt] === -1) return false;
+    const starts = this.positional.starts;
+    for (let i = 0; i < at.length; i++) at[i] = starts[this.inFields[i] as number] as number;
+    return this.loadRead(bytes, kept);
+  }
+
+  /** The positional fields whose value starts `loadPositional` is given, in its order. */
+  get loadFieldPositions(): Int32Array {
+    return this.inFields;
+  }
+
+  /**
+   * `loadEncoded` of a record already in the positional form (a scan on another thread made
+   * it): `starts[from + i]` is where the value of field `loadFieldPositions[i]` starts in
+   * `bytes` (-1: absent). False when the record is not as the indexes expect.
+   */
+  loadPositional(bytes: Uint8Array, starts: Int32Array, from: number): boolean {
+    const at = this.indexAt;
+    for (let i = 0; i < at.length; i++) at[i] = starts[from + i] as number;
+    return this.loadRead(bytes, bytes);
+  }
+
+  /** The indexed fields read from `source` at `indexAt`, then `kept` loaded under them. */
+  private loadRead(source: Uint8Array, kept: Uint8Array): boolean {
+    const fields = readFields(source, this.codec.indexFields, this.indexAt, this.codec.decodeValue, this.fromBytes, this.memo);
+    return fields !== undefined && this.loadFields(source, kept, fields as R);
+  }
+
+  /** Stores `kept` (the bytes the arena holds) under the indexed `fields`, whose values `indexAt` places in `source`. */
+  private loadFields(source: Uint8Array, kept: Uint8Array, fields: R): boolean {
+    const at = this.indexAt;
+    if (at[this.idAt] === -1) return false;
     // Keys computed before anything is stored: a field of the wrong shape leaves nothing behind.
     const keys = this.loadKeys;
     keys.length = 0;
@@ -242,16 +266,16 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
     } catch {
       return false;
     }
-    const slot = this.arena.add(kept ?? bytes);
+    const slot = this.arena.add(kept);
     // The ID and unique keys go from the bytes to their tables (no string made of a UUID).
     const { idTables, idFields } = this;
     for (let t = 0; t < idTables.length; t++) {
       const pos = at[idFields[t] as number] as number;
-      if (pos === -1 || (idTables[t] as IdTable).setAt(bytes, pos, slot)) continue;
+      if (pos === -1 || (idTables[t] as IdTable).setAt(source, pos, slot)) continue;
       // Not a string after all: what was set is undone (each key found again by its string).
       for (let d = 0; d < t; d++) {
         const p = at[idFields[d] as number] as number;
-        const key = p === -1 ? undefined : stringAt(bytes, p);
+        const key = p === -1 ? undefined : stringAt(source, p);
         if (key !== undefined && idTables[d]?.get(key) === slot) idTables[d]?.delete(key);
       }
       this.arena.delete(slot);

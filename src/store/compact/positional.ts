@@ -14,6 +14,8 @@ export class Positional {
   private readonly keys: Uint8Array[];
   /** After `fromMap`: where each field's value starts in the map given (-1: absent). */
   readonly starts: Int32Array;
+  /** After `fromMap`: where each field's value starts in the positional bytes it returned (-1: absent). */
+  readonly outStarts: Int32Array;
   private readonly ends: Int32Array;
   private readonly cursor = new Int32Array(2);
   private scratch = Buffer.allocUnsafeSlow(64 * 1024);
@@ -31,6 +33,7 @@ export class Positional {
     });
     this.lastOrder = new Int32Array(fields.length).fill(-1);
     this.starts = new Int32Array(fields.length);
+    this.outStarts = new Int32Array(fields.length);
     this.ends = new Int32Array(fields.length);
   }
 
@@ -81,14 +84,18 @@ export class Positional {
     for (let f = 0; f < keys.length; f++) if (starts[f] === -1) size++;
     if (size > this.scratch.length) this.scratch = Buffer.allocUnsafeSlow(size * 2);
     const out = this.scratch;
+    const outStarts = this.outStarts;
     out[0] = 0xdc;
     out[1] = keys.length >> 8;
     out[2] = keys.length & 0xff;
     let at = 3;
     for (let f = 0; f < keys.length; f++) {
       const s = starts[f] as number;
-      if (s === -1) out[at++] = 0xc0;
-      else {
+      if (s === -1) {
+        outStarts[f] = -1;
+        out[at++] = 0xc0;
+      } else {
+        outStarts[f] = at;
         const e = ends[f] as number;
         // Byte by byte: most values are a few dozen bytes, less than a view of them costs.
         if (e - s <= 64) for (let j = s; j < e; j++) out[at++] = bytes[j] as number;

@@ -1,0 +1,91 @@
+import { existsSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import { Worker } from 'node:worker_threads';
+import type { CompactTable } from './compact-table.js';
+import { IN_FLIGHT, STOP, type ScanChunk, type ScanMessage, type ScanRequest } from './scan-protocol.js';
+
+/**
+ * A table's records read from LevelDB by a worker thread (scan-worker.ts) and indexed here as
+ * they arrive: on two cores, LevelDB's hand-over and the positional form run beside the
+ * indexing instead of before it. The LevelDB at `dir` must be closed in this thread meanwhile
+ * (the worker opens it; LevelDB allows one open per process), and is closed by the worker
+ * before this resolves.
+ *
+ * Resolves undefined once `table` holds every record; otherwise with why not (one processor, no
+ * worker script, a record not in the usual form or failing its check, a read error): `table`
+ * may then hold some records and is to be dropped, and the table scanned as before (which
+ * reports a corrupt record as it always has).
+ */
+export async function scanInWorker(
+  dir: string,
+  range: { gte: string; lt: string },
+  table: CompactTable<unknown, string>,
+): Promise<string | undefined> {
+  if (availableParallelism() < 2) return 'one processor';
+  const control = new SharedArrayBuffer(8);
+  const counters = new Int32Array(control);
+  const wanted = [...table.loadFieldPositions];
+  const worker = startWorker({ dir, ...range, fields: table.fields, wanted, control });
+  if (worker === undefined) return 'no scan worker script beside the store';
+  const k = wanted.length;
+  return new Promise((resolve) => {
+    let why: string | undefined;
+    let done = false;
+    let closed = false;
+    const stop = (reason: string): void => {
+      why ??= reason;
+      Atomics.store(counters, STOP, 1);
+      Atomics.notify(counters, IN_FLIGHT);
+    };
+    const load = (m: ScanChunk): void => {
+      const bytes = Buffer.from(m.bytes.buffer, m.bytes.byteOffset, m.bytes.byteLength);
+      let start = 0;
+      for (let i = 0; i < m.ends.length; i++) {
+        const end = m.ends[i] as number;
+        if (!table.loadPositional(bytes.subarray(start, end), m.starts, i * k)) {
+          stop(`record ${table.size + 1} failed its check`);
+          return;
+        }
+        start = end;
+      }
+    };
+    worker.on('message', (m: ScanMessage) => {
+      if (m.kind === 'chunk') {
+        if (why === undefined) load(m);
+        Atomics.sub(counters, IN_FLIGHT, 1);
+        Atomics.notify(counters, IN_FLIGHT);
+      } else if (m.kind === 'fallback') stop(m.why);
+      else if (m.kind === 'done') done = true;
+      else {
+        closed = true;
+        if (m.error !== undefined) stop(`the scan failed: ${m.error}`);
+      }
+    });
+    worker.on('error', (err) => stop(`the scan thread failed: ${err.message}`));
+    worker.on('exit', () => {
+      if (!closed) why ??= 'the scan thread ended before closing LevelDB';
+      if (why === undefined && !done) why = 'the scan thread stopped early';
+      if (why === undefined) table.finishLoading();
+      resolve(why);
+    });
+  });
+}
+
+/**
+ * The worker, beside this module as it runs: compiled (`dist/`, or the test suite's bundle, whose
+ * entry points include it) or from source through tsx. Undefined when neither is there.
+ */
+function startWorker(request: ScanRequest): Worker | undefined {
+  const js = new URL('./scan-worker.js', import.meta.url);
+  if (existsSync(js)) return new Worker(js, { workerData: request });
+  const ts = new URL('./scan-worker.ts', import.meta.url);
+  if (!existsSync(ts)) return undefined;
+  let tsx: string;
+  try {
+    tsx = import.meta.resolve('tsx/esm/api');
+  } catch {
+    return undefined;
+  }
+  const boot = `import(${JSON.stringify(tsx)}).then((m) => { m.register(); return import(${JSON.stringify(ts.href)}); })`;
+  return new Worker(boot, { eval: true, workerData: request });
+}

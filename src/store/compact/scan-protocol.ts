@@ -1,0 +1,37 @@
+/** What the main thread and a scan's worker thread (scan-worker.ts) say to each other. */
+
+/** The worker's data: where to read, the positional fields, and which fields' value starts to send. */
+export interface ScanRequest {
+  dir: string;
+  gte: string;
+  lt: string;
+  /** The positional form's fields, in order. */
+  fields: readonly string[];
+  /** Positions (in `fields`) of the fields whose value starts each record is sent with. */
+  wanted: readonly number[];
+  /** An Int32Array over it: [IN_FLIGHT, STOP]. */
+  control: SharedArrayBuffer;
+}
+
+/** Records in the positional form, packed: record i ends at `ends[i]` (starts at `ends[i - 1]`, or 0). */
+export interface ScanChunk {
+  kind: 'chunk';
+  bytes: Uint8Array;
+  ends: Uint32Array;
+  /** For record i, the value starts of the wanted fields at `starts[i * wanted.length + j]` (-1: absent). */
+  starts: Int32Array;
+}
+
+export type ScanMessage =
+  | ScanChunk
+  | { kind: 'fallback'; why: string }
+  | { kind: 'done'; records: number }
+  /** The worker's LevelDB is closed (always its last message); `error` when its scan failed. */
+  | { kind: 'closed'; error?: string };
+
+/** Chunks sent and not yet taken by the main thread (the worker waits at 4). */
+export const IN_FLIGHT = 0;
+/** Set by the main thread: stop reading. */
+export const STOP = 1;
+/** A chunk's bytes (a record larger than this travels alone). */
+export const CHUNK_BYTES = 4 * 1024 * 1024;
