@@ -231,16 +231,32 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
     return this.inFields;
   }
 
+  /** Takes `buffer` (records in the positional form, packed) as a chunk of the table's own: its number, for `loadPositional`. */
+  adoptChunk(buffer: Buffer): number {
+    return this.arena.adopt(buffer);
+  }
+
   /**
    * `loadEncoded` of a record already in the positional form (a scan on another thread made
-   * it): `starts[from + i]` is where the value of field `loadFieldPositions[i]` starts in
-   * `bytes` (-1: absent). False when the record is not as the indexes expect.
+   * it), at `offset` of adopted chunk `chunk`, `length` bytes: `starts[from + i]` is where the
+   * value of field `loadFieldPositions[i]` starts in it (-1: absent). False when the record is
+   * not as the indexes expect.
    */
-  loadPositional(bytes: Uint8Array, starts: Int32Array, from: number): boolean {
+  loadPositional(chunk: number, offset: number, length: number, starts: Int32Array, from: number): boolean {
     const at = this.indexAt;
     for (let i = 0; i < at.length; i++) at[i] = starts[from + i] as number;
-    return this.loadRead(bytes, bytes);
+    const bytes = this.arena.chunk(chunk).subarray(offset, offset + length);
+    this.placed[0] = chunk;
+    this.placed[1] = offset;
+    try {
+      return this.loadRead(bytes, bytes);
+    } finally {
+      this.placed[0] = -1;
+    }
   }
+
+  /** While `loadPositional` runs: the adopted chunk and offset its record is at (-1: none). */
+  private readonly placed = new Int32Array([-1, 0]);
 
   /** The indexed fields read from `source` at `indexAt`, then `kept` loaded under them. */
   private loadRead(source: Uint8Array, kept: Uint8Array): boolean {
@@ -266,7 +282,8 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
     } catch {
       return false;
     }
-    const slot = this.arena.add(kept);
+    const placed = this.placed;
+    const slot = placed[0] === -1 ? this.arena.add(kept) : this.arena.addAt(placed[0] as number, placed[1] as number, kept.length);
     // The ID and unique keys go from the bytes to their tables (no string made of a UUID).
     const { idTables, idFields } = this;
     for (let t = 0; t < idTables.length; t++) {

@@ -38,11 +38,12 @@ export async function scanInWorker(
       Atomics.notify(counters, IN_FLIGHT);
     };
     const load = (m: ScanChunk): void => {
-      const bytes = Buffer.from(m.bytes.buffer, m.bytes.byteOffset, m.bytes.byteLength);
+      // The chunk becomes the table's own: its records are not copied again.
+      const chunk = table.adoptChunk(Buffer.from(m.bytes.buffer, m.bytes.byteOffset, m.bytes.byteLength));
       let start = 0;
       for (let i = 0; i < m.ends.length; i++) {
         const end = m.ends[i] as number;
-        if (!table.loadPositional(bytes.subarray(start, end), m.starts, i * k)) {
+        if (!table.loadPositional(chunk, start, end - start, m.starts, i * k)) {
           stop(`record ${table.size + 1} failed its check`);
           return;
         }

@@ -14,7 +14,7 @@ export class Positional {
   private readonly keys: Uint8Array[];
   /** After `fromMap`: where each field's value starts in the map given (-1: absent). */
   readonly starts: Int32Array;
-  /** After `fromMap`: where each field's value starts in the positional bytes it returned (-1: absent). */
+  /** After `fromMap` (or `fromMapInto`): where each field's value starts in the positional bytes written, from their start (-1: absent). */
   readonly outStarts: Int32Array;
   private readonly ends: Int32Array;
   private readonly cursor = new Int32Array(2);
@@ -42,14 +42,33 @@ export class Positional {
    * call (the arena copies it at once). Undefined when `bytes` is not a map of known keys.
    */
   fromMap(bytes: Uint8Array): Uint8Array | undefined {
+    const size = this.read(bytes);
+    if (size < 0) return undefined;
+    if (size > this.scratch.length) this.scratch = Buffer.allocUnsafeSlow(size * 2);
+    return this.scratch.subarray(0, this.write(bytes, this.scratch, 0));
+  }
+
+  /**
+   * `fromMap` written into `out` at `at`: where it ends there; -1 when `bytes` is not a map of
+   * known keys, -2 when it does not fit (nothing written then).
+   */
+  fromMapInto(bytes: Uint8Array, out: Uint8Array, at: number): number {
+    const size = this.read(bytes);
+    if (size < 0) return -1;
+    if (at + size > out.length) return -2;
+    return this.write(bytes, out, at);
+  }
+
+  /** Finds each field's value in the map `bytes` (`starts`, `ends`): the positional form's size, or -1. */
+  private read(bytes: Uint8Array): number {
     const { keys, starts, ends, cursor, lastOrder } = this;
     starts.fill(-1);
     const n = mapEntries(bytes, cursor);
-    if (n < 0) return undefined;
+    if (n < 0) return -1;
     let pos = cursor[0] as number;
     let size = 3;
     for (let i = 0; i < n; i++) {
-      if (!keyAt(bytes, pos, cursor)) return undefined;
+      if (!keyAt(bytes, pos, cursor)) return -1;
       const kstart = cursor[0] as number;
       const klen = cursor[1] as number;
       pos = kstart + klen;
@@ -72,30 +91,33 @@ export class Positional {
           if (starts[f] === -1 && sameBytes(key, bytes, kstart)) field = f;
         }
       }
-      if (field === -1) return undefined;
+      if (field === -1) return -1;
       if (i < lastOrder.length) lastOrder[i] = field;
       const end = skip(bytes, pos);
-      if (end > bytes.length) return undefined;
+      if (end > bytes.length) return -1;
       starts[field] = pos;
       ends[field] = end;
       size += end - pos;
       pos = end;
     }
     for (let f = 0; f < keys.length; f++) if (starts[f] === -1) size++;
-    if (size > this.scratch.length) this.scratch = Buffer.allocUnsafeSlow(size * 2);
-    const out = this.scratch;
-    const outStarts = this.outStarts;
-    out[0] = 0xdc;
-    out[1] = keys.length >> 8;
-    out[2] = keys.length & 0xff;
-    let at = 3;
+    return size;
+  }
+
+  /** Writes the positional form of the map `read` last read into `out` at `at`; where it ends. */
+  private write(bytes: Uint8Array, out: Uint8Array, from: number): number {
+    const { keys, starts, ends, outStarts } = this;
+    out[from] = 0xdc;
+    out[from + 1] = keys.length >> 8;
+    out[from + 2] = keys.length & 0xff;
+    let at = from + 3;
     for (let f = 0; f < keys.length; f++) {
       const s = starts[f] as number;
       if (s === -1) {
         outStarts[f] = -1;
         out[at++] = 0xc0;
       } else {
-        outStarts[f] = at;
+        outStarts[f] = at - from;
         const e = ends[f] as number;
         // Byte by byte: most values are a few dozen bytes, less than a view of them costs.
         if (e - s <= 64) for (let j = s; j < e; j++) out[at++] = bytes[j] as number;
@@ -105,7 +127,7 @@ export class Positional {
         }
       }
     }
-    return out.subarray(0, at);
+    return at;
   }
 
   /** Whether `bytes` are in the positional form (else: a map kept as it was). */

@@ -35,3 +35,5 @@ export const IN_FLIGHT = 0;
 export const STOP = 1;
 /** A chunk's bytes (a record larger than this travels alone). */
 export const CHUNK_BYTES = 4 * 1024 * 1024;
+/** At most this many records a chunk. */
+export const CHUNK_RECORDS = 32 * 1024;

@@ -10,7 +10,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { Level } from 'level';
 import { LEVEL_OPTIONS } from '../level-options.js';
 import { Positional } from './positional.js';
-import { type ScanChunk, type ScanRequest, CHUNK_BYTES, IN_FLIGHT, STOP } from './scan-protocol.js';
+import { CHUNK_BYTES, CHUNK_RECORDS, IN_FLIGHT, STOP, type ScanChunk, type ScanRequest } from './scan-protocol.js';
 
 const request = workerData as ScanRequest;
 if (parentPort === null) throw new Error('scan-worker runs as a worker thread');
@@ -27,49 +27,59 @@ async function scan(): Promise<void> {
     const values = db.values({ gte: request.gte, lt: request.lt, highWaterMarkBytes: 8 * 1024 * 1024 });
     let bytes = new Uint8Array(CHUNK_BYTES);
     let used = 0;
-    let ends: number[] = [];
-    let starts: number[] = [];
+    let ends = new Uint32Array(CHUNK_RECORDS);
+    let starts = new Int32Array(CHUNK_RECORDS * k);
+    let n = 0;
     let records = 0;
     const send = (): void => {
-      if (ends.length === 0) return;
-      // At most IN_FLIGHT chunks the main thread has not taken yet: the rest wait here, not in memory there.
+      if (n === 0) return;
+      // At most 4 chunks the main thread has not taken yet: the rest wait here, not in memory there.
       while (Atomics.load(control, IN_FLIGHT) >= 4 && Atomics.load(control, STOP) === 0) Atomics.wait(control, IN_FLIGHT, 4, 100);
       Atomics.add(control, IN_FLIGHT, 1);
-      const e = Uint32Array.from(ends);
-      const s = Int32Array.from(starts);
+      const e = ends.subarray(0, n);
+      const s = starts.subarray(0, n * k);
       const chunk: ScanChunk = { kind: 'chunk', bytes, ends: e, starts: s };
-      port.postMessage(chunk, [bytes.buffer as ArrayBuffer, e.buffer as ArrayBuffer, s.buffer as ArrayBuffer]);
+      port.postMessage(chunk, [bytes.buffer as ArrayBuffer, ends.buffer as ArrayBuffer, starts.buffer as ArrayBuffer]);
       bytes = new Uint8Array(CHUNK_BYTES);
+      ends = new Uint32Array(CHUNK_RECORDS);
+      starts = new Int32Array(CHUNK_RECORDS * k);
       used = 0;
-      ends = [];
-      starts = [];
+      n = 0;
     };
+    let next: Promise<Uint8Array[]> = values.nextv(10_000);
     try {
-      let next = values.nextv(10_000);
       for (let batch = await next; batch.length > 0; batch = await next) {
         next = values.nextv(10_000);
         if (Atomics.load(control, STOP) !== 0) break;
         for (const v of batch) {
-          const kept = positional.fromMap(v);
-          if (kept === undefined) {
+          if (n === CHUNK_RECORDS) send();
+          // Written in place; a record that does not fit starts the next chunk (one larger than a chunk, alone).
+          let end = positional.fromMapInto(v, bytes, used);
+          if (end === -2) {
+            send();
+            end = positional.fromMapInto(v, bytes, used);
+            if (end === -2) {
+              bytes = new Uint8Array(v.length * 2 + 64);
+              end = positional.fromMapInto(v, bytes, used);
+            }
+          }
+          if (end < 0) {
             port.postMessage({ kind: 'fallback', why: `record ${records + 1} is not in the form a compact table keeps` });
             return;
           }
-          if (used + kept.length > bytes.length) {
-            send();
-            if (kept.length > bytes.length) bytes = new Uint8Array(kept.length);
-          }
-          bytes.set(kept, used);
-          used += kept.length;
-          ends.push(used);
           const out = positional.outStarts;
-          for (let i = 0; i < k; i++) starts.push(out[wanted[i] as number] as number);
+          const base = n * k;
+          // From the record's start (-1: absent).
+          for (let i = 0; i < k; i++) starts[base + i] = out[wanted[i] as number] as number;
+          ends[n++] = end;
+          used = end;
           records++;
         }
       }
       send();
-      await next.catch(() => undefined);
     } finally {
+      // A read still running (the main thread said stop): let it end before closing.
+      await next.catch(() => undefined);
       await values.close();
     }
     port.postMessage({ kind: 'done', records });
