@@ -19,6 +19,7 @@ export interface IdTableMeta {
   other: Array<[string, number]>;
   keys: number;
   table: number;
+  hashes: number;
 }
 
 /** A map of slot sets: its keys, and the parts of each key's member count and of all members in key order. */
@@ -51,7 +52,15 @@ export class DumpWriter {
 
   idTable(t: IdTable): IdTableMeta {
     const d = t.dump();
-    return { seed: d.seed, used: d.used, highest: d.highest, other: d.other, keys: this.add(d.keys), table: this.add(d.table) };
+    return {
+      seed: d.seed,
+      used: d.used,
+      highest: d.highest,
+      other: d.other,
+      keys: this.add(d.keys),
+      table: this.add(d.table),
+      hashes: this.add(d.hashes),
+    };
   }
 
   sets<K>(map: Map<K, SlotSet>): SetsMeta<K> {
@@ -91,7 +100,15 @@ export class DumpReader {
   }
 
   idTable(t: IdTable, d: IdTableMeta): void {
-    t.restore({ seed: d.seed, used: d.used, highest: d.highest, other: d.other, keys: this.u32(d.keys), table: this.u32(d.table) });
+    t.restore({
+      seed: d.seed,
+      used: d.used,
+      highest: d.highest,
+      other: d.other,
+      keys: this.u32(d.keys),
+      table: this.u32(d.table),
+      hashes: this.u32(d.hashes),
+    });
   }
 
   /** Fills `map` with the sets of `d`; every member must be a slot `has` knows. */

@@ -4,9 +4,10 @@ import { stringAt } from './scan.js';
 /**
  * A hash table from IDs to slot numbers that holds no JS object per entry. A slot has one key:
  * a UUID key is kept as its 16 bytes (four 32-bit words) in a typed array indexed by the slot,
- * and the hash table beside it holds only slots (4 bytes a position, the key compared where the
- * slot keeps it): a million entries are 24 MB in two typed arrays that the garbage collector
- * never walks (40 MB with the key beside the slot at every position of a table under 0.7 full).
+ * and the hash table beside it holds slots and their keys' hashes (8 bytes a position; the key
+ * compared, where the slot keeps it, only when the hash matches): a million entries are 32 MB
+ * in three typed arrays that the garbage collector never walks (40 MB with the key beside the
+ * slot at every position of a table under 0.7 full).
  * Open addressing with linear probing and backward-shift deletion (no tombstones); the table
  * doubles past a load of 0.7. A key that is not a canonical lower-case UUID (a secret chosen
  * by an operator, `anonymous`) goes to a small Map beside it, exactly as given.
@@ -98,6 +99,7 @@ export interface IdTableDump {
   other: Array<[string, number]>;
   keys: Uint32Array;
   table: Uint32Array;
+  hashes: Uint32Array;
 }
 
 export class IdTable {
@@ -105,6 +107,12 @@ export class IdTable {
   private keys: Uint32Array = new Uint32Array(MIN_CAPACITY * 4);
   /** The slot at each position; EMPTY where there is none. */
   private table: Uint32Array;
+  /**
+   * The hash of the key at each position (where `table` has a slot): a probe compares it before
+   * reading the key, which lies elsewhere in memory (a cache miss per position walked), and the
+   * table grows and deletes without reading keys at all.
+   */
+  private hashes: Uint32Array;
   private mask: number;
   private used = 0;
   /** The highest slot given words so far: a slot above it has no key to give up. */
@@ -120,6 +128,7 @@ export class IdTable {
     let capacity = MIN_CAPACITY;
     while (capacity * 0.7 < expected) capacity *= 2;
     this.table = new Uint32Array(capacity).fill(EMPTY);
+    this.hashes = new Uint32Array(capacity);
     this.mask = capacity - 1;
   }
 
@@ -129,7 +138,7 @@ export class IdTable {
 
   /** Bytes held by the typed arrays (what a million entries cost, without the Map of other keys). */
   get bytes(): number {
-    return this.keys.byteLength + this.table.byteLength;
+    return this.keys.byteLength + this.table.byteLength + this.hashes.byteLength;
   }
 
   /** The slot `id` maps to, or undefined. */
@@ -210,7 +219,15 @@ export class IdTable {
 
   /** What a checkpoint keeps: the typed arrays as they are, and the other keys. */
   dump(): IdTableDump {
-    return { seed: this.seed, used: this.used, highest: this.highest, other: [...this.other], keys: this.keys, table: this.table };
+    return {
+      seed: this.seed,
+      used: this.used,
+      highest: this.highest,
+      other: [...this.other],
+      keys: this.keys,
+      table: this.table,
+      hashes: this.hashes,
+    };
   }
 
   /** Takes the state of a dump, read back; throws when its arrays cannot be an IdTable's. */
@@ -222,12 +239,14 @@ export class IdTable {
       (n & (n - 1)) !== 0 ||
       d.keys.length % 4 !== 0 ||
       d.keys.length / 4 <= d.highest ||
+      d.hashes.length !== n ||
       d.used > n
     )
       throw new RangeError('not the arrays of an ID table');
     this.seed = d.seed >>> 0;
     this.keys = d.keys;
     this.table = d.table;
+    this.hashes = d.hashes;
     this.mask = n - 1;
     this.used = d.used;
     this.highest = d.highest;
@@ -255,7 +274,8 @@ export class IdTable {
       this.releaseNamed(slot);
       this.highest = slot;
     } else this.release(slot);
-    const found = this.find(a, b, c, d);
+    const h = hashWords(a, b, c, d, this.seed);
+    let found = this.findHashed(a, b, c, d, h);
     keys[k] = a;
     keys[k + 1] = b;
     keys[k + 2] = c;
@@ -265,8 +285,13 @@ export class IdTable {
       this.table[found] = slot;
       return;
     }
-    if ((this.used + 1) / (this.mask + 1) > 0.7) this.grow();
-    this.insert(slot);
+    if ((this.used + 1) / (this.mask + 1) > 0.7) {
+      this.grow();
+      found = this.findHashed(a, b, c, d, h);
+    }
+    // Not found: ~found is the empty position the probe ended at, where the key goes.
+    this.table[~found] = slot;
+    this.hashes[~found] = h;
     this.used++;
   }
 
@@ -300,15 +325,15 @@ export class IdTable {
 
   /** Empties position `pos`; later entries of the probe run move up, so no lookup ever stops early. */
   private removeAt(at: number): void {
-    const { keys, table, mask } = this;
+    const { table, hashes, mask } = this;
     let pos = at;
     let next = (pos + 1) & mask;
     while (table[next] !== EMPTY) {
-      const k = (table[next] as number) * 4;
-      const home = hashWords(keys[k] as number, keys[k + 1] as number, keys[k + 2] as number, keys[k + 3] as number, this.seed) & mask;
+      const home = (hashes[next] as number) & mask;
       // The entry at `next` may fill `pos` if its home is not cyclically within (pos, next].
       if ((next > pos && (home <= pos || home > next)) || (next < pos && home <= pos && home > next)) {
         table[pos] = table[next] as number;
+        hashes[pos] = hashes[next] as number;
         pos = next;
       }
       next = (next + 1) & mask;
@@ -318,24 +343,23 @@ export class IdTable {
   }
 
   private find(a: number, b: number, c: number, d: number): number {
-    const { keys, table, mask } = this;
-    let pos = hashWords(a, b, c, d, this.seed) & mask;
-    for (;;) {
-      const s = table[pos] as number;
-      if (s === EMPTY) return -1;
-      const k = s * 4;
-      if (keys[k] === a && keys[k + 1] === b && keys[k + 2] === c && keys[k + 3] === d) return pos;
-      pos = (pos + 1) & mask;
-    }
+    const pos = this.findHashed(a, b, c, d, hashWords(a, b, c, d, this.seed));
+    return pos < 0 ? -1 : pos;
   }
 
-  /** Places `slot` under the key its words hold. */
-  private insert(slot: number): void {
-    const { keys, table, mask } = this;
-    const k = slot * 4;
-    let pos = hashWords(keys[k] as number, keys[k + 1] as number, keys[k + 2] as number, keys[k + 3] as number, this.seed) & mask;
-    while (table[pos] !== EMPTY) pos = (pos + 1) & mask;
-    table[pos] = slot;
+  /** The position of the key (its hash `h`), or ~(the empty position its probe ended at). */
+  private findHashed(a: number, b: number, c: number, d: number, h: number): number {
+    const { keys, table, hashes, mask } = this;
+    let pos = h & mask;
+    for (;;) {
+      const s = table[pos] as number;
+      if (s === EMPTY) return ~pos;
+      if (hashes[pos] === h) {
+        const k = s * 4;
+        if (keys[k] === a && keys[k + 1] === b && keys[k + 2] === c && keys[k + 3] === d) return pos;
+      }
+      pos = (pos + 1) & mask;
+    }
   }
 
   /** Room for the words of `slot` (slots are dense: the array doubles). */
@@ -349,9 +373,23 @@ export class IdTable {
 
   private grow(): void {
     const old = this.table;
+    const oldHashes = this.hashes;
     const capacity = (this.mask + 1) * 2;
-    this.table = new Uint32Array(capacity).fill(EMPTY);
-    this.mask = capacity - 1;
-    for (let i = 0; i < old.length; i++) if (old[i] !== EMPTY) this.insert(old[i] as number);
+    const table = new Uint32Array(capacity).fill(EMPTY);
+    const hashes = new Uint32Array(capacity);
+    const mask = capacity - 1;
+    // Each key placed by its stored hash: no key is read.
+    for (let i = 0; i < old.length; i++) {
+      const slot = old[i] as number;
+      if (slot === EMPTY) continue;
+      const h = oldHashes[i] as number;
+      let pos = h & mask;
+      while (table[pos] !== EMPTY) pos = (pos + 1) & mask;
+      table[pos] = slot;
+      hashes[pos] = h;
+    }
+    this.table = table;
+    this.hashes = hashes;
+    this.mask = mask;
   }
 }
