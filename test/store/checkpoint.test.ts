@@ -7,27 +7,12 @@ import type { TokenRecord } from '../../src/domain/types.js';
 import { LevelStore } from '../../src/store/level-store.js';
 import { encode } from '../../src/store/records.js';
 import { TABLES, key } from '../../src/store/schema.js';
-import { tokenRecord } from '../helpers/records.js';
 import { tempDir } from '../helpers/temp-dir.js';
+import { everywhere, mixedTokens, tokensView, writeTokens } from '../helpers/tokens-view.js';
 
 const open = (path: string, checkpoint?: boolean) =>
   LevelStore.open(path, { durability: 'fsync', changeLog: true, ...(checkpoint === undefined ? {} : { checkpoint }) });
-const everywhere = { partition: 'default', namespaces: ['default'] };
 const CHECKPOINT = 'tokens.checkpoint';
-
-/** Everything a reader answers of the tokens: each by ID and by secret, the filters, the expiry order. */
-function view(store: LevelStore, tokens: TokenRecord[]) {
-  const r = store.reader;
-  return {
-    byID: tokens.map((t) => r.getToken(t.AccessorID) ?? null),
-    bySecret: tokens.map((t) => r.getTokenBySecret(t.SecretID)?.AccessorID ?? null),
-    all: r.listTokens(everywhere).map((t) => t.AccessorID),
-    policy: r.listTokens({ ...everywhere, policy: 'p1' }).map((t) => t.AccessorID),
-    service: r.listTokens({ ...everywhere, serviceName: 'web' }).map((t) => t.AccessorID),
-    local: r.listTokens({ ...everywhere, localOnly: true }).map((t) => t.AccessorID),
-    expiring: r.expiredTokens(Date.parse('2100-01-01T00:00:00Z'), 1000).map((e) => e.id),
-  };
-}
 
 describe('the tokens checkpoint', () => {
   let dir: { path: string; remove: () => Promise<void> };
@@ -36,17 +21,8 @@ describe('the tokens checkpoint', () => {
   beforeEach(async () => {
     dir = await tempDir();
     const store = await open(dir.path);
-    tokens = Array.from({ length: 300 }, (_, i) =>
-      tokenRecord({
-        Description: `token ${i}`,
-        Policies: i % 3 === 0 ? [{ ID: 'p1' }] : [],
-        ServiceIdentities: i % 5 === 0 ? [{ ServiceName: 'web' }] : [],
-        Local: i % 7 === 0,
-        ...(i % 4 === 0 ? { ExpirationTime: new Date(Date.parse('2099-01-01T00:00:00Z') + i * 1000).toISOString() } : {}),
-        ...(i === 0 ? { SecretID: 'an-operator-chosen-secret' } : {}),
-      }),
-    );
-    for (let i = 0; i < tokens.length; i += 50) await store.transact((tx) => tokens.slice(i, i + 50).forEach((t) => tx.put('tokens', t)));
+    tokens = mixedTokens(300);
+    await writeTokens(store, tokens);
     // Replaced and deleted tokens leave holes and garbage behind them in memory.
     const changed = { ...(tokens[1] as TokenRecord), Description: 'changed', Policies: [{ ID: 'p1' }] };
     await store.transact((tx) => tx.put('tokens', changed));
@@ -61,7 +37,7 @@ describe('the tokens checkpoint', () => {
   it('is written at a clean close, read by the next open in place of a scan, and removed once read', async () => {
     expect(existsSync(join(dir.path, CHECKPOINT))).toBe(true);
     const scanned = await open(dir.path, false);
-    const expected = view(scanned, tokens);
+    const expected = tokensView(scanned, tokens);
     await scanned.close();
     // A store opened without checkpoints writes none, and leaves an earlier one in place... of which there is none now:
     // its open scanned, so the next open must scan too (the listing changed).
@@ -71,7 +47,7 @@ describe('the tokens checkpoint', () => {
     const restarted = await open(dir.path);
     expect(restarted.tokensFrom).toBe('its checkpoint (299 tokens)');
     expect(existsSync(join(dir.path, CHECKPOINT))).toBe(false);
-    expect(view(restarted, tokens)).toEqual(expected);
+    expect(tokensView(restarted, tokens)).toEqual(expected);
     expect(expected.byID.every((t) => t !== null)).toBe(true);
     expect(expected.policy.length).toBe(tokens.filter((t) => t.Policies.length > 0).length);
     // The restored table takes writes as a scanned one does.
