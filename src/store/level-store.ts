@@ -788,7 +788,6 @@ export class LevelStore implements Store {
   }
 }
 
-/** The store's LevelDB (opened by the caller). */
 /** Tables a scan on a second thread read before the rest (compact/parallel-scan.ts), or why it did not. */
 interface ScannedAside {
   tokens?: Tables['tokens'];
@@ -822,6 +821,7 @@ function approximateSize(db: Level<string, Uint8Array>, range: { gte: string; lt
 /** LevelDB's estimate of the tokens' bytes above which they are read on a second thread (~20,000 tokens). */
 const SCAN_ASIDE_BYTES = 4 * 1024 * 1024;
 
+/** The store's LevelDB (opened by the caller). */
 function openLevel(dir: string): Level<string, Uint8Array> {
   return new Level<string, Uint8Array>(dir, LEVEL_OPTIONS);
 }

@@ -11,6 +11,24 @@ import { mixedTokens, tokensView, writeTokens } from '../helpers/tokens-view.js'
 const open = (path: string, scanAside: boolean) =>
   LevelStore.open(path, { durability: 'fsync', changeLog: true, checkpoint: false, scanAside });
 
+/** A stored token whose Policies value is the single byte `b`. */
+function withPoliciesByte(b: number): Uint8Array {
+  const bytes = Buffer.from(encode({ ...tokenRecord({}), Policies: 7 }));
+  // 7 is one byte (a positive fixint) right after the key.
+  const at = bytes.indexOf(Buffer.from('Policies')) + 'Policies'.length;
+  if (bytes[at] !== 7) throw new Error('Policies not where expected');
+  bytes[at] = b;
+  return bytes;
+}
+
+/** A stored token whose SecretID is a string of the bytes `raw` (four of them). */
+function withSecretBytes(raw: number[]): Uint8Array {
+  const bytes = Buffer.from(encode({ ...tokenRecord({}), SecretID: 'zzzz' }));
+  const at = bytes.indexOf(Buffer.from('zzzz'));
+  Buffer.from(raw).copy(bytes, at);
+  return bytes;
+}
+
 describe('tokens read on a second thread at open', () => {
   let dir: { path: string; remove: () => Promise<void> };
   let tokens: TokenRecord[];
@@ -53,6 +71,8 @@ describe('tokens read on a second thread at open', () => {
   it.each([
     ['not a map', encode('not a token')],
     ['a map whose ID is not a string', encode({ ...tokenRecord({}), AccessorID: 5 })],
+    ['a map with a byte no msgpack value starts with where its policies are', withPoliciesByte(0xc1)],
+    ['a map whose secret is not UTF-8', withSecretBytes([0xff, 0xfe, 0xfd, 0xfc])],
   ])('refuses a store with a stored token that is %s, as a scan on this thread does', async (_, bytes) => {
     const db = new Level<string, Uint8Array>(dir.path, { keyEncoding: 'utf8', valueEncoding: 'view' });
     await db.put(key(TABLES.tokens.prefix, '00000000-0000-4000-8000-00000000bad0'), bytes);

@@ -52,7 +52,12 @@ export async function scanInWorker(
     };
     worker.on('message', (m: ScanMessage) => {
       if (m.kind === 'chunk') {
-        if (why === undefined) load(m);
+        try {
+          if (why === undefined) load(m);
+        } catch (err) {
+          // Thrown here, it would end the process; the scan on this thread reports it as it always has.
+          stop(`record ${table.size + 1}: ${(err as Error).message}`);
+        }
         Atomics.sub(counters, IN_FLIGHT, 1);
         Atomics.notify(counters, IN_FLIGHT);
       } else if (m.kind === 'fallback') stop(m.why);
