@@ -202,8 +202,16 @@ describe('Authorizer down_policy, daemon killed', () => {
 
   beforeAll(async () => {
     dir = await tempDir();
-    port = await freePort();
-    agent = await spawnAgent(dir.path, ['--http-addr', `127.0.0.1:${port}`, '--initial-management-token', MANAGEMENT_SECRET]);
+    // A port found free may be taken before the agent binds it: another then.
+    for (let attempt = 1; ; attempt++) {
+      port = await freePort();
+      try {
+        agent = await spawnAgent(dir.path, ['--http-addr', `127.0.0.1:${port}`, '--initial-management-token', MANAGEMENT_SECRET]);
+        break;
+      } catch (err) {
+        if (attempt >= 5 || !/EADDRINUSE|address already in use/.test((err as Error).message)) throw err;
+      }
+    }
     const api = apiFor(agent.url, MANAGEMENT_SECRET);
     await waitFor(async () => (await api('GET', '/v1/acl/tokens')).status === 200, 20_000, 50);
     const p = (await api('PUT', '/v1/acl/policy', { body: { Name: 'web', Rules: 'service "web" { policy = "write" }' } })).body;
