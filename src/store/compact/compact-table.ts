@@ -246,26 +246,20 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
     const at = this.indexAt;
     for (let i = 0; i < at.length; i++) at[i] = starts[from + i] as number;
     const bytes = this.arena.chunk(chunk).subarray(offset, offset + length);
-    this.placed[0] = chunk;
-    this.placed[1] = offset;
-    try {
-      return this.loadRead(bytes, bytes);
-    } finally {
-      this.placed[0] = -1;
-    }
+    return this.loadRead(bytes, bytes, chunk, offset);
   }
 
-  /** While `loadPositional` runs: the adopted chunk and offset its record is at (-1: none). */
-  private readonly placed = new Int32Array([-1, 0]);
-
-  /** The indexed fields read from `source` at `indexAt`, then `kept` loaded under them. */
-  private loadRead(source: Uint8Array, kept: Uint8Array): boolean {
+  /** The indexed fields read from `source` at `indexAt`, then `kept` loaded under them (already at `offset` of `chunk`, unless -1). */
+  private loadRead(source: Uint8Array, kept: Uint8Array, chunk = -1, offset = 0): boolean {
     const fields = readFields(source, this.codec.indexFields, this.indexAt, this.codec.decodeValue, this.fromBytes, this.memo);
-    return fields !== undefined && this.loadFields(source, kept, fields as R);
+    return fields !== undefined && this.loadFields(source, kept, fields as R, chunk, offset);
   }
 
-  /** Stores `kept` (the bytes the arena holds) under the indexed `fields`, whose values `indexAt` places in `source`. */
-  private loadFields(source: Uint8Array, kept: Uint8Array, fields: R): boolean {
+  /**
+   * Stores `kept` (the bytes the arena holds; already at `offset` of adopted chunk `chunk`, unless
+   * that is -1) under the indexed `fields`, whose values `indexAt` places in `source`.
+   */
+  private loadFields(source: Uint8Array, kept: Uint8Array, fields: R, chunk = -1, offset = 0): boolean {
     const at = this.indexAt;
     if (at[this.idAt] === -1) return false;
     // Keys computed before anything is stored: a field of the wrong shape leaves nothing behind.
@@ -282,8 +276,7 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
     } catch {
       return false;
     }
-    const placed = this.placed;
-    const slot = placed[0] === -1 ? this.arena.add(kept) : this.arena.addAt(placed[0] as number, placed[1] as number, kept.length);
+    const slot = chunk === -1 ? this.arena.add(kept) : this.arena.addAt(chunk, offset, kept.length);
     // The ID and unique keys go from the bytes to their tables (no string made of a UUID).
     const { idTables, idFields } = this;
     for (let t = 0; t < idTables.length; t++) {
