@@ -115,6 +115,7 @@ export async function readState(
     const already = scanned?.[name];
     if (already !== undefined) {
       (tables as Record<string, AnyTable>)[name] = already as AnyTable;
+      if (name === 'tokens') loaded?.('a scan on a second thread');
       continue;
     }
     const table = tables[name] as AnyTable;

@@ -5,16 +5,16 @@ import { quoteJSON } from '../domain/json-text.js';
 import type { BootstrapState } from '../domain/types.js';
 import { type Checkpoint, findCheckpoint, removeCheckpoint, writeCheckpoint } from './checkpoint.js';
 import { CompactTable } from './compact/compact-table.js';
-import { scanInWorker } from './compact/parallel-scan.js';
 import { type DecodedPair, claimDatacenter, decodePair, readState, upgradeFormat } from './disk-state.js';
 import { LEVEL_OPTIONS } from './level-options.js';
+import { type ScannedAside, scanTokensAside } from './scan-aside.js';
 import { type Applied, DurableState } from './durable-state.js';
 import { type BatchOp, GroupCommitter, type QueuedCommit, isFencing } from './group-commit.js';
 import { encodeLogEntry } from './log-encoding.js';
 import { LogTail } from './log-tail.js';
-import { type LayerEntry, type Tables, TablesReader, newTables } from './memory.js';
+import { type LayerEntry, TablesReader } from './memory.js';
 import { decodeRaw, encode } from './records.js';
-import { LOG_PREFIX, META, TABLES, TABLE_NAMES, type TableName, key, logKey, prefixEnd, recordKey } from './schema.js';
+import { LOG_PREFIX, META, TABLE_NAMES, type TableName, logKey, prefixEnd, recordKey } from './schema.js';
 import type {
   AuditGroupEvent,
   AuditRecord,
@@ -198,10 +198,9 @@ export class LevelStore implements Store {
     const loaded = (from: string) => {
       this.tokensFrom = from;
     };
-    if (options.scanned?.tokens !== undefined) loaded('a scan on a second thread');
-    const state = await readState(this.db, options.checkpoint, options.scanned?.tokens ? undefined : loaded, options.scanned);
-    if (options.scanned?.why !== undefined && this.tokensFrom !== undefined)
-      this.tokensFrom += `; not on a second thread: ${options.scanned.why}`;
+    const state = await readState(this.db, options.checkpoint, loaded, options.scanned?.tokens && { tokens: options.scanned.tokens });
+    if (options.scanned?.why !== undefined)
+      this.tokensFrom = `${this.tokensFrom ?? 'a scan'}; not on a second thread: ${options.scanned.why}`;
     this.state.adopt(state, options);
     // What the disk holds is all in memory now.
     this.uncommitted = [];
@@ -787,39 +786,6 @@ export class LevelStore implements Store {
     }
   }
 }
-
-/** Tables a scan on a second thread read before the rest (compact/parallel-scan.ts), or why it did not. */
-interface ScannedAside {
-  tokens?: Tables['tokens'];
-  why?: string;
-}
-
-/**
- * The tokens read on a second thread while this one indexes them: `db` is closed meanwhile
- * (the worker opens it) and open again when this resolves. Without the tokens, the reason.
- */
-async function scanTokensAside(db: Level<string, Uint8Array>, dir: string, wanted: boolean | undefined): Promise<ScannedAside | undefined> {
-  const range = { gte: key(TABLES.tokens.prefix, ''), lt: prefixEnd(key(TABLES.tokens.prefix, '')) };
-  // A thread's start (~30 ms) is more than a small table's whole scan.
-  if (wanted === false || (wanted === undefined && (await approximateSize(db, range)) < SCAN_ASIDE_BYTES)) return undefined;
-  const tokens = newTables().tokens;
-  if (!(tokens instanceof CompactTable)) return { why: 'tokens are not kept compact' };
-  await db.close();
-  try {
-    const why = await scanInWorker(dir, range, tokens as CompactTable<unknown, string>);
-    return why === undefined ? { tokens } : { why };
-  } finally {
-    await db.open();
-  }
-}
-
-/** LevelDB's estimate of the bytes a key range takes on disk (node's LevelDB is classic-level, which has it). */
-function approximateSize(db: Level<string, Uint8Array>, range: { gte: string; lt: string }): Promise<number> {
-  return (db as unknown as { approximateSize(start: string, end: string): Promise<number> }).approximateSize(range.gte, range.lt);
-}
-
-/** LevelDB's estimate of the tokens' bytes above which they are read on a second thread (~20,000 tokens). */
-const SCAN_ASIDE_BYTES = 4 * 1024 * 1024;
 
 /** The store's LevelDB (opened by the caller). */
 function openLevel(dir: string): Level<string, Uint8Array> {

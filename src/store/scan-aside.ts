@@ -1,0 +1,42 @@
+import type { Level } from 'level';
+import { CompactTable } from './compact/compact-table.js';
+import { scanInWorker } from './compact/parallel-scan.js';
+import { type Tables, newTables } from './memory.js';
+import { TABLES, key, prefixEnd } from './schema.js';
+
+/** Tables a scan on a second thread read before the rest (compact/parallel-scan.ts), or why it did not. */
+export interface ScannedAside {
+  tokens?: Tables['tokens'];
+  why?: string;
+}
+
+/**
+ * The tokens read on a second thread while this one indexes them: `db` is closed meanwhile
+ * (the worker opens it) and open again when this resolves. Without the tokens, the reason.
+ */
+export async function scanTokensAside(
+  db: Level<string, Uint8Array>,
+  dir: string,
+  wanted: boolean | undefined,
+): Promise<ScannedAside | undefined> {
+  const range = { gte: key(TABLES.tokens.prefix, ''), lt: prefixEnd(key(TABLES.tokens.prefix, '')) };
+  // A thread's start (~30 ms) is more than a small table's whole scan.
+  if (wanted === false || (wanted === undefined && (await approximateSize(db, range)) < SCAN_ASIDE_BYTES)) return undefined;
+  const tokens = newTables().tokens;
+  if (!(tokens instanceof CompactTable)) return { why: 'tokens are not kept compact' };
+  await db.close();
+  try {
+    const why = await scanInWorker(dir, range, tokens as CompactTable<unknown, string>);
+    return why === undefined ? { tokens } : { why };
+  } finally {
+    await db.open();
+  }
+}
+
+/** LevelDB's estimate of the bytes a key range takes on disk (node's LevelDB is classic-level, which has it). */
+function approximateSize(db: Level<string, Uint8Array>, range: { gte: string; lt: string }): Promise<number> {
+  return (db as unknown as { approximateSize(start: string, end: string): Promise<number> }).approximateSize(range.gte, range.lt);
+}
+
+/** LevelDB's estimate of the tokens' bytes above which they are read on a second thread (~20,000 tokens). */
+const SCAN_ASIDE_BYTES = 4 * 1024 * 1024;
