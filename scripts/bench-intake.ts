@@ -15,12 +15,12 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { etcdBinary, startCluster } from '../src/testing/index.js';
 import { memoryOf, rssBytes, seedTo } from './bench-seed.js';
-import { startDaemonProcess, stopDaemonProcess } from './daemon-process.js';
+import { startDaemonProcess, stopDaemonProcess, useBuiltDaemon } from './daemon-process.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const TOKENS = Number(process.env.BENCH_SCALE_TOKENS ?? 1_000_000);
 const SECRET = 'bench-intake-management-secret';
-process.env.WATCHWORD_AGENT_ENTRY ??= join(ROOT, 'dist', 'main.js');
+useBuiltDaemon();
 
 const indexOf = async (url: string): Promise<number> => ((await (await fetch(`${url}/v1/internal/index`)).json()) as { Index: number }).Index;
 

@@ -21,7 +21,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
-import { startDaemonProcess, stopDaemonProcess } from './daemon-process.js';
+import { startDaemonProcess, stopDaemonProcess, useBuiltDaemon } from './daemon-process.js';
 import { canPin, medianOf, pinSelf, unpinSelf } from './bench-process.js';
 import { catchUpLimitS, memoryOf, rssBytes, seedTo } from './bench-seed.js';
 
@@ -42,8 +42,7 @@ const rssLimitB = (tokens: number): number => (tokens >= 1_000_000 ? RSS_PER_TOK
 const startLimitS = (tokens: number): number => Math.max(8, Math.ceil((7 * tokens) / 1_000_000));
 /** From a checkpoint (a clean stop before): the issue's 5 s per million, 60 s at ten million. */
 const restartLimitS = (tokens: number): number => (tokens <= 1_000_000 ? 5 : Math.ceil((6 * tokens) / 1_000_000));
-// The daemon as `npm start` runs it: the build (npm run bench:scale builds first).
-process.env.WATCHWORD_AGENT_ENTRY ??= join(ROOT, 'dist', 'main.js');
+useBuiltDaemon();
 
 /** Starts the daemon (as built) and reads a token from it; returns how long from spawn to that answer. */
 async function startAndRead(dataDir: string, accessor: string | undefined) {

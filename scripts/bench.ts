@@ -22,7 +22,7 @@ import { type TlsBench, tlsBench } from './bench-tls.js';
 import { type AuthorizeBench, authorizeBench } from './bench-authorize.js';
 import { AUDIT_MODES, type AuditBench, type AuditMode, auditBench, auditFloors } from './bench-audit.js';
 import { type FloorRow, type HttpBench, httpBench, httpFloors } from './bench-http.js';
-import { startDaemonProcess, stopDaemonProcess } from './daemon-process.js';
+import { startDaemonProcess, stopDaemonProcess, useBuiltDaemon } from './daemon-process.js';
 import { policyHash, tokenHash } from '../src/domain/hash.js';
 import { generateID } from '../src/domain/ids.js';
 import { LevelStore } from '../src/store/level-store.js';
@@ -35,8 +35,7 @@ const TOKENS = Number(process.env.BENCH_TOKENS ?? 100_000);
 /** Policies in the filter scenario; each is linked by 10 tokens. */
 const FILTER_POLICIES = Math.min(1000, Math.floor(TOKENS / 100));
 const SECRET = 'bench-management-secret';
-// The daemon as `npm start` runs it: the build (npm run bench builds first).
-process.env.WATCHWORD_AGENT_ENTRY ??= join(ROOT, 'dist', 'main.js');
+useBuiltDaemon();
 
 const startDaemon = (dataDir: string, extra: string[] = ['--initial-management-token', SECRET]) =>
   startDaemonProcess(dataDir, extra, process.env.BENCH_DAEMON_LOGS);

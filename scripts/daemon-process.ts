@@ -20,10 +20,11 @@ export interface DaemonProcess {
 /**
  * The daemon the scripts measure is the one `npm start` runs: dist/main.js, built first when a
  * source is newer (scripts/build-if-stale.mjs, as `npm start` does), unless
- * WATCHWORD_AGENT_ENTRY names another. Run from source through tsx, each start spent ~0.8 s
- * more transpiling (a million tokens' first start: 5.9-6.4 s against 5.0-5.2 s from dist).
+ * WATCHWORD_AGENT_ENTRY names another. Every spawner the script then uses (these helpers, and
+ * src/testing's startCluster) starts that. From source through tsx, each start would spend
+ * ~0.8 s more transpiling (a million tokens' first start: 5.9-6.4 s against 5.0-5.2 s).
  */
-function useBuiltDaemon(): void {
+export function useBuiltDaemon(): void {
   if (process.env.WATCHWORD_AGENT_ENTRY) return;
   execFileSync(process.execPath, [join(ROOT, 'scripts', 'build-if-stale.mjs')], { stdio: 'inherit' });
   process.env.WATCHWORD_AGENT_ENTRY = join(ROOT, 'dist', 'main.js');
