@@ -23,7 +23,8 @@ describe.skipIf(!etcd)('several servers per datacenter (etcd-coordinated)', () =
     // A 3 s lease (not the default 5 s): failovers here are checked against the 10 s bound, not timed for a report.
     cluster = await startCluster({
       datacenters: { dc1: { servers: 3 }, dc2: { servers: 1 } },
-      logLevel: 'warn',
+      // Info: a failure's diagnostics quote what each server logged of the election and the synchronous set.
+      logLevel: 'info',
       config: { leader_lease: '3s' },
     });
     token = cluster.managementToken;
@@ -387,7 +388,13 @@ describe.skipIf(!etcd)('several servers per datacenter (etcd-coordinated)', () =
         const views = await Promise.all(
           dc1.servers.map(async (s) => {
             const v = await call(s, token, 'GET', '/v1/operator/servers', undefined, 2000).catch((e: Error) => ({ body: e.message }));
-            return `${s.serverName}: ${JSON.stringify(v.body)}`;
+            // What each logged of the election and the synchronous set since the cluster started.
+            const told = s
+              .output()
+              .split('\n')
+              .filter((l) => /coordinator:|synchronous set|synchronous copy|leadership/.test(l))
+              .slice(-12);
+            return `${s.serverName}: ${JSON.stringify(v.body)}\n  ${told.join('\n  ')}`;
           }),
         );
         throw new Error(`${err.message}; the servers said:\n${views.join('\n')}`);
