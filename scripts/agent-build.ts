@@ -8,8 +8,10 @@
  * loading were most of it). Built once per `npm test` (vitest's global setup), in a second
  * or two. Packages with native code or files they read beside themselves stay imports. The
  * output sits two levels below the checkout, where `src/` resolves from `import.meta.url` as
- * it does from `src/` and `dist/`. `npm start` and the published package run `dist/` (tsc's
- * output, packages imported from node_modules): test/e2e/signals.test.ts starts that form.
+ * it does from `src/` and `dist/`. `npm run build` makes the same bundle in `dist/agent/`
+ * (scripts/build-dist.ts), which `dist/main.js` runs: `npm start`, the `watchword` executable
+ * and the published package start it (test/e2e/signals.test.ts starts that form); the rest of
+ * `dist/` is tsc's output, for the client and testing libraries.
  */
 import { readFileSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
@@ -49,6 +51,15 @@ function lazilyImported(dir: string): string[] {
 export async function buildAgent(): Promise<string> {
   removeStaleBuilds();
   const outdir = join(MODULES, `${BUILD_PREFIX}${process.pid}`);
+  await bundleAgent(outdir);
+  return join(outdir, 'main.js');
+}
+
+/**
+ * Bundles the agent into `outdir` (emptied first), which must sit two levels below the checkout:
+ * `main.js`, `scan-worker.js` and their shared chunks.
+ */
+export async function bundleAgent(outdir: string): Promise<void> {
   // Chunks are named by their content: a stale one from an earlier build would stay beside the new.
   rmSync(outdir, { recursive: true, force: true });
   await build({
@@ -68,7 +79,6 @@ export async function buildAgent(): Promise<string> {
     sourcemap: 'linked',
     logLevel: 'error',
   });
-  return join(outdir, 'main.js');
 }
 
 /** Builds whose run has ended (its process is gone). */
