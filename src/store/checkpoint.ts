@@ -20,7 +20,7 @@ import type { DumpPart, TableDumpMeta } from './compact/dump.js';
  */
 
 const FILE = 'tokens.checkpoint';
-const MAGIC = Buffer.from('watchword tokens checkpoint 4\n');
+const MAGIC = Buffer.from('watchword tokens checkpoint 5\n');
 const DIGEST = 32;
 const BLOCK = 16 * 1024 * 1024;
 

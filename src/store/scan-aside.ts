@@ -20,10 +20,14 @@ export async function scanTokensAside(
   wanted: boolean | undefined,
 ): Promise<ScannedAside | undefined> {
   const range = { gte: key(TABLES.tokens.prefix, ''), lt: prefixEnd(key(TABLES.tokens.prefix, '')) };
+  if (wanted === false) return undefined;
+  const size = await approximateSize(db, range);
   // A thread's start (~30 ms) is more than a small table's whole scan.
-  if (wanted === false || (wanted === undefined && (await approximateSize(db, range)) < SCAN_ASIDE_BYTES)) return undefined;
+  if (wanted === undefined && size < SCAN_ASIDE_BYTES) return undefined;
   const tokens = newTables().tokens;
   if (!(tokens instanceof CompactTable)) return { why: 'tokens are not kept compact' };
+  // As many tokens as large ones would be: fewer than the table will hold, so it is never sized past them.
+  tokens.reserve(Math.floor(size / LARGE_TOKEN_BYTES));
   await db.close();
   try {
     const why = await scanInWorker(dir, range, tokens as CompactTable<unknown, string>);
@@ -40,3 +44,10 @@ function approximateSize(db: Level<string, Uint8Array>, range: { gte: string; lt
 
 /** LevelDB's estimate of the tokens' bytes above which they are read on a second thread (~20,000 tokens). */
 const SCAN_ASIDE_BYTES = 4 * 1024 * 1024;
+
+/**
+ * A large token's share of LevelDB's estimate, bytes: a seeded token with a service identity
+ * takes ~190, one with several policies and roles more. The ID tables are given room for the
+ * estimate divided by this before the scan.
+ */
+const LARGE_TOKEN_BYTES = 320;

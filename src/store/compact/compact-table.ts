@@ -122,6 +122,11 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
     return this.arena.size;
   }
 
+  /** Room in the ID tables for `records` while the table is empty (a load about to add about as many). */
+  reserve(records: number): void {
+    for (const t of this.idTables) t.reserve(records);
+  }
+
   /** Bytes of buffers and typed arrays held (records, slots, indexes), not counting decoded records. */
   get bytes(): number {
     let b = this.arena.bytes + this.ids.bytes;

@@ -18,8 +18,8 @@ export interface IdTableMeta {
   highest: number;
   other: Array<[string, number]>;
   keys: number;
-  table: number;
-  hashes: number;
+  /** Each position's slot and key hash, side by side (IdTable). */
+  entries: number;
 }
 
 /** A map of slot sets: its keys, and the parts of each key's member count and of all members in key order. */
@@ -58,8 +58,7 @@ export class DumpWriter {
       highest: d.highest,
       other: d.other,
       keys: this.add(d.keys),
-      table: this.add(d.table),
-      hashes: this.add(d.hashes),
+      entries: this.add(d.entries),
     };
   }
 
@@ -106,8 +105,7 @@ export class DumpReader {
       highest: d.highest,
       other: d.other,
       keys: this.u32(d.keys),
-      table: this.u32(d.table),
-      hashes: this.u32(d.hashes),
+      entries: this.u32(d.entries),
     });
   }
 

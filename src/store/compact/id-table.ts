@@ -4,10 +4,11 @@ import { stringAt } from './scan.js';
 /**
  * A hash table from IDs to slot numbers that holds no JS object per entry. A slot has one key:
  * a UUID key is kept as its 16 bytes (four 32-bit words) in a typed array indexed by the slot,
- * and the hash table beside it holds slots and their keys' hashes (8 bytes a position; the key
- * compared, where the slot keeps it, only when the hash matches): a million entries are 32 MB
- * in three typed arrays that the garbage collector never walks (40 MB with the key beside the
- * slot at every position of a table under 0.7 full).
+ * and the hash table beside it holds each position's slot and its key's hash side by side (8
+ * bytes a position, one cache line for both; the key compared, where the slot keeps it, only
+ * when the hash matches): a million entries are 32 MB in two typed arrays that the garbage
+ * collector never walks (40 MB with the key beside the slot at every position of a table
+ * under 0.7 full).
  * Open addressing with linear probing and backward-shift deletion (no tombstones); the table
  * doubles past a load of 0.7. A key that is not a canonical lower-case UUID (a secret chosen
  * by an operator, `anonymous`) goes to a small Map beside it, exactly as given.
@@ -25,9 +26,17 @@ const HEX = new Int8Array(128).fill(-1);
 for (let i = 0; i < 10; i++) HEX[48 + i] = i;
 for (let i = 0; i < 6; i++) HEX[97 + i] = 10 + i;
 
-/** Where the 32 hex digits of an 8-4-4-4-12 UUID sit in its 36 characters. */
-const DIGITS: number[] = [];
-for (let i = 0; i < 36; i++) if (i !== 8 && i !== 13 && i !== 18 && i !== 23) DIGITS.push(i);
+/**
+ * The byte two hex digits make, indexed by their char codes (first << 8 | second), or -1: a
+ * UUID is read a pair of digits at a time, half the lookups and shifts of one at a time.
+ */
+const PAIR = new Int16Array(65536).fill(-1);
+for (let a = 0; a < 128; a++)
+  for (let b = 0; b < 128; b++)
+    if ((HEX[a] as number) >= 0 && (HEX[b] as number) >= 0) PAIR[(a << 8) | b] = ((HEX[a] as number) << 4) | (HEX[b] as number);
+
+/** Where each pair of the 32 hex digits of an 8-4-4-4-12 UUID starts in its 36 characters, four pairs a word. */
+const PAIRS = [0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34];
 
 /**
  * The four words of a canonical lower-case UUID (dashes at 8, 13, 18, 23), written to `out`;
@@ -37,17 +46,21 @@ for (let i = 0; i < 36; i++) if (i !== 8 && i !== 13 && i !== 18 && i !== 23) DI
 export function uuidWords(id: string, out: Uint32Array): boolean {
   if (id.length !== 36 || id.charCodeAt(8) !== 45 || id.charCodeAt(13) !== 45 || id.charCodeAt(18) !== 45 || id.charCodeAt(23) !== 45)
     return false;
+  let bad = 0;
   for (let w = 0; w < 4; w++) {
     let v = 0;
-    for (let d = 0; d < 8; d++) {
-      const c = id.charCodeAt(DIGITS[w * 8 + d] as number);
-      const x = c < 128 ? (HEX[c] as number) : -1;
-      if (x < 0) return false;
-      v = (v << 4) | x;
+    for (let p = w * 4; p < w * 4 + 4; p++) {
+      const at = PAIRS[p] as number;
+      const hi = id.charCodeAt(at);
+      const lo = id.charCodeAt(at + 1);
+      // A char code past 0xff would reach another pair's entry: it is no hex digit anyway.
+      const x = (hi | lo) > 0xff ? -1 : (PAIR[(hi << 8) | lo] as number);
+      bad |= x;
+      v = (v << 8) | (x & 0xff);
     }
     out[w] = v >>> 0;
   }
-  return true;
+  return bad >= 0;
 }
 
 /**
@@ -63,17 +76,18 @@ export function uuidWordsAt(bytes: Uint8Array, start: number, out: Uint32Array):
     bytes[start + 23] !== 45
   )
     return false;
+  let bad = 0;
   for (let w = 0; w < 4; w++) {
     let v = 0;
-    for (let d = 0; d < 8; d++) {
-      const c = bytes[start + (DIGITS[w * 8 + d] as number)] as number;
-      const x = c < 128 ? (HEX[c] as number) : -1;
-      if (x < 0) return false;
-      v = (v << 4) | x;
+    for (let p = w * 4; p < w * 4 + 4; p++) {
+      const at = start + (PAIRS[p] as number);
+      const x = PAIR[((bytes[at] as number) << 8) | (bytes[at + 1] as number)] as number;
+      bad |= x;
+      v = (v << 8) | (x & 0xff);
     }
     out[w] = v >>> 0;
   }
-  return true;
+  return bad >= 0;
 }
 
 /**
@@ -98,21 +112,21 @@ export interface IdTableDump {
   highest: number;
   other: Array<[string, number]>;
   keys: Uint32Array;
-  table: Uint32Array;
-  hashes: Uint32Array;
+  /** Each position's slot and its key's hash, side by side. */
+  entries: Uint32Array;
 }
 
 export class IdTable {
   /** Four words of key per slot (a slot's words are stale when no position holds the slot). */
   private keys: Uint32Array = new Uint32Array(MIN_CAPACITY * 4);
-  /** The slot at each position; EMPTY where there is none. */
-  private table: Uint32Array;
   /**
-   * The hash of the key at each position (where `table` has a slot): a probe compares it before
-   * reading the key, which lies elsewhere in memory (a cache miss per position walked), and the
-   * table grows and deletes without reading keys at all.
+   * Position p's slot at 2p (EMPTY where there is none) and the hash of its key at 2p + 1: a
+   * probe compares the hash before reading the key, which lies elsewhere in memory (a cache
+   * miss per position walked), and the table grows and deletes without reading keys at all.
+   * Side by side, a probe's slot and hash are one cache miss, where two arrays made it two.
    */
-  private hashes: Uint32Array;
+  private entries: Uint32Array;
+  /** Positions - 1 (positions are a power of two). */
   private mask: number;
   private used = 0;
   /** The highest slot given words so far: a slot above it has no key to give up. */
@@ -127,8 +141,7 @@ export class IdTable {
   constructor(expected = 0) {
     let capacity = MIN_CAPACITY;
     while (capacity * 0.7 < expected) capacity *= 2;
-    this.table = new Uint32Array(capacity).fill(EMPTY);
-    this.hashes = new Uint32Array(capacity);
+    this.entries = emptyEntries(capacity);
     this.mask = capacity - 1;
   }
 
@@ -136,9 +149,26 @@ export class IdTable {
     return this.used + this.other.size;
   }
 
+  /**
+   * Room for `expected` keys while the table is empty (a load about to add them): it does not
+   * double its way there, placing every key again at each step. A table holding keys is left as it is.
+   */
+  reserve(expected: number): void {
+    if (this.size !== 0 || this.highest !== -1) return;
+    let capacity = this.mask + 1;
+    while (capacity * 0.7 < expected) capacity *= 2;
+    if (capacity !== this.mask + 1) {
+      this.entries = emptyEntries(capacity);
+      this.mask = capacity - 1;
+    }
+    let slots = this.keys.length / 4;
+    while (slots < expected) slots *= 2;
+    if (slots * 4 !== this.keys.length) this.keys = new Uint32Array(slots * 4);
+  }
+
   /** Bytes held by the typed arrays (what a million entries cost, without the Map of other keys). */
   get bytes(): number {
-    return this.keys.byteLength + this.table.byteLength + this.hashes.byteLength;
+    return this.keys.byteLength + this.entries.byteLength;
   }
 
   /** The slot `id` maps to, or undefined. */
@@ -146,7 +176,7 @@ export class IdTable {
     const w = this.words;
     if (!uuidWords(id, w)) return this.other.get(id);
     const pos = this.find(w[0] as number, w[1] as number, w[2] as number, w[3] as number);
-    return pos < 0 ? undefined : this.table[pos];
+    return pos < 0 ? undefined : this.entries[pos * 2];
   }
 
   has(id: string): boolean {
@@ -203,17 +233,18 @@ export class IdTable {
   longestRun(): number {
     let longest = 0;
     let run = 0;
-    for (let i = 0; i < this.table.length * 2; i++) {
-      if (this.table[i & this.mask] === EMPTY) run = 0;
-      else longest = Math.max(longest, Math.min(++run, this.table.length));
+    const positions = this.mask + 1;
+    for (let i = 0; i < positions * 2; i++) {
+      if (this.entries[(i & this.mask) * 2] === EMPTY) run = 0;
+      else longest = Math.max(longest, Math.min(++run, positions));
     }
     return longest;
   }
 
   /** Every slot held, in no particular order. */
   *values(): IterableIterator<number> {
-    const table = this.table;
-    for (let i = 0; i < table.length; i++) if (table[i] !== EMPTY) yield table[i] as number;
+    const entries = this.entries;
+    for (let i = 0; i < entries.length; i += 2) if (entries[i] !== EMPTY) yield entries[i] as number;
     yield* this.other.values();
   }
 
@@ -225,28 +256,26 @@ export class IdTable {
       highest: this.highest,
       other: [...this.other],
       keys: this.keys,
-      table: this.table,
-      hashes: this.hashes,
+      entries: this.entries,
     };
   }
 
   /** Takes the state of a dump, read back; throws when its arrays cannot be an IdTable's. */
   restore(d: IdTableDump): void {
-    const n = d.table.length;
+    const n = d.entries.length / 2;
     if (
       !Number.isInteger(d.seed) ||
+      !Number.isInteger(n) ||
       n < MIN_CAPACITY ||
       (n & (n - 1)) !== 0 ||
       d.keys.length % 4 !== 0 ||
       d.keys.length / 4 <= d.highest ||
-      d.hashes.length !== n ||
       d.used > n
     )
       throw new RangeError('not the arrays of an ID table');
     this.seed = d.seed >>> 0;
     this.keys = d.keys;
-    this.table = d.table;
-    this.hashes = d.hashes;
+    this.entries = d.entries;
     this.mask = n - 1;
     this.used = d.used;
     this.highest = d.highest;
@@ -282,7 +311,7 @@ export class IdTable {
     keys[k + 3] = d;
     if (found >= 0) {
       // The key moves from the slot it had.
-      this.table[found] = slot;
+      this.entries[found * 2] = slot;
       return;
     }
     if ((this.used + 1) / (this.mask + 1) > 0.7) {
@@ -290,8 +319,9 @@ export class IdTable {
       found = this.findHashed(a, b, c, d, h);
     }
     // Not found: ~found is the empty position the probe ended at, where the key goes.
-    this.table[~found] = slot;
-    this.hashes[~found] = h;
+    const at = ~found * 2;
+    this.entries[at] = slot;
+    this.entries[at + 1] = h;
     this.used++;
   }
 
@@ -301,7 +331,7 @@ export class IdTable {
     const k = slot * 4;
     if (k + 4 > keys.length) return false;
     const pos = this.find(keys[k] as number, keys[k + 1] as number, keys[k + 2] as number, keys[k + 3] as number);
-    return pos >= 0 && this.table[pos] === slot;
+    return pos >= 0 && this.entries[pos * 2] === slot;
   }
 
   /** Removes the key `slot` has, if any. */
@@ -311,7 +341,7 @@ export class IdTable {
     const keys = this.keys;
     const k = slot * 4;
     const pos = this.find(keys[k] as number, keys[k + 1] as number, keys[k + 2] as number, keys[k + 3] as number);
-    if (pos >= 0 && this.table[pos] === slot) this.removeAt(pos);
+    if (pos >= 0 && this.entries[pos * 2] === slot) this.removeAt(pos);
   }
 
   /** Removes the key kept as a string that `slot` has, if any. */
@@ -325,20 +355,20 @@ export class IdTable {
 
   /** Empties position `pos`; later entries of the probe run move up, so no lookup ever stops early. */
   private removeAt(at: number): void {
-    const { table, hashes, mask } = this;
+    const { entries, mask } = this;
     let pos = at;
     let next = (pos + 1) & mask;
-    while (table[next] !== EMPTY) {
-      const home = (hashes[next] as number) & mask;
+    while (entries[next * 2] !== EMPTY) {
+      const home = (entries[next * 2 + 1] as number) & mask;
       // The entry at `next` may fill `pos` if its home is not cyclically within (pos, next].
       if ((next > pos && (home <= pos || home > next)) || (next < pos && home <= pos && home > next)) {
-        table[pos] = table[next] as number;
-        hashes[pos] = hashes[next] as number;
+        entries[pos * 2] = entries[next * 2] as number;
+        entries[pos * 2 + 1] = entries[next * 2 + 1] as number;
         pos = next;
       }
       next = (next + 1) & mask;
     }
-    table[pos] = EMPTY;
+    entries[pos * 2] = EMPTY;
     this.used--;
   }
 
@@ -349,12 +379,12 @@ export class IdTable {
 
   /** The position of the key (its hash `h`), or ~(the empty position its probe ended at). */
   private findHashed(a: number, b: number, c: number, d: number, h: number): number {
-    const { keys, table, hashes, mask } = this;
+    const { keys, entries, mask } = this;
     let pos = h & mask;
     for (;;) {
-      const s = table[pos] as number;
+      const s = entries[pos * 2] as number;
       if (s === EMPTY) return ~pos;
-      if (hashes[pos] === h) {
+      if (entries[pos * 2 + 1] === h) {
         const k = s * 4;
         if (keys[k] === a && keys[k + 1] === b && keys[k + 2] === c && keys[k + 3] === d) return pos;
       }
@@ -372,24 +402,28 @@ export class IdTable {
   }
 
   private grow(): void {
-    const old = this.table;
-    const oldHashes = this.hashes;
+    const old = this.entries;
     const capacity = (this.mask + 1) * 2;
-    const table = new Uint32Array(capacity).fill(EMPTY);
-    const hashes = new Uint32Array(capacity);
+    const entries = emptyEntries(capacity);
     const mask = capacity - 1;
     // Each key placed by its stored hash: no key is read.
-    for (let i = 0; i < old.length; i++) {
+    for (let i = 0; i < old.length; i += 2) {
       const slot = old[i] as number;
       if (slot === EMPTY) continue;
-      const h = oldHashes[i] as number;
+      const h = old[i + 1] as number;
       let pos = h & mask;
-      while (table[pos] !== EMPTY) pos = (pos + 1) & mask;
-      table[pos] = slot;
-      hashes[pos] = h;
+      while (entries[pos * 2] !== EMPTY) pos = (pos + 1) & mask;
+      entries[pos * 2] = slot;
+      entries[pos * 2 + 1] = h;
     }
-    this.table = table;
-    this.hashes = hashes;
+    this.entries = entries;
     this.mask = mask;
   }
+}
+
+/** `capacity` positions, each with no slot (its hash word 0). */
+function emptyEntries(capacity: number): Uint32Array {
+  const entries = new Uint32Array(capacity * 2);
+  for (let i = 0; i < entries.length; i += 2) entries[i] = EMPTY;
+  return entries;
 }

@@ -67,9 +67,9 @@ export class SlotSet {
     const capacity = (this.cells as Uint32Array).length;
     if ((this.count + 1) * 10 > capacity * 7) {
       // The set outgrows its hash form: a bitmap when that is smaller.
-      const members = this.toArray();
-      if (bitmapBytes(Math.max(slot, maxOf(members))) <= capacity * 2 * 4) {
-        this.toBits(members, slot);
+      const highest = Math.max(slot, maxOf(this.cells as Uint32Array));
+      if (bitmapBytes(highest) <= capacity * 2 * 4) {
+        this.toBits(highest);
         this.add(slot);
         return;
       }
@@ -144,10 +144,15 @@ export class SlotSet {
     return out;
   }
 
-  private toBits(members: Uint32Array, slot: number): void {
+  /** The hash form's members as a bitmap with room up to slot `highest`. */
+  private toBits(highest: number): void {
+    const cells = this.cells as Uint32Array;
+    const bits = new Uint32Array(bitmapBytes(highest) / 4);
+    for (let i = 0; i < cells.length; i++) {
+      const s = cells[i] as number;
+      if (s !== EMPTY) bits[s >>> 5] = (bits[s >>> 5] as number) | (1 << (s & 31));
+    }
     this.cells = undefined;
-    const bits = new Uint32Array(bitmapBytes(Math.max(slot, maxOf(members))) / 4);
-    for (const s of members) bits[s >>> 5] = (bits[s >>> 5] as number) | (1 << (s & 31));
     this.bits = bits;
   }
 
@@ -168,28 +173,34 @@ export class SlotSet {
     this.bits.set(old);
   }
 
+  /** The hash form at `capacity` cells, its members placed again (no copy of them made first). */
   private resize(capacity: number): void {
-    this.rehash(
-      (this.cells as Uint32Array).filter((c) => c !== EMPTY),
-      capacity,
-    );
+    this.rehash(this.cells as Uint32Array, capacity);
   }
 
+  /** The hash form at `capacity` cells holding `members` (EMPTY entries skipped). */
   private rehash(members: Uint32Array, capacity: number): void {
     const cells = new Uint32Array(capacity).fill(EMPTY);
-    this.mask = capacity - 1;
-    for (const c of members) {
-      let i = hash(c) & this.mask;
-      while (cells[i] !== EMPTY) i = (i + 1) & this.mask;
+    const mask = capacity - 1;
+    for (let m = 0; m < members.length; m++) {
+      const c = members[m] as number;
+      if (c === EMPTY) continue;
+      let i = hash(c) & mask;
+      while (cells[i] !== EMPTY) i = (i + 1) & mask;
       cells[i] = c;
     }
+    this.mask = mask;
     this.cells = cells;
   }
 }
 
-function maxOf(members: Uint32Array): number {
+/** The highest slot among `cells` (EMPTY entries skipped); 0 for none. */
+function maxOf(cells: Uint32Array): number {
   let max = 0;
-  for (const s of members) if (s > max) max = s;
+  for (let i = 0; i < cells.length; i++) {
+    const s = cells[i] as number;
+    if (s !== EMPTY && s > max) max = s;
+  }
   return max;
 }
 

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { IdTable, uuidWords } from '../../../src/store/compact/id-table.js';
+import { IdTable, uuidWords, uuidWordsAt } from '../../../src/store/compact/id-table.js';
 
 /** A deterministic generator, so a failing sequence can be replayed. */
 function rng(seed: number): () => number {
@@ -22,8 +22,26 @@ describe('IdTable', () => {
       'anonymous',
       '',
       '01234567-89ab-cdef-0123-456789abcdeg',
+      // Char codes past 0xff whose low byte, beside a digit, would read as a pair of hex digits.
+      '01234567-89ab-cdef-0123-456789abcd\u0161f',
+      '\u3130234567-89ab-cdef-0123-456789abcdef',
     ])
       expect(uuidWords(bad, w), bad).toBe(false);
+  });
+
+  it('reads the same words from the bytes of a UUID at an offset, and nothing else', () => {
+    const w = new Uint32Array(4);
+    const at = (text: string) => uuidWordsAt(Buffer.from(`xy${text}z`, 'latin1'), 2, w);
+    expect(at('fedcba98-7654-3210-fedc-ba9876543210')).toBe(true);
+    expect([...w]).toEqual([0xfedcba98, 0x76543210, 0xfedcba98, 0x76543210]);
+    for (const bad of [
+      'fedcba98-7654-3210-fedc-ba987654321G',
+      'fedcba98-7654-3210-fedc-ba9876543210'.replace('-', '0'),
+      'fedcba98-7654-3210-fedc-ba987654321\xe9',
+    ])
+      expect(at(bad), bad).toBe(false);
+    // Fewer than 36 bytes left.
+    expect(uuidWordsAt(Buffer.from('fedcba98-7654-3210-fedc-ba987654321'), 0, w)).toBe(false);
   });
 
   it('answers as a Map of one key per slot does through random sets, replacements and deletes, across growth', () => {
@@ -124,6 +142,26 @@ describe('IdTable', () => {
     expect(second.size).toBe(90_000);
     expect(first.longestRun()).toBeLessThan(300);
     expect(second.longestRun()).toBeLessThan(300);
+  });
+
+  it('takes room for the keys a load expects while empty, answering as before, and never once it holds keys', () => {
+    const ids = Array.from({ length: 20_000 }, () => randomUUID());
+    const table = new IdTable();
+    table.reserve(20_000);
+    const reserved = table.bytes;
+    ids.forEach((id, slot) => table.set(id, slot));
+    // No doubling on the way: the room taken was enough.
+    expect(table.bytes).toBe(reserved);
+    expect(ids.every((id, slot) => table.get(id) === slot)).toBe(true);
+    expect(table.size).toBe(20_000);
+    // Holding keys, a reservation changes nothing (the keys stay where they are).
+    table.reserve(1_000_000);
+    expect(table.bytes).toBe(reserved);
+    expect(ids.every((id, slot) => table.get(id) === slot)).toBe(true);
+    // Without one, the table grew its way there to the same size.
+    const grown = new IdTable();
+    ids.forEach((id, slot) => grown.set(id, slot));
+    expect(grown.bytes).toBe(reserved);
   });
 
   it('refuses a slot it cannot hold', () => {

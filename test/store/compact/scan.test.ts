@@ -67,6 +67,58 @@ describe('reading fields of a msgpack record without decoding it', () => {
     }
   });
 
+  it('skips a value of each msgpack format by its exact size, and says when one is cut short', () => {
+    const str = [0x61, 0x62, 0x63];
+    const formats: Array<[string, number[]]> = [
+      ['positive fixint', [0x7f]],
+      ['negative fixint', [0xe0]],
+      ['nil', [0xc0]],
+      ['false', [0xc2]],
+      ['true', [0xc3]],
+      ['bin 8', [0xc4, 3, ...str]],
+      ['bin 16', [0xc5, 0, 3, ...str]],
+      ['bin 32', [0xc6, 0, 0, 0, 3, ...str]],
+      ['ext 8', [0xc7, 3, 1, ...str]],
+      ['ext 16', [0xc8, 0, 3, 1, ...str]],
+      ['ext 32', [0xc9, 0, 0, 0, 3, 1, ...str]],
+      ['float 32', [0xca, 1, 2, 3, 4]],
+      ['float 64', [0xcb, 1, 2, 3, 4, 5, 6, 7, 8]],
+      ['uint 8', [0xcc, 1]],
+      ['uint 16', [0xcd, 1, 2]],
+      ['uint 32', [0xce, 1, 2, 3, 4]],
+      ['uint 64', [0xcf, 1, 2, 3, 4, 5, 6, 7, 8]],
+      ['int 8', [0xd0, 1]],
+      ['int 16', [0xd1, 1, 2]],
+      ['int 32', [0xd2, 1, 2, 3, 4]],
+      ['int 64', [0xd3, 1, 2, 3, 4, 5, 6, 7, 8]],
+      ['fixext 1', [0xd4, 1, 9]],
+      ['fixext 2', [0xd5, 1, 9, 9]],
+      ['fixext 4', [0xd6, 1, 9, 9, 9, 9]],
+      ['fixext 8', [0xd7, 1, ...Array<number>(8).fill(9)]],
+      ['fixext 16', [0xd8, 1, ...Array<number>(16).fill(9)]],
+      ['str 8', [0xd9, 3, ...str]],
+      ['str 16', [0xda, 0, 3, ...str]],
+      ['str 32', [0xdb, 0, 0, 0, 3, ...str]],
+      ['fixarray', [0x92, 0x01, 0xa1, 0x61]],
+      ['array 16', [0xdc, 0, 2, 0xcd, 1, 2, 0xc0]],
+      ['array 32', [0xdd, 0, 0, 0, 2, 0x81, 0xa1, 0x61, 0x90, 0xc3]],
+      ['fixmap', [0x81, 0xa1, 0x61, 0x01]],
+      ['map 16', [0xde, 0, 1, 0xa1, 0x61, 0xd9, 3, ...str]],
+      ['map 32', [0xdf, 0, 0, 0, 1, 0xa1, 0x61, 0x92, 0xc2, 0xc3]],
+    ];
+    for (let n = 0; n < 32; n++) formats.push([`fixstr of ${n}`, [0xa0 + n, ...Array<number>(n).fill(0x78)]]);
+    for (const [name, value] of formats) {
+      // A value then a nil: skip lands exactly on the nil.
+      expect(skip(Uint8Array.from([...value, 0xc0]), 0), name).toBe(value.length);
+      expect(skip(Uint8Array.from([0xc0, ...value]), 1), name).toBe(value.length + 1);
+      // Cut short by a byte: past the end.
+      expect(skip(Uint8Array.from(value.slice(0, -1)), 0), name).toBeGreaterThan(value.length - 1);
+    }
+    // 0xc1 is no value; past the end is none either.
+    expect(skip(Uint8Array.from([0xc1, 0xc0]), 0)).toBe(Number.POSITIVE_INFINITY);
+    expect(skip(Uint8Array.from([0xc0]), 1)).toBeGreaterThan(1);
+  });
+
   it('says so when the bytes are not a map', () => {
     expect(fieldOffsets(encode(['AccessorID', 'x']), keys, new Int32Array(3))).toBe(false);
     expect(fieldOffsets(encode('AccessorID'), keys, new Int32Array(3))).toBe(false);
