@@ -37,6 +37,7 @@ import { ReplicationHistory } from './observability/replication-history.js';
 import { VERSION } from './version.js';
 import { type AuditSettings, AuditLog, auditPath, systemActor } from './observability/audit.js';
 import { META } from './store/schema.js';
+import { type DataDirLock, holdDataDirLock } from './store/data-dir-lock.js';
 import { randomBytes } from 'node:crypto';
 
 /** The settings a reload (SIGHUP) applies; TLS files are re-read too. */
@@ -132,7 +133,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     serverKey: config.server_key,
     logger,
   });
-  const { store, audit, metrics } = await openStorage(config, dataDir, options, logger);
+  const { lock, store, audit, metrics } = await openStorage(config, dataDir, options, logger);
   /** host:port once bound; other datacenters reach this daemon at advertise_addr, else there. */
   let address = '';
   const advertised = (): string => config.advertise_addr ?? address;
@@ -192,11 +193,12 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       { address, datacenter: config.datacenter, primary: config.primary_datacenter, role: cluster.kind, dataDir },
       'watchword agent started',
     );
-    return daemonHandle(config, { store, metrics, audit, cluster, transport, reaper, http, logger, dataDir, address });
+    return daemonHandle(config, { lock, store, metrics, audit, cluster, transport, reaper, http, logger, dataDir, address });
   } catch (err) {
     await cluster.stop().catch(() => undefined);
     await store.close().catch(() => undefined);
     await audit.close().catch(() => undefined);
+    await lock.release().catch(() => undefined);
     throw err;
   }
 }
@@ -204,11 +206,24 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
 type Services = ReturnType<typeof buildServices>;
 type Http = ReturnType<typeof buildHttp>;
 
-/** The data dir (0700, its files 0600), the store in it, the audit log (open before anything can change) and the metrics. */
+/**
+ * The data dir (0700, its files 0600) and its lock (held until the daemon has closed everything
+ * in it), the store in it, the audit log (open before anything can change) and the metrics.
+ */
 async function openStorage(config: Config, dataDir: string, options: DaemonOptions, logger: Logger) {
   // Secrets live in the store: nothing the daemon creates is readable by other users.
   process.umask(0o077);
   await mkdir(dataDir, { recursive: true, mode: 0o700 });
+  const lock = await holdDataDirLock(dataDir);
+  try {
+    return { lock, ...(await openInLockedDir(config, dataDir, options, logger)) };
+  } catch (err) {
+    await lock.release().catch(() => undefined);
+    throw err;
+  }
+}
+
+async function openInLockedDir(config: Config, dataDir: string, options: DaemonOptions, logger: Logger) {
   await restrictModes(dataDir);
   let metricsRef: Metrics | undefined;
   const opening = performance.now();
@@ -475,6 +490,7 @@ async function listen(config: Config, app: FastifyInstance, transport: Transport
 function daemonHandle(
   config: Config,
   parts: {
+    lock: DataDirLock;
     store: LevelStore;
     metrics: Metrics;
     audit: AuditLog;
@@ -487,7 +503,7 @@ function daemonHandle(
     address: string;
   },
 ): Daemon {
-  const { store, metrics, audit, cluster, transport, reaper, http, logger, dataDir, address } = parts;
+  const { lock, store, metrics, audit, cluster, transport, reaper, http, logger, dataDir, address } = parts;
   const { app } = http;
   /** The configuration in force (a reload replaces what may change). */
   let current = config;
@@ -548,6 +564,8 @@ function daemonHandle(
         await transport.close();
         await store.close();
         await audit.close();
+        // Last: until here another daemon must not take the data dir (the checkpoint was written at the store's close).
+        await lock.release();
         logger.info('watchword agent stopped');
       })();
       return closing;

@@ -1,0 +1,33 @@
+import { join } from 'node:path';
+import { Level } from 'level';
+import { WatchwordError } from '../domain/errors.js';
+
+/**
+ * The data dir held by one daemon for its whole life. LevelDB's own lock (its LOCK file, an
+ * fcntl lock the kernel drops with the process, even a killed one) guards the store only while
+ * LevelDB is open, and the store closes it at times: for the scan on a second thread at a
+ * start, after a load (to unmap the table files it read), while a staged store is swapped in,
+ * and before the checkpoint is written at a clean stop. A second daemon started on the same
+ * data dir in such a moment would take the store, and the audit log beside it. So a daemon
+ * first opens a small, empty LevelDB in `DATA_DIR/lock` (a few kilobytes) and keeps it open
+ * until everything else is closed: the same kernel lock, held throughout.
+ */
+export interface DataDirLock {
+  release(): Promise<void>;
+}
+
+/** Takes the lock of `dataDir` (which exists); a WatchwordError naming it when another process holds it. */
+export async function holdDataDirLock(dataDir: string): Promise<DataDirLock> {
+  const db = new Level<string, string>(join(dataDir, 'lock'), { writeBufferSize: 64 * 1024, maxOpenFiles: 10 });
+  try {
+    await db.open();
+  } catch (err) {
+    const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+    if (cause?.code === 'LEVEL_LOCKED') {
+      throw new WatchwordError('INTERNAL', `data dir ${dataDir} is in use by another process (its lock is held)`, { cause: err });
+    }
+    const why = cause?.message ?? (err as Error).message;
+    throw new WatchwordError('INTERNAL', `cannot take the lock of data dir ${dataDir}: ${why.replace(/\s+/g, ' ')}`, { cause: err });
+  }
+  return { release: () => db.close() };
+}
