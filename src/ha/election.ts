@@ -117,8 +117,15 @@ export class Election {
     if (!this.view.servers.some((s) => s.name === me && s.lease === lease)) return { kind: 'register', lease };
     if (key && key.server.name === me && key.lease === lease && !this.ownsRecord()) return { kind: 'claim', lease, term: key.term };
     if (!key && this.mayCampaign()) return { kind: 'campaign', lease, syncRevision: this.view.sync?.revision };
+    // Said once in the log when this server starts waiting for another to take over.
+    const waiting = key ? '' : (this.problem() ?? '');
+    if (waiting !== this.waiting && waiting !== '') this.notes.push(`no leader, and this server ${waiting}`);
+    this.waiting = waiting;
     return { kind: 'idle' };
   }
+
+  /** Why this server last found it may not campaign ('' when it could, or a leader was there). */
+  private waiting = '';
 
   /** Whether a leader key was put by the server it names (invariant 5). */
   private isGenuine(key: NonNullable<ElectionView['leader']>): boolean {
@@ -294,8 +301,22 @@ export class Election {
     return this.view.servers.map(({ name, address }) => ({ name, address })).sort((a, b) => a.name.localeCompare(b.name));
   }
 
+  /**
+   * What keeps the datacenter from a leader as this server sees it: etcd out of reach, or no
+   * leader key while this server may not campaign (invariant 4), naming who may. Without it a
+   * datacenter whose last leader published an empty synchronous set and then went away shows
+   * only "no leader is known" while every other server waits, correctly, for that leader.
+   */
   problem(): string | undefined {
-    return this.trouble || undefined;
+    if (this.trouble) return this.trouble;
+    const sync = this.view.sync?.record;
+    if (this.view.leader !== undefined || sync === undefined || this.mayCampaign()) return undefined;
+    const may = [sync.leader, ...sync.members];
+    return (
+      `may not take over: the last leader, ${sync.leader}, published a synchronous set without this server ` +
+      `(${sync.members.length > 0 ? sync.members.join(', ') : 'none'}); only ${may.join(' or ')} may lead next, ` +
+      `as only ${may.length === 1 ? 'it holds' : 'they hold'} every write ${sync.leader} acknowledged`
+    );
   }
 
   /** What happened since last asked, in words for the log. */

@@ -220,9 +220,35 @@ describe('Election (the coordinator’s decisions, without etcd)', () => {
     const p3 = make('p3');
     expect(round(p3, server('p3'), etcd, 0)).toEqual(['grant', 'read', 'register', 'idle']);
     expect(p3.leader(0)).toBeUndefined();
+    // It says why it waits, and for whom.
+    expect(p3.problem()).toBe(
+      'may not take over: the last leader, p1, published a synchronous set without this server (p2); ' +
+        'only p1 or p2 may lead next, as only they hold every write p1 acknowledged',
+    );
+    // Logged once, not at every round.
+    expect(p3.takeNotes().filter((n) => n.startsWith('no leader, and this server may not take over'))).toHaveLength(1);
+    round(p3, server('p3'), etcd, 0);
+    expect(p3.takeNotes().filter((n) => n.startsWith('no leader'))).toEqual([]);
     const p2 = make('p2');
+    expect(p2.problem()).toBeUndefined();
     expect(round(p2, server('p2'), etcd, 0)).toContain('campaign');
     expect(p2.isLeader(0)).toBe(true);
+    expect(p2.problem()).toBeUndefined();
+    // Once p2 leads, p3 follows it and has nothing to report.
+    round(p3, server('p3'), etcd, 0);
+    expect(p3.leader(0)?.name).toBe('p2');
+    expect(p3.problem()).toBeUndefined();
+  });
+
+  it('names the last leader alone when its synchronous set was empty', () => {
+    const etcd = new ModelEtcd();
+    etcd.put('sync', JSON.stringify({ leader: 'p1', term: 3, members: [] }), '0', 0);
+    const p2 = make('p2');
+    expect(round(p2, server('p2'), etcd, 0)).toEqual(['grant', 'read', 'register', 'idle']);
+    expect(p2.problem()).toBe(
+      'may not take over: the last leader, p1, published a synchronous set without this server (none); ' +
+        'only p1 may lead next, as only it holds every write p1 acknowledged',
+    );
   });
 
   it('a campaign lost to a quicker server reads again and follows the winner', () => {
