@@ -372,8 +372,14 @@ describe.skipIf(!etcd)('several servers per datacenter (etcd-coordinated)', () =
     };
     const racers = Array.from({ length: 4 }, (_, n) => racer(n));
     try {
-      // Cut only once the old leader has acknowledged some of the raced writes (a busy machine may take a while).
-      await until('writes acknowledged by the old leader', 20_000, async () => rounds.filter((r) => r.atOld === 200).length >= 5);
+      // Cut only once the old leader has acknowledged some of the raced writes (a busy machine may take a while), with a
+      // follower in its synchronous set: one it dropped under load (2 s without a confirmation) leaves no server that may
+      // take over, and the datacenter rightly waits for the old leader (each server's Problem then says so).
+      await until('writes acknowledged by the old leader, with a synchronous follower', 20_000, async () => {
+        if (rounds.filter((r) => r.atOld === 200).length < 5) return false;
+        const view = (await call(old, token, 'GET', '/v1/operator/servers', undefined, 1000)).body;
+        return (view?.SyncSet as string[] | undefined)?.length === 1;
+      });
       cutAt = Date.now();
       cluster.coordinatorLink(old.serverName).cut();
       onTestFinished(() => cluster.coordinatorLink(old.serverName).restore());
