@@ -33,7 +33,7 @@ const SECRET = 'bench-scale-management-secret';
 const SETTLE_MS = Number(process.env.BENCH_SCALE_SETTLE_MS ?? 10_000);
 const ROUNDS = Math.max(3, Number(process.env.BENCH_ROUNDS ?? 3));
 /**
- * Floors against regressions. A first start reads every token from LevelDB (5.6-6.5 s at 1M, 52 s at 10M,
+ * Floors against regressions. A first start reads every token from LevelDB (5.6-6.5 s at 1M, 52-60 s at 10M,
  * on two cores); RSS is the issue's 600 B per token (480-510 B at 1M after a first start, 330 B at 10M).
  */
 const RSS_PER_TOKEN = 600;
