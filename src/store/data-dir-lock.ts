@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import { Level } from 'level';
-import { WatchwordError } from '../domain/errors.js';
+import { openExplained } from './level-options.js';
 
 /**
  * The data dir held by one daemon for its whole life. LevelDB's own lock (its LOCK file, an
@@ -19,15 +19,10 @@ export interface DataDirLock {
 /** Takes the lock of `dataDir` (which exists); a WatchwordError naming it when another process holds it. */
 export async function holdDataDirLock(dataDir: string): Promise<DataDirLock> {
   const db = new Level<string, string>(join(dataDir, 'lock'), { writeBufferSize: 64 * 1024, maxOpenFiles: 10 });
-  try {
-    await db.open();
-  } catch (err) {
-    const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-    if (cause?.code === 'LEVEL_LOCKED') {
-      throw new WatchwordError('INTERNAL', `data dir ${dataDir} is in use by another process (its lock is held)`, { cause: err });
-    }
-    const why = cause?.message ?? (err as Error).message;
-    throw new WatchwordError('INTERNAL', `cannot take the lock of data dir ${dataDir}: ${why.replace(/\s+/g, ' ')}`, { cause: err });
-  }
+  await openExplained(
+    db,
+    `data dir ${dataDir} is in use by another process (its lock is held)`,
+    `cannot take the lock of data dir ${dataDir}`,
+  );
   return { release: () => db.close() };
 }

@@ -6,7 +6,7 @@ import type { BootstrapState } from '../domain/types.js';
 import { type Checkpoint, findCheckpoint, removeCheckpoint, writeCheckpoint } from './checkpoint.js';
 import { CompactTable } from './compact/compact-table.js';
 import { type DecodedPair, claimDatacenter, decodePair, readState, upgradeFormat } from './disk-state.js';
-import { LEVEL_OPTIONS } from './level-options.js';
+import { LEVEL_OPTIONS, openExplained } from './level-options.js';
 import { type ScannedAside, scanTokensAside } from './scan-aside.js';
 import { type Applied, DurableState } from './durable-state.js';
 import { type BatchOp, GroupCommitter, type QueuedCommit, isFencing } from './group-commit.js';
@@ -154,17 +154,7 @@ export class LevelStore implements Store {
     // Judged before LevelDB opens: an open changes the files a checkpoint was written beside.
     const checkpoint = options.checkpoint === false ? undefined : await findCheckpoint(dir);
     const db = openLevel(dir);
-    try {
-      await db.open();
-    } catch (err) {
-      const cause = (err as { cause?: { code?: string } }).cause;
-      if (cause?.code === 'LEVEL_LOCKED') {
-        throw new WatchwordError('INTERNAL', `data dir ${dir} is in use by another process (LevelDB lock held)`, { cause: err });
-      }
-      // LevelDB's own words (naming the damaged file) are in the cause.
-      const why = (cause as { message?: string } | undefined)?.message ?? (err as Error).message;
-      throw new WatchwordError('INTERNAL', `cannot open the store in ${dir}: ${why.replace(/\s+/g, ' ')}`, { cause: err });
-    }
+    await openExplained(db, `data dir ${dir} is in use by another process (LevelDB lock held)`, `cannot open the store in ${dir}`);
     try {
       await upgradeFormat(db, dir, options.durability === 'fsync');
       let logIDBytes = await db.get(META.logID);
