@@ -6,15 +6,17 @@
  * from spawn to the first answered request, 0.48 s against 0.69 s on a new data dir, and
  * 0.3-0.6 s sooner on a million tokens.
  */
-import { chmodSync, writeFileSync } from 'node:fs';
+import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { bundleAgent } from './agent-build.js';
 
-const DIST = fileURLToPath(new URL('../dist', import.meta.url));
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const DIST = join(ROOT, 'dist');
 
 await bundleAgent(join(DIST, 'agent'));
 const main = join(DIST, 'main.js');
-// The first line as src/main.ts has it: node's flags for the daemon (src/testing/command.ts, DAEMON_NODE_FLAGS).
-writeFileSync(main, "#!/usr/bin/env -S node --max-semi-space-size=32\n// The agent and CLI, bundled (scripts/build-dist.ts).\nimport './agent/main.js';\n");
+// src/main.ts's first line, node's flags for the daemon with it (src/testing/command.ts, DAEMON_NODE_FLAGS).
+const hashbang = readFileSync(join(ROOT, 'src', 'main.ts'), 'utf8').split('\n', 1)[0] as string;
+writeFileSync(main, `${hashbang}\n// The agent and CLI, bundled (scripts/build-dist.ts).\nimport './agent/main.js';\n`);
 chmodSync(main, 0o755);

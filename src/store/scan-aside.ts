@@ -26,7 +26,7 @@ export async function scanTokensAside(
   if (wanted === undefined && size < SCAN_ASIDE_BYTES) return undefined;
   const tokens = newTables().tokens;
   if (!(tokens instanceof CompactTable)) return { why: 'tokens are not kept compact' };
-  // As many tokens as large ones would be: fewer than the table will hold, so it is never sized past them.
+  // As many tokens as there would be were each a large one: tokens larger still (rare) would leave the tables roomier than needed.
   tokens.reserve(Math.floor(size / LARGE_TOKEN_BYTES));
   await db.close();
   try {

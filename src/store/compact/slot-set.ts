@@ -73,7 +73,7 @@ export class SlotSet {
         this.add(slot);
         return;
       }
-      this.resize(capacity * 2);
+      this.rehash(this.cells as Uint32Array, capacity * 2);
     }
     const cells = this.cells as Uint32Array;
     for (let i = hash(slot) & this.mask; ; i = (i + 1) & this.mask) {
@@ -120,7 +120,7 @@ export class SlotSet {
     }
     cells[hole] = EMPTY;
     this.count--;
-    if (cells.length > MIN_CAPACITY && this.count * 100 < cells.length * 15) this.resize(cells.length / 2);
+    if (cells.length > MIN_CAPACITY && this.count * 100 < cells.length * 15) this.rehash(cells, cells.length / 2);
     return true;
   }
 
@@ -171,11 +171,6 @@ export class SlotSet {
     while (words <= slot >>> 5) words *= 2;
     this.bits = new Uint32Array(words);
     this.bits.set(old);
-  }
-
-  /** The hash form at `capacity` cells, its members placed again (no copy of them made first). */
-  private resize(capacity: number): void {
-    this.rehash(this.cells as Uint32Array, capacity);
   }
 
   /** The hash form at `capacity` cells holding `members` (EMPTY entries skipped). */
