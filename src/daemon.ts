@@ -1,4 +1,4 @@
-import { chmod, mkdir, readdir, rename, writeFile } from 'node:fs/promises';
+import { rename, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
@@ -7,7 +7,7 @@ import { type Clock, systemClock } from './domain/clock.js';
 import { ReadGate, readAuthorizer } from './http/blocking.js';
 import { buildApp } from './http/app.js';
 import { createAgentLogger } from './observability/logger.js';
-import { Metrics } from './observability/metrics.js';
+import type { Metrics } from './observability/metrics.js';
 import { Reaper } from './reaper/reaper.js';
 import { AclResolver } from './service/acl-resolver.js';
 import { BootstrapService } from './service/bootstrap.js';
@@ -22,7 +22,7 @@ import { AuthMethodService } from './service/auth-methods.js';
 import { BindingRuleService } from './service/binding-rules.js';
 import { LoginService } from './service/login.js';
 import { SnapshotService } from './service/snapshots.js';
-import { LevelStore, type LevelStoreOptions } from './store/level-store.js';
+import type { LevelStore, LevelStoreOptions } from './store/level-store.js';
 import type { ClusterHooks } from './http/forward.js';
 import { PeerClient } from './transport/peer-client.js';
 import { DatacenterDirectory } from './replication/directory.js';
@@ -35,9 +35,10 @@ import { Transport } from './transport/transport.js';
 import { HostCheck, isLoopbackHost } from './http/host-check.js';
 import { ReplicationHistory } from './observability/replication-history.js';
 import { VERSION } from './version.js';
-import { type AuditSettings, AuditLog, auditPath, systemActor } from './observability/audit.js';
+import { type AuditLog, auditPath, systemActor } from './observability/audit.js';
 import { META } from './store/schema.js';
-import { type DataDirLock, holdDataDirLock } from './store/data-dir-lock.js';
+import type { DataDirLock } from './store/data-dir-lock.js';
+import { auditSettings, openDataDir } from './data-dir.js';
 import { randomBytes } from 'node:crypto';
 
 /** The settings a reload (SIGHUP) applies; TLS files are re-read too. */
@@ -56,17 +57,6 @@ const RELOADABLE: readonly ConfigKey[] = [
   'tls_key_file',
   'tls_ca_file',
 ];
-
-/** The audit log's settings from the configuration. */
-function auditSettings(config: Config, dataDir: string): AuditSettings {
-  return {
-    enabled: config.audit_log,
-    path: config.audit_log_path ? resolve(config.audit_log_path) : join(dataDir, 'audit', 'audit.log'),
-    mode: config.audit_log_mode,
-    rotateBytes: config.audit_log_rotate_bytes,
-    maxFiles: config.audit_log_rotate_max_files,
-  };
-}
 
 export interface Daemon {
   readonly config: Config;
@@ -111,7 +101,8 @@ export { VERSION } from './version.js';
  * The composition root: opens the store, builds services, HTTP and the reaper, and
  * starts them in order. Nothing serves before the store is open; close() stops in the
  * reverse order and leaves the store flushed. Each step is a builder below, in the order
- * they run: storage, the server's place, the services, what the role runs, HTTP, listening.
+ * they run after the data dir is open (data-dir.ts): the server's place, the services, what
+ * the role runs, HTTP, listening.
  */
 export async function startDaemon(config: Config, options: DaemonOptions = {}): Promise<Daemon> {
   const clock = options.clock ?? systemClock;
@@ -133,7 +124,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     serverKey: config.server_key,
     logger,
   });
-  const { lock, store, audit, metrics } = await openStorage(config, dataDir, options, logger);
+  const { lock, store, audit, metrics } = await openDataDir(config, dataDir, options.storeFaults, logger);
   /** host:port once bound; other datacenters reach this daemon at advertise_addr, else there. */
   let address = '';
   const advertised = (): string => config.advertise_addr ?? address;
@@ -205,60 +196,6 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
 
 type Services = ReturnType<typeof buildServices>;
 type Http = ReturnType<typeof buildHttp>;
-
-/**
- * The data dir (0700, its files 0600) and its lock (held until the daemon has closed everything
- * in it), the store in it, the audit log (open before anything can change) and the metrics.
- */
-async function openStorage(config: Config, dataDir: string, options: DaemonOptions, logger: Logger) {
-  // Secrets live in the store: nothing the daemon creates is readable by other users.
-  process.umask(0o077);
-  await mkdir(dataDir, { recursive: true, mode: 0o700 });
-  const lock = await holdDataDirLock(dataDir);
-  try {
-    return { lock, ...(await openInLockedDir(config, dataDir, options, logger)) };
-  } catch (err) {
-    await lock.release().catch(() => undefined);
-    throw err;
-  }
-}
-
-async function openInLockedDir(config: Config, dataDir: string, options: DaemonOptions, logger: Logger) {
-  await restrictModes(dataDir);
-  let metricsRef: Metrics | undefined;
-  const opening = performance.now();
-  const store = await LevelStore.open(join(dataDir, 'store'), {
-    durability: config.durability,
-    onCheckpointFailed: (err) =>
-      logger.warn({ err }, 'store: the checkpoint was not written; the next start reads every token from LevelDB'),
-    changeLog: isPrimary(config),
-    datacenter: config.datacenter,
-    ...(options.storeFaults ? { faults: options.storeFaults } : {}),
-    onAvailability: (available, cause) => {
-      metricsRef?.storeAvailable.set(available ? 1 : 0);
-      if (available) logger.info('store: writes succeed again; accepting writes');
-      else logger.error({ err: cause }, 'store: a write failed; refusing writes (503) and retrying until the disk accepts them');
-    },
-  });
-  logger.info(`store: opened in ${Math.round(performance.now() - opening)} ms, tokens read from ${store.tokensFrom ?? 'a scan'}`);
-  const audit = new AuditLog(
-    auditSettings(config, dataDir),
-    { datacenter: config.datacenter, server: config.node_name },
-    logger,
-    () => store.getMeta(META.auditKey) as Uint8Array | undefined,
-  );
-  try {
-    await audit.open();
-  } catch (err) {
-    await store.close();
-    throw new Error(`cannot open the audit log ${auditSettings(config, dataDir).path}: ${(err as Error).message}`);
-  }
-  if (!config.audit_log) logger.warn('the audit log is off (audit_log = false): ACL changes and refusals are not recorded');
-  store.setAudit(config.audit_log ? audit : undefined);
-  const metrics = new Metrics(store);
-  metricsRef = metrics;
-  return { store, audit, metrics };
-}
 
 /** The use cases, each over the store and the resolver (which asks the server's place for secrets held elsewhere). */
 function buildServices(config: Config, deps: { store: LevelStore; clock: Clock; cluster: ClusterRole; audit: AuditLog; dataDir: string }) {
@@ -571,14 +508,4 @@ function daemonHandle(
       return closing;
     },
   };
-}
-
-/** Data dir and everything in it: directories 0700, files 0600 (data dirs made by older versions too). */
-async function restrictModes(dir: string): Promise<void> {
-  await chmod(dir, 0o700);
-  for (const entry of await readdir(dir, { withFileTypes: true })) {
-    const path = join(dir, entry.name);
-    if (entry.isDirectory()) await restrictModes(path);
-    else if (entry.isFile()) await chmod(path, 0o600);
-  }
 }
