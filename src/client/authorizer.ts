@@ -13,8 +13,10 @@ import { type Failure, WELL_FORMED_SECRET, failureOf, milliseconds, reasonOf, sl
  * - `deny`: everything is denied until the daemon answers again.
  * - `allow`: everything is allowed until the daemon answers again.
  * "Cannot be reached" means a refused, reset or timed-out connection or a 5xx answer. A 429, an
- * answer that cannot be read, or a secret that cannot be sent are not outages: they are denied
- * (a known token keeps its last rules while the daemon asks us to wait).
+ * answer that cannot be read, or a secret that cannot be sent are not outages: they are denied.
+ * A known token is judged by its last rules for `tokenTTL` after the daemon last confirmed them,
+ * never longer while the daemon answers 429 (anyone able to send requests could otherwise keep a
+ * revoked token alive).
  */
 export type DownPolicy = 'extend-cache' | 'async-cache' | 'deny' | 'allow';
 
@@ -265,7 +267,8 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
     access: Access,
     place: CheckPlace | undefined,
   ): boolean | Promise<boolean> {
-    if (this.down === 'async-cache' && entry.failing !== 'broken') {
+    // Served stale only while a refresh is under way or for a real outage; a 429 or a broken answer is not one.
+    if (this.down === 'async-cache' && (entry.failing === undefined || entry.failing === 'unreachable')) {
       entry.kick?.();
       if (entry.failing === 'unreachable') this.counters.downAnswers++;
       else this.counters.hits++;
@@ -276,11 +279,14 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
       if (entry.failing === 'unreachable') this.counters.downAnswers++;
       if (entry.authorizer === undefined) return false;
       if (Date.now() >= entry.expiresAt) return false;
+      // Confirmed again while this question waited: judged afresh.
+      if (Date.now() - entry.confirmedAt < this.ttl) return this.judge(entry, resource, segment, access, place);
       switch (entry.failing) {
         case undefined:
-        // The daemon is up and asked us to wait: its last word on this token holds.
-        case 'limited':
+          // No answer yet to the refresh this question waited for: its last word holds until the refresh fails.
           return this.judge(entry, resource, segment, access, place);
+        // The daemon is up but will not confirm the token now (429) or answered what cannot be read: past the TTL, denied.
+        case 'limited':
         case 'broken':
           return false;
         case 'unreachable':

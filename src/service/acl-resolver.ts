@@ -104,7 +104,14 @@ export class AclResolver {
    * Synchronous unless this secondary must ask the primary about a secret it lacks.
    */
   resolve(secret: string | undefined, client?: string): Identity | Promise<Identity> {
-    if (secret !== undefined && secret !== '' && this.options.lookupUnknownSecret && this.reader.getTokenBySecret(secret) === undefined) {
+    if (
+      secret !== undefined &&
+      secret !== '' &&
+      this.options.lookupUnknownSecret &&
+      this.reader.getTokenBySecret(secret) === undefined &&
+      // Deleted here a moment ago: gone at its source too, no look-up needed (nor spent from the client's budget).
+      !this.reader.isSecretGone(secret)
+    ) {
       const lookup = this.options.lookupUnknownSecret;
       // A token created a moment ago on the primary may not have replicated yet.
       return lookup(secret, client).then(() => this.resolveLocal(secret));

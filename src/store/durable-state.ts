@@ -1,7 +1,8 @@
-import type { BootstrapState } from '../domain/types.js';
+import type { BootstrapState, TokenRecord } from '../domain/types.js';
 import { type DecodedPair, type DiskState, WATCH_TABLES } from './disk-state.js';
 import { type Tables, newTables } from './memory.js';
 import type { AnyTable } from './table.js';
+import { GoneSecrets } from './gone-secrets.js';
 import { META } from './schema.js';
 import type { LogEntry, WatchTable } from './store.js';
 import type { TableOp } from './store-tx.js';
@@ -51,6 +52,8 @@ export class DurableState {
   /** HA: the last durable batch. */
   seq = 0;
   term = 0;
+  /** Secrets of tokens deleted here a moment ago (gone-secrets.ts). */
+  readonly goneSecrets = new GoneSecrets();
 
   constructor(logID: string) {
     this.logID = logID;
@@ -95,12 +98,7 @@ export class DurableState {
         entries = [];
         logReset = true;
       }
-      for (const op of c.tableOps) {
-        const t = this.tables[op.table] as AnyTable;
-        if (op.record === null) t.delete(op.id);
-        else if (op.bytes !== undefined) t.putEncoded(op.record, op.bytes);
-        else t.put(op.record);
-      }
+      for (const op of c.tableOps) this.write(op.table, op.id, op.record, op.bytes);
       for (const [k, v] of c.meta) this.meta.set(k, v);
       this.index = Math.max(this.index, c.index);
       for (const [t, idx] of c.tables) {
@@ -118,10 +116,7 @@ export class DurableState {
     const tables = new Map<WatchTable, number>();
     for (const d of decoded) {
       if (d.kind === 'record') {
-        const t = this.tables[d.table] as AnyTable;
-        if (d.record === null) t.delete(d.id);
-        else if (d.bytes !== undefined) t.putEncoded(d.record, d.bytes);
-        else t.put(d.record);
+        this.write(d.table, d.id, d.record, d.bytes);
       } else if (d.kind === 'meta') {
         if (d.value === undefined) this.meta.delete(d.key);
         else this.meta.set(d.key, d.value);
@@ -136,6 +131,17 @@ export class DurableState {
       }
     }
     return { from, tables, entries: [], logReset: false };
+  }
+
+  /** One record written (null: deleted); a token's secret that no token holds any more is noted as gone. */
+  private write(table: TableOp['table'], id: string, record: unknown, bytes: Uint8Array | undefined): void {
+    const t = this.tables[table] as AnyTable;
+    const old = record === null ? t.delete(id) : bytes !== undefined ? t.putEncoded(record, bytes) : t.put(record);
+    if (table !== 'tokens') return;
+    const before = (old as TokenRecord | undefined)?.SecretID;
+    const after = (record as TokenRecord | null)?.SecretID;
+    if (before !== undefined && before !== after) this.goneSecrets.add(before);
+    if (after !== undefined) this.goneSecrets.forget(after);
   }
 
   /** Every watched table with its index (a history replaced: every waiter looks again). */

@@ -131,7 +131,7 @@ export class LevelStore implements Store {
     logID: string,
   ) {
     this.state = new DurableState(logID);
-    this.reader = new TablesReader(this.state.tables, () => this.bootstrap());
+    this.reader = new TablesReader(this.state.tables, () => this.bootstrap(), this.state.goneSecrets);
     this.logTail = new LogTail(options.logTailEntries ?? 20_000);
     this.watchers = new Watchers((t) => this.state.tableIndex(t));
     this.committer = new GroupCommitter({

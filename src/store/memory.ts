@@ -1,3 +1,4 @@
+import type { GoneSecrets } from './gone-secrets.js';
 import type { AuthMethodRecord, BindingRuleRecord, BootstrapState, PolicyRecord, RoleRecord, Scope, TokenRecord } from '../domain/types.js';
 import {
   type IndexDef,
@@ -294,6 +295,8 @@ export type ExpiryCursor = [number, string];
 export interface StateReader {
   getToken(accessor: string): TokenRecord | undefined;
   getTokenBySecret(secret: string): TokenRecord | undefined;
+  /** Whether a token holding this secret was deleted here a moment ago (store/gone-secrets.ts). */
+  isSecretGone(secret: string): boolean;
   getPolicy(id: string): PolicyRecord | undefined;
   getPolicyByName(scope: Scope, name: string): PolicyRecord | undefined;
   getRole(id: string): RoleRecord | undefined;
@@ -331,6 +334,7 @@ export class TablesReader implements StateReader {
     /** Replaced whole when the store reloads its state from disk. */
     public tables: Tables,
     private readonly bootstrap: () => BootstrapState,
+    private readonly gone: Pick<GoneSecrets, 'has'>,
   ) {}
 
   getToken(accessor: string): TokenRecord | undefined {
@@ -339,6 +343,10 @@ export class TablesReader implements StateReader {
 
   getTokenBySecret(secret: string): TokenRecord | undefined {
     return this.tables.tokens.byUnique('secret', secret);
+  }
+
+  isSecretGone(secret: string): boolean {
+    return this.gone.has(secret);
   }
 
   getPolicy(id: string): PolicyRecord | undefined {

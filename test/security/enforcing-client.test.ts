@@ -162,7 +162,7 @@ describe('enforcing client: a known token under 429 and the default TTL', () => 
     }
   });
 
-  it("keeps a known token's rules while its watch is refused with 429, waits out Retry-After, and sees a delete", async () => {
+  it("denies a known token past its TTL while its watch is refused with 429, waits out Retry-After, and sees a delete", async () => {
     const a = await tokenWith('service "web" { policy = "write" }');
     const b = await tokenWith('service "api" { policy = "write" }');
     // This one's watch holds the only blocking slot for 15 s.
@@ -173,12 +173,16 @@ describe('enforcing client: a known token under 429 and the default TTL', () => 
     made.push(authz);
     expect(await authz.allowed(b.SecretID, 'service', 'api', 'write')).toBe(true);
     const before = await served(d, AUTHORIZER_ROUTE);
-    // Past the TTL, b's watch has been refused: b is judged by its rules, never allowed wholesale.
+    // Past the TTL, b's watch has been refused: a 429 is not an outage, so neither the down policy
+    // nor b's last rules speak for it (fourth security review, finding 1).
     await new Promise((r) => setTimeout(r, 1_500));
-    expect(await authz.allowed(b.SecretID, 'service', 'api', 'write')).toBe(true);
+    expect(await authz.allowed(b.SecretID, 'service', 'api', 'write')).toBe(false);
     expect(await authz.allowed(b.SecretID, 'service', 'web', 'write')).toBe(false);
     // The refusal is waited out (Retry-After: 5), not retried in a loop.
     expect((await served(d, AUTHORIZER_ROUTE)) - before).toBeLessThanOrEqual(2);
+    // Once Retry-After has passed, a plain read confirms b again.
+    await waitFor(async () => (await authz.allowed(b.SecretID, 'service', 'api', 'write')) === true, 10_000, 100);
+    expect(await authz.allowed(b.SecretID, 'service', 'web', 'write')).toBe(false);
     // Then a plain read sees that b was deleted.
     expect((await d.api('DELETE', `/v1/acl/token/${b.AccessorID}`)).body).toBe(true);
     await waitFor(async () => (await authz.allowed(b.SecretID, 'service', 'api', 'write')) === false, 10_000, 100);
