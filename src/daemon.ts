@@ -147,7 +147,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     onEvent: (type, details) => audit.record(type, systemActor('watchword'), 200, details),
   });
   try {
-    const services = buildServices(config, { store, clock, cluster, audit, dataDir });
+    const services = buildServices(config, { store, clock, cluster, audit, dataDir, logger });
     if (!isPrimary(config) && config.initial_management_token) {
       logger.warn('initial_management_token is only used by the primary; ignored on this secondary');
     }
@@ -198,8 +198,11 @@ type Services = ReturnType<typeof buildServices>;
 type Http = ReturnType<typeof buildHttp>;
 
 /** The use cases, each over the store and the resolver (which asks the server's place for secrets held elsewhere). */
-function buildServices(config: Config, deps: { store: LevelStore; clock: Clock; cluster: ClusterRole; audit: AuditLog; dataDir: string }) {
-  const { store, clock, cluster, audit, dataDir } = deps;
+function buildServices(
+  config: Config,
+  deps: { store: LevelStore; clock: Clock; cluster: ClusterRole; audit: AuditLog; dataDir: string; logger: Logger },
+) {
+  const { store, clock, cluster, audit, dataDir, logger } = deps;
   const primary = isPrimary(config);
   const resolver = new AclResolver(store, clock, {
     datacenter: config.datacenter,
@@ -209,6 +212,7 @@ function buildServices(config: Config, deps: { store: LevelStore; clock: Clock; 
     ...(!primary && config.replication_max_stale > 0
       ? { staleness: { maxMs: config.replication_max_stale, silentForMs: () => cluster.primarySilentForMs() } }
       : {}),
+    onProblem: (message) => logger.warn(message),
   });
   const tokens = new TokenService(store, resolver, clock, {
     limits: { minTTL: config.token_min_ttl, maxTTL: config.token_max_ttl },
@@ -229,6 +233,7 @@ function buildServices(config: Config, deps: { store: LevelStore; clock: Clock; 
       datacenter: config.datacenter,
       primaryDatacenter: config.primary_datacenter,
       isPrimary: primary,
+      methodLimits: { minTTL: config.token_min_ttl, maxTTL: config.token_max_ttl, urls },
       audit: (type, actor, details) => audit.record(type, actor, 200, details),
     }),
     bootstrap: new BootstrapService(store, tokens, clock, {

@@ -1,5 +1,12 @@
 import { BUILTIN_POLICIES, isBuiltinPolicyID } from './builtins.js';
-import { invalid } from './errors.js';
+import { WatchwordError, invalid } from './errors.js';
+import {
+  type Owner,
+  checkDatacenterNames,
+  normalizeNodeIdentities,
+  normalizeServiceIdentities,
+  normalizeTemplatedPolicies,
+} from './grants.js';
 import { policyHash, roleHash, tokenHash } from './hash.js';
 import { ANONYMOUS_TOKEN_ID, ANONYMOUS_TOKEN_SECRET, isReservedID, isUUID } from './ids.js';
 import { parsePolicyRules } from './rules/policy.js';
@@ -33,24 +40,74 @@ function unique(kind: string, seen: Map<string, string>, key: string, id: string
   seen.set(k, id);
 }
 
+/** A check the API makes, run on a restored record: its 400 becomes the restore's, naming the record. */
+function asAPI(what: string, check: () => void): void {
+  try {
+    check();
+  } catch (err) {
+    if (err instanceof WatchwordError && err.code === 'INVALID_REQUEST') throw refuse(`${what}: ${err.message}`);
+    throw err;
+  }
+}
+
+/**
+ * What a token or role grants, checked by the functions the API checks it with: identity names
+ * and datacenters, templated policies known with their variables (a name rendered into rules
+ * must be one the API would take), links that are IDs.
+ */
+function checkGrants(
+  owner: Owner,
+  id: string,
+  r: Pick<TokenRecord, 'ServiceIdentities' | 'NodeIdentities' | 'TemplatedPolicies' | 'Policies'> & { Roles?: TokenRecord['Roles'] },
+  local: boolean,
+): void {
+  asAPI(`${owner} ${id}`, () => {
+    normalizeServiceIdentities(r.ServiceIdentities ?? [], owner, local);
+    normalizeNodeIdentities(r.NodeIdentities ?? [], owner);
+    normalizeTemplatedPolicies(r.TemplatedPolicies ?? [], owner, local);
+  });
+  for (const l of [...(r.Policies ?? []), ...(r.Roles ?? [])])
+    if (!isUUID(l.ID)) throw refuse(`${owner} ${id} links ${JSON.stringify(l.ID.slice(0, 64))}, which is not a UUID`);
+}
+
+/** A time field: RFC 3339 as the API writes it. */
+function checkTime(what: string, value: string | undefined, required: boolean): void {
+  if (value === undefined && !required) return;
+  if (typeof value !== 'string' || !/^\d{4}-\d{2}-\d{2}T/.test(value) || Number.isNaN(Date.parse(value)))
+    throw refuse(`${what} is not an RFC 3339 time`);
+}
+
+/**
+ * What needs more than the domain to check (the auth-method verifiers' Config rules, a binding
+ * rule's fields against its method): the service passes the functions its API uses.
+ */
+export interface RestoreHooks {
+  /** Throws the API's 400 for a method it would refuse (Type, MaxTokenTTL, TokenLocality, Config). */
+  authMethod?(m: AuthMethodRecord): void;
+  /** Throws the API's 400 for a rule it would refuse under `method` (BindType, BindName, Selector). */
+  bindingRule?(r: BindingRuleRecord, method: AuthMethodRecord): void;
+}
+
 /**
  * The checks of a restore, record by record as the file is read (README, "Security"): every
- * invariant the API enforces on writes, since a snapshot file is input like any other (its
- * checksum is unkeyed: anyone can recompute it). Uniqueness among the small tables is kept
- * here; among tokens (millions) the caller answers from what it has staged (`TokenLookup`).
- * `finish` checks what needs the whole file: the built-in policies and the anonymous token
- * present, every binding rule's auth method held. The first problem is thrown (400), naming
- * the record.
+ * invariant the API enforces on writes, through the functions the API uses, since a snapshot
+ * file is input like any other (its checksum is unkeyed: anyone can recompute it). Uniqueness
+ * among the small tables is kept here; among tokens (millions) the caller answers from what it
+ * has staged (`TokenLookup`). `finish` checks what needs the whole file: the built-in policies
+ * and the anonymous token present, every binding rule's auth method held and the rule valid
+ * under it. The first problem is thrown (400), naming the record.
  */
 export class RestoreChecks {
+  constructor(private readonly hooks: RestoreHooks = {}) {}
+
   private readonly policyNames = new Map<string, string>();
   private readonly policyIDs = new Map<string, string>();
   private readonly roleNames = new Map<string, string>();
   private readonly roleIDs = new Map<string, string>();
-  private readonly methods = new Map<string, string>();
+  private readonly methods = new Map<string, AuthMethodRecord>();
   private readonly ruleIDs = new Map<string, string>();
-  /** Each binding rule's method, checked once every method has been read. */
-  private readonly ruleMethods: Array<[string, string, string]> = [];
+  /** Each binding rule with its method's key, checked once every method has been read. */
+  private readonly rules: Array<[BindingRuleRecord, string]> = [];
   private anonymous: TokenRecord | undefined;
 
   policy(p: PolicyRecord): void {
@@ -71,6 +128,7 @@ export class RestoreChecks {
         throw refuse(`policy ${p.ID} (${p.Name}) has rules that do not parse: ${(err as Error).message}`);
       }
     }
+    asAPI(`policy ${p.ID}`, () => checkDatacenterNames(p.Datacenters ?? [], 'Policy'));
     unique('policy', this.policyNames, `${where}/${p.Name}`, p.ID, 'Name in one namespace');
   }
 
@@ -78,18 +136,22 @@ export class RestoreChecks {
     uuid('role', 'ID', r.ID);
     unique('role', this.roleIDs, r.ID, r.ID, 'ID');
     if (!ROLE_NAME_RE.test(r.Name)) throw refuse(`role ${r.ID} has an invalid Name ${JSON.stringify(r.Name.slice(0, 64))}`);
+    checkGrants('role', r.ID, r, false);
     unique('role', this.roleNames, `${scope('role', r.ID, r)}/${r.Name}`, r.ID, 'Name in one namespace');
   }
 
   authMethod(m: AuthMethodRecord): void {
     if (!METHOD_NAME_RE.test(m.Name)) throw refuse(`auth method ${JSON.stringify(m.Name.slice(0, 64))} has an invalid Name`);
-    unique('auth method', this.methods, `${scope('auth method', m.Name, m)}/${m.Name}`, m.Name, 'Name in one namespace');
+    const key = `${scope('auth method', m.Name, m)}/${m.Name}`.toLowerCase();
+    if (this.methods.has(key)) throw refuse(`two auth methods are named ${JSON.stringify(m.Name)} in one namespace`);
+    asAPI(`auth method ${JSON.stringify(m.Name)}`, () => this.hooks.authMethod?.(m));
+    this.methods.set(key, m);
   }
 
   bindingRule(r: BindingRuleRecord): void {
     uuid('binding rule', 'ID', r.ID);
     unique('binding rule', this.ruleIDs, r.ID, r.ID, 'ID');
-    this.ruleMethods.push([r.ID, `${scope('binding rule', r.ID, r)}/${r.AuthMethod}`.toLowerCase(), r.AuthMethod]);
+    this.rules.push([r, `${scope('binding rule', r.ID, r)}/${r.AuthMethod}`.toLowerCase()]);
   }
 
   /**
@@ -103,6 +165,11 @@ export class RestoreChecks {
       throw refuse(`token ${t.AccessorID} has the anonymous token's secret`);
     if (!SECRET_RE.test(t.SecretID)) throw refuse(`token ${t.AccessorID} has an invalid SecretID`);
     scope('token', t.AccessorID, t);
+    checkGrants('token', t.AccessorID, t, t.Local);
+    checkTime(`token ${t.AccessorID} CreateTime`, t.CreateTime, true);
+    checkTime(`token ${t.AccessorID} ExpirationTime`, t.ExpirationTime, false);
+    if (t.AuthMethod !== undefined && t.AuthMethod !== '' && !METHOD_NAME_RE.test(t.AuthMethod))
+      throw refuse(`token ${t.AccessorID} names an invalid AuthMethod`);
     if (held.byAccessor(t.AccessorID) !== undefined) throw refuse(`two tokens have the AccessorID ${t.AccessorID}`);
     // Never named in the message: the secret itself.
     const other = held.bySecret(t.SecretID);
@@ -117,9 +184,12 @@ export class RestoreChecks {
   finish(globals: boolean): void {
     if (!globals) return;
     for (const b of BUILTIN_POLICIES) if (!this.policyIDs.has(b.ID)) throw refuse(`the built-in policy ${b.Name} (${b.ID}) is missing`);
-    for (const [id, key, method] of this.ruleMethods)
-      if (!this.methods.has(key))
-        throw refuse(`binding rule ${id} belongs to auth method ${JSON.stringify(method)}, which the snapshot does not hold`);
+    for (const [rule, key] of this.rules) {
+      const method = this.methods.get(key);
+      if (method === undefined)
+        throw refuse(`binding rule ${rule.ID} belongs to auth method ${JSON.stringify(rule.AuthMethod)}, which the snapshot does not hold`);
+      asAPI(`binding rule ${rule.ID}`, () => this.hooks.bindingRule?.(rule, method));
+    }
     if (!this.anonymous) throw refuse('the anonymous token is missing');
   }
 }

@@ -112,8 +112,14 @@ const BY_NAME = new Map(POLICY_TEMPLATES.map((t) => [t.TemplateName, t]));
 
 export const findTemplate = (name: string): PolicyTemplate | undefined => BY_NAME.get(name);
 
+/**
+ * The template's rules for `name`. The name goes inside a quoted string of the rules, escaped as
+ * one (a valid identity name needs no escape, so its rendering is unchanged): whatever a stored
+ * record holds, it can only ever name a resource, never close the string and add a rule.
+ */
 export function renderTemplate(template: PolicyTemplate, name: string | undefined): string {
-  return template.Template.replaceAll('{{.Name}}', name ?? '');
+  const quoted = JSON.stringify(name ?? '').slice(1, -1);
+  return template.Template.replaceAll('{{.Name}}', () => quoted);
 }
 
 /** A rendered policy: never stored, recomputed from identities and templates on read. */
@@ -123,12 +129,15 @@ export interface SyntheticPolicy {
   Description: string;
   Rules: string;
   Datacenters?: string[];
+  /** Set when the record names a template this build does not know: it renders to no rules (the caller logs it). */
+  Problem?: string;
 }
 
 function synthesize(templateName: string, name: string | undefined, datacenters: string[] | undefined): SyntheticPolicy {
   const template = findTemplate(templateName);
-  if (!template) throw new Error(`unknown template ${templateName}`);
-  const rules = renderTemplate(template, name);
+  // Writes refuse unknown templates; one in a stored record (an older or newer build's, a crafted restore) grants nothing.
+  const problem = template ? undefined : `unknown templated policy ${JSON.stringify(templateName.slice(0, 128))}: it grants nothing`;
+  const rules = template ? renderTemplate(template, name) : '';
   // Datacenters are part of the identity of a rendered policy: the same node name in two
   // datacenters must stay two policies, or one scope would be lost.
   const dcs = datacenters && datacenters.length > 0 ? datacenters : undefined;
@@ -139,6 +148,7 @@ function synthesize(templateName: string, name: string | undefined, datacenters:
     Description: `synthetic policy generated from templated policy: ${templateName}`,
     Rules: rules,
     ...(dcs ? { Datacenters: dcs } : {}),
+    ...(problem ? { Problem: problem } : {}),
   };
 }
 

@@ -73,6 +73,8 @@ export interface ResolverOptions {
    * been silent for longer than `maxMs` (they may have been revoked there); Local tokens are not.
    */
   staleness?: { maxMs: number; silentForMs(): number | undefined };
+  /** Told when a stored record cannot be judged as written (an unknown templated policy): it grants nothing. */
+  onProblem?: (message: string) => void;
 }
 
 /**
@@ -240,10 +242,21 @@ export class AclResolver {
         out.push({ ID: p.ID, Rules: p.Rules, Namespace: p.Namespace, Partition: p.Partition, Builtin: isBuiltinPolicyID(p.ID), record: p });
     }
     for (const s of synthetic) {
+      if (s.Problem !== undefined) this.problem(`token ${token.AccessorID}: ${s.Problem}`);
       if (this.validHere(s.Datacenters))
         out.push({ ID: s.ID, Rules: s.Rules, Namespace: token.Namespace, Partition: token.Partition, Builtin: false });
     }
     return out;
+  }
+
+  /** Problems already told (each once per process, at most 1,000 kept: a record judged per request must not flood the log). */
+  private readonly told = new Set<string>();
+
+  private problem(message: string): void {
+    if (this.told.has(message)) return;
+    if (this.told.size >= 1_000) this.told.clear();
+    this.told.add(message);
+    this.options.onProblem?.(message);
   }
 
   /** The default policy that decides what no rule does. */

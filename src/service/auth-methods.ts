@@ -6,7 +6,7 @@ import { checkRuleFields } from '../auth/binder.js';
 import { METHOD_TYPES } from '../auth/fields.js';
 import { redactURL } from '../auth/http.js';
 import type { URLPolicy } from '../auth/url-policy.js';
-import { formatDuration } from '../domain/duration.js';
+import { formatDuration, parseDuration } from '../domain/duration.js';
 import { invalid, missingTarget, notFound } from '../domain/errors.js';
 import type { AuthMethodRecord, Scope } from '../domain/types.js';
 import { authMethodID } from '../store/schema.js';
@@ -46,6 +46,45 @@ const missingMethod = (name: string) => missingTarget(`Cannot find auth method $
 
 /** Config fields that are URLs: without acl:write, shown without credentials or query string. */
 const URL_CONFIG = ['JWKSURL', 'OIDCDiscoveryURL', 'Host'];
+
+type MethodLimits = { minTTL: number; maxTTL: number; urls: URLPolicy };
+type Verifiers = Awaited<ReturnType<typeof verifiers>>;
+
+/**
+ * A method's Type, MaxTokenTTL, TokenLocality and Config checked as the API checks them (a
+ * write's body, and a restored record): Config keys come back as Consul spells them.
+ */
+function checkMethodFields(
+  input: Pick<AuthMethodInput, 'Type' | 'MaxTokenTTL' | 'TokenLocality' | 'Config'>,
+  limits: MethodLimits,
+  v: Verifiers,
+): { ttl: number; locality: AuthMethodRecord['TokenLocality']; config: Record<string, unknown> } {
+  if (!input.Type) throw badMethod(`Type is required (one of: ${METHOD_TYPES.join(', ')})`);
+  const ttl = input.MaxTokenTTL ?? 0;
+  if (ttl !== 0 && (ttl < limits.minTTL || ttl > limits.maxTTL)) {
+    throw badMethod(
+      `MaxTokenTTL should be between ${formatDuration(limits.minTTL)} and ${formatDuration(limits.maxTTL)}, or 0 for no expiry`,
+    );
+  }
+  const locality = input.TokenLocality ?? '';
+  if (locality !== '' && locality !== 'local' && locality !== 'global')
+    throw badMethod("TokenLocality should be one of 'local' or 'global'");
+  return {
+    ttl,
+    locality: locality as AuthMethodRecord['TokenLocality'],
+    config: v.validateMethodConfig(input.Type, input.Config ?? {}, limits.urls),
+  };
+}
+
+/** The check of a stored method (a restore's record), by the function the API's writes use; throws its 400. */
+export async function storedMethodCheck(limits: MethodLimits): Promise<(m: AuthMethodRecord) => void> {
+  const v = await verifiers();
+  return (m) => {
+    const ttl = m.MaxTokenTTL === '' ? 0 : parseDuration(m.MaxTokenTTL);
+    if (ttl === undefined) throw badMethod(`MaxTokenTTL ${JSON.stringify(m.MaxTokenTTL.slice(0, 64))} is not a duration`);
+    checkMethodFields({ Type: m.Type, MaxTokenTTL: ttl, TokenLocality: m.TokenLocality || undefined, Config: m.Config }, limits, v);
+  };
+}
 
 export function authMethodView(m: AuthMethodRecord, showSecrets: boolean, withConfig = true): AuthMethodView {
   const shown = (k: string, v: unknown): unknown =>
@@ -103,21 +142,10 @@ export class AuthMethodService {
     scope: Scope,
     name: string,
   ): Promise<Omit<AuthMethodRecord, 'CreateIndex' | 'ModifyIndex'>> {
-    if (!input.Type) throw badMethod(`Type is required (one of: ${METHOD_TYPES.join(', ')})`);
-    const ttl = input.MaxTokenTTL ?? 0;
-    if (ttl !== 0 && (ttl < this.limits.minTTL || ttl > this.limits.maxTTL)) {
-      throw badMethod(
-        `MaxTokenTTL should be between ${formatDuration(this.limits.minTTL)} and ${formatDuration(this.limits.maxTTL)}, or 0 for no expiry`,
-      );
-    }
-    const locality = input.TokenLocality ?? '';
-    if (locality !== '' && locality !== 'local' && locality !== 'global')
-      throw badMethod("TokenLocality should be one of 'local' or 'global'");
-    // Config keys as Consul spells them, whatever case they were sent in.
-    const config = (await verifiers()).validateMethodConfig(input.Type, input.Config ?? {}, this.limits.urls);
+    const { ttl, locality, config } = checkMethodFields(input, this.limits, await verifiers());
     return {
       Name: name,
-      Type: input.Type,
+      Type: input.Type as string,
       DisplayName: input.DisplayName ?? '',
       Description: input.Description ?? '',
       MaxTokenTTL: ttl === 0 ? '' : formatDuration(ttl),

@@ -5,7 +5,7 @@ import type { bindingRuleBody } from '../api/schemas.js';
 import { BIND_TYPES, type BindType, checkRuleFields } from '../auth/binder.js';
 import { invalid, missingTarget, notFound } from '../domain/errors.js';
 import { isUUID } from '../domain/ids.js';
-import type { BindingRuleRecord, Scope } from '../domain/types.js';
+import type { AuthMethodRecord, BindingRuleRecord, Scope } from '../domain/types.js';
 import type { StateReader, Store, Tx } from '../store/store.js';
 import type { AclResolver } from './acl-resolver.js';
 import type { RequestContext, WriteResult } from './context.js';
@@ -19,6 +19,21 @@ export type BindingRuleInput = z.output<typeof bindingRuleBody>;
 const badRule = (message: string) => invalid(`Invalid Binding Rule: ${message}`);
 const ruleNotFound = (id: string) => notFound(`Cannot find binding rule ${JSON.stringify(id)}`);
 const missingRule = (id: string) => missingTarget(`Cannot find binding rule ${JSON.stringify(id)}`);
+
+/**
+ * A rule's BindType, BindName, Selector and BindVars checked under its method, as the API checks
+ * them on a write and on a restored record; throws the 400.
+ */
+export function checkRule(
+  method: AuthMethodRecord,
+  r: { BindType: string; BindName: string; Selector: string; BindVars?: { name?: string } | undefined },
+): void {
+  if (r.BindType === '') throw badRule('BindType is required');
+  if (!BIND_TYPES.includes(r.BindType as BindType))
+    throw badRule(`BindType ${JSON.stringify(r.BindType)} is not one of: ${BIND_TYPES.join(', ')}`);
+  if (r.BindName === '') throw badRule('BindName is required');
+  checkRuleFields(method, r.Selector, r.BindName, r.BindVars, badRule);
+}
 
 export class BindingRuleService {
   constructor(
@@ -47,14 +62,10 @@ export class BindingRuleService {
     const m = tx.getAuthMethod(scope, method);
     if (!m) throw badRule(`auth method ${JSON.stringify(method)} does not exist`);
     const bindType = input.BindType ?? '';
-    if (bindType === '') throw badRule('BindType is required');
-    if (!BIND_TYPES.includes(bindType as BindType))
-      throw badRule(`BindType ${JSON.stringify(bindType)} is not one of: ${BIND_TYPES.join(', ')}`);
     const bindName = input.BindName ?? '';
-    if (bindName === '') throw badRule('BindName is required');
     const selector = input.Selector ?? '';
     const bindVars = input.BindVars?.name !== undefined ? { name: input.BindVars.name } : undefined;
-    checkRuleFields(m, selector, bindName, bindVars, badRule);
+    checkRule(m, { BindType: bindType, BindName: bindName, Selector: selector, BindVars: bindVars });
     return {
       Description: input.Description ?? '',
       AuthMethod: method,

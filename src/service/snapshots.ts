@@ -20,12 +20,16 @@ import { META, TABLE_DEFS, TABLE_NAMES, type TableName } from '../store/schema.j
 import { RestoreChecks, type TokenLookup, recomputeHash } from '../domain/snapshot-invariants.js';
 import type { Store } from '../store/store.js';
 import type { AclResolver, Identity } from './acl-resolver.js';
+import { storedMethodCheck } from './auth-methods.js';
+import { checkRule } from './binding-rules.js';
 import type { RequestContext } from './context.js';
 
 export interface SnapshotServiceOptions {
   datacenter: string;
   primaryDatacenter: string;
   isPrimary: boolean;
+  /** The limits auth methods are checked against on writes: a restored method is checked against them too. */
+  methodLimits: Parameters<typeof storedMethodCheck>[0];
   /** Records an audit event that changes nothing in the store (a snapshot save). */
   audit?: (type: string, actor: AuditActor, details: Record<string, unknown>) => void;
 }
@@ -128,7 +132,11 @@ export class SnapshotService {
     }
     const restoreGlobal = this.options.isPrimary;
     const restoreLocal = own;
-    const checks = new RestoreChecks();
+    // Checked by the functions the API checks them with.
+    const checks = new RestoreChecks({
+      authMethod: await storedMethodCheck(this.options.methodLimits),
+      bindingRule: (rule, method) => checkRule(method, rule),
+    });
     const current = this.store.tables;
     const tokens = staged.tables.tokens;
     const held = { byAccessor: (id: string) => tokens.get(id), bySecret: (s: string) => tokens.byUnique('secret', s) };

@@ -154,7 +154,7 @@ export class TokenService {
     const expandedRoles = roles.map((r) => roleView(r, namedLinks(this.reader, 'policy', r.Policies)));
     return {
       ...view,
-      ExpandedPolicies: [...policies.map((p) => policyView(p)), ...synthetic],
+      ExpandedPolicies: [...policies.map((p) => policyView(p)), ...synthetic.map(({ Problem: _, ...p }) => p)],
       ExpandedRoles: expandedRoles,
       NamespaceDefaultPolicyIDs: null,
       NamespaceDefaultRoleIDs: null,

@@ -162,7 +162,7 @@ describe('enforcing client: a known token under 429 and the default TTL', () => 
     }
   });
 
-  it("denies a known token past its TTL while its watch is refused with 429, waits out Retry-After, and sees a delete", async () => {
+  it('denies a known token past its TTL while its watch is refused with 429, waits out Retry-After, and sees a delete', async () => {
     const a = await tokenWith('service "web" { policy = "write" }');
     const b = await tokenWith('service "api" { policy = "write" }');
     // This one's watch holds the only blocking slot for 15 s.

@@ -61,9 +61,15 @@ describe('a revoked token under a flood of made-up secrets', () => {
   }
 
   async function webWriter(): Promise<{ SecretID: string; AccessorID: string }> {
-    const p = (await dc1.api('PUT', '/v1/acl/policy', { body: { Name: `web-${randomUUID().slice(0, 8)}`, Rules: 'service "web" { policy = "write" }' } }))
-      .body as { ID: string };
-    const t = (await dc1.api('PUT', '/v1/acl/token', { body: { Policies: [{ ID: p.ID }] } })).body as { SecretID: string; AccessorID: string };
+    const p = (
+      await dc1.api('PUT', '/v1/acl/policy', {
+        body: { Name: `web-${randomUUID().slice(0, 8)}`, Rules: 'service "web" { policy = "write" }' },
+      })
+    ).body as { ID: string };
+    const t = (await dc1.api('PUT', '/v1/acl/token', { body: { Policies: [{ ID: p.ID }] } })).body as {
+      SecretID: string;
+      AccessorID: string;
+    };
     await waitFor(async () => (await dc2.api('GET', `/v1/acl/token/${t.AccessorID}`)).status === 200, 5_000);
     return t;
   }
