@@ -9,6 +9,7 @@ import { buildApp } from './http/app.js';
 import { createAgentLogger } from './observability/logger.js';
 import type { Metrics } from './observability/metrics.js';
 import { Reaper } from './reaper/reaper.js';
+import { Selectors } from './auth/selectors.js';
 import { AclResolver } from './service/acl-resolver.js';
 import { BootstrapService } from './service/bootstrap.js';
 import type { AgentInfo } from './service/context.js';
@@ -184,7 +185,20 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       { address, datacenter: config.datacenter, primary: config.primary_datacenter, role: cluster.kind, dataDir },
       'watchword agent started',
     );
-    return daemonHandle(config, { lock, store, metrics, audit, cluster, transport, reaper, http, logger, dataDir, address });
+    return daemonHandle(config, {
+      lock,
+      store,
+      metrics,
+      audit,
+      cluster,
+      transport,
+      reaper,
+      http,
+      logger,
+      dataDir,
+      address,
+      selectors: services.selectors,
+    });
   } catch (err) {
     await cluster.stop().catch(() => undefined);
     await store.close().catch(() => undefined);
@@ -219,21 +233,25 @@ function buildServices(
     checkChosenIDs: (ids, local) => cluster.checkChosenIDs(ids, local),
   });
   const urls = { allowedHosts: config.auth_method_allowed_hosts };
+  // Binding-rule selectors: regular expressions compiled and run on a thread of their own.
+  const selectors = new Selectors();
   return {
     resolver,
     tokens,
+    selectors,
     policies: new PolicyService(store, resolver),
     roles: new RoleService(store, resolver),
     templatedPolicies: new TemplatedPolicyService(resolver),
     decisions: new DecisionService(resolver, store),
     authMethods: new AuthMethodService(store, resolver, { minTTL: config.token_min_ttl, maxTTL: config.token_max_ttl, urls }),
-    bindingRules: new BindingRuleService(store, resolver),
-    login: new LoginService(store, clock, { datacenter: config.datacenter, urls }),
+    bindingRules: new BindingRuleService(store, resolver, selectors),
+    login: new LoginService(store, clock, { datacenter: config.datacenter, urls }, selectors),
     snapshots: new SnapshotService(store, resolver, clock, {
       datacenter: config.datacenter,
       primaryDatacenter: config.primary_datacenter,
       isPrimary: primary,
       methodLimits: { minTTL: config.token_min_ttl, maxTTL: config.token_max_ttl, urls },
+      selectors,
       audit: (type, actor, details) => audit.record(type, actor, 200, details),
     }),
     bootstrap: new BootstrapService(store, tokens, clock, {
@@ -443,9 +461,10 @@ function daemonHandle(
     logger: Logger;
     dataDir: string;
     address: string;
+    selectors: Selectors;
   },
 ): Daemon {
-  const { lock, store, metrics, audit, cluster, transport, reaper, http, logger, dataDir, address } = parts;
+  const { lock, store, metrics, audit, cluster, transport, reaper, http, logger, dataDir, address, selectors } = parts;
   const { app } = http;
   /** The configuration in force (a reload replaces what may change). */
   let current = config;
@@ -503,6 +522,7 @@ function daemonHandle(
         app.server.closeAllConnections();
         await closed;
         await reaper.stop();
+        await selectors.close();
         await transport.close();
         await store.close();
         await audit.close();

@@ -3,7 +3,7 @@
 import { methodFields, selectorAllows } from './fields.js';
 import type { Identity as VerifiedIdentity } from './identity.js';
 import type { WatchwordError } from '../domain/errors.js';
-import { SelectorError, parseSelector, selectorMatches, selectorPaths } from '../domain/selector.js';
+import { SelectorError, parseSelector, selectorPaths } from '../domain/selector.js';
 import type { AuthMethodRecord, BindingRuleRecord, NodeIdentity, ServiceIdentity, TemplatedPolicyLink } from '../domain/types.js';
 
 export const BIND_TYPES = ['service', 'node', 'role', 'policy', 'templated-policy'] as const;
@@ -21,18 +21,21 @@ export interface Bindings {
 }
 
 /**
- * Every binding of the rules whose selector matches the identity, in rule order: names
- * interpolated from the identity's variables (a rule whose BindName cannot be filled binds
- * nothing); node identities in this datacenter. Links by name are resolved by the caller.
+ * Every binding of the rules whose selector matched the identity (`matched[i]` for `rules[i]`,
+ * as auth/selectors.ts judged them), in rule order: names interpolated from the identity's
+ * variables (a rule whose BindName cannot be filled binds nothing); node identities in this
+ * datacenter. Links by name are resolved by the caller.
  */
 export function bind(
   rules: readonly BindingRuleRecord[],
-  identity: Pick<VerifiedIdentity, 'selectable' | 'variables'>,
+  matched: readonly boolean[],
+  identity: Pick<VerifiedIdentity, 'variables'>,
   datacenter: string,
 ): Bindings {
   const bindings: Bindings = { services: [], nodes: [], roles: [], policies: [], templated: [], matched: [] };
-  for (const rule of rules) {
-    if (!selectorMatches(rule.Selector, identity.selectable)) continue;
+  for (let i = 0; i < rules.length; i++) {
+    const rule = rules[i] as BindingRuleRecord;
+    if (matched[i] !== true) continue;
     const bound = interpolate(rule.BindName, identity.variables);
     if (bound === undefined || bound === '') continue;
     bindings.matched.push(rule.ID);

@@ -1,4 +1,3 @@
-import { RE2JS } from 're2js';
 /**
  * Binding-rule selectors: Consul's boolean expression syntax (go-bexpr) over a verified
  * identity, e.g. `value.name == "web" and "admins" in list.groups`.
@@ -45,7 +44,9 @@ export type Path = readonly string[];
 export type SelectorNode =
   | { kind: 'or' | 'and'; left: SelectorNode; right: SelectorNode }
   | { kind: 'not'; expr: SelectorNode }
-  | { kind: 'eq' | 'ne' | 'contains' | 'notContains' | 'matches' | 'notMatches'; path: Path; value: string; regex?: RE2JS }
+  | { kind: 'eq' | 'ne' | 'contains' | 'notContains'; path: Path; value: string }
+  /** `clause`: the 1-based number of this clause among the selector's matching clauses, to name it in messages. */
+  | { kind: 'matches' | 'notMatches'; path: Path; value: string; clause: number; column: number }
   | { kind: 'empty' | 'notEmpty'; path: Path };
 
 type Token =
@@ -117,6 +118,8 @@ function tokenize(text: string): Token[] {
 
 class Parser {
   private at = 0;
+  /** Matching clauses met so far (each clause's number in messages). */
+  private clauses = 0;
   constructor(private readonly tokens: Token[]) {}
 
   private peek(offset = 0): Token {
@@ -190,6 +193,7 @@ class Parser {
 
   /** A value on the left means `value [not] in selector`; a selector means one of the other forms. */
   private match(): SelectorNode {
+    this.clauses++;
     const first = this.peek();
     const leftIsValue =
       first.t === 'string' ||
@@ -234,17 +238,9 @@ class Parser {
       return { kind: negated ? 'notContains' : 'contains', path, value: this.value() };
     }
     if (this.isWord('matches')) {
-      const at = this.next().col;
-      const value = this.value();
-      // RE2 semantics, as Consul's bexpr: linear time in the input, whatever the pattern
-      // (JavaScript's backtracking engine is exponential on some), and no look-around or back-references.
-      let regex: RE2JS;
-      try {
-        regex = RE2JS.compile(value);
-      } catch (err) {
-        throw new SelectorError(`invalid regular expression ${JSON.stringify(value)}: ${(err as Error).message}`, at);
-      }
-      return { kind: negated ? 'notMatches' : 'matches', path, value, regex };
+      const column = this.next().col;
+      // The pattern is compiled where it runs (auth/selectors.ts: RE2 semantics, off the event loop).
+      return { kind: negated ? 'notMatches' : 'matches', path, value: this.value(), clause: this.clauses, column };
     }
     throw this.unexpected(
       negated ? '"contains", "matches" or "in"' : 'a matching operator ("==", "!=", "is empty", "contains", "matches", "in")',
@@ -347,15 +343,52 @@ function isEmpty(v: unknown): boolean {
   return false;
 }
 
-/** Evaluates a parsed selector over `data`; throws SelectorEvalError when a selector names nothing. */
-export function evaluateSelector(node: SelectorNode, data: unknown): boolean {
+/** The regular-expression clauses of a selector, in order. */
+export function selectorPatterns(node: SelectorNode): Array<Extract<SelectorNode, { kind: 'matches' | 'notMatches' }>> {
   switch (node.kind) {
     case 'or':
-      return evaluateSelector(node.left, data) || evaluateSelector(node.right, data);
     case 'and':
-      return evaluateSelector(node.left, data) && evaluateSelector(node.right, data);
+      return [...selectorPatterns(node.left), ...selectorPatterns(node.right)];
     case 'not':
-      return !evaluateSelector(node.expr, data);
+      return selectorPatterns(node.expr);
+    case 'matches':
+    case 'notMatches':
+      return [node];
+    default:
+      return [];
+  }
+}
+
+/** How many matching clauses a selector holds. */
+export function clauseCount(node: SelectorNode): number {
+  switch (node.kind) {
+    case 'or':
+    case 'and':
+      return clauseCount(node.left) + clauseCount(node.right);
+    case 'not':
+      return clauseCount(node.expr);
+    default:
+      return 1;
+  }
+}
+
+/** A compiled regular expression, as `evaluateSelector` runs one. */
+export interface Pattern {
+  test(text: string): boolean;
+}
+
+/**
+ * Evaluates a parsed selector over `data`, with `patternOf` giving each `matches` clause's
+ * compiled expression; throws SelectorEvalError when a selector names nothing.
+ */
+export function evaluateSelector(node: SelectorNode, data: unknown, patternOf: (source: string) => Pattern): boolean {
+  switch (node.kind) {
+    case 'or':
+      return evaluateSelector(node.left, data, patternOf) || evaluateSelector(node.right, data, patternOf);
+    case 'and':
+      return evaluateSelector(node.left, data, patternOf) && evaluateSelector(node.right, data, patternOf);
+    case 'not':
+      return !evaluateSelector(node.expr, data, patternOf);
     case 'eq':
       return text(select(data, node.path)) === node.value;
     case 'ne':
@@ -368,7 +401,7 @@ export function evaluateSelector(node: SelectorNode, data: unknown): boolean {
     case 'notMatches': {
       const v = select(data, node.path);
       if (typeof v !== 'string') throw new SelectorEvalError(`selector ${node.path.join('.')} is not a string: "matches" needs one`);
-      const hit = (node.regex as RE2JS).test(v);
+      const hit = patternOf(node.value).test(v);
       return node.kind === 'matches' ? hit : !hit;
     }
     case 'empty':
@@ -378,13 +411,17 @@ export function evaluateSelector(node: SelectorNode, data: unknown): boolean {
   }
 }
 
-/** Whether `selector` selects `data`: an empty selector selects everything; one that does not evaluate selects nothing. */
-export function selectorMatches(selector: string, data: unknown): boolean {
-  if (selector.trim() === '') return true;
+/**
+ * Whether a parsed selector (undefined: the empty selector, or one that does not parse) selects
+ * `data`: the empty selector selects everything; one that does not parse or evaluate, nothing.
+ */
+export function selects(node: SelectorNode | null | undefined, data: unknown, patternOf: (source: string) => Pattern): boolean {
+  if (node === null) return true;
+  if (node === undefined) return false;
   try {
-    return evaluateSelector(parseSelector(selector), data);
+    return evaluateSelector(node, data, patternOf);
   } catch (err) {
-    if (err instanceof SelectorEvalError || err instanceof SelectorError) return false;
+    if (err instanceof SelectorEvalError) return false;
     throw err;
   }
 }

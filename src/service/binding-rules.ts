@@ -3,6 +3,8 @@ import { audited } from './audited.js';
 import type { z } from 'zod';
 import type { bindingRuleBody } from '../api/schemas.js';
 import { BIND_TYPES, type BindType, checkRuleFields } from '../auth/binder.js';
+import type { Selectors } from '../auth/selectors.js';
+import { SelectorError } from '../domain/selector.js';
 import { invalid, missingTarget, notFound } from '../domain/errors.js';
 import { isUUID } from '../domain/ids.js';
 import type { AuthMethodRecord, BindingRuleRecord, Scope } from '../domain/types.js';
@@ -35,11 +37,27 @@ export function checkRule(
   checkRuleFields(method, r.Selector, r.BindName, r.BindVars, badRule);
 }
 
+/** A selector's patterns checked by the selector thread: its 400 (`Invalid Binding Rule: invalid Selector: …`) names the clause. */
+export async function checkSelectorText(selectors: Pick<Selectors, 'check'>, selector: string): Promise<void> {
+  try {
+    await selectors.check(selector);
+  } catch (err) {
+    if (err instanceof SelectorError) throw badRule(`invalid Selector: ${err.message}`);
+    throw err;
+  }
+}
+
 export class BindingRuleService {
   constructor(
     private readonly store: Store,
     private readonly resolver: AclResolver,
+    private readonly selectors: Pick<Selectors, 'check'>,
   ) {}
+
+  /** The selector's regular expressions compiled and bounded (off the event loop) before the write's transaction. */
+  private async checkSelector(input: BindingRuleInput): Promise<void> {
+    await checkSelectorText(this.selectors, input.Selector ?? '');
+  }
 
   private get reader(): StateReader {
     return this.store.reader;
@@ -83,6 +101,7 @@ export class BindingRuleService {
     if (input.ID) throw badRule('ID must not be set when creating a binding rule; use PUT /v1/acl/binding-rule/:id to update');
     const method = input.AuthMethod ?? '';
     if (method === '') throw badRule('AuthMethod is required');
+    await this.checkSelector(input);
     const rule = await this.store.transact(
       (tx) => {
         const content = this.content(tx, input, scope, method);
@@ -97,6 +116,7 @@ export class BindingRuleService {
     const { identity, scope } = await authorize(this.resolver, ctx, 'write', input);
     if (input.ID && input.ID !== id) throw badRule('ID in URL and payload do not match');
     if (!isUUID(id)) throw missingRule(id);
+    await this.checkSelector(input);
     const rule = await this.store.transact(
       (tx) => {
         const existing = inScope(tx.getBindingRule(id), scope);

@@ -4,6 +4,7 @@ import type { z } from 'zod';
 import type { loginBody } from '../api/schemas.js';
 import { MAX_CLAIM_CHARS, bind, longClaim } from '../auth/binder.js';
 import { LoginRefused } from '../auth/identity.js';
+import { SelectorTimeout, type Selectors } from '../auth/selectors.js';
 import type { URLPolicy } from '../auth/url-policy.js';
 import type { Clock } from '../domain/clock.js';
 import { parseDuration } from '../domain/duration.js';
@@ -29,6 +30,7 @@ export class LoginService {
     private readonly store: Store,
     private readonly clock: Clock,
     private readonly options: { datacenter: string; urls: URLPolicy },
+    private readonly selectors: Pick<Selectors, 'match'>,
   ) {}
 
   /** The method a login names, in the scope the request points at (the caller has no token yet). */
@@ -65,7 +67,17 @@ export class LoginService {
         `Permission denied: the bearer token's claim ${long} is longer than ${MAX_CLAIM_CHARS} characters`,
       );
     const rules = this.store.reader.listBindingRules(scope.Partition, [scope.Namespace], name);
-    const bindings = bind(rules, identity, this.options.datacenter);
+    let matched: boolean[];
+    try {
+      matched = await this.selectors.match(
+        rules.map((r) => r.Selector),
+        identity.selectable,
+      );
+    } catch (err) {
+      if (err instanceof SelectorTimeout) throw new WatchwordError('PERMISSION_DENIED', `Permission denied: ${err.message}`);
+      throw err;
+    }
+    const bindings = bind(rules, matched, identity, this.options.datacenter);
     const ttl = method.MaxTokenTTL ? (parseDuration(method.MaxTokenTTL) ?? 0) : 0;
     const local = method.TokenLocality !== 'global';
     const meta = input.Meta && Object.keys(input.Meta).length > 0 ? input.Meta : undefined;

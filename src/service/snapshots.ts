@@ -21,13 +21,16 @@ import { RestoreChecks, type TokenLookup, recomputeHash } from '../domain/snapsh
 import type { Store } from '../store/store.js';
 import type { AclResolver, Identity } from './acl-resolver.js';
 import { storedMethodCheck } from './auth-methods.js';
-import { checkRule } from './binding-rules.js';
+import { checkRule, checkSelectorText } from './binding-rules.js';
+import type { Selectors } from '../auth/selectors.js';
 import type { RequestContext } from './context.js';
 
 export interface SnapshotServiceOptions {
   datacenter: string;
   primaryDatacenter: string;
   isPrimary: boolean;
+  /** Binding rules' selectors are checked by it on writes: a restored rule's too. */
+  selectors: Pick<Selectors, 'check'>;
   /** The limits auth methods are checked against on writes: a restored method is checked against them too. */
   methodLimits: Parameters<typeof storedMethodCheck>[0];
   /** Records an audit event that changes nothing in the store (a snapshot save). */
@@ -145,6 +148,8 @@ export class SnapshotService {
     const counts = Object.fromEntries(TABLE_NAMES.map((t) => [t, 0])) as Record<TableName, number>;
     let bootstrap: BootstrapState | null = null;
     let restoredTokens = 0;
+    /** Each binding rule's selector, its patterns checked once the file is read. */
+    const selectors: Array<[string, string]> = [];
     for (let item = await items.next(); !item.done; item = await items.next()) {
       const v = item.value;
       if (v.kind === 'header') continue;
@@ -157,6 +162,7 @@ export class SnapshotService {
       const local = table === 'tokens' && (record as TokenRecord).Local;
       if (local ? !restoreLocal : !restoreGlobal) continue;
       checkRecord(checks, table, record, held);
+      if (table === 'bindingRules') selectors.push([(record as BindingRuleRecord).ID, (record as BindingRuleRecord).Selector]);
       recomputeHash(table, record);
       const was = (current[table] as { get(id: string): { CreateIndex: number } | undefined }).get(TABLE_DEFS[table].id(record as never));
       const r = record as { CreateIndex: number; ModifyIndex: number };
@@ -169,6 +175,10 @@ export class SnapshotService {
     const read = await items.next();
     if (!read.done) throw new SnapshotError('bytes after the end of the snapshot');
     checks.finish(restoreGlobal);
+    for (const [id, selector] of selectors)
+      await checkSelectorText(this.options.selectors, selector).catch((err: unknown) => {
+        throw err instanceof WatchwordError ? invalid(`Invalid snapshot: binding rule ${id}: ${err.message}; nothing was restored`) : err;
+      });
 
     const restored: SnapshotRestoreResponse['Restored'] = restoreGlobal && restoreLocal ? 'all' : restoreGlobal ? 'global' : 'local-tokens';
     let skipped = 0;

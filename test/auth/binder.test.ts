@@ -33,7 +33,8 @@ describe('binder', () => {
       rule({ BindType: 'node', BindName: 'node-${value.team}' }),
       rule({ BindType: 'templated-policy', BindName: 'builtin/service', BindVars: { name: '${value.service}-api' } }),
     ];
-    const b = bind(rules, identity, 'dc2');
+    // As the selector engine judged them (test/domain/selector.test.ts): all but the ops rule.
+    const b = bind(rules, [true, true, false, true, true, true], identity, 'dc2');
     expect(b).toEqual({
       services: [{ ServiceName: 'billing' }],
       nodes: [{ NodeName: 'node-pay', Datacenter: 'dc2' }],
@@ -46,7 +47,7 @@ describe('binder', () => {
   });
 
   it('binds nothing for a rule whose BindName names a variable the identity lacks', () => {
-    expect(bind([rule({ BindName: '${value.missing}' })], identity, 'dc1').services).toEqual([]);
+    expect(bind([rule({ BindName: '${value.missing}' })], [true], identity, 'dc1').services).toEqual([]);
   });
 
   it('checks a rule against the fields its method provides', () => {

@@ -78,7 +78,9 @@ describe('binding-rule selectors against hostile claims', () => {
         body: { AuthMethod: 'corp', Selector: `value.email matches "${pattern}"`, BindType: 'service', BindName: 'x' },
       });
       expect(rule.status).toBe(400);
-      expect(rule.body.message).toMatch(/Invalid Binding Rule: invalid Selector: invalid regular expression/);
+      expect(rule.body.message).toMatch(
+        /Invalid Binding Rule: invalid Selector: clause 1 \(value\.email matches .*\): invalid regular expression/,
+      );
     }
   });
 });

@@ -1,6 +1,6 @@
-import { existsSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
+import { startThread } from '../../threads.js';
 import type { CompactTable } from './compact-table.js';
 import { IN_FLIGHT, STOP, type ScanChunk, type ScanMessage, type ScanRequest } from './scan-protocol.js';
 
@@ -77,21 +77,7 @@ export async function scanInWorker(
   });
 }
 
-/**
- * The worker, beside this module as it runs: compiled (`dist/`, or the test suite's bundle, whose
- * entry points include it) or from source through tsx. Undefined when neither is there.
- */
+/** The scan thread, beside this module as it runs (threads.ts); undefined when it is not there. */
 function startWorker(request: ScanRequest): Worker | undefined {
-  const js = new URL('./scan-worker.js', import.meta.url);
-  if (existsSync(js)) return new Worker(js, { workerData: request });
-  const ts = new URL('./scan-worker.ts', import.meta.url);
-  if (!existsSync(ts)) return undefined;
-  let tsx: string;
-  try {
-    tsx = import.meta.resolve('tsx/esm/api');
-  } catch {
-    return undefined;
-  }
-  const boot = `import(${JSON.stringify(tsx)}).then((m) => { m.register(); return import(${JSON.stringify(ts.href)}); })`;
-  return new Worker(boot, { eval: true, workerData: request });
+  return startThread(import.meta.url, 'scan-worker', { workerData: request });
 }
