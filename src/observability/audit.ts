@@ -1,13 +1,15 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
-import { type FileHandle, open, rename, rm, stat } from 'node:fs/promises';
+import { stat } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { Logger } from 'pino';
 import { WatchwordError } from '../domain/errors.js';
 import { quoteJSON } from '../domain/json-text.js';
 import type { AuditActor } from '../domain/types.js';
 import type { AuditGroupEvent } from '../store/store.js';
+import { AuditFile } from './audit-file.js';
 import { LineRing } from './line-ring.js';
+import { type CountedRefusals, RefusalCounter } from './refusal-counter.js';
 
 /**
  * The audit log (README: Audit log): who changed what, when and from where, and who was
@@ -74,38 +76,97 @@ export function systemActor(what: string): AuditActor {
   return { RequestID: '', AccessorID: what, RemoteAddr: '', Method: '', Path: '' };
 }
 
-/** A path without its `token` query parameter. */
+/** Longest path an event keeps: a refused request's path is the caller's to choose. */
+const PATH_CHARS = 512;
+
+/** A path without its `token` query parameter, cut short past PATH_CHARS (saying how long it was). */
 export function auditPath(url: string): string {
   const q = url.indexOf('?');
-  if (q < 0) return url.slice(0, 2048);
-  const params = new URLSearchParams(url.slice(q + 1));
-  params.delete('token');
-  const rest = params.toString();
-  return (rest ? `${url.slice(0, q)}?${rest}` : url.slice(0, q)).slice(0, 2048);
+  let path = url.slice(0, q < 0 ? url.length : q);
+  const queryCut = q >= 0 && url.length - q - 1 > 4 * PATH_CHARS;
+  if (q >= 0) {
+    // Only as much of a long query as is kept is parsed.
+    const params = new URLSearchParams(url.slice(q + 1, q + 1 + 4 * PATH_CHARS));
+    params.delete('token');
+    const rest = params.toString();
+    if (rest) path += `?${rest}`;
+  }
+  return path.length <= PATH_CHARS && !queryCut ? path : cut(path, url.length);
 }
 
-/** How many events GET /v1/operator/audit can go back through (the file keeps them all), and in how many bytes at most. */
+const cut = (path: string, length: number): string => `${path.slice(0, PATH_CHARS - 32)}…[cut: ${length} chars]`;
+
+/** How many events GET /v1/operator/audit can go back through (the files keep them all), and in how many bytes at most. */
 const RECENT = 10_000;
 const RECENT_BYTES = 8 << 20;
+/** The refusals kept in memory apart: no flood of them can push a change out of the endpoint's reach. */
+const RECENT_REFUSALS = 10_000;
+const RECENT_REFUSAL_BYTES = 4 << 20;
+/** How often the refusals counted (beyond each client's burst) are written as one line each. */
+const REFUSAL_WINDOW_MS = 60_000;
+
+/** Clients whose counted refusals get a line each per window; the others share one per status and code. */
+const REFUSAL_SUMMARIES = 100;
+
+/** The `max` largest counts as they are, the others merged per status and code under client `*`. */
+function summarize<S>(counted: Array<CountedRefusals<S>>, max: number): Array<CountedRefusals<S>> {
+  if (counted.length <= max) return counted;
+  counted.sort((a, b) => b.count - a.count);
+  const out = counted.slice(0, max);
+  const rest = new Map<string, CountedRefusals<S>>();
+  for (const c of counted.slice(max)) {
+    const key = `${c.status}\u0000${c.code}`;
+    const m = rest.get(key);
+    if (m === undefined) rest.set(key, { ...c, client: '*' });
+    else {
+      m.count += c.count;
+      m.first = Math.min(m.first, c.first);
+      if (c.last >= m.last) {
+        m.last = c.last;
+        m.sample = c.sample;
+      }
+    }
+  }
+  return [...out, ...rest.values()];
+}
+
+/** The type of a refused request's event (and of the lines that count refusals). */
+export const REFUSED = 'refused';
+
+/**
+ * The file that keeps only changes (every event but refusals), beside the audit log:
+ * `audit.log` -> `audit-changes.log`. Rotated on its own, so refusals never rotate a change away.
+ */
+export function changesPathOf(path: string): string {
+  return path.endsWith('.log') ? `${path.slice(0, -4)}-changes.log` : `${path}-changes`;
+}
+
+/** What a refusal line says beyond its actor: kept for the line that counts the refusals past a burst. */
+interface RefusalSample {
+  actor: AuditActor;
+  details: Record<string, unknown>;
+}
 
 export class AuditLog {
   private settings: AuditSettings;
-  private file: FileHandle | undefined;
-  private size = 0;
-  /** Lines waiting to be appended (best-effort events, refusals). */
-  private buffered: string[] = [];
+  /** Every event (refusals past a burst counted): `audit.log`. */
+  private readonly all: AuditFile;
+  /** Every event but refusals: the record of changes no refusal can rotate away. */
+  private readonly changes: AuditFile;
+  /** Lines waiting to be appended to each file (best-effort events, refusals). */
+  private bufferedAll: string[] = [];
+  private bufferedChanges: string[] = [];
   private flushTimer: NodeJS.Timeout | undefined;
-  /** Appends, one at a time, in order. */
-  private chain: Promise<void> = Promise.resolve();
-  /** The last RECENT events' lines, numbered in this server's sequence. */
-  private readonly recent = new LineRing(RECENT, RECENT_BYTES);
-  private failing: Error | undefined;
-  private lastComplaint = 0;
+  /** The last events kept in memory, numbered in this server's sequence (the ring's tags): changes, and refusals apart. */
+  private readonly changeRing = new LineRing(RECENT, RECENT_BYTES);
+  private readonly refusalRing = new LineRing(RECENT_REFUSALS, RECENT_REFUSAL_BYTES);
+  private sequence = 0;
+  private readonly refusals = new RefusalCounter<RefusalSample>();
+  private readonly refusalWindow: NodeJS.Timeout;
   /** Until this datacenter's key is known (its first leader makes it): a key of this process. */
   private readonly fallbackKey: Buffer = randomBytes(32);
   /** Told whenever an event is recorded (follow mode). */
   private readonly listeners = new Set<() => void>();
-  failures = 0;
   /** The members every line has after the actor's, up to the status. */
   private readonly placeMembers: string;
 
@@ -115,9 +176,15 @@ export class AuditLog {
     private readonly logger: Logger,
     /** This datacenter's key for naming unknown secrets (undefined until its first leader made it). */
     private readonly keySource: () => Uint8Array | undefined = () => undefined,
+    options: { refusalWindowMs?: number } = {},
   ) {
     this.settings = settings;
     this.placeMembers = `,"Datacenter":${JSON.stringify(place.datacenter)},"Server":${JSON.stringify(place.server)},"Status":`;
+    const consequence = () => (this.settings.mode === 'enforced' ? '; writes are refused' : '');
+    this.all = new AuditFile(settings, logger, consequence);
+    this.changes = new AuditFile({ ...settings, path: changesPathOf(settings.path) }, logger, consequence);
+    this.refusalWindow = setInterval(() => this.endRefusalWindow(), options.refusalWindowMs ?? REFUSAL_WINDOW_MS);
+    this.refusalWindow.unref();
   }
 
   get enabled(): boolean {
@@ -128,23 +195,22 @@ export class AuditLog {
     return this.settings.mode;
   }
 
-  /** Whether enforced-mode writes would be refused now (the file could not be written). */
-  get unavailable(): Error | undefined {
-    return this.settings.enabled && this.settings.mode === 'enforced' ? this.failing : undefined;
+  /** Appends that failed since start (both files). */
+  get failures(): number {
+    return this.all.failures + this.changes.failures;
   }
 
-  /** Opens (creating it 0600 in a 0700 directory) the file appended to. */
+  /** Whether enforced-mode writes would be refused now (a file could not be written). */
+  get unavailable(): Error | undefined {
+    return this.settings.enabled && this.settings.mode === 'enforced' ? (this.all.failing ?? this.changes.failing) : undefined;
+  }
+
+  /** Opens (creating them 0600 in a 0700 directory) the files appended to. */
   async open(): Promise<void> {
     if (!this.settings.enabled) return;
     mkdirSync(dirname(this.settings.path), { recursive: true, mode: 0o700 });
-    await this.reopen();
-  }
-
-  private async reopen(): Promise<void> {
-    await this.file?.close().catch(() => undefined);
-    this.file = await open(this.settings.path, 'a', 0o600);
-    await this.file.chmod(0o600);
-    this.size = (await this.file.stat()).size;
+    await this.all.reopen();
+    await this.changes.reopen();
   }
 
   /** How an unknown secret is named: an HMAC under this datacenter's key (repeats correlate; the secret stays unknown). */
@@ -159,8 +225,10 @@ export class AuditLog {
    * An event's line, newline included (time, place, then the details and `raw`, already JSON
    * members), remembered for the endpoint. Built as text: a write's audit line costs no object.
    */
-  private complete(type: string, actor: AuditActor, status: number, details: Record<string, unknown>, raw?: string): string {
+  private complete(type: string, given: AuditActor, status: number, details: Record<string, unknown>, raw?: string): string {
     const at = Date.now();
+    // Whoever emits the event, its path is kept short.
+    const actor = given.Path.length > PATH_CHARS ? { ...given, Path: cut(given.Path, given.Path.length) } : given;
     let line: string;
     if (Object.keys(details).some((k) => EVENT_KEYS.has(k))) {
       const event = {
@@ -180,13 +248,18 @@ export class AuditLog {
       const rest = `${this.placeMembers}${status}${members(details)}${raw ? `,${raw}` : ''}`;
       line = `{"Time":"${new Date(at).toISOString()}","Type":${quoteJSON(type)},${who},${how}${rest}}\n`;
     }
-    this.recent.push(line, at, () =>
-      JSON.stringify({
-        Time: new Date(at).toISOString(),
-        Type: type,
-        ...actor,
-        Omitted: 'too long to keep in memory; the audit file has it',
-      }),
+    const ring = type === REFUSED ? this.refusalRing : this.changeRing;
+    ring.push(
+      line,
+      at,
+      () =>
+        JSON.stringify({
+          Time: new Date(at).toISOString(),
+          Type: type,
+          ...actor,
+          Omitted: 'too long to keep in memory; the audit file has it',
+        }),
+      ++this.sequence,
     );
     // Admin events are logged at info too, without their details.
     if (status < 400) this.logger.info({ audit: type, accessor: actor.AccessorID, remote: actor.RemoteAddr }, `audit: ${type}`);
@@ -194,17 +267,42 @@ export class AuditLog {
     return line;
   }
 
-  /** An event appended within a moment (best-effort whatever the mode: refusals, reloads, leadership, replication). */
+  /**
+   * An event appended within a moment (best-effort whatever the mode: refusals, reloads,
+   * leadership, replication). A refusal (type `refused`) is written in full within its client's
+   * burst, else counted (refusal-counter.ts).
+   */
   record(type: string, actor: AuditActor, status: number, details: Record<string, unknown> = {}, raw?: string): void {
     if (!this.settings.enabled) return;
-    this.buffered.push(this.complete(type, actor, status, details, raw));
-    if (this.buffered.length > 1000) void this.flush();
+    if (type === REFUSED) {
+      if (!this.refusals.admit(actor.RemoteAddr, status, String(details.Code ?? ''), Date.now(), { actor, details })) return;
+      this.bufferedAll.push(this.complete(type, actor, status, details, raw));
+    } else {
+      const line = this.complete(type, actor, status, details, raw);
+      this.bufferedAll.push(line);
+      this.bufferedChanges.push(line);
+    }
+    if (this.bufferedAll.length > 1000) void this.flush();
     else this.flushTimer ??= setTimeout(() => void this.flush(), 50);
   }
 
   /**
-   * The events of one group of writes. Enforced: written and synced before this resolves,
-   * else AUDIT_UNAVAILABLE (the group is then not written). Best-effort: appended soon.
+   * The refusals counted in the window that ends: one line for each client, status and code, with
+   * their Count; past the REFUSAL_SUMMARIES clients with the most, the rest together as client `*`.
+   */
+  private endRefusalWindow(): void {
+    if (!this.settings.enabled) return;
+    for (const c of summarize(this.refusals.drain(), REFUSAL_SUMMARIES)) {
+      const actor = { ...c.sample.actor, RemoteAddr: c.client };
+      const details = { ...c.sample.details, Count: c.count, First: new Date(c.first).toISOString(), Last: new Date(c.last).toISOString() };
+      this.bufferedAll.push(this.complete(REFUSED, actor, c.status, details));
+    }
+    if (this.bufferedAll.length > 0) this.flushTimer ??= setTimeout(() => void this.flush(), 50);
+  }
+
+  /**
+   * The events of one group of writes. Enforced: written and synced in both files before this
+   * resolves, else AUDIT_UNAVAILABLE (the group is then not written). Best-effort: appended soon.
    */
   async writeGroup(events: readonly AuditGroupEvent[]): Promise<void> {
     if (!this.settings.enabled || events.length === 0) return;
@@ -213,7 +311,7 @@ export class AuditLog {
       return;
     }
     const lines = events.map((e) => this.complete(e.type, e.actor, 200, e.details, e.raw));
-    await this.append(lines, true).catch((err: unknown) => {
+    await Promise.all([this.all.append(lines, true), this.changes.append(lines, true)]).catch((err: unknown) => {
       throw new WatchwordError(
         'AUDIT_UNAVAILABLE',
         `the audit log cannot be written (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}); writes are refused while ` +
@@ -227,129 +325,92 @@ export class AuditLog {
   flush(): Promise<void> {
     clearTimeout(this.flushTimer);
     this.flushTimer = undefined;
-    const lines = this.buffered;
-    this.buffered = [];
-    if (lines.length === 0) return this.chain;
-    return this.append(lines, false).catch(() => undefined);
+    const all = this.bufferedAll;
+    const changes = this.bufferedChanges;
+    this.bufferedAll = [];
+    this.bufferedChanges = [];
+    const done: Array<Promise<void>> = [];
+    if (all.length > 0) done.push(this.all.append(all, false).catch(() => undefined));
+    if (changes.length > 0) done.push(this.changes.append(changes, false).catch(() => undefined));
+    if (done.length === 0) return Promise.all([this.all.settled(), this.changes.settled()]).then(() => undefined);
+    return Promise.all(done).then(() => undefined);
   }
 
-  private append(pending: string[], sync: boolean): Promise<void> {
-    const run = async (): Promise<void> => {
-      let lines = pending;
-      try {
-        if (!this.file) await this.reopen();
-        // The usual case: everything fits before the next rotation, in one write.
-        const text = lines.length === 1 ? (lines[0] as string) : lines.join('');
-        const bytes = Buffer.byteLength(text);
-        if (this.size + bytes <= this.settings.rotateBytes) {
-          await this.write(Buffer.from(text), sync);
-          lines = [];
-        }
-        // Whole lines per file: the lines that fit go before a rotation, the rest after it. An
-        // enforced group's lines stay together (all written or none), whatever its size.
-        for (let i = 0; i < lines.length; ) {
-          let bytes = 0;
-          let j = i;
-          for (; j < lines.length; j++) {
-            const n = Buffer.byteLength(lines[j] as string);
-            if (this.size + bytes + n > this.settings.rotateBytes && this.size + bytes > 0) break;
-            bytes += n;
-          }
-          if (sync && j < lines.length && j > i) j = this.size > 0 ? i : lines.length;
-          if (j === i) {
-            await this.rotate();
-            continue;
-          }
-          await this.write(Buffer.from(lines.slice(i, j).join('')), sync);
-          i = j;
-        }
-        if (this.failing) this.logger.warn('audit: the audit log is written again');
-        this.failing = undefined;
-      } catch (err) {
-        this.failing = err as Error;
-        this.failures++;
-        if (Date.now() - this.lastComplaint > 10_000) {
-          this.lastComplaint = Date.now();
-          this.logger.error(
-            { err: (err as Error).message, path: this.settings.path },
-            `audit: cannot write the audit log${this.settings.mode === 'enforced' ? '; writes are refused' : ''}`,
-          );
-        }
-        // A line cut short (a full disk) is taken back, so the file stays whole lines; a handle that
-        // failed may be stale (the file moved, the disk came back): it is opened again next time.
-        await this.file?.truncate(this.size).catch(() => undefined);
-        await this.file?.close().catch(() => undefined);
-        this.file = undefined;
-        throw err;
-      }
-    };
-    const next = this.chain.then(run, run);
-    this.chain = next.catch(() => undefined);
-    return next;
-  }
-
-  /** Appends whole lines (synced when asked); the size counts only once they are all written. */
-  private async write(data: Buffer, sync: boolean): Promise<void> {
-    const file = this.file as FileHandle;
-    // A write may be short (a disk filling up): the rest is written, or the error that stops it thrown.
-    for (let off = 0; off < data.length; ) {
-      const { bytesWritten } = await file.write(data, off, data.length - off);
-      if (bytesWritten <= 0) throw Object.assign(new Error('no space left on device'), { code: 'ENOSPC' });
-      off += bytesWritten;
-    }
-    if (sync) await file.datasync();
-    this.size += data.length;
-  }
-
-  /** audit.log -> audit.log.1 -> … -> audit.log.<max>, the oldest dropped. */
-  private async rotate(): Promise<void> {
-    const { path, maxFiles } = this.settings;
-    await this.file?.close().catch(() => undefined);
-    this.file = undefined;
-    await rm(`${path}.${maxFiles}`, { force: true });
-    for (let i = maxFiles - 1; i >= 1; i--) {
-      await rename(`${path}.${i}`, `${path}.${i + 1}`).catch(() => undefined);
-    }
-    await rename(path, `${path}.1`);
-    await this.reopen();
-  }
-
-  /** Recent events of this server, newest first, with a cursor to the next page (events before it). */
+  /**
+   * Recent events of this server, newest first, with a cursor to the next page (events before
+   * it): the changes' ring and the refusals' merged by sequence number.
+   */
   query(filter: AuditFilter): { events: AuditEvent[]; next?: number } {
     const out: AuditEvent[] = [];
-    let lastSeq = 0;
+    let lastTag = 0;
     // A line cannot hold an event of this type or caller without this text (the event is parsed to be sure).
     const typeText = filter.type === undefined ? undefined : `"Type":${quoteJSON(filter.type)}`;
     const accessorText = filter.accessor === undefined ? undefined : `"AccessorID":${quoteJSON(filter.accessor)}`;
-    const oldest = this.recent.oldest();
-    for (let seq = this.recent.latest(); seq >= oldest; seq--) {
-      if (filter.before !== undefined && seq >= filter.before) continue;
-      const at = this.recent.timeOf(seq);
+    // Refusals name no object, and have one type.
+    const refusalsToo = filter.kind === undefined && filter.id === undefined && (filter.type === undefined || filter.type === REFUSED);
+    const changesToo = filter.type !== REFUSED;
+    const cursors = [
+      ...(changesToo ? [{ ring: this.changeRing, seq: this.changeRing.latest() }] : []),
+      ...(refusalsToo ? [{ ring: this.refusalRing, seq: this.refusalRing.latest() }] : []),
+    ];
+    for (;;) {
+      // The newest line not yet looked at, of either ring.
+      let pick: (typeof cursors)[number] | undefined;
+      for (const c of cursors) {
+        if (c.seq < c.ring.oldest()) continue;
+        if (pick === undefined || c.ring.tagOf(c.seq) > pick.ring.tagOf(pick.seq)) pick = c;
+      }
+      if (pick === undefined) break;
+      const seq = pick.seq--;
+      const tag = pick.ring.tagOf(seq);
+      if (filter.before !== undefined && tag >= filter.before) continue;
+      const at = pick.ring.timeOf(seq);
       if (filter.until !== undefined && at > filter.until) continue;
-      if (filter.since !== undefined && at < filter.since) break;
-      const line = this.recent.lineOf(seq);
+      if (filter.since !== undefined && at < filter.since) {
+        // Older still in this ring: done with it.
+        pick.seq = pick.ring.oldest() - 1;
+        continue;
+      }
+      const line = pick.ring.lineOf(seq);
       if ((typeText && !line.includes(typeText)) || (accessorText && !line.includes(accessorText))) continue;
       const event = JSON.parse(line) as AuditEvent;
       if (!matches(event, filter)) continue;
       // One more matches than the page holds: the next page starts before the last one given.
-      if (out.length === filter.limit) return { events: out, next: lastSeq };
+      if (out.length === filter.limit) return { events: out, next: lastTag };
       out.push(event);
-      lastSeq = seq;
+      lastTag = tag;
     }
     return { events: out };
   }
 
   /** The newest event's sequence number (0 before any): what a follower of the log waits past. */
   latest(): number {
-    return this.recent.latest();
+    return this.sequence;
   }
 
   /** Events after `seq`, oldest first (follow mode). */
   after(seq: number, limit: number): Array<{ seq: number; event: AuditEvent }> {
     const out: Array<{ seq: number; event: AuditEvent }> = [];
-    const latest = this.recent.latest();
-    for (let s = Math.max(seq + 1, this.recent.oldest()); s <= latest && out.length < limit; s++) {
-      out.push({ seq: s, event: JSON.parse(this.recent.lineOf(s)) as AuditEvent });
+    const cursors = [this.changeRing, this.refusalRing].map((ring) => {
+      // The first kept line whose tag is past `seq` (tags rise with line numbers).
+      let lo = ring.oldest();
+      let hi = ring.latest() + 1;
+      while (lo < hi) {
+        const mid = Math.floor((lo + hi) / 2);
+        if (ring.tagOf(mid) <= seq) lo = mid + 1;
+        else hi = mid;
+      }
+      return { ring, seq: lo };
+    });
+    while (out.length < limit) {
+      let pick: (typeof cursors)[number] | undefined;
+      for (const c of cursors) {
+        if (c.seq > c.ring.latest()) continue;
+        if (pick === undefined || c.ring.tagOf(c.seq) < pick.ring.tagOf(pick.seq)) pick = c;
+      }
+      if (pick === undefined) break;
+      const at = pick.seq++;
+      out.push({ seq: pick.ring.tagOf(at), event: JSON.parse(pick.ring.lineOf(at)) as AuditEvent });
     }
     return out;
   }
@@ -360,24 +421,27 @@ export class AuditLog {
     return () => this.listeners.delete(listener);
   }
 
-  /** New settings (SIGHUP): the file is opened anew where they say. */
+  /** New settings (SIGHUP): the files are opened anew where they say. */
   async reload(settings: AuditSettings): Promise<void> {
     await this.flush();
     const moved = settings.path !== this.settings.path || settings.enabled !== this.settings.enabled;
     this.settings = settings;
+    await this.all.configure(settings);
+    await this.changes.configure({ ...settings, path: changesPathOf(settings.path) });
     if (!settings.enabled) {
-      await this.file?.close().catch(() => undefined);
-      this.file = undefined;
+      await this.all.close();
+      await this.changes.close();
     } else if (moved) {
       await this.open();
     }
   }
 
   async close(): Promise<void> {
+    clearInterval(this.refusalWindow);
+    this.endRefusalWindow();
     await this.flush();
-    await this.chain;
-    await this.file?.close().catch(() => undefined);
-    this.file = undefined;
+    await this.all.close();
+    await this.changes.close();
   }
 
   /** Size of the file now (tests, status). */

@@ -9,6 +9,8 @@ export class LineRing {
   private readonly offsets: Float64Array;
   private readonly lengths: Int32Array;
   private readonly times: Float64Array;
+  /** A number the owner gives each line (its place in an order several rings share). */
+  private readonly tags: Float64Array;
   /** Where the next line's bytes go. */
   private head = 0;
   private newest = 0;
@@ -22,10 +24,14 @@ export class LineRing {
     this.offsets = new Float64Array(slots);
     this.lengths = new Int32Array(slots);
     this.times = new Float64Array(slots);
+    this.tags = new Float64Array(slots);
   }
 
-  /** Keeps `line` (a line longer than a quarter of the buffer is kept as `stub`), and returns its number. */
-  push(line: string, at: number, stub: () => string): number {
+  /**
+   * Keeps `line` (a line longer than a quarter of the buffer is kept as `stub`), with `tag`
+   * (default: its number), and returns its number.
+   */
+  push(line: string, at: number, stub: () => string, tag?: number): number {
     let text = line;
     let n = Buffer.byteLength(text);
     if (n > this.buf.length / 4) {
@@ -47,6 +53,7 @@ export class LineRing {
     this.offsets[slot] = from;
     this.lengths[slot] = n;
     this.times[slot] = at;
+    this.tags[slot] = tag ?? seq;
     this.head = to;
     return seq;
   }
@@ -68,6 +75,11 @@ export class LineRing {
   /** When line `seq` was kept (ms since the epoch); `seq` must be kept. */
   timeOf(seq: number): number {
     return this.times[seq % this.slots] as number;
+  }
+
+  /** The tag line `seq` was kept with; `seq` must be kept. */
+  tagOf(seq: number): number {
+    return this.tags[seq % this.slots] as number;
   }
 
   /** Line `seq` as text; `seq` must be kept. */

@@ -25,7 +25,11 @@ const FILTERS = ['accessor', 'type', 'kind', 'id'];
 
 /** What an event changed, in a few words: the objects it touched, or why it was refused. */
 function Change({ e }) {
-  if (e.Type === 'refused') return html`<span class="error-text">${e.Code ?? ''}</span> ${e.Reason ?? ''}`;
+  if (e.Type === 'refused')
+    return html`<span class="error-text">${e.Code ?? ''}</span> ${e.Reason ?? ''}${
+      // Refusals past a client's burst are counted: one line stands for Count of them.
+      e.Count ? html` <span class="badge">×${e.Count} from ${e.RemoteAddr}, ${e.First} to ${e.Last}</span>` : ''
+    }`;
   const parts = [];
   for (const o of e.Objects ?? []) {
     const href = o.Deleted ? undefined : linkOf(o);
