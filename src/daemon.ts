@@ -10,6 +10,9 @@ import { createAgentLogger } from './observability/logger.js';
 import type { Metrics } from './observability/metrics.js';
 import { Reaper } from './reaper/reaper.js';
 import { Selectors } from './auth/selectors.js';
+import { forwardProof, tokenKeyID } from './transport/forward-proof.js';
+import { isExpired } from './domain/expiry.js';
+import { DEFAULT_NAMESPACE, DEFAULT_PARTITION } from './domain/ids.js';
 import { AclResolver } from './service/acl-resolver.js';
 import { BootstrapService } from './service/bootstrap.js';
 import type { AgentInfo } from './service/context.js';
@@ -29,7 +32,7 @@ import { PeerClient } from './transport/peer-client.js';
 import { DatacenterDirectory } from './replication/directory.js';
 import { policyView } from './service/views.js';
 import type { ServerGroup } from './ha/servers.js';
-import { type ClusterRole, DEFAULT_REPLICATION_OPTIONS, type RoleParts, hostOf } from './ha/cluster-role.js';
+import { type ClusterRole, DEFAULT_REPLICATION_OPTIONS, type RoleParts } from './ha/cluster-role.js';
 import { createClusterRole } from './ha/create-role.js';
 import type { ReplicationStatusResponse } from './api/schemas.js';
 import { Transport } from './transport/transport.js';
@@ -337,12 +340,11 @@ function buildAgentInfo(config: Config, deps: PlaceDeps & { address: () => strin
 /** The HTTP API (not listening yet): forwarding to peers, blocking reads, limits a reload may change, the lag history. */
 function buildHttp(config: Config, deps: PlaceDeps & { services: Services; agent: AgentInfo; logger: Logger; dataDir: string }) {
   const { store, metrics, cluster, transport, audit, directory, services, agent, logger, dataDir } = deps;
-  const primary = isPrimary(config);
   const peers = new Map<string, PeerClient>();
   const hooks: ClusterHooks = {
     datacenter: config.datacenter,
     addressOf: (dc) => directory.addressesOf(dc),
-    isPeer: (ip) => cluster.isPeerAddress(ip) || (!primary && directory.isKnownHost(ip, hostOf)),
+    ...forwarding(config, transport, store, services.resolver),
     ...(config.servers.kind === 'single' ? {} : { follower: () => cluster.writeTarget() }),
     peer: (dc, url) => {
       let p = peers.get(url);
@@ -411,6 +413,35 @@ function buildHttp(config: Config, deps: PlaceDeps & { services: Services; agent
     loginRate,
   });
   return { app, reads, history, limits, loginRate };
+}
+
+/**
+ * Who may name the original client of a request it forwards, and how this server proves it does
+ * (transport/forward-proof.ts): a server of this datacenter by the server key (or its
+ * certificate); another datacenter's by its certificate, or by the secret of a token with
+ * acl:write every datacenter holds: a secondary signs with its replication token.
+ */
+function forwarding(
+  config: Config,
+  transport: Transport,
+  store: LevelStore,
+  resolver: AclResolver,
+): Pick<ClusterHooks, 'forwarderCheck' | 'forwardProof'> {
+  const tokenKey = (id: string): string | undefined => {
+    if (!id.startsWith('token:')) return undefined;
+    const token = store.reader.getToken(id.slice('token:'.length));
+    if (token === undefined || isExpired(token, Date.now())) return undefined;
+    return resolver.authorizerFor(token).canWrite(DEFAULT_NAMESPACE, DEFAULT_PARTITION) ? token.SecretID : undefined;
+  };
+  return {
+    forwarderCheck: (req, claim, fields) => transport.vouches(req, claim, fields, tokenKey),
+    forwardProof: (fields, byServer) => {
+      if (byServer) return transport.serverForwardProof(fields);
+      const secret = config.replication_token;
+      const token = secret ? store.reader.getTokenBySecret(secret) : undefined;
+      return token ? forwardProof(tokenKeyID(token.AccessorID), secret as string, fields) : undefined;
+    },
+  };
 }
 
 /** The accept queue asked of the kernel: enough for a burst of clients connecting at once. */

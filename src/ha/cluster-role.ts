@@ -53,8 +53,6 @@ export interface ClusterRole {
   replicationStatus(): ReplicationStatusResponse;
   /** Datacenters other daemons reported over replication. */
   reportedDatacenters(): DatacenterInfo[];
-  /** Whether a connection from this address is another server or datacenter's daemon. */
-  isPeerAddress(ip: string): boolean;
   knownLeader(): boolean;
   lastContactMs(): number;
   /** The leader's address ('' while none is known). */
@@ -92,13 +90,4 @@ export interface RoleParts {
   localView(kind: 'token' | 'policy' | 'role', id: string): unknown | undefined;
   /** What the leader runs besides replication (built-ins, the reaper); started and stopped with leadership. */
   leaderParts: { start(): Promise<void>; stop(): Promise<void> };
-}
-
-/** The host of a URL, brackets of an IPv6 literal removed. */
-export function hostOf(url: string): string | undefined {
-  try {
-    return new URL(url).hostname.replace(/^\[|\]$/g, '');
-  } catch {
-    return undefined;
-  }
 }

@@ -8,7 +8,7 @@ import { REPLICATION_PATH } from '../replication/protocol.js';
 import { PeerClient } from '../transport/peer-client.js';
 import { refuse } from '../transport/refuse.js';
 import { type Coordinator, EtcdCoordinator, StaticCoordinator } from './coordinator.js';
-import { type ClusterRole, type RoleDeps, type RoleParts, hostOf } from './cluster-role.js';
+import type { ClusterRole, RoleDeps, RoleParts } from './cluster-role.js';
 import { SecretLookup, waitForIndex } from './secret-lookup.js';
 import { SERVERS_PATH } from './server-protocol.js';
 import { ServerGroup } from './servers.js';
@@ -195,12 +195,7 @@ export abstract class DatacenterRole implements ClusterRole {
   abstract reportedDatacenters(): DatacenterInfo[];
   abstract knownLeader(): boolean;
   abstract lastContactMs(): number;
-  protected abstract datacenterPeer(ip: string): boolean;
   protected abstract upgradeReplication(req: IncomingMessage, socket: Duplex, head: Buffer): void;
-
-  isPeerAddress(ip: string): boolean {
-    return (this.group?.coordinator.servers().some((s) => hostOf(`http://${s.address}`) === ip) ?? false) || this.datacenterPeer(ip);
-  }
 
   leaderAddress(): string {
     // A server that cannot reach the coordinator knows no leader, not its own stale record.

@@ -1,3 +1,4 @@
+import type { ForwardFields, ForwarderCheck } from '../transport/forward-proof.js';
 import type { PeerClient } from '../transport/peer-client.js';
 
 // What a server's place in the cluster offers the HTTP layer (the role implements these;
@@ -9,8 +10,13 @@ export interface ClusterHooks {
   /** Address of a datacenter's daemon, when known. */
   addressOf(datacenter: string): string | undefined;
   peer(datacenter: string, address: string): PeerClient;
-  /** Whether a connection from this address is another datacenter's daemon. */
-  isPeer(ip: string): boolean;
+  /** Whether a forwarded request comes from a server that proves it (then its X-Service-Forwarded-For is believed). */
+  forwarderCheck: ForwarderCheck;
+  /**
+   * The proof header's value for a request this server forwards naming `fields`, to a server of
+   * its own datacenter (`byServer`) or another's (undefined: it holds no key to prove with).
+   */
+  forwardProof(fields: ForwardFields, byServer: boolean): string | undefined;
   /** Set on secondaries only. */
   secondary?: SecondaryHooks;
   /** HA: set while this server is a follower of its datacenter's leader (writes go there). */

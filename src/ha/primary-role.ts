@@ -78,10 +78,6 @@ export class PrimaryRole extends DatacenterRole {
     return this.replication?.datacenters() ?? [];
   }
 
-  protected datacenterPeer(ip: string): boolean {
-    return this.replication?.isPeerAddress(ip) ?? false;
-  }
-
   knownLeader(): boolean {
     return true;
   }

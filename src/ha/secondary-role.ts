@@ -133,10 +133,6 @@ export class SecondaryRole extends DatacenterRole {
     return this.replication?.datacenters() ?? [];
   }
 
-  protected datacenterPeer(_ip: string): boolean {
-    return false;
-  }
-
   knownLeader(): boolean {
     return this.replication?.isConnected() ?? false;
   }

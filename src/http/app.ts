@@ -22,7 +22,7 @@ import type { AppDeps } from './deps.js';
 
 export type { AppDeps, HttpLimits, SnapshotUploads } from './deps.js';
 import { replicationRoutes } from './routes/replication.js';
-import { clientOf, forwardToDatacenter, forwardToLeader, forwardWrite, isWrite, mustForward, plainAddress } from './forward.js';
+import { clientOf, forwardToDatacenter, forwardToLeader, forwardWrite, isWrite, mustForward } from './forward.js';
 import { tokenRoutes } from './routes/tokens.js';
 import { DirectRoutes, IndexHeaders } from './direct.js';
 
@@ -117,7 +117,7 @@ export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteIn
     const limiter = new RateLimiter(rateLimit.rate, Math.max(1, rateLimit.burst));
     const peerLimiter = new RateLimiter(rateLimit.peerRate, Math.max(1, rateLimit.peerBurst));
     app.addHook('onRequest', async (request, reply) => {
-      const { client, viaPeer } = clientOf(request, deps.cluster ? (ip) => deps.cluster?.isPeer(ip) ?? false : undefined);
+      const { client, viaPeer } = clientOf(request.ip, request.raw, deps.cluster?.forwarderCheck);
       let wait = 0;
       if (viaPeer !== undefined) {
         wait = peerLimiter.take(`peer ${viaPeer}`);
@@ -157,7 +157,7 @@ export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteIn
   const direct = new DirectRoutes();
   app.decorate('directRoutes', direct);
   const cluster0 = deps.cluster;
-  app.decorate('isPeerAddress', cluster0 ? (ip: string) => cluster0.isPeer(plainAddress(ip)) : undefined);
+  app.decorate('forwarderCheck', cluster0?.forwarderCheck);
   app.decorate('auditRefusal', deps.auditRefusal);
   direct.install(app, {
     store: deps.store,
@@ -166,7 +166,7 @@ export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteIn
     indexHeaders,
     rateLimited: (rateLimit?.rate ?? 0) > 0,
     ...(deps.auditRefusal ? { auditRefusal: deps.auditRefusal } : {}),
-    ...(cluster0 ? { isPeer: (ip: string) => cluster0.isPeer(ip) } : {}),
+    ...(cluster0 ? { forwarderCheck: cluster0.forwarderCheck } : {}),
   });
   app.decorate('readHeaders', (request: FastifyRequest): Record<string, string> | undefined => {
     const table = request.routeOptions.config?.table;
@@ -210,12 +210,12 @@ export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteIn
       }
       const follower = cluster.follower?.();
       if (follower && isWrite(request.method) && !(request.routeOptions.url ?? '').startsWith('/v1/internal/')) {
-        return forwardToLeader(request, reply, follower, cluster.datacenter);
+        return forwardToLeader(request, reply, follower, cluster.datacenter, cluster.forwardProof);
       }
       const rule = request.routeOptions.config?.forward;
       const secondary = cluster.secondary;
       if (rule && secondary && (await mustForward(request, rule, secondary)))
-        return forwardWrite(request, reply, secondary, cluster.datacenter);
+        return forwardWrite(request, reply, secondary, cluster.datacenter, cluster.forwardProof);
       return undefined;
     };
     app.addHook('preHandler', (request, reply, done) => {

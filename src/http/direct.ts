@@ -9,7 +9,7 @@ import type { AgentInfo } from '../service/context.js';
 import type { Metrics } from '../observability/metrics.js';
 import { BODY_LIMIT } from './body.js';
 import { ERROR_CODE_HEADER, STATUS, errorResponse, isAuditedRefusal, toWatchwordError } from './errors.js';
-import { clientOf, hintsOf, secretOf } from './request.js';
+import { type ForwarderCheck, clientOf, hintsOf, secretOf } from './request.js';
 import { auditPath } from '../observability/audit.js';
 import type { Refusal } from './deps.js';
 
@@ -122,8 +122,8 @@ export interface DirectDeps {
   rateLimited: boolean;
   /** Records a refused request in the audit log, as Fastify's routes do (errors.ts). */
   auditRefusal?: (refusal: Refusal) => void;
-  /** Whether an address is a peer server's (whose forwarded requests name their original client). */
-  isPeer?: (ip: string) => boolean;
+  /** Whether a forwarded request comes from a server that proves it (whose forwarded requests name their original client). */
+  forwarderCheck?: ForwarderCheck;
 }
 
 export class DirectRoutes {
@@ -313,7 +313,7 @@ export class DirectRoutes {
             id,
             method: route.method,
             path: auditPath(req.url ?? ''),
-            remote: clientOf({ ip, headers: req.headers }, deps.isPeer).client,
+            remote: clientOf(ip, req, deps.forwarderCheck).client,
           },
         };
         if (secret !== undefined) ctx.secret = secret;

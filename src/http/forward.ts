@@ -1,5 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { WatchwordError, invalid } from '../domain/errors.js';
+import { FORWARD_PROOF_HEADER } from '../transport/forward-proof.js';
 import type { RelayedResponse } from '../transport/peer-client.js';
 import type { ClusterHooks, FollowerHooks, SecondaryHooks } from '../ha/hooks.js';
 
@@ -92,11 +93,21 @@ export function relayPath(request: FastifyRequest): string {
   return search ? `${path}?${search}` : path;
 }
 
-export function relayedRequest(request: FastifyRequest, from: string): { headers: Record<string, string>; body: string | undefined } {
+/** The headers that name the original client, with this server's proof of them when it holds a key to prove with. */
+function forwardedFor(request: FastifyRequest, mark: string, from: string, prove: ClusterHooks['forwardProof']): Record<string, string> {
+  const client = plainAddress(request.ip);
+  const proof = prove({ client, from, method: request.method }, mark === SERVER_FORWARD_HEADER);
+  return { [mark]: from, [FORWARDED_FOR_HEADER]: client, ...(proof !== undefined ? { [FORWARD_PROOF_HEADER]: proof } : {}) };
+}
+
+export function relayedRequest(
+  request: FastifyRequest,
+  from: string,
+  prove: ClusterHooks['forwardProof'],
+): { headers: Record<string, string>; body: string | undefined } {
   const headers = passHeaders(request, PASSED_HEADERS, {
     'Content-Type': 'application/json',
-    [FORWARDED_HEADER]: from,
-    [FORWARDED_FOR_HEADER]: plainAddress(request.ip),
+    ...forwardedFor(request, FORWARDED_HEADER, from, prove),
   });
   return { headers, body: typeof request.body === 'string' ? request.body : undefined };
 }
@@ -125,6 +136,7 @@ export async function forwardToLeader(
   reply: FastifyReply,
   hooks: FollowerHooks,
   server: string,
+  prove: ClusterHooks['forwardProof'],
 ): Promise<FastifyReply> {
   if (request.headers[SERVER_FORWARD_HEADER] !== undefined) {
     throw new WatchwordError(
@@ -133,10 +145,11 @@ export async function forwardToLeader(
     );
   }
   // The caller's content type (a snapshot restore is not JSON) and any mark another datacenter set, kept.
-  const headers = passHeaders(request, [...PASSED_HEADERS, 'content-type', FORWARDED_HEADER], {
-    [SERVER_FORWARD_HEADER]: server,
-    [FORWARDED_FOR_HEADER]: plainAddress(request.ip),
-  });
+  const headers = passHeaders(
+    request,
+    [...PASSED_HEADERS, 'content-type', FORWARDED_HEADER],
+    forwardedFor(request, SERVER_FORWARD_HEADER, server, prove),
+  );
   headers['content-type'] ??= 'application/json';
   // A snapshot upload arrives as a stream (never buffered here) and goes on as one.
   const raw = request.body as { pipe?: unknown } | undefined;
@@ -186,7 +199,7 @@ export async function relayToLeader(
   }
   if (!follower) return undefined;
   try {
-    return await forwardToLeader(request, reply, follower, cluster.datacenter);
+    return await forwardToLeader(request, reply, follower, cluster.datacenter, cluster.forwardProof);
   } catch (err) {
     failed?.(err);
     return undefined;
@@ -209,7 +222,7 @@ export async function forwardToDatacenter(
   const address = cluster.addressOf(dc);
   if (!address) throw invalid(`No path to datacenter ${JSON.stringify(dc)}`);
   refuseSecondHop(request, cluster.datacenter, `datacenter ${dc}`);
-  const { headers, body } = relayedRequest(request, cluster.datacenter);
+  const { headers, body } = relayedRequest(request, cluster.datacenter, cluster.forwardProof);
   // `dc` goes along: a daemon that is not that datacenter refuses to send it on (FORWARD_LOOP).
   const res = await cluster.peer(dc, address).request(request.method, relayPath(request), headers, body, FORWARD_TIMEOUT_MS);
   return relayResponse(reply, res);
@@ -247,9 +260,10 @@ export async function forwardWrite(
   reply: FastifyReply,
   hooks: SecondaryHooks,
   datacenter: string,
+  prove: ClusterHooks['forwardProof'],
 ): Promise<FastifyReply> {
   refuseSecondHop(request, datacenter, 'the primary');
-  const { headers, body } = relayedRequest(request, datacenter);
+  const { headers, body } = relayedRequest(request, datacenter, prove);
   const res = await hooks.primary.request(request.method, relayPath(request), headers, body, FORWARD_TIMEOUT_MS);
   if (res.status < 200 || res.status >= 300) return relayResponse(reply, res);
   const index = Number(res.headers.get('x-service-index') ?? 0);

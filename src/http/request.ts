@@ -1,4 +1,8 @@
+import type { IncomingMessage } from 'node:http';
 import type { FastifyRequest } from 'fastify';
+import type { ForwarderCheck } from '../transport/forward-proof.js';
+
+export type { ForwarderCheck };
 import { invalid } from '../domain/errors.js';
 import type { RequestContext } from '../service/context.js';
 import { auditPath } from '../observability/audit.js';
@@ -16,27 +20,35 @@ export const FORWARDED_HEADER = 'x-service-forwarded-from';
 
 /**
  * The original client's address on a forwarded request, so the receiving daemon limits
- * each client on its own rather than all of a peer's traffic as one. Trusted only on
- * requests that come from a known peer daemon's address.
+ * each client on its own rather than all of a peer's traffic as one, and audits who asked.
+ * Believed only from a server that proves itself (transport/forward-proof.ts).
  */
 export const FORWARDED_FOR_HEADER = 'x-service-forwarded-for';
 
 /** An address as sockets report it, IPv4-mapped IPv6 unwrapped. */
 export const plainAddress = (ip: string): string => ip.replace(/^::ffff:/, '');
 
+const first = (v: string | string[] | undefined): string | undefined => (Array.isArray(v) ? v[0] : v);
+
 /**
- * The client a request counts against: its address, or for a request a peer daemon
- * forwarded (trusted only from a peer's address), the original client's.
+ * The client a request counts against: its address, or for a request a server forwarded and
+ * proves it forwarded (`vouch`), the original client's; `viaPeer` then names the forwarder.
  */
 export function clientOf(
-  request: Pick<FastifyRequest, 'ip' | 'headers'>,
-  isPeer: ((ip: string) => boolean) | undefined,
+  ip: string,
+  req: IncomingMessage,
+  vouch: ForwarderCheck | undefined,
 ): { client: string; viaPeer: string | undefined } {
-  const ip = plainAddress(request.ip);
-  const forwardedFor = request.headers[FORWARDED_FOR_HEADER];
-  const forwarded = request.headers[FORWARDED_HEADER] !== undefined || request.headers[SERVER_FORWARD_HEADER] !== undefined;
-  if (typeof forwardedFor === 'string' && forwarded && isPeer?.(ip)) return { client: forwardedFor.slice(0, 64), viaPeer: ip };
-  return { client: ip, viaPeer: undefined };
+  const address = plainAddress(ip);
+  const forwardedFor = first(req.headers[FORWARDED_FOR_HEADER]);
+  if (forwardedFor === undefined || vouch === undefined) return { client: address, viaPeer: undefined };
+  const byServer = first(req.headers[SERVER_FORWARD_HEADER]);
+  const from = byServer ?? first(req.headers[FORWARDED_HEADER]);
+  if (from === undefined) return { client: address, viaPeer: undefined };
+  const client = forwardedFor.slice(0, 64);
+  if (!vouch(req, { from, byServer: byServer !== undefined }, { client, from, method: req.method ?? '' }))
+    return { client: address, viaPeer: undefined };
+  return { client, viaPeer: address };
 }
 
 /**
@@ -88,14 +100,14 @@ export function scopeHints(request: FastifyRequest): ScopeHints {
 
 declare module 'fastify' {
   interface FastifyInstance {
-    /** Whether an address is another server's (a peer's forwarded requests name their original client). */
-    isPeerAddress?: (ip: string) => boolean;
+    /** Whether a forwarded request's sender proves to be a server (its forwarded requests name their original client). */
+    forwarderCheck?: ForwarderCheck;
   }
 }
 
-/** The address a request counts against: its own, or the original client's when a peer forwarded it. */
+/** The address a request counts against: its own, or the original client's when a proven server forwarded it. */
 export function clientAddress(request: FastifyRequest): string {
-  return clientOf(request, request.server.isPeerAddress).client;
+  return clientOf(request.ip, request.raw, request.server.forwarderCheck).client;
 }
 
 export function requestContext(request: FastifyRequest): RequestContext {

@@ -58,11 +58,4 @@ export class DatacenterDirectory {
       return o.primaryURLs.join(',');
     return this.urlOf(datacenter);
   }
-
-  /** Whether a connection from this host is another datacenter's daemon as this directory knows them. */
-  isKnownHost(host: string, hostOf: (url: string) => string | undefined): boolean {
-    const o = this.options;
-    if ((o.primaryURLs ?? []).some((u) => hostOf(u) === host)) return true;
-    return this.list().some((d) => d.name !== o.datacenter && hostOf(d.url) === host);
-  }
 }

@@ -283,12 +283,6 @@ export class ReplicationPrimary implements SessionHost {
     return answers.flat();
   }
 
-  /** Whether a connected secondary's replication stream comes from this address. */
-  isPeerAddress(ip: string): boolean {
-    for (const s of this.sessions) if (s.datacenter && s.remoteAddress.replace(/^::ffff:/, '') === ip) return true;
-    return false;
-  }
-
   secondaries(): SecondaryInfo[] {
     return [...this.sessions].filter((s) => s.datacenter).map((s) => s.info());
   }

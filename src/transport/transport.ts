@@ -1,6 +1,7 @@
 import { type PeerCertificate, TLSSocket, type SecureContextOptions, checkServerIdentity as defaultIdentityCheck } from 'node:tls';
 import type { ServerOptions as HttpsServerOptions } from 'node:https';
 import type { IncomingMessage } from 'node:http';
+import { FORWARD_PROOF_HEADER, type ForwardFields, SERVER_KEY_ID, checkForwardProof, forwardProof } from './forward-proof.js';
 import type { Logger } from 'pino';
 import type { Agent, RequestInit as UndiciRequestInit } from 'undici';
 import type { ClientOptions as WebSocketOptions } from 'ws';
@@ -252,6 +253,30 @@ export class Transport {
     if (!certificateNames(cert).includes(want))
       return { ok: false, reason: `certificate names ${quotedNames(cert, this.domain)}, expected ${want}` };
     return { ok: true };
+  }
+
+  /**
+   * Whether a forwarded request's sender proves to be a server, so that the client it names may
+   * be believed: with TLS, a certificate naming a server of the datacenter it claims (its own for
+   * a server of this one); else, or too, a forward proof (forward-proof.ts) under this
+   * datacenter's server key (servers of this datacenter only) or a key `keyOf` gives.
+   */
+  vouches(
+    req: IncomingMessage,
+    claim: { from: string; byServer: boolean },
+    fields: ForwardFields,
+    keyOf: (id: string) => string | Buffer | undefined,
+  ): boolean {
+    if (this.secure && this.proveIncoming(req, claim.byServer ? this.options.datacenter : claim.from)?.ok === true) return true;
+    const header = req.headers[FORWARD_PROOF_HEADER];
+    return checkForwardProof(Array.isArray(header) ? header[0] : header, fields, (id) =>
+      id === SERVER_KEY_ID ? (claim.byServer ? this.options.serverKey : undefined) : keyOf(id),
+    );
+  }
+
+  /** The proof, under this datacenter's server key, of a request forwarded to another of its servers (undefined without a key). */
+  serverForwardProof(fields: ForwardFields): string | undefined {
+    return this.options.serverKey ? forwardProof(SERVER_KEY_ID, this.options.serverKey, fields) : undefined;
   }
 
   /** The etcd client's TLS credentials and auth (loaded and checked at start-up). */

@@ -48,6 +48,8 @@ describe('a write forwarded by a secondary is audited once, at the primary, with
       },
     });
     await waitFor(async () => (await new WatchwordClient({ address: dc2.url }).replication()).Connected, 10_000);
+    // The replication token has replicated here: dc2 proves with it the client it names when it forwards.
+    await waitFor(() => dc2.daemon.store.reader.getTokenBySecret(dc1.management) !== undefined, 10_000);
   });
   afterAll(async () => {
     await dc2?.close();

@@ -47,6 +47,8 @@ describe('rate limits across datacenters', () => {
     });
     daemons.push(dc2);
     await waitFor(async () => (await new WatchwordClient({ address: dc2.url }).replication()).Connected);
+    // The replication token has replicated here: dc2 proves with it the client it names when it forwards.
+    await waitFor(() => dc2.daemon.store.reader.getTokenBySecret(dc1.management) !== undefined, 10_000);
     return { dc1, dc2 };
   }
 

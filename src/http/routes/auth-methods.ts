@@ -151,7 +151,7 @@ export async function authMethodRoutes(app: FastifyInstance, deps: AuthMethodRou
           loginLimiter.set(loginRate.rate, Math.max(1, loginRate.burst));
           appliedBurst = loginRate.burst;
         }
-        const { client } = clientOf(request, deps.cluster ? (ip) => deps.cluster?.isPeer(ip) ?? false : undefined);
+        const { client } = clientOf(request.ip, request.raw, deps.cluster?.forwarderCheck);
         const wait = loginLimiter.take(client);
         if (wait > 0)
           throw new WatchwordError(
