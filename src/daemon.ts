@@ -9,7 +9,12 @@ import { buildApp } from './http/app.js';
 import { createAgentLogger } from './observability/logger.js';
 import type { Metrics } from './observability/metrics.js';
 import { Reaper } from './reaper/reaper.js';
+import type { IncomingMessage } from 'node:http';
 import { Selectors } from './auth/selectors.js';
+import type { Refusal } from './http/deps.js';
+import { plainAddress } from './http/request.js';
+import { secretOf } from './transport/credentials.js';
+import { whenRefused } from './transport/refuse.js';
 import { forwardProof, tokenKeyID } from './transport/forward-proof.js';
 import { isExpired } from './domain/expiry.js';
 import { DEFAULT_NAMESPACE, DEFAULT_PARTITION } from './domain/ids.js';
@@ -176,7 +181,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     });
     const agent = buildAgentInfo(config, { store, metrics, cluster, transport, audit, directory, address: () => address });
     const http = buildHttp(config, { store, metrics, cluster, transport, audit, directory, services, agent, logger, dataDir });
-    address = await listen(config, http.app, transport, cluster, logger);
+    address = await listen(config, http.app, { transport, cluster, logger, auditRefusal: refusalAuditor(store, audit) });
     await cluster.start(roleParts);
     http.history.start();
     // Announced once this server has taken its place (a single primary has its built-ins by now).
@@ -393,17 +398,7 @@ function buildHttp(config: Config, deps: PlaceDeps & { services: Services; agent
     replicationStatus: () => cluster.replicationStatus(),
     replicationHistory: () => history.read(),
     audit,
-    // A refusal names the caller's token by its accessor, or an unknown secret by its HMAC; never the secret.
-    auditRefusal: (r) => {
-      const token = r.secret ? store.reader.getTokenBySecret(r.secret) : undefined;
-      const accessor = !r.secret ? 'anonymous' : token ? token.AccessorID : audit.nameSecret(r.secret);
-      audit.record(
-        'refused',
-        { RequestID: r.id, AccessorID: accessor, RemoteAddr: r.remote, Method: r.method, Path: auditPath(r.url) },
-        r.status,
-        { Code: r.code, Reason: r.message },
-      );
-    },
+    auditRefusal: refusalAuditor(store, audit),
     cluster: hooks,
     logger,
     limits,
@@ -444,11 +439,51 @@ function forwarding(
   };
 }
 
+/** Records a refused request: the caller's token by its accessor, or an unknown secret by its HMAC; never the secret. */
+function refusalAuditor(store: LevelStore, audit: AuditLog): (r: Refusal) => void {
+  return (r) => {
+    const token = r.secret ? store.reader.getTokenBySecret(r.secret) : undefined;
+    const accessor = !r.secret ? 'anonymous' : token ? token.AccessorID : audit.nameSecret(r.secret);
+    audit.record(
+      'refused',
+      { RequestID: r.id, AccessorID: accessor, RemoteAddr: r.remote, Method: r.method, Path: auditPath(r.url) },
+      r.status,
+      { Code: r.code, Reason: r.message },
+    );
+  };
+}
+
+/**
+ * Every refused WebSocket upgrade (a replication or servers' stream, whichever handler refuses
+ * it): logged, and audited as `refused` when it is a 403, as a refused route is.
+ */
+function upgradeRefusals(logger: Logger, auditRefusal: (r: Refusal) => void) {
+  return (req: IncomingMessage, status: number, code: string, reason: string): void => {
+    const remote = plainAddress(req.socket.remoteAddress ?? '');
+    const path = auditPath(req.url ?? '/');
+    logger.warn({ remote, path, status }, `refused a WebSocket upgrade: ${reason}`);
+    if (status !== 401 && status !== 403) return;
+    let secret: string | undefined;
+    try {
+      secret = secretOf(undefined, req.headers);
+    } catch {
+      secret = undefined;
+    }
+    auditRefusal({ id: '', method: req.method ?? 'GET', url: req.url ?? '/', remote, secret, status, code, message: reason, route: path });
+  };
+}
+
 /** The accept queue asked of the kernel: enough for a burst of clients connecting at once. */
 const LISTEN_BACKLOG = 4096;
 
 /** Binds the API (Host checks against DNS rebinding, the servers' upgrades handed to the cluster role); returns host:port. */
-async function listen(config: Config, app: FastifyInstance, transport: Transport, cluster: ClusterRole, logger: Logger): Promise<string> {
+async function listen(
+  config: Config,
+  app: FastifyInstance,
+  deps: { transport: Transport; cluster: ClusterRole; logger: Logger; auditRefusal: (r: Refusal) => void },
+): Promise<string> {
+  const { transport, cluster, logger } = deps;
+  const refused = upgradeRefusals(logger, deps.auditRefusal);
   if (transport.secure) transport.attachListener(app.server as unknown as import('node:tls').Server);
   const { host, port } = parseHostPort(config.http_addr) as { host: string; port: number };
   // DNS rebinding: a loopback daemon answers only requests addressed to loopback (or http_allowed_hosts).
@@ -459,7 +494,10 @@ async function listen(config: Config, app: FastifyInstance, transport: Transport
   });
   hosts.install(app.server as unknown as import('node:http').Server);
   app.server.on('upgrade', (req, socket, head) => {
-    if (!hosts.refuseUpgrade(req, socket)) cluster.handleUpgrade(req, socket, head);
+    whenRefused(socket, (status, reason) => refused(req, status, status === 403 ? 'PERMISSION_DENIED' : 'UPGRADE_REFUSED', reason));
+    if (hosts.refuseUpgrade(req, socket))
+      return refused(req, 403, 'HOST_NOT_ALLOWED', `Host ${JSON.stringify(req.headers.host ?? '')} is not allowed`);
+    cluster.handleUpgrade(req, socket, head);
   });
   // Node's default backlog (511) overflows when a burst of clients connects at once (each
   // dropped handshake costs its client a 1 s retransmit, or a reset); the kernel caps this at

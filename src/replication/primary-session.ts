@@ -64,7 +64,7 @@ export interface SessionHost {
  * through: socket-free, so tests feed it frames (test/replication/primary-session.test.ts).
  */
 
-export type TokenCheck = { ok: true; expires: number | undefined } | { ok: false; status: number; message: string };
+export type TokenCheck = { ok: true; expires: number | undefined } | { ok: false; status: number; message: string; detail?: string };
 
 /** WebSocket close code of a session whose token stopped being good enough to replicate. */
 export const CLOSE_TOKEN_REVOKED = 4003;
@@ -171,7 +171,7 @@ export class Session {
       return !this.closed;
     }
     this.primary.logger.warn(
-      { datacenter: this.datacenter, reason: check.message },
+      { datacenter: this.datacenter, reason: check.detail ?? check.message },
       'replication: closing a session whose token no longer allows it',
     );
     this.close(CLOSE_TOKEN_REVOKED, `replication token revoked: ${check.message}`);

@@ -54,6 +54,9 @@ export const boundDatacenters = (token: TokenRecord): string[] => [...new Set(to
  * upgrade, streams its change log to each (snapshot first when needed), and trims the
  * log to its retention.
  */
+/** What a secondary hears when its replication token may not replicate, whether it is unknown or lacks acl:write. */
+export const TOKEN_REFUSED = 'replication token is invalid or lacks acl:write';
+
 export class ReplicationPrimary implements SessionHost {
   private readonly wss = new WebSocketServer({ noServer: true, maxPayload: 1024 * 1024, perMessageDeflate: false });
   private readonly sessions = new Set<Session>();
@@ -146,7 +149,12 @@ export class ReplicationPrimary implements SessionHost {
     if (!secret) return refuse(socket, 403, 'replication token is missing');
     const generation = this.aclGeneration;
     const check = this.checkReplicationToken(secret, named);
-    if (!check.ok) return refuse(socket, check.status, check.message);
+    if (!check.ok) {
+      // The caller hears one message whatever the reason (an unknown secret is not told from a real token); the log says which.
+      if (check.detail)
+        this.logger.warn({ datacenter: named, from: req.socket.remoteAddress }, `replication: refused a secondary: ${check.detail}`);
+      return refuse(socket, check.status, check.message);
+    }
     this.wss.handleUpgrade(req, socket, head, (ws) => {
       let session: Session | undefined;
       session = this.open(
@@ -177,20 +185,22 @@ export class ReplicationPrimary implements SessionHost {
 
   /**
    * Why a secret may not replicate (undefined when it may): it must resolve to a live
-   * token with acl:write in the default namespace and partition.
+   * token with acl:write in the default namespace and partition. An unknown secret and a
+   * token without acl:write get one message (`detail`, for the log, says which).
    */
   checkReplicationToken(secret: string, datacenter: string | undefined): TokenCheck {
     try {
       const identity = this.resolver.resolveLocal(secret);
       if (!identity.authorizer.canWrite('default', 'default'))
-        return { ok: false, status: 403, message: 'replication token lacks acl:write' };
+        return { ok: false, status: 403, message: TOKEN_REFUSED, detail: `token ${identity.token.AccessorID} lacks acl:write` };
       const bound = boundDatacenters(identity.token);
       if (datacenter !== undefined && bound.length > 0 && !bound.includes(datacenter)) {
         return { ok: false, status: 403, message: `replication token is bound to datacenter ${bound.join(', ')}, not ${datacenter}` };
       }
       return { ok: true, expires: expiryMillis(identity.token) };
     } catch (err) {
-      if (isWatchwordError(err) && err.code === 'ACL_NOT_FOUND') return { ok: false, status: 403, message: 'replication token is invalid' };
+      if (isWatchwordError(err) && err.code === 'ACL_NOT_FOUND')
+        return { ok: false, status: 403, message: TOKEN_REFUSED, detail: 'no live token has that secret' };
       this.logger.error({ err }, 'replication: cannot authenticate a secondary');
       return { ok: false, status: 500, message: 'internal error' };
     }

@@ -48,7 +48,7 @@ describe('a replication session whose token stops allowing it', () => {
     const { code, reason } = await stream.closed;
 
     expect(code).toBe(4003);
-    expect(reason).toBe('replication token revoked: replication token is invalid');
+    expect(reason).toBe('replication token revoked: replication token is invalid or lacks acl:write');
     expect(stream.text()).not.toContain(after.SecretID);
     expect(stream.text()).not.toContain(after.AccessorID);
   });
@@ -64,7 +64,7 @@ describe('a replication session whose token stops allowing it', () => {
     const after = (await dc1.api('PUT', '/v1/acl/token', { body: { Description: 'made after the demotion' } })).body;
     const { code, reason } = await stream.closed;
     expect(code).toBe(4003);
-    expect(reason).toBe('replication token revoked: replication token lacks acl:write');
+    expect(reason).toBe('replication token revoked: replication token is invalid or lacks acl:write');
     expect(stream.text()).not.toContain(after.SecretID);
   });
 
@@ -79,7 +79,7 @@ describe('a replication session whose token stops allowing it', () => {
     const stream = await openStream(dc1.url, repl.SecretID);
     const { code, reason } = await stream.closed;
     expect(code).toBe(4003);
-    expect(reason).toBe('replication token revoked: replication token is invalid');
+    expect(reason).toBe('replication token revoked: replication token is invalid or lacks acl:write');
   });
 
   it("shows the reason in the secondary's replication status", async () => {
@@ -103,7 +103,7 @@ describe('a replication session whose token stops allowing it', () => {
     await dc1.api('DELETE', `/v1/acl/token/${repl.AccessorID}`);
     await waitFor(async () => !(await client.replication()).Connected);
     expect((await client.replication()).LastErrorMessage).toBe(
-      'connection to the primary closed (4003: replication token revoked: replication token is invalid)',
+      'connection to the primary closed (4003: replication token revoked: replication token is invalid or lacks acl:write)',
     );
   });
 });
