@@ -5,7 +5,24 @@
 // routes; each page lives in its own module.
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import { ApiError, DC_KEY, ErrorBox, HIDDEN, SECRET_KEY, api, explain, html, state, useLoad, useRoute } from './lib.js';
+import {
+  ApiError,
+  DC_KEY,
+  ErrorBox,
+  HIDDEN,
+  SECRET_KEY,
+  api,
+  apiPath,
+  explain,
+  html,
+  isObjectID,
+  state,
+  useLoad,
+  useRoute,
+} from './lib.js';
+
+/** Pages whose route names an object by its ID (a UUID). */
+const ID_PAGES = ['tokens', 'policies', 'roles', 'binding-rules'];
 import { TokenList, TokenDetail, TokenForm } from './tokens.js';
 import { PolicyList, PolicyEditor, RoleList, RoleEditor, TemplatedPolicies } from './policies.js';
 import { AuthMethodForm, AuthMethods, BindingRuleForm, BindingRules } from './auth.js';
@@ -43,7 +60,7 @@ async function signIn() {
   state.localDC = settings.Datacenter;
   // A token sees secrets (its own included) only with acl:write.
   try {
-    const read = await api('GET', `/v1/acl/token/${self.AccessorID}`, undefined, { dc: '' });
+    const read = await api('GET', apiPath`/v1/acl/token/${self.AccessorID}`, undefined, { dc: '' });
     state.canWrite = read.SecretID !== HIDDEN;
   } catch {
     state.canWrite = false;
@@ -78,6 +95,9 @@ function DatacenterSwitch({ onChange }) {
 
 function Page({ route }) {
   const [page, id, sub] = route.parts;
+  // A page acts only on the kind it shows, by an ID of that kind: a route holding anything else is refused, not sent on.
+  if (ID_PAGES.includes(page) && id !== undefined && id !== 'new' && !isObjectID(id))
+    return html`<${ErrorBox} message=${`Not found: ${JSON.stringify(id.slice(0, 80))} is not the ID of one of the ${page}`} />`;
   if (page === 'tokens' && id === 'new') return html`<${TokenForm} />`;
   if (page === 'tokens' && id && sub === 'edit') return html`<${TokenForm} id=${id} />`;
   if (page === 'tokens' && id) return html`<${TokenDetail} id=${id} />`;

@@ -1,6 +1,6 @@
 // Auth methods and binding rules: lists, and forms for create and edit that keep every field.
 import { useEffect, useState } from 'preact/hooks';
-import { Loading, api, confirmThen, explain, go, html, state, useLoad, useSearch } from './lib.js';
+import { Loading, api, apiPath, confirmThen, explain, go, html, state, useLoad, useSearch } from './lib.js';
 import { ListField, MODELS, MapField, Messages, PemListField, SaveBar, SelectField, TextArea, TextField, useRecordForm } from './forms.js';
 
 export function AuthMethods() {
@@ -8,7 +8,7 @@ export function AuthMethods() {
   const [error, setError] = useState('');
   const remove = (name) =>
     confirmThen(`Delete auth method ${name}, its binding rules and every token it issued?`, () =>
-      api('DELETE', `/v1/acl/auth-method/${encodeURIComponent(name)}`).then(list.reload, (err) => setError(explain(err))),
+      api('DELETE', apiPath`/v1/acl/auth-method/${name}`).then(list.reload, (err) => setError(explain(err))),
     );
   return html`<h1>Auth methods</h1>
     ${state.canWrite ? html`<div class="actions"><a class="button" href="#/auth-methods/new">Create auth method</a></div>` : null}
@@ -102,18 +102,15 @@ const NEW_METHOD = { Name: '', Type: 'jwt', DisplayName: '', Description: '', To
 
 export function AuthMethodForm({ name }) {
   const creating = name === 'new';
-  const form = useRecordForm(
-    MODELS.authMethod,
-    creating ? undefined : () => api('GET', `/v1/acl/auth-method/${encodeURIComponent(name)}`),
-    NEW_METHOD,
-    [name],
-  );
+  const form = useRecordForm(MODELS.authMethod, creating ? undefined : () => api('GET', apiPath`/v1/acl/auth-method/${name}`), NEW_METHOD, [
+    name,
+  ]);
   const { draft, set, editing } = form;
   const ro = !state.canWrite;
   const submit = async (e) => {
     e.preventDefault();
     const m = await form.save((body) =>
-      editing ? api('PUT', `/v1/acl/auth-method/${encodeURIComponent(name)}`, body) : api('PUT', '/v1/acl/auth-method', body),
+      editing ? api('PUT', apiPath`/v1/acl/auth-method/${name}`, body) : api('PUT', '/v1/acl/auth-method', body),
     );
     if (m) {
       form.setNotice(`Saved auth method “${m.Name}”.`);
@@ -145,7 +142,7 @@ export function BindingRules({ method: initial }) {
   const [error, setError] = useState('');
   const remove = (id) =>
     confirmThen('Delete this binding rule?', () =>
-      api('DELETE', `/v1/acl/binding-rule/${id}`).then(rules.reload, (err) => setError(explain(err))),
+      api('DELETE', apiPath`/v1/acl/binding-rule/${id}`).then(rules.reload, (err) => setError(explain(err))),
     );
   return html`<h1>Binding rules</h1>
     <div class="filters"><div><label for="br-method">Auth method</label><select id="br-method" value=${method} onChange=${(e) => setMethod(e.target.value)}>
@@ -171,7 +168,7 @@ export function BindingRuleForm({ id, method }) {
   const methods = useLoad(() => api('GET', '/v1/acl/auth-methods'), []);
   const form = useRecordForm(
     MODELS.bindingRule,
-    creating ? undefined : () => api('GET', `/v1/acl/binding-rule/${id}`),
+    creating ? undefined : () => api('GET', apiPath`/v1/acl/binding-rule/${id}`),
     { Description: '', AuthMethod: method ?? '', Selector: '', BindType: 'service', BindName: '' },
     [id],
   );
@@ -184,7 +181,7 @@ export function BindingRuleForm({ id, method }) {
   const submit = async (e) => {
     e.preventDefault();
     const r = await form.save((body) =>
-      editing ? api('PUT', `/v1/acl/binding-rule/${id}`, body) : api('PUT', '/v1/acl/binding-rule', body),
+      editing ? api('PUT', apiPath`/v1/acl/binding-rule/${id}`, body) : api('PUT', '/v1/acl/binding-rule', body),
     );
     if (r) {
       form.setNotice('Saved the binding rule.');

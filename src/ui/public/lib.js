@@ -50,6 +50,24 @@ export async function api(method, path, body, { dc = state.dc, secret = state.se
   return data;
 }
 
+/**
+ * An API path with each value put in as one path segment: encoded whole, dots and slashes too, so
+ * no route value (a hash the page was opened with) can climb to another endpoint:
+ * apiPath`/v1/acl/role/${id}` with id `../policy/X` asks for a role named that, never policy X.
+ */
+export function apiPath(strings, ...values) {
+  let out = strings[0];
+  values.forEach((v, i) => {
+    out += encodeURIComponent(String(v)).replace(/\./g, '%2E') + strings[i + 1];
+  });
+  return out;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** Whether a route's ID is one a token, policy, role or binding rule can have (a UUID). */
+export const isObjectID = (id) => typeof id === 'string' && UUID.test(id);
+
 /** An API error in plain words. */
 export function explain(err) {
   if (!(err instanceof ApiError)) return `Could not reach watchword: ${err.message}`;

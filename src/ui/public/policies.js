@@ -1,6 +1,20 @@
 // Policies (an editor that points at a parse error), roles, and templated policies with their preview.
 import { useState } from 'preact/hooks';
-import { ErrorBox, Loading, api, confirmThen, explain, go, html, identities, isBuiltinID, state, useLoad, useSearch } from './lib.js';
+import {
+  ErrorBox,
+  Loading,
+  api,
+  apiPath,
+  confirmThen,
+  explain,
+  go,
+  html,
+  identities,
+  isBuiltinID,
+  state,
+  useLoad,
+  useSearch,
+} from './lib.js';
 import {
   LinkChecks,
   ListField,
@@ -65,13 +79,13 @@ const NEW_POLICY = { Name: '', Description: '', Rules: '' };
 
 export function PolicyEditor({ id }) {
   const creating = id === 'new';
-  const form = useRecordForm(MODELS.policy, creating ? undefined : () => api('GET', `/v1/acl/policy/${id}`), NEW_POLICY, [id]);
+  const form = useRecordForm(MODELS.policy, creating ? undefined : () => api('GET', apiPath`/v1/acl/policy/${id}`), NEW_POLICY, [id]);
   const { draft, set, original } = form;
   const builtin = isBuiltinID(id);
   const ro = !state.canWrite;
   const submit = async (e) => {
     e.preventDefault();
-    const p = await form.save((body) => (creating ? api('PUT', '/v1/acl/policy', body) : api('PUT', `/v1/acl/policy/${id}`, body)));
+    const p = await form.save((body) => (creating ? api('PUT', '/v1/acl/policy', body) : api('PUT', apiPath`/v1/acl/policy/${id}`, body)));
     if (p) {
       form.setNotice(`Saved policy “${p.Name}”.`);
       if (creating) go(`#/policies/${p.ID}`);
@@ -80,7 +94,7 @@ export function PolicyEditor({ id }) {
   const remove = () =>
     confirmThen(`Delete policy ${draft.Name}?`, async () => {
       try {
-        await api('DELETE', `/v1/acl/policy/${id}`);
+        await api('DELETE', apiPath`/v1/acl/policy/${id}`);
         go('#/policies');
       } catch (err) {
         form.setError(explain(err));
@@ -129,13 +143,13 @@ const NEW_ROLE = { Name: '', Description: '' };
 
 export function RoleEditor({ id }) {
   const creating = id === 'new';
-  const form = useRecordForm(MODELS.role, creating ? undefined : () => api('GET', `/v1/acl/role/${id}`), NEW_ROLE, [id]);
+  const form = useRecordForm(MODELS.role, creating ? undefined : () => api('GET', apiPath`/v1/acl/role/${id}`), NEW_ROLE, [id]);
   const choices = useChoices();
   const { draft, set, original } = form;
   const ro = !state.canWrite;
   const submit = async (e) => {
     e.preventDefault();
-    const r = await form.save((body) => (creating ? api('PUT', '/v1/acl/role', body) : api('PUT', `/v1/acl/role/${id}`, body)));
+    const r = await form.save((body) => (creating ? api('PUT', '/v1/acl/role', body) : api('PUT', apiPath`/v1/acl/role/${id}`, body)));
     if (r) {
       form.setNotice(`Saved role “${r.Name}”.`);
       if (creating) go(`#/roles/${r.ID}`);
@@ -143,7 +157,7 @@ export function RoleEditor({ id }) {
   };
   const remove = () =>
     confirmThen(`Delete role ${draft.Name}?`, () =>
-      api('DELETE', `/v1/acl/role/${id}`).then(
+      api('DELETE', apiPath`/v1/acl/role/${id}`).then(
         () => go('#/roles'),
         (err) => form.setError(explain(err)),
       ),
@@ -173,7 +187,7 @@ export function TemplatedPolicies() {
   const show = async (e) => {
     e.preventDefault();
     try {
-      setPreview({ policy: await api('POST', `/v1/acl/templated-policy/preview/${chosen}`, { Name: name }) });
+      setPreview({ policy: await api('POST', apiPath`/v1/acl/templated-policy/preview/${chosen}`, { Name: name }) });
     } catch (err) {
       setPreview({ error: explain(err) });
     }

@@ -1,7 +1,22 @@
 // Tokens: the list with its filters and search, the detail with effective policies and a
 // permission test, and one form for create and edit that keeps every field of the token.
 import { useState } from 'preact/hooks';
-import { ErrorBox, HIDDEN, Loading, Secret, Time, api, confirmThen, explain, go, html, identities, state, useLoad } from './lib.js';
+import {
+  ErrorBox,
+  HIDDEN,
+  Loading,
+  Secret,
+  Time,
+  api,
+  apiPath,
+  confirmThen,
+  explain,
+  go,
+  html,
+  identities,
+  state,
+  useLoad,
+} from './lib.js';
 import {
   CheckField,
   LinkChecks,
@@ -79,11 +94,11 @@ function IdentityList({ title, items }) {
 }
 
 export function TokenDetail({ id }) {
-  const token = useLoad(() => api('GET', `/v1/acl/token/${id}?expanded`), [id]);
+  const token = useLoad(() => api('GET', apiPath`/v1/acl/token/${id}?expanded`), [id]);
   const [error, setError] = useState('');
   const clone = async () => {
     try {
-      const c = await api('PUT', `/v1/acl/token/${id}/clone`, { Description: `Clone of ${token.data.Description || id}` });
+      const c = await api('PUT', apiPath`/v1/acl/token/${id}/clone`, { Description: `Clone of ${token.data.Description || id}` });
       go(`#/tokens/${c.AccessorID}`);
     } catch (err) {
       setError(explain(err));
@@ -92,7 +107,7 @@ export function TokenDetail({ id }) {
   const remove = () =>
     confirmThen(`Delete token ${id}? This cannot be undone.`, async () => {
       try {
-        await api('DELETE', `/v1/acl/token/${id}`);
+        await api('DELETE', apiPath`/v1/acl/token/${id}`);
         go('#/tokens');
       } catch (err) {
         setError(explain(err));
@@ -187,12 +202,12 @@ const NEW_TOKEN = { Description: '', Local: false, ExpirationTTL: '' };
 
 export function TokenForm({ id }) {
   const model = MODELS.token;
-  const form = useRecordForm(model, id === undefined ? undefined : () => api('GET', `/v1/acl/token/${id}`), NEW_TOKEN, [id]);
+  const form = useRecordForm(model, id === undefined ? undefined : () => api('GET', apiPath`/v1/acl/token/${id}`), NEW_TOKEN, [id]);
   const choices = useChoices();
   const { draft, set, editing } = form;
   const submit = async (e) => {
     e.preventDefault();
-    const t = await form.save((body) => (editing ? api('PUT', `/v1/acl/token/${id}`, body) : api('PUT', '/v1/acl/token', body)));
+    const t = await form.save((body) => (editing ? api('PUT', apiPath`/v1/acl/token/${id}`, body) : api('PUT', '/v1/acl/token', body)));
     if (t) go(`#/tokens/${t.AccessorID}`);
   };
   if (draft === undefined)
