@@ -473,6 +473,9 @@ function upgradeRefusals(logger: Logger, auditRefusal: (r: Refusal) => void) {
   };
 }
 
+/** A host that means every address of the machine. */
+const isWildcardHost = (host: string): boolean => host === '' || host === '0.0.0.0' || host === '::' || host === '[::]';
+
 /** The accept queue asked of the kernel: enough for a burst of clients connecting at once. */
 const LISTEN_BACKLOG = 4096;
 
@@ -506,6 +509,13 @@ async function listen(
   const bound = app.server.address();
   const boundPort = typeof bound === 'object' && bound ? bound.port : port;
   const address = `${host.includes(':') ? `[${host}]` : host}:${boundPort}`;
+  if (isWildcardHost(host) && config.http_allowed_hosts.length === 0) {
+    logger.warn(
+      `listening on ${address}, every address of this machine, without http_allowed_hosts: requests are answered whatever ` +
+        `Host they name, so a browser page elsewhere can reach this daemon through DNS rebinding (set http_allowed_hosts to the ` +
+        `names clients use)`,
+    );
+  }
   if (!transport.secure && !isLoopbackHost(host)) {
     logger.warn(
       `listening on ${address} without TLS: tokens and replicated secrets cross the network in plaintext (set tls_cert_file and ` +

@@ -44,6 +44,11 @@ export interface AuthorizerOptions {
   requestTimeoutMs?: number;
 }
 
+/** First look-ups of new secrets in flight at once; past it, a new secret is denied without asking. */
+const MAX_LOADING = 1_000;
+/** Secrets remembered as unknown, at most (and never more than maxTokens). */
+const MAX_NEGATIVE = 1_000;
+
 /** What the Authorizer has done since it was made (`stats()`). */
 export interface AuthorizerStats {
   /** Questions answered from the cache without waiting on a server (including cached denials). */
@@ -142,7 +147,15 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
   private readonly down: DownPolicy;
   private readonly maxTokens: number;
   private readonly negativeTTL: number;
+  private readonly maxNegative: number;
+  /** Resolved tokens (at most maxTokens) and first resolutions in flight (at most MAX_LOADING). */
   private readonly entries = new Map<string, Entry>();
+  private loadingCount = 0;
+  /**
+   * Secrets the daemon answered as unknown (deleted, expired, never made), with when: kept apart
+   * from real tokens and bounded on their own, so made-up secrets never push a real token out.
+   */
+  private readonly negative = new Map<string, number>();
   /** Parsed rules by their text: shared by every token with the same policy. */
   private readonly parsed = new Map<string, ScopeRules>();
   private closed = false;
@@ -172,6 +185,7 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
     if (!['extend-cache', 'async-cache', 'deny', 'allow'].includes(this.down))
       throw new TypeError(`downPolicy: one of extend-cache, async-cache, deny, allow; got ${JSON.stringify(this.down)}`);
     this.maxTokens = options.maxTokens ?? 10_000;
+    this.maxNegative = Math.min(this.maxTokens, MAX_NEGATIVE);
     this.negativeTTL = options.negativeTTL ?? 1_000;
   }
 
@@ -208,17 +222,26 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
         }
         return this.stale(entry, resource, segment, access, place);
       }
-      if (entry.goneAt !== undefined && now - entry.goneAt < this.negativeTTL) {
-        this.counters.hits++;
-        return false;
-      }
       if (entry.loading !== undefined) {
         this.counters.misses++;
         return entry.loading.then(() => this.afterLoad(entry, resource, segment, access, place));
       }
       this.entries.delete(secret);
     }
+    const gone = this.negative.get(secret);
+    if (gone !== undefined) {
+      if (now - gone < this.negativeTTL) {
+        this.counters.hits++;
+        return false;
+      }
+      this.negative.delete(secret);
+    }
     if (this.closed) return this.down === 'allow';
+    // So many first look-ups in flight (a flood of new secrets): the next is denied, not queued behind them.
+    if (this.loadingCount >= MAX_LOADING) {
+      this.counters.hits++;
+      return false;
+    }
     this.counters.misses++;
     const fresh = this.add(secret, now);
     return (fresh.loading as Promise<void>).then(() => this.afterLoad(fresh, resource, segment, access, place));
@@ -244,6 +267,7 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
     this.closed = true;
     for (const e of this.entries.values()) e.stop.abort();
     this.entries.clear();
+    this.negative.clear();
   }
 
   private judge(entry: Entry, resource: string, segment: string, access: Access, place: CheckPlace | undefined): boolean {
@@ -304,33 +328,48 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
   }
 
   private add(secret: string, now: number): Entry {
-    if (this.entries.size >= this.maxTokens) this.evictOne();
     const entry: Entry = { secret, expiresAt: Number.POSITIVE_INFINITY, confirmedAt: 0, usedAt: now, stop: new AbortController() };
     this.entries.set(secret, entry);
+    this.loadingCount++;
     entry.loading = this.fetch(entry, undefined).then(
       () => {
         entry.loading = undefined;
-        if (entry.authorizer !== undefined) void this.watch(entry);
+        this.loadingCount--;
+        if (entry.authorizer === undefined) return this.markGone(entry);
+        // A real token: it may take the place of the least recently used one.
+        if (this.entries.size - this.loadingCount > this.maxTokens) this.evictOne(entry);
+        void this.watch(entry);
       },
       () => {
         entry.loading = undefined;
+        this.loadingCount--;
         if (entry.failing === 'unreachable') {
           // Asked again on the next question: the daemon may be back.
           if (this.entries.get(secret) === entry) this.entries.delete(secret);
         } else {
           // Rate-limited or not understood: denied, and not asked again for a moment.
           entry.goneAt = Date.now();
-          entry.stop.abort();
+          this.markGone(entry);
         }
       },
     );
     return entry;
   }
 
-  /** Drops the least recently used token. */
-  private evictOne(): void {
+  /** The daemon does not know this secret (or cannot answer for it now): remembered apart from real tokens. */
+  private markGone(entry: Entry): void {
+    entry.stop.abort();
+    if (this.entries.get(entry.secret) === entry) this.entries.delete(entry.secret);
+    this.negative.delete(entry.secret);
+    this.negative.set(entry.secret, entry.goneAt ?? Date.now());
+    if (this.negative.size > this.maxNegative) this.negative.delete(this.negative.keys().next().value as string);
+  }
+
+  /** Drops the least recently used real token (never `keep`, nor one still loading). */
+  private evictOne(keep: Entry): void {
     let oldest: Entry | undefined;
-    for (const e of this.entries.values()) if (oldest === undefined || e.usedAt < oldest.usedAt) oldest = e;
+    for (const e of this.entries.values())
+      if (e !== keep && e.authorizer !== undefined && (oldest === undefined || e.usedAt < oldest.usedAt)) oldest = e;
     if (oldest !== undefined) this.forget(oldest);
   }
 
@@ -473,7 +512,7 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
         failures++;
       }
       settle();
-      if (entry.goneAt !== undefined) return;
+      if (entry.goneAt !== undefined) return this.markGone(entry);
       if (failures > 0) {
         const backoff = Math.min(250 * 2 ** (failures - 1), 5_000);
         const pause = entry.failing === 'limited' ? Math.min(Math.max(1_000, (entry.retryAfter ?? 1) * 1_000), 60_000) : backoff;

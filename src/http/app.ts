@@ -34,25 +34,35 @@ function noSchemaCompiler(): never {
  * At most `cap` open connections from one address: one client cannot take every slot of
  * `http_max_conns`. A connection past it is closed before a byte is read.
  */
-function capConnectionsPerClient(server: import('node:net').Server, limits: { maxConnsPerClient?: number }): void {
+function capConnectionsPerClient(server: import('node:net').Server, limits: { maxConns?: number; maxConnsPerClient?: number }): void {
   const open = new Map<string, number>();
+  let total = 0;
   server.on('connection', (socket: import('node:net').Socket) => {
     const client = socket.remoteAddress ?? '';
-    const n = (open.get(client) ?? 0) + 1;
-    // Read at each connection: a reload (SIGHUP) changes it in place.
+    const held = open.get(client) ?? 0;
+    // Read at each connection: a reload (SIGHUP) changes them in place.
     const cap = limits.maxConnsPerClient ?? 0;
-    if (cap > 0 && n > cap) {
+    const busy = (limits.maxConns ?? Number.POSITIVE_INFINITY) * BUSY_SHARE;
+    // Past half the global cap, an address that already holds its fair share waits: a few
+    // addresses cannot take every connection, and a new client still gets in.
+    if ((cap > 0 && held + 1 > cap) || (total >= busy && held >= FAIR_SHARE_WHEN_BUSY)) {
       socket.destroy();
       return;
     }
-    open.set(client, n);
+    open.set(client, held + 1);
+    total++;
     socket.once('close', () => {
+      total--;
       const left = (open.get(client) ?? 1) - 1;
       if (left <= 0) open.delete(client);
       else open.set(client, left);
     });
   });
 }
+
+/** The share of http_max_conns past which each address may hold only FAIR_SHARE_WHEN_BUSY connections. */
+const BUSY_SHARE = 0.5;
+const FAIR_SHARE_WHEN_BUSY = 64;
 
 /** 1 MiB: larger bodies get 413. */
 export { BODY_LIMIT };

@@ -177,12 +177,21 @@ export type SnapshotItem =
  * Items come out before the checksum is known: a reader that acts on them must be able to
  * take them back (a restore stages them, and gives the staging up if `end` throws).
  */
+/** The largest frame a snapshot holds: a record is at most a request body (1 MiB) and some fields around it. */
+const MAX_FRAME_BYTES = 16 << 20;
+
 export class SnapshotDecoder {
   private readonly hash = createHash('sha256');
   /** Bytes seen but not yet hashed: the last 32 may be the checksum. */
   private tail: Buffer = Buffer.alloc(0);
-  /** Hashed bytes not yet parsed (a frame not complete yet). */
-  private pending: Buffer = Buffer.alloc(0);
+  /**
+   * Hashed bytes not yet parsed (a frame not complete yet), as the chunks they came in: joined
+   * once, when enough have come for the next frame, so a large frame costs one copy, not one per chunk.
+   */
+  private chunks: Buffer[] = [];
+  private chunked = 0;
+  /** Bytes needed before parsing again: a length prefix, or the frame it announced. */
+  private need = SNAPSHOT_MAGIC.length;
   private magicSeen = false;
   private header: SnapshotHeader | undefined;
   private records = 0;
@@ -197,25 +206,34 @@ export class SnapshotDecoder {
     this.tail = Buffer.from(all.subarray(body.length));
     if (body.length === 0) return [];
     this.hash.update(body);
-    this.pending = this.pending.length === 0 ? body : Buffer.concat([this.pending, body]);
+    this.chunks.push(body);
+    this.chunked += body.length;
     const out: SnapshotItem[] = [];
+    if (this.chunked < this.need) return out;
+    let pending = this.chunks.length === 1 ? (this.chunks[0] as Buffer) : Buffer.concat(this.chunks, this.chunked);
     if (!this.magicSeen) {
-      if (this.pending.length < SNAPSHOT_MAGIC.length) return out;
-      if (!this.pending.subarray(0, SNAPSHOT_MAGIC.length).equals(SNAPSHOT_MAGIC))
+      if (!pending.subarray(0, SNAPSHOT_MAGIC.length).equals(SNAPSHOT_MAGIC))
         throw new SnapshotError('not a watchword snapshot (the file does not start with the snapshot magic)');
       this.magicSeen = true;
-      this.pending = this.pending.subarray(SNAPSHOT_MAGIC.length);
+      pending = pending.subarray(SNAPSHOT_MAGIC.length);
     }
     let at = 0;
-    while (at + 4 <= this.pending.length) {
-      const len = this.pending.readUInt32BE(at);
-      if (at + 4 + len > this.pending.length) break;
-      const item = this.frame(this.pending.subarray(at + 4, at + 4 + len));
+    this.need = 4;
+    while (at + 4 <= pending.length) {
+      const len = pending.readUInt32BE(at);
+      if (len > MAX_FRAME_BYTES) throw new SnapshotError(`a frame of ${len} bytes is larger than any record (at most ${MAX_FRAME_BYTES})`);
+      if (at + 4 + len > pending.length) {
+        this.need = 4 + len;
+        break;
+      }
+      const item = this.frame(pending.subarray(at + 4, at + 4 + len));
       at += 4 + len;
       if (item) out.push(item);
     }
     // The rest is copied out, so the chunk it came from is not kept alive by it.
-    this.pending = Buffer.from(this.pending.subarray(at));
+    const rest = Buffer.from(pending.subarray(at));
+    this.chunks = rest.length > 0 ? [rest] : [];
+    this.chunked = rest.length;
     return out;
   }
 
@@ -261,12 +279,12 @@ export class SnapshotDecoder {
 
   /** The bytes have ended: the checksum, the end frame and the header's counts are checked. */
   end(): SnapshotHeader {
-    if (!this.magicSeen && this.pending.length + this.tail.length < SNAPSHOT_MAGIC.length + 32)
+    if (!this.magicSeen && this.chunked + this.tail.length < SNAPSHOT_MAGIC.length + 32)
       throw new SnapshotError('not a watchword snapshot (the file does not start with the snapshot magic)');
     if (this.tail.length < 32 || !this.hash.digest().equals(this.tail))
       throw new SnapshotError('checksum mismatch: the file is damaged or truncated');
     if (this.header === undefined) throw new SnapshotError('truncated: the header missing');
-    if (this.pending.length > 0 || !this.ended)
+    if (this.chunked > 0 || !this.ended)
       throw new SnapshotError(this.ended ? 'bytes after the end of the snapshot' : 'truncated: the end is missing');
     const c = this.header.Counts;
     if (c.LocalTokens !== this.localTokens || TABLE_NAMES.some((t) => (c[countKey(t)] ?? 0) !== (this.counts.get(t) ?? 0))) {
