@@ -1,77 +1,30 @@
 import { hash } from 'node:crypto';
+import { POLICY_FIELDS, ROLE_FIELDS, TOKEN_FIELDS, hashInput } from './records.js';
 import type { PolicyRecord, RoleRecord, TokenRecord } from './types.js';
 
 /**
- * Content hashes: base64 SHA-256 over the fields that describe what an object grants,
- * never IDs, secrets, times or indexes, so the same object hashes the same in every
- * datacenter. Each field is written with a tag and a length so no two different
- * contents can produce the same byte stream.
+ * Content hashes: base64 SHA-256 over the fields that describe what an object grants (those
+ * domain/records.ts marks `hash`), never IDs, secrets, times or indexes, so the same object
+ * hashes the same in every datacenter. Each field is written with a tag and a length so no
+ * two different contents can produce the same byte stream.
  */
-class HashWriter {
-  /** The byte stream, hashed once at the end (one native call rather than one per field). */
-  private text = '';
+const tokenText = hashInput(TOKEN_FIELDS);
+const roleText = hashInput(ROLE_FIELDS);
+const policyText = hashInput(POLICY_FIELDS);
 
-  field(tag: string, value: string): this {
-    this.text += `${tag}:${Buffer.byteLength(value)}:${value};`;
-    return this;
-  }
+// The one-shot form: no Hash object per digest.
+const digest = (text: string): string => hash('sha256', text, 'base64');
 
-  list(tag: string, values: readonly string[]): this {
-    this.text += `${tag}[${values.length}]`;
-    for (const v of values) this.field(tag, v);
-    return this;
-  }
-
-  digest(): string {
-    // The one-shot form: no Hash object per digest.
-    return hash('sha256', this.text, 'base64');
-  }
+export function tokenHash(t: Pick<TokenRecord, 'Description' | 'Local' | 'Roles' | 'Policies' | 'ServiceIdentities' | 'NodeIdentities' | 'TemplatedPolicies'>): string {
+  return digest(tokenText(t));
 }
 
-type Grants = Pick<TokenRecord, 'Policies' | 'ServiceIdentities' | 'NodeIdentities' | 'TemplatedPolicies'>;
-
-function writeGrants(w: HashWriter, g: Grants): void {
-  w.list(
-    'policy',
-    g.Policies.map((l) => l.ID),
-  );
-  w.list(
-    'service',
-    g.ServiceIdentities.map((s) => `${s.ServiceName}@${(s.Datacenters ?? []).join(',')}`),
-  );
-  w.list(
-    'node',
-    g.NodeIdentities.map((n) => `${n.NodeName}@${n.Datacenter}`),
-  );
-  w.list(
-    'template',
-    g.TemplatedPolicies.map((t) => `${t.TemplateName}|${t.TemplateVariables?.name ?? ''}|${(t.Datacenters ?? []).join(',')}`),
-  );
-}
-
-export function tokenHash(t: Pick<TokenRecord, 'Description' | 'Local' | 'Roles' | keyof Grants>): string {
-  const w = new HashWriter().field('description', t.Description).field('locality', t.Local ? 'local' : 'global');
-  w.list(
-    'role',
-    t.Roles.map((l) => l.ID),
-  );
-  writeGrants(w, t);
-  return w.digest();
-}
-
-export function roleHash(r: Pick<RoleRecord, 'Name' | 'Description' | keyof Grants>): string {
-  const w = new HashWriter().field('name', r.Name).field('description', r.Description);
-  writeGrants(w, r);
-  return w.digest();
+export function roleHash(r: Pick<RoleRecord, 'Name' | 'Description' | 'Policies' | 'ServiceIdentities' | 'NodeIdentities' | 'TemplatedPolicies'>): string {
+  return digest(roleText(r));
 }
 
 export function policyHash(p: Pick<PolicyRecord, 'Name' | 'Description' | 'Rules' | 'Datacenters'>): string {
-  return new HashWriter()
-    .field('name', p.Name)
-    .field('description', p.Description)
-    .field('rules', p.Rules)
-    .list('datacenters', p.Datacenters ?? [])
-    .digest();
+  return digest(policyText(p));
 }
 
 /** A stable short ID for rendered (synthetic) policies: the same rules give the same ID. */

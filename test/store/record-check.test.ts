@@ -143,6 +143,8 @@ function broken(record: Record<string, unknown>): Array<[string, Record<string, 
     out.push([`${field} missing`, without]);
     for (const w of wrong) out.push([`${field} = ${JSON.stringify(w)}`, { ...record, [field]: w }]);
   }
+  // A field no declaration knows is refused, never dropped (README, "One record, every path").
+  out.push(['an undeclared field', { ...record, Meta: 42 }]);
   return out;
 }
 

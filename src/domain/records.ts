@@ -1,0 +1,487 @@
+import { z } from 'zod';
+
+/**
+ * Every stored record, declared once (README, "One record, every path"; Consul's
+ * `agent/structs/acl.go` declares ACLToken once and every layer carries it). From each
+ * field table derive: the TypeScript type, the strict schema every inner boundary checks
+ * (replication and snapshot frames, the store's reads), the fast check of records read back
+ * by the million, the positional field order of the compact table, the content Hash, the
+ * view a caller sees and its response schema, and the API's write bodies. A field added here
+ * is carried everywhere; `test/records/every-field.test.ts` pushes a record with every field
+ * set through every path and fails naming the path that loses one.
+ */
+
+/** What a field holds, as stored. */
+export type FieldKind =
+  | 'string'
+  | 'boolean'
+  /** A datacenter index: an integer ≥ 0. */
+  | 'index'
+  /** RFC 3339 time, as text. */
+  | 'time'
+  /** Links to policies or roles, by ID. */
+  | 'links'
+  | 'serviceIdentities'
+  | 'nodeIdentities'
+  | 'templatedPolicies'
+  /** A list of strings (datacenter names). */
+  | 'strings'
+  /** A free-form object (an auth method's type-specific Config). */
+  | 'config'
+  /** An auth method's token locality: '', 'local' or 'global'. */
+  | 'tokenLocality'
+  /** A binding rule's bind type. */
+  | 'bindType'
+  /** A binding rule's templated-policy variables. */
+  | 'bindVars';
+
+/**
+ * How a field is shown to a caller:
+ * - `plain` as stored (absent when absent);
+ * - `omitEmpty` absent when empty ('' or []), as Consul omits empty lists;
+ * - `named` links with each target's current name (links to what no longer exists dropped);
+ * - `secret` the literal `<hidden>` to callers without acl:write;
+ * - `hash` computed from the content as it is shown, never the stored value (README, "Security");
+ * - `detail` only in a full read, not in a list item;
+ * - `withAuthMethod` only when the record's AuthMethod is set.
+ */
+export type ViewMode = 'plain' | 'omitEmpty' | 'named' | 'secret' | 'hash' | 'detail' | 'withAuthMethod';
+
+/**
+ * How the API treats a field: `input` a write's body sets it; `echoed` the server sets it, and
+ * a client that sends back what it read has it accepted and ignored.
+ */
+export type ApiRole = 'input' | 'echoed';
+
+export interface FieldSpec {
+  kind: FieldKind;
+  /** What the field is for (the record types' documentation). */
+  doc: string;
+  optional?: true;
+  api: ApiRole;
+  view?: ViewMode;
+  /** Its place in the content Hash (absent: not hashed): a tag, and the order in which fields are written. */
+  hash?: { tag: string; at: number };
+  /** The longest a write's body may give (strings, lists), where the default does not fit. */
+  max?: number;
+}
+
+export type FieldTable = Readonly<Record<string, FieldSpec>>;
+
+// ---- Shapes inside records ----
+
+/** A link from a token or role to a policy or role, by ID. */
+export interface Link {
+  /** ID of the linked object. */
+  ID: string;
+}
+
+/** A link as returned: the ID plus the name resolved at read time. */
+export interface NamedLink {
+  ID: string;
+  Name: string;
+}
+
+export interface ServiceIdentity {
+  /** Service the identity grants access as. */
+  ServiceName: string;
+  /** Datacenters the synthetic policy is valid in; absent means all. */
+  Datacenters?: string[];
+}
+
+export interface NodeIdentity {
+  /** Node the identity grants access as. */
+  NodeName: string;
+  /** The one datacenter the synthetic policy is valid in. */
+  Datacenter: string;
+}
+
+export interface TemplatedPolicyLink {
+  /** Name of a built-in templated policy, e.g. `builtin/service`. */
+  TemplateName: string;
+  /**
+   * Variables for the template; `name` when the template needs one (Consul's JSON name for
+   * its Name field; any letter case is accepted on input, and `Name` in records written before).
+   */
+  TemplateVariables?: { name: string };
+  /** Datacenters the rendered policy is valid in; absent means all. */
+  Datacenters?: string[];
+}
+
+export const BIND_TYPES = ['service', 'node', 'role', 'policy', 'templated-policy'] as const;
+export type BindType = (typeof BIND_TYPES)[number];
+export const TOKEN_LOCALITIES = ['', 'local', 'global'] as const;
+
+/** The TypeScript type of each kind. */
+interface KindTypes {
+  string: string;
+  boolean: boolean;
+  index: number;
+  time: string;
+  links: Link[];
+  serviceIdentities: ServiceIdentity[];
+  nodeIdentities: NodeIdentity[];
+  templatedPolicies: TemplatedPolicyLink[];
+  strings: string[];
+  config: Record<string, unknown>;
+  tokenLocality: (typeof TOKEN_LOCALITIES)[number];
+  bindType: BindType;
+  bindVars: { name?: string };
+}
+
+type Simplify<T> = { [K in keyof T]: T[K] } & {};
+
+/** A record's type from its field table: optional fields optional, each of its kind's type. */
+export type RecordOf<F extends FieldTable> = Simplify<
+  { -readonly [K in keyof F as F[K]['optional'] extends true ? never : K]: KindTypes[F[K]['kind']] } & {
+    -readonly [K in keyof F as F[K]['optional'] extends true ? K : never]?: KindTypes[F[K]['kind']];
+  }
+>;
+
+// ---- The records ----
+
+const scope = {
+  Namespace: { kind: 'string', api: 'input', doc: 'Namespace within the partition (Enterprise); `default` when unused.', max: 64 },
+  Partition: { kind: 'string', api: 'input', doc: 'Admin partition (Enterprise); `default` when unused.', max: 64 },
+} as const satisfies FieldTable;
+
+const indexes = {
+  CreateIndex: { kind: 'index', api: 'echoed', doc: 'Index of the change that created the object in this datacenter.' },
+  ModifyIndex: { kind: 'index', api: 'echoed', doc: 'Index of the change that last modified the object in this datacenter.' },
+} as const satisfies FieldTable;
+
+/** A token (README, "HTTP API"): the fields in the order a view shows them (Consul's). */
+export const TOKEN_FIELDS = {
+  AccessorID: { kind: 'string', api: 'input', doc: 'Public identifier of the token.', max: 128 },
+  SecretID: { kind: 'string', api: 'input', view: 'secret', doc: 'The credential; never returned to callers without acl:write.', max: 256 },
+  Description: { kind: 'string', api: 'input', doc: 'Free-form text for humans.', hash: { tag: 'description', at: 0 } },
+  Policies: { kind: 'links', api: 'input', view: 'named', doc: 'Direct policy links.', hash: { tag: 'policy', at: 3 } },
+  Roles: { kind: 'links', api: 'input', view: 'named', doc: 'Role links.', hash: { tag: 'role', at: 2 } },
+  ServiceIdentities: {
+    kind: 'serviceIdentities',
+    api: 'input',
+    view: 'omitEmpty',
+    doc: 'Service identities, rendered through `builtin/service`.',
+    hash: { tag: 'service', at: 4 },
+  },
+  NodeIdentities: {
+    kind: 'nodeIdentities',
+    api: 'input',
+    view: 'omitEmpty',
+    doc: 'Node identities, rendered through `builtin/node`.',
+    hash: { tag: 'node', at: 5 },
+  },
+  TemplatedPolicies: {
+    kind: 'templatedPolicies',
+    api: 'input',
+    view: 'omitEmpty',
+    doc: 'Templated policies rendered into synthetic policies.',
+    hash: { tag: 'template', at: 6 },
+  },
+  Local: { kind: 'boolean', api: 'input', doc: 'True when the token stays in the datacenter that made it.', hash: { tag: 'locality', at: 1 } },
+  AuthMethod: { kind: 'string', api: 'input', view: 'omitEmpty', doc: 'Auth method that created the token (login only); empty otherwise.', max: 256 },
+  AuthMethodNamespace: { kind: 'string', optional: true, api: 'input', view: 'withAuthMethod', doc: 'Namespace of the auth method, when AuthMethod is set.', max: 64 },
+  ExpirationTime: { kind: 'time', optional: true, api: 'input', doc: 'RFC 3339 time after which the token is revoked; absent means never.' },
+  CreateTime: { kind: 'time', api: 'echoed', doc: 'RFC 3339 time the token was created (set by the server).' },
+  Hash: { kind: 'string', api: 'echoed', view: 'hash', doc: 'Base64 SHA-256 over the content fields; equal across datacenters.' },
+  ...scope,
+  ...indexes,
+} as const satisfies FieldTable;
+
+export const POLICY_FIELDS = {
+  ID: { kind: 'string', api: 'input', doc: 'Identifier (UUID).', max: 128 },
+  Name: {
+    kind: 'string',
+    api: 'input',
+    doc: 'Name, unique per (partition, namespace), compared case-insensitively.',
+    max: 256,
+    hash: { tag: 'name', at: 0 },
+  },
+  Description: { kind: 'string', api: 'input', doc: 'Free-form text for humans.', hash: { tag: 'description', at: 1 } },
+  Rules: { kind: 'string', api: 'input', view: 'detail', doc: 'Rules text (HCL or JSON) as given.', max: 512 * 1024, hash: { tag: 'rules', at: 2 } },
+  Datacenters: {
+    kind: 'strings',
+    optional: true,
+    api: 'input',
+    view: 'omitEmpty',
+    doc: 'Datacenters the policy is valid in; absent means all.',
+    hash: { tag: 'datacenters', at: 3 },
+  },
+  Hash: { kind: 'string', api: 'echoed', view: 'hash', doc: 'Base64 SHA-256 over the content fields.' },
+  ...scope,
+  ...indexes,
+} as const satisfies FieldTable;
+
+export const ROLE_FIELDS = {
+  ID: { kind: 'string', api: 'input', doc: 'Identifier (UUID).', max: 128 },
+  Name: {
+    kind: 'string',
+    api: 'input',
+    doc: 'Name, unique per (partition, namespace), compared case-insensitively.',
+    max: 1024,
+    hash: { tag: 'name', at: 0 },
+  },
+  Description: { kind: 'string', api: 'input', doc: 'Free-form text for humans.', hash: { tag: 'description', at: 1 } },
+  Policies: { kind: 'links', api: 'input', view: 'named', doc: 'Policy links.', hash: { tag: 'policy', at: 2 } },
+  ServiceIdentities: { kind: 'serviceIdentities', api: 'input', view: 'omitEmpty', doc: 'Service identities.', hash: { tag: 'service', at: 3 } },
+  NodeIdentities: { kind: 'nodeIdentities', api: 'input', view: 'omitEmpty', doc: 'Node identities.', hash: { tag: 'node', at: 4 } },
+  TemplatedPolicies: {
+    kind: 'templatedPolicies',
+    api: 'input',
+    view: 'omitEmpty',
+    doc: 'Templated policies.',
+    hash: { tag: 'template', at: 5 },
+  },
+  Hash: { kind: 'string', api: 'echoed', view: 'hash', doc: 'Base64 SHA-256 over the content fields.' },
+  ...scope,
+  ...indexes,
+} as const satisfies FieldTable;
+
+/** How an auth method turns an external identity into a token (README, "HTTP API"); a global object. */
+export const AUTH_METHOD_FIELDS = {
+  Name: { kind: 'string', api: 'input', doc: 'Unique per (partition, namespace).', max: 128 },
+  Type: { kind: 'string', api: 'input', doc: '`jwt` or `kubernetes`.', max: 64 },
+  DisplayName: { kind: 'string', api: 'input', view: 'omitEmpty', doc: 'Name shown to people.', max: 256 },
+  Description: { kind: 'string', api: 'input', view: 'omitEmpty', doc: 'Free-form text for humans.' },
+  MaxTokenTTL: {
+    kind: 'string',
+    api: 'input',
+    view: 'omitEmpty',
+    doc: 'Lifetime of tokens made by login, as a duration (e.g. `1h0m0s`); empty: no expiry.',
+  },
+  TokenLocality: {
+    kind: 'tokenLocality',
+    api: 'input',
+    view: 'omitEmpty',
+    doc: 'As sent: `local` or `` (the same, the default): login tokens stay where they were made; `global`: they replicate.',
+  },
+  Config: { kind: 'config', api: 'input', view: 'detail', doc: 'Type-specific configuration, as Consul\'s.' },
+  ...scope,
+  ...indexes,
+} as const satisfies FieldTable;
+
+/** Which of a method's identities get which links (README, "HTTP API"); a global object. */
+export const BINDING_RULE_FIELDS = {
+  ID: { kind: 'string', api: 'input', doc: 'Identifier (UUID).', max: 128 },
+  Description: { kind: 'string', api: 'input', doc: 'Free-form text for humans.' },
+  AuthMethod: { kind: 'string', api: 'input', doc: 'Name of the auth method (same partition and namespace); immutable.', max: 128 },
+  Selector: { kind: 'string', api: 'input', doc: 'bexpr over the verified identity; empty matches every identity.', max: 4096 },
+  BindType: { kind: 'bindType', api: 'input', doc: 'What a match binds: a service or node identity, a role, a policy, a templated policy.' },
+  BindName: { kind: 'string', api: 'input', doc: 'What to bind, with `${value.x}` interpolation.', max: 1024 },
+  BindVars: {
+    kind: 'bindVars',
+    optional: true,
+    api: 'input',
+    doc: 'Variables of a templated-policy binding, written as Consul writes them (`name`).',
+  },
+  ...scope,
+  ...indexes,
+} as const satisfies FieldTable;
+
+export type TokenRecord = RecordOf<typeof TOKEN_FIELDS>;
+export type PolicyRecord = RecordOf<typeof POLICY_FIELDS>;
+export type RoleRecord = RecordOf<typeof ROLE_FIELDS>;
+export type AuthMethodRecord = RecordOf<typeof AUTH_METHOD_FIELDS>;
+export type BindingRuleRecord = RecordOf<typeof BINDING_RULE_FIELDS>;
+
+/** Each stored record kind with its field table, by table name. */
+export const RECORD_FIELDS = {
+  tokens: TOKEN_FIELDS,
+  policies: POLICY_FIELDS,
+  roles: ROLE_FIELDS,
+  authMethods: AUTH_METHOD_FIELDS,
+  bindingRules: BINDING_RULE_FIELDS,
+} as const;
+
+export type RecordKind = keyof typeof RECORD_FIELDS;
+
+/** A table's field names in their declared order (the positional form's order). */
+export const fieldNames = (fields: FieldTable): string[] => Object.keys(fields);
+
+// ---- Derived: the strict schema of each record ----
+
+const link = z.strictObject({ ID: z.string() });
+const serviceIdentity = z.strictObject({ ServiceName: z.string(), Datacenters: z.array(z.string()).optional() });
+const nodeIdentity = z.strictObject({ NodeName: z.string(), Datacenter: z.string() });
+/** Variables written as `Name` (records from before they were stored as Consul writes them) read as `name`. */
+const olderName = (v: unknown): unknown =>
+  v !== null && typeof v === 'object' && !Array.isArray(v) && !('name' in v) && 'Name' in v ? { name: (v as { Name: unknown }).Name } : v;
+const templatedPolicy = z.strictObject({
+  TemplateName: z.string(),
+  TemplateVariables: z.preprocess(olderName, z.strictObject({ name: z.string() })).optional(),
+  Datacenters: z.array(z.string()).optional(),
+});
+
+/** A time field's value: text a date parses from. */
+function isTime(v: string): boolean {
+  return !Number.isNaN(Date.parse(v));
+}
+
+const KIND_SCHEMAS: { [K in FieldKind]: z.ZodType<KindTypes[K]> } = {
+  string: z.string(),
+  boolean: z.boolean(),
+  index: z.number().int().nonnegative(),
+  time: z.string().refine(isTime, 'expected an RFC 3339 time'),
+  links: z.array(link),
+  serviceIdentities: z.array(serviceIdentity),
+  nodeIdentities: z.array(nodeIdentity),
+  templatedPolicies: z.array(templatedPolicy),
+  strings: z.array(z.string()),
+  config: z.record(z.string(), z.unknown()),
+  tokenLocality: z.enum(TOKEN_LOCALITIES),
+  bindType: z.enum(BIND_TYPES),
+  bindVars: z.preprocess(olderName, z.strictObject({ name: z.string().optional() })) as z.ZodType<{ name?: string }>,
+};
+
+/**
+ * The strict schema of a record: every declared field of its kind, an unknown field refused
+ * (as at the API's edge), never stripped. Every inner boundary checks records with it.
+ */
+export function recordSchema<F extends FieldTable>(fields: F): z.ZodType<RecordOf<F>> {
+  const shape: Record<string, z.ZodType> = {};
+  for (const [name, spec] of Object.entries(fields)) {
+    const s = KIND_SCHEMAS[spec.kind] as z.ZodType;
+    shape[name] = spec.optional ? s.optional() : s;
+  }
+  return z.strictObject(shape) as unknown as z.ZodType<RecordOf<F>>;
+}
+
+// ---- Derived: the fast check of records read back ----
+
+type Obj = Record<string, unknown>;
+const EMPTY: readonly never[] = Object.freeze([]);
+const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isStr = (v: unknown): v is string => typeof v === 'string';
+const strings = (v: unknown): boolean => Array.isArray(v) && v.every(isStr);
+const only = (o: Obj, keys: readonly string[]): boolean => {
+  for (const k in o) if (!keys.includes(k)) return false;
+  return true;
+};
+
+/** Checks (and, for older forms, mends in place) one item of a list kind. */
+const ITEM_CHECKS: Partial<Record<FieldKind, (x: unknown) => boolean>> = {
+  links: (x) => isObj(x) && isStr(x.ID) && only(x, ['ID']),
+  serviceIdentities: (x) =>
+    isObj(x) && isStr(x.ServiceName) && (x.Datacenters === undefined || strings(x.Datacenters)) && only(x, ['ServiceName', 'Datacenters']),
+  nodeIdentities: (x) => isObj(x) && isStr(x.NodeName) && isStr(x.Datacenter) && only(x, ['NodeName', 'Datacenter']),
+  /** Variables written as `Name` (before they were stored as Consul writes them) become `name`. */
+  templatedPolicies: (x) => {
+    if (!isObj(x) || !isStr(x.TemplateName) || !(x.Datacenters === undefined || strings(x.Datacenters))) return false;
+    if (!only(x, ['TemplateName', 'TemplateVariables', 'Datacenters'])) return false;
+    const v = x.TemplateVariables;
+    if (v === undefined) return true;
+    if (!isObj(v)) return false;
+    if (v.name === undefined && isStr(v.Name) && only(v, ['Name'])) x.TemplateVariables = { name: v.Name };
+    const fixed = x.TemplateVariables as Obj;
+    return isStr(fixed.name) && only(fixed, ['name']);
+  },
+  strings: isStr,
+};
+
+/** Checks a value of one kind (lists: each item; an empty list becomes one shared frozen array, in `o[field]`). */
+function checkValue(o: Obj, field: string, kind: FieldKind): boolean {
+  const v = o[field];
+  switch (kind) {
+    case 'string':
+      return isStr(v);
+    case 'time':
+      return isStr(v) && isTime(v);
+    case 'boolean':
+      return typeof v === 'boolean';
+    case 'index':
+      return typeof v === 'number' && Number.isInteger(v) && v >= 0;
+    case 'config':
+      return isObj(v);
+    case 'tokenLocality':
+      return (TOKEN_LOCALITIES as readonly unknown[]).includes(v);
+    case 'bindType':
+      return (BIND_TYPES as readonly unknown[]).includes(v);
+    case 'bindVars':
+      if (!isObj(v)) return false;
+      // `Name` of the older shape becomes `name`.
+      if (v.name === undefined && v.Name !== undefined) {
+        v.name = v.Name;
+        delete v.Name;
+      }
+      return (v.name === undefined || isStr(v.name)) && only(v, ['name']);
+    default: {
+      if (!Array.isArray(v)) return false;
+      if (v.length === 0) {
+        // Most tokens have four empty lists: a million of each would cost memory and collection for nothing.
+        o[field] = EMPTY;
+        return true;
+      }
+      return v.every(ITEM_CHECKS[kind] as (x: unknown) => boolean);
+    }
+  }
+}
+
+/**
+ * The check of a record read back by the million (no copy, unlike a schema's parse): every
+ * declared field of its kind, absent only when optional, no field undeclared. Mends older
+ * forms in place; `schema` and this agree on every record (a test holds them to it).
+ */
+export function recordCheck<F extends FieldTable>(fields: F): (v: unknown) => v is RecordOf<F> {
+  const plan = Object.entries(fields).map(([name, spec]) => ({ name, kind: spec.kind, optional: spec.optional === true }));
+  const names = plan.map((p) => p.name);
+  return (v: unknown): v is RecordOf<F> => {
+    if (!isObj(v)) return false;
+    for (const p of plan) {
+      if (v[p.name] === undefined) {
+        if (!p.optional) return false;
+        continue;
+      }
+      if (!checkValue(v, p.name, p.kind)) return false;
+    }
+    return only(v, names);
+  };
+}
+
+// ---- Derived: the content Hash ----
+
+/** The text a field contributes to a content Hash, by kind (each kind written as it always was: the Hash is kept across versions). */
+function hashText(kind: FieldKind, value: unknown, tag: string): string {
+  const field = (v: string): string => `${tag}:${Buffer.byteLength(v)}:${v};`;
+  const list = (vs: readonly string[]): string => `${tag}[${vs.length}]${vs.map(field).join('')}`;
+  switch (kind) {
+    case 'boolean':
+      // A token's locality is the one boolean hashed.
+      return field(value ? 'local' : 'global');
+    case 'links':
+      return list((value as Link[]).map((l) => l.ID));
+    case 'serviceIdentities':
+      return list((value as ServiceIdentity[]).map((s) => `${s.ServiceName}@${(s.Datacenters ?? []).join(',')}`));
+    case 'nodeIdentities':
+      return list((value as NodeIdentity[]).map((n) => `${n.NodeName}@${n.Datacenter}`));
+    case 'templatedPolicies':
+      return list(
+        (value as TemplatedPolicyLink[]).map((t) => `${t.TemplateName}|${t.TemplateVariables?.name ?? ''}|${(t.Datacenters ?? []).join(',')}`),
+      );
+    case 'strings':
+      return list((value as string[] | undefined) ?? []);
+    default:
+      return field(String(value ?? ''));
+  }
+}
+
+/**
+ * The content Hash's text of a record (hashed with SHA-256 by domain/hash.ts): each hashed
+ * field in its hash order, written with its tag and length so no two contents give one stream.
+ */
+export function hashInput<F extends FieldTable>(fields: F): (record: Partial<RecordOf<F>>) => string {
+  const plan = Object.entries(fields)
+    .filter(([, spec]) => spec.hash !== undefined)
+    .map(([name, spec]) => ({ name, kind: spec.kind, tag: (spec.hash as { tag: string }).tag, at: (spec.hash as { at: number }).at }))
+    .sort((a, b) => a.at - b.at);
+  return (record) => {
+    let text = '';
+    for (const p of plan) text += hashText(p.kind, (record as Obj)[p.name], p.tag);
+    return text;
+  };
+}
+
+/** The names of a table's hashed fields (what changes its Hash). */
+export const hashedFields = (fields: FieldTable): string[] =>
+  Object.entries(fields)
+    .filter(([, spec]) => spec.hash !== undefined)
+    .map(([name]) => name);
