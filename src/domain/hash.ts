@@ -15,11 +15,15 @@ const policyText = hashInput(POLICY_FIELDS);
 // The one-shot form: no Hash object per digest.
 const digest = (text: string): string => hash('sha256', text, 'base64');
 
-export function tokenHash(t: Pick<TokenRecord, 'Description' | 'Local' | 'Roles' | 'Policies' | 'ServiceIdentities' | 'NodeIdentities' | 'TemplatedPolicies'>): string {
+export function tokenHash(
+  t: Pick<TokenRecord, 'Description' | 'Local' | 'Roles' | 'Policies' | 'ServiceIdentities' | 'NodeIdentities' | 'TemplatedPolicies'>,
+): string {
   return digest(tokenText(t));
 }
 
-export function roleHash(r: Pick<RoleRecord, 'Name' | 'Description' | 'Policies' | 'ServiceIdentities' | 'NodeIdentities' | 'TemplatedPolicies'>): string {
+export function roleHash(
+  r: Pick<RoleRecord, 'Name' | 'Description' | 'Policies' | 'ServiceIdentities' | 'NodeIdentities' | 'TemplatedPolicies'>,
+): string {
   return digest(roleText(r));
 }
 

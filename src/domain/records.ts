@@ -178,10 +178,33 @@ export const TOKEN_FIELDS = {
     doc: 'Templated policies rendered into synthetic policies.',
     hash: { tag: 'template', at: 6 },
   },
-  Local: { kind: 'boolean', api: 'input', doc: 'True when the token stays in the datacenter that made it.', hash: { tag: 'locality', at: 1 } },
-  AuthMethod: { kind: 'string', api: 'input', view: 'omitEmpty', doc: 'Auth method that created the token (login only); empty otherwise.', max: 256 },
-  AuthMethodNamespace: { kind: 'string', optional: true, api: 'input', view: 'withAuthMethod', doc: 'Namespace of the auth method, when AuthMethod is set.', max: 64 },
-  ExpirationTime: { kind: 'time', optional: true, api: 'input', doc: 'RFC 3339 time after which the token is revoked; absent means never.' },
+  Local: {
+    kind: 'boolean',
+    api: 'input',
+    doc: 'True when the token stays in the datacenter that made it.',
+    hash: { tag: 'locality', at: 1 },
+  },
+  AuthMethod: {
+    kind: 'string',
+    api: 'input',
+    view: 'omitEmpty',
+    doc: 'Auth method that created the token (login only); empty otherwise.',
+    max: 256,
+  },
+  AuthMethodNamespace: {
+    kind: 'string',
+    optional: true,
+    api: 'input',
+    view: 'withAuthMethod',
+    doc: 'Namespace of the auth method, when AuthMethod is set.',
+    max: 64,
+  },
+  ExpirationTime: {
+    kind: 'time',
+    optional: true,
+    api: 'input',
+    doc: 'RFC 3339 time after which the token is revoked; absent means never.',
+  },
   CreateTime: { kind: 'time', api: 'echoed', doc: 'RFC 3339 time the token was created (set by the server).' },
   Hash: { kind: 'string', api: 'echoed', view: 'hash', doc: 'Base64 SHA-256 over the content fields; equal across datacenters.' },
   ...scope,
@@ -198,7 +221,14 @@ export const POLICY_FIELDS = {
     hash: { tag: 'name', at: 0 },
   },
   Description: { kind: 'string', api: 'input', doc: 'Free-form text for humans.', hash: { tag: 'description', at: 1 } },
-  Rules: { kind: 'string', api: 'input', view: 'detail', doc: 'Rules text (HCL or JSON) as given.', max: 512 * 1024, hash: { tag: 'rules', at: 2 } },
+  Rules: {
+    kind: 'string',
+    api: 'input',
+    view: 'detail',
+    doc: 'Rules text (HCL or JSON) as given.',
+    max: 512 * 1024,
+    hash: { tag: 'rules', at: 2 },
+  },
   Datacenters: {
     kind: 'strings',
     optional: true,
@@ -223,7 +253,13 @@ export const ROLE_FIELDS = {
   },
   Description: { kind: 'string', api: 'input', doc: 'Free-form text for humans.', hash: { tag: 'description', at: 1 } },
   Policies: { kind: 'links', api: 'input', view: 'named', doc: 'Policy links.', hash: { tag: 'policy', at: 2 } },
-  ServiceIdentities: { kind: 'serviceIdentities', api: 'input', view: 'omitEmpty', doc: 'Service identities.', hash: { tag: 'service', at: 3 } },
+  ServiceIdentities: {
+    kind: 'serviceIdentities',
+    api: 'input',
+    view: 'omitEmpty',
+    doc: 'Service identities.',
+    hash: { tag: 'service', at: 3 },
+  },
   NodeIdentities: { kind: 'nodeIdentities', api: 'input', view: 'omitEmpty', doc: 'Node identities.', hash: { tag: 'node', at: 4 } },
   TemplatedPolicies: {
     kind: 'templatedPolicies',
@@ -255,7 +291,7 @@ export const AUTH_METHOD_FIELDS = {
     view: 'omitEmpty',
     doc: 'As sent: `local` or `` (the same, the default): login tokens stay where they were made; `global`: they replicate.',
   },
-  Config: { kind: 'config', api: 'input', view: 'detail', doc: 'Type-specific configuration, as Consul\'s.' },
+  Config: { kind: 'config', api: 'input', view: 'detail', doc: "Type-specific configuration, as Consul's." },
   ...scope,
   ...indexes,
 } as const satisfies FieldTable;
@@ -266,7 +302,11 @@ export const BINDING_RULE_FIELDS = {
   Description: { kind: 'string', api: 'input', doc: 'Free-form text for humans.' },
   AuthMethod: { kind: 'string', api: 'input', doc: 'Name of the auth method (same partition and namespace); immutable.', max: 128 },
   Selector: { kind: 'string', api: 'input', doc: 'bexpr over the verified identity; empty matches every identity.', max: 4096 },
-  BindType: { kind: 'bindType', api: 'input', doc: 'What a match binds: a service or node identity, a role, a policy, a templated policy.' },
+  BindType: {
+    kind: 'bindType',
+    api: 'input',
+    doc: 'What a match binds: a service or node identity, a role, a policy, a templated policy.',
+  },
   BindName: { kind: 'string', api: 'input', doc: 'What to bind, with `${value.x}` interpolation.', max: 1024 },
   BindVars: {
     kind: 'bindVars',
@@ -455,7 +495,9 @@ function hashText(kind: FieldKind, value: unknown, tag: string): string {
       return list((value as NodeIdentity[]).map((n) => `${n.NodeName}@${n.Datacenter}`));
     case 'templatedPolicies':
       return list(
-        (value as TemplatedPolicyLink[]).map((t) => `${t.TemplateName}|${t.TemplateVariables?.name ?? ''}|${(t.Datacenters ?? []).join(',')}`),
+        (value as TemplatedPolicyLink[]).map(
+          (t) => `${t.TemplateName}|${t.TemplateVariables?.name ?? ''}|${(t.Datacenters ?? []).join(',')}`,
+        ),
       );
     case 'strings':
       return list((value as string[] | undefined) ?? []);

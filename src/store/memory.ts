@@ -136,7 +136,7 @@ export class MemTable<R, I extends string> implements Table<R, I> {
         if (!loading) m.sorted.delete(k);
       });
     }
-    const at = this.def.orderedBy?.(record);
+    const at = this.def.orderedBy?.time(record);
     if (at !== undefined) {
       if (loading) this.ordered.push([at, id]);
       else this.ordered.splice(this.orderedPosition(at, id), 0, [at, id]);
@@ -169,7 +169,7 @@ export class MemTable<R, I extends string> implements Table<R, I> {
         if (set.size === 0) m.map.delete(k);
       });
     }
-    const at = this.def.orderedBy?.(record);
+    const at = this.def.orderedBy?.time(record);
     if (at !== undefined) {
       const i = this.orderedPosition(at, id);
       const e = this.ordered[i];
@@ -221,44 +221,10 @@ function checkToken(record: unknown): TokenRecord {
 /** Tokens as the compact table holds them: their stored bytes, checked whole when decoded. */
 export const tokenCodec = (cacheSize = TOKENS_DECODED): CompactCodec<TokenRecord> => ({
   encode,
-  decode: (bytes) => checkToken(decodeRaw(bytes)),
   check: checkToken,
-  fields: [
-    'AccessorID',
-    'SecretID',
-    'Description',
-    'Policies',
-    'Roles',
-    'ServiceIdentities',
-    'NodeIdentities',
-    'TemplatedPolicies',
-    'Local',
-    'AuthMethod',
-    'AuthMethodNamespace',
-    'ExpirationTime',
-    'CreateTime',
-    'Hash',
-    'Namespace',
-    'Partition',
-    'CreateIndex',
-    'ModifyIndex',
-  ],
   decodeValue: decodeRaw,
   idField: 'AccessorID',
-  uniqueFields: { secret: 'SecretID' },
   notGlobal: ['local', ''],
-  indexFields: [
-    'AccessorID',
-    'SecretID',
-    'Partition',
-    'Namespace',
-    'Policies',
-    'Roles',
-    'ServiceIdentities',
-    'AuthMethod',
-    'Local',
-    'ExpirationTime',
-  ],
   cacheSize,
 });
 

@@ -2,14 +2,7 @@ import { Packr } from 'msgpackr';
 import { z } from 'zod';
 import type { AuthMethodRecord, BindingRuleRecord, BootstrapState, PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
 import { WatchwordError } from '../domain/errors.js';
-import {
-  AUTH_METHOD_FIELDS,
-  BINDING_RULE_FIELDS,
-  POLICY_FIELDS,
-  ROLE_FIELDS,
-  TOKEN_FIELDS,
-  recordSchema,
-} from '../domain/records.js';
+import { AUTH_METHOD_FIELDS, BINDING_RULE_FIELDS, POLICY_FIELDS, ROLE_FIELDS, TOKEN_FIELDS, recordSchema } from '../domain/records.js';
 
 /** msgpack with plain maps: no record extension, so data stays readable by any decoder. */
 const packr = new Packr({ useRecords: false, moreTypes: false });

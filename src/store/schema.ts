@@ -1,5 +1,6 @@
 import type { z } from 'zod';
 import { expiryMillis } from '../domain/expiry.js';
+import { AUTH_METHOD_FIELDS, BINDING_RULE_FIELDS, type FieldTable, POLICY_FIELDS, ROLE_FIELDS, TOKEN_FIELDS } from '../domain/records.js';
 import type { AuthMethodRecord, BindingRuleRecord, PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
 import { authMethodRecordSchema, bindingRuleRecordSchema, policyRecordSchema, roleRecordSchema, tokenRecordSchema } from './records.js';
 
@@ -34,6 +35,11 @@ export type WatchTable = TableName | 'bootstrap';
 export interface IndexDef<R> {
   /** Unique indexes map a key to one record; the others to a set of records. */
   unique: boolean;
+  /**
+   * The record's fields `keys` reads, declared once with the index: a start reads only these of
+   * each record (with the ID), so an index on a new field is rebuilt at the next start too.
+   */
+  reads: readonly string[];
   /** Calls `emit` with each key a record is found under (none: not in this index). */
   keys(record: R, emit: (key: string) => void): void;
 }
@@ -49,14 +55,28 @@ export interface TableDef<R, I extends string> {
   name: TableName;
   /** Prefix of record keys on disk. */
   prefix: string;
+  /** Its records' fields, declared once (domain/records.ts). */
+  fields: FieldTable;
   /** Validates a record read back from disk or received from a peer. */
   schema: z.ZodType<R>;
   id(record: R): string;
   /** Whether a change to this record enters the replicated change log. */
   isGlobal(record: R): boolean;
   indexes: Record<I, IndexDef<R>>;
-  /** Records kept in time order by this (the expiry index), when the table has one. */
-  orderedBy?: (record: R) => number | undefined;
+  /** Records kept in time order by this (the expiry index), when the table has one, reading these fields. */
+  orderedBy?: { reads: readonly string[]; time(record: R): number | undefined };
+}
+
+/** Every field a table's ID, indexes and time order read: all a start reads of each record, the ID first. */
+export function indexedFields(def: TableDef<unknown, string>, idField: string): string[] {
+  const out = [idField];
+  const add = (f: string) => {
+    if (!(f in def.fields)) throw new Error(`${def.name}: an index reads ${f}, which its records do not declare`);
+    if (!out.includes(f)) out.push(f);
+  };
+  for (const idx of Object.values(def.indexes) as Array<IndexDef<unknown>>) idx.reads.forEach(add);
+  def.orderedBy?.reads.forEach(add);
+  return out;
 }
 
 /** NUL joins the parts of composite keys: no name the API accepts contains it. */
@@ -85,43 +105,46 @@ export const nameKey = (partition: string, namespace: string, name: string): str
 export const tokensTable: TableDef<TokenRecord, 'secret' | 'scope' | 'policy' | 'role' | 'service' | 'authMethod' | 'local'> = {
   name: 'tokens',
   prefix: 't',
+  fields: TOKEN_FIELDS,
   schema: tokenRecordSchema,
   id: (t) => t.AccessorID,
   isGlobal: (t) => !t.Local,
   indexes: {
-    secret: { unique: true, keys: (t, emit) => emit(t.SecretID) },
-    scope: { unique: false, keys: (t, emit) => emit(scopeKey(t.Partition, t.Namespace)) },
-    policy: { unique: false, keys: (t, emit) => t.Policies.forEach((l) => emit(l.ID)) },
-    role: { unique: false, keys: (t, emit) => t.Roles.forEach((l) => emit(l.ID)) },
-    service: { unique: false, keys: (t, emit) => t.ServiceIdentities.forEach((s) => emit(s.ServiceName)) },
-    authMethod: { unique: false, keys: (t, emit) => t.AuthMethod && emit(t.AuthMethod) },
-    local: { unique: false, keys: (t, emit) => t.Local && emit('') },
+    secret: { unique: true, reads: ['SecretID'], keys: (t, emit) => emit(t.SecretID) },
+    scope: { unique: false, reads: ['Partition', 'Namespace'], keys: (t, emit) => emit(scopeKey(t.Partition, t.Namespace)) },
+    policy: { unique: false, reads: ['Policies'], keys: (t, emit) => t.Policies.forEach((l) => emit(l.ID)) },
+    role: { unique: false, reads: ['Roles'], keys: (t, emit) => t.Roles.forEach((l) => emit(l.ID)) },
+    service: { unique: false, reads: ['ServiceIdentities'], keys: (t, emit) => t.ServiceIdentities.forEach((s) => emit(s.ServiceName)) },
+    authMethod: { unique: false, reads: ['AuthMethod'], keys: (t, emit) => t.AuthMethod && emit(t.AuthMethod) },
+    local: { unique: false, reads: ['Local'], keys: (t, emit) => t.Local && emit('') },
   },
-  orderedBy: expiryMillis,
+  orderedBy: { reads: ['ExpirationTime'], time: expiryMillis },
 };
 
 export const policiesTable: TableDef<PolicyRecord, 'name' | 'scope'> = {
   name: 'policies',
   prefix: 'p',
+  fields: POLICY_FIELDS,
   schema: policyRecordSchema,
   id: (p) => p.ID,
   isGlobal: () => true,
   indexes: {
-    name: { unique: true, keys: (p, emit) => emit(nameKey(p.Partition, p.Namespace, p.Name)) },
-    scope: { unique: false, keys: (p, emit) => emit(scopeKey(p.Partition, p.Namespace)) },
+    name: { unique: true, reads: ['Partition', 'Namespace', 'Name'], keys: (p, emit) => emit(nameKey(p.Partition, p.Namespace, p.Name)) },
+    scope: { unique: false, reads: ['Partition', 'Namespace'], keys: (p, emit) => emit(scopeKey(p.Partition, p.Namespace)) },
   },
 };
 
 export const rolesTable: TableDef<RoleRecord, 'name' | 'scope' | 'policy'> = {
   name: 'roles',
   prefix: 'r',
+  fields: ROLE_FIELDS,
   schema: roleRecordSchema,
   id: (r) => r.ID,
   isGlobal: () => true,
   indexes: {
-    name: { unique: true, keys: (r, emit) => emit(nameKey(r.Partition, r.Namespace, r.Name)) },
-    scope: { unique: false, keys: (r, emit) => emit(scopeKey(r.Partition, r.Namespace)) },
-    policy: { unique: false, keys: (r, emit) => r.Policies.forEach((l) => emit(l.ID)) },
+    name: { unique: true, reads: ['Partition', 'Namespace', 'Name'], keys: (r, emit) => emit(nameKey(r.Partition, r.Namespace, r.Name)) },
+    scope: { unique: false, reads: ['Partition', 'Namespace'], keys: (r, emit) => emit(scopeKey(r.Partition, r.Namespace)) },
+    policy: { unique: false, reads: ['Policies'], keys: (r, emit) => r.Policies.forEach((l) => emit(l.ID)) },
   },
 };
 
@@ -131,23 +154,29 @@ export const authMethodID = (partition: string, namespace: string, name: string)
 export const authMethodsTable: TableDef<AuthMethodRecord, 'scope'> = {
   name: 'authMethods',
   prefix: 'am',
+  fields: AUTH_METHOD_FIELDS,
   schema: authMethodRecordSchema,
   id: (m) => authMethodID(m.Partition, m.Namespace, m.Name),
   isGlobal: () => true,
   indexes: {
-    scope: { unique: false, keys: (m, emit) => emit(scopeKey(m.Partition, m.Namespace)) },
+    scope: { unique: false, reads: ['Partition', 'Namespace'], keys: (m, emit) => emit(scopeKey(m.Partition, m.Namespace)) },
   },
 };
 
 export const bindingRulesTable: TableDef<BindingRuleRecord, 'scope' | 'method'> = {
   name: 'bindingRules',
   prefix: 'br',
+  fields: BINDING_RULE_FIELDS,
   schema: bindingRuleRecordSchema,
   id: (r) => r.ID,
   isGlobal: () => true,
   indexes: {
-    scope: { unique: false, keys: (r, emit) => emit(scopeKey(r.Partition, r.Namespace)) },
-    method: { unique: false, keys: (r, emit) => emit(authMethodID(r.Partition, r.Namespace, r.AuthMethod)) },
+    scope: { unique: false, reads: ['Partition', 'Namespace'], keys: (r, emit) => emit(scopeKey(r.Partition, r.Namespace)) },
+    method: {
+      unique: false,
+      reads: ['Partition', 'Namespace', 'AuthMethod'],
+      keys: (r, emit) => emit(authMethodID(r.Partition, r.Namespace, r.AuthMethod)),
+    },
   },
 };
 

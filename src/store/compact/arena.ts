@@ -67,6 +67,48 @@ export class RecordArena {
     return this.garbage;
   }
 
+  /**
+   * Throws, naming what is wrong, unless every invariant holds: each live slot's bytes lie within
+   * its chunk (the last one only up to its fill), no two live records overlap, the free slots are
+   * free, below the top and listed once, and the counts of live records and their bytes agree.
+   */
+  verify(): void {
+    let live = 0;
+    let bytes = 0;
+    const spans = new Map<number, Array<[number, number, number]>>();
+    const free = new Set(this.free);
+    if (free.size !== this.free.length) throw new Error('RecordArena: a free slot is listed twice');
+    for (let slot = 0; slot < this.top; slot++) {
+      const chunk = this.chunkOf[slot] as number;
+      if (chunk === NONE) {
+        if (!free.has(slot)) throw new Error(`RecordArena: slot ${slot} is neither live nor free`);
+        continue;
+      }
+      if (free.has(slot)) throw new Error(`RecordArena: slot ${slot} is live and free`);
+      const c = this.chunks[chunk];
+      const from = this.offsetOf[slot] as number;
+      const to = from + (this.lengthOf[slot] as number);
+      const end = chunk === this.chunks.length - 1 ? this.fill : (c?.length ?? 0);
+      if (c === undefined || to > end) throw new Error(`RecordArena: slot ${slot}'s bytes lie outside chunk ${chunk}`);
+      let list = spans.get(chunk);
+      if (!list) spans.set(chunk, (list = []));
+      list.push([from, to, slot]);
+      live++;
+      bytes += to - from;
+    }
+    for (const s of this.free) if (s >= this.top) throw new Error(`RecordArena: free slot ${s} was never given out`);
+    for (const [chunk, list] of spans) {
+      list.sort((a, b) => a[0] - b[0]);
+      for (let i = 1; i < list.length; i++) {
+        const [, prevEnd, prev] = list[i - 1] as [number, number, number];
+        const [from, , slot] = list[i] as [number, number, number];
+        if (from < prevEnd) throw new Error(`RecordArena: slots ${prev} and ${slot} overlap in chunk ${chunk}`);
+      }
+    }
+    if (live !== this.live) throw new Error(`RecordArena: ${live} live slots, but the count says ${this.live}`);
+    if (bytes !== this.liveBytes) throw new Error(`RecordArena: ${bytes} live bytes, but the count says ${this.liveBytes}`);
+  }
+
   /** Stores a copy of `bytes`; answers its slot. */
   add(bytes: Uint8Array): number {
     const slot = this.free.length > 0 ? (this.free.pop() as number) : this.newSlot();

@@ -1,9 +1,10 @@
-import type { IndexDef, TableDef } from '../schema.js';
+import { type IndexDef, type TableDef, indexedFields } from '../schema.js';
+import { fieldNames } from '../../domain/records.js';
 import { type RecordList, type Table, byID } from '../table.js';
 import { RecordArena } from './arena.js';
 import { type DumpPart, DumpReader, DumpWriter, type TableDumpMeta } from './dump.js';
 import { IdTable } from './id-table.js';
-import { ValueMemo, fieldOffsets, pickFields, readFields, stringAt } from './scan.js';
+import { ValueMemo, readFields, stringAt } from './scan.js';
 import { Positional } from './positional.js';
 import { Recent } from './recent.js';
 import { SlotSet } from './slot-set.js';
@@ -21,21 +22,14 @@ import { SlotSet } from './slot-set.js';
  */
 export interface CompactCodec<R> {
   encode(record: R): Uint8Array;
-  /** A record decoded from its stored bytes (a map), checked whole: throws when it is not well formed. */
-  decode(bytes: Uint8Array): R;
-  /** Checks a record rebuilt from the positional form, as `decode` checks a map. */
+  /** Checks a record rebuilt from the positional form whole: throws when it is not well formed. */
   check(value: unknown): R;
   /**
-   * Every field a record may have, for the positional form the table keeps (the ID first):
-   * the field names are not kept with each record. A record with another field is kept as stored.
+   * The top-level field of the encoded map that holds the ID (read without decoding). The
+   * others come from the table's declaration: every field a record has, for the positional form
+   * the table keeps (the field names are not kept with each record), and those its indexes read.
    */
-  fields: readonly string[];
-  /** The top-level field of the encoded map that holds the ID (read without decoding). */
   idField: string;
-  /** Every top-level field the ID and the indexes are computed from: all a load reads of a record. */
-  indexFields: readonly string[];
-  /** The field each unique index's key is (one of `indexFields`): a load reads it from the bytes into its table. */
-  uniqueFields: Readonly<Record<string, string>>;
   /** Decodes one value of the map (a list of links), for a load. */
   decodeValue(bytes: Uint8Array): unknown;
   /** Records kept decoded, about (the recently used ones). */
@@ -52,9 +46,9 @@ interface Multi {
   sorted: Map<string, Uint32Array>;
 }
 
-function fieldIndex<R>(codec: CompactCodec<R>, field: string | undefined): number {
-  const i = field === undefined ? -1 : codec.indexFields.indexOf(field);
-  if (i === -1) throw new Error(`${field ?? 'a unique index'} must be one of the codec's indexFields`);
+function fieldIndex(indexFields: readonly string[], field: string | undefined): number {
+  const i = field === undefined ? -1 : indexFields.indexOf(field);
+  if (i === -1) throw new Error(`${field ?? 'a unique index'} must be one of the indexed fields`);
   return i;
 }
 
@@ -68,9 +62,6 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
   private readonly multi: Multi[] = [];
   private readonly decoded: Recent<R>;
   private readonly positional: Positional;
-  private readonly idKey: Uint8Array[];
-  private readonly at = new Int32Array(1);
-  private readonly fieldKeys: Uint8Array[];
   private readonly indexAt: Int32Array;
   /** Which of `indexFields` is the ID, and which a load reads straight into an IdTable (the ID and unique keys). */
   private readonly idAt: number;
@@ -93,27 +84,31 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
   private times: number[] = [];
   private readonly atTime = new Map<number, SlotSet>();
 
+  /** Every field of a record, in the positional form's order (the ID first): the table's declaration. */
+  readonly fields: readonly string[];
+  /** Every field the ID, the indexes and the time order read: all a load reads of a record. */
+  private readonly indexFields: readonly string[];
+
   constructor(
     readonly def: TableDef<R, I>,
     private readonly codec: CompactCodec<R>,
   ) {
+    this.fields = fieldNames(def.fields);
+    this.indexFields = indexedFields(def as TableDef<unknown, string>, codec.idField);
     for (const [name, idx] of Object.entries(def.indexes) as Array<[string, IndexDef<R>]>) {
-      if (idx.unique) this.unique.push({ name, keys: idx.keys, table: new IdTable(), field: fieldIndex(codec, codec.uniqueFields[name]) });
-      else this.multi.push({ name, keys: idx.keys as IndexDef<unknown>['keys'], map: new Map(), sorted: new Map() });
+      if (idx.unique) {
+        // A unique key is read from the bytes straight into its table: the key must be one field's value.
+        if (idx.reads.length !== 1) throw new Error(`${def.name}: unique index ${name} must read one field, its key`);
+        this.unique.push({ name, keys: idx.keys, table: new IdTable(), field: fieldIndex(this.indexFields, idx.reads[0]) });
+      } else this.multi.push({ name, keys: idx.keys as IndexDef<unknown>['keys'], map: new Map(), sorted: new Map() });
     }
     this.decoded = new Recent(Math.max(1, codec.cacheSize >> 1));
-    if (codec.fields[0] !== codec.idField) throw new Error(`the first of the fields must be the ID, ${codec.idField}`);
-    this.positional = new Positional(codec.fields);
-    this.idKey = [Buffer.from(codec.idField)];
-    this.fieldKeys = codec.indexFields.map((f) => Buffer.from(f));
-    this.indexAt = new Int32Array(codec.indexFields.length);
-    this.idAt = fieldIndex(codec, codec.idField);
-    this.inFields = Int32Array.from(codec.indexFields, (f) => {
-      const i = codec.fields.indexOf(f);
-      if (i === -1) throw new Error(`${f} is indexed but not one of the fields`);
-      return i;
-    });
-    this.fromBytes = codec.indexFields.map((_, i) => i === this.idAt || this.unique.some((u) => u.field === i));
+    if (this.fields[0] !== codec.idField) throw new Error(`the first of the fields must be the ID, ${codec.idField}`);
+    this.positional = new Positional(this.fields);
+    this.indexAt = new Int32Array(this.indexFields.length);
+    this.idAt = fieldIndex(this.indexFields, codec.idField);
+    this.inFields = Int32Array.from(this.indexFields, (f) => this.fields.indexOf(f));
+    this.fromBytes = this.indexFields.map((_, i) => i === this.idAt || this.unique.some((u) => u.field === i));
     this.idTables = [this.ids, ...this.unique.map((u) => u.table)];
     this.idFields = [this.idAt, ...this.unique.map((u) => u.field)];
   }
@@ -182,11 +177,6 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
     for (const slot of [...this.arena.slots()]) if (this.arena.has(slot)) yield this.decoded.get(slot) ?? this.decode(this.arena.get(slot));
   }
 
-  /** The names of the fields of positional records, in their order. */
-  get fields(): readonly string[] {
-    return this.codec.fields;
-  }
-
   globalRecords(): RecordList<R> {
     const [index, key] = this.codec.notGlobal ?? ['', ''];
     const skip = this.codec.notGlobal ? this.multiIndex(index).map.get(key) : undefined;
@@ -215,17 +205,15 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
 
   /**
    * A record as stored on disk, at start: only the fields it is indexed by are read from its
-   * bytes, which are kept as they are (the whole record is checked when it is first decoded).
-   * False when those fields are not there or not as the indexes expect (a corrupt record).
+   * bytes, which are kept in the positional form (the whole record is checked when it is first
+   * decoded). False when it is not a map of declared fields, or those fields are not as the
+   * indexes expect (a corrupt record: the start fails, naming it).
    */
   loadEncoded(bytes: Uint8Array): boolean {
     const at = this.indexAt;
     // One pass over the map finds every field for the positional form; the indexed ones are read from it.
     const kept = this.positional.fromMap(bytes);
-    if (kept === undefined) {
-      const fields = pickFields(bytes, this.codec.indexFields, this.fieldKeys, at, this.codec.decodeValue, this.fromBytes, this.memo);
-      return fields !== undefined && this.loadFields(bytes, bytes, fields as R);
-    }
+    if (kept === undefined) return false;
     const starts = this.positional.starts;
     for (let i = 0; i < at.length; i++) at[i] = starts[this.inFields[i] as number] as number;
     return this.loadRead(bytes, kept);
@@ -256,7 +244,7 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
 
   /** The indexed fields read from `source` at `indexAt`, then `kept` loaded under them (already at `offset` of `chunk`, unless -1). */
   private loadRead(source: Uint8Array, kept: Uint8Array, chunk = -1, offset = 0): boolean {
-    const fields = readFields(source, this.codec.indexFields, this.indexAt, this.codec.decodeValue, this.fromBytes, this.memo);
+    const fields = readFields(source, this.indexFields, this.indexAt, this.codec.decodeValue, this.fromBytes, this.memo);
     return fields !== undefined && this.loadFields(source, kept, fields as R, chunk, offset);
   }
 
@@ -276,7 +264,7 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
         this.emitting = m;
         m.keys(fields, this.emitKey);
       }
-      time = this.def.orderedBy?.(fields);
+      time = this.def.orderedBy?.time(fields);
       if (time !== undefined && !Number.isFinite(time)) return false;
     } catch {
       return false;
@@ -408,7 +396,10 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
     const slot = loading ? undefined : this.ids.get(id);
     let old: R | undefined;
     let at: number;
-    const kept = this.positional.fromMap(bytes) ?? bytes;
+    const kept = this.positional.fromMap(bytes);
+    // Records are checked against their declaration before they are written: one that is not a map
+    // of declared fields is a fault here, never kept in another form.
+    if (kept === undefined) throw new Error(`${this.def.name}: record ${id} has a field its declaration does not list`);
     if (slot === undefined) {
       at = this.arena.add(kept);
       this.ids.set(id, at);
@@ -438,19 +429,78 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
     return m;
   }
 
+  /**
+   * Walks the table and throws, naming what is wrong, unless every invariant holds (TigerBeetle's
+   * `verify()`): each structure's own (arena, ID tables, every index's slot sets); every live
+   * record decodes and is found under its ID, under each of its unique keys and in each of its
+   * index keys, and at its time; no index holds a slot or key no record accounts for; the time
+   * order is sorted; a record kept decoded equals its bytes. Model-based tests call it after every step.
+   */
+  verify(): void {
+    this.arena.verify();
+    for (const t of this.idTables) t.verify();
+    if (this.ids.size !== this.arena.size) throw new Error(`${this.def.name}: ${this.ids.size} IDs for ${this.arena.size} records`);
+    const memberships = new Map<Multi, number>(this.multi.map((m) => [m, 0]));
+    const uniques = new Map(this.unique.map((u) => [u, 0]));
+    let timed = 0;
+    for (const slot of this.arena.slots()) {
+      const record = this.decode(this.arena.get(slot));
+      const id = this.def.id(record);
+      if (this.ids.get(id) !== slot) throw new Error(`${this.def.name}: record ${id} in slot ${slot} is not found under its ID`);
+      if (this.idOf(slot) !== id) throw new Error(`${this.def.name}: slot ${slot}'s ID read from its bytes is not ${id}`);
+      const kept = this.decoded.get(slot);
+      if (kept !== undefined && JSON.stringify(kept) !== JSON.stringify(record))
+        throw new Error(`${this.def.name}: record ${id} kept decoded differs from its bytes`);
+      for (const u of this.unique)
+        u.keys(record, (k) => {
+          if (u.table.get(k) !== slot) throw new Error(`${this.def.name}: record ${id} is not found under its ${u.name} key`);
+          uniques.set(u, (uniques.get(u) ?? 0) + 1);
+        });
+      for (const m of this.multi)
+        m.keys(record, (k) => {
+          if (!m.map.get(k)?.has(slot)) throw new Error(`${this.def.name}: record ${id} is missing from index ${m.name} under ${k}`);
+          memberships.set(m, (memberships.get(m) ?? 0) + 1);
+        });
+      const time = this.def.orderedBy?.time(record);
+      if (time !== undefined) {
+        if (!this.atTime.get(time)?.has(slot)) throw new Error(`${this.def.name}: record ${id} is missing from the time order`);
+        timed++;
+      }
+    }
+    for (const u of this.unique)
+      if (u.table.size !== uniques.get(u)) throw new Error(`${this.def.name}: index ${u.name} holds keys no record has`);
+    for (const m of this.multi) {
+      let held = 0;
+      for (const [k, set] of m.map) {
+        set.verify();
+        if (set.size === 0) throw new Error(`${this.def.name}: index ${m.name} keeps an empty set under ${k}`);
+        held += set.size;
+      }
+      if (held !== memberships.get(m)) throw new Error(`${this.def.name}: index ${m.name} holds slots no record accounts for`);
+    }
+    let atTimes = 0;
+    for (const set of this.atTime.values()) {
+      set.verify();
+      atTimes += set.size;
+    }
+    if (atTimes !== timed) throw new Error(`${this.def.name}: the time order holds slots no record accounts for`);
+    if (
+      this.times.length !== this.atTime.size ||
+      this.times.some((t, i) => !this.atTime.has(t) || (i > 0 && (this.times[i - 1] as number) >= t))
+    )
+      throw new Error(`${this.def.name}: the time order is not the sorted times held`);
+  }
+
   /** The ID of the record in `slot`, read from its bytes (nothing decoded). */
   private idOf(slot: number): string {
     const cached = this.decoded.get(slot);
     if (cached !== undefined) return this.def.id(cached);
     const bytes = this.arena.get(slot);
-    if (Positional.is(bytes)) return stringAt(bytes, 3) ?? this.def.id(this.decode(bytes));
-    const id = fieldOffsets(bytes, this.idKey, this.at) && this.at[0] !== -1 ? stringAt(bytes, this.at[0] as number) : undefined;
-    return id ?? this.def.id(this.decode(bytes));
+    return stringAt(bytes, 3) ?? this.def.id(this.decode(bytes));
   }
 
   /** The record of bytes the arena holds: positional, or a map kept as stored. */
   private decode(bytes: Uint8Array): R {
-    if (!Positional.is(bytes)) return this.codec.decode(bytes);
     return this.codec.check(this.positional.toRecord(this.codec.decodeValue(bytes) as unknown[]));
   }
 
@@ -476,7 +526,7 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
         if (!loading) m.sorted.delete(k);
       });
     }
-    const time = this.def.orderedBy?.(record);
+    const time = this.def.orderedBy?.time(record);
     if (time !== undefined) this.addTime(time, slot, loading);
   }
 
@@ -502,7 +552,7 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
         if (set.size === 0) m.map.delete(k);
       });
     }
-    const time = this.def.orderedBy?.(record);
+    const time = this.def.orderedBy?.time(record);
     if (time !== undefined) {
       const set = this.atTime.get(time);
       if (set?.delete(slot) && set.size === 0) {

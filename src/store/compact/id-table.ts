@@ -325,6 +325,40 @@ export class IdTable {
     this.used++;
   }
 
+  /**
+   * Walks the table and throws, naming what is wrong, unless every invariant holds (as
+   * TigerBeetle's structures have a verify() their fuzzers call after each step): each
+   * position's hash is its slot's key's; each key is found from its home by a probe that meets
+   * no empty position before it; no slot is held twice; the count is the positions held, below
+   * 0.7 of the table; the keys kept as strings map both ways.
+   */
+  verify(): void {
+    const { entries, mask, keys } = this;
+    let held = 0;
+    const seen = new Set<number>();
+    for (let pos = 0; pos <= mask; pos++) {
+      const slot = entries[pos * 2] as number;
+      if (slot === EMPTY) continue;
+      held++;
+      if (seen.has(slot)) throw new Error(`IdTable: slot ${slot} is held at two positions`);
+      seen.add(slot);
+      if (slot > this.highest) throw new Error(`IdTable: slot ${slot} is above the highest given words (${this.highest})`);
+      const k = slot * 4;
+      const h = hashWords(keys[k] as number, keys[k + 1] as number, keys[k + 2] as number, keys[k + 3] as number, this.seed);
+      if (entries[pos * 2 + 1] !== h) throw new Error(`IdTable: position ${pos} holds slot ${slot} under a hash that is not its key's`);
+      // No empty position between the key's home and where it sits: a lookup would stop there.
+      for (let at = h & mask; at !== pos; at = (at + 1) & mask)
+        if (entries[at * 2] === EMPTY) throw new Error(`IdTable: slot ${slot} sits past an empty position of its probe run`);
+    }
+    if (held !== this.used) throw new Error(`IdTable: ${held} positions held, but the count says ${this.used}`);
+    if (this.used > (mask + 1) * 0.7) throw new Error(`IdTable: ${this.used} keys in ${mask + 1} positions, over the 0.7 load`);
+    if (this.other.size !== this.otherOf.size) throw new Error('IdTable: the keys kept as strings do not map both ways');
+    for (const [id, slot] of this.other) {
+      if (this.otherOf.get(slot) !== id) throw new Error(`IdTable: key ${JSON.stringify(id)} and its slot ${slot} disagree`);
+      if (seen.has(slot)) throw new Error(`IdTable: slot ${slot} has a UUID key and a string key`);
+    }
+  }
+
   /** Whether a position holds `slot` (under the key its words say). */
   private holds(slot: number): boolean {
     const keys = this.keys;

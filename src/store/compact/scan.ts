@@ -36,29 +36,6 @@ export function sameBytes(key: Uint8Array, bytes: Uint8Array, start: number): bo
   return true;
 }
 
-const cursor = new Int32Array(2);
-
-/** Where the value of each wanted top-level key starts in `bytes` (-1: absent); false when `bytes` is not a map. */
-export function fieldOffsets(bytes: Uint8Array, keys: readonly Uint8Array[], out: Int32Array): boolean {
-  out.fill(-1);
-  const n = mapEntries(bytes, cursor);
-  if (n < 0) return false;
-  let pos = cursor[0] as number;
-  for (let i = 0; i < n; i++) {
-    if (!keyAt(bytes, pos, cursor)) return false;
-    const kstart = cursor[0] as number;
-    const klen = cursor[1] as number;
-    pos = kstart + klen;
-    for (let w = 0; w < keys.length; w++) {
-      const key = keys[w] as Uint8Array;
-      if (key.length === klen && sameBytes(key, bytes, kstart)) out[w] = pos;
-    }
-    pos = skip(bytes, pos);
-    if (pos > bytes.length) return false;
-  }
-  return true;
-}
-
 /** The string at `pos` (a msgpack str), or undefined when the value there is not a string. */
 export function stringAt(bytes: Uint8Array, pos: number): string | undefined {
   const t = bytes[pos] as number;
@@ -168,24 +145,6 @@ export function skip(b: Uint8Array, pos: number): number {
 }
 
 const NO_ITEMS: readonly never[] = Object.freeze([]);
-
-/**
- * The named top-level fields of an encoded map as an object, the others skipped: what a table
- * indexes a record by, read without decoding the rest. Strings, booleans and empty lists are
- * read here; any other value by `decode` on its bytes alone. Undefined when `bytes` is not a map.
- */
-export function pickFields(
-  bytes: Uint8Array,
-  names: readonly string[],
-  keys: readonly Uint8Array[],
-  at: Int32Array,
-  decode: (bytes: Uint8Array) => unknown,
-  /** Fields whose position alone is wanted (left in `at`, not read). */
-  positionOnly?: readonly boolean[],
-  memo?: ValueMemo,
-): Record<string, unknown> | undefined {
-  return fieldOffsets(bytes, keys, at) ? readFields(bytes, names, at, decode, positionOnly, memo) : undefined;
-}
 
 const latin1Slice = Buffer.prototype.latin1Slice as (this: Uint8Array, start: number, end: number) => string;
 

@@ -35,6 +35,34 @@ export class SlotSet {
     return (this.cells ?? this.bits)?.byteLength ?? 0;
   }
 
+  /**
+   * Throws, naming what is wrong, unless every invariant holds: exactly one form; the count is
+   * the members held; in the hash form each member is reached from its home by a probe that
+   * meets no empty cell first, none held twice, the load below 0.7.
+   */
+  verify(): void {
+    if ((this.cells === undefined) === (this.bits === undefined)) throw new Error('SlotSet: not exactly one of its two forms');
+    let n = 0;
+    if (this.bits !== undefined) {
+      for (const w of this.bits) for (let x = w; x !== 0; x &= x - 1) n++;
+    } else {
+      const cells = this.cells as Uint32Array;
+      if (cells.length !== this.mask + 1) throw new Error('SlotSet: its mask does not fit its cells');
+      const seen = new Set<number>();
+      for (let i = 0; i < cells.length; i++) {
+        const c = cells[i] as number;
+        if (c === EMPTY) continue;
+        n++;
+        if (seen.has(c)) throw new Error(`SlotSet: slot ${c} is held twice`);
+        seen.add(c);
+        for (let at = hash(c) & this.mask; at !== i; at = (at + 1) & this.mask)
+          if (cells[at] === EMPTY) throw new Error(`SlotSet: slot ${c} sits past an empty cell of its probe run`);
+      }
+      if (n * 10 > cells.length * 7) throw new Error(`SlotSet: ${n} members in ${cells.length} cells, over the 0.7 load`);
+    }
+    if (n !== this.count) throw new Error(`SlotSet: ${n} members held, but the count says ${this.count}`);
+  }
+
   has(slot: number): boolean {
     const bits = this.bits;
     if (bits !== undefined) return slot >>> 5 < bits.length && ((bits[slot >>> 5] as number) & (1 << (slot & 31))) !== 0;

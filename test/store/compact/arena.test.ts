@@ -41,6 +41,8 @@ describe('RecordArena', () => {
         if (arena.has(slot)) throw new Error(`slot ${slot} still held after its delete`);
       }
       if (op % 10_007 === 10_006) arena.compact();
+      // Every invariant after each step at first, then now and then (compaction included).
+      if (op < 3000 || op % 499 === 0 || op % 10_007 === 10_006) arena.verify();
     }
     const wrong = [...model].filter(([slot, bytes]) => !Buffer.from(arena.get(slot)).equals(bytes)).map(([slot]) => slot);
     expect(wrong).toEqual([]);

@@ -1,9 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { fieldOffsets, skip, stringAt } from '../../../src/store/compact/scan.js';
+import { Positional } from '../../../src/store/compact/positional.js';
+import { skip, stringAt } from '../../../src/store/compact/scan.js';
 import { encode } from '../../../src/store/records.js';
-
-const keys = [Buffer.from('AccessorID'), Buffer.from('SecretID'), Buffer.from('Description')];
 
 describe('reading fields of a msgpack record without decoding it', () => {
   it('finds string fields wherever they sit, past values of every kind', () => {
@@ -39,11 +38,12 @@ describe('reading fields of a msgpack record without decoding it', () => {
       order.splice((i * 7) % order.length, 0, ['Description', description]);
       for (const [k, v] of order) record[k] = v;
       const bytes = encode(record);
-      const at = new Int32Array(3);
-      expect(fieldOffsets(bytes, keys, at)).toBe(true);
-      expect(stringAt(bytes, at[0] as number)).toBe(accessor);
-      expect(at[1]).toBe(-1);
-      expect(stringAt(bytes, at[2] as number)).toBe(description);
+      // Where each declared field's value starts in the map, read as a record enters a compact table.
+      const positional = new Positional(['AccessorID', 'SecretID', 'Description', ...values.map((_, j) => `f${j}`)]);
+      expect(positional.fromMap(bytes)).toBeDefined();
+      expect(stringAt(bytes, positional.starts[0] as number)).toBe(accessor);
+      expect(positional.starts[1]).toBe(-1);
+      expect(stringAt(bytes, positional.starts[2] as number)).toBe(description);
     }
   });
 
@@ -119,8 +119,10 @@ describe('reading fields of a msgpack record without decoding it', () => {
     expect(skip(Uint8Array.from([0xc0]), 1)).toBeGreaterThan(1);
   });
 
-  it('says so when the bytes are not a map', () => {
-    expect(fieldOffsets(encode(['AccessorID', 'x']), keys, new Int32Array(3))).toBe(false);
-    expect(fieldOffsets(encode('AccessorID'), keys, new Int32Array(3))).toBe(false);
+  it('says so when the bytes are not a map of declared fields', () => {
+    const positional = new Positional(['AccessorID', 'SecretID', 'Description']);
+    expect(positional.fromMap(encode(['AccessorID', 'x']))).toBeUndefined();
+    expect(positional.fromMap(encode('AccessorID'))).toBeUndefined();
+    expect(positional.fromMap(encode({ AccessorID: 'a', Meta: 42 }))).toBeUndefined();
   });
 });

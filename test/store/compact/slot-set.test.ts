@@ -15,6 +15,8 @@ describe('SlotSet', () => {
         set.add(slot);
         model.add(slot);
       } else expect(set.delete(slot)).toBe(model.delete(slot));
+      // Every invariant after each step while the set is small, then now and then (and across the turn to shrinking).
+      if (op < 5000 || op % 101 === 0 || (op > 29_000 && op < 31_000)) set.verify();
       if (op % 997 === 0) {
         expect(set.size).toBe(model.size);
         expect([...set.toArray()].sort((a, b) => a - b)).toEqual([...model].sort((a, b) => a - b));
