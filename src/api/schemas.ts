@@ -1,7 +1,20 @@
 import { z } from 'zod';
 import { parseDuration } from '../domain/duration.js';
-import { nodeIdentityShape, scopeShape, serviceIdentityShape, templatedPolicyShape } from '../domain/shapes.js';
+import { nodeIdentityShape, serviceIdentityShape, templatedPolicyShape } from '../domain/shapes.js';
 import { ciObject } from './ci-object.js';
+import {
+  AUTH_METHOD_FIELDS,
+  BINDING_RULE_FIELDS,
+  type FieldKind,
+  type FieldSpec,
+  type FieldTable,
+  type NodeIdentity,
+  type ServiceIdentity,
+  type TemplatedPolicyLink,
+  POLICY_FIELDS,
+  ROLE_FIELDS,
+  TOKEN_FIELDS,
+} from '../domain/records.js';
 
 /**
  * The wire contract, shared by the server, the OpenAPI document and the client.
@@ -62,58 +75,100 @@ export const templatedPolicyBody = ciObject({
 
 const scopeFields = { Namespace: opt(str(64)), Partition: opt(str(64)) };
 
-/** Return-side fields a client may echo back; accepted and ignored. */
+/** Return-side fields a client may echo back on any write; accepted and ignored (with each record's own echoed fields). */
 const ECHOED = ['CreateIndex', 'ModifyIndex', 'Hash', 'CreateTime'];
 
-export const tokenBody = ciObject(
-  {
-    AccessorID: opt(str(128)),
-    SecretID: opt(str(256)),
-    Description: opt(str(MAX_TEXT)),
-    Policies: list(linkBody),
-    Roles: list(linkBody),
-    ServiceIdentities: list(serviceIdentityBody),
-    NodeIdentities: list(nodeIdentityBody),
-    TemplatedPolicies: list(templatedPolicyBody),
-    Local: opt(z.boolean()),
-    AuthMethod: opt(str(256)),
-    AuthMethodNamespace: opt(str(64)),
-    ExpirationTime: opt(rfc3339Time),
-    ExpirationTTL: opt(goDuration),
-    ...scopeFields,
-  },
-  ECHOED,
-);
+/** What a write's body gives for a field of each kind, as the body is decoded (times and durations in ms). */
+interface BodyTypes {
+  string: string;
+  boolean: boolean;
+  index: number;
+  time: number;
+  links: Array<{ ID?: string; Name?: string }>;
+  serviceIdentities: Array<{ ServiceName?: string; Datacenters?: string[] }>;
+  nodeIdentities: Array<{ NodeName?: string; Datacenter?: string }>;
+  templatedPolicies: Array<{ TemplateName?: string; TemplateVariables?: Record<string, unknown>; Datacenters?: string[] }>;
+  strings: string[];
+  config: Record<string, unknown>;
+  tokenLocality: string;
+  bindType: string;
+  bindVars: { name?: string };
+}
+
+/** A write's body as decoded: every field of a record but those the server sets, each optional. */
+export type BodyOf<F extends FieldTable> = {
+  [K in keyof F as F[K]['api'] extends 'echoed' ? never : K]?: F[K] extends { inputAs: 'duration' } ? number : BodyTypes[F[K]['kind']];
+};
+
+/** A write's body as a client sends it (times as RFC 3339 text, durations as Go's text or nanoseconds). */
+export type BodyInputOf<F extends FieldTable> = {
+  [K in keyof F as F[K]['api'] extends 'echoed' ? never : K]?: F[K] extends { inputAs: 'duration' }
+    ? string | number
+    : F[K]['kind'] extends 'time'
+      ? string
+      : BodyTypes[F[K]['kind']];
+};
+
+/** How a write's body gives a field of a record (bounded: a client cannot make the daemon do unbounded work). */
+function bodyField(spec: FieldSpec): z.ZodType {
+  if (spec.inputAs === 'duration') return opt(goDuration);
+  switch (spec.kind) {
+    case 'string':
+      return opt(str(spec.max ?? MAX_TEXT));
+    case 'boolean':
+      return opt(z.boolean());
+    case 'index':
+      return opt(z.number().int().nonnegative());
+    case 'time':
+      return opt(rfc3339Time);
+    case 'links':
+      return list(linkBody);
+    case 'serviceIdentities':
+      return list(serviceIdentityBody);
+    case 'nodeIdentities':
+      return list(nodeIdentityBody);
+    case 'templatedPolicies':
+      return list(templatedPolicyBody);
+    case 'strings':
+      return list(str(256));
+    case 'config':
+      return opt(z.record(z.string().max(256), z.unknown()));
+    case 'tokenLocality':
+      return opt(z.string().max(16));
+    case 'bindType':
+      return opt(z.string().max(32));
+    case 'bindVars':
+      return opt(ciObject({ name: opt(str(1024)) }));
+  }
+}
+
+/**
+ * The body of a record's writes, from its declaration (domain/records.ts): every field but those
+ * the server sets, which a client echoing back what it read has accepted and ignored; `extra`
+ * fields only a write takes (ExpirationTTL).
+ */
+function writeBody<F extends FieldTable, E extends z.ZodRawShape = Record<never, never>>(fields: F, extra?: E) {
+  const shape: Record<string, z.ZodType> = {};
+  const echoed = new Set(ECHOED);
+  for (const [name, spec] of Object.entries(fields)) {
+    if (spec.api === 'echoed') echoed.add(name);
+    else shape[name] = bodyField(spec);
+  }
+  return ciObject({ ...shape, ...extra }, [...echoed]) as unknown as z.ZodType<
+    BodyOf<F> & ([keyof E] extends [never] ? unknown : z.output<z.ZodObject<E>>),
+    BodyInputOf<F> & ([keyof E] extends [never] ? unknown : z.input<z.ZodObject<E>>)
+  >;
+}
+
+export const tokenBody = writeBody(TOKEN_FIELDS, { ExpirationTTL: opt(goDuration) });
 
 export const cloneBody = ciObject({ Description: opt(str(MAX_TEXT)), ...scopeFields });
 
-export const policyBody = ciObject(
-  {
-    ID: opt(str(128)),
-    Name: opt(str(256)),
-    Description: opt(str(MAX_TEXT)),
-    Rules: opt(z.string().max(512 * 1024)),
-    Datacenters: list(str(256)),
-    ...scopeFields,
-  },
-  ECHOED,
-);
+export const policyBody = writeBody(POLICY_FIELDS);
 
 export const bootstrapBody = ciObject({ BootstrapSecret: opt(str(256)) });
 
-export const roleBody = ciObject(
-  {
-    ID: opt(str(128)),
-    Name: opt(str(1024)),
-    Description: opt(str(MAX_TEXT)),
-    Policies: list(linkBody),
-    ServiceIdentities: list(serviceIdentityBody),
-    NodeIdentities: list(nodeIdentityBody),
-    TemplatedPolicies: list(templatedPolicyBody),
-    ...scopeFields,
-  },
-  ECHOED,
-);
+export const roleBody = writeBody(ROLE_FIELDS);
 
 /** Variables for a templated-policy preview: `{"Name": "api"}` (key case-insensitive). */
 export const templateVariablesBody = ciObject({ Name: opt(str(512)) });
@@ -160,34 +215,11 @@ export const tokenAuthorizerResponse = z
   .meta({ id: 'TokenAuthorizer' });
 export type TokenAuthorizerResponse = z.infer<typeof tokenAuthorizerResponse>;
 
-export const authMethodBody = ciObject(
-  {
-    Name: opt(str(128)),
-    Type: opt(str(64)),
-    DisplayName: opt(str(256)),
-    Description: opt(str(MAX_TEXT)),
-    MaxTokenTTL: opt(goDuration),
-    TokenLocality: opt(z.string().max(16)),
-    Config: opt(z.record(z.string().max(256), z.unknown())),
-    NamespaceRules: opt(z.array(z.unknown()).max(0, 'NamespaceRules are not supported')),
-    ...scopeFields,
-  },
-  ECHOED,
-);
+export const authMethodBody = writeBody(AUTH_METHOD_FIELDS, {
+  NamespaceRules: opt(z.array(z.unknown()).max(0, 'NamespaceRules are not supported')),
+});
 
-export const bindingRuleBody = ciObject(
-  {
-    ID: opt(str(128)),
-    Description: opt(str(MAX_TEXT)),
-    AuthMethod: opt(str(128)),
-    Selector: opt(str(4096)),
-    BindType: opt(str(32)),
-    BindName: opt(str(1024)),
-    BindVars: opt(ciObject({ name: opt(str(1024)) })),
-    ...scopeFields,
-  },
-  ECHOED,
-);
+export const bindingRuleBody = writeBody(BINDING_RULE_FIELDS);
 
 export const loginBody = ciObject({
   AuthMethod: opt(str(128)),
@@ -208,57 +240,95 @@ const namedLink = z.object({ ID: z.string(), Name: z.string() });
 const serviceIdentity = serviceIdentityShape;
 const nodeIdentity = nodeIdentityShape;
 const templatedPolicy = templatedPolicyShape;
-const indexes = { CreateIndex: z.number().int(), ModifyIndex: z.number().int() };
-const scope = scopeShape;
 
-export const tokenResponse = z
-  .object({
-    AccessorID: z.string(),
-    SecretID: z.string().describe('The secret, or "<hidden>" for callers without acl:write'),
-    Description: z.string(),
-    Policies: z.array(namedLink).optional(),
-    Roles: z.array(namedLink).optional(),
-    ServiceIdentities: z.array(serviceIdentity).optional(),
-    NodeIdentities: z.array(nodeIdentity).optional(),
-    TemplatedPolicies: z.array(templatedPolicy).optional(),
-    Local: z.boolean(),
-    AuthMethod: z.string().optional(),
-    AuthMethodNamespace: z.string().optional(),
-    ExpirationTime: z.string().optional(),
-    CreateTime: z.string(),
-    Hash: z.string(),
-    ...scope,
-    ...indexes,
-  })
-  .meta({ id: 'Token' });
+/** A stored field's shape in an answer, by kind. */
+function answerKind(kind: FieldKind): z.ZodType {
+  switch (kind) {
+    case 'boolean':
+      return z.boolean();
+    case 'index':
+      return z.number().int();
+    case 'links':
+      return z.array(z.object({ ID: z.string() }));
+    case 'serviceIdentities':
+      return z.array(serviceIdentity);
+    case 'nodeIdentities':
+      return z.array(nodeIdentity);
+    case 'templatedPolicies':
+      return z.array(templatedPolicy);
+    case 'strings':
+      return z.array(z.string());
+    case 'config':
+      return z.record(z.string(), z.unknown());
+    case 'bindVars':
+      return z.object({ name: z.string().optional() });
+    default:
+      return z.string();
+  }
+}
 
-export const policyResponse = z
-  .object({
-    ID: z.string(),
-    Name: z.string(),
-    Description: z.string(),
-    Rules: z.string().optional().describe('Absent in list items'),
-    Datacenters: z.array(z.string()).optional(),
-    Hash: z.string(),
-    ...scope,
-    ...indexes,
-  })
-  .meta({ id: 'Policy' });
+/** How a view shows a field (domain/records.ts `view`): absent where the mode may leave it out. */
+function answerField(spec: FieldSpec): z.ZodType {
+  const shown = (spec.view === 'named' ? z.array(namedLink) : answerKind(spec.kind)).describe(spec.doc);
+  switch (spec.view ?? 'plain') {
+    case 'secret':
+      return z.string().describe(`${spec.doc} "<hidden>" for callers without acl:write.`);
+    case 'hash':
+      return z.string().describe(spec.doc);
+    case 'plain':
+      return spec.optional ? shown.optional() : shown;
+    case 'detail':
+      return shown.optional().describe(`${spec.doc} Absent in list items.`);
+    default:
+      return shown.optional();
+  }
+}
 
-export const roleResponse = z
-  .object({
-    ID: z.string(),
-    Name: z.string(),
-    Description: z.string(),
-    Policies: z.array(namedLink).optional(),
-    ServiceIdentities: z.array(serviceIdentity).optional(),
-    NodeIdentities: z.array(nodeIdentity).optional(),
-    TemplatedPolicies: z.array(templatedPolicy).optional(),
-    Hash: z.string(),
-    ...scope,
-    ...indexes,
-  })
-  .meta({ id: 'Role' });
+/** The answer for a record, from its declaration: every field as its view shows it, in the declared order. */
+function answerOf<F extends FieldTable>(fields: F): z.ZodObject<AnswerShape<F>> {
+  const shape: Record<string, z.ZodType> = {};
+  for (const [name, spec] of Object.entries(fields)) shape[name] = answerField(spec);
+  return z.object(shape) as unknown as z.ZodObject<AnswerShape<F>>;
+}
+
+/** What a view shows of a field of each kind. */
+interface AnswerTypes {
+  string: string;
+  boolean: boolean;
+  index: number;
+  time: string;
+  links: Array<{ ID: string }>;
+  serviceIdentities: ServiceIdentity[];
+  nodeIdentities: NodeIdentity[];
+  templatedPolicies: TemplatedPolicyLink[];
+  strings: string[];
+  config: Record<string, unknown>;
+  tokenLocality: string;
+  bindType: string;
+  bindVars: { name?: string };
+}
+
+type ViewModeOf<S> = S extends { view: infer V } ? V : 'plain';
+/** Whether every view shows the field (else it is optional in the answer). */
+type AlwaysShown<S> =
+  ViewModeOf<S> extends 'secret' | 'hash' ? true : ViewModeOf<S> extends 'plain' ? (S extends { optional: true } ? false : true) : false;
+type AnswerValue<S extends FieldSpec> =
+  ViewModeOf<S> extends 'secret' | 'hash'
+    ? string
+    : ViewModeOf<S> extends 'named'
+      ? Array<{ ID: string; Name: string }>
+      : AnswerTypes[S['kind']];
+
+/** A record's answer schema's shape: named links with their names; a field a view may leave out optional. */
+type AnswerShape<F extends FieldTable> = {
+  -readonly [K in keyof F]: AlwaysShown<F[K]> extends true ? z.ZodType<AnswerValue<F[K]>> : z.ZodOptional<z.ZodType<AnswerValue<F[K]>>>;
+};
+
+export const tokenResponse = answerOf(TOKEN_FIELDS).meta({ id: 'Token' });
+
+export const policyResponse = answerOf(POLICY_FIELDS).meta({ id: 'Policy' });
+
+export const roleResponse = answerOf(ROLE_FIELDS).meta({ id: 'Role' });
 
 export const syntheticPolicyResponse = z
   .object({
@@ -290,36 +360,9 @@ export const templatedPolicyResponse = z
 
 export const templatedPoliciesResponse = z.record(z.string(), templatedPolicyResponse);
 
-export const authMethodResponse = z
-  .object({
-    Name: z.string(),
-    Type: z.string(),
-    DisplayName: z.string().optional(),
-    Description: z.string().optional(),
-    MaxTokenTTL: z.string().optional().describe('Lifetime of login tokens, e.g. "1h0m0s"'),
-    TokenLocality: z.string().optional().describe('"local" or "global"'),
-    Config: z
-      .record(z.string(), z.unknown())
-      .optional()
-      .describe('Absent in list items; ServiceAccountJWT shows "<hidden>" to callers without acl:write'),
-    ...scope,
-    ...indexes,
-  })
-  .meta({ id: 'AuthMethod' });
+export const authMethodResponse = answerOf(AUTH_METHOD_FIELDS).meta({ id: 'AuthMethod' });
 
-export const bindingRuleResponse = z
-  .object({
-    ID: z.string(),
-    Description: z.string(),
-    AuthMethod: z.string(),
-    Selector: z.string(),
-    BindType: z.string(),
-    BindName: z.string(),
-    BindVars: z.object({ name: z.string().optional() }).optional(),
-    ...scope,
-    ...indexes,
-  })
-  .meta({ id: 'BindingRule' });
+export const bindingRuleResponse = answerOf(BINDING_RULE_FIELDS).meta({ id: 'BindingRule' });
 
 export const errorResponse = z
   .object({

@@ -1,5 +1,7 @@
 import type { Command } from 'commander';
 import type { TokenInput, WatchwordClient } from '../client/index.js';
+import { unchangedBody } from '../client/edit.js';
+import { TOKEN_FIELDS } from '../domain/records.js';
 import { authCommands } from './auth.js';
 import { type CommonOptions, UsageError, common, meta, print, run } from './common.js';
 import { policyID, roleID, tokenID } from './ids.js';
@@ -16,6 +18,17 @@ import {
   formatToken,
   formatTokenList,
 } from './output.js';
+
+/** A token named on the command line: `-accessor-id` as Consul's CLI spells it, or `-id`. */
+interface AccessorOption {
+  accessorId?: string;
+  id?: string;
+}
+
+function accessorOf(o: AccessorOption): string | undefined {
+  if (o.accessorId && o.id && o.accessorId !== o.id) throw new UsageError('give -accessor-id or -id, not both');
+  return o.accessorId ?? o.id;
+}
 
 function tokenCommands(acl: Command): void {
   const token = acl.command('token').description('create, read, update, clone, delete and list tokens');
@@ -52,17 +65,18 @@ function tokenCommands(acl: Command): void {
       token.command('read').description('read a token by AccessorID (or a unique prefix of it), or with -self the token you are using'),
     ),
   )
-    .option('--id <ACCESSOR>', 'AccessorID of the token, or a unique prefix of it')
+    .option('--accessor-id <ACCESSOR>', 'AccessorID of the token, or a unique prefix of it')
+    .option('--id <ACCESSOR>', 'the same as -accessor-id')
     .option('--self', 'read the token the request is sent with (-token, -token-file or the environment)')
     .option('--expanded', 'also show the policies and roles behind the token')
     .action(
-      run<CommonOptions & { id?: string; self?: boolean; expanded?: boolean }>(async (o, c) => {
-        if (o.self && o.id) throw new UsageError('give -id or -self, not both');
+      run<CommonOptions & AccessorOption & { self?: boolean; expanded?: boolean }>(async (o, c) => {
+        if (o.self && accessorOf(o)) throw new UsageError('give -accessor-id or -self, not both');
         if (o.self) {
           print(o, (await c.tokens.readSelf()).value, formatToken);
           return;
         }
-        const id = await tokenID(c, need(o.id, 'id (or -self)'));
+        const id = await tokenID(c, need(accessorOf(o), 'accessor-id (or -self)'));
         if (o.expanded) {
           const t = (await c.tokens.readExpanded(id)).value;
           print(
@@ -80,8 +94,7 @@ function tokenCommands(acl: Command): void {
     run<CommonOptions>(async (o, c) => print(o, (await c.tokens.readSelf()).value, formatToken)),
   );
 
-  interface UpdateOptions extends CommonOptions, LinkOptions {
-    id?: string;
+  interface UpdateOptions extends CommonOptions, LinkOptions, AccessorOption {
     description?: string;
     appendPolicyId?: string[];
     appendPolicyName?: string[];
@@ -108,7 +121,8 @@ function tokenCommands(acl: Command): void {
     ),
     'token',
   )
-    .option('--id <ACCESSOR>', 'AccessorID of the token, or a unique prefix of it')
+    .option('--accessor-id <ACCESSOR>', 'AccessorID of the token, or a unique prefix of it')
+    .option('--id <ACCESSOR>', 'the same as -accessor-id')
     .option('--description <TEXT>', 'new description (kept when absent)')
     .option('--append-policy-id <ID>', 'add a policy by ID to those the token has (repeatable)', repeat)
     .option('--append-policy-name <NAME>', 'add a policy by name to those the token has (repeatable)', repeat)
@@ -124,7 +138,7 @@ function tokenCommands(acl: Command): void {
     .option('--merge-templated-policies', 'add the given templated policies to the current ones')
     .action(
       run<UpdateOptions>(async (o, c) => {
-        const id = await tokenID(c, need(o.id, 'id'));
+        const id = await tokenID(c, need(accessorOf(o), 'accessor-id'));
         const current = (await c.tokens.read(id)).value;
         const given = linkFields(o);
         const appended = linkFields({
@@ -143,7 +157,9 @@ function tokenCommands(acl: Command): void {
           ...(added.length === 0 || merge ? [...(now ?? []), ...added] : added),
           ...more,
         ];
+        // From the token as read: what no flag names is sent back as it is (a field this CLI does not know included).
         const body: TokenInput = {
+          ...(unchangedBody(TOKEN_FIELDS, current) as TokenInput),
           Description: o.description ?? current.Description,
           Local: current.Local,
           Policies: keep(
@@ -167,23 +183,25 @@ function tokenCommands(acl: Command): void {
     );
 
   meta(common(token.command('clone').description('clone a token (new IDs, same links)')))
-    .option('--id <ACCESSOR>', 'AccessorID of the token to clone, or a unique prefix of it')
+    .option('--accessor-id <ACCESSOR>', 'AccessorID of the token to clone, or a unique prefix of it')
+    .option('--id <ACCESSOR>', 'the same as -accessor-id')
     .option('--description <TEXT>', 'description of the clone (the source’s by default)')
     .action(
-      run<CommonOptions & { id?: string; description?: string }>(async (o, c) => {
+      run<CommonOptions & AccessorOption & { description?: string }>(async (o, c) => {
         print(
           o,
-          await c.tokens.clone(await tokenID(c, need(o.id, 'id')), o.description ? { Description: o.description } : {}),
+          await c.tokens.clone(await tokenID(c, need(accessorOf(o), 'accessor-id')), o.description ? { Description: o.description } : {}),
           formatToken,
         );
       }),
     );
 
   common(token.command('delete').description('delete a token'))
-    .option('--id <ACCESSOR>', 'AccessorID of the token, or a unique prefix of it')
+    .option('--accessor-id <ACCESSOR>', 'AccessorID of the token, or a unique prefix of it')
+    .option('--id <ACCESSOR>', 'the same as -accessor-id')
     .action(
-      run<CommonOptions & { id?: string }>(async (o, c) => {
-        const id = await tokenID(c, need(o.id, 'id'));
+      run<CommonOptions & AccessorOption>(async (o, c) => {
+        const id = await tokenID(c, need(accessorOf(o), 'accessor-id'));
         const deleted = await c.tokens.delete(id);
         print(o, deleted, (d) => (d ? `Token "${id}" deleted successfully` : `Token "${id}" not found; nothing deleted`));
       }),

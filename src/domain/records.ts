@@ -48,10 +48,14 @@ export type FieldKind =
 export type ViewMode = 'plain' | 'omitEmpty' | 'named' | 'secret' | 'hash' | 'detail' | 'withAuthMethod';
 
 /**
- * How the API treats a field: `input` a write's body sets it; `echoed` the server sets it, and
- * a client that sends back what it read has it accepted and ignored.
+ * How the API treats a field:
+ * - `input`: a write's body gives it and the record takes it as given (checked by its kind),
+ *   its kind's empty value when absent: what a field needs no code of its own for;
+ * - `checked`: a write's body gives it, and the service checks it and decides what is stored
+ *   (IDs, links, identities, expiry, locality);
+ * - `echoed`: the server sets it; a client that sends back what it read has it accepted and ignored.
  */
-export type ApiRole = 'input' | 'echoed';
+export type ApiRole = 'input' | 'checked' | 'echoed';
 
 export interface FieldSpec {
   kind: FieldKind;
@@ -64,6 +68,8 @@ export interface FieldSpec {
   hash?: { tag: string; at: number };
   /** The longest a write's body may give (strings, lists), where the default does not fit. */
   max?: number;
+  /** A write's body gives it as a duration (Go's "1h30m" or nanoseconds), stored as text. */
+  inputAs?: 'duration';
 }
 
 export type FieldTable = Readonly<Record<string, FieldSpec>>;
@@ -141,8 +147,8 @@ export type RecordOf<F extends FieldTable> = Simplify<
 // ---- The records ----
 
 const scope = {
-  Namespace: { kind: 'string', api: 'input', doc: 'Namespace within the partition (Enterprise); `default` when unused.', max: 64 },
-  Partition: { kind: 'string', api: 'input', doc: 'Admin partition (Enterprise); `default` when unused.', max: 64 },
+  Namespace: { kind: 'string', api: 'checked', doc: 'Namespace within the partition (Enterprise); `default` when unused.', max: 64 },
+  Partition: { kind: 'string', api: 'checked', doc: 'Admin partition (Enterprise); `default` when unused.', max: 64 },
 } as const satisfies FieldTable;
 
 const indexes = {
@@ -152,41 +158,47 @@ const indexes = {
 
 /** A token (README, "HTTP API"): the fields in the order a view shows them (Consul's). */
 export const TOKEN_FIELDS = {
-  AccessorID: { kind: 'string', api: 'input', doc: 'Public identifier of the token.', max: 128 },
-  SecretID: { kind: 'string', api: 'input', view: 'secret', doc: 'The credential; never returned to callers without acl:write.', max: 256 },
-  Description: { kind: 'string', api: 'input', doc: 'Free-form text for humans.', hash: { tag: 'description', at: 0 } },
-  Policies: { kind: 'links', api: 'input', view: 'named', doc: 'Direct policy links.', hash: { tag: 'policy', at: 3 } },
-  Roles: { kind: 'links', api: 'input', view: 'named', doc: 'Role links.', hash: { tag: 'role', at: 2 } },
+  AccessorID: { kind: 'string', api: 'checked', doc: 'Public identifier of the token.', max: 128 },
+  SecretID: {
+    kind: 'string',
+    api: 'checked',
+    view: 'secret',
+    doc: 'The credential; never returned to callers without acl:write.',
+    max: 256,
+  },
+  Description: { kind: 'string', api: 'checked', doc: 'Free-form text for humans.', hash: { tag: 'description', at: 0 } },
+  Policies: { kind: 'links', api: 'checked', view: 'named', doc: 'Direct policy links.', hash: { tag: 'policy', at: 3 } },
+  Roles: { kind: 'links', api: 'checked', view: 'named', doc: 'Role links.', hash: { tag: 'role', at: 2 } },
   ServiceIdentities: {
     kind: 'serviceIdentities',
-    api: 'input',
+    api: 'checked',
     view: 'omitEmpty',
     doc: 'Service identities, rendered through `builtin/service`.',
     hash: { tag: 'service', at: 4 },
   },
   NodeIdentities: {
     kind: 'nodeIdentities',
-    api: 'input',
+    api: 'checked',
     view: 'omitEmpty',
     doc: 'Node identities, rendered through `builtin/node`.',
     hash: { tag: 'node', at: 5 },
   },
   TemplatedPolicies: {
     kind: 'templatedPolicies',
-    api: 'input',
+    api: 'checked',
     view: 'omitEmpty',
     doc: 'Templated policies rendered into synthetic policies.',
     hash: { tag: 'template', at: 6 },
   },
   Local: {
     kind: 'boolean',
-    api: 'input',
+    api: 'checked',
     doc: 'True when the token stays in the datacenter that made it.',
     hash: { tag: 'locality', at: 1 },
   },
   AuthMethod: {
     kind: 'string',
-    api: 'input',
+    api: 'checked',
     view: 'omitEmpty',
     doc: 'Auth method that created the token (login only); empty otherwise.',
     max: 256,
@@ -194,7 +206,7 @@ export const TOKEN_FIELDS = {
   AuthMethodNamespace: {
     kind: 'string',
     optional: true,
-    api: 'input',
+    api: 'checked',
     view: 'withAuthMethod',
     doc: 'Namespace of the auth method, when AuthMethod is set.',
     max: 64,
@@ -202,7 +214,7 @@ export const TOKEN_FIELDS = {
   ExpirationTime: {
     kind: 'time',
     optional: true,
-    api: 'input',
+    api: 'checked',
     doc: 'RFC 3339 time after which the token is revoked; absent means never.',
   },
   CreateTime: { kind: 'time', api: 'echoed', doc: 'RFC 3339 time the token was created (set by the server).' },
@@ -212,18 +224,18 @@ export const TOKEN_FIELDS = {
 } as const satisfies FieldTable;
 
 export const POLICY_FIELDS = {
-  ID: { kind: 'string', api: 'input', doc: 'Identifier (UUID).', max: 128 },
+  ID: { kind: 'string', api: 'checked', doc: 'Identifier (UUID).', max: 128 },
   Name: {
     kind: 'string',
-    api: 'input',
+    api: 'checked',
     doc: 'Name, unique per (partition, namespace), compared case-insensitively.',
     max: 256,
     hash: { tag: 'name', at: 0 },
   },
-  Description: { kind: 'string', api: 'input', doc: 'Free-form text for humans.', hash: { tag: 'description', at: 1 } },
+  Description: { kind: 'string', api: 'checked', doc: 'Free-form text for humans.', hash: { tag: 'description', at: 1 } },
   Rules: {
     kind: 'string',
-    api: 'input',
+    api: 'checked',
     view: 'detail',
     doc: 'Rules text (HCL or JSON) as given.',
     max: 512 * 1024,
@@ -232,7 +244,7 @@ export const POLICY_FIELDS = {
   Datacenters: {
     kind: 'strings',
     optional: true,
-    api: 'input',
+    api: 'checked',
     view: 'omitEmpty',
     doc: 'Datacenters the policy is valid in; absent means all.',
     hash: { tag: 'datacenters', at: 3 },
@@ -243,27 +255,27 @@ export const POLICY_FIELDS = {
 } as const satisfies FieldTable;
 
 export const ROLE_FIELDS = {
-  ID: { kind: 'string', api: 'input', doc: 'Identifier (UUID).', max: 128 },
+  ID: { kind: 'string', api: 'checked', doc: 'Identifier (UUID).', max: 128 },
   Name: {
     kind: 'string',
-    api: 'input',
+    api: 'checked',
     doc: 'Name, unique per (partition, namespace), compared case-insensitively.',
     max: 1024,
     hash: { tag: 'name', at: 0 },
   },
-  Description: { kind: 'string', api: 'input', doc: 'Free-form text for humans.', hash: { tag: 'description', at: 1 } },
-  Policies: { kind: 'links', api: 'input', view: 'named', doc: 'Policy links.', hash: { tag: 'policy', at: 2 } },
+  Description: { kind: 'string', api: 'checked', doc: 'Free-form text for humans.', hash: { tag: 'description', at: 1 } },
+  Policies: { kind: 'links', api: 'checked', view: 'named', doc: 'Policy links.', hash: { tag: 'policy', at: 2 } },
   ServiceIdentities: {
     kind: 'serviceIdentities',
-    api: 'input',
+    api: 'checked',
     view: 'omitEmpty',
     doc: 'Service identities.',
     hash: { tag: 'service', at: 3 },
   },
-  NodeIdentities: { kind: 'nodeIdentities', api: 'input', view: 'omitEmpty', doc: 'Node identities.', hash: { tag: 'node', at: 4 } },
+  NodeIdentities: { kind: 'nodeIdentities', api: 'checked', view: 'omitEmpty', doc: 'Node identities.', hash: { tag: 'node', at: 4 } },
   TemplatedPolicies: {
     kind: 'templatedPolicies',
-    api: 'input',
+    api: 'checked',
     view: 'omitEmpty',
     doc: 'Templated policies.',
     hash: { tag: 'template', at: 5 },
@@ -275,43 +287,44 @@ export const ROLE_FIELDS = {
 
 /** How an auth method turns an external identity into a token (README, "HTTP API"); a global object. */
 export const AUTH_METHOD_FIELDS = {
-  Name: { kind: 'string', api: 'input', doc: 'Unique per (partition, namespace).', max: 128 },
-  Type: { kind: 'string', api: 'input', doc: '`jwt` or `kubernetes`.', max: 64 },
-  DisplayName: { kind: 'string', api: 'input', view: 'omitEmpty', doc: 'Name shown to people.', max: 256 },
-  Description: { kind: 'string', api: 'input', view: 'omitEmpty', doc: 'Free-form text for humans.' },
+  Name: { kind: 'string', api: 'checked', doc: 'Unique per (partition, namespace).', max: 128 },
+  Type: { kind: 'string', api: 'checked', doc: '`jwt` or `kubernetes`.', max: 64 },
+  DisplayName: { kind: 'string', api: 'checked', view: 'omitEmpty', doc: 'Name shown to people.', max: 256 },
+  Description: { kind: 'string', api: 'checked', view: 'omitEmpty', doc: 'Free-form text for humans.' },
   MaxTokenTTL: {
     kind: 'string',
-    api: 'input',
+    api: 'checked',
+    inputAs: 'duration',
     view: 'omitEmpty',
     doc: 'Lifetime of tokens made by login, as a duration (e.g. `1h0m0s`); empty: no expiry.',
   },
   TokenLocality: {
     kind: 'tokenLocality',
-    api: 'input',
+    api: 'checked',
     view: 'omitEmpty',
     doc: 'As sent: `local` or `` (the same, the default): login tokens stay where they were made; `global`: they replicate.',
   },
-  Config: { kind: 'config', api: 'input', view: 'detail', doc: "Type-specific configuration, as Consul's." },
+  Config: { kind: 'config', api: 'checked', view: 'detail', doc: "Type-specific configuration, as Consul's." },
   ...scope,
   ...indexes,
 } as const satisfies FieldTable;
 
 /** Which of a method's identities get which links (README, "HTTP API"); a global object. */
 export const BINDING_RULE_FIELDS = {
-  ID: { kind: 'string', api: 'input', doc: 'Identifier (UUID).', max: 128 },
-  Description: { kind: 'string', api: 'input', doc: 'Free-form text for humans.' },
-  AuthMethod: { kind: 'string', api: 'input', doc: 'Name of the auth method (same partition and namespace); immutable.', max: 128 },
-  Selector: { kind: 'string', api: 'input', doc: 'bexpr over the verified identity; empty matches every identity.', max: 4096 },
+  ID: { kind: 'string', api: 'checked', doc: 'Identifier (UUID).', max: 128 },
+  Description: { kind: 'string', api: 'checked', doc: 'Free-form text for humans.' },
+  AuthMethod: { kind: 'string', api: 'checked', doc: 'Name of the auth method (same partition and namespace); immutable.', max: 128 },
+  Selector: { kind: 'string', api: 'checked', doc: 'bexpr over the verified identity; empty matches every identity.', max: 4096 },
   BindType: {
     kind: 'bindType',
-    api: 'input',
+    api: 'checked',
     doc: 'What a match binds: a service or node identity, a role, a policy, a templated policy.',
   },
-  BindName: { kind: 'string', api: 'input', doc: 'What to bind, with `${value.x}` interpolation.', max: 1024 },
+  BindName: { kind: 'string', api: 'checked', doc: 'What to bind, with `${value.x}` interpolation.', max: 1024 },
   BindVars: {
     kind: 'bindVars',
     optional: true,
-    api: 'input',
+    api: 'checked',
     doc: 'Variables of a templated-policy binding, written as Consul writes them (`name`).',
   },
   ...scope,
@@ -527,3 +540,38 @@ export const hashedFields = (fields: FieldTable): string[] =>
   Object.entries(fields)
     .filter(([, spec]) => spec.hash !== undefined)
     .map(([name]) => name);
+
+// ---- Derived: what a write takes as given ----
+
+/** The value a field of each kind has when a write's body does not give it. */
+const EMPTY_OF: { [K in FieldKind]: () => KindTypes[K] } = {
+  string: () => '',
+  boolean: () => false,
+  index: () => 0,
+  time: () => '',
+  links: () => [],
+  serviceIdentities: () => [],
+  nodeIdentities: () => [],
+  templatedPolicies: () => [],
+  strings: () => [],
+  config: () => ({}),
+  tokenLocality: () => '',
+  bindType: () => 'service',
+  bindVars: () => ({}),
+};
+
+/**
+ * The fields a write's body gives that the record takes as given (`api: 'input'`), each its
+ * kind's empty value when absent (an optional one left out): what a service copies into the
+ * record it writes, so a field declared that way needs no code in the service.
+ */
+export function givenFields<F extends FieldTable>(fields: F, body: Readonly<Record<string, unknown>>): Partial<RecordOf<F>> {
+  const out: Record<string, unknown> = {};
+  for (const [name, spec] of Object.entries(fields)) {
+    if (spec.api !== 'input') continue;
+    const v = body[name];
+    if (v !== undefined) out[name] = v;
+    else if (!spec.optional) out[name] = EMPTY_OF[spec.kind]();
+  }
+  return out as Partial<RecordOf<F>>;
+}

@@ -2,8 +2,8 @@ import { z } from 'zod';
 import type { NodeIdentity, ServiceIdentity, TemplatedPolicyLink } from './types.js';
 
 /**
- * zod shapes of what tokens and roles grant, as stored and as returned: one definition
- * for the store's record schemas and the API's response schemas.
+ * zod shapes of what tokens and roles grant, as answers show them (the stored records' strict
+ * schemas are derived in domain/records.ts).
  */
 export const serviceIdentityShape: z.ZodType<ServiceIdentity> = z.object({
   ServiceName: z.string(),
@@ -18,14 +18,8 @@ const olderName = (v: unknown): unknown =>
 /** A template's variables as stored and returned (`name`); a record of the older shape (`Name`) reads the same. */
 const templateVariablesShape = z.preprocess(olderName, z.object({ name: z.string() }));
 
-/** A binding rule's BindVars, the same variables with `name` optional. */
-export const bindVarsShape = z.preprocess(olderName, z.object({ name: z.string().optional() }));
-
 export const templatedPolicyShape = z.object({
   TemplateName: z.string(),
   TemplateVariables: templateVariablesShape.optional(),
   Datacenters: z.array(z.string()).optional(),
 }) as unknown as z.ZodType<TemplatedPolicyLink>;
-
-/** Where an object lives. */
-export const scopeShape = { Namespace: z.string(), Partition: z.string() };

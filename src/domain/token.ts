@@ -12,6 +12,8 @@ export interface NewToken {
   AccessorID: string;
   SecretID: string;
   content: TokenContent;
+  /** Fields a write takes as given (domain/records.ts `input`), from its body or the token cloned. */
+  given?: Partial<TokenRecord>;
   /** Expiration time, ms since the epoch; absent for a token that never expires. */
   expires?: number;
   /** Creation time, ms since the epoch. */
@@ -22,6 +24,7 @@ export interface NewToken {
 /** A new token record (the store stamps its indexes): the one place that decides what a fresh token holds. */
 export function newTokenRecord(t: NewToken): Omit<TokenRecord, 'CreateIndex' | 'ModifyIndex'> {
   return {
+    ...t.given,
     AccessorID: t.AccessorID,
     SecretID: t.SecretID,
     ...t.content,

@@ -21,7 +21,7 @@ const bytes = z.custom<Uint8Array>((v) => v instanceof Uint8Array, { message: 'e
 const position = { seq: z.number().int().nonnegative(), term: z.number().int().nonnegative() };
 
 export const followerFrame = z.discriminatedUnion('t', [
-  z.object({
+  z.strictObject({
     t: z.literal('hello'),
     v: z.number().int(),
     /** The follower's server name and HTTP address. */
@@ -30,26 +30,26 @@ export const followerFrame = z.discriminatedUnion('t', [
     ...position,
   }),
   /** Every batch up to `seq` is durable at the follower. */
-  z.object({ t: z.literal('ack'), seq: z.number().int().nonnegative() }),
-  z.object({ t: z.literal('ping'), time: z.number() }),
+  z.strictObject({ t: z.literal('ack'), seq: z.number().int().nonnegative() }),
+  z.strictObject({ t: z.literal('ping'), time: z.number() }),
 ]);
 
 export const leaderFrame = z.discriminatedUnion('t', [
-  z.object({
+  z.strictObject({
     t: z.literal('welcome'),
     v: z.number().int(),
     term: z.number().int().nonnegative(),
     leader: z.string(),
     mode: z.enum(['tail', 'snapshot']),
   }),
-  z.object({
+  z.strictObject({
     t: z.literal('snapshot'),
     pairs: z.array(z.tuple([z.string(), bytes])),
     /** On the last chunk: the batch position the snapshot shows. */
     last: z.boolean(),
     ...position,
   }),
-  z.object({
+  z.strictObject({
     t: z.literal('batch'),
     seq: z.number().int().positive(),
     prev: z.number().int().nonnegative(),
@@ -63,14 +63,14 @@ export const leaderFrame = z.discriminatedUnion('t', [
   }),
   // silent: on a secondary datacenter's leader, how long the primary has been silent (ms), for replication_max_stale.
   // commit: as on a batch; a ping carries it when batches are committed after they were sent.
-  z.object({
+  z.strictObject({
     t: z.literal('ping'),
     time: z.number(),
     seq: z.number().int().nonnegative(),
     silent: z.number().nonnegative().optional(),
     commit: z.number().int().nonnegative().optional(),
   }),
-  z.object({ t: z.literal('error'), code: z.string(), message: z.string() }),
+  z.strictObject({ t: z.literal('error'), code: z.string(), message: z.string() }),
 ]);
 
 export type FollowerFrame = z.infer<typeof followerFrame>;

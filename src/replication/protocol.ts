@@ -24,13 +24,13 @@ export const MAX_CHECKED_IDS = 16;
 /** The WebSocket route on the primary. */
 export const REPLICATION_PATH = '/v1/internal/replication';
 
-const datacenterInfo = z.object({ name: z.string(), address: z.string() });
+const datacenterInfo = z.strictObject({ name: z.string(), address: z.string() });
 
 // Built from the table list: a set of each table's records (checked by its schema), the bootstrap state, a delete.
 const change = z.union([
-  ...TABLE_NAMES.map((t) => z.object({ Table: z.literal(t), Op: z.literal('set'), ID: z.string(), Value: TABLES[t].schema })),
-  z.object({ Table: z.literal('bootstrap'), Op: z.literal('set'), ID: z.string(), Value: bootstrapStateSchema }),
-  z.object({ Table: z.enum(TABLE_NAMES), Op: z.literal('delete'), ID: z.string() }),
+  ...TABLE_NAMES.map((t) => z.strictObject({ Table: z.literal(t), Op: z.literal('set'), ID: z.string(), Value: TABLES[t].schema })),
+  z.strictObject({ Table: z.literal('bootstrap'), Op: z.literal('set'), ID: z.string(), Value: bootstrapStateSchema }),
+  z.strictObject({ Table: z.enum(TABLE_NAMES), Op: z.literal('delete'), ID: z.string() }),
 ]) as unknown as z.ZodType<Change>;
 
 /** One array of records per table (a snapshot chunk); a table a chunk does not carry is empty. */
@@ -38,10 +38,10 @@ const recordArrays = Object.fromEntries(TABLE_NAMES.map((t) => [t, z.array(TABLE
   [T in TableName]: z.ZodDefault<z.ZodArray<z.ZodType<RecordTypes[T]>>>;
 };
 
-const logEntry = z.object({ Index: z.number().int().positive(), Changes: z.array(change) });
+const logEntry = z.strictObject({ Index: z.number().int().positive(), Changes: z.array(change) });
 
 export const secondaryFrame = z.discriminatedUnion('t', [
-  z.object({
+  z.strictObject({
     t: z.literal('hello'),
     v: z.number().int(),
     /** The secondary's datacenter name. */
@@ -53,14 +53,14 @@ export const secondaryFrame = z.discriminatedUnion('t', [
     /** Last primary index the secondary applied. */
     index: z.number().int().nonnegative(),
   }),
-  z.object({ t: z.literal('ack'), index: z.number().int().nonnegative() }),
-  z.object({ t: z.literal('ping'), time: z.number() }),
+  z.strictObject({ t: z.literal('ack'), index: z.number().int().nonnegative() }),
+  z.strictObject({ t: z.literal('ping'), time: z.number() }),
   /** Answer to check-ids: which of the IDs a Local token of this datacenter holds. */
-  z.object({ t: z.literal('ids-in-use'), req: z.number().int(), inUse: z.array(z.string()).max(MAX_CHECKED_IDS) }),
+  z.strictObject({ t: z.literal('ids-in-use'), req: z.number().int(), inUse: z.array(z.string()).max(MAX_CHECKED_IDS) }),
 ]);
 
 export const primaryFrame = z.discriminatedUnion('t', [
-  z.object({
+  z.strictObject({
     t: z.literal('welcome'),
     v: z.number().int(),
     logID: z.string(),
@@ -68,7 +68,7 @@ export const primaryFrame = z.discriminatedUnion('t', [
     mode: z.enum(['tail', 'snapshot']),
     datacenters: z.array(datacenterInfo),
   }),
-  z.object({
+  z.strictObject({
     t: z.literal('snapshot'),
     logID: z.string(),
     /** The primary index the snapshot shows. */
@@ -78,23 +78,23 @@ export const primaryFrame = z.discriminatedUnion('t', [
     /** True on the final chunk: apply the whole snapshot then. */
     last: z.boolean(),
   }),
-  z.object({
+  z.strictObject({
     t: z.literal('entries'),
     entries: z.array(logEntry),
     upTo: z.number().int().nonnegative(),
     /** When the frame's first entry became durable on the primary, ms since the epoch (lag metrics). */
     committedAt: z.number().optional(),
   }),
-  z.object({
+  z.strictObject({
     t: z.literal('ping'),
     time: z.number(),
     upTo: z.number().int().nonnegative(),
     primaryIndex: z.number().int().nonnegative(),
     datacenters: z.array(datacenterInfo),
   }),
-  z.object({ t: z.literal('error'), code: z.string(), message: z.string() }),
+  z.strictObject({ t: z.literal('error'), code: z.string(), message: z.string() }),
   /** Before a global token with chosen IDs is created: does a Local token here hold any of them? */
-  z.object({ t: z.literal('check-ids'), req: z.number().int(), ids: z.array(z.string()).max(MAX_CHECKED_IDS) }),
+  z.strictObject({ t: z.literal('check-ids'), req: z.number().int(), ids: z.array(z.string()).max(MAX_CHECKED_IDS) }),
 ]);
 
 export type SecondaryFrame = z.infer<typeof secondaryFrame>;

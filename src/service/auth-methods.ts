@@ -1,4 +1,5 @@
 // Auth methods: how workloads prove who they are (their verifiers live in src/auth).
+import { AUTH_METHOD_FIELDS, givenFields } from '../domain/records.js';
 import { audited } from './audited.js';
 import type { z } from 'zod';
 import type { authMethodBody } from '../api/schemas.js';
@@ -14,7 +15,7 @@ import type { StateReader, Store } from '../store/store.js';
 import type { AclResolver, Identity } from './acl-resolver.js';
 import type { RequestContext, WriteResult } from './context.js';
 import { authorize, authorizeList } from './permissions.js';
-import { REDACTED } from './views.js';
+import { REDACTED, viewOf } from './views.js';
 
 /** The verifiers (and the JOSE library) load on first use: commands and daemons without auth methods never pay for them. */
 const verifiers = () => import('../auth/methods.js');
@@ -90,19 +91,7 @@ export function authMethodView(m: AuthMethodRecord, showSecrets: boolean, withCo
   const shown = (k: string, v: unknown): unknown =>
     SECRET_CONFIG.includes(k) && v ? REDACTED : URL_CONFIG.includes(k) && typeof v === 'string' && v ? redactURL(v) : v;
   const config = showSecrets ? m.Config : Object.fromEntries(Object.entries(m.Config).map(([k, v]) => [k, shown(k, v)]));
-  return {
-    Name: m.Name,
-    Type: m.Type,
-    ...(m.DisplayName ? { DisplayName: m.DisplayName } : {}),
-    ...(m.Description ? { Description: m.Description } : {}),
-    ...(m.MaxTokenTTL ? { MaxTokenTTL: m.MaxTokenTTL } : {}),
-    ...(m.TokenLocality ? { TokenLocality: m.TokenLocality } : {}),
-    ...(withConfig ? { Config: config } : {}),
-    Namespace: m.Namespace,
-    Partition: m.Partition,
-    CreateIndex: m.CreateIndex,
-    ModifyIndex: m.ModifyIndex,
-  };
+  return viewOf(AUTH_METHOD_FIELDS, { ...m, Config: config }, { hash: () => '', detail: withConfig }) as unknown as AuthMethodView;
 }
 
 export class AuthMethodService {
@@ -144,6 +133,7 @@ export class AuthMethodService {
   ): Promise<Omit<AuthMethodRecord, 'CreateIndex' | 'ModifyIndex'>> {
     const { ttl, locality, config } = checkMethodFields(input, this.limits, await verifiers());
     return {
+      ...givenFields(AUTH_METHOD_FIELDS, input),
       Name: name,
       Type: input.Type as string,
       DisplayName: input.DisplayName ?? '',

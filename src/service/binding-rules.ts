@@ -1,4 +1,5 @@
 // Binding rules: which identities of an auth method get which roles, policies and identities.
+import { BINDING_RULE_FIELDS, givenFields } from '../domain/records.js';
 import { audited } from './audited.js';
 import type { z } from 'zod';
 import type { bindingRuleBody } from '../api/schemas.js';
@@ -85,6 +86,7 @@ export class BindingRuleService {
     const bindVars = input.BindVars?.name !== undefined ? { name: input.BindVars.name } : undefined;
     checkRule(m, { BindType: bindType, BindName: bindName, Selector: selector, BindVars: bindVars });
     return {
+      ...givenFields(BINDING_RULE_FIELDS, input),
       Description: input.Description ?? '',
       AuthMethod: method,
       Selector: selector,

@@ -1,3 +1,4 @@
+import { POLICY_FIELDS, givenFields } from '../domain/records.js';
 import { audited } from './audited.js';
 import type { z } from 'zod';
 import type { policyBody } from '../api/schemas.js';
@@ -59,7 +60,15 @@ export class PolicyService {
       (tx) => {
         checkNameFree(tx, 'policy', scope, fields.Name, undefined);
         const ID = freshID((id) => tx.getPolicy(id) !== undefined);
-        return tx.put('policies', { ID, ...fields, Hash: policyHash(fields), Namespace: scope.Namespace, Partition: scope.Partition });
+        const given = givenFields(POLICY_FIELDS, input);
+        return tx.put('policies', {
+          ID,
+          ...given,
+          ...fields,
+          Hash: policyHash(fields),
+          Namespace: scope.Namespace,
+          Partition: scope.Partition,
+        });
       },
       audited(ctx, identity, 'policy-create'),
     );
@@ -79,7 +88,7 @@ export class PolicyService {
         if (!(isBuiltinPolicyID(id) && fields.Name === existing.Name)) checkPolicyName(fields.Name);
         checkBuiltinPolicyUpdate(existing, fields);
         if (fields.Name.toLowerCase() !== existing.Name.toLowerCase()) checkNameFree(tx, 'policy', scope, fields.Name, id);
-        const record: PolicyRecord = { ...existing, ...fields, Hash: policyHash(fields) };
+        const record: PolicyRecord = { ...existing, ...givenFields(POLICY_FIELDS, input), ...fields, Hash: policyHash(fields) };
         if (fields.Datacenters === undefined) delete record.Datacenters;
         return tx.put('policies', record);
       },

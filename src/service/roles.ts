@@ -1,3 +1,4 @@
+import { ROLE_FIELDS, givenFields } from '../domain/records.js';
 import { audited } from './audited.js';
 import type { z } from 'zod';
 import type { roleBody } from '../api/schemas.js';
@@ -100,7 +101,15 @@ export class RoleService {
         checkNameFree(tx, 'role', scope, input.Name as string, undefined);
         const { content, named } = this.content(tx, input, scope);
         const ID = freshID((id) => tx.getRole(id) !== undefined);
-        const record = tx.put('roles', { ID, ...content, Hash: roleHash(content), Namespace: scope.Namespace, Partition: scope.Partition });
+        const given = givenFields(ROLE_FIELDS, input);
+        const record = tx.put('roles', {
+          ID,
+          ...given,
+          ...content,
+          Hash: roleHash(content),
+          Namespace: scope.Namespace,
+          Partition: scope.Partition,
+        });
         return { role: record, named };
       },
       audited(ctx, identity, 'role-create'),
@@ -120,7 +129,7 @@ export class RoleService {
         const { content, named } = this.content(tx, input, scope);
         if (content.Name.toLowerCase() !== existing.Name.toLowerCase()) checkNameFree(tx, 'role', scope, content.Name, id);
         // Full replacement: what the body leaves out is cleared.
-        return { role: tx.put('roles', { ...existing, ...content, Hash: roleHash(content) }), named };
+        return { role: tx.put('roles', { ...existing, ...givenFields(ROLE_FIELDS, input), ...content, Hash: roleHash(content) }), named };
       },
       audited(ctx, identity, 'role-update'),
     );

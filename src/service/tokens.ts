@@ -1,3 +1,4 @@
+import { TOKEN_FIELDS, givenFields } from '../domain/records.js';
 import { audited } from './audited.js';
 import type { Clock } from '../domain/clock.js';
 import { conflict, invalid, missingTarget, notFound, notPermitted } from '../domain/errors.js';
@@ -245,6 +246,7 @@ export class TokenService {
             AccessorID: accessor,
             SecretID: secret,
             content: base,
+            given: givenFields(TOKEN_FIELDS, input),
             ...(expires !== undefined ? { expires } : {}),
             now,
             scope,
@@ -287,7 +289,7 @@ export class TokenService {
           ...normalizeGrants(input, existing.Local),
           Local: existing.Local,
         };
-        const record = tx.put('tokens', { ...existing, ...base, Hash: tokenHash(base) });
+        const record = tx.put('tokens', { ...existing, ...givenFields(TOKEN_FIELDS, input), ...base, Hash: tokenHash(base) });
         return { token: record, links: { policies: policies.named, roles: roles.named } };
       },
       audited(ctx, identity, 'token-update'),
@@ -325,6 +327,8 @@ export class TokenService {
             AccessorID: freshID(tokenIDTaken(tx)),
             SecretID: freshID(tokenIDTaken(tx)),
             content: base,
+            // What a write takes as given is the source's to copy, as its links are.
+            given: givenFields(TOKEN_FIELDS, source),
             ...(expires !== undefined ? { expires } : {}),
             now,
             scope: { Namespace: source.Namespace, Partition: source.Partition },

@@ -1,5 +1,6 @@
 import type { PolicyResponse, RoleResponse, TokenResponse } from '../api/schemas.js';
 import { tokenHash } from '../domain/hash.js';
+import { type FieldTable, POLICY_FIELDS, ROLE_FIELDS, TOKEN_FIELDS } from '../domain/records.js';
 import type { NamedLink, PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
 
 /**
@@ -53,11 +54,57 @@ export type TokenView = TokenResponse;
 export type PolicyView = PolicyResponse;
 export type RoleView = RoleResponse;
 
-const some = <T>(list: readonly T[] | undefined): T[] | undefined => (list && list.length > 0 ? [...list] : undefined);
+/** How a view is made of a record (domain/records.ts `view`). */
+export interface ViewOptions {
+  /** The real secret rather than `<hidden>`. */
+  showSecret?: boolean;
+  /** Each linking field's links with their targets' names (dropped: links to what no longer exists). */
+  names?: Readonly<Record<string, readonly NamedLink[]>>;
+  /** The content hash (computed from the record as shown, never taken from the stored field). */
+  hash: () => string;
+  /** A full read (fields shown only there, such as a policy's rules), not a list item. */
+  detail?: boolean;
+}
 
-function compact<T extends object>(obj: T): T {
-  for (const k of Object.keys(obj) as Array<keyof T>) if (obj[k] === undefined) delete obj[k];
-  return obj;
+const isEmpty = (v: unknown): boolean => v === undefined || v === '' || (Array.isArray(v) && v.length === 0);
+
+/**
+ * A record as a caller sees it, field by field as its declaration says, in the declared order
+ * (Consul's key order): every field is shown unless its view mode leaves it out, so a field
+ * added to a record is shown without a line here.
+ */
+export function viewOf(fields: FieldTable, record: object, o: ViewOptions): Record<string, unknown> {
+  const r = record as Record<string, unknown>;
+  const out: Record<string, unknown> = {};
+  for (const [name, spec] of Object.entries(fields)) {
+    const v = r[name];
+    switch (spec.view ?? 'plain') {
+      case 'plain':
+        if (v !== undefined) out[name] = Array.isArray(v) ? [...v] : v;
+        break;
+      case 'omitEmpty':
+        if (!isEmpty(v)) out[name] = Array.isArray(v) ? [...v] : v;
+        break;
+      case 'named': {
+        const named = o.names?.[name];
+        if (named !== undefined && named.length > 0) out[name] = [...named];
+        break;
+      }
+      case 'secret':
+        out[name] = o.showSecret ? v : REDACTED;
+        break;
+      case 'hash':
+        out[name] = o.hash();
+        break;
+      case 'detail':
+        if (o.detail && v !== undefined) out[name] = v;
+        break;
+      case 'withAuthMethod':
+        if (r.AuthMethod && v !== undefined) out[name] = v;
+        break;
+    }
+  }
+  return out;
 }
 
 /**
@@ -70,57 +117,19 @@ export function tokenView(
   showSecret: boolean,
   hash?: string,
 ): TokenView {
-  return compact<TokenView>({
-    AccessorID: t.AccessorID,
-    SecretID: showSecret ? t.SecretID : REDACTED,
-    Description: t.Description,
-    Policies: some(links.policies),
-    Roles: some(links.roles),
-    ServiceIdentities: some(t.ServiceIdentities),
-    NodeIdentities: some(t.NodeIdentities),
-    TemplatedPolicies: some(t.TemplatedPolicies),
-    Local: t.Local,
-    AuthMethod: t.AuthMethod || undefined,
-    AuthMethodNamespace: t.AuthMethod ? t.AuthMethodNamespace : undefined,
-    ExpirationTime: t.ExpirationTime,
-    CreateTime: t.CreateTime,
+  return viewOf(TOKEN_FIELDS, t, {
+    showSecret,
+    names: { Policies: links.policies, Roles: links.roles },
     // From the content, not the stored field: a hash is never taken on trust (README, "Security").
-    Hash: hash ?? tokenHash(t),
-    Namespace: t.Namespace,
-    Partition: t.Partition,
-    CreateIndex: t.CreateIndex,
-    ModifyIndex: t.ModifyIndex,
-  });
+    hash: () => hash ?? tokenHash(t),
+  }) as TokenView;
 }
 
 export function policyView(p: PolicyRecord, withRules = true): PolicyView {
-  return compact<PolicyView>({
-    ID: p.ID,
-    Name: p.Name,
-    Description: p.Description,
-    Rules: withRules ? p.Rules : undefined,
-    Datacenters: some(p.Datacenters),
-    Hash: p.Hash,
-    Namespace: p.Namespace,
-    Partition: p.Partition,
-    CreateIndex: p.CreateIndex,
-    ModifyIndex: p.ModifyIndex,
-  });
+  // A policy's Hash was computed from its record when it was read (store/record-check.ts).
+  return viewOf(POLICY_FIELDS, p, { hash: () => p.Hash, detail: withRules }) as PolicyView;
 }
 
 export function roleView(r: RoleRecord, policies: NamedLink[]): RoleView {
-  return compact<RoleView>({
-    ID: r.ID,
-    Name: r.Name,
-    Description: r.Description,
-    Policies: some(policies),
-    ServiceIdentities: some(r.ServiceIdentities),
-    NodeIdentities: some(r.NodeIdentities),
-    TemplatedPolicies: some(r.TemplatedPolicies),
-    Hash: r.Hash,
-    Namespace: r.Namespace,
-    Partition: r.Partition,
-    CreateIndex: r.CreateIndex,
-    ModifyIndex: r.ModifyIndex,
-  });
+  return viewOf(ROLE_FIELDS, r, { names: { Policies: policies }, hash: () => r.Hash }) as RoleView;
 }

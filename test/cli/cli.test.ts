@@ -128,7 +128,7 @@ describe('watchword acl (the command tree against a real daemon)', () => {
   it.each([
     ['an unknown command', ['acl', 'nonsense'], /unknown command 'nonsense'/],
     ['an unknown flag', ['acl', 'token', 'list', '-colour'], /unknown option '-colour'/],
-    ['a missing -id', ['acl', 'token', 'read'], /missing required flag -id/],
+    ['a missing -accessor-id', ['acl', 'token', 'read'], /missing required flag -accessor-id/],
     ['a node identity without a datacenter', ['acl', 'token', 'create', '-node-identity', 'node1'], /expected NAME:DATACENTER/],
     ['-var without a templated policy', ['acl', 'token', 'create', '-var', 'name:web'], /-var needs a -templated-policy/],
     ['a bad -format', ['acl', 'token', 'list', '-format', 'xml'], /Allowed choices are pretty, table, json/],
