@@ -365,6 +365,23 @@ const templatedPolicy = z.strictObject({
   Datacenters: z.array(z.string()).optional(),
 });
 
+/** The value a field of each kind has when a write's body does not give it. */
+const EMPTY_OF: { [K in FieldKind]: () => KindTypes[K] } = {
+  string: () => '',
+  boolean: () => false,
+  index: () => 0,
+  time: () => '',
+  links: () => [],
+  serviceIdentities: () => [],
+  nodeIdentities: () => [],
+  templatedPolicies: () => [],
+  strings: () => [],
+  config: () => ({}),
+  tokenLocality: () => '',
+  bindType: () => 'service',
+  bindVars: () => ({}),
+};
+
 /** A time field's value: text a date parses from. */
 function isTime(v: string): boolean {
   return !Number.isNaN(Date.parse(v));
@@ -394,7 +411,8 @@ export function recordSchema<F extends FieldTable>(fields: F): z.ZodType<RecordO
   const shape: Record<string, z.ZodType> = {};
   for (const [name, spec] of Object.entries(fields)) {
     const s = KIND_SCHEMAS[spec.kind] as z.ZodType;
-    shape[name] = spec.optional ? s.optional() : s;
+    // A field taken as given that a record lacks (written before the field existed) has its kind's empty value.
+    shape[name] = spec.optional ? s.optional() : spec.api === 'input' ? s.default(() => EMPTY_OF[spec.kind]() as never) : s;
   }
   return z.strictObject(shape) as unknown as z.ZodType<RecordOf<F>>;
 }
@@ -475,14 +493,21 @@ function checkValue(o: Obj, field: string, kind: FieldKind): boolean {
  * forms in place; `schema` and this agree on every record (a test holds them to it).
  */
 export function recordCheck<F extends FieldTable>(fields: F): (v: unknown) => v is RecordOf<F> {
-  const plan = Object.entries(fields).map(([name, spec]) => ({ name, kind: spec.kind, optional: spec.optional === true }));
+  const plan = Object.entries(fields).map(([name, spec]) => ({
+    name,
+    kind: spec.kind,
+    optional: spec.optional === true,
+    given: spec.api === 'input',
+  }));
   const names = plan.map((p) => p.name);
   return (v: unknown): v is RecordOf<F> => {
     if (!isObj(v)) return false;
     for (const p of plan) {
       if (v[p.name] === undefined) {
-        if (!p.optional) return false;
-        continue;
+        if (p.optional) continue;
+        // A field taken as given that a record lacks (written before the field existed): its kind's empty value.
+        if (!p.given) return false;
+        v[p.name] = EMPTY_OF[p.kind]();
       }
       if (!checkValue(v, p.name, p.kind)) return false;
     }
@@ -543,22 +568,21 @@ export const hashedFields = (fields: FieldTable): string[] =>
 
 // ---- Derived: what a write takes as given ----
 
-/** The value a field of each kind has when a write's body does not give it. */
-const EMPTY_OF: { [K in FieldKind]: () => KindTypes[K] } = {
-  string: () => '',
-  boolean: () => false,
-  index: () => 0,
-  time: () => '',
-  links: () => [],
-  serviceIdentities: () => [],
-  nodeIdentities: () => [],
-  templatedPolicies: () => [],
-  strings: () => [],
-  config: () => ({}),
-  tokenLocality: () => '',
-  bindType: () => 'service',
-  bindVars: () => ({}),
-};
+/**
+ * `record` with each field taken as given that it lacks set to its kind's empty value (an
+ * optional one left out): the store puts every record through it, so no way of making a record
+ * (a write's body, a login, the built-ins, a restore) can leave such a field out.
+ */
+export function withDefaults<F extends FieldTable, R extends object>(fields: F, record: R): R {
+  let out: Record<string, unknown> | undefined;
+  for (const [name, spec] of Object.entries(fields)) {
+    if (spec.api !== 'input' || spec.optional || (record as Record<string, unknown>)[name] !== undefined) continue;
+    const filled: Record<string, unknown> = out ?? { ...(record as Record<string, unknown>) };
+    filled[name] = EMPTY_OF[spec.kind]();
+    out = filled;
+  }
+  return (out ?? record) as R;
+}
 
 /**
  * The fields a write's body gives that the record takes as given (`api: 'input'`), each its

@@ -1,3 +1,4 @@
+import { withDefaults } from '../domain/records.js';
 import type { BootstrapState, AuthMethodRecord, BindingRuleRecord, PolicyRecord, RoleRecord, Scope, TokenRecord } from '../domain/types.js';
 import { type LayerEntry, type Tables, layerKey } from './memory.js';
 import type { AnyTable } from './table.js';
@@ -163,7 +164,9 @@ export class StoreTx implements Tx {
     return this.remove(TABLE_DEFS[table], id);
   }
 
-  private write<R>(def: TableDef<R, string>, input: Unstamped<R>): R {
+  private write<R>(def: TableDef<R, string>, given: Unstamped<R>): R {
+    // Every way of making a record comes through here: a field taken as given is never left out.
+    const input = withDefaults(def.fields, given);
     const id = def.id(input as R);
     const old = this.getRecord(def.name, id) as R | undefined;
     const index = this.index;

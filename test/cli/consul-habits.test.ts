@@ -80,7 +80,9 @@ describe('the CLI with Consul habits', () => {
     expect([empty.code, empty.stderr]).toEqual([2, `Error: the token file ${join(dir.path, 'empty')} (CONSUL_HTTP_TOKEN_FILE) is empty\n`]);
     // read-self stays, as before.
     expect((await watchword(['acl', 'token', 'read-self'], env)).code).toBe(0);
-    expect((await watchword(['acl', 'token', 'read', '-self', '-id', 'x'], env)).stderr).toBe('Error: give -accessor-id or -self, not both\n');
+    expect((await watchword(['acl', 'token', 'read', '-self', '-id', 'x'], env)).stderr).toBe(
+      'Error: give -accessor-id or -self, not both\n',
+    );
   });
 
   it('finds tokens, policies and roles by a unique prefix of their ID', async () => {

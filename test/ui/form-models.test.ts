@@ -29,12 +29,17 @@ const SCHEMAS: Array<[string, z.ZodType]> = [
   ['bindingRule', bindingRuleBody],
 ];
 
-/** Every field the API takes has a form control or an explicit "kept as read" entry (README, "Web UI"). */
+/**
+ * Every field the API takes today has a form control or an explicit "kept as read" entry (README,
+ * "Web UI"); a field added later without one is sent back as read (test/records/every-field.test.ts).
+ */
 describe('the web UI has a form model for every field of every resource', () => {
-  it.each(SCHEMAS)('%s: the model names exactly the body fields of the API schema', (name, schema) => {
+  it.each(SCHEMAS)('%s: the model names body fields of the API schema only, and every one a page edits today', (name, schema) => {
     const model = MODELS[name] as Model;
     expect(model, `no form model for ${name}`).toBeDefined();
-    expect(Object.keys(model.fields).sort()).toEqual([...fieldsOf(schema)].sort());
+    const body = [...fieldsOf(schema)];
+    expect(Object.keys(model.fields).filter((f) => !body.includes(f))).toEqual([]);
+    expect(body.filter((f) => !(f in model.fields))).toEqual([]);
   });
 
   it('sends back every field of a record as read, links by ID, and sees no change in an unchanged draft', () => {

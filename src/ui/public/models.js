@@ -1,7 +1,8 @@
-// One form model per resource: every field its API body takes (src/api/schemas.ts), each
-// either edited by a control or kept as it was read. An edit starts from the record it read
-// and changes only what a control changed, so a form cannot drop what it does not show
-// (test/ui/form-models.test.ts fails when a body field has no entry here).
+// One form model per resource: the fields its API body takes (src/api/schemas.ts) that a page
+// shows, each edited by a control or kept as it was read. An edit starts from the record it read
+// and changes only what a control changed; a field with no entry here is sent back as read, so a
+// form cannot drop what it does not show (test/records/every-field.test.ts pushes a record with
+// every field through the UI's save).
 //
 // A field: { control, onEdit? }. control 'kept' is sent back as read and never edited.
 // onEdit 'fixed': shown but not editable once created (sent as read); 'omit': a create-only
@@ -80,6 +81,9 @@ export const MODELS = {
   },
 };
 
+/** Fields every record's server sets (and takes back ignored): left out of a body, so it shows only what a write gives. */
+const SERVER_SET = new Set(['CreateIndex', 'ModifyIndex', 'Hash', 'CreateTime']);
+
 /** Fields whose values are the caller's own data, kept exactly as they are (an empty list in a Config stays). */
 const OPAQUE = new Set(['Config', 'TemplateVariables', 'BindVars']);
 
@@ -98,14 +102,19 @@ function tidy(value) {
 }
 
 /**
- * The body a form sends: every field of the model, from the draft (the record as read, with
- * the controls' changes). Links go by ID (names are resolved on every read anyway).
+ * The body a form sends: every field of the draft (the record as read, with the controls'
+ * changes), those the model names as its controls say, and any other field as it was read:
+ * a field this page has no control for is sent back unchanged, never dropped (the server takes
+ * the fields it sets, echoed back, and ignores them). Links go by ID (names are resolved on
+ * every read anyway).
  */
 export function bodyOf(model, draft, editing) {
   const body = {};
-  for (const [name, spec] of Object.entries(model.fields)) {
+  for (const [name, value] of Object.entries(draft)) {
+    if (SERVER_SET.has(name) && !(name in model.fields)) continue;
+    const spec = model.fields[name] ?? { control: 'kept' };
     if (editing && spec.onEdit === 'omit') continue;
-    let v = draft[name];
+    let v = value;
     if (v === undefined || v === null || v === '<hidden>') continue;
     if (spec.control === 'links') v = v.map((l) => ({ ID: l.ID }));
     if (!editing && spec.control === 'duration' && v === '') continue;
