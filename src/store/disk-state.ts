@@ -1,7 +1,6 @@
 import type { Level } from 'level';
 import { WatchwordError } from '../domain/errors.js';
 import type { Checkpoint } from './checkpoint.js';
-import { CompactTable } from './compact/compact-table.js';
 import { type Tables, newTables } from './memory.js';
 import type { AnyTable } from './table.js';
 import { RECORD_CHECKS } from './record-check.js';
@@ -25,32 +24,6 @@ import {
  * checked), the format version and its upgrades, the datacenter a data dir belongs to,
  * and a leader's key/value pairs decoded and checked as a follower receives them.
  */
-
-/** One empty list for every record that has none (frozen: records are never mutated). */
-const NONE: readonly never[] = Object.freeze([]);
-/** The list fields of records: most are empty, and a million empty arrays are 64 MB. */
-const LIST_FIELDS = ['Policies', 'Roles', 'ServiceIdentities', 'NodeIdentities', 'TemplatedPolicies', 'Datacenters'] as const;
-
-/** Namespaces and partitions repeat across records: one copy of each (at most 10,000 kept). */
-const interned = new Map<string, string>();
-const shared = (s: string): string => {
-  let v = interned.get(s);
-  if (v === undefined) {
-    if (interned.size < 10_000) interned.set(s, s);
-    v = s;
-  }
-  return v;
-};
-
-/** What records repeat, shared: their place's names, and one empty list for every empty list field. */
-export function shareRecordParts(record: Record<string, unknown>): void {
-  if (typeof record.Namespace === 'string') record.Namespace = shared(record.Namespace);
-  if (typeof record.Partition === 'string') record.Partition = shared(record.Partition);
-  for (const f of LIST_FIELDS) {
-    const v = record[f];
-    if (Array.isArray(v) && v.length === 0) record[f] = NONE;
-  }
-}
 
 export const WATCH_TABLES: readonly WatchTable[] = [...TABLE_NAMES, 'bootstrap'];
 
@@ -119,9 +92,9 @@ export async function readState(
       continue;
     }
     const table = tables[name] as AnyTable;
-    if (table instanceof CompactTable && checkpoint !== undefined) {
+    if (table.compact !== undefined && checkpoint !== undefined) {
       if (checkpoint.usable) {
-        const why = await checkpoint.load(table);
+        const why = await checkpoint.load(table.compact);
         if (why === undefined) {
           table.finishLoading();
           loaded?.(`its checkpoint (${table.size} ${name})`);
@@ -137,11 +110,24 @@ export async function readState(
   return { meta, tables };
 }
 
+/** A stored record a start refused: named by its ID when it can be read, with how many came before it. */
+function corrupt(name: TableName, before: number, bytes: Uint8Array): WatchwordError {
+  let id: unknown;
+  try {
+    id = (decodeRaw(bytes) as Record<string, unknown> | null)?.[name === 'tokens' ? 'AccessorID' : name === 'authMethods' ? 'Name' : 'ID'];
+  } catch {
+    id = undefined;
+  }
+  return new WatchwordError(
+    'INTERNAL',
+    `stored ${name.slice(0, -1)} ${typeof id === 'string' ? id : `(${before} read before it)`} is corrupt: not a well-formed record`,
+  );
+}
+
 /** Reads every record of table `name` from LevelDB into `table`. */
 async function scanTable(db: Level<string, Uint8Array>, name: TableName, table: AnyTable): Promise<void> {
   const def = TABLES[name];
   const prefix = key(def.prefix, '');
-  const check = RECORD_CHECKS[name];
   // Values only, in big batches: a few native round trips and no promise per record. The
   // next batch is read from disk (on libuv's pool) while this one is decoded.
   const values = db.values({ gte: prefix, lt: prefixEnd(prefix), highWaterMarkBytes: 8 * 1024 * 1024 });
@@ -151,35 +137,8 @@ async function scanTable(db: Level<string, Uint8Array>, name: TableName, table: 
     for (let batch = await next; batch.length > 0; batch = await (next as Promise<Uint8Array[]>)) {
       next = values.nextv(10_000);
       for (const v of batch) {
-        if (table instanceof CompactTable) {
-          if (!table.loadEncoded(v))
-            throw new WatchwordError(
-              'INTERNAL',
-              `a stored ${name.slice(0, -1)} is corrupt (${table.size} read before it): not a well-formed record`,
-            );
-          continue;
-        }
-        let record: unknown;
-        try {
-          record = decodeRaw(v);
-        } catch (err) {
-          throw new WatchwordError(
-            'INTERNAL',
-            `a stored ${name.slice(0, -1)} is corrupt (${table.size} read before it): ${(err as Error).message}`,
-            { cause: err },
-          );
-        }
-        if (!check(record)) {
-          const id = (record as Record<string, unknown> | null)?.[
-            name === 'tokens' ? 'AccessorID' : name === 'authMethods' ? 'Name' : 'ID'
-          ];
-          throw new WatchwordError(
-            'INTERNAL',
-            `stored ${name.slice(0, -1)} ${typeof id === 'string' ? id : '(no ID)'} is corrupt: not a well-formed record`,
-          );
-        }
-        shareRecordParts(record as Record<string, unknown>);
-        table.load(record, v);
+        // One way in for every table kind: it decodes and checks as it needs (a compact table reads the indexed fields only).
+        if (!table.loadStored(v)) throw corrupt(name, table.size, v);
       }
     }
   } finally {

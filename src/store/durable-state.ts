@@ -136,7 +136,7 @@ export class DurableState {
   /** One record written (null: deleted); a token's secret that no token holds any more is noted as gone. */
   private write(table: TableOp['table'], id: string, record: unknown, bytes: Uint8Array | undefined): void {
     const t = this.tables[table] as AnyTable;
-    const old = record === null ? t.delete(id) : bytes !== undefined ? t.putEncoded(record, bytes) : t.put(record);
+    const old = record === null ? t.delete(id) : t.put(record, bytes !== undefined ? { bytes } : undefined);
     if (table !== 'tokens') return;
     const before = (old as TokenRecord | undefined)?.SecretID;
     const after = (record as TokenRecord | null)?.SecretID;

@@ -4,7 +4,6 @@ import { generateID } from '../domain/ids.js';
 import { quoteJSON } from '../domain/json-text.js';
 import type { BootstrapState } from '../domain/types.js';
 import { type Checkpoint, findCheckpoint, removeCheckpoint, writeCheckpoint } from './checkpoint.js';
-import { CompactTable } from './compact/compact-table.js';
 import { type DecodedPair, claimDatacenter, decodePair, readState, upgradeFormat } from './disk-state.js';
 import { LEVEL_OPTIONS, openExplained } from './level-options.js';
 import { type ScannedAside, scanTokensAside } from './scan-aside.js';
@@ -35,7 +34,6 @@ import type {
 } from './store.js';
 import { StagedStore, settleStagedStore, swapInStagedStore } from './staging.js';
 import { StoreTx } from './store-tx.js';
-import type { AnyTable } from './table.js';
 import { Watchers } from './watchers.js';
 import { causeText, storeUnavailable } from './write-errors.js';
 
@@ -767,8 +765,8 @@ export class LevelStore implements Store {
     if (this.db.status !== 'open' && this.db.status !== 'opening') return;
     await this.db.close();
     // Memory holds what the disk does only while writes succeed.
-    const tokens = this.state.tables.tokens as unknown as AnyTable;
-    if (this.options.checkpoint === false || this.unavailable || !(tokens instanceof CompactTable)) return;
+    const tokens = this.state.tables.tokens.compact;
+    if (this.options.checkpoint === false || this.unavailable || tokens === undefined) return;
     try {
       await writeCheckpoint(this.dir, tokens, this.options.durability === 'fsync');
     } catch (err) {

@@ -14,7 +14,7 @@ import {
   SEP,
 } from './schema.js';
 import { type CompactCodec, CompactTable } from './compact/compact-table.js';
-import { isTokenRecord } from './record-check.js';
+import { RECORD_CHECKS, isTokenRecord, shareRecordParts } from './record-check.js';
 import { WatchwordError } from '../domain/errors.js';
 import { decodeRaw, encode } from './records.js';
 import { type Table, byID } from './table.js';
@@ -90,12 +90,17 @@ export class MemTable<R, I extends string> implements Table<R, I> {
     return out;
   }
 
-  load(record: R, _bytes: Uint8Array): void {
-    this.put(record, true);
-  }
-
-  putEncoded(record: R, _bytes: Uint8Array): R | undefined {
-    return this.put(record);
+  loadStored(bytes: Uint8Array): boolean {
+    let record: unknown;
+    try {
+      record = decodeRaw(bytes);
+    } catch {
+      return false;
+    }
+    if (!RECORD_CHECKS[this.def.name](record)) return false;
+    shareRecordParts(record as Record<string, unknown>);
+    this.put(record as R, { loading: true });
+    return true;
   }
 
   /** The same records in ID order (kept until one of them changes: lists of one filter need no sort per request). */
@@ -121,8 +126,8 @@ export class MemTable<R, I extends string> implements Table<R, I> {
     return (this.multi.get(index) as Map<string, Set<R>>).keys();
   }
 
-  /** Adds or replaces a record. `loading`: known new, and the ordered index is sorted later. */
-  put(record: R, loading = false): R | undefined {
+  put(record: R, options?: { bytes?: Uint8Array; loading?: boolean }): R | undefined {
+    const loading = options?.loading === true;
     const id = this.def.id(record);
     const old = loading ? undefined : this.rows.get(id);
     if (old !== undefined) this.unindex(old, id);

@@ -33,6 +33,23 @@ export function isRoleRecord(v: unknown): v is RoleRecord {
   return true;
 }
 
+/** Namespaces and partitions repeat across records: one copy of each (at most 10,000 kept). */
+const interned = new Map<string, string>();
+const shared = (s: string): string => {
+  let v = interned.get(s);
+  if (v === undefined) {
+    if (interned.size < 10_000) interned.set(s, s);
+    v = s;
+  }
+  return v;
+};
+
+/** What records repeat, shared: their place's names (a checked record's empty lists are already one frozen array). */
+export function shareRecordParts(record: Record<string, unknown>): void {
+  if (typeof record.Namespace === 'string') record.Namespace = shared(record.Namespace);
+  if (typeof record.Partition === 'string') record.Partition = shared(record.Partition);
+}
+
 /** Each table's record check. */
 export const RECORD_CHECKS: { [T in TableName]: (v: unknown) => boolean } = {
   tokens: isTokenRecord,

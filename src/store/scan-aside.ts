@@ -1,5 +1,4 @@
 import type { Level } from 'level';
-import { CompactTable } from './compact/compact-table.js';
 import { scanInWorker } from './compact/parallel-scan.js';
 import { type Tables, newTables } from './memory.js';
 import { TABLES, key, prefixEnd } from './schema.js';
@@ -25,12 +24,13 @@ export async function scanTokensAside(
   // A thread's start (~30 ms) is more than a small table's whole scan.
   if (wanted === undefined && size < SCAN_ASIDE_BYTES) return undefined;
   const tokens = newTables().tokens;
-  if (!(tokens instanceof CompactTable)) return { why: 'tokens are not kept compact' };
+  const compact = tokens.compact;
+  if (compact === undefined) return { why: 'tokens are not kept compact' };
   // As many tokens as there would be were each a large one: tokens larger still (rare) would leave the tables roomier than needed.
-  tokens.reserve(Math.floor(size / LARGE_TOKEN_BYTES));
+  compact.reserve(Math.floor(size / LARGE_TOKEN_BYTES));
   await db.close();
   try {
-    const why = await scanInWorker(dir, range, tokens as CompactTable<unknown, string>);
+    const why = await scanInWorker(dir, range, compact);
     return why === undefined ? { tokens } : { why };
   } finally {
     await db.open();

@@ -4,7 +4,8 @@ import { dirname } from 'node:path';
 import { Level } from 'level';
 import { WatchwordError } from '../domain/errors.js';
 import type { Scope } from '../domain/types.js';
-import { type DecodedPair, decodePair, shareRecordParts } from './disk-state.js';
+import { type DecodedPair, decodePair } from './disk-state.js';
+import { shareRecordParts } from './record-check.js';
 import { LEVEL_OPTIONS } from './level-options.js';
 import { type Tables, newTables } from './memory.js';
 import type { AnyTable } from './table.js';
@@ -74,9 +75,7 @@ export class StagedStore {
     const bytes = encode(record);
     this.batch.put(recordKey(table, this.idOf(table, record)), bytes);
     this.batchBytes += bytes.length + 64;
-    const t = this.tables[table] as AnyTable;
-    if (this.loading) t.load(record, bytes);
-    else t.put(record);
+    (this.tables[table] as AnyTable).put(record, { bytes, loading: this.loading });
     if (this.batchBytes >= this.batchLimit) await this.flush(false);
   }
 
@@ -103,7 +102,7 @@ export class StagedStore {
     const d: DecodedPair = decodePair(key, value);
     if (d.kind === 'record' && d.record !== null) {
       shareRecordParts(d.record as Record<string, unknown>);
-      (this.tables[d.table] as AnyTable).put(d.record as Scope, this.loading);
+      (this.tables[d.table] as AnyTable).put(d.record as Scope, { ...(d.bytes ? { bytes: d.bytes } : {}), loading: this.loading });
     } else if (d.kind === 'meta' && d.value !== undefined) {
       this.meta.set(d.key, d.value);
     }

@@ -1,3 +1,4 @@
+import type { CompactLoader } from './compact/compact-table.js';
 import type { TableDef } from './schema.js';
 
 /**
@@ -34,15 +35,20 @@ export interface Table<R, I extends string> {
    * later writes, for a snapshot; a compact table decodes them a slice at a time.
    */
   globalRecords(): RecordList<R>;
-  /** Adds or replaces a record; answers the version it replaced. `loading`: known new, and the ordered index is sorted later. */
-  put(record: R, loading?: boolean): R | undefined;
   /**
-   * A record as read from disk at start: `bytes` are its stored form, `record` those bytes
-   * decoded and checked. A table that keeps bytes keeps these (no encoding again).
+   * Adds or replaces a record (the one way in once a table is loaded); answers the version it
+   * replaced. `bytes`: its encoded form, already made for its write to disk (a table that keeps
+   * bytes keeps these, no encoding again); `loading`: known new, at a start or in a staged
+   * store, and the ordered index is sorted later (finishLoading).
    */
-  load(record: R, bytes: Uint8Array): void;
-  /** `put` of a record already encoded (for its write to disk): a table that keeps bytes keeps these. */
-  putEncoded(record: R, bytes: Uint8Array): R | undefined;
+  put(record: R, options?: { bytes?: Uint8Array; loading?: boolean }): R | undefined;
+  /**
+   * A record as stored on disk, read at a start: decoded and checked as the table needs it.
+   * False when it is not a well-formed record of the table (the start fails, naming it).
+   */
+  loadStored(bytes: Uint8Array): boolean;
+  /** The compact form's other ways in at a start (a checkpoint, a scan on a second thread), when the table keeps it. */
+  readonly compact?: CompactLoader;
   delete(id: string): R | undefined;
   /** After loading: puts the ordered index in order. */
   finishLoading(): void;

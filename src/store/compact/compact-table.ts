@@ -55,7 +55,31 @@ function fieldIndex(indexFields: readonly string[], field: string | undefined): 
 /** Bytes of replaced and deleted records the arena may hold before it is compacted (and at least its live bytes). */
 const GARBAGE_FLOOR = 64 * 1024 * 1024;
 
-export class CompactTable<R, I extends string> implements Table<R, I> {
+/**
+ * What a start may do with a compact table besides reading each stored record (`loadStored`):
+ * take a checkpoint's dump whole, or the records a scan on a second thread put in the positional
+ * form (checkpoint.ts, parallel-scan.ts). A table that is not compact has none of this.
+ */
+export interface CompactLoader {
+  /** Every field of a record, in the positional form's order. */
+  readonly fields: readonly string[];
+  readonly size: number;
+  /** The positional fields whose value starts `loadPositional` is given, in its order. */
+  readonly loadFieldPositions: Int32Array;
+  /** Room in the ID tables for `records` while the table is empty. */
+  reserve(records: number): void;
+  /** The table as a checkpoint keeps it. */
+  dump(): { meta: TableDumpMeta; parts: DumpPart[] };
+  /** Takes a checkpoint's dump, read back. */
+  restore(meta: TableDumpMeta, parts: readonly Buffer[]): void;
+  /** Takes records a scan's thread packed (positional) in `buffer`; answers the chunk's number. */
+  adoptChunk(buffer: Buffer): number;
+  /** Indexes `length` records of an adopted chunk; false when one fails its check. */
+  loadPositional(chunk: number, offset: number, length: number, starts: Int32Array, from: number): boolean;
+  finishLoading(): void;
+}
+
+export class CompactTable<R, I extends string> implements Table<R, I>, CompactLoader {
   private readonly arena = new RecordArena();
   private readonly ids = new IdTable();
   private readonly unique: Array<{ name: string; keys: IndexDef<R>['keys']; table: IdTable; field: number }> = [];
@@ -195,12 +219,13 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
     };
   }
 
-  put(record: R, loading = false): R | undefined {
-    return this.store(record, this.codec.encode(record), loading);
+  put(record: R, options?: { bytes?: Uint8Array; loading?: boolean }): R | undefined {
+    return this.store(record, options?.bytes ?? this.codec.encode(record), options?.loading === true);
   }
 
-  load(record: R, bytes: Uint8Array): void {
-    this.store(record, bytes, true);
+  /** This table's ways in at a start besides `loadStored`: a checkpoint, a scan on a second thread. */
+  get compact(): CompactLoader {
+    return this;
   }
 
   /**
@@ -209,7 +234,7 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
    * decoded). False when it is not a map of declared fields, or those fields are not as the
    * indexes expect (a corrupt record: the start fails, naming it).
    */
-  loadEncoded(bytes: Uint8Array): boolean {
+  loadStored(bytes: Uint8Array): boolean {
     const at = this.indexAt;
     // One pass over the map finds every field for the positional form; the indexed ones are read from it.
     const kept = this.positional.fromMap(bytes);
@@ -293,10 +318,6 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
     }
     if (time !== undefined) this.addTime(time, slot, true);
     return true;
-  }
-
-  putEncoded(record: R, bytes: Uint8Array): R | undefined {
-    return this.store(record, bytes, false);
   }
 
   delete(id: string): R | undefined {

@@ -1,7 +1,7 @@
 import { availableParallelism } from 'node:os';
 import type { Worker } from 'node:worker_threads';
 import { startThread } from '../../threads.js';
-import type { CompactTable } from './compact-table.js';
+import type { CompactLoader } from './compact-table.js';
 import { IN_FLIGHT, STOP, type ScanChunk, type ScanMessage, type ScanRequest } from './scan-protocol.js';
 
 /**
@@ -16,11 +16,7 @@ import { IN_FLIGHT, STOP, type ScanChunk, type ScanMessage, type ScanRequest } f
  * may then hold some records and is to be dropped, and the table scanned as before (which
  * reports a corrupt record as it always has).
  */
-export async function scanInWorker(
-  dir: string,
-  range: { gte: string; lt: string },
-  table: CompactTable<unknown, string>,
-): Promise<string | undefined> {
+export async function scanInWorker(dir: string, range: { gte: string; lt: string }, table: CompactLoader): Promise<string | undefined> {
   if (availableParallelism() < 2) return 'one processor';
   const control = new SharedArrayBuffer(8);
   const counters = new Int32Array(control);

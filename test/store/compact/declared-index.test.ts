@@ -30,7 +30,7 @@ describe('an index declared on a field no index read before', () => {
     expect(running.memberCount('description', 'batch job')).toBe(10);
     // The next start: only the bytes on disk, read as a start reads them.
     const restarted = new CompactTable<TokenRecord, string>(withDescriptions, tokenCodec());
-    for (const bytes of stored) expect(restarted.loadEncoded(bytes)).toBe(true);
+    for (const bytes of stored) expect(restarted.loadStored(bytes)).toBe(true);
     restarted.finishLoading();
     restarted.verify();
     expect(restarted.memberCount('description', 'batch job')).toBe(10);
