@@ -1,7 +1,6 @@
 import type { Command } from 'commander';
 import type { TokenInput, WatchwordClient } from '../client/index.js';
 import { unchangedBody } from '../client/edit.js';
-import { TOKEN_FIELDS } from '../domain/records.js';
 import { authCommands } from './auth.js';
 import { type CommonOptions, UsageError, common, meta, print, run } from './common.js';
 import { policyID, roleID, tokenID } from './ids.js';
@@ -159,7 +158,7 @@ function tokenCommands(acl: Command): void {
         ];
         // From the token as read: what no flag names is sent back as it is (a field this CLI does not know included).
         const body: TokenInput = {
-          ...(unchangedBody(TOKEN_FIELDS, current) as TokenInput),
+          ...(unchangedBody('tokens', current) as TokenInput),
           Description: o.description ?? current.Description,
           Local: current.Local,
           Policies: keep(

@@ -1,4 +1,4 @@
-import type { FieldTable } from '../domain/records.js';
+import { type FieldTable, RECORD_FIELDS, type RecordKind } from '../domain/records.js';
 
 /** What a caller without acl:write reads in place of a secret: never sent back. */
 const HIDDEN = '<hidden>';
@@ -9,7 +9,8 @@ const HIDDEN = '<hidden>';
  * as read, links by ID; the fields the server sets left out, and a secret shown as `<hidden>`.
  * An edit spreads its changes over this, so a field it does not know is kept, never erased.
  */
-export function unchangedBody(fields: FieldTable, read: object): Record<string, unknown> {
+export function unchangedBody(kind: RecordKind | FieldTable, read: object): Record<string, unknown> {
+  const fields: FieldTable = typeof kind === 'string' ? RECORD_FIELDS[kind] : kind;
   const r = read as Record<string, unknown>;
   const out: Record<string, unknown> = {};
   for (const [name, spec] of Object.entries(fields)) {

@@ -4,7 +4,7 @@ import { BODY_LIMIT } from './body.js';
 import { WatchwordError } from '../domain/errors.js';
 import { RateLimiter } from '../transport/rate-limit.js';
 import { z } from 'zod';
-import { sendError } from './errors.js';
+import { answered, sendError } from './pipeline.js';
 import { openAPIDocument } from './openapi.js';
 import { registerUI } from './ui.js';
 import { sendJSON } from './respond.js';
@@ -194,20 +194,16 @@ export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteIn
   // debug): the route pattern, never the URL, so no secret from a path or query string
   // can reach the log.
   app.addHook('onResponse', (request, reply, done) => {
-    const route = request.routeOptions.url ?? 'unknown';
-    deps.metrics.observeRequest(request.method, route, reply.statusCode, reply.elapsedTime / 1000);
-    if ((request.log as unknown as Logger).isLevelEnabled('debug')) {
-      request.log.debug(
-        {
-          reqId: request.id,
-          method: request.method,
-          route,
-          status: reply.statusCode,
-          durationMs: Math.round(reply.elapsedTime * 100) / 100,
-        },
-        'request',
-      );
-    }
+    answered(
+      { metrics: deps.metrics, log: request.log as unknown as Logger },
+      {
+        id: String(request.id),
+        method: request.method,
+        route: request.routeOptions.url ?? 'unknown',
+        status: reply.statusCode,
+        ms: reply.elapsedTime,
+      },
+    );
     done();
   });
 

@@ -5,7 +5,8 @@ import type { Store, WatchTable } from '../store/store.js';
 import type { AclResolver } from '../service/acl-resolver.js';
 import type { BlockingGauge } from '../observability/metrics.js';
 import { authorize, authorizeList } from '../service/permissions.js';
-import { queryFlag, queryParam, requestContext, secretOf } from './request.js';
+import { queryFlag, queryParam, secretOf } from './request.js';
+import { requestContext } from './pipeline.js';
 import { sendJSONText, toJSONText } from './respond.js';
 
 export const DEFAULT_WAIT_MS = 5 * 60_000;

@@ -21,6 +21,9 @@ import type { TokenService } from '../service/tokens.js';
 import type { Store } from '../store/store.js';
 import type { ReadGate } from './blocking.js';
 import type { ClusterHooks } from './forward.js';
+import type { Refusal } from './errors.js';
+
+export type { Refusal } from './errors.js';
 
 export interface AppDeps {
   store: Store;
@@ -68,18 +71,6 @@ export interface AppDeps {
 }
 
 /** How long clients may take and how many connections they may hold (all ms or counts). */
-/** A refused request, as the audit log records it (the secret only to name its token, never written). */
-export interface Refusal {
-  id: string;
-  method: string;
-  url: string;
-  remote: string;
-  secret: string | undefined;
-  status: number;
-  code: string;
-  message: string;
-  route: string;
-}
 
 export interface HttpLimits {
   /** Whole request (headers and body) must arrive within this; waiting for a blocking answer does not count. */

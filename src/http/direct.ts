@@ -8,10 +8,9 @@ import type { Store, WatchTable } from '../store/store.js';
 import type { AgentInfo } from '../service/context.js';
 import type { Metrics } from '../observability/metrics.js';
 import { BODY_LIMIT } from './body.js';
-import { ERROR_CODE_HEADER, STATUS, errorResponse, isAuditedRefusal, toWatchwordError } from './errors.js';
-import { type ForwarderCheck, clientOf, hintsOf, secretOf } from './request.js';
-import { auditPath } from '../observability/audit.js';
-import type { Refusal } from './deps.js';
+import { ERROR_CODE_HEADER, type Refusal } from './errors.js';
+import { answered, contextOf, errorAnswer } from './pipeline.js';
+import { type ForwarderCheck, hintsOf, secretOf } from './request.js';
 
 /**
  * The hot paths (token reads, the policy filter, decisions) are served before Fastify's
@@ -243,19 +242,8 @@ export class DirectRoutes {
     }
 
     function logged(status: number, route: DirectRoute, started: number): void {
-      const seconds = (performance.now() - started) / 1000;
-      deps.metrics.observeRequest(route.method, route.url, status, seconds);
-      if (log.isLevelEnabled('debug'))
-        log.debug(
-          {
-            reqId: `direct-${(requests >>> 0).toString(36)}`,
-            method: route.method,
-            route: route.url,
-            status,
-            durationMs: Math.round(seconds * 100_000) / 100,
-          },
-          'request',
-        );
+      const id = `direct-${(requests >>> 0).toString(36)}`;
+      answered({ metrics: deps.metrics, log }, { id, method: route.method, route: route.url, status, ms: performance.now() - started });
     }
 
     function fail(
@@ -267,26 +255,20 @@ export class DirectRoutes {
       index: number | undefined,
       err: unknown,
     ): void {
-      const e = toWatchwordError(err);
-      if (e.code === 'INTERNAL') log.error({ err: e.cause ?? e }, 'request failed with an internal error');
-      // Internal faults never leak their details (or any secret inside them) to the caller.
-      const message = e.code === 'INTERNAL' ? 'internal error' : e.message;
-      const status = STATUS[e.code];
-      if (deps.auditRefusal && isAuditedRefusal(status, route.url)) {
-        deps.auditRefusal({
+      const a = errorAnswer(
+        err,
+        {
           id: ctx?.request?.id ?? '',
           method: route.method,
           url: req.url ?? '',
-          remote: ctx?.request?.remote ?? '',
-          secret: ctx?.secret,
-          status,
-          code: e.code,
-          message,
           route: route.url,
-        });
-      }
-      const answer = errorResponse(e.code, message, req.headers.accept);
-      finish(res, route, started, status, answer.body, index, e.retryAfter, undefined, { code: e.code, contentType: answer.contentType });
+          secret: ctx?.secret,
+          remote: () => ctx?.request?.remote ?? '',
+          accept: req.headers.accept,
+        },
+        { log, auditRefusal: deps.auditRefusal },
+      );
+      finish(res, route, started, a.status, a.body, index, a.retryAfter, undefined, { code: a.code, contentType: a.contentType });
     }
 
     function serve(
@@ -302,21 +284,20 @@ export class DirectRoutes {
       const index = route.table === undefined ? undefined : deps.store.tableIndex(route.table);
       let ctx: RequestContext | undefined;
       try {
-        const secret = secretOf(query.get('token'), req.headers);
-        const ip = req.socket.remoteAddress ?? '';
         requests = (requests + 1) | 0;
-        const id = `direct-${(requests >>> 0).toString(36)}`;
-        ctx = {
-          hints: hintsOf(query.get('ns'), query.get('partition'), req.headers),
-          client: ip,
-          request: {
-            id,
+        ctx = contextOf(
+          {
+            id: `direct-${(requests >>> 0).toString(36)}`,
             method: route.method,
-            path: auditPath(req.url ?? ''),
-            remote: clientOf(ip, req, deps.forwarderCheck).client,
+            url: req.url ?? '',
+            ip: req.socket.remoteAddress ?? '',
+            raw: req,
+            secret: secretOf(query.get('token'), req.headers),
+            hints: hintsOf(query.get('ns'), query.get('partition'), req.headers),
+            route: route.url,
           },
-        };
-        if (secret !== undefined) ctx.secret = secret;
+          deps.forwarderCheck,
+        );
         const params = route.paramName === '' ? NO_PARAMS : { [route.paramName]: param };
         const answer = route.run({ ctx, params, query, body });
         const send = (a: DirectAnswer) => {

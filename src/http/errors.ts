@@ -1,9 +1,6 @@
 import { STATUS_CODES } from 'node:http';
-import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyError } from 'fastify';
 import { type ErrorCode, WatchwordError, isWatchwordError } from '../domain/errors.js';
-import { sendJSON } from './respond.js';
-import { clientAddress, requestSecret } from './request.js';
-import type { Refusal } from './deps.js';
 
 /** The only place that knows which HTTP status each error code means. */
 export const STATUS: Record<ErrorCode, number> = {
@@ -90,41 +87,6 @@ export function toWatchwordError(err: unknown): WatchwordError {
   return new WatchwordError('INTERNAL', 'internal error', { cause: err });
 }
 
-export function sendError(request: FastifyRequest, reply: FastifyReply, err: unknown): FastifyReply {
-  const e = toWatchwordError(err);
-  if (e.code === 'INTERNAL') {
-    request.log.error({ reqId: request.id, err: e.cause ?? e }, 'request failed with an internal error');
-  }
-  // Internal faults never leak their details (or any secret inside them) to the caller.
-  const message = e.code === 'INTERNAL' ? 'internal error' : e.message;
-  if (e.retryAfter !== undefined) void reply.header('Retry-After', String(e.retryAfter));
-  const headers = request.server.readHeaders?.(request);
-  if (headers) void reply.headers(headers);
-  const status = STATUS[e.code];
-  if (isAuditedRefusal(status, request.routeOptions.url)) {
-    let secret: string | undefined;
-    try {
-      secret = requestSecret(request);
-    } catch {
-      secret = undefined;
-    }
-    request.server.auditRefusal?.({
-      id: String(request.id),
-      method: request.method,
-      url: request.url,
-      remote: clientAddress(request),
-      secret,
-      status,
-      code: e.code,
-      message,
-      route: request.routeOptions.url ?? '',
-    });
-  }
-  void reply.header(ERROR_CODE_HEADER, e.code);
-  if (prefersJSON(request.headers.accept)) return sendJSON(request, reply.code(status), errorBody(e.code, message));
-  return reply.code(status).type('text/plain; charset=utf-8').send(message);
-}
-
 /** Refusals the audit log records: every 403, and the login limit's 429s. */
 export function isAuditedRefusal(status: number, route: string | undefined): boolean {
   return status === 403 || (status === 429 && route === '/v1/acl/login');
@@ -135,4 +97,17 @@ declare module 'fastify' {
     /** Records a refused request in the audit log. */
     auditRefusal?: (refusal: Refusal) => void;
   }
+}
+
+/** A refused request, as the audit log records it (the secret only to name its token, never written). */
+export interface Refusal {
+  id: string;
+  method: string;
+  url: string;
+  remote: string;
+  secret: string | undefined;
+  status: number;
+  code: string;
+  message: string;
+  route: string;
 }

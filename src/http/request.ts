@@ -4,8 +4,6 @@ import type { ForwarderCheck } from '../transport/forward-proof.js';
 
 export type { ForwarderCheck };
 import { invalid } from '../domain/errors.js';
-import type { RequestContext } from '../service/context.js';
-import { auditPath } from '../observability/audit.js';
 import { type ScopeHints, WILDCARD, checkScopeName } from '../service/scope.js';
 import { secretOf } from '../transport/credentials.js';
 
@@ -108,16 +106,6 @@ declare module 'fastify' {
 /** The address a request counts against: its own, or the original client's when a proven server forwarded it. */
 export function clientAddress(request: FastifyRequest): string {
   return clientOf(request.ip, request.raw, request.server.forwarderCheck).client;
-}
-
-export function requestContext(request: FastifyRequest): RequestContext {
-  const secret = requestSecret(request);
-  return {
-    ...(secret !== undefined ? { secret } : {}),
-    hints: scopeHints(request),
-    client: request.ip,
-    request: { id: String(request.id), method: request.method, path: auditPath(request.url), remote: clientAddress(request) },
-  };
 }
 
 /** A path parameter of whatever route matched, when it has one by that name (for code shared by routes). */

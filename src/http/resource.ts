@@ -4,10 +4,11 @@ import { WatchwordError } from '../domain/errors.js';
 import type { WatchTable } from '../store/store.js';
 import type { ForwardRule } from './forward.js';
 import { JSONText } from '../service/views.js';
-import { sendError } from './errors.js';
+import { sendError } from './pipeline.js';
 import { type DirectAnswer, type DirectInput, type DirectSpec, Written } from './direct.js';
 import type { ReadAccess, ReadGate } from './blocking.js';
-import { queryParam, requestContext } from './request.js';
+import { queryParam } from './request.js';
+import { requestContext } from './pipeline.js';
 import { sendJSON, sendWrite } from './respond.js';
 
 export type Method = 'GET' | 'PUT' | 'POST' | 'DELETE';

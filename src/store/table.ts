@@ -1,4 +1,4 @@
-import type { CompactLoader } from './compact/compact-table.js';
+import type { DumpPart, TableDumpMeta } from './compact/dump.js';
 import type { TableDef } from './schema.js';
 
 /**
@@ -61,3 +61,27 @@ export interface Table<R, I extends string> {
 export type AnyTable = Table<unknown, string>;
 
 export const byID = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
+/**
+ * What a start may do with a compact table besides reading each stored record (`loadStored`):
+ * take a checkpoint's dump whole, or the records a scan on a second thread put in the positional
+ * form (checkpoint.ts, parallel-scan.ts). A table that is not compact has none of this.
+ */
+export interface CompactLoader {
+  /** Every field of a record, in the positional form's order. */
+  readonly fields: readonly string[];
+  readonly size: number;
+  /** The positional fields whose value starts `loadPositional` is given, in its order. */
+  readonly loadFieldPositions: Int32Array;
+  /** Room in the ID tables for `records` while the table is empty. */
+  reserve(records: number): void;
+  /** The table as a checkpoint keeps it. */
+  dump(): { meta: TableDumpMeta; parts: DumpPart[] };
+  /** Takes a checkpoint's dump, read back. */
+  restore(meta: TableDumpMeta, parts: readonly Buffer[]): void;
+  /** Takes records a scan's thread packed (positional) in `buffer`; answers the chunk's number. */
+  adoptChunk(buffer: Buffer): number;
+  /** Indexes `length` records of an adopted chunk; false when one fails its check. */
+  loadPositional(chunk: number, offset: number, length: number, starts: Int32Array, from: number): boolean;
+  finishLoading(): void;
+}

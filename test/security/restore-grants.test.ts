@@ -178,12 +178,12 @@ describe('a restore checks grants, times, methods and rules as the API does', ()
     [
       'a CreateTime that is not a time',
       (c) => c.tokens.push(forgedToken(c, { CreateTime: 'yesterday' })),
-      /CreateTime is not an RFC 3339 time/,
+      /(CreateTime is not an RFC 3339 time|expected an RFC 3339 time at V\.CreateTime)/,
     ],
     [
       'an ExpirationTime that is not a time',
       (c) => c.tokens.push(forgedToken(c, { ExpirationTime: 'never' })),
-      /ExpirationTime is not an RFC 3339 time/,
+      /(ExpirationTime is not an RFC 3339 time|expected an RFC 3339 time at V\.ExpirationTime)/,
     ],
     [
       'a policy with an invalid datacenter',

@@ -14,7 +14,8 @@ import { WatchwordError } from '../../domain/errors.js';
 import { clientOf } from '../forward.js';
 import { RateLimiter } from '../../transport/rate-limit.js';
 import { decodeBody, parseJsonBody } from '../body.js';
-import { queryParam, requestContext } from '../request.js';
+import { queryParam } from '../request.js';
+import { requestContext } from '../pipeline.js';
 import { sendWrite } from '../respond.js';
 import { resource } from '../resource.js';
 

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { decodeBody, parseJsonBody } from '../body.js';
 import { sendWrite } from '../respond.js';
-import { requestContext } from '../request.js';
+import { requestContext } from '../pipeline.js';
 import { resource } from '../resource.js';
 import { bootstrapBody, bootstrapResponse } from '../../api/schemas.js';
 import type { AppDeps } from '../deps.js';

@@ -1,7 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import { answersJSON } from '../../service/decisions.js';
 import { parseJsonBody } from '../body.js';
-import { queryParam, requestContext } from '../request.js';
+import { queryParam } from '../request.js';
+import { requestContext } from '../pipeline.js';
 import { sendJSON } from '../respond.js';
 import { type RouteSpec, resource } from '../resource.js';
 import { authorizeBody, authorizeResponse, tokenAuthorizerResponse } from '../../api/schemas.js';

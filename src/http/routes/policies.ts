@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { decodeBody, parseJsonBody } from '../body.js';
-import { requestContext } from '../request.js';
+import { requestContext } from '../pipeline.js';
 import { sendWrite } from '../respond.js';
 import { resource } from '../resource.js';
 import { z } from 'zod';

@@ -9,7 +9,7 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { snapshotRestoreResponse } from '../../api/schemas.js';
 import { WatchwordError } from '../../domain/errors.js';
-import { requestContext } from '../request.js';
+import { requestContext } from '../pipeline.js';
 import { sendJSON } from '../respond.js';
 import { resource } from '../resource.js';
 import type { AppDeps } from '../deps.js';

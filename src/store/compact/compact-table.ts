@@ -1,6 +1,6 @@
 import { type IndexDef, type TableDef, indexedFields } from '../schema.js';
 import { fieldNames } from '../../domain/records.js';
-import { type RecordList, type Table, byID } from '../table.js';
+import { type CompactLoader, type RecordList, type Table, byID } from '../table.js';
 import { RecordArena } from './arena.js';
 import { type DumpPart, DumpReader, DumpWriter, type TableDumpMeta } from './dump.js';
 import { IdTable } from './id-table.js';
@@ -54,30 +54,6 @@ function fieldIndex(indexFields: readonly string[], field: string | undefined): 
 
 /** Bytes of replaced and deleted records the arena may hold before it is compacted (and at least its live bytes). */
 const GARBAGE_FLOOR = 64 * 1024 * 1024;
-
-/**
- * What a start may do with a compact table besides reading each stored record (`loadStored`):
- * take a checkpoint's dump whole, or the records a scan on a second thread put in the positional
- * form (checkpoint.ts, parallel-scan.ts). A table that is not compact has none of this.
- */
-export interface CompactLoader {
-  /** Every field of a record, in the positional form's order. */
-  readonly fields: readonly string[];
-  readonly size: number;
-  /** The positional fields whose value starts `loadPositional` is given, in its order. */
-  readonly loadFieldPositions: Int32Array;
-  /** Room in the ID tables for `records` while the table is empty. */
-  reserve(records: number): void;
-  /** The table as a checkpoint keeps it. */
-  dump(): { meta: TableDumpMeta; parts: DumpPart[] };
-  /** Takes a checkpoint's dump, read back. */
-  restore(meta: TableDumpMeta, parts: readonly Buffer[]): void;
-  /** Takes records a scan's thread packed (positional) in `buffer`; answers the chunk's number. */
-  adoptChunk(buffer: Buffer): number;
-  /** Indexes `length` records of an adopted chunk; false when one fails its check. */
-  loadPositional(chunk: number, offset: number, length: number, starts: Int32Array, from: number): boolean;
-  finishLoading(): void;
-}
 
 export class CompactTable<R, I extends string> implements Table<R, I>, CompactLoader {
   private readonly arena = new RecordArena();

@@ -1,7 +1,7 @@
 import { availableParallelism } from 'node:os';
 import type { Worker } from 'node:worker_threads';
 import { startThread } from '../../threads.js';
-import type { CompactLoader } from './compact-table.js';
+import type { CompactLoader } from '../table.js';
 import { IN_FLIGHT, STOP, type ScanChunk, type ScanMessage, type ScanRequest } from './scan-protocol.js';
 
 /**
