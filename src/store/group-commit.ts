@@ -58,7 +58,12 @@ export class GroupCommitter {
   private queue: QueuedCommit[] = [];
   private writing = false;
   /** Highest batch seq handed out (never reused, even when its write failed). */
-  seq = 0;
+  private seq = 0;
+
+  /** Batches up to `seq` are on disk (read at open, written by a follower, installed): the next one follows them. */
+  continueAfter(seq: number): void {
+    this.seq = Math.max(this.seq, seq);
+  }
 
   constructor(private readonly options: CommitterOptions) {}
 

@@ -56,7 +56,7 @@ export class SimStore implements ServerStore {
         for (const c of group) c.reject(err);
       },
     });
-    this.committer.seq = this.state.seq;
+    this.committer.continueAfter(this.state.seq);
   }
 
   /** One atomic write, durable after the disk's delay if the process is alive then. */
@@ -128,7 +128,7 @@ export class SimStore implements ServerStore {
     if (!last) return;
     this.onApply?.(batches);
     await this.commit(batches.flatMap((b) => b.ops));
-    this.committer.seq = Math.max(this.committer.seq, last.seq);
+    this.committer.continueAfter(last.seq);
     this.state.seq = last.seq;
     this.state.term = last.term;
     this.nextIndex = Math.max(this.nextIndex, this.currentIndex() + 1);
@@ -158,7 +158,7 @@ export class SimStore implements ServerStore {
     await this.commit(ops);
     this.state.seq = position.seq;
     this.state.term = position.term;
-    this.committer.seq = Math.max(this.committer.seq, position.seq);
+    this.committer.continueAfter(position.seq);
     this.nextIndex = this.currentIndex() + 1;
   }
 
