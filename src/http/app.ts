@@ -80,6 +80,42 @@ declare module 'fastify' {
  * that JSON is accepted whatever the Content-Type.
  */
 export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteInfo[] } {
+  const app = newInstance(deps);
+  if (deps.limits) {
+    app.server.maxConnections = deps.limits.maxConns;
+    capConnectionsPerClient(app.server, deps.limits);
+  }
+  limitRates(app, deps);
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'string' }, (_request, body, done) => done(null, body));
+  serveDirectly(app, deps);
+  // One metrics sample and one debug line per answer (pipeline.ts), whichever door.
+  app.addHook('onResponse', (request, reply, done) => {
+    answered(
+      { metrics: deps.metrics, log: request.log as unknown as Logger },
+      {
+        id: String(request.id),
+        method: request.method,
+        route: request.routeOptions.url ?? 'unknown',
+        status: reply.statusCode,
+        ms: reply.elapsedTime,
+      },
+    );
+    done();
+  });
+  if (deps.cluster) forwardWhereDue(app, deps.cluster);
+  app.setErrorHandler((error, request, reply) => sendError(request, reply, error));
+  app.setNotFoundHandler((request, reply) =>
+    sendError(request, reply, new WatchwordError('NOT_FOUND', `No such endpoint: ${request.method} ${request.url.split('?')[0]}`)),
+  );
+  const routes = registerRoutes(app, deps);
+  // The web UI: its own plugin context, so its security headers stay on its pages.
+  void app.register(registerUI, { datacenter: deps.agent.datacenter });
+  return { app, routes };
+}
+
+/** The Fastify instance with the limits a reload may change, no schema compilers, and errors answered by the pipeline. */
+function newInstance(deps: AppDeps): FastifyInstance {
   const limits = deps.limits;
   const serverOptions = {
     ...(limits
@@ -92,7 +128,7 @@ export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteIn
       : {}),
   };
   // The https variant of the instance serves the same routes; only its listener differs.
-  const app = Fastify({
+  return Fastify({
     ...(deps.https ? { https: { ...deps.https, ...serverOptions } } : { http: serverOptions }),
     ...(limits
       ? {
@@ -102,7 +138,7 @@ export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteIn
         }
       : {}),
     loggerInstance: deps.logger ?? pino({ level: 'silent' }),
-    // One line per request comes from the onResponse hook below, without URLs or headers.
+    // One line per request comes from the onResponse hook, without URLs or headers.
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: BODY_LIMIT,
     requestIdHeader: false,
@@ -117,66 +153,60 @@ export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteIn
     // declares a Fastify schema, so Fastify's ajv and fast-json-stringify compilers are never
     // loaded (a tenth of a daemon's start-up). One that did would fail here, at start.
     schemaController: { compilersFactory: { buildValidator: noSchemaCompiler, buildSerializer: noSchemaCompiler } },
-  });
+  }) as unknown as FastifyInstance;
+}
 
-  if (limits) app.server.maxConnections = limits.maxConns;
-  if (limits) capConnectionsPerClient(app.server, limits);
-
+/** With rate_limit set: each client (the original one, when a proven server forwarded it) and each forwarding server limited. */
+function limitRates(app: FastifyInstance, deps: AppDeps): void {
   const rateLimit = deps.rateLimit;
-  if (rateLimit && rateLimit.rate > 0) {
-    const limiter = new RateLimiter(rateLimit.rate, Math.max(1, rateLimit.burst));
-    const peerLimiter = new RateLimiter(rateLimit.peerRate, Math.max(1, rateLimit.peerBurst));
-    app.addHook('onRequest', async (request, reply) => {
-      const { client, viaPeer } = clientOf(request.ip, request.raw, deps.cluster?.forwarderCheck);
-      let wait = 0;
-      if (viaPeer !== undefined) {
-        wait = peerLimiter.take(`peer ${viaPeer}`);
-        if (wait > 0) {
-          return sendError(
-            request,
-            reply,
-            new WatchwordError(
-              'RATE_LIMITED',
-              `Too many requests forwarded by the daemon at ${viaPeer}: the limit is ${rateLimit.peerRate} per second; retry in ${wait} s`,
-              { retryAfter: wait },
-            ),
-          );
-        }
-      }
-      wait = limiter.take(client);
-      if (wait === 0) return undefined;
-      return sendError(
-        request,
-        reply,
-        new WatchwordError(
-          'RATE_LIMITED',
-          `Too many requests from ${client}: the limit is ${rateLimit.rate} per second; retry in ${wait} s`,
-          { retryAfter: wait },
-        ),
-      );
-    });
-  }
+  if (!rateLimit || rateLimit.rate <= 0) return;
+  const limiter = new RateLimiter(rateLimit.rate, Math.max(1, rateLimit.burst));
+  const peerLimiter = new RateLimiter(rateLimit.peerRate, Math.max(1, rateLimit.peerBurst));
+  const refuse = (message: string, wait: number) => new WatchwordError('RATE_LIMITED', message, { retryAfter: wait });
+  app.addHook('onRequest', async (request, reply) => {
+    const { client, viaPeer } = clientOf(request.ip, request.raw, deps.cluster?.forwarderCheck);
+    if (viaPeer !== undefined) {
+      const wait = peerLimiter.take(`peer ${viaPeer}`);
+      if (wait > 0)
+        return sendError(
+          request,
+          reply,
+          refuse(
+            `Too many requests forwarded by the daemon at ${viaPeer}: the limit is ${rateLimit.peerRate} per second; retry in ${wait} s`,
+            wait,
+          ),
+        );
+    }
+    const wait = limiter.take(client);
+    if (wait === 0) return undefined;
+    return sendError(
+      request,
+      reply,
+      refuse(`Too many requests from ${client}: the limit is ${rateLimit.rate} per second; retry in ${wait} s`, wait),
+    );
+  });
+}
 
-  app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', { parseAs: 'string' }, (_request, body, done) => done(null, body));
-
-  // The index headers of reads (errors included) are added where replies are sent
-  // (sendJSONText, sendError): no hook runs on every response for them.
+/**
+ * The hot paths' plain forms, served before Fastify's routing (direct.ts), and the index headers
+ * of reads (errors included), added where replies are sent (sendJSONText, sendError): no hook
+ * runs on every response for them.
+ */
+function serveDirectly(app: FastifyInstance, deps: AppDeps): void {
   const indexHeaders = new IndexHeaders();
-  // The hot paths' plain forms, served before Fastify's routing (see direct.ts).
   const direct = new DirectRoutes();
   app.decorate('directRoutes', direct);
-  const cluster0 = deps.cluster;
-  app.decorate('forwarderCheck', cluster0?.forwarderCheck);
+  const cluster = deps.cluster;
+  app.decorate('forwarderCheck', cluster?.forwarderCheck);
   app.decorate('auditRefusal', deps.auditRefusal);
   direct.install(app, {
     store: deps.store,
     agent: deps.agent,
     metrics: deps.metrics,
     indexHeaders,
-    rateLimited: (rateLimit?.rate ?? 0) > 0,
+    rateLimited: (deps.rateLimit?.rate ?? 0) > 0,
     ...(deps.auditRefusal ? { auditRefusal: deps.auditRefusal } : {}),
-    ...(cluster0 ? { forwarderCheck: cluster0.forwarderCheck } : {}),
+    ...(cluster ? { forwarderCheck: cluster.forwarderCheck } : {}),
   });
   app.decorate('readHeaders', (request: FastifyRequest): Record<string, string> | undefined => {
     const table = request.routeOptions.config?.table;
@@ -189,66 +219,46 @@ export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteIn
       consistency,
     );
   });
+}
 
-  // One metrics sample per request, and a debug log line (as Consul logs requests at
-  // debug): the route pattern, never the URL, so no secret from a path or query string
-  // can reach the log.
-  app.addHook('onResponse', (request, reply, done) => {
-    answered(
-      { metrics: deps.metrics, log: request.log as unknown as Logger },
-      {
-        id: String(request.id),
-        method: request.method,
-        route: request.routeOptions.url ?? 'unknown',
-        status: reply.statusCode,
-        ms: reply.elapsedTime,
+/** Requests this server does not answer itself, sent where they must go: `?dc=`, a follower's writes, a secondary's global writes. */
+function forwardWhereDue(app: FastifyInstance, cluster: NonNullable<AppDeps['cluster']>): void {
+  const forward = async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> => {
+    if ((request.routeOptions.url ?? '').startsWith('/v1/acl/')) {
+      const relayed = await forwardToDatacenter(request, reply, cluster);
+      if (relayed) return relayed;
+    }
+    const follower = cluster.follower?.();
+    if (follower && isWrite(request.method) && !(request.routeOptions.url ?? '').startsWith('/v1/internal/')) {
+      return forwardToLeader(request, reply, follower, cluster.datacenter, cluster.forwardProof);
+    }
+    const rule = request.routeOptions.config?.forward;
+    const secondary = cluster.secondary;
+    if (rule && secondary && (await mustForward(request, rule, secondary)))
+      return forwardWrite(request, reply, secondary, cluster.datacenter, cluster.forwardProof);
+    return undefined;
+  };
+  app.addHook('preHandler', (request, reply, done) => {
+    // Most requests stay here: no ?dc= and no write a secondary sends on.
+    const dc = (request.query as Record<string, unknown>).dc;
+    const here = dc === undefined || dc === '' || dc === cluster.datacenter;
+    if (
+      here &&
+      !(cluster.secondary && request.routeOptions.config?.forward) &&
+      !(cluster.follower && isWrite(request.method) && cluster.follower())
+    )
+      return done();
+    forward(request, reply).then(
+      (relayed) => {
+        if (!relayed) done();
       },
+      (err: unknown) => done(err as Error),
     );
-    done();
   });
+}
 
-  const cluster = deps.cluster;
-  if (cluster) {
-    const forward = async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> => {
-      if ((request.routeOptions.url ?? '').startsWith('/v1/acl/')) {
-        const relayed = await forwardToDatacenter(request, reply, cluster);
-        if (relayed) return relayed;
-      }
-      const follower = cluster.follower?.();
-      if (follower && isWrite(request.method) && !(request.routeOptions.url ?? '').startsWith('/v1/internal/')) {
-        return forwardToLeader(request, reply, follower, cluster.datacenter, cluster.forwardProof);
-      }
-      const rule = request.routeOptions.config?.forward;
-      const secondary = cluster.secondary;
-      if (rule && secondary && (await mustForward(request, rule, secondary)))
-        return forwardWrite(request, reply, secondary, cluster.datacenter, cluster.forwardProof);
-      return undefined;
-    };
-    app.addHook('preHandler', (request, reply, done) => {
-      // Most requests stay here: no ?dc= and no write a secondary sends on.
-      const dc = (request.query as Record<string, unknown>).dc;
-      const here = dc === undefined || dc === '' || dc === cluster.datacenter;
-      if (
-        here &&
-        !(cluster.secondary && request.routeOptions.config?.forward) &&
-        !(cluster.follower && isWrite(request.method) && cluster.follower())
-      )
-        return done();
-      forward(request, reply).then(
-        (relayed) => {
-          if (!relayed) done();
-        },
-        (err: unknown) => done(err as Error),
-      );
-    });
-  }
-
-  app.setErrorHandler((error, request, reply) => sendError(request, reply, error));
-  app.setNotFoundHandler((request, reply) =>
-    sendError(request, reply, new WatchwordError('NOT_FOUND', `No such endpoint: ${request.method} ${request.url.split('?')[0]}`)),
-  );
-
-  // Each group of routes is a plugin given only what it uses.
+/** Every group of routes, a plugin given only what it uses, and the OpenAPI document of them all. */
+function registerRoutes(app: FastifyInstance, deps: AppDeps): RouteInfo[] {
   const routes = documentedRoutes(app);
   const pick = <K extends keyof AppDeps>(...keys: K[]): Pick<AppDeps, K> =>
     Object.fromEntries(keys.filter((k) => deps[k] !== undefined).map((k) => [k, deps[k]])) as Pick<AppDeps, K>;
@@ -262,7 +272,6 @@ export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteIn
   void app.register(agentRoutes, pick('agent', 'metrics', 'resolver', 'audit', 'cluster'));
   void app.register(snapshotRoutes, pick('snapshots', 'snapshotUploads'));
   void app.register(replicationRoutes, pick('cluster', 'replicationStatus', 'replicationHistory', 'store'));
-
   // Built on first request, when every route (this one included) is registered.
   let document: Record<string, unknown> | undefined;
   resource(app, '/v1/openapi.json', {
@@ -271,7 +280,5 @@ export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteIn
       handler: async (request, reply) => sendJSON(request, reply, (document ??= openAPIDocument(routes, deps.agent.version))),
     },
   });
-  // The web UI: its own plugin context, so its security headers stay on its pages.
-  void app.register(registerUI, { datacenter: deps.agent.datacenter });
-  return { app, routes };
+  return routes;
 }

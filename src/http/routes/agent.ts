@@ -26,9 +26,9 @@ function countParam(name: string, value: string | undefined, fallback: number, m
   return Math.min(Number(value), max);
 }
 
-export async function agentRoutes(app: FastifyInstance, deps: AgentRoutesDeps): Promise<void> {
-  /** `agent:read` on this node (as Consul asks for /v1/agent/self and /v1/agent/metrics); the identity, for what else it may see. */
-  const agentReader = async (request: FastifyRequest) => {
+/** `agent:read` on this node (as Consul asks for /v1/agent/self and /v1/agent/metrics); the identity, for what else it may see. */
+function agentReader(deps: AgentRoutesDeps) {
+  return async (request: FastifyRequest) => {
     const identity = await deps.resolver.resolve(requestSecret(request), request.ip);
     const a = identity.authorizer;
     if (!a.allows('agent', deps.agent.nodeName, 'read', a.tokenPartition, a.tokenNamespace)) {
@@ -40,7 +40,17 @@ export async function agentRoutes(app: FastifyInstance, deps: AgentRoutesDeps): 
     }
     return identity;
   };
+}
 
+export async function agentRoutes(app: FastifyInstance, deps: AgentRoutesDeps): Promise<void> {
+  statusRoutes(app, deps);
+  healthRoute(app, deps);
+  auditRoute(app, deps);
+  selfAndMetricsRoutes(app, deps);
+}
+
+/** Where this datacenter's servers are, and what each knows of the others. */
+function statusRoutes(app: FastifyInstance, deps: AgentRoutesDeps): void {
   resource(app, '/v1/status/leader', {
     GET: {
       doc: { summary: 'Address of this datacenter\'s leader ("" while none is known)', permission: 'none', response: z.string() },
@@ -81,6 +91,16 @@ export async function agentRoutes(app: FastifyInstance, deps: AgentRoutesDeps): 
     },
   });
 
+  resource(app, '/v1/catalog/datacenters', {
+    GET: {
+      doc: { summary: 'Known datacenters, primary first', permission: 'none', response: z.array(z.string()) },
+      handler: async (request, reply) => sendJSON(request, reply, deps.agent.datacenters()),
+    },
+  });
+}
+
+/** Whether this server can do its job (load balancers, supervisors). */
+function healthRoute(app: FastifyInstance, deps: AgentRoutesDeps): void {
   resource(app, '/v1/agent/health', {
     GET: {
       doc: {
@@ -120,7 +140,10 @@ export async function agentRoutes(app: FastifyInstance, deps: AgentRoutesDeps): 
       },
     },
   });
+}
 
+/** This server's recent audit events (README: Audit log). */
+function auditRoute(app: FastifyInstance, deps: AgentRoutesDeps): void {
   resource(app, '/v1/operator/audit', {
     GET: {
       doc: {
@@ -182,7 +205,11 @@ export async function agentRoutes(app: FastifyInstance, deps: AgentRoutesDeps): 
       },
     },
   });
+}
 
+/** This daemon's configuration and metrics, for agent:read. */
+function selfAndMetricsRoutes(app: FastifyInstance, deps: AgentRoutesDeps): void {
+  const agentRead = agentReader(deps);
   resource(app, '/v1/agent/self', {
     GET: {
       doc: {
@@ -192,16 +219,9 @@ export async function agentRoutes(app: FastifyInstance, deps: AgentRoutesDeps): 
       },
       handler: async (request, reply) => {
         // Where the coordinator is, is for operators: nobody else learns where to plant a leader key.
-        const identity = await agentReader(request);
+        const identity = await agentRead(request);
         return sendJSON(request, reply, deps.agent.self(identity.authorizer.operatorAccess() !== 'none'));
       },
-    },
-  });
-
-  resource(app, '/v1/catalog/datacenters', {
-    GET: {
-      doc: { summary: 'Known datacenters, primary first', permission: 'none', response: z.array(z.string()) },
-      handler: async (request, reply) => sendJSON(request, reply, deps.agent.datacenters()),
     },
   });
 
@@ -215,7 +235,7 @@ export async function agentRoutes(app: FastifyInstance, deps: AgentRoutesDeps): 
         query: { format: '"prometheus" for the Prometheus text format' },
       },
       handler: async (request, reply) => {
-        await agentReader(request);
+        await agentRead(request);
         const metrics = deps.metrics.registry;
         if (queryParam(request, 'format') === 'prometheus') {
           return reply.type(metrics.contentType).send(await metrics.metrics());
