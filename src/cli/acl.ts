@@ -31,7 +31,14 @@ function accessorOf(o: AccessorOption): string | undefined {
 
 function tokenCommands(acl: Command): void {
   const token = acl.command('token').description('create, read, update, clone, delete and list tokens');
+  tokenCreateCommand(token);
+  tokenReadCommands(token);
+  tokenUpdateCommand(token);
+  tokenCloneDeleteListCommands(token);
+}
 
+/** `acl token create`. */
+function tokenCreateCommand(token: Command): void {
   interface CreateOptions extends CommonOptions, LinkOptions {
     description?: string;
     expiresTtl?: string;
@@ -58,7 +65,10 @@ function tokenCommands(acl: Command): void {
         print(o, await c.tokens.create(body), formatToken);
       }),
     );
+}
 
+/** `acl token read` and `read-self`. */
+function tokenReadCommands(token: Command): void {
   meta(
     common(
       token.command('read').description('read a token by AccessorID (or a unique prefix of it), or with -self the token you are using'),
@@ -92,7 +102,10 @@ function tokenCommands(acl: Command): void {
   meta(common(token.command('read-self').description('read the token the request is sent with (the same as read -self)'))).action(
     run<CommonOptions>(async (o, c) => print(o, (await c.tokens.readSelf()).value, formatToken)),
   );
+}
 
+/** `acl token update`: from the token as read, changing only what its flags name. */
+function tokenUpdateCommand(token: Command): void {
   interface UpdateOptions extends CommonOptions, LinkOptions, AccessorOption {
     description?: string;
     appendPolicyId?: string[];
@@ -180,7 +193,10 @@ function tokenCommands(acl: Command): void {
         print(o, await c.tokens.update(id, body), formatToken);
       }),
     );
+}
 
+/** `acl token clone`, `delete` and `list`. */
+function tokenCloneDeleteListCommands(token: Command): void {
   meta(common(token.command('clone').description('clone a token (new IDs, same links)')))
     .option('--accessor-id <ACCESSOR>', 'AccessorID of the token to clone, or a unique prefix of it')
     .option('--id <ACCESSOR>', 'the same as -accessor-id')

@@ -150,6 +150,12 @@ function ruleFields(o: RuleOptions): BindingRuleInput {
 
 /** `watchword acl auth-method …` and `watchword acl binding-rule …`, shaped like Consul's. */
 export function authCommands(acl: Command): void {
+  authMethodCommands(acl);
+  bindingRuleCommands(acl);
+}
+
+/** `acl auth-method create|read|update|delete|list`. */
+function authMethodCommands(acl: Command): void {
   const method = acl.command('auth-method').description('create, read, update, delete and list auth methods');
   methodFlags(meta(common(method.command('create').description('create an auth method'))))
     .option('--type <TYPE>', 'jwt or kubernetes')
@@ -205,7 +211,10 @@ export function authCommands(acl: Command): void {
       ),
     ),
   );
+}
 
+/** `acl binding-rule create|read|update|delete|list`. */
+function bindingRuleCommands(acl: Command): void {
   const rule = acl.command('binding-rule').description('create, read, update, delete and list binding rules');
   ruleFlags(meta(common(rule.command('create').description('create a binding rule'))))
     .option('--method <NAME>', 'the auth method the rule belongs to')

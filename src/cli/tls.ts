@@ -30,7 +30,18 @@ function days(value: string): number {
 
 export function tlsCommands(program: Command): void {
   const tls = program.command('tls').description('make a CA and certificates for servers and clients (TLS, server identity)');
+  caCommands(tls);
+  certCommands(tls);
+  program
+    .command('keygen')
+    .description('print a new server key (32 random bytes, base64) for --server-key')
+    .action((_o: unknown, cmd: Command) => {
+      ioOfCommand(cmd).out(`${randomBytes(32).toString('base64')}\n`);
+    });
+}
 
+/** `tls ca create`. */
+function caCommands(tls: Command): void {
   const ca = tls.command('ca').description('certificate authority');
   ca.command('create')
     .description('create a CA: <domain>-agent-ca.pem and <domain>-agent-ca-key.pem in the current directory')
@@ -51,7 +62,10 @@ export function tlsCommands(program: Command): void {
         fail(io, (err as Error).message);
       }
     });
+}
 
+/** `tls cert create`. */
+function certCommands(tls: Command): void {
   const cert = tls.command('cert').description('certificates signed by the CA');
   cert
     .command('create')
@@ -123,11 +137,4 @@ export function tlsCommands(program: Command): void {
         }
       },
     );
-
-  program
-    .command('keygen')
-    .description('print a new server key (32 random bytes, base64) for --server-key')
-    .action((_o: unknown, cmd: Command) => {
-      ioOfCommand(cmd).out(`${randomBytes(32).toString('base64')}\n`);
-    });
 }

@@ -24,8 +24,14 @@ import { resource } from '../resource.js';
 export type AuthMethodRoutesDeps = Pick<AppDeps, 'authMethods' | 'bindingRules' | 'login' | 'cluster' | 'loginRate' | 'reads' | 'store'>;
 
 export async function authMethodRoutes(app: FastifyInstance, deps: AuthMethodRoutesDeps): Promise<void> {
-  const { authMethods, bindingRules, login } = deps;
+  methodRoutes(app, deps);
+  bindingRuleRoutes(app, deps);
+  loginRoutes(app, deps);
+}
 
+/** Auth methods: create, read, update, delete, list. */
+function methodRoutes(app: FastifyInstance, deps: AuthMethodRoutesDeps): void {
+  const { authMethods } = deps;
   resource(app, '/v1/acl/auth-method', {
     PUT: {
       doc: { summary: 'Create an auth method', permission: 'acl:write', body: authMethodBody, response: authMethodResponse },
@@ -80,7 +86,11 @@ export async function authMethodRoutes(app: FastifyInstance, deps: AuthMethodRou
         deps.reads.serve(request, reply, 'authMethods', 'list', () => authMethods.list(requestContext(request))),
     },
   });
+}
 
+/** Binding rules: create, read, update, delete, list. */
+function bindingRuleRoutes(app: FastifyInstance, deps: AuthMethodRoutesDeps): void {
+  const { bindingRules } = deps;
   resource(app, '/v1/acl/binding-rule', {
     PUT: {
       doc: { summary: 'Create a binding rule', permission: 'acl:write', body: bindingRuleBody, response: bindingRuleResponse },
@@ -140,6 +150,11 @@ export async function authMethodRoutes(app: FastifyInstance, deps: AuthMethodRou
   });
 
   // Each login may cost a round trip to an identity provider: limited per client by default.
+}
+
+/** Login (limited per client) and logout. */
+function loginRoutes(app: FastifyInstance, deps: AuthMethodRoutesDeps): void {
+  const { login } = deps;
   const loginRate = deps.loginRate ?? { rate: 10, burst: 20 };
   const loginLimiter = new RateLimiter(loginRate.rate, Math.max(1, loginRate.burst));
   let appliedBurst = loginRate.burst;

@@ -12,10 +12,15 @@ import type { AppDeps } from '../deps.js';
 export type TokenRoutesDeps = Pick<AppDeps, 'tokens' | 'agent' | 'reads' | 'cluster'>;
 
 export async function tokenRoutes(app: FastifyInstance, deps: TokenRoutesDeps): Promise<void> {
-  const { tokens, cluster } = deps;
-  // Writes this server makes itself: not a secondary's (the primary makes global tokens), not a follower's.
-  const writesHere = () => cluster === undefined || (cluster.secondary === undefined && cluster.follower?.() === undefined);
+  tokenWriteRoutes(app, deps);
+  tokenListRoute(app, deps);
+}
 
+/** Token create, self, read, update, delete and clone. */
+function tokenWriteRoutes(app: FastifyInstance, deps: TokenRoutesDeps): void {
+  const { tokens, cluster } = deps;
+  // Writes this server answers itself (not a secondary's global write, nor a follower's): the direct path may take them.
+  const writesHere = () => cluster === undefined || (cluster.secondary === undefined && cluster.follower?.() === undefined);
   resource(app, '/v1/acl/token', {
     PUT: {
       doc: { summary: 'Create a token', permission: 'acl:write', body: tokenBody, response: tokenResponse },
@@ -90,7 +95,11 @@ export async function tokenRoutes(app: FastifyInstance, deps: TokenRoutesDeps): 
       },
     },
   });
+}
 
+/** The token list and its filters. */
+function tokenListRoute(app: FastifyInstance, deps: TokenRoutesDeps): void {
+  const { tokens } = deps;
   resource(app, '/v1/acl/tokens', {
     GET: {
       doc: {
