@@ -196,6 +196,7 @@ export class DirectRoutes {
       closing = true;
       done();
     });
+    const serving = new DirectServing(deps, app.log as unknown as Logger);
     server.removeListener('request', viaFastify);
     server.on('request', (req: IncomingMessage, res: ServerResponse) => {
       let found: ReturnType<DirectRoutes['match']>;
@@ -207,110 +208,120 @@ export class DirectRoutes {
         found = undefined;
       }
       if (found === undefined) return viaFastify(req, res);
-      if (found.route.method === 'GET') serve(req, res, found.route, found.param, found.query, '');
-      else readBody(req, res, (body) => serve(req, res, found.route, found.param, found.query, body));
+      if (found.route.method === 'GET') serving.serve(req, res, found.route, found.param, found.query, '');
+      else readBody(req, res, (body) => serving.serve(req, res, found.route, found.param, found.query, body));
     });
+  }
+}
 
-    const log = app.log as unknown as Logger;
-    const answers = new AnswerBatch(logged, (err) => log.error({ err }, 'writing an answer failed'));
-    // Request ids of their own series (Fastify numbers the requests it routes).
-    let requests = 0;
-    function finish(
-      res: ServerResponse,
-      route: DirectRoute,
-      started: number,
-      status: number,
-      body: string | Buffer,
-      index: number | undefined,
-      retryAfter?: number,
-      written?: number,
-      error?: { code: string; contentType: string },
-    ): void {
-      const headers: Record<string, string | number> =
-        index === undefined
-          ? {}
-          : { ...deps.indexHeaders.get(Math.max(1, index), deps.agent.knownLeader(), deps.agent.lastContactMs(), 'leader') };
-      if (written !== undefined) {
-        headers['x-service-index'] = written;
-        headers['x-consul-index'] = written;
-      }
-      headers['content-type'] = error?.contentType ?? 'application/json; charset=utf-8';
-      if (error !== undefined) headers[ERROR_CODE_HEADER] = error.code;
-      headers['content-length'] = typeof body === 'string' ? Buffer.byteLength(body) : body.length;
-      if (retryAfter !== undefined) headers['retry-after'] = String(retryAfter);
-      answers.add(res, status, headers, body, route, started);
-    }
+/** Runs a matched request through the request pipeline (http/pipeline.ts) and writes its answer. */
+class DirectServing {
+  private readonly answers: AnswerBatch;
+  /** Request ids of their own series (Fastify numbers the requests it routes). */
+  private requests = 0;
 
-    function logged(status: number, route: DirectRoute, started: number): void {
-      const id = `direct-${(requests >>> 0).toString(36)}`;
-      answered({ metrics: deps.metrics, log }, { id, method: route.method, route: route.url, status, ms: performance.now() - started });
-    }
+  constructor(
+    private readonly deps: DirectDeps,
+    private readonly log: Logger,
+  ) {
+    this.answers = new AnswerBatch(
+      (status, route, started) => this.logged(status, route, started),
+      (err) => log.error({ err }, 'writing an answer failed'),
+    );
+  }
 
-    function fail(
-      req: IncomingMessage,
-      res: ServerResponse,
-      route: DirectRoute,
-      ctx: RequestContext | undefined,
-      started: number,
-      index: number | undefined,
-      err: unknown,
-    ): void {
-      const a = errorAnswer(
-        err,
+  serve(req: IncomingMessage, res: ServerResponse, route: DirectRoute, param: string, query: Map<string, string>, body: string): void {
+    const started = performance.now();
+    // A read reports the index of its table as it was just before reading.
+    const index = route.table === undefined ? undefined : this.deps.store.tableIndex(route.table);
+    let ctx: RequestContext | undefined;
+    try {
+      this.requests = (this.requests + 1) | 0;
+      ctx = contextOf(
         {
-          id: ctx?.request?.id ?? '',
+          id: `direct-${(this.requests >>> 0).toString(36)}`,
           method: route.method,
           url: req.url ?? '',
+          ip: req.socket.remoteAddress ?? '',
+          raw: req,
+          secret: secretOf(query.get('token'), req.headers),
+          hints: hintsOf(query.get('ns'), query.get('partition'), req.headers),
           route: route.url,
-          secret: ctx?.secret,
-          remote: () => ctx?.request?.remote ?? '',
-          accept: req.headers.accept,
         },
-        { log, auditRefusal: deps.auditRefusal },
+        this.deps.forwarderCheck,
       );
-      finish(res, route, started, a.status, a.body, index, a.retryAfter, undefined, { code: a.code, contentType: a.contentType });
+      const params = route.paramName === '' ? NO_PARAMS : { [route.paramName]: param };
+      const answer = route.run({ ctx, params, query, body });
+      const send = (a: DirectAnswer) => {
+        if (a instanceof Written) this.finish(res, route, started, 200, JSON.stringify(a.value), index, undefined, a.index);
+        else this.finish(res, route, started, 200, a instanceof JSONText ? a.bytes : a, index);
+      };
+      const c = ctx;
+      if (answer instanceof Promise) answer.then(send, (err: unknown) => this.fail(req, res, route, c, started, index, err));
+      else send(answer);
+    } catch (err) {
+      this.fail(req, res, route, ctx, started, index, err);
     }
+  }
 
-    function serve(
-      req: IncomingMessage,
-      res: ServerResponse,
-      route: DirectRoute,
-      param: string,
-      query: Map<string, string>,
-      body: string,
-    ): void {
-      const started = performance.now();
-      // A read reports the index of its table as it was just before reading.
-      const index = route.table === undefined ? undefined : deps.store.tableIndex(route.table);
-      let ctx: RequestContext | undefined;
-      try {
-        requests = (requests + 1) | 0;
-        ctx = contextOf(
-          {
-            id: `direct-${(requests >>> 0).toString(36)}`,
-            method: route.method,
-            url: req.url ?? '',
-            ip: req.socket.remoteAddress ?? '',
-            raw: req,
-            secret: secretOf(query.get('token'), req.headers),
-            hints: hintsOf(query.get('ns'), query.get('partition'), req.headers),
-            route: route.url,
-          },
-          deps.forwarderCheck,
-        );
-        const params = route.paramName === '' ? NO_PARAMS : { [route.paramName]: param };
-        const answer = route.run({ ctx, params, query, body });
-        const send = (a: DirectAnswer) => {
-          if (a instanceof Written) finish(res, route, started, 200, JSON.stringify(a.value), index, undefined, a.index);
-          else finish(res, route, started, 200, a instanceof JSONText ? a.bytes : a, index);
-        };
-        const c = ctx;
-        if (answer instanceof Promise) answer.then(send, (err: unknown) => fail(req, res, route, c, started, index, err));
-        else send(answer);
-      } catch (err) {
-        fail(req, res, route, ctx, started, index, err);
-      }
+  private finish(
+    res: ServerResponse,
+    route: DirectRoute,
+    started: number,
+    status: number,
+    body: string | Buffer,
+    index: number | undefined,
+    retryAfter?: number,
+    written?: number,
+    error?: { code: string; contentType: string },
+  ): void {
+    const deps = this.deps;
+    const headers: Record<string, string | number> =
+      index === undefined
+        ? {}
+        : { ...deps.indexHeaders.get(Math.max(1, index), deps.agent.knownLeader(), deps.agent.lastContactMs(), 'leader') };
+    if (written !== undefined) {
+      headers['x-service-index'] = written;
+      headers['x-consul-index'] = written;
     }
+    headers['content-type'] = error?.contentType ?? 'application/json; charset=utf-8';
+    if (error !== undefined) headers[ERROR_CODE_HEADER] = error.code;
+    headers['content-length'] = typeof body === 'string' ? Buffer.byteLength(body) : body.length;
+    if (retryAfter !== undefined) headers['retry-after'] = String(retryAfter);
+    this.answers.add(res, status, headers, body, route, started);
+  }
+
+  private logged(status: number, route: DirectRoute, started: number): void {
+    const id = `direct-${(this.requests >>> 0).toString(36)}`;
+    answered(
+      { metrics: this.deps.metrics, log: this.log },
+      { id, method: route.method, route: route.url, status, ms: performance.now() - started },
+    );
+  }
+
+  private fail(
+    req: IncomingMessage,
+    res: ServerResponse,
+    route: DirectRoute,
+    ctx: RequestContext | undefined,
+    started: number,
+    index: number | undefined,
+    err: unknown,
+  ): void {
+    const a = errorAnswer(
+      err,
+      {
+        id: ctx?.request?.id ?? '',
+        method: route.method,
+        url: req.url ?? '',
+        route: route.url,
+        secret: ctx?.secret,
+        remote: () => ctx?.request?.remote ?? '',
+        accept: req.headers.accept,
+      },
+      { log: this.log, auditRefusal: this.deps.auditRefusal },
+    );
+    this.finish(res, route, started, a.status, a.body, index, a.retryAfter, undefined, { code: a.code, contentType: a.contentType });
   }
 }
 

@@ -133,8 +133,42 @@ export class SnapshotService {
           `objects come from the primary ${this.options.primaryDatacenter}); nothing was restored`,
       );
     }
-    const restoreGlobal = this.options.isPrimary;
-    const restoreLocal = own;
+    const scope: RestoreScope = { global: this.options.isPrimary, local: own };
+    const current = this.store.tables;
+    const read = await this.stageFile(items, staged, scope);
+    const tally = { skipped: 0, tokens: read.tokens };
+    let index = 0;
+    await this.store.install(staged, {
+      logReset: scope.global,
+      audit: { type: 'snapshot-restore', actor: actorOf(ctx, identity), details: { Counts: read.counts } },
+      complete: async (s) => {
+        s.endLoading();
+        await keepOwn(s, current, scope, tally);
+        index = this.restateMeta(s, scope, read.bootstrap);
+      },
+    });
+    const restored: SnapshotRestoreResponse['Restored'] = scope.global && scope.local ? 'all' : scope.global ? 'global' : 'local-tokens';
+    return {
+      Restored: restored,
+      Index: index,
+      Tokens: tally.tokens,
+      Policies: scope.global ? read.counts.policies : 0,
+      Roles: scope.global ? read.counts.roles : 0,
+      SkippedLocalTokens: tally.skipped,
+      Message: this.restoredMessage(restored, header),
+    };
+  }
+
+  /**
+   * Reads the file's records into the staging, each checked as the API checks it and stamped with
+   * one new index; then the checksum, the end frame and the header's counts: the file is whole
+   * before anything changes.
+   */
+  private async stageFile(
+    items: AsyncGenerator<SnapshotItem, SnapshotHeader>,
+    staged: StagedStore,
+    scope: RestoreScope,
+  ): Promise<{ counts: Record<TableName, number>; bootstrap: BootstrapState | null; tokens: number }> {
     // Checked by the functions the API checks them with.
     const checks = new RestoreChecks({
       authMethod: await storedMethodCheck(this.options.methodLimits),
@@ -160,7 +194,7 @@ export class SnapshotService {
       const { T: table, V: record } = v.record;
       counts[table]++;
       const local = table === 'tokens' && (record as TokenRecord).Local;
-      if (local ? !restoreLocal : !restoreGlobal) continue;
+      if (local ? !scope.local : !scope.global) continue;
       checkRecord(checks, table, record, held);
       if (table === 'bindingRules') selectors.push([(record as BindingRuleRecord).ID, (record as BindingRuleRecord).Selector]);
       recomputeHash(table, record);
@@ -171,85 +205,90 @@ export class SnapshotService {
       await staged.putRecord(table, record as never);
       if (table === 'tokens') restoredTokens++;
     }
-    // The checksum, the end frame and the header's counts: the file is whole before anything changes.
-    const read = await items.next();
-    if (!read.done) throw new SnapshotError('bytes after the end of the snapshot');
-    checks.finish(restoreGlobal);
+    const end = await items.next();
+    if (!end.done) throw new SnapshotError('bytes after the end of the snapshot');
+    checks.finish(scope.global);
     for (const [id, selector] of selectors)
       await checkSelectorText(this.options.selectors, selector).catch((err: unknown) => {
         throw err instanceof WatchwordError ? invalid(`Invalid snapshot: binding rule ${id}: ${err.message}; nothing was restored`) : err;
       });
+    return { counts, bootstrap, tokens: restoredTokens };
+  }
 
-    const restored: SnapshotRestoreResponse['Restored'] = restoreGlobal && restoreLocal ? 'all' : restoreGlobal ? 'global' : 'local-tokens';
-    let skipped = 0;
-    let index = 0;
-    await this.store.install(staged, {
-      logReset: restoreGlobal,
-      audit: { type: 'snapshot-restore', actor: actorOf(ctx, identity), details: { Counts: counts } },
-      complete: async (s) => {
-        s.endLoading();
-        // What this datacenter keeps of its own: its Local tokens (restoring global objects only),
-        // or its global objects (a secondary restoring its Local tokens). A token of the file wins.
-        if (!restoreLocal) {
-          for (const t of [...(current.tokens.members('local', '') ?? [])]) {
-            if (s.tables.tokens.get(t.AccessorID) || s.tables.tokens.byUnique('secret', t.SecretID)) skipped++;
-            else await s.putRecord('tokens', t);
+  /** The metadata of the installed store: new indexes, this datacenter's own entries kept; returns the restore's index. */
+  private restateMeta(s: StagedStore, scope: RestoreScope, bootstrap: BootstrapState | null): number {
+    const index = this.store.allocateIndex();
+    for (const [k, v] of this.store.metaEntries()) {
+      if (REPLACED_META.has(k) || k.startsWith(TABLE_INDEX_PREFIX)) continue;
+      if (scope.global && (k === META.logID || k === META.logTrimmed)) continue;
+      s.putMeta(k, v);
+    }
+    for (const t of TABLE_NAMES) s.putMeta(META.tableIndex(t), scope.global || t === 'tokens' ? index : this.store.tableIndex(t));
+    const keptBootstrap = scope.global && bootstrap ? bootstrap : this.store.getMeta(META.bootstrap);
+    if (keptBootstrap) s.putMeta(META.bootstrap, keptBootstrap);
+    s.putMeta(META.tableIndex('bootstrap'), scope.global && bootstrap ? index : this.store.tableIndex('bootstrap'));
+    s.putMeta(META.index, index);
+    // The primary starts a new change log: every secondary converges on the restored state from a snapshot.
+    if (scope.global) s.putMeta(META.logID, generateID());
+    const position = this.store.serverPosition();
+    s.putMeta(META.serverSeq, position.seq + 1);
+    s.putMeta(META.serverTerm, position.term);
+    return index;
+  }
+
+  private restoredMessage(restored: SnapshotRestoreResponse['Restored'], header: SnapshotHeader): string {
+    if (restored === 'all') return 'global objects and Local tokens restored; secondaries resynchronise with the restored state';
+    if (restored === 'global')
+      return (
+        `global objects restored; the snapshot is of datacenter ${header.Datacenter}, so this datacenter's Local tokens were left ` +
+        `as they were; secondaries resynchronise`
+      );
+    return (
+      `this datacenter is a secondary: only its Local tokens were restored; global objects come from the primary ` +
+      `${this.options.primaryDatacenter}`
+    );
+  }
+}
+
+/** What a restore takes from the file: global objects (on the primary), Local tokens (when the file is this datacenter's). */
+interface RestoreScope {
+  global: boolean;
+  local: boolean;
+}
+
+/**
+ * What this datacenter keeps of its own: its Local tokens (restoring global objects only),
+ * or its global objects (a secondary restoring its Local tokens). A token of the file wins.
+ */
+async function keepOwn(
+  s: StagedStore,
+  current: Store['tables'],
+  scope: RestoreScope,
+  tally: { skipped: number; tokens: number },
+): Promise<void> {
+  if (!scope.local) {
+    for (const t of [...(current.tokens.members('local', '') ?? [])]) {
+      if (s.tables.tokens.get(t.AccessorID) || s.tables.tokens.byUnique('secret', t.SecretID)) tally.skipped++;
+      else await s.putRecord('tokens', t);
+    }
+  }
+  if (scope.global) return;
+  for (const table of TABLE_NAMES) {
+    for (const r of current[table].values()) {
+      if (!TABLE_DEFS[table].isGlobal(r as never)) continue;
+      if (table === 'tokens') {
+        // A Local token of the file whose ID or secret a global token holds is not restored.
+        const g = r as TokenRecord;
+        for (const rival of [s.tables.tokens.get(g.AccessorID), s.tables.tokens.byUnique('secret', g.SecretID)]) {
+          if (rival?.Local && s.tables.tokens.get(rival.AccessorID)) {
+            await s.deleteRecord('tokens', rival.AccessorID);
+            tally.skipped++;
+            tally.tokens--;
           }
         }
-        if (!restoreGlobal) {
-          for (const table of TABLE_NAMES) {
-            for (const r of current[table].values()) {
-              if (!TABLE_DEFS[table].isGlobal(r as never)) continue;
-              if (table === 'tokens') {
-                // A Local token of the file whose ID or secret a global token holds is not restored.
-                const g = r as TokenRecord;
-                for (const rival of [s.tables.tokens.get(g.AccessorID), s.tables.tokens.byUnique('secret', g.SecretID)]) {
-                  if (rival?.Local && s.tables.tokens.get(rival.AccessorID)) {
-                    await s.deleteRecord('tokens', rival.AccessorID);
-                    skipped++;
-                    restoredTokens--;
-                  }
-                }
-              }
-              await s.putRecord(table, r as never);
-            }
-          }
-        }
-        index = this.store.allocateIndex();
-        for (const [k, v] of this.store.metaEntries()) {
-          if (REPLACED_META.has(k) || k.startsWith(TABLE_INDEX_PREFIX)) continue;
-          if (restoreGlobal && (k === META.logID || k === META.logTrimmed)) continue;
-          s.putMeta(k, v);
-        }
-        for (const t of TABLE_NAMES) s.putMeta(META.tableIndex(t), restoreGlobal || t === 'tokens' ? index : this.store.tableIndex(t));
-        const keptBootstrap = restoreGlobal && bootstrap ? bootstrap : this.store.getMeta(META.bootstrap);
-        if (keptBootstrap) s.putMeta(META.bootstrap, keptBootstrap);
-        s.putMeta(META.tableIndex('bootstrap'), restoreGlobal && bootstrap ? index : this.store.tableIndex('bootstrap'));
-        s.putMeta(META.index, index);
-        // The primary starts a new change log: every secondary converges on the restored state from a snapshot.
-        if (restoreGlobal) s.putMeta(META.logID, generateID());
-        const position = this.store.serverPosition();
-        s.putMeta(META.serverSeq, position.seq + 1);
-        s.putMeta(META.serverTerm, position.term);
-      },
-    });
-    const message =
-      restored === 'all'
-        ? 'global objects and Local tokens restored; secondaries resynchronise with the restored state'
-        : restored === 'global'
-          ? `global objects restored; the snapshot is of datacenter ${header.Datacenter}, so this datacenter's Local tokens were left ` +
-            `as they were; secondaries resynchronise`
-          : `this datacenter is a secondary: only its Local tokens were restored; global objects come from the primary ` +
-            `${this.options.primaryDatacenter}`;
-    return {
-      Restored: restored,
-      Index: index,
-      Tokens: restoredTokens,
-      Policies: restoreGlobal ? counts.policies : 0,
-      Roles: restoreGlobal ? counts.roles : 0,
-      SkippedLocalTokens: skipped,
-      Message: message,
-    };
+      }
+      await s.putRecord(table, r as never);
+    }
   }
 }
 
