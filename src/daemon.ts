@@ -115,15 +115,7 @@ export { VERSION } from './version.js';
  */
 export async function startDaemon(config: Config, options: DaemonOptions = {}): Promise<Daemon> {
   const clock = options.clock ?? systemClock;
-  const logger =
-    options.logger ??
-    (await createAgentLogger({
-      level: config.log_level,
-      ...(config.log_format ? { format: config.log_format } : {}),
-      ...(config.log_file ? { file: config.log_file } : {}),
-      rotateBytes: config.log_rotate_bytes,
-      maxFiles: config.log_rotate_max_files,
-    }));
+  const logger = options.logger ?? (await agentLogger(config));
   const dataDir = resolve(config.data_dir);
   // Certificates are checked before anything else: a bad file is one line and exit 1, with nothing opened.
   const transport = new Transport({
@@ -160,15 +152,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     if (!isPrimary(config) && config.initial_management_token) {
       logger.warn('initial_management_token is only used by the primary; ignored on this secondary');
     }
-    const reaper = new Reaper(store, clock, {
-      interval: config.reap_interval,
-      isPrimary: isPrimary(config),
-      onReaped: (count) => {
-        metrics.reaped.inc(count);
-        logger.info({ count }, 'reaped expired tokens');
-      },
-      onError: (err) => logger.error({ err }, 'reaper pass failed'),
-    });
+    const reaper = buildReaper(config, { store, clock, metrics, logger });
     const roleParts = buildRoleParts(config, store, services, reaper);
     const directory = new DatacenterDirectory({
       datacenter: config.datacenter,
@@ -184,11 +168,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     address = await listen(config, http.app, { transport, cluster, logger, auditRefusal: refusalAuditor(store, audit) });
     await cluster.start(roleParts);
     http.history.start();
-    // Announced once this server has taken its place (a single primary has its built-ins by now).
-    // Written whole then renamed: whoever polls for the file never reads it half written.
-    const addrFile = join(dataDir, 'http-addr');
-    await writeFile(`${addrFile}.tmp`, `${address}\n`, { mode: 0o600 });
-    await rename(`${addrFile}.tmp`, addrFile);
+    await announce(dataDir, address);
     logger.info(
       { address, datacenter: config.datacenter, primary: config.primary_datacenter, role: cluster.kind, dataDir },
       'watchword agent started',
@@ -214,6 +194,39 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     await lock.release().catch(() => undefined);
     throw err;
   }
+}
+
+function agentLogger(config: Config): Promise<Logger> {
+  return createAgentLogger({
+    level: config.log_level,
+    ...(config.log_format ? { format: config.log_format } : {}),
+    ...(config.log_file ? { file: config.log_file } : {}),
+    rotateBytes: config.log_rotate_bytes,
+    maxFiles: config.log_rotate_max_files,
+  });
+}
+
+/** The reaper of expired tokens, logging and counting what it deletes. */
+function buildReaper(config: Config, deps: { store: LevelStore; clock: Clock; metrics: Metrics; logger: Logger }): Reaper {
+  return new Reaper(deps.store, deps.clock, {
+    interval: config.reap_interval,
+    isPrimary: isPrimary(config),
+    onReaped: (count) => {
+      deps.metrics.reaped.inc(count);
+      deps.logger.info({ count }, 'reaped expired tokens');
+    },
+    onError: (err) => deps.logger.error({ err }, 'reaper pass failed'),
+  });
+}
+
+/**
+ * Announced once this server has taken its place (a single primary has its built-ins by now).
+ * Written whole then renamed: whoever polls for the file never reads it half written.
+ */
+async function announce(dataDir: string, address: string): Promise<void> {
+  const addrFile = join(dataDir, 'http-addr');
+  await writeFile(`${addrFile}.tmp`, `${address}\n`, { mode: 0o600 });
+  await rename(`${addrFile}.tmp`, addrFile);
 }
 
 type Services = ReturnType<typeof buildServices>;

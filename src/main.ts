@@ -170,50 +170,61 @@ function agentCommand(program: Command): void {
     const value = arg === 'BOOL' ? `[${arg}]` : `<${arg}>`;
     cmd.addOption(new Option(`${flagName(key)} ${value}`, `${help} [env ${envName(key)}]`));
   }
-  cmd.action(async (opts: Record<string, unknown>) => {
-    let config: Config;
-    const flags: Partial<Record<ConfigKey, unknown>> = {};
-    for (const key of configKeys) if (opts[camel(key)] !== undefined) flags[key] = opts[camel(key)];
-    try {
-      config = await readAgentConfig(opts, flags);
-    } catch (err) {
-      if (err instanceof ConfigError) {
-        process.stderr.write(`watchword: ${err.message}\n`);
-        process.exit(2);
-      }
-      throw err;
+  cmd.action(runAgent);
+}
+
+async function runAgent(opts: Record<string, unknown>): Promise<void> {
+  const flags: Partial<Record<ConfigKey, unknown>> = {};
+  for (const key of configKeys) if (opts[camel(key)] !== undefined) flags[key] = opts[camel(key)];
+  let config: Config;
+  try {
+    config = await readAgentConfig(opts, flags);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`watchword: ${err.message}\n`);
+      process.exit(2);
     }
-    let daemon: Daemon | undefined;
-    let stopping = false;
-    /** A signal during start-up is kept and acted on once the daemon is up (the port is announced before start ends). */
-    let stopWhenStarted = false;
-    const close = (d: NonNullable<typeof daemon>): void => {
-      d.close().then(
-        () => process.exit(0),
-        (err: unknown) => {
-          process.stderr.write(`watchword: error while stopping: ${(err as Error).message}\n`);
-          process.exit(1);
-        },
-      );
-    };
-    const stop = (signal: string): void => {
-      if (stopping) {
-        process.stderr.write(`watchword: ${signal} again, exiting now\n`);
-        process.exit(1);
-      }
-      stopping = true;
-      if (daemon) close(daemon);
-      else stopWhenStarted = true;
-    };
-    // Installed before start-up, so a SIGTERM at any moment is a clean stop, never the default kill.
-    process.on('SIGINT', () => stop('SIGINT'));
-    process.on('SIGTERM', () => stop('SIGTERM'));
+    throw err;
+  }
+  const life = new AgentLife(() => readAgentConfig(opts, flags));
+  life.watchSignals();
+  life.watchNpmParent();
+  // Logs whose reader has gone (a closed pipe: EPIPE) are dropped; the daemon keeps serving. Without a
+  // listener the stream's error would end the process before any stop below could run.
+  for (const stream of [process.stdout, process.stderr]) stream.on('error', () => undefined);
+  const lifeline = process.env.WATCHWORD_LIFELINE === 'stdin' ? new HarnessLifeline(config.data_dir) : undefined;
+  let daemon: Daemon;
+  try {
+    // The daemon (Fastify, LevelDB, …) loads only for `agent`: client commands start in a fraction of the time.
+    const { startDaemon } = await import('./daemon.js');
+    daemon = await startDaemon(config);
+  } catch (err) {
+    process.stderr.write(`watchword: cannot start: ${(err as Error).message}\n`);
+    process.exit(1);
+  }
+  life.started(daemon);
+  lifeline?.hold(life);
+}
+
+/** How the agent's process stops and reloads: signals, the npm parent, the harness's lifeline. */
+class AgentLife {
+  private daemon: Daemon | undefined;
+  private stopping = false;
+  /** A signal during start-up is kept and acted on once the daemon is up (the port is announced before start ends). */
+  private stopWhenStarted = false;
+
+  constructor(private readonly readConfig: () => Promise<Config>) {}
+
+  /** Installed before start-up, so a SIGTERM at any moment is a clean stop, never the default kill. */
+  watchSignals(): void {
+    process.on('SIGINT', () => this.stop('SIGINT'));
+    process.on('SIGTERM', () => this.stop('SIGTERM'));
     // SIGHUP reads the configuration again (files, environment, the same flags) and applies what
     // may change: TLS files, log level, limits, audit settings (the default action would end the daemon).
     process.on('SIGHUP', () => {
-      const d = daemon;
+      const d = this.daemon;
       if (!d) return;
-      readAgentConfig(opts, flags).then(
+      this.readConfig().then(
         (next) => d.reload(next),
         (err: unknown) => {
           process.stderr.write(`watchword: reload refused, the configuration in force stays: ${(err as Error).message}\n`);
@@ -221,60 +232,88 @@ function agentCommand(program: Command): void {
         },
       );
     });
-    // Run by npm (npm start, npx watchword agent), a shell may stand between npm and this process and
-    // die of the SIGTERM a supervisor sent npm without passing it on: this process is then re-parented,
-    // and takes that as the signal. (A daemon started otherwise is left alone when its parent exits.)
-    // (A harness's daemon has its lifeline below instead.)
-    if (process.env.npm_command !== undefined && process.env.WATCHWORD_LIFELINE === undefined && process.ppid !== 1) {
-      const parent = process.ppid;
-      const watch = setInterval(() => {
-        if (process.ppid === parent) return;
-        clearInterval(watch);
-        stop('its npm parent exited');
-      }, 250);
-      watch.unref();
-    }
-    // Logs whose reader has gone (a closed pipe: EPIPE) are dropped; the daemon keeps serving. Without a
-    // listener the stream's error would end the process before any stop below could run.
-    for (const stream of [process.stdout, process.stderr]) stream.on('error', () => undefined);
-    // Started by a test harness (watchword/testing): live only as long as the process that started
-    // us, and then take the temporary data dir with us. Checked as the process exits, whatever ends
-    // it, so that no race between the closing pipes decides whether the dir is left behind.
-    const lifeline = process.env.WATCHWORD_LIFELINE === 'stdin';
-    const harness = process.ppid;
-    let lifelineCut = false;
-    if (lifeline && process.env.WATCHWORD_LIFELINE_REMOVE_DATA === '1') {
-      const dataDir = config.data_dir;
-      process.once('exit', () => {
-        if (!lifelineCut && process.ppid === harness) return;
-        try {
-          rmSync(dataDir, { recursive: true, force: true, maxRetries: 5, retryDelay: 50 });
-        } catch {
-          // Nothing more to do on the way out.
-        }
-      });
-    }
-    try {
-      // The daemon (Fastify, LevelDB, …) loads only for `agent`: client commands start in a fraction of the time.
-      const { startDaemon } = await import('./daemon.js');
-      daemon = await startDaemon(config);
-    } catch (err) {
-      process.stderr.write(`watchword: cannot start: ${(err as Error).message}\n`);
+  }
+
+  /**
+   * Run by npm (npm start, npx watchword agent), a shell may stand between npm and this process and
+   * die of the SIGTERM a supervisor sent npm without passing it on: this process is then re-parented,
+   * and takes that as the signal. (A daemon started otherwise is left alone when its parent exits;
+   * a harness's daemon has its lifeline instead.)
+   */
+  watchNpmParent(): void {
+    if (process.env.npm_command === undefined || process.env.WATCHWORD_LIFELINE !== undefined || process.ppid === 1) return;
+    const parent = process.ppid;
+    const watch = setInterval(() => {
+      if (process.ppid === parent) return;
+      clearInterval(watch);
+      this.stop('its npm parent exited');
+    }, 250);
+    watch.unref();
+  }
+
+  started(daemon: Daemon): void {
+    this.daemon = daemon;
+    if (this.stopWhenStarted) this.close(daemon);
+  }
+
+  /** Stops at once, without a second signal's hurry (the harness has gone). */
+  end(): void {
+    if (this.stopping || !this.daemon) return;
+    this.stopping = true;
+    this.daemon.close().finally(() => process.exit(0));
+  }
+
+  private stop(signal: string): void {
+    if (this.stopping) {
+      process.stderr.write(`watchword: ${signal} again, exiting now\n`);
       process.exit(1);
     }
-    if (stopWhenStarted) close(daemon);
-    // The harness's end of our stdin closes when it exits, even by SIGKILL.
-    if (lifeline) {
-      process.stdin.on('error', () => undefined);
-      process.stdin.once('close', () => {
-        lifelineCut = true;
-        if (stopping) return;
-        stopping = true;
-        daemon.close().finally(() => process.exit(0));
-      });
-      process.stdin.resume();
-    }
-  });
+    this.stopping = true;
+    if (this.daemon) this.close(this.daemon);
+    else this.stopWhenStarted = true;
+  }
+
+  private close(d: Daemon): void {
+    d.close().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        process.stderr.write(`watchword: error while stopping: ${(err as Error).message}\n`);
+        process.exit(1);
+      },
+    );
+  }
+}
+
+/**
+ * Started by a test harness (watchword/testing): live only as long as the process that started
+ * us, and then take the temporary data dir with us. Checked as the process exits, whatever ends
+ * it, so that no race between the closing pipes decides whether the dir is left behind.
+ */
+class HarnessLifeline {
+  private cut = false;
+  private readonly harness = process.ppid;
+
+  constructor(dataDir: string) {
+    if (process.env.WATCHWORD_LIFELINE_REMOVE_DATA !== '1') return;
+    process.once('exit', () => {
+      if (!this.cut && process.ppid === this.harness) return;
+      try {
+        rmSync(dataDir, { recursive: true, force: true, maxRetries: 5, retryDelay: 50 });
+      } catch {
+        // Nothing more to do on the way out.
+      }
+    });
+  }
+
+  /** The harness's end of our stdin closes when it exits, even by SIGKILL. */
+  hold(life: AgentLife): void {
+    process.stdin.on('error', () => undefined);
+    process.stdin.once('close', () => {
+      this.cut = true;
+      life.end();
+    });
+    process.stdin.resume();
+  }
 }
 
 process.exitCode = await runCli(process.argv.slice(2), processIO, (program) => {

@@ -202,109 +202,99 @@ async function sameEverywhere(cluster: Cluster, token: string): Promise<string[]
   return out;
 }
 
-async function inject(cluster: Cluster, kind: HaFaultKind, target: string, load: Load): Promise<{ heldMs: number; target: string }> {
+async function inject(cluster: Cluster, kind: HaFaultKind, target: string): Promise<{ heldMs: number; target: string }> {
   const held = Date.now();
-  let named = target;
-  switch (kind) {
-    case 'kill-leader': {
-      const leader = await cluster.get(target).leader();
-      named = leader.serverName;
-      await leader.kill();
-      await sleep(1500);
-      await leader.start();
-      break;
-    }
-    case 'kill-follower': {
-      const leader = await cluster.get(target).leader();
-      const follower = running(cluster.get(target)).find((s) => s !== leader) as DatacenterHandle;
-      named = follower.serverName;
-      await follower.kill();
-      await sleep(1500);
-      await follower.start();
-      break;
-    }
-    case 'freeze-leader': {
-      const leader = await cluster.get(target).leader();
-      named = leader.serverName;
-      process.kill(leader.pid as number, 'SIGSTOP');
-      // Past the 5 s lease: another server takes over meanwhile.
-      await sleep(7000);
-      process.kill(leader.pid as number, 'SIGCONT');
-      break;
-    }
-    case 'etcd-restart': {
-      const etcd = cluster.coordinator;
-      if (!etcd) throw new Error('no etcd');
-      await etcd.kill();
-      await sleep(4000);
-      await etcd.start();
-      break;
-    }
-    case 'cut-leader-from-etcd': {
-      const leader = await cluster.get(target).leader();
-      named = leader.serverName;
-      const link = cluster.coordinatorLink(leader.serverName);
-      link.cut();
-      await sleep(7000);
-      link.restore();
-      break;
-    }
-    case 'cut-link':
-      cluster.link(target).cut();
-      await sleep(4000);
-      cluster.link(target).restore();
-      break;
-    case 'kill-secondary-leader-in-catch-up': {
-      // Cut off while the load writes, so that it has a backlog; killed as soon as it reconnects.
-      cluster.link(target).cut();
-      await sleep(2500);
-      cluster.link(target).restore();
-      const leader = await cluster.get(target).leader();
-      named = leader.serverName;
-      await sleep(100);
-      await leader.kill();
-      await sleep(1500);
-      await leader.start();
-      break;
-    }
-    case 'full-disk-follower': {
-      const server = cluster.get('dc1').servers.find((x) => x.serverName === DISK_SERVER) as DatacenterHandle;
-      const leader = await cluster.get('dc1').leader();
-      named = leader === server ? `${server.serverName} (leading then)` : server.serverName;
-      const free = await fillDisk();
-      await sleep(4000);
-      await free();
-      break;
-    }
-    case 'full-disk-leader': {
-      // The server on the small disk is made the leader (its leaders killed until it leads), then its disk fills.
-      const d = cluster.get('dc1');
-      const server = d.servers.find((x) => x.serverName === DISK_SERVER) as DatacenterHandle;
-      for (let tries = 0; tries < 8 && (await d.leader(20_000)) !== server; tries++) {
-        const leader = await d.leader(20_000);
-        await leader.kill();
-        await sleep(500);
-        await leader.start();
-        await d.leader(20_000);
-        await sleep(2500); // the restarted server back in the synchronous set, so it may lead next
-      }
-      const leads = (await d.leader(20_000)) === server;
-      named = leads ? `${server.serverName} (leading)` : `${server.serverName} (could not make it lead; a follower)`;
-      const free = await fillDisk();
-      await sleep(4000);
-      await free();
-      break;
-    }
-    case 'kill-single-secondary': {
-      const d = cluster.get(target);
-      await d.kill();
-      await sleep(1500);
-      await d.start();
-      break;
-    }
-  }
-  void load;
+  const named = (await FAULTS[kind](cluster, target)) ?? target;
   return { heldMs: Date.now() - held, target: named };
+}
+
+/** Kills a server, and starts it again after a while. */
+async function bounce(server: { kill(): Promise<unknown>; start(): Promise<unknown> }, downMs = 1500): Promise<void> {
+  await server.kill();
+  await sleep(downMs);
+  await server.start();
+}
+
+/** Each fault, held for its while and then healed; returns the server it hit, when it names one. */
+const FAULTS: Record<HaFaultKind, (cluster: Cluster, target: string) => Promise<string | undefined>> = {
+  'kill-leader': async (cluster, target) => {
+    const leader = await cluster.get(target).leader();
+    await bounce(leader);
+    return leader.serverName;
+  },
+  'kill-follower': async (cluster, target) => {
+    const leader = await cluster.get(target).leader();
+    const follower = running(cluster.get(target)).find((s) => s !== leader) as DatacenterHandle;
+    await bounce(follower);
+    return follower.serverName;
+  },
+  'freeze-leader': async (cluster, target) => {
+    const leader = await cluster.get(target).leader();
+    process.kill(leader.pid as number, 'SIGSTOP');
+    // Past the 5 s lease: another server takes over meanwhile.
+    await sleep(7000);
+    process.kill(leader.pid as number, 'SIGCONT');
+    return leader.serverName;
+  },
+  'etcd-restart': async (cluster) => {
+    const etcd = cluster.coordinator;
+    if (!etcd) throw new Error('no etcd');
+    await bounce(etcd, 4000);
+    return undefined;
+  },
+  'cut-leader-from-etcd': async (cluster, target) => {
+    const leader = await cluster.get(target).leader();
+    const link = cluster.coordinatorLink(leader.serverName);
+    link.cut();
+    await sleep(7000);
+    link.restore();
+    return leader.serverName;
+  },
+  'cut-link': async (cluster, target) => {
+    cluster.link(target).cut();
+    await sleep(4000);
+    cluster.link(target).restore();
+    return undefined;
+  },
+  'kill-secondary-leader-in-catch-up': async (cluster, target) => {
+    // Cut off while the load writes, so that it has a backlog; killed as soon as it reconnects.
+    cluster.link(target).cut();
+    await sleep(2500);
+    cluster.link(target).restore();
+    const leader = await cluster.get(target).leader();
+    await sleep(100);
+    await bounce(leader);
+    return leader.serverName;
+  },
+  'full-disk-follower': async (cluster) => {
+    const server = cluster.get('dc1').servers.find((x) => x.serverName === DISK_SERVER) as DatacenterHandle;
+    const leader = await cluster.get('dc1').leader();
+    await fullDiskFor(4000);
+    return leader === server ? `${server.serverName} (leading then)` : server.serverName;
+  },
+  'full-disk-leader': async (cluster) => {
+    // The server on the small disk is made the leader (its leaders killed until it leads), then its disk fills.
+    const d = cluster.get('dc1');
+    const server = d.servers.find((x) => x.serverName === DISK_SERVER) as DatacenterHandle;
+    for (let tries = 0; tries < 8 && (await d.leader(20_000)) !== server; tries++) {
+      await bounce(await d.leader(20_000), 500);
+      await d.leader(20_000);
+      await sleep(2500); // the restarted server back in the synchronous set, so it may lead next
+    }
+    const leads = (await d.leader(20_000)) === server;
+    await fullDiskFor(4000);
+    return leads ? `${server.serverName} (leading)` : `${server.serverName} (could not make it lead; a follower)`;
+  },
+  'kill-single-secondary': async (cluster, target) => {
+    await bounce(cluster.get(target));
+    return undefined;
+  },
+};
+
+async function fullDiskFor(ms: number): Promise<void> {
+  const free = await fillDisk();
+  await sleep(ms);
+  await free();
 }
 
 /** A JWT auth method with a static key and a binding rule, for the logins of the load. */
@@ -370,7 +360,7 @@ export async function runHaChaos(options: HaChaosOptions = {}): Promise<HaChaosR
       revoker.fault = 'load';
       await sleep(1000);
       revoker.fault = `${kind} ${target}`;
-      const injected = await inject(cluster, kind, target, load);
+      const injected = await inject(cluster, kind, target);
       const undone = Date.now();
       await load.stop();
       const converged = await converge(cluster, token, options.convergeTimeoutMs ?? 60_000);
@@ -396,35 +386,7 @@ export async function runHaChaos(options: HaChaosOptions = {}): Promise<HaChaosR
     await revoker.stop();
     diverged.push(...(await sameEverywhere(cluster, token)).map((x) => `at the end: ${x}`));
 
-    // Every acknowledged write on every server (each server's own state, ?stale).
-    const lost: string[] = [];
-    const resurrected: string[] = [];
-    const leaked: string[] = [];
-    for (const d of cluster.datacenters) {
-      for (const s of d.servers) {
-        const a = await call(s.url, token, 'GET', '/v1/acl/tokens?ns=*&stale', undefined, 30_000);
-        if (a.status !== 200) {
-          lost.push(`${s.serverName} did not answer its token list (${a.status})`);
-          continue;
-        }
-        const held = new Set((a.body as Array<{ AccessorID: string }>).map((t) => t.AccessorID));
-        for (const [id, t] of load.created) {
-          if (load.unsure.has(id)) continue;
-          const belongs = !t.local || t.dc === d.name;
-          if (load.deleted.has(id)) {
-            if (held.has(id)) resurrected.push(`${id} at ${s.serverName}`);
-          } else if (belongs && !held.has(id)) {
-            // Missing from the list: is it gone, or only not listed? (The first few are read one by one.)
-            const read =
-              lost.length < 20 ? (await call(s.url, token, 'GET', `/v1/acl/token/${id}?stale`, undefined, 5000)).status : undefined;
-            const how = read === undefined ? '' : read === 200 ? ' (not listed, but readable: 200)' : ` (read: ${read})`;
-            lost.push(`${t.local ? 'Local' : 'global'} token ${id} made at ${t.dc}, missing at ${s.serverName}${how}`);
-          } else if (!belongs && held.has(id)) {
-            leaked.push(`${id} of ${t.dc} seen at ${s.serverName}`);
-          }
-        }
-      }
-    }
+    const { lost, resurrected, leaked } = await checkWrites(cluster, token, load);
     return {
       faults,
       durationMs: Date.now() - started,
@@ -451,4 +413,44 @@ export async function runHaChaos(options: HaChaosOptions = {}): Promise<HaChaosR
     await cluster.stop();
     if (!diskSkipped) unmountSmallDisk();
   }
+}
+
+/**
+ * Every acknowledged write on every server (each server's own state, ?stale): lost, back from
+ * deletion, or where it does not belong.
+ */
+async function checkWrites(
+  cluster: Cluster,
+  token: string,
+  load: HaLoad,
+): Promise<{ lost: string[]; resurrected: string[]; leaked: string[] }> {
+  const lost: string[] = [];
+  const resurrected: string[] = [];
+  const leaked: string[] = [];
+  for (const d of cluster.datacenters) {
+    for (const s of d.servers) {
+      const a = await call(s.url, token, 'GET', '/v1/acl/tokens?ns=*&stale', undefined, 30_000);
+      if (a.status !== 200) {
+        lost.push(`${s.serverName} did not answer its token list (${a.status})`);
+        continue;
+      }
+      const held = new Set((a.body as Array<{ AccessorID: string }>).map((t) => t.AccessorID));
+      for (const [id, t] of load.created) {
+        if (load.unsure.has(id)) continue;
+        const belongs = !t.local || t.dc === d.name;
+        if (load.deleted.has(id)) {
+          if (held.has(id)) resurrected.push(`${id} at ${s.serverName}`);
+        } else if (belongs && !held.has(id)) {
+          // Missing from the list: is it gone, or only not listed? (The first few are read one by one.)
+          const read =
+            lost.length < 20 ? (await call(s.url, token, 'GET', `/v1/acl/token/${id}?stale`, undefined, 5000)).status : undefined;
+          const how = read === undefined ? '' : read === 200 ? ' (not listed, but readable: 200)' : ` (read: ${read})`;
+          lost.push(`${t.local ? 'Local' : 'global'} token ${id} made at ${t.dc}, missing at ${s.serverName}${how}`);
+        } else if (!belongs && held.has(id)) {
+          leaked.push(`${id} of ${t.dc} seen at ${s.serverName}`);
+        }
+      }
+    }
+  }
+  return { lost, resurrected, leaked };
 }

@@ -52,107 +52,123 @@ interface Token {
 
 const MAX_DEPTH = 32;
 
+/** A place in the rules' source, moved on character by character (lines and columns for errors). */
+class Cursor {
+  i = 0;
+  private line = 1;
+  private col = 1;
+
+  constructor(readonly src: string) {}
+
+  pos(): Position {
+    return { line: this.line, column: this.col };
+  }
+
+  at(k = 0): string | undefined {
+    return this.src[this.i + k];
+  }
+
+  get done(): boolean {
+    return this.i >= this.src.length;
+  }
+
+  advance(n: number): void {
+    for (let k = 0; k < n; k++) {
+      if (this.src[this.i] === '\n') {
+        this.line++;
+        this.col = 1;
+      } else {
+        this.col++;
+      }
+      this.i++;
+    }
+  }
+}
+
 function tokenize(src: string): Token[] {
   const tokens: Token[] = [];
-  let i = 0;
-  let line = 1;
-  let col = 1;
-  const pos = (): Position => ({ line, column: col });
-  const advance = (n: number): void => {
-    for (let k = 0; k < n; k++) {
-      if (src[i] === '\n') {
-        line++;
-        col = 1;
-      } else {
-        col++;
-      }
-      i++;
-    }
-  };
-  while (i < src.length) {
-    const c = src[i] as string;
+  const cur = new Cursor(src);
+  while (!cur.done) {
+    const c = cur.at() as string;
     if (c === '\n') {
-      tokens.push({ kind: 'newline', text: '\n', pos: pos() });
-      advance(1);
-      continue;
+      tokens.push({ kind: 'newline', text: '\n', pos: cur.pos() });
+      cur.advance(1);
+    } else if (c === ' ' || c === '\t' || c === '\r' || c === '\uFEFF') {
+      cur.advance(1);
+    } else if (c === '#' || (c === '/' && cur.at(1) === '/')) {
+      while (!cur.done && cur.at() !== '\n') cur.advance(1);
+    } else if (c === '/' && cur.at(1) === '*') {
+      const start = cur.pos();
+      cur.advance(2);
+      while (!cur.done && !(cur.at() === '*' && cur.at(1) === '/')) cur.advance(1);
+      if (cur.done) throw new RulesSyntaxError('unterminated comment', start);
+      cur.advance(2);
+    } else if ('{}[]=:,'.includes(c)) {
+      tokens.push({ kind: 'punct', text: c, pos: cur.pos() });
+      cur.advance(1);
+    } else if (c === '"') {
+      tokens.push(readString(cur));
+    } else {
+      tokens.push(readWord(cur, c));
     }
-    if (c === ' ' || c === '\t' || c === '\r' || c === '\uFEFF') {
-      advance(1);
-      continue;
-    }
-    if (c === '#' || (c === '/' && src[i + 1] === '/')) {
-      while (i < src.length && src[i] !== '\n') advance(1);
-      continue;
-    }
-    if (c === '/' && src[i + 1] === '*') {
-      const start = pos();
-      advance(2);
-      while (i < src.length && !(src[i] === '*' && src[i + 1] === '/')) advance(1);
-      if (i >= src.length) throw new RulesSyntaxError('unterminated comment', start);
-      advance(2);
-      continue;
-    }
-    if ('{}[]=:,'.includes(c)) {
-      tokens.push({ kind: 'punct', text: c, pos: pos() });
-      advance(1);
-      continue;
-    }
-    if (c === '"') {
-      const start = pos();
-      advance(1);
-      let out = '';
-      for (;;) {
-        if (i >= src.length || src[i] === '\n') throw new RulesSyntaxError('unterminated string', start);
-        const ch = src[i] as string;
-        if (ch === '"') {
-          advance(1);
-          break;
-        }
-        if (ch === '\\') {
-          const esc = src[i + 1];
-          const simple: Record<string, string> = { '"': '"', '\\': '\\', '/': '/', n: '\n', t: '\t', r: '\r', b: '\b', f: '\f' };
-          if (esc !== undefined && esc in simple) {
-            out += simple[esc];
-            advance(2);
-            continue;
-          }
-          if (esc === 'u') {
-            const hex = src.slice(i + 2, i + 6);
-            if (!/^[0-9a-fA-F]{4}$/.test(hex)) throw new RulesSyntaxError('invalid unicode escape in string', pos());
-            out += String.fromCharCode(parseInt(hex, 16));
-            advance(6);
-            continue;
-          }
-          throw new RulesSyntaxError('invalid escape sequence in string', pos());
-        }
-        out += ch;
-        advance(1);
-      }
-      tokens.push({ kind: 'string', text: out, value: out, pos: start });
-      continue;
-    }
-    const num = /^-?\d+(\.\d+)?([eE][+-]?\d+)?/.exec(src.slice(i, i + 64));
-    if (num && (c === '-' || /\d/.test(c))) {
-      tokens.push({ kind: 'number', text: num[0], value: Number(num[0]), pos: pos() });
-      advance(num[0].length);
-      continue;
-    }
-    const ident = /^[A-Za-z_][A-Za-z0-9_\-.]*/.exec(src.slice(i, i + 256));
-    if (ident) {
-      const text = ident[0];
-      if (text === 'true' || text === 'false') {
-        tokens.push({ kind: 'bool', text, value: text === 'true', pos: pos() });
-      } else {
-        tokens.push({ kind: 'ident', text, pos: pos() });
-      }
-      advance(text.length);
-      continue;
-    }
-    if (c === '<' && src[i + 1] === '<') throw new RulesSyntaxError('heredoc strings are not supported in ACL rules', pos());
-    throw new RulesSyntaxError(`illegal character ${JSON.stringify(c)}`, pos());
   }
-  tokens.push({ kind: 'eof', text: '', pos: { line, column: col } });
+  tokens.push({ kind: 'eof', text: '', pos: cur.pos() });
   return tokens;
+}
+
+const ESCAPES: Record<string, string> = { '"': '"', '\\': '\\', '/': '/', n: '\n', t: '\t', r: '\r', b: '\b', f: '\f' };
+
+/** A double-quoted string, its escapes as JSON's. */
+function readString(cur: Cursor): Token {
+  const start = cur.pos();
+  cur.advance(1);
+  let out = '';
+  for (;;) {
+    if (cur.done || cur.at() === '\n') throw new RulesSyntaxError('unterminated string', start);
+    const ch = cur.at() as string;
+    if (ch === '"') {
+      cur.advance(1);
+      break;
+    }
+    if (ch === '\\') {
+      const esc = cur.at(1);
+      if (esc !== undefined && esc in ESCAPES) {
+        out += ESCAPES[esc];
+        cur.advance(2);
+        continue;
+      }
+      if (esc === 'u') {
+        const hex = cur.src.slice(cur.i + 2, cur.i + 6);
+        if (!/^[0-9a-fA-F]{4}$/.test(hex)) throw new RulesSyntaxError('invalid unicode escape in string', cur.pos());
+        out += String.fromCharCode(parseInt(hex, 16));
+        cur.advance(6);
+        continue;
+      }
+      throw new RulesSyntaxError('invalid escape sequence in string', cur.pos());
+    }
+    out += ch;
+    cur.advance(1);
+  }
+  return { kind: 'string', text: out, value: out, pos: start };
+}
+
+/** A number, a boolean or an identifier; anything else is refused. */
+function readWord(cur: Cursor, c: string): Token {
+  const pos = cur.pos();
+  const num = /^-?\d+(\.\d+)?([eE][+-]?\d+)?/.exec(cur.src.slice(cur.i, cur.i + 64));
+  if (num && (c === '-' || /\d/.test(c))) {
+    cur.advance(num[0].length);
+    return { kind: 'number', text: num[0], value: Number(num[0]), pos };
+  }
+  const ident = /^[A-Za-z_][A-Za-z0-9_\-.]*/.exec(cur.src.slice(cur.i, cur.i + 256));
+  if (ident) {
+    const text = ident[0];
+    cur.advance(text.length);
+    if (text === 'true' || text === 'false') return { kind: 'bool', text, value: text === 'true', pos };
+    return { kind: 'ident', text, pos };
+  }
+  if (c === '<' && cur.at(1) === '<') throw new RulesSyntaxError('heredoc strings are not supported in ACL rules', pos);
+  throw new RulesSyntaxError(`illegal character ${JSON.stringify(c)}`, pos);
 }
 
 class Parser {
