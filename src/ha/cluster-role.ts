@@ -11,6 +11,7 @@ import type { AclResolver } from '../service/acl-resolver.js';
 import type { ClusterStore } from '../store/store.js';
 import type { Transport } from '../transport/transport.js';
 import type { ServerGroup } from './servers.js';
+import type { AuditType } from '../domain/audit-types.js';
 
 /** Replication timings and sizes; tests shorten them. */
 export const DEFAULT_REPLICATION_OPTIONS = {
@@ -76,7 +77,7 @@ export interface RoleDeps {
   /** Where other servers and datacenters reach this one. */
   advertised(): string;
   /** Records an event in the audit log (leadership, replication connects and disconnects). */
-  onEvent?: (type: string, details: Record<string, unknown>) => void;
+  onEvent?: (type: AuditType, details: Record<string, unknown>) => void;
 }
 
 /**

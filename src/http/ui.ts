@@ -5,6 +5,7 @@ import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import fastifyStatic from '@fastify/static';
 import type { FastifyInstance } from 'fastify';
+import { AUDIT_OBJECT_KINDS, AUDIT_TYPES } from '../domain/audit-types.js';
 
 const require = createRequire(import.meta.url);
 /** The UI's own files: src/ui/public, from the sources or from dist/ alike. */
@@ -62,6 +63,10 @@ export async function registerUI(app: FastifyInstance, options: { datacenter: st
   app.get('/ui/settings.json', async (_request, reply) =>
     reply.type('application/json; charset=utf-8').send(JSON.stringify({ Datacenter: options.datacenter })),
   );
+  // The audit event types and object kinds the Audit page filters by: the registry's (domain/audit-types.ts).
+  const auditTypes =
+    `export const AUDIT_TYPES = ${JSON.stringify(AUDIT_TYPES)};\n` + `export const AUDIT_KINDS = ${JSON.stringify(AUDIT_OBJECT_KINDS)};\n`;
+  app.get('/ui/audit-types.js', async (_request, reply) => reply.type('text/javascript; charset=utf-8').send(auditTypes));
   await app.register(fastifyStatic, { root: PUBLIC, prefix: '/ui/', index: ['index.html'], decorateReply: false, cacheControl: false });
   const vendor = (root: string, prefix: string, file: string) =>
     app.register(fastifyStatic, { root, prefix, allowedPath: (path) => path === `/${file}`, decorateReply: false });

@@ -10,6 +10,7 @@ import type { AuditGroupEvent } from '../store/store.js';
 import { AuditFile } from './audit-file.js';
 import { LineRing } from './line-ring.js';
 import { type CountedRefusals, RefusalCounter } from './refusal-counter.js';
+import type { AuditType } from '../domain/audit-types.js';
 
 /**
  * The audit log (README: Audit log): who changed what, when and from where, and who was
@@ -54,7 +55,7 @@ function members(o: Record<string, unknown>): string {
 export interface AuditFilter {
   since?: number;
   until?: number;
-  type?: string;
+  type?: AuditType;
   accessor?: string;
   kind?: string;
   id?: string;
@@ -131,7 +132,7 @@ function summarize<S>(counted: Array<CountedRefusals<S>>, max: number): Array<Co
 }
 
 /** The type of a refused request's event (and of the lines that count refusals). */
-export const REFUSED = 'refused';
+export const REFUSED: AuditType = 'refused';
 
 /**
  * The file that keeps only changes (every event but refusals), beside the audit log:
@@ -225,7 +226,7 @@ export class AuditLog {
    * An event's line, newline included (time, place, then the details and `raw`, already JSON
    * members), remembered for the endpoint. Built as text: a write's audit line costs no object.
    */
-  private complete(type: string, given: AuditActor, status: number, details: Record<string, unknown>, raw?: string): string {
+  private complete(type: AuditType, given: AuditActor, status: number, details: Record<string, unknown>, raw?: string): string {
     const at = Date.now();
     // Whoever emits the event, its path is kept short.
     const actor = given.Path.length > PATH_CHARS ? { ...given, Path: cut(given.Path, given.Path.length) } : given;
@@ -272,7 +273,7 @@ export class AuditLog {
    * leadership, replication). A refusal (type `refused`) is written in full within its client's
    * burst, else counted (refusal-counter.ts).
    */
-  record(type: string, actor: AuditActor, status: number, details: Record<string, unknown> = {}, raw?: string): void {
+  record(type: AuditType, actor: AuditActor, status: number, details: Record<string, unknown> = {}, raw?: string): void {
     if (!this.settings.enabled) return;
     if (type === REFUSED) {
       if (!this.refusals.admit(actor.RemoteAddr, status, String(details.Code ?? ''), Date.now(), { actor, details })) return;

@@ -22,6 +22,7 @@ import {
 } from './primary-session.js';
 import { type DatacenterInfo, PROTOCOL_VERSION, REPLICATION_PATH } from './protocol.js';
 import { secretOf } from '../transport/credentials.js';
+import type { AuditType } from '../domain/audit-types.js';
 
 export { CLOSE_TOKEN_REVOKED, type FrameChannel, type SecondaryInfo, Session, wsChannel } from './primary-session.js';
 
@@ -84,7 +85,7 @@ export class ReplicationPrimary implements SessionHost {
       datacenter: string;
       address: () => string;
       transport?: Transport;
-      onEvent?: (type: string, details: Record<string, unknown>) => void;
+      onEvent?: (type: AuditType, details: Record<string, unknown>) => void;
     },
   ) {
     this.unsubscribe = store.onCommit((event) => {

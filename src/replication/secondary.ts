@@ -18,6 +18,7 @@ import {
 import { PrimaryContact } from './primary-contact.js';
 import { SecondaryStream } from './secondary-stream.js';
 import { type Transport, describeConnectError, isPeerAddress } from '../transport/transport.js';
+import type { AuditType } from '../domain/audit-types.js';
 
 export interface SecondaryOptions {
   /** Reaches the primary; with TLS, its certificate must name server.<primary dc>.<domain> before the token is sent. */
@@ -37,7 +38,7 @@ export interface SecondaryOptions {
   /** The server's clock of when the primary was last heard (kept across leadership changes). */
   contact?: PrimaryContact;
   /** Records an event in the audit log (connected to the primary, disconnected). */
-  onEvent?: (type: string, details: Record<string, unknown>) => void;
+  onEvent?: (type: AuditType, details: Record<string, unknown>) => void;
 }
 
 const ZERO_TIME = '0001-01-01T00:00:00Z';

@@ -2,6 +2,7 @@ import type { AuditActor } from '../observability/audit.js';
 import type { TransactOptions } from '../store/store.js';
 import type { Identity } from './acl-resolver.js';
 import type { RequestContext } from './context.js';
+import type { AuditType } from '../domain/audit-types.js';
 
 /** Who made a request, for its audit line: the request's own facts and the caller's accessor. */
 export function actorOf(ctx: RequestContext, identity: Identity | undefined): AuditActor {
@@ -19,7 +20,7 @@ export function actorOf(ctx: RequestContext, identity: Identity | undefined): Au
 export function audited(
   ctx: RequestContext,
   identity: Identity | undefined,
-  type: string,
+  type: AuditType,
   details?: Record<string, unknown>,
 ): TransactOptions {
   return { audit: { type, actor: actorOf(ctx, identity), ...(details ? { details } : {}) } };

@@ -24,6 +24,7 @@ import { storedMethodCheck } from './auth-methods.js';
 import { checkRule, checkSelectorText } from './binding-rules.js';
 import type { Selectors } from '../auth/selectors.js';
 import type { RequestContext } from './context.js';
+import type { AuditType } from '../domain/audit-types.js';
 
 export interface SnapshotServiceOptions {
   datacenter: string;
@@ -34,7 +35,7 @@ export interface SnapshotServiceOptions {
   /** The limits auth methods are checked against on writes: a restored method is checked against them too. */
   methodLimits: Parameters<typeof storedMethodCheck>[0];
   /** Records an audit event that changes nothing in the store (a snapshot save). */
-  audit?: (type: string, actor: AuditActor, details: Record<string, unknown>) => void;
+  audit?: (type: AuditType, actor: AuditActor, details: Record<string, unknown>) => void;
 }
 
 /** The permission snapshots need (as Consul's: operator write), plus acl write since they hold every secret. */

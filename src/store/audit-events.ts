@@ -1,11 +1,12 @@
 import { quoteJSON } from '../domain/json-text.js';
 import type { StagedStore } from './staging.js';
-import { META } from './schema.js';
+import { META, type TableName } from './schema.js';
+import type { AuditObjectKind } from '../domain/audit-types.js';
 import type { StoreTx } from './store-tx.js';
 import type { AuditGroupEvent, AuditRecord } from './store.js';
 
 /** Audit kinds of the tables: what an audit line calls an object. */
-const AUDIT_KIND: Record<string, string> = {
+const AUDIT_KIND: Record<TableName, AuditObjectKind> = {
   tokens: 'token',
   policies: 'policy',
   roles: 'role',
@@ -27,7 +28,7 @@ export function auditEventOf(tx: StoreTx, record: AuditRecord, durableIndex: num
   for (let i = 0; i < shown; i++) {
     const op = ops[i] as (typeof ops)[number];
     const r = op.record as { Name?: string; Namespace?: string; Partition?: string; Hash?: string } | null;
-    let o = `{"Kind":"${AUDIT_KIND[op.table] ?? op.table}","ID":${quoteJSON(op.id)}`;
+    let o = `{"Kind":"${AUDIT_KIND[op.table]}","ID":${quoteJSON(op.id)}`;
     if (r === null) o += ',"Deleted":true';
     else {
       if (r.Name !== undefined && op.table !== 'authMethods') o += `,"Name":${quoteJSON(r.Name)}`;

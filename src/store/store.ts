@@ -4,6 +4,7 @@ import type { StateReader, Tables } from './memory.js';
 import type { StagedStore } from './staging.js';
 import type { RecordList } from './table.js';
 import type { RecordTypes, TableName, WatchTable } from './schema.js';
+import type { AuditType } from '../domain/audit-types.js';
 
 export type { StateReader, TokenQuery, ExpiryCursor } from './memory.js';
 export type { TableName } from './schema.js';
@@ -209,7 +210,7 @@ export interface TransactOptions {
 
 /** What a change's audit line says beyond what the store knows (the objects, the index). */
 export interface AuditRecord {
-  type: string;
+  type: AuditType;
   actor: AuditActor;
   details?: Record<string, unknown>;
 }
@@ -223,7 +224,7 @@ export interface AuditSink {
 
 /** One write's audit event: `raw` holds JSON members (the index, the objects changed) written after the details. */
 export interface AuditGroupEvent {
-  type: string;
+  type: AuditType;
   actor: AuditActor;
   details: Record<string, unknown>;
   raw?: string;

@@ -29,12 +29,12 @@ async function openLog(rotateBytes = 64 << 20, maxFiles = 3): Promise<{ log: Aud
 describe('AuditLog', () => {
   it('keeps the last 10,000 events: newest first, pages by cursor, follows by sequence', async () => {
     const { log, path } = await openLog();
-    for (let i = 1; i <= 10_050; i++) log.record(i % 2 ? 'odd' : 'even', systemActor('test'), 200, { N: i });
+    for (let i = 1; i <= 10_050; i++) log.record(i % 2 ? 'login' : 'logout', systemActor('test'), 200, { N: i });
     expect(log.latest()).toBe(10_050);
     const first = log.query({ limit: 3 });
     expect(first.events.map((e) => e.N)).toEqual([10_050, 10_049, 10_048]);
     expect(log.query({ limit: 2, before: first.next }).events.map((e) => e.N)).toEqual([10_047, 10_046]);
-    expect(log.query({ limit: 2, type: 'odd' }).events.map((e) => e.N)).toEqual([10_049, 10_047]);
+    expect(log.query({ limit: 2, type: 'login' }).events.map((e) => e.N)).toEqual([10_049, 10_047]);
     // The oldest 50 are gone from memory (the file has them all).
     const all = log.query({ limit: 20_000 });
     expect(all.events).toHaveLength(10_000);
@@ -45,13 +45,13 @@ describe('AuditLog', () => {
     await log.close();
     const lines = (await readFile(path, 'utf8')).trim().split('\n');
     expect(lines).toHaveLength(10_050);
-    expect(JSON.parse(lines[0] as string)).toMatchObject({ Type: 'odd', N: 1, Datacenter: 'dc1', Server: 's1', AccessorID: 'test' });
+    expect(JSON.parse(lines[0] as string)).toMatchObject({ Type: 'login', N: 1, Datacenter: 'dc1', Server: 's1', AccessorID: 'test' });
   });
 
   it('rotates by size, keeping the configured number of old files', async () => {
     const { log, path } = await openLog(4096, 2);
     for (let round = 0; round < 6; round++) {
-      for (let i = 0; i < 20; i++) log.record('event', systemActor('test'), 200, { Round: round, Pad: 'x'.repeat(100) });
+      for (let i = 0; i < 20; i++) log.record('reload', systemActor('test'), 200, { Round: round, Pad: 'x'.repeat(100) });
       await log.flush();
     }
     await log.close();
@@ -77,7 +77,7 @@ describe('AuditLog', () => {
         raw: '"Index":7,"Objects":[{"Kind":"token","ID":"t1"}]',
       },
     ]);
-    log.record('odd', actor, 403, { Status: 418, Reason: 'x' });
+    log.record('login', actor, 403, { Status: 418, Reason: 'x' });
     await log.close();
     const lines = (await readFile(path, 'utf8')).trim().split('\n');
     expect(lines).toHaveLength(2);
@@ -102,9 +102,9 @@ describe('AuditLog', () => {
     expect(new Date(first.Time).toISOString()).toBe(first.Time);
     // A detail named like a field of the event replaces it, once (no repeated key in the line).
     expect(lines[1]?.match(/"Status"/g)).toHaveLength(1);
-    expect(JSON.parse(lines[1] as string)).toMatchObject({ Type: 'odd', Status: 418, Reason: 'x' });
+    expect(JSON.parse(lines[1] as string)).toMatchObject({ Type: 'login', Status: 418, Reason: 'x' });
     // The endpoint's view is the same event.
-    expect(log.query({ limit: 10 }).events.map((e) => e.Type)).toEqual(['odd', 'token-create']);
+    expect(log.query({ limit: 10 }).events.map((e) => e.Type)).toEqual(['login', 'token-create']);
     expect(log.query({ limit: 10, accessor: 'a"1', type: 'token-create' }).events[0]).toEqual(first);
   });
 });

@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { agentHealthResponse, agentSelfResponse, auditPageResponse, operatorServersResponse } from '../../api/schemas.js';
 import type { AppDeps } from '../deps.js';
 import { relayToLeader } from '../forward.js';
+import { AUDIT_OBJECT_KINDS, AUDIT_TYPES, type AuditType, isAuditKind, isAuditType } from '../../domain/audit-types.js';
 
 /** What the agent routes use. */
 export type AgentRoutesDeps = Pick<AppDeps, 'agent' | 'metrics' | 'resolver' | 'audit' | 'cluster'>;
@@ -155,9 +156,9 @@ function auditRoute(app: FastifyInstance, deps: AgentRoutesDeps): void {
         query: {
           since: 'Events at or after this time (RFC 3339 or ms)',
           until: 'Events at or before this time',
-          type: 'Only this event type (token-create, refused, login, …)',
+          type: `Only this event type: ${AUDIT_TYPES.join(', ')}`,
           accessor: "Only events of this caller's AccessorID (or hmac:… for an unknown secret)",
-          kind: 'Only events that changed an object of this kind (token, policy, role, auth-method, binding-rule)',
+          kind: `Only events that changed an object of this kind: ${AUDIT_OBJECT_KINDS.join(', ')}`,
           id: 'Only events that changed this object (ID or auth method name)',
           limit: 'At most this many (default 100, at most 1000)',
           cursor: 'The NextCursor of the previous page',
@@ -190,9 +191,9 @@ function auditRoute(app: FastifyInstance, deps: AgentRoutesDeps): void {
           limit,
           ...optional('since', timeParam('since', queryParam(request, 'since'))),
           ...optional('until', timeParam('until', queryParam(request, 'until'))),
-          ...optional('type', queryParam(request, 'type') || undefined),
+          ...optional('type', auditTypeParam(queryParam(request, 'type'))),
           ...optional('accessor', queryParam(request, 'accessor') || undefined),
-          ...optional('kind', queryParam(request, 'kind') || undefined),
+          ...optional('kind', auditKindParam(queryParam(request, 'kind'))),
           ...optional('id', queryParam(request, 'id') || undefined),
           ...optional('before', cursor ? Number(cursor) : undefined),
         };
@@ -249,4 +250,19 @@ function selfAndMetricsRoutes(app: FastifyInstance, deps: AgentRoutesDeps): void
 /** `{ [key]: value }` when the value is set, else nothing. */
 function optional<K extends string, V>(key: K, value: V | undefined): { [k in K]?: V } {
   return (value === undefined ? {} : { [key]: value }) as { [k in K]?: V };
+}
+
+/** The audit endpoint's `type` filter: one of the registered types (a misspelt one would match nothing, silently). */
+function auditTypeParam(value: string | undefined): AuditType | undefined {
+  if (value === undefined || value === '') return undefined;
+  if (!isAuditType(value))
+    throw invalid(`Invalid type: ${JSON.stringify(value)} is no audit event type (one of ${AUDIT_TYPES.join(', ')})`);
+  return value;
+}
+
+function auditKindParam(value: string | undefined): string | undefined {
+  if (value === undefined || value === '') return undefined;
+  if (!isAuditKind(value))
+    throw invalid(`Invalid kind: ${JSON.stringify(value)} is no object kind (one of ${AUDIT_OBJECT_KINDS.join(', ')})`);
+  return value;
 }

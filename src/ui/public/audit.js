@@ -4,23 +4,9 @@
 import { useState } from 'preact/hooks';
 import { ErrorBox, Loading, Time, api, explain, go, html, useLoad } from './lib.js';
 import { SelectField, TextField } from './forms.js';
+// The server's list of event types (src/domain/audit-types.ts), one for the emitters, this page and the README.
+import { AUDIT_KINDS as KINDS, AUDIT_TYPES as TYPES } from './audit-types.js';
 
-const KINDS = ['token', 'policy', 'role', 'auth-method', 'binding-rule'];
-const TYPES = [
-  ...KINDS.flatMap((k) => [`${k}-create`, `${k}-update`, ...(k === 'token' ? ['token-clone'] : []), `${k}-delete`]),
-  'bootstrap',
-  'bootstrap-reset',
-  'login',
-  'logout',
-  'reap',
-  'refused',
-  'snapshot-save',
-  'snapshot-restore',
-  'reload',
-  'leadership',
-  'replication-connect',
-  'replication-disconnect',
-];
 const FILTERS = ['accessor', 'type', 'kind', 'id'];
 
 /** What an event changed, in a few words: the objects it touched, or why it was refused. */

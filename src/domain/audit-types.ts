@@ -1,0 +1,82 @@
+/**
+ * Every audit event type (README: Audit log; SPEC §19), declared once: the emitters take
+ * `AuditType` (a type not listed here does not compile), the audit endpoint refuses a `type`
+ * filter not listed here, the web UI's Audit page loads the list from `/ui/audit-types.js`,
+ * and the README's table is this table (`test/observability/audit-types.test.ts` compares them).
+ */
+
+/** The kinds of ACL object an audit line names, as it names them. */
+export const AUDIT_OBJECT_KINDS = ['token', 'policy', 'role', 'auth-method', 'binding-rule'] as const;
+export type AuditObjectKind = (typeof AUDIT_OBJECT_KINDS)[number];
+
+/** The event types in the README's table, a row per group: when each is written, and what it adds. */
+export const AUDIT_EVENT_GROUPS = [
+  {
+    types: [
+      'token-create',
+      'token-update',
+      'token-clone',
+      'token-delete',
+      'policy-create',
+      'policy-update',
+      'policy-delete',
+      'role-create',
+      'role-update',
+      'role-delete',
+      'auth-method-create',
+      'auth-method-update',
+      'auth-method-delete',
+      'binding-rule-create',
+      'binding-rule-update',
+      'binding-rule-delete',
+    ],
+    when: 'every ACL write',
+    also:
+      "`Index`, `Objects` (each `Kind`, `ID`, `Namespace`, `Partition`, new `Hash`, or `Deleted`; an auth method's delete names " +
+      'the rules and tokens it took along)',
+  },
+  {
+    types: ['bootstrap', 'bootstrap-reset'],
+    when: 'a bootstrap (`initial_management_token` at start-up too), one through the reset file',
+    also: "the management token's accessor in `Objects`",
+  },
+  { types: ['snapshot-save', 'snapshot-restore'], when: '`GET` / `PUT /v1/snapshot`', also: '`Counts` of each kind' },
+  {
+    types: ['login', 'logout'],
+    when: '`POST /v1/acl/login`, `/logout`',
+    also: '`AuthMethod`, the `BindingRules` that matched, the token in `Objects`',
+  },
+  { types: ['reap'], when: 'the reaper deleted expired tokens', also: 'them in `Objects` (`AccessorID` is `reaper`)' },
+  {
+    types: ['refused'],
+    when: "every 403, and the login limit's 429s; past a burst, counted (below)",
+    also: '`Code`, `Reason` (the permission lacked); on a line that counts refusals, `Count`, `First`, `Last`',
+  },
+  { types: ['reload'], when: 'SIGHUP', also: '`Changed`, `TLSReloaded`, `NeedRestart`' },
+  {
+    types: ['leadership', 'replication-connect', 'replication-disconnect'],
+    when: 'a server leads or follows; a secondary connects to or leaves the primary',
+    also: '`Role`, `Term`; `Secondary` or `Primary`',
+  },
+] as const;
+
+export type AuditType = (typeof AUDIT_EVENT_GROUPS)[number]['types'][number];
+
+/** Every type, in the table's order. */
+export const AUDIT_TYPES: readonly AuditType[] = AUDIT_EVENT_GROUPS.flatMap((g) => g.types);
+
+const KNOWN = new Set<string>(AUDIT_TYPES);
+
+export function isAuditType(type: string): type is AuditType {
+  return KNOWN.has(type);
+}
+
+export function isAuditKind(kind: string): kind is AuditObjectKind {
+  return (AUDIT_OBJECT_KINDS as readonly string[]).includes(kind);
+}
+
+/** The README's table of event types, as Markdown. */
+export function auditTypesTable(): string {
+  const rows = AUDIT_EVENT_GROUPS.map((g) => `| ${g.types.map((t) => `\`${t}\``).join(', ')} | ${g.when} | ${g.also} |`);
+  return ['| Type | when | also |', '|---|---|---|', ...rows].join('\n');
+}
