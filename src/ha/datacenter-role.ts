@@ -99,7 +99,7 @@ export abstract class DatacenterRole implements ClusterRole {
   }
 
   protected waitForLocalIndex = (index: number, timeoutMs: number): Promise<boolean> =>
-    waitForIndex(this.deps.store, index, timeoutMs, () => this.group?.holdsLeaderHistory() ?? true);
+    waitForIndex(this.deps.store, index, timeoutMs, () => this.group?.holdsLeaderLog() ?? true);
 
   async start(parts: RoleParts): Promise<void> {
     this.parts = parts;

@@ -49,11 +49,11 @@ export class FollowerStream {
   private generation = 0;
   private stopped = false;
   /**
-   * What this server holds is a prefix of this leader's history: the leader resumed it from
+   * What this server holds is a prefix of this leader's batch log: the leader resumed it from
    * its tail, or its snapshot is installed. Until then (a new connection, or a snapshot on
    * its way) it may hold batches the leader never wrote, so its index proves nothing.
    */
-  private inHistory = false;
+  private inLeaderLog = false;
   /** The leader's commit point as this connection last heard it. */
   private leaderCommit = 0;
 
@@ -77,15 +77,15 @@ export class FollowerStream {
     };
   }
 
-  /** Whether this server's store is a prefix of the leader's history (its index can be compared with the leader's). */
-  holdsLeaderHistory(): boolean {
-    return this.inHistory;
+  /** Whether this server's store is a prefix of the leader's batch log (its index can be compared with the leader's). */
+  holdsLeaderLog(): boolean {
+    return this.inLeaderLog;
   }
 
   /** The connection ended: queued frames are dropped. */
   disconnected(): void {
     this.generation++;
-    this.inHistory = false;
+    this.inLeaderLog = false;
     this.leaderCommit = 0;
     this.clearQueue();
     this.dropIntake();
@@ -120,7 +120,7 @@ export class FollowerStream {
         if (frame.term < this.options.term)
           return this.effects.drop(`the leader's term ${frame.term} is older than the current term ${this.options.term}`);
         this.term = frame.term;
-        this.inHistory = frame.mode === 'tail';
+        this.inLeaderLog = frame.mode === 'tail';
         this.heardCommit(this.leaderCommit);
         this.effects.welcomed();
         return;
@@ -175,14 +175,14 @@ export class FollowerStream {
   }
 
   /**
-   * The leader committed every batch up to `seq`. It says so of its own history: the batches
-   * this server holds are shown by it only while they are a prefix of that history (resumed
-   * from the leader's tail, or after its snapshot); before, they may be another history's
+   * The leader committed every batch up to `seq`. It says so of its own batch log: the batches
+   * this server holds are shown by it only while they are a prefix of that batch log (resumed
+   * from the leader's tail, or after its snapshot); before, they may be another batch log's
    * (a batch the leader refused), which the snapshot on its way replaces.
    */
   private heardCommit(seq: number): void {
     this.leaderCommit = Math.max(this.leaderCommit, seq);
-    if (this.inHistory) this.store.commitServerBatches(this.leaderCommit);
+    if (this.inLeaderLog) this.store.commitServerBatches(this.leaderCommit);
   }
 
   /** Resolves once nothing is being applied. */
@@ -208,7 +208,7 @@ export class FollowerStream {
           await intake.install({ seq: chunk.seq, term: chunk.term });
           this.options.logger.info({ seq: chunk.seq, term: chunk.term }, 'server stream: installed a snapshot from the leader');
           if (current()) {
-            this.inHistory = true;
+            this.inLeaderLog = true;
             this.heardCommit(this.leaderCommit);
             this.effects.send({ t: 'ack', seq: chunk.seq });
           }

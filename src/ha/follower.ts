@@ -131,9 +131,9 @@ export class ServerFollower {
     };
   }
 
-  /** Whether this server's store is a prefix of its leader's history (see FollowerStream). */
-  holdsLeaderHistory(): boolean {
-    return this.proven && this.stream.holdsLeaderHistory();
+  /** Whether this server's store is a prefix of its leader's batch log (see FollowerStream). */
+  holdsLeaderLog(): boolean {
+    return this.proven && this.stream.holdsLeaderLog();
   }
 
   /** Whether the peer at leaderURL has proven, on the current connection, to be the leader. */

@@ -170,8 +170,8 @@ export class LeaderSession {
     const after = leader.batchesAfter(from);
     try {
       if (after) {
-        // Its position is in this leader's history: it holds every batch up to it. A position
-        // from another history (a batch this leader refused, or an older term's) confirms
+        // Its position is in this leader's batch log: it holds every batch up to it. A position
+        // from another batch log (a batch this leader refused, or an older term's) confirms
         // nothing here: counting it would let writes be acknowledged, and the follower join
         // the synchronous set, on batches it does not hold; it confirms the snapshot instead.
         this.ackedSeq = from.seq;

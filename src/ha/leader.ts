@@ -67,7 +67,7 @@ export class ServerLeader implements BatchReplicator, LeaderHost {
   /** The leader's answer to each proven upgrade (the 101's proof headers). */
   private readonly answers = new WeakMap<IncomingMessage, Record<string, string>>();
   private readonly sessions = new Set<LeaderSession>();
-  /** Batches of this history, oldest first; `base` is the position before the first. */
+  /** Batches of this batch log, oldest first; `base` is the position before the first. */
   private tail: ServerBatch[] = [];
   private readonly base: ServerPosition;
   private sync: string[] = [];
@@ -160,18 +160,18 @@ export class ServerLeader implements BatchReplicator, LeaderHost {
     this.restartFollowers('the leader failed to write a batch; start over');
   }
 
-  historyReplaced(): void {
+  batchLogReplaced(): void {
     this.restartFollowers("the leader's store was replaced; start over from its snapshot");
   }
 
-  /** No follower resumes from this history's tail: each starts over from a snapshot. */
+  /** No follower resumes from this batch log's tail: each starts over from a snapshot. */
   private restartFollowers(reason: string): void {
     this.tail = [];
     this.trimmedTo = { seq: Number.MAX_SAFE_INTEGER, term: 0 };
     for (const s of this.sessions) s.close(4000, reason);
   }
 
-  /** Batches after `pos`, when this history holds `pos` and everything after it; undefined: a snapshot is needed. */
+  /** Batches after `pos`, when this batch log holds `pos` and everything after it; undefined: a snapshot is needed. */
   batchesAfter(pos: ServerPosition): ServerBatch[] | undefined {
     if (pos.seq === 0) return undefined;
     const start = this.trimmedTo ?? this.base;

@@ -51,7 +51,7 @@ export class SecretLookup {
 
 /**
  * Resolves true once the store's durable index reaches `index`, false after `timeoutMs`.
- * `comparable` says whether this store's indexes are those of the history `index` comes
+ * `comparable` says whether this store's indexes are those of the batch log `index` comes
  * from (a follower between its leader's snapshot and its install is not): until it holds,
  * no index counts.
  */

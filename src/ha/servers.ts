@@ -39,7 +39,7 @@ export interface ServerGroupOptions {
 }
 
 /** What the group uses of its stream to the leader. */
-export type FollowerLink = Pick<ServerFollower, 'start' | 'stop' | 'isProven' | 'status' | 'holdsLeaderHistory'>;
+export type FollowerLink = Pick<ServerFollower, 'start' | 'stop' | 'isProven' | 'status' | 'holdsLeaderLog'>;
 
 /**
  * A server's part in its datacenter (README, "Several servers per datacenter"): follows what the coordinator says,
@@ -114,14 +114,14 @@ export class ServerGroup {
 
   /**
    * Whether an index the leader answered can be compared with this server's own: it leads,
-   * or its stream has made its store a prefix of the leader's history. A follower that holds
-   * batches of another history (a batch its leader refused, an older term's) has indexes the
+   * or its stream has made its store a prefix of the leader's batch log. A follower that holds
+   * batches of another batch log (a batch its leader refused, an older term's) has indexes the
    * leader may hand out again for other writes, so "reached index N" would prove nothing.
    */
-  holdsLeaderHistory(): boolean {
+  holdsLeaderLog(): boolean {
     if (this.role === 'leader') return true;
     const f = this.following;
-    return f !== undefined && f.url === this.leaderURL() && f.stream.holdsLeaderHistory();
+    return f !== undefined && f.url === this.leaderURL() && f.stream.holdsLeaderLog();
   }
 
   /** Brings this server's part in line with the coordinator; one change at a time. */

@@ -131,7 +131,7 @@ export class CatchUp {
     staged.putMeta(META.tableIndex('bootstrap'), this.bootstrapChanged() ? at : this.store.tableIndex('bootstrap'));
     staged.putMeta(META.index, Math.max(at, this.store.currentIndex()));
     staged.putMeta(META.cursor, cursor);
-    // Another history for this datacenter's followers: they start over from a snapshot of it.
+    // Another batch log for this datacenter's followers: they start over from a snapshot of it.
     const position = this.store.serverPosition();
     staged.putMeta(META.serverSeq, position.seq + 1);
     staged.putMeta(META.serverTerm, position.term);

@@ -95,7 +95,7 @@ export class ReplicationPrimary implements SessionHost {
       if (event.unconfirmed) {
         // This server's leadership ended before its followers confirmed these changes: the
         // next leader may lack them, so no secondary may hold them. Nothing more is served
-        // from this history (a later leadership starts a new primary stream).
+        // from this batch log (a later leadership starts a new primary stream).
         this.halted = true;
         for (const s of this.sessions) s.close(1012, 'this server no longer leads its datacenter; reconnecting to its leader');
         return;

@@ -1,5 +1,5 @@
 import { isWatchwordError } from '../domain/errors.js';
-import type { DurableChange, DurableState } from './durable-state.js';
+import type { CommittedChange, CommittedState } from './committed-state.js';
 import type { LayerEntry } from './memory.js';
 import { encode } from './records.js';
 import { META } from './schema.js';
@@ -8,7 +8,7 @@ import type { AuditGroupEvent, AuditSink, BatchReplicator, Durability, WatchTabl
 export type BatchOp = { type: 'put'; key: string; value: Uint8Array } | { type: 'del'; key: string };
 
 /** A transaction accepted and waiting for its group's write. */
-export interface QueuedCommit extends DurableChange {
+export interface QueuedCommit extends CommittedChange {
   ops: BatchOp[];
   /** Each change-log entry's bytes as written (kept by the log tail instead of the entry). */
   entryBytes: Uint8Array[];
@@ -35,8 +35,8 @@ export interface CommitterOptions {
   durability: Durability;
   /** Tests only: makes disk writes fail on demand. */
   faults?: { writeError?: () => Error | undefined };
-  /** Where the committed state stands in the batch history (HA); the writer moves it. */
-  state: Pick<DurableState, 'seq' | 'term'>;
+  /** Where the committed state stands in the batch log (HA); the writer moves it. */
+  state: Pick<CommittedState, 'seq' | 'term'>;
   /** HA leader: copies every group to the followers (undefined otherwise). */
   replicator(): BatchReplicator | undefined;
   /** Where the groups' audit lines go (undefined: no audit log). */

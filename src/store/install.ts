@@ -55,7 +55,7 @@ export class StoreSwitch {
    * Makes a staged store current in one step. Transactions wait meanwhile, and those accepted
    * before are written first; `complete` then adds what must be current at the switch (it runs
    * with writes held); the staging is finished, its directory swapped in, and its tables become
-   * the durable state. `indexesMayGoBack`: the staged store is another history (a follower's
+   * the durable state. `indexesMayGoBack`: the staged store is another batch log (a follower's
    * leader), whose indexes this one follows even backward.
    */
   async install(staged: StagedStore, options: InstallOptions = {}): Promise<void> {

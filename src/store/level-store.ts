@@ -2,9 +2,9 @@ import type { Level } from 'level';
 import { WatchwordError } from '../domain/errors.js';
 import type { BootstrapState } from '../domain/types.js';
 import { type Checkpoint, removeCheckpoint, writeCheckpoint } from './checkpoint.js';
-import { readState } from './disk-state.js';
+import { readState } from './disk-format.js';
 import { type ScannedAside, scanTokensAside } from './scan-aside.js';
-import { type Applied, DurableState } from './durable-state.js';
+import { type Applied, CommittedState } from './committed-state.js';
 import { type BatchOp, GroupCommitter, type QueuedCommit, isFencing } from './group-commit.js';
 import { encodeLogEntry } from './log-encoding.js';
 import { LogTail } from './log-tail.js';
@@ -45,7 +45,7 @@ export type { LevelStoreOptions } from './open.js';
  * The store: LevelDB on disk, the committed state in memory. It composes the parts etcd keeps
  * apart, each in a file of its own: opening (open.ts), transactions (store-tx.ts, over a layer of
  * accepted writes not yet durable), group commit (group-commit.ts), the durable state in memory
- * (durable-state.ts), watchers (watchers.ts), the change log (change-log.ts, log-tail.ts), writes
+ * (committed-state.ts), watchers (watchers.ts), the change log (change-log.ts, log-tail.ts), writes
  * after a disk error (write-recovery.ts), a staged store made current (install.ts) and the HA
  * follower's replica of its leader (server-replica.ts).
  */
@@ -53,7 +53,7 @@ export class LevelStore implements Store {
   readonly reader: TablesReader;
   /** Accepted writes not yet durable, visible to transactions only. */
   readonly pending = new Map<string, LayerEntry>();
-  private readonly state: DurableState;
+  private readonly state: CommittedState;
   private readonly committer: GroupCommitter;
   private readonly watchers: Watchers;
   /** Recent change-log entries (the rest are read from disk). */
@@ -82,7 +82,7 @@ export class LevelStore implements Store {
     private readonly options: LevelStoreOptions,
     logID: string,
   ) {
-    this.state = new DurableState(logID);
+    this.state = new CommittedState(logID);
     this.reader = new TablesReader(this.state.tables, () => this.bootstrap(), this.state.goneSecrets);
     this.logTail = new LogTail(options.logTailEntries ?? 20_000);
     this.watchers = new Watchers((t) => this.state.tableIndex(t));
@@ -221,7 +221,7 @@ export class LevelStore implements Store {
     return this.state.tableIndex(table);
   }
 
-  /** Where this store stands in its datacenter's batch history (HA). */
+  /** Where this store stands in its datacenter's batch log (HA). */
   serverPosition(): ServerPosition {
     return { seq: this.state.seq, term: this.state.term };
   }
@@ -462,7 +462,7 @@ export class LevelStore implements Store {
     this.lastAllocated = this.state.index;
     this.committer.continueAfter(this.state.seq);
     this.logTail.reset(this.state.index + 1);
-    this.replicator?.historyReplaced?.();
+    this.replicator?.batchLogReplaced?.();
     this.tell({ from, tables: this.state.allTables(), entries: [], logReset: options.logReset }, true);
   }
 

@@ -2,7 +2,7 @@ import { Level } from 'level';
 import { WatchwordError } from '../domain/errors.js';
 import { generateID } from '../domain/ids.js';
 import { type Checkpoint, findCheckpoint } from './checkpoint.js';
-import { claimDatacenter, upgradeFormat } from './disk-state.js';
+import { claimDatacenter, upgradeFormat } from './disk-format.js';
 import { LEVEL_OPTIONS, openExplained } from './level-options.js';
 import { decodeRaw, encode } from './records.js';
 import { META } from './schema.js';

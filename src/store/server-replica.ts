@@ -1,7 +1,7 @@
 import type { Level } from 'level';
 import { WatchwordError } from '../domain/errors.js';
-import { type DecodedPair, decodePair } from './disk-state.js';
-import type { Applied, DurableState } from './durable-state.js';
+import { type DecodedPair, decodePair } from './disk-format.js';
+import type { Applied, CommittedState } from './committed-state.js';
 import { decodeRaw } from './records.js';
 import { META } from './schema.js';
 import type { StagedStore } from './staging.js';
@@ -12,7 +12,7 @@ import type { WriteRecovery } from './write-recovery.js';
 export interface ReplicaPort {
   /** The database of the moment. */
   db(): Level<string, Uint8Array>;
-  state: DurableState;
+  state: CommittedState;
   recovery: Pick<WriteRecovery, 'writeReplica' | 'checkWritable'>;
   /** Batches up to `seq` are on disk here: the store's own batch numbers continue after them. */
   batchWritten(seq: number): void;
@@ -41,7 +41,7 @@ export class ServerReplica {
     return this.follower;
   }
 
-  /** Becomes a follower, or stops being one: a follower becoming leader shows what it holds (its history now, committed or not). */
+  /** Becomes a follower, or stops being one: a follower becoming leader shows what it holds (its batch log now, committed or not). */
   setFollower(follower: boolean): void {
     if (this.follower && !follower) this.commit(Number.MAX_SAFE_INTEGER);
     this.follower = follower;
@@ -70,7 +70,7 @@ export class ServerReplica {
     this.port.state.seq = last.seq;
     this.port.state.term = last.term;
     // Durable (the leader may count on it), but shown to readers only once the leader committed it:
-    // a batch its leader never acknowledged may not be in the next leader's history.
+    // a batch its leader never acknowledged may not be in the next leader's batch log.
     for (const d of decoded) this.uncommitted.push(d);
     this.commit(this.commitLimit);
   }
@@ -119,7 +119,7 @@ export class ServerReplica {
 
   /**
    * Takes its leader's snapshot piece by piece into a staged store (keys as the leader holds
-   * them, each checked), then makes it current: the leader's history replaces this one,
+   * them, each checked), then makes it current: the leader's batch log replaces this one,
    * indexes follow it even backward.
    */
   async intake(): Promise<ServerSnapshotIntake> {

@@ -4,7 +4,7 @@ import { dirname } from 'node:path';
 import { Level } from 'level';
 import { WatchwordError } from '../domain/errors.js';
 import type { Scope } from '../domain/types.js';
-import { type DecodedPair, decodePair } from './disk-state.js';
+import { type DecodedPair, decodePair } from './disk-format.js';
 import { shareRecordParts } from './record-check.js';
 import { LEVEL_OPTIONS } from './level-options.js';
 import { type Tables, newTables } from './memory.js';

@@ -63,17 +63,17 @@ export interface CommitEvent {
 /**
  * One group commit as the leader of a datacenter wrote it, key by key (null: delete),
  * for its followers to write verbatim (README, "Several servers per datacenter"). `seq` numbers batches without gaps within
- * a history; `term` is the leadership term that wrote it.
+ * a batch log; `term` is the leadership term that wrote it.
  */
 export interface ServerBatch {
   seq: number;
   term: number;
-  /** The seq of the batch before it in the leader's history: a follower applies it only on top of that one. */
+  /** The seq of the batch before it in the leader's batch log: a follower applies it only on top of that one. */
   prev: number;
   ops: Array<[string, Uint8Array | null]>;
 }
 
-/** Where a store stands in its datacenter's batch history. */
+/** Where a store stands in its datacenter's batch log. */
 export interface ServerPosition {
   seq: number;
   term: number;
@@ -92,14 +92,14 @@ export interface BatchReplicator {
   /** A local write failed after its batch was sent: followers must start over from a snapshot. */
   localWriteFailed(): void;
   /** The store was replaced whole (a staged store made current): followers start over from a snapshot. */
-  historyReplaced?(): void;
+  batchLogReplaced?(): void;
   /** Batch `seq` (and every one before it) is durable here and on the synchronous followers: acknowledged. */
   committed?(seq: number): void;
 }
 
 /**
  * What the servers of a datacenter (ha/) need of a store: where it stands in the batch
- * history, the leader's snapshot and replicator, the follower's batches and snapshots, and
+ * batch log, the leader's snapshot and replicator, the follower's batches and snapshots, and
  * the switch between the two. LevelStore implements it; the simulation (testing/simulation)
  * has its own.
  */
@@ -240,7 +240,7 @@ export interface AuditGroupEvent {
 export interface InstallOptions {
   /** Adds what must be current at the switch; runs with writes held. */
   complete?: (staged: StagedStore) => void | Promise<void>;
-  /** The staged store is another history (a follower's leader): indexes follow it even backward. */
+  /** The staged store is another batch log (a follower's leader): indexes follow it even backward. */
   indexesMayGoBack?: boolean;
   /** The change log starts anew (a restore at the primary): its readers start over. */
   logReset?: boolean;

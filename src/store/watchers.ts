@@ -47,7 +47,7 @@ export class Watchers {
     }
   }
 
-  /** Wakes every waiter of `table` (its history was replaced), or of every table. */
+  /** Wakes every waiter of `table` (its batch log was replaced), or of every table. */
   wakeAll(table?: WatchTable): void {
     for (const [t, set] of this.waiters) {
       if (table !== undefined && t !== table) continue;

@@ -7,7 +7,7 @@
  * server, the global ones on dc2 and the Local ones nowhere else. Bounded in count and time.
  */
 import { randomUUID } from 'node:crypto';
-import { until } from './daemon.js';
+import { until } from './agent-process.js';
 import { jsonCall } from './http.js';
 import { type Cluster, type DatacenterHandle, startCluster } from './index.js';
 

@@ -2,7 +2,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Daemon } from './daemon.js';
+import { AgentProcess } from './agent-process.js';
 import { EtcdProcess } from './etcd.js';
 export { watchwordCommand } from './command.js';
 import { LinkGroup, LinkProxy } from './proxy.js';
@@ -23,7 +23,7 @@ export type { Cluster, ClusterOptions, ClusterTLS, CoordinatorHandle, Datacenter
 import type { Cluster, ClusterOptions, ClusterTLS, CoordinatorHandle, LinkHandle } from './types.js';
 
 class ClusterImpl implements Cluster {
-  readonly datacenters: Daemon[] = [];
+  readonly datacenters: AgentProcess[] = [];
   readonly managementToken: string;
   readonly primaryName: string;
 
@@ -43,8 +43,8 @@ class ClusterImpl implements Cluster {
     this.primaryName = this.names[0] as string;
   }
 
-  get primary(): Daemon {
-    return this.datacenters[0] as Daemon;
+  get primary(): AgentProcess {
+    return this.datacenters[0] as AgentProcess;
   }
 
   tls: ClusterTLS | undefined;
@@ -119,7 +119,7 @@ class ClusterImpl implements Cluster {
     return key;
   }
 
-  get(name: string): Daemon {
+  get(name: string): AgentProcess {
     const d = this.datacenters.find((x) => x.name === name);
     if (!d) throw new Error(`no datacenter ${name} in this cluster`);
     return d;
@@ -212,14 +212,14 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
       const fast: Record<string, string> =
         options.timings === 'production' ? {} : { replication_backoff_min: '100ms', replication_backoff_max: '2s' };
       const flags = [...toFlags({ ...fast, ...options.config }), ...toFlags(options.configFor?.[name])];
-      const group: Daemon[] = [];
+      const group: AgentProcess[] = [];
       for (let k = 0; k < count; k++) {
         const serverName = count > 1 ? `${name}-server-${k + 1}` : `${name}-node`;
         const dir = await mkdtemp(join(options.dataDirParent?.[serverName] ?? tmpdir(), `watchword-${name}-`));
-        group.push(new Daemon(name, i === 0, dir, cluster, flags, serverName));
+        group.push(new AgentProcess(name, i === 0, dir, cluster, flags, serverName));
       }
       for (const d of group) d.servers = group;
-      const d = group[0] as Daemon;
+      const d = group[0] as AgentProcess;
       cluster.datacenters[i] = d;
       if (i > 0 && options.links) {
         // One proxy per primary server: the secondary follows the primary's leader among them.

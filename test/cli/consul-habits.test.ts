@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../../src/cli/program.js';
 import { createCA, createCert } from '../../src/transport/certs.js';
-import { type TestDaemon, startTestDaemon } from '../helpers/daemon.js';
+import { type TestDaemon, startTestDaemon } from '../helpers/test-daemon.js';
 import { tempDir } from '../helpers/temp-dir.js';
 
 // The CLI as an operator who knows `consul acl` uses it: token files and Consul's environment

@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Authorizer, type DownPolicy } from '../../src/client/authorizer.js';
 import type { Access } from '../../src/domain/rules/decisions.js';
-import { MANAGEMENT_SECRET, type TestDaemon, apiFor, startTestDaemon, waitFor } from '../helpers/daemon.js';
+import { MANAGEMENT_SECRET, type TestDaemon, apiFor, startTestDaemon, waitFor } from '../helpers/test-daemon.js';
 import { type AgentProcess, spawnAgent } from '../helpers/process.js';
 import { freePort } from '../../src/testing/etcd.js';
 import { tempDir } from '../helpers/temp-dir.js';

@@ -7,7 +7,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { readConfigFiles } from '../../src/config/files.js';
 import { ConfigError, loadConfig } from '../../src/config/load.js';
 import { watchwordCommand } from '../../src/testing/command.js';
-import { apiFor } from '../helpers/daemon.js';
+import { apiFor } from '../helpers/test-daemon.js';
 import { type AgentProcess, spawnAgent } from '../helpers/process.js';
 import { tempDir } from '../helpers/temp-dir.js';
 

@@ -2,7 +2,7 @@ import { type Server, createServer } from 'node:http';
 import { type CryptoKey, SignJWT, exportJWK, generateKeyPair } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Cluster, type DatacenterHandle, startCluster } from '../../src/testing/index.js';
-import { until } from '../helpers/daemon.js';
+import { until } from '../helpers/test-daemon.js';
 
 // Auth methods across datacenters (README, "HTTP API"): methods and rules replicate; a login at a
 // secondary makes a Local token there, or with TokenLocality global a global token (made

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Authorizer } from '../../src/client/authorizer.js';
 import { type Cluster, type DatacenterHandle, etcdBinary, startCluster } from '../../src/testing/index.js';
 import { serverCall as call } from '../helpers/cluster.js';
-import { waitFor } from '../helpers/daemon.js';
+import { waitFor } from '../helpers/test-daemon.js';
 
 /** The enforcing client given every server of a datacenter: one killed, the others answer for it. */
 describe.skipIf(!etcdBinary())('Authorizer with several addresses (a datacenter of two servers)', () => {

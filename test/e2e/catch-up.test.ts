@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { WatchwordClient } from '../../src/client/index.js';
 import { type Cluster, startCluster } from '../../src/testing/index.js';
-import { waitFor } from '../helpers/daemon.js';
+import { waitFor } from '../helpers/test-daemon.js';
 
 // A secondary's catch-up from the primary's snapshot goes through a staged store (README,
 // "Multiple datacenters"): readers see the old state whole until the switch and the new one

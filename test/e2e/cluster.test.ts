@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WatchwordApiError } from '../../src/client/index.js';
 import { type Cluster, startCluster } from '../../src/testing/index.js';
-import { waitFor } from '../helpers/daemon.js';
+import { waitFor } from '../helpers/test-daemon.js';
 import { globalState, localTokens } from '../helpers/cluster.js';
 
 describe('three datacenters', () => {

@@ -1,4 +1,4 @@
-import { waitFor } from '../helpers/daemon.js';
+import { waitFor } from '../helpers/test-daemon.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Authorizer } from '../../src/client/authorizer.js';
 import { type Cluster, type DatacenterHandle, etcdBinary, startCluster } from '../../src/testing/index.js';

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { apiFor } from '../helpers/daemon.js';
+import { apiFor } from '../helpers/test-daemon.js';
 import { type AgentProcess, spawnAgent } from '../helpers/process.js';
 import { tempDir } from '../helpers/temp-dir.js';
 

@@ -3,7 +3,7 @@ import { createServer } from 'node:http';
 import { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serverCall as call } from '../helpers/cluster.js';
-import { until } from '../helpers/daemon.js';
+import { until } from '../helpers/test-daemon.js';
 import { type Cluster, type CoordinatorHandle, type DatacenterHandle, etcdBinary, startCluster } from '../../src/testing/index.js';
 
 // A datacenter of three servers whose etcd crashes and comes back on the same data dir

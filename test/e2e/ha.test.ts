@@ -9,7 +9,7 @@ import { runFailover } from '../../src/testing/failover.js';
 import { ServerKeyProof } from '../../src/transport/server-key.js';
 import { serverCall as call } from '../helpers/cluster.js';
 import { type Cluster, type DatacenterHandle, etcdBinary, startCluster } from '../../src/testing/index.js';
-import { until } from '../helpers/daemon.js';
+import { until } from '../helpers/test-daemon.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const etcd = etcdBinary();

@@ -3,7 +3,7 @@ import { stat } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { etcdBinary } from '../../src/testing/index.js';
-import { waitFor } from '../helpers/daemon.js';
+import { waitFor } from '../helpers/test-daemon.js';
 
 const FIXTURE = fileURLToPath(new URL('../fixtures/abandoned-cluster.ts', import.meta.url));
 

@@ -1,6 +1,6 @@
-import { waitFor } from '../helpers/daemon.js';
+import { waitFor } from '../helpers/test-daemon.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Cluster, etcdBinary, startCluster } from '../../src/testing/index.js';
+import { type Cluster, startCluster } from '../../src/testing/index.js';
 
 const MAX_STALE_MS = 3000;
 
@@ -80,33 +80,5 @@ describe('replication_max_stale (real processes, a cut link)', () => {
   }, 60_000);
 });
 
-/** A secondary of two servers: its follower goes by what its leader tells it, and refuses too. */
-describe.skipIf(!etcdBinary())('replication_max_stale at every server of a multi-server secondary', () => {
-  let cluster: Cluster;
-  let global: { SecretID: string; AccessorID: string };
-
-  beforeAll(async () => {
-    cluster = await startCluster({
-      datacenters: { dc1: { servers: 1 }, dc2: { servers: 2 } },
-      links: true,
-      configFor: { dc2: { replication_max_stale: `${MAX_STALE_MS}ms` } },
-    });
-    await cluster.waitForReplication();
-    global = await cluster.primary.client.tokens.create({ Description: 'global reader', Policies: [{ Name: 'global-management' }] });
-    await cluster.waitForReplication();
-  }, 90_000);
-  afterAll(() => cluster?.stop(), 60_000);
-
-  const selfAt = async (url: string) =>
-    (await fetch(`${url}/v1/acl/token/self`, { headers: { 'X-Service-Token': global.SecretID } })).status;
-
-  it('refuses the global token at the leader and at the follower once cut off past the bound, and accepts it again after', async () => {
-    const servers = cluster.get('dc2').servers;
-    // The follower learns the token from its leader: wait until both know it before cutting the link.
-    for (const s of servers) await waitFor(async () => (await selfAt(s.url)) === 200, 15_000, 50);
-    cluster.link('dc2').cut();
-    for (const s of servers) await waitFor(async () => (await selfAt(s.url)) === 403, 15_000, 50);
-    cluster.link('dc2').restore();
-    for (const s of servers) await waitFor(async () => (await selfAt(s.url)) === 200, 40_000, 50);
-  }, 90_000);
-});
+// At every server of a multi-server secondary (the follower going by its leader, a new leader
+// inheriting the silence): test/security/max-stale-every-server.test.ts.

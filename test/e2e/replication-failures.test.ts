@@ -5,7 +5,7 @@ import { WebSocket } from 'ws';
 import { WatchwordApiError, WatchwordClient } from '../../src/client/index.js';
 import { PROTOCOL_VERSION, encodeFrame } from '../../src/replication/protocol.js';
 import { type Cluster, startCluster } from '../../src/testing/index.js';
-import { type TestDaemon, apiFor, startTestDaemon, waitFor } from '../helpers/daemon.js';
+import { type TestDaemon, apiFor, startTestDaemon, waitFor } from '../helpers/test-daemon.js';
 import { globalState, localTokens } from '../helpers/cluster.js';
 
 describe('replication catch-up by snapshot', () => {

@@ -1,6 +1,6 @@
 import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type TestDaemon, apiFor, startTestDaemon, waitFor } from '../helpers/daemon.js';
+import { type TestDaemon, apiFor, startTestDaemon, waitFor } from '../helpers/test-daemon.js';
 
 describe('replication (in process)', () => {
   let dc1: TestDaemon;

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { WatchwordApiError } from '../../src/client/index.js';
 import { type Cluster, startCluster } from '../../src/testing/index.js';
-import { apiFor, waitFor } from '../helpers/daemon.js';
+import { apiFor, waitFor } from '../helpers/test-daemon.js';
 
 describe('a Local token and a global token never share a secret', () => {
   let cluster: Cluster | undefined;

@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { readSnapshot } from '../../src/store/snapshot.js';
 import { type Cluster, startCluster } from '../../src/testing/index.js';
 import { globalState, localTokens } from '../helpers/cluster.js';
-import { apiFor, waitFor } from '../helpers/daemon.js';
+import { apiFor, waitFor } from '../helpers/test-daemon.js';
 
 describe('snapshots: backup and restore', () => {
   let cluster: Cluster | undefined;

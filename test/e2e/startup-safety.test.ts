@@ -7,7 +7,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { watchwordCommand } from '../../src/testing/command.js';
 import { encode } from '../../src/store/records.js';
 import { META } from '../../src/store/schema.js';
-import { apiFor } from '../helpers/daemon.js';
+import { apiFor } from '../helpers/test-daemon.js';
 import { type AgentProcess, spawnAgent } from '../helpers/process.js';
 import { tempDir } from '../helpers/temp-dir.js';
 

@@ -8,7 +8,7 @@ import { type Cluster, type CoordinatorHandle, type DatacenterHandle, etcdBinary
 import { createCA, createCert } from '../../src/transport/certs.js';
 import { type AgentProcess, spawnAgent } from '../helpers/process.js';
 import { tempDir } from '../helpers/temp-dir.js';
-import { until } from '../helpers/daemon.js';
+import { until } from '../helpers/test-daemon.js';
 
 // TLS on every channel (README, "TLS"), with real processes and certificates made here: a
 // primary of three servers electing through etcd over TLS with client certificates, two

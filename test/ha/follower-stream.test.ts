@@ -123,24 +123,24 @@ describe('FollowerStream (socket-free)', () => {
     expect(followerStore.reader.getToken(after.AccessorID)).toBeDefined();
   });
 
-  it("says its store is a prefix of the leader's history only once the leader resumed it or its snapshot is installed", async () => {
+  it("says its store is a prefix of the leader's batch log only once the leader resumed it or its snapshot is installed", async () => {
     await leaderStore.transact((tx) => tx.put('tokens', tokenRecord()));
-    // Before any welcome it may hold another history's batches (a refused batch, an older term's).
-    expect(stream.holdsLeaderHistory()).toBe(false);
+    // Before any welcome it may hold another batch log's batches (a refused batch, an older term's).
+    expect(stream.holdsLeaderLog()).toBe(false);
     stream.receive(welcome('tail'));
-    expect(stream.holdsLeaderHistory()).toBe(true);
+    expect(stream.holdsLeaderLog()).toBe(true);
     stream.disconnected();
-    expect(stream.holdsLeaderHistory()).toBe(false);
+    expect(stream.holdsLeaderLog()).toBe(false);
     stream.hello();
     stream.receive(welcome('snapshot'));
-    expect(stream.holdsLeaderHistory()).toBe(false);
+    expect(stream.holdsLeaderLog()).toBe(false);
     const snapshot = leaderStore.serverSnapshot();
     let chunk = await snapshot.next();
     for (; !chunk.done; chunk = await snapshot.next()) stream.receive({ t: 'snapshot', pairs: chunk.value, last: false, seq: 0, term: 0 });
-    expect(stream.holdsLeaderHistory()).toBe(false);
+    expect(stream.holdsLeaderLog()).toBe(false);
     stream.receive({ t: 'snapshot', pairs: [], last: true, seq: chunk.value.seq, term: chunk.value.term });
     await stream.idle();
-    expect(stream.holdsLeaderHistory()).toBe(true);
+    expect(stream.holdsLeaderLog()).toBe(true);
   });
 
   it('shows a batch to readers only once the leader says it is committed (and confirms it durable before)', async () => {
@@ -162,7 +162,7 @@ describe('FollowerStream (socket-free)', () => {
     expect(followerStore.currentIndex()).toBe(leaderStore.currentIndex());
   });
 
-  it("never shows a batch of another history, whatever the leader's commit point, while a snapshot is on its way", async () => {
+  it("never shows a batch of another batch log, whatever the leader's commit point, while a snapshot is on its way", async () => {
     const refused = tokenRecord();
     await leaderStore.transact((tx) => tx.put('tokens', refused));
     // This follower holds batch 1, never committed (the leader's own write of it failed, say).
@@ -170,7 +170,7 @@ describe('FollowerStream (socket-free)', () => {
     stream.receive({ ...asFrame(batches[0] as ServerBatch), commit: 0 } as LeaderFrame);
     await stream.idle();
     expect(followerStore.serverPosition().seq).toBe(1);
-    // It reconnects; the leader, whose history went on without batch 1, sends a snapshot and says it committed up to 3.
+    // It reconnects; the leader, whose batch log went on without batch 1, sends a snapshot and says it committed up to 3.
     stream.disconnected();
     stream.hello();
     stream.receive({ t: 'ping', time: Date.now(), seq: 3, commit: 3 });

@@ -143,7 +143,7 @@ describe('ServerLeader and its follower sessions (socket-free)', () => {
     expect(channel.of('snapshot')).toEqual([]);
   });
 
-  it('counts nothing a follower from another history says it holds until it confirms the snapshot', async () => {
+  it('counts nothing a follower from another batch log says it holds until it confirms the snapshot', async () => {
     // A follower that applied batches this leader never wrote (a batch whose local write
     // failed here, or an older term's) says hello from a position ahead of the leader's.
     await write(3);
@@ -152,7 +152,7 @@ describe('ServerLeader and its follower sessions (socket-free)', () => {
     feed(session, hello('f1', store.serverPosition().seq + 50, 3));
     await until('the last snapshot chunk', () => channel.of('snapshot').some((s) => s.last));
     expect(channel.of('welcome')[0]?.mode).toBe('snapshot');
-    // Streaming live now, but it confirmed nothing of this history: it must not join the set.
+    // Streaming live now, but it confirmed nothing of this batch log: it must not join the set.
     await write();
     await new Promise((r) => setTimeout(r, 150));
     expect(published).toEqual([]);

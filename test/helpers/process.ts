@@ -3,7 +3,7 @@ import { readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { watchwordCommand } from '../../src/testing/command.js';
-import { waitFor } from './daemon.js';
+import { waitFor } from './test-daemon.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 

@@ -5,7 +5,7 @@ import { SignJWT, exportSPKI, generateKeyPair } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../../src/cli/program.js';
 import { WatchwordClient } from '../../src/client/index.js';
-import { type TestDaemon, apiFor, startTestDaemon, waitFor } from '../helpers/daemon.js';
+import { type TestDaemon, apiFor, startTestDaemon, waitFor } from '../helpers/test-daemon.js';
 
 type Event = Record<string, any>;
 

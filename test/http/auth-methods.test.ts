@@ -1,7 +1,7 @@
 import { type Server, createServer } from 'node:http';
 import { type CryptoKey, type JWK, SignJWT, exportJWK, exportSPKI, generateKeyPair } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type TestDaemon, startTestDaemon } from '../helpers/daemon.js';
+import { type TestDaemon, startTestDaemon } from '../helpers/test-daemon.js';
 
 // Auth methods, binding rules, login and logout against real identity providers: a JWKS
 // endpoint, an OIDC discovery document and a Kubernetes TokenReview API, each a real HTTP

@@ -1,7 +1,7 @@
 import { access, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { type TestDaemon, apiFor, startTestDaemon } from '../helpers/daemon.js';
+import { type TestDaemon, apiFor, startTestDaemon } from '../helpers/test-daemon.js';
 
 describe('bootstrap', () => {
   let d: TestDaemon;

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { exportSPKI, generateKeyPair } from 'jose';
 import Consul from 'consul';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type TestDaemon, apiFor, startTestDaemon } from '../helpers/daemon.js';
+import { type TestDaemon, apiFor, startTestDaemon } from '../helpers/test-daemon.js';
 
 // What Consul's own clients trip on (third pass): an auth method's TokenLocality and Config keys
 // as Consul keeps them, a write on a missing object failing in every client, and error bodies as

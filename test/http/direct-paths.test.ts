@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MANAGEMENT_SECRET, type TestDaemon, startTestDaemon } from '../helpers/daemon.js';
+import { MANAGEMENT_SECRET, type TestDaemon, startTestDaemon } from '../helpers/test-daemon.js';
 
 /**
  * The hot reads (token by accessor, self, ?expanded, the list filters) are answered before

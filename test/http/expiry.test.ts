@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/domain/clock.js';
 import { Reaper } from '../../src/reaper/reaper.js';
-import { type TestDaemon, apiFor, startTestDaemon, waitFor } from '../helpers/daemon.js';
+import { type TestDaemon, apiFor, startTestDaemon, waitFor } from '../helpers/test-daemon.js';
 
 describe('token expiry and reaping', () => {
   let clock: ManualClock;

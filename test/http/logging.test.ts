@@ -2,7 +2,7 @@ import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REDACT_PATHS } from '../../src/observability/logger.js';
-import { type TestDaemon, apiFor, startTestDaemon } from '../helpers/daemon.js';
+import { type TestDaemon, apiFor, startTestDaemon } from '../helpers/test-daemon.js';
 
 describe('request logging', () => {
   let d: TestDaemon;

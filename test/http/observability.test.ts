@@ -1,6 +1,6 @@
 import { compileErrors, validate } from '@readme/openapi-parser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type TestDaemon, apiFor, startTestDaemon, waitFor } from '../helpers/daemon.js';
+import { type TestDaemon, apiFor, startTestDaemon, waitFor } from '../helpers/test-daemon.js';
 
 describe('blocking queries, headers and operations endpoints', () => {
   let d: TestDaemon;

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type TestDaemon, startTestDaemon } from '../helpers/daemon.js';
+import { type TestDaemon, startTestDaemon } from '../helpers/test-daemon.js';
 
 const GM = '00000000-0000-0000-0000-000000000001';
 const RO = '00000000-0000-0000-0000-000000000002';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { RateLimiter } from '../../src/transport/rate-limit.js';
-import { startTestDaemon } from '../helpers/daemon.js';
+import { startTestDaemon } from '../helpers/test-daemon.js';
 
 describe('RateLimiter', () => {
   it('allows the burst, then the rate, per client', () => {

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type TestDaemon, apiFor, startTestDaemon } from '../helpers/daemon.js';
+import { type TestDaemon, apiFor, startTestDaemon } from '../helpers/test-daemon.js';
 
 const uuid = () => crypto.randomUUID();
 

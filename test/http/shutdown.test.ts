@@ -1,6 +1,6 @@
 import http from 'node:http';
 import { describe, expect, it } from 'vitest';
-import { startTestDaemon, waitFor } from '../helpers/daemon.js';
+import { startTestDaemon, waitFor } from '../helpers/test-daemon.js';
 
 describe('shutdown', () => {
   it('answers blocked reads with current data, drops idle keep-alive sockets, and closes', async () => {

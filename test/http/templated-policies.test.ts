@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parsePolicyRules } from '../../src/domain/rules/policy.js';
-import { type TestDaemon, apiFor, startTestDaemon } from '../helpers/daemon.js';
+import { type TestDaemon, apiFor, startTestDaemon } from '../helpers/test-daemon.js';
 
 const BUILTINS: Array<[string, string, boolean, string[]]> = [
   [

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AUDIT_OBJECT_KINDS, AUDIT_TYPES, auditTypesTable } from '../../src/domain/audit-types.js';
-import { type TestDaemon, startTestDaemon } from '../helpers/daemon.js';
+import { type TestDaemon, startTestDaemon } from '../helpers/test-daemon.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 

@@ -10,7 +10,7 @@ import { FollowerStream } from '../../src/ha/follower-stream.js';
 import { type LeaderFrame, SERVER_PROTOCOL_VERSION } from '../../src/ha/server-protocol.js';
 import { LevelStore } from '../../src/store/level-store.js';
 import type { ServerBatch } from '../../src/store/store.js';
-import { type TestDaemon, startTestDaemon, waitFor } from '../helpers/daemon.js';
+import { type TestDaemon, startTestDaemon, waitFor } from '../helpers/test-daemon.js';
 import { recordingReplicator } from '../helpers/replicator.js';
 import { tempDir } from '../helpers/temp-dir.js';
 

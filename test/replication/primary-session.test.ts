@@ -13,7 +13,7 @@ import {
 import { PROTOCOL_VERSION, type PrimaryFrame } from '../../src/replication/protocol.js';
 import { AclResolver } from '../../src/service/acl-resolver.js';
 import { LevelStore } from '../../src/store/level-store.js';
-import { waitFor } from '../helpers/daemon.js';
+import { waitFor } from '../helpers/test-daemon.js';
 import { tokenRecord } from '../helpers/records.js';
 import { tempDir } from '../helpers/temp-dir.js';
 

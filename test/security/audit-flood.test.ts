@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AuditLog, systemActor } from '../../src/observability/audit.js';
-import { type TestDaemon, startTestDaemon } from '../helpers/daemon.js';
+import { type TestDaemon, startTestDaemon } from '../helpers/test-daemon.js';
 
 /**
  * Fourth security review, finding 4: each anonymous 403 appended up to ~2.4 KB to the one audit

@@ -1,6 +1,6 @@
 import { type Server, createServer } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type TestDaemon, startTestDaemon } from '../helpers/daemon.js';
+import { type TestDaemon, startTestDaemon } from '../helpers/test-daemon.js';
 
 // Where an auth method may point (README, "Security"): https only (http only to this machine), no
 // credentials in a URL, a Kubernetes Host without path or query, an optional allow-list;

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { SignJWT, exportSPKI, generateKeyPair } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../../src/cli/program.js';
-import { type TestDaemon, startTestDaemon } from '../helpers/daemon.js';
+import { type TestDaemon, startTestDaemon } from '../helpers/test-daemon.js';
 import { tempDir } from '../helpers/temp-dir.js';
 
 async function watchword(args: string[], env: Record<string, string>): Promise<{ code: number; stderr: string }> {

@@ -1,7 +1,7 @@
 import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WatchwordClient } from '../../src/client/index.js';
-import { type TestDaemon, startTestDaemon, waitFor } from '../helpers/daemon.js';
+import { type TestDaemon, startTestDaemon, waitFor } from '../helpers/test-daemon.js';
 
 /** A request with its path exactly as given (fetch and URL would resolve dot segments first). */
 function rawGet(base: string, path: string, token: string): Promise<{ status: number; body: string }> {

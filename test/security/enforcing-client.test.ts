@@ -3,7 +3,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Authorizer, type AuthorizerOptions } from '../../src/client/authorizer.js';
 import { WatchwordClient } from '../../src/client/index.js';
 import { freePort } from '../../src/testing/etcd.js';
-import { MANAGEMENT_SECRET, type TestDaemon, startTestDaemon, waitFor } from '../helpers/daemon.js';
+import { MANAGEMENT_SECRET, type TestDaemon, startTestDaemon, waitFor } from '../helpers/test-daemon.js';
 
 /** Requests the daemon answered on one route, from its own metrics. */
 async function served(d: TestDaemon, route: string): Promise<number> {

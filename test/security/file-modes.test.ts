@@ -1,7 +1,7 @@
 import { chmod, mkdir, readdir, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { apiFor } from '../helpers/daemon.js';
+import { apiFor } from '../helpers/test-daemon.js';
 import { type AgentProcess, spawnAgent } from '../helpers/process.js';
 import { tempDir } from '../helpers/temp-dir.js';
 

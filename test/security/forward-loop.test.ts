@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { WatchwordClient } from '../../src/client/index.js';
 import { PROTOCOL_VERSION, encodeFrame } from '../../src/replication/protocol.js';
-import { MANAGEMENT_SECRET, type TestDaemon, apiFor, startTestDaemon, waitFor } from '../helpers/daemon.js';
+import { MANAGEMENT_SECRET, type TestDaemon, apiFor, startTestDaemon, waitFor } from '../helpers/test-daemon.js';
 
 async function requestsServed(url: string, route: string): Promise<number> {
   const text = await (

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WatchwordClient } from '../../src/client/index.js';
 import { forwardProof } from '../../src/transport/forward-proof.js';
-import { type TestDaemon, startTestDaemon, waitFor } from '../helpers/daemon.js';
+import { type TestDaemon, startTestDaemon, waitFor } from '../helpers/test-daemon.js';
 
 /**
  * Fourth security review, finding 5: X-Service-Forwarded-For was believed from any connection

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Authorizer } from '../../src/client/authorizer.js';
 import { AuditLog } from '../../src/observability/audit.js';
 import { SNAPSHOT_MAGIC, SnapshotDecoder, SnapshotError } from '../../src/store/snapshot.js';
-import { type TestDaemon, startTestDaemon } from '../helpers/daemon.js';
+import { type TestDaemon, startTestDaemon } from '../helpers/test-daemon.js';
 
 // The fourth security review's hardening notes, each shown: a wildcard listener without
 // http_allowed_hosts warns; a few addresses cannot take the whole connection cap; made-up

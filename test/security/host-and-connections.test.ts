@@ -1,7 +1,7 @@
 import { request } from 'node:http';
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type TestDaemon, startTestDaemon } from '../helpers/daemon.js';
+import { type TestDaemon, startTestDaemon } from '../helpers/test-daemon.js';
 
 /** A GET with the Host header set by hand (fetch does not let a caller choose it). */
 function getWithHost(base: string, path: string, host: string, token?: string): Promise<{ status: number; body: string }> {

@@ -2,7 +2,7 @@ import { type IncomingMessage, type Server, type ServerResponse, createServer } 
 import { type CryptoKey, type JWK, SignJWT, exportJWK, generateKeyPair } from 'jose';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { KeySetCache } from '../../src/auth/key-set.js';
-import { type TestDaemon, startTestDaemon } from '../helpers/daemon.js';
+import { type TestDaemon, startTestDaemon } from '../helpers/test-daemon.js';
 
 // JWKS fetches are bounded (README, "Security"): one in flight per method, the last good keys kept,
 // failures backing off, and an absolute deadline whatever the server trickles.

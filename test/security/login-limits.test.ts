@@ -1,7 +1,7 @@
 import { type Server, createServer } from 'node:http';
 import { SignJWT, exportSPKI, generateKeyPair } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type TestDaemon, startTestDaemon } from '../helpers/daemon.js';
+import { type TestDaemon, startTestDaemon } from '../helpers/test-daemon.js';
 
 // Logins are limited by default (README, "Security"): per client, 10 per second with a burst of 20;
 // a JWT must carry a time claim; Meta is bounded.

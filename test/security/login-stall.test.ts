@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { SignJWT, exportSPKI, generateKeyPair } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LevelStore } from '../../src/store/level-store.js';
-import { type TestDaemon, startTestDaemon } from '../helpers/daemon.js';
+import { type TestDaemon, startTestDaemon } from '../helpers/test-daemon.js';
 import { tempDir } from '../helpers/temp-dir.js';
 
 /**

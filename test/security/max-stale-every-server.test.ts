@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Cluster, type DatacenterHandle, etcdBinary, startCluster } from '../../src/testing/index.js';
-import { waitFor } from '../helpers/daemon.js';
+import { waitFor } from '../helpers/test-daemon.js';
 
 const MAX_STALE_MS = 3000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

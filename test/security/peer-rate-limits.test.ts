@@ -1,7 +1,7 @@
 import http from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WatchwordClient } from '../../src/client/index.js';
-import { type TestDaemon, startTestDaemon, waitFor } from '../helpers/daemon.js';
+import { type TestDaemon, startTestDaemon, waitFor } from '../helpers/test-daemon.js';
 
 /** One request from a chosen loopback address (127.0.0.0/8 all reach this host). */
 function from(localAddress: string, url: string, method: string, token: string, body?: unknown, headers: Record<string, string> = {}) {

@@ -7,7 +7,7 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SERVERS_PATH } from '../../src/ha/server-protocol.js';
 import { PROTOCOL_VERSION, REPLICATION_PATH } from '../../src/replication/protocol.js';
-import { type TestDaemon, startTestDaemon, waitFor } from '../helpers/daemon.js';
+import { type TestDaemon, startTestDaemon, waitFor } from '../helpers/test-daemon.js';
 
 /**
  * Fourth security review, finding 6: refused WebSocket upgrades (replication, the servers'

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { WatchwordClient } from '../../src/client/index.js';
 import { PROTOCOL_VERSION, decodeFrame, encodeFrame, primaryFrame } from '../../src/replication/protocol.js';
-import { type TestDaemon, startTestDaemon, waitFor } from '../helpers/daemon.js';
+import { type TestDaemon, startTestDaemon, waitFor } from '../helpers/test-daemon.js';
 
 const GLOBAL_MANAGEMENT = '00000000-0000-0000-0000-000000000001';
 

@@ -11,7 +11,7 @@ import { syntheticPolicies } from '../../src/domain/templates.js';
 import type { AuthMethodRecord, BindingRuleRecord, PolicyRecord, TokenRecord } from '../../src/domain/types.js';
 import { type SnapshotContent, readSnapshot, snapshotStream } from '../../src/store/snapshot.js';
 import { LevelStore } from '../../src/store/level-store.js';
-import { MANAGEMENT_SECRET, type TestDaemon, startTestDaemon } from '../helpers/daemon.js';
+import { MANAGEMENT_SECRET, type TestDaemon, startTestDaemon } from '../helpers/test-daemon.js';
 import { tempDir } from '../helpers/temp-dir.js';
 
 /**

@@ -3,7 +3,7 @@ import { policyHash } from '../../src/domain/hash.js';
 import { GLOBAL_MANAGEMENT_POLICY_ID } from '../../src/domain/ids.js';
 import type { PolicyRecord, TokenRecord } from '../../src/domain/types.js';
 import { type SnapshotContent, readSnapshot, snapshotStream } from '../../src/store/snapshot.js';
-import { type TestDaemon, startTestDaemon } from '../helpers/daemon.js';
+import { type TestDaemon, startTestDaemon } from '../helpers/test-daemon.js';
 
 // A snapshot file is input like any other: its SHA-256 trailer is unkeyed, so anyone can
 // make a file that verifies. A restore checks every invariant the API enforces before it

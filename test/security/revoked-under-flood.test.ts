@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Authorizer } from '../../src/client/authorizer.js';
 import { WatchwordClient } from '../../src/client/index.js';
-import { type TestDaemon, startTestDaemon, waitFor } from '../helpers/daemon.js';
+import { type TestDaemon, startTestDaemon, waitFor } from '../helpers/test-daemon.js';
 
 /**
  * Fourth security review, finding 1: at a secondary, look-ups of secrets it does not hold share

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { type Browser, type Page, chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type TestDaemon, startTestDaemon } from '../helpers/daemon.js';
+import { type TestDaemon, startTestDaemon } from '../helpers/test-daemon.js';
 
 /**
  * Fourth security review, finding 7: the web UI pasted route IDs into API paths unencoded after

@@ -3,7 +3,7 @@ import { type IncomingHttpHeaders, createServer, request } from 'node:http';
 import { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Cluster, etcdBinary, startCluster } from '../../src/testing/index.js';
-import { waitFor } from '../helpers/daemon.js';
+import { waitFor } from '../helpers/test-daemon.js';
 import { REPLICATION_PATH } from '../../src/replication/protocol.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

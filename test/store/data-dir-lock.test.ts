@@ -2,7 +2,7 @@ import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load.js';
 import { startDaemon } from '../../src/daemon.js';
-import { MANAGEMENT_SECRET, type TestDaemon, apiFor, startTestDaemon } from '../helpers/daemon.js';
+import { MANAGEMENT_SECRET, type TestDaemon, apiFor, startTestDaemon } from '../helpers/test-daemon.js';
 
 const onDir = (dataDir: string) =>
   startDaemon(loadConfig({ flags: { http_addr: '127.0.0.1:0', data_dir: dataDir, log_level: 'silent', node_name: 'second' } }), {

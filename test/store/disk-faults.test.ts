@@ -4,7 +4,7 @@ import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load.js';
 import { startDaemon } from '../../src/daemon.js';
-import { type TestDaemon, MANAGEMENT_SECRET, apiFor, startTestDaemon, waitFor } from '../helpers/daemon.js';
+import { type TestDaemon, MANAGEMENT_SECRET, apiFor, startTestDaemon, waitFor } from '../helpers/test-daemon.js';
 import { mountTmpfs } from '../helpers/tmpfs.js';
 
 describe('a disk that fails writes', () => {

@@ -4,7 +4,7 @@ import { type CompactLoader, type RecordList, type Table, byID } from '../table.
 import { RecordArena } from './arena.js';
 import { type DumpPart, DumpReader, DumpWriter, type TableDumpMeta } from './dump.js';
 import { IdTable } from './id-table.js';
-import { ValueMemo, readFields, stringAt } from './scan.js';
+import { ValueMemo, readFields, stringAt } from './msgpack-fields.js';
 import { Positional } from './positional.js';
 import { Recent } from './recent.js';
 import { SlotSet } from './slot-set.js';

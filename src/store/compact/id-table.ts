@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { stringAt } from './scan.js';
+import { stringAt } from './msgpack-fields.js';
 
 /**
  * A hash table from IDs to slot numbers that holds no JS object per entry. A slot has one key:

@@ -1,4 +1,4 @@
-import { keyAt, mapEntries, sameBytes, skip } from './scan.js';
+import { keyAt, mapEntries, sameBytes, skip } from './msgpack-fields.js';
 
 const signature = (length: number, first: number, last: number): number => (length << 16) | (first << 8) | last;
 
@@ -7,8 +7,8 @@ const signature = (length: number, first: number, last: number): number => (leng
  * out, the values in a fixed field order (a msgpack array, nil where a field is absent). A
  * token's field names are ~170 of its ~390 stored bytes; in memory they are said once, here.
  * The disk keeps the map (any msgpack reader can read it); the change is made byte by byte as
- * a record enters the table, without decoding it. A map with a key this list does not know is
- * kept as it is, and `decode` reads either form.
+ * a record enters the table, without decoding it. A map with a key this list does not know has
+ * no positional form (`fromMap` answers undefined): the table refuses it.
  */
 export class Positional {
   private readonly keys: Uint8Array[];

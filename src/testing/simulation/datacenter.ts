@@ -21,7 +21,7 @@ import { type Link, type Network, type Server, SimFollower } from './sim-network
  * Checked as it runs and at the end:
  * 1. no acknowledged write is missing from a server when it starts to lead;
  * 2. at most one server acknowledges writes in each term;
- * 3. a follower applies only batches its leader wrote (never ahead of the leader's history);
+ * 3. a follower applies only batches its leader wrote (never ahead of the leader's batch log);
  * 4. healed, the datacenter elects a leader and every server converges to it, holding every
  *    acknowledged write.
  */
@@ -83,7 +83,7 @@ class Datacenter implements Network {
   readonly swarm: Swarm;
   /**
    * Kills waiting for a moment in a leader's work rather than a time: just after it hands out
-   * a batch (some followers get it, some do not: histories part), or while it sends a
+   * a batch (some followers get it, some do not: batch logs part), or while it sends a
    * follower a snapshot (the follower said where it stands; the leader dies before it is
    * told the rest). `server` undefined: whichever server leads then.
    */
@@ -322,7 +322,7 @@ class Datacenter implements Network {
       }
       case 5: {
         // The leader dies just after it hands out its next batch; sometimes the next leader
-        // too, once it starts sending a snapshot to a follower whose history parted.
+        // too, once it starts sending a snapshot to a follower whose batch log parted.
         const leader = alive.find((s) => s.group?.isLeader());
         if (!leader || alive.length < 2) return;
         this.faults.push(`t=${Date.now()} trap: kill ${leader.name} after its next batch`);

@@ -178,8 +178,8 @@ export class SimFollower implements FollowerLink {
     return this.proven;
   }
 
-  holdsLeaderHistory(): boolean {
-    return this.proven && this.stream.holdsLeaderHistory();
+  holdsLeaderLog(): boolean {
+    return this.proven && this.stream.holdsLeaderLog();
   }
 
   status(): FollowerStreamStatus {

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { Positional } from '../../../src/store/compact/positional.js';
-import { skip, stringAt } from '../../../src/store/compact/scan.js';
+import { skip, stringAt } from '../../../src/store/compact/msgpack-fields.js';
 import { encode } from '../../../src/store/records.js';
 
 describe('reading fields of a msgpack record without decoding it', () => {

@@ -41,7 +41,7 @@ export async function until<T>(what: string, timeoutMs: number, probe: () => Pro
 }
 
 /** One server of a test cluster: a `watchword agent` child process on a fixed loopback port and temp data dir. */
-export class Daemon implements DatacenterHandle {
+export class AgentProcess implements DatacenterHandle {
   private proc: ChildProcess | undefined;
   private exited: Promise<number | null> | undefined;
   private out = '';
@@ -49,7 +49,7 @@ export class Daemon implements DatacenterHandle {
   url = '';
   client!: WatchwordClient;
 
-  servers: Daemon[] = [this];
+  servers: AgentProcess[] = [this];
 
   constructor(
     readonly name: string,

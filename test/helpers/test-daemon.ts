@@ -109,7 +109,7 @@ export async function startTestDaemon(
 }
 
 /** Polls `probe` until it returns true; past the deadline, fails naming `what` and the probe's last error. */
-export { until } from '../../src/testing/daemon.js';
+export { until } from '../../src/testing/agent-process.js';
 
 /** Polls `check` until it returns true or the deadline passes (then fails naming `what`). */
 export async function waitFor(check: () => Promise<boolean> | boolean, timeoutMs = 5000, stepMs = 20, what = 'condition'): Promise<void> {

@@ -63,7 +63,7 @@ export function decodePair(k: string, v: Uint8Array | null): DecodedPair {
 }
 
 /** Metadata and tables as the disk holds them. */
-export interface DiskState {
+export interface LoadedState {
   meta: Map<string, unknown>;
   tables: Tables;
 }
@@ -78,7 +78,7 @@ export async function readState(
   checkpoint?: Checkpoint,
   loaded?: (from: string) => void,
   scanned?: Partial<Tables>,
-): Promise<DiskState> {
+): Promise<LoadedState> {
   const meta = new Map<string, unknown>();
   const tables = newTables();
   for await (const [k, v] of db.iterator({ gte: key('m', ''), lt: prefixEnd(key('m', '')) })) {

@@ -1,5 +1,5 @@
 import type { BootstrapState, TokenRecord } from '../domain/types.js';
-import { type DecodedPair, type DiskState, WATCH_TABLES } from './disk-state.js';
+import { type DecodedPair, type LoadedState, WATCH_TABLES } from './disk-format.js';
 import { type Tables, newTables } from './memory.js';
 import type { AnyTable } from './table.js';
 import { GoneSecrets } from './gone-secrets.js';
@@ -10,7 +10,7 @@ import type { TableOp } from './store-tx.js';
 const ZERO_BOOTSTRAP: BootstrapState = { Bootstrapped: false, ResetIndex: 0 };
 
 /** What a durable commit changes in memory. */
-export interface DurableChange {
+export interface CommittedChange {
   tableOps: readonly TableOp[];
   meta: ReadonlyArray<[string, unknown]>;
   index: number;
@@ -38,9 +38,9 @@ export interface Applied {
  * record with its indexes, the metadata, the index and each table's index, the change-log
  * identity and the HA batch position. It changes only once a write is on disk; readers
  * and transactions read it without touching the disk. Indexes never move backward, except
- * when a follower takes its leader's whole history.
+ * when a follower takes its leader's whole batch log.
  */
-export class DurableState {
+export class CommittedState {
   tables: Tables = newTables();
   readonly meta = new Map<string, unknown>();
   private readonly tableIndexes = new Map<WatchTable, number>();
@@ -68,7 +68,7 @@ export class DurableState {
   }
 
   /** Takes what the disk holds (at open, after a recovery that finds more on disk, after a follower's snapshot). */
-  adopt(disk: DiskState, options: { indexesMayGoBack?: boolean } = {}): void {
+  adopt(disk: LoadedState, options: { indexesMayGoBack?: boolean } = {}): void {
     if (options.indexesMayGoBack) {
       this.index = 0;
       this.tableIndexes.clear();
@@ -87,7 +87,7 @@ export class DurableState {
   }
 
   /** A durable group of commits, in order. */
-  applyCommits(group: readonly DurableChange[]): Applied {
+  applyCommits(group: readonly CommittedChange[]): Applied {
     const from = this.index;
     const tables = new Map<WatchTable, number>();
     let entries: LogEntry[] = [];
@@ -144,7 +144,7 @@ export class DurableState {
     if (after !== undefined) this.goneSecrets.forget(after);
   }
 
-  /** Every watched table with its index (a history replaced: every waiter looks again). */
+  /** Every watched table with its index (a batch log replaced: every waiter looks again). */
   allTables(): Map<WatchTable, number> {
     return new Map(WATCH_TABLES.map((t) => [t, this.tableIndex(t)]));
   }
