@@ -2,22 +2,12 @@ import { rename, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import { type Config, type ConfigKey, configKeys, isPrimary, parseHostPort } from './config/schema.js';
+import { type Config, type ConfigKey, configKeys, isPrimary } from './config/schema.js';
 import { type Clock, systemClock } from './domain/clock.js';
-import { ReadGate, readAuthorizer } from './http/blocking.js';
-import { buildApp } from './http/app.js';
 import { createAgentLogger } from './observability/logger.js';
 import type { Metrics } from './observability/metrics.js';
 import { Reaper } from './reaper/reaper.js';
-import type { IncomingMessage } from 'node:http';
 import { Selectors } from './auth/selectors.js';
-import type { Refusal } from './http/deps.js';
-import { plainAddress } from './http/request.js';
-import { secretOf } from './transport/credentials.js';
-import { whenRefused } from './transport/refuse.js';
-import { forwardProof, tokenKeyID } from './transport/forward-proof.js';
-import { isExpired } from './domain/expiry.js';
-import { DEFAULT_NAMESPACE, DEFAULT_PARTITION } from './domain/ids.js';
 import { AclResolver } from './service/acl-resolver.js';
 import { BootstrapService } from './service/bootstrap.js';
 import type { AgentInfo } from './service/context.js';
@@ -32,8 +22,6 @@ import { BindingRuleService } from './service/binding-rules.js';
 import { LoginService } from './service/login.js';
 import { SnapshotService } from './service/snapshots.js';
 import type { LevelStore, LevelStoreOptions } from './store/level-store.js';
-import type { ClusterHooks } from './http/forward.js';
-import { PeerClient } from './transport/peer-client.js';
 import { DatacenterDirectory } from './replication/directory.js';
 import { policyView } from './service/views.js';
 import type { ServerGroup } from './ha/servers.js';
@@ -41,13 +29,12 @@ import { type ClusterRole, DEFAULT_REPLICATION_OPTIONS, type RoleParts } from '.
 import { createClusterRole } from './ha/create-role.js';
 import type { ReplicationStatusResponse } from './api/schemas.js';
 import { Transport } from './transport/transport.js';
-import { HostCheck, isLoopbackHost } from './http/host-check.js';
-import { ReplicationHistory } from './observability/replication-history.js';
 import { VERSION } from './version.js';
-import { type AuditLog, auditPath, systemActor } from './observability/audit.js';
+import { type AuditLog, systemActor } from './observability/audit.js';
 import { META } from './store/schema.js';
 import type { DataDirLock } from './store/data-dir-lock.js';
 import { auditSettings, openDataDir } from './data-dir.js';
+import { type Http, type PlaceDeps, buildHttp, listen, refusalAuditor } from './daemon-http.js';
 import { randomBytes } from 'node:crypto';
 
 /** The settings a reload (SIGHUP) applies; TLS files are re-read too. */
@@ -230,7 +217,6 @@ async function announce(dataDir: string, address: string): Promise<void> {
 }
 
 type Services = ReturnType<typeof buildServices>;
-type Http = ReturnType<typeof buildHttp>;
 
 /** The use cases, each over the store and the resolver (which asks the server's place for secrets held elsewhere). */
 function buildServices(
@@ -318,15 +304,6 @@ function buildRoleParts(config: Config, store: LevelStore, services: Services, r
   };
 }
 
-interface PlaceDeps {
-  store: LevelStore;
-  metrics: Metrics;
-  cluster: ClusterRole;
-  transport: Transport;
-  audit: AuditLog;
-  directory: DatacenterDirectory;
-}
-
 /** What the agent endpoints say of this daemon (agent-info.ts), and the gauges that follow it. */
 function buildAgentInfo(config: Config, deps: PlaceDeps & { address: () => string }): AgentInfo {
   const { store, metrics, cluster, transport, audit, directory, address } = deps;
@@ -353,189 +330,6 @@ function buildAgentInfo(config: Config, deps: PlaceDeps & { address: () => strin
     metrics.watchStaleness(() => (cluster.primarySilentForMs() ?? 0) > config.replication_max_stale);
   }
   return agent;
-}
-
-/** The HTTP API (not listening yet): forwarding to peers, blocking reads, limits a reload may change, the lag history. */
-function buildHttp(config: Config, deps: PlaceDeps & { services: Services; agent: AgentInfo; logger: Logger; dataDir: string }) {
-  const { store, metrics, cluster, transport, audit, directory, services, agent, logger, dataDir } = deps;
-  const peers = new Map<string, PeerClient>();
-  const hooks: ClusterHooks = {
-    datacenter: config.datacenter,
-    addressOf: (dc) => directory.addressesOf(dc),
-    ...forwarding(config, transport, store, services.resolver),
-    ...(config.servers.kind === 'single' ? {} : { follower: () => cluster.writeTarget() }),
-    peer: (dc, url) => {
-      let p = peers.get(url);
-      if (!p) peers.set(url, (p = new PeerClient(url, dc, transport.fetcher({ datacenter: dc }))));
-      return p;
-    },
-    ...(cluster.secondary ? { secondary: cluster.secondary } : {}),
-  };
-  const reads = new ReadGate(store, {
-    gauge: metrics,
-    authorize: readAuthorizer(services.resolver),
-    maxBlocking: config.max_blocking_queries,
-    maxBlockingPerClient: config.max_blocking_queries_per_client,
-    ...(cluster.beforeConsistentRead ? { beforeConsistentRead: cluster.beforeConsistentRead } : {}),
-  });
-  const rateLimit =
-    config.rate_limit > 0
-      ? (() => {
-          const burst = config.rate_limit_burst ?? Math.ceil(config.rate_limit);
-          const peerRate = config.rate_limit_peer ?? config.rate_limit * 10;
-          return { rate: config.rate_limit, burst, peerRate, peerBurst: Math.max(burst * 10, Math.ceil(peerRate)) };
-        })()
-      : undefined;
-  // Limits a reload (SIGHUP) changes in place.
-  const limits = {
-    requestTimeout: config.http_request_timeout,
-    headerTimeout: config.http_header_timeout,
-    keepAliveTimeout: config.http_keepalive_timeout,
-    maxRequestsPerConn: config.http_max_requests_per_conn,
-    maxConns: config.http_max_conns,
-    maxConnsPerClient: config.http_max_conns_per_client,
-  };
-  const loginRate = { rate: config.login_rate, burst: config.login_burst };
-  // Replication lag over the last hour, in memory, for the web UI's chart.
-  const history = new ReplicationHistory(() => cluster.replicationStatus(), {
-    intervalMs: config.replication_history_interval,
-    keepMs: 3_600_000,
-    datacenter: config.datacenter,
-  });
-  const { app } = buildApp({
-    store,
-    ...services,
-    agent,
-    reads,
-    metrics,
-    replicationStatus: () => cluster.replicationStatus(),
-    replicationHistory: () => history.read(),
-    audit,
-    auditRefusal: refusalAuditor(store, audit),
-    cluster: hooks,
-    logger,
-    limits,
-    ...(rateLimit ? { rateLimit } : {}),
-    ...(transport.secure ? { https: transport.listenerOptions() } : {}),
-    snapshotUploads: { maxBytes: config.snapshot_max_bytes, dir: dataDir },
-    loginRate,
-  });
-  return { app, reads, history, limits, loginRate };
-}
-
-/**
- * Who may name the original client of a request it forwards, and how this server proves it does
- * (transport/forward-proof.ts): a server of this datacenter by the server key (or its
- * certificate); another datacenter's by its certificate, or by the secret of a token with
- * acl:write every datacenter holds: a secondary signs with its replication token.
- */
-function forwarding(
-  config: Config,
-  transport: Transport,
-  store: LevelStore,
-  resolver: AclResolver,
-): Pick<ClusterHooks, 'forwarderCheck' | 'forwardProof'> {
-  const tokenKey = (id: string): string | undefined => {
-    if (!id.startsWith('token:')) return undefined;
-    const token = store.reader.getToken(id.slice('token:'.length));
-    if (token === undefined || isExpired(token, Date.now())) return undefined;
-    return resolver.authorizerFor(token).canWrite(DEFAULT_NAMESPACE, DEFAULT_PARTITION) ? token.SecretID : undefined;
-  };
-  return {
-    forwarderCheck: (req, claim, fields) => transport.vouches(req, claim, fields, tokenKey),
-    forwardProof: (fields, byServer) => {
-      if (byServer) return transport.serverForwardProof(fields);
-      const secret = config.replication_token;
-      const token = secret ? store.reader.getTokenBySecret(secret) : undefined;
-      return token ? forwardProof(tokenKeyID(token.AccessorID), secret as string, fields) : undefined;
-    },
-  };
-}
-
-/** Records a refused request: the caller's token by its accessor, or an unknown secret by its HMAC; never the secret. */
-function refusalAuditor(store: LevelStore, audit: AuditLog): (r: Refusal) => void {
-  return (r) => {
-    const token = r.secret ? store.reader.getTokenBySecret(r.secret) : undefined;
-    const accessor = !r.secret ? 'anonymous' : token ? token.AccessorID : audit.nameSecret(r.secret);
-    audit.record(
-      'refused',
-      { RequestID: r.id, AccessorID: accessor, RemoteAddr: r.remote, Method: r.method, Path: auditPath(r.url) },
-      r.status,
-      { Code: r.code, Reason: r.message },
-    );
-  };
-}
-
-/**
- * Every refused WebSocket upgrade (a replication or servers' stream, whichever handler refuses
- * it): logged, and audited as `refused` when it is a 403, as a refused route is.
- */
-function upgradeRefusals(logger: Logger, auditRefusal: (r: Refusal) => void) {
-  return (req: IncomingMessage, status: number, code: string, reason: string): void => {
-    const remote = plainAddress(req.socket.remoteAddress ?? '');
-    const path = auditPath(req.url ?? '/');
-    logger.warn({ remote, path, status }, `refused a WebSocket upgrade: ${reason}`);
-    if (status !== 401 && status !== 403) return;
-    let secret: string | undefined;
-    try {
-      secret = secretOf(undefined, req.headers);
-    } catch {
-      secret = undefined;
-    }
-    auditRefusal({ id: '', method: req.method ?? 'GET', url: req.url ?? '/', remote, secret, status, code, message: reason, route: path });
-  };
-}
-
-/** A host that means every address of the machine. */
-const isWildcardHost = (host: string): boolean => host === '' || host === '0.0.0.0' || host === '::' || host === '[::]';
-
-/** The accept queue asked of the kernel: enough for a burst of clients connecting at once. */
-const LISTEN_BACKLOG = 4096;
-
-/** Binds the API (Host checks against DNS rebinding, the servers' upgrades handed to the cluster role); returns host:port. */
-async function listen(
-  config: Config,
-  app: FastifyInstance,
-  deps: { transport: Transport; cluster: ClusterRole; logger: Logger; auditRefusal: (r: Refusal) => void },
-): Promise<string> {
-  const { transport, cluster, logger } = deps;
-  const refused = upgradeRefusals(logger, deps.auditRefusal);
-  if (transport.secure) transport.attachListener(app.server as unknown as import('node:tls').Server);
-  const { host, port } = parseHostPort(config.http_addr) as { host: string; port: number };
-  // DNS rebinding: a loopback daemon answers only requests addressed to loopback (or http_allowed_hosts).
-  const hosts = new HostCheck({
-    loopbackOnly: isLoopbackHost(host),
-    allowed: config.http_allowed_hosts,
-    defaultPort: transport.secure ? 443 : 80,
-  });
-  hosts.install(app.server as unknown as import('node:http').Server);
-  app.server.on('upgrade', (req, socket, head) => {
-    whenRefused(socket, (status, reason) => refused(req, status, status === 403 ? 'PERMISSION_DENIED' : 'UPGRADE_REFUSED', reason));
-    if (hosts.refuseUpgrade(req, socket))
-      return refused(req, 403, 'HOST_NOT_ALLOWED', `Host ${JSON.stringify(req.headers.host ?? '')} is not allowed`);
-    cluster.handleUpgrade(req, socket, head);
-  });
-  // Node's default backlog (511) overflows when a burst of clients connects at once (each
-  // dropped handshake costs its client a 1 s retransmit, or a reset); the kernel caps this at
-  // net.core.somaxconn.
-  await app.listen({ host, port, backlog: Math.min(config.http_max_conns, LISTEN_BACKLOG) });
-  const bound = app.server.address();
-  const boundPort = typeof bound === 'object' && bound ? bound.port : port;
-  const address = `${host.includes(':') ? `[${host}]` : host}:${boundPort}`;
-  if (isWildcardHost(host) && config.http_allowed_hosts.length === 0) {
-    logger.warn(
-      `listening on ${address}, every address of this machine, without http_allowed_hosts: requests are answered whatever ` +
-        `Host they name, so a browser page elsewhere can reach this daemon through DNS rebinding (set http_allowed_hosts to the ` +
-        `names clients use)`,
-    );
-  }
-  if (!transport.secure && !isLoopbackHost(host)) {
-    logger.warn(
-      `listening on ${address} without TLS: tokens and replicated secrets cross the network in plaintext (set tls_cert_file and ` +
-        `tls_key_file)`,
-    );
-  }
-  return address;
 }
 
 /** The running daemon: what it offers, a reload (SIGHUP), and a stop in the reverse order of the start. */

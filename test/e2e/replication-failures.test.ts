@@ -5,7 +5,7 @@ import { WebSocket } from 'ws';
 import { WatchwordApiError, WatchwordClient } from '../../src/client/index.js';
 import { PROTOCOL_VERSION, encodeFrame } from '../../src/replication/protocol.js';
 import { type Cluster, startCluster } from '../../src/testing/index.js';
-import { type TestDaemon, apiFor, startTestDaemon, waitFor } from '../helpers/test-daemon.js';
+import { type TestDaemon, apiFor, startTestDaemon, waitFor, secondaryConfig } from '../helpers/test-daemon.js';
 import { globalState, localTokens } from '../helpers/cluster.js';
 
 describe('replication catch-up by snapshot', () => {
@@ -83,13 +83,11 @@ describe('replication token problems', () => {
     ];
     for (const [dc, token, message] of cases) {
       const d = await startTestDaemon({
-        config: {
+        config: secondaryConfig(dc1, {
           datacenter: dc,
-          primary_datacenter: 'dc1',
-          primary_address: dc1.url,
-          initial_management_token: undefined,
-          ...(token ? { replication_token: token } : {}),
-        },
+          // None given: the secondary has no replication token.
+          replication_token: token,
+        }),
         replication: { backoffMinMs: 100, backoffMaxMs: 200 },
       });
       daemons.push(d);
@@ -113,13 +111,9 @@ describe('replication token problems', () => {
     const weak = (await dc1.api('PUT', '/v1/acl/token', { body: { Policies: [{ ID: readOnly.ID }] } })).body.SecretID as string;
     // dc2 cannot replicate (its token lacks acl:write), but the caller's own token is good on the primary.
     const dc2 = await startTestDaemon({
-      config: {
-        datacenter: 'dc2',
-        primary_datacenter: 'dc1',
-        primary_address: dc1.url,
-        initial_management_token: undefined,
+      config: secondaryConfig(dc1, {
         replication_token: weak,
-      },
+      }),
     });
     daemons.push(dc2);
     const started = Date.now();

@@ -1,6 +1,6 @@
 import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type TestDaemon, apiFor, startTestDaemon, waitFor } from '../helpers/test-daemon.js';
+import { type TestDaemon, apiFor, startTestDaemon, waitFor, secondaryConfig } from '../helpers/test-daemon.js';
 
 describe('replication (in process)', () => {
   let dc1: TestDaemon;
@@ -8,13 +8,7 @@ describe('replication (in process)', () => {
   beforeAll(async () => {
     dc1 = await startTestDaemon();
     dc2 = await startTestDaemon({
-      config: {
-        datacenter: 'dc2',
-        primary_datacenter: 'dc1',
-        primary_address: dc1.url,
-        replication_token: dc1.management,
-        initial_management_token: undefined,
-      },
+      config: secondaryConfig(dc1),
     });
   });
   afterAll(async () => {

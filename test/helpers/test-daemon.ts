@@ -68,6 +68,25 @@ export function apiFor(url: string, defaultToken?: string): Api {
   };
 }
 
+/**
+ * A secondary's configuration following `primary`: datacenter dc2 (unless `config` names
+ * another), no management token of its own, the primary's management token to replicate with
+ * (unless `config` gives a replication token).
+ */
+export function secondaryConfig(
+  primary: Pick<TestDaemon, 'url' | 'management'>,
+  config: Partial<Record<ConfigKey, unknown>> = {},
+): Partial<Record<ConfigKey, unknown>> {
+  return {
+    datacenter: 'dc2',
+    primary_datacenter: 'dc1',
+    primary_address: primary.url,
+    initial_management_token: undefined,
+    replication_token: primary.management,
+    ...config,
+  };
+}
+
 /** A real daemon in this process: real LevelDB in a temp dir, real HTTP on port 0. */
 export async function startTestDaemon(
   options: {

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WatchwordClient } from '../../src/client/index.js';
-import { type TestDaemon, startTestDaemon, waitFor } from '../helpers/test-daemon.js';
+import { type TestDaemon, startTestDaemon, waitFor, secondaryConfig } from '../helpers/test-daemon.js';
 
 type Event = Record<string, any>;
 
@@ -38,14 +38,9 @@ describe('a write forwarded by a secondary is audited once, at the primary, with
   beforeAll(async () => {
     dc1 = await startTestDaemon();
     dc2 = await startTestDaemon({
-      config: {
-        datacenter: 'dc2',
-        primary_datacenter: 'dc1',
-        primary_address: dc1.url,
-        initial_management_token: undefined,
-        replication_token: dc1.management,
+      config: secondaryConfig(dc1, {
         node_name: 'dc2-node',
-      },
+      }),
     });
     await waitFor(async () => (await new WatchwordClient({ address: dc2.url }).replication()).Connected, 10_000);
     // The replication token has replicated here: dc2 proves with it the client it names when it forwards.

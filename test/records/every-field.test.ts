@@ -10,7 +10,7 @@ import { FollowerStream } from '../../src/ha/follower-stream.js';
 import { type LeaderFrame, SERVER_PROTOCOL_VERSION } from '../../src/ha/server-protocol.js';
 import { LevelStore } from '../../src/store/level-store.js';
 import type { ServerBatch } from '../../src/store/store.js';
-import { type TestDaemon, startTestDaemon, waitFor } from '../helpers/test-daemon.js';
+import { type TestDaemon, startTestDaemon, waitFor, secondaryConfig } from '../helpers/test-daemon.js';
 import { recordingReplicator } from '../helpers/replicator.js';
 import { tempDir } from '../helpers/temp-dir.js';
 
@@ -229,13 +229,7 @@ describe('one record, every path', () => {
 
   it('keeps every field through replication to a secondary: its snapshot, then the stream', async () => {
     const dc2 = await startTestDaemon({
-      config: {
-        datacenter: 'dc2',
-        primary_datacenter: 'dc1',
-        primary_address: dc1.url,
-        initial_management_token: undefined,
-        replication_token: dc1.management,
-      },
+      config: secondaryConfig(dc1),
     });
     cleanup.push(() => dc2.close());
     await waitFor(async () => (await get(dc2, 'tokens', cloneable)) !== undefined, 10_000);

@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { WatchwordClient } from '../../src/client/index.js';
 import { PROTOCOL_VERSION, decodeFrame, encodeFrame, primaryFrame } from '../../src/replication/protocol.js';
-import { type TestDaemon, apiFor, startTestDaemon, waitFor } from '../helpers/test-daemon.js';
+import { type TestDaemon, apiFor, startTestDaemon, waitFor, secondaryConfig } from '../helpers/test-daemon.js';
 
 const GLOBAL_MANAGEMENT = '00000000-0000-0000-0000-000000000001';
 
@@ -56,13 +56,7 @@ describe('the primary does not take a secondary at its word', () => {
     const dc1 = await startTestDaemon({ config });
     daemons.push(dc1);
     const dc2 = await startTestDaemon({
-      config: {
-        datacenter: 'dc2',
-        primary_datacenter: 'dc1',
-        primary_address: dc1.url,
-        initial_management_token: undefined,
-        replication_token: dc1.management,
-      },
+      config: secondaryConfig(dc1),
     });
     daemons.push(dc2);
     await waitFor(async () => (await new WatchwordClient({ address: dc2.url }).replication()).Connected);
@@ -137,13 +131,9 @@ describe('the primary does not take a secondary at its word', () => {
       })
     ).body;
     const dc2 = await startTestDaemon({
-      config: {
-        datacenter: 'dc2',
-        primary_datacenter: 'dc1',
-        primary_address: dc1.url,
-        initial_management_token: undefined,
+      config: secondaryConfig(dc1, {
         replication_token: bound.SecretID,
-      },
+      }),
       replication: { backoffMinMs: 100, backoffMaxMs: 200 },
     });
     daemons.push(dc2);
@@ -159,13 +149,10 @@ describe('the primary does not take a secondary at its word', () => {
     expect((await raw.closed).code).toBe(4003);
 
     const dc3 = await startTestDaemon({
-      config: {
+      config: secondaryConfig(dc1, {
         datacenter: 'dc3',
-        primary_datacenter: 'dc1',
-        primary_address: dc1.url,
-        initial_management_token: undefined,
         replication_token: bound.SecretID,
-      },
+      }),
     });
     daemons.push(dc3);
     await waitFor(async () => (await new WatchwordClient({ address: dc3.url }).replication()).Connected);

@@ -1,7 +1,7 @@
 import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WatchwordClient } from '../../src/client/index.js';
-import { type TestDaemon, startTestDaemon, waitFor } from '../helpers/test-daemon.js';
+import { type TestDaemon, startTestDaemon, waitFor, secondaryConfig } from '../helpers/test-daemon.js';
 
 /** A request with its path exactly as given (fetch and URL would resolve dot segments first). */
 function rawGet(base: string, path: string, token: string): Promise<{ status: number; body: string }> {
@@ -28,14 +28,9 @@ describe('?dc= relays the route that matched, not the raw URL', () => {
   beforeAll(async () => {
     dc1 = await startTestDaemon();
     dc2 = await startTestDaemon({
-      config: {
-        datacenter: 'dc2',
-        primary_datacenter: 'dc1',
-        primary_address: dc1.url,
-        initial_management_token: undefined,
-        replication_token: dc1.management,
+      config: secondaryConfig(dc1, {
         node_name: 'dc2-node',
-      },
+      }),
     });
     await waitFor(async () => (await new WatchwordClient({ address: dc2.url }).replication()).Connected, 10_000);
     await waitFor(async () => ((await dc1.api('GET', '/v1/catalog/datacenters')).body as string[]).includes('dc2'), 10_000);

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { WatchwordClient } from '../../src/client/index.js';
 import { PROTOCOL_VERSION, encodeFrame } from '../../src/replication/protocol.js';
-import { MANAGEMENT_SECRET, type TestDaemon, apiFor, startTestDaemon, waitFor } from '../helpers/test-daemon.js';
+import { MANAGEMENT_SECRET, type TestDaemon, apiFor, startTestDaemon, waitFor, secondaryConfig } from '../helpers/test-daemon.js';
 
 async function requestsServed(url: string, route: string): Promise<number> {
   const text = await (
@@ -55,13 +55,7 @@ describe('forwarding between datacenters happens at most once per request', () =
     const dc1 = await startTestDaemon();
     daemons.push(dc1);
     const dc2 = await startTestDaemon({
-      config: {
-        datacenter: 'dc2',
-        primary_datacenter: 'dc1',
-        primary_address: dc1.url,
-        initial_management_token: undefined,
-        replication_token: dc1.management,
-      },
+      config: secondaryConfig(dc1),
     });
     daemons.push(dc2);
     await waitFor(async () => (await new WatchwordClient({ address: dc2.url }).replication()).Connected);

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WatchwordClient } from '../../src/client/index.js';
 import { forwardProof } from '../../src/transport/forward-proof.js';
-import { type TestDaemon, startTestDaemon, waitFor } from '../helpers/test-daemon.js';
+import { type TestDaemon, startTestDaemon, waitFor, secondaryConfig } from '../helpers/test-daemon.js';
 
 /**
  * Fourth security review, finding 5: X-Service-Forwarded-For was believed from any connection
@@ -20,13 +20,7 @@ describe('forwarded-client headers from a client on a secondary host', () => {
     dc1 = await startTestDaemon();
     // dc2 is on this host (127.0.0.1): every request below comes from a secondary's address.
     dc2 = await startTestDaemon({
-      config: {
-        datacenter: 'dc2',
-        primary_datacenter: 'dc1',
-        primary_address: dc1.url,
-        initial_management_token: undefined,
-        replication_token: dc1.management,
-      },
+      config: secondaryConfig(dc1),
     });
     await waitFor(async () => (await new WatchwordClient({ address: dc2.url }).replication()).Connected, 10_000);
     await waitFor(() => dc2.daemon.store.reader.getTokenBySecret(dc1.management) !== undefined, 10_000);

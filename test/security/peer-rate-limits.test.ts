@@ -1,7 +1,7 @@
 import http from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WatchwordClient } from '../../src/client/index.js';
-import { type TestDaemon, startTestDaemon, waitFor } from '../helpers/test-daemon.js';
+import { type TestDaemon, startTestDaemon, waitFor, secondaryConfig } from '../helpers/test-daemon.js';
 
 /** One request from a chosen loopback address (127.0.0.0/8 all reach this host). */
 function from(localAddress: string, url: string, method: string, token: string, body?: unknown, headers: Record<string, string> = {}) {
@@ -32,18 +32,11 @@ describe('rate limits across datacenters', () => {
     daemons.length = 0;
   });
 
-  async function cluster(primaryConfig: Record<string, unknown>, secondaryConfig: Record<string, unknown> = {}) {
+  async function cluster(primaryConfig: Record<string, unknown>, dc2Config: Record<string, unknown> = {}) {
     const dc1 = await startTestDaemon({ config: primaryConfig });
     daemons.push(dc1);
     const dc2 = await startTestDaemon({
-      config: {
-        datacenter: 'dc2',
-        primary_datacenter: 'dc1',
-        primary_address: dc1.url,
-        initial_management_token: undefined,
-        replication_token: dc1.management,
-        ...secondaryConfig,
-      },
+      config: secondaryConfig(dc1, dc2Config),
     });
     daemons.push(dc2);
     await waitFor(async () => (await new WatchwordClient({ address: dc2.url }).replication()).Connected);

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { WatchwordClient } from '../../src/client/index.js';
 import { PROTOCOL_VERSION, decodeFrame, encodeFrame, primaryFrame } from '../../src/replication/protocol.js';
-import { type TestDaemon, startTestDaemon, waitFor } from '../helpers/test-daemon.js';
+import { type TestDaemon, startTestDaemon, waitFor, secondaryConfig } from '../helpers/test-daemon.js';
 
 const GLOBAL_MANAGEMENT = '00000000-0000-0000-0000-000000000001';
 
@@ -88,13 +88,9 @@ describe('a replication session whose token stops allowing it', () => {
     const repl = (await dc1.api('PUT', '/v1/acl/token', { body: { Description: 'replication', Policies: [{ ID: GLOBAL_MANAGEMENT }] } }))
       .body;
     const dc2 = await startTestDaemon({
-      config: {
-        datacenter: 'dc2',
-        primary_datacenter: 'dc1',
-        primary_address: dc1.url,
-        initial_management_token: undefined,
+      config: secondaryConfig(dc1, {
         replication_token: repl.SecretID,
-      },
+      }),
       replication: { backoffMinMs: 5000, backoffMaxMs: 5000 },
     });
     daemons.push(dc2);

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Authorizer } from '../../src/client/authorizer.js';
 import { WatchwordClient } from '../../src/client/index.js';
-import { type TestDaemon, startTestDaemon, waitFor } from '../helpers/test-daemon.js';
+import { type TestDaemon, startTestDaemon, waitFor, secondaryConfig } from '../helpers/test-daemon.js';
 
 /**
  * Fourth security review, finding 1: at a secondary, look-ups of secrets it does not hold share
@@ -17,15 +17,10 @@ describe('a revoked token under a flood of made-up secrets', () => {
   beforeAll(async () => {
     dc1 = await startTestDaemon();
     dc2 = await startTestDaemon({
-      config: {
-        datacenter: 'dc2',
-        primary_datacenter: 'dc1',
-        primary_address: dc1.url,
-        initial_management_token: undefined,
-        replication_token: dc1.management,
+      config: secondaryConfig(dc1, {
         // Small, so the flood below drains it at once.
         secret_lookup_rate: 5,
-      },
+      }),
     });
     await waitFor(async () => (await new WatchwordClient({ address: dc2.url }).replication()).Connected, 10_000);
   });
