@@ -92,14 +92,13 @@ export function buildApp(deps: AppDeps): { app: FastifyInstance; routes: RouteIn
   // One metrics sample and one debug line per answer (pipeline.ts), whichever door.
   app.addHook('onResponse', (request, reply, done) => {
     answered(
-      { metrics: deps.metrics, log: request.log as unknown as Logger },
-      {
-        id: String(request.id),
-        method: request.method,
-        route: request.routeOptions.url ?? 'unknown',
-        status: reply.statusCode,
-        ms: reply.elapsedTime,
-      },
+      deps.metrics,
+      request.log as unknown as Logger,
+      request.method,
+      request.routeOptions.url ?? 'unknown',
+      reply.statusCode,
+      reply.elapsedTime,
+      () => String(request.id),
     );
     done();
   });

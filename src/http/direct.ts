@@ -292,12 +292,11 @@ class DirectServing {
   }
 
   private logged(status: number, route: DirectRoute, started: number): void {
-    const id = `direct-${(this.requests >>> 0).toString(36)}`;
-    answered(
-      { metrics: this.deps.metrics, log: this.log },
-      { id, method: route.method, route: route.url, status, ms: performance.now() - started },
-    );
+    answered(this.deps.metrics, this.log, route.method, route.url, status, performance.now() - started, this.requestID);
   }
+
+  /** The id the debug line of the latest request gives (made only when debug is on). */
+  private readonly requestID = (): string => `direct-${(this.requests >>> 0).toString(36)}`;
 
   private fail(
     req: IncomingMessage,

@@ -97,17 +97,20 @@ export function errorAnswer(
 /**
  * One metrics sample per answer, and a debug log line (as Consul logs requests at debug): the
  * route pattern, never the URL, so no secret from a path or query string can reach the log.
+ * Called for every answer: nothing is built for the log line unless debug is on (`id` is asked
+ * for only then).
  */
 export function answered(
-  sinks: { metrics: Pick<Metrics, 'observeRequest'>; log: Pick<Logger, 'debug' | 'isLevelEnabled'> },
-  a: { id: string; method: string; route: string; status: number; ms: number },
+  metrics: Pick<Metrics, 'observeRequest'>,
+  log: Pick<Logger, 'debug' | 'isLevelEnabled'>,
+  method: string,
+  route: string,
+  status: number,
+  ms: number,
+  id: () => string,
 ): void {
-  sinks.metrics.observeRequest(a.method, a.route, a.status, a.ms / 1000);
-  if (sinks.log.isLevelEnabled('debug'))
-    sinks.log.debug(
-      { reqId: a.id, method: a.method, route: a.route, status: a.status, durationMs: Math.round(a.ms * 100) / 100 },
-      'request',
-    );
+  metrics.observeRequest(method, route, status, ms / 1000);
+  if (log.isLevelEnabled('debug')) log.debug({ reqId: id(), method, route, status, durationMs: Math.round(ms * 100) / 100 }, 'request');
 }
 
 /** The context of a request Fastify routed (the direct path makes its own from the same parts). */
