@@ -2,7 +2,7 @@ import { Packr } from 'msgpackr';
 import { z } from 'zod';
 import type { AuthMethodRecord, BindingRuleRecord, BootstrapState, PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
 import { WatchwordError } from '../domain/errors.js';
-import { AUTH_METHOD_FIELDS, BINDING_RULE_FIELDS, POLICY_FIELDS, ROLE_FIELDS, TOKEN_FIELDS, recordSchema } from '../domain/records.js';
+import { AUTH_METHOD_FIELDS, BINDING_RULE_FIELDS, POLICY_FIELDS, ROLE_FIELDS, TOKEN_FIELDS, recordWireSchema } from '../domain/records.js';
 
 /** msgpack with plain maps: no record extension, so data stays readable by any decoder. */
 const packr = new Packr({ useRecords: false, moreTypes: false });
@@ -10,12 +10,15 @@ const packr = new Packr({ useRecords: false, moreTypes: false });
 export const encode = (value: unknown): Uint8Array => packr.pack(value);
 export const decodeRaw = (bytes: Uint8Array): unknown => packr.unpack(bytes);
 
-/** Each record's strict schema (domain/records.ts): an unknown or malformed field is refused, never stripped. */
-export const tokenRecordSchema: z.ZodType<TokenRecord> = recordSchema(TOKEN_FIELDS);
-export const policyRecordSchema: z.ZodType<PolicyRecord> = recordSchema(POLICY_FIELDS);
-export const roleRecordSchema: z.ZodType<RoleRecord> = recordSchema(ROLE_FIELDS);
-export const authMethodRecordSchema: z.ZodType<AuthMethodRecord> = recordSchema(AUTH_METHOD_FIELDS);
-export const bindingRuleRecordSchema: z.ZodType<BindingRuleRecord> = recordSchema(BINDING_RULE_FIELDS);
+/**
+ * Each record's schema as frames and snapshot files check it (domain/records.ts): an unknown or
+ * malformed field is refused, never stripped; the record is checked in place, not copied.
+ */
+export const tokenRecordSchema: z.ZodType<TokenRecord> = recordWireSchema(TOKEN_FIELDS);
+export const policyRecordSchema: z.ZodType<PolicyRecord> = recordWireSchema(POLICY_FIELDS);
+export const roleRecordSchema: z.ZodType<RoleRecord> = recordWireSchema(ROLE_FIELDS);
+export const authMethodRecordSchema: z.ZodType<AuthMethodRecord> = recordWireSchema(AUTH_METHOD_FIELDS);
+export const bindingRuleRecordSchema: z.ZodType<BindingRuleRecord> = recordWireSchema(BINDING_RULE_FIELDS);
 
 export const bootstrapStateSchema: z.ZodType<BootstrapState> = z.strictObject({
   Bootstrapped: z.boolean(),
