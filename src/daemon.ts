@@ -7,6 +7,7 @@ import { type Clock, systemClock } from './domain/clock.js';
 import { createAgentLogger } from './observability/logger.js';
 import type { Metrics } from './observability/metrics.js';
 import { Reaper } from './reaper/reaper.js';
+import { LastUseFlusher } from './store/last-use.js';
 import { Selectors } from './auth/selectors.js';
 import { AclResolver } from './service/acl-resolver.js';
 import { BootstrapService } from './service/bootstrap.js';
@@ -140,7 +141,10 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       logger.warn('initial_management_token is only used by the primary; ignored on this secondary');
     }
     const reaper = buildReaper(config, { store, clock, metrics, logger });
-    const roleParts = buildRoleParts(config, store, services, reaper);
+    const lastUse = new LastUseFlusher(store, config.last_used_flush, (err) =>
+      logger.warn({ err }, 'last uses not written; tried again at the next flush'),
+    );
+    const roleParts = buildRoleParts(config, store, services, reaper, lastUse);
     const directory = new DatacenterDirectory({
       datacenter: config.datacenter,
       primaryDatacenter: config.primary_datacenter,
@@ -168,6 +172,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       cluster,
       transport,
       reaper,
+      lastUse,
       http,
       logger,
       dataDir,
@@ -198,9 +203,10 @@ function buildReaper(config: Config, deps: { store: LevelStore; clock: Clock; me
   return new Reaper(deps.store, deps.clock, {
     interval: config.reap_interval,
     isPrimary: isPrimary(config),
-    onReaped: (count) => {
+    idleTTL: config.login_token_idle_ttl,
+    onReaped: (count, reason) => {
       deps.metrics.reaped.inc(count);
-      deps.logger.info({ count }, 'reaped expired tokens');
+      deps.logger.info({ count, reason }, reason === 'idle' ? 'revoked idle login tokens' : 'reaped expired tokens');
     },
     onError: (err) => deps.logger.error({ err }, 'reaper pass failed'),
   });
@@ -234,6 +240,7 @@ function buildServices(
       ? { staleness: { maxMs: config.replication_max_stale, silentForMs: () => cluster.primarySilentForMs() } }
       : {}),
     onProblem: (message) => logger.warn(message),
+    recordUse: (accessor, ms) => store.lastUse.touch(accessor, ms),
   });
   const tokens = new TokenService(store, resolver, clock, {
     limits: { minTTL: config.token_min_ttl, maxTTL: config.token_max_ttl },
@@ -271,7 +278,7 @@ function buildServices(
 }
 
 /** What the server's place runs with the services: local views for peers, and what only a leader runs. */
-function buildRoleParts(config: Config, store: LevelStore, services: Services, reaper: Reaper): RoleParts {
+function buildRoleParts(config: Config, store: LevelStore, services: Services, reaper: Reaper, lastUse: LastUseFlusher): RoleParts {
   const { resolver, tokens, roles, bootstrap } = services;
   return {
     resolver,
@@ -298,8 +305,12 @@ function buildRoleParts(config: Config, store: LevelStore, services: Services, r
           if (config.initial_management_token) await bootstrap.ensureInitialManagementToken(config.initial_management_token);
         }
         reaper.start();
+        lastUse.start();
       },
-      stop: () => reaper.stop(),
+      stop: async () => {
+        await reaper.stop();
+        await lastUse.stop();
+      },
     },
   };
 }
@@ -343,6 +354,7 @@ function daemonHandle(
     cluster: ClusterRole;
     transport: Transport;
     reaper: Reaper;
+    lastUse: LastUseFlusher;
     http: Http;
     logger: Logger;
     dataDir: string;
@@ -350,7 +362,7 @@ function daemonHandle(
     selectors: Selectors;
   },
 ): Daemon {
-  const { lock, store, metrics, audit, cluster, transport, reaper, http, logger, dataDir, address, selectors } = parts;
+  const { lock, store, metrics, audit, cluster, transport, reaper, lastUse, http, logger, dataDir, address, selectors } = parts;
   const { app } = http;
   /** The configuration in force (a reload replaces what may change). */
   let current = config;
@@ -408,6 +420,7 @@ function daemonHandle(
         app.server.closeAllConnections();
         await closed;
         await reaper.stop();
+        await lastUse.stop();
         await selectors.close();
         await transport.close();
         await store.close();

@@ -52,6 +52,8 @@ const AGENT_FLAGS: Record<ConfigKey, { arg: string; help: string }> = {
   token_min_ttl: { arg: 'DURATION', help: 'shortest token lifetime on create (default 1m)' },
   token_max_ttl: { arg: 'DURATION', help: 'longest token lifetime on create (default 24h)' },
   reap_interval: { arg: 'DURATION', help: 'how often expired tokens are reaped (default 1s)' },
+  last_used_flush: { arg: 'DURATION', help: "how often tokens' last uses are written (default 60s)" },
+  login_token_idle_ttl: { arg: 'DURATION', help: 'revoke login tokens unused this long; 0 off (default 72h)' },
   durability: { arg: 'MODE', help: 'fsync (acknowledge after sync) | os (after handing to the OS) (default fsync)' },
   max_blocking_queries: { arg: 'N', help: 'blocking queries held at once in all; past it 429 (default 20000)' },
   max_blocking_queries_per_client: { arg: 'N', help: 'blocking queries held at once per client address; past it 429 (default 2000)' },

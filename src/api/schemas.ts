@@ -76,7 +76,7 @@ export const templatedPolicyBody = ciObject({
 const scopeFields = { Namespace: opt(str(64)), Partition: opt(str(64)) };
 
 /** Return-side fields a client may echo back on any write; accepted and ignored (with each record's own echoed fields). */
-const ECHOED = ['CreateIndex', 'ModifyIndex', 'Hash', 'CreateTime'];
+const ECHOED = ['CreateIndex', 'ModifyIndex', 'Hash', 'CreateTime', 'LastUsedTime'];
 
 /** What a write's body gives for a field of each kind, as the body is decoded (times and durations in ms). */
 interface BodyTypes {
@@ -324,7 +324,14 @@ type AnswerShape<F extends FieldTable> = {
   -readonly [K in keyof F]: AlwaysShown<F[K]> extends true ? z.ZodType<AnswerValue<F[K]>> : z.ZodOptional<z.ZodType<AnswerValue<F[K]>>>;
 };
 
-export const tokenResponse = answerOf(TOKEN_FIELDS).meta({ id: 'Token' });
+export const tokenResponse = answerOf(TOKEN_FIELDS)
+  .extend({
+    LastUsedTime: z
+      .string()
+      .optional()
+      .describe('When the token\'s secret last authenticated a request (minute resolution; absent when never used): README, "Last use"'),
+  })
+  .meta({ id: 'Token' });
 
 export const policyResponse = answerOf(POLICY_FIELDS).meta({ id: 'Policy' });
 

@@ -227,16 +227,20 @@ function tokenCloneDeleteListCommands(token: Command): void {
     .option('--role-id <ID>', 'only tokens linked to this role')
     .option('--service-name <NAME>', 'only tokens with this service identity')
     .option('--auth-method <NAME>', 'only tokens made by this auth method')
+    .option('--unused-since <DURATION>', 'only tokens not used for this long, e.g. 720h (never-used ones by their creation time)')
     .action(
-      run<CommonOptions & { policyId?: string; roleId?: string; serviceName?: string; authMethod?: string }>(async (o, c) => {
-        const filter = {
-          ...(o.policyId ? { policy: o.policyId } : {}),
-          ...(o.roleId ? { role: o.roleId } : {}),
-          ...(o.serviceName ? { servicename: o.serviceName } : {}),
-          ...(o.authMethod ? { authmethod: o.authMethod } : {}),
-        };
-        print(o, (await c.tokens.list(filter)).value, formatTokenList);
-      }),
+      run<CommonOptions & { policyId?: string; roleId?: string; serviceName?: string; authMethod?: string; unusedSince?: string }>(
+        async (o, c) => {
+          const filter = {
+            ...(o.unusedSince ? { unusedSince: o.unusedSince } : {}),
+            ...(o.policyId ? { policy: o.policyId } : {}),
+            ...(o.roleId ? { role: o.roleId } : {}),
+            ...(o.serviceName ? { servicename: o.serviceName } : {}),
+            ...(o.authMethod ? { authmethod: o.authMethod } : {}),
+          };
+          print(o, (await c.tokens.list(filter)).value, formatTokenList);
+        },
+      ),
     );
 }
 

@@ -78,6 +78,7 @@ export function formatToken(t: TokenResponse, meta = false): string {
       ['Auth Method', t.AuthMethod],
       ['Create Time', t.CreateTime],
       ['Expiration Time', t.ExpirationTime],
+      ['Last Used Time', t.LastUsedTime],
       ...metaRows(t, meta),
     ],
     [
@@ -92,7 +93,7 @@ export function formatToken(t: TokenResponse, meta = false): string {
 
 export function formatTokenList(tokens: TokenResponse[]): string {
   return table(
-    ['AccessorID', 'Description', 'Local', 'Policies', 'Roles', 'Expires'],
+    ['AccessorID', 'Description', 'Local', 'Policies', 'Roles', 'Expires', 'Last used'],
     tokens.map((t) => [
       t.AccessorID,
       t.Description,
@@ -100,6 +101,7 @@ export function formatTokenList(tokens: TokenResponse[]): string {
       (t.Policies ?? []).map((p) => p.Name).join(',') || '-',
       (t.Roles ?? []).map((r) => r.Name).join(',') || '-',
       t.ExpirationTime ?? 'never',
+      t.LastUsedTime ?? '-',
     ]),
   );
 }

@@ -193,6 +193,8 @@ export interface TokenListFilter {
   servicename?: string;
   authmethod?: string;
   authmethodNamespace?: string;
+  /** Only tokens not used for this long (a duration such as "720h"): README, "Last use". */
+  unusedSince?: string;
 }
 
 export function normalizeAddress(address: string): string {
@@ -346,6 +348,7 @@ export class WatchwordClient {
           servicename: filter.servicename,
           authmethod: filter.authmethod,
           'authmethod-ns': filter.authmethodNamespace,
+          'unused-since': filter.unusedSince,
         },
       }),
   };

@@ -164,6 +164,10 @@ export const configShape = {
   token_max_ttl: duration.default(24 * 3_600_000),
   /** How often the reaper looks for expired tokens. */
   reap_interval: duration.default(1_000),
+  /** How often tokens' last uses are written (README, "Last use"): a crash loses at most this much of them. */
+  last_used_flush: duration.default(60_000),
+  /** Login tokens unused this long are revoked by the reaper; 0 turns it off (an auth method's TokenIdleTTL overrides). */
+  login_token_idle_ttl: duration.default(72 * 3_600_000),
   /** fsync: a write is acknowledged once synced to disk. os: once handed to the OS. */
   durability: z.enum(['fsync', 'os']).default('fsync'),
   /** Requests per second allowed per client address; 0 turns rate limiting off. */
@@ -303,6 +307,9 @@ export const configSchema = z
     }
     if (c.token_min_ttl > c.token_max_ttl) {
       ctx.addIssue({ code: 'custom', path: ['token_min_ttl'], message: 'must not exceed token_max_ttl' });
+    }
+    if (c.last_used_flush < 10) {
+      ctx.addIssue({ code: 'custom', path: ['last_used_flush'], message: 'must be at least 10ms' });
     }
     if (c.reap_interval < 10) {
       ctx.addIssue({ code: 'custom', path: ['reap_interval'], message: 'must be at least 10ms' });

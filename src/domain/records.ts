@@ -298,6 +298,14 @@ export const AUTH_METHOD_FIELDS = {
     view: 'omitEmpty',
     doc: 'Lifetime of tokens made by login, as a duration (e.g. `1h0m0s`); empty: no expiry.',
   },
+  TokenIdleTTL: {
+    kind: 'string',
+    optional: true,
+    api: 'checked',
+    inputAs: 'duration',
+    view: 'omitEmpty',
+    doc: "watchword's own: login tokens unused this long are revoked (`0s`: never); absent: the agent's `login_token_idle_ttl`.",
+  },
   TokenLocality: {
     kind: 'tokenLocality',
     api: 'checked',

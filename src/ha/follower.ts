@@ -1,3 +1,4 @@
+import { USES_PER_REPORT } from '../store/last-use.js';
 import type { ServerStore } from '../store/store.js';
 import type { Logger } from 'pino';
 import { WebSocket } from 'ws';
@@ -110,6 +111,7 @@ export class ServerFollower {
         // Not reading (frames wait while a snapshot is written): the leader is not silent.
         if (this.readingPaused) this.heartbeat.heard();
         this.send({ t: 'ping', time: Date.now() });
+        this.reportUses();
       },
       silent: () => this.drop(`no frame from the leader for ${options.deadPeerMs} ms`),
     });
@@ -182,6 +184,14 @@ export class ServerFollower {
       this.drop(`connection to the leader closed (${code}${reason.length ? `: ${reason.toString()}` : ''})`),
     );
     ws.on('error', (err) => this.drop(`cannot reach the leader at ${this.options.leaderURL}: ${describeConnectError(err)}`));
+  }
+
+  /** The last uses this server saw since its last report, to its leader (README, "Last use"); kept for the next when it cannot be sent. */
+  private reportUses(): void {
+    const uses = this.store.lastUse.takeUnflushed(USES_PER_REPORT);
+    if (uses.length === 0) return;
+    if (this.proven && this.ws?.readyState === WebSocket.OPEN) this.send({ t: 'uses', uses });
+    else this.store.lastUse.giveBack(uses, 'unflushed');
   }
 
   private send(frame: FollowerFrame): void {

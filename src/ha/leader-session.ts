@@ -45,7 +45,7 @@ export interface LeaderHost {
     readonly primarySilentForMs?: (() => number | undefined) | undefined;
     readonly logger: Logger;
   };
-  readonly store: Pick<ServerStore, 'serverSnapshot'>;
+  readonly store: Pick<ServerStore, 'serverSnapshot' | 'lastUse'>;
   term(): number;
   lastSeq(): number;
   /** The last batch acknowledged (committed): followers show batches up to it. */
@@ -147,6 +147,11 @@ export class LeaderSession {
       return this.close(4002, (err as Error).message);
     }
     if (frame.t === 'ping') return;
+    if (frame.t === 'uses') {
+      // A follower's uses: this leader keeps the latest and writes them with its own.
+      for (const [id, ms] of frame.uses) this.leader.store.lastUse.merge(id, ms);
+      return;
+    }
     if (frame.t === 'ack') {
       if (frame.seq > this.ackedSeq) {
         this.ackedSeq = frame.seq;

@@ -3,6 +3,14 @@ import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import type { Clock } from '../domain/clock.js';
 import { isExpired } from '../domain/expiry.js';
 import type { ExpiryCursor, Store } from '../store/store.js';
+import type { AuthMethodRecord } from '../domain/types.js';
+import { parseDuration } from '../domain/duration.js';
+
+/** A method's idle TTL for its login tokens: its own TokenIdleTTL, else the agent's. */
+function idleTTLOf(method: AuthMethodRecord, agentTTL: number): number {
+  if (method.TokenIdleTTL === undefined || method.TokenIdleTTL === '') return agentTTL;
+  return parseDuration(method.TokenIdleTTL) ?? agentTTL;
+}
 
 export interface ReaperOptions {
   /** How often to look, ms. */
@@ -11,8 +19,13 @@ export interface ReaperOptions {
   isPrimary: boolean;
   /** Most tokens deleted in one batch. */
   batchSize?: number;
-  /** Told how many tokens each pass deleted (metrics, logs). */
-  onReaped?: (count: number) => void;
+  /**
+   * Login tokens unused this long are revoked (README, "Last use"); 0 turns it off. An auth
+   * method's own TokenIdleTTL overrides it.
+   */
+  idleTTL?: number;
+  /** Told how many tokens each pass deleted (metrics, logs); `reason`: expired or idle. */
+  onReaped?: (count: number, reason: 'expired' | 'idle') => void;
   onError?: (err: unknown) => void;
 }
 
@@ -25,6 +38,11 @@ export class Reaper {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<number> | undefined;
   private stopped = false;
+  /**
+   * Since when this server has recorded every use (it started leading): a use before then may
+   * not have reached it, so no token is judged idle for longer than this server has watched.
+   */
+  private watchingSince = 0;
 
   constructor(
     private readonly store: Store,
@@ -34,13 +52,14 @@ export class Reaper {
 
   start(): void {
     this.stopped = false;
+    this.watchingSince = this.clock.now();
     this.schedule();
   }
 
   private schedule(): void {
     if (this.stopped) return;
     this.timer = setTimeout(() => {
-      this.running = this.reapOnce();
+      this.running = this.reapOnce().then(async (n) => n + (await this.reapIdle()));
       this.running
         .catch((err: unknown) => this.options.onError?.(err))
         .finally(() => {
@@ -72,13 +91,55 @@ export class Reaper {
           }
           return n;
         },
-        { audit: { type: 'reap', actor: systemActor('reaper') } },
+        { audit: { type: 'reap', actor: systemActor('reaper'), details: { reason: 'expired' } } },
       );
       total += deleted;
       if (candidates.length < batchSize || this.stopped) break;
       await yieldToEventLoop();
     }
-    if (total > 0) this.options.onReaped?.(total);
+    if (total > 0) this.options.onReaped?.(total, 'expired');
+    return total;
+  }
+
+  /**
+   * Revokes login tokens unused for their method's idle TTL, judged from this server's record of
+   * each token's last use (to the millisecond), its CreateTime, and how long this server has
+   * watched: a token used within the TTL is never revoked. Returns how many.
+   */
+  async reapIdle(): Promise<number> {
+    const now = this.clock.now();
+    const batchSize = this.options.batchSize ?? 4096;
+    let total = 0;
+    for (const method of [...this.store.tables.authMethods.values()]) {
+      const ttl = idleTTLOf(method, this.options.idleTTL ?? 0);
+      if (ttl <= 0 || now - this.watchingSince < ttl) continue;
+      const cutoff = now - ttl;
+      const idle: string[] = [];
+      for (const t of this.store.tables.tokens.members('authMethod', method.Name)) {
+        if (t.Partition !== method.Partition || (t.AuthMethodNamespace ?? t.Namespace) !== method.Namespace) continue;
+        if (!t.Local && !this.options.isPrimary) continue;
+        if (Math.max(this.store.lastUse.get(t.AccessorID) ?? 0, Date.parse(t.CreateTime)) < cutoff) idle.push(t.AccessorID);
+      }
+      for (let i = 0; i < idle.length && !this.stopped; i += batchSize) {
+        const ids = idle.slice(i, i + batchSize);
+        total += await this.store.transact(
+          (tx) => {
+            let n = 0;
+            const at = this.clock.now();
+            // Judged again inside the transaction: a use since the list was made keeps the token.
+            for (const id of ids) {
+              const t = tx.getToken(id);
+              if (t === undefined || Math.max(this.store.lastUse.get(id) ?? 0, Date.parse(t.CreateTime)) >= at - ttl) continue;
+              if (tx.del('tokens', id)) n++;
+            }
+            return n;
+          },
+          { audit: { type: 'reap', actor: systemActor('reaper'), details: { reason: 'idle' } } },
+        );
+        await yieldToEventLoop();
+      }
+    }
+    if (total > 0) this.options.onReaped?.(total, 'idle');
     return total;
   }
 

@@ -75,6 +75,8 @@ export interface ResolverOptions {
   staleness?: { maxMs: number; silentForMs(): number | undefined };
   /** Told when a stored record cannot be judged as written (an unknown templated policy): it grants nothing. */
   onProblem?: (message: string) => void;
+  /** Told of each request a token's secret authenticated (its last use: store/last-use.ts). Cheap: on every request. */
+  recordUse?: (accessor: string, ms: number) => void;
 }
 
 /**
@@ -125,13 +127,15 @@ export class AclResolver {
   resolveLocal(secret: string | undefined): Identity {
     const anonymous = secret === undefined || secret === '';
     const token = anonymous ? this.reader.getToken(ANONYMOUS_TOKEN_ID) : this.reader.getTokenBySecret(secret);
-    if (token === undefined || isExpired(token, this.clock.now())) {
+    const now = this.clock.now();
+    if (token === undefined || isExpired(token, now)) {
       if (anonymous) {
         // Not yet created (a secondary before its first sync): an anonymous token with nothing attached.
         throw new WatchwordError('ACL_NOT_FOUND', 'ACL not found: the anonymous token does not exist yet');
       }
       throw aclNotFound();
     }
+    if (!anonymous) this.options.recordUse?.(token.AccessorID, now);
     const staleness = this.options.staleness;
     const isAnonymousToken = token.AccessorID === ANONYMOUS_TOKEN_ID;
     if (staleness !== undefined && !token.Local && isStale(staleness)) {

@@ -29,6 +29,7 @@ export interface AuthMethodView {
   DisplayName?: string;
   Description?: string;
   MaxTokenTTL?: string;
+  TokenIdleTTL?: string;
   TokenLocality?: string;
   Config?: Record<string, unknown>;
   Namespace: string;
@@ -83,6 +84,8 @@ export async function storedMethodCheck(limits: MethodLimits): Promise<(m: AuthM
   return (m) => {
     const ttl = m.MaxTokenTTL === '' ? 0 : parseDuration(m.MaxTokenTTL);
     if (ttl === undefined) throw badMethod(`MaxTokenTTL ${JSON.stringify(m.MaxTokenTTL.slice(0, 64))} is not a duration`);
+    if (m.TokenIdleTTL !== undefined && m.TokenIdleTTL !== '' && !((parseDuration(m.TokenIdleTTL) ?? -1) >= 0))
+      throw badMethod(`TokenIdleTTL ${JSON.stringify(m.TokenIdleTTL.slice(0, 64))} is not a duration`);
     checkMethodFields({ Type: m.Type, MaxTokenTTL: ttl, TokenLocality: m.TokenLocality || undefined, Config: m.Config }, limits, v);
   };
 }
@@ -139,6 +142,8 @@ export class AuthMethodService {
       DisplayName: input.DisplayName ?? '',
       Description: input.Description ?? '',
       MaxTokenTTL: ttl === 0 ? '' : formatDuration(ttl),
+      // Absent: the agent's login_token_idle_ttl decides (README, "Last use").
+      ...(input.TokenIdleTTL !== undefined ? { TokenIdleTTL: formatDuration(input.TokenIdleTTL) } : {}),
       // Kept as sent (Consul echoes it): '' and 'local' mean the same.
       TokenLocality: locality,
       Config: config,

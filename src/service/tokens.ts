@@ -1,6 +1,7 @@
 import { TOKEN_FIELDS, givenFields } from '../domain/records.js';
 import { audited } from './audited.js';
 import type { Clock } from '../domain/clock.js';
+import { parseDuration } from '../domain/duration.js';
 import { conflict, invalid, missingTarget, notFound, notPermitted } from '../domain/errors.js';
 import { type ExpiryLimits, isExpired, resolveExpiration } from '../domain/expiry.js';
 import { normalizeNodeIdentities, normalizeServiceIdentities, normalizeTemplatedPolicies } from '../domain/grants.js';
@@ -18,6 +19,7 @@ import { WILDCARD } from './scope.js';
 import type { z } from 'zod';
 import type { ExpandedTokenResponse, cloneBody, tokenBody } from '../api/schemas.js';
 import { JSONText, type TokenView, policyView, roleView, tokenView } from './views.js';
+import { lastUsedTime } from '../store/last-use.js';
 
 /** Token as a client sends it, decoded by its schema (the schema is the one definition). */
 export type TokenInput = z.output<typeof tokenBody>;
@@ -31,6 +33,8 @@ export interface TokenListQuery {
   servicename?: string;
   authmethod?: string;
   authmethodNamespace?: string;
+  /** Only tokens not used for this long (a duration's text): README, "Last use". */
+  unusedSince?: string;
 }
 
 /** The expanded read: the token plus everything that shapes its permissions. */
@@ -56,6 +60,19 @@ interface SerializedViews {
   hidden?: JSONText;
   /** The expanded read's, for the agent it was made for. */
   expanded?: { agent: AgentInfo; shown?: JSONText; hidden?: JSONText };
+}
+
+/** A view's text with a last use, made once a minute per view (the last use changes without a new record version). */
+const withUses = new WeakMap<JSONText, { minute: number; text: JSONText }>();
+
+function withLastUse(text: JSONText, ms: number | undefined): JSONText {
+  if (ms === undefined) return text;
+  const minute = Math.floor(ms / 60_000);
+  const done = withUses.get(text);
+  if (done?.minute === minute) return done.text;
+  const out = text.withMember('LastUsedTime', JSON.stringify(lastUsedTime(ms)));
+  withUses.set(text, { minute, text: out });
+  return out;
 }
 
 const notFoundToken = (id: string) => notFound(`Cannot find token ${JSON.stringify(id)}`);
@@ -85,6 +102,12 @@ export class TokenService {
     );
   }
 
+  /** A view with the token's last use, when one is known (README, "Last use"). */
+  withUse(view: TokenView): TokenView {
+    const ms = this.store.lastUse.get(view.AccessorID);
+    return ms === undefined ? view : { ...view, LastUsedTime: lastUsedTime(ms) };
+  }
+
   private canSeeSecret(identity: Identity, token: TokenRecord): boolean {
     return identity.authorizer.canWrite(token.Partition, token.Namespace);
   }
@@ -112,8 +135,10 @@ export class TokenService {
     roles = this.store.tableIndex('roles'),
   ): JSONText {
     const cached = this.views(token, policies, roles);
-    if (showSecret) return (cached.shown ??= new JSONText(JSON.stringify(this.view(token, true))));
-    return (cached.hidden ??= new JSONText(JSON.stringify(this.view(token, false))));
+    const text = showSecret
+      ? (cached.shown ??= new JSONText(JSON.stringify(this.view(token, true))))
+      : (cached.hidden ??= new JSONText(JSON.stringify(this.view(token, false))));
+    return withLastUse(text, this.store.lastUse.get(token.AccessorID));
   }
 
   /** The cache entry of a token version's serialised views, current for the policy and role tables. */
@@ -145,8 +170,10 @@ export class TokenService {
     const cached = this.views(token);
     if (cached.expanded?.agent !== agent) cached.expanded = { agent };
     const expanded = cached.expanded;
-    if (showSecret) return (expanded.shown ??= new JSONText(JSON.stringify(this.expandedView(token, true, agent))));
-    return (expanded.hidden ??= new JSONText(JSON.stringify(this.expandedView(token, false, agent))));
+    const text = showSecret
+      ? (expanded.shown ??= new JSONText(JSON.stringify(this.expandedView(token, true, agent))))
+      : (expanded.hidden ??= new JSONText(JSON.stringify(this.expandedView(token, false, agent))));
+    return withLastUse(text, this.store.lastUse.get(token.AccessorID));
   }
 
   private expandedView(token: TokenRecord, showSecret: boolean, agent: AgentInfo): ExpandedTokenView {
@@ -181,6 +208,9 @@ export class TokenService {
     let authMethodNamespace: string | undefined;
     if (q.authmethod) authMethodNamespace = q.authmethodNamespace || (scope.Namespace === WILDCARD ? undefined : scope.Namespace);
     if (namespaces.length === 0) return new JSONText('[]');
+    const now = this.clock.now();
+    const cutoff = q.unusedSince === undefined ? undefined : now - unusedFor(q.unusedSince);
+    const uses = this.store.lastUse;
     const tokens = this.reader.listTokens({
       partition: scope.Partition,
       namespaces,
@@ -189,8 +219,8 @@ export class TokenService {
       ...(q.servicename ? { serviceName: q.servicename } : {}),
       ...(q.authmethod ? { authMethod: q.authmethod } : {}),
       ...(authMethodNamespace !== undefined ? { authMethodNamespace } : {}),
+      ...(cutoff !== undefined ? { createdBefore: cutoff } : {}),
     });
-    const now = this.clock.now();
     const parts: JSONText[] = [];
     const policiesIndex = this.store.tableIndex('policies');
     const rolesIndex = this.store.tableIndex('roles');
@@ -200,6 +230,7 @@ export class TokenService {
     let showSecret = false;
     for (const t of tokens) {
       if (isExpired(t, now) || !canSee(t)) continue;
+      if (cutoff !== undefined && (uses.get(t.AccessorID) ?? 0) >= cutoff) continue;
       if (t.Partition !== partition || t.Namespace !== namespace) {
         partition = t.Partition;
         namespace = t.Namespace;
@@ -294,7 +325,7 @@ export class TokenService {
       },
       audited(ctx, identity, 'token-update'),
     );
-    return { value: tokenView(token, links, true), index: token.ModifyIndex };
+    return { value: this.withUse(tokenView(token, links, true)), index: token.ModifyIndex };
   }
 
   async clone(ctx: RequestContext, accessorID: string, input: CloneInput): Promise<WriteResult<TokenView>> {
@@ -361,6 +392,14 @@ export class TokenService {
     );
     return { value: deleted, index: Math.max(index, 1) };
   }
+}
+
+/** `?unused-since=`: a duration, as Consul's CLI writes them ("720h", "30m"). */
+function unusedFor(text: string): number {
+  const ms = parseDuration(text);
+  if (ms === undefined || !Number.isFinite(ms) || ms < 0)
+    throw invalid(`unused-since: expected a duration such as "720h" or "30m", got ${JSON.stringify(text.slice(0, 64))}`);
+  return ms;
 }
 
 function checkNewID(field: 'AccessorID' | 'SecretID', id: string | undefined): void {

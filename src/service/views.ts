@@ -26,6 +26,14 @@ export class JSONText {
     return this.buf;
   }
 
+  /** This JSON object with one more member at its end (`json`: the member's value as JSON text). */
+  withMember(name: string, json: string): JSONText {
+    const head = this.bytes;
+    if (head[head.length - 1] !== 0x7d /* } */) throw new Error('withMember: not a JSON object');
+    const tail = Buffer.from(`${head.length > 2 ? ',' : ''}${JSON.stringify(name)}:${json}}`, 'utf8');
+    return new JSONText(Buffer.concat([head.subarray(0, head.length - 1), tail]));
+  }
+
   /** A JSON array of these values, copied byte for byte. */
   static array(items: readonly JSONText[]): JSONText {
     if (items.length === 0) return new JSONText('[]');

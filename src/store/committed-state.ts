@@ -3,6 +3,7 @@ import { type DecodedPair, type LoadedState, WATCH_TABLES } from './disk-format.
 import { type Tables, newTables } from './memory.js';
 import type { AnyTable } from './table.js';
 import { GoneSecrets } from './gone-secrets.js';
+import { LastUseBook } from './last-use.js';
 import { META } from './schema.js';
 import type { LogEntry, WatchTable } from './store.js';
 import type { TableOp } from './store-tx.js';
@@ -18,6 +19,8 @@ export interface CommittedChange {
   entries: readonly LogEntry[];
   /** A change log this commit starts (restore). */
   newLogID?: string;
+  /** Last uses this commit wrote (a flush). */
+  lastUses?: ReadonlyArray<readonly [string, number]>;
 }
 
 /** What applying changes did, for the watchers. */
@@ -54,6 +57,8 @@ export class CommittedState {
   term = 0;
   /** Secrets of tokens deleted here a moment ago (gone-secrets.ts). */
   readonly goneSecrets = new GoneSecrets();
+  /** Each token's last use known here: flushed, and seen since (last-use.ts). */
+  lastUse = new LastUseBook();
 
   constructor(logID: string) {
     this.logID = logID;
@@ -84,6 +89,9 @@ export class CommittedState {
     if (typeof logID === 'string') this.logID = logID;
     for (const t of WATCH_TABLES) this.tableIndexes.set(t, Math.max(this.tableIndex(t), num(META.tableIndex(t))));
     this.tables = disk.tables;
+    // Uses this server knows of and the disk does not (seen since the last flush, or a store replaced): kept, to be flushed.
+    disk.lastUse.keepNewer(this.lastUse);
+    this.lastUse = disk.lastUse;
   }
 
   /** A durable group of commits, in order. */
@@ -100,6 +108,7 @@ export class CommittedState {
       }
       for (const op of c.tableOps) this.write(op.table, op.id, op.record, op.bytes);
       for (const [k, v] of c.meta) this.meta.set(k, v);
+      if (c.lastUses) for (const [id, ms] of c.lastUses) this.lastUse.adopt(id, ms);
       this.index = Math.max(this.index, c.index);
       for (const [t, idx] of c.tables) {
         this.tableIndexes.set(t, Math.max(this.tableIndex(t), idx));
@@ -117,6 +126,9 @@ export class CommittedState {
     for (const d of decoded) {
       if (d.kind === 'record') {
         this.write(d.table, d.id, d.record, d.bytes);
+      } else if (d.kind === 'lastUse') {
+        if (d.ms === null) this.lastUse.forget(d.id);
+        else this.lastUse.adopt(d.id, d.ms);
       } else if (d.kind === 'meta') {
         if (d.value === undefined) this.meta.delete(d.key);
         else this.meta.set(d.key, d.value);
@@ -138,6 +150,7 @@ export class CommittedState {
     const t = this.tables[table] as AnyTable;
     const old = record === null ? t.delete(id) : t.put(record, bytes !== undefined ? { bytes } : undefined);
     if (table !== 'tokens') return;
+    if (record === null) this.lastUse.forget(id);
     const before = (old as TokenRecord | undefined)?.SecretID;
     const after = (record as TokenRecord | null)?.SecretID;
     if (before !== undefined && before !== after) this.goneSecrets.add(before);

@@ -4,11 +4,13 @@ import type { Checkpoint } from './checkpoint.js';
 import { type Tables, newTables } from './memory.js';
 import type { AnyTable } from './table.js';
 import { RECORD_CHECKS } from './record-check.js';
+import { LastUseBook } from './last-use.js';
 import { bootstrapStateSchema, decodeRaw, decodeWith, encode } from './records.js';
 import {
   FORMAT1_COUNT_PREFIX,
   FORMAT1_INDEX_PREFIXES,
   FORMAT_VERSION,
+  LAST_USE_PREFIX,
   META,
   SEP as SEP_CHAR,
   TABLES,
@@ -30,6 +32,8 @@ export const WATCH_TABLES: readonly WatchTable[] = [...TABLE_NAMES, 'bootstrap']
 export type DecodedPair =
   | { kind: 'record'; table: TableName; id: string; record: unknown | null; bytes?: Uint8Array }
   | { kind: 'meta'; key: string; value: unknown; table?: WatchTable }
+  /** A token's last use as its leader wrote it (null: the token is gone). */
+  | { kind: 'lastUse'; id: string; ms: number | null }
   | { kind: 'other' };
 
 const RECORD_PREFIXES = new Map<string, TableName>((Object.keys(TABLES) as TableName[]).map((t) => [key(TABLES[t].prefix, ''), t]));
@@ -53,6 +57,7 @@ export function decodePair(k: string, v: Uint8Array | null): DecodedPair {
       throw new WatchwordError('INTERNAL', `a replicated ${table.slice(0, -1)} ${id} is not a well-formed record`);
     return { kind: 'record', table, id, record, bytes: v };
   }
+  if (k.startsWith(LAST_USE_PREFIX)) return { kind: 'lastUse', id: k.slice(LAST_USE_PREFIX.length), ms: v === null ? null : lastUseOf(v) };
   if (k.startsWith(META_PREFIX)) {
     if (v === null) return { kind: 'meta', key: k, value: undefined };
     const value = k === META.bootstrap ? decodeWith(bootstrapStateSchema, v, 'bootstrap state') : decodeRaw(v);
@@ -62,10 +67,27 @@ export function decodePair(k: string, v: Uint8Array | null): DecodedPair {
   return { kind: 'other' };
 }
 
+/** A stored last use: a time in milliseconds, or a fault naming what it is. */
+function lastUseOf(v: Uint8Array): number {
+  const ms = decodeRaw(v);
+  if (typeof ms !== 'number' || !Number.isFinite(ms)) throw new WatchwordError('INTERNAL', 'a stored last use is not a time');
+  return ms;
+}
+
 /** Metadata and tables as the disk holds them. */
 export interface LoadedState {
   meta: Map<string, unknown>;
   tables: Tables;
+  /** Each token's last use as last flushed. */
+  lastUse: LastUseBook;
+}
+
+/** The last uses the disk holds. */
+export async function readLastUses(db: Level<string, Uint8Array>): Promise<LastUseBook> {
+  const book = new LastUseBook();
+  for await (const [k, v] of db.iterator({ gte: LAST_USE_PREFIX, lt: prefixEnd(LAST_USE_PREFIX) }))
+    book.adopt(k.slice(LAST_USE_PREFIX.length), lastUseOf(v));
+  return book;
 }
 
 /**
@@ -107,7 +129,7 @@ export async function readState(
     }
     await scanTable(db, name, tables[name] as AnyTable);
   }
-  return { meta, tables };
+  return { meta, tables, lastUse: await readLastUses(db) };
 }
 
 /** A stored record a start refused: named by its ID when it can be read, with how many came before it. */

@@ -5,7 +5,8 @@ import { encode } from './records.js';
 import { META } from './schema.js';
 import type { AuditGroupEvent, AuditSink, BatchReplicator, Durability, WatchTable } from './store.js';
 
-export type BatchOp = { type: 'put'; key: string; value: Uint8Array } | { type: 'del'; key: string };
+import type { BatchOp } from './store-tx.js';
+export type { BatchOp } from './store-tx.js';
 
 /** A transaction accepted and waiting for its group's write. */
 export interface QueuedCommit extends CommittedChange {

@@ -1,3 +1,4 @@
+import type { LastUseBook } from './last-use.js';
 import type { Level } from 'level';
 import { WatchwordError } from '../domain/errors.js';
 import type { BootstrapState } from '../domain/types.js';
@@ -5,12 +6,10 @@ import { type Checkpoint, removeCheckpoint, writeCheckpoint } from './checkpoint
 import { readState } from './disk-format.js';
 import { type ScannedAside, scanTokensAside } from './scan-aside.js';
 import { type Applied, CommittedState } from './committed-state.js';
-import { type BatchOp, GroupCommitter, type QueuedCommit, isFencing } from './group-commit.js';
-import { encodeLogEntry } from './log-encoding.js';
+import { GroupCommitter, type QueuedCommit, isFencing } from './group-commit.js';
 import { LogTail } from './log-tail.js';
 import { type LayerEntry, TablesReader } from './memory.js';
-import { encode } from './records.js';
-import { META, TABLE_NAMES, type TableName, logKey, recordKey } from './schema.js';
+import { META, TABLE_NAMES, type TableName } from './schema.js';
 import type {
   AuditRecord,
   AuditSink,
@@ -192,6 +191,10 @@ export class LevelStore implements Store {
     return this.state.tables;
   }
 
+  get lastUse(): LastUseBook {
+    return this.state.lastUse;
+  }
+
   bootstrap(): BootstrapState {
     return this.state.bootstrap();
   }
@@ -304,28 +307,7 @@ export class LevelStore implements Store {
 
   /** A transaction as batch operations, its records encoded once (the change log embeds the same bytes). */
   private enqueue(tx: StoreTx, sync: boolean, audit?: AuditRecord): Promise<void> {
-    const entries = tx.logEntries();
-    const ops: BatchOp[] = [];
-    const encoded = new Map<unknown, Uint8Array>();
-    for (const op of tx.tableOps) {
-      const k = recordKey(op.table, op.id);
-      if (op.record === null) {
-        ops.push({ type: 'del', key: k });
-      } else {
-        const bytes = encode(op.record);
-        encoded.set(op.record, bytes);
-        op.bytes = bytes;
-        ops.push({ type: 'put', key: k, value: bytes });
-      }
-    }
-    for (const [k, v] of tx.meta) ops.push({ type: 'put', key: k, value: encode(v) });
-    const entryBytes: Uint8Array[] = [];
-    if (this.options.changeLog)
-      for (const entry of entries) {
-        const value = encodeLogEntry(entry, encoded);
-        entryBytes.push(value);
-        ops.push({ type: 'put', key: logKey(entry.Index), value });
-      }
+    const { entries, ops, entryBytes } = tx.batch(this.options.changeLog);
     const layer = [...tx.layer];
     for (const [k, e] of layer) this.pending.set(k, e);
     const newLogID = tx.newLogID;
@@ -334,6 +316,7 @@ export class LevelStore implements Store {
         ops,
         tableOps: tx.tableOps,
         meta: tx.meta,
+        lastUses: tx.lastUses,
         layer,
         index: tx.lastIndex ?? 0,
         tables: tx.touched,
@@ -456,7 +439,7 @@ export class LevelStore implements Store {
   /** The staged store's state becomes the durable state, shown to readers and waiters at once. */
   private adoptStaged(staged: StagedStore, options: { indexesMayGoBack: boolean; logReset: boolean }): void {
     const from = this.state.index;
-    this.state.adopt({ meta: staged.meta, tables: staged.tables }, { indexesMayGoBack: options.indexesMayGoBack });
+    this.state.adopt({ meta: staged.meta, tables: staged.tables, lastUse: staged.lastUse }, { indexesMayGoBack: options.indexesMayGoBack });
     this.replica.replaced();
     this.reader.tables = this.state.tables;
     this.lastAllocated = this.state.index;

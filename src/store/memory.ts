@@ -254,6 +254,14 @@ export interface TokenQuery {
   authMethodNamespace?: string;
   /** Only Local tokens. */
   localOnly?: boolean;
+  /** Only tokens made before this time (ms): from the `created` index when no other filter is given. */
+  createdBefore?: number;
+}
+
+/** Tokens made in the hours up to the one holding `before` (ms), from the `created` index: the caller checks the last hour's exactly. */
+function* createdBefore(t: Tables['tokens'], before: number): IterableIterator<TokenRecord> {
+  const last = new Date(before).toISOString().slice(0, 13);
+  for (const hour of [...t.indexKeys('created')]) if (hour <= last) yield* t.members('created', hour);
 }
 
 /** A position in the expiry index, so a walk does not see an entry twice. */
@@ -365,7 +373,10 @@ export class TablesReader implements StateReader {
     else if (q.serviceName !== undefined) members = t.sortedMembers('service', q.serviceName);
     else if (q.authMethod !== undefined) members = t.sortedMembers('authMethod', q.authMethod);
     else if (q.localOnly) members = t.sortedMembers('local', '');
-    else if (q.namespaces.length === 1) members = t.sortedMembers('scope', scopeKey(q.partition, q.namespaces[0] as string));
+    else if (q.createdBefore !== undefined) {
+      members = createdBefore(t, q.createdBefore);
+      sorted = false;
+    } else if (q.namespaces.length === 1) members = t.sortedMembers('scope', scopeKey(q.partition, q.namespaces[0] as string));
     else {
       members = q.namespaces.flatMap((ns) => [...(t.members('scope', scopeKey(q.partition, ns)) ?? [])]);
       sorted = false;
@@ -375,6 +386,7 @@ export class TablesReader implements StateReader {
       if (tok.Partition !== q.partition || !inNamespace(tok.Namespace)) continue;
       if (q.localOnly && !tok.Local) continue;
       if (q.authMethodNamespace !== undefined && (tok.AuthMethodNamespace ?? tok.Namespace) !== q.authMethodNamespace) continue;
+      if (q.createdBefore !== undefined && !(Date.parse(tok.CreateTime) < q.createdBefore)) continue;
       out.push(tok);
     }
     return sorted ? out : out.sort((a, b) => byID(a.AccessorID, b.AccessorID));

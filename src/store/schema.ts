@@ -102,7 +102,18 @@ export function scopeKey(partition: string, namespace: string): string {
 /** A name in a scope, as the unique name indexes hold it (names compare case-insensitively). */
 export const nameKey = (partition: string, namespace: string, name: string): string => key(partition, namespace, name.toLowerCase());
 
-export const tokensTable: TableDef<TokenRecord, 'secret' | 'scope' | 'policy' | 'role' | 'service' | 'authMethod' | 'local'> = {
+/**
+ * The hour a token was made in, as its `created` index key (`2026-11-27T17`): what a list of
+ * tokens unused since a time starts from (README, "Last use"). Keys compare as the hours do.
+ */
+export function createdHour(createTime: string): string {
+  // The server writes times in UTC ('Z'); a restored record may carry an offset.
+  if (createTime.endsWith('Z') && createTime.length >= 13) return createTime.slice(0, 13);
+  const ms = Date.parse(createTime);
+  return Number.isNaN(ms) ? '' : new Date(ms).toISOString().slice(0, 13);
+}
+
+export const tokensTable: TableDef<TokenRecord, 'secret' | 'scope' | 'policy' | 'role' | 'service' | 'authMethod' | 'local' | 'created'> = {
   name: 'tokens',
   prefix: 't',
   fields: TOKEN_FIELDS,
@@ -117,6 +128,7 @@ export const tokensTable: TableDef<TokenRecord, 'secret' | 'scope' | 'policy' | 
     service: { unique: false, reads: ['ServiceIdentities'], keys: (t, emit) => t.ServiceIdentities.forEach((s) => emit(s.ServiceName)) },
     authMethod: { unique: false, reads: ['AuthMethod'], keys: (t, emit) => t.AuthMethod && emit(t.AuthMethod) },
     local: { unique: false, reads: ['Local'], keys: (t, emit) => t.Local && emit('') },
+    created: { unique: false, reads: ['CreateTime'], keys: (t, emit) => emit(createdHour(t.CreateTime)) },
   },
   orderedBy: { reads: ['ExpirationTime'], time: expiryMillis },
 };
@@ -241,6 +253,9 @@ export const hex = (n: number): string => n.toString(16).padStart(16, '0');
 /** The exclusive upper bound of every key starting with `prefix`. */
 export const prefixEnd = (prefix: string): string => `${prefix}\uffff`;
 export const LOG_PREFIX = key('l', '');
+/** A token's last use as its leader last wrote it (store/last-use.ts): milliseconds, by AccessorID. */
+export const LAST_USE_PREFIX = key('u', '');
+export const lastUseKey = (accessor: string): string => key('u', accessor);
 export const logKey = (index: number): string => key('l', hex(index));
 
 /** Key prefixes of the secondary indexes format 1 stored on disk (dropped when upgrading to 2). */

@@ -1,3 +1,4 @@
+import { LastUseBook } from './last-use.js';
 import { constants } from 'node:fs';
 import { open, rename, rm, stat } from 'node:fs/promises';
 import { dirname } from 'node:path';
@@ -30,6 +31,8 @@ export class StagedStore {
   /** The new state's tables, built as records are staged (no record is held twice). */
   readonly tables: Tables = newTables();
   readonly meta = new Map<string, unknown>();
+  /** Last uses the new store holds (an HA snapshot's; a catch-up and a restore carry none). */
+  readonly lastUse = new LastUseBook();
   private batch: ReturnType<Level<string, Uint8Array>['batch']>;
   private batchBytes = 0;
   private finished = false;
@@ -105,6 +108,8 @@ export class StagedStore {
       (this.tables[d.table] as AnyTable).put(d.record as Scope, { ...(d.bytes ? { bytes: d.bytes } : {}), loading: this.loading });
     } else if (d.kind === 'meta' && d.value !== undefined) {
       this.meta.set(d.key, d.value);
+    } else if (d.kind === 'lastUse' && d.ms !== null) {
+      this.lastUse.adopt(d.id, d.ms);
     }
     this.batch.put(key, value);
     this.batchBytes += key.length + value.length + 16;

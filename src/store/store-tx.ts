@@ -2,8 +2,25 @@ import { withDefaults } from '../domain/records.js';
 import type { BootstrapState, AuthMethodRecord, BindingRuleRecord, PolicyRecord, RoleRecord, Scope, TokenRecord } from '../domain/types.js';
 import { type LayerEntry, type Tables, layerKey } from './memory.js';
 import type { AnyTable } from './table.js';
-import { META, type RecordTypes, TABLE_DEFS, type TableDef, type TableName, authMethodID, keysOf, nameKey } from './schema.js';
+import {
+  META,
+  type RecordTypes,
+  TABLE_DEFS,
+  type TableDef,
+  type TableName,
+  authMethodID,
+  keysOf,
+  lastUseKey,
+  logKey,
+  nameKey,
+  recordKey,
+} from './schema.js';
+import { encodeLogEntry } from './log-encoding.js';
+import { encode } from './records.js';
 import type { Change, LogEntry, Tx, Unstamped, WatchTable } from './store.js';
+
+/** One operation of an atomic LevelDB batch. */
+export type BatchOp = { type: 'put'; key: string; value: Uint8Array } | { type: 'del'; key: string };
 
 /** A record written or deleted by a transaction, applied to memory once durable. */
 /** A record written (null: deleted); `bytes`, once the commit has encoded it for the disk. */
@@ -27,6 +44,8 @@ export class StoreTx implements Tx {
   readonly layer = new Map<string, LayerEntry>();
   readonly tableOps: TableOp[] = [];
   readonly meta: Array<[string, unknown]> = [];
+  /** Last uses written (a flush): no index, no change-log entry, no waiter woken. */
+  readonly lastUses: Array<[string, number]> = [];
   readonly touched = new Map<WatchTable, number>();
   private readonly changes = new Map<number, Change[]>();
   private allocated: number | undefined;
@@ -49,8 +68,42 @@ export class StoreTx implements Tx {
     return this.allocated;
   }
 
+  /**
+   * The transaction as one atomic batch's operations, each record encoded once (its bytes kept
+   * on its op; the change log embeds the same bytes), with the change-log entries when the
+   * store keeps a change log.
+   */
+  batch(changeLog: boolean): { entries: LogEntry[]; ops: BatchOp[]; entryBytes: Uint8Array[] } {
+    const entries = this.logEntries();
+    const ops: BatchOp[] = [];
+    const encoded = new Map<unknown, Uint8Array>();
+    for (const op of this.tableOps) {
+      const k = recordKey(op.table, op.id);
+      if (op.record === null) {
+        ops.push({ type: 'del', key: k });
+        // A token's last use goes with it, in the same batch.
+        if (op.table === 'tokens') ops.push({ type: 'del', key: lastUseKey(op.id) });
+      } else {
+        const bytes = encode(op.record);
+        encoded.set(op.record, bytes);
+        op.bytes = bytes;
+        ops.push({ type: 'put', key: k, value: bytes });
+      }
+    }
+    for (const [k, v] of this.meta) ops.push({ type: 'put', key: k, value: encode(v) });
+    for (const [id, ms] of this.lastUses) ops.push({ type: 'put', key: lastUseKey(id), value: encode(ms) });
+    const entryBytes: Uint8Array[] = [];
+    if (changeLog)
+      for (const entry of entries) {
+        const value = encodeLogEntry(entry, encoded);
+        entryBytes.push(value);
+        ops.push({ type: 'put', key: logKey(entry.Index), value });
+      }
+    return { entries, ops, entryBytes };
+  }
+
   get isEmpty(): boolean {
-    return this.tableOps.length === 0 && this.meta.length === 0;
+    return this.tableOps.length === 0 && this.meta.length === 0 && this.lastUses.length === 0;
   }
 
   private lookup(k: string): LayerEntry | undefined {
@@ -210,6 +263,13 @@ export class StoreTx implements Tx {
     this.putMeta(META.bootstrap, state);
     this.touched.set('bootstrap', this.index);
     this.log({ Table: 'bootstrap', Op: 'set', ID: 'bootstrap', Value: state });
+  }
+
+  /** A token's last use, written as it is: tokens deleted meanwhile are left out. */
+  putLastUse(accessor: string, ms: number): boolean {
+    if (this.getToken(accessor) === undefined) return false;
+    this.lastUses.push([accessor, ms]);
+    return true;
   }
 
   putMeta(metaKey: string, value: unknown): void {

@@ -1,3 +1,4 @@
+import type { LastUseBook } from './last-use.js';
 import type { AuditActor } from '../domain/types.js';
 import type { AuthMethodRecord, BindingRuleRecord, BootstrapState, PolicyRecord, RoleRecord, Scope, TokenRecord } from '../domain/types.js';
 import type { StateReader, Tables } from './memory.js';
@@ -132,6 +133,8 @@ export interface ServerStore {
   /** Resolves once every accepted transaction has been written (or refused). */
   quiesce(): Promise<void>;
   currentIndex(): number;
+  /** Tokens' last uses: a follower reports the ones it saw to its leader, which keeps the latest. */
+  readonly lastUse: LastUseBook;
 }
 
 /**
@@ -183,6 +186,8 @@ export interface Tx extends TxReader {
   putBootstrap(state: BootstrapState): void;
   /** Metadata written in the same batch (the replication cursor). */
   putMeta(key: string, value: unknown): void;
+  /** A token's last use (a flush): no index, no change-log entry, no waiter woken; left out when the token is gone. */
+  putLastUse(accessor: string, ms: number): boolean;
   /**
    * Starts a new change log with this identity (a restore on the primary): nothing this
    * transaction changes enters the old log, which ends here, so secondaries that follow
@@ -274,6 +279,8 @@ export interface Store extends CatchUpStore {
   currentIndex(): number;
   tableIndex(table: WatchTable): number;
   count(table: TableName): number;
+  /** Each token's last use known here (README, "Last use"): uses are recorded in it, a flush writes them. */
+  readonly lastUse: LastUseBook;
   /** Runs `fn` (synchronous) and resolves with its result once the writes are durable. */
   transact<T>(fn: (tx: Tx) => T, options?: TransactOptions): Promise<T>;
   /** Durable metadata (the replication cursor). */

@@ -103,9 +103,17 @@ describe('watchword acl (the command tree against a real daemon)', () => {
 
     const list = await watchword(['acl', 'token', 'list', '-role-id', roleID], env);
     expect(list.code).toBe(0);
-    expect(list.stdout.split('\n')[0]).toMatch(/^AccessorID\s+Description\s+Local\s+Policies\s+Roles\s+Expires$/);
+    expect(list.stdout.split('\n')[0]).toMatch(/^AccessorID\s+Description\s+Local\s+Policies\s+Roles\s+Expires\s+Last used$/);
     expect(list.stdout).toContain(id);
     expect(list.stdout).toContain(cloneID);
+    // Just made: not unused for a minute; unused for no time at all, yes (never used: judged by CreateTime).
+    const unused = await watchword(['acl', 'token', 'list', '-unused-since', '1m', '-format', 'json'], env);
+    expect(unused.code).toBe(0);
+    expect(JSON.parse(unused.stdout).map((t: { AccessorID: string }) => t.AccessorID)).not.toContain(id);
+    const unusedNow = await watchword(['acl', 'token', 'list', '-unused-since', '0s', '-format', 'json'], env);
+    expect(JSON.parse(unusedNow.stdout).map((t: { AccessorID: string }) => t.AccessorID)).toContain(cloneID);
+    const badDuration = await watchword(['acl', 'token', 'list', '-unused-since', 'soon'], env);
+    expect([badDuration.code, badDuration.stderr]).toEqual([1, expect.stringContaining('unused-since')]);
 
     const del = await watchword(['acl', 'token', 'delete', '-id', id], env);
     expect(del.code).toBe(0);

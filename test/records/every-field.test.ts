@@ -139,6 +139,7 @@ describe('one record, every path', () => {
       DisplayName: 'Every Field',
       Description: 'a method with every field',
       MaxTokenTTL: '10h',
+      TokenIdleTTL: '30h',
       TokenLocality: 'global',
       Config: { JWTValidationPubKeys: [await exportSPKI(keys.publicKey)], ClaimMappings: { name: 'name' } },
     });

@@ -112,11 +112,12 @@ function tokenListRoute(app: FastifyInstance, deps: TokenRoutesDeps): void {
           servicename: 'Only tokens with a service identity of this name',
           authmethod: 'Only tokens created by this auth method',
           'authmethod-ns': 'Namespace of the auth method',
+          'unused-since': 'Only tokens not used for this long (a duration such as "720h"; never-used ones by their CreateTime)',
         },
       },
       table: 'tokens',
       logic: {
-        query: ['policy', 'role', 'servicename', 'authmethod', 'authmethod-ns'],
+        query: ['policy', 'role', 'servicename', 'authmethod', 'authmethod-ns', 'unused-since'],
         read: { gate: deps.reads, access: 'list' },
         run: ({ ctx, query }) =>
           tokens.list(ctx, {
@@ -125,6 +126,7 @@ function tokenListRoute(app: FastifyInstance, deps: TokenRoutesDeps): void {
             servicename: query.get('servicename'),
             authmethod: query.get('authmethod'),
             authmethodNamespace: query.get('authmethod-ns'),
+            unusedSince: query.get('unused-since'),
           }),
       },
     },

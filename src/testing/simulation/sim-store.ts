@@ -1,3 +1,4 @@
+import { LastUseBook } from '../../store/last-use.js';
 import { WatchwordError } from '../../domain/errors.js';
 import { GroupCommitter, type QueuedCommit, type WriteBatch } from '../../store/group-commit.js';
 import { decodeRaw, encode } from '../../store/records.js';
@@ -27,6 +28,8 @@ export interface Acknowledged {
  */
 export class SimStore implements ServerStore {
   readonly disk: Map<string, Uint8Array>;
+  /** Last uses: the simulation's servers see none (it drives writes, not requests). */
+  readonly lastUse = new LastUseBook();
   private readonly state: ServerPosition;
   private follower = false;
   private replicator: BatchReplicator | undefined;

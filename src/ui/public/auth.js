@@ -126,6 +126,7 @@ export function AuthMethodForm({ name }) {
       <${TextField} id="am-display" label="Display name" value=${draft.DisplayName} readOnly=${ro} onValue=${(v) => set('DisplayName', v)} />
       <${TextField} id="am-desc" label="Description" value=${draft.Description} readOnly=${ro} onValue=${(v) => set('Description', v)} />
       <${TextField} id="am-ttl" label="Max token TTL" placeholder="e.g. 1h" value=${draft.MaxTokenTTL} readOnly=${ro} onValue=${(v) => set('MaxTokenTTL', v === '' ? undefined : v)} />
+      <${TextField} id="am-idle-ttl" label="Token idle TTL (revoke login tokens unused this long; 0s never; empty: the agent's default)" placeholder="e.g. 72h" value=${draft.TokenIdleTTL} readOnly=${ro} onValue=${(v) => set('TokenIdleTTL', v === '' ? undefined : v)} />
       <${SelectField} id="am-locality" label="Token locality" value=${draft.TokenLocality || 'local'} options=${[{ value: 'local', label: 'local (tokens stay in the datacenter of the login)' }, { value: 'global', label: 'global (tokens replicate everywhere)' }]}
         disabled=${ro} onValue=${(v) => set('TokenLocality', v)} />
       <${ConfigEditor} type=${draft.Type} value=${draft.Config} onValue=${(v) => set('Config', v)} />

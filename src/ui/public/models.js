@@ -59,6 +59,7 @@ export const MODELS = {
       DisplayName: { control: 'text' },
       Description: { control: 'text' },
       MaxTokenTTL: { control: 'duration' },
+      TokenIdleTTL: { control: 'duration' },
       TokenLocality: { control: 'select', options: ['local', 'global'] },
       Config: { control: 'config' },
       NamespaceRules: { control: 'kept' },

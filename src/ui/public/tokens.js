@@ -34,14 +34,22 @@ import {
 const isSelf = (t) => state.self?.AccessorID === t.AccessorID;
 const You = () => html` <span class="badge you" data-testid="you" title="The token you signed in with">you</span>`;
 
+/** The list's "Unused for" choices: `?unused-since=` durations (README, "Last use"). */
+const UNUSED_LABELS = { '1h': 'an hour', '24h': 'a day', '168h': 'a week', '720h': '30 days', '2160h': '90 days' };
+
 export function TokenList() {
   const [filter, setFilter] = useState({ kind: 'policy', value: '' });
   const [search, setSearch] = useState('');
   const [scope, setScope] = useState('');
+  const [unused, setUnused] = useState('');
   const policies = useLoad(() => api('GET', '/v1/acl/policies'), []);
   const roles = useLoad(() => api('GET', '/v1/acl/roles'), []);
   const methods = useLoad(() => api('GET', '/v1/acl/auth-methods').catch(() => []), []);
-  const query = filter.value ? `?${filter.kind}=${encodeURIComponent(filter.value)}` : '';
+  const params = [
+    ...(filter.value ? [`${filter.kind}=${encodeURIComponent(filter.value)}`] : []),
+    ...(unused ? [`unused-since=${encodeURIComponent(unused)}`] : []),
+  ];
+  const query = params.length ? `?${params.join('&')}` : '';
   const tokens = useLoad(() => api('GET', `/v1/acl/tokens${query}`), [query]);
   const options = { policy: policies.data ?? [], role: roles.data ?? [], authmethod: methods.data ?? [] };
   const choices =
@@ -63,6 +71,8 @@ export function TokenList() {
         }</div>
       <div><label for="filter-scope">Scope</label>
         <select id="filter-scope" value=${scope} onChange=${(e) => setScope(e.target.value)}><option value="">(any)</option><option value="local">Local</option><option value="global">global</option></select></div>
+      <div><label for="filter-unused">Unused for</label>
+        <select id="filter-unused" value=${unused} onChange=${(e) => setUnused(e.target.value)}><option value="">(any)</option>${['1h', '24h', '168h', '720h', '2160h'].map((d) => html`<option value=${d}>${UNUSED_LABELS[d]}</option>`)}</select></div>
       <div><label for="search">Search</label><input id="search" type="search" placeholder="description or accessor" value=${search} onInput=${(e) => setSearch(e.target.value)} /></div>
     </div>
     ${state.canWrite ? html`<div class="actions"><a class="button" href="#/tokens/new">Create token</a></div>` : null}
@@ -74,7 +84,7 @@ export function TokenList() {
           (!scope || (scope === 'local') === t.Local),
       );
       return html`<div class="table-wrap"><table data-testid="token-table">
-        <thead><tr><th>AccessorID</th><th>Description</th><th>Policies and roles</th><th>Identities</th><th>Scope</th><th>Expires</th></tr></thead>
+        <thead><tr><th>AccessorID</th><th>Description</th><th>Policies and roles</th><th>Identities</th><th>Scope</th><th>Expires</th><th>Last used</th></tr></thead>
         <tbody>${shown.map(
           (t) => html`<tr class=${isSelf(t) ? 'self' : ''}>
           <td><a href=${`#/tokens/${t.AccessorID}`}>${t.AccessorID}</a>${isSelf(t) ? html`<${You} />` : null}</td>
@@ -83,6 +93,7 @@ export function TokenList() {
           <td>${identities(t).join('; ') || html`<span class="muted">—</span>`}</td>
           <td class="nowrap">${t.Local ? 'Local' : 'global'}${t.AuthMethod ? html` <span class="badge" title="Made by a login">${t.AuthMethod}</span>` : null}</td>
           <td><${Time} value=${t.ExpirationTime} empty="never" /></td>
+          <td><${Time} value=${t.LastUsedTime} empty="not seen" /></td>
         </tr>`,
         )}</tbody></table></div>
         <p class="muted">${shown.length} of ${list.length} tokens</p>`;
@@ -133,6 +144,7 @@ export function TokenDetail({ id }) {
       ${t.AuthMethod ? html`<dt>Auth method</dt><dd>${t.AuthMethod}</dd>` : null}
       <dt>Expires</dt><dd><${Time} value=${t.ExpirationTime} empty="never" /></dd>
       <dt>Created</dt><dd><${Time} value=${t.CreateTime} /></dd>
+      <dt>Last used</dt><dd><${Time} value=${t.LastUsedTime} empty="not seen (or before last use was recorded)" /></dd>
       <dt>Policies</dt><dd>${(t.Policies ?? []).map((p, i) => html`${i ? ', ' : ''}<a href=${`#/policies/${p.ID}`}>${p.Name}</a>`)}${(t.Policies ?? []).length ? null : '—'}</dd>
       <dt>Roles</dt><dd>${(t.Roles ?? []).map((r, i) => html`${i ? ', ' : ''}<a href=${`#/roles/${r.ID}`}>${r.Name}</a>`)}${(t.Roles ?? []).length ? null : '—'}</dd>
       <${IdentityList} title="Identities and templates" items=${identities(t)} />

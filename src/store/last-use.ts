@@ -1,0 +1,170 @@
+/**
+ * The last use of each token this server knows of (README, "Last use"): when its secret last
+ * authenticated a request here, was reported by another server of its scope, or was read back
+ * from the disk. Recording a use is a map look-up and, at most once a second per token, a set:
+ * never a write. What changed since the last flush is kept apart, for the leader to write in one
+ * batch (`LevelStore.flushLastUses`), a follower to report to its leader, and a secondary to
+ * report (its global tokens) to the primary.
+ *
+ * Times are milliseconds, as precise as the servers saw them: the idle reaper judges from these,
+ * not from the minute a view shows.
+ */
+export class LastUseBook {
+  /** Accessor → the latest use known (flushed or not). */
+  private readonly at = new Map<string, number>();
+  /** Uses not yet written to the disk (the leader) or reported to the leader (a follower). */
+  private unflushed = new Set<string>();
+  /** Uses not yet reported to the primary (a secondary's global tokens). */
+  private unreported = new Set<string>();
+
+  /** A use of this token at `ms`. Later uses only; one a second is plenty for minute resolution. */
+  touch(accessor: string, ms: number): void {
+    const prev = this.at.get(accessor);
+    if (prev !== undefined && ms < prev + 1000) return;
+    this.at.set(accessor, ms);
+    this.unflushed.add(accessor);
+    this.unreported.add(accessor);
+  }
+
+  /** A use another server reported: kept when it is later than what is known, and then flushed like one seen here. */
+  merge(accessor: string, ms: number): void {
+    const prev = this.at.get(accessor);
+    if (prev !== undefined && ms <= prev) return;
+    this.at.set(accessor, ms);
+    this.unflushed.add(accessor);
+    this.unreported.add(accessor);
+  }
+
+  /** A use read from the disk or from the leader's batch: already durable, nothing to flush. */
+  adopt(accessor: string, ms: number): void {
+    const prev = this.at.get(accessor);
+    if (prev === undefined || ms > prev) this.at.set(accessor, ms);
+  }
+
+  /** The token is gone. */
+  forget(accessor: string): void {
+    this.at.delete(accessor);
+    this.unflushed.delete(accessor);
+    this.unreported.delete(accessor);
+  }
+
+  get(accessor: string): number | undefined {
+    return this.at.get(accessor);
+  }
+
+  /** Tokens with a known use. */
+  get size(): number {
+    return this.at.size;
+  }
+
+  /** Uses to write (or report to the leader), at most `limit`; they count as flushed from now on. */
+  takeUnflushed(limit = Number.POSITIVE_INFINITY): Array<[string, number]> {
+    return this.take(this.unflushed, limit);
+  }
+
+  /** Uses to report to the primary, at most `limit`; they count as reported from now on. */
+  takeUnreported(limit = Number.POSITIVE_INFINITY): Array<[string, number]> {
+    return this.take(this.unreported, limit);
+  }
+
+  /** Uses taken that could not be written or sent: they wait for the next try. */
+  giveBack(uses: ReadonlyArray<readonly [string, number]>, which: 'unflushed' | 'unreported'): void {
+    const set = which === 'unflushed' ? this.unflushed : this.unreported;
+    for (const [id] of uses) if (this.at.has(id)) set.add(id);
+  }
+
+  private take(set: Set<string>, limit: number): Array<[string, number]> {
+    const out: Array<[string, number]> = [];
+    for (const id of set) {
+      if (out.length >= limit) break;
+      set.delete(id);
+      const ms = this.at.get(id);
+      if (ms !== undefined) out.push([id, ms]);
+    }
+    return out;
+  }
+
+  /**
+   * Takes another book's uses where they are later (a store reloaded or replaced keeps what this
+   * server saw): they are flushed again, since the new disk may not hold them.
+   */
+  keepNewer(from: LastUseBook): void {
+    for (const [id, ms] of from.at) this.merge(id, ms);
+  }
+}
+
+/** The minute a use is shown at (RFC 3339, seconds zero), as `LastUsedTime`. */
+export function lastUsedTime(ms: number): string {
+  return new Date(ms - (ms % 60_000)).toISOString().replace('.000Z', 'Z');
+}
+
+/** Uses one report to a leader or the primary carries, at most (a frame of about 1 MB). */
+export const USES_PER_REPORT = 20_000;
+
+/** What a flush needs of the store. */
+export interface LastUseStore {
+  readonly lastUse: LastUseBook;
+  transact<T>(fn: (tx: { putLastUse(accessor: string, ms: number): boolean }) => T): Promise<T>;
+}
+
+/** Uses written in one batch, at most: a flush of more takes several. */
+const FLUSH_BATCH = 20_000;
+
+/**
+ * Writes the uses seen since the last flush, in batches of their own (no index, no change-log
+ * entry, no waiter woken); on an HA leader the batches reach the followers as every batch does.
+ * Uses of a batch that fails wait for the next flush. Answers how many were written.
+ */
+export async function flushLastUses(store: LastUseStore): Promise<number> {
+  const book = store.lastUse;
+  let written = 0;
+  for (;;) {
+    const uses = book.takeUnflushed(FLUSH_BATCH);
+    if (uses.length === 0) return written;
+    try {
+      const gone = await store.transact((tx) => uses.filter(([id, ms]) => !tx.putLastUse(id, ms)));
+      // Deleted since they were used: nothing to keep.
+      for (const [id] of gone) book.forget(id);
+    } catch (err) {
+      book.giveBack(uses, 'unflushed');
+      throw err;
+    }
+    written += uses.length;
+    if (uses.length < FLUSH_BATCH) return written;
+  }
+}
+
+/**
+ * The leader's flush of last uses every `interval` ms, and once more when it stops leading
+ * or the server stops (a clean stop keeps every use).
+ */
+export class LastUseFlusher {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    private readonly store: LastUseStore,
+    private readonly interval: number,
+    private readonly onError: (err: unknown) => void,
+  ) {}
+
+  start(): void {
+    if (this.timer) return;
+    this.timer = setInterval(() => void this.flush(), this.interval);
+    this.timer.unref();
+  }
+
+  /** Writes what is unflushed now (one flush at a time). */
+  flush(): Promise<unknown> {
+    this.running = this.running.then(() => flushLastUses(this.store).catch(this.onError));
+    return this.running;
+  }
+
+  /** Stops, with a last flush when it was running (a follower has nothing of its own to write). */
+  async stop(): Promise<void> {
+    if (!this.timer) return;
+    clearInterval(this.timer);
+    this.timer = undefined;
+    await this.flush();
+  }
+}
