@@ -141,8 +141,12 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       logger.warn('initial_management_token is only used by the primary; ignored on this secondary');
     }
     const reaper = buildReaper(config, { store, clock, metrics, logger });
-    const lastUse = new LastUseFlusher(store, config.last_used_flush, (err) =>
-      logger.warn({ err }, 'last uses not written; tried again at the next flush'),
+    const lastUse = new LastUseFlusher(
+      store,
+      config.last_used_flush,
+      (err) => logger.warn({ err }, 'last uses not written; tried again at the next flush'),
+      // A secondary's leader sends its global tokens' uses on to the primary.
+      (uses) => cluster.usesWritten(uses),
     );
     const roleParts = buildRoleParts(config, store, services, reaper, lastUse);
     const directory = new DatacenterDirectory({

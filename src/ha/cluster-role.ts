@@ -51,6 +51,8 @@ export interface ClusterRole {
   primarySilentForMs(): number | undefined;
   /** IDs chosen by a client for a new token must not be in use anywhere they would clash. */
   checkChosenIDs(ids: { accessor?: string; secret?: string }, local: boolean): Promise<void>;
+  /** Last uses this server's flush wrote: a secondary's leader sends its global tokens' to the primary (README, "Last use"). */
+  usesWritten(uses: ReadonlyArray<readonly [string, number]>): void;
   replicationStatus(): ReplicationStatusResponse;
   /** Datacenters other daemons reported over replication. */
   reportedDatacenters(): DatacenterInfo[];

@@ -185,6 +185,7 @@ export abstract class DatacenterRole implements ClusterRole {
   abstract checkChosenIDs(ids: { accessor?: string; secret?: string }, local: boolean): Promise<void>;
   abstract replicationStatus(): ReplicationStatusResponse;
   abstract primarySilentForMs(): number | undefined;
+  abstract usesWritten(uses: ReadonlyArray<readonly [string, number]>): void;
   /** How long the primary has been silent as this server knows it, told to its followers while it leads (a secondary). */
   protected replicatingSilence(): number | undefined {
     return undefined;

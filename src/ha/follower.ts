@@ -191,7 +191,7 @@ export class ServerFollower {
     const uses = this.store.lastUse.takeUnflushed(USES_PER_REPORT);
     if (uses.length === 0) return;
     if (this.proven && this.ws?.readyState === WebSocket.OPEN) this.send({ t: 'uses', uses });
-    else this.store.lastUse.giveBack(uses, 'unflushed');
+    else this.store.lastUse.giveBack(uses);
   }
 
   private send(frame: FollowerFrame): void {

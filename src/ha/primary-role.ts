@@ -66,6 +66,9 @@ export class PrimaryRole extends DatacenterRole {
     if (secret) throw conflict(`Invalid Token: SecretID is already in use (by a Local token in datacenter ${secret.datacenter})`);
   }
 
+  /** The primary keeps its own uses: nothing to report. */
+  usesWritten(): void {}
+
   primarySilentForMs(): number | undefined {
     return undefined;
   }

@@ -79,6 +79,12 @@ export class SecondaryRole extends DatacenterRole {
     await this.replication.start();
   }
 
+  /** Uses this leader wrote: those of global tokens go to the primary (README, "Last use"). */
+  usesWritten(uses: ReadonlyArray<readonly [string, number]>): void {
+    const store = this.deps.store;
+    this.replication?.reportUses(uses.filter(([id]) => store.reader.getToken(id)?.Local === false));
+  }
+
   protected async stopReplication(): Promise<void> {
     const r = this.replication;
     this.replication = undefined;

@@ -1,4 +1,4 @@
-import { USES_PER_REPORT } from '../store/last-use.js';
+import { lastUsesSchema } from '../store/last-use.js';
 import { z } from 'zod';
 
 /**
@@ -21,9 +21,6 @@ export const SERVER_MAX_PAYLOAD = 512 * 1024 * 1024;
 const bytes = z.custom<Uint8Array>((v) => v instanceof Uint8Array, { message: 'expected bytes' });
 const position = { seq: z.number().int().nonnegative(), term: z.number().int().nonnegative() };
 
-/** Last uses as servers report them: at most a report's worth of [AccessorID, ms]. */
-export const lastUses = z.array(z.tuple([z.string().min(1).max(128), z.number().int().nonnegative()])).max(USES_PER_REPORT);
-
 export const followerFrame = z.discriminatedUnion('t', [
   z.strictObject({
     t: z.literal('hello'),
@@ -37,7 +34,7 @@ export const followerFrame = z.discriminatedUnion('t', [
   z.strictObject({ t: z.literal('ack'), seq: z.number().int().nonnegative() }),
   z.strictObject({ t: z.literal('ping'), time: z.number() }),
   /** Tokens' last uses the follower saw since its last report (README, "Last use"): [AccessorID, ms]. */
-  z.strictObject({ t: z.literal('uses'), uses: lastUses }),
+  z.strictObject({ t: z.literal('uses'), uses: lastUsesSchema }),
 ]);
 
 export const leaderFrame = z.discriminatedUnion('t', [

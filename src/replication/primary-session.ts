@@ -56,6 +56,8 @@ export interface SessionHost {
   forget(session: Session): void;
   /** When the commit holding this index was durable (ms since the epoch). */
   committedAt(index: number): number;
+  /** Last uses of global tokens a secondary saw: the primary keeps the latest. */
+  usesReported(uses: ReadonlyArray<readonly [string, number]>): void;
   datacenters(): DatacenterInfo[];
 }
 
@@ -302,6 +304,8 @@ export class Session {
     } else if (frame.t === 'ack') {
       this.ackedIndex = Math.max(this.ackedIndex, frame.index);
       this.notify();
+    } else if (frame.t === 'uses') {
+      if (this.greeted) this.primary.usesReported(frame.uses);
     } else if (frame.t === 'ids-in-use') {
       const waiting = this.checks.get(frame.req);
       this.checks.delete(frame.req);

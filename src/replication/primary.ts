@@ -249,6 +249,14 @@ export class ReplicationPrimary implements SessionHost {
   }
 
   /** When the change at `index` became durable (now, when it is older than what is remembered). */
+  usesReported(uses: ReadonlyArray<readonly [string, number]>): void {
+    const book = this.store.lastUse;
+    for (const [id, ms] of uses) {
+      // Global tokens only: a Local token of another datacenter is none of this one's.
+      if (this.store.reader.getToken(id)?.Local === false) book.merge(id, ms);
+    }
+  }
+
   committedAt(index: number): number {
     const times = this.commitTimes;
     let lo = 0;

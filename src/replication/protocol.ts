@@ -1,3 +1,4 @@
+import { lastUsesSchema } from '../store/last-use.js';
 import { Packr } from 'msgpackr';
 import { z } from 'zod';
 import { bootstrapStateSchema } from '../store/records.js';
@@ -57,6 +58,8 @@ export const secondaryFrame = z.discriminatedUnion('t', [
   z.strictObject({ t: z.literal('ping'), time: z.number() }),
   /** Answer to check-ids: which of the IDs a Local token of this datacenter holds. */
   z.strictObject({ t: z.literal('ids-in-use'), req: z.number().int(), inUse: z.array(z.string()).max(MAX_CHECKED_IDS) }),
+  /** Last uses of global tokens seen in the secondary's datacenter (README, "Last use"): [AccessorID, ms]. */
+  z.strictObject({ t: z.literal('uses'), uses: lastUsesSchema }),
 ]);
 
 export const primaryFrame = z.discriminatedUnion('t', [

@@ -1,3 +1,4 @@
+import { USES_PER_REPORT } from '../store/last-use.js';
 import type { Logger } from 'pino';
 import { WebSocket } from 'ws';
 import type { Metrics } from '../observability/metrics.js';
@@ -43,6 +44,9 @@ export interface SecondaryOptions {
 
 const ZERO_TIME = '0001-01-01T00:00:00Z';
 
+/** Uses waiting for the primary, at most: past it, new tokens' wait for their next use (a primary gone for long). */
+const MAX_UNREPORTED = 1_000_000;
+
 /**
  * The secondary's end of replication over a WebSocket: connects (to each configured
  * server of the primary datacenter in turn, or the leader one of them names), keeps the
@@ -65,6 +69,8 @@ export class ReplicationSecondary {
   /** Frames from the primary are left unread until the stream has applied what it holds. */
   private readingPaused = false;
   private readonly backoff: Backoff;
+  /** Last uses of global tokens written here and not yet sent to the primary (README, "Last use"). */
+  private readonly unreported = new Map<string, number>();
 
   constructor(
     store: Store,
@@ -185,6 +191,7 @@ export class ReplicationSecondary {
         // Not reading (frames wait while a snapshot is written): the primary is not silent.
         if (this.readingPaused) heartbeat.heard();
         this.send({ t: 'ping', time: Date.now() });
+        this.sendUses();
       },
       silent: () => {
         this.fail('the primary went silent; reconnecting');
@@ -248,6 +255,22 @@ export class ReplicationSecondary {
       },
       this.redirect ? 50 : delay,
     );
+  }
+
+  /** Uses of global tokens this datacenter wrote: sent to the primary with the next heartbeats. */
+  reportUses(uses: ReadonlyArray<readonly [string, number]>): void {
+    for (const [id, ms] of uses) if (this.unreported.size < MAX_UNREPORTED || this.unreported.has(id)) this.unreported.set(id, ms);
+  }
+
+  private sendUses(): void {
+    if (this.unreported.size === 0 || this.ws?.readyState !== WebSocket.OPEN) return;
+    const uses: Array<[string, number]> = [];
+    for (const [id, ms] of this.unreported) {
+      if (uses.length >= USES_PER_REPORT) break;
+      uses.push([id, ms]);
+      this.unreported.delete(id);
+    }
+    this.send({ t: 'uses', uses });
   }
 
   private send(frame: SecondaryFrame): void {

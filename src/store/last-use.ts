@@ -1,3 +1,5 @@
+import { z } from 'zod';
+
 /**
  * The last use of each token this server knows of (README, "Last use"): when its secret last
  * authenticated a request here, was reported by another server of its scope, or was read back
@@ -13,9 +15,7 @@ export class LastUseBook {
   /** Accessor → the latest use known (flushed or not). */
   private readonly at = new Map<string, number>();
   /** Uses not yet written to the disk (the leader) or reported to the leader (a follower). */
-  private unflushed = new Set<string>();
-  /** Uses not yet reported to the primary (a secondary's global tokens). */
-  private unreported = new Set<string>();
+  private readonly unflushed = new Set<string>();
 
   /** A use of this token at `ms`. Later uses only; one a second is plenty for minute resolution. */
   touch(accessor: string, ms: number): void {
@@ -23,7 +23,6 @@ export class LastUseBook {
     if (prev !== undefined && ms < prev + 1000) return;
     this.at.set(accessor, ms);
     this.unflushed.add(accessor);
-    this.unreported.add(accessor);
   }
 
   /** A use another server reported: kept when it is later than what is known, and then flushed like one seen here. */
@@ -32,7 +31,6 @@ export class LastUseBook {
     if (prev !== undefined && ms <= prev) return;
     this.at.set(accessor, ms);
     this.unflushed.add(accessor);
-    this.unreported.add(accessor);
   }
 
   /** A use read from the disk or from the leader's batch: already durable, nothing to flush. */
@@ -45,7 +43,6 @@ export class LastUseBook {
   forget(accessor: string): void {
     this.at.delete(accessor);
     this.unflushed.delete(accessor);
-    this.unreported.delete(accessor);
   }
 
   get(accessor: string): number | undefined {
@@ -59,29 +56,19 @@ export class LastUseBook {
 
   /** Uses to write (or report to the leader), at most `limit`; they count as flushed from now on. */
   takeUnflushed(limit = Number.POSITIVE_INFINITY): Array<[string, number]> {
-    return this.take(this.unflushed, limit);
-  }
-
-  /** Uses to report to the primary, at most `limit`; they count as reported from now on. */
-  takeUnreported(limit = Number.POSITIVE_INFINITY): Array<[string, number]> {
-    return this.take(this.unreported, limit);
-  }
-
-  /** Uses taken that could not be written or sent: they wait for the next try. */
-  giveBack(uses: ReadonlyArray<readonly [string, number]>, which: 'unflushed' | 'unreported'): void {
-    const set = which === 'unflushed' ? this.unflushed : this.unreported;
-    for (const [id] of uses) if (this.at.has(id)) set.add(id);
-  }
-
-  private take(set: Set<string>, limit: number): Array<[string, number]> {
     const out: Array<[string, number]> = [];
-    for (const id of set) {
+    for (const id of this.unflushed) {
       if (out.length >= limit) break;
-      set.delete(id);
+      this.unflushed.delete(id);
       const ms = this.at.get(id);
       if (ms !== undefined) out.push([id, ms]);
     }
     return out;
+  }
+
+  /** Uses taken that could not be written or sent: they wait for the next try. */
+  giveBack(uses: ReadonlyArray<readonly [string, number]>): void {
+    for (const [id] of uses) if (this.at.has(id)) this.unflushed.add(id);
   }
 
   /**
@@ -101,6 +88,9 @@ export function lastUsedTime(ms: number): string {
 /** Uses one report to a leader or the primary carries, at most (a frame of about 1 MB). */
 export const USES_PER_REPORT = 20_000;
 
+/** Last uses as servers report them to their leader or the primary: at most a report's worth of [AccessorID, ms]. */
+export const lastUsesSchema = z.array(z.tuple([z.string().min(1).max(128), z.number().int().nonnegative()])).max(USES_PER_REPORT);
+
 /** What a flush needs of the store. */
 export interface LastUseStore {
   readonly lastUse: LastUseBook;
@@ -115,7 +105,10 @@ const FLUSH_BATCH = 20_000;
  * entry, no waiter woken); on an HA leader the batches reach the followers as every batch does.
  * Uses of a batch that fails wait for the next flush. Answers how many were written.
  */
-export async function flushLastUses(store: LastUseStore): Promise<number> {
+export async function flushLastUses(
+  store: LastUseStore,
+  onWritten?: (uses: ReadonlyArray<readonly [string, number]>) => void,
+): Promise<number> {
   const book = store.lastUse;
   let written = 0;
   for (;;) {
@@ -125,8 +118,9 @@ export async function flushLastUses(store: LastUseStore): Promise<number> {
       const gone = await store.transact((tx) => uses.filter(([id, ms]) => !tx.putLastUse(id, ms)));
       // Deleted since they were used: nothing to keep.
       for (const [id] of gone) book.forget(id);
+      onWritten?.(gone.length === 0 ? uses : uses.filter(([id]) => book.get(id) !== undefined));
     } catch (err) {
-      book.giveBack(uses, 'unflushed');
+      book.giveBack(uses);
       throw err;
     }
     written += uses.length;
@@ -146,6 +140,8 @@ export class LastUseFlusher {
     private readonly store: LastUseStore,
     private readonly interval: number,
     private readonly onError: (err: unknown) => void,
+    /** Told of the uses each flush wrote (a secondary reports its global tokens' to the primary). */
+    private readonly written?: (uses: ReadonlyArray<readonly [string, number]>) => void,
   ) {}
 
   start(): void {
@@ -156,7 +152,7 @@ export class LastUseFlusher {
 
   /** Writes what is unflushed now (one flush at a time). */
   flush(): Promise<unknown> {
-    this.running = this.running.then(() => flushLastUses(this.store).catch(this.onError));
+    this.running = this.running.then(() => flushLastUses(this.store, this.written).catch(this.onError));
     return this.running;
   }
 

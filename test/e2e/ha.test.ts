@@ -18,6 +18,9 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 describe.skipIf(!etcd)('several servers per datacenter (etcd-coordinated)', () => {
   let cluster: Cluster;
   let token: string;
+  /** A token used at a follower (the test of followers' reads): its last use must outlive the failovers. */
+  let usedAtFollower: string | undefined;
+  let usedAtFollowerShown: unknown;
 
   beforeAll(async () => {
     // A 3 s lease (not the default 5 s): failovers here are checked against the 10 s bound, not timed for a report.
@@ -25,7 +28,8 @@ describe.skipIf(!etcd)('several servers per datacenter (etcd-coordinated)', () =
       datacenters: { dc1: { servers: 3 }, dc2: { servers: 1 } },
       // Info: a failure's diagnostics quote what each server logged of the election and the synchronous set.
       logLevel: 'info',
-      config: { leader_lease: '3s' },
+      // Last uses written often: a use seen at a follower or at dc2 reaches the leader's disk within a second or two.
+      config: { leader_lease: '3s', last_used_flush: '300ms' },
     });
     token = cluster.managementToken;
     await cluster.waitForReplication();
@@ -247,6 +251,31 @@ describe.skipIf(!etcd)('several servers per datacenter (etcd-coordinated)', () =
     const self = await call(follower, created.body?.SecretID as string, 'GET', '/v1/acl/token/self');
     expect(self.status).toBe(200);
     expect(self.body?.AccessorID).toBe(id);
+    // That use was seen at a follower: it reports it to the leader, whose flush reaches every server (README, "Last use").
+    usedAtFollower = id;
+    for (const s of dc1.servers)
+      await until(
+        `the last use on ${s.url}`,
+        15_000,
+        async () => typeof (await call(s, token, 'GET', `/v1/acl/token/${id}`)).body?.LastUsedTime === 'string',
+      );
+    usedAtFollowerShown = (await call(leader, token, 'GET', `/v1/acl/token/${id}`)).body?.LastUsedTime;
+    // A global token used in dc2: its last use reaches the primary.
+    const global = await call(leader, token, 'PUT', '/v1/acl/token', { Description: 'used in dc2' });
+    const dc2 = cluster.get('dc2').servers[0] as DatacenterHandle;
+    await until(
+      'the token in dc2',
+      10_000,
+      // Replicated first: a secret dc2 lacks would be looked up at the primary, a use seen there.
+      async () => (await call(dc2, token, 'GET', `/v1/acl/token/${global.body?.AccessorID as string}`)).status === 200,
+    );
+    expect((await call(dc2, global.body?.SecretID as string, 'GET', '/v1/acl/token/self')).status).toBe(200);
+    await until(
+      'the last use in dc2 at the primary',
+      20_000,
+      async () =>
+        typeof (await call(leader, token, 'GET', `/v1/acl/token/${global.body?.AccessorID as string}`)).body?.LastUsedTime === 'string',
+    );
     // A blocking query at a follower wakes on a write made at the leader.
     const index = Number((await call(follower, token, 'GET', '/v1/acl/tokens')).headers.get('x-service-index'));
     const blocked = call(follower, token, 'GET', `/v1/acl/tokens?index=${index}&wait=10s`, undefined, 15_000);
@@ -465,6 +494,11 @@ describe.skipIf(!etcd)('several servers per datacenter (etcd-coordinated)', () =
 
   it('loses no acknowledged write when the leader is killed under load, twice in a row; a new leader takes writes within 10 s', async () => {
     const report = await runFailover({ cluster, kills: 2, writers: 16 });
+    // A last use written before the failovers is still known to the new leader.
+    if (usedAtFollower !== undefined) {
+      const now = await cluster.get('dc1').leader();
+      expect((await call(now, token, 'GET', `/v1/acl/token/${usedAtFollower}`)).body?.LastUsedTime).toBe(usedAtFollowerShown);
+    }
     expect(report.failovers).toHaveLength(2);
     for (const f of report.failovers) expect(f.ms).toBeLessThan(10_000);
     expect(report.acknowledged.global).toBeGreaterThan(50);

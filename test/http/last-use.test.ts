@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/domain/clock.js';
 import { flushLastUses } from '../../src/store/last-use.js';
 import { tempDir } from '../helpers/temp-dir.js';
-import { type TestDaemon, apiFor, startTestDaemon, waitFor } from '../helpers/test-daemon.js';
+import { type TestDaemon, apiFor, secondaryConfig, startTestDaemon, waitFor } from '../helpers/test-daemon.js';
 
 const T0 = Date.UTC(2030, 0, 1, 12, 0, 30);
 const MINUTE = 60_000;
@@ -157,5 +157,28 @@ describe('last use of tokens (README, "Last use")', () => {
     expect((await d.api('GET', `/v1/acl/token/${apiToken.AccessorID}`)).status).toBe(200);
     const audit = (await d.api('GET', `/v1/operator/audit?type=reap&id=${idle.AccessorID}`)).body as { Events?: unknown[] } | unknown[];
     expect(JSON.stringify(audit)).toContain('"reason":"idle"');
+  });
+
+  it('a global token used at a secondary shows its last use at the primary; a Local one stays in its datacenter', async () => {
+    const fast = { heartbeatMs: 100 };
+    const dc1 = await startTestDaemon({ config: { last_used_flush: '100ms' }, replication: fast });
+    open.push(dc1);
+    const dc2 = await startTestDaemon({ config: secondaryConfig(dc1, { last_used_flush: '100ms' }), replication: fast });
+    open.push(dc2);
+    const global = (await dc1.api('PUT', '/v1/acl/token', { body: { Description: 'global' } })).body as Token;
+    await waitFor(() => dc2.daemon.store.reader.getToken(global.AccessorID) !== undefined, 10_000, 20, 'the token in dc2');
+    const local = (await dc2.api('PUT', '/v1/acl/token', { token: dc1.management, body: { Local: true } })).body as Token;
+    expect((await apiFor(dc2.url, global.SecretID)('GET', '/v1/acl/token/self')).status).toBe(200);
+    expect((await apiFor(dc2.url, local.SecretID)('GET', '/v1/acl/token/self')).status).toBe(200);
+    await waitFor(
+      async () => typeof ((await dc1.api('GET', `/v1/acl/token/${global.AccessorID}`)).body as Token).LastUsedTime === 'string',
+      10_000,
+      50,
+      'the last use at the primary',
+    );
+    expect(((await dc2.api('GET', `/v1/acl/token/${local.AccessorID}`)).body as Token).LastUsedTime).toEqual(expect.any(String));
+    // Written at dc2 (its flush), and never sent to dc1, which does not hold it.
+    await waitFor(async () => dc2.daemon.store.lastUse.get(local.AccessorID) !== undefined, 2000);
+    expect(dc1.daemon.store.lastUse.get(local.AccessorID)).toBeUndefined();
   });
 });
