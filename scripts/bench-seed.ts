@@ -18,7 +18,14 @@ import { META, TABLES, key } from '../src/store/schema.js';
  * new data dir's metadata), so seeding never holds the tokens in memory: ten million seed in
  * the default heap, where opening the store to add them ran out of it near three million.
  */
-export async function seedTo(storeDir: string, from: number, total: number): Promise<void> {
+export interface SeedOptions {
+  /** Each token's ExpirationTime (RFC 3339), by its number; none when absent. */
+  expires?: (i: number) => string;
+  /** Told each token's AccessorID (the reads of a benchmark pick from them). */
+  made?: (accessor: string) => void;
+}
+
+export async function seedTo(storeDir: string, from: number, total: number, options: SeedOptions = {}): Promise<void> {
   // A new data dir gets its metadata (format, datacenter, built-ins) from the store; an existing one keeps its own.
   if (!existsSync(join(storeDir, 'CURRENT'))) await (await LevelStore.open(storeDir, { durability: 'os', changeLog: false })).close();
   const db = new Level<string, Uint8Array>(storeDir, { keyEncoding: 'utf8', valueEncoding: 'view' });
@@ -34,7 +41,21 @@ export async function seedTo(storeDir: string, from: number, total: number): Pro
       const batch = db.batch();
       for (let i = done; i < Math.min(done + 5000, total); i++) {
         const base = { Description: `seeded ${i}`, Policies: [], Roles: [], ServiceIdentities: [{ ServiceName: `svc-${i % 1000}` }], NodeIdentities: [], TemplatedPolicies: [], Local: false };
-        const token = { AccessorID: generateID(), SecretID: generateID(), ...base, AuthMethod: '', CreateTime: now, Hash: tokenHash(base), Namespace: 'default', Partition: 'default', CreateIndex: index, ModifyIndex: index };
+        const expiry = options.expires?.(i);
+        const token = {
+          AccessorID: generateID(),
+          SecretID: generateID(),
+          ...base,
+          AuthMethod: '',
+          CreateTime: now,
+          ...(expiry !== undefined ? { ExpirationTime: expiry } : {}),
+          Hash: tokenHash(base),
+          Namespace: 'default',
+          Partition: 'default',
+          CreateIndex: index,
+          ModifyIndex: index,
+        };
+        options.made?.(token.AccessorID);
         batch.put(prefix + token.AccessorID, encode(token));
       }
       batch.put(META.index, encode(index));

@@ -211,7 +211,11 @@ export class Metrics implements BlockingGauge {
     return this.inFlight;
   }
 
+  /** Requests answered since the start (what the reaper paces itself against). */
+  answeredCount = 0;
+
   observeRequest(method: string, route: string, status: number, seconds: number): void {
+    this.answeredCount++;
     this.requests.observe(method, route, status, seconds);
   }
 }

@@ -1,5 +1,14 @@
 import { systemActor } from '../observability/audit.js';
-import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
+import { setTimeout as sleep, setImmediate as yieldToEventLoop } from 'node:timers/promises';
+
+/** Work a batch of deletes takes, about, ms: its size follows from the last batch's time. */
+const BATCH_WORK_MS = 8;
+const FIRST_BATCH = 256;
+const MIN_BATCH = 16;
+/** While requests are served, the reaper rests this many times as long as its batch took: at most a fifth of the core is its. */
+const REST_FACTOR = 4;
+/** A pass that deleted this many asks the disk to compact what it deleted. */
+const COMPACT_AFTER = 10_000;
 import type { Clock } from '../domain/clock.js';
 import { isExpired } from '../domain/expiry.js';
 import type { ExpiryCursor, Store } from '../store/store.js';
@@ -19,6 +28,13 @@ export interface ReaperOptions {
   isPrimary: boolean;
   /** Most tokens deleted in one batch. */
   batchSize?: number;
+  /**
+   * Whether requests were answered since it was last asked: the reaper then rests between its
+   * batches, leaving the core to them (expired tokens are already invisible; reclaiming them can wait).
+   */
+  busy?: () => boolean;
+  /** Asked after a large reap: compact the disk's deleted range (LevelDB keeps tombstones until it does). */
+  compact?: () => Promise<void>;
   /**
    * Login tokens unused this long are revoked (README, "Last use"); 0 turns it off. An auth
    * method's own TokenIdleTTL overrides it.
@@ -70,14 +86,20 @@ export class Reaper {
     this.timer.unref();
   }
 
-  /** One full pass: every token expired now that this daemon may delete. Returns how many. */
+  /**
+   * One full pass: every token expired now that this daemon may delete. Returns how many. A
+   * batch is bounded in count and in time (it grows or shrinks to about BATCH_WORK_MS of work),
+   * and while requests are served the reaper rests REST_FACTOR times as long as each batch took.
+   */
   async reapOnce(): Promise<number> {
-    const batchSize = this.options.batchSize ?? 4096;
+    const most = this.options.batchSize ?? 4096;
+    let size = Math.min(most, FIRST_BATCH);
     const now = this.clock.now();
     let total = 0;
     let after: ExpiryCursor | undefined;
     for (;;) {
-      const candidates = this.store.reader.expiredTokens(now, batchSize, after);
+      const started = performance.now();
+      const candidates = this.store.reader.expiredTokens(now, size, after);
       if (candidates.length === 0) break;
       after = (candidates[candidates.length - 1] as { cursor: ExpiryCursor }).cursor;
       const deleted = await this.store.transact(
@@ -94,11 +116,20 @@ export class Reaper {
         { audit: { type: 'reap', actor: systemActor('reaper'), details: { reason: 'expired' } } },
       );
       total += deleted;
-      if (candidates.length < batchSize || this.stopped) break;
-      await yieldToEventLoop();
+      if (candidates.length < size || this.stopped) break;
+      const took = performance.now() - started;
+      size = Math.max(MIN_BATCH, Math.min(most, Math.round((size * BATCH_WORK_MS) / Math.max(took, 0.25))));
+      await this.rest(took);
     }
     if (total > 0) this.options.onReaped?.(total, 'expired');
+    if (total >= COMPACT_AFTER) await this.options.compact?.().catch((err: unknown) => this.options.onError?.(err));
     return total;
+  }
+
+  /** Between batches: requests go first (a rest as long as REST_FACTOR batches) while any are served; else a yield. */
+  private async rest(took: number): Promise<void> {
+    if (this.options.busy?.()) await sleep(Math.max(1, took * REST_FACTOR));
+    else await yieldToEventLoop();
   }
 
   /**
@@ -136,7 +167,7 @@ export class Reaper {
           },
           { audit: { type: 'reap', actor: systemActor('reaper'), details: { reason: 'idle' } } },
         );
-        await yieldToEventLoop();
+        await this.rest(0);
       }
     }
     if (total > 0) this.options.onReaped?.(total, 'idle');
