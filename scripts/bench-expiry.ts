@@ -133,7 +133,9 @@ async function main(): Promise<void> {
       await stopDaemonProcess(daemon.proc);
     }
   } finally {
-    await rm(dir, { recursive: true, force: true });
+    // BENCH_KEEP=1: the data dir stays, to look into (its path is printed).
+    if (process.env.BENCH_KEEP) process.stdout.write(`data dir kept: ${dir}\n`);
+    else await rm(dir, { recursive: true, force: true });
   }
 }
 

@@ -208,12 +208,25 @@ function buildReaper(config: Config, deps: { store: LevelStore; clock: Clock; me
     interval: config.reap_interval,
     isPrimary: isPrimary(config),
     idleTTL: config.login_token_idle_ttl,
+    busy: answeredSince(deps.metrics),
+    compact: () => deps.store.compactDeleted(),
     onReaped: (count, reason) => {
       deps.metrics.reaped.inc(count);
       deps.logger.info({ count, reason }, reason === 'idle' ? 'revoked idle login tokens' : 'reaped expired tokens');
     },
     onError: (err) => deps.logger.error({ err }, 'reaper pass failed'),
   });
+}
+
+/** Whether requests were answered since it was last asked (the reaper's pace). */
+function answeredSince(metrics: Metrics): () => boolean {
+  let seen = metrics.answeredCount;
+  return () => {
+    const now = metrics.answeredCount;
+    const busy = now !== seen;
+    seen = now;
+    return busy;
+  };
 }
 
 /**

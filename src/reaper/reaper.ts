@@ -118,7 +118,7 @@ export class Reaper {
       total += deleted;
       if (candidates.length < size || this.stopped) break;
       const took = performance.now() - started;
-      size = Math.max(MIN_BATCH, Math.min(most, Math.round((size * BATCH_WORK_MS) / Math.max(took, 0.25))));
+      size = Math.min(most, Math.max(MIN_BATCH, Math.round((size * BATCH_WORK_MS) / Math.max(took, 0.25))));
       await this.rest(took);
     }
     if (total > 0) this.options.onReaped?.(total, 'expired');

@@ -9,7 +9,7 @@ import { type Applied, CommittedState } from './committed-state.js';
 import { GroupCommitter, type QueuedCommit, isFencing } from './group-commit.js';
 import { LogTail } from './log-tail.js';
 import { type LayerEntry, TablesReader } from './memory.js';
-import { META, TABLE_NAMES, type TableName } from './schema.js';
+import { LAST_USE_PREFIX, META, TABLES, TABLE_NAMES, type TableName, key, prefixEnd } from './schema.js';
 import type {
   AuditRecord,
   AuditSink,
@@ -457,6 +457,13 @@ export class LevelStore implements Store {
   /** Resolves once every accepted transaction has been written (or refused). */
   async quiesce(): Promise<void> {
     await this.committer.drain();
+  }
+
+  /** Asks LevelDB to compact the tokens' and last uses' key ranges (after a large reap: deleted keys take room until then). */
+  async compactDeleted(): Promise<void> {
+    // Node's LevelDB (classic-level) has compactRange; `level`'s type names only what every backend has.
+    const db = this.db as unknown as { compactRange?: (start: string, end: string) => Promise<void> };
+    for (const prefix of [key(TABLES.tokens.prefix, ''), LAST_USE_PREFIX]) await db.compactRange?.(prefix, prefixEnd(prefix));
   }
 
   async close(): Promise<void> {

@@ -1,5 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { randomUUID } from 'node:crypto';
 import { ManualClock } from '../../src/domain/clock.js';
+import { newTokenRecord } from '../../src/domain/token.js';
 import { Reaper } from '../../src/reaper/reaper.js';
 import { type TestDaemon, apiFor, startTestDaemon, waitFor } from '../helpers/test-daemon.js';
 
@@ -82,5 +84,54 @@ describe('token expiry and reaping', () => {
     expect(d.daemon.store.currentIndex() - commitsBefore).toBe(3);
     const left = (await d.api('GET', '/v1/acl/tokens')).body.map((t: { AccessorID: string }) => t.AccessorID);
     expect(ids.filter((id) => left.includes(id))).toHaveLength(10);
+  });
+
+  it('paces itself while requests are served: small batches, the event loop free between them', async () => {
+    await d.daemon.reaper.stop();
+    const now = clock.now();
+    await d.daemon.store.transact((tx) => {
+      for (let i = 0; i < 3000; i++)
+        tx.put(
+          'tokens',
+          newTokenRecord({
+            AccessorID: randomUUID(),
+            SecretID: randomUUID(),
+            content: {
+              Description: `t${i}`,
+              Policies: [],
+              Roles: [],
+              ServiceIdentities: [],
+              NodeIdentities: [],
+              TemplatedPolicies: [],
+              Local: true,
+            },
+            given: {},
+            expires: now + 60_000,
+            now,
+            scope: { Namespace: 'default', Partition: 'default' },
+          }),
+        );
+    });
+    clock.advance(61_000);
+    const before = d.daemon.store.currentIndex();
+    let rests = 0;
+    const paced = new Reaper(d.daemon.store, clock, {
+      interval: 1000,
+      isPrimary: true,
+      busy: () => {
+        rests++;
+        return true;
+      },
+    });
+    const reaping = paced.reapOnce();
+    let done = false;
+    void reaping.then(() => (done = true));
+    // A request sent meanwhile is answered before the reaper is through.
+    expect((await d.api('GET', '/v1/status/leader')).status).toBe(200);
+    expect(done).toBe(false);
+    expect(await reaping).toBe(3000);
+    // Several batches, each bounded, with a rest between them.
+    expect(d.daemon.store.currentIndex() - before).toBeGreaterThan(2);
+    expect(rests).toBeGreaterThan(1);
   });
 });
