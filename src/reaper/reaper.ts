@@ -106,7 +106,7 @@ export class Reaper {
         (tx) => {
           let n = 0;
           for (const { id } of candidates) {
-            const token = tx.getToken(id);
+            const token = tx.peekToken(id);
             if (!token || !isExpired(token, now)) continue;
             if (!token.Local && !this.options.isPrimary) continue;
             if (tx.del('tokens', id)) n++;
@@ -159,7 +159,7 @@ export class Reaper {
             const at = this.clock.now();
             // Judged again inside the transaction: a use since the list was made keeps the token.
             for (const id of ids) {
-              const t = tx.getToken(id);
+              const t = tx.peekToken(id);
               if (t === undefined || Math.max(this.store.lastUse.get(id) ?? 0, Date.parse(t.CreateTime)) >= at - ttl) continue;
               if (tx.del('tokens', id)) n++;
             }

@@ -62,6 +62,10 @@ export class MemTable<R, I extends string> implements Table<R, I> {
     return this.rows.get(id);
   }
 
+  peek(id: string): R | undefined {
+    return this.rows.get(id);
+  }
+
   /** The ID a unique index maps `key` to. */
   uniqueID(index: I, key: string): string | undefined {
     return this.unique.get(index)?.get(key);

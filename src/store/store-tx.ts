@@ -116,6 +116,17 @@ export class StoreTx implements Tx {
     return (this.store.tables[table] as AnyTable).get(id) as RecordTypes[T] | undefined;
   }
 
+  /** As getRecord, without keeping a durable record decoded (one about to be deleted). */
+  private peekRecord<T extends TableName>(table: T, id: string): RecordTypes[T] | undefined {
+    const e = this.lookup(layerKey.record(table, id));
+    if (e) return (e.value ?? undefined) as RecordTypes[T] | undefined;
+    return (this.store.tables[table] as AnyTable).peek(id) as RecordTypes[T] | undefined;
+  }
+
+  peekToken(accessor: string): TokenRecord | undefined {
+    return this.peekRecord('tokens', accessor);
+  }
+
   private uniqueID(table: TableName, index: string, k: string): string | undefined {
     const e = this.lookup(layerKey.unique(table, index, k));
     if (e) return (e.value as string | null) ?? undefined;
@@ -245,7 +256,7 @@ export class StoreTx implements Tx {
   }
 
   private remove<R>(def: TableDef<R, string>, id: string): boolean {
-    const old = this.getRecord(def.name, id) as R | undefined;
+    const old = this.peekRecord(def.name, id) as R | undefined;
     if (old === undefined) return false;
     for (const [name, idx] of Object.entries(def.indexes)) {
       if (!idx.unique) continue;
@@ -267,7 +278,7 @@ export class StoreTx implements Tx {
 
   /** A token's last use, written as it is: tokens deleted meanwhile are left out. */
   putLastUse(accessor: string, ms: number): boolean {
-    if (this.getToken(accessor) === undefined) return false;
+    if (this.peekToken(accessor) === undefined) return false;
     this.lastUses.push([accessor, ms]);
     return true;
   }

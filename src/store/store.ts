@@ -152,6 +152,8 @@ export type Unstamped<R> = Omit<R, 'CreateIndex' | 'ModifyIndex'> & { CreateInde
  */
 export interface TxReader {
   getToken(accessor: string): TokenRecord | undefined;
+  /** A token read without keeping it decoded (the reaper's: a token about to be deleted must not push those in use out of the cache). */
+  peekToken(accessor: string): TokenRecord | undefined;
   getTokenBySecret(secret: string): TokenRecord | undefined;
   /** Whether any token uses this value as its SecretID. */
   isSecretInUse(secret: string): boolean;

@@ -80,8 +80,14 @@ export class CompactTable<R, I extends string> implements Table<R, I>, CompactLo
   /** The ID table and the unique ones, and which of `indexFields` each is keyed by (a load sets them from the bytes). */
   private readonly idTables: IdTable[];
   private readonly idFields: number[];
-  /** The ordered (expiry) index: times in order, and the slots at each. */
+  /**
+   * The ordered (expiry) index: times in order, and the slots at each. A time whose last slot
+   * went stays in `times` (stale, skipped by readers) until stale ones are half of them: the
+   * reaper empties the earliest times one after another, and taking each out of the front of a
+   * sorted array moved the whole array every time.
+   */
   private times: number[] = [];
+  private staleTimes = 0;
   private readonly atTime = new Map<number, SlotSet>();
 
   /** Every field of a record, in the positional form's order (the ID first): the table's declaration. */
@@ -133,6 +139,16 @@ export class CompactTable<R, I extends string> implements Table<R, I>, CompactLo
   get(id: string): R | undefined {
     const slot = this.ids.get(id);
     return slot === undefined ? undefined : this.record(slot);
+  }
+
+  peek(id: string): R | undefined {
+    const slot = this.ids.get(id);
+    return slot === undefined ? undefined : this.peekSlot(slot);
+  }
+
+  /** A record decoded for a moment: the cached one when there is one, else decoded and not kept. */
+  private peekSlot(slot: number): R {
+    return this.decoded.get(slot) ?? this.decode(this.arena.get(slot));
   }
 
   uniqueID(index: I, key: string): string | undefined {
@@ -299,7 +315,7 @@ export class CompactTable<R, I extends string> implements Table<R, I>, CompactLo
   delete(id: string): R | undefined {
     const slot = this.ids.get(id);
     if (slot === undefined) return undefined;
-    const old = this.record(slot);
+    const old = this.peekSlot(slot);
     this.unindex(old, slot);
     this.ids.delete(id);
     this.arena.delete(slot);
@@ -361,10 +377,12 @@ export class CompactTable<R, I extends string> implements Table<R, I>, CompactLo
     const times = Array.from(r.f64(meta.times.keys));
     r.sets({ ...meta.times, keys: times }, this.atTime, has);
     this.times = times.sort((x, y) => x - y);
+    this.staleTimes = 0;
   }
 
   finishLoading(): void {
     this.times.sort((a, b) => a - b);
+    this.staleTimes = 0;
     this.memo.clear();
   }
 
@@ -373,7 +391,9 @@ export class CompactTable<R, I extends string> implements Table<R, I>, CompactLo
     for (let i = after ? this.timePosition(after[0]) : 0; i < this.times.length && out.length < limit; i++) {
       const time = this.times[i] as number;
       if (time > until) break;
-      const ids = Array.from((this.atTime.get(time) as SlotSet).toArray(), (slot) => this.idOf(slot)).sort(byID);
+      const at = this.atTime.get(time);
+      if (at === undefined) continue; // stale
+      const ids = Array.from(at.toArray(), (slot) => this.idOf(slot)).sort(byID);
       for (const id of ids) {
         if (out.length >= limit) break;
         if (after && time === after[0] && id <= after[1]) continue;
@@ -384,7 +404,8 @@ export class CompactTable<R, I extends string> implements Table<R, I>, CompactLo
   }
 
   firstOrdered(): number | undefined {
-    return this.times[0];
+    for (const t of this.times) if (this.atTime.has(t)) return t;
+    return undefined;
   }
 
   /** Adds or replaces a record whose encoded form is `bytes`. */
@@ -482,8 +503,9 @@ export class CompactTable<R, I extends string> implements Table<R, I>, CompactLo
     }
     if (atTimes !== timed) throw new Error(`${this.def.name}: the time order holds slots no record accounts for`);
     if (
-      this.times.length !== this.atTime.size ||
-      this.times.some((t, i) => !this.atTime.has(t) || (i > 0 && (this.times[i - 1] as number) >= t))
+      this.times.length !== this.atTime.size + this.staleTimes ||
+      this.times.some((t, i) => i > 0 && (this.times[i - 1] as number) >= t) ||
+      [...this.atTime.keys()].some((t) => this.times[this.timePosition(t)] !== t)
     )
       throw new Error(`${this.def.name}: the time order is not the sorted times held`);
   }
@@ -532,7 +554,12 @@ export class CompactTable<R, I extends string> implements Table<R, I>, CompactLo
     if (set === undefined) {
       this.atTime.set(time, (set = new SlotSet()));
       if (loading) this.times.push(time);
-      else this.times.splice(this.timePosition(time), 0, time);
+      else {
+        const at = this.timePosition(time);
+        // Held already as a stale time: live again.
+        if (this.times[at] === time) this.staleTimes--;
+        else this.times.splice(at, 0, time);
+      }
     }
     set.add(slot);
   }
@@ -554,8 +581,10 @@ export class CompactTable<R, I extends string> implements Table<R, I>, CompactLo
       const set = this.atTime.get(time);
       if (set?.delete(slot) && set.size === 0) {
         this.atTime.delete(time);
-        const i = this.timePosition(time);
-        if (this.times[i] === time) this.times.splice(i, 1);
+        if (++this.staleTimes > 1024 && this.staleTimes * 2 > this.times.length) {
+          this.times = this.times.filter((t) => this.atTime.has(t));
+          this.staleTimes = 0;
+        }
       }
     }
   }
