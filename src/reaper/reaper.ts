@@ -109,7 +109,7 @@ export class Reaper {
             const token = tx.peekToken(id);
             if (!token || !isExpired(token, now)) continue;
             if (!token.Local && !this.options.isPrimary) continue;
-            if (tx.del('tokens', id)) n++;
+            if (tx.delToken(token)) n++;
           }
           return n;
         },
@@ -161,7 +161,7 @@ export class Reaper {
             for (const id of ids) {
               const t = tx.peekToken(id);
               if (t === undefined || Math.max(this.store.lastUse.get(id) ?? 0, Date.parse(t.CreateTime)) >= at - ttl) continue;
-              if (tx.del('tokens', id)) n++;
+              if (tx.delToken(t)) n++;
             }
             return n;
           },

@@ -106,7 +106,7 @@ export class CommittedState {
         entries = [];
         logReset = true;
       }
-      for (const op of c.tableOps) this.write(op.table, op.id, op.record, op.bytes);
+      for (const op of c.tableOps) this.write(op.table, op.id, op.record, op.bytes, op.old);
       for (const [k, v] of c.meta) this.meta.set(k, v);
       if (c.lastUses) for (const [id, ms] of c.lastUses) this.lastUse.adopt(id, ms);
       this.index = Math.max(this.index, c.index);
@@ -146,9 +146,9 @@ export class CommittedState {
   }
 
   /** One record written (null: deleted); a token's secret that no token holds any more is noted as gone. */
-  private write(table: TableOp['table'], id: string, record: unknown, bytes: Uint8Array | undefined): void {
+  private write(table: TableOp['table'], id: string, record: unknown, bytes: Uint8Array | undefined, known?: unknown): void {
     const t = this.tables[table] as AnyTable;
-    const old = record === null ? t.delete(id) : t.put(record, bytes !== undefined ? { bytes } : undefined);
+    const old = record === null ? t.delete(id, known) : t.put(record, bytes !== undefined ? { bytes } : undefined);
     if (table !== 'tokens') return;
     if (record === null) this.lastUse.forget(id);
     const before = (old as TokenRecord | undefined)?.SecretID;

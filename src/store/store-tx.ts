@@ -23,8 +23,12 @@ import type { Change, LogEntry, Tx, Unstamped, WatchTable } from './store.js';
 export type BatchOp = { type: 'put'; key: string; value: Uint8Array } | { type: 'del'; key: string };
 
 /** A record written or deleted by a transaction, applied to memory once durable. */
-/** A record written (null: deleted); `bytes`, once the commit has encoded it for the disk. */
-export type TableOp = { table: TableName; id: string; record: unknown | null; bytes?: Uint8Array };
+/**
+ * A record written (null: deleted); `bytes`, once the commit has encoded it for the disk; `old`,
+ * for a delete, the record it deletes (the version the table holds when the op is applied, since
+ * ops apply in order), so the table need not decode it again to take it out of its indexes.
+ */
+export type TableOp = { table: TableName; id: string; record: unknown | null; bytes?: Uint8Array; old?: unknown };
 
 /** What a transaction reads beneath its own writes, and where it takes its indexes. */
 export interface TxBase {
@@ -255,8 +259,13 @@ export class StoreTx implements Tx {
     return record;
   }
 
-  private remove<R>(def: TableDef<R, string>, id: string): boolean {
-    const old = this.peekRecord(def.name, id) as R | undefined;
+  /** Deletes a token just read in this transaction (`token`: what peekToken or getToken gave): no second read. */
+  delToken(token: TokenRecord): boolean {
+    return this.remove(TABLE_DEFS.tokens, token.AccessorID, token);
+  }
+
+  private remove<R>(def: TableDef<R, string>, id: string, known?: R): boolean {
+    const old = known ?? (this.peekRecord(def.name, id) as R | undefined);
     if (old === undefined) return false;
     for (const [name, idx] of Object.entries(def.indexes)) {
       if (!idx.unique) continue;
@@ -264,7 +273,7 @@ export class StoreTx implements Tx {
         if (this.uniqueID(def.name, name, k) === id) this.layer.set(layerKey.unique(def.name, name, k), { value: null });
     }
     this.layer.set(layerKey.record(def.name, id), { value: null });
-    this.tableOps.push({ table: def.name, id, record: null });
+    this.tableOps.push({ table: def.name, id, record: null, old });
     this.touched.set(def.name, this.index);
     if (def.isGlobal(old)) this.log({ Table: def.name, Op: 'delete', ID: id });
     return true;

@@ -183,6 +183,8 @@ export interface Tx extends TxReader {
   nextIndex(): number;
   /** Writes a record of a table at the current index; returns it as stored. */
   put<T extends TableName>(table: T, record: Unstamped<RecordTypes[T]>): RecordTypes[T];
+  /** Deletes a token this transaction has just read (no second read of it). */
+  delToken(token: TokenRecord): boolean;
   /** Deletes by the table's ID (the AccessorID; authMethodID for a method); returns whether something was deleted. */
   del<T extends TableName>(table: T, id: string): boolean;
   putBootstrap(state: BootstrapState): void;

@@ -51,7 +51,8 @@ export interface Table<R, I extends string> {
   loadStored(bytes: Uint8Array): boolean;
   /** The compact form's other ways in at a start (a checkpoint, a scan on a second thread), when the table keeps it. */
   readonly compact?: CompactLoader;
-  delete(id: string): R | undefined;
+  /** Deletes by ID; `old`, when the caller holds the record being deleted (not decoded again). */
+  delete(id: string, old?: R): R | undefined;
   /** After loading: puts the ordered index in order. */
   finishLoading(): void;
   /** Entries ordered at or before `until`, after the cursor `after` ([time, id]), at most `limit`. */

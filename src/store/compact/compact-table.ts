@@ -312,10 +312,10 @@ export class CompactTable<R, I extends string> implements Table<R, I>, CompactLo
     return true;
   }
 
-  delete(id: string): R | undefined {
+  delete(id: string, known?: R): R | undefined {
     const slot = this.ids.get(id);
     if (slot === undefined) return undefined;
-    const old = this.peekSlot(slot);
+    const old = known ?? this.peekSlot(slot);
     this.unindex(old, slot);
     this.ids.delete(id);
     this.arena.delete(slot);
