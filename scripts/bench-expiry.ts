@@ -6,6 +6,9 @@
  * - how long after the last expiry every expired token is gone;
  * - the store's size on disk before the expiring tokens were made, with them, and after the reap;
  * - the server's RSS.
+ * With BENCH_EXPIRY_SECONDARY=1, a secondary (on CPU 0, beside the reads) follows the server from
+ * before the first expiry, and the lag with which it applies the deletes is reported (p50, p99:
+ * from durable on the primary to applied on it, as it measures itself).
  * It fails (exit 1) when a figure of README's contract is missed: all gone within 5 minutes of
  * the last expiry, reads ≥ 0.8× their rate at rest with p99 ≤ 2× (medians of the windows
  * during the reap), disk back within 1.5× of before.
@@ -23,6 +26,31 @@ const N = Number(process.argv[2] ?? 1_000_000);
 const STAY = 100_000;
 const WINDOW_S = 2;
 const MANAGEMENT = '6b1f7d0e-1111-4222-8333-944444444444';
+
+const WITH_SECONDARY = process.env.BENCH_EXPIRY_SECONDARY === '1';
+
+async function histogram(url: string, name: string): Promise<Array<[number, number]>> {
+  const text = await (await fetch(`${url}/v1/agent/metrics?format=prometheus`, { headers: { 'X-Service-Token': MANAGEMENT } })).text();
+  const out: Array<[number, number]> = [];
+  for (const m of text.matchAll(new RegExp(`^${name}_bucket\\{le="([^"]+)"\\} (\\d+)$`, 'gm')))
+    out.push([m[1] === '+Inf' ? Number.POSITIVE_INFINITY : Number(m[1]), Number(m[2])]);
+  return out;
+}
+
+/** A quantile from cumulative bucket counts, interpolating inside the bucket (as Prometheus does). */
+function quantile(buckets: Array<[number, number]>, q: number): number {
+  const rank = q * (buckets[buckets.length - 1]?.[1] ?? 0);
+  let prevBound = 0;
+  let prevCount = 0;
+  for (const [bound, count] of buckets) {
+    if (count >= rank) return Number.isFinite(bound) ? prevBound + ((bound - prevBound) * (rank - prevCount)) / Math.max(1, count - prevCount) : prevBound;
+    prevBound = bound;
+    prevCount = count;
+  }
+  return Number.NaN;
+}
+
+const LAG_METRIC = 'watchword_replication_apply_lag_seconds';
 
 const du = (dir: string): number => Number(execFileSync('du', ['-sb', dir]).toString().split('\t')[0]);
 const mb = (b: number) => `${(b / 1024 / 1024).toFixed(0)} MB`;
@@ -63,7 +91,7 @@ async function main(): Promise<void> {
     const before = du(store);
     // The expiries start once the server has started and read at rest for a while: its start
     // takes about 1 s per 200,000 tokens here; 30 s of reads at rest follow.
-    const startAllowance = 15_000 + N / 100;
+    const startAllowance = 15_000 + N / 100 + (WITH_SECONDARY ? 30_000 + N / 25 : 0);
     const seedRate = 150; // tokens per ms, about, when seeding
     const firstExpiry = Date.now() + N / seedRate + startAllowance + 30_000;
     const lastExpiry = firstExpiry + 60_000;
@@ -78,7 +106,24 @@ async function main(): Promise<void> {
     const daemon = await startDaemonProcess(dir, ['--initial-management-token', MANAGEMENT], undefined, pinned ? '1' : undefined, 300_000);
     process.stdout.write(`started in ${((performance.now() - t) / 1000).toFixed(1)} s; reads on ${pinned ? 'CPU 0, the server on CPU 1' : 'any CPU (cannot pin)'}\n`);
     if (pinned) pinSelf('0');
+    let secondary: Awaited<ReturnType<typeof startDaemonProcess>> | undefined;
     try {
+      if (WITH_SECONDARY) {
+        t = performance.now();
+        const flags = ['--datacenter', 'dc2', '--primary-datacenter', 'dc1', '--primary-address', daemon.url, '--replication-token', MANAGEMENT];
+        secondary = await startDaemonProcess(join(dir, 'dc2'), flags, undefined, pinned ? '0' : undefined, 120_000);
+        const target = ((await (await fetch(`${daemon.url}/v1/internal/index`)).json()) as { Index: number }).Index;
+        for (;;) {
+          const s = (await (await fetch(`${secondary.url}/v1/acl/replication`, { headers: { 'X-Consul-Token': MANAGEMENT } })).json()) as {
+            ReplicatedIndex: number;
+          };
+          if (s.ReplicatedIndex >= target) break;
+          if (Date.now() > firstExpiry) throw new Error('the secondary did not catch up before the first expiry');
+          await sleep(200);
+        }
+        process.stdout.write(`a secondary caught up in ${((performance.now() - t) / 1000).toFixed(1)} s\n`);
+      }
+      const lagBefore = secondary ? await histogram(secondary.url, LAG_METRIC) : [];
       const rest: Window[] = [];
       const during: Window[] = [];
       const ids = stay;
@@ -87,6 +132,7 @@ async function main(): Promise<void> {
       if (rest.length < 5) throw new Error(`only ${rest.length} windows at rest before the first expiry: raise the allowance`);
       const rssRest = (await memoryOf(daemon.proc.pid as number)).now;
       let gone: number | undefined;
+      let lagP99: number | undefined;
       const target = STAY + 2; // the staying ones, the anonymous token and the management token
       const deadline = lastExpiry + 5 * 60_000 + 30_000;
       while (Date.now() < deadline) {
@@ -97,6 +143,13 @@ async function main(): Promise<void> {
         }
       }
       const rssAfter = await memoryOf(daemon.proc.pid as number);
+      let lagLine = '';
+      if (secondary) {
+        const after = await histogram(secondary.url, LAG_METRIC);
+        const delta = after.map(([le, n], i) => [le, n - (lagBefore[i]?.[1] ?? 0)] as [number, number]);
+        lagP99 = quantile(delta, 0.99) * 1000;
+        lagLine = `secondary apply lag: p50 ${(quantile(delta, 0.5) * 1000).toFixed(1)} ms, p99 ${lagP99.toFixed(1)} ms over ${delta[delta.length - 1]?.[1] ?? 0} batches`;
+      }
       // The daemon asks LevelDB to compact the deleted range after a large reap; give it a moment.
       let after = du(store);
       for (let i = 0; i < 30 && after > before * 1.5; i++) {
@@ -118,6 +171,7 @@ async function main(): Promise<void> {
         `all gone: ${reapS === undefined ? 'NOT within the deadline' : `${reapS.toFixed(1)} s after the last expiry`}`,
         `disk: ${mb(before)} before the tokens were made, ${mb(withTokens)} with them, ${mb(after)} after the reap (${(after / before).toFixed(2)}×)`,
         `RSS: ${mb(rssRest)} at rest, ${mb(rssAfter.now)} after the reap, peak ${mb(rssAfter.peak)}`,
+        ...(lagLine ? [lagLine] : []),
       ];
       process.stdout.write(`${lines.join('\n')}\n`);
       const misses = [
@@ -125,11 +179,13 @@ async function main(): Promise<void> {
         rateRatio < 0.8 ? `reads fell to ${rateRatio.toFixed(2)}× (floor 0.8×)` : '',
         p99Ratio > 2 ? `read p99 rose to ${p99Ratio.toFixed(2)}× (ceiling 2×)` : '',
         after > before * 1.5 ? `disk ${(after / before).toFixed(2)}× of before (ceiling 1.5×)` : '',
+        lagP99 !== undefined && !(lagP99 < 100) ? `secondary apply lag p99 ${lagP99.toFixed(1)} ms (ceiling 100 ms)` : '',
       ].filter(Boolean);
       for (const m of misses) process.stdout.write(`MISSED: ${m}\n`);
       process.exitCode = misses.length > 0 ? 1 : 0;
     } finally {
       if (pinned) unpinSelf();
+      if (secondary) await stopDaemonProcess(secondary.proc);
       await stopDaemonProcess(daemon.proc);
     }
   } finally {

@@ -105,12 +105,19 @@ export class Reaper {
       const deleted = await this.store.transact(
         (tx) => {
           let n = 0;
+          let global = false;
           for (const { id } of candidates) {
             const token = tx.peekToken(id);
             if (!token || !isExpired(token, now)) continue;
             if (!token.Local && !this.options.isPrimary) continue;
-            if (tx.delToken(token)) n++;
+            // Not one change-log entry per token: one `expire` change names the batch (secondaries apply it through their own expiry index).
+            if (tx.delToken(token, { logged: false })) {
+              n++;
+              if (!token.Local) global = true;
+            }
           }
+          const [time, id] = (candidates[candidates.length - 1] as { cursor: ExpiryCursor }).cursor;
+          if (global) tx.logExpired({ Time: time, AccessorID: id });
           return n;
         },
         { audit: { type: 'reap', actor: systemActor('reaper'), details: { reason: 'expired' } } },

@@ -42,6 +42,15 @@ export interface ApplyOutcome {
  */
 function applyChanges(tx: Tx, changes: readonly Change[], outcome: ApplyOutcome): void {
   for (const c of changes) {
+    if (c.Op === 'expire') {
+      // The primary's reaper deleted every global token up to here in the expiry order; this
+      // datacenter holds the same global tokens at this index, so its own expiry index names them.
+      for (const t of tx.globalTokensExpiredThrough(c.Value)) {
+        outcome.resolved.push(t.AccessorID);
+        tx.delToken(t, { logged: false });
+      }
+      continue;
+    }
     if (c.Op === 'delete') {
       if (c.Table === 'tokens') {
         outcome.resolved.push(c.ID);

@@ -17,7 +17,8 @@ import type { Change } from '../store/store.js';
  * primary index once the frame is applied, so a secondary knows how current it is even
  * when the primary's last changes were not to global objects.
  */
-export const PROTOCOL_VERSION = 2;
+/** 3: the reaper's deletes travel as one `expire` change per batch. */
+export const PROTOCOL_VERSION = 3;
 
 /** IDs asked about in one check-ids frame, at most. */
 export const MAX_CHECKED_IDS = 16;
@@ -32,6 +33,12 @@ const change = z.union([
   ...TABLE_NAMES.map((t) => z.strictObject({ Table: z.literal(t), Op: z.literal('set'), ID: z.string(), Value: TABLES[t].schema })),
   z.strictObject({ Table: z.literal('bootstrap'), Op: z.literal('set'), ID: z.string(), Value: bootstrapStateSchema }),
   z.strictObject({ Table: z.enum(TABLE_NAMES), Op: z.literal('delete'), ID: z.string() }),
+  z.strictObject({
+    Table: z.literal('tokens'),
+    Op: z.literal('expire'),
+    ID: z.literal(''),
+    Value: z.strictObject({ Time: z.number(), AccessorID: z.string().max(128) }),
+  }),
 ]) as unknown as z.ZodType<Change>;
 
 /** One array of records per table (a snapshot chunk); a table a chunk does not carry is empty. */

@@ -28,7 +28,7 @@ function arrayHeader(n: number): Uint8Array {
 export function encodeLogEntry(entry: LogEntry, encoded: ReadonlyMap<unknown, Uint8Array>): Uint8Array {
   const parts: Uint8Array[] = [Uint8Array.of(0x82), KEYS.Index, encode(entry.Index), KEYS.Changes, arrayHeader(entry.Changes.length)];
   for (const c of entry.Changes) {
-    const value = c.Op === 'set' ? (encoded.get(c.Value) ?? encode(c.Value)) : undefined;
+    const value = c.Op === 'set' ? (encoded.get(c.Value) ?? encode(c.Value)) : c.Op === 'expire' ? encode(c.Value) : undefined;
     parts.push(Uint8Array.of(value ? 0x84 : 0x83), KEYS.Table, encode(c.Table), KEYS.Op, encode(c.Op), KEYS.ID, encode(c.ID));
     if (value) parts.push(KEYS.Value, value);
   }

@@ -1,4 +1,5 @@
 import { withDefaults } from '../domain/records.js';
+import { expiryMillis as expiryOf } from '../domain/expiry.js';
 import type { BootstrapState, AuthMethodRecord, BindingRuleRecord, PolicyRecord, RoleRecord, Scope, TokenRecord } from '../domain/types.js';
 import { type LayerEntry, type Tables, layerKey } from './memory.js';
 import type { AnyTable } from './table.js';
@@ -17,7 +18,7 @@ import {
 } from './schema.js';
 import { encodeLogEntry } from './log-encoding.js';
 import { encode } from './records.js';
-import type { Change, LogEntry, Tx, Unstamped, WatchTable } from './store.js';
+import type { Change, ExpiredThrough, LogEntry, Tx, Unstamped, WatchTable } from './store.js';
 
 /** One operation of an atomic LevelDB batch. */
 export type BatchOp = { type: 'put'; key: string; value: Uint8Array } | { type: 'del'; key: string };
@@ -260,11 +261,48 @@ export class StoreTx implements Tx {
   }
 
   /** Deletes a token just read in this transaction (`token`: what peekToken or getToken gave): no second read. */
-  delToken(token: TokenRecord): boolean {
-    return this.remove(TABLE_DEFS.tokens, token.AccessorID, token);
+  delToken(token: TokenRecord, options: { logged?: boolean } = {}): boolean {
+    return this.remove(TABLE_DEFS.tokens, token.AccessorID, token, options.logged ?? true);
   }
 
-  private remove<R>(def: TableDef<R, string>, id: string, known?: R): boolean {
+  globalTokensExpiredThrough(through: ExpiredThrough): TokenRecord[] {
+    const upTo = (time: number, id: string) => time < through.Time || (time === through.Time && id <= through.AccessorID);
+    const out = new Map<string, TokenRecord>();
+    // The durable expiry index, read past what this transaction and the writes before it changed.
+    const table = this.store.tables.tokens;
+    for (let after: [number, string] | undefined; ; ) {
+      const batch = table.orderedUpTo(through.Time, 4096, after);
+      for (const [time, id] of batch) {
+        if (!upTo(time, id)) continue;
+        const t = this.peekToken(id);
+        if (t !== undefined && !t.Local && expiryOf(t) === time) out.set(id, t);
+      }
+      if (batch.length < 4096) break;
+      after = batch[batch.length - 1];
+    }
+    // Tokens written since (earlier entries of this batch, or writes not yet durable): not in that index yet.
+    const prefix = layerKey.record('tokens', '');
+    for (const layer of [this.store.pending, this.layer])
+      for (const [k, e] of layer) {
+        if (!k.startsWith(prefix)) continue;
+        const id = k.slice(prefix.length);
+        const t = e.value as TokenRecord | null;
+        if (t === null) out.delete(id);
+        else {
+          const time = expiryOf(t);
+          if (!t.Local && time !== undefined && upTo(time, id)) out.set(id, t);
+          else out.delete(id);
+        }
+      }
+    return [...out.values()];
+  }
+
+  /** Logs the reaper's batch as one change (its deletes were made with `logged: false`). */
+  logExpired(through: ExpiredThrough): void {
+    this.log({ Table: 'tokens', Op: 'expire', ID: '', Value: through });
+  }
+
+  private remove<R>(def: TableDef<R, string>, id: string, known?: R, logged = true): boolean {
     const old = known ?? (this.peekRecord(def.name, id) as R | undefined);
     if (old === undefined) return false;
     for (const [name, idx] of Object.entries(def.indexes)) {
@@ -275,7 +313,7 @@ export class StoreTx implements Tx {
     this.layer.set(layerKey.record(def.name, id), { value: null });
     this.tableOps.push({ table: def.name, id, record: null, old });
     this.touched.set(def.name, this.index);
-    if (def.isGlobal(old)) this.log({ Table: def.name, Op: 'delete', ID: id });
+    if (logged && def.isGlobal(old)) this.log({ Table: def.name, Op: 'delete', ID: id });
     return true;
   }
 

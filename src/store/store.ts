@@ -19,7 +19,19 @@ export type RecordSet<T extends TableName = TableName> = { [K in T]: { Table: K;
 export type Change =
   | RecordSet
   | { Table: 'bootstrap'; Op: 'set'; ID: string; Value: BootstrapState }
-  | { Table: TableName; Op: 'delete'; ID: string };
+  | { Table: TableName; Op: 'delete'; ID: string }
+  /**
+   * The reaper deleted every global token expired at or before `Value` in the expiry order (its
+   * ExpirationTime, then its AccessorID): one change for a batch of them, which a secondary
+   * applies through its own expiry index (it holds the same global tokens at this index).
+   */
+  | { Table: 'tokens'; Op: 'expire'; ID: ''; Value: ExpiredThrough };
+
+/** A place in the expiry order: ExpirationTime (ms), then AccessorID. */
+export interface ExpiredThrough {
+  Time: number;
+  AccessorID: string;
+}
 
 /**
  * One entry of the replicated change log: every global change made at one index,
@@ -183,8 +195,15 @@ export interface Tx extends TxReader {
   nextIndex(): number;
   /** Writes a record of a table at the current index; returns it as stored. */
   put<T extends TableName>(table: T, record: Unstamped<RecordTypes[T]>): RecordTypes[T];
-  /** Deletes a token this transaction has just read (no second read of it). */
-  delToken(token: TokenRecord): boolean;
+  /**
+   * Deletes a token this transaction has just read (no second read of it). `logged: false`: no
+   * change-log entry of its own (the reaper's, logged for the batch with logExpired).
+   */
+  delToken(token: TokenRecord, options?: { logged?: boolean }): boolean;
+  /** One change for the reaper's batch: every global token expired up to `through` is gone. */
+  logExpired(through: ExpiredThrough): void;
+  /** The global tokens up to `through` in the expiry order, as this transaction sees them (a secondary applying `expire`). */
+  globalTokensExpiredThrough(through: ExpiredThrough): TokenRecord[];
   /** Deletes by the table's ID (the AccessorID; authMethodID for a method); returns whether something was deleted. */
   del<T extends TableName>(table: T, id: string): boolean;
   putBootstrap(state: BootstrapState): void;

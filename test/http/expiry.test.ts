@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { ManualClock } from '../../src/domain/clock.js';
 import { newTokenRecord } from '../../src/domain/token.js';
 import { Reaper } from '../../src/reaper/reaper.js';
-import { type TestDaemon, apiFor, startTestDaemon, waitFor } from '../helpers/test-daemon.js';
+import { type TestDaemon, apiFor, secondaryConfig, startTestDaemon, waitFor } from '../helpers/test-daemon.js';
 
 describe('token expiry and reaping', () => {
   let clock: ManualClock;
@@ -133,5 +133,33 @@ describe('token expiry and reaping', () => {
     // Several batches, each bounded, with a rest between them.
     expect(d.daemon.store.currentIndex() - before).toBeGreaterThan(2);
     expect(rests).toBeGreaterThan(1);
+  });
+});
+
+describe('reaped global tokens at a secondary', () => {
+  let dc1: TestDaemon;
+  let dc2: TestDaemon;
+  afterEach(async () => {
+    await dc2?.close();
+    await dc1?.close();
+  });
+
+  it('are deleted there by one `expire` change per batch, not one entry per token; Local tokens and live ones stay', async () => {
+    const fast = { token_min_ttl: '1s', reap_interval: '100ms' };
+    dc1 = await startTestDaemon({ config: fast });
+    dc2 = await startTestDaemon({ config: secondaryConfig(dc1, fast) });
+    const from = dc1.daemon.store.currentIndex();
+    const expiring: string[] = [];
+    for (let i = 0; i < 40; i++) expiring.push((await dc1.api('PUT', '/v1/acl/token', { body: { ExpirationTTL: '1s' } })).body.AccessorID);
+    const staying = (await dc1.api('PUT', '/v1/acl/token', { body: {} })).body.AccessorID as string;
+    await waitFor(() => dc2.daemon.store.reader.getToken(staying) !== undefined, 10_000, 20, 'replicated');
+    const local = (await dc2.api('PUT', '/v1/acl/token', { token: dc1.management, body: { Local: true } })).body.AccessorID as string;
+    await waitFor(() => expiring.every((id) => dc1.daemon.store.reader.getToken(id) === undefined), 10_000, 50, 'reaped at dc1');
+    await waitFor(() => expiring.every((id) => dc2.daemon.store.reader.getToken(id) === undefined), 10_000, 50, 'gone at dc2');
+    expect(dc2.daemon.store.reader.getToken(staying)).toBeDefined();
+    expect(dc2.daemon.store.reader.getToken(local)).toBeDefined();
+    const changes = (await dc1.daemon.store.logEntriesAfter(from, 10_000)).flatMap((e) => e.Changes);
+    expect(changes.filter((c) => c.Op === 'delete')).toEqual([]);
+    expect(changes.filter((c) => c.Op === 'expire').length).toBeGreaterThan(0);
   });
 });
