@@ -135,9 +135,11 @@ async function main(): Promise<void> {
       let lagP99: number | undefined;
       const target = STAY + 2; // the staying ones, the anonymous token and the management token
       const deadline = lastExpiry + 5 * 60_000 + 30_000;
+      let held = STAY + N;
       while (Date.now() < deadline) {
         during.push(await readWindow(daemon.url, ids));
-        if ((await tokensHeld(daemon.url)) <= target) {
+        held = await tokensHeld(daemon.url);
+        if (held <= target) {
           gone = Date.now();
           break;
         }
@@ -168,7 +170,11 @@ async function main(): Promise<void> {
         `tokens expiring: ${N} over 60 s, ${STAY} staying`,
         `reads at rest: ${restRate.toFixed(0)} req/s, p99 ${restP99.toFixed(1)} ms (median of ${rest.length} windows of ${WINDOW_S} s)`,
         `reads during the reap: ${rateRatio.toFixed(2)}× the rate at rest (worst window ${worstRate.toFixed(2)}×), p99 ${p99Ratio.toFixed(2)}× (worst ${worstP99.toFixed(2)}×) over ${reap.length} windows`,
-        `all gone: ${reapS === undefined ? 'NOT within the deadline' : `${reapS.toFixed(1)} s after the last expiry`}`,
+        `all gone: ${
+          reapS === undefined
+            ? `NOT within 5.5 minutes of the last expiry: ${held - target} of ${N} left, ${((N - (held - target)) / ((Date.now() - firstExpiry) / 1000)).toFixed(0)} deleted a second`
+            : `${reapS.toFixed(1)} s after the last expiry (${(N / ((gone as number) - firstExpiry) * 1000).toFixed(0)} deleted a second)`
+        }`,
         `disk: ${mb(before)} before the tokens were made, ${mb(withTokens)} with them, ${mb(after)} after the reap (${(after / before).toFixed(2)}×)`,
         `RSS: ${mb(rssRest)} at rest, ${mb(rssAfter.now)} after the reap, peak ${mb(rssAfter.peak)}`,
         ...(lagLine ? [lagLine] : []),
