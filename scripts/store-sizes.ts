@@ -1,3 +1,8 @@
+/**
+ * `npx tsx scripts/store-sizes.ts DATA_DIR/store`: the keys and bytes a stored data dir holds
+ * by key prefix (t tokens, p policies, r roles, l the change log, u last uses, m metadata), read
+ * with the daemon stopped.
+ */
 import { Level } from 'level';
 const db = new Level<string, Uint8Array>(process.argv[2] as string, { keyEncoding: 'utf8', valueEncoding: 'view' });
 await db.open();
