@@ -59,6 +59,8 @@ export class Reaper {
    * not have reached it, so no token is judged idle for longer than this server has watched.
    */
   private watchingSince = 0;
+  /** When the idle pass last ran. */
+  private idleCheckedAt = Number.NEGATIVE_INFINITY;
 
   constructor(
     private readonly store: Store,
@@ -75,7 +77,7 @@ export class Reaper {
   private schedule(): void {
     if (this.stopped) return;
     this.timer = setTimeout(() => {
-      this.running = this.reapOnce().then(async (n) => n + (await this.reapIdle()));
+      this.running = this.reapOnce().then(async (n) => n + (this.idleDue() ? await this.reapIdle() : 0));
       this.running
         .catch((err: unknown) => this.options.onError?.(err))
         .finally(() => {
@@ -144,8 +146,24 @@ export class Reaper {
    * each token's last use (to the millisecond), its CreateTime, and how long this server has
    * watched: a token used within the TTL is never revoked. Returns how many.
    */
+  /**
+   * Whether the idle pass is due: it reads every login token of every method, so it runs a tenth
+   * of the shortest idle TTL apart (at most a minute, at least the reap interval), not every pass.
+   */
+  private idleDue(): boolean {
+    let shortest = Number.POSITIVE_INFINITY;
+    for (const m of this.store.tables.authMethods.values()) {
+      const ttl = idleTTLOf(m, this.options.idleTTL ?? 0);
+      if (ttl > 0) shortest = Math.min(shortest, ttl);
+    }
+    if (shortest === Number.POSITIVE_INFINITY) return false;
+    const every = Math.min(60_000, Math.max(this.options.interval, shortest / 10));
+    return this.clock.now() - this.idleCheckedAt >= every;
+  }
+
   async reapIdle(): Promise<number> {
     const now = this.clock.now();
+    this.idleCheckedAt = now;
     const batchSize = this.options.batchSize ?? 4096;
     let total = 0;
     for (const method of [...this.store.tables.authMethods.values()]) {
