@@ -226,6 +226,10 @@ describe.skipIf(!etcd)('several servers per datacenter (etcd-coordinated)', () =
     expect(lines.find((l) => l.startsWith(follower.serverName))).toMatch(/\sfollower\s/);
     const metrics = async (s: DatacenterHandle) =>
       (await fetch(`${s.url}/v1/agent/metrics?format=prometheus`, { headers: { 'X-Service-Token': token } })).text();
+    // The test before restarted a follower: the leader has a synchronous copy again once it has caught up.
+    await until('a synchronous follower again', 10_000, async () =>
+      /^watchword_server_running_without_sync_copy 0$/m.test(await metrics(leader)),
+    );
     const atLeader = await metrics(leader);
     expect(atLeader).toMatch(/^watchword_server_is_leader 1$/m);
     expect(atLeader).toMatch(/^watchword_server_term [1-9]\d*$/m);

@@ -1,6 +1,6 @@
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { PrimaryFrame, SecondaryFrame } from '../../src/replication/protocol.js';
+import { PROTOCOL_VERSION, type PrimaryFrame, type SecondaryFrame } from '../../src/replication/protocol.js';
 import { SecondaryStream, type StreamEffects } from '../../src/replication/secondary-stream.js';
 import { LevelStore } from '../../src/store/level-store.js';
 import { META } from '../../src/store/schema.js';
@@ -24,7 +24,7 @@ const policy = (ID: string, Name: string) => ({
 });
 const welcome = (logID: string, mode: 'tail' | 'snapshot', primaryIndex: number): PrimaryFrame => ({
   t: 'welcome',
-  v: 2,
+  v: PROTOCOL_VERSION,
   logID,
   primaryIndex,
   mode,
@@ -71,7 +71,7 @@ describe('SecondaryStream (socket-free replication protocol)', () => {
     const { stream, sent, events } = make(store);
     expect(stream.hello('dc2', '127.0.0.1:2')).toEqual({
       t: 'hello',
-      v: 2,
+      v: PROTOCOL_VERSION,
       datacenter: 'dc2',
       address: '127.0.0.1:2',
       logID: null,
