@@ -66,8 +66,10 @@ export class PrimaryRole extends DatacenterRole {
     if (secret) throw conflict(`Invalid Token: SecretID is already in use (by a Local token in datacenter ${secret.datacenter})`);
   }
 
-  /** The primary keeps its own uses: nothing to report. */
-  usesWritten(): void {}
+  /** Uses this leader wrote: those of global tokens go to every secondary, which keeps the latest (README, "Last use"). */
+  usesWritten(uses: ReadonlyArray<readonly [string, number]>): void {
+    this.replication?.usesWritten(uses);
+  }
 
   primarySilentForMs(): number | undefined {
     return undefined;

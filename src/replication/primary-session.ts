@@ -225,6 +225,11 @@ export class Session {
     });
   }
 
+  /** Last uses of global tokens the primary wrote: sent as they are, once this secondary has said hello. */
+  sendUses(uses: Array<[string, number]>): void {
+    if (this.greeted && !this.closed) void this.send({ t: 'uses', uses }).catch(() => undefined);
+  }
+
   private send(frame: PrimaryFrame): Promise<void> {
     return new Promise((resolve, reject) => this.channel.send(frame, (err) => (err ? reject(err) : resolve())));
   }

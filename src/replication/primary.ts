@@ -1,3 +1,4 @@
+import { USES_PER_REPORT } from '../store/last-use.js';
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
@@ -249,6 +250,16 @@ export class ReplicationPrimary implements SessionHost {
   }
 
   /** When the change at `index` became durable (now, when it is older than what is remembered). */
+  /** Last uses this primary wrote: those of global tokens go to every secondary (README, "Last use"). */
+  usesWritten(uses: ReadonlyArray<readonly [string, number]>): void {
+    if (this.sessions.size === 0) return;
+    const global = uses.filter(([id]) => this.store.reader.getToken(id)?.Local === false) as Array<[string, number]>;
+    for (let at = 0; at < global.length; at += USES_PER_REPORT) {
+      const chunk = global.slice(at, at + USES_PER_REPORT);
+      for (const s of this.sessions) s.sendUses(chunk);
+    }
+  }
+
   usesReported(uses: ReadonlyArray<readonly [string, number]>): void {
     const book = this.store.lastUse;
     for (const [id, ms] of uses) {

@@ -105,6 +105,8 @@ export const primaryFrame = z.discriminatedUnion('t', [
   z.strictObject({ t: z.literal('error'), code: z.string(), message: z.string() }),
   /** Before a global token with chosen IDs is created: does a Local token here hold any of them? */
   z.strictObject({ t: z.literal('check-ids'), req: z.number().int(), ids: z.array(z.string()).max(MAX_CHECKED_IDS) }),
+  /** Last uses of global tokens the primary wrote (seen anywhere): [AccessorID, ms] (README, "Last use"). */
+  z.strictObject({ t: z.literal('uses'), uses: lastUsesSchema }),
 ]);
 
 export type SecondaryFrame = z.infer<typeof secondaryFrame>;

@@ -99,6 +99,11 @@ export class SecondaryStream {
       this.effects.send({ t: 'ids-in-use', req: frame.req, inUse: frame.ids.filter((id) => this.heldByLocalToken(id)) });
       return;
     }
+    if (frame.t === 'uses') {
+      // Global tokens' last uses, from wherever they were seen: kept when later than what is known here.
+      for (const [id, ms] of frame.uses) if (this.store.reader.getToken(id)?.Local === false) this.store.lastUse.merge(id, ms);
+      return;
+    }
     this.inbox.push(frame);
     if (!this.paused && this.inbox.length > INBOX_HIGH) {
       this.paused = true;

@@ -177,6 +177,21 @@ describe('last use of tokens (README, "Last use")', () => {
       'the last use at the primary',
     );
     expect(((await dc2.api('GET', `/v1/acl/token/${local.AccessorID}`)).body as Token).LastUsedTime).toEqual(expect.any(String));
+    // The other way: a global token used only at the primary shows its last use at the secondary.
+    const atPrimary = (await dc1.api('PUT', '/v1/acl/token', { body: { Description: 'used at dc1' } })).body as Token;
+    await waitFor(() => dc2.daemon.store.reader.getToken(atPrimary.AccessorID) !== undefined, 10_000, 20, 'replicated');
+    expect(
+      ((await dc2.api('GET', `/v1/acl/token/${atPrimary.AccessorID}`, { token: dc1.management })).body as Token).LastUsedTime,
+    ).toBeUndefined();
+    expect((await apiFor(dc1.url, atPrimary.SecretID)('GET', '/v1/acl/token/self')).status).toBe(200);
+    await waitFor(
+      async () =>
+        typeof ((await dc2.api('GET', `/v1/acl/token/${atPrimary.AccessorID}`, { token: dc1.management })).body as Token).LastUsedTime ===
+        'string',
+      10_000,
+      50,
+      'the last use at the secondary',
+    );
     // Written at dc2 (its flush), and never sent to dc1, which does not hold it.
     await waitFor(async () => dc2.daemon.store.lastUse.get(local.AccessorID) !== undefined, 2000);
     expect(dc1.daemon.store.lastUse.get(local.AccessorID)).toBeUndefined();
