@@ -208,6 +208,8 @@ function buildReaper(config: Config, deps: { store: LevelStore; clock: Clock; me
     interval: config.reap_interval,
     isPrimary: isPrimary(config),
     idleTTL: config.login_token_idle_ttl,
+    // A use at a follower or in another datacenter reaches the leader within a flush and a heartbeat or two.
+    idleGrace: config.last_used_flush + 10_000,
     busy: answeredSince(deps.metrics),
     compact: () => deps.store.compactDeleted(),
     onReaped: (count, reason) => {

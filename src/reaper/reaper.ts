@@ -40,6 +40,12 @@ export interface ReaperOptions {
    * method's own TokenIdleTTL overrides it.
    */
   idleTTL?: number;
+  /**
+   * How late a use made away from this server may reach it (a follower's report, another
+   * datacenter's flush and report), ms: a token is judged idle only once unused for its TTL and
+   * this, so a use within the TTL anywhere keeps it. Default 0.
+   */
+  idleGrace?: number;
   /** Told how many tokens each pass deleted (metrics, logs); `reason`: expired or idle. */
   onReaped?: (count: number, reason: 'expired' | 'idle') => void;
   onError?: (err: unknown) => void;
@@ -168,8 +174,9 @@ export class Reaper {
     let total = 0;
     for (const method of [...this.store.tables.authMethods.values()]) {
       const ttl = idleTTLOf(method, this.options.idleTTL ?? 0);
-      if (ttl <= 0 || now - this.watchingSince < ttl) continue;
-      const cutoff = now - ttl;
+      const unusedFor = ttl + (this.options.idleGrace ?? 0);
+      if (ttl <= 0 || now - this.watchingSince < unusedFor) continue;
+      const cutoff = now - unusedFor;
       const idle: string[] = [];
       for (const t of this.store.tables.tokens.members('authMethod', method.Name)) {
         if (t.Partition !== method.Partition || (t.AuthMethodNamespace ?? t.Namespace) !== method.Namespace) continue;
@@ -185,7 +192,7 @@ export class Reaper {
             // Judged again inside the transaction: a use since the list was made keeps the token.
             for (const id of ids) {
               const t = tx.peekToken(id);
-              if (t === undefined || Math.max(this.store.lastUse.get(id) ?? 0, Date.parse(t.CreateTime)) >= at - ttl) continue;
+              if (t === undefined || Math.max(this.store.lastUse.get(id) ?? 0, Date.parse(t.CreateTime)) >= at - unusedFor) continue;
               if (tx.delToken(t)) n++;
             }
             return n;
