@@ -82,7 +82,9 @@ describe('a flood of refusals and the record of changes', () => {
     });
 
     it("keeps a token's create and delete in GET /v1/operator/audit?id= and on disk after thousands of anonymous refusals", async () => {
-      d = await startTestDaemon();
+      // Keep-alive past the slowest batch: on a busy machine a pooled connection idle for the
+      // default 5 s was closed by the server as the next batch reused it ("socket hang up").
+      d = await startTestDaemon({ config: { http_keepalive_timeout: '60s' } });
       const t = (await d.api('PUT', '/v1/acl/token', { body: { Description: 'stolen, then revoked' } })).body as { AccessorID: string };
       expect((await d.api('DELETE', `/v1/acl/token/${t.AccessorID}`)).body).toBe(true);
       const N = 4_000;
