@@ -97,8 +97,8 @@ export interface LastUseStore {
   transact<T>(fn: (tx: { putLastUse(accessor: string, ms: number): boolean }) => T): Promise<T>;
 }
 
-/** Uses written in one batch, at most: a flush of more takes several. */
-const FLUSH_BATCH = 20_000;
+/** Uses written in one batch, at most: a flush of more takes several, with requests served between them. */
+const FLUSH_BATCH = 5_000;
 
 /**
  * Writes the uses seen since the last flush, in batches of their own (no index, no change-log
@@ -125,6 +125,7 @@ export async function flushLastUses(
     }
     written += uses.length;
     if (uses.length < FLUSH_BATCH) return written;
+    await new Promise((resolve) => setImmediate(resolve));
   }
 }
 

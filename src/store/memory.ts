@@ -66,6 +66,10 @@ export class MemTable<R, I extends string> implements Table<R, I> {
     return this.rows.get(id);
   }
 
+  has(id: string): boolean {
+    return this.rows.has(id);
+  }
+
   /** The ID a unique index maps `key` to. */
   uniqueID(index: I, key: string): string | undefined {
     return this.unique.get(index)?.get(key);

@@ -325,7 +325,9 @@ export class StoreTx implements Tx {
 
   /** A token's last use, written as it is: tokens deleted meanwhile are left out. */
   putLastUse(accessor: string, ms: number): boolean {
-    if (this.peekToken(accessor) === undefined) return false;
+    // Whether the token is still there, as this transaction sees it (nothing decoded).
+    const e = this.lookup(layerKey.record('tokens', accessor));
+    if (e ? e.value === null : !this.store.tables.tokens.has(accessor)) return false;
     this.lastUses.push([accessor, ms]);
     return true;
   }

@@ -17,6 +17,8 @@ export interface Table<R, I extends string> {
   readonly def: TableDef<R, I>;
   readonly size: number;
   get(id: string): R | undefined;
+  /** Whether a record of this ID is held (nothing decoded). */
+  has(id: string): boolean;
   /** The record, without keeping it decoded (one about to be deleted: it must not push the tokens in use out of the cache). */
   peek(id: string): R | undefined;
   /** The ID a unique index maps `key` to. */

@@ -48,6 +48,16 @@ describe('last use of tokens (README, "Last use")', () => {
     const woke = await blocked;
     expect(woke.headers.get('x-service-index')).toBe(indexBefore);
 
+    // A token used and then deleted before the flush: nothing written for it, and forgotten.
+    const brief = (await d.api('PUT', '/v1/acl/token', { body: { Description: 'brief' } })).body as Token;
+    clock.advance(2000);
+    await apiFor(d.url, brief.SecretID)('GET', '/v1/acl/token/self');
+    expect(d.daemon.store.lastUse.get(brief.AccessorID)).toBeDefined();
+    expect((await d.api('DELETE', `/v1/acl/token/${brief.AccessorID}`)).body).toBe(true);
+    expect(d.daemon.store.lastUse.get(brief.AccessorID)).toBeUndefined();
+    await flushLastUses(d.daemon.store);
+    expect(d.daemon.store.lastUse.get(brief.AccessorID)).toBeUndefined();
+
     // Sent back in an update body (as Consul clients read, modify and write): accepted and ignored.
     const update = await d.api('PUT', `/v1/acl/token/${t.AccessorID}`, {
       body: { ...(after.body as object), Description: 'changed', LastUsedTime: '1999-01-01T00:00:00Z' },

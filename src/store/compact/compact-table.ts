@@ -141,6 +141,10 @@ export class CompactTable<R, I extends string> implements Table<R, I>, CompactLo
     return slot === undefined ? undefined : this.record(slot);
   }
 
+  has(id: string): boolean {
+    return this.ids.get(id) !== undefined;
+  }
+
   peek(id: string): R | undefined {
     const slot = this.ids.get(id);
     return slot === undefined ? undefined : this.peekSlot(slot);
