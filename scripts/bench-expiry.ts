@@ -20,6 +20,7 @@ import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { canPin, medianOf, pinSelf, unpinSelf } from './bench-process.js';
 import { memoryOf, seedTo } from './bench-seed.js';
+import { histogram, quantile } from './bench-metrics.js';
 import { startDaemonProcess, stopDaemonProcess } from './daemon-process.js';
 
 const N = Number(process.argv[2] ?? 1_000_000);
@@ -28,27 +29,6 @@ const WINDOW_S = 2;
 const MANAGEMENT = '6b1f7d0e-1111-4222-8333-944444444444';
 
 const WITH_SECONDARY = process.env.BENCH_EXPIRY_SECONDARY === '1';
-
-async function histogram(url: string, name: string): Promise<Array<[number, number]>> {
-  const text = await (await fetch(`${url}/v1/agent/metrics?format=prometheus`, { headers: { 'X-Service-Token': MANAGEMENT } })).text();
-  const out: Array<[number, number]> = [];
-  for (const m of text.matchAll(new RegExp(`^${name}_bucket\\{le="([^"]+)"\\} (\\d+)$`, 'gm')))
-    out.push([m[1] === '+Inf' ? Number.POSITIVE_INFINITY : Number(m[1]), Number(m[2])]);
-  return out;
-}
-
-/** A quantile from cumulative bucket counts, interpolating inside the bucket (as Prometheus does). */
-function quantile(buckets: Array<[number, number]>, q: number): number {
-  const rank = q * (buckets[buckets.length - 1]?.[1] ?? 0);
-  let prevBound = 0;
-  let prevCount = 0;
-  for (const [bound, count] of buckets) {
-    if (count >= rank) return Number.isFinite(bound) ? prevBound + ((bound - prevBound) * (rank - prevCount)) / Math.max(1, count - prevCount) : prevBound;
-    prevBound = bound;
-    prevCount = count;
-  }
-  return Number.NaN;
-}
 
 const LAG_METRIC = 'watchword_replication_apply_lag_seconds';
 
@@ -123,7 +103,7 @@ async function main(): Promise<void> {
         }
         process.stdout.write(`a secondary caught up in ${((performance.now() - t) / 1000).toFixed(1)} s\n`);
       }
-      const lagBefore = secondary ? await histogram(secondary.url, LAG_METRIC) : [];
+      const lagBefore = secondary ? await histogram(secondary.url, LAG_METRIC, MANAGEMENT) : [];
       const rest: Window[] = [];
       const during: Window[] = [];
       const ids = stay;
@@ -147,7 +127,7 @@ async function main(): Promise<void> {
       const rssAfter = await memoryOf(daemon.proc.pid as number);
       let lagLine = '';
       if (secondary) {
-        const after = await histogram(secondary.url, LAG_METRIC);
+        const after = await histogram(secondary.url, LAG_METRIC, MANAGEMENT);
         const delta = after.map(([le, n], i) => [le, n - (lagBefore[i]?.[1] ?? 0)] as [number, number]);
         lagP99 = quantile(delta, 0.99) * 1000;
         lagLine = `secondary apply lag: p50 ${(quantile(delta, 0.5) * 1000).toFixed(1)} ms, p99 ${lagP99.toFixed(1)} ms over ${delta[delta.length - 1]?.[1] ?? 0} batches`;

@@ -23,6 +23,7 @@ import { type AuthorizeBench, authorizeBench } from './bench-authorize.js';
 import { AUDIT_MODES, type AuditBench, type AuditMode, auditBench, auditFloors } from './bench-audit.js';
 import { type FloorRow, type HttpBench, httpBench, httpFloors } from './bench-http.js';
 import { startDaemonProcess, stopDaemonProcess, useBuiltDaemon } from './daemon-process.js';
+import { histogram, quantile } from './bench-metrics.js';
 import { policyHash, tokenHash } from '../src/domain/hash.js';
 import { generateID } from '../src/domain/ids.js';
 import { LevelStore } from '../src/store/level-store.js';
@@ -53,33 +54,6 @@ async function replicationStatus(url: string): Promise<{ ReplicatedIndex: number
   return (await (await fetch(`${url}/v1/acl/replication`)).json()) as { ReplicatedIndex: number; Connected: boolean };
 }
 
-/** Cumulative buckets of a Prometheus histogram, from the text format. */
-async function histogram(url: string, name: string): Promise<Array<[number, number]>> {
-  const text = await (await fetch(`${url}/v1/agent/metrics?format=prometheus`, { headers: { 'X-Service-Token': SECRET } })).text();
-  const out: Array<[number, number]> = [];
-  for (const m of text.matchAll(new RegExp(`^${name}_bucket\\{le="([^"]+)"\\} (\\d+)$`, 'gm'))) {
-    out.push([m[1] === '+Inf' ? Infinity : Number(m[1]), Number(m[2])]);
-  }
-  return out;
-}
-
-/** A quantile from cumulative bucket counts, interpolating inside the bucket (as Prometheus does). */
-function quantile(buckets: Array<[number, number]>, q: number): number {
-  const total = buckets[buckets.length - 1]?.[1] ?? 0;
-  const rank = q * total;
-  let prevBound = 0;
-  let prevCount = 0;
-  for (const [bound, count] of buckets) {
-    if (count >= rank) {
-      if (!Number.isFinite(bound)) return prevBound;
-      return prevBound + ((bound - prevBound) * (rank - prevCount)) / Math.max(1, count - prevCount);
-    }
-    prevBound = bound;
-    prevCount = count;
-  }
-  return Number.NaN;
-}
-
 /**
  * Starts a fresh secondary of `primaryURL` and measures (1) how long it takes to catch
  * up on everything the primary holds, then (2) replication lag under RATE global
@@ -107,7 +81,7 @@ async function replicationBench(primaryURL: string): Promise<Record<string, numb
     await new Promise((r) => setTimeout(r, Number(process.env.BENCH_SETTLE_MS ?? 2000)));
 
     const metric = 'watchword_replication_apply_lag_seconds';
-    const before = await histogram(dc2.url, metric);
+    const before = await histogram(dc2.url, metric, SECRET);
     const indexes: number[] = [];
     const pending: Array<Promise<void>> = [];
     const total = RATE * LAG_SECONDS;
@@ -126,7 +100,7 @@ async function replicationBench(primaryURL: string): Promise<Record<string, numb
     await Promise.all(pending);
     const achievedRate = total / ((performance.now() - t0) / 1000);
     await caughtUp(Math.max(...indexes), 60_000);
-    const after = await histogram(dc2.url, metric);
+    const after = await histogram(dc2.url, metric, SECRET);
     const delta = after.map(([le, n], i) => [le, n - (before[i]?.[1] ?? 0)] as [number, number]);
     const count = delta[delta.length - 1]?.[1] ?? 0;
     const within100 = delta.find(([le]) => le === 0.1)?.[1] ?? 0;

@@ -1,0 +1,27 @@
+/** A daemon's Prometheus histograms as the benchmarks read them (`/v1/agent/metrics?format=prometheus`). */
+/** Cumulative buckets of a Prometheus histogram, from the text format. */
+export async function histogram(url: string, name: string, token: string): Promise<Array<[number, number]>> {
+  const text = await (await fetch(`${url}/v1/agent/metrics?format=prometheus`, { headers: { 'X-Service-Token': token } })).text();
+  const out: Array<[number, number]> = [];
+  for (const m of text.matchAll(new RegExp(`^${name}_bucket\\{le="([^"]+)"\\} (\\d+)$`, 'gm'))) {
+    out.push([m[1] === '+Inf' ? Infinity : Number(m[1]), Number(m[2])]);
+  }
+  return out;
+}
+
+/** A quantile from cumulative bucket counts, interpolating inside the bucket (as Prometheus does). */
+export function quantile(buckets: Array<[number, number]>, q: number): number {
+  const total = buckets[buckets.length - 1]?.[1] ?? 0;
+  const rank = q * total;
+  let prevBound = 0;
+  let prevCount = 0;
+  for (const [bound, count] of buckets) {
+    if (count >= rank) {
+      if (!Number.isFinite(bound)) return prevBound;
+      return prevBound + ((bound - prevBound) * (rank - prevCount)) / Math.max(1, count - prevCount);
+    }
+    prevBound = bound;
+    prevCount = count;
+  }
+  return Number.NaN;
+}
