@@ -8,6 +8,7 @@ import { ValueMemo, readFields, stringAt } from './msgpack-fields.js';
 import { Positional } from './positional.js';
 import { Recent } from './recent.js';
 import { SlotSet } from './slot-set.js';
+import { TimeOrder } from './time-order.js';
 
 /**
  * A table of records kept as their encoded bytes (a RecordArena) and found through indexes
@@ -80,15 +81,8 @@ export class CompactTable<R, I extends string> implements Table<R, I>, CompactLo
   /** The ID table and the unique ones, and which of `indexFields` each is keyed by (a load sets them from the bytes). */
   private readonly idTables: IdTable[];
   private readonly idFields: number[];
-  /**
-   * The ordered (expiry) index: times in order, and the slots at each. A time whose last slot
-   * went stays in `times` (stale, skipped by readers) until stale ones are half of them: the
-   * reaper empties the earliest times one after another, and taking each out of the front of a
-   * sorted array moved the whole array every time.
-   */
-  private times: number[] = [];
-  private staleTimes = 0;
-  private readonly atTime = new Map<number, SlotSet>();
+  /** The ordered (expiry) index. */
+  private readonly order = new TimeOrder();
 
   /** Every field of a record, in the positional form's order (the ID first): the table's declaration. */
   readonly fields: readonly string[];
@@ -312,7 +306,7 @@ export class CompactTable<R, I extends string> implements Table<R, I>, CompactLo
       if (!set) m.map.set(k, (set = new SlotSet()));
       set.add(slot);
     }
-    if (time !== undefined) this.addTime(time, slot, true);
+    if (time !== undefined) this.order.add(time, slot, true);
     return true;
   }
 
@@ -335,7 +329,7 @@ export class CompactTable<R, I extends string> implements Table<R, I>, CompactLo
     const w = new DumpWriter();
     const arena = this.arena.dump();
     const records = arena.records();
-    const times = w.sets(this.atTime);
+    const times = w.sets(this.order.atTime);
     const meta: TableDumpMeta = {
       arena: {
         top: arena.top,
@@ -378,25 +372,19 @@ export class CompactTable<R, I extends string> implements Table<R, I>, CompactLo
       if (d === undefined) throw new RangeError(`no index ${m.name}`);
       r.sets(d, m.map, has);
     }
-    const times = Array.from(r.f64(meta.times.keys));
-    r.sets({ ...meta.times, keys: times }, this.atTime, has);
-    this.times = times.sort((x, y) => x - y);
-    this.staleTimes = 0;
+    r.sets({ ...meta.times, keys: Array.from(r.f64(meta.times.keys)) }, this.order.atTime, has);
+    this.order.finishLoading();
   }
 
   finishLoading(): void {
-    this.times.sort((a, b) => a - b);
-    this.staleTimes = 0;
+    this.order.finishLoading();
     this.memo.clear();
   }
 
   orderedUpTo(until: number, limit: number, after?: [number, string]): Array<[number, string]> {
     const out: Array<[number, string]> = [];
-    for (let i = after ? this.timePosition(after[0]) : 0; i < this.times.length && out.length < limit; i++) {
-      const time = this.times[i] as number;
-      if (time > until) break;
-      const at = this.atTime.get(time);
-      if (at === undefined) continue; // stale
+    for (const [time, at] of this.order.upTo(until, after?.[0])) {
+      if (out.length >= limit) break;
       const ids = Array.from(at.toArray(), (slot) => this.idOf(slot)).sort(byID);
       for (const id of ids) {
         if (out.length >= limit) break;
@@ -408,8 +396,7 @@ export class CompactTable<R, I extends string> implements Table<R, I>, CompactLo
   }
 
   firstOrdered(): number | undefined {
-    for (const t of this.times) if (this.atTime.has(t)) return t;
-    return undefined;
+    return this.order.first();
   }
 
   /** Adds or replaces a record whose encoded form is `bytes`. */
@@ -485,7 +472,7 @@ export class CompactTable<R, I extends string> implements Table<R, I>, CompactLo
         });
       const time = this.def.orderedBy?.time(record);
       if (time !== undefined) {
-        if (!this.atTime.get(time)?.has(slot)) throw new Error(`${this.def.name}: record ${id} is missing from the time order`);
+        if (!this.order.has(time, slot)) throw new Error(`${this.def.name}: record ${id} is missing from the time order`);
         timed++;
       }
     }
@@ -500,18 +487,7 @@ export class CompactTable<R, I extends string> implements Table<R, I>, CompactLo
       }
       if (held !== memberships.get(m)) throw new Error(`${this.def.name}: index ${m.name} holds slots no record accounts for`);
     }
-    let atTimes = 0;
-    for (const set of this.atTime.values()) {
-      set.verify();
-      atTimes += set.size;
-    }
-    if (atTimes !== timed) throw new Error(`${this.def.name}: the time order holds slots no record accounts for`);
-    if (
-      this.times.length !== this.atTime.size + this.staleTimes ||
-      this.times.some((t, i) => i > 0 && (this.times[i - 1] as number) >= t) ||
-      [...this.atTime.keys()].some((t) => this.times[this.timePosition(t)] !== t)
-    )
-      throw new Error(`${this.def.name}: the time order is not the sorted times held`);
+    this.order.verify(this.def.name, timed);
   }
 
   /** The ID of the record in `slot`, read from its bytes (nothing decoded). */
@@ -550,22 +526,7 @@ export class CompactTable<R, I extends string> implements Table<R, I>, CompactLo
       });
     }
     const time = this.def.orderedBy?.time(record);
-    if (time !== undefined) this.addTime(time, slot, loading);
-  }
-
-  private addTime(time: number, slot: number, loading: boolean): void {
-    let set = this.atTime.get(time);
-    if (set === undefined) {
-      this.atTime.set(time, (set = new SlotSet()));
-      if (loading) this.times.push(time);
-      else {
-        const at = this.timePosition(time);
-        // Held already as a stale time: live again.
-        if (this.times[at] === time) this.staleTimes--;
-        else this.times.splice(at, 0, time);
-      }
-    }
-    set.add(slot);
+    if (time !== undefined) this.order.add(time, slot, loading);
   }
 
   private unindex(record: R, slot: number): void {
@@ -581,27 +542,6 @@ export class CompactTable<R, I extends string> implements Table<R, I>, CompactLo
       });
     }
     const time = this.def.orderedBy?.time(record);
-    if (time !== undefined) {
-      const set = this.atTime.get(time);
-      if (set?.delete(slot) && set.size === 0) {
-        this.atTime.delete(time);
-        if (++this.staleTimes > 1024 && this.staleTimes * 2 > this.times.length) {
-          this.times = this.times.filter((t) => this.atTime.has(t));
-          this.staleTimes = 0;
-        }
-      }
-    }
-  }
-
-  /** First position in `times` not before `time`. */
-  private timePosition(time: number): number {
-    let lo = 0;
-    let hi = this.times.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >> 1;
-      if ((this.times[mid] as number) < time) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo;
+    if (time !== undefined) this.order.delete(time, slot);
   }
 }
