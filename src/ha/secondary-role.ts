@@ -82,7 +82,7 @@ export class SecondaryRole extends DatacenterRole {
   /** Uses this leader wrote: those of global tokens go to the primary (README, "Last use"). */
   usesWritten(uses: ReadonlyArray<readonly [string, number]>): void {
     const store = this.deps.store;
-    this.replication?.reportUses(uses.filter(([id]) => store.reader.getToken(id)?.Local === false));
+    this.replication?.reportUses(uses.filter(([id]) => store.reader.isGlobalToken(id)));
   }
 
   protected async stopReplication(): Promise<void> {

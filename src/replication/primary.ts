@@ -253,7 +253,7 @@ export class ReplicationPrimary implements SessionHost {
   /** Last uses this primary wrote: those of global tokens go to every secondary (README, "Last use"). */
   usesWritten(uses: ReadonlyArray<readonly [string, number]>): void {
     if (this.sessions.size === 0) return;
-    const global = uses.filter(([id]) => this.store.reader.getToken(id)?.Local === false) as Array<[string, number]>;
+    const global = uses.filter(([id]) => this.store.reader.isGlobalToken(id)) as Array<[string, number]>;
     for (let at = 0; at < global.length; at += USES_PER_REPORT) {
       const chunk = global.slice(at, at + USES_PER_REPORT);
       for (const s of this.sessions) s.sendUses(chunk);
@@ -264,7 +264,7 @@ export class ReplicationPrimary implements SessionHost {
     const book = this.store.lastUse;
     for (const [id, ms] of uses) {
       // Global tokens only: a Local token of another datacenter is none of this one's.
-      if (this.store.reader.getToken(id)?.Local === false) book.merge(id, ms);
+      if (this.store.reader.isGlobalToken(id)) book.merge(id, ms);
     }
   }
 

@@ -101,7 +101,7 @@ export class SecondaryStream {
     }
     if (frame.t === 'uses') {
       // Global tokens' last uses, from wherever they were seen: kept when later than what is known here.
-      for (const [id, ms] of frame.uses) if (this.store.reader.getToken(id)?.Local === false) this.store.lastUse.merge(id, ms);
+      for (const [id, ms] of frame.uses) if (this.store.reader.isGlobalToken(id)) this.store.lastUse.merge(id, ms);
       return;
     }
     this.inbox.push(frame);

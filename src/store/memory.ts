@@ -88,6 +88,11 @@ export class MemTable<R, I extends string> implements Table<R, I> {
     return this.members(index, key).size;
   }
 
+  isMember(index: I, key: string, id: string): boolean {
+    const r = this.rows.get(id);
+    return r !== undefined && this.members(index, key).has(r);
+  }
+
   values(): IterableIterator<R> {
     return this.rows.values();
   }
@@ -284,6 +289,8 @@ export interface StateReader {
   getTokenBySecret(secret: string): TokenRecord | undefined;
   /** Whether a token holding this secret was deleted here a moment ago (store/gone-secrets.ts). */
   isSecretGone(secret: string): boolean;
+  /** Whether a global (not Local) token of this AccessorID is held, from the indexes alone (nothing decoded). */
+  isGlobalToken(accessor: string): boolean;
   getPolicy(id: string): PolicyRecord | undefined;
   getPolicyByName(scope: Scope, name: string): PolicyRecord | undefined;
   getRole(id: string): RoleRecord | undefined;
@@ -334,6 +341,10 @@ export class TablesReader implements StateReader {
 
   isSecretGone(secret: string): boolean {
     return this.gone.has(secret);
+  }
+
+  isGlobalToken(accessor: string): boolean {
+    return this.tables.tokens.has(accessor) && !this.tables.tokens.isMember('local', '', accessor);
   }
 
   getPolicy(id: string): PolicyRecord | undefined {

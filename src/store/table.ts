@@ -26,6 +26,8 @@ export interface Table<R, I extends string> {
   byUnique(index: I, key: string): R | undefined;
   /** Records a non-unique index holds under `key`, in no particular order. */
   members(index: I, key: string): Iterable<R>;
+  /** Whether the record of this ID is among those a non-unique index holds under `key` (nothing decoded). */
+  isMember(index: I, key: string, id: string): boolean;
   /** How many records a non-unique index holds under `key`. */
   memberCount(index: I, key: string): number;
   /** The same records in ID order (kept until one of them changes: lists of one filter need no sort per request). */

@@ -48,6 +48,11 @@ describe('last use of tokens (README, "Last use")', () => {
     const woke = await blocked;
     expect(woke.headers.get('x-service-index')).toBe(indexBefore);
 
+    // Which uses travel between datacenters is judged from the indexes: global, Local, unknown.
+    const local = (await d.api('PUT', '/v1/acl/token', { body: { Local: true } })).body as Token;
+    expect([t, local].map((x) => d.daemon.store.reader.isGlobalToken(x.AccessorID))).toEqual([true, false]);
+    expect(d.daemon.store.reader.isGlobalToken('11111111-2222-4333-8444-555555555555')).toBe(false);
+
     // A token used and then deleted before the flush: nothing written for it, and forgotten.
     const brief = (await d.api('PUT', '/v1/acl/token', { body: { Description: 'brief' } })).body as Token;
     clock.advance(2000);

@@ -168,6 +168,11 @@ export class CompactTable<R, I extends string> implements Table<R, I>, CompactLo
     return this.multiIndex(index).map.get(key)?.size ?? 0;
   }
 
+  isMember(index: I, key: string, id: string): boolean {
+    const slot = this.ids.get(id);
+    return slot !== undefined && (this.multiIndex(index).map.get(key)?.has(slot) ?? false);
+  }
+
   *sortedMembers(index: I, key: string): IterableIterator<R> {
     const m = this.multiIndex(index);
     let list = m.sorted.get(key);
