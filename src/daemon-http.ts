@@ -8,6 +8,8 @@ import type { Refusal } from './http/deps.js';
 import { plainAddress } from './http/request.js';
 import { secretOf } from './transport/credentials.js';
 import { whenRefused } from './transport/refuse.js';
+import { AuthorizerWatches } from './service/authorizer-watch.js';
+import { AUTHORIZER_WATCH_PATH, AuthorizerWatchSockets } from './http/authorizer-watch-socket.js';
 import { forwardProof, tokenKeyID } from './transport/forward-proof.js';
 import { isExpired } from './domain/expiry.js';
 import { DEFAULT_NAMESPACE, DEFAULT_PARTITION } from './domain/ids.js';
@@ -134,7 +136,16 @@ export function buildHttp(config: Config, deps: PlaceDeps & { services: HttpServ
     snapshotUploads: { maxBytes: config.snapshot_max_bytes, dir: dataDir },
     loginRate,
   });
-  return { app, reads, history, limits, loginRate };
+  // Enforcing clients' watches of their sets of tokens, one connection each.
+  const watches = new AuthorizerWatches({
+    onCommit: (listener) => store.onCommit(listener),
+    view: (secret) => services.decisions.watchedView(secret),
+    recordUse: (accessor, ms) => store.lastUse.touch(accessor, ms),
+    stale: () => services.resolver.stale(),
+    now: () => Date.now(),
+  });
+  metrics.watchAuthorizerWatches(() => watches.size);
+  return { app, reads, history, limits, loginRate, watches, watchSockets: new AuthorizerWatchSockets(watches) };
 }
 
 /**
@@ -210,7 +221,13 @@ const LISTEN_BACKLOG = 4096;
 export async function listen(
   config: Config,
   app: FastifyInstance,
-  deps: { transport: Transport; cluster: ClusterRole; logger: Logger; auditRefusal: (r: Refusal) => void },
+  deps: {
+    transport: Transport;
+    cluster: ClusterRole;
+    logger: Logger;
+    auditRefusal: (r: Refusal) => void;
+    watchSockets: AuthorizerWatchSockets;
+  },
 ): Promise<string> {
   const { transport, cluster, logger } = deps;
   const refused = upgradeRefusals(logger, deps.auditRefusal);
@@ -227,6 +244,8 @@ export async function listen(
     whenRefused(socket, (status, reason) => refused(req, status, status === 403 ? 'PERMISSION_DENIED' : 'UPGRADE_REFUSED', reason));
     if (hosts.refuseUpgrade(req, socket))
       return refused(req, 403, 'HOST_NOT_ALLOWED', `Host ${JSON.stringify(req.headers.host ?? '')} is not allowed`);
+    // Enforcing clients' watches are the API's; every other upgrade is a server's stream.
+    if ((req.url ?? '').split('?')[0] === AUTHORIZER_WATCH_PATH) return deps.watchSockets.upgrade(req, socket, head);
     cluster.handleUpgrade(req, socket, head);
   });
   // Node's default backlog (511) overflows when a burst of clients connects at once (each

@@ -160,7 +160,13 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     });
     const agent = buildAgentInfo(config, { store, metrics, cluster, transport, audit, directory, address: () => address });
     const http = buildHttp(config, { store, metrics, cluster, transport, audit, directory, services, agent, logger, dataDir });
-    address = await listen(config, http.app, { transport, cluster, logger, auditRefusal: refusalAuditor(store, audit) });
+    address = await listen(config, http.app, {
+      transport,
+      cluster,
+      logger,
+      auditRefusal: refusalAuditor(store, audit),
+      watchSockets: http.watchSockets,
+    });
     await cluster.start(roleParts);
     http.history.start();
     await announce(dataDir, address);
@@ -428,6 +434,7 @@ function daemonHandle(
     close() {
       closing ??= (async () => {
         http.reads.shutdown();
+        http.watches.close();
         http.history.stop();
         // Leadership is given up first (the lease revoked), so a successor need not wait for it to lapse.
         await cluster.stop();

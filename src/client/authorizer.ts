@@ -3,98 +3,30 @@ import { type Access, RESOURCES } from '../domain/rules/decisions.js';
 import { type ScopeRules, parsePolicyRules } from '../domain/rules/policy.js';
 import { type TokenAuthorizerResponse as TokenAuthorizerView, tokenAuthorizerResponse } from '../api/schemas.js';
 import { EventEmitter } from 'node:events';
-import { type ClientOptions, WatchwordApiError, WatchwordClient } from './client.js';
-import { type Failure, WELL_FORMED_SECRET, failureOf, milliseconds, reasonOf, sleep } from './failures.js';
+import { WatchwordApiError, WatchwordClient } from './client.js';
+import { type Failure, WELL_FORMED_SECRET, failureOf, milliseconds, reasonOf } from './failures.js';
+import { TokenWatch, type WatchNews } from './token-watch.js';
+import type {
+  AuthorizerDownEvent,
+  AuthorizerOptions,
+  AuthorizerStats,
+  AuthorizerUpEvent,
+  CheckPlace,
+  DownPolicy,
+} from './authorizer-types.js';
 
-/**
- * What to answer when the daemon cannot be reached (Consul's `acl.down_policy`):
- * - `extend-cache` (default): cached tokens keep their last known rules past the TTL; others are denied.
- * - `async-cache`: the same, and a stale token is answered at once from the cache while it is refreshed.
- * - `deny`: everything is denied until the daemon answers again.
- * - `allow`: everything is allowed until the daemon answers again.
- * "Cannot be reached" means a refused, reset or timed-out connection or a 5xx answer. A 429, an
- * answer that cannot be read, or a secret that cannot be sent are not outages: they are denied.
- * A known token is judged by its last rules for `tokenTTL` after the daemon last confirmed them,
- * never longer while the daemon answers 429 (anyone able to send requests could otherwise keep a
- * revoked token alive).
- */
-export type DownPolicy = 'extend-cache' | 'async-cache' | 'deny' | 'allow';
-
-export interface AuthorizerOptions {
-  /**
-   * The daemon to ask (a client, or the options of one). Its own token is never used, nor
-   * WATCHWORD_HTTP_TOKEN: every question is asked with the caller's secret only.
-   */
-  client?: WatchwordClient | ClientOptions;
-  /**
-   * The servers to ask, in order of preference (URLs or host:port), each with the client's other
-   * settings (TLS, namespace). A server that cannot be reached is passed over for the next at
-   * once; the one that answered is asked first from then on. Default: the client's address only.
-   */
-  addresses?: string[];
-  /** How long the daemon's word on a token holds without being confirmed (ms or a Go duration; default 30 s). */
-  tokenTTL?: number | string;
-  /** When the daemon cannot be reached (default `extend-cache`). */
-  downPolicy?: DownPolicy;
-  /** Tokens kept at once; the least recently used goes first (default 10,000). */
-  maxTokens?: number;
-  /** How long an unknown secret is remembered as unknown (default 1 s). */
-  negativeTTL?: number;
-  /** One request's time limit before the daemon counts as unreachable (default 5 s). */
-  requestTimeoutMs?: number;
-}
+export type { AuthorizerDownEvent, AuthorizerOptions, AuthorizerStats, AuthorizerUpEvent, CheckPlace, DownPolicy };
 
 /** First look-ups of new secrets in flight at once; past it, a new secret is denied without asking. */
 const MAX_LOADING = 1_000;
 /** Secrets remembered as unknown, at most (and never more than maxTokens). */
 const MAX_NEGATIVE = 1_000;
 
-/** What the Authorizer has done since it was made (`stats()`). */
-export interface AuthorizerStats {
-  /** Questions answered from the cache without waiting on a server (including cached denials). */
-  hits: number;
-  /** Questions that waited on a server: a secret seen for the first time, or one past its TTL. */
-  misses: number;
-  /** Answers a server gave to keep cached tokens current (blocking watches and re-reads). */
-  refreshes: number;
-  /** Questions answered by the down policy while no server could be reached. */
-  downAnswers: number;
-  /** Times a request moved on to the next address because one could not be reached. */
-  failovers: number;
-  /** Tokens cached now. */
-  cached: number;
-  /** Whether no server can be reached now (the down policy is in force). */
-  down: boolean;
-  /** The address asked first now. */
-  address: string;
-}
-
-/** Told with `'down'`: no server could be reached, and the down policy now speaks for them. */
-export interface AuthorizerDownEvent {
-  /** When the first request failed (ms since the epoch). */
-  since: number;
-  /** Why the last address tried failed (never a secret). */
-  reason: string;
-  downPolicy: DownPolicy;
-}
-
-/** Told with `'up'`: a server answered again. */
-export interface AuthorizerUpEvent {
-  /** How long no server could be reached. */
-  downForMs: number;
-  /** The server that answered. */
-  address: string;
-}
-
-/** Where a check is judged; by default where the token lives. */
-export interface CheckPlace {
-  namespace?: string;
-  partition?: string;
-}
-
 /** One cached token. */
 interface Entry {
   readonly secret: string;
+  /** Its number on the watch. */
+  readonly id: number;
   authorizer?: CompiledAuthorizer;
   hash?: string;
   /** Token expiry, ms since the epoch (Infinity: none). */
@@ -106,24 +38,30 @@ interface Entry {
   goneAt?: number;
   /** The first resolution, while it runs. */
   loading?: Promise<void>;
-  /** Stops the watch of this entry. */
+  /** Stops requests for this entry (it was dropped, or the Authorizer closed). */
   readonly stop: AbortController;
-  /** Wakes the watch out of its back-off to try at once (an expired entry is being asked about). */
-  kick?: () => void;
-  /** Settles when the watch's next attempt does. */
+  /** The watch frame that added it (its acknowledgement and every beat after confirm the entry); undefined: not on the watch. */
+  sentSeq?: number;
+  /** A re-read while the watch has not confirmed it for a TTL, while it runs. */
   attempt?: Promise<void>;
   /** Why the last request for this token failed (cleared by an answer). */
   failing?: Failure;
   /** Seconds the daemon asked us to wait (a 429's Retry-After). */
   retryAfter?: number;
+  /** Re-reads that failed in a row, and when the next may be tried (back-off). */
+  failures: number;
+  retryAt: number;
 }
 
 /**
  * Judges other callers' tokens in-process (README, "Enforcing policies in your service"), for services that enforce the policies
  * stored in watchword. A secret is resolved once (its token, links and policies in one call),
- * compiled with the daemon's own rules engine, and kept fresh by a blocking query on it, so a
- * deleted or changed token is seen within about a second. Cached answers are synchronous:
- * `allowed()` returns a boolean for a known secret and a promise only while one is resolved.
+ * compiled with the daemon's own rules engine, and kept fresh over one watch of every cached
+ * token (a WebSocket, `token-watch.ts`), so a deleted or changed token is seen as soon as the
+ * daemon has it, whatever the number of tokens. A token the watch has not confirmed for a TTL
+ * (no connection, an older daemon) is read again when next asked about. Cached answers are
+ * synchronous: `allowed()` returns a boolean for a known secret and a promise only while one is
+ * resolved. At most `maxConnections` HTTP connections (default 1) and the watch are open at once.
  *
  * Given several `addresses` (the servers of a datacenter) it passes over one that cannot be
  * reached for the next; it tells `'down'` when none can be and `'up'` when one answers again,
@@ -159,12 +97,20 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
   /** Parsed rules by their text: shared by every token with the same policy. */
   private readonly parsed = new Map<string, ScopeRules>();
   private closed = false;
+  /** Cached tokens by their number on the watch. */
+  private readonly byId = new Map<number, Entry>();
+  private nextId = 1;
+  /** The one connection that keeps every cached token current; opened with the first token. */
+  private watch: TokenWatch | undefined;
+  /** Reports uses to the daemon and forgets idle tokens. */
+  private sweeper: NodeJS.Timeout | undefined;
+  private lastReport = 0;
 
   constructor(options: AuthorizerOptions = {}) {
     super();
     const timeoutMs = options.requestTimeoutMs ?? 5_000;
     // No default token and no environment: a caller without a secret is anonymous, never us.
-    const own = { timeoutMs, token: null };
+    const own = { timeoutMs, token: null, maxConnections: options.maxConnections ?? 1 };
     const client =
       options.client instanceof WatchwordClient ? options.client.with(own) : new WatchwordClient({ ...options.client, ...own });
     if (options.addresses !== undefined) {
@@ -262,11 +208,14 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
     };
   }
 
-  /** Stops every watch; later questions about unknown secrets get the down policy's answer. */
+  /** Stops the watch; later questions about unknown secrets get the down policy's answer. */
   close(): void {
     this.closed = true;
+    this.watch?.close();
+    clearInterval(this.sweeper);
     for (const e of this.entries.values()) e.stop.abort();
     this.entries.clear();
+    this.byId.clear();
     this.negative.clear();
   }
 
@@ -283,7 +232,7 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
     return this.down === 'allow';
   }
 
-  /** The daemon has not confirmed this token for a TTL: its watch is failing or waiting. */
+  /** The daemon has not confirmed this token for a TTL: the watch is down, or the daemon has none. */
   private stale(
     entry: Entry,
     resource: string,
@@ -291,14 +240,14 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
     access: Access,
     place: CheckPlace | undefined,
   ): boolean | Promise<boolean> {
+    this.watch?.kick();
+    const refreshing = this.refresh(entry);
     // Served stale only while a refresh is under way or for a real outage; a 429 or a broken answer is not one.
     if (this.down === 'async-cache' && (entry.failing === undefined || entry.failing === 'unreachable')) {
-      entry.kick?.();
       if (entry.failing === 'unreachable') this.counters.downAnswers++;
       else this.counters.hits++;
       return this.judge(entry, resource, segment, access, place);
     }
-    entry.kick?.();
     const decide = (): boolean => {
       if (entry.failing === 'unreachable') this.counters.downAnswers++;
       if (entry.authorizer === undefined) return false;
@@ -319,26 +268,60 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
           return this.judge(entry, resource, segment, access, place);
       }
     };
-    if (entry.attempt === undefined) {
+    if (refreshing === undefined) {
       this.counters.hits++;
       return decide();
     }
     this.counters.misses++;
-    return entry.attempt.then(decide);
+    return refreshing.then(decide);
+  }
+
+  /**
+   * Reads a stale entry again (one read at a time per entry; after a failure, not before its
+   * back-off: 250 ms doubling to 5 s, or the daemon's Retry-After for a 429). Undefined while
+   * backing off.
+   */
+  private refresh(entry: Entry): Promise<void> | undefined {
+    if (entry.attempt !== undefined) return entry.attempt;
+    if (Date.now() < entry.retryAt || entry.stop.signal.aborted) return undefined;
+    entry.attempt = this.fetch(entry).then(
+      () => {
+        entry.attempt = undefined;
+        entry.failures = 0;
+        if (entry.goneAt !== undefined) this.markGone(entry);
+      },
+      () => {
+        entry.attempt = undefined;
+        entry.failures++;
+        const backoff = Math.min(250 * 2 ** (entry.failures - 1), 5_000);
+        const pause = entry.failing === 'limited' ? Math.min(Math.max(1_000, (entry.retryAfter ?? 1) * 1_000), 60_000) : backoff;
+        entry.retryAt = Date.now() + pause;
+      },
+    );
+    return entry.attempt;
   }
 
   private add(secret: string, now: number): Entry {
-    const entry: Entry = { secret, expiresAt: Number.POSITIVE_INFINITY, confirmedAt: 0, usedAt: now, stop: new AbortController() };
+    const entry: Entry = {
+      secret,
+      id: this.nextId++,
+      expiresAt: Number.POSITIVE_INFINITY,
+      confirmedAt: 0,
+      usedAt: now,
+      stop: new AbortController(),
+      failures: 0,
+      retryAt: 0,
+    };
     this.entries.set(secret, entry);
     this.loadingCount++;
-    entry.loading = this.fetch(entry, undefined).then(
+    entry.loading = this.fetch(entry).then(
       () => {
         entry.loading = undefined;
         this.loadingCount--;
         if (entry.authorizer === undefined) return this.markGone(entry);
         // A real token: it may take the place of the least recently used one.
         if (this.entries.size - this.loadingCount > this.maxTokens) this.evictOne(entry);
-        void this.watch(entry);
+        this.watched(entry);
       },
       () => {
         entry.loading = undefined;
@@ -358,8 +341,7 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
 
   /** The daemon does not know this secret (or cannot answer for it now): remembered apart from real tokens. */
   private markGone(entry: Entry): void {
-    entry.stop.abort();
-    if (this.entries.get(entry.secret) === entry) this.entries.delete(entry.secret);
+    this.forget(entry);
     this.negative.delete(entry.secret);
     this.negative.set(entry.secret, entry.goneAt ?? Date.now());
     if (this.negative.size > this.maxNegative) this.negative.delete(this.negative.keys().next().value as string);
@@ -376,26 +358,20 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
   private forget(entry: Entry): void {
     entry.stop.abort();
     if (this.entries.get(entry.secret) === entry) this.entries.delete(entry.secret);
+    if (this.byId.get(entry.id) !== entry) return;
+    this.byId.delete(entry.id);
+    if (entry.sentSeq !== undefined) this.watch?.remove([entry.id]);
+    entry.sentSeq = undefined;
   }
 
   /**
-   * One request for the token's rules: with `hash`, a blocking one that answers when they
-   * change or after half a TTL. A 403 marks the token gone; any other failure throws, with
-   * its kind in `entry.failing`.
+   * One request for the token's rules. A 403 marks the token gone; any other failure throws,
+   * with its kind in `entry.failing`.
    */
-  private async fetch(entry: Entry, hash: string | undefined): Promise<void> {
-    const wait = Math.max(50, Math.floor(this.ttl / 2));
+  private async fetch(entry: Entry): Promise<void> {
     try {
       const r = await this.ask(entry.stop.signal, (client) =>
-        client.acl.tokenAuthorizer({
-          token: entry.secret,
-          // The server may add up to wait/16 of jitter; a whole number of ms for the timer.
-          signal:
-            hash === undefined
-              ? entry.stop.signal
-              : AbortSignal.any([entry.stop.signal, AbortSignal.timeout(Math.ceil(wait + wait / 16) + 5_000)]),
-          ...(hash !== undefined ? { hash, wait: `${wait}ms` } : {}),
-        }),
+        client.acl.tokenAuthorizer({ token: entry.secret, signal: entry.stop.signal }),
       );
       const view = tokenAuthorizerResponse.safeParse(r.value);
       if (!view.success) throw new TypeError('the daemon answered a token authorizer that does not match its schema');
@@ -489,42 +465,69 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
     return rules;
   }
 
-  /**
-   * Keeps an entry fresh: blocking reads by content hash while the daemon answers; while it
-   * does not, back-off (250 ms doubling to 5 s, or the daemon's Retry-After for a 429) and then
-   * a plain read. Ends when the token is gone, unused for two TTLs (it is then forgotten), or on
-   * close.
-   */
-  private async watch(entry: Entry): Promise<void> {
-    let failures = 0;
-    const idleAfter = Math.max(2 * this.ttl, 10_000);
-    while (!entry.stop.signal.aborted) {
-      if (Date.now() - entry.usedAt > idleAfter) {
-        this.forget(entry);
-        return;
+  /** A resolved token joins the watch (opened with the first one). */
+  private watched(entry: Entry): void {
+    this.byId.set(entry.id, entry);
+    if (this.watch === undefined) {
+      this.watch = new TokenWatch({
+        clients: this.clients,
+        // Beats well inside the TTL, so a token stays confirmed through a lost beat or two.
+        beatMs: Math.min(10_000, Math.max(50, Math.floor(this.ttl / 3))),
+        onOpen: () => {
+          for (const e of this.byId.values()) e.sentSeq = this.watch?.add(e.id, e.secret, e.hash ?? '');
+        },
+        onNews: (news) => this.news(news),
+        onLost: () => {
+          for (const e of this.byId.values()) e.sentSeq = undefined;
+        },
+      });
+      const every = Math.min(15_000, Math.max(1_000, this.ttl));
+      this.sweeper = setInterval(() => this.sweep(), every);
+      this.sweeper.unref();
+    }
+    entry.sentSeq = this.watch.add(entry.id, entry.secret, entry.hash ?? '');
+  }
+
+  /** What the watch says: tokens changed or gone, and which of those it holds are current now. */
+  private news(news: WatchNews): void {
+    const now = Date.now();
+    if (news.t === 'changes') {
+      for (const [id, hash, view] of news.set) {
+        const entry = this.byId.get(id);
+        const parsed = tokenAuthorizerResponse.safeParse(view);
+        // A view that cannot be read is not installed: the entry goes stale and is read again.
+        if (entry === undefined || !parsed.success) continue;
+        this.install(entry, parsed.data, hash);
+        entry.confirmedAt = now;
+        this.counters.refreshes++;
       }
-      let settle: () => void = () => {};
-      entry.attempt = new Promise<void>((resolve) => (settle = resolve));
-      try {
-        await this.fetch(entry, failures === 0 ? entry.hash : undefined);
-        failures = 0;
-      } catch {
-        failures++;
-      }
-      settle();
-      if (entry.goneAt !== undefined) return this.markGone(entry);
-      if (failures > 0) {
-        const backoff = Math.min(250 * 2 ** (failures - 1), 5_000);
-        const pause = entry.failing === 'limited' ? Math.min(Math.max(1_000, (entry.retryAfter ?? 1) * 1_000), 60_000) : backoff;
-        const wake = new AbortController();
-        const onStop = (): void => wake.abort();
-        entry.stop.signal.addEventListener('abort', onStop, { once: true });
-        // A 429 is waited out whoever asks; an outage is tried again at once when a question comes.
-        if (entry.failing !== 'limited') entry.kick = () => wake.abort();
-        await sleep(pause, wake.signal);
-        entry.kick = undefined;
-        entry.stop.signal.removeEventListener('abort', onStop);
+      for (const id of news.gone) {
+        const entry = this.byId.get(id);
+        if (entry === undefined) continue;
+        entry.authorizer = undefined;
+        entry.goneAt = now;
+        this.markGone(entry);
       }
     }
+    for (const e of this.byId.values()) {
+      if (e.sentSeq === undefined || e.sentSeq > news.ack) continue;
+      e.confirmedAt = now;
+      e.failing = undefined;
+      e.failures = 0;
+      e.retryAt = 0;
+    }
+  }
+
+  /** Tells the daemon which tokens were judged since the last report (their last use), and forgets tokens unused for two TTLs. */
+  private sweep(): void {
+    const now = Date.now();
+    const idleAfter = Math.max(2 * this.ttl, 10_000);
+    const used: number[] = [];
+    for (const e of [...this.byId.values()]) {
+      if (now - e.usedAt > idleAfter) this.forget(e);
+      else if (e.usedAt > this.lastReport && e.sentSeq !== undefined) used.push(e.id);
+    }
+    this.lastReport = now;
+    this.watch?.used(used);
   }
 }

@@ -113,6 +113,8 @@ export interface ClientOptions {
    * leader to confirm it leads.
    */
   consistency?: 'stale' | 'consistent';
+  /** Connections kept to the daemon at most (requests beyond wait their turn); default: as many as needed. */
+  maxConnections?: number;
 }
 
 export interface ClientTLS {
@@ -235,26 +237,31 @@ export class WatchwordClient {
 
   private fetch(url: string | URL, init: RequestInit): Promise<Response> {
     this.transport ??= (async () => {
-      const t = this.tls;
-      const ca = t.ca ?? (t.caFile ? readPEM('the CA file', t.caFile) : undefined);
-      const cert = t.cert ?? (t.certFile ? readPEM('the client certificate', t.certFile) : undefined);
-      const key = t.key ?? (t.keyFile ? readPEM('the client key', t.keyFile) : undefined);
-      if (ca === undefined && cert === undefined && key === undefined && t.serverName === undefined) return fetch;
+      const tls = this.tlsSettings();
+      const max = this.options.maxConnections;
+      if (Object.keys(tls).length === 0 && max === undefined) return fetch;
       const undici = await import('undici');
-      const dispatcher = new undici.Agent({
-        connect: {
-          ...(ca ? { ca } : {}),
-          ...(cert ? { cert } : {}),
-          ...(key ? { key } : {}),
-          ...(t.serverName ? { servername: t.serverName } : {}),
-        },
-      });
+      const dispatcher = new undici.Agent({ connect: tls, ...(max !== undefined ? { connections: max } : {}) });
       return ((u: string | URL, i: RequestInit) => undici.fetch(u, { ...(i as object), dispatcher })) as unknown as typeof fetch;
     })();
     // A file that cannot be read fails this request, and the next one tries again.
     const sending = this.transport.then((f) => f(url, init));
     this.transport.catch(() => (this.transport = undefined));
     return sending;
+  }
+
+  /** The TLS settings as a socket takes them (PEM files read now); empty for plain HTTP. Throws when a file cannot be read. */
+  tlsSettings(): { ca?: string; cert?: string; key?: string; servername?: string } {
+    const t = this.tls;
+    const ca = t.ca ?? (t.caFile ? readPEM('the CA file', t.caFile) : undefined);
+    const cert = t.cert ?? (t.certFile ? readPEM('the client certificate', t.certFile) : undefined);
+    const key = t.key ?? (t.keyFile ? readPEM('the client key', t.keyFile) : undefined);
+    return {
+      ...(ca ? { ca } : {}),
+      ...(cert ? { cert } : {}),
+      ...(key ? { key } : {}),
+      ...(t.serverName ? { servername: t.serverName } : {}),
+    };
   }
 
   /** A client like this one with other defaults (another token, namespace, datacenter). */

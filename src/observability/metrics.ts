@@ -121,6 +121,26 @@ export class Metrics implements BlockingGauge {
     });
   }
 
+  /** Enforcing clients' watches (README, "Enforcing policies in your service"): connections, and tokens watched over them. */
+  watchAuthorizerWatches(size: () => { connections: number; tokens: number }): void {
+    new Gauge({
+      name: 'watchword_authorizer_watches',
+      help: "Enforcing clients' watch connections open to this server",
+      registers: [this.registry],
+      collect() {
+        this.set(size().connections);
+      },
+    });
+    new Gauge({
+      name: 'watchword_authorizer_watched_tokens',
+      help: "Tokens watched over enforcing clients' watch connections (a token watched by two clients counts twice)",
+      registers: [this.registry],
+      collect() {
+        this.set(size().tokens);
+      },
+    });
+  }
+
   watchServers(compute: () => OperatorServersResponse, self: string): void {
     const registers = [this.registry];
     // One view per scrape, not one per gauge: the gauges below are collected together.

@@ -123,6 +123,11 @@ export class AclResolver {
     return this.resolveLocal(secret);
   }
 
+  /** Whether global tokens cannot be confirmed now (this secondary has not heard from the primary for replication_max_stale). */
+  stale(): boolean {
+    return this.options.staleness !== undefined && isStale(this.options.staleness);
+  }
+
   /** The identity from this datacenter's state alone (no look-up elsewhere). */
   resolveLocal(secret: string | undefined): Identity {
     const anonymous = secret === undefined || secret === '';

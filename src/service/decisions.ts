@@ -186,6 +186,21 @@ export class DecisionService {
     return this.viewOf(identity);
   }
 
+  /**
+   * What an enforcing client compiles for this secret, from this server's state alone (a watch
+   * of a set of tokens: README, "Enforcing policies in your service"), with the IDs of the
+   * policies and roles it depends on. Throws as a read would (unknown, expired, stale).
+   */
+  watchedView(secret: string): TokenAuthorizerAnswer & { accessor: string; dependsOn: string[] } {
+    const identity = this.resolver.resolveLocal(secret);
+    const token = identity.token;
+    const dependsOn = new Set<string>();
+    for (const l of token.Policies) dependsOn.add(l.ID);
+    for (const l of token.Roles ?? []) dependsOn.add(l.ID);
+    for (const r of this.resolver.reachable(token).roles) for (const l of r.Policies) dependsOn.add(l.ID);
+    return { ...this.viewOf(identity), accessor: token.AccessorID, dependsOn: [...dependsOn] };
+  }
+
   private viewOf(identity: Identity): TokenAuthorizerAnswer {
     const token = identity.token;
     const view: TokenAuthorizerView = {

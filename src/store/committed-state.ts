@@ -5,7 +5,7 @@ import type { AnyTable } from './table.js';
 import { GoneSecrets } from './gone-secrets.js';
 import { LastUseBook } from './last-use.js';
 import { META } from './schema.js';
-import type { LogEntry, WatchTable } from './store.js';
+import type { ChangedRecords, LogEntry, WatchTable } from './store.js';
 import type { TableOp } from './store-tx.js';
 
 const ZERO_BOOTSTRAP: BootstrapState = { Bootstrapped: false, ResetIndex: 0 };
@@ -34,6 +34,8 @@ export interface Applied {
   logReset: boolean;
   /** HA: not confirmed by the synchronous followers (see CommitEvent). */
   unconfirmed?: boolean;
+  /** Which records the changes wrote (see CommitEvent); absent when everything may have changed. */
+  changed?: ChangedRecords;
 }
 
 /**
@@ -98,6 +100,7 @@ export class CommittedState {
   applyCommits(group: readonly CommittedChange[]): Applied {
     const from = this.index;
     const tables = new Map<WatchTable, number>();
+    const changed: ChangedRecords = { tokens: [], policies: [], roles: [] };
     let entries: LogEntry[] = [];
     let logReset = false;
     for (const c of group) {
@@ -106,7 +109,7 @@ export class CommittedState {
         entries = [];
         logReset = true;
       }
-      for (const op of c.tableOps) this.write(op.table, op.id, op.record, op.bytes, op.old);
+      for (const op of c.tableOps) this.write(op.table, op.id, op.record, op.bytes, op.old, changed);
       for (const [k, v] of c.meta) this.meta.set(k, v);
       if (c.lastUses) for (const [id, ms] of c.lastUses) this.lastUse.adopt(id, ms);
       this.index = Math.max(this.index, c.index);
@@ -116,16 +119,17 @@ export class CommittedState {
       }
       entries.push(...c.entries);
     }
-    return { from, tables, entries, logReset };
+    return { from, tables, entries, logReset, changed };
   }
 
   /** A follower's batch from its leader, as decoded key/value pairs. */
   applyPairs(decoded: readonly DecodedPair[]): Applied {
     const from = this.index;
     const tables = new Map<WatchTable, number>();
+    const changed: ChangedRecords = { tokens: [], policies: [], roles: [] };
     for (const d of decoded) {
       if (d.kind === 'record') {
-        this.write(d.table, d.id, d.record, d.bytes);
+        this.write(d.table, d.id, d.record, d.bytes, undefined, changed);
       } else if (d.kind === 'lastUse') {
         if (d.ms === null) this.lastUse.forget(d.id);
         else this.lastUse.adopt(d.id, d.ms);
@@ -142,14 +146,23 @@ export class CommittedState {
         }
       }
     }
-    return { from, tables, entries: [], logReset: false };
+    return { from, tables, entries: [], logReset: false, changed };
   }
 
   /** One record written (null: deleted); a token's secret that no token holds any more is noted as gone. */
-  private write(table: TableOp['table'], id: string, record: unknown, bytes: Uint8Array | undefined, known?: unknown): void {
+  private write(
+    table: TableOp['table'],
+    id: string,
+    record: unknown,
+    bytes: Uint8Array | undefined,
+    known: unknown,
+    changed: ChangedRecords,
+  ): void {
     const t = this.tables[table] as AnyTable;
     const old = record === null ? t.delete(id, known) : t.put(record, bytes !== undefined ? { bytes } : undefined);
+    if (table === 'policies' || table === 'roles') changed[table].push(id);
     if (table !== 'tokens') return;
+    changed.tokens.push(id);
     if (record === null) this.lastUse.forget(id);
     const before = (old as TokenRecord | undefined)?.SecretID;
     const after = (record as TokenRecord | null)?.SecretID;

@@ -357,7 +357,7 @@ export class LevelStore implements Store {
     if (whole) this.watchers.wakeAll();
     else this.watchers.wake(applied.tables);
     if (!this.watchers.listening) return;
-    const { from, tables, entries, logReset, unconfirmed } = applied;
+    const { from, tables, entries, logReset, unconfirmed, changed } = applied;
     this.watchers.emit({
       from,
       index: this.state.index,
@@ -366,6 +366,7 @@ export class LevelStore implements Store {
       at: Date.now(),
       ...(logReset ? { logReset } : {}),
       ...(unconfirmed ? { unconfirmed } : {}),
+      ...(changed && !whole ? { changed } : {}),
     });
   }
 

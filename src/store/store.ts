@@ -52,6 +52,13 @@ export type GlobalSnapshot = { [T in TableName]: RecordList<RecordTypes[T]> } & 
   bootstrap: BootstrapState | null;
 };
 
+/** The IDs of the records one commit wrote or deleted, by table (those an enforcing client's watch depends on). */
+export interface ChangedRecords {
+  tokens: string[];
+  policies: string[];
+  roles: string[];
+}
+
 /** What became durable in one group commit. */
 export interface CommitEvent {
   /** Highest index durable before this group: the group covers (from, index]. */
@@ -71,6 +78,11 @@ export interface CommitEvent {
    * ended first), so the next leader may not hold it: it must not reach another datacenter.
    */
   unconfirmed?: boolean;
+  /**
+   * The tokens, policies and roles the group wrote or deleted, by ID. Absent when the whole
+   * store was replaced (a restore, a catch-up, a follower's snapshot): anything may have changed.
+   */
+  changed?: ChangedRecords;
 }
 
 /**

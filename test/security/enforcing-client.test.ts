@@ -3,6 +3,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Authorizer, type AuthorizerOptions } from '../../src/client/authorizer.js';
 import { WatchwordClient } from '../../src/client/index.js';
 import { freePort } from '../../src/testing/etcd.js';
+import { limitingFront } from '../helpers/limiting-front.js';
 import { MANAGEMENT_SECRET, type TestDaemon, startTestDaemon, waitFor } from '../helpers/test-daemon.js';
 
 /** Requests the daemon answered on one route, from its own metrics. */
@@ -21,8 +22,8 @@ const AUTHORIZER_ROUTE = '/v1/internal/acl/authorizer';
 /**
  * The enforcing client never fails open (third security review, findings 1, 2 and 4): a caller
  * without a token is anonymous, never the service's own token; down_policy speaks only when
- * the daemon cannot be reached, never for a secret that cannot be sent or a 429; and the watch
- * blocks with the default TTL instead of polling.
+ * the daemon cannot be reached, never for a secret that cannot be sent or a 429; and cached tokens
+ * are kept current over one watch instead of polling.
  */
 describe('enforcing client: a caller without a token is anonymous', () => {
   let d: TestDaemon;
@@ -127,12 +128,11 @@ describe("enforcing client: down_policy 'allow' speaks only for an unreachable d
   });
 });
 
-describe('enforcing client: a known token under 429 and the default TTL', () => {
+describe('enforcing client: one watch, a known token under 429', () => {
   let d: TestDaemon;
   const made: Authorizer[] = [];
   beforeAll(async () => {
-    // One blocking query per client: the second token's watch is refused with 429.
-    d = await startTestDaemon({ config: { max_blocking_queries_per_client: 1 } });
+    d = await startTestDaemon();
   });
   afterEach(() => {
     for (const a of made.splice(0)) a.close();
@@ -144,47 +144,54 @@ describe('enforcing client: a known token under 429 and the default TTL', () => 
     return (await d.api('PUT', '/v1/acl/token', { body: { Policies: [{ ID: p.ID }] } })).body as { SecretID: string; AccessorID: string };
   };
 
-  it('blocks on each token with the default 30 s TTL instead of polling', async () => {
-    const d2 = await startTestDaemon();
-    try {
-      const authz = new Authorizer({ client: { address: d2.url } });
-      made.push(authz);
-      const secrets: string[] = [];
-      for (let i = 0; i < 5; i++)
-        secrets.push((await d2.api('PUT', '/v1/acl/token', { body: { Policies: [{ Name: 'global-management' }] } })).body.SecretID);
-      for (const s of secrets) expect(await authz.allowed(s, 'service', 'web', 'write')).toBe(true);
-      const before = await served(d2, AUTHORIZER_ROUTE);
-      await new Promise((r) => setTimeout(r, 3_000));
-      // Each watch is one blocking read held for 15 s: none has answered yet.
-      expect((await served(d2, AUTHORIZER_ROUTE)) - before).toBe(0);
-    } finally {
-      await d2.close();
+  it('keeps every token current over one watch: no reads after the first, a delete seen at once', async () => {
+    const authz = new Authorizer({ client: { address: d.url }, tokenTTL: 600 });
+    made.push(authz);
+    const made5: Array<{ SecretID: string; AccessorID: string }> = [];
+    for (let i = 0; i < 5; i++) made5.push(await tokenWith('service "web" { policy = "write" }'));
+    for (const t of made5) expect(await authz.allowed(t.SecretID, 'service', 'web', 'write')).toBe(true);
+    const before = await served(d, AUTHORIZER_ROUTE);
+    // Three TTLs: the watch's beats keep every token confirmed, so no token is read again.
+    for (let i = 0; i < 9; i++) {
+      await new Promise((r) => setTimeout(r, 200));
+      for (const t of made5) expect(authz.allowed(t.SecretID, 'service', 'web', 'write')).toBe(true);
     }
+    expect((await served(d, AUTHORIZER_ROUTE)) - before).toBe(0);
+    // A delete reaches the client over the watch, without a read.
+    expect((await d.api('DELETE', `/v1/acl/token/${made5[0]?.AccessorID}`)).body).toBe(true);
+    await waitFor(() => authz.allowed(made5[0]?.SecretID, 'service', 'web', 'write') === false, 5_000, 5);
+    expect((await served(d, AUTHORIZER_ROUTE)) - before).toBe(0);
+    expect(authz.size).toBe(4);
   });
 
-  it('denies a known token past its TTL while its watch is refused with 429, waits out Retry-After, and sees a delete', async () => {
-    const a = await tokenWith('service "web" { policy = "write" }');
-    const b = await tokenWith('service "api" { policy = "write" }');
-    // This one's watch holds the only blocking slot for 15 s.
-    const holder = new Authorizer({ client: { address: d.url } });
-    made.push(holder);
-    expect(await holder.allowed(a.SecretID, 'service', 'web', 'write')).toBe(true);
-    const authz = new Authorizer({ client: { address: d.url }, downPolicy: 'allow', tokenTTL: 400 });
-    made.push(authz);
-    expect(await authz.allowed(b.SecretID, 'service', 'api', 'write')).toBe(true);
-    const before = await served(d, AUTHORIZER_ROUTE);
-    // Past the TTL, b's watch has been refused: a 429 is not an outage, so neither the down policy
-    // nor b's last rules speak for it (fourth security review, finding 1).
-    await new Promise((r) => setTimeout(r, 1_500));
-    expect(await authz.allowed(b.SecretID, 'service', 'api', 'write')).toBe(false);
-    expect(await authz.allowed(b.SecretID, 'service', 'web', 'write')).toBe(false);
-    // The refusal is waited out (Retry-After: 5), not retried in a loop.
-    expect((await served(d, AUTHORIZER_ROUTE)) - before).toBeLessThanOrEqual(2);
-    // Once Retry-After has passed, a plain read confirms b again.
-    await waitFor(async () => (await authz.allowed(b.SecretID, 'service', 'api', 'write')) === true, 10_000, 100);
-    expect(await authz.allowed(b.SecretID, 'service', 'web', 'write')).toBe(false);
-    // Then a plain read sees that b was deleted.
-    expect((await d.api('DELETE', `/v1/acl/token/${b.AccessorID}`)).body).toBe(true);
-    await waitFor(async () => (await authz.allowed(b.SecretID, 'service', 'api', 'write')) === false, 10_000, 100);
+  it('denies a known token past its TTL while its re-read is refused with 429, waits out Retry-After, and sees a delete', async () => {
+    const front = await limitingFront(d.url);
+    try {
+      const b = await tokenWith('service "api" { policy = "write" }');
+      const authz = new Authorizer({ client: { address: front.url }, downPolicy: 'allow', tokenTTL: 400 });
+      made.push(authz);
+      expect(await authz.allowed(b.SecretID, 'service', 'api', 'write')).toBe(true);
+      front.limit(true);
+      const before = await served(d, AUTHORIZER_ROUTE);
+      // Past the TTL, with no watch, b's re-read is refused: a 429 is not an outage, so neither the
+      // down policy nor b's last rules speak for it (fourth security review, finding 1).
+      await new Promise((r) => setTimeout(r, 600));
+      expect(await authz.allowed(b.SecretID, 'service', 'api', 'write')).toBe(false);
+      expect(await authz.allowed(b.SecretID, 'service', 'web', 'write')).toBe(false);
+      // The refusal is waited out (Retry-After: 5), not retried in a loop.
+      const asked = authz.stats().misses;
+      for (let i = 0; i < 20; i++) expect(await authz.allowed(b.SecretID, 'service', 'api', 'write')).toBe(false);
+      expect(authz.stats().misses).toBe(asked);
+      expect((await served(d, AUTHORIZER_ROUTE)) - before).toBe(0);
+      // Once Retry-After has passed, a plain read confirms b again.
+      front.limit(false);
+      await waitFor(async () => (await authz.allowed(b.SecretID, 'service', 'api', 'write')) === true, 10_000, 100);
+      expect(await authz.allowed(b.SecretID, 'service', 'web', 'write')).toBe(false);
+      // Then a plain read sees that b was deleted.
+      expect((await d.api('DELETE', `/v1/acl/token/${b.AccessorID}`)).body).toBe(true);
+      await waitFor(async () => (await authz.allowed(b.SecretID, 'service', 'api', 'write')) === false, 10_000, 100);
+    } finally {
+      await front.close();
+    }
   }, 20_000);
 });

@@ -1,0 +1,86 @@
+import type { ClientOptions, WatchwordClient } from './client.js';
+
+// The enforcing client's options, counters and events (authorizer.ts).
+
+/**
+ * What to answer when the daemon cannot be reached (Consul's `acl.down_policy`):
+ * - `extend-cache` (default): cached tokens keep their last known rules past the TTL; others are denied.
+ * - `async-cache`: the same, and a stale token is answered at once from the cache while it is refreshed.
+ * - `deny`: everything is denied until the daemon answers again.
+ * - `allow`: everything is allowed until the daemon answers again.
+ * "Cannot be reached" means a refused, reset or timed-out connection or a 5xx answer. A 429, an
+ * answer that cannot be read, or a secret that cannot be sent are not outages: they are denied.
+ * A known token is judged by its last rules for `tokenTTL` after the daemon last confirmed them,
+ * never longer while the daemon answers 429 (anyone able to send requests could otherwise keep a
+ * revoked token alive).
+ */
+export type DownPolicy = 'extend-cache' | 'async-cache' | 'deny' | 'allow';
+
+export interface AuthorizerOptions {
+  /**
+   * The daemon to ask (a client, or the options of one). Its own token is never used, nor
+   * WATCHWORD_HTTP_TOKEN: every question is asked with the caller's secret only.
+   */
+  client?: WatchwordClient | ClientOptions;
+  /**
+   * The servers to ask, in order of preference (URLs or host:port), each with the client's other
+   * settings (TLS, namespace). A server that cannot be reached is passed over for the next at
+   * once; the one that answered is asked first from then on. Default: the client's address only.
+   */
+  addresses?: string[];
+  /** How long the daemon's word on a token holds without being confirmed (ms or a Go duration; default 30 s). */
+  tokenTTL?: number | string;
+  /** When the daemon cannot be reached (default `extend-cache`). */
+  downPolicy?: DownPolicy;
+  /** Tokens kept at once; the least recently used goes first (default 10,000). */
+  maxTokens?: number;
+  /** How long an unknown secret is remembered as unknown (default 1 s). */
+  negativeTTL?: number;
+  /** One request's time limit before the daemon counts as unreachable (default 5 s). */
+  requestTimeoutMs?: number;
+  /** HTTP connections to the daemon at once, besides the watch (default 1; first look-ups wait their turn). */
+  maxConnections?: number;
+}
+
+/** What the Authorizer has done since it was made (`stats()`). */
+export interface AuthorizerStats {
+  /** Questions answered from the cache without waiting on a server (including cached denials). */
+  hits: number;
+  /** Questions that waited on a server: a secret seen for the first time, or one past its TTL. */
+  misses: number;
+  /** Answers a server gave to keep cached tokens current (blocking watches and re-reads). */
+  refreshes: number;
+  /** Questions answered by the down policy while no server could be reached. */
+  downAnswers: number;
+  /** Times a request moved on to the next address because one could not be reached. */
+  failovers: number;
+  /** Tokens cached now. */
+  cached: number;
+  /** Whether no server can be reached now (the down policy is in force). */
+  down: boolean;
+  /** The address asked first now. */
+  address: string;
+}
+
+/** Told with `'down'`: no server could be reached, and the down policy now speaks for them. */
+export interface AuthorizerDownEvent {
+  /** When the first request failed (ms since the epoch). */
+  since: number;
+  /** Why the last address tried failed (never a secret). */
+  reason: string;
+  downPolicy: DownPolicy;
+}
+
+/** Told with `'up'`: a server answered again. */
+export interface AuthorizerUpEvent {
+  /** How long no server could be reached. */
+  downForMs: number;
+  /** The server that answered. */
+  address: string;
+}
+
+/** Where a check is judged; by default where the token lives. */
+export interface CheckPlace {
+  namespace?: string;
+  partition?: string;
+}

@@ -1,0 +1,369 @@
+import type { TokenAuthorizerResponse } from '../api/schemas.js';
+import type { CommitEvent } from '../store/store.js';
+
+/**
+ * Enforcing clients' watches of sets of tokens (README, "Enforcing policies in your service";
+ * SPEC §20): one connection per client carries every token it caches, whatever their number,
+ * instead of a blocking query each. A client names each token by a number of its own, its
+ * secret and the content hash it holds; the server answers what changed (a new view and hash,
+ * or gone) as soon as a commit changes it, and a beat every few seconds that says "everything
+ * you hold is current as of now". Nothing polls: a commit costs a look-up per token it wrote,
+ * and a policy or role change re-judges only the watched tokens that depend on it.
+ *
+ * The wire (JSON text frames; `src/client/token-watch.ts` speaks the other side):
+ * - client: `{"t":"watch","seq":N,"add":[[id,secret,hash],...]}`, `{"t":"unwatch","ids":[...]}`,
+ *   `{"t":"used","ids":[...]}` (tokens the client judged since its last report: their last use);
+ * - server: `{"t":"changes","ack":N,"set":[[id,hash,view],...],"gone":[id,...]}` and
+ *   `{"t":"beat","ack":N}`, where `ack` is the last watch frame applied.
+ */
+
+/** Tokens one connection may watch at once. */
+export const MAX_WATCHED = 100_000;
+/** Tokens one watch frame may add. */
+export const MAX_ADD = 5_000;
+/** Beats at most this often and at least this rarely (ms). */
+export const BEAT_RANGE = { min: 50, max: 30_000 } as const;
+/** Watched tokens judged again per turn of the event loop after a wide change (a policy many depend on, a restore). */
+const JUDGE_CHUNK = 2_000;
+/** A client that reads nothing while this much waits to be sent is cut off. */
+const MAX_BUFFERED = 64 * 1024 * 1024;
+
+/** What the watches need of the server. */
+export interface WatchDeps {
+  onCommit(listener: (event: CommitEvent) => void): () => void;
+  /** The token's view as a client compiles it, from this server's state alone; throws when it cannot be given (gone, stale). */
+  view(secret: string): { view: TokenAuthorizerResponse; hash: string; accessor: string; dependsOn: string[] };
+  /** A watched token's use (last use, SPEC §20). */
+  recordUse(accessor: string, ms: number): void;
+  /** Whether global tokens cannot be confirmed now (a secondary cut off from its primary too long). */
+  stale(): boolean;
+  now(): number;
+}
+
+/** One connection, as the transport carrying it offers it. */
+export interface WatchSocket {
+  send(text: string): void;
+  /** Bytes queued and not yet sent. */
+  buffered(): number;
+  close(code: number, reason: string): void;
+}
+
+interface Item {
+  readonly conn: WatchConnection;
+  readonly id: number;
+  readonly secret: string;
+  readonly accessor: string;
+  hash: string;
+}
+
+/** One watched token: every item naming it, and the policies and roles it depends on. */
+interface Watched {
+  readonly items: Set<Item>;
+  dependsOn: readonly string[];
+}
+
+/** A watch frame as parsed, or why it cannot be. */
+type Frame =
+  | { t: 'watch'; seq: number; add: Array<[number, string, string]> }
+  | { t: 'unwatch'; ids: number[] }
+  | { t: 'used'; ids: number[] };
+
+const isId = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) >= 0;
+
+function parseFrame(text: string): Frame | string {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch {
+    return 'a frame that is not JSON';
+  }
+  if (raw === null || typeof raw !== 'object') return 'a frame that is not an object';
+  const f = raw as Record<string, unknown>;
+  if (f.t === 'watch') {
+    if (!isId(f.seq)) return 'watch: seq must be a whole number';
+    if (!Array.isArray(f.add) || f.add.length > MAX_ADD) return `watch: add must be an array of at most ${MAX_ADD} entries`;
+    for (const e of f.add) {
+      if (
+        !Array.isArray(e) ||
+        e.length !== 3 ||
+        !isId(e[0]) ||
+        typeof e[1] !== 'string' ||
+        e[1].length > 256 ||
+        typeof e[2] !== 'string' ||
+        e[2].length > 64
+      )
+        return 'watch: each entry is [id, secret, hash]: a whole number, a secret of at most 256 characters, a hash of at most 64';
+    }
+    return f as Frame;
+  }
+  if (f.t === 'unwatch' || f.t === 'used') {
+    if (!Array.isArray(f.ids) || f.ids.length > MAX_WATCHED || !f.ids.every(isId)) return `${f.t}: ids must be an array of whole numbers`;
+    return f as Frame;
+  }
+  return `unknown frame type ${JSON.stringify(String(f.t)).slice(0, 40)}`;
+}
+
+/** One client's watch: the tokens it holds by its numbers, and what waits to be sent to it. */
+export class WatchConnection {
+  readonly items = new Map<number, Item>();
+  /** The last watch frame applied. */
+  ack = 0;
+  private set: Array<[number, string, TokenAuthorizerResponse]> = [];
+  private gone: number[] = [];
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly hub: AuthorizerWatches,
+    readonly socket: WatchSocket,
+    beatMs: number,
+  ) {
+    this.timer = setInterval(() => hub.beat(this), beatMs);
+    this.timer.unref();
+  }
+
+  /** A frame from the client; a frame that cannot be understood ends the connection with the reason. */
+  receive(text: string): void {
+    const frame = parseFrame(text);
+    if (typeof frame === 'string') return this.end(1008, frame);
+    if (frame.t === 'watch') {
+      if (this.items.size + frame.add.length > MAX_WATCHED) return this.end(1008, `a watch holds at most ${MAX_WATCHED} tokens`);
+      for (const [id, secret, hash] of frame.add) this.hub.add(this, id, secret, hash);
+      this.ack = Math.max(this.ack, frame.seq);
+      this.flush(true);
+    } else if (frame.t === 'unwatch') {
+      for (const id of frame.ids) this.hub.remove(this, id);
+    } else {
+      this.hub.used(this, frame.ids);
+    }
+  }
+
+  /** The connection ended (either side): its tokens are no longer watched. */
+  closed(): void {
+    if (this.timer === undefined) return;
+    clearInterval(this.timer);
+    this.timer = undefined;
+    for (const id of [...this.items.keys()]) this.hub.remove(this, id);
+    this.hub.forget(this);
+  }
+
+  changed(item: Item, hash: string, view: TokenAuthorizerResponse): void {
+    item.hash = hash;
+    this.set.push([item.id, hash, view]);
+  }
+
+  lost(item: Item): void {
+    this.gone.push(item.id);
+  }
+
+  /** Sends what changed (and, with `always`, an acknowledgement even when nothing did). */
+  flush(always = false): void {
+    if (this.timer === undefined) return;
+    if (!always && this.set.length === 0 && this.gone.length === 0) return;
+    this.send({ t: 'changes', ack: this.ack, set: this.set, gone: this.gone });
+    this.set = [];
+    this.gone = [];
+  }
+
+  beat(): void {
+    this.send({ t: 'beat', ack: this.ack });
+  }
+
+  private send(frame: object): void {
+    if (this.socket.buffered() > MAX_BUFFERED) return this.end(1008, 'the client reads too slowly');
+    this.socket.send(JSON.stringify(frame));
+  }
+
+  private end(code: number, reason: string): void {
+    this.socket.close(code, reason);
+    this.closed();
+  }
+}
+
+/** Every watch on this server, with the indexes a commit is matched against. */
+export class AuthorizerWatches {
+  private readonly connections = new Set<WatchConnection>();
+  /** Watched tokens by AccessorID. */
+  private readonly byAccessor = new Map<string, Watched>();
+  /** Watched AccessorIDs by the policies and roles they depend on. */
+  private readonly byDependency = new Map<string, Set<string>>();
+  /** AccessorIDs to judge again (a wide change is judged a chunk at a time). */
+  private readonly pending = new Set<string>();
+  private draining = false;
+  private wasStale = false;
+  private readonly unsubscribe: () => void;
+
+  constructor(private readonly deps: WatchDeps) {
+    this.unsubscribe = deps.onCommit((event) => this.committed(event));
+  }
+
+  /** A new connection; `beatMs` as the client asked, within BEAT_RANGE. */
+  open(socket: WatchSocket, beatMs: number): WatchConnection {
+    const beat = Math.min(BEAT_RANGE.max, Math.max(BEAT_RANGE.min, Number.isFinite(beatMs) ? beatMs : 10_000));
+    const conn = new WatchConnection(this, socket, beat);
+    this.connections.add(conn);
+    return conn;
+  }
+
+  /** Connections and tokens watched now (metrics). */
+  get size(): { connections: number; tokens: number } {
+    let tokens = 0;
+    for (const c of this.connections) tokens += c.items.size;
+    return { connections: this.connections.size, tokens };
+  }
+
+  close(): void {
+    this.unsubscribe();
+    for (const c of [...this.connections]) {
+      c.socket.close(1001, 'the server is shutting down');
+      c.closed();
+    }
+  }
+
+  forget(conn: WatchConnection): void {
+    this.connections.delete(conn);
+  }
+
+  add(conn: WatchConnection, id: number, secret: string, hash: string): void {
+    this.remove(conn, id);
+    let answer: ReturnType<WatchDeps['view']>;
+    try {
+      answer = this.deps.view(secret);
+    } catch {
+      conn.lost({ conn, id, secret, accessor: '', hash });
+      return;
+    }
+    const item: Item = { conn, id, secret, accessor: answer.accessor, hash };
+    conn.items.set(id, item);
+    this.index(item, answer.dependsOn);
+    if (answer.hash !== hash) conn.changed(item, answer.hash, answer.view);
+  }
+
+  remove(conn: WatchConnection, id: number): void {
+    const item = conn.items.get(id);
+    if (item === undefined) return;
+    conn.items.delete(id);
+    this.unindex(item);
+  }
+
+  used(conn: WatchConnection, ids: readonly number[]): void {
+    const now = this.deps.now();
+    for (const id of ids) {
+      const item = conn.items.get(id);
+      if (item !== undefined) this.deps.recordUse(item.accessor, now);
+    }
+  }
+
+  /** A connection's beat: held back while a wide change is being judged, or while global tokens cannot be confirmed. */
+  beat(conn: WatchConnection): void {
+    const stale = this.deps.stale();
+    if (stale !== this.wasStale) {
+      this.wasStale = stale;
+      // Global tokens cannot be confirmed any more (or can again): every watched token is judged again.
+      this.judgeAll();
+    }
+    if (this.pending.size > 0 || stale) return;
+    conn.beat();
+  }
+
+  private index(item: Item, dependsOn: readonly string[]): void {
+    const watched = this.byAccessor.get(item.accessor);
+    if (watched === undefined) {
+      this.byAccessor.set(item.accessor, { items: new Set([item]), dependsOn });
+      for (const d of dependsOn) this.depend(d, item.accessor);
+    } else {
+      watched.items.add(item);
+      this.dependOn(item.accessor, watched, dependsOn);
+    }
+  }
+
+  private unindex(item: Item): void {
+    const watched = this.byAccessor.get(item.accessor);
+    if (watched === undefined || !watched.items.delete(item) || watched.items.size > 0) return;
+    this.byAccessor.delete(item.accessor);
+    for (const d of watched.dependsOn) this.undepend(d, item.accessor);
+  }
+
+  /** A token's dependencies as judged now (a role given another policy moves them). */
+  private dependOn(accessor: string, watched: Watched, now: readonly string[]): void {
+    const before = watched.dependsOn;
+    if (before.length === now.length && before.every((d, i) => d === now[i])) return;
+    for (const d of before) this.undepend(d, accessor);
+    watched.dependsOn = now;
+    for (const d of now) this.depend(d, accessor);
+  }
+
+  private depend(dependency: string, accessor: string): void {
+    let set = this.byDependency.get(dependency);
+    if (set === undefined) this.byDependency.set(dependency, (set = new Set()));
+    set.add(accessor);
+  }
+
+  private undepend(dependency: string, accessor: string): void {
+    const set = this.byDependency.get(dependency);
+    if (set?.delete(accessor) && set.size === 0) this.byDependency.delete(dependency);
+  }
+
+  private committed(event: CommitEvent): void {
+    if (this.byAccessor.size === 0) return;
+    const changed = event.changed;
+    if (changed === undefined) return this.judgeAll();
+    for (const a of changed.tokens) if (this.byAccessor.has(a)) this.pending.add(a);
+    for (const id of [...changed.policies, ...changed.roles]) for (const a of this.byDependency.get(id) ?? []) this.pending.add(a);
+    this.drain();
+  }
+
+  private judgeAll(): void {
+    for (const a of this.byAccessor.keys()) this.pending.add(a);
+    this.drain();
+  }
+
+  /** Judges pending tokens a chunk at a time, sending what changed after each chunk. */
+  private drain(): void {
+    if (this.draining || this.pending.size === 0) return;
+    const touched = new Set<WatchConnection>();
+    let n = 0;
+    for (const accessor of this.pending) {
+      this.pending.delete(accessor);
+      this.judge(accessor, touched);
+      if (++n >= JUDGE_CHUNK) break;
+    }
+    for (const c of touched) c.flush();
+    if (this.pending.size === 0) return;
+    this.draining = true;
+    setImmediate(() => {
+      this.draining = false;
+      this.drain();
+    });
+  }
+
+  /** Every item of one token judged again: the view sent where its hash moved; gone items dropped. */
+  private judge(accessor: string, touched: Set<WatchConnection>): void {
+    const watched = this.byAccessor.get(accessor);
+    if (watched === undefined) return;
+    // Items of one token share a secret (each is judged by its own, should they ever differ).
+    const answers = new Map<string, ReturnType<WatchDeps['view']> | undefined>();
+    for (const item of [...watched.items]) {
+      if (!answers.has(item.secret)) answers.set(item.secret, this.viewOrNothing(item.secret));
+      const answer = answers.get(item.secret);
+      if (answer === undefined || answer.accessor !== accessor) {
+        this.remove(item.conn, item.id);
+        item.conn.lost(item);
+      } else if (answer.hash !== item.hash) {
+        item.conn.changed(item, answer.hash, answer.view);
+      } else {
+        continue;
+      }
+      touched.add(item.conn);
+    }
+    const answer = [...answers.values()].find((a) => a?.accessor === accessor);
+    if (answer !== undefined && this.byAccessor.get(accessor) === watched) this.dependOn(accessor, watched, answer.dependsOn);
+  }
+
+  private viewOrNothing(secret: string): ReturnType<WatchDeps['view']> | undefined {
+    try {
+      return this.deps.view(secret);
+    } catch {
+      return undefined;
+    }
+  }
+}
