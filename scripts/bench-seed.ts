@@ -21,8 +21,8 @@ import { META, TABLES, key } from '../src/store/schema.js';
 export interface SeedOptions {
   /** Each token's ExpirationTime (RFC 3339), by its number; none when absent. */
   expires?: (i: number) => string;
-  /** Told each token's AccessorID (the reads of a benchmark pick from them). */
-  made?: (accessor: string) => void;
+  /** Told each token's AccessorID and SecretID (the reads of a benchmark pick from them). */
+  made?: (accessor: string, secret: string) => void;
 }
 
 export async function seedTo(storeDir: string, from: number, total: number, options: SeedOptions = {}): Promise<void> {
@@ -55,7 +55,7 @@ export async function seedTo(storeDir: string, from: number, total: number, opti
           CreateIndex: index,
           ModifyIndex: index,
         };
-        options.made?.(token.AccessorID);
+        options.made?.(token.AccessorID, token.SecretID);
         batch.put(prefix + token.AccessorID, encode(token));
       }
       batch.put(META.index, encode(index));

@@ -3,6 +3,7 @@ import { invalid } from '../domain/errors.js';
 import { DEFAULT_NAMESPACE, DEFAULT_PARTITION } from '../domain/ids.js';
 import { type Access, RESOURCES } from '../domain/rules/decisions.js';
 import type { Store, WatchTable } from '../store/store.js';
+import type { TokenRecord } from '../domain/types.js';
 import type { AclResolver, ApplicablePolicyText, Identity } from './acl-resolver.js';
 import type { RequestContext } from './context.js';
 import { type ScopeHints, checkScopeName } from './scope.js';
@@ -156,6 +157,9 @@ export interface TokenAuthorizerAnswer {
   hash: string;
 }
 
+/** A token's view for a watch, with its AccessorID and the policies and roles it depends on. */
+export type WatchedView = TokenAuthorizerAnswer & { accessor: string; dependsOn: string[] };
+
 /** The tables whose changes can change what a token may do. */
 const JUDGING_TABLES: readonly WatchTable[] = ['tokens', 'policies', 'roles'];
 
@@ -191,15 +195,26 @@ export class DecisionService {
    * of a set of tokens: README, "Enforcing policies in your service"), with the IDs of the
    * policies and roles it depends on. Throws as a read would (unknown, expired, stale).
    */
-  watchedView(secret: string): TokenAuthorizerAnswer & { accessor: string; dependsOn: string[] } {
+  watchedView(secret: string): WatchedView {
     const identity = this.resolver.resolveLocal(secret);
     const token = identity.token;
+    if (identity.unconfirmed) return { ...this.viewOf(identity), accessor: token.AccessorID, dependsOn: [] };
+    // Many clients watch the same token: its view is made once until it, a policy or a role changes.
+    const policies = this.store.tableIndex('policies');
+    const roles = this.store.tableIndex('roles');
+    const memo = this.watchedViews.get(token);
+    if (memo !== undefined && memo.policies === policies && memo.roles === roles) return memo.view;
     const dependsOn = new Set<string>();
     for (const l of token.Policies) dependsOn.add(l.ID);
     for (const l of token.Roles ?? []) dependsOn.add(l.ID);
     for (const r of this.resolver.reachable(token).roles) for (const l of r.Policies) dependsOn.add(l.ID);
-    return { ...this.viewOf(identity), accessor: token.AccessorID, dependsOn: [...dependsOn] };
+    const view = { ...this.viewOf(identity), accessor: token.AccessorID, dependsOn: [...dependsOn] };
+    this.watchedViews.set(token, { policies, roles, view });
+    return view;
   }
+
+  /** Views of watched tokens by record (records are replaced on every write, never changed). */
+  private readonly watchedViews = new WeakMap<TokenRecord, { policies: number; roles: number; view: WatchedView }>();
 
   private viewOf(identity: Identity): TokenAuthorizerAnswer {
     const token = identity.token;

@@ -40,6 +40,8 @@ export interface FailoverOptions {
   kills?: number;
   /** Concurrent writers (default 32). */
   writers?: number;
+  /** Each writer's pause after an acknowledged write, ms (default 0: as fast as answered). */
+  pauseMs?: number;
   log?: (line: string) => void;
 }
 
@@ -88,6 +90,7 @@ async function failOver(cluster: Cluster, options: FailoverOptions): Promise<Fai
         if (res.status === 200) {
           acknowledged.push({ id, local });
           lastAck = { at: Date.now(), by: target.serverName };
+          if (options.pauseMs) await sleep(options.pauseMs);
         } else await sleep(50);
       } catch {
         await sleep(50);

@@ -65,7 +65,8 @@ class Writers {
         codes: results.map((r) => r.code),
         to: pair.map((s) => s.serverName),
       });
-      if (!results.some((r) => r.status === 200)) await sleep(50);
+      // Paced: the faults need writes in flight, not every core the suite shares.
+      await sleep(results.some((r) => r.status === 200) ? 10 : 50);
     }
   }
 
@@ -130,12 +131,12 @@ describe.skipIf(!etcd)('etcd crashes and restarts under a datacenter of three se
     await cluster?.stop();
   }, 60_000);
 
-  it('five SIGKILLs of etcd for 4 s each: writes are accepted again within two lease times of each return, nothing acknowledged is lost, no ID is acknowledged twice', async () => {
+  it('three SIGKILLs of etcd for 4 s each: writes are accepted again within two lease times of each return, nothing acknowledged is lost, no ID is acknowledged twice', async () => {
     const writers = new Writers(servers, token, 6);
     const recoveries: number[] = [];
     try {
       let since = Date.now();
-      for (let n = 0; n < 5; n++) {
+      for (let n = 0; n < 3; n++) {
         // Faults strike a datacenter that is taking writes.
         await writers.firstAcknowledgedFrom(since, 20_000);
         await coordinator.kill();
