@@ -57,7 +57,7 @@ const percentile = (sorted: number[], p: number): number => sorted[Math.min(sort
 async function main(): Promise<void> {
   const dataDir = await mkdtemp(join(tmpdir(), 'watchword-blocking-'));
   // One address holds every watcher here: lift the per-client cap above the load.
-  const { proc, url } = await startDaemonProcess(dataDir, ['--initial-management-token', SECRET, '--max-blocking-queries-per-client', String(COUNT * 2)]);
+  const { proc, url } = await startDaemonProcess(dataDir, ['--initial-management-token', SECRET, '--max-blocking-queries-per-client', String(COUNT * 2), '--http-max-conns-per-client', '0']);
   try {
     const self = JSON.parse((await request(`${url}/v1/acl/token/self`)).body) as { AccessorID: string };
     // Warm up so the baseline includes a running, JIT-compiled daemon.

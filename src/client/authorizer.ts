@@ -102,6 +102,9 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
   private nextId = 1;
   /** The one connection that keeps every cached token current; opened with the first token. */
   private watch: TokenWatch | undefined;
+  /** The last addition the watch acknowledged, and when it last spoke (every token added by then is current as of it). */
+  private watchAck = -1;
+  private watchSaidAt = 0;
   /** Reports uses to the daemon and forgets idle tokens. */
   private sweeper: NodeJS.Timeout | undefined;
   private lastReport = 0;
@@ -162,7 +165,7 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
     if (entry !== undefined) {
       entry.usedAt = now;
       if (entry.authorizer !== undefined) {
-        if (now >= entry.expiresAt || now - entry.confirmedAt < this.ttl) {
+        if (now >= entry.expiresAt || now - this.confirmed(entry) < this.ttl) {
           this.counters.hits++;
           return now < entry.expiresAt && this.judge(entry, resource, segment, access, place);
         }
@@ -253,7 +256,7 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
       if (entry.authorizer === undefined) return false;
       if (Date.now() >= entry.expiresAt) return false;
       // Confirmed again while this question waited: judged afresh.
-      if (Date.now() - entry.confirmedAt < this.ttl) return this.judge(entry, resource, segment, access, place);
+      if (Date.now() - this.confirmed(entry) < this.ttl) return this.judge(entry, resource, segment, access, place);
       switch (entry.failing) {
         case undefined:
           // No answer yet to the refresh this question waited for: its last word holds until the refresh fails.
@@ -478,6 +481,8 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
         },
         onNews: (news) => this.news(news),
         onLost: () => {
+          this.watchAck = -1;
+          this.watchSaidAt = 0;
           for (const e of this.byId.values()) e.sentSeq = undefined;
         },
       });
@@ -509,13 +514,16 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
         this.markGone(entry);
       }
     }
-    for (const e of this.byId.values()) {
-      if (e.sentSeq === undefined || e.sentSeq > news.ack) continue;
-      e.confirmedAt = now;
-      e.failing = undefined;
-      e.failures = 0;
-      e.retryAt = 0;
-    }
+    // Every token added by then is current as of now: one mark for all, not a walk over them.
+    this.watchAck = Math.max(this.watchAck, news.ack);
+    this.watchSaidAt = now;
+  }
+
+  /** When the daemon last confirmed this entry: by a read of it, or by the watch once it has taken it. */
+  private confirmed(entry: Entry): number {
+    return entry.sentSeq !== undefined && entry.sentSeq <= this.watchAck
+      ? Math.max(entry.confirmedAt, this.watchSaidAt)
+      : entry.confirmedAt;
   }
 
   /** Tells the daemon which tokens were judged since the last report (their last use), and forgets tokens unused for two TTLs. */

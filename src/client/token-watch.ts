@@ -51,6 +51,7 @@ export class TokenWatch {
   /** Additions waiting for the next frame, sent together on the next turn of the event loop. */
   private queued: Array<[number, string, string]> = [];
   private queuedSeq: number | undefined;
+  private removals: number[] = [];
 
   constructor(private readonly options: TokenWatchOptions) {
     void this.run();
@@ -73,8 +74,16 @@ export class TokenWatch {
     return this.queuedSeq ?? this.seq;
   }
 
+  /** Removes tokens from the watch (sent together on the next turn of the event loop). */
   remove(ids: number[]): void {
-    if (this.open && ids.length > 0) this.send({ t: 'unwatch', ids });
+    if (!this.open || ids.length === 0) return;
+    if (this.removals.length === 0)
+      setImmediate(() => {
+        const batch = this.removals;
+        this.removals = [];
+        if (this.open && batch.length > 0) this.send({ t: 'unwatch', ids: batch });
+      });
+    this.removals.push(...ids);
   }
 
   used(ids: number[]): void {

@@ -176,8 +176,8 @@ export const configShape = {
   rate_limit_burst: z.coerce.number().int().min(0).max(10_000_000).optional(),
   /** Blocking queries (`?index=`) held at once, in all; past it, 429. */
   max_blocking_queries: z.coerce.number().int().min(1).max(10_000_000).default(20_000),
-  /** Blocking queries held at once per client address; past it, 429. */
-  max_blocking_queries_per_client: z.coerce.number().int().min(1).max(10_000_000).default(2_000),
+  /** Blocking queries held at once per client address; past it, 429 (below http_max_conns_per_client: each holds a connection). */
+  max_blocking_queries_per_client: z.coerce.number().int().min(1).max(10_000_000).default(150),
   /** Longest a client may take to send a whole request, headers and body (blocking waits do not count). */
   http_request_timeout: duration.default(30_000),
   /** Longest a client may take to send a request's headers (at most http_request_timeout). */
@@ -188,8 +188,12 @@ export const configShape = {
   http_max_requests_per_conn: z.coerce.number().int().min(0).max(10_000_000).default(0),
   /** Open HTTP connections at once; connections past it are dropped. */
   http_max_conns: z.coerce.number().int().min(1).max(10_000_000).default(20_000),
-  /** Open HTTP connections at once from one client address (0: no cap); above max_blocking_queries_per_client, which each hold one. */
-  http_max_conns_per_client: z.coerce.number().int().min(0).max(10_000_000).default(4_096),
+  /**
+   * Open HTTP connections at once from one client address (0: no cap), as Consul's 200; above
+   * max_blocking_queries_per_client, which each hold one. An enforcing client needs two at most
+   * (its watch of every cached token, and one for first look-ups).
+   */
+  http_max_conns_per_client: z.coerce.number().int().min(0).max(10_000_000).default(200),
   /**
    * Host names (`name` or `name:port`) requests may be addressed to. A daemon listening only on
    * loopback answers loopback names at its port and these; elsewhere, when set, only these.

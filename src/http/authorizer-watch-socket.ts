@@ -33,6 +33,7 @@ export class AuthorizerWatchSockets {
           close: (code, reason) => ws.close(code, reason.slice(0, 120)),
         },
         beat,
+        req.socket.remoteAddress ?? '',
       );
       let alive = true;
       const ping = setInterval(() => {

@@ -19,6 +19,8 @@ import type { CommitEvent } from '../store/store.js';
 
 /** Tokens one connection may watch at once. */
 export const MAX_WATCHED = 100_000;
+/** Tokens the connections from one address may watch at once, in all (~300 MB of the server's memory). */
+export const MAX_WATCHED_PER_ADDRESS = 1_000_000;
 /** Tokens one watch frame may add. */
 export const MAX_ADD = 5_000;
 /** Beats at most this often and at least this rarely (ms). */
@@ -116,6 +118,8 @@ export class WatchConnection {
     private readonly hub: AuthorizerWatches,
     readonly socket: WatchSocket,
     beatMs: number,
+    /** The client's address (the cap of MAX_WATCHED_PER_ADDRESS). */
+    readonly address: string,
   ) {
     this.timer = setInterval(() => hub.beat(this), beatMs);
     this.timer.unref();
@@ -123,10 +127,13 @@ export class WatchConnection {
 
   /** A frame from the client; a frame that cannot be understood ends the connection with the reason. */
   receive(text: string): void {
+    if (this.timer === undefined) return;
     const frame = parseFrame(text);
     if (typeof frame === 'string') return this.end(1008, frame);
     if (frame.t === 'watch') {
       if (this.items.size + frame.add.length > MAX_WATCHED) return this.end(1008, `a watch holds at most ${MAX_WATCHED} tokens`);
+      if (!this.hub.admits(this.address, frame.add.length))
+        return this.end(1008, `the watches from one address hold at most ${MAX_WATCHED_PER_ADDRESS} tokens`);
       for (const [id, secret, hash] of frame.add) this.hub.add(this, id, secret, hash);
       this.ack = Math.max(this.ack, frame.seq);
       this.flush(true);
@@ -182,6 +189,8 @@ export class WatchConnection {
 /** Every watch on this server, with the indexes a commit is matched against. */
 export class AuthorizerWatches {
   private readonly connections = new Set<WatchConnection>();
+  /** Tokens watched by the connections from each address. */
+  private readonly perAddress = new Map<string, number>();
   /** Watched tokens by AccessorID. */
   private readonly byAccessor = new Map<string, Watched>();
   /** Watched AccessorIDs by the policies and roles they depend on. */
@@ -196,12 +205,17 @@ export class AuthorizerWatches {
     this.unsubscribe = deps.onCommit((event) => this.committed(event));
   }
 
-  /** A new connection; `beatMs` as the client asked, within BEAT_RANGE. */
-  open(socket: WatchSocket, beatMs: number): WatchConnection {
+  /** A new connection from `address`; `beatMs` as the client asked, within BEAT_RANGE. */
+  open(socket: WatchSocket, beatMs: number, address: string): WatchConnection {
     const beat = Math.min(BEAT_RANGE.max, Math.max(BEAT_RANGE.min, Number.isFinite(beatMs) ? beatMs : 10_000));
-    const conn = new WatchConnection(this, socket, beat);
+    const conn = new WatchConnection(this, socket, beat, address);
     this.connections.add(conn);
     return conn;
+  }
+
+  /** Whether `address` may watch `more` tokens besides those it watches now. */
+  admits(address: string, more: number): boolean {
+    return (this.perAddress.get(address) ?? 0) + more <= MAX_WATCHED_PER_ADDRESS;
   }
 
   /** Connections and tokens watched now (metrics). */
@@ -234,6 +248,7 @@ export class AuthorizerWatches {
     }
     const item: Item = { conn, id, secret, accessor: answer.accessor, hash };
     conn.items.set(id, item);
+    this.perAddress.set(conn.address, (this.perAddress.get(conn.address) ?? 0) + 1);
     this.index(item, answer.dependsOn);
     if (answer.hash !== hash) conn.changed(item, answer.hash, answer.view);
   }
@@ -242,6 +257,9 @@ export class AuthorizerWatches {
     const item = conn.items.get(id);
     if (item === undefined) return;
     conn.items.delete(id);
+    const left = (this.perAddress.get(conn.address) ?? 1) - 1;
+    if (left > 0) this.perAddress.set(conn.address, left);
+    else this.perAddress.delete(conn.address);
     this.unindex(item);
   }
 

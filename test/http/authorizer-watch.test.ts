@@ -199,3 +199,29 @@ describe('a watch at a secondary', () => {
     }
   });
 });
+
+describe('an enforcing client within a per-address connection cap', () => {
+  it('caches 1,500 tokens and sees a delete on one of them through a daemon that lets an address hold 4 connections', async () => {
+    const d = await startTestDaemon({ config: { http_max_conns_per_client: 4 } });
+    const authz = new Authorizer({ client: { address: d.url } });
+    try {
+      const tokens: Token[] = [];
+      for (let i = 0; i < 1_500; i++)
+        tokens.push((await d.api('PUT', '/v1/acl/token', { body: { Policies: [{ Name: 'global-management' }] } })).body as Token);
+      // 500 asked about at once (past 1,000 first look-ups in flight a new secret is denied): they queue on the client's one HTTP connection.
+      for (let i = 0; i < tokens.length; i += 500) {
+        const answers = await Promise.all(tokens.slice(i, i + 500).map((t) => authz.allowed(t.SecretID, 'acl', '', 'write')));
+        expect(answers.every((a) => a === true)).toBe(true);
+      }
+      await waitFor(async () => (await watchGauges(d)).tokens === 1_500, 10_000, 50, 'every token on the one watch');
+      expect((await watchGauges(d)).watches).toBe(1);
+      await d.api('DELETE', `/v1/acl/token/${tokens[0]?.AccessorID}`);
+      await waitFor(() => authz.allowed(tokens[0]?.SecretID, 'acl', '', 'write') === false, 5_000, 5, 'the delete');
+      expect(authz.allowed(tokens[1]?.SecretID, 'acl', '', 'write')).toBe(true);
+      expect(authz.stats()).toMatchObject({ downAnswers: 0, failovers: 0, cached: 1_499 });
+    } finally {
+      authz.close();
+      await d.close();
+    }
+  }, 60_000);
+});

@@ -1,0 +1,320 @@
+/**
+ * `npm run bench:churn [MINUTES]` (README, "Development"; SPEC §20, "Churn soak"): workloads that
+ * log in every time they start, for MINUTES (default 10). A primary (dc1) and a secondary (dc2),
+ * both on CPU 1; this process, the load, on CPU 0 (where the machine can pin).
+ * - Logins through jwt methods (static keys) at a fixed rate: CHURN_RATE a second (default 40)
+ *   at dc1 through a method whose tokens are global, as many at dc2 through one whose tokens are
+ *   Local; both methods' MaxTokenTTL is CHURN_TTL (default 2m). A quarter of the workloads log out
+ *   before their token expires; the others use it now and then until it expires, and once more
+ *   just after: a 200 then is a token that authenticated after its ExpirationTime.
+ * - Steady reads of long-lived tokens at both datacenters, at rest before the churn and during it.
+ * Every 20 s: logins a second and their p99, live tokens, RSS and disk (LevelDB and the audit log)
+ * of each daemon, read p99. At the end: the replication lag p99 at dc2, tokens that authenticated
+ * after expiry (must be 0), whether RSS and disk stayed flat (within 10%) after the first
+ * MaxTokenTTL, and the login ceiling: closed-loop logins at dc1 against raw LevelDB synced puts,
+ * in the same run (median of 3 rounds each).
+ * The audit log rotates at 8 MiB × 4 files here (audit_log_rotate_bytes, _max_files): a log that
+ * grows with every login is flat only once it rotates, as an operator sizes it.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import autocannon from 'autocannon';
+import { SignJWT, exportSPKI, generateKeyPair } from 'jose';
+import { canPin, medianOf, pinSelf, startProcess, unpinSelf } from './bench-process.js';
+import { memoryOf } from './bench-seed.js';
+import { histogram, quantile } from './bench-metrics.js';
+import { startDaemonProcess, stopDaemonProcess } from './daemon-process.js';
+
+const MINUTES = Number(process.argv[2] ?? 10);
+const RATE = Number(process.env.CHURN_RATE ?? 40);
+const TTL = process.env.CHURN_TTL ?? '2m';
+const TTL_MS = Number(/^(\d+)m$/.exec(TTL)?.[1] ?? 2) * 60_000;
+const READ_RATE = 100;
+const SAMPLE_S = 20;
+const MANAGEMENT = '6b1f7d0e-1111-4222-8333-944444444444';
+const LAG_METRIC = 'watchword_replication_apply_lag_seconds';
+
+const mb = (b: number) => `${(b / 1024 / 1024).toFixed(0)} MB`;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const du = (dir: string): number => Number(execFileSync('du', ['-sb', dir]).toString().split('\t')[0]);
+const p99Of = (xs: number[]) => (xs.length === 0 ? Number.NaN : ([...xs].sort((a, b) => a - b)[Math.floor(0.99 * (xs.length - 1))] as number));
+
+async function api(url: string, method: string, path: string, body?: unknown, token = MANAGEMENT): Promise<{ status: number; body: unknown }> {
+  const res = await fetch(`${url}${path}`, {
+    method,
+    headers: { 'X-Consul-Token': token, ...(body !== undefined ? { 'Content-Type': 'application/json' } : {}) },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+  });
+  const text = await res.text();
+  return { status: res.status, body: text === '' ? undefined : JSON.parse(text) };
+}
+
+/** A jwt auth method with a static key and a rule binding a service identity; returns JWTs for it. */
+async function jwtMethod(url: string, name: string, locality: 'global' | 'local'): Promise<string[]> {
+  const { publicKey, privateKey } = await generateKeyPair('ES256', { extractable: true });
+  const method = await api(url, 'PUT', '/v1/acl/auth-method', {
+    Name: name,
+    Type: 'jwt',
+    MaxTokenTTL: TTL,
+    TokenLocality: locality,
+    Config: { JWTValidationPubKeys: [await exportSPKI(publicKey)], BoundIssuer: 'churn', ClaimMappings: { service: 'service' } },
+  });
+  if (method.status !== 200) throw new Error(`auth method ${name}: ${method.status} ${JSON.stringify(method.body)}`);
+  const rule = await api(url, 'PUT', '/v1/acl/binding-rule', { AuthMethod: name, BindType: 'service', BindName: '${value.service}' });
+  if (rule.status !== 200) throw new Error(`binding rule: ${rule.status}`);
+  const jwts: string[] = [];
+  for (let i = 0; i < 200; i++)
+    jwts.push(
+      await new SignJWT({ service: `svc-${i % 20}` })
+        .setProtectedHeader({ alg: 'ES256' })
+        .setIssuer('churn')
+        .setIssuedAt()
+        .setExpirationTime(`${MINUTES + 30}m`)
+        .sign(privateKey),
+    );
+  return jwts;
+}
+
+interface Window {
+  logins: number;
+  loginMs: number[];
+  readMs: number[];
+  failed: number;
+}
+const newWindow = (): Window => ({ logins: 0, loginMs: [], readMs: [], failed: 0 });
+
+/** The churn: logins at a fixed rate, uses, logouts, and a use just after each expiry. */
+class Churn {
+  window = newWindow();
+  afterExpiry = 0;
+  probes = 0;
+  logouts = 0;
+  private readonly timers = new Set<NodeJS.Timeout>();
+  private running = false;
+  private n = 0;
+
+  constructor(private readonly sites: Array<{ url: string; method: string; jwts: string[] }>) {}
+
+  start(): void {
+    this.running = true;
+    // Ten ticks a second, each starting a tenth of the second's logins at every site.
+    const tick = setInterval(() => {
+      for (const site of this.sites) for (let i = 0; i < RATE / 10; i++) void this.login(site);
+    }, 100);
+    this.timers.add(tick);
+  }
+
+  stop(): void {
+    this.running = false;
+    for (const t of this.timers) clearTimeout(t);
+    this.timers.clear();
+  }
+
+  private later(ms: number, f: () => Promise<void>): void {
+    const t = setTimeout(() => {
+      this.timers.delete(t);
+      if (this.running) void f();
+    }, ms);
+    this.timers.add(t);
+  }
+
+  private async login(site: { url: string; method: string; jwts: string[] }): Promise<void> {
+    const t = performance.now();
+    const jwt = site.jwts[this.n++ % site.jwts.length];
+    const r = await api(site.url, 'POST', '/v1/acl/login', { AuthMethod: site.method, BearerToken: jwt }, '').catch(() => undefined);
+    if (r?.status !== 200) {
+      this.window.failed++;
+      return;
+    }
+    this.window.logins++;
+    this.window.loginMs.push(performance.now() - t);
+    const token = r.body as { SecretID: string; ExpirationTime: string };
+    const expires = Date.parse(token.ExpirationTime);
+    const left = expires - Date.now();
+    if (Math.random() < 0.25) {
+      // A quarter log out before their token expires.
+      this.later(Math.random() * left * 0.9, async () => {
+        if ((await api(site.url, 'POST', '/v1/acl/logout', undefined, token.SecretID)).status === 200) this.logouts++;
+      });
+      return;
+    }
+    // The others use it twice during its life, and once just after it expired.
+    for (const at of [Math.random() * left * 0.5, left * 0.5 + Math.random() * left * 0.45])
+      this.later(at, async () => void (await api(site.url, 'GET', '/v1/acl/token/self', undefined, token.SecretID)));
+    this.later(left + 200 + Math.random() * 1000, async () => {
+      const sent = Date.now();
+      const res = await api(site.url, 'GET', '/v1/acl/token/self', undefined, token.SecretID);
+      this.probes++;
+      if (res.status === 200 && sent >= expires) this.afterExpiry++;
+    });
+  }
+}
+
+/** Reads of long-lived tokens at a fixed rate; latencies into the current window. */
+function readLoad(sites: Array<{ url: string; secrets: string[] }>, into: () => Window): () => void {
+  let n = 0;
+  const tick = setInterval(() => {
+    for (const site of sites)
+      for (let i = 0; i < READ_RATE / 10; i++) {
+        const t = performance.now();
+        void api(site.url, 'GET', '/v1/acl/token/self', undefined, site.secrets[n++ % site.secrets.length]).then((r) => {
+          if (r.status === 200) into().readMs.push(performance.now() - t);
+        });
+      }
+  }, 100);
+  return () => clearInterval(tick);
+}
+
+async function loginCeiling(url: string, method: string, jwt: string, pin: string | undefined): Promise<{ login: number[]; loginP99: number[]; raw: number[]; rawP99: number[] }> {
+  const out = { login: [] as number[], loginP99: [] as number[], raw: [] as number[], rawP99: [] as number[] };
+  for (let round = 0; round < 3; round++) {
+    const r = await autocannon({
+      url: `${url}/v1/acl/login`,
+      method: 'POST',
+      connections: 32,
+      duration: 6,
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ AuthMethod: method, BearerToken: jwt }),
+    });
+    if (r.non2xx > 0) throw new Error(`${r.non2xx} logins did not answer 200`);
+    out.login.push(r.requests.average);
+    out.loginP99.push(r.latency.p99);
+    const { proc, firstLine } = startProcess(['scripts/bench-leveldb.ts', '6', '32'], pin);
+    const raw = JSON.parse(await firstLine) as { reqPerSec: number; p99ms: number };
+    await new Promise((resolve) => (proc.exitCode !== null ? resolve(undefined) : proc.once('exit', resolve)));
+    out.raw.push(raw.reqPerSec);
+    out.rawP99.push(raw.p99ms);
+  }
+  return out;
+}
+
+async function main(): Promise<void> {
+  const dir = await mkdtemp(join(tmpdir(), 'bench-churn-'));
+  const pinned = canPin();
+  const pin = pinned ? '1' : undefined;
+  const common = ['--login-rate', '0', '--audit-log-rotate-bytes', String(8 * 1024 * 1024), '--audit-log-rotate-max-files', '4'];
+  const dc1 = await startDaemonProcess(join(dir, 'dc1'), ['--initial-management-token', MANAGEMENT, ...common], undefined, pin, 60_000);
+  const dc2 = await startDaemonProcess(
+    join(dir, 'dc2'),
+    ['--datacenter', 'dc2', '--primary-datacenter', 'dc1', '--primary-address', dc1.url, '--replication-token', MANAGEMENT, ...common],
+    undefined,
+    pin,
+    60_000,
+  );
+  const stopReads: Array<() => void> = [];
+  try {
+    const globalJWTs = await jwtMethod(dc1.url, 'churn-global', 'global');
+    const localJWTs = await jwtMethod(dc1.url, 'churn-local', 'local');
+    const readers = async (url: string, local: boolean) => {
+      const secrets: string[] = [];
+      for (let i = 0; i < 50; i++) {
+        const r = await api(url, 'PUT', '/v1/acl/token', { Description: 'churn reader', ...(local ? { Local: true } : {}) });
+        secrets.push((r.body as { SecretID: string }).SecretID);
+      }
+      return secrets;
+    };
+    // dc2 holds the methods (and the management token) once it has replicated them.
+    for (let i = 0; (await api(dc2.url, 'GET', '/v1/acl/auth-method/churn-local')).status !== 200; i++) {
+      if (i > 300) throw new Error('dc2 did not replicate the auth methods within a minute');
+      await sleep(200);
+    }
+    const sites = [
+      { url: dc1.url, secrets: await readers(dc1.url, false) },
+      { url: dc2.url, secrets: await readers(dc2.url, true) },
+    ];
+    await sleep(2_000);
+    if (pinned) pinSelf('0');
+    process.stdout.write(
+      `churn for ${MINUTES} min: ${RATE} logins/s at dc1 (global tokens) and ${RATE}/s at dc2 (Local), MaxTokenTTL ${TTL}, a quarter logging out; ` +
+        `reads ${READ_RATE}/s at each; ${pinned ? 'daemons on CPU 1, load on CPU 0' : 'not pinned'}\n`,
+    );
+    let window = newWindow();
+    stopReads.push(readLoad(sites, () => window));
+    await sleep(30_000);
+    const restP99 = p99Of(window.readMs);
+    process.stdout.write(`reads at rest: p99 ${restP99.toFixed(1)} ms\n`);
+    const lagBefore = await histogram(dc2.url, LAG_METRIC, MANAGEMENT);
+    const churn = new Churn([
+      { url: dc1.url, method: 'churn-global', jwts: globalJWTs },
+      { url: dc2.url, method: 'churn-local', jwts: localJWTs },
+    ]);
+    window = churn.window = newWindow();
+    churn.start();
+    const started = Date.now();
+    const rows: Array<{ t: number; rss1: number; rss2: number; disk1: number; disk2: number; audit1: number; live1: number; live2: number }> = [];
+    process.stdout.write('   t | logins/s | login p99 | read p99 (× rest) | live dc1 | live dc2 | RSS dc1 | RSS dc2 | LevelDB dc1 | LevelDB dc2 | audit dc1\n');
+    while (Date.now() - started < MINUTES * 60_000) {
+      await sleep(SAMPLE_S * 1000);
+      const w = churn.window;
+      window = churn.window = newWindow();
+      const live = async (url: string) => ((await api(url, 'GET', '/v1/agent/self')).body as { Stats: { Tokens: number } }).Stats.Tokens;
+      const row = {
+        t: (Date.now() - started) / 1000,
+        rss1: (await memoryOf(dc1.proc.pid as number)).now,
+        rss2: (await memoryOf(dc2.proc.pid as number)).now,
+        disk1: du(join(dir, 'dc1', 'store')),
+        disk2: du(join(dir, 'dc2', 'store')),
+        audit1: du(join(dir, 'dc1', 'audit')),
+        live1: await live(dc1.url),
+        live2: await live(dc2.url),
+      };
+      rows.push(row);
+      const readP99 = p99Of(w.readMs);
+      process.stdout.write(
+        `${row.t.toFixed(0).padStart(4)} | ${(w.logins / SAMPLE_S).toFixed(0).padStart(8)} | ${p99Of(w.loginMs).toFixed(1).padStart(6)} ms | ` +
+          `${readP99.toFixed(1).padStart(6)} ms (${(readP99 / restP99).toFixed(2)}×) | ${String(row.live1).padStart(8)} | ${String(row.live2).padStart(8)} | ` +
+          `${mb(row.rss1).padStart(7)} | ${mb(row.rss2).padStart(7)} | ${mb(row.disk1).padStart(11)} | ${mb(row.disk2).padStart(11)} | ${mb(row.audit1).padStart(9)}` +
+          `${w.failed > 0 ? ` (${w.failed} logins failed)` : ''}\n`,
+      );
+    }
+    churn.stop();
+    for (const s of stopReads.splice(0)) s();
+    const lagAfter = await histogram(dc2.url, LAG_METRIC, MANAGEMENT);
+    const lag = lagAfter.map(([le, n], i) => [le, n - (lagBefore[i]?.[1] ?? 0)] as [number, number]);
+    // Flat after the first MaxTokenTTL (and a reap interval): the spread of each figure over the rest of the run.
+    const steady = rows.filter((r) => r.t * 1000 >= TTL_MS + 30_000);
+    const spread = (f: (r: (typeof rows)[number]) => number) => {
+      const xs = steady.map(f);
+      return xs.length === 0 ? Number.NaN : Math.max(...xs) / Math.min(...xs);
+    };
+    const flat = {
+      'RSS dc1': spread((r) => r.rss1),
+      'RSS dc2': spread((r) => r.rss2),
+      'LevelDB dc1': spread((r) => r.disk1),
+      'LevelDB dc2': spread((r) => r.disk2),
+      'audit log dc1': spread((r) => r.audit1),
+    };
+    process.stdout.write(
+      `replication lag at dc2: p50 ${(quantile(lag, 0.5) * 1000).toFixed(1)} ms, p99 ${(quantile(lag, 0.99) * 1000).toFixed(1)} ms over ${lag[lag.length - 1]?.[1] ?? 0} batches\n` +
+        `tokens that authenticated after their ExpirationTime: ${churn.afterExpiry} of ${churn.probes} probed just after expiry; ${churn.logouts} logouts\n` +
+        `after the first MaxTokenTTL (${steady.length} samples), max/min: ${Object.entries(flat)
+          .map(([k, v]) => `${k} ${v.toFixed(3)}`)
+          .join(', ')}\n`,
+    );
+    const ceiling = await loginCeiling(dc1.url, 'churn-global', globalJWTs[0] as string, pin);
+    const loginRate = medianOf(ceiling.login);
+    const rawRate = medianOf(ceiling.raw);
+    process.stdout.write(
+      `login ceiling: ${loginRate.toFixed(0)} logins/s (p99 ${medianOf(ceiling.loginP99).toFixed(1)} ms) against raw LevelDB synced puts ` +
+        `${rawRate.toFixed(0)}/s (p99 ${medianOf(ceiling.rawP99).toFixed(1)} ms): ${(loginRate / rawRate).toFixed(2)}×, p99 ` +
+        `${(medianOf(ceiling.loginP99) / medianOf(ceiling.rawP99)).toFixed(2)}× (goal ≥ 0.5×, ≤ 3×)\n`,
+    );
+    const misses = [
+      churn.afterExpiry > 0 ? `${churn.afterExpiry} tokens authenticated after their ExpirationTime` : '',
+      ...Object.entries(flat).map(([k, v]) => (!(v <= 1.1) ? `${k} not flat after the first MaxTokenTTL (max/min ${v.toFixed(3)})` : '')),
+    ].filter(Boolean);
+    for (const m of misses) process.stdout.write(`MISSED: ${m}\n`);
+    process.exitCode = misses.length > 0 ? 1 : 0;
+  } finally {
+    for (const s of stopReads) s();
+    if (pinned) unpinSelf();
+    await stopDaemonProcess(dc2.proc);
+    await stopDaemonProcess(dc1.proc);
+    if (process.env.BENCH_KEEP) process.stdout.write(`data dir kept: ${dir}\n`);
+    else await rm(dir, { recursive: true, force: true });
+  }
+}
+
+await main();
