@@ -486,7 +486,8 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
           for (const e of this.byId.values()) e.sentSeq = undefined;
         },
       });
-      const every = Math.min(15_000, Math.max(1_000, this.ttl));
+      // Uses reach the daemon well within its flush (a minute by default) without a report per question.
+      const every = Math.min(30_000, Math.max(1_000, this.ttl));
       this.sweeper = setInterval(() => this.sweep(), every);
       this.sweeper.unref();
     }
