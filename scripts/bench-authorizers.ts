@@ -15,7 +15,7 @@
  * It fails (exit 1) when a figure of SPEC §20 is missed.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -38,6 +38,17 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 async function cpuSeconds(pid: number): Promise<number> {
   const fields = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1]?.split(' ') ?? [];
   return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+/** CPU seconds of each thread of a process (by thread ID and name), from /proc. */
+async function threadSeconds(pid: number): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  for (const tid of await readdir(`/proc/${pid}/task`)) {
+    const stat = await readFile(`/proc/${pid}/task/${tid}/stat`, 'utf8').catch(() => '');
+    const fields = stat.split(') ')[1]?.split(' ') ?? [];
+    out.set(`${tid} ${stat.slice(stat.indexOf('(') + 1, stat.indexOf(')'))}`, (Number(fields[11]) + Number(fields[12])) / 100);
+  }
+  return out;
 }
 
 /** Established TCP connections to the server's port. */
@@ -153,9 +164,19 @@ async function main(): Promise<void> {
     const rssWatching = (await memoryOf(pid)).now;
     const connections = connectionsTo(port);
     cpu0 = await cpuSeconds(pid);
+    const threads0 = await threadSeconds(pid);
     await sleep(REST_S * 1000);
     const cpuAtRest = ((await cpuSeconds(pid)) - cpu0) / REST_S;
+    const threads = [...(await threadSeconds(pid))]
+      .map(([k, v]) => [k, (v - (threads0.get(k) ?? 0)) / REST_S] as const)
+      .filter(([, v]) => v > 0)
+      .sort((a, b) => b[1] - a[1])
+      .map(([k, v]) => `${k.split(' ').slice(1).join(' ')} ${(v * 100).toFixed(2)}%`);
     const connectionsLater = connectionsTo(port);
+    if (process.env.BENCH_AUTHZ_REST_ONLY) {
+      process.stdout.write(`server CPU at rest: ${(cpuAtRest * 100).toFixed(2)}% of a core (before any client: ${(cpuIdle * 100).toFixed(2)}%); by thread: ${threads.join(', ')}\n`);
+      return;
+    }
     await Promise.all(
       workers.map((w) => {
         const quiet = w.next('quiet');

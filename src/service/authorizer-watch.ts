@@ -25,6 +25,8 @@ export const MAX_WATCHED_PER_ADDRESS = 1_000_000;
 export const MAX_ADD = 5_000;
 /** Beats at most this often and at least this rarely (ms). */
 export const BEAT_RANGE = { min: 50, max: 30_000 } as const;
+/** Uses clients report are recorded this often, together. */
+const USE_EVERY_MS = 5_000;
 /** Watched tokens judged again per turn of the event loop after a wide change (a policy many depend on, a restore). */
 const JUDGE_CHUNK = 2_000;
 /** A client that reads nothing while this much waits to be sent is cut off. */
@@ -62,6 +64,8 @@ interface Item {
 interface Watched {
   readonly items: Set<Item>;
   dependsOn: readonly string[];
+  /** The secret its first item named (the one string the others share when they name the same). */
+  readonly secret: string;
 }
 
 /** A watch frame as parsed, or why it cannot be. */
@@ -198,6 +202,9 @@ export class AuthorizerWatches {
   /** AccessorIDs to judge again (a wide change is judged a chunk at a time). */
   private readonly pending = new Set<string>();
   private draining = false;
+  /** Tokens clients reported as used since they were last recorded. */
+  private readonly usedSince = new Set<string>();
+  private useTimer: NodeJS.Timeout | undefined;
   private wasStale = false;
   private readonly unsubscribe: () => void;
 
@@ -227,6 +234,8 @@ export class AuthorizerWatches {
 
   close(): void {
     this.unsubscribe();
+    clearTimeout(this.useTimer);
+    this.recordUses();
     for (const c of [...this.connections]) {
       c.socket.close(1001, 'the server is shutting down');
       c.closed();
@@ -246,7 +255,15 @@ export class AuthorizerWatches {
       conn.lost({ conn, id, secret, accessor: '', hash });
       return;
     }
-    const item: Item = { conn, id, secret, accessor: answer.accessor, hash };
+    // A token watched by a hundred clients holds one copy of its secret and hash, not a hundred.
+    const shared = this.byAccessor.get(answer.accessor)?.secret;
+    const item: Item = {
+      conn,
+      id,
+      secret: shared === secret ? shared : secret,
+      accessor: answer.accessor,
+      hash: hash === answer.hash ? answer.hash : hash,
+    };
     conn.items.set(id, item);
     this.perAddress.set(conn.address, (this.perAddress.get(conn.address) ?? 0) + 1);
     this.index(item, answer.dependsOn);
@@ -263,12 +280,26 @@ export class AuthorizerWatches {
     this.unindex(item);
   }
 
+  /**
+   * Tokens a client judged: recorded as used once every USE_EVERY_MS for all clients together
+   * (a token a hundred clients use is one use, not a hundred: last use is kept to the minute).
+   */
   used(conn: WatchConnection, ids: readonly number[]): void {
-    const now = this.deps.now();
     for (const id of ids) {
       const item = conn.items.get(id);
-      if (item !== undefined) this.deps.recordUse(item.accessor, now);
+      if (item !== undefined) this.usedSince.add(item.accessor);
     }
+    if (this.usedSince.size > 0 && this.useTimer === undefined) {
+      this.useTimer = setTimeout(() => this.recordUses(), USE_EVERY_MS);
+      this.useTimer.unref();
+    }
+  }
+
+  private recordUses(): void {
+    this.useTimer = undefined;
+    const now = this.deps.now();
+    for (const accessor of this.usedSince) this.deps.recordUse(accessor, now);
+    this.usedSince.clear();
   }
 
   /** A connection's beat: held back while a wide change is being judged, or while global tokens cannot be confirmed. */
@@ -286,7 +317,7 @@ export class AuthorizerWatches {
   private index(item: Item, dependsOn: readonly string[]): void {
     const watched = this.byAccessor.get(item.accessor);
     if (watched === undefined) {
-      this.byAccessor.set(item.accessor, { items: new Set([item]), dependsOn });
+      this.byAccessor.set(item.accessor, { items: new Set([item]), dependsOn, secret: item.secret });
       for (const d of dependsOn) this.depend(d, item.accessor);
     } else {
       watched.items.add(item);
