@@ -498,8 +498,11 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
   private news(news: WatchNews): void {
     const now = Date.now();
     if (news.t === 'changes') {
-      for (const [id, hash, view] of news.set) {
-        const entry = this.byId.get(id);
+      for (const change of news.set) {
+        if (!Array.isArray(change)) continue;
+        const [id, hash, view] = change as [unknown, unknown, unknown];
+        const entry = typeof id === 'number' ? this.byId.get(id) : undefined;
+        if (typeof hash !== 'string') continue;
         const parsed = tokenAuthorizerResponse.safeParse(view);
         // A view that cannot be read is not installed: the entry goes stale and is read again.
         if (entry === undefined || !parsed.success) continue;
@@ -508,7 +511,7 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
         this.counters.refreshes++;
       }
       for (const id of news.gone) {
-        const entry = this.byId.get(id);
+        const entry = typeof id === 'number' ? this.byId.get(id) : undefined;
         if (entry === undefined) continue;
         entry.authorizer = undefined;
         entry.goneAt = now;

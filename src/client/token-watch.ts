@@ -161,7 +161,12 @@ export class TokenWatch {
           return void ws.terminate();
         }
         if (!isNews(news)) return void ws.terminate();
-        this.options.onNews(news);
+        try {
+          this.options.onNews(news);
+        } catch {
+          // An answer this client cannot read is the server's fault, never the service's crash: the watch starts over.
+          ws.terminate();
+        }
       });
       ws.on('error', () => undefined);
       ws.on('close', () => {

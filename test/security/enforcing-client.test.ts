@@ -1,4 +1,7 @@
 import { randomUUID } from 'node:crypto';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { WebSocketServer } from 'ws';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Authorizer, type AuthorizerOptions } from '../../src/client/authorizer.js';
 import { WatchwordClient } from '../../src/client/index.js';
@@ -194,4 +197,73 @@ describe('enforcing client: one watch, a known token under 429', () => {
       await front.close();
     }
   }, 20_000);
+});
+
+/**
+ * A server that answers first look-ups as a daemon would, and on the watch sends what no daemon
+ * sends: frames that are not JSON, changes of the wrong shapes, ids it was never given.
+ */
+async function garblingServer(secret: string): Promise<{ url: string; watches: () => number; close(): Promise<void> }> {
+  const view = {
+    AccessorID: randomUUID(),
+    Namespace: 'default',
+    Partition: 'default',
+    DefaultPolicy: 'deny',
+    Policies: [{ ID: 'p', Rules: 'service "web" { policy = "write" }', Namespace: 'default', Partition: 'default', Builtin: false }],
+  };
+  const server = createServer((req, res) => {
+    if (req.headers['x-service-token'] !== secret) return void res.writeHead(403, { 'Content-Type': 'text/plain' }).end('ACL not found');
+    res.writeHead(200, { 'Content-Type': 'application/json', 'X-Service-ContentHash': 'abc' }).end(JSON.stringify(view));
+  });
+  const wss = new WebSocketServer({ noServer: true });
+  let opened = 0;
+  server.on('upgrade', (req, socket, head) =>
+    wss.handleUpgrade(req, socket, head, (ws) => {
+      opened++;
+      ws.on('message', () => {
+        ws.send('{not json');
+        ws.send(
+          JSON.stringify({
+            t: 'changes',
+            ack: 1,
+            set: [1, null, 'x', [1, 2], [{}, 'h', {}], [1, 'h', { Policies: 'all' }]],
+            gone: ['a', {}, null],
+          }),
+        );
+        ws.send(JSON.stringify({ t: 'changes', ack: 'many', set: {}, gone: 7 }));
+        ws.send(Buffer.from([0, 1, 2]));
+      });
+    }),
+  );
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    watches: () => opened,
+    close: async () => {
+      for (const c of wss.clients) c.terminate();
+      await new Promise((r) => server.close(() => r(undefined)));
+    },
+  };
+}
+
+describe('enforcing client: a server that garbles the watch', () => {
+  it('neither crashes the service nor installs a garbled change as rules; the watch starts over', async () => {
+    const secret = randomUUID();
+    const s = await garblingServer(secret);
+    const authz = new Authorizer({ client: { address: s.url }, tokenTTL: 400 });
+    try {
+      expect(await authz.allowed(secret, 'service', 'web', 'write')).toBe(true);
+      // The watch is opened, garbled, cut and opened again: the service goes on.
+      await waitFor(() => s.watches() >= 2, 5_000, 20, 'the watch opened again');
+      expect(authz.allowed(secret, 'service', 'web', 'write')).toBe(true);
+      expect(authz.allowed(secret, 'service', 'api', 'write')).toBe(false);
+      // Past several TTLs, the token's rules are still the ones its read gave: no garbled view was installed.
+      await new Promise((r) => setTimeout(r, 900));
+      expect(await authz.allowed(secret, 'service', 'web', 'write')).toBe(true);
+      expect(await authz.allowed(secret, 'operator', '', 'write')).toBe(false);
+    } finally {
+      authz.close();
+      await s.close();
+    }
+  });
 });
