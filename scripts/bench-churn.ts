@@ -44,7 +44,7 @@ const p99Of = (xs: number[]) => (xs.length === 0 ? Number.NaN : ([...xs].sort((a
 async function api(url: string, method: string, path: string, body?: unknown, token = MANAGEMENT): Promise<{ status: number; body: unknown }> {
   const res = await fetch(`${url}${path}`, {
     method,
-    headers: { 'X-Consul-Token': token, ...(body !== undefined ? { 'Content-Type': 'application/json' } : {}) },
+    headers: { Accept: 'application/json', ...(token ? { 'X-Consul-Token': token } : {}), ...(body !== undefined ? { 'Content-Type': 'application/json' } : {}) },
     ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
   });
   const text = await res.text();
@@ -59,7 +59,7 @@ async function jwtMethod(url: string, name: string, locality: 'global' | 'local'
     Type: 'jwt',
     MaxTokenTTL: TTL,
     TokenLocality: locality,
-    Config: { JWTValidationPubKeys: [await exportSPKI(publicKey)], BoundIssuer: 'churn', ClaimMappings: { service: 'service' } },
+    Config: { JWTValidationPubKeys: [await exportSPKI(publicKey)], JWTSupportedAlgs: ['ES256'], BoundIssuer: 'churn', ClaimMappings: { service: 'service' } },
   });
   if (method.status !== 200) throw new Error(`auth method ${name}: ${method.status} ${JSON.stringify(method.body)}`);
   const rule = await api(url, 'PUT', '/v1/acl/binding-rule', { AuthMethod: name, BindType: 'service', BindName: '${value.service}' });
@@ -123,9 +123,13 @@ class Churn {
   private async login(site: { url: string; method: string; jwts: string[] }): Promise<void> {
     const t = performance.now();
     const jwt = site.jwts[this.n++ % site.jwts.length];
-    const r = await api(site.url, 'POST', '/v1/acl/login', { AuthMethod: site.method, BearerToken: jwt }, '').catch(() => undefined);
+    const r = await api(site.url, 'POST', '/v1/acl/login', { AuthMethod: site.method, BearerToken: jwt }, '').catch((err: Error) => {
+      if (this.window.failed === 0) process.stderr.write(`a login failed: ${err.message}\n`);
+      return undefined;
+    });
     if (r?.status !== 200) {
       this.window.failed++;
+      if (this.window.failed === 1 && r !== undefined) process.stderr.write(`a login failed: ${r.status} ${String(JSON.stringify(r.body)).slice(0, 200)}\n`);
       return;
     }
     this.window.logins++;
