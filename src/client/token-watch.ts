@@ -57,11 +57,6 @@ export class TokenWatch {
     void this.run();
   }
 
-  /** Whether the watch is connected now. */
-  get connected(): boolean {
-    return this.open;
-  }
-
   /** Adds tokens to the watch; returns the sequence number whose acknowledgement confirms them (undefined: not connected). */
   add(id: number, secret: string, hash: string): number | undefined {
     if (!this.open) return undefined;

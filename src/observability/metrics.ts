@@ -123,22 +123,23 @@ export class Metrics implements BlockingGauge {
 
   /** Enforcing clients' watches (README, "Enforcing policies in your service"): connections, and tokens watched over them. */
   watchAuthorizerWatches(size: () => { connections: number; tokens: number }): void {
-    new Gauge({
-      name: 'watchword_authorizer_watches',
-      help: "Enforcing clients' watch connections open to this server",
-      registers: [this.registry],
-      collect() {
-        this.set(size().connections);
-      },
-    });
-    new Gauge({
-      name: 'watchword_authorizer_watched_tokens',
-      help: "Tokens watched over enforcing clients' watch connections (a token watched by two clients counts twice)",
-      registers: [this.registry],
-      collect() {
-        this.set(size().tokens);
-      },
-    });
+    const gauges = [
+      ['watchword_authorizer_watches', "Enforcing clients' watch connections open to this server", 'connections'],
+      [
+        'watchword_authorizer_watched_tokens',
+        "Tokens watched over enforcing clients' watch connections (a token watched by two clients counts twice)",
+        'tokens',
+      ],
+    ] as const;
+    for (const [name, help, field] of gauges)
+      new Gauge({
+        name,
+        help,
+        registers: [this.registry],
+        collect() {
+          this.set(size()[field]);
+        },
+      });
   }
 
   watchServers(compute: () => OperatorServersResponse, self: string): void {
