@@ -1,5 +1,8 @@
-// A bare Fastify route returning a token-sized constant JSON object: the ceiling the
-// real routes are compared against. Started as its own process by bench.ts.
+// The ceilings the real routes are compared against, each a process of its own started by
+// bench.ts: a bare route returning a token-sized constant JSON object, through Fastify
+// (`fastify`, the default) or straight on node:http (`node`: the runtime's own ceiling, what
+// any HTTP server in node pays before its first line of logic). Prints its port.
+import { createServer } from 'node:http';
 import Fastify from 'fastify';
 
 const TOKEN = {
@@ -16,8 +19,27 @@ const TOKEN = {
   ModifyIndex: 59,
 };
 
-const app = Fastify();
-app.get('/baseline', async () => TOKEN);
-await app.listen({ host: '127.0.0.1', port: 0 });
-const addr = app.server.address();
-process.stdout.write(`${typeof addr === 'object' && addr ? addr.port : 0}\n`);
+let port = 0;
+if (process.argv[2] === 'node') {
+  // The same work a JSON route must do per request: serialise the object, send it with its length.
+  const server = createServer((req, res) => {
+    if (req.url !== '/baseline') {
+      res.statusCode = 404;
+      res.end();
+      return;
+    }
+    const body = JSON.stringify(TOKEN);
+    res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body) });
+    res.end(body);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const addr = server.address();
+  port = typeof addr === 'object' && addr ? addr.port : 0;
+} else {
+  const app = Fastify();
+  app.get('/baseline', async () => TOKEN);
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  const addr = app.server.address();
+  port = typeof addr === 'object' && addr ? addr.port : 0;
+}
+process.stdout.write(`${port}\n`);

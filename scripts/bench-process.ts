@@ -51,23 +51,40 @@ export const medianOf = (xs: number[]): number => {
   return s.length % 2 === 1 ? (s[(s.length - 1) / 2] as number) : ((s[s.length / 2 - 1] as number) + (s[s.length / 2] as number)) / 2;
 };
 
+/** The servers under test of a pinned comparison (see startDaemonAndBaseline). */
+export interface DaemonAndBaseline {
+  pinned: boolean;
+  pin: string | undefined;
+  daemon: DaemonProcess;
+  /** The bare Fastify route. */
+  bareURL: string;
+  baselinePid: number | undefined;
+  /** The bare node:http route. */
+  nodeURL: string;
+  nodePid: number | undefined;
+  stop(): Promise<void>;
+}
+
 /**
- * The servers under test of a pinned comparison: the daemon on `dataDir` and the bare
- * Fastify route, both on CPU 1 when this machine can pin (the caller then pins itself to
- * CPU 0); `stop` ends both.
+ * The servers under test of a pinned comparison: the daemon on `dataDir` (with `flags`), the
+ * bare Fastify route and the bare node:http route, all on CPU 1 when this machine can pin
+ * (the caller then pins itself to CPU 0); `stop` ends them.
  */
-export async function startDaemonAndBaseline(dataDir: string): Promise<{ pinned: boolean; pin: string | undefined; daemon: DaemonProcess; bareURL: string; baselinePid: number | undefined; stop(): Promise<void> }> {
+export async function startDaemonAndBaseline(dataDir: string, flags: string[] = []): Promise<DaemonAndBaseline> {
   const pinned = canPin();
   const pin = pinned ? '1' : undefined;
-  const daemon = await startDaemonProcess(dataDir, [], undefined, pin);
-  const baseline = startProcess(['scripts/bench-baseline.ts'], pin);
+  const daemon = await startDaemonProcess(dataDir, flags, undefined, pin);
+  const fastify = startProcess(['scripts/bench-baseline.ts', 'fastify'], pin);
+  const node = startProcess(['scripts/bench-baseline.ts', 'node'], pin);
   const stop = async () => {
-    await stopDaemonProcess(baseline.proc);
+    await stopDaemonProcess(node.proc);
+    await stopDaemonProcess(fastify.proc);
     await stopDaemonProcess(daemon.proc);
   };
   try {
-    const bareURL = `http://127.0.0.1:${await baseline.firstLine}/baseline`;
-    return { pinned, pin, daemon, bareURL, baselinePid: baseline.proc.pid, stop };
+    const bareURL = `http://127.0.0.1:${await fastify.firstLine}/baseline`;
+    const nodeURL = `http://127.0.0.1:${await node.firstLine}/baseline`;
+    return { pinned, pin, daemon, bareURL, baselinePid: fastify.proc.pid, nodeURL, nodePid: node.proc.pid, stop };
   } catch (err) {
     await stop();
     throw err;

@@ -2,9 +2,9 @@
  * npm run bench: the performance contract (README, "Development"). Seeds BENCH_TOKENS tokens (default
  * 100,000) into a temp data dir and measures, against baselines taken in the same run, with
  * the servers under test on CPU 1 and the load generator (autocannon, BENCH_CONNECTIONS
- * connections, default 32) on CPU 0: the reads, the policy filter and durable create
- * (scripts/bench-http.ts: a bare Fastify route returning a constant token-sized JSON object,
- * raw LevelDB with 32 concurrent synced puts), HTTPS against plain HTTP, decisions; then
+ * connections, default 32) on CPU 0: the reads, the policy filter and the durable writes
+ * (create, delete, a jwt login) (scripts/bench-http.ts: bare node:http and Fastify routes
+ * returning a constant token-sized JSON object, raw LevelDB with 32 concurrent synced puts), HTTPS against plain HTTP, decisions; then
  * replication (a fresh secondary's catch-up, the lag at BENCH_REPLICATION_RATE global
  * writes/s for BENCH_REPLICATION_SECONDS, default 20) and reads over three servers. Each pinned figure is the median of BENCH_ROUNDS
  * rounds (default and at least 3) of BENCH_DURATION seconds (default 6). The daemon runs
@@ -122,9 +122,10 @@ async function replicationBench(primaryURL: string): Promise<Record<string, numb
 
 /**
  * Writes TOKENS tokens and FILTER_POLICIES policies straight into the store (as fast as
- * it goes); every policy is linked by 10 tokens, and `policyID` by 10 more.
+ * it goes); every policy is linked by 10 tokens, and `policyID` by 10 more. Returns the
+ * policies, and the tokens linked to none of them (the delete scenario's).
  */
-async function seed(dataDir: string, policyID: string): Promise<string[]> {
+async function seed(dataDir: string, policyID: string): Promise<{ policies: string[]; deletable: string[] }> {
   const store = await LevelStore.open(join(dataDir, 'store'), { durability: 'os', changeLog: true });
   const now = new Date().toISOString();
   const policies = Array.from({ length: FILTER_POLICIES }, () => generateID());
@@ -135,6 +136,7 @@ async function seed(dataDir: string, policyID: string): Promise<string[]> {
     });
   });
   const batch = 2000;
+  const deletable: string[] = [];
   for (let done = 0; done < TOKENS; done += batch) {
     await store.transact((tx) => {
       for (let i = done; i < Math.min(done + batch, TOKENS); i++) {
@@ -150,12 +152,14 @@ async function seed(dataDir: string, policyID: string): Promise<string[]> {
           TemplatedPolicies: [],
           Local: false,
         };
-        tx.put('tokens', { AccessorID: generateID(), SecretID: generateID(), ...base, AuthMethod: '', CreateTime: now, Hash: tokenHash(base), Namespace: 'default', Partition: 'default' });
+        const AccessorID = generateID();
+        if (links.length === 0) deletable.push(AccessorID);
+        tx.put('tokens', { AccessorID, SecretID: generateID(), ...base, AuthMethod: '', CreateTime: now, Hash: tokenHash(base), Namespace: 'default', Partition: 'default' });
       }
     });
   }
   await store.close();
-  return policies;
+  return { policies, deletable };
 }
 
 async function main(): Promise<void> {
@@ -168,7 +172,7 @@ async function main(): Promise<void> {
     const policy = (await (await fetch(`${daemon.url}/v1/acl/policy`, { method: 'PUT', headers, body: JSON.stringify({ Name: 'bench-x', Rules: 'acl = "read"' }) })).json()) as { ID: string };
     await stop(daemon.proc);
     const seedStart = Date.now();
-    const filterPolicies = await seed(dataDir, policy.ID);
+    const { policies: filterPolicies, deletable } = await seed(dataDir, policy.ID);
     process.stdout.write(`seeded ${TOKENS} tokens in ${((Date.now() - seedStart) / 1000).toFixed(1)} s\n`);
     const only = process.env.BENCH_ONLY;
     // BENCH_ONLY=tls: the HTTPS read against the plain read on copies of the seeded store, alone.
@@ -196,7 +200,7 @@ async function main(): Promise<void> {
     let rows: FloorRow[] = [];
     if (only === undefined || only === 'http') {
       const scenarios = process.env.BENCH_SCENARIOS ? new Set(process.env.BENCH_SCENARIOS.split(',')) : undefined;
-      http = await httpBench(dataDir, SECRET, { seconds: DURATION, rounds: ROUNDS, connections: CONNECTIONS, filterPolicies, ...(scenarios ? { only: scenarios } : {}) });
+      http = await httpBench(dataDir, SECRET, { seconds: DURATION, rounds: ROUNDS, connections: CONNECTIONS, filterPolicies, deletable, ...(scenarios ? { only: scenarios } : {}) });
       process.stdout.write(`HTTP: median of ${http.rounds} rounds of ${DURATION} s, each running every scenario; ${http.pinned ? 'servers on CPU 1, load generator on CPU 0' : 'not pinned (taskset or a second CPU missing)'}\n`);
       rows = httpFloors(http, TOKENS);
       console.table(rows);
