@@ -1,5 +1,5 @@
 import { type KeyObject, createPublicKey } from 'node:crypto';
-import { type JSONWebKeySet, compactVerify, createLocalJWKSet, decodeProtectedHeader, errors } from 'jose';
+import type { JSONWebKeySet } from 'jose';
 import { invalid } from '../domain/errors.js';
 import { canonicalConfig } from './fields.js';
 import { parseDuration } from '../domain/duration.js';
@@ -7,6 +7,7 @@ import { redactURL, requestJSON } from './http.js';
 import { KeySetCache } from './key-set.js';
 import { type URLPolicy, urlProblem } from './url-policy.js';
 import { type Identity, LoginRefused } from './identity.js';
+import { JWS_ALGORITHMS, JwsError, type SetKey, jwsHeader, setKeys, verifyCompact } from './jws.js';
 
 /** A jwt method's Config, as Consul's. */
 export interface JwtConfig {
@@ -25,7 +26,7 @@ export interface JwtConfig {
   ClockSkewLeeway?: string | number;
 }
 
-const ALGORITHMS = ['RS256', 'RS384', 'RS512', 'ES256', 'ES384', 'ES512', 'PS256', 'PS384', 'PS512', 'EdDSA'];
+const ALGORITHMS: readonly string[] = JWS_ALGORITHMS;
 const KNOWN_KEYS = [
   'JWTValidationPubKeys',
   'JWKSURL',
@@ -145,12 +146,10 @@ async function fetchJWKS(url: string, ca: string | undefined, step = 'fetching t
   return body as JSONWebKeySet;
 }
 
-type LocalKeys = ReturnType<typeof createLocalJWKSet>;
-
 /** Verifies bearer tokens for one jwt method's Config. */
 export class JwtVerifier {
   private readonly staticKeys: KeyObject[];
-  private readonly remote: KeySetCache<LocalKeys> | undefined;
+  private readonly remote: KeySetCache<SetKey[]> | undefined;
 
   constructor(
     private readonly config: JwtConfig,
@@ -159,7 +158,7 @@ export class JwtVerifier {
     this.staticKeys = (config.JWTValidationPubKeys ?? []).map((pem) => createPublicKey(pem));
     if (config.JWKSURL) {
       const url = config.JWKSURL;
-      this.remote = new KeySetCache(() => fetchJWKS(url, config.JWKSCACert || undefined), createLocalJWKSet);
+      this.remote = new KeySetCache(() => fetchJWKS(url, config.JWKSCACert || undefined), setKeys);
     } else if (config.OIDCDiscoveryURL) {
       const issuer = config.OIDCDiscoveryURL.replace(/\/$/, '');
       const ca = config.OIDCDiscoveryCACert || undefined;
@@ -188,7 +187,7 @@ export class JwtVerifier {
         if (problem)
           throw new LoginRefused(`cannot verify the bearer token: the jwks_uri of the OIDC discovery document of ${shown} ${problem}`);
         return fetchJWKS(doc.jwks_uri, ca, 'fetching the JWKS named by the OIDC discovery document');
-      }, createLocalJWKSet);
+      }, setKeys);
     }
   }
 
@@ -196,17 +195,18 @@ export class JwtVerifier {
     const algorithms = this.config.JWTSupportedAlgs && this.config.JWTSupportedAlgs.length > 0 ? this.config.JWTSupportedAlgs : ['RS256'];
     let payload: Record<string, unknown>;
     try {
-      const header = decodeProtectedHeader(bearer);
-      if (!header.alg || !algorithms.includes(header.alg))
+      const { alg } = jwsHeader(bearer);
+      if (typeof alg !== 'string' || !algorithms.includes(alg))
         throw new LoginRefused(
-          `unsupported signing algorithm ${JSON.stringify(header.alg ?? '')}; the method accepts ${algorithms.join(', ')}`,
+          `unsupported signing algorithm ${JSON.stringify(typeof alg === 'string' ? alg : '')}; the method accepts ${algorithms.join(', ')}`,
         );
-      payload = JSON.parse(new TextDecoder().decode(await this.checkSignature(bearer, algorithms))) as Record<string, unknown>;
+      const bytes = this.remote ? await this.checkRemote(bearer, algorithms) : verifyCompact(bearer, algorithms, { list: this.staticKeys });
+      payload = JSON.parse(bytes.toString('utf8')) as Record<string, unknown>;
     } catch (err) {
       if (err instanceof LoginRefused) throw err;
-      if (err instanceof errors.JWSSignatureVerificationFailed || err instanceof errors.JWKSNoMatchingKey)
+      if (err instanceof JwsError && (err.reason === 'signature' || err.reason === 'no-key'))
         throw new LoginRefused('failed to verify the signature of the bearer token');
-      if (err instanceof errors.JOSEAlgNotAllowed) throw new LoginRefused('unsupported signing algorithm');
+      if (err instanceof JwsError && err.reason === 'algorithm') throw new LoginRefused('unsupported signing algorithm');
       throw new LoginRefused(`the bearer token is not a valid JWT (${(err as Error).message})`);
     }
     if (payload === null || typeof payload !== 'object') throw new LoginRefused('the bearer token has no claims');
@@ -225,25 +225,15 @@ export class JwtVerifier {
     return { selectable: { value, list }, variables: { ...Object.fromEntries(Object.entries(value).map(([k, v]) => [`value.${k}`, v])) } };
   }
 
-  private async checkSignature(bearer: string, algorithms: string[]): Promise<Uint8Array> {
-    if (this.remote) {
-      try {
-        return (await compactVerify(bearer, await this.remote.get(false), { algorithms })).payload;
-      } catch (err) {
-        if (!(err instanceof errors.JWKSNoMatchingKey)) throw err;
-        // A key rotated in since the last fetch.
-        return (await compactVerify(bearer, await this.remote.get(true), { algorithms })).payload;
-      }
+  /** The payload of a JWS signed by a key of the method's key set, fetched again once when it names none held (a key rotated in). */
+  private async checkRemote(bearer: string, algorithms: string[]): Promise<Buffer> {
+    const remote = this.remote as KeySetCache<SetKey[]>;
+    try {
+      return verifyCompact(bearer, algorithms, { set: await remote.get(false) });
+    } catch (err) {
+      if (!(err instanceof JwsError && err.reason === 'no-key')) throw err;
+      return verifyCompact(bearer, algorithms, { set: await remote.get(true) });
     }
-    let last: unknown;
-    for (const key of this.staticKeys) {
-      try {
-        return (await compactVerify(bearer, key, { algorithms })).payload;
-      } catch (err) {
-        last = err;
-      }
-    }
-    throw last ?? new errors.JWSSignatureVerificationFailed();
   }
 
   private checkClaims(payload: Record<string, unknown>, now: number): void {
