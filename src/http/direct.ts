@@ -34,6 +34,12 @@ export interface DirectSpec {
    * takes it (a write at a secondary or at a follower, which Fastify forwards).
    */
   when?: () => boolean;
+  /**
+   * Whether the request may go on (a per-client limit: login_rate), checked before anything
+   * else, its body not read yet; throws a WatchwordError to refuse. Fastify's route runs it
+   * as its onRequest hook, so it holds whichever door the request came in by.
+   */
+  admit?(ctx: RequestContext): void;
   /** Answers from the request's parts; may throw a WatchwordError (sent as Fastify would). */
   run(input: DirectInput): DirectAnswer | Promise<DirectAnswer>;
 }
@@ -56,7 +62,7 @@ export interface DirectInput<Params = Record<string, string>> {
   params: Params;
   /** The query parameters the route names, those the request gives. */
   query: ReadonlyMap<string, string>;
-  /** The body as text (POST and PUT; '' without one). */
+  /** The body as text (POST and PUT; '' without one, and for GET and DELETE). */
   body: string;
 }
 
@@ -151,7 +157,7 @@ export class DirectRoutes {
   /** The direct route of a request, with its parameter and query; undefined sends it to Fastify. */
   match(req: IncomingMessage): { route: DirectRoute; param: string; query: Map<string, string> } | undefined {
     const method = req.method as string;
-    if (method !== 'GET' && method !== 'POST' && method !== 'PUT') return undefined;
+    if (method !== 'GET' && method !== 'POST' && method !== 'PUT' && method !== 'DELETE') return undefined;
     const url = req.url ?? '';
     const q = url.indexOf('?');
     const path = q < 0 ? url : url.slice(0, q);
@@ -168,7 +174,11 @@ export class DirectRoutes {
       }
       if (route === undefined) return undefined;
     }
-    if (method !== 'GET') {
+    if (method === 'DELETE') {
+      // A DELETE takes no body: one sent (a length other than 0, or chunks) is Fastify's to refuse.
+      const length = req.headers['content-length'];
+      if ((length !== undefined && length !== '0') || req.headers['transfer-encoding'] !== undefined) return undefined;
+    } else if (method !== 'GET') {
       const length = req.headers['content-length'];
       if (length === undefined || req.headers['transfer-encoding'] !== undefined || !(Number(length) <= BODY_LIMIT)) return undefined;
     }
@@ -208,7 +218,7 @@ export class DirectRoutes {
         found = undefined;
       }
       if (found === undefined) return viaFastify(req, res);
-      if (found.route.method === 'GET') serving.serve(req, res, found.route, found.param, found.query, '');
+      if (found.route.method === 'GET' || found.route.method === 'DELETE') serving.serve(req, res, found.route, found.param, found.query, '');
       else readBody(req, res, (body) => serving.serve(req, res, found.route, found.param, found.query, body));
     });
   }
@@ -250,6 +260,7 @@ class DirectServing {
         },
         this.deps.forwarderCheck,
       );
+      route.admit?.(ctx);
       const params = route.paramName === '' ? NO_PARAMS : { [route.paramName]: param };
       const answer = route.run({ ctx, params, query, body });
       const send = (a: DirectAnswer) => {

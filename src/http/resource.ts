@@ -48,7 +48,7 @@ export type RouteRequest<P extends string> = FastifyRequest<{ Params: ParamsOf<P
  * (direct.ts) that serves the route's plain requests before Fastify's routing: one place for
  * what the route does, whichever door a request comes in by.
  */
-export interface RouteLogic<P extends string = string> extends Pick<DirectSpec, 'query' | 'when'> {
+export interface RouteLogic<P extends string = string> extends Pick<DirectSpec, 'query' | 'when' | 'admit'> {
   /** A read: served through the read gate on the route's `table` (blocking, consistency, shared work). */
   read?: { gate: Pick<ReadGate, 'serve'>; access: ReadAccess };
   /** Answers from the request's parts; throws a WatchwordError to refuse. */
@@ -64,7 +64,7 @@ interface RouteBase {
   table?: WatchTable;
   /** On a secondary, when this write is sent to the primary. */
   forward?: ForwardRule;
-  /** Runs before anything else of this route (before the body is read, before forwarding). */
+  /** Runs before anything else of this route (before the body is read, before forwarding); a route stated as logic says it as `admit`. */
   onRequest?: (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
   doc: RouteDoc;
 }
@@ -116,11 +116,13 @@ export function resource<P extends string>(app: FastifyInstance, url: P, specs: 
   for (const method of methods) {
     const spec = specs[method] as RouteSpec<P>;
     const handler = spec.logic ? handlerOf(url, spec.logic, spec.table) : spec.handler;
+    const admit = spec.logic?.admit;
+    const onRequest = admit ? async (request: FastifyRequest) => admit(requestContext(request)) : spec.onRequest;
     app.route({
       method,
       url,
       config: { doc: spec.doc, ...(spec.table ? { table: spec.table } : {}), ...(spec.forward ? { forward: spec.forward } : {}) },
-      ...(spec.onRequest ? { onRequest: spec.onRequest } : {}),
+      ...(onRequest ? { onRequest } : {}),
       // Fastify matched the path, so its parameters are those ParamsOf<P> names.
       handler: handler as (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>,
     });

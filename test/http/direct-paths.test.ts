@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SignJWT, exportSPKI, generateKeyPair } from 'jose';
 import { MANAGEMENT_SECRET, type TestDaemon, startTestDaemon } from '../helpers/test-daemon.js';
 
 /**
@@ -114,9 +115,9 @@ describe('token reads served before routing answer exactly as the routed ones', 
   });
 
   /** A write both ways: status, header names (values vary with the index), and the body with its new IDs and times set aside. */
-  async function sameWrite(path: string, init: { headers: Record<string, string>; body?: string }) {
+  async function sameWrite(path: string, init: { headers: Record<string, string>; body?: string; method?: string }, base = d.url) {
     const send = async (p: string) => {
-      const res = await fetch(`${d.url}${p}`, { method: 'PUT', ...init });
+      const res = await fetch(`${base}${p}`, { method: 'PUT', ...init });
       const text = await res.text();
       let body: unknown = text;
       try {
@@ -160,6 +161,58 @@ describe('token reads served before routing answer exactly as the routed ones', 
         })
       ).status,
     ).toBe(400);
+  });
+
+  it('a token delete: the same answer both ways, its refusals the same; a DELETE with a body goes to the routed path', async () => {
+    const made = async () => (await d.api('PUT', '/v1/acl/token', { body: { Description: 'to delete' } })).body as { AccessorID: string };
+    const del = (headers: Record<string, string>) => ({ method: 'DELETE', headers });
+    // Each way deletes a token of its own (the routed one is asked second, of the second token).
+    const [a, b] = [await made(), await made()];
+    const direct = await fetch(`${d.url}/v1/acl/token/${a.AccessorID}`, del(as(MANAGEMENT_SECRET)));
+    const routed = await fetch(`${d.url}/v1/acl/token/${b.AccessorID}?unused=1`, del(as(MANAGEMENT_SECRET)));
+    expect([direct.status, await direct.text()]).toEqual([routed.status, await routed.text()]);
+    expect(direct.headers.get('x-service-index')).toMatch(/^[1-9]/);
+    expect((await d.api('GET', `/v1/acl/token/${a.AccessorID}`)).status).toBe(404);
+    // Gone already, another's token without acl:write, the caller's own token, a malformed ID.
+    expect((await sameWrite(`/v1/acl/token/${a.AccessorID}`, { method: 'DELETE', headers: as(MANAGEMENT_SECRET) })).status).toBe(200);
+    expect(await (await fetch(`${d.url}/v1/acl/token/${a.AccessorID}`, del(as(MANAGEMENT_SECRET)))).text()).toBe('false');
+    const c = await made();
+    expect((await sameWrite(`/v1/acl/token/${c.AccessorID}`, { method: 'DELETE', headers: as(reader.SecretID) })).status).toBe(403);
+    expect((await sameWrite(`/v1/acl/token/${reader.AccessorID}`, { method: 'DELETE', headers: as(reader.SecretID) })).status).toBe(403);
+    expect((await sameWrite('/v1/acl/token/not-a-uuid', { method: 'DELETE', headers: as(MANAGEMENT_SECRET) })).status).toBe(404);
+    // A body on a DELETE: the routed path takes it, and the token goes as before.
+    const withBody = await fetch(`${d.url}/v1/acl/token/${c.AccessorID}`, { method: 'DELETE', headers: { ...as(MANAGEMENT_SECRET), 'Content-Type': 'application/json' }, body: '{}' });
+    expect(withBody.status).toBe(200);
+    expect((await d.api('GET', `/v1/acl/token/${c.AccessorID}`)).status).toBe(404);
+  });
+
+  it('a login: the same answer both ways, its refusals the same, and the login limit counts both doors', async () => {
+    const { publicKey, privateKey } = await generateKeyPair('ES256', { extractable: true });
+    const method = { Name: 'direct-jwt', Type: 'jwt', Config: { JWTValidationPubKeys: [await exportSPKI(publicKey)], JWTSupportedAlgs: ['ES256'], BoundIssuer: 'test' } };
+    expect((await d.api('PUT', '/v1/acl/auth-method', { body: method })).status).toBe(200);
+    expect((await d.api('PUT', '/v1/acl/binding-rule', { body: { AuthMethod: 'direct-jwt', BindType: 'service', BindName: 'web' } })).status).toBe(200);
+    const jwt = await new SignJWT({ sub: 'x' }).setProtectedHeader({ alg: 'ES256' }).setIssuer('test').setIssuedAt().setExpirationTime('1h').sign(privateKey);
+    const login = (body: unknown) => ({ method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+    const ok = await sameWrite('/v1/acl/login', login({ AuthMethod: 'direct-jwt', BearerToken: jwt }));
+    expect(ok.status).toBe(200);
+    expect(ok.body).toMatchObject({ AuthMethod: 'direct-jwt', ServiceIdentities: [{ ServiceName: 'web' }] });
+    expect((await sameWrite('/v1/acl/login', login({ AuthMethod: 'direct-jwt', BearerToken: `${jwt.slice(0, -4)}AAAA` }))).status).toBe(403);
+    expect((await sameWrite('/v1/acl/login', login({ AuthMethod: 'nope', BearerToken: jwt }))).status).toBe(403);
+    expect((await sameWrite('/v1/acl/login', login({ AuthMethod: 'direct-jwt' }))).status).toBe(400);
+    // The limit (login_rate 1, burst 1 here) is one count for both doors.
+    const limited = await startTestDaemon({ config: { login_rate: 1, login_burst: 1 } });
+    try {
+      expect((await limited.api('PUT', '/v1/acl/auth-method', { body: method })).status).toBe(200);
+      expect((await limited.api('PUT', '/v1/acl/binding-rule', { body: { AuthMethod: 'direct-jwt', BindType: 'service', BindName: 'web' } })).status).toBe(200);
+      const first = await fetch(`${limited.url}/v1/acl/login`, login({ AuthMethod: 'direct-jwt', BearerToken: jwt }));
+      const routed = await fetch(`${limited.url}/v1/acl/login?unused=1`, login({ AuthMethod: 'direct-jwt', BearerToken: jwt }));
+      const direct = await fetch(`${limited.url}/v1/acl/login`, login({ AuthMethod: 'direct-jwt', BearerToken: jwt }));
+      expect([first.status, routed.status, direct.status]).toEqual([200, 429, 429]);
+      expect(direct.headers.get('retry-after')).toMatch(/^[1-9]/);
+      expect(await direct.text()).toEqual(await routed.text());
+    } finally {
+      await limited.close();
+    }
   });
 
   it('answers written together at the end of a turn reach their own clients, in order, and a client gone first harms none', async () => {

@@ -11,9 +11,9 @@ import {
 } from '../../api/schemas.js';
 import type { AppDeps } from '../deps.js';
 import { WatchwordError } from '../../domain/errors.js';
-import { clientOf } from '../forward.js';
 import { RateLimiter } from '../../transport/rate-limit.js';
 import { decodeBody, parseJsonBody } from '../body.js';
+import { Written } from '../direct.js';
 import { queryParam } from '../request.js';
 import { requestContext } from '../pipeline.js';
 import { sendWrite } from '../respond.js';
@@ -158,24 +158,10 @@ function loginRoutes(app: FastifyInstance, deps: AuthMethodRoutesDeps): void {
   const loginRate = deps.loginRate ?? { rate: 10, burst: 20 };
   const loginLimiter = new RateLimiter(loginRate.rate, Math.max(1, loginRate.burst));
   let appliedBurst = loginRate.burst;
+  // Logins this server makes itself: every one at the primary (when it leads), a secondary's Local ones too (decided on the body).
+  const here = () => deps.cluster === undefined || (deps.cluster.secondary === undefined && deps.cluster.follower?.() === undefined);
   resource(app, '/v1/acl/login', {
     POST: {
-      onRequest: async (request) => {
-        if (loginRate.rate <= 0) return;
-        // The daemon changes loginRate in place on a reload (SIGHUP).
-        if (loginLimiter.rate !== loginRate.rate || appliedBurst !== loginRate.burst) {
-          loginLimiter.set(loginRate.rate, Math.max(1, loginRate.burst));
-          appliedBurst = loginRate.burst;
-        }
-        const { client } = clientOf(request.ip, request.raw, deps.cluster?.forwarderCheck);
-        const wait = loginLimiter.take(client);
-        if (wait > 0)
-          throw new WatchwordError(
-            'RATE_LIMITED',
-            `Too many logins from ${client}: the limit is ${loginRate.rate} per second (login_rate); retry in ${wait} s`,
-            { retryAfter: wait },
-          );
-      },
       doc: {
         summary: 'Exchange a bearer token from an auth method for a token (no ACL token needed)',
         permission: 'none',
@@ -187,8 +173,29 @@ function loginRoutes(app: FastifyInstance, deps: AuthMethodRoutesDeps): void {
         global: (request) =>
           login.method(requestContext(request), decodeBody(loginBody, parseJsonBody(request.body)))?.TokenLocality === 'global',
       },
-      handler: async (request, reply) =>
-        sendWrite(request, reply, await login.login(requestContext(request), decodeBody(loginBody, parseJsonBody(request.body)))),
+      logic: {
+        when: here,
+        admit: (ctx) => {
+          if (loginRate.rate <= 0) return;
+          // The daemon changes loginRate in place on a reload (SIGHUP).
+          if (loginLimiter.rate !== loginRate.rate || appliedBurst !== loginRate.burst) {
+            loginLimiter.set(loginRate.rate, Math.max(1, loginRate.burst));
+            appliedBurst = loginRate.burst;
+          }
+          const client = ctx.request?.remote ?? ctx.client ?? '';
+          const wait = loginLimiter.take(client);
+          if (wait > 0)
+            throw new WatchwordError(
+              'RATE_LIMITED',
+              `Too many logins from ${client}: the limit is ${loginRate.rate} per second (login_rate); retry in ${wait} s`,
+              { retryAfter: wait },
+            );
+        },
+        run: async ({ ctx, body }) => {
+          const { value, index } = await login.login(ctx, decodeBody(loginBody, parseJsonBody(body)));
+          return new Written(value, index);
+        },
+      },
     },
   });
 

@@ -77,9 +77,12 @@ function tokenWriteRoutes(app: FastifyInstance, deps: TokenRoutesDeps): void {
     DELETE: {
       doc: { summary: 'Delete a token', permission: 'acl:write', response: deletedResponse },
       forward: 'token-by-id',
-      handler: async (request, reply) => {
-        const { AccessorID } = request.params;
-        return sendWrite(request, reply, await tokens.delete(requestContext(request), AccessorID));
+      logic: {
+        when: writesHere,
+        run: async ({ ctx, params: { AccessorID } }) => {
+          const { value, index } = await tokens.delete(ctx, AccessorID);
+          return new Written(value, index);
+        },
       },
     },
   });
