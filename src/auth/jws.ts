@@ -11,7 +11,18 @@ import { type KeyObject, constants, createPublicKey, verify } from 'node:crypto'
 
 export type JwsAlgorithm = 'RS256' | 'RS384' | 'RS512' | 'ES256' | 'ES384' | 'ES512' | 'PS256' | 'PS384' | 'PS512' | 'EdDSA';
 
-export const JWS_ALGORITHMS: readonly JwsAlgorithm[] = ['RS256', 'RS384', 'RS512', 'ES256', 'ES384', 'ES512', 'PS256', 'PS384', 'PS512', 'EdDSA'];
+export const JWS_ALGORITHMS: readonly JwsAlgorithm[] = [
+  'RS256',
+  'RS384',
+  'RS512',
+  'ES256',
+  'ES384',
+  'ES512',
+  'PS256',
+  'PS384',
+  'PS512',
+  'EdDSA',
+];
 
 /** Why a JWS was refused: its form, its algorithm, no key of the set for it, or a signature no key verifies. */
 export class JwsError extends Error {
@@ -125,7 +136,8 @@ export function jwsHeader(jws: string): { alg?: unknown; kid?: unknown; crit?: u
     if (err instanceof JwsError) throw err;
     throw new JwsError('malformed', 'its header is not JSON');
   }
-  if (header === null || typeof header !== 'object' || Array.isArray(header)) throw new JwsError('malformed', 'its header is not a JSON object');
+  if (header === null || typeof header !== 'object' || Array.isArray(header))
+    throw new JwsError('malformed', 'its header is not a JSON object');
   return header as { alg?: unknown; kid?: unknown };
 }
 
@@ -134,10 +146,15 @@ export function jwsHeader(jws: string): { alg?: unknown; kid?: unknown; crit?: u
  * signature verifies (static keys), or with the keys of a JWKS it may name (`set`); returns
  * its payload's bytes.
  */
-export function verifyCompact(jws: string, algorithms: readonly string[], keys: { list: readonly KeyObject[] } | { set: readonly SetKey[] }): Buffer {
+export function verifyCompact(
+  jws: string,
+  algorithms: readonly string[],
+  keys: { list: readonly KeyObject[] } | { set: readonly SetKey[] },
+): Buffer {
   const header = jwsHeader(jws);
   const alg = header.alg;
-  if (typeof alg !== 'string' || !algorithms.includes(alg) || !(alg in SPECS)) throw new JwsError('algorithm', 'unsupported signing algorithm');
+  if (typeof alg !== 'string' || !algorithms.includes(alg) || !(alg in SPECS))
+    throw new JwsError('algorithm', 'unsupported signing algorithm');
   // No extension is understood here; RFC 7515 says a JWS naming one it needs must be refused.
   if (header.crit !== undefined) throw new JwsError('malformed', 'it names critical header parameters this server does not support');
   if (header.b64 !== undefined) throw new JwsError('malformed', 'it uses the unencoded payload option');
@@ -146,7 +163,10 @@ export function verifyCompact(jws: string, algorithms: readonly string[], keys: 
   const signature = decodePart(signaturePart, 'signature');
   const algorithm = alg as JwsAlgorithm;
   const spec = SPECS[algorithm];
-  const fitting = 'list' in keys ? keys.list.filter((k) => keyFits(k, algorithm)) : candidates(keys.set, algorithm, header.kid).filter((k) => keyFits(k, algorithm));
+  const fitting =
+    'list' in keys
+      ? keys.list.filter((k) => keyFits(k, algorithm))
+      : candidates(keys.set, algorithm, header.kid).filter((k) => keyFits(k, algorithm));
   if (fitting.length === 0) throw new JwsError('no-key', 'no key of the method fits the signing algorithm');
   const signed = Buffer.from(`${protectedPart}.${payloadPart}`, 'ascii');
   for (const key of fitting) {

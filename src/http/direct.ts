@@ -218,7 +218,8 @@ export class DirectRoutes {
         found = undefined;
       }
       if (found === undefined) return viaFastify(req, res);
-      if (found.route.method === 'GET' || found.route.method === 'DELETE') serving.serve(req, res, found.route, found.param, found.query, '');
+      if (found.route.method === 'GET' || found.route.method === 'DELETE')
+        serving.serve(req, res, found.route, found.param, found.query, '');
       else readBody(req, res, (body) => serving.serve(req, res, found.route, found.param, found.query, body));
     });
   }

@@ -73,7 +73,7 @@ describe('compact JWS verification with node:crypto', () => {
     expect(ours(`${b64({ alg: 'HS256' })}.${p}.AAAA`, ['HS256'], { list: [pub] })).toBe('algorithm');
   });
 
-  it("a key of another type, another curve, or RSA under 2048 bits does not fit (jose refuses them too)", async () => {
+  it('a key of another type, another curve, or RSA under 2048 bits does not fit (jose refuses them too)', async () => {
     const rsa = await pair('RS256');
     const jws = await signed('RS256', rsa.privateKey);
     const ec = (await pair('ES256')).pub;
@@ -97,7 +97,16 @@ describe('compact JWS verification with node:crypto', () => {
   });
 
   it('malformed forms are refused as such, never thrown as anything else', () => {
-    for (const bad of ['', 'a.b', 'a.b.c.d', '!!.e30.AA', `${b64([1])}.e30.AA`, 'bm90IGpzb24.e30.AA', `${b64({ alg: 'RS256' })}.e3*.AA`, `${b64({ alg: 'RS256' })}.e30.A A`]) {
+    for (const bad of [
+      '',
+      'a.b',
+      'a.b.c.d',
+      '!!.e30.AA',
+      `${b64([1])}.e30.AA`,
+      'bm90IGpzb24.e30.AA',
+      `${b64({ alg: 'RS256' })}.e3*.AA`,
+      `${b64({ alg: 'RS256' })}.e30.A A`,
+    ]) {
       const r = ours(bad, ['RS256'], { list: [] });
       expect(['malformed', 'no-key'], bad).toContain(r);
     }
@@ -107,7 +116,11 @@ describe('compact JWS verification with node:crypto', () => {
     // jose will not sign these: made by hand, each correctly signed.
     const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
     const p = Buffer.from(payload).toString('base64url');
-    for (const header of [{ alg: 'RS256', crit: ['exp'], exp: 1 }, { alg: 'RS256', b64: false, crit: ['b64'] }, { alg: 'RS256', b64: true }]) {
+    for (const header of [
+      { alg: 'RS256', crit: ['exp'], exp: 1 },
+      { alg: 'RS256', b64: false, crit: ['b64'] },
+      { alg: 'RS256', b64: true },
+    ]) {
       const h = b64(header);
       const jws = `${h}.${p}.${sign('sha256', Buffer.from(`${h}.${p}`), privateKey).toString('base64url')}`;
       expect(ours(jws, ['RS256'], { list: [publicKey] })).toBe('malformed');
@@ -134,7 +147,14 @@ describe('compact JWS verification with node:crypto', () => {
     const b = await pair('RS256');
     const e = await pair('ES256');
     const jwk = async (k: Parameters<typeof exportJWK>[0], extra: Record<string, unknown>) => ({ ...(await exportJWK(k)), ...extra });
-    const set = { keys: [await jwk(a.publicKey, { kid: 'a', use: 'sig' }), await jwk(b.publicKey, { kid: 'b', alg: 'RS256' }), await jwk(e.publicKey, { kid: 'e' }), { kty: 'oct', k: 'AAAA' }] };
+    const set = {
+      keys: [
+        await jwk(a.publicKey, { kid: 'a', use: 'sig' }),
+        await jwk(b.publicKey, { kid: 'b', alg: 'RS256' }),
+        await jwk(e.publicKey, { kid: 'e' }),
+        { kty: 'oct', k: 'AAAA' },
+      ],
+    };
     // A set with anything but objects in it is refused whole, as jose refuses it.
     expect(() => setKeys({ keys: [...set.keys, 'junk'] })).toThrow(/malformed/);
     expect(() => createLocalJWKSet({ keys: [...set.keys, 'junk'] } as never)).toThrow();

@@ -181,29 +181,49 @@ describe('token reads served before routing answer exactly as the routed ones', 
     expect((await sameWrite(`/v1/acl/token/${reader.AccessorID}`, { method: 'DELETE', headers: as(reader.SecretID) })).status).toBe(403);
     expect((await sameWrite('/v1/acl/token/not-a-uuid', { method: 'DELETE', headers: as(MANAGEMENT_SECRET) })).status).toBe(404);
     // A body on a DELETE: the routed path takes it, and the token goes as before.
-    const withBody = await fetch(`${d.url}/v1/acl/token/${c.AccessorID}`, { method: 'DELETE', headers: { ...as(MANAGEMENT_SECRET), 'Content-Type': 'application/json' }, body: '{}' });
+    const withBody = await fetch(`${d.url}/v1/acl/token/${c.AccessorID}`, {
+      method: 'DELETE',
+      headers: { ...as(MANAGEMENT_SECRET), 'Content-Type': 'application/json' },
+      body: '{}',
+    });
     expect(withBody.status).toBe(200);
     expect((await d.api('GET', `/v1/acl/token/${c.AccessorID}`)).status).toBe(404);
   });
 
   it('a login: the same answer both ways, its refusals the same, and the login limit counts both doors', async () => {
     const { publicKey, privateKey } = await generateKeyPair('ES256', { extractable: true });
-    const method = { Name: 'direct-jwt', Type: 'jwt', Config: { JWTValidationPubKeys: [await exportSPKI(publicKey)], JWTSupportedAlgs: ['ES256'], BoundIssuer: 'test' } };
+    const method = {
+      Name: 'direct-jwt',
+      Type: 'jwt',
+      Config: { JWTValidationPubKeys: [await exportSPKI(publicKey)], JWTSupportedAlgs: ['ES256'], BoundIssuer: 'test' },
+    };
     expect((await d.api('PUT', '/v1/acl/auth-method', { body: method })).status).toBe(200);
-    expect((await d.api('PUT', '/v1/acl/binding-rule', { body: { AuthMethod: 'direct-jwt', BindType: 'service', BindName: 'web' } })).status).toBe(200);
-    const jwt = await new SignJWT({ sub: 'x' }).setProtectedHeader({ alg: 'ES256' }).setIssuer('test').setIssuedAt().setExpirationTime('1h').sign(privateKey);
+    expect(
+      (await d.api('PUT', '/v1/acl/binding-rule', { body: { AuthMethod: 'direct-jwt', BindType: 'service', BindName: 'web' } })).status,
+    ).toBe(200);
+    const jwt = await new SignJWT({ sub: 'x' })
+      .setProtectedHeader({ alg: 'ES256' })
+      .setIssuer('test')
+      .setIssuedAt()
+      .setExpirationTime('1h')
+      .sign(privateKey);
     const login = (body: unknown) => ({ method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
     const ok = await sameWrite('/v1/acl/login', login({ AuthMethod: 'direct-jwt', BearerToken: jwt }));
     expect(ok.status).toBe(200);
     expect(ok.body).toMatchObject({ AuthMethod: 'direct-jwt', ServiceIdentities: [{ ServiceName: 'web' }] });
-    expect((await sameWrite('/v1/acl/login', login({ AuthMethod: 'direct-jwt', BearerToken: `${jwt.slice(0, -4)}AAAA` }))).status).toBe(403);
+    expect((await sameWrite('/v1/acl/login', login({ AuthMethod: 'direct-jwt', BearerToken: `${jwt.slice(0, -4)}AAAA` }))).status).toBe(
+      403,
+    );
     expect((await sameWrite('/v1/acl/login', login({ AuthMethod: 'nope', BearerToken: jwt }))).status).toBe(403);
     expect((await sameWrite('/v1/acl/login', login({ AuthMethod: 'direct-jwt' }))).status).toBe(400);
     // The limit (login_rate 1, burst 1 here) is one count for both doors.
     const limited = await startTestDaemon({ config: { login_rate: 1, login_burst: 1 } });
     try {
       expect((await limited.api('PUT', '/v1/acl/auth-method', { body: method })).status).toBe(200);
-      expect((await limited.api('PUT', '/v1/acl/binding-rule', { body: { AuthMethod: 'direct-jwt', BindType: 'service', BindName: 'web' } })).status).toBe(200);
+      expect(
+        (await limited.api('PUT', '/v1/acl/binding-rule', { body: { AuthMethod: 'direct-jwt', BindType: 'service', BindName: 'web' } }))
+          .status,
+      ).toBe(200);
       const first = await fetch(`${limited.url}/v1/acl/login`, login({ AuthMethod: 'direct-jwt', BearerToken: jwt }));
       const routed = await fetch(`${limited.url}/v1/acl/login?unused=1`, login({ AuthMethod: 'direct-jwt', BearerToken: jwt }));
       const direct = await fetch(`${limited.url}/v1/acl/login`, login({ AuthMethod: 'direct-jwt', BearerToken: jwt }));
