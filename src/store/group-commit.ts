@@ -34,6 +34,12 @@ export interface WriteBatch {
 export interface CommitterOptions {
   db: { batch(): WriteBatch };
   durability: Durability;
+  /**
+   * Whether a write waits for the end of the event loop's turn that queued it, so that every
+   * transaction accepted in that turn joins its group (default true). The simulation's disks
+   * write at once: its seeds' schedules were found that way.
+   */
+  gatherTurn?: boolean;
   /** Tests only: makes disk writes fail on demand. */
   faults?: { writeError?: () => Error | undefined };
   /** Where the committed state stands in the batch log (HA); the writer moves it. */
@@ -68,14 +74,26 @@ export class GroupCommitter {
 
   constructor(private readonly options: CommitterOptions) {}
 
+  /** A write of the queue is due at the end of this turn of the event loop. */
+  private due = false;
+
   push(commit: QueuedCommit): void {
     this.queue.push(commit);
-    void this.flush();
+    if (this.options.gatherTurn === false) return void this.flush();
+    if (this.writing || this.due) return;
+    // Written once the turn that accepted it is over: every request read in the same turn joins
+    // the same group (one sync for all of them), instead of the first going alone and the rest
+    // waiting a whole write for the next.
+    this.due = true;
+    setImmediate(() => {
+      this.due = false;
+      void this.flush();
+    });
   }
 
   /** Whether anything is queued or being written. */
   get busy(): boolean {
-    return this.writing || this.queue.length > 0;
+    return this.writing || this.due || this.queue.length > 0;
   }
 
   /** Resolves once every accepted commit has been written (or refused). */

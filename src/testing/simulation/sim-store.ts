@@ -50,6 +50,8 @@ export class SimStore implements ServerStore {
     this.committer = new GroupCommitter({
       db: { batch: () => this.batch() },
       durability: 'fsync',
+      // Each transaction written as it comes, as when the seeds' schedules were found.
+      gatherTurn: false,
       state: this.state,
       replicator: () => this.replicator,
       durable: (group, remoteError) => {
