@@ -64,6 +64,8 @@ export class ReplicationPrimary implements SessionHost {
   private readonly sessions = new Set<Session>();
   private readonly unsubscribe: () => void;
   private trimming = false;
+  /** The trims under way: a stop waits for them, so none reads a store being closed. */
+  private readonly trims = new Set<Promise<unknown>>();
   private lastTrim = 0;
   /** Recent commits as [highest index, when durable], oldest first (bounded). */
   private readonly commitTimes: Array<[number, number]> = [];
@@ -104,9 +106,11 @@ export class ReplicationPrimary implements SessionHost {
       if (event.logReset) {
         // A restore started a new log: every secondary starts over with a snapshot of it.
         for (const s of this.sessions) s.close(1012, 'the primary restored a snapshot; resynchronising');
-        this.store
-          .trimLog(event.index)
-          .catch((err: unknown) => this.logger.error({ err }, 'replication: removing the change log before a restore failed'));
+        this.track(
+          this.store
+            .trimLog(event.index)
+            .catch((err: unknown) => this.logger.error({ err }, 'replication: removing the change log before a restore failed')),
+        );
         return;
       }
       for (const s of this.sessions) s.push(event);
@@ -325,18 +329,27 @@ export class ReplicationPrimary implements SessionHost {
     if (Date.now() - this.lastTrim < 1000) return;
     this.trimming = true;
     this.lastTrim = Date.now();
-    this.store
-      .trimLog(index - retention)
-      .then((n) => this.logger.debug({ removed: n, upTo: index - retention }, 'replication: change log trimmed'))
-      .catch((err: unknown) => this.logger.error({ err }, 'replication: trimming the change log failed'))
-      .finally(() => {
-        this.trimming = false;
-      });
+    this.track(
+      this.store
+        .trimLog(index - retention)
+        .then((n) => this.logger.debug({ removed: n, upTo: index - retention }, 'replication: change log trimmed'))
+        .catch((err: unknown) => this.logger.error({ err }, 'replication: trimming the change log failed'))
+        .finally(() => {
+          this.trimming = false;
+        }),
+    );
+  }
+
+  private track(trim: Promise<unknown>): void {
+    this.trims.add(trim);
+    void trim.finally(() => this.trims.delete(trim));
   }
 
   async close(): Promise<void> {
     this.unsubscribe();
     for (const s of this.sessions) s.close(1001, 'primary shutting down');
     await new Promise<void>((resolve) => this.wss.close(() => resolve()));
+    // A trim under way ends before the store closes (the daemon closes it next).
+    await Promise.all(this.trims);
   }
 }
