@@ -542,29 +542,51 @@ export function recordWireSchema<F extends FieldTable>(fields: F): z.ZodType<Rec
 // ---- Derived: the content Hash ----
 
 /** The text a field contributes to a content Hash, by kind (each kind written as it always was: the Hash is kept across versions). */
+/** One value in the hash's text: its tag, its length in bytes, itself. */
+const hashField = (tag: string, v: string): string => `${tag}:${Buffer.byteLength(v)}:${v};`;
+
+/**
+ * A field's part of the hash's text: a list is its tag and length, then each item as a value.
+ * Written straight into one string (no array or closure per call): every write hashes its record.
+ */
 function hashText(kind: FieldKind, value: unknown, tag: string): string {
-  const field = (v: string): string => `${tag}:${Buffer.byteLength(v)}:${v};`;
-  const list = (vs: readonly string[]): string => `${tag}[${vs.length}]${vs.map(field).join('')}`;
   switch (kind) {
     case 'boolean':
       // A token's locality is the one boolean hashed.
-      return field(value ? 'local' : 'global');
-    case 'links':
-      return list((value as Link[]).map((l) => l.ID));
-    case 'serviceIdentities':
-      return list((value as ServiceIdentity[]).map((s) => `${s.ServiceName}@${(s.Datacenters ?? []).join(',')}`));
-    case 'nodeIdentities':
-      return list((value as NodeIdentity[]).map((n) => `${n.NodeName}@${n.Datacenter}`));
-    case 'templatedPolicies':
-      return list(
-        (value as TemplatedPolicyLink[]).map(
-          (t) => `${t.TemplateName}|${t.TemplateVariables?.name ?? ''}|${(t.Datacenters ?? []).join(',')}`,
-        ),
-      );
-    case 'strings':
-      return list((value as string[] | undefined) ?? []);
+      return hashField(tag, value ? 'local' : 'global');
+    case 'links': {
+      const links = value as Link[];
+      let out = `${tag}[${links.length}]`;
+      for (const l of links) out += hashField(tag, l.ID);
+      return out;
+    }
+    case 'serviceIdentities': {
+      const ids = value as ServiceIdentity[];
+      let out = `${tag}[${ids.length}]`;
+      for (const s of ids) out += hashField(tag, `${s.ServiceName}@${(s.Datacenters ?? []).join(',')}`);
+      return out;
+    }
+    case 'nodeIdentities': {
+      const ids = value as NodeIdentity[];
+      let out = `${tag}[${ids.length}]`;
+      for (const n of ids) out += hashField(tag, `${n.NodeName}@${n.Datacenter}`);
+      return out;
+    }
+    case 'templatedPolicies': {
+      const links = value as TemplatedPolicyLink[];
+      let out = `${tag}[${links.length}]`;
+      for (const t of links)
+        out += hashField(tag, `${t.TemplateName}|${t.TemplateVariables?.name ?? ''}|${(t.Datacenters ?? []).join(',')}`);
+      return out;
+    }
+    case 'strings': {
+      const vs = (value as string[] | undefined) ?? [];
+      let out = `${tag}[${vs.length}]`;
+      for (const v of vs) out += hashField(tag, v);
+      return out;
+    }
     default:
-      return field(String(value ?? ''));
+      return hashField(tag, String(value ?? ''));
   }
 }
 
@@ -599,13 +621,34 @@ export const hashedFields = (fields: FieldTable): string[] =>
  */
 export function withDefaults<F extends FieldTable, R extends object>(fields: F, record: R): R {
   let out: Record<string, unknown> | undefined;
-  for (const [name, spec] of Object.entries(fields)) {
-    if (spec.api !== 'input' || spec.optional || (record as Record<string, unknown>)[name] !== undefined) continue;
+  for (const { name, kind } of inputFieldsOf(fields).required) {
+    if ((record as Record<string, unknown>)[name] !== undefined) continue;
     const filled: Record<string, unknown> = out ?? { ...(record as Record<string, unknown>) };
-    filled[name] = EMPTY_OF[spec.kind]();
+    filled[name] = EMPTY_OF[kind]();
     out = filled;
   }
   return (out ?? record) as R;
+}
+
+/** A table's fields taken as given (`api: 'input'`), listed once per table: every write walks them. */
+interface InputFields {
+  all: ReadonlyArray<{ name: string; kind: FieldKind; optional: boolean }>;
+  /** Those not optional: a record lacking one gets its kind's empty value. */
+  required: ReadonlyArray<{ name: string; kind: FieldKind }>;
+}
+
+const inputFields = new WeakMap<FieldTable, InputFields>();
+
+function inputFieldsOf(fields: FieldTable): InputFields {
+  let known = inputFields.get(fields);
+  if (known === undefined) {
+    const all = Object.entries(fields)
+      .filter(([, spec]) => spec.api === 'input')
+      .map(([name, spec]) => ({ name, kind: spec.kind, optional: spec.optional === true }));
+    known = { all, required: all.filter((f) => !f.optional) };
+    inputFields.set(fields, known);
+  }
+  return known;
 }
 
 /**
@@ -615,11 +658,10 @@ export function withDefaults<F extends FieldTable, R extends object>(fields: F, 
  */
 export function givenFields<F extends FieldTable>(fields: F, body: Readonly<Record<string, unknown>>): Partial<RecordOf<F>> {
   const out: Record<string, unknown> = {};
-  for (const [name, spec] of Object.entries(fields)) {
-    if (spec.api !== 'input') continue;
+  for (const { name, kind, optional } of inputFieldsOf(fields).all) {
     const v = body[name];
     if (v !== undefined) out[name] = v;
-    else if (!spec.optional) out[name] = EMPTY_OF[spec.kind]();
+    else if (!optional) out[name] = EMPTY_OF[kind]();
   }
   return out as Partial<RecordOf<F>>;
 }

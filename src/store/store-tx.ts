@@ -4,6 +4,7 @@ import type { BootstrapState, AuthMethodRecord, BindingRuleRecord, PolicyRecord,
 import { type LayerEntry, type Tables, layerKey } from './memory.js';
 import type { AnyTable } from './table.js';
 import {
+  type IndexDef,
   META,
   type RecordTypes,
   TABLE_DEFS,
@@ -19,6 +20,18 @@ import {
 import { encodeLogEntry } from './log-encoding.js';
 import { encode } from './records.js';
 import type { Change, ExpiredThrough, LogEntry, Tx, Unstamped, WatchTable } from './store.js';
+
+const uniqueIndexes = new WeakMap<object, Array<[string, IndexDef<unknown>]>>();
+
+/** A table's unique indexes by name, listed once per table: every write and delete checks them. */
+function uniqueIndexesOf<R>(def: TableDef<R, string>): Array<[string, IndexDef<R>]> {
+  let known = uniqueIndexes.get(def);
+  if (known === undefined) {
+    known = (Object.entries(def.indexes) as Array<[string, IndexDef<unknown>]>).filter(([, idx]) => idx.unique);
+    uniqueIndexes.set(def, known);
+  }
+  return known as Array<[string, IndexDef<R>]>;
+}
 
 /** One operation of an atomic LevelDB batch. */
 export type BatchOp = { type: 'put'; key: string; value: Uint8Array } | { type: 'del'; key: string };
@@ -240,8 +253,7 @@ export class StoreTx implements Tx {
     const old = this.getRecord(def.name, id) as R | undefined;
     const index = this.index;
     const record = { ...input, CreateIndex: (old as { CreateIndex?: number } | undefined)?.CreateIndex ?? index, ModifyIndex: index } as R;
-    for (const [name, idx] of Object.entries(def.indexes)) {
-      if (!idx.unique) continue;
+    for (const [name, idx] of uniqueIndexesOf(def)) {
       const next = keysOf(idx, record);
       if (old !== undefined) {
         for (const k of keysOf(idx, old)) {
@@ -305,8 +317,7 @@ export class StoreTx implements Tx {
   private remove<R>(def: TableDef<R, string>, id: string, known?: R, logged = true): boolean {
     const old = known ?? (this.peekRecord(def.name, id) as R | undefined);
     if (old === undefined) return false;
-    for (const [name, idx] of Object.entries(def.indexes)) {
-      if (!idx.unique) continue;
+    for (const [name, idx] of uniqueIndexesOf(def)) {
       for (const k of keysOf(idx, old))
         if (this.uniqueID(def.name, name, k) === id) this.layer.set(layerKey.unique(def.name, name, k), { value: null });
     }
