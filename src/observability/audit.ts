@@ -263,7 +263,8 @@ export class AuditLog {
       ++this.sequence,
     );
     // Admin events are logged at info too, without their details.
-    if (status < 400) this.logger.info({ audit: type, accessor: actor.AccessorID, remote: actor.RemoteAddr }, `audit: ${type}`);
+    if (status < 400 && this.logger.isLevelEnabled('info'))
+      this.logger.info({ audit: type, accessor: actor.AccessorID, remote: actor.RemoteAddr }, `audit: ${type}`);
     for (const l of this.listeners) l();
     return line;
   }
