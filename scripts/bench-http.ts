@@ -91,6 +91,8 @@ export async function settle(pids: Array<number | undefined>, maxMs = 10_000): P
 
 /** Deletes a round asks for: a fixed count (the seeded tokens to delete are finite), its rate taken from the time it took. */
 const DELETES_PER_ROUND = 25_000;
+/** Deletes of the warm-up before the rounds (the other scenarios warm up for 2 s). */
+const DELETES_TO_WARM_UP = 5_000;
 
 /**
  * A jwt auth method with a static RS256 key (as a Kubernetes cluster's service account tokens
@@ -155,8 +157,9 @@ export async function httpBench(dataDir: string, secret: string, options: HttpBe
     };
     let deleted = 0;
     const wanted = (name: string) => name === 'bare' || name === 'node' || options.only === undefined || options.only.has(name);
-    const run = async (name: string, seconds: number): Promise<HttpRow> => {
-      const s = scenarios[name] as (typeof scenarios)[string];
+    const run = async (name: string, seconds: number, amount?: number): Promise<HttpRow> => {
+      const given = scenarios[name] as (typeof scenarios)[string];
+      const s = amount === undefined ? given : { ...given, opts: { ...given.opts, amount } };
       const before = await cpuMicros(s.pid);
       const started = performance.now();
       // Without a callback autocannon returns its run's event emitter, made thenable (lib/init.js).
@@ -193,8 +196,9 @@ export async function httpBench(dataDir: string, secret: string, options: HttpBe
     const reads = ['bare', 'node', 'read', 'self', 'expanded', 'filter'];
     for (const name of reads) if (wanted(name)) await run(name, 2);
     const rounds = Math.max(3, options.rounds);
-    if (wanted('delete') && options.deletable.length < rounds * DELETES_PER_ROUND)
-      throw new Error(`the delete scenario needs ${rounds * DELETES_PER_ROUND} seeded tokens to delete, got ${options.deletable.length}`);
+    const deletes = DELETES_TO_WARM_UP + rounds * DELETES_PER_ROUND;
+    if (wanted('delete') && options.deletable.length < deletes)
+      throw new Error(`the delete scenario needs ${deletes} seeded tokens to delete, got ${options.deletable.length}`);
     const all: Record<string, HttpRow[]> = {};
     const push = (name: string, row: HttpRow) => (all[name] ??= []).push(row);
     for (let i = 0; i < rounds; i++) {
@@ -204,7 +208,7 @@ export async function httpBench(dataDir: string, secret: string, options: HttpBe
     // them starts with raw LevelDB's, and each write scenario starts warm, as the reads do.
     const writes = ['create', 'delete', 'login'].filter(wanted);
     if (writes.length > 0) {
-      for (const name of writes) if (name !== 'delete') await run(name, 2);
+      for (const name of writes) await (name === 'delete' ? run(name, 2, DELETES_TO_WARM_UP) : run(name, 2));
       for (let i = 0; i < rounds; i++) {
         push('raw', await rawRound());
         for (const name of writes) {
