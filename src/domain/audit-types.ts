@@ -58,6 +58,11 @@ export const AUDIT_EVENT_GROUPS = [
     when: 'a server leads or follows; a secondary connects to or leaves the primary',
     also: '`Role`, `Term`; `Secondary` or `Primary`',
   },
+  {
+    types: ['stale-primary'],
+    when: 'a replication stream refused because its primary is of a lower epoch than one already seen (at both ends)',
+    also: "`Epoch` (the stale primary's), `Seen` (the highest seen); `Secondary` or `Primary`",
+  },
 ] as const;
 
 export type AuditType = (typeof AUDIT_EVENT_GROUPS)[number]['types'][number];

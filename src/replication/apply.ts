@@ -8,7 +8,12 @@ export interface Cursor {
   logID: string;
   /** Last primary index applied (the stream is complete up to it). */
   index: number;
+  /** The highest primary epoch seen (SPEC §21); absent in cursors written before epochs: 1. */
+  epoch?: number;
 }
+
+/** The first primary's epoch: what a store or a frame without one means. */
+export const FIRST_EPOCH = 1;
 
 /** Canonical text of a record without this datacenter's indexes: equal text, equal object. */
 export function contentOf(record: object): string {

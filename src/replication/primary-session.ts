@@ -59,6 +59,10 @@ export interface SessionHost {
   /** Last uses of global tokens a secondary saw: the primary keeps the latest. */
   usesReported(uses: ReadonlyArray<readonly [string, number]>): void;
   datacenters(): DatacenterInfo[];
+  /** This primary's epoch (SPEC §21). */
+  epoch(): number;
+  /** A secondary has seen a higher epoch than this primary's: logged and audited (the session refuses it). */
+  staleFor(datacenter: string, seen: number): void;
 }
 
 /**
@@ -302,6 +306,16 @@ export class Session {
         }).catch(() => undefined);
         return this.close(1002, 'unsupported protocol version');
       }
+      if (frame.epoch > this.primary.epoch()) {
+        // The secondary follows a primary promoted after this one (SPEC §21): this one is stale.
+        this.primary.staleFor(frame.datacenter, frame.epoch);
+        void this.send({
+          t: 'error',
+          code: 'STALE_PRIMARY',
+          message: `this primary's epoch is ${this.primary.epoch()}, and this secondary has seen epoch ${frame.epoch}: it follows a newer primary`,
+        }).catch(() => undefined);
+        return this.close(1008, 'stale primary');
+      }
       this.greet(frame).catch((err: unknown) => {
         if (!this.closed) this.primary.logger.warn({ datacenter: this.datacenter, err }, 'replication: stream to secondary failed');
         this.close(1011, 'stream failed');
@@ -341,6 +355,7 @@ export class Session {
       upTo: this.sentUpTo,
       primaryIndex: this.primary.store.currentIndex(),
       datacenters: this.primary.datacenters(),
+      epoch: this.primary.epoch(),
     }).catch(() => undefined);
   }
 
@@ -378,6 +393,7 @@ export class Session {
       primaryIndex: store.currentIndex(),
       mode: canTail ? 'tail' : 'snapshot',
       datacenters: this.primary.datacenters(),
+      epoch: this.primary.epoch(),
     });
     this.primary.logger.info(
       { datacenter: this.datacenter, mode: canTail ? 'tail' : 'snapshot', from: hello.index },

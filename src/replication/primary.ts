@@ -24,6 +24,8 @@ import {
 import { type DatacenterInfo, PROTOCOL_VERSION, REPLICATION_PATH } from './protocol.js';
 import { secretOf } from '../transport/credentials.js';
 import type { AuditType } from '../domain/audit-types.js';
+import { META } from '../store/schema.js';
+import { FIRST_EPOCH } from './apply.js';
 
 export { CLOSE_TOKEN_REVOKED, type FrameChannel, type SecondaryInfo, Session, wsChannel } from './primary-session.js';
 
@@ -234,6 +236,21 @@ export class ReplicationPrimary implements SessionHost {
     const host = isWildcardHost(parsed.host) ? session.remoteAddress.replace(/^::ffff:/, '') : parsed.host;
     if (host === '') return { ok: false, message: `address ${JSON.stringify(hello.address)} names no host` };
     return { ok: true, address: host.includes(':') ? `[${host}]:${parsed.port}` : `${host}:${parsed.port}` };
+  }
+
+  /** This primary's epoch (SPEC §21): 1 until a promotion raises it. */
+  epoch(): number {
+    return Number(this.store.getMeta(META.primaryEpoch) ?? FIRST_EPOCH);
+  }
+
+  /**
+   * A secondary has seen a primary of a higher epoch than this one: this primary is stale, and
+   * whatever it streams must never be applied there (logged and audited here; refused there).
+   */
+  staleFor(datacenter: string, seen: number): void {
+    const epoch = this.epoch();
+    this.logger.error({ datacenter, epoch, seen }, 'replication: a secondary has seen a newer primary: this one is stale');
+    this.self.onEvent?.('stale-primary', { Secondary: datacenter, Epoch: epoch, Seen: seen });
   }
 
   /** A secondary's stream is admitted (for the audit log). */

@@ -17,8 +17,14 @@ import type { Change } from '../store/store.js';
  * primary index once the frame is applied, so a secondary knows how current it is even
  * when the primary's last changes were not to global objects.
  */
-/** 3: the reaper's deletes travel as one `expire` change per batch. */
-export const PROTOCOL_VERSION = 3;
+/**
+ * 3: the reaper's deletes travel as one `expire` change per batch. 4: the primary's epoch (SPEC
+ * §21) in hello (the highest the secondary has seen), welcome and ping (the primary's own).
+ */
+export const PROTOCOL_VERSION = 4;
+
+/** A primary epoch on the wire: 1 for the first primary, raised by each promotion. */
+const epoch = z.number().int().positive();
 
 /** IDs asked about in one check-ids frame, at most. */
 export const MAX_CHECKED_IDS = 16;
@@ -60,6 +66,8 @@ export const secondaryFrame = z.discriminatedUnion('t', [
     logID: z.string().nullable(),
     /** Last primary index the secondary applied. */
     index: z.number().int().nonnegative(),
+    /** The highest primary epoch the secondary has seen: a primary of a lower one is stale. */
+    epoch,
   }),
   z.strictObject({ t: z.literal('ack'), index: z.number().int().nonnegative() }),
   z.strictObject({ t: z.literal('ping'), time: z.number() }),
@@ -77,6 +85,8 @@ export const primaryFrame = z.discriminatedUnion('t', [
     primaryIndex: z.number().int().nonnegative(),
     mode: z.enum(['tail', 'snapshot']),
     datacenters: z.array(datacenterInfo),
+    /** The primary's epoch. */
+    epoch,
   }),
   z.strictObject({
     t: z.literal('snapshot'),
@@ -101,6 +111,7 @@ export const primaryFrame = z.discriminatedUnion('t', [
     upTo: z.number().int().nonnegative(),
     primaryIndex: z.number().int().nonnegative(),
     datacenters: z.array(datacenterInfo),
+    epoch,
   }),
   z.strictObject({ t: z.literal('error'), code: z.string(), message: z.string() }),
   /** Before a global token with chosen IDs is created: does a Local token here hold any of them? */

@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { Metrics } from '../observability/metrics.js';
 import { META } from '../store/schema.js';
 import type { Store } from '../store/store.js';
-import { type ApplyOutcome, type Cursor, type SecretConflict, applyEntries } from './apply.js';
+import { type ApplyOutcome, type Cursor, FIRST_EPOCH, type SecretConflict, applyEntries } from './apply.js';
 import { CatchUp } from './catch-up.js';
 import { type DatacenterInfo, PROTOCOL_VERSION, type PrimaryFrame, type SecondaryFrame } from './protocol.js';
 
@@ -18,6 +18,11 @@ export interface StreamEffects {
   failed(message: string): void;
   /** Applying failed: the connection must end; the next one resumes from the cursor on disk. */
   abort(message: string): void;
+  /**
+   * The primary is of a lower epoch than one this secondary has seen (SPEC §21): it is stale, and
+   * nothing it sends is applied; the connection ends (`abort` follows) and is tried again later.
+   */
+  stalePrimary?(epoch: number, seen: number): void;
   /** Frames wait to be applied past a bound: stop reading from the primary until `resume` (its sends then wait on TCP). */
   pause?(): void;
   resume?(): void;
@@ -40,6 +45,10 @@ export class SecondaryStream {
   /** Local state equals the primary's up to this primary index. */
   private appliedUpTo = 0;
   private welcomeLogID = '';
+  /** The epoch of the primary this connection follows (never lower than the cursor's). */
+  private welcomeEpoch = FIRST_EPOCH;
+  /** This connection's primary was refused as stale: nothing more of it is taken, until the next hello. */
+  private refusing = false;
   private primaryIndex = 0;
   private datacenterList: DatacenterInfo[] = [];
   /** From a welcome that announces a snapshot until it is installed. */
@@ -71,7 +80,21 @@ export class SecondaryStream {
   /** A new connection: its first frame. Whatever the previous connection left unhandled is dropped. */
   hello(datacenter: string, address: string): SecondaryFrame {
     this.disconnected();
-    return { t: 'hello', v: PROTOCOL_VERSION, datacenter, address, logID: this.cursor.logID || null, index: this.cursor.index };
+    this.refusing = false;
+    return {
+      t: 'hello',
+      v: PROTOCOL_VERSION,
+      datacenter,
+      address,
+      logID: this.cursor.logID || null,
+      index: this.cursor.index,
+      epoch: this.seenEpoch(),
+    };
+  }
+
+  /** The highest primary epoch this secondary has seen (what its cursor on disk says). */
+  seenEpoch(): number {
+    return this.cursor.epoch ?? FIRST_EPOCH;
   }
 
   /** The connection ended: frames still queued are dropped. */
@@ -95,6 +118,7 @@ export class SecondaryStream {
 
   /** Feeds one frame. check-ids is answered at once, not behind the frames being applied. */
   receive(frame: PrimaryFrame): void {
+    if (this.refusing) return;
     if (frame.t === 'check-ids') {
       this.effects.send({ t: 'ids-in-use', req: frame.req, inUse: frame.ids.filter((id) => this.heldByLocalToken(id)) });
       return;
@@ -209,7 +233,7 @@ export class SecondaryStream {
   private async applyEntryFrames(frames: Array<Extract<PrimaryFrame, { t: 'entries' }>>, generation: number): Promise<void> {
     const entries = frames.flatMap((f) => f.entries);
     const upTo = Math.max(...frames.map((f) => f.upTo), this.cursor.index);
-    const cursor = { logID: this.welcomeLogID, index: upTo };
+    const cursor = { logID: this.welcomeLogID, index: upTo, epoch: this.welcomeEpoch };
     // Nothing to write: the cursor on disk may lag; resuming from it is harmless.
     if (entries.length > 0)
       this.noteConflicts(await this.store.transact((tx) => applyEntries(tx, entries, cursor), { sync: false }), false);
@@ -231,6 +255,17 @@ export class SecondaryStream {
   private async handle(frame: Exclude<PrimaryFrame, { t: 'entries' | 'check-ids' }>, generation: number): Promise<void> {
     switch (frame.t) {
       case 'welcome':
+        if (this.refusedAsStale(frame.epoch, generation)) return;
+        if (frame.epoch > this.seenEpoch()) {
+          // A newer primary (a promotion): its epoch is durable before anything of it is applied,
+          // so no restart can make this secondary follow an older one again.
+          const cursor = { ...this.cursor, epoch: frame.epoch };
+          await this.store.transact((tx) => tx.putMeta(META.cursor, cursor));
+          this.cursor = cursor;
+          if (this.generation !== generation) return;
+          this.logger.info({ epoch: frame.epoch }, 'replication: following a primary of a newer epoch');
+        }
+        this.welcomeEpoch = frame.epoch;
         this.welcomeLogID = frame.logID;
         this.primaryIndex = frame.primaryIndex;
         this.datacenterList = frame.datacenters;
@@ -259,7 +294,7 @@ export class SecondaryStream {
         await catchUp.add(frame);
         if (!frame.last || this.generation !== generation) return;
         this.catchUp = undefined;
-        const cursor = { logID: frame.logID, index: frame.index };
+        const cursor = { logID: frame.logID, index: frame.index, epoch: this.welcomeEpoch };
         const outcome = await catchUp.install(cursor);
         this.noteConflicts(outcome, true);
         this.cursor = cursor;
@@ -274,6 +309,7 @@ export class SecondaryStream {
         return;
       }
       case 'ping':
+        if (this.refusedAsStale(frame.epoch, generation)) return;
         this.primaryIndex = Math.max(this.primaryIndex, frame.primaryIndex);
         this.datacenterList = frame.datacenters;
         // Every earlier frame is applied by now (frames are handled in order).
@@ -284,6 +320,23 @@ export class SecondaryStream {
         this.effects.failed(`the primary reported: ${frame.message}`);
         return;
     }
+  }
+
+  /**
+   * Whether a primary of `epoch` is stale here (a lower epoch than the highest seen): then it is
+   * refused, said, and the connection ended; the frames queued behind are dropped with it.
+   */
+  private refusedAsStale(epoch: number, generation: number): boolean {
+    const seen = Math.max(this.seenEpoch(), this.generation === generation && this.welcomed ? this.welcomeEpoch : FIRST_EPOCH);
+    if (epoch >= seen) return false;
+    this.logger.error({ epoch, seen }, 'replication: refused a stale primary (a lower epoch than one already followed)');
+    this.effects.stalePrimary?.(epoch, seen);
+    this.disconnected();
+    this.refusing = true;
+    this.effects.abort(
+      `STALE_PRIMARY: the primary's epoch is ${epoch}, lower than epoch ${seen} already followed: nothing of it is applied`,
+    );
+    return true;
   }
 
   private noteConflicts(outcome: ApplyOutcome, fresh: boolean): void {

@@ -90,6 +90,8 @@ export class ReplicationSecondary {
           this.fail(message);
           this.ws?.terminate();
         },
+        stalePrimary: (epoch, seen) =>
+          this.options.onEvent?.('stale-primary', { Primary: this.options.primaryDatacenter, Epoch: epoch, Seen: seen }),
         // The primary's frames wait on TCP while this server writes what it has; it is alive meanwhile.
         pause: () => {
           this.readingPaused = true;

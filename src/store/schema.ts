@@ -235,8 +235,10 @@ export const META = {
   logID: key('m', 'log-id'),
   /** Highest change-log index removed by retention (0: nothing removed yet). */
   logTrimmed: key('m', 'log-trimmed'),
-  /** A secondary's place in the primary's log. */
+  /** A secondary's place in the primary's log (and the highest primary epoch it has seen). */
   cursor: key('m', 'cursor'),
+  /** The primary's epoch (SPEC §21): 1 for the first primary, raised by each promotion; absent means 1. */
+  primaryEpoch: key('m', 'primary-epoch'),
   /** The datacenter the store belongs to. */
   datacenter: key('m', 'datacenter'),
   /** Written to find out whether the disk takes writes again after a write error. */

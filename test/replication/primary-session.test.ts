@@ -15,6 +15,7 @@ import { AclResolver } from '../../src/service/acl-resolver.js';
 import { LevelStore } from '../../src/store/level-store.js';
 import { waitFor } from '../helpers/test-daemon.js';
 import { tokenRecord } from '../helpers/records.js';
+import { META } from '../../src/store/schema.js';
 import { tempDir } from '../helpers/temp-dir.js';
 
 // The primary's end of the replication protocol, without a socket: a session is fed the
@@ -64,13 +65,14 @@ describe('replication primary session (socket-free)', () => {
     sessions.push(session);
     return { channel, session };
   };
-  const hello = (logID: string | null, index: number, datacenter = 'dc2') => ({
+  const hello = (logID: string | null, index: number, datacenter = 'dc2', epoch = 1) => ({
     t: 'hello' as const,
     v: PROTOCOL_VERSION,
     datacenter,
     address: '127.0.0.1:8502',
     logID,
     index,
+    epoch,
   });
 
   beforeEach(async () => {
@@ -178,6 +180,42 @@ describe('replication primary session (socket-free)', () => {
     await until('the refusal', () => self.channel.closed !== undefined);
     expect(self.channel.of('error')[0]?.message).toMatch(/dc1 is the primary itself/);
     expect(self.channel.of('welcome')).toEqual([]);
+  });
+
+  it('says its epoch in welcome and ping; a secondary that has seen a higher one is refused as stale, audited, sent nothing', async () => {
+    const events: Array<[string, Record<string, unknown>]> = [];
+    await primary.close();
+    primary = new ReplicationPrimary(
+      store,
+      new AclResolver(store, systemClock, { datacenter: 'dc1', defaultPolicy: 'deny' }),
+      logger,
+      { ...DEFAULT_PRIMARY_OPTIONS, snapshotChunk: 2 },
+      { datacenter: 'dc1', address: () => '127.0.0.1:8501', onEvent: (type, details) => events.push([type, details]) },
+    );
+    const current = open();
+    current.session.receive(hello(null, 0));
+    await until('the welcome', () => current.channel.of('welcome').length > 0);
+    expect(current.channel.of('welcome')[0]?.epoch).toBe(1);
+    current.session.ping();
+    await until('a ping', () => current.channel.of('ping').length > 0);
+    expect(current.channel.of('ping')[0]?.epoch).toBe(1);
+
+    // dc3 follows a primary promoted since (epoch 2): this one (epoch 1) must not stream to it.
+    const ahead = open();
+    ahead.session.receive(hello(null, 0, 'dc3', 2));
+    await until('the refusal', () => ahead.channel.closed !== undefined);
+    expect(ahead.channel.of('error')[0]).toMatchObject({ code: 'STALE_PRIMARY' });
+    expect(ahead.channel.of('error')[0]?.message).toMatch(/epoch is 1.*seen epoch 2/);
+    expect(ahead.channel.frames.filter((f) => f.t !== 'error')).toEqual([]);
+    expect(ahead.channel.closed?.code).toBe(1008);
+    expect(events).toContainEqual(['stale-primary', { Secondary: 'dc3', Epoch: 1, Seen: 2 }]);
+
+    // A store whose primary epoch is 2 (promoted) takes that secondary.
+    await store.transact((tx) => tx.putMeta(META.primaryEpoch, 2));
+    const now = open();
+    now.session.receive(hello(null, 0, 'dc3', 2));
+    await until('the welcome', () => now.channel.of('welcome').length > 0);
+    expect(now.channel.of('welcome')[0]?.epoch).toBe(2);
   });
 
   it('closes the session, sending nothing more, once its replication token is deleted', async () => {

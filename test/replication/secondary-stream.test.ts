@@ -22,15 +22,23 @@ const policy = (ID: string, Name: string) => ({
   CreateIndex: 1,
   ModifyIndex: 1,
 });
-const welcome = (logID: string, mode: 'tail' | 'snapshot', primaryIndex: number): PrimaryFrame => ({
+const welcome = (logID: string, mode: 'tail' | 'snapshot', primaryIndex: number, epoch = 1): PrimaryFrame => ({
   t: 'welcome',
   v: PROTOCOL_VERSION,
   logID,
   primaryIndex,
   mode,
   datacenters: [{ name: 'dc1', address: '127.0.0.1:1' }],
+  epoch,
 });
-const ping = (upTo: number, primaryIndex = upTo): PrimaryFrame => ({ t: 'ping', time: Date.now(), upTo, primaryIndex, datacenters: [] });
+const ping = (upTo: number, primaryIndex = upTo, epoch = 1): PrimaryFrame => ({
+  t: 'ping',
+  time: Date.now(),
+  upTo,
+  primaryIndex,
+  datacenters: [],
+  epoch,
+});
 
 interface Harness {
   stream: SecondaryStream;
@@ -76,6 +84,7 @@ describe('SecondaryStream (socket-free replication protocol)', () => {
       address: '127.0.0.1:2',
       logID: null,
       index: 0,
+      epoch: 1,
     });
     const t1 = tokenRecord({ Description: 'one' });
     const t2 = tokenRecord({ Description: 'two' });
@@ -114,7 +123,7 @@ describe('SecondaryStream (socket-free replication protocol)', () => {
     expect(store.reader.getPolicy('p1')?.Name).toBe('P1');
     expect(sent).toEqual([{ t: 'ack', index: 7 }]);
     expect(stream.appliedIndex()).toBe(7);
-    expect(store.getMeta(META.cursor)).toEqual({ logID: 'log-a', index: 7 });
+    expect(store.getMeta(META.cursor)).toEqual({ logID: 'log-a', index: 7, epoch: 1 });
     expect(events).toEqual(['ok', 'ok']);
     // A new stream on the same store resumes from the cursor on disk.
     expect(make(store).stream.hello('dc2', 'x')).toMatchObject({ logID: 'log-a', index: 7 });
@@ -186,7 +195,63 @@ describe('SecondaryStream (socket-free replication protocol)', () => {
     });
     await stream.idle();
     expect(store.reader.getToken(kept.AccessorID)).toBeUndefined();
-    expect(store.getMeta(META.cursor)).toEqual({ logID: 'log-b', index: 1 });
+    expect(store.getMeta(META.cursor)).toEqual({ logID: 'log-b', index: 1, epoch: 1 });
+  });
+
+  it('follows a primary of a newer epoch (durably, before applying anything of it) and refuses an older one: nothing of it applied', async () => {
+    const stale: Array<[number, number]> = [];
+    const sent: SecondaryFrame[] = [];
+    const events: string[] = [];
+    const effects: StreamEffects = {
+      send: (f) => sent.push(f),
+      succeeded: () => events.push('ok'),
+      failed: (m) => events.push(`failed: ${m}`),
+      abort: (m) => events.push(`abort: ${m}`),
+      stalePrimary: (epoch, seen) => stale.push([epoch, seen]),
+    };
+    const stream = new SecondaryStream(store, effects, logger);
+    expect(stream.hello('dc2', 'x')).toMatchObject({ epoch: 1 });
+    // A promoted primary (epoch 2): followed, and its epoch is on disk at once.
+    stream.receive(welcome('log-b', 'tail', 0, 2));
+    await stream.idle();
+    expect(store.getMeta(META.cursor)).toMatchObject({ epoch: 2 });
+    const t = tokenRecord();
+    stream.receive({
+      t: 'entries',
+      entries: [{ Index: 1, Changes: [{ Table: 'tokens', Op: 'set', ID: t.AccessorID, Value: t }] }],
+      upTo: 1,
+    });
+    await stream.idle();
+    expect(store.getMeta(META.cursor)).toEqual({ logID: 'log-b', index: 1, epoch: 2 });
+
+    // The old primary (epoch 1) comes back: refused at its welcome, and what it sends after is dropped.
+    expect(stream.hello('dc2', 'x')).toMatchObject({ epoch: 2 });
+    const old = tokenRecord({ Description: 'from the stale primary' });
+    stream.receive(welcome('log-a', 'tail', 5, 1));
+    stream.receive({
+      t: 'entries',
+      entries: [{ Index: 5, Changes: [{ Table: 'tokens', Op: 'set', ID: old.AccessorID, Value: old }] }],
+      upTo: 5,
+    });
+    await stream.idle();
+    expect(stale).toEqual([[1, 2]]);
+    expect(events.at(-1)).toMatch(/^abort: STALE_PRIMARY: the primary's epoch is 1, lower than epoch 2/);
+    expect(store.reader.getToken(old.AccessorID)).toBeUndefined();
+    expect(store.getMeta(META.cursor)).toEqual({ logID: 'log-b', index: 1, epoch: 2 });
+
+    // A ping of a lower epoch on a current connection is refused the same way.
+    stream.hello('dc2', 'x');
+    stream.receive(welcome('log-b', 'tail', 1, 2));
+    stream.receive(ping(1, 1, 1));
+    await stream.idle();
+    expect(stale).toEqual([
+      [1, 2],
+      [1, 2],
+    ]);
+
+    // After a restart the epoch still holds (it is the cursor's).
+    const again = new SecondaryStream(store, effects, logger);
+    expect(again.hello('dc2', 'x')).toMatchObject({ epoch: 2, logID: 'log-b', index: 1 });
   });
 
   it('answers check-ids at once with the IDs a Local token here holds', async () => {

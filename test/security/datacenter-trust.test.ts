@@ -27,7 +27,7 @@ async function sayHello(url: string, secret: string, hello: Hello, headers: Reco
     ws.once('open', () => resolve());
     ws.once('error', reject);
   });
-  ws.send(encodeFrame({ t: 'hello', v: PROTOCOL_VERSION, logID: null, index: 0, ...hello }));
+  ws.send(encodeFrame({ t: 'hello', v: PROTOCOL_VERSION, logID: null, index: 0, epoch: 1, ...hello }));
   await waitFor(() => frames.length > 0);
   return { ws, frames, closed };
 }

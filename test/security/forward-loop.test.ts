@@ -37,7 +37,15 @@ describe('forwarding between datacenters happens at most once per request', () =
       ws.once('error', reject);
     });
     ws.send(
-      encodeFrame({ t: 'hello', v: PROTOCOL_VERSION, datacenter: 'dc2', address: dc1.url.replace('http://', ''), logID: null, index: 0 }),
+      encodeFrame({
+        t: 'hello',
+        v: PROTOCOL_VERSION,
+        datacenter: 'dc2',
+        address: dc1.url.replace('http://', ''),
+        logID: null,
+        index: 0,
+        epoch: 1,
+      }),
     );
     await waitFor(async () => ((await dc1.api('GET', '/v1/catalog/datacenters')).body as string[]).includes('dc2'));
 

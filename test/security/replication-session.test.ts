@@ -24,7 +24,7 @@ async function openStream(url: string, secret: string) {
     ws.once('open', () => resolve());
     ws.once('error', reject);
   });
-  ws.send(encodeFrame({ t: 'hello', v: PROTOCOL_VERSION, datacenter: 'dc9', address: '127.0.0.1:9', logID: null, index: 0 }));
+  ws.send(encodeFrame({ t: 'hello', v: PROTOCOL_VERSION, datacenter: 'dc9', address: '127.0.0.1:9', logID: null, index: 0, epoch: 1 }));
   return { ws, frames, closed, text: () => Buffer.concat(raw).toString('latin1') };
 }
 
