@@ -360,6 +360,7 @@ function buildAgentInfo(config: Config, deps: PlaceDeps & { address: () => strin
     health: () => healthChecks(config, address(), store, cluster, audit),
     peers: () => cluster.peers(),
     servers: () => cluster.servers(),
+    primary: () => cluster.primaryStatus(),
   };
   metrics.watchServers(() => agent.servers(), config.node_name);
   if (!isPrimary(config) && config.replication_max_stale > 0) {

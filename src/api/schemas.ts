@@ -551,6 +551,18 @@ export const operatorServersResponse = z
 export type ServerStatus = z.infer<typeof serverStatusResponse>;
 export type OperatorServersResponse = z.infer<typeof operatorServersResponse>;
 
+/** GET /v1/operator/primary: the primary this server follows (README, "Multiple datacenters"). */
+export const operatorPrimaryResponse = z.object({
+  Datacenter: z.string().describe('The primary datacenter (this one at the primary)'),
+  Epoch: z.number().int().describe("The primary's epoch: 1 for the first primary, raised by each promotion"),
+  Index: z.number().int().describe('The last primary index applied here (at the primary: its current index)'),
+  LastContact: z
+    .string()
+    .optional()
+    .describe('When the primary was last heard here (RFC 3339); absent at the primary, and before it was first heard'),
+});
+export type OperatorPrimaryResponse = z.infer<typeof operatorPrimaryResponse>;
+
 /** GET /v1/agent/health: whether this server can do its job, check by check. */
 export const agentHealthResponse = z.object({
   Status: z.enum(['passing', 'critical']),

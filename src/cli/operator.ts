@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import type { OperatorServersResponse } from '../client/index.js';
+import type { OperatorPrimaryResponse, OperatorServersResponse } from '../client/index.js';
 import { type CommonOptions, common, print, run } from './common.js';
 import { table } from './output.js';
 
@@ -28,10 +28,25 @@ export function formatServers(v: OperatorServersResponse): string {
   return lines.join('\n');
 }
 
-/** `watchword operator servers`, the counterpart of `consul operator raft list-peers`. */
+/** The primary a server follows, as `watchword operator primary` prints it. */
+export function formatPrimary(v: OperatorPrimaryResponse): string {
+  return [
+    `Primary datacenter: ${v.Datacenter}`,
+    `Epoch:              ${v.Epoch}`,
+    `Index applied:      ${v.Index}`,
+    ...(v.LastContact !== undefined ? [`Last contact:       ${v.LastContact}`] : []),
+  ].join('\n');
+}
+
+/** `watchword operator servers`, the counterpart of `consul operator raft list-peers`; `watchword operator primary`. */
 export function operatorCommand(program: Command): void {
   const operator = program.command('operator').description("inspect this datacenter's servers (like `consul operator`)");
   common(
     operator.command('servers').description("list the datacenter's servers: role, term, applied position, lag, synchronous set"),
   ).action(run<CommonOptions>(async (o, c) => print(o, await c.operator.servers(), formatServers)));
+  common(
+    operator
+      .command('primary')
+      .description('show the primary this server follows: its datacenter, its epoch, the index applied here, when last heard'),
+  ).action(run<CommonOptions>(async (o, c) => print(o, await c.operator.primary(), formatPrimary)));
 }

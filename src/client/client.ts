@@ -6,6 +6,7 @@ import type {
   AgentSelfResponse,
   BootstrapResponse,
   ExpandedTokenResponse,
+  OperatorPrimaryResponse,
   OperatorServersResponse,
   PolicyResponse,
   ReplicationStatusResponse,
@@ -42,6 +43,7 @@ export type {
   AgentSelfResponse,
   BootstrapResponse,
   ExpandedTokenResponse,
+  OperatorPrimaryResponse,
   OperatorServersResponse,
   PolicyResponse,
   ReplicationStatusResponse,
@@ -476,6 +478,8 @@ export class WatchwordClient {
   readonly operator = {
     /** This datacenter's servers: role, term, applied position, lag, synchronous set (operator:read). */
     servers: (o: RequestOptions = {}) => this.value(this.call<OperatorServersResponse>('GET', '/v1/operator/servers', o)),
+    /** The primary this server follows: its datacenter, epoch, the index applied here, when last heard (operator:read). */
+    primary: (o: RequestOptions = {}) => this.value(this.call<OperatorPrimaryResponse>('GET', '/v1/operator/primary', o)),
     /** This server's recent audit events, newest first (operator:read and acl:read); with `after`, the events after it, oldest first. */
     audit: (query: AuditQuery = {}, o: RequestOptions = {}) =>
       this.value(

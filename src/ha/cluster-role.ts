@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
-import type { OperatorServersResponse, ReplicationStatusResponse } from '../api/schemas.js';
+import type { OperatorPrimaryResponse, OperatorServersResponse, ReplicationStatusResponse } from '../api/schemas.js';
 import type { Config } from '../config/schema.js';
 import type { FollowerHooks, SecondaryHooks } from './hooks.js';
 import type { Metrics } from '../observability/metrics.js';
@@ -62,6 +62,8 @@ export interface ClusterRole {
   leaderAddress(): string;
   peers(): string[];
   servers(): OperatorServersResponse;
+  /** The primary this server follows (GET /v1/operator/primary): its datacenter, epoch, the index applied here, when last heard. */
+  primaryStatus(): OperatorPrimaryResponse;
   /** WebSocket upgrades: the replication stream and the servers' stream. */
   handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void;
 }

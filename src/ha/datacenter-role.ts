@@ -1,6 +1,9 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import type { OperatorServersResponse, ReplicationStatusResponse } from '../api/schemas.js';
+import type { OperatorPrimaryResponse, OperatorServersResponse, ReplicationStatusResponse } from '../api/schemas.js';
+import { type Cursor, FIRST_EPOCH } from '../replication/apply.js';
+import { META } from '../store/schema.js';
+import { isPrimary } from '../config/schema.js';
 import { WatchwordError } from '../domain/errors.js';
 import type { FollowerHooks, SecondaryHooks } from './hooks.js';
 import type { DatacenterInfo } from '../replication/protocol.js';
@@ -205,6 +208,26 @@ export abstract class DatacenterRole implements ClusterRole {
 
   peers(): string[] {
     return this.group ? this.group.coordinator.servers().map((s) => s.address) : [this.deps.advertised()];
+  }
+
+  /**
+   * GET /v1/operator/primary: at the primary, itself (its epoch, its index); at a secondary, the
+   * primary it follows as its replication reports it (the epoch its cursor keeps, the index
+   * applied here, when it was last heard: absent before the first frame).
+   */
+  primaryStatus(): OperatorPrimaryResponse {
+    const { config, store } = this.deps;
+    if (isPrimary(config))
+      return { Datacenter: config.datacenter, Epoch: Number(store.getMeta(META.primaryEpoch) ?? FIRST_EPOCH), Index: store.currentIndex() };
+    const status = this.replicationStatus();
+    const cursor = store.getMeta(META.cursor) as Cursor | undefined;
+    const heard = status.Connected || status.LastSuccess !== ZERO_TIME;
+    return {
+      Datacenter: config.primary_datacenter,
+      Epoch: cursor?.epoch ?? FIRST_EPOCH,
+      Index: status.ReplicatedIndex,
+      ...(heard ? { LastContact: new Date(Date.now() - status.LastContactMs).toISOString() } : {}),
+    };
   }
 
   servers(): OperatorServersResponse {

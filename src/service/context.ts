@@ -1,4 +1,4 @@
-import type { OperatorServersResponse } from '../api/schemas.js';
+import type { OperatorPrimaryResponse, OperatorServersResponse } from '../api/schemas.js';
 import type { ScopeHints } from './scope.js';
 
 /** What every use case gets from the edge: who is asking, and where they point. */
@@ -56,4 +56,6 @@ export interface AgentInfo {
   peers(): string[];
   /** Each server of this datacenter: role, term, applied index, lag, synchronous set. */
   servers(): OperatorServersResponse;
+  /** The primary this server follows: its datacenter, epoch, the index applied here, when last heard. */
+  primary(): OperatorPrimaryResponse;
 }

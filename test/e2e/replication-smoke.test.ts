@@ -62,4 +62,27 @@ describe('replication (in process)', () => {
     expect(refused.status).toBe(400);
     expect(refused.body).toContain('is a secondary; replication connects to the primary (dc1)');
   });
+
+  it('says at each end which primary is followed, its epoch, the index applied and when it was last heard (operator:read)', async () => {
+    const api2 = apiFor(dc2.url, dc1.management);
+    await waitFor(async () => (await api2('GET', '/v1/acl/replication')).body.Connected === true);
+    const index = Number(
+      (await dc1.api('PUT', '/v1/acl/policy', { body: { Name: 'primary-probe', Rules: 'acl = "read"' } })).headers.get('x-service-index'),
+    );
+    const atPrimary = await dc1.api('GET', '/v1/operator/primary');
+    expect(atPrimary.status).toBe(200);
+    expect(atPrimary.body).toEqual({ Datacenter: 'dc1', Epoch: 1, Index: expect.any(Number) });
+    expect(atPrimary.body.Index).toBeGreaterThanOrEqual(index);
+    await waitFor(async () => (await api2('GET', '/v1/operator/primary')).body.Index >= index);
+    const atSecondary = (await api2('GET', '/v1/operator/primary')).body;
+    expect(atSecondary).toMatchObject({ Datacenter: 'dc1', Epoch: 1 });
+    expect(Date.now() - Date.parse(atSecondary.LastContact as string)).toBeLessThan(30_000);
+    // operator:read is needed, as for the servers' list.
+    const reader = (await dc1.api('PUT', '/v1/acl/policy', { body: { Name: 'acl-reader-only', Rules: 'acl = "read"' } })).body;
+    const token = (await dc1.api('PUT', '/v1/acl/token', { body: { Policies: [{ ID: reader.ID }] } })).body;
+    await waitFor(async () => (await api2('GET', `/v1/acl/token/${token.AccessorID}`)).status === 200);
+    expect((await apiFor(dc1.url, token.SecretID)('GET', '/v1/operator/primary')).status).toBe(403);
+    expect((await apiFor(dc2.url, token.SecretID)('GET', '/v1/operator/primary')).status).toBe(403);
+    expect((await fetch(`${dc2.url}/v1/operator/primary`)).status).toBe(403);
+  });
 });

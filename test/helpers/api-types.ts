@@ -7,6 +7,7 @@ import type {
   BootstrapResponse,
   ErrorResponse,
   ExpandedTokenResponse,
+  OperatorPrimaryResponse,
   OperatorServersResponse,
   PolicyResponse,
   ReplicationStatusResponse,
@@ -72,25 +73,27 @@ type ReadOrWriteAnswer<M extends string, P extends string> = P extends `/v1/acl/
                                       ? AgentSelfResponse
                                       : P extends `/v1/operator/servers${string}`
                                         ? OperatorServersResponse
-                                        : P extends `/v1/internal/acl/authorizer${string}`
-                                          ? TokenAuthorizerResponse
-                                          : P extends `/v1/snapshot${string}`
-                                            ? M extends 'PUT'
-                                              ? SnapshotRestoreResponse
-                                              : unknown
-                                            : P extends `/v1/internal/acl/authorize${string}`
-                                              ? Array<{ Resource: string; Segment?: string; Access: string; Allow: boolean }>
-                                              : P extends `/v1/operator/audit${string}`
-                                                ? AuditPageResponse
-                                                : P extends `/v1/agent/health${string}`
-                                                  ? AgentHealthResponse
-                                                  : P extends `/v1/openapi.json${string}`
-                                                    ? OpenAPIDocument
-                                                    : P extends `/v1/status/leader${string}`
-                                                      ? string
-                                                      : P extends `/v1/${'catalog/datacenters' | 'status/peers'}${string}`
-                                                        ? string[]
-                                                        : unknown;
+                                        : P extends `/v1/operator/primary${string}`
+                                          ? OperatorPrimaryResponse
+                                          : P extends `/v1/internal/acl/authorizer${string}`
+                                            ? TokenAuthorizerResponse
+                                            : P extends `/v1/snapshot${string}`
+                                              ? M extends 'PUT'
+                                                ? SnapshotRestoreResponse
+                                                : unknown
+                                              : P extends `/v1/internal/acl/authorize${string}`
+                                                ? Array<{ Resource: string; Segment?: string; Access: string; Allow: boolean }>
+                                                : P extends `/v1/operator/audit${string}`
+                                                  ? AuditPageResponse
+                                                  : P extends `/v1/agent/health${string}`
+                                                    ? AgentHealthResponse
+                                                    : P extends `/v1/openapi.json${string}`
+                                                      ? OpenAPIDocument
+                                                      : P extends `/v1/status/leader${string}`
+                                                        ? string
+                                                        : P extends `/v1/${'catalog/datacenters' | 'status/peers'}${string}`
+                                                          ? string[]
+                                                          : unknown;
 
 /** The OpenAPI document: free-form JSON that its tests walk by key (its own validator checks the shape). */
 type OpenAPIDocument = Record<string, any>;

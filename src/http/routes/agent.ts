@@ -4,7 +4,13 @@ import { resource } from '../resource.js';
 import { queryParam, requestSecret } from '../request.js';
 import { WatchwordError, invalid } from '../../domain/errors.js';
 import { z } from 'zod';
-import { agentHealthResponse, agentSelfResponse, auditPageResponse, operatorServersResponse } from '../../api/schemas.js';
+import {
+  agentHealthResponse,
+  agentSelfResponse,
+  auditPageResponse,
+  operatorPrimaryResponse,
+  operatorServersResponse,
+} from '../../api/schemas.js';
 import type { AppDeps } from '../deps.js';
 import { relayToLeader } from '../forward.js';
 import { AUDIT_OBJECT_KINDS, AUDIT_TYPES, type AuditType, isAuditKind, isAuditType } from '../../domain/audit-types.js';
@@ -88,6 +94,26 @@ function statusRoutes(app: FastifyInstance, deps: AgentRoutesDeps): void {
         if (relayed) return relayed;
         if (own.Leader === null) own.Problem ??= `this is ${own.AnsweredBy}'s own view: no leader is known`;
         return sendJSON(request, reply, own);
+      },
+    },
+  });
+
+  resource(app, '/v1/operator/primary', {
+    GET: {
+      doc: {
+        summary: 'The primary this server follows: its datacenter, its epoch, the last primary index applied here, when it was last heard',
+        permission: 'operator:read',
+        response: operatorPrimaryResponse,
+      },
+      handler: async (request, reply) => {
+        const identity = await deps.resolver.resolve(requestSecret(request), request.ip);
+        if (identity.authorizer.operatorAccess() === 'none') {
+          throw new WatchwordError('PERMISSION_DENIED', "Permission denied: token lacks permission 'operator:read'");
+        }
+        // The leader replicates for its datacenter: a follower relays its answer, and gives its own only when no leader answers.
+        const relayed = await relayToLeader(request, reply, deps.cluster);
+        if (relayed) return relayed;
+        return sendJSON(request, reply, deps.agent.primary());
       },
     },
   });
