@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import { type Config, parseHostPort } from './config/schema.js';
+import { type Config, isPrimary, parseHostPort } from './config/schema.js';
 import { ReadGate, readAuthorizer } from './http/blocking.js';
 import { buildApp } from './http/app.js';
 import type { IncomingMessage } from 'node:http';
@@ -22,6 +22,8 @@ import type { ClusterRole } from './ha/cluster-role.js';
 import type { AppDeps } from './http/deps.js';
 import type { Metrics } from './observability/metrics.js';
 import type { DatacenterDirectory } from './replication/directory.js';
+import { FIRST_EPOCH } from './replication/apply.js';
+import { META } from './store/schema.js';
 import type { Transport } from './transport/transport.js';
 import { HostCheck, isLoopbackHost } from './http/host-check.js';
 import { ReplicationHistory } from './observability/replication-history.js';
@@ -125,6 +127,8 @@ export function buildHttp(config: Config, deps: PlaceDeps & { services: HttpServ
     reads,
     metrics,
     replicationStatus: () => cluster.replicationStatus(),
+    // At the primary: its epoch, which a write forwarded by a secondary that has seen a higher one is refused against.
+    ...(isPrimary(config) ? { primaryEpoch: () => Number(store.getMeta(META.primaryEpoch) ?? FIRST_EPOCH) } : {}),
     replicationHistory: () => history.read(),
     audit,
     auditRefusal: refusalAuditor(store, audit),

@@ -34,6 +34,8 @@ export const ErrorCodes = [
   'NO_LEADER',
   /** A secondary could not reach the primary in time. */
   'PRIMARY_UNAVAILABLE',
+  /** A primary of a lower epoch than one already seen (a stale primary): its stream or write is refused. */
+  'STALE_PRIMARY',
   /** A real fault inside the daemon (storage, bug). The message shown to callers is generic. */
   'INTERNAL',
 ] as const;

@@ -37,4 +37,6 @@ export interface SecondaryHooks {
   /** This datacenter's view of an object the primary just wrote, after it replicated. */
   localView(kind: 'token' | 'policy' | 'role', id: string): Promise<unknown | undefined>;
   currentIndex(): number;
+  /** The highest primary epoch this datacenter has seen (its replication cursor's): sent with each forwarded write. */
+  epochSeen(): number;
 }

@@ -4,7 +4,7 @@ import { BODY_LIMIT } from './body.js';
 import { WatchwordError } from '../domain/errors.js';
 import { RateLimiter } from '../transport/rate-limit.js';
 import { z } from 'zod';
-import { answered, sendError } from './pipeline.js';
+import { answered, refuseIfStale, sendError } from './pipeline.js';
 import { openAPIDocument } from './openapi.js';
 import { registerUI } from './ui.js';
 import { sendJSON } from './respond.js';
@@ -198,7 +198,13 @@ function serveDirectly(app: FastifyInstance, deps: AppDeps): void {
   const cluster = deps.cluster;
   app.decorate('forwarderCheck', cluster?.forwarderCheck);
   app.decorate('auditRefusal', deps.auditRefusal);
+  const primaryEpoch = deps.primaryEpoch;
+  if (primaryEpoch) {
+    // A stale primary takes no forwarded write, whichever door it comes in by (the direct path checks it too).
+    app.addHook('onRequest', async (request) => refuseIfStale(request.method, request.headers, primaryEpoch));
+  }
   direct.install(app, {
+    ...(primaryEpoch ? { primaryEpoch } : {}),
     store: deps.store,
     agent: deps.agent,
     metrics: deps.metrics,

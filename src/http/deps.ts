@@ -45,6 +45,11 @@ export interface AppDeps {
   metrics: Metrics;
   /** GET /v1/acl/replication. */
   replicationStatus: () => ReplicationStatusResponse;
+  /**
+   * At the primary, its epoch (SPEC §21): a write forwarded by a secondary that has seen a higher
+   * one is refused (409 STALE_PRIMARY). Undefined elsewhere, or when absent.
+   */
+  primaryEpoch?: () => number | undefined;
   /** This server's recent audit events (GET /v1/operator/audit). */
   audit?: Pick<AuditLog, 'query' | 'after' | 'latest'>;
   /** Records a refused request in the audit log (README: Audit log): 403s, and the login limit's 429s. */

@@ -12,6 +12,7 @@ export const STATUS: Record<ErrorCode, number> = {
   NOT_FOUND: 404,
   METHOD_NOT_ALLOWED: 405,
   CONFLICT: 409,
+  STALE_PRIMARY: 409,
   BODY_TOO_LARGE: 413,
   RATE_LIMITED: 429,
   INTERNAL: 500,
@@ -88,8 +89,8 @@ export function toWatchwordError(err: unknown): WatchwordError {
 }
 
 /** Refusals the audit log records: every 403, and the login limit's 429s. */
-export function isAuditedRefusal(status: number, route: string | undefined): boolean {
-  return status === 403 || (status === 429 && route === '/v1/acl/login');
+export function isAuditedRefusal(status: number, route: string | undefined, code?: string): boolean {
+  return status === 403 || (status === 429 && route === '/v1/acl/login') || code === 'STALE_PRIMARY';
 }
 
 declare module 'fastify' {

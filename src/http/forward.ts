@@ -6,6 +6,7 @@ import type { ClusterHooks, FollowerHooks, SecondaryHooks } from '../ha/hooks.js
 
 export type { ClusterHooks, FollowerHooks, SecondaryHooks } from '../ha/hooks.js';
 import { pathParam, queryParam } from './request.js';
+import { PRIMARY_EPOCH_HEADER } from './pipeline.js';
 
 /**
  * How a write route is treated on a secondary: always sent to the primary; sent unless
@@ -264,6 +265,8 @@ export async function forwardWrite(
 ): Promise<FastifyReply> {
   refuseSecondHop(request, datacenter, 'the primary');
   const { headers, body } = relayedRequest(request, datacenter, prove);
+  // The highest primary epoch seen here: a primary behind it is stale and refuses the write (SPEC §21).
+  headers[PRIMARY_EPOCH_HEADER] = String(hooks.epochSeen());
   const res = await hooks.primary.request(request.method, relayPath(request), headers, body, FORWARD_TIMEOUT_MS);
   if (res.status < 200 || res.status >= 300) return relayResponse(reply, res);
   const index = Number(res.headers.get('x-service-index') ?? 0);

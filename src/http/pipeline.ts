@@ -1,4 +1,4 @@
-import type { IncomingMessage } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import type { Logger } from 'pino';
 import { auditPath } from '../observability/audit.js';
 import type { Metrics } from '../observability/metrics.js';
@@ -7,7 +7,7 @@ import type { ScopeHints } from '../service/scope.js';
 import type { Refusal } from './errors.js';
 import { ERROR_CODE_HEADER, STATUS, errorBody, errorResponse, isAuditedRefusal, toWatchwordError } from './errors.js';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { ErrorCode } from '../domain/errors.js';
+import { type ErrorCode, WatchwordError } from '../domain/errors.js';
 import { sendJSON } from './respond.js';
 import { type ForwarderCheck, clientAddress, clientOf, requestSecret, scopeHints } from './request.js';
 
@@ -70,7 +70,7 @@ export function errorAnswer(
   if (e.code === 'INTERNAL') sinks.log.error({ reqId: r.id, err: e.cause ?? e }, 'request failed with an internal error');
   const message = e.code === 'INTERNAL' ? 'internal error' : e.message;
   const status = STATUS[e.code];
-  if (sinks.auditRefusal && isAuditedRefusal(status, r.route)) {
+  if (sinks.auditRefusal && isAuditedRefusal(status, r.route, e.code)) {
     sinks.auditRefusal({
       id: r.id,
       method: r.method,
@@ -158,4 +158,24 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, err: unk
   if (a.contentType.startsWith('application/json'))
     return sendJSON(request, reply.code(a.status), errorBody(a.code as ErrorCode, a.message));
   return reply.code(a.status).type(a.contentType).send(a.body);
+}
+
+/** The highest primary epoch a secondary has seen, sent with each write it forwards to the primary (SPEC §21). */
+export const PRIMARY_EPOCH_HEADER = 'x-service-primary-epoch';
+
+/**
+ * At the primary (`epoch` its own), a forwarded write from a secondary that has seen a higher
+ * epoch: this primary is stale (a secondary was promoted since), and must not take it. Both
+ * doors call it before a write runs; reads are not refused (they change nothing).
+ */
+export function refuseIfStale(method: string, headers: IncomingHttpHeaders, primaryEpoch: (() => number | undefined) | undefined): void {
+  const sent = headers[PRIMARY_EPOCH_HEADER];
+  if (sent === undefined || primaryEpoch === undefined || method === 'GET' || method === 'HEAD') return;
+  const seen = Number(Array.isArray(sent) ? sent[0] : sent);
+  const epoch = primaryEpoch();
+  if (epoch === undefined || !Number.isInteger(seen) || seen <= epoch) return;
+  throw new WatchwordError(
+    'STALE_PRIMARY',
+    `This primary's epoch is ${epoch}, and the datacenter that forwarded this write has seen epoch ${seen}: a newer primary was promoted; the write was not made here`,
+  );
 }

@@ -1,5 +1,6 @@
 import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { META } from '../../src/store/schema.js';
 import { type TestDaemon, apiFor, startTestDaemon, waitFor, secondaryConfig } from '../helpers/test-daemon.js';
 
 describe('replication (in process)', () => {
@@ -84,5 +85,21 @@ describe('replication (in process)', () => {
     expect((await apiFor(dc1.url, token.SecretID)('GET', '/v1/operator/primary')).status).toBe(403);
     expect((await apiFor(dc2.url, token.SecretID)('GET', '/v1/operator/primary')).status).toBe(403);
     expect((await fetch(`${dc2.url}/v1/operator/primary`)).status).toBe(403);
+  });
+
+  it('a secondary that has seen a newer primary: its forwarded writes are refused by the old one (409 STALE_PRIMARY)', async () => {
+    const api2 = apiFor(dc2.url, dc1.management);
+    expect((await api2('PUT', '/v1/acl/token', { body: { Description: 'forwarded at epoch 1' } })).status).toBe(200);
+    // As if dc2 had followed a primary promoted since (epoch 2): dc1 (epoch 1) is now stale to it.
+    const cursor = dc2.daemon.store.getMeta(META.cursor) as Record<string, unknown>;
+    await dc2.daemon.store.transact((tx) => tx.putMeta(META.cursor, { ...cursor, epoch: 2 }));
+    const refused = await api2('PUT', '/v1/acl/token', { body: { Description: 'forwarded at epoch 2' } });
+    expect(refused.status).toBe(409);
+    expect(refused.headers.get('x-service-error-code')).toBe('STALE_PRIMARY');
+    expect(
+      (await dc1.api('GET', '/v1/acl/tokens')).body.some((t: { Description: string }) => t.Description === 'forwarded at epoch 2'),
+    ).toBe(false);
+    // (The stream's own refusal of dc1's frames: test/replication/secondary-stream.test.ts.)
+    expect((await api2('GET', '/v1/operator/primary')).body).toMatchObject({ Datacenter: 'dc1', Epoch: 2 });
   });
 });
