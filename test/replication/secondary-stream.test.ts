@@ -52,7 +52,7 @@ describe('SecondaryStream (socket-free replication protocol)', () => {
   let store: LevelStore;
   const opened: LevelStore[] = [];
 
-  const make = (s: LevelStore): Harness => {
+  const make = (s: LevelStore, more: Partial<StreamEffects> = {}): Harness => {
     const sent: SecondaryFrame[] = [];
     const events: string[] = [];
     const effects: StreamEffects = {
@@ -60,6 +60,7 @@ describe('SecondaryStream (socket-free replication protocol)', () => {
       succeeded: () => events.push('ok'),
       failed: (m) => events.push(`failed: ${m}`),
       abort: (m) => events.push(`abort: ${m}`),
+      ...more,
     };
     return { stream: new SecondaryStream(s, effects, logger), sent, events, store: s };
   };
@@ -200,16 +201,7 @@ describe('SecondaryStream (socket-free replication protocol)', () => {
 
   it('follows a primary of a newer epoch (durably, before applying anything of it) and refuses an older one: nothing of it applied', async () => {
     const stale: Array<[number, number]> = [];
-    const sent: SecondaryFrame[] = [];
-    const events: string[] = [];
-    const effects: StreamEffects = {
-      send: (f) => sent.push(f),
-      succeeded: () => events.push('ok'),
-      failed: (m) => events.push(`failed: ${m}`),
-      abort: (m) => events.push(`abort: ${m}`),
-      stalePrimary: (epoch, seen) => stale.push([epoch, seen]),
-    };
-    const stream = new SecondaryStream(store, effects, logger);
+    const { stream, events } = make(store, { stalePrimary: (epoch, seen) => stale.push([epoch, seen]) });
     expect(stream.hello('dc2', 'x')).toMatchObject({ epoch: 1 });
     // A promoted primary (epoch 2): followed, and its epoch is on disk at once.
     stream.receive(welcome('log-b', 'tail', 0, 2));
@@ -250,7 +242,7 @@ describe('SecondaryStream (socket-free replication protocol)', () => {
     ]);
 
     // After a restart the epoch still holds (it is the cursor's).
-    const again = new SecondaryStream(store, effects, logger);
+    const again = make(store).stream;
     expect(again.hello('dc2', 'x')).toMatchObject({ epoch: 2, logID: 'log-b', index: 1 });
   });
 

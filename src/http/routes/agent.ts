@@ -18,6 +18,14 @@ import { AUDIT_OBJECT_KINDS, AUDIT_TYPES, type AuditType, isAuditKind, isAuditTy
 /** What the agent routes use. */
 export type AgentRoutesDeps = Pick<AppDeps, 'agent' | 'metrics' | 'resolver' | 'audit' | 'cluster'>;
 
+/** The operator endpoints' own check: the request's token must grant operator:read. */
+async function requireOperatorRead(deps: AgentRoutesDeps, request: FastifyRequest): Promise<void> {
+  const identity = await deps.resolver.resolve(requestSecret(request), request.ip);
+  if (identity.authorizer.operatorAccess() === 'none') {
+    throw new WatchwordError('PERMISSION_DENIED', "Permission denied: token lacks permission 'operator:read'");
+  }
+}
+
 /** RFC 3339 or milliseconds since the epoch, for `since` and `until`. */
 function timeParam(name: string, value: string | undefined): number | undefined {
   if (value === undefined || value === '') return undefined;
@@ -80,10 +88,7 @@ function statusRoutes(app: FastifyInstance, deps: AgentRoutesDeps): void {
         response: operatorServersResponse,
       },
       handler: async (request, reply) => {
-        const identity = await deps.resolver.resolve(requestSecret(request), request.ip);
-        if (identity.authorizer.operatorAccess() === 'none') {
-          throw new WatchwordError('PERMISSION_DENIED', "Permission denied: token lacks permission 'operator:read'");
-        }
+        await requireOperatorRead(deps, request);
         // The leader's view is the datacenter's (it sees every follower's stream): a follower
         // relays it, and answers with its own, saying why, only when no leader answers.
         const own = deps.agent.servers();
@@ -106,10 +111,7 @@ function statusRoutes(app: FastifyInstance, deps: AgentRoutesDeps): void {
         response: operatorPrimaryResponse,
       },
       handler: async (request, reply) => {
-        const identity = await deps.resolver.resolve(requestSecret(request), request.ip);
-        if (identity.authorizer.operatorAccess() === 'none') {
-          throw new WatchwordError('PERMISSION_DENIED', "Permission denied: token lacks permission 'operator:read'");
-        }
+        await requireOperatorRead(deps, request);
         // The leader replicates for its datacenter: a follower relays its answer, and gives its own only when no leader answers.
         const relayed = await relayToLeader(request, reply, deps.cluster);
         if (relayed) return relayed;
