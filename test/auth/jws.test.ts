@@ -4,13 +4,22 @@ import { describe, expect, it } from 'vitest';
 import { JWS_ALGORITHMS, JwsError, type JwsAlgorithm, setKeys, verifyCompact } from '../../src/auth/jws.js';
 
 type PrivateKey = Awaited<ReturnType<typeof generateKeyPair>>['privateKey'];
+type PublicKey = Awaited<ReturnType<typeof generateKeyPair>>['publicKey'];
 
 const payload = new TextEncoder().encode(JSON.stringify({ sub: 'web', iss: 'test', exp: 4_000_000_000 }));
 
-async function pair(alg: JwsAlgorithm) {
-  const { publicKey, privateKey } = await generateKeyPair(alg, { extractable: true });
-  const pub = createPublicKey(await exportSPKI(publicKey));
-  return { publicKey, privateKey, pub };
+const pairs = new Map<JwsAlgorithm, Promise<{ publicKey: PublicKey; privateKey: PrivateKey; pub: KeyObject }>>();
+
+/** A key pair for `alg`, made once per test file (RSA key generation is most of this file's time); `fresh` for a second one. */
+function pair(alg: JwsAlgorithm, fresh = false) {
+  const make = async () => {
+    const { publicKey, privateKey } = await generateKeyPair(alg, { extractable: true });
+    return { publicKey, privateKey, pub: createPublicKey(await exportSPKI(publicKey)) };
+  };
+  if (fresh) return make();
+  let p = pairs.get(alg);
+  if (p === undefined) pairs.set(alg, (p = make()));
+  return p;
 }
 
 async function signed(alg: JwsAlgorithm, privateKey: PrivateKey, header: Record<string, unknown> = {}): Promise<string> {
@@ -90,7 +99,7 @@ describe('compact JWS verification with node:crypto', () => {
 
   it('with several keys, the one that verifies is found', async () => {
     const a = await pair('ES256');
-    const b = await pair('ES256');
+    const b = await pair('ES256', true);
     const c = await pair('RS256');
     expect(ours(await signed('ES256', b.privateKey), ['ES256'], { list: [c.pub, a.pub, b.pub] })).toBe('ok');
     expect(ours(await signed('ES256', b.privateKey), ['ES256'], { list: [a.pub] })).toBe('signature');
@@ -144,7 +153,7 @@ describe('compact JWS verification with node:crypto', () => {
 
   it('a key set: keys picked by kid, kty, alg, use and key_ops as jose picks them', async () => {
     const a = await pair('RS256');
-    const b = await pair('RS256');
+    const b = await pair('RS256', true);
     const e = await pair('ES256');
     const jwk = async (k: Parameters<typeof exportJWK>[0], extra: Record<string, unknown>) => ({ ...(await exportJWK(k)), ...extra });
     const set = {
