@@ -489,6 +489,9 @@ describe.skipIf(!CHROMIUM)('web UI in chromium', () => {
     expect(await page.textContent('tr[data-dc=dc1]')).toContain('Primary');
     expect(await page.textContent('tr[data-dc=dc2]')).toContain('Connected');
     expect(await page.textContent('tr[data-dc=dc2] [data-testid=lag]')).toMatch(/^\d+$/);
+    // Which primary each follows, and its epoch (GET /v1/operator/primary through ?dc=).
+    expect(await page.textContent('tr[data-dc=dc1] [data-testid=follows]')).toBe('dc1, epoch 1');
+    expect(await page.textContent('tr[data-dc=dc2] [data-testid=follows]')).toBe('dc1, epoch 1');
     // The primary has sampled dc2's lag (every 300 ms here): one line in the chart.
     await page.waitForSelector('[data-testid=lag-chart] polyline[data-dc=dc2]', { state: 'attached' });
     expect(

@@ -8,7 +8,12 @@ export function Datacenters() {
     const rows = await Promise.all(
       names.map(async (name) => {
         try {
-          return { name, status: await api('GET', '/v1/acl/replication', undefined, { dc: name }) };
+          // The primary it follows and its epoch need operator:read: without it, that column stays empty.
+          const [status, follows] = await Promise.all([
+            api('GET', '/v1/acl/replication', undefined, { dc: name }),
+            api('GET', '/v1/operator/primary', undefined, { dc: name }).catch(() => undefined),
+          ]);
+          return { name, status, follows };
         } catch (err) {
           return { name, error: explain(err) };
         }
@@ -23,14 +28,15 @@ export function Datacenters() {
   }, []);
   return html`<h1>Datacenters</h1>
     <${Loading} result=${dcs}>${({ rows, history }) => html`<div class="table-wrap"><table data-testid="datacenters">
-      <thead><tr><th>Datacenter</th><th>Role</th><th>Replication</th><th>Replicated index</th><th>Lag (entries)</th><th>Last contact</th></tr></thead>
-      <tbody>${rows.map(({ name, status, error }) => {
+      <thead><tr><th>Datacenter</th><th>Role</th><th>Follows</th><th>Replication</th><th>Replicated index</th><th>Lag (entries)</th><th>Last contact</th></tr></thead>
+      <tbody>${rows.map(({ name, status, follows, error }) => {
         if (error)
-          return html`<tr data-dc=${name}><td>${name}</td><td colspan="5"><span class="badge bad">Unreachable</span> ${error}</td></tr>`;
+          return html`<tr data-dc=${name}><td>${name}</td><td colspan="6"><span class="badge bad">Unreachable</span> ${error}</td></tr>`;
         const primary = !status.Enabled;
         return html`<tr data-dc=${name}>
           <td>${name}${name === state.localDC ? html` <span class="badge">this one</span>` : null}</td>
           <td>${primary ? 'primary' : 'secondary'}</td>
+          <td data-testid="follows">${follows ? `${follows.Datacenter}, epoch ${follows.Epoch}` : '—'}</td>
           <td>${primary ? html`<span class="badge ok">Primary</span>` : status.Connected ? html`<span class="badge ok">Connected</span>` : html`<span class="badge bad">Not connected</span>`}
             ${status.RefusingGlobalTokens ? html` <span class="badge bad">refusing global tokens (stale)</span>` : null}</td>
           <td>${status.ReplicatedIndex}</td>
