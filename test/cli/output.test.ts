@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { formatAuthMethod, formatBindingRule } from '../../src/cli/auth.js';
-import { formatServers } from '../../src/cli/operator.js';
+import { formatPrimary, formatServers } from '../../src/cli/operator.js';
 import {
   formatPolicy,
   formatPolicyList,
@@ -208,5 +208,12 @@ describe('CLI output (golden files)', () => {
       AnsweredBy: 'dc1-server-1',
     };
     await expect(formatServers(servers as never)).toMatchFileSnapshot('golden/servers.txt');
+  });
+
+  it('operator primary: at a secondary (last contact shown), and at the primary (none)', async () => {
+    const atSecondary = formatPrimary({ Datacenter: 'dc1', Epoch: 2, Index: 1234, LastContact: '2026-11-28T00:40:00.000Z' });
+    const atPrimary = formatPrimary({ Datacenter: 'dc1', Epoch: 2, Index: 1300 });
+    await expect(`${atSecondary}\n---\n${atPrimary}\n`).toMatchFileSnapshot('golden/primary.txt');
+    expect(atPrimary).not.toContain('Last contact');
   });
 });
