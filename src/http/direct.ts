@@ -35,9 +35,10 @@ export interface DirectSpec {
    */
   when?: () => boolean;
   /**
-   * Whether the request may go on (a per-client limit: login_rate), checked before anything
-   * else, its body not read yet; throws a WatchwordError to refuse. Fastify's route runs it
-   * as its onRequest hook, so it holds whichever door the request came in by.
+   * Whether the request may go on (a per-client limit: login_rate), checked before the route's
+   * logic runs (here once the body is in; on Fastify's route as its onRequest hook, before the
+   * body is read), so it holds whichever door the request came in by; throws a WatchwordError
+   * to refuse.
    */
   admit?(ctx: RequestContext): void;
   /** Answers from the request's parts; may throw a WatchwordError (sent as Fastify would). */
