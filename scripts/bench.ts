@@ -38,8 +38,9 @@ const FILTER_POLICIES = Math.min(1000, Math.floor(TOKENS / 100));
 const SECRET = 'bench-management-secret';
 useBuiltDaemon();
 
+// The load generator is one client with many connections: the per-client connection cap (200) is not what is measured.
 const startDaemon = (dataDir: string, extra: string[] = ['--initial-management-token', SECRET]) =>
-  startDaemonProcess(dataDir, extra, process.env.BENCH_DAEMON_LOGS);
+  startDaemonProcess(dataDir, [...extra, '--http-max-conns-per-client', '0'], process.env.BENCH_DAEMON_LOGS);
 const stop = stopDaemonProcess;
 
 const RATE = Number(process.env.BENCH_REPLICATION_RATE ?? 1000);
@@ -63,6 +64,9 @@ async function replicationStatus(url: string): Promise<{ ReplicatedIndex: number
  */
 async function replicationBench(primaryURL: string): Promise<Record<string, number>> {
   const dir = await mkdtemp(join(tmpdir(), 'watchword-bench-dc2-'));
+  // What the primary holds now (the HTTP scenarios before deleted some seeded tokens and made others).
+  const self = (await (await fetch(`${primaryURL}/v1/agent/self`, { headers: { 'X-Service-Token': SECRET } })).json()) as { Stats: { Tokens: number } };
+  const tokens = self.Stats.Tokens;
   const started = performance.now();
   const dc2 = await startDaemon(dir, ['--datacenter', 'dc2', '--primary-datacenter', 'dc1', '--primary-address', primaryURL, '--replication-token', SECRET]);
   try {
@@ -106,7 +110,7 @@ async function replicationBench(primaryURL: string): Promise<Record<string, numb
     const within100 = delta.find(([le]) => le === 0.1)?.[1] ?? 0;
     return {
       catchUpMs,
-      tokens: TOKENS,
+      tokens,
       writes: total,
       achievedRate,
       applied: count,
@@ -221,7 +225,7 @@ async function main(): Promise<void> {
     procs.push(daemon.proc);
     const replication = await replicationBench(daemon.url);
     const replicationChecks = [
-      { measure: `fresh secondary catches up on ${TOKENS} tokens`, value: `${(replication.catchUpMs! / 1000).toFixed(2)} s`, target: '< 10 s', ok: replication.catchUpMs! < 10_000 },
+      { measure: `fresh secondary catches up on ${replication.tokens} tokens`, value: `${(replication.catchUpMs! / 1000).toFixed(2)} s`, target: '< 10 s', ok: replication.catchUpMs! < 10_000 },
       { measure: `replication lag at ${RATE} global writes/s, p50`, value: `${replication.lagP50ms!.toFixed(1)} ms`, target: '', ok: true },
       { measure: `replication lag at ${RATE} global writes/s, p99`, value: `${replication.lagP99ms!.toFixed(1)} ms`, target: '< 20 ms', ok: replication.lagP99ms! < 20 },
       { measure: 'share of writes applied within 100 ms', value: `${(replication.within100msShare! * 100).toFixed(2)} %`, target: '', ok: true },
