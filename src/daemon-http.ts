@@ -22,8 +22,7 @@ import type { ClusterRole } from './ha/cluster-role.js';
 import type { AppDeps } from './http/deps.js';
 import type { Metrics } from './observability/metrics.js';
 import type { DatacenterDirectory } from './replication/directory.js';
-import { FIRST_EPOCH } from './replication/apply.js';
-import { META } from './store/schema.js';
+import { primaryEpochOf } from './replication/apply.js';
 import type { Transport } from './transport/transport.js';
 import { HostCheck, isLoopbackHost } from './http/host-check.js';
 import { ReplicationHistory } from './observability/replication-history.js';
@@ -128,7 +127,7 @@ export function buildHttp(config: Config, deps: PlaceDeps & { services: HttpServ
     metrics,
     replicationStatus: () => cluster.replicationStatus(),
     // At the primary: its epoch, which a write forwarded by a secondary that has seen a higher one is refused against.
-    ...(isPrimary(config) ? { primaryEpoch: () => Number(store.getMeta(META.primaryEpoch) ?? FIRST_EPOCH) } : {}),
+    ...(isPrimary(config) ? { primaryEpoch: () => primaryEpochOf(store) } : {}),
     replicationHistory: () => history.read(),
     audit,
     auditRefusal: refusalAuditor(store, audit),

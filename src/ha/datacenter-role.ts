@@ -1,8 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { OperatorPrimaryResponse, OperatorServersResponse, ReplicationStatusResponse } from '../api/schemas.js';
-import { type Cursor, FIRST_EPOCH } from '../replication/apply.js';
-import { META } from '../store/schema.js';
+import { epochSeenBy, primaryEpochOf } from '../replication/apply.js';
 import { isPrimary } from '../config/schema.js';
 import { WatchwordError } from '../domain/errors.js';
 import type { FollowerHooks, SecondaryHooks } from './hooks.js';
@@ -217,14 +216,12 @@ export abstract class DatacenterRole implements ClusterRole {
    */
   primaryStatus(): OperatorPrimaryResponse {
     const { config, store } = this.deps;
-    if (isPrimary(config))
-      return { Datacenter: config.datacenter, Epoch: Number(store.getMeta(META.primaryEpoch) ?? FIRST_EPOCH), Index: store.currentIndex() };
+    if (isPrimary(config)) return { Datacenter: config.datacenter, Epoch: primaryEpochOf(store), Index: store.currentIndex() };
     const status = this.replicationStatus();
-    const cursor = store.getMeta(META.cursor) as Cursor | undefined;
     const heard = status.Connected || status.LastSuccess !== ZERO_TIME;
     return {
       Datacenter: config.primary_datacenter,
-      Epoch: cursor?.epoch ?? FIRST_EPOCH,
+      Epoch: epochSeenBy(store),
       Index: status.ReplicatedIndex,
       ...(heard ? { LastContact: new Date(Date.now() - status.LastContactMs).toISOString() } : {}),
     };

@@ -11,8 +11,7 @@ import { PrimaryContact } from '../replication/primary-contact.js';
 import { ReplicationSecondary } from '../replication/secondary.js';
 import type { RoleDeps } from './cluster-role.js';
 import { DatacenterRole, notReplicating } from './datacenter-role.js';
-import { type Cursor, FIRST_EPOCH } from '../replication/apply.js';
-import { META } from '../store/schema.js';
+import { epochSeenBy } from '../replication/apply.js';
 
 /** A secondary datacenter's server: when it leads, it replicates from the primary. */
 export class SecondaryRole extends DatacenterRole {
@@ -43,7 +42,7 @@ export class SecondaryRole extends DatacenterRole {
       waitForApplied,
       localView: async (kind, id) => this.ports.localView(kind, id),
       currentIndex: () => store.currentIndex(),
-      epochSeen: () => (store.getMeta(META.cursor) as Cursor | undefined)?.epoch ?? FIRST_EPOCH,
+      epochSeen: () => epochSeenBy(store),
     };
     this.beforeConsistentRead = async () => {
       if (await this.throughLeader()) return;

@@ -25,6 +25,14 @@ declare module 'fastify' {
 export { FORWARDED_FOR_HEADER, FORWARDED_HEADER, SERVER_FORWARD_HEADER, clientOf, plainAddress } from './request.js';
 import { FORWARDED_FOR_HEADER, FORWARDED_HEADER, SERVER_FORWARD_HEADER, plainAddress } from './request.js';
 
+/**
+ * Whether this server makes writes itself right now: not a secondary (whose global writes go to the
+ * primary) nor a follower (whose writes go to its leader). The direct path takes a write only then;
+ * otherwise Fastify's route forwards it.
+ */
+export const writesHere = (cluster: ClusterHooks | undefined): boolean =>
+  cluster === undefined || (cluster.secondary === undefined && cluster.follower?.() === undefined);
+
 /** Refuses to send on a request that another datacenter already forwarded here. */
 export function refuseSecondHop(request: FastifyRequest, datacenter: string, target: string): void {
   const from = request.headers[FORWARDED_HEADER];

@@ -15,6 +15,13 @@ export interface Cursor {
 /** The first primary's epoch: what a store or a frame without one means. */
 export const FIRST_EPOCH = 1;
 
+/** A primary's own epoch, as its store keeps it (SPEC §21). */
+export const primaryEpochOf = (store: { getMeta(key: string): unknown }): number => Number(store.getMeta(META.primaryEpoch) ?? FIRST_EPOCH);
+
+/** The highest primary epoch a secondary has seen: its replication cursor's. */
+export const epochSeenBy = (store: { getMeta(key: string): unknown }): number =>
+  (store.getMeta(META.cursor) as Cursor | undefined)?.epoch ?? FIRST_EPOCH;
+
 /** Canonical text of a record without this datacenter's indexes: equal text, equal object. */
 export function contentOf(record: object): string {
   const { CreateIndex: _c, ModifyIndex: _m, ...rest } = record as Record<string, unknown>;

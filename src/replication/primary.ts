@@ -24,8 +24,7 @@ import {
 import { type DatacenterInfo, PROTOCOL_VERSION, REPLICATION_PATH } from './protocol.js';
 import { secretOf } from '../transport/credentials.js';
 import type { AuditType } from '../domain/audit-types.js';
-import { META } from '../store/schema.js';
-import { FIRST_EPOCH } from './apply.js';
+import { primaryEpochOf } from './apply.js';
 
 export { CLOSE_TOKEN_REVOKED, type FrameChannel, type SecondaryInfo, Session, wsChannel } from './primary-session.js';
 
@@ -240,7 +239,7 @@ export class ReplicationPrimary implements SessionHost {
 
   /** This primary's epoch (SPEC §21): 1 until a promotion raises it. */
   epoch(): number {
-    return Number(this.store.getMeta(META.primaryEpoch) ?? FIRST_EPOCH);
+    return primaryEpochOf(this.store);
   }
 
   /**

@@ -45,8 +45,6 @@ export class SecondaryStream {
   /** Local state equals the primary's up to this primary index. */
   private appliedUpTo = 0;
   private welcomeLogID = '';
-  /** The epoch of the primary this connection follows (never lower than the cursor's). */
-  private welcomeEpoch = FIRST_EPOCH;
   /** This connection's primary was refused as stale: nothing more of it is taken, until the next hello. */
   private refusing = false;
   private primaryIndex = 0;
@@ -233,7 +231,7 @@ export class SecondaryStream {
   private async applyEntryFrames(frames: Array<Extract<PrimaryFrame, { t: 'entries' }>>, generation: number): Promise<void> {
     const entries = frames.flatMap((f) => f.entries);
     const upTo = Math.max(...frames.map((f) => f.upTo), this.cursor.index);
-    const cursor = { logID: this.welcomeLogID, index: upTo, epoch: this.welcomeEpoch };
+    const cursor = { logID: this.welcomeLogID, index: upTo, epoch: this.seenEpoch() };
     // Nothing to write: the cursor on disk may lag; resuming from it is harmless.
     if (entries.length > 0)
       this.noteConflicts(await this.store.transact((tx) => applyEntries(tx, entries, cursor), { sync: false }), false);
@@ -255,7 +253,7 @@ export class SecondaryStream {
   private async handle(frame: Exclude<PrimaryFrame, { t: 'entries' | 'check-ids' }>, generation: number): Promise<void> {
     switch (frame.t) {
       case 'welcome':
-        if (this.refusedAsStale(frame.epoch, generation)) return;
+        if (this.refusedAsStale(frame.epoch)) return;
         if (frame.epoch > this.seenEpoch()) {
           // A newer primary (a promotion): its epoch is durable before anything of it is applied,
           // so no restart can make this secondary follow an older one again.
@@ -265,7 +263,6 @@ export class SecondaryStream {
           if (this.generation !== generation) return;
           this.logger.info({ epoch: frame.epoch }, 'replication: following a primary of a newer epoch');
         }
-        this.welcomeEpoch = frame.epoch;
         this.welcomeLogID = frame.logID;
         this.primaryIndex = frame.primaryIndex;
         this.datacenterList = frame.datacenters;
@@ -294,7 +291,7 @@ export class SecondaryStream {
         await catchUp.add(frame);
         if (!frame.last || this.generation !== generation) return;
         this.catchUp = undefined;
-        const cursor = { logID: frame.logID, index: frame.index, epoch: this.welcomeEpoch };
+        const cursor = { logID: frame.logID, index: frame.index, epoch: this.seenEpoch() };
         const outcome = await catchUp.install(cursor);
         this.noteConflicts(outcome, true);
         this.cursor = cursor;
@@ -309,7 +306,7 @@ export class SecondaryStream {
         return;
       }
       case 'ping':
-        if (this.refusedAsStale(frame.epoch, generation)) return;
+        if (this.refusedAsStale(frame.epoch)) return;
         this.primaryIndex = Math.max(this.primaryIndex, frame.primaryIndex);
         this.datacenterList = frame.datacenters;
         // Every earlier frame is applied by now (frames are handled in order).
@@ -323,11 +320,12 @@ export class SecondaryStream {
   }
 
   /**
-   * Whether a primary of `epoch` is stale here (a lower epoch than the highest seen): then it is
-   * refused, said, and the connection ended; the frames queued behind are dropped with it.
+   * Whether a primary of `epoch` is stale here (a lower epoch than the highest seen, which a
+   * welcome of a newer primary has already made the cursor's): then it is refused, said, and the
+   * connection ended; the frames queued behind are dropped with it.
    */
-  private refusedAsStale(epoch: number, generation: number): boolean {
-    const seen = Math.max(this.seenEpoch(), this.generation === generation && this.welcomed ? this.welcomeEpoch : FIRST_EPOCH);
+  private refusedAsStale(epoch: number): boolean {
+    const seen = this.seenEpoch();
     if (epoch >= seen) return false;
     this.logger.error({ epoch, seen }, 'replication: refused a stale primary (a lower epoch than one already followed)');
     this.effects.stalePrimary?.(epoch, seen);

@@ -117,7 +117,7 @@ describe('compact JWS verification with node:crypto', () => {
       `${b64({ alg: 'RS256' })}.e30.A A`,
     ]) {
       const r = ours(bad, ['RS256'], { list: [] });
-      expect(['malformed', 'no-key'], bad).toContain(r);
+      expect(r, bad).toBe('malformed');
     }
   });
 

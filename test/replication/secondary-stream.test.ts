@@ -31,6 +31,12 @@ const welcome = (logID: string, mode: 'tail' | 'snapshot', primaryIndex: number,
   datacenters: [{ name: 'dc1', address: '127.0.0.1:1' }],
   epoch,
 });
+/** An entries frame setting `token` at `index`. */
+const setToken = (index: number, token: ReturnType<typeof tokenRecord>): PrimaryFrame => ({
+  t: 'entries',
+  entries: [{ Index: index, Changes: [{ Table: 'tokens', Op: 'set', ID: token.AccessorID, Value: token }] }],
+  upTo: index,
+});
 const ping = (upTo: number, primaryIndex = upTo, epoch = 1): PrimaryFrame => ({
   t: 'ping',
   time: Date.now(),
@@ -135,13 +141,7 @@ describe('SecondaryStream (socket-free replication protocol)', () => {
     stream.hello('dc2', 'x');
     stream.receive(welcome('log-a', 'tail', 0));
     const tokens = [tokenRecord(), tokenRecord(), tokenRecord()];
-    tokens.forEach((t, i) =>
-      stream.receive({
-        t: 'entries',
-        entries: [{ Index: i + 1, Changes: [{ Table: 'tokens', Op: 'set', ID: t.AccessorID, Value: t }] }],
-        upTo: i + 1,
-      }),
-    );
+    tokens.forEach((t, i) => stream.receive(setToken(i + 1, t)));
     await stream.idle();
     for (const t of tokens) expect(store.reader.getToken(t.AccessorID)).toBeDefined();
     // They queued while the welcome was handled: one transaction, one ack for the highest index.
@@ -208,11 +208,7 @@ describe('SecondaryStream (socket-free replication protocol)', () => {
     await stream.idle();
     expect(store.getMeta(META.cursor)).toMatchObject({ epoch: 2 });
     const t = tokenRecord();
-    stream.receive({
-      t: 'entries',
-      entries: [{ Index: 1, Changes: [{ Table: 'tokens', Op: 'set', ID: t.AccessorID, Value: t }] }],
-      upTo: 1,
-    });
+    stream.receive(setToken(1, t));
     await stream.idle();
     expect(store.getMeta(META.cursor)).toEqual({ logID: 'log-b', index: 1, epoch: 2 });
 
@@ -220,11 +216,7 @@ describe('SecondaryStream (socket-free replication protocol)', () => {
     expect(stream.hello('dc2', 'x')).toMatchObject({ epoch: 2 });
     const old = tokenRecord({ Description: 'from the stale primary' });
     stream.receive(welcome('log-a', 'tail', 5, 1));
-    stream.receive({
-      t: 'entries',
-      entries: [{ Index: 5, Changes: [{ Table: 'tokens', Op: 'set', ID: old.AccessorID, Value: old }] }],
-      upTo: 5,
-    });
+    stream.receive(setToken(5, old));
     await stream.idle();
     expect(stale).toEqual([[1, 2]]);
     expect(events.at(-1)).toMatch(/^abort: STALE_PRIMARY: the primary's epoch is 1, lower than epoch 2/);
@@ -260,11 +252,7 @@ describe('SecondaryStream (socket-free replication protocol)', () => {
     stream.hello('dc2', 'x');
     stream.receive(welcome('log-a', 'tail', 0));
     const late = tokenRecord();
-    stream.receive({
-      t: 'entries',
-      entries: [{ Index: 1, Changes: [{ Table: 'tokens', Op: 'set', ID: late.AccessorID, Value: late }] }],
-      upTo: 1,
-    });
+    stream.receive(setToken(1, late));
     // The connection ends while the welcome is handled: the entries queued behind it are dropped.
     stream.disconnected();
     await stream.idle();
@@ -322,11 +310,7 @@ describe('SecondaryStream (socket-free replication protocol)', () => {
     await store.close();
     stream.receive(welcome('log-a', 'tail', 1));
     const t = tokenRecord();
-    stream.receive({
-      t: 'entries',
-      entries: [{ Index: 1, Changes: [{ Table: 'tokens', Op: 'set', ID: t.AccessorID, Value: t }] }],
-      upTo: 1,
-    });
+    stream.receive(setToken(1, t));
     await stream.idle();
     expect(events.at(-1)).toMatch(/^abort: applying replicated changes failed: /);
   });

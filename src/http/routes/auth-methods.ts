@@ -14,6 +14,7 @@ import { WatchwordError } from '../../domain/errors.js';
 import { RateLimiter } from '../../transport/rate-limit.js';
 import { decodeBody, parseJsonBody } from '../body.js';
 import { Written } from '../direct.js';
+import { writesHere } from '../forward.js';
 import { queryParam } from '../request.js';
 import { requestContext } from '../pipeline.js';
 import { sendWrite } from '../respond.js';
@@ -158,8 +159,9 @@ function loginRoutes(app: FastifyInstance, deps: AuthMethodRoutesDeps): void {
   const loginRate = deps.loginRate ?? { rate: 10, burst: 20 };
   const loginLimiter = new RateLimiter(loginRate.rate, Math.max(1, loginRate.burst));
   let appliedBurst = loginRate.burst;
-  // Logins this server makes itself: every one at the primary (when it leads), a secondary's Local ones too (decided on the body).
-  const here = () => deps.cluster === undefined || (deps.cluster.secondary === undefined && deps.cluster.follower?.() === undefined);
+  // The direct path takes logins only where this server makes writes itself; at a secondary or a
+  // follower Fastify's route sends a global method's logins on (and makes Local ones here).
+  const here = () => writesHere(deps.cluster);
   resource(app, '/v1/acl/login', {
     POST: {
       doc: {

@@ -4,6 +4,7 @@ import { requestContext } from '../pipeline.js';
 import { sendWrite } from '../respond.js';
 import { resource } from '../resource.js';
 import { Written } from '../direct.js';
+import { writesHere } from '../forward.js';
 import { z } from 'zod';
 import { cloneBody, deletedResponse, expandedTokenResponse, tokenBody, tokenResponse } from '../../api/schemas.js';
 import type { AppDeps } from '../deps.js';
@@ -19,15 +20,14 @@ export async function tokenRoutes(app: FastifyInstance, deps: TokenRoutesDeps): 
 /** Token create, self, read, update, delete and clone. */
 function tokenWriteRoutes(app: FastifyInstance, deps: TokenRoutesDeps): void {
   const { tokens, cluster } = deps;
-  // Writes this server answers itself (not a secondary's global write, nor a follower's): the direct path may take them.
-  const writesHere = () => cluster === undefined || (cluster.secondary === undefined && cluster.follower?.() === undefined);
+  const here = () => writesHere(cluster);
   resource(app, '/v1/acl/token', {
     PUT: {
       doc: { summary: 'Create a token', permission: 'acl:write', body: tokenBody, response: tokenResponse },
       // A Local token is made here; a global one at the primary. Decided on the decoded body.
       forward: { global: (request) => !decodeBody(tokenBody, parseJsonBody(request.body)).Local },
       logic: {
-        when: writesHere,
+        when: here,
         run: async ({ ctx, body }) => {
           const { value, index } = await tokens.create(ctx, decodeBody(tokenBody, parseJsonBody(body)));
           return new Written(value, index);
@@ -78,7 +78,7 @@ function tokenWriteRoutes(app: FastifyInstance, deps: TokenRoutesDeps): void {
       doc: { summary: 'Delete a token', permission: 'acl:write', response: deletedResponse },
       forward: 'token-by-id',
       logic: {
-        when: writesHere,
+        when: here,
         run: async ({ ctx, params: { AccessorID } }) => {
           const { value, index } = await tokens.delete(ctx, AccessorID);
           return new Written(value, index);
