@@ -1,5 +1,6 @@
 import { policyHash, roleHash } from '../domain/hash.js';
-import { AUTH_METHOD_FIELDS, BINDING_RULE_FIELDS, POLICY_FIELDS, ROLE_FIELDS, TOKEN_FIELDS, recordCheck } from '../domain/records.js';
+import { AUTH_METHOD_FIELDS, BINDING_RULE_FIELDS, POLICY_FIELDS, ROLE_FIELDS, TOKEN_FIELDS } from '../domain/records.js';
+import { recordCheck } from '../domain/record-check.js';
 import type { AuthMethodRecord, BindingRuleRecord, PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
 import type { TableName } from './schema.js';
 

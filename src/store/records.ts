@@ -2,7 +2,8 @@ import { Packr } from 'msgpackr';
 import { z } from 'zod';
 import type { AuthMethodRecord, BindingRuleRecord, BootstrapState, PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
 import { WatchwordError } from '../domain/errors.js';
-import { AUTH_METHOD_FIELDS, BINDING_RULE_FIELDS, POLICY_FIELDS, ROLE_FIELDS, TOKEN_FIELDS, recordWireSchema } from '../domain/records.js';
+import { AUTH_METHOD_FIELDS, BINDING_RULE_FIELDS, POLICY_FIELDS, ROLE_FIELDS, TOKEN_FIELDS } from '../domain/records.js';
+import { recordWireSchema } from '../domain/record-check.js';
 
 /** msgpack with plain maps: no record extension, so data stays readable by any decoder. */
 const packr = new Packr({ useRecords: false, moreTypes: false });
