@@ -1,0 +1,171 @@
+// The wire contract of the daemon's own status: GET /v1/agent/self and /v1/agent/health, the
+// replication status, this datacenter's servers, the primary followed, and the audit log's pages.
+// Re-exported by api/schemas.ts, the one door to the wire contract.
+import { z } from 'zod';
+
+export const agentSelfResponse = z
+  .object({
+    Config: z.object({
+      Datacenter: z.string(),
+      PrimaryDatacenter: z.string(),
+      Role: z.enum(['primary', 'secondary']),
+      NodeName: z.string(),
+      Version: z.string(),
+      HTTPAddr: z.string(),
+      AdvertiseAddr: z.string().nullable(),
+      DatacenterAddresses: z.record(z.string(), z.string()),
+      PrimaryAddress: z.string().nullable(),
+      DataDir: z.string(),
+      DefaultPolicy: z.enum(['allow', 'deny']),
+      TokenMinTTL: z.string(),
+      TokenMaxTTL: z.string(),
+      ReapInterval: z.string(),
+      Durability: z.enum(['fsync', 'os']),
+      LogRetention: z.number().int(),
+      RateLimit: z.number().describe('Requests per second per client; 0 = no limit'),
+      RateLimitPeer: z.number(),
+      SecretLookupRate: z.number(),
+      MaxBlockingQueries: z.number().int(),
+      MaxBlockingQueriesPerClient: z.number().int(),
+      HTTPRequestTimeout: z.string(),
+      HTTPHeaderTimeout: z.string(),
+      HTTPKeepAliveTimeout: z.string(),
+      HTTPMaxRequestsPerConn: z.number().int(),
+      HTTPMaxConns: z.number().int(),
+      LogLevel: z.string(),
+      ReplicationTokenSet: z.boolean(),
+      InitialManagementTokenSet: z.boolean(),
+      Coordinator: z.string().nullable().describe('etcd endpoints; "<hidden>" without operator:read'),
+      TLS: z.object({
+        Enabled: z.boolean(),
+        VerifyIncoming: z.boolean(),
+        VerifyOutgoing: z.boolean(),
+        VerifyServerHostname: z.boolean(),
+        Domain: z.string(),
+        MinVersion: z.string().nullable(),
+        ServerName: z.string().describe('The name this server proves with its certificate'),
+      }),
+      ServerKeySet: z.boolean(),
+    }),
+    Store: z.object({
+      Available: z.boolean().describe('false while writes fail (503 STORE_UNAVAILABLE); the store retries by itself'),
+      LastError: z.string(),
+      UnavailableSince: z.string().nullable(),
+    }),
+    Stats: z.object({
+      Index: z.number().int(),
+      Tokens: z.number().int(),
+      Roles: z.number().int(),
+      Policies: z.number().int(),
+      BlockingQueries: z.number().int(),
+    }),
+  })
+  .meta({ id: 'AgentSelf' });
+
+export type AgentSelfResponse = z.infer<typeof agentSelfResponse>;
+
+export const secondaryInfoResponse = z.object({
+  Datacenter: z.string(),
+  Address: z.string(),
+  AckedIndex: z.number().int(),
+  LagEntries: z.number().int(),
+  LastContactMs: z.number().int(),
+  ConnectedAt: z.string(),
+});
+
+export const replicationStatusResponse = z
+  .object({
+    Enabled: z.boolean(),
+    Running: z.boolean(),
+    SourceDatacenter: z.string(),
+    ReplicationType: z.string(),
+    ReplicatedIndex: z.number().int(),
+    ReplicatedRoleIndex: z.number().int(),
+    ReplicatedTokenIndex: z.number().int(),
+    LastSuccess: z.string(),
+    LastError: z.string(),
+    LastErrorMessage: z.string(),
+    Connected: z.boolean(),
+    PrimaryIndex: z.number().int(),
+    LagEntries: z.number().int(),
+    LastContactMs: z.number().int(),
+    Secondaries: z.array(secondaryInfoResponse).optional().describe('On the primary: each connected secondary'),
+    SecretConflicts: z
+      .array(z.object({ AccessorID: z.string(), LocalAccessorID: z.string() }))
+      .optional()
+      .describe('On a secondary: global tokens not applied because a Local token here holds their secret'),
+    MaxStaleMs: z.number().int().optional().describe('On a secondary with replication_max_stale: the bound, ms'),
+    RefusingGlobalTokens: z
+      .boolean()
+      .optional()
+      .describe(
+        'On a secondary with replication_max_stale: true while the primary has been silent for longer, so global tokens are refused',
+      ),
+  })
+  .meta({ id: 'ReplicationStatus' });
+
+export type ReplicationStatusResponse = z.infer<typeof replicationStatusResponse>;
+
+export const serverStatusResponse = z
+  .object({
+    Name: z.string(),
+    Address: z.string().describe('HTTP address, host:port'),
+    Role: z.enum(['leader', 'follower']),
+    Term: z.number().int().describe('Leadership term this server knows'),
+    AppliedSeq: z.number().int().describe('Last server batch durable on that server'),
+    AppliedIndex: z.number().int().nullable().describe('Index of the state it holds (X-Service-Index), when known'),
+    LagBatches: z.number().int(),
+    InSyncSet: z.boolean(),
+    Connected: z.boolean().describe("Streaming from the leader (the leader's own row: true)"),
+    Registered: z.boolean().describe('Its registration is live in the coordinator; false: a server seen before that is down or cut off'),
+  })
+  .meta({ id: 'ServerStatus' });
+
+export const operatorServersResponse = z
+  .object({
+    Datacenter: z.string(),
+    Leader: z.string().nullable().describe('Address of the leader, null while none is known'),
+    Term: z.number().int(),
+    SyncSet: z.array(z.string()).describe('Names of the published synchronous followers'),
+    RunningWithoutSyncCopy: z.boolean().describe('The leader acknowledges writes that no other server holds'),
+    Problem: z
+      .string()
+      .nullable()
+      .describe(
+        'What keeps this datacenter from a working leader as this server sees it: the coordinator out of reach, or a leader named there ' +
+          'that has refused this server for longer than a lease',
+      ),
+    Servers: z.array(serverStatusResponse),
+    AnsweredBy: z.string().describe("The server whose view this is: the leader's, wherever it was asked, unless no leader answered"),
+  })
+  .meta({ id: 'OperatorServers' });
+
+export type ServerStatus = z.infer<typeof serverStatusResponse>;
+export type OperatorServersResponse = z.infer<typeof operatorServersResponse>;
+
+/** GET /v1/operator/primary: the primary this server follows (README, "Multiple datacenters"). */
+export const operatorPrimaryResponse = z.object({
+  Datacenter: z.string().describe('The primary datacenter (this one at the primary)'),
+  Epoch: z.number().int().describe("The primary's epoch: 1 for the first primary, raised by each promotion"),
+  Index: z.number().int().describe('The last primary index applied here (at the primary: its current index)'),
+  LastContact: z
+    .string()
+    .optional()
+    .describe('When the primary was last heard here (RFC 3339); absent at the primary, and before it was first heard'),
+});
+export type OperatorPrimaryResponse = z.infer<typeof operatorPrimaryResponse>;
+
+/** GET /v1/agent/health: whether this server can do its job, check by check. */
+export const agentHealthResponse = z.object({
+  Status: z.enum(['passing', 'critical']),
+  Checks: z.array(z.object({ Name: z.string(), Passing: z.boolean(), Output: z.string().optional() })),
+});
+export type AgentHealthResponse = z.infer<typeof agentHealthResponse>;
+
+/** GET /v1/operator/audit: a page of audit events (README, "Audit log"). */
+export const auditPageResponse = z.object({
+  Events: z.array(z.record(z.string(), z.unknown())),
+  NextCursor: z.string().optional(),
+  Latest: z.number().int(),
+});
+export type AuditPageResponse = z.infer<typeof auditPageResponse>;
