@@ -17,7 +17,7 @@ const t0 = Date.now() + 60_000;
 await seedTo(join(dir, 'store'), 0, N, { expires: (i) => new Date(t0 + (i * 60000) / N).toISOString() });
 const store = await LevelStore.open(join(dir, 'store'), { durability: 'fsync', changeLog: true });
 const clock = { now: () => t0 + 120_000 };
-const reaper = new Reaper(store, clock, { interval: 1e9, isPrimary: true });
+const reaper = new Reaper(store, clock, { interval: 1e9, isPrimary: () => true });
 const cpu0 = process.cpuUsage(); const w0 = performance.now();
 const n = await reaper.reapOnce();
 const cpu = process.cpuUsage(cpu0); const w = performance.now() - w0;

@@ -1,5 +1,5 @@
 import { resolve } from 'node:path';
-import { type Config, isPrimary } from './config/schema.js';
+import type { Config } from './config/schema.js';
 import { formatDuration } from './domain/duration.js';
 import type { ClusterRole } from './ha/cluster-role.js';
 import type { AuditLog } from './observability/audit.js';
@@ -25,7 +25,7 @@ export function agentSelf(
   return {
     Config: {
       Datacenter: config.datacenter,
-      PrimaryDatacenter: config.primary_datacenter,
+      PrimaryDatacenter: cluster.primaryStatus().Datacenter,
       Role: cluster.kind,
       ServerRole: cluster.isLeader() ? 'leader' : 'follower',
       ServerPeers: config.server_peers,
@@ -87,7 +87,7 @@ export function agentSelf(
 
 /** /v1/agent/health: each check by name, passing or not, with a line saying why. */
 export function healthChecks(config: Config, address: string, store: LevelStore, cluster: ClusterRole, audit: AuditLog): HealthCheck[] {
-  const primary = isPrimary(config);
+  const primary = cluster.kind === 'primary';
   const checks: HealthCheck[] = [];
   const h = store.health();
   checks.push({

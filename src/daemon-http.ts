@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import { type Config, isPrimary, parseHostPort } from './config/schema.js';
+import { type Config, parseHostPort } from './config/schema.js';
 import { ReadGate, readAuthorizer } from './http/blocking.js';
 import { buildApp } from './http/app.js';
 import type { IncomingMessage } from 'node:http';
@@ -76,7 +76,10 @@ export function buildHttp(config: Config, deps: PlaceDeps & { services: HttpServ
       if (!p) peers.set(url, (p = new PeerClient(url, dc, transport.fetcher({ datacenter: dc }))));
       return p;
     },
-    ...(cluster.secondary ? { secondary: cluster.secondary } : {}),
+    // At a secondary: its way to the primary (asked per request: a promotion or a newer primary changes it).
+    get secondary() {
+      return cluster.secondary;
+    },
   };
   const reads = new ReadGate(store, {
     gauge: metrics,
@@ -127,7 +130,7 @@ export function buildHttp(config: Config, deps: PlaceDeps & { services: HttpServ
     metrics,
     replicationStatus: () => cluster.replicationStatus(),
     // At the primary: its epoch, which a write forwarded by a secondary that has seen a higher one is refused against.
-    ...(isPrimary(config) ? { primaryEpoch: () => primaryEpochOf(store) } : {}),
+    primaryEpoch: () => (cluster.kind === 'primary' ? primaryEpochOf(store) : undefined),
     replicationHistory: () => history.read(),
     audit,
     auditRefusal: refusalAuditor(store, audit),

@@ -2,7 +2,8 @@ import { rename, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import { type Config, type ConfigKey, configKeys, isPrimary } from './config/schema.js';
+import { type Config, type ConfigKey, configKeys } from './config/schema.js';
+import { Placement } from './replication/placement.js';
 import { type Clock, systemClock } from './domain/clock.js';
 import { createAgentLogger } from './observability/logger.js';
 import type { Metrics } from './observability/metrics.js';
@@ -119,8 +120,10 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
   const advertised = (): string => config.advertise_addr ?? address;
   // The server's place first: the services below are built from what it offers (look-ups of
   // secrets held elsewhere, checks of chosen IDs), and it gets theirs when it starts.
+  const placement = placementOf(config, store);
   const cluster: ClusterRole = createClusterRole({
     config,
+    placement,
     store,
     metrics,
     logger,
@@ -136,11 +139,11 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     onEvent: (type, details) => audit.record(type, systemActor('watchword'), 200, details),
   });
   try {
-    const services = buildServices(config, { store, clock, cluster, audit, dataDir, logger });
-    if (!isPrimary(config) && config.initial_management_token) {
+    const services = buildServices(config, { store, clock, cluster, placement, audit, dataDir, logger });
+    if (!placement.isPrimary() && config.initial_management_token) {
       logger.warn('initial_management_token is only used by the primary; ignored on this secondary');
     }
-    const reaper = buildReaper(config, { store, clock, metrics, logger });
+    const reaper = buildReaper(config, { store, clock, metrics, logger, placement });
     const lastUse = new LastUseFlusher(
       store,
       config.last_used_flush,
@@ -148,11 +151,10 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       // A secondary's leader sends its global tokens' uses on to the primary.
       (uses) => cluster.usesWritten(uses),
     );
-    const roleParts = buildRoleParts(config, store, services, reaper, lastUse);
+    const roleParts = buildRoleParts(config, store, services, reaper, lastUse, placement);
     const directory = new DatacenterDirectory({
       datacenter: config.datacenter,
-      primaryDatacenter: config.primary_datacenter,
-      ...(config.placement.role === 'secondary' ? { primaryURLs: config.placement.primaryAddresses } : {}),
+      primary: () => placement.now(),
       configured: Object.fromEntries(Object.entries(config.datacenter_addresses).map(([dc, url]) => [dc, transport.peerURL(url)])),
       ownURL: () => transport.peerURL(advertised()),
       peerURL: (peer) => transport.peerURL(peer),
@@ -171,7 +173,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     http.history.start();
     await announce(dataDir, address);
     logger.info(
-      { address, datacenter: config.datacenter, primary: config.primary_datacenter, role: cluster.kind, dataDir },
+      { address, datacenter: config.datacenter, primary: placement.primaryDatacenter(), role: cluster.kind, dataDir },
       'watchword agent started',
     );
     return daemonHandle(config, {
@@ -198,6 +200,15 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
   }
 }
 
+/** Which datacenter is the primary: the store's word once a promotion or a newer primary moved it (SPEC §21), else the configuration's. */
+function placementOf(config: Config, store: LevelStore): Placement {
+  return new Placement(store, {
+    datacenter: config.datacenter,
+    primaryDatacenter: config.primary_datacenter,
+    primaryAddresses: config.placement.role === 'secondary' ? config.placement.primaryAddresses : [],
+  });
+}
+
 function agentLogger(config: Config): Promise<Logger> {
   return createAgentLogger({
     level: config.log_level,
@@ -209,10 +220,13 @@ function agentLogger(config: Config): Promise<Logger> {
 }
 
 /** The reaper of expired tokens, logging and counting what it deletes. */
-function buildReaper(config: Config, deps: { store: LevelStore; clock: Clock; metrics: Metrics; logger: Logger }): Reaper {
+function buildReaper(
+  config: Config,
+  deps: { store: LevelStore; clock: Clock; metrics: Metrics; logger: Logger; placement: Placement },
+): Reaper {
   return new Reaper(deps.store, deps.clock, {
     interval: config.reap_interval,
-    isPrimary: isPrimary(config),
+    isPrimary: () => deps.placement.isPrimary(),
     idleTTL: config.login_token_idle_ttl,
     // A use at a follower or in another datacenter reaches the leader within a flush and a heartbeat or two.
     idleGrace: config.last_used_flush + 10_000,
@@ -252,16 +266,17 @@ type Services = ReturnType<typeof buildServices>;
 /** The use cases, each over the store and the resolver (which asks the server's place for secrets held elsewhere). */
 function buildServices(
   config: Config,
-  deps: { store: LevelStore; clock: Clock; cluster: ClusterRole; audit: AuditLog; dataDir: string; logger: Logger },
+  deps: { store: LevelStore; clock: Clock; cluster: ClusterRole; placement: Placement; audit: AuditLog; dataDir: string; logger: Logger },
 ) {
-  const { store, clock, cluster, audit, dataDir, logger } = deps;
-  const primary = isPrimary(config);
+  const { store, clock, cluster, placement, audit, dataDir, logger } = deps;
+  const primary = () => placement.isPrimary();
   const resolver = new AclResolver(store, clock, {
     datacenter: config.datacenter,
     defaultPolicy: config.default_policy,
     // Secondaries and followers: a secret this server does not hold is asked for where it may have been made.
     ...(cluster.lookupUnknownSecret ? { lookupUnknownSecret: cluster.lookupUnknownSecret } : {}),
-    ...(!primary && config.replication_max_stale > 0
+    // At a secondary: the primary's silence (undefined at the primary, which nothing makes stale).
+    ...(config.replication_max_stale > 0
       ? { staleness: { maxMs: config.replication_max_stale, silentForMs: () => cluster.primarySilentForMs() } }
       : {}),
     onProblem: (message) => logger.warn(message),
@@ -287,7 +302,7 @@ function buildServices(
     login: new LoginService(store, clock, { datacenter: config.datacenter, urls }, selectors),
     snapshots: new SnapshotService(store, resolver, clock, {
       datacenter: config.datacenter,
-      primaryDatacenter: config.primary_datacenter,
+      primaryDatacenter: () => placement.primaryDatacenter(),
       isPrimary: primary,
       methodLimits: { minTTL: config.token_min_ttl, maxTTL: config.token_max_ttl, urls },
       selectors,
@@ -296,14 +311,21 @@ function buildServices(
     bootstrap: new BootstrapService(store, tokens, clock, {
       dataDir,
       isPrimary: primary,
-      primaryDatacenter: config.primary_datacenter,
-      ...(config.primary_address ? { primaryAddress: config.primary_address } : {}),
+      primaryDatacenter: () => placement.primaryDatacenter(),
+      primaryAddress: () => placement.now().addresses.join(',') || undefined,
     }),
   };
 }
 
 /** What the server's place runs with the services: local views for peers, and what only a leader runs. */
-function buildRoleParts(config: Config, store: LevelStore, services: Services, reaper: Reaper, lastUse: LastUseFlusher): RoleParts {
+function buildRoleParts(
+  config: Config,
+  store: LevelStore,
+  services: Services,
+  reaper: Reaper,
+  lastUse: LastUseFlusher,
+  placement: Placement,
+): RoleParts {
   const { resolver, tokens, roles, bootstrap } = services;
   return {
     resolver,
@@ -325,7 +347,7 @@ function buildRoleParts(config: Config, store: LevelStore, services: Services, r
       start: async () => {
         // The key unknown secrets are named by in the audit log: one per datacenter, made by its first leader.
         if (store.getMeta(META.auditKey) === undefined) await store.transact((tx) => tx.putMeta(META.auditKey, randomBytes(32)));
-        if (isPrimary(config)) {
+        if (placement.isPrimary()) {
           await bootstrap.ensureBuiltins();
           if (config.initial_management_token) await bootstrap.ensureInitialManagementToken(config.initial_management_token);
         }
@@ -361,9 +383,11 @@ function buildAgentInfo(config: Config, deps: PlaceDeps & { address: () => strin
     peers: () => cluster.peers(),
     servers: () => cluster.servers(),
     primary: () => cluster.primaryStatus(),
+    promote: (force) => cluster.promote(force),
+    placement: () => cluster.placementAnswer(),
   };
   metrics.watchServers(() => agent.servers(), config.node_name);
-  if (!isPrimary(config) && config.replication_max_stale > 0) {
+  if (config.replication_max_stale > 0) {
     metrics.watchStaleness(() => (cluster.primarySilentForMs() ?? 0) > config.replication_max_stale);
   }
   return agent;

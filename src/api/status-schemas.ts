@@ -155,6 +155,28 @@ export const operatorPrimaryResponse = z.object({
 });
 export type OperatorPrimaryResponse = z.infer<typeof operatorPrimaryResponse>;
 
+/** PUT /v1/operator/primary?promote: what the promotion took over, and what may be lost (SPEC §21). */
+export const promotionResponse = z.object({
+  Datacenter: z.string().describe('The new primary datacenter (this one)'),
+  Epoch: z.number().int().describe('Its epoch: one above the highest seen before'),
+  PreviousPrimary: z.string().describe('The primary it replaces'),
+  PreviousEpoch: z.number().int(),
+  LastIndex: z.number().int().describe("The last index of the previous primary applied here: the recovery point"),
+  LastContact: z.string().optional().describe('When the previous primary was last heard here (RFC 3339); absent if it never was'),
+  Forced: z.boolean().describe('Whether the previous primary was still heard (-force)'),
+  Warning: z.string().describe('What may be lost, in plain words'),
+});
+export type PromotionResponse = z.infer<typeof promotionResponse>;
+
+/** GET /v1/internal/primary: the primary a server follows, asked by peers learning of a newer one (SPEC §21). */
+export const primaryPlacementResponse = z.object({
+  Datacenter: z.string().describe('The answering datacenter'),
+  Primary: z.string().describe('The primary it follows (itself at the primary)'),
+  Epoch: z.number().int().positive(),
+  Addresses: z.array(z.string()).describe("The primary's servers, as this datacenter reaches them"),
+});
+export type PrimaryPlacementResponse = z.infer<typeof primaryPlacementResponse>;
+
 /** GET /v1/agent/health: whether this server can do its job, check by check. */
 export const agentHealthResponse = z.object({
   Status: z.enum(['passing', 'critical']),

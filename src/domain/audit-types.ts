@@ -63,6 +63,15 @@ export const AUDIT_EVENT_GROUPS = [
     when: 'a replication stream refused because its primary is of a lower epoch than one already seen (at both ends)',
     also: "`Epoch` (the stale primary's), `Seen` (the highest seen); `Secondary` or `Primary`",
   },
+  {
+    types: ['primary-promoted', 'primary-followed', 'rolled-back'],
+    when:
+      'this datacenter was promoted to primary; it follows a primary of a newer epoch; a catch-up from a new primary replaced ' +
+      'or removed global objects held here',
+    also:
+      '`Epoch`, `PreviousPrimary`, `LastIndex`, `LastContact`, `Forced`, `Warning`; `Primary`, `Epoch`, `Previous`; ' +
+      '`Objects` (each `Kind`, `ID`, `Deleted` or the `Hash` rolled back), `Count`',
+  },
 ] as const;
 
 export type AuditType = (typeof AUDIT_EVENT_GROUPS)[number]['types'][number];

@@ -1,7 +1,14 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
-import type { OperatorPrimaryResponse, OperatorServersResponse, ReplicationStatusResponse } from '../api/schemas.js';
+import type {
+  OperatorPrimaryResponse,
+  OperatorServersResponse,
+  PrimaryPlacementResponse,
+  PromotionResponse,
+  ReplicationStatusResponse,
+} from '../api/schemas.js';
+import type { Placement } from '../replication/placement.js';
 import type { Config } from '../config/schema.js';
 import type { FollowerHooks, SecondaryHooks } from './hooks.js';
 import type { Metrics } from '../observability/metrics.js';
@@ -18,6 +25,8 @@ export const DEFAULT_REPLICATION_OPTIONS = {
   ...DEFAULT_PRIMARY_OPTIONS,
   backoffMinMs: 250,
   backoffMaxMs: 2000,
+  /** How often a datacenter's leader asks the others whether a newer primary exists (SPEC §21); 0: never. */
+  primaryProbeMs: 5000,
 };
 
 export type ReplicationOptions = typeof DEFAULT_REPLICATION_OPTIONS;
@@ -30,6 +39,7 @@ export type ReplicationOptions = typeof DEFAULT_REPLICATION_OPTIONS;
  * about a secret this server does not hold, and how replication stands.
  */
 export interface ClusterRole {
+  /** The datacenter's side now: it changes with a promotion, a handover, or a newer primary followed (SPEC §21). */
   readonly kind: 'primary' | 'secondary';
   /** Several servers in this datacenter: the group (undefined for a single server). */
   readonly group: ServerGroup | undefined;
@@ -64,12 +74,18 @@ export interface ClusterRole {
   servers(): OperatorServersResponse;
   /** The primary this server follows (GET /v1/operator/primary): its datacenter, epoch, the index applied here, when last heard. */
   primaryStatus(): OperatorPrimaryResponse;
+  /** PUT /v1/operator/primary?promote at a secondary's leader (SPEC §21): this datacenter becomes the primary. */
+  promote(force: boolean): Promise<PromotionResponse>;
+  /** GET /v1/internal/primary: what peers learning of a newer primary are told. */
+  placementAnswer(): PrimaryPlacementResponse;
   /** WebSocket upgrades: the replication stream and the servers' stream. */
   handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void;
 }
 
 export interface RoleDeps {
   config: Config;
+  /** Which datacenter is the primary, as the store says (SPEC §21) or else the configuration. */
+  placement: Placement;
   store: ClusterStore;
   metrics: Metrics;
   logger: Logger;

@@ -1,48 +1,122 @@
+import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import type { OperatorPrimaryResponse, OperatorServersResponse, ReplicationStatusResponse } from '../api/schemas.js';
-import { epochSeenBy, primaryEpochOf } from '../replication/apply.js';
-import { isPrimary } from '../config/schema.js';
-import { WatchwordError } from '../domain/errors.js';
+import type {
+  OperatorPrimaryResponse,
+  OperatorServersResponse,
+  PrimaryPlacementResponse,
+  PromotionResponse,
+  ReplicationStatusResponse,
+} from '../api/schemas.js';
+import { WatchwordError, conflict } from '../domain/errors.js';
 import type { FollowerHooks, SecondaryHooks } from './hooks.js';
 import type { DatacenterInfo } from '../replication/protocol.js';
 import { REPLICATION_PATH } from '../replication/protocol.js';
+import { type Cursor, primaryEpochOf } from '../replication/apply.js';
+import { type Placement, type PlacementRecord, type Standing } from '../replication/placement.js';
+import { PrimaryContact } from '../replication/primary-contact.js';
+import { META } from '../store/schema.js';
 import { PeerClient } from '../transport/peer-client.js';
 import { refuse } from '../transport/refuse.js';
 import { type Coordinator, EtcdCoordinator, StaticCoordinator } from './coordinator.js';
 import type { ClusterRole, RoleDeps, RoleParts } from './cluster-role.js';
+import { PrimaryFinder } from './primary-finder.js';
+import { PrimarySide } from './primary-role.js';
+import { SecondarySide } from './secondary-role.js';
 import { SecretLookup, waitForIndex } from './secret-lookup.js';
 import { SERVERS_PATH } from './server-protocol.js';
 import { ServerGroup } from './servers.js';
+import type { RoleHost, Side } from './side.js';
 
-const ZERO_TIME = '0001-01-01T00:00:00Z';
-
-/** What primary and secondary share: the servers of the datacenter, and the leader's part. */
-export abstract class DatacenterRole implements ClusterRole {
-  abstract readonly kind: 'primary' | 'secondary';
-  abstract readonly secondary: SecondaryHooks | undefined;
+/**
+ * A server's place (README, "Multiple datacenters" and "Several servers per datacenter"): the
+ * servers of its datacenter and which leads them, and its datacenter's side, primary or
+ * secondary. The side can change while the server runs (SPEC §21): a promotion, a handover, or a
+ * primary of a newer epoch learned from a peer; the datacenter's placement in the store says which,
+ * and every server of the datacenter takes the side it names (a follower when the batch that wrote
+ * it arrives).
+ */
+export class DatacenterRole implements ClusterRole, RoleHost {
   group: ServerGroup | undefined;
-  beforeConsistentRead?: () => Promise<void>;
-  lookupUnknownSecret?: (secret: string, client: string | undefined) => Promise<boolean>;
   private readonly leaderClients = new Map<string, PeerClient>();
-  protected readonly lookups: SecretLookup;
+  readonly lookups: SecretLookup;
+  /** When the primary was last heard, directly or through the leader: outlives every change of side and leadership. */
+  readonly contact = new PrimaryContact();
+  /** The side now, and the standing it was made for. */
+  private side: Side;
+  private standing: Standing;
+  /** Changes of side, one at a time. */
+  private changing: Promise<unknown> = Promise.resolve();
+  private leading = false;
+  private stopped = false;
+  private readonly finder: PrimaryFinder;
+  private unwatch: (() => void) | undefined;
 
   /** The services' parts, from start() on. */
   private parts: RoleParts | undefined;
 
-  protected get ports(): RoleParts {
+  ports(): RoleParts {
     if (this.parts === undefined) throw new Error('the cluster role is used before it started');
     return this.parts;
   }
 
   /** Several servers in this datacenter (the group itself is made once HTTP listens). */
-  protected readonly several: boolean;
+  readonly several: boolean;
 
-  constructor(protected readonly deps: RoleDeps) {
+  readonly deps: RoleDeps;
+
+  constructor(
+    deps: RoleDeps,
+    readonly placement: Placement,
+  ) {
+    this.deps = {
+      ...deps,
+      onEvent: (type, details) => {
+        deps.onEvent?.(type, details);
+        // A secondary came (its address is kept for later asking), or a stale primary was refused: ask now.
+        if (type === 'stale-primary' || type === 'replication-connect') this.finder.poke();
+      },
+    };
     this.lookups = new SecretLookup(deps.config.secret_lookup_rate);
     this.several = deps.config.servers.kind !== 'single';
+    this.contact.onHeardDirectly(() => this.group?.relayPrimaryContact());
     // Several servers: nothing is written here until the coordinator says this server leads.
     if (this.several) deps.store.setFollower(true);
+    this.standing = placement.now();
+    this.side = this.sideFor(this.standing);
+    deps.store.setChangeLog(this.standing.isPrimary);
+    this.finder = new PrimaryFinder({
+      datacenter: deps.config.datacenter,
+      store: deps.store,
+      placement,
+      transport: deps.transport,
+      logger: deps.logger,
+      configured: deps.config.datacenter_addresses,
+      reported: () => this.side.reportedDatacenters(),
+      primaryHeard: () => this.side.knownLeader() && this.contact.silentForMs() < deps.replication.deadPeerMs,
+      everyMs: deps.replication.primaryProbeMs,
+      follow: (record) => this.followNewer(record),
+    });
+  }
+
+  get kind(): 'primary' | 'secondary' {
+    return this.side.kind;
+  }
+
+  get secondary(): SecondaryHooks | undefined {
+    return this.side.secondary;
+  }
+
+  get beforeConsistentRead(): (() => Promise<void>) | undefined {
+    return this.side.beforeConsistentRead;
+  }
+
+  get lookupUnknownSecret(): ((secret: string, client: string | undefined) => Promise<boolean>) | undefined {
+    return this.side.lookupUnknownSecret;
+  }
+
+  private sideFor(standing: Standing): Side {
+    return standing.isPrimary ? new PrimarySide(this) : new SecondarySide(this, standing);
   }
 
   /** The group of servers, with its coordinator; this server's address is known by now. */
@@ -75,8 +149,8 @@ export abstract class DatacenterRole implements ClusterRole {
       backoffMinMs: Math.min(repl.backoffMinMs, 250),
       backoffMaxMs: Math.min(repl.backoffMaxMs, 2000),
       tailBatches: 20_000,
-      primarySilentForMs: () => this.replicatingSilence(),
-      onPrimarySilence: (ms) => this.heardOfPrimary(ms),
+      primarySilentForMs: () => this.side.replicatingSilence(),
+      onPrimarySilence: (ms) => this.side.heardOfPrimary(ms),
       logger,
       onLead: () => this.lead(),
       onFollow: () => this.follow(),
@@ -84,7 +158,7 @@ export abstract class DatacenterRole implements ClusterRole {
   }
 
   /** The leader's client, while another server of this datacenter leads. */
-  protected leaderClient(): PeerClient | undefined {
+  leaderClient(): PeerClient | undefined {
     const url = this.group?.isLeader() === false ? this.group.leaderURL() : undefined;
     if (!url) return undefined;
     let c = this.leaderClients.get(url);
@@ -100,11 +174,15 @@ export abstract class DatacenterRole implements ClusterRole {
     return c;
   }
 
-  protected waitForLocalIndex = (index: number, timeoutMs: number): Promise<boolean> =>
+  waitForLocalIndex = (index: number, timeoutMs: number): Promise<boolean> =>
     waitForIndex(this.deps.store, index, timeoutMs, () => this.group?.holdsLeaderLog() ?? true);
 
   async start(parts: RoleParts): Promise<void> {
     this.parts = parts;
+    // A follower takes the side its leader's batches name (a promotion, a newer primary followed).
+    this.unwatch = this.deps.store.onCommit(() => {
+      if (this.placement.now() !== this.standing) void this.takeSide().catch(() => undefined);
+    });
     // One path to leadership: a single server is a group of one that leads from the start.
     if (!this.several) return this.lead();
     this.group = this.createGroup();
@@ -112,26 +190,148 @@ export abstract class DatacenterRole implements ClusterRole {
   }
 
   async stop(): Promise<void> {
+    this.stopped = true;
+    this.unwatch?.();
+    this.finder.stop();
     await this.group?.stop();
-    await this.stopReplication();
+    await this.changing;
+    await this.side.stopReplication();
   }
 
   /** This server now leads its datacenter. */
   private async lead(): Promise<void> {
     if (this.several) this.deps.onEvent?.('leadership', { Role: 'leader', Term: this.group?.leader()?.term ?? 0 });
-    await this.startReplication();
-    await this.ports.leaderParts.start();
+    await this.serially(async () => {
+      this.leading = true;
+      this.takeStanding();
+      await this.side.startReplication();
+    });
+    await this.ports().leaderParts.start();
+    // The leader asks the other datacenters whether a newer primary exists (a returning old primary learns it was replaced).
+    this.finder.start();
   }
 
   /** This server no longer leads. */
   private async follow(): Promise<void> {
     this.deps.onEvent?.('leadership', { Role: 'follower' });
+    this.finder.stop();
     await this.parts?.leaderParts.stop();
-    await this.stopReplication();
+    await this.serially(async () => {
+      this.leading = false;
+      await this.side.stopReplication();
+    });
   }
 
-  protected abstract startReplication(): Promise<void>;
-  protected abstract stopReplication(): Promise<void>;
+  /** Runs a change of side or leadership after the ones before it. */
+  private serially<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.changing.then(fn, fn);
+    this.changing = run.catch(() => undefined);
+    return run;
+  }
+
+  /** The side the placement names now, if it is not the one held (replication moves over while this server leads). */
+  private takeSide(): Promise<void> {
+    return this.serially(async () => {
+      if (this.stopped || this.placement.now() === this.standing) return;
+      if (this.leading) await this.side.stopReplication();
+      this.takeStanding();
+      if (this.leading && !this.stopped) await this.side.startReplication();
+    });
+  }
+
+  private takeStanding(): void {
+    const now = this.placement.now();
+    if (now === this.standing) return;
+    const was = this.standing;
+    this.standing = now;
+    this.side = this.sideFor(now);
+    this.deps.store.setChangeLog(now.isPrimary);
+    this.deps.logger.warn(
+      { primary: now.primary, epoch: this.placement.epoch(), was: was.primary },
+      now.isPrimary ? 'this datacenter is now the primary' : `this datacenter now follows the primary ${now.primary}`,
+    );
+  }
+
+  /**
+   * A primary of a newer epoch, learned from a peer (SPEC §21): written down first (a restart
+   * follows it too), then followed. A returning old primary stops taking global writes here.
+   */
+  private async followNewer(record: PlacementRecord): Promise<void> {
+    const previous = this.placement.now().primary;
+    if (record.Epoch <= this.placement.epoch() || record.Primary === this.deps.config.datacenter) return;
+    await this.deps.store.transact((tx) => tx.putMeta(META.placement, record));
+    this.deps.onEvent?.('primary-followed', { Primary: record.Primary, Epoch: record.Epoch, Previous: previous });
+    await this.takeSide();
+  }
+
+  /**
+   * PUT /v1/operator/primary?promote (SPEC §21): this secondary datacenter becomes the primary,
+   * with the epoch after the highest seen, from what it has applied. The answer (and the audit
+   * line) name the recovery point: the previous primary's last index applied here, and when it
+   * was last heard.
+   */
+  promote(force: boolean): Promise<PromotionResponse> {
+    return this.serially(async () => {
+      const { config, store, replication } = this.deps;
+      const dc = config.datacenter;
+      const standing = this.placement.now();
+      if (standing.isPrimary)
+        throw conflict(`datacenter ${dc} is already the primary (epoch ${primaryEpochOf(store)}); there is nothing to promote`);
+      if (this.several && !this.isLeader())
+        throw new WatchwordError('NO_LEADER', `this server does not lead datacenter ${dc}; ask its leader (${this.leaderAddress() || 'none known yet'})`);
+      const cursor = store.getMeta(META.cursor) as Cursor | undefined;
+      const cursorIndex = cursor?.index ?? 0;
+      const followed = this.side.followed?.() ?? { index: cursorIndex, connected: false };
+      const silentMs = this.contact.silentForMs();
+      const hears = followed.connected && silentMs < replication.deadPeerMs;
+      if (hears && !force)
+        throw conflict(
+          `datacenter ${dc} still hears the primary ${standing.primary} (last frame ${silentMs} ms ago): promoting now would leave ` +
+            `two primaries until it is fenced. Transfer the role at the primary instead (PUT /v1/operator/primary?transfer=${dc}), ` +
+            `or promote with -force (?promote&force) if it must go`,
+        );
+      const previousEpoch = this.placement.epoch();
+      const epoch = previousEpoch + 1;
+      // When it was last heard: since this server started, else when its last frame was applied (the cursor says).
+      const heard = this.side.primaryStatus().LastContact ?? (cursor?.at !== undefined ? new Date(cursor.at).toISOString() : undefined);
+      const index = Math.max(followed.index, cursorIndex);
+      const report: PromotionResponse = {
+        Datacenter: dc,
+        Epoch: epoch,
+        PreviousPrimary: standing.primary,
+        PreviousEpoch: previousEpoch,
+        LastIndex: index,
+        ...(heard ? { LastContact: heard } : {}),
+        Forced: hears,
+        Warning:
+          `Global writes (tokens, policies, roles, auth methods, binding rules) that ${standing.primary} acknowledged after its index ` +
+          `${index}${heard ? ` (last heard here at ${heard})` : ''} never reached ${dc} and may be lost; ` +
+          `${standing.primary} writes them to its audit log when it returns and rejoins as a secondary.`,
+      };
+      if (this.leading) await this.side.stopReplication();
+      await store.transact((tx) => {
+        tx.putMeta(META.placement, { Primary: dc, Epoch: epoch, Addresses: [] } satisfies PlacementRecord);
+        tx.putMeta(META.primaryEpoch, epoch);
+        // A log of its own from here: every secondary starts from a snapshot of this datacenter.
+        tx.resetLog(randomUUID());
+      });
+      this.deps.onEvent?.('primary-promoted', { ...report });
+      this.takeStanding();
+      if (this.leading && !this.stopped) await this.side.startReplication();
+      return report;
+    });
+  }
+
+  /** GET /v1/internal/primary: the primary this datacenter follows (or itself), its epoch, and how it is reached. */
+  placementAnswer(): PrimaryPlacementResponse {
+    const now = this.placement.now();
+    return {
+      Datacenter: this.deps.config.datacenter,
+      Primary: now.primary,
+      Epoch: this.placement.epoch(),
+      Addresses: now.isPrimary ? [this.deps.transport.peerURL(this.deps.advertised())] : [...now.addresses],
+    };
+  }
 
   isLeader(): boolean {
     return this.several ? (this.group?.isLeader() ?? false) : true;
@@ -160,7 +360,7 @@ export abstract class DatacenterRole implements ClusterRole {
    * server's own copy, which may lack writes the leader acknowledged. False: this server
    * leads (or is alone), and answers itself.
    */
-  protected async throughLeader(): Promise<boolean> {
+  async throughLeader(): Promise<boolean> {
     if (!this.several || this.isLeader()) return false;
     const leader = this.leaderClient();
     if (!leader)
@@ -174,7 +374,7 @@ export abstract class DatacenterRole implements ClusterRole {
   }
 
   /** `?consistent` at a follower: reach the leader's current index first. */
-  protected async leaderBarrier(leader: PeerClient): Promise<void> {
+  private async leaderBarrier(leader: PeerClient): Promise<void> {
     const index = await leader.currentIndex(2000);
     if (!(await this.waitForLocalIndex(index, 2500))) {
       throw new WatchwordError(
@@ -184,21 +384,38 @@ export abstract class DatacenterRole implements ClusterRole {
     }
   }
 
-  abstract checkChosenIDs(ids: { accessor?: string; secret?: string }, local: boolean): Promise<void>;
-  abstract replicationStatus(): ReplicationStatusResponse;
-  abstract primarySilentForMs(): number | undefined;
-  abstract usesWritten(uses: ReadonlyArray<readonly [string, number]>): void;
-  /** How long the primary has been silent as this server knows it, told to its followers while it leads (a secondary). */
-  protected replicatingSilence(): number | undefined {
-    return undefined;
+  checkChosenIDs(ids: { accessor?: string; secret?: string }, local: boolean): Promise<void> {
+    return this.side.checkChosenIDs(ids, local);
   }
 
-  /** The leader this server follows says the primary was heard `ms` ago (a secondary). */
-  protected heardOfPrimary(_ms: number): void {}
-  abstract reportedDatacenters(): DatacenterInfo[];
-  abstract knownLeader(): boolean;
-  abstract lastContactMs(): number;
-  protected abstract upgradeReplication(req: IncomingMessage, socket: Duplex, head: Buffer): void;
+  replicationStatus(): ReplicationStatusResponse {
+    return this.side.replicationStatus();
+  }
+
+  primarySilentForMs(): number | undefined {
+    return this.side.primarySilentForMs();
+  }
+
+  usesWritten(uses: ReadonlyArray<readonly [string, number]>): void {
+    this.side.usesWritten(uses);
+  }
+
+  reportedDatacenters(): DatacenterInfo[] {
+    return this.side.reportedDatacenters();
+  }
+
+  knownLeader(): boolean {
+    return this.side.knownLeader();
+  }
+
+  lastContactMs(): number {
+    return this.side.lastContactMs();
+  }
+
+  /** GET /v1/operator/primary: at the primary, itself; at a secondary, the primary it follows. */
+  primaryStatus(): OperatorPrimaryResponse {
+    return this.side.primaryStatus();
+  }
 
   leaderAddress(): string {
     // A server that cannot reach the coordinator knows no leader, not its own stale record.
@@ -207,24 +424,6 @@ export abstract class DatacenterRole implements ClusterRole {
 
   peers(): string[] {
     return this.group ? this.group.coordinator.servers().map((s) => s.address) : [this.deps.advertised()];
-  }
-
-  /**
-   * GET /v1/operator/primary: at the primary, itself (its epoch, its index); at a secondary, the
-   * primary it follows as its replication reports it (the epoch its cursor keeps, the index
-   * applied here, when it was last heard: absent before the first frame).
-   */
-  primaryStatus(): OperatorPrimaryResponse {
-    const { config, store } = this.deps;
-    if (isPrimary(config)) return { Datacenter: config.datacenter, Epoch: primaryEpochOf(store), Index: store.currentIndex() };
-    const status = this.replicationStatus();
-    const heard = status.Connected || status.LastSuccess !== ZERO_TIME;
-    return {
-      Datacenter: config.primary_datacenter,
-      Epoch: epochSeenBy(store),
-      Index: status.ReplicatedIndex,
-      ...(heard ? { LastContact: new Date(Date.now() - status.LastContactMs).toISOString() } : {}),
-    };
   }
 
   servers(): OperatorServersResponse {
@@ -256,7 +455,7 @@ export abstract class DatacenterRole implements ClusterRole {
   }
 
   /** The header naming the leader on a follower's refusals: only a leader this server has proven. */
-  protected leaderHeader(): Record<string, string> {
+  leaderHeader(): Record<string, string> {
     const leader = this.group?.provenLeader();
     return leader && !this.group?.isLeader() ? { 'X-Service-Leader': leader.address } : {};
   }
@@ -271,31 +470,6 @@ export abstract class DatacenterRole implements ClusterRole {
       return refuse(socket, 404, `datacenter ${config.datacenter} runs a single server`);
     }
     if (path !== REPLICATION_PATH) return refuse(socket, 404, `no WebSocket endpoint at ${path}`);
-    this.upgradeReplication(req, socket, head);
+    this.side.upgradeReplication(req, socket, head);
   }
-}
-
-/** GET /v1/acl/replication where this server does not replicate (the primary, or a follower). */
-export function notReplicating(
-  { config, store }: RoleDeps,
-  secondaries: NonNullable<ReplicationStatusResponse['Secondaries']>,
-): ReplicationStatusResponse {
-  const index = store.currentIndex();
-  return {
-    Enabled: false,
-    Running: false,
-    SourceDatacenter: config.datacenter,
-    ReplicationType: 'tokens',
-    ReplicatedIndex: index,
-    ReplicatedRoleIndex: index,
-    ReplicatedTokenIndex: index,
-    LastSuccess: ZERO_TIME,
-    LastError: ZERO_TIME,
-    LastErrorMessage: '',
-    Connected: false,
-    PrimaryIndex: index,
-    LagEntries: 0,
-    LastContactMs: 0,
-    Secondaries: secondaries,
-  };
 }

@@ -1,36 +1,37 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import type { ReplicationStatusResponse } from '../api/schemas.js';
+import type { OperatorPrimaryResponse, ReplicationStatusResponse } from '../api/schemas.js';
 import { conflict } from '../domain/errors.js';
+import { primaryEpochOf } from '../replication/apply.js';
 import type { DatacenterInfo } from '../replication/protocol.js';
 import { ReplicationPrimary } from '../replication/primary.js';
 import { refuse } from '../transport/refuse.js';
-import type { RoleDeps } from './cluster-role.js';
-import { DatacenterRole, notReplicating } from './datacenter-role.js';
+import { type RoleHost, type Side, notReplicating } from './side.js';
 
-/** The primary datacenter's server: replication starts here when it leads. */
-export class PrimaryRole extends DatacenterRole {
+/** The primary datacenter's side: replication is served here while this server leads. */
+export class PrimarySide implements Side {
   readonly kind = 'primary';
   readonly secondary = undefined;
+  readonly beforeConsistentRead: (() => Promise<void>) | undefined;
+  readonly lookupUnknownSecret: ((secret: string, client: string | undefined) => Promise<boolean>) | undefined;
   private replication: ReplicationPrimary | undefined;
 
-  constructor(deps: RoleDeps) {
-    super(deps);
-    if (this.several) {
+  constructor(private readonly host: RoleHost) {
+    if (host.several) {
       this.beforeConsistentRead = async () => {
-        await this.throughLeader();
+        await host.throughLeader();
       };
       this.lookupUnknownSecret = (secret, client) => {
         // A follower asks its leader: the token may have been created there a moment ago.
-        const leader = this.leaderClient();
-        return leader ? this.lookups.lookUp(secret, client, leader, this.waitForLocalIndex) : Promise.resolve(false);
+        const leader = host.leaderClient();
+        return leader ? host.lookups.lookUp(secret, client, leader, (i, t) => host.waitForLocalIndex(i, t)) : Promise.resolve(false);
       };
     }
   }
 
-  protected async startReplication(): Promise<void> {
-    const { store, logger, replication, config, advertised } = this.deps;
-    const { resolver } = this.ports;
+  async startReplication(): Promise<void> {
+    const { store, logger, replication, config, advertised } = this.host.deps;
+    const { resolver } = this.host.ports();
     // A stream halted by an unconfirmed change belongs to the leadership that ended.
     if (this.replication?.isHalted) await this.stopReplication();
     // Made at once, with nothing to wait for: a single server's stream is there before it announces its address.
@@ -42,13 +43,13 @@ export class PrimaryRole extends DatacenterRole {
       {
         datacenter: config.datacenter,
         address: advertised,
-        transport: this.deps.transport,
-        ...(this.deps.onEvent ? { onEvent: this.deps.onEvent } : {}),
+        transport: this.host.deps.transport,
+        ...(this.host.deps.onEvent ? { onEvent: this.host.deps.onEvent } : {}),
       },
     );
   }
 
-  protected async stopReplication(): Promise<void> {
+  async stopReplication(): Promise<void> {
     const r = this.replication;
     this.replication = undefined;
     await r?.close();
@@ -75,8 +76,14 @@ export class PrimaryRole extends DatacenterRole {
     return undefined;
   }
 
+  replicatingSilence(): number | undefined {
+    return undefined;
+  }
+
+  heardOfPrimary(): void {}
+
   replicationStatus(): ReplicationStatusResponse {
-    return notReplicating(this.deps, this.replication?.secondaries() ?? []);
+    return notReplicating(this.host.deps, this.replication?.secondaries() ?? []);
   }
 
   reportedDatacenters(): DatacenterInfo[] {
@@ -91,17 +98,23 @@ export class PrimaryRole extends DatacenterRole {
     return 0;
   }
 
-  protected upgradeReplication(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+  /** At the primary: itself, its epoch, its index. */
+  primaryStatus(): OperatorPrimaryResponse {
+    const { config, store } = this.host.deps;
+    return { Datacenter: config.datacenter, Epoch: primaryEpochOf(store), Index: store.currentIndex() };
+  }
+
+  upgradeReplication(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     if (this.replication) return void this.replication.upgrade(req, socket, head);
-    const leader = this.group?.provenLeader();
-    const { datacenter } = this.deps.config;
+    const leader = this.host.group?.provenLeader();
+    const { datacenter } = this.host.deps.config;
     refuse(
       socket,
       421,
       leader
         ? `this server is a follower; the leader of ${datacenter} is ${leader.name} at ${leader.address}`
         : `no leader is known in ${datacenter} yet`,
-      this.leaderHeader(),
+      this.host.leaderHeader(),
     );
   }
 }

@@ -1,51 +1,44 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import type { ReplicationStatusResponse } from '../api/schemas.js';
+import type { OperatorPrimaryResponse, ReplicationStatusResponse } from '../api/schemas.js';
 import { WatchwordError, conflict, isWatchwordError } from '../domain/errors.js';
 import { isUUID } from '../domain/ids.js';
 import type { SecondaryHooks } from './hooks.js';
 import type { DatacenterInfo } from '../replication/protocol.js';
 import { PeerClient } from '../transport/peer-client.js';
 import { refuse } from '../transport/refuse.js';
-import { PrimaryContact } from '../replication/primary-contact.js';
 import { ReplicationSecondary } from '../replication/secondary.js';
-import type { RoleDeps } from './cluster-role.js';
-import { DatacenterRole, notReplicating } from './datacenter-role.js';
 import { epochSeenBy } from '../replication/apply.js';
+import type { Standing } from '../replication/placement.js';
+import { type RoleHost, type Side, heardEver, notReplicating } from './side.js';
 
-/** A secondary datacenter's server: when it leads, it replicates from the primary. */
-export class SecondaryRole extends DatacenterRole {
+/** A secondary datacenter's side: while this server leads, it replicates from the primary its standing names. */
+export class SecondarySide implements Side {
   readonly kind = 'secondary';
   readonly secondary: SecondaryHooks;
+  readonly beforeConsistentRead: () => Promise<void>;
+  readonly lookupUnknownSecret: (secret: string, client: string | undefined) => Promise<boolean>;
   private replication: ReplicationSecondary | undefined;
   private readonly primary: PeerClient;
-  /** When the primary was last heard, directly or through the leader: outlives every role change. */
-  private readonly contact = new PrimaryContact();
 
   constructor(
-    deps: RoleDeps,
-    private readonly primaryAddresses: readonly string[],
+    private readonly host: RoleHost,
+    private readonly standing: Standing,
   ) {
-    super(deps);
-    this.contact.onHeardDirectly(() => this.group?.relayPrimaryContact());
-    const { store, config } = deps;
-    this.primary = new PeerClient(
-      primaryAddresses.join(','),
-      config.primary_datacenter,
-      deps.transport.fetcher({ datacenter: config.primary_datacenter }),
-    );
+    const { store, transport } = host.deps;
+    this.primary = new PeerClient(standing.addresses.join(','), standing.primary, transport.fetcher({ datacenter: standing.primary }));
     const waitForApplied = (index: number, timeoutMs: number) =>
       this.replication?.waitForApplied(index, timeoutMs) ?? Promise.resolve(false);
     this.secondary = {
       primary: this.primary,
       isLocalToken: async (id: string) => isUUID(id) && store.reader.getToken(id)?.Local === true,
       waitForApplied,
-      localView: async (kind, id) => this.ports.localView(kind, id),
+      localView: async (kind, id) => host.ports().localView(kind, id),
       currentIndex: () => store.currentIndex(),
       epochSeen: () => epochSeenBy(store),
     };
     this.beforeConsistentRead = async () => {
-      if (await this.throughLeader()) return;
+      if (await host.throughLeader()) return;
       // ?consistent on a secondary: reach the primary's current index first, within 5 s.
       const index = await this.primary.currentIndex(2000);
       if (!(await waitForApplied(index, 2500))) {
@@ -56,38 +49,38 @@ export class SecondaryRole extends DatacenterRole {
       }
     };
     this.lookupUnknownSecret = (secret, client) => {
-      const leader = this.leaderClient();
-      if (leader) return this.lookups.lookUp(secret, client, leader, this.waitForLocalIndex);
-      return this.lookups.lookUp(secret, client, this.primary, waitForApplied);
+      const leader = host.leaderClient();
+      if (leader) return host.lookups.lookUp(secret, client, leader, (i, t) => host.waitForLocalIndex(i, t));
+      return host.lookups.lookUp(secret, client, this.primary, waitForApplied);
     };
   }
 
-  protected async startReplication(): Promise<void> {
-    const { store, logger, metrics, config, replication: repl, advertised } = this.deps;
+  async startReplication(): Promise<void> {
+    const { store, logger, metrics, config, replication: repl, advertised } = this.host.deps;
     this.replication = new ReplicationSecondary(store, logger, metrics, {
-      transport: this.deps.transport,
+      transport: this.host.deps.transport,
       datacenter: config.datacenter,
-      primaryDatacenter: config.primary_datacenter,
-      primaryAddress: this.primaryAddresses.join(','),
+      primaryDatacenter: this.standing.primary,
+      primaryAddress: this.standing.addresses.join(','),
       ...(config.replication_token ? { token: config.replication_token } : {}),
       address: advertised,
       heartbeatMs: repl.heartbeatMs,
       deadPeerMs: repl.deadPeerMs,
       backoffMinMs: repl.backoffMinMs,
       backoffMaxMs: repl.backoffMaxMs,
-      contact: this.contact,
-      ...(this.deps.onEvent ? { onEvent: this.deps.onEvent } : {}),
+      contact: this.host.contact,
+      ...(this.host.deps.onEvent ? { onEvent: this.host.deps.onEvent } : {}),
     });
     await this.replication.start();
   }
 
   /** Uses this leader wrote: those of global tokens go to the primary (README, "Last use"). */
   usesWritten(uses: ReadonlyArray<readonly [string, number]>): void {
-    const store = this.deps.store;
+    const store = this.host.deps.store;
     this.replication?.reportUses(uses.filter(([id]) => store.reader.isGlobalToken(id)));
   }
 
-  protected async stopReplication(): Promise<void> {
+  async stopReplication(): Promise<void> {
     const r = this.replication;
     this.replication = undefined;
     await r?.stop();
@@ -99,7 +92,8 @@ export class SecondaryRole extends DatacenterRole {
    * only the local checks: Local writes keep working while it is down.
    */
   async checkChosenIDs(ids: { accessor?: string; secret?: string }, local: boolean): Promise<void> {
-    const token = this.deps.config.replication_token;
+    const { config, logger } = this.host.deps;
+    const token = config.replication_token;
     if (!local || !token) return;
     const inUse = async (id: string): Promise<boolean> =>
       (await this.primary.lookupSecret(id, 2000)).found || (isUUID(id) && (await this.primary.accessorExists(id, token, 2000)));
@@ -108,7 +102,7 @@ export class SecondaryRole extends DatacenterRole {
       if (ids.secret && (await inUse(ids.secret))) throw conflict('Invalid Token: SecretID is already in use');
     } catch (err) {
       if (isWatchwordError(err) && err.code === 'CONFLICT') throw err;
-      this.deps.logger.warn({ err: (err as Error).message }, 'cannot check chosen token IDs at the primary; checked here only');
+      logger.warn({ err: (err as Error).message }, 'cannot check chosen token IDs at the primary; checked here only');
     }
   }
 
@@ -118,23 +112,23 @@ export class SecondaryRole extends DatacenterRole {
    * leader (README, "Multiple datacenters", replication_max_stale).
    */
   primarySilentForMs(): number {
-    return this.contact.silentForMs();
+    return this.host.contact.silentForMs();
   }
 
-  protected override replicatingSilence(): number | undefined {
-    return this.contact.silentForMs();
+  replicatingSilence(): number | undefined {
+    return this.host.contact.silentForMs();
   }
 
-  protected override heardOfPrimary(ms: number): void {
-    this.contact.heard(ms);
+  heardOfPrimary(ms: number): void {
+    this.host.contact.heard(ms);
   }
 
   replicationStatus(): ReplicationStatusResponse {
     // A follower of a secondary datacenter: its leader replicates.
-    const status = this.replication?.status() ?? notReplicating(this.deps, []);
-    const maxStale = this.deps.config.replication_max_stale;
+    const status = this.replication?.status() ?? notReplicating(this.host.deps, []);
+    const maxStale = this.host.deps.config.replication_max_stale;
     if (maxStale <= 0) return status;
-    return { ...status, MaxStaleMs: maxStale, RefusingGlobalTokens: this.contact.silentForMs() > maxStale };
+    return { ...status, MaxStaleMs: maxStale, RefusingGlobalTokens: this.host.contact.silentForMs() > maxStale };
   }
 
   reportedDatacenters(): DatacenterInfo[] {
@@ -149,14 +143,29 @@ export class SecondaryRole extends DatacenterRole {
     return this.replication?.lastContactMs() ?? 0;
   }
 
-  protected upgradeReplication(_req: IncomingMessage, socket: Duplex): void {
-    const { config } = this.deps;
+  /** The primary it follows as its replication reports it: the epoch seen, the index applied here, when it was last heard. */
+  primaryStatus(): OperatorPrimaryResponse {
+    const status = this.replicationStatus();
+    return {
+      Datacenter: this.standing.primary,
+      Epoch: epochSeenBy(this.host.deps.store),
+      Index: status.ReplicatedIndex,
+      ...(heardEver(status) ? { LastContact: new Date(Date.now() - status.LastContactMs).toISOString() } : {}),
+    };
+  }
+
+  followed(): { index: number; connected: boolean } {
+    return { index: this.replication?.appliedIndex() ?? 0, connected: this.replication?.isConnected() ?? false };
+  }
+
+  upgradeReplication(_req: IncomingMessage, socket: Duplex): void {
+    const { config } = this.host.deps;
     // Only the primary serves the replication stream; say so rather than drop the socket.
     refuse(
       socket,
       400,
-      `datacenter ${config.datacenter} is a secondary; replication connects to the primary (${config.primary_datacenter}) at ` +
-        `${this.primaryAddresses.join(',')}`,
+      `datacenter ${config.datacenter} is a secondary; replication connects to the primary (${this.standing.primary}) at ` +
+        `${this.standing.addresses.join(',')}`,
     );
   }
 }

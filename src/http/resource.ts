@@ -17,7 +17,7 @@ export type Method = 'GET' | 'PUT' | 'POST' | 'DELETE';
 export interface RouteDoc {
   summary: string;
   /** The ACL permission the route checks. */
-  permission: 'acl:read' | 'acl:write' | 'acl:write + operator:write' | 'operator:read' | 'agent:read' | 'none';
+  permission: 'acl:read' | 'acl:write' | 'acl:write + operator:write' | 'operator:read' | 'operator:write' | 'agent:read' | 'none';
   body?: z.ZodType;
   /** The body may be left out (bootstrap, clone, preview). */
   bodyOptional?: boolean;

@@ -25,7 +25,8 @@ export interface ReaperOptions {
   /** How often to look, ms. */
   interval: number;
   /** Only the primary deletes expired global tokens; every daemon deletes its own Local ones. */
-  isPrimary: boolean;
+  /** Whether this datacenter is the primary now (only it reaps global tokens; a promotion changes it). */
+  isPrimary: () => boolean;
   /** Most tokens deleted in one batch. */
   batchSize?: number;
   /**
@@ -117,7 +118,7 @@ export class Reaper {
           for (const { id } of candidates) {
             const token = tx.peekToken(id);
             if (!token || !isExpired(token, now)) continue;
-            if (!token.Local && !this.options.isPrimary) continue;
+            if (!token.Local && !this.options.isPrimary()) continue;
             // Not one change-log entry per token: one `expire` change names the batch (secondaries apply it through their own expiry index).
             if (tx.delToken(token, { logged: false })) {
               n++;
@@ -180,7 +181,7 @@ export class Reaper {
       const idle: string[] = [];
       for (const t of this.store.tables.tokens.members('authMethod', method.Name)) {
         if (t.Partition !== method.Partition || (t.AuthMethodNamespace ?? t.Namespace) !== method.Namespace) continue;
-        if (!t.Local && !this.options.isPrimary) continue;
+        if (!t.Local && !this.options.isPrimary()) continue;
         if (Math.max(this.store.lastUse.get(t.AccessorID) ?? 0, Date.parse(t.CreateTime)) < cutoff) idle.push(t.AccessorID);
       }
       for (let i = 0; i < idle.length && !this.stopped; i += batchSize) {

@@ -10,6 +10,8 @@ export interface Cursor {
   index: number;
   /** The highest primary epoch seen (SPEC §21); absent in cursors written before epochs: 1. */
   epoch?: number;
+  /** When it was written (ms since the epoch): the last frame of the primary applied here, for a promotion's report. */
+  at?: number;
 }
 
 /** The first primary's epoch: what a store or a frame without one means. */
@@ -18,9 +20,18 @@ export const FIRST_EPOCH = 1;
 /** A primary's own epoch, as its store keeps it (SPEC §21). */
 export const primaryEpochOf = (store: { getMeta(key: string): unknown }): number => Number(store.getMeta(META.primaryEpoch) ?? FIRST_EPOCH);
 
-/** The highest primary epoch a secondary has seen: its replication cursor's. */
-export const epochSeenBy = (store: { getMeta(key: string): unknown }): number =>
-  (store.getMeta(META.cursor) as Cursor | undefined)?.epoch ?? FIRST_EPOCH;
+/**
+ * The highest primary epoch this datacenter has seen: its replication cursor's, the one its
+ * placement names (a promotion, a handover, a newer primary learned from a peer), or its own.
+ */
+export const epochSeenBy = (store: { getMeta(key: string): unknown }): number => {
+  const placed = (store.getMeta(META.placement) as { Epoch?: unknown } | undefined)?.Epoch;
+  return Math.max(
+    (store.getMeta(META.cursor) as Cursor | undefined)?.epoch ?? FIRST_EPOCH,
+    typeof placed === 'number' ? placed : FIRST_EPOCH,
+    primaryEpochOf(store),
+  );
+};
 
 /** Canonical text of a record without this datacenter's indexes: equal text, equal object. */
 export function contentOf(record: object): string {

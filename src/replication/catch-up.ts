@@ -1,11 +1,23 @@
 import type { AuthMethodRecord, BootstrapState, TokenRecord } from '../domain/types.js';
 import type { Tables } from '../store/memory.js';
-import type { AnyTable } from '../store/table.js';
+import type { AnyTable, RecordList } from '../store/table.js';
+import type { AuditObjectKind } from '../domain/audit-types.js';
+import { AUDIT_KIND } from '../store/audit-events.js';
 import { META, type RecordTypes, TABLE_DEFS, TABLE_NAMES, type TableName, authMethodID } from '../store/schema.js';
 import type { StagedStore } from '../store/staging.js';
 import type { CatchUpStore } from '../store/store.js';
 import { type ApplyOutcome, type Cursor, type SecretConflict, contentOf } from './apply.js';
 import type { SnapshotFrame } from './protocol.js';
+
+/** A global object held here that a new primary's snapshot replaced or removed (SPEC §21: rolled back). */
+export interface RolledBack {
+  Kind: AuditObjectKind;
+  ID: string;
+  /** Its content hash as held here (tokens, policies, roles). */
+  Hash?: string;
+  /** Gone from the new primary; else replaced by its version. */
+  Deleted?: true;
+}
 
 /** What a finished catch-up did. */
 export interface CatchUpOutcome extends ApplyOutcome {
@@ -13,6 +25,8 @@ export interface CatchUpOutcome extends ApplyOutcome {
   changed: number;
   /** Global records the snapshot holds. */
   records: number;
+  /** With `listRolledBack`: every global object held here that the snapshot replaced or removed. */
+  rolledBack?: RolledBack[];
 }
 
 /**
@@ -36,17 +50,26 @@ export class CatchUp {
   private readonly conflicts: SecretConflict[] = [];
   private bootstrap: BootstrapState | null = null;
   private records = 0;
+  /** Held objects the snapshot replaced, when they are listed. */
+  private readonly replaced: RolledBack[] | undefined;
 
   private constructor(
     private readonly store: CatchUpStore,
     private readonly staged: StagedStore,
     /** The index the snapshot's new and changed objects are stamped with. */
     private readonly index: number,
-  ) {}
+    listRolledBack: boolean,
+  ) {
+    if (listRolledBack) this.replaced = [];
+  }
 
-  static async begin(store: CatchUpStore): Promise<CatchUp> {
+  /**
+   * `listRolledBack`: the snapshot comes from a new primary (SPEC §21), and every global object
+   * held here that it replaces or removes is listed in the outcome (the audit log names them).
+   */
+  static async begin(store: CatchUpStore, options: { listRolledBack?: boolean } = {}): Promise<CatchUp> {
     const staged = await store.stage();
-    return new CatchUp(store, staged, store.allocateIndex());
+    return new CatchUp(store, staged, store.allocateIndex(), options.listRolledBack === true);
   }
 
   /** One chunk's records, staged in order. */
@@ -70,7 +93,10 @@ export class CatchUp {
         continue;
       }
       this.changedIn.set(table, (this.changedIn.get(table) ?? 0) + 1);
-      if (held !== undefined) this.heldChanged.set(table, (this.heldChanged.get(table) ?? 0) + 1);
+      if (held !== undefined) {
+        this.heldChanged.set(table, (this.heldChanged.get(table) ?? 0) + 1);
+        this.replaced?.push(rolledBack(table, id, held));
+      }
       // Stamped in place: the frame's records are this catch-up's own (decoded for it), and become the state.
       const stamped = r as RecordTypes[T] & { CreateIndex: number; ModifyIndex: number };
       stamped.CreateIndex = (held as { CreateIndex?: number } | undefined)?.CreateIndex ?? this.index;
@@ -135,7 +161,29 @@ export class CatchUp {
     const position = this.store.serverPosition();
     staged.putMeta(META.serverSeq, position.seq + 1);
     staged.putMeta(META.serverTerm, position.term);
-    return { conflicts: this.conflicts, resolved: [], changed: changed + this.localsDropped, records: this.records };
+    return {
+      conflicts: this.conflicts,
+      resolved: [],
+      changed: changed + this.localsDropped,
+      records: this.records,
+      ...(this.replaced ? { rolledBack: [...this.replaced, ...this.removed(tables, staged, deletedIn)] } : {}),
+    };
+  }
+
+  /** Global objects held here that the snapshot does not hold (read only where a table lost some). */
+  private removed(tables: Tables, staged: StagedStore, deletedIn: ReadonlyMap<TableName, number>): RolledBack[] {
+    const out: RolledBack[] = [];
+    for (const t of TABLE_NAMES) {
+      if ((deletedIn.get(t) ?? 0) <= 0) continue;
+      const def = TABLE_DEFS[t];
+      const held = tables[t].globalRecords() as RecordList<RecordTypes[typeof t]>;
+      for (let start = 0; start < held.length; start += 10_000)
+        for (const r of held.slice(start, start + 10_000)) {
+          const id = def.id(r as never);
+          if (!(staged.tables[t] as AnyTable).has(id)) out.push({ ...rolledBack(t, id, r), Deleted: true });
+        }
+    }
+    return out;
   }
 
   /** A Local token of this datacenter into the staged store: it wins over a global token holding its ID or secret. */
@@ -163,6 +211,11 @@ export class CatchUp {
     const held = this.store.getMeta(META.bootstrap);
     return held === undefined || contentOf(held as object) !== contentOf(this.bootstrap);
   }
+}
+
+function rolledBack(table: TableName, id: string, held: unknown): RolledBack {
+  const hash = (held as { Hash?: unknown }).Hash;
+  return { Kind: AUDIT_KIND[table], ID: id, ...(typeof hash === 'string' ? { Hash: hash } : {}) };
 }
 
 /** Metadata the catch-up states anew (every table index too). */

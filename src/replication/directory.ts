@@ -1,10 +1,10 @@
+import type { Standing } from './placement.js';
 import type { DatacenterInfo } from './protocol.js';
 
 export interface DirectoryOptions {
   datacenter: string;
-  primaryDatacenter: string;
-  /** The primary datacenter's servers' HTTP base URLs as configured (secondaries), in order. */
-  primaryURLs?: readonly string[];
+  /** The primary datacenter now, and (at a secondary) its servers' base URLs in order (SPEC §21: a promotion moves it). */
+  primary: () => Standing;
   /** Addresses an operator configured: they win over what datacenters report. */
   configured: Readonly<Record<string, string>>;
   /** This daemon's own base URL. */
@@ -26,14 +26,15 @@ export class DatacenterDirectory {
   /** Known datacenters, primary first, the rest by name. */
   list(): Array<{ name: string; url: string }> {
     const o = this.options;
+    const primary = o.primary();
     const urls = new Map<string, string>();
     for (const d of o.reported()) urls.set(d.name, o.peerURL(d.address));
-    const firstPrimary = o.primaryURLs?.[0];
-    if (firstPrimary !== undefined) urls.set(o.primaryDatacenter, firstPrimary);
+    const firstPrimary = primary.addresses[0];
+    if (firstPrimary !== undefined) urls.set(primary.primary, firstPrimary);
     for (const [name, url] of Object.entries(o.configured)) urls.set(name, url);
     urls.set(o.datacenter, o.ownURL());
-    const others = [...urls.keys()].filter((n) => n !== o.primaryDatacenter).sort();
-    const names = urls.has(o.primaryDatacenter) ? [o.primaryDatacenter, ...others] : others;
+    const others = [...urls.keys()].filter((n) => n !== primary.primary).sort();
+    const names = urls.has(primary.primary) ? [primary.primary, ...others] : others;
     return names.map((name) => ({ name, url: urls.get(name) as string }));
   }
 
@@ -48,14 +49,9 @@ export class DatacenterDirectory {
    */
   addressesOf(datacenter: string): string | undefined {
     const o = this.options;
-    if (
-      datacenter === o.primaryDatacenter &&
-      datacenter !== o.datacenter &&
-      o.configured[datacenter] === undefined &&
-      o.primaryURLs &&
-      o.primaryURLs.length > 0
-    )
-      return o.primaryURLs.join(',');
+    const primary = o.primary();
+    if (datacenter === primary.primary && datacenter !== o.datacenter && o.configured[datacenter] === undefined && primary.addresses.length > 0)
+      return primary.addresses.join(',');
     return this.urlOf(datacenter);
   }
 }

@@ -2,8 +2,8 @@ import type { Logger } from 'pino';
 import type { Metrics } from '../observability/metrics.js';
 import { META } from '../store/schema.js';
 import type { Store } from '../store/store.js';
-import { type ApplyOutcome, type Cursor, FIRST_EPOCH, type SecretConflict, applyEntries } from './apply.js';
-import { CatchUp } from './catch-up.js';
+import { type ApplyOutcome, type Cursor, FIRST_EPOCH, type SecretConflict, applyEntries, epochSeenBy } from './apply.js';
+import { CatchUp, type RolledBack } from './catch-up.js';
 import { type DatacenterInfo, PROTOCOL_VERSION, type PrimaryFrame, type SecondaryFrame } from './protocol.js';
 
 /** Frames applied in order (check-ids is answered as it arrives). */
@@ -23,6 +23,8 @@ export interface StreamEffects {
    * nothing it sends is applied; the connection ends (`abort` follows) and is tried again later.
    */
   stalePrimary?(epoch: number, seen: number): void;
+  /** A snapshot from a new log (a new primary, a restore) replaced or removed global objects held here: what they were. */
+  rolledBack?(objects: RolledBack[], index: number): void;
   /** Frames wait to be applied past a bound: stop reading from the primary until `resume` (its sends then wait on TCP). */
   pause?(): void;
   resume?(): void;
@@ -51,6 +53,8 @@ export class SecondaryStream {
   private datacenterList: DatacenterInfo[] = [];
   /** From a welcome that announces a snapshot until it is installed. */
   private inSnapshot = false;
+  /** The snapshot announced comes from another log than the one followed: what it replaces is listed. */
+  private rollingBack = false;
   /** The snapshot being taken in, from its first chunk to its install. */
   private catchUp: CatchUp | undefined;
   private inbox: Queued[] = [];
@@ -92,7 +96,7 @@ export class SecondaryStream {
 
   /** The highest primary epoch this secondary has seen (what its cursor on disk says). */
   seenEpoch(): number {
-    return this.cursor.epoch ?? FIRST_EPOCH;
+    return Math.max(this.cursor.epoch ?? FIRST_EPOCH, epochSeenBy(this.store));
   }
 
   /** The connection ended: frames still queued are dropped. */
@@ -231,7 +235,7 @@ export class SecondaryStream {
   private async applyEntryFrames(frames: Array<Extract<PrimaryFrame, { t: 'entries' }>>, generation: number): Promise<void> {
     const entries = frames.flatMap((f) => f.entries);
     const upTo = Math.max(...frames.map((f) => f.upTo), this.cursor.index);
-    const cursor = { logID: this.welcomeLogID, index: upTo, epoch: this.seenEpoch() };
+    const cursor = { logID: this.welcomeLogID, index: upTo, epoch: this.seenEpoch(), at: Date.now() };
     // Nothing to write: the cursor on disk may lag; resuming from it is harmless.
     if (entries.length > 0)
       this.noteConflicts(await this.store.transact((tx) => applyEntries(tx, entries, cursor), { sync: false }), false);
@@ -254,6 +258,11 @@ export class SecondaryStream {
     switch (frame.t) {
       case 'welcome':
         if (this.refusedAsStale(frame.epoch)) return;
+        // Another log than the one followed (a promoted primary, a restore), or this datacenter's first
+        // after it was itself the primary: the snapshot replaces state that no log entry took back.
+        this.rollingBack =
+          frame.mode === 'snapshot' &&
+          (this.cursor.logID !== '' ? frame.logID !== this.cursor.logID : this.store.getMeta(META.placement) !== undefined);
         if (frame.epoch > this.seenEpoch()) {
           // A newer primary (a promotion): its epoch is durable before anything of it is applied,
           // so no restart can make this secondary follow an older one again.
@@ -283,7 +292,7 @@ export class SecondaryStream {
         // Each chunk into a staged store as it arrives (replication/catch-up.ts): memory holds the
         // state it becomes and one chunk, and readers see the old state until it is installed.
         if (!this.catchUp) {
-          const catchUp = await CatchUp.begin(this.store);
+          const catchUp = await CatchUp.begin(this.store, { listRolledBack: this.rollingBack });
           if (this.generation !== generation) return void (await catchUp.abandon());
           this.catchUp = catchUp;
         }
@@ -291,13 +300,17 @@ export class SecondaryStream {
         await catchUp.add(frame);
         if (!frame.last || this.generation !== generation) return;
         this.catchUp = undefined;
-        const cursor = { logID: frame.logID, index: frame.index, epoch: this.seenEpoch() };
+        const cursor = { logID: frame.logID, index: frame.index, epoch: this.seenEpoch(), at: Date.now() };
         const outcome = await catchUp.install(cursor);
         this.noteConflicts(outcome, true);
         this.cursor = cursor;
         this.appliedUpTo = 0;
         this.advance(frame.index);
         this.logger.info({ index: frame.index, changed: outcome.changed, records: outcome.records }, 'replication: snapshot applied');
+        if (outcome.rolledBack && outcome.rolledBack.length > 0) {
+          this.logger.warn({ count: outcome.rolledBack.length }, 'replication: global objects held here were rolled back to the primary');
+          this.effects.rolledBack?.(outcome.rolledBack, frame.index);
+        }
         // Installed (the next connection resumes from it), but a connection that ended meanwhile hears nothing more.
         if (this.generation !== generation) return;
         this.inSnapshot = false;

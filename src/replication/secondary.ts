@@ -44,6 +44,9 @@ export interface SecondaryOptions {
 
 const ZERO_TIME = '0001-01-01T00:00:00Z';
 
+/** Objects named in one `rolled-back` audit line; more go on further lines. */
+const ROLLED_BACK_PER_LINE = 1000;
+
 /** Uses waiting for the primary, at most: past it, new tokens' wait for their next use (a primary gone for long). */
 const MAX_UNREPORTED = 1_000_000;
 
@@ -92,6 +95,16 @@ export class ReplicationSecondary {
         },
         stalePrimary: (epoch, seen) =>
           this.options.onEvent?.('stale-primary', { Primary: this.options.primaryDatacenter, Epoch: epoch, Seen: seen }),
+        // What a new primary's snapshot replaced or removed (SPEC §21), named in the audit log.
+        rolledBack: (objects, index) => {
+          for (let i = 0; i < objects.length; i += ROLLED_BACK_PER_LINE)
+            this.options.onEvent?.('rolled-back', {
+              Primary: this.options.primaryDatacenter,
+              Index: index,
+              Count: objects.length,
+              Objects: objects.slice(i, i + ROLLED_BACK_PER_LINE),
+            });
+        },
         // The primary's frames wait on TCP while this server writes what it has; it is alive meanwhile.
         pause: () => {
           this.readingPaused = true;

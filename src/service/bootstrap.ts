@@ -31,9 +31,10 @@ export const BOOTSTRAP_RESET_FILE = 'acl-bootstrap-reset';
 
 export interface BootstrapOptions {
   dataDir: string;
-  isPrimary: boolean;
-  primaryDatacenter: string;
-  primaryAddress?: string;
+  /** Whether this datacenter is the primary now, which it is, and its servers (a promotion changes them). */
+  isPrimary: () => boolean;
+  primaryDatacenter: () => string;
+  primaryAddress?: () => string | undefined;
 }
 
 function managementToken(tx: Tx, now: number, secret: string, description: string): TokenRecord {
@@ -100,9 +101,10 @@ export class BootstrapService {
   }
 
   async bootstrap(ctx: RequestContext, bootstrapSecret: string | undefined): Promise<WriteResult<BootstrapView>> {
-    if (!this.options.isPrimary) {
-      const where = this.options.primaryAddress ? ` at ${this.options.primaryAddress}` : '';
-      throw notPermitted(`ACL bootstrap is only allowed in the primary datacenter; send it to ${this.options.primaryDatacenter}${where}`);
+    if (!this.options.isPrimary()) {
+      const address = this.options.primaryAddress?.();
+      const where = address ? ` at ${address}` : '';
+      throw notPermitted(`ACL bootstrap is only allowed in the primary datacenter; send it to ${this.options.primaryDatacenter()}${where}`);
     }
     if (bootstrapSecret !== undefined && bootstrapSecret !== '') {
       if (!isUUID(bootstrapSecret)) throw invalid('Invalid BootstrapSecret: not a valid UUID');

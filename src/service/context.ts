@@ -1,4 +1,4 @@
-import type { OperatorPrimaryResponse, OperatorServersResponse } from '../api/schemas.js';
+import type { OperatorPrimaryResponse, OperatorServersResponse, PrimaryPlacementResponse, PromotionResponse } from '../api/schemas.js';
 import type { ScopeHints } from './scope.js';
 
 /** What every use case gets from the edge: who is asking, and where they point. */
@@ -58,4 +58,8 @@ export interface AgentInfo {
   servers(): OperatorServersResponse;
   /** The primary this server follows: its datacenter, epoch, the index applied here, when last heard. */
   primary(): OperatorPrimaryResponse;
+  /** This secondary datacenter becomes the primary (SPEC §21, emergency promotion); at its leader. */
+  promote(force: boolean): Promise<PromotionResponse>;
+  /** What a peer asking which primary this datacenter follows is told. */
+  placement(): PrimaryPlacementResponse;
 }

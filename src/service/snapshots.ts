@@ -28,8 +28,9 @@ import type { AuditType } from '../domain/audit-types.js';
 
 export interface SnapshotServiceOptions {
   datacenter: string;
-  primaryDatacenter: string;
-  isPrimary: boolean;
+  /** The primary datacenter and whether it is this one, now (a promotion changes them). */
+  primaryDatacenter: () => string;
+  isPrimary: () => boolean;
   /** Binding rules' selectors are checked by it on writes: a restored rule's too. */
   selectors: Pick<Selectors, 'check'>;
   /** The limits auth methods are checked against on writes: a restored method is checked against them too. */
@@ -77,7 +78,7 @@ export class SnapshotService {
         {
           ...snap,
           datacenter: this.options.datacenter,
-          primary: this.options.isPrimary,
+          primary: this.options.isPrimary(),
           index: this.store.currentIndex(),
           logID: this.store.logID,
           tokens: concatLists(snap.tokens, locals),
@@ -128,13 +129,13 @@ export class SnapshotService {
     if (first.done || first.value.kind !== 'header') throw new SnapshotError('truncated: the header missing');
     const header = first.value.header;
     const own = header.Datacenter === this.options.datacenter;
-    if (!this.options.isPrimary && !own) {
+    if (!this.options.isPrimary() && !own) {
       throw invalid(
         `Invalid snapshot: it was taken in datacenter ${header.Datacenter}; a secondary restores only its own Local tokens (global ` +
-          `objects come from the primary ${this.options.primaryDatacenter}); nothing was restored`,
+          `objects come from the primary ${this.options.primaryDatacenter()}); nothing was restored`,
       );
     }
-    const scope: RestoreScope = { global: this.options.isPrimary, local: own };
+    const scope: RestoreScope = { global: this.options.isPrimary(), local: own };
     const current = this.store.tables;
     const read = await this.stageFile(items, staged, scope);
     const tally = { skipped: 0, tokens: read.tokens };
@@ -246,7 +247,7 @@ export class SnapshotService {
       );
     return (
       `this datacenter is a secondary: only its Local tokens were restored; global objects come from the primary ` +
-      `${this.options.primaryDatacenter}`
+      `${this.options.primaryDatacenter()}`
     );
   }
 }

@@ -6,7 +6,7 @@ import type { StoreTx } from './store-tx.js';
 import type { AuditGroupEvent, AuditRecord } from './store.js';
 
 /** Audit kinds of the tables: what an audit line calls an object. */
-const AUDIT_KIND: Record<TableName, AuditObjectKind> = {
+export const AUDIT_KIND: Record<TableName, AuditObjectKind> = {
   tokens: 'token',
   policies: 'policy',
   roles: 'role',

@@ -65,6 +65,8 @@ export class LevelStore implements Store {
   private readonly replica: ServerReplica;
   /** The change log on disk (change-log.ts). */
   private readonly changeLog: ChangeLog;
+  /** Whether commits write change-log entries: the primary's do (SPEC §21: a promotion turns it on, a demotion off). */
+  private writesLog: boolean;
   private closed = false;
   /** HA: copies every group to the followers (leader), or unset (single server, follower). */
   private replicator: BatchReplicator | undefined;
@@ -82,6 +84,7 @@ export class LevelStore implements Store {
     logID: string,
   ) {
     this.state = new CommittedState(logID);
+    this.writesLog = options.changeLog;
     this.reader = new TablesReader(this.state.tables, () => this.bootstrap(), this.state.goneSecrets);
     this.logTail = new LogTail(options.logTailEntries ?? 20_000);
     this.watchers = new Watchers((t) => this.state.tableIndex(t));
@@ -307,7 +310,7 @@ export class LevelStore implements Store {
 
   /** A transaction as batch operations, its records encoded once (the change log embeds the same bytes). */
   private enqueue(tx: StoreTx, sync: boolean, audit?: AuditRecord): Promise<void> {
-    const { entries, ops, entryBytes } = tx.batch(this.options.changeLog);
+    const { entries, ops, entryBytes } = tx.batch(this.writesLog);
     const layer = [...tx.layer];
     for (const [k, e] of layer) this.pending.set(k, e);
     const newLogID = tx.newLogID;
@@ -340,7 +343,7 @@ export class LevelStore implements Store {
     if (reset) this.logTail.reset(reset.index + 1);
     // The entries since the last reset, as their bytes: an entry object holds its records, and
     // thousands of them held through every scavenge cost more than decoding the few read back.
-    if (this.options.changeLog)
+    if (this.writesLog)
       for (const c of group.slice(reset ? group.lastIndexOf(reset) : 0))
         c.entries.forEach((e, i) => this.logTail.remember(e.Index, c.entryBytes[i] as Uint8Array));
     // Durable here, but not confirmed by the synchronous followers: the caller must not count on it.
@@ -385,6 +388,11 @@ export class LevelStore implements Store {
 
   logTrimmedUpTo(): number {
     return this.state.trimmedUpTo;
+  }
+
+  /** Whether commits from now on write change-log entries (the datacenter became the primary, or stopped being it). */
+  setChangeLog(on: boolean): void {
+    this.writesLog = on;
   }
 
   /** Removes change-log entries with index <= `upTo`, a chunk at a time; how many were removed. */

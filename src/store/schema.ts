@@ -239,6 +239,13 @@ export const META = {
   cursor: key('m', 'cursor'),
   /** The primary's epoch (SPEC §21): 1 for the first primary, raised by each promotion; absent means 1. */
   primaryEpoch: key('m', 'primary-epoch'),
+  /**
+   * The primary this datacenter follows, or itself, once a promotion, a handover or a newer epoch
+   * learned from a peer has moved it (SPEC §21): it outranks the configuration from then on.
+   */
+  placement: key('m', 'placement'),
+  /** Addresses of the other datacenters a primary has seen (asked at its next start whether a newer primary exists). */
+  knownDatacenters: key('m', 'known-datacenters'),
   /** The datacenter the store belongs to. */
   datacenter: key('m', 'datacenter'),
   /** Written to find out whether the disk takes writes again after a write error. */

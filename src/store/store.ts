@@ -331,5 +331,7 @@ export interface Store extends CatchUpStore {
   logTrimmedUpTo(): number;
   /** Removes change-log entries up to `upTo`; returns how many. */
   trimLog(upTo: number): Promise<number>;
+  /** Whether commits write change-log entries from now on (the primary's do). */
+  setChangeLog(on: boolean): void;
   close(): Promise<void>;
 }

@@ -10,6 +10,8 @@ import {
   auditPageResponse,
   operatorPrimaryResponse,
   operatorServersResponse,
+  primaryPlacementResponse,
+  promotionResponse,
 } from '../../api/schemas.js';
 import type { AppDeps } from '../deps.js';
 import { relayToLeader } from '../forward.js';
@@ -23,6 +25,14 @@ async function requireOperatorRead(deps: AgentRoutesDeps, request: FastifyReques
   const identity = await deps.resolver.resolve(requestSecret(request), request.ip);
   if (identity.authorizer.operatorAccess() === 'none') {
     throw new WatchwordError('PERMISSION_DENIED', "Permission denied: token lacks permission 'operator:read'");
+  }
+}
+
+/** operator:write, as Consul asks for its operator writes. */
+async function requireOperatorWrite(deps: AgentRoutesDeps, request: FastifyRequest): Promise<void> {
+  const identity = await deps.resolver.resolve(requestSecret(request), request.ip);
+  if (identity.authorizer.operatorAccess() !== 'write') {
+    throw new WatchwordError('PERMISSION_DENIED', "Permission denied: token lacks permission 'operator:write'");
   }
 }
 
@@ -117,6 +127,42 @@ function statusRoutes(app: FastifyInstance, deps: AgentRoutesDeps): void {
         if (relayed) return relayed;
         return sendJSON(request, reply, deps.agent.primary());
       },
+    },
+    PUT: {
+      doc: {
+        summary:
+          '?promote: this secondary datacenter becomes the primary, with the next epoch (add &force while it still hears the ' +
+          'primary); the answer names the recovery point. Needs operator:write; a follower relays it to its leader',
+        permission: 'operator:write',
+        response: promotionResponse,
+      },
+      handler: async (request, reply) => {
+        const query = request.query as Record<string, unknown>;
+        const promote = query.promote !== undefined;
+        const transfer = queryParam(request, 'transfer');
+        if (!promote && transfer === undefined)
+          throw invalid('Missing action: PUT /v1/operator/primary takes ?promote (at a secondary) or ?transfer=DATACENTER (at the primary)');
+        if (promote && transfer !== undefined) throw invalid('Conflicting actions: ?promote and ?transfer cannot be asked together');
+        await requireOperatorWrite(deps, request);
+        const relayed = await relayToLeader(request, reply, deps.cluster);
+        if (relayed) return relayed;
+        if (transfer !== undefined) throw invalid('a planned transfer is not available yet');
+        const force = query.force !== undefined && query.force !== 'false';
+        return sendJSON(request, reply, await deps.agent.promote(force));
+      },
+    },
+  });
+
+  resource(app, '/v1/internal/primary', {
+    GET: {
+      doc: {
+        summary:
+          'The primary this datacenter follows (or itself), its epoch and its servers: what other datacenters ask to learn of a newer ' +
+          'primary (no token needed; nothing secret)',
+        permission: 'none',
+        response: primaryPlacementResponse,
+      },
+      handler: async (request, reply) => sendJSON(request, reply, deps.agent.placement()),
     },
   });
 

@@ -1,0 +1,120 @@
+import type { Logger } from 'pino';
+import { primaryPlacementResponse } from '../api/schemas.js';
+import type { DatacenterInfo } from '../replication/protocol.js';
+import type { Placement, PlacementRecord } from '../replication/placement.js';
+import { META } from '../store/schema.js';
+import type { Store } from '../store/store.js';
+import { PeerClient } from '../transport/peer-client.js';
+import type { Transport } from '../transport/transport.js';
+
+export interface FinderOptions {
+  datacenter: string;
+  store: Pick<Store, 'getMeta' | 'transact'>;
+  placement: Placement;
+  transport: Transport;
+  logger: Logger;
+  /** datacenter_addresses: name to address. */
+  configured: Readonly<Record<string, string>>;
+  /** Datacenters replication reports (the primary's sessions, or the list a primary pushes). */
+  reported(): DatacenterInfo[];
+  /** Whether this secondary's leader hears its primary now (then it asks less often). */
+  primaryHeard(): boolean;
+  everyMs: number;
+  /** A primary of a newer epoch was found: follow it. */
+  follow(record: PlacementRecord): Promise<void>;
+}
+
+/** Asks this often even while the primary is heard (a forced promotion elsewhere), in ticks. */
+const HEARD_EVERY_TICKS = 6;
+const ASK_TIMEOUT_MS = 2000;
+
+/**
+ * How a datacenter's leader learns that a newer primary exists (SPEC §21): it asks the other
+ * datacenters it knows of (`datacenter_addresses`, those replication reported, and, at a primary,
+ * those that connected before, kept in the store so a restarted primary still knows them) which
+ * primary they follow and its epoch. An answer of a higher epoch than the highest seen here is
+ * followed: a returning old primary steps down, a secondary re-points. A server answers only what
+ * it follows; the new primary itself is then reached through the transport, which checks its
+ * identity (TLS) before any token is sent.
+ */
+export class PrimaryFinder {
+  private timer: NodeJS.Timeout | undefined;
+  private ticks = 0;
+  private asking: Promise<void> | undefined;
+  private readonly clients = new Map<string, PeerClient>();
+
+  constructor(private readonly o: FinderOptions) {}
+
+  start(): void {
+    if (this.timer || this.o.everyMs <= 0) return;
+    this.timer = setInterval(() => this.tick(), this.o.everyMs);
+    this.timer.unref();
+    this.poke();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  /** Asks now (a stale primary was refused somewhere: a newer one exists). */
+  poke(): void {
+    this.asking ??= this.ask()
+      .catch((err: unknown) => this.o.logger.warn({ err: (err as Error).message }, 'asking other datacenters for the primary failed'))
+      .finally(() => (this.asking = undefined));
+  }
+
+  private tick(): void {
+    this.ticks++;
+    if (this.o.placement.isPrimary() || !this.o.primaryHeard() || this.ticks % HEARD_EVERY_TICKS === 0) this.poke();
+  }
+
+  /** Other datacenters this one knows of, by name: their base URLs. */
+  private candidates(): Map<string, string> {
+    const { transport, store, datacenter } = this.o;
+    const out = new Map<string, string>();
+    const known = (store.getMeta(META.knownDatacenters) ?? {}) as Record<string, string>;
+    for (const [name, address] of Object.entries(known)) out.set(name, address);
+    for (const d of this.o.reported()) out.set(d.name, transport.peerURL(d.address));
+    for (const [name, address] of Object.entries(this.o.configured)) out.set(name, transport.peerURL(address));
+    out.delete(datacenter);
+    return out;
+  }
+
+  private async ask(): Promise<void> {
+    const candidates = this.candidates();
+    await this.remember(candidates);
+    const answers = await Promise.all(
+      [...candidates].map(async ([name, url]) => {
+        let client = this.clients.get(url);
+        if (!client) this.clients.set(url, (client = new PeerClient(url, name, this.o.transport.fetcher({ datacenter: name }))));
+        try {
+          const res = await client.request('GET', '/v1/internal/primary', {}, undefined, ASK_TIMEOUT_MS);
+          if (res.status !== 200) return undefined;
+          const parsed = primaryPlacementResponse.safeParse(JSON.parse(res.text));
+          // Only what a datacenter says of itself, or of the primary it follows, under its own name.
+          return parsed.success && parsed.data.Datacenter === name ? { ...parsed.data, url } : undefined;
+        } catch {
+          return undefined;
+        }
+      }),
+    );
+    let best: (typeof answers)[number];
+    for (const a of answers) if (a && (!best || a.Epoch > best.Epoch)) best = a;
+    if (!best || best.Epoch <= this.o.placement.epoch() || best.Primary === this.o.datacenter) return;
+    const addresses = best.Primary === best.Datacenter ? [best.url, ...best.Addresses] : best.Addresses;
+    this.o.logger.warn(
+      { primary: best.Primary, epoch: best.Epoch, told: best.Datacenter, seen: this.o.placement.epoch() },
+      'a primary of a newer epoch exists: following it',
+    );
+    await this.o.follow({ Primary: best.Primary, Epoch: best.Epoch, Addresses: [...new Set(addresses)].slice(0, 64) });
+  }
+
+  /** The datacenters known now are kept, so that after a restart (a returning old primary) they can still be asked. */
+  private async remember(candidates: Map<string, string>): Promise<void> {
+    const known = (this.o.store.getMeta(META.knownDatacenters) ?? {}) as Record<string, string>;
+    const now = Object.fromEntries(candidates);
+    if (JSON.stringify(known) === JSON.stringify(now)) return;
+    await this.o.store.transact((tx) => tx.putMeta(META.knownDatacenters, now));
+  }
+}
