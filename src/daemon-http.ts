@@ -131,6 +131,7 @@ export function buildHttp(config: Config, deps: PlaceDeps & { services: HttpServ
     replicationStatus: () => cluster.replicationStatus(),
     // At the primary: its epoch, which a write forwarded by a secondary that has seen a higher one is refused against.
     primaryEpoch: () => (cluster.kind === 'primary' ? primaryEpochOf(store) : undefined),
+    handingOver: () => cluster.handingOver(),
     replicationHistory: () => history.read(),
     audit,
     auditRefusal: refusalAuditor(store, audit),

@@ -384,6 +384,7 @@ function buildAgentInfo(config: Config, deps: PlaceDeps & { address: () => strin
     servers: () => cluster.servers(),
     primary: () => cluster.primaryStatus(),
     promote: (force) => cluster.promote(force),
+    transfer: (target) => cluster.transfer(target),
     placement: () => cluster.placementAnswer(),
   };
   metrics.watchServers(() => agent.servers(), config.node_name);

@@ -36,6 +36,8 @@ export const ErrorCodes = [
   'PRIMARY_UNAVAILABLE',
   /** A primary of a lower epoch than one already seen (a stale primary): its stream or write is refused. */
   'STALE_PRIMARY',
+  /** The primary is handing its role to another datacenter (a planned transfer): global writes wait a moment. */
+  'PRIMARY_TRANSFER',
   /** A real fault inside the daemon (storage, bug). The message shown to callers is generic. */
   'INTERNAL',
 ] as const;

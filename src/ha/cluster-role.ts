@@ -76,6 +76,10 @@ export interface ClusterRole {
   primaryStatus(): OperatorPrimaryResponse;
   /** PUT /v1/operator/primary?promote at a secondary's leader (SPEC §21): this datacenter becomes the primary. */
   promote(force: boolean): Promise<PromotionResponse>;
+  /** PUT /v1/operator/primary?transfer=DC at the primary's leader (SPEC §21): a planned handover. */
+  transfer(target: string): Promise<PromotionResponse>;
+  /** While a planned transfer runs at this primary: the datacenter it goes to (ACL writes wait). */
+  handingOver(): string | undefined;
   /** GET /v1/internal/primary: what peers learning of a newer primary are told. */
   placementAnswer(): PrimaryPlacementResponse;
   /** WebSocket upgrades: the replication stream and the servers' stream. */

@@ -8,7 +8,7 @@ import type {
   PromotionResponse,
   ReplicationStatusResponse,
 } from '../api/schemas.js';
-import { WatchwordError, conflict } from '../domain/errors.js';
+import { WatchwordError, conflict, invalid } from '../domain/errors.js';
 import type { FollowerHooks, SecondaryHooks } from './hooks.js';
 import type { DatacenterInfo } from '../replication/protocol.js';
 import { REPLICATION_PATH } from '../replication/protocol.js';
@@ -27,6 +27,9 @@ import { SecretLookup, waitForIndex } from './secret-lookup.js';
 import { SERVERS_PATH } from './server-protocol.js';
 import { ServerGroup } from './servers.js';
 import type { RoleHost, Side } from './side.js';
+
+/** How long a planned transfer waits for the target to have everything (the write pause is at most this and the handover). */
+const TRANSFER_CATCH_UP_MS = 10_000;
 
 /**
  * A server's place (README, "Multiple datacenters" and "Several servers per datacenter"): the
@@ -49,6 +52,8 @@ export class DatacenterRole implements ClusterRole, RoleHost {
   private changing: Promise<unknown> = Promise.resolve();
   private leading = false;
   private stopped = false;
+  /** The datacenter a planned transfer is handing the role to, while it does. */
+  private handing: string | undefined;
   private readonly finder: PrimaryFinder;
   private unwatch: (() => void) | undefined;
 
@@ -91,7 +96,12 @@ export class DatacenterRole implements ClusterRole, RoleHost {
       placement,
       transport: deps.transport,
       logger: deps.logger,
-      configured: deps.config.datacenter_addresses,
+      configured: {
+        ...(deps.config.placement.role === 'secondary' && deps.config.placement.primaryAddresses[0]
+          ? { [deps.config.primary_datacenter]: deps.config.placement.primaryAddresses[0] }
+          : {}),
+        ...deps.config.datacenter_addresses,
+      },
       reported: () => this.side.reportedDatacenters(),
       primaryHeard: () => this.side.knownLeader() && this.contact.silentForMs() < deps.replication.deadPeerMs,
       everyMs: deps.replication.primaryProbeMs,
@@ -272,53 +282,144 @@ export class DatacenterRole implements ClusterRole, RoleHost {
    */
   promote(force: boolean): Promise<PromotionResponse> {
     return this.serially(async () => {
-      const { config, store, replication } = this.deps;
-      const dc = config.datacenter;
+      const { config, replication } = this.deps;
       const standing = this.placement.now();
-      if (standing.isPrimary)
-        throw conflict(`datacenter ${dc} is already the primary (epoch ${primaryEpochOf(store)}); there is nothing to promote`);
-      if (this.several && !this.isLeader())
-        throw new WatchwordError('NO_LEADER', `this server does not lead datacenter ${dc}; ask its leader (${this.leaderAddress() || 'none known yet'})`);
-      const cursor = store.getMeta(META.cursor) as Cursor | undefined;
-      const cursorIndex = cursor?.index ?? 0;
-      const followed = this.side.followed?.() ?? { index: cursorIndex, connected: false };
+      this.mayBecomePrimary();
+      const followed = this.followedIndex();
       const silentMs = this.contact.silentForMs();
       const hears = followed.connected && silentMs < replication.deadPeerMs;
       if (hears && !force)
         throw conflict(
-          `datacenter ${dc} still hears the primary ${standing.primary} (last frame ${silentMs} ms ago): promoting now would leave ` +
-            `two primaries until it is fenced. Transfer the role at the primary instead (PUT /v1/operator/primary?transfer=${dc}), ` +
-            `or promote with -force (?promote&force) if it must go`,
+          `datacenter ${config.datacenter} still hears the primary ${standing.primary} (last frame ${silentMs} ms ago): promoting ` +
+            `now would leave two primaries until it is fenced. Transfer the role at the primary instead (PUT ` +
+            `/v1/operator/primary?transfer=${config.datacenter}), or promote with -force (?promote&force) if it must go`,
         );
-      const previousEpoch = this.placement.epoch();
-      const epoch = previousEpoch + 1;
-      // When it was last heard: since this server started, else when its last frame was applied (the cursor says).
-      const heard = this.side.primaryStatus().LastContact ?? (cursor?.at !== undefined ? new Date(cursor.at).toISOString() : undefined);
-      const index = Math.max(followed.index, cursorIndex);
-      const report: PromotionResponse = {
-        Datacenter: dc,
-        Epoch: epoch,
-        PreviousPrimary: standing.primary,
-        PreviousEpoch: previousEpoch,
-        LastIndex: index,
-        ...(heard ? { LastContact: heard } : {}),
-        Forced: hears,
-        Warning:
-          `Global writes (tokens, policies, roles, auth methods, binding rules) that ${standing.primary} acknowledged after its index ` +
-          `${index}${heard ? ` (last heard here at ${heard})` : ''} never reached ${dc} and may be lost; ` +
-          `${standing.primary} writes them to its audit log when it returns and rejoins as a secondary.`,
-      };
-      if (this.leading) await this.side.stopReplication();
-      await store.transact((tx) => {
-        tx.putMeta(META.placement, { Primary: dc, Epoch: epoch, Addresses: [] } satisfies PlacementRecord);
-        tx.putMeta(META.primaryEpoch, epoch);
-        // A log of its own from here: every secondary starts from a snapshot of this datacenter.
-        tx.resetLog(randomUUID());
-      });
-      this.deps.onEvent?.('primary-promoted', { ...report });
-      this.takeStanding();
-      if (this.leading && !this.stopped) await this.side.startReplication();
-      return report;
+      return this.becomePrimary(this.placement.epoch() + 1, followed.index, hears, false);
+    });
+  }
+
+  /** A planned transfer reached this datacenter over the replication stream: it has everything, and becomes the primary. */
+  takeHandover(from: string, epoch: number, upTo: number): void {
+    void this.serially(async () => {
+      if (this.placement.now().primary !== from || epoch <= this.placement.epoch()) return;
+      this.mayBecomePrimary();
+      await this.becomePrimary(epoch, Math.max(upTo, this.followedIndex().index), false, true);
+    }).catch((err: unknown) => this.deps.logger.error({ err }, 'taking over the primary role failed; this datacenter stays a secondary'));
+  }
+
+  private mayBecomePrimary(): void {
+    const { config, store } = this.deps;
+    if (this.placement.now().isPrimary)
+      throw conflict(`datacenter ${config.datacenter} is already the primary (epoch ${primaryEpochOf(store)}); there is nothing to promote`);
+    if (this.several && !this.isLeader())
+      throw new WatchwordError(
+        'NO_LEADER',
+        `this server does not lead datacenter ${config.datacenter}; ask its leader (${this.leaderAddress() || 'none known yet'})`,
+      );
+  }
+
+  /** The previous primary's last index applied here, and whether it is connected now. */
+  private followedIndex(): { index: number; connected: boolean } {
+    const cursorIndex = (this.deps.store.getMeta(META.cursor) as Cursor | undefined)?.index ?? 0;
+    const followed = this.side.followed?.() ?? { index: cursorIndex, connected: false };
+    return { index: Math.max(followed.index, cursorIndex), connected: followed.connected };
+  }
+
+  /** This datacenter is the primary from now on, with `epoch` (called one change at a time). */
+  private async becomePrimary(epoch: number, index: number, forced: boolean, planned: boolean): Promise<PromotionResponse> {
+    const { config, store } = this.deps;
+    const dc = config.datacenter;
+    const previous = this.placement.now().primary;
+    const cursor = store.getMeta(META.cursor) as Cursor | undefined;
+    // When it was last heard: since this server started, else when its last frame was applied (the cursor says).
+    const heard = this.side.primaryStatus().LastContact ?? (cursor?.at !== undefined ? new Date(cursor.at).toISOString() : undefined);
+    const report: PromotionResponse = {
+      Datacenter: dc,
+      Epoch: epoch,
+      PreviousPrimary: previous,
+      PreviousEpoch: this.placement.epoch(),
+      LastIndex: index,
+      ...(heard ? { LastContact: heard } : {}),
+      Forced: forced,
+      Warning: planned
+        ? `A planned transfer from ${previous}: it sent every write it had acknowledged (up to its index ${index}) first; nothing was lost.`
+        : `Global writes (tokens, policies, roles, auth methods, binding rules) that ${previous} acknowledged after its index ` +
+          `${index}${heard ? ` (last heard here at ${heard})` : ''} never reached ${dc} and may be lost; ${previous} writes ` +
+          `them to its audit log when it returns and rejoins as a secondary.`,
+    };
+    if (this.leading) await this.side.stopReplication();
+    await store.transact((tx) => {
+      tx.putMeta(META.placement, { Primary: dc, Epoch: epoch, Addresses: [] } satisfies PlacementRecord);
+      tx.putMeta(META.primaryEpoch, epoch);
+      // A log of its own from here: every secondary starts from a snapshot of this datacenter.
+      tx.resetLog(randomUUID());
+    });
+    this.deps.onEvent?.('primary-promoted', { ...report, Planned: planned });
+    this.takeStanding();
+    if (this.leading && !this.stopped) await this.side.startReplication();
+    return report;
+  }
+
+  /** The datacenter a planned transfer is handing the primary role to, while it does (ACL writes wait meanwhile). */
+  handingOver(): string | undefined {
+    return this.handing;
+  }
+
+  /**
+   * PUT /v1/operator/primary?transfer=DC at the primary's leader (SPEC §21): ACL writes stop here,
+   * every one acknowledged is sent to `target` (a connected secondary), which becomes the primary
+   * with the next epoch; this datacenter then follows it. Nothing acknowledged is lost, and writes
+   * wait for at most the target's catch-up and 2 s.
+   */
+  transfer(target: string): Promise<PromotionResponse> {
+    return this.serially(async () => {
+      const { config, store, logger } = this.deps;
+      const dc = config.datacenter;
+      if (!this.placement.now().isPrimary)
+        throw conflict(`datacenter ${dc} is not the primary (it follows ${this.placement.now().primary}); transfer the role there`);
+      if (target === dc) throw invalid(`datacenter ${dc} is already the primary`);
+      if (this.several && !this.isLeader()) throw new WatchwordError('NO_LEADER', `this server does not lead datacenter ${dc}`);
+      if (!config.replication_token)
+        throw invalid(
+          `datacenter ${dc} becomes a secondary of ${target} and needs a replication token to follow it: set replication_token first`,
+        );
+      const connected = this.side.replicationStatus().Secondaries?.some((s) => s.Datacenter === target);
+      if (!connected) throw conflict(`datacenter ${target} is not a connected secondary of ${dc}; a transfer needs it connected`);
+      const epoch = this.placement.epoch() + 1;
+      const started = Date.now();
+      this.handing = target;
+      // Held in the store too: a write already past the HTTP check when the transfer began is refused, not lost.
+      store.holdWrites(
+        new WatchwordError('PRIMARY_TRANSFER', `The primary is handing its role to datacenter ${target}; retry in a moment`, { retryAfter: 1 }),
+      );
+      try {
+        // Writes accepted before the fence are durable (and in the log) before the last index is read.
+        await store.settled();
+        const upTo = store.currentIndex();
+        const address = await this.side.handOver?.(target, epoch, upTo, TRANSFER_CATCH_UP_MS);
+        if (address === undefined)
+          throw new WatchwordError('PRIMARY_UNAVAILABLE', `datacenter ${target} did not take everything up to index ${upTo} in time; ${dc} stays the primary`);
+        const record: PlacementRecord = { Primary: target, Epoch: epoch, Addresses: [this.deps.transport.peerURL(address)] };
+        if (this.leading) await this.side.stopReplication();
+        await store.transact((tx) => tx.putMeta(META.placement, record), { pastHold: true });
+        this.deps.onEvent?.('primary-followed', { Primary: target, Epoch: epoch, Previous: dc, Planned: true });
+        this.takeStanding();
+        if (this.leading && !this.stopped) await this.side.startReplication();
+        logger.warn({ target, epoch, upTo, pausedMs: Date.now() - started }, 'the primary role was handed over');
+        return {
+          Datacenter: target,
+          Epoch: epoch,
+          PreviousPrimary: dc,
+          PreviousEpoch: epoch - 1,
+          LastIndex: upTo,
+          Forced: false,
+          WritesPausedMs: Date.now() - started,
+          Warning: `A planned transfer: ${target} took every write ${dc} had acknowledged (up to index ${upTo}); nothing was lost.`,
+        };
+      } finally {
+        this.handing = undefined;
+        store.holdWrites(undefined);
+      }
     });
   }
 

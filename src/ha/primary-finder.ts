@@ -13,7 +13,7 @@ export interface FinderOptions {
   placement: Placement;
   transport: Transport;
   logger: Logger;
-  /** datacenter_addresses: name to address. */
+  /** datacenter_addresses, and the configured primary's first server (primary_address): name to address. */
   configured: Readonly<Record<string, string>>;
   /** Datacenters replication reports (the primary's sessions, or the list a primary pushes). */
   reported(): DatacenterInfo[];
@@ -30,9 +30,9 @@ const ASK_TIMEOUT_MS = 2000;
 
 /**
  * How a datacenter's leader learns that a newer primary exists (SPEC §21): it asks the other
- * datacenters it knows of (`datacenter_addresses`, those replication reported, and, at a primary,
- * those that connected before, kept in the store so a restarted primary still knows them) which
- * primary they follow and its epoch. An answer of a higher epoch than the highest seen here is
+ * datacenters it knows of (`datacenter_addresses` and `primary_address`; with TLS also those
+ * replication reported and those known before, kept in the store so a restarted primary still
+ * knows them) which primary they follow and its epoch. An answer of a higher epoch than the highest seen here is
  * followed: a returning old primary steps down, a secondary re-points. A server answers only what
  * it follows; the new primary itself is then reached through the transport, which checks its
  * identity (TLS) before any token is sent.
@@ -69,13 +69,19 @@ export class PrimaryFinder {
     if (this.o.placement.isPrimary() || !this.o.primaryHeard() || this.ticks % HEARD_EVERY_TICKS === 0) this.poke();
   }
 
-  /** Other datacenters this one knows of, by name: their base URLs. */
+  /**
+   * Other datacenters this one knows of, by name: their base URLs. Without TLS that proves a
+   * peer's datacenter, only the operator's addresses: a datacenter could report any address, and
+   * whoever answers there could claim a newer primary and make this one step down.
+   */
   private candidates(): Map<string, string> {
     const { transport, store, datacenter } = this.o;
     const out = new Map<string, string>();
-    const known = (store.getMeta(META.knownDatacenters) ?? {}) as Record<string, string>;
-    for (const [name, address] of Object.entries(known)) out.set(name, address);
-    for (const d of this.o.reported()) out.set(d.name, transport.peerURL(d.address));
+    if (transport.verifiesPeers) {
+      const known = (store.getMeta(META.knownDatacenters) ?? {}) as Record<string, string>;
+      for (const [name, address] of Object.entries(known)) out.set(name, address);
+      for (const d of this.o.reported()) out.set(d.name, transport.peerURL(d.address));
+    }
     for (const [name, address] of Object.entries(this.o.configured)) out.set(name, transport.peerURL(address));
     out.delete(datacenter);
     return out;

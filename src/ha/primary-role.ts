@@ -98,6 +98,10 @@ export class PrimarySide implements Side {
     return 0;
   }
 
+  handOver(target: string, epoch: number, upTo: number, timeoutMs: number): Promise<string | undefined> {
+    return this.replication?.handOver(target, epoch, upTo, timeoutMs) ?? Promise.resolve(undefined);
+  }
+
   /** At the primary: itself, its epoch, its index. */
   primaryStatus(): OperatorPrimaryResponse {
     const { config, store } = this.host.deps;

@@ -69,6 +69,7 @@ export class SecondarySide implements Side {
       backoffMinMs: repl.backoffMinMs,
       backoffMaxMs: repl.backoffMaxMs,
       contact: this.host.contact,
+      onHandover: (epoch, upTo) => this.host.takeHandover(this.standing.primary, epoch, upTo),
       ...(this.host.deps.onEvent ? { onEvent: this.host.deps.onEvent } : {}),
     });
     await this.replication.start();

@@ -29,6 +29,8 @@ export interface RoleHost {
   throughLeader(): Promise<boolean>;
   /** The header naming the leader on a follower's refusals. */
   leaderHeader(): Record<string, string>;
+  /** A planned transfer from `from`: this datacenter becomes the primary with `epoch` (it has applied up to `upTo`). */
+  takeHandover(from: string, epoch: number, upTo: number): void;
 }
 
 /** The part of a server's role that depends on whether its datacenter is the primary or a secondary. */
@@ -52,6 +54,8 @@ export interface Side {
   knownLeader(): boolean;
   lastContactMs(): number;
   primaryStatus(): OperatorPrimaryResponse;
+  /** A planned transfer (the primary's): `target` gets everything up to `upTo`, then the role; its address, or undefined. */
+  handOver?(target: string, epoch: number, upTo: number, timeoutMs: number): Promise<string | undefined>;
   /** The last primary index applied here and whether the primary is heard now (a secondary's promotion report). */
   followed?(): { index: number; connected: boolean };
   upgradeReplication(req: IncomingMessage, socket: Duplex, head: Buffer): void;

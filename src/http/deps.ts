@@ -50,6 +50,8 @@ export interface AppDeps {
    * one is refused (409 STALE_PRIMARY). Undefined elsewhere, or when absent.
    */
   primaryEpoch?: () => number | undefined;
+  /** At a primary handing its role over (a planned transfer, SPEC §21): the datacenter it goes to; ACL writes wait meanwhile. */
+  handingOver?: () => string | undefined;
   /** This server's recent audit events (GET /v1/operator/audit). */
   audit?: Pick<AuditLog, 'query' | 'after' | 'latest'>;
   /** Records a refused request in the audit log (README: Audit log): 403s, and the login limit's 429s. */

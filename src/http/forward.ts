@@ -68,6 +68,8 @@ const RELAYED_HEADERS = [
   'x-service-effective-consistency',
   'x-consul-effective-consistency',
   'allow',
+  // When to try again (a rate limit, a primary handing its role over).
+  'retry-after',
 ];
 
 /** The caller's headers named in `names` (first value of each), added to `into`. */

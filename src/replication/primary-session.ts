@@ -229,6 +229,28 @@ export class Session {
     });
   }
 
+  /**
+   * A planned transfer (SPEC §21): once everything up to `upTo` is queued to the socket, the
+   * handover follows it (frames are applied in order there). False when the stream ended first
+   * or did not get that far within `timeoutMs`.
+   */
+  async handOver(epoch: number, upTo: number, timeoutMs: number): Promise<boolean> {
+    const deadline = Date.now() + timeoutMs;
+    this.notify();
+    while (!this.closed && this.sentUpTo < upTo) {
+      if (Date.now() > deadline) return false;
+      await new Promise((r) => setTimeout(r, 10));
+      this.notify();
+    }
+    if (this.closed) return false;
+    try {
+      await this.send({ t: 'handover', epoch, upTo });
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
   /** Last uses of global tokens the primary wrote: sent as they are, once this secondary has said hello. */
   sendUses(uses: Array<[string, number]>): void {
     if (this.greeted && !this.closed) void this.send({ t: 'uses', uses }).catch(() => undefined);

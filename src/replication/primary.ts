@@ -333,6 +333,17 @@ export class ReplicationPrimary implements SessionHost {
     return answers.flat();
   }
 
+  /**
+   * A planned transfer (SPEC §21): the connected secondary `datacenter` gets everything up to
+   * `upTo`, then the handover to `epoch`. Its address (host:port), or undefined when it is not
+   * connected or the handover could not be sent within `timeoutMs`.
+   */
+  async handOver(datacenter: string, epoch: number, upTo: number, timeoutMs: number): Promise<string | undefined> {
+    const session = [...this.sessions].find((s) => s.datacenter === datacenter);
+    if (!session) return undefined;
+    return (await session.handOver(epoch, upTo, timeoutMs)) ? session.address : undefined;
+  }
+
   secondaries(): SecondaryInfo[] {
     return [...this.sessions].filter((s) => s.datacenter).map((s) => s.info());
   }

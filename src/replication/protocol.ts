@@ -11,7 +11,7 @@ import type { Change } from '../store/store.js';
  * before any frame) and again in `hello`.
  *
  *   secondary -> primary   hello, ack, ping, ids-in-use
- *   primary -> secondary   welcome, snapshot (chunked, last one flagged), entries, ping, error, check-ids
+ *   primary -> secondary   welcome, snapshot (chunked, last one flagged), entries, ping, error, check-ids, uses, handover
  *
  * Indexes in frames are the primary's. `upTo` says the stream is complete up to that
  * primary index once the frame is applied, so a secondary knows how current it is even
@@ -118,6 +118,11 @@ export const primaryFrame = z.discriminatedUnion('t', [
   z.strictObject({ t: z.literal('check-ids'), req: z.number().int(), ids: z.array(z.string()).max(MAX_CHECKED_IDS) }),
   /** Last uses of global tokens the primary wrote (seen anywhere): [AccessorID, ms] (README, "Last use"). */
   z.strictObject({ t: z.literal('uses'), uses: lastUsesSchema }),
+  /**
+   * A planned transfer (SPEC §21): the primary, taking no writes, has sent everything up to `upTo`;
+   * the secondary, once it has applied that much, becomes the primary with `epoch`.
+   */
+  z.strictObject({ t: z.literal('handover'), epoch, upTo: z.number().int().nonnegative() }),
 ]);
 
 export type SecondaryFrame = z.infer<typeof secondaryFrame>;

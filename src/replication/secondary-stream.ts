@@ -25,6 +25,8 @@ export interface StreamEffects {
   stalePrimary?(epoch: number, seen: number): void;
   /** A snapshot from a new log (a new primary, a restore) replaced or removed global objects held here: what they were. */
   rolledBack?(objects: RolledBack[], index: number): void;
+  /** A planned transfer: this datacenter, having applied everything up to `upTo`, becomes the primary with `epoch`. */
+  handover?(epoch: number, upTo: number): void;
   /** Frames wait to be applied past a bound: stop reading from the primary until `resume` (its sends then wait on TCP). */
   pause?(): void;
   resume?(): void;
@@ -328,6 +330,20 @@ export class SecondaryStream {
         return;
       case 'error':
         this.effects.failed(`the primary reported: ${frame.message}`);
+        return;
+      case 'handover':
+        // Frames are applied in order: everything the primary sent before it is applied by now.
+        if (frame.epoch <= this.seenEpoch() || this.appliedUpTo < frame.upTo) {
+          this.logger.error(
+            { epoch: frame.epoch, seen: this.seenEpoch(), upTo: frame.upTo, applied: this.appliedUpTo },
+            'replication: refused a handover (not a newer epoch, or not everything before it applied)',
+          );
+          this.effects.failed('the primary offered a handover this datacenter could not take; it stays a secondary');
+          return;
+        }
+        this.refusing = true;
+        this.logger.warn({ epoch: frame.epoch, upTo: frame.upTo }, 'replication: the primary hands its role to this datacenter');
+        this.effects.handover?.(frame.epoch, frame.upTo);
         return;
     }
   }

@@ -60,6 +60,8 @@ export interface AgentInfo {
   primary(): OperatorPrimaryResponse;
   /** This secondary datacenter becomes the primary (SPEC §21, emergency promotion); at its leader. */
   promote(force: boolean): Promise<PromotionResponse>;
+  /** The primary hands its role to a connected secondary (SPEC §21, planned transfer); at its leader. */
+  transfer(target: string): Promise<PromotionResponse>;
   /** What a peer asking which primary this datacenter follows is told. */
   placement(): PrimaryPlacementResponse;
 }

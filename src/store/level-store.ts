@@ -65,6 +65,8 @@ export class LevelStore implements Store {
   private readonly replica: ServerReplica;
   /** The change log on disk (change-log.ts). */
   private readonly changeLog: ChangeLog;
+  /** Set while writes are held (a planned transfer of the primary role): what they are refused with. */
+  private held: Error | undefined;
   /** Whether commits write change-log entries: the primary's do (SPEC §21: a promotion turns it on, a demotion off). */
   private writesLog: boolean;
   private closed = false;
@@ -253,7 +255,8 @@ export class LevelStore implements Store {
     return this.replica.isFollower;
   }
 
-  private checkUsable(): void {
+  private checkUsable(pastHold = false): void {
+    if (this.held && !pastHold) throw this.held;
     if (this.replica.isFollower)
       throw new WatchwordError('NO_LEADER', 'this server is a follower: writes go to the leader of its datacenter');
     const failing = this.recovery.failing;
@@ -292,7 +295,7 @@ export class LevelStore implements Store {
     let result: T;
     const before = this.lastAllocated;
     try {
-      this.checkUsable();
+      this.checkUsable(options.pastHold);
       tx = new StoreTx(this);
       result = fn(tx);
       if (result instanceof Promise) throw new Error('store transactions are synchronous; the function returned a promise');
@@ -388,6 +391,16 @@ export class LevelStore implements Store {
 
   logTrimmedUpTo(): number {
     return this.state.trimmedUpTo;
+  }
+
+  /** Refuses every transaction with `refusal` from now on (undefined: takes them again), but those made `pastHold`. */
+  holdWrites(refusal: Error | undefined): void {
+    this.held = refusal;
+  }
+
+  /** Resolves once every write accepted so far is durable (or failed): nothing is queued or being written. */
+  settled(): Promise<void> {
+    return this.committer.drain();
   }
 
   /** Whether commits from now on write change-log entries (the datacenter became the primary, or stopped being it). */

@@ -246,6 +246,8 @@ export interface TransactOptions {
    * it changed and its index are added by the store; the line rides the change's group commit.
    */
   audit?: AuditRecord;
+  /** Made while writes are held (`holdWrites`): the change that ends the hold. */
+  pastHold?: boolean;
 }
 
 /** What a change's audit line says beyond what the store knows (the objects, the index). */
@@ -331,6 +333,10 @@ export interface Store extends CatchUpStore {
   logTrimmedUpTo(): number;
   /** Removes change-log entries up to `upTo`; returns how many. */
   trimLog(upTo: number): Promise<number>;
+  /** Refuses every transaction with `refusal` from now on (undefined: takes them again), but those made `pastHold`. */
+  holdWrites(refusal: Error | undefined): void;
+  /** Resolves once every write accepted so far is durable (or failed). */
+  settled(): Promise<void>;
   /** Whether commits write change-log entries from now on (the primary's do). */
   setChangeLog(on: boolean): void;
   close(): Promise<void>;

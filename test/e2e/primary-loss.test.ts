@@ -1,4 +1,5 @@
 import { readFile } from 'node:fs/promises';
+import net from 'node:net';
 import { join } from 'node:path';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -18,14 +19,29 @@ interface Dc {
   api: Api;
 }
 
-async function start(name: string, dir: string, primary: string | undefined, port = 0): Promise<Dc> {
+/** A port free now (each datacenter keeps one, so the others can be told where it is before it starts). */
+async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+const ports: Record<string, number> = {};
+const url = (name: string): string => `http://127.0.0.1:${ports[name]}`;
+
+async function start(name: string, dir: string): Promise<Dc> {
+  const others = Object.keys(ports).filter((n) => n !== name);
   const config = loadConfig({
     flags: {
-      http_addr: `127.0.0.1:${port}`,
+      http_addr: `127.0.0.1:${ports[name]}`,
+      // The other datacenters, where each asks which primary they follow (SPEC §21).
+      datacenter_addresses: others.map((n) => `${n}=${url(n)}`).join(','),
       data_dir: dir,
       datacenter: name,
       primary_datacenter: 'dc1',
-      ...(primary ? { primary_address: primary } : { initial_management_token: MANAGEMENT_SECRET }),
+      ...(name !== 'dc1' ? { primary_address: url('dc1') } : { initial_management_token: MANAGEMENT_SECRET }),
       // Every datacenter may follow another one day: each has a replication token.
       replication_token: MANAGEMENT_SECRET,
       log_level: 'silent',
@@ -37,7 +53,7 @@ async function start(name: string, dir: string, primary: string | undefined, por
 }
 
 /** The same datacenter again, on its data dir and port. */
-const restart = (dc: Dc, primary: string | undefined): Promise<Dc> => start(dc.name, dc.dir, primary, Number(new URL(dc.daemon.url).port));
+const restart = (dc: Dc): Promise<Dc> => start(dc.name, dc.dir);
 
 async function auditLines(dc: Dc, type: string): Promise<Array<Record<string, unknown>>> {
   const text = await readFile(join(dc.dir, 'audit', 'audit.log'), 'utf8').catch(() => '');
@@ -56,10 +72,13 @@ describe('losing the primary datacenter (SPEC §21)', () => {
   const running = new Set<Dc>();
 
   beforeAll(async () => {
-    for (let i = 0; i < 3; i++) dirs.push(await tempDir());
-    dc1 = await start('dc1', dirs[0]!.path, undefined);
-    dc2 = await start('dc2', dirs[1]!.path, dc1.daemon.url);
-    dc3 = await start('dc3', dirs[2]!.path, dc1.daemon.url);
+    for (const name of ['dc1', 'dc2', 'dc3']) {
+      dirs.push(await tempDir());
+      ports[name] = await freePort();
+    }
+    dc1 = await start('dc1', dirs[0]!.path);
+    dc2 = await start('dc2', dirs[1]!.path);
+    dc3 = await start('dc3', dirs[2]!.path);
     for (const d of [dc1, dc2, dc3]) running.add(d);
   });
   afterAll(async () => {
@@ -80,7 +99,6 @@ describe('losing the primary datacenter (SPEC §21)', () => {
     expect(refused.body.message).toContain('still hears the primary dc1');
 
     // dc2 and dc3 go (a partition); dc1 acknowledges a write neither got, and is then lost too.
-    const primaryURL = dc1.daemon.url;
     for (const d of [dc2, dc3]) {
       await d.daemon.close();
       running.delete(d);
@@ -89,8 +107,8 @@ describe('losing the primary datacenter (SPEC §21)', () => {
     expect(unshipped.status).toBe(200);
     await dc1.daemon.close();
     running.delete(dc1);
-    dc2 = await restart(dc2, primaryURL);
-    dc3 = await restart(dc3, primaryURL);
+    dc2 = await restart(dc2);
+    dc3 = await restart(dc3);
     running.add(dc2);
     running.add(dc3);
 
@@ -121,7 +139,7 @@ describe('losing the primary datacenter (SPEC §21)', () => {
     expect((await dc3.api('GET', '/v1/catalog/datacenters')).body[0]).toBe('dc2');
 
     // The old primary returns: it learns of epoch 2, stops taking global writes and rejoins as dc2's secondary.
-    dc1 = await restart(dc1, undefined);
+    dc1 = await restart(dc1);
     running.add(dc1);
     await waitFor(async () => (await dc1.api('GET', '/v1/operator/primary')).body.Datacenter === 'dc2', 15_000, 50, 'dc1 follows dc2');
     await waitFor(async () => (await dc1.api('GET', `/v1/acl/policy/${after.body.ID}`)).status === 200, 15_000, 50, 'dc1 caught up');
@@ -135,5 +153,48 @@ describe('losing the primary datacenter (SPEC §21)', () => {
     const viaDc1 = await dc1.api('PUT', '/v1/acl/policy', { body: { Name: 'via-old-primary', Rules: 'acl = "read"' } });
     expect(viaDc1.status).toBe(200);
     expect((await dc2.api('GET', `/v1/acl/policy/${viaDc1.body.ID}`)).status).toBe(200);
+  }, 90_000);
+
+  it('hands the primary role back by a planned transfer under write load: nothing acknowledged is lost', async () => {
+    await waitFor(async () => (await dc2.api('GET', '/v1/acl/replication')).body.Secondaries?.length === 2, 15_000, 50, 'both connected');
+    // Writers at the primary and through a secondary, until the transfer is over.
+    const acknowledged: string[] = [];
+    const refusals: Array<{ status: number; code: string | null; retryAfter: string | null }> = [];
+    let writing = true;
+    const writer = async (dc: () => Dc, prefix: string) => {
+      for (let i = 0; writing && i < 2000; i++) {
+        const res = await dc().api('PUT', '/v1/acl/policy', { body: { Name: `${prefix}-${i}`, Rules: 'acl = "read"' } });
+        if (res.status === 200) acknowledged.push(res.body.ID as string);
+        else refusals.push({ status: res.status, code: res.headers.get('x-service-error-code'), retryAfter: res.headers.get('retry-after') });
+      }
+    };
+    const writers = [writer(() => dc2, 'load-dc2'), writer(() => dc3, 'load-dc3')];
+    await new Promise((r) => setTimeout(r, 300));
+
+    // Needs operator:write and acl:write, at the primary, to a connected secondary.
+    expect((await dc2.api('PUT', '/v1/operator/primary?transfer=dc9')).status).toBe(409);
+    expect((await dc3.api('PUT', '/v1/operator/primary?transfer=dc1')).status).toBe(409);
+    const handed = await dc2.api<PromotionResponse>('PUT', '/v1/operator/primary?transfer=dc1');
+    expect(handed.status).toBe(200);
+    expect(handed.body).toMatchObject({ Datacenter: 'dc1', Epoch: 3, PreviousPrimary: 'dc2', PreviousEpoch: 2, Forced: false });
+    // Writes waited for dc1's catch-up and the handover only (SPEC §21: at most that and 2 s).
+    expect(handed.body.WritesPausedMs).toBeLessThan(12_000);
+    await new Promise((r) => setTimeout(r, 300));
+    writing = false;
+    await Promise.all(writers);
+
+    // Every datacenter follows dc1 at epoch 3; every acknowledged write is there and everywhere.
+    for (const d of [dc1, dc2, dc3])
+      await waitFor(async () => (await d.api('GET', '/v1/operator/primary')).body.Epoch === 3, 15_000, 50, `${d.name} follows epoch 3`);
+    expect((await dc2.api('GET', '/v1/operator/primary')).body.Datacenter).toBe('dc1');
+    expect(acknowledged.length).toBeGreaterThan(20);
+    const last = acknowledged.at(-1) as string;
+    for (const d of [dc1, dc2, dc3]) await waitFor(async () => (await d.api('GET', `/v1/acl/policy/${last}`)).status === 200, 15_000);
+    const atNewPrimary = new Set(((await dc1.api('GET', '/v1/acl/policies')).body as Array<{ ID: string }>).map((p) => p.ID));
+    expect(acknowledged.filter((id) => !atNewPrimary.has(id))).toEqual([]);
+    // A write refused meanwhile said why and when to retry.
+    for (const r of refusals.filter((x) => x.code === 'PRIMARY_TRANSFER')) expect(r).toEqual({ status: 503, code: 'PRIMARY_TRANSFER', retryAfter: '1' });
+    // No write is rolled back by a planned transfer.
+    expect(await auditLines(dc2, 'rolled-back')).toEqual([]);
   }, 90_000);
 });

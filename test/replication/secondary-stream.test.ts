@@ -130,7 +130,7 @@ describe('SecondaryStream (socket-free replication protocol)', () => {
     expect(store.reader.getPolicy('p1')?.Name).toBe('P1');
     expect(sent).toEqual([{ t: 'ack', index: 7 }]);
     expect(stream.appliedIndex()).toBe(7);
-    expect(store.getMeta(META.cursor)).toEqual({ logID: 'log-a', index: 7, epoch: 1 });
+    expect(store.getMeta(META.cursor)).toEqual({ logID: 'log-a', index: 7, epoch: 1, at: expect.any(Number) });
     expect(events).toEqual(['ok', 'ok']);
     // A new stream on the same store resumes from the cursor on disk.
     expect(make(store).stream.hello('dc2', 'x')).toMatchObject({ logID: 'log-a', index: 7 });
@@ -196,7 +196,7 @@ describe('SecondaryStream (socket-free replication protocol)', () => {
     });
     await stream.idle();
     expect(store.reader.getToken(kept.AccessorID)).toBeUndefined();
-    expect(store.getMeta(META.cursor)).toEqual({ logID: 'log-b', index: 1, epoch: 1 });
+    expect(store.getMeta(META.cursor)).toEqual({ logID: 'log-b', index: 1, epoch: 1, at: expect.any(Number) });
   });
 
   it('follows a primary of a newer epoch (durably, before applying anything of it) and refuses an older one: nothing of it applied', async () => {
@@ -210,7 +210,7 @@ describe('SecondaryStream (socket-free replication protocol)', () => {
     const t = tokenRecord();
     stream.receive(setToken(1, t));
     await stream.idle();
-    expect(store.getMeta(META.cursor)).toEqual({ logID: 'log-b', index: 1, epoch: 2 });
+    expect(store.getMeta(META.cursor)).toEqual({ logID: 'log-b', index: 1, epoch: 2, at: expect.any(Number) });
 
     // The old primary (epoch 1) comes back: refused at its welcome, and what it sends after is dropped.
     expect(stream.hello('dc2', 'x')).toMatchObject({ epoch: 2 });
@@ -221,7 +221,7 @@ describe('SecondaryStream (socket-free replication protocol)', () => {
     expect(stale).toEqual([[1, 2]]);
     expect(events.at(-1)).toMatch(/^abort: STALE_PRIMARY: the primary's epoch is 1, lower than epoch 2/);
     expect(store.reader.getToken(old.AccessorID)).toBeUndefined();
-    expect(store.getMeta(META.cursor)).toEqual({ logID: 'log-b', index: 1, epoch: 2 });
+    expect(store.getMeta(META.cursor)).toEqual({ logID: 'log-b', index: 1, epoch: 2, at: expect.any(Number) });
 
     // A ping of a lower epoch on a current connection is refused the same way.
     stream.hello('dc2', 'x');

@@ -28,11 +28,14 @@ async function requireOperatorRead(deps: AgentRoutesDeps, request: FastifyReques
   }
 }
 
-/** operator:write, as Consul asks for its operator writes. */
-async function requireOperatorWrite(deps: AgentRoutesDeps, request: FastifyRequest): Promise<void> {
+/** operator:write, as Consul asks for its operator writes (and acl:write with it, for what moves every ACL write). */
+async function requireOperatorWrite(deps: AgentRoutesDeps, request: FastifyRequest, aclWrite = false): Promise<void> {
   const identity = await deps.resolver.resolve(requestSecret(request), request.ip);
   if (identity.authorizer.operatorAccess() !== 'write') {
     throw new WatchwordError('PERMISSION_DENIED', "Permission denied: token lacks permission 'operator:write'");
+  }
+  if (aclWrite && !identity.authorizer.canWrite('default', 'default')) {
+    throw new WatchwordError('PERMISSION_DENIED', "Permission denied: token lacks permission 'acl:write'");
   }
 }
 
@@ -143,10 +146,13 @@ function statusRoutes(app: FastifyInstance, deps: AgentRoutesDeps): void {
         if (!promote && transfer === undefined)
           throw invalid('Missing action: PUT /v1/operator/primary takes ?promote (at a secondary) or ?transfer=DATACENTER (at the primary)');
         if (promote && transfer !== undefined) throw invalid('Conflicting actions: ?promote and ?transfer cannot be asked together');
-        await requireOperatorWrite(deps, request);
+        await requireOperatorWrite(deps, request, transfer !== undefined);
         const relayed = await relayToLeader(request, reply, deps.cluster);
         if (relayed) return relayed;
-        if (transfer !== undefined) throw invalid('a planned transfer is not available yet');
+        if (transfer !== undefined) {
+          if (!/^[a-zA-Z0-9_-]{1,64}$/.test(transfer)) throw invalid('Invalid transfer: expected a datacenter name');
+          return sendJSON(request, reply, await deps.agent.transfer(transfer));
+        }
         const force = query.force !== undefined && query.force !== 'false';
         return sendJSON(request, reply, await deps.agent.promote(force));
       },
