@@ -161,7 +161,7 @@ export const promotionResponse = z.object({
   Epoch: z.number().int().describe('Its epoch: one above the highest seen before'),
   PreviousPrimary: z.string().describe('The primary it replaces'),
   PreviousEpoch: z.number().int(),
-  LastIndex: z.number().int().describe("The last index of the previous primary applied here: the recovery point"),
+  LastIndex: z.number().int().describe('The last index of the previous primary applied here: the recovery point'),
   LastContact: z.string().optional().describe('When the previous primary was last heard here (RFC 3339); absent if it never was'),
   Forced: z.boolean().describe('Whether the previous primary was still heard (-force)'),
   WritesPausedMs: z.number().int().optional().describe('A planned transfer: how long ACL writes were refused at the old primary'),

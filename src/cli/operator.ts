@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import type { OperatorPrimaryResponse, OperatorServersResponse } from '../client/index.js';
+import type { OperatorPrimaryResponse, OperatorServersResponse, PromotionResponse } from '../client/index.js';
 import { type CommonOptions, common, print, run } from './common.js';
 import { table } from './output.js';
 
@@ -38,15 +38,43 @@ export function formatPrimary(v: OperatorPrimaryResponse): string {
   ].join('\n');
 }
 
+/** What a promotion or a planned transfer did, as `watchword operator primary promote|transfer` prints it. */
+export function formatPromotion(v: PromotionResponse): string {
+  return [
+    `Primary datacenter: ${v.Datacenter} (epoch ${v.Epoch})`,
+    `Previous primary:   ${v.PreviousPrimary} (epoch ${v.PreviousEpoch})`,
+    `Recovery point:     index ${v.LastIndex} of ${v.PreviousPrimary}`,
+    ...(v.LastContact !== undefined ? [`Last heard:         ${v.LastContact}`] : []),
+    ...(v.WritesPausedMs !== undefined ? [`Writes paused:      ${v.WritesPausedMs} ms`] : []),
+    ...(v.Forced ? ['Forced:             yes (the previous primary was still heard)'] : []),
+    '',
+    v.Warning,
+  ].join('\n');
+}
+
 /** `watchword operator servers`, the counterpart of `consul operator raft list-peers`; `watchword operator primary`. */
 export function operatorCommand(program: Command): void {
   const operator = program.command('operator').description("inspect this datacenter's servers (like `consul operator`)");
   common(
     operator.command('servers').description("list the datacenter's servers: role, term, applied position, lag, synchronous set"),
   ).action(run<CommonOptions>(async (o, c) => print(o, await c.operator.servers(), formatServers)));
+  const primary = operator
+    .command('primary')
+    .description('show the primary this server follows: its datacenter, its epoch, the index applied here, when last heard');
+  common(primary).action(run<CommonOptions>(async (o, c) => print(o, await c.operator.primary(), formatPrimary)));
   common(
-    operator
-      .command('primary')
-      .description('show the primary this server follows: its datacenter, its epoch, the index applied here, when last heard'),
-  ).action(run<CommonOptions>(async (o, c) => print(o, await c.operator.primary(), formatPrimary)));
+    primary
+      .command('promote')
+      .description(
+        'make this secondary datacenter the primary after the primary is lost (epoch + 1); prints the recovery point: global ' +
+          'writes after it may be lost',
+      )
+      .option('--force', 'promote even though this datacenter still hears the primary (two primaries until it is fenced)'),
+  ).action(run<CommonOptions & { force?: boolean }>(async (o, c) => print(o, await c.operator.promote(o.force === true), formatPromotion)));
+  common(
+    primary
+      .command('transfer')
+      .description('at the primary: hand its role to a connected secondary, losing nothing (writes wait a moment)')
+      .requiredOption('--to <DATACENTER>', 'the secondary datacenter that becomes the primary'),
+  ).action(run<CommonOptions & { to: string }>(async (o, c) => print(o, await c.operator.transfer(o.to), formatPromotion)));
 }

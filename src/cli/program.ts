@@ -24,7 +24,10 @@ export function buildProgram(io: CliIO, extra?: (program: Command) => void): Com
     // Flags are spelled with one dash, as in Consul's CLI (two are accepted too).
     .configureOutput({ writeOut: (s) => io.out(s), writeErr: (s) => io.err(s.replace(/'--([a-z])/g, "'-$1")) })
     .configureHelp({ formatHelp: (cmd, helper) => consulHelp(cmd, helper, HTTP_API_FLAGS) })
-    .showHelpAfterError('(add -help for usage)');
+    .showHelpAfterError('(add -help for usage)')
+    // A command's flags are read where they stand: `operator primary promote -http-addr X` gives them to promote, not to
+    // `operator primary`, which has the same flags (inherited by every subcommand).
+    .enablePositionalOptions();
   attachIO(program, io);
   program
     .command('version')

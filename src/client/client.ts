@@ -7,6 +7,7 @@ import type {
   BootstrapResponse,
   ExpandedTokenResponse,
   OperatorPrimaryResponse,
+  PromotionResponse,
   OperatorServersResponse,
   PolicyResponse,
   ReplicationStatusResponse,
@@ -44,6 +45,7 @@ export type {
   BootstrapResponse,
   ExpandedTokenResponse,
   OperatorPrimaryResponse,
+  PromotionResponse,
   OperatorServersResponse,
   PolicyResponse,
   ReplicationStatusResponse,
@@ -480,6 +482,17 @@ export class WatchwordClient {
     servers: (o: RequestOptions = {}) => this.value(this.call<OperatorServersResponse>('GET', '/v1/operator/servers', o)),
     /** The primary this server follows: its datacenter, epoch, the index applied here, when last heard (operator:read). */
     primary: (o: RequestOptions = {}) => this.value(this.call<OperatorPrimaryResponse>('GET', '/v1/operator/primary', o)),
+    /** This secondary datacenter becomes the primary; `force` while it still hears the old one (operator:write). */
+    promote: (force = false, o: RequestOptions = {}) =>
+      this.value(
+        this.call<PromotionResponse>('PUT', '/v1/operator/primary', {
+          ...o,
+          query: { promote: 'true', ...(force ? { force: 'true' } : {}) },
+        }),
+      ),
+    /** At the primary: hands its role to the connected secondary `datacenter`, losing nothing (operator:write and acl:write). */
+    transfer: (datacenter: string, o: RequestOptions = {}) =>
+      this.value(this.call<PromotionResponse>('PUT', '/v1/operator/primary', { ...o, query: { transfer: datacenter } })),
     /** This server's recent audit events, newest first (operator:read and acl:read); with `after`, the events after it, oldest first. */
     audit: (query: AuditQuery = {}, o: RequestOptions = {}) =>
       this.value(

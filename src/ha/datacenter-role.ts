@@ -310,7 +310,9 @@ export class DatacenterRole implements ClusterRole, RoleHost {
   private mayBecomePrimary(): void {
     const { config, store } = this.deps;
     if (this.placement.now().isPrimary)
-      throw conflict(`datacenter ${config.datacenter} is already the primary (epoch ${primaryEpochOf(store)}); there is nothing to promote`);
+      throw conflict(
+        `datacenter ${config.datacenter} is already the primary (epoch ${primaryEpochOf(store)}); there is nothing to promote`,
+      );
     if (this.several && !this.isLeader())
       throw new WatchwordError(
         'NO_LEADER',
@@ -390,7 +392,9 @@ export class DatacenterRole implements ClusterRole, RoleHost {
       this.handing = target;
       // Held in the store too: a write already past the HTTP check when the transfer began is refused, not lost.
       store.holdWrites(
-        new WatchwordError('PRIMARY_TRANSFER', `The primary is handing its role to datacenter ${target}; retry in a moment`, { retryAfter: 1 }),
+        new WatchwordError('PRIMARY_TRANSFER', `The primary is handing its role to datacenter ${target}; retry in a moment`, {
+          retryAfter: 1,
+        }),
       );
       try {
         // Writes accepted before the fence are durable (and in the log) before the last index is read.
@@ -398,7 +402,10 @@ export class DatacenterRole implements ClusterRole, RoleHost {
         const upTo = store.currentIndex();
         const address = await this.side.handOver?.(target, epoch, upTo, TRANSFER_CATCH_UP_MS);
         if (address === undefined)
-          throw new WatchwordError('PRIMARY_UNAVAILABLE', `datacenter ${target} did not take everything up to index ${upTo} in time; ${dc} stays the primary`);
+          throw new WatchwordError(
+            'PRIMARY_UNAVAILABLE',
+            `datacenter ${target} did not take everything up to index ${upTo} in time; ${dc} stays the primary`,
+          );
         const record: PlacementRecord = { Primary: target, Epoch: epoch, Addresses: [this.deps.transport.peerURL(address)] };
         if (this.leading) await this.side.stopReplication();
         await store.transact((tx) => tx.putMeta(META.placement, record), { pastHold: true });

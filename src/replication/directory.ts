@@ -50,7 +50,12 @@ export class DatacenterDirectory {
   addressesOf(datacenter: string): string | undefined {
     const o = this.options;
     const primary = o.primary();
-    if (datacenter === primary.primary && datacenter !== o.datacenter && o.configured[datacenter] === undefined && primary.addresses.length > 0)
+    if (
+      datacenter === primary.primary &&
+      datacenter !== o.datacenter &&
+      o.configured[datacenter] === undefined &&
+      primary.addresses.length > 0
+    )
       return primary.addresses.join(',');
     return this.urlOf(datacenter);
   }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { formatAuthMethod, formatBindingRule } from '../../src/cli/auth.js';
-import { formatPrimary, formatServers } from '../../src/cli/operator.js';
+import { formatPrimary, formatPromotion, formatServers } from '../../src/cli/operator.js';
 import {
   formatPolicy,
   formatPolicyList,
@@ -215,5 +215,30 @@ describe('CLI output (golden files)', () => {
     const atPrimary = formatPrimary({ Datacenter: 'dc1', Epoch: 2, Index: 1300 });
     await expect(`${atSecondary}\n---\n${atPrimary}\n`).toMatchFileSnapshot('golden/primary.txt');
     expect(atPrimary).not.toContain('Last contact');
+  });
+
+  it('operator primary promote and transfer: the recovery point and the warning in plain words', async () => {
+    const promoted = formatPromotion({
+      Datacenter: 'dc2',
+      Epoch: 2,
+      PreviousPrimary: 'dc1',
+      PreviousEpoch: 1,
+      LastIndex: 4711,
+      LastContact: '2026-11-28T00:40:00.000Z',
+      Forced: true,
+      Warning:
+        'Global writes (tokens, policies, roles, auth methods, binding rules) that dc1 acknowledged after its index 4711 may be lost.',
+    });
+    const transferred = formatPromotion({
+      Datacenter: 'dc1',
+      Epoch: 3,
+      PreviousPrimary: 'dc2',
+      PreviousEpoch: 2,
+      LastIndex: 5000,
+      Forced: false,
+      WritesPausedMs: 120,
+      Warning: 'A planned transfer: dc1 took every write dc2 had acknowledged (up to index 5000); nothing was lost.',
+    });
+    await expect(`${promoted}\n---\n${transferred}\n`).toMatchFileSnapshot('golden/promotion.txt');
   });
 });

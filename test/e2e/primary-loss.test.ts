@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load.js';
 import { type Daemon, startDaemon } from '../../src/daemon.js';
 import type { PromotionResponse } from '../../src/api/schemas.js';
+import { runCli } from '../../src/cli/program.js';
 import { type Api, MANAGEMENT_SECRET, apiFor, waitFor } from '../helpers/test-daemon.js';
 import { tempDir } from '../helpers/temp-dir.js';
 
@@ -55,6 +56,19 @@ async function start(name: string, dir: string): Promise<Dc> {
 /** The same datacenter again, on its data dir and port. */
 const restart = (dc: Dc): Promise<Dc> => start(dc.name, dc.dir);
 
+/** A `watchword` command line against a datacenter, in this process. */
+async function watchword(dc: Dc, args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  let stdout = '';
+  let stderr = '';
+  const code = await runCli([...args, '-http-addr', dc.daemon.url, '-token', MANAGEMENT_SECRET], {
+    out: (t) => void (stdout += t),
+    err: (t) => void (stderr += t),
+    env: { WATCHWORD_HTTP_ADDR: '', WATCHWORD_HTTP_TOKEN: '' },
+    setExitCode: () => undefined,
+  });
+  return { code, stdout, stderr };
+}
+
 async function auditLines(dc: Dc, type: string): Promise<Array<Record<string, unknown>>> {
   const text = await readFile(join(dc.dir, 'audit', 'audit.log'), 'utf8').catch(() => '');
   return text
@@ -93,10 +107,17 @@ describe('losing the primary datacenter (SPEC §21)', () => {
     const local3 = (await dc3.api('PUT', '/v1/acl/token', { body: { Local: true, Description: 'dc3 local' } })).body;
     for (const d of [dc2, dc3]) await waitFor(async () => (await d.api('GET', `/v1/acl/policy/${before.ID}`)).status === 200, 5000);
 
-    // Promotion while dc2 still hears dc1 needs force.
-    const refused = await dc2.api('PUT', '/v1/operator/primary?promote');
-    expect(refused.status).toBe(409);
-    expect(refused.body.message).toContain('still hears the primary dc1');
+    // Promotion while dc2 still hears dc1 needs force (the CLI says so, and nothing changes).
+    const refused = await watchword(dc2, ['operator', 'primary', 'promote']);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('still hears the primary dc1');
+    expect(refused.stderr).toContain('-force');
+    expect((await dc2.api('GET', '/v1/operator/primary')).body).toMatchObject({ Datacenter: 'dc1', Epoch: 1 });
+    // Only operator:write may promote.
+    const reader = (await dc1.api('PUT', '/v1/acl/token', { body: { Description: 'operator reader' } })).body;
+    await waitFor(async () => (await dc2.api('GET', `/v1/acl/token/${reader.AccessorID}`)).status === 200, 5000);
+    expect((await apiFor(dc2.daemon.url, reader.SecretID)('PUT', '/v1/operator/primary?promote')).status).toBe(403);
+    expect((await dc2.api('PUT', '/v1/operator/primary')).status).toBe(400);
 
     // dc2 and dc3 go (a partition); dc1 acknowledges a write neither got, and is then lost too.
     for (const d of [dc2, dc3]) {
@@ -112,15 +133,20 @@ describe('losing the primary datacenter (SPEC §21)', () => {
     running.add(dc2);
     running.add(dc3);
 
-    const promoted = await dc2.api<PromotionResponse>('PUT', '/v1/operator/primary?promote');
-    expect(promoted.status).toBe(200);
+    const run = await watchword(dc2, ['operator', 'primary', 'promote', '-format', 'json']);
+    expect(run.code).toBe(0);
+    const promoted = { status: 200, body: JSON.parse(run.stdout) as PromotionResponse };
     expect(promoted.body).toMatchObject({ Datacenter: 'dc2', Epoch: 2, PreviousPrimary: 'dc1', PreviousEpoch: 1, Forced: false });
     // The recovery point: the unshipped write lies after it, as the answer warns.
     expect(promoted.body.LastIndex).toBeLessThan(Number(unshipped.headers.get('x-service-index')));
     expect(promoted.body.Warning).toContain('may be lost');
     expect(Date.parse(promoted.body.LastContact ?? '')).toBeGreaterThan(Date.now() - 60_000);
     await waitFor(async () => (await auditLines(dc2, 'primary-promoted')).length > 0, 2000);
-    expect((await auditLines(dc2, 'primary-promoted'))[0]).toMatchObject({ Epoch: 2, PreviousPrimary: 'dc1', LastIndex: promoted.body.LastIndex });
+    expect((await auditLines(dc2, 'primary-promoted'))[0]).toMatchObject({
+      Epoch: 2,
+      PreviousPrimary: 'dc1',
+      LastIndex: promoted.body.LastIndex,
+    });
     expect((await dc2.api('PUT', '/v1/operator/primary?promote')).status).toBe(409);
 
     // dc2 takes global writes at once; dc3 learns of epoch 2 and follows dc2 without a restart.
@@ -165,7 +191,8 @@ describe('losing the primary datacenter (SPEC §21)', () => {
       for (let i = 0; writing && i < 2000; i++) {
         const res = await dc().api('PUT', '/v1/acl/policy', { body: { Name: `${prefix}-${i}`, Rules: 'acl = "read"' } });
         if (res.status === 200) acknowledged.push(res.body.ID as string);
-        else refusals.push({ status: res.status, code: res.headers.get('x-service-error-code'), retryAfter: res.headers.get('retry-after') });
+        else
+          refusals.push({ status: res.status, code: res.headers.get('x-service-error-code'), retryAfter: res.headers.get('retry-after') });
       }
     };
     const writers = [writer(() => dc2, 'load-dc2'), writer(() => dc3, 'load-dc3')];
@@ -174,8 +201,9 @@ describe('losing the primary datacenter (SPEC §21)', () => {
     // Needs operator:write and acl:write, at the primary, to a connected secondary.
     expect((await dc2.api('PUT', '/v1/operator/primary?transfer=dc9')).status).toBe(409);
     expect((await dc3.api('PUT', '/v1/operator/primary?transfer=dc1')).status).toBe(409);
-    const handed = await dc2.api<PromotionResponse>('PUT', '/v1/operator/primary?transfer=dc1');
-    expect(handed.status).toBe(200);
+    const transferred = await watchword(dc2, ['operator', 'primary', 'transfer', '-to', 'dc1', '-format', 'json']);
+    expect(transferred.stderr).toBe('');
+    const handed = { status: 200, body: JSON.parse(transferred.stdout) as PromotionResponse };
     expect(handed.body).toMatchObject({ Datacenter: 'dc1', Epoch: 3, PreviousPrimary: 'dc2', PreviousEpoch: 2, Forced: false });
     // Writes waited for dc1's catch-up and the handover only (SPEC §21: at most that and 2 s).
     expect(handed.body.WritesPausedMs).toBeLessThan(12_000);
@@ -193,7 +221,8 @@ describe('losing the primary datacenter (SPEC §21)', () => {
     const atNewPrimary = new Set(((await dc1.api('GET', '/v1/acl/policies')).body as Array<{ ID: string }>).map((p) => p.ID));
     expect(acknowledged.filter((id) => !atNewPrimary.has(id))).toEqual([]);
     // A write refused meanwhile said why and when to retry.
-    for (const r of refusals.filter((x) => x.code === 'PRIMARY_TRANSFER')) expect(r).toEqual({ status: 503, code: 'PRIMARY_TRANSFER', retryAfter: '1' });
+    for (const r of refusals.filter((x) => x.code === 'PRIMARY_TRANSFER'))
+      expect(r).toEqual({ status: 503, code: 'PRIMARY_TRANSFER', retryAfter: '1' });
     // No write is rolled back by a planned transfer.
     expect(await auditLines(dc2, 'rolled-back')).toEqual([]);
   }, 90_000);

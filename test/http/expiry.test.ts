@@ -76,7 +76,12 @@ describe('token expiry and reaping', () => {
     }
     clock.advance(3 * 60_000); // the 2m and 3m ones have expired, the 4m ones have not
     const passes: number[] = [];
-    const small = new Reaper(d.daemon.store, clock, { interval: 1000, isPrimary: () => true, batchSize: 7, onReaped: (n) => passes.push(n) });
+    const small = new Reaper(d.daemon.store, clock, {
+      interval: 1000,
+      isPrimary: () => true,
+      batchSize: 7,
+      onReaped: (n) => passes.push(n),
+    });
     const commitsBefore = d.daemon.store.currentIndex();
     expect(await small.reapOnce()).toBe(20);
     expect(passes).toEqual([20]);

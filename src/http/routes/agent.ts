@@ -144,7 +144,9 @@ function statusRoutes(app: FastifyInstance, deps: AgentRoutesDeps): void {
         const promote = query.promote !== undefined;
         const transfer = queryParam(request, 'transfer');
         if (!promote && transfer === undefined)
-          throw invalid('Missing action: PUT /v1/operator/primary takes ?promote (at a secondary) or ?transfer=DATACENTER (at the primary)');
+          throw invalid(
+            'Missing action: PUT /v1/operator/primary takes ?promote (at a secondary) or ?transfer=DATACENTER (at the primary)',
+          );
         if (promote && transfer !== undefined) throw invalid('Conflicting actions: ?promote and ?transfer cannot be asked together');
         await requireOperatorWrite(deps, request, transfer !== undefined);
         const relayed = await relayToLeader(request, reply, deps.cluster);
