@@ -234,7 +234,9 @@ function serveDirectly(app: FastifyInstance, deps: AppDeps): void {
 /** Requests this server does not answer itself, sent where they must go: `?dc=`, a follower's writes, a secondary's global writes. */
 function forwardWhereDue(app: FastifyInstance, cluster: NonNullable<AppDeps['cluster']>): void {
   const forward = async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> => {
-    if ((request.routeOptions.url ?? '').startsWith('/v1/acl/')) {
+    // ?dc= reaches another datacenter's ACL and operator endpoints (the web UI's Datacenters page asks each for its primary).
+    const url = request.routeOptions.url ?? '';
+    if (url.startsWith('/v1/acl/') || url.startsWith('/v1/operator/')) {
       const relayed = await forwardToDatacenter(request, reply, cluster);
       if (relayed) return relayed;
     }

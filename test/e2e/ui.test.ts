@@ -497,6 +497,20 @@ describe.skipIf(!CHROMIUM)('web UI in chromium', () => {
     expect(
       Number(await page.locator('polyline[data-dc=dc2]').evaluate((p) => (p as unknown as { points: { length: number } }).points.length)),
     ).toBeGreaterThan(1);
+    // The primary role's two moves, each behind a confirmation that says what it does. Here both are refused (dc2
+    // still hears dc1; dc1 has no replication token to follow dc2 with), and the page says why; nothing moves.
+    const dialogs: string[] = [];
+    page.on('dialog', (d) => void dialogs.push(d.message()));
+    await page.click('[data-testid=promote-dc2]');
+    await page.waitForSelector('[data-testid=primary-role] [role=alert]');
+    expect(dialogs.at(-1)).toContain('Promote dc2 to primary? Only when the primary dc1 is lost');
+    expect(await page.textContent('[data-testid=primary-role] [role=alert]')).toContain('still hears the primary dc1');
+    await page.click('[data-testid=transfer]');
+    await page.waitForFunction(() =>
+      ((globalThis as unknown as { document: PageDocument }).document.body.textContent ?? '').includes('needs a replication token'),
+    );
+    expect(dialogs.at(-1)).toContain('Hand the primary role from dc1 to dc2?');
+    expect(await page.textContent('tr[data-dc=dc2] [data-testid=follows]')).toBe('dc1, epoch 1');
     await shot('datacenters');
     await axe('datacenters');
     await page.selectOption('#dc-switch', 'dc2');

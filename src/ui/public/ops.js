@@ -1,6 +1,7 @@
 // Operations pages: every datacenter with its replication status and an hour of lag, and the
 // servers of the chosen datacenter (leader, term, synchronous set, each server's position).
-import { Loading, api, explain, html, state, useLoad } from './lib.js';
+import { useState } from 'preact/hooks';
+import { ErrorBox, Loading, Notice, api, confirmThen, explain, html, state, useLoad } from './lib.js';
 
 export function Datacenters() {
   const dcs = useLoad(async () => {
@@ -43,8 +44,59 @@ export function Datacenters() {
           <td data-testid="lag">${primary ? '—' : status.LagEntries}</td>
           <td>${primary ? '—' : `${status.LastContactMs} ms ago`}</td></tr>`;
       })}</tbody></table></div>
+      <${PrimaryRole} rows=${rows} reload=${dcs.reload} />
       <h2>Replication lag, last hour</h2>
       <${LagChart} history=${history} />`}<//>`;
+}
+
+/**
+ * The primary role's two moves (SPEC §21), each behind a confirmation that says what it does:
+ * a planned transfer at the primary (nothing lost, writes wait a moment), and the promotion of a
+ * secondary once the primary is lost (what the primary acknowledged after the recovery point may be lost).
+ */
+function PrimaryRole({ rows, reload }) {
+  const [outcome, setOutcome] = useState({});
+  const reachable = rows.filter((r) => r.follows);
+  const primary = reachable.find((r) => r.follows.Datacenter === r.name);
+  const secondaries = reachable.filter((r) => r.follows.Datacenter !== r.name);
+  const [target, setTarget] = useState('');
+  if (reachable.length === 0) return null;
+  const run = (dc, path) =>
+    api('PUT', path, undefined, { dc }).then(
+      (r) => {
+        setOutcome({ notice: `${r.Datacenter} is the primary now (epoch ${r.Epoch}). ${r.Warning}` });
+        reload();
+      },
+      (err) => setOutcome({ error: explain(err) }),
+    );
+  const transfer = () => {
+    const to = target || secondaries[0]?.name;
+    confirmThen(
+      `Hand the primary role from ${primary.name} to ${to}? ACL writes wait a moment while ${to} takes every write ${primary.name} acknowledged; nothing is lost, and ${primary.name} becomes a secondary of ${to}.`,
+      () => run(primary.name, `/v1/operator/primary?transfer=${encodeURIComponent(to)}`),
+    );
+  };
+  const promote = ({ name, follows }) =>
+    confirmThen(
+      `Promote ${name} to primary? Only when the primary ${follows.Datacenter} is lost: global writes it acknowledged after index ${follows.Index} (the last ${name} applied) may be lost, and ${follows.Datacenter} rejoins as a secondary when it returns.`,
+      () => run(name, '/v1/operator/primary?promote'),
+    );
+  return html`<section class="primary-role" data-testid="primary-role">
+    <h2>Primary role</h2>
+    <${ErrorBox} message=${outcome.error} /><${Notice} message=${outcome.notice} />
+    ${primary && secondaries.length > 0
+      ? html`<p><label for="transfer-to">Hand the role from ${primary.name} to </label>
+          <select id="transfer-to" value=${target || secondaries[0].name} onChange=${(e) => setTarget(e.currentTarget.value)}>
+            ${secondaries.map((r) => html`<option value=${r.name}>${r.name}</option>`)}
+          </select>
+          <button type="button" data-testid="transfer" onClick=${transfer}>Transfer primary role…</button>
+          <span class="muted"> planned: nothing is lost</span></p>`
+      : null}
+    ${secondaries.map(
+      (r) => html`<p><button type="button" class="danger" data-testid=${`promote-${r.name}`} onClick=${() => promote(r)}>Promote ${r.name}…</button>
+        <span class="muted"> after losing the primary: ${r.name} has applied its index ${r.follows.Index}</span></p>`,
+    )}
+  </section>`;
 }
 
 const COLORS = ['#1f5fbf', '#b45309', '#167a3e', '#7c3aed', '#b42318', '#0e7490'];
