@@ -20,7 +20,7 @@ import { PeerClient } from '../transport/peer-client.js';
 import { refuse } from '../transport/refuse.js';
 import { type Coordinator, EtcdCoordinator, StaticCoordinator } from './coordinator.js';
 import type { ClusterRole, RoleDeps, RoleParts } from './cluster-role.js';
-import { PrimaryFinder } from './primary-finder.js';
+import { PrimaryFinder, outranks } from './primary-finder.js';
 import { PrimarySide } from './primary-role.js';
 import { SecondarySide } from './secondary-role.js';
 import { SecretLookup, waitForIndex } from './secret-lookup.js';
@@ -268,7 +268,7 @@ export class DatacenterRole implements ClusterRole, RoleHost {
    */
   private async followNewer(record: PlacementRecord): Promise<void> {
     const previous = this.placement.now().primary;
-    if (record.Epoch <= this.placement.epoch() || record.Primary === this.deps.config.datacenter) return;
+    if (!outranks(record, this.placement.epoch(), previous) || record.Primary === this.deps.config.datacenter) return;
     await this.deps.store.transact((tx) => tx.putMeta(META.placement, record));
     this.deps.onEvent?.('primary-followed', { Primary: record.Primary, Epoch: record.Epoch, Previous: previous });
     await this.takeSide();

@@ -24,6 +24,14 @@ export interface FinderOptions {
   follow(record: PlacementRecord): Promise<void>;
 }
 
+/**
+ * Whether a primary outranks the one followed: a higher epoch, or (two secondaries promoted to the
+ * same epoch at once) at an equal one, the name that sorts first, so that all end up following one.
+ */
+export function outranks(p: { Epoch: number; Primary: string }, epoch: number, primary: string): boolean {
+  return p.Epoch > epoch || (p.Epoch === epoch && p.Primary < primary);
+}
+
 /** Asks this often even while the primary is heard (a forced promotion elsewhere), in ticks. */
 const HEARD_EVERY_TICKS = 6;
 const ASK_TIMEOUT_MS = 2000;
@@ -106,8 +114,8 @@ export class PrimaryFinder {
       }),
     );
     let best: (typeof answers)[number];
-    for (const a of answers) if (a && (!best || a.Epoch > best.Epoch)) best = a;
-    if (!best || best.Epoch <= this.o.placement.epoch() || best.Primary === this.o.datacenter) return;
+    for (const a of answers) if (a && (!best || outranks(a, best.Epoch, best.Primary))) best = a;
+    if (!best || !outranks(best, this.o.placement.epoch(), this.o.placement.primaryDatacenter())) return;
     const addresses = best.Primary === best.Datacenter ? [best.url, ...best.Addresses] : best.Addresses;
     this.o.logger.warn(
       { primary: best.Primary, epoch: best.Epoch, told: best.Datacenter, seen: this.o.placement.epoch() },

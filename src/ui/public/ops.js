@@ -84,16 +84,20 @@ function PrimaryRole({ rows, reload }) {
   return html`<section class="primary-role" data-testid="primary-role">
     <h2>Primary role</h2>
     <${ErrorBox} message=${outcome.error} /><${Notice} message=${outcome.notice} />
-    ${primary && secondaries.length > 0
-      ? html`<p><label for="transfer-to">Hand the role from ${primary.name} to </label>
+    ${
+      primary && secondaries.length > 0
+        ? html`<p><label for="transfer-to">Hand the role from ${primary.name} to </label>
           <select id="transfer-to" value=${target || secondaries[0].name} onChange=${(e) => setTarget(e.currentTarget.value)}>
             ${secondaries.map((r) => html`<option value=${r.name}>${r.name}</option>`)}
           </select>
           <button type="button" data-testid="transfer" onClick=${transfer}>Transfer primary role…</button>
           <span class="muted"> planned: nothing is lost</span></p>`
-      : null}
+        : null
+    }
     ${secondaries.map(
-      (r) => html`<p><button type="button" class="danger" data-testid=${`promote-${r.name}`} onClick=${() => promote(r)}>Promote ${r.name}…</button>
+      (
+        r,
+      ) => html`<p><button type="button" class="danger" data-testid=${`promote-${r.name}`} onClick=${() => promote(r)}>Promote ${r.name}…</button>
         <span class="muted"> after losing the primary: ${r.name} has applied its index ${r.follows.Index}</span></p>`,
     )}
   </section>`;
