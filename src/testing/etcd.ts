@@ -72,7 +72,11 @@ export interface EtcdTLS {
 /** A single-member etcd on loopback, in a temp dir, for a test cluster's leader elections; it dies with the process that started it. */
 export class EtcdProcess {
   /** With `tls`, etcd speaks only TLS on both its ports and requires client certificates (--client-cert-auth). */
-  constructor(private readonly tls?: EtcdTLS) {}
+  constructor(
+    private readonly tls?: EtcdTLS,
+    /** Where its temp data dir is made (a LazyFS mount for power cuts); the system's temp dir by default. */
+    private readonly parent?: string,
+  ) {}
 
   private proc: ChildProcess | undefined;
   private exited: Promise<void> | undefined;
@@ -113,7 +117,7 @@ export class EtcdProcess {
     if (!bin) throw new Error('etcd is not installed (Debian: apt-get install etcd-server)');
     if (this.running) return;
     if (this.dir) return this.launch(bin, timeoutMs);
-    this.dir = await mkdtemp(join(tmpdir(), 'watchword-etcd-'));
+    this.dir = await mkdtemp(join(this.parent ?? tmpdir(), 'watchword-etcd-'));
     for (let attempt = 1; ; attempt++) {
       this.port = await freePort();
       this.peerPort = await freePort();

@@ -203,6 +203,7 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
       const tls = cluster.tls;
       cluster.etcd = new EtcdProcess(
         tls ? { caFile: tls.caFile, ca: tls.ca, ...(await cluster.serverCertificate('etcd', 'etcd')) } : undefined,
+        options.etcdDirParent,
       );
       await cluster.etcd.start();
     }

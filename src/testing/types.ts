@@ -25,6 +25,8 @@ export interface ClusterOptions {
    * a run fills to test a full disk. Elsewhere: the system's temp dir.
    */
   dataDirParent?: Record<string, string>;
+  /** Where etcd's data dir is made (a LazyFS mount for power cuts); the system's temp dir by default. */
+  etcdDirParent?: string;
   /** Extra agent flags for one datacenter. */
   configFor?: Record<string, Record<string, string | number>>;
   /** Log level of the daemons (default warn); their output is kept on each handle. */

@@ -1,0 +1,130 @@
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdir, open, readFile, stat, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+
+/**
+ * LazyFS (INESC TEC's FUSE file system, as etcd's robustness tests and Jepsen use it): what is
+ * written stays in its own page cache until fsync, and `clear-cache` drops whatever was never
+ * synced, as a power cut would. A data dir mounted on it, a SIGKILL, then `clearCache()`: the
+ * disk as it would be after the power came back.
+ *
+ * The binary: $WATCHWORD_LAZYFS, else where LazyFS's build script puts it
+ * (/var/tmp/lazyfs-build/lazyfs/build/lazyfs); `.ci/run` builds it.
+ */
+export const LAZYFS_BINARY = process.env.WATCHWORD_LAZYFS ?? '/var/tmp/lazyfs-build/lazyfs/build/lazyfs';
+
+/** Why power cuts cannot be simulated here (undefined: they can). */
+export function lazyfsUnavailable(): string | undefined {
+  if (!existsSync('/dev/fuse')) return 'power cuts: no /dev/fuse (FUSE is unavailable here)';
+  if (process.getuid?.() !== 0) return 'power cuts: mounting LazyFS needs root';
+  if (!existsSync(LAZYFS_BINARY)) return `power cuts: LazyFS is not built (no ${LAZYFS_BINARY}; .ci/run builds it)`;
+  if (!hasFusermount()) return 'power cuts: fusermount3 is missing (Debian package fuse3)';
+  return undefined;
+}
+
+function hasFusermount(): boolean {
+  try {
+    execFileSync('fusermount3', ['-V'], { stdio: 'pipe' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** One LazyFS mount: `dir` is where a data dir goes; what reaches the disk lives in `<root>/backing`. */
+export class LazyFS {
+  private constructor(
+    readonly dir: string,
+    private readonly fifo: string,
+    private readonly proc: ChildProcess,
+  ) {}
+
+  /** Mounts LazyFS at `<root>/mnt` over `<root>/backing` (both made here). */
+  static async mount(root: string, cacheMB = 512): Promise<LazyFS> {
+    const mnt = join(root, 'mnt');
+    const backing = join(root, 'backing');
+    const fifo = join(root, 'faults.fifo');
+    await mkdir(mnt, { recursive: true });
+    await mkdir(backing, { recursive: true });
+    const config = join(root, 'lazyfs.toml');
+    await writeFile(
+      config,
+      [
+        '[faults]',
+        `fifo_path="${fifo}"`,
+        '[cache]',
+        'apply_eviction=false',
+        '[cache.simple]',
+        `custom_size="${cacheMB}mb"`,
+        'blocks_per_page=1',
+        '[filesystem]',
+        'log_all_operations=false',
+        'logfile=""',
+        '',
+      ].join('\n'),
+    );
+    const proc = spawn(
+      LAZYFS_BINARY,
+      [mnt, '--config-path', config, '-o', 'allow_other', '-o', 'modules=subdir', '-o', `subdir=${backing}`, '-f'],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    let err = '';
+    const keep = (c: Buffer) => void (err = (err + c.toString()).slice(-4000));
+    proc.stdout?.on('data', keep);
+    proc.stderr?.on('data', keep);
+    const fs = new LazyFS(mnt, fifo, proc);
+    const deadline = Date.now() + 10_000;
+    while (!(await fs.mounted())) {
+      if (proc.exitCode !== null || Date.now() > deadline) {
+        proc.kill('SIGKILL');
+        throw new Error(`LazyFS did not mount at ${mnt}: ${err.trim() || `exit ${proc.exitCode}`}`);
+      }
+      await sleep(50);
+    }
+    return fs;
+  }
+
+  private async mounted(): Promise<boolean> {
+    const mounts = await readFile('/proc/mounts', 'utf8');
+    return mounts.split('\n').some((l) => l.split(' ')[1] === this.dir) && existsSync(this.fifo);
+  }
+
+  /**
+   * The power cut: every byte written but never synced is dropped. Resolves once LazyFS has done
+   * it (a file written without sync just before is empty again).
+   */
+  async clearCache(): Promise<void> {
+    const probe = join(this.dir, `.power-cut-${Date.now()}`);
+    await writeFile(probe, 'unsynced');
+    const fifo = await open(this.fifo, 'w');
+    try {
+      await fifo.write('lazyfs::clear-cache\n');
+    } finally {
+      await fifo.close();
+    }
+    const deadline = Date.now() + 10_000;
+    while ((await stat(probe).then((s) => s.size)) !== 0) {
+      if (Date.now() > deadline) throw new Error('LazyFS did not drop its cache within 10 s');
+      await sleep(20);
+    }
+  }
+
+  async unmount(): Promise<void> {
+    try {
+      execFileSync('fusermount3', ['-u', '-z', this.dir], { stdio: 'pipe' });
+    } catch {
+      // not mounted any more
+    }
+    if (this.proc.exitCode === null) {
+      const exited = new Promise((r) => this.proc.once('exit', r));
+      this.proc.kill('SIGTERM');
+      await Promise.race([exited, sleep(3000)]);
+      if (this.proc.exitCode === null) this.proc.kill('SIGKILL');
+    }
+  }
+}
