@@ -351,7 +351,12 @@ export class DatacenterRole implements ClusterRole, RoleHost {
     };
     if (this.leading) await this.side.stopReplication();
     await store.transact((tx) => {
-      tx.putMeta(META.placement, { Primary: dc, Epoch: epoch, Addresses: [] } satisfies PlacementRecord);
+      tx.putMeta(META.placement, {
+        Primary: dc,
+        Epoch: epoch,
+        Addresses: [],
+        Took: { From: previous, Epoch: report.PreviousEpoch, Index: index },
+      } satisfies PlacementRecord);
       tx.putMeta(META.primaryEpoch, epoch);
       // A log of its own from here: every secondary starts from a snapshot of this datacenter.
       tx.resetLog(randomUUID());

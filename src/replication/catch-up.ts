@@ -59,6 +59,8 @@ export class CatchUp {
     /** The index the snapshot's new and changed objects are stamped with. */
     private readonly index: number,
     listRolledBack: boolean,
+    /** Only objects held with a ModifyIndex above this are listed (this datacenter's own writes after a takeover). */
+    private readonly changedAfter: number,
   ) {
     if (listRolledBack) this.replaced = [];
   }
@@ -67,9 +69,9 @@ export class CatchUp {
    * `listRolledBack`: the snapshot comes from a new primary (SPEC §21), and every global object
    * held here that it replaces or removes is listed in the outcome (the audit log names them).
    */
-  static async begin(store: CatchUpStore, options: { listRolledBack?: boolean } = {}): Promise<CatchUp> {
+  static async begin(store: CatchUpStore, options: { listRolledBack?: boolean; changedAfter?: number } = {}): Promise<CatchUp> {
     const staged = await store.stage();
-    return new CatchUp(store, staged, store.allocateIndex(), options.listRolledBack === true);
+    return new CatchUp(store, staged, store.allocateIndex(), options.listRolledBack === true, options.changedAfter ?? -1);
   }
 
   /** One chunk's records, staged in order. */
@@ -95,7 +97,7 @@ export class CatchUp {
       this.changedIn.set(table, (this.changedIn.get(table) ?? 0) + 1);
       if (held !== undefined) {
         this.heldChanged.set(table, (this.heldChanged.get(table) ?? 0) + 1);
-        this.replaced?.push(rolledBack(table, id, held));
+        if (modifiedAfter(held, this.changedAfter)) this.replaced?.push(rolledBack(table, id, held));
       }
       // Stamped in place: the frame's records are this catch-up's own (decoded for it), and become the state.
       const stamped = r as RecordTypes[T] & { CreateIndex: number; ModifyIndex: number };
@@ -180,7 +182,8 @@ export class CatchUp {
       for (let start = 0; start < held.length; start += 10_000)
         for (const r of held.slice(start, start + 10_000)) {
           const id = def.id(r as never);
-          if (!(staged.tables[t] as AnyTable).has(id)) out.push({ ...rolledBack(t, id, r), Deleted: true });
+          if (!(staged.tables[t] as AnyTable).has(id) && modifiedAfter(r, this.changedAfter))
+            out.push({ ...rolledBack(t, id, r), Deleted: true });
         }
     }
     return out;
@@ -212,6 +215,8 @@ export class CatchUp {
     return held === undefined || contentOf(held as object) !== contentOf(this.bootstrap);
   }
 }
+
+const modifiedAfter = (held: unknown, index: number): boolean => ((held as { ModifyIndex?: number }).ModifyIndex ?? 0) > index;
 
 function rolledBack(table: TableName, id: string, held: unknown): RolledBack {
   const hash = (held as { Hash?: unknown }).Hash;

@@ -2,6 +2,14 @@ import { z } from 'zod';
 import { META } from '../store/schema.js';
 import { epochSeenBy } from './apply.js';
 
+/** Where a primary took over (SPEC §21): the previous primary, its epoch, and its last index the new one had applied. */
+export const takeover = z.strictObject({
+  From: z.string().min(1).max(256),
+  Epoch: z.number().int().positive(),
+  Index: z.number().int().nonnegative(),
+});
+export type Takeover = z.infer<typeof takeover>;
+
 /**
  * The primary a datacenter follows (or itself), as a promotion, a handover or a newer primary
  * learned from a peer left it (SPEC §21). Stored in the store's metadata, so it outlives restarts
@@ -15,6 +23,8 @@ export const placementRecord = z.strictObject({
   Epoch: z.number().int().positive(),
   /** Its servers' base URLs (empty when it is this datacenter). */
   Addresses: z.array(z.string().max(2048)).max(64),
+  /** Set by a promotion (or a handover): the primary it took over from, its epoch, and its last index applied here then. */
+  Took: takeover.optional(),
 });
 export type PlacementRecord = z.infer<typeof placementRecord>;
 

@@ -1,3 +1,4 @@
+import type { Takeover } from './placement.js';
 import { WebSocket } from 'ws';
 import type { Logger } from 'pino';
 import type { CommitEvent, GlobalSnapshot, Store } from '../store/store.js';
@@ -61,6 +62,8 @@ export interface SessionHost {
   datacenters(): DatacenterInfo[];
   /** This primary's epoch (SPEC §21). */
   epoch(): number;
+  /** Where this primary took over from another, if it did (told in the welcome). */
+  takeover(): Takeover | undefined;
   /** A secondary has seen a higher epoch than this primary's: logged and audited (the session refuses it). */
   staleFor(datacenter: string, seen: number): void;
 }
@@ -408,6 +411,7 @@ export class Session {
     // Resume from the secondary's cursor when the log still holds everything after it;
     // otherwise (rebuilt primary, trimmed log, a cursor from the future) send a snapshot.
     const canTail = hello.logID === store.logID && hello.index >= store.logTrimmedUpTo() && hello.index <= store.currentIndex();
+    const since = this.primary.takeover();
     await this.send({
       t: 'welcome',
       v: PROTOCOL_VERSION,
@@ -416,6 +420,7 @@ export class Session {
       mode: canTail ? 'tail' : 'snapshot',
       datacenters: this.primary.datacenters(),
       epoch: this.primary.epoch(),
+      ...(since ? { since } : {}),
     });
     this.primary.logger.info(
       { datacenter: this.datacenter, mode: canTail ? 'tail' : 'snapshot', from: hello.index },

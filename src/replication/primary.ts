@@ -24,7 +24,9 @@ import {
 import { type DatacenterInfo, PROTOCOL_VERSION, REPLICATION_PATH } from './protocol.js';
 import { secretOf } from '../transport/credentials.js';
 import type { AuditType } from '../domain/audit-types.js';
+import { META } from '../store/schema.js';
 import { primaryEpochOf } from './apply.js';
+import { type Takeover, placementRecord } from './placement.js';
 
 export { CLOSE_TOKEN_REVOKED, type FrameChannel, type SecondaryInfo, Session, wsChannel } from './primary-session.js';
 
@@ -240,6 +242,12 @@ export class ReplicationPrimary implements SessionHost {
   /** This primary's epoch (SPEC §21): 1 until a promotion raises it. */
   epoch(): number {
     return primaryEpochOf(this.store);
+  }
+
+  /** Where this primary took over from another (SPEC §21), if it did: told to each secondary in its welcome. */
+  takeover(): Takeover | undefined {
+    const parsed = placementRecord.safeParse(this.store.getMeta(META.placement));
+    return parsed.success ? parsed.data.Took : undefined;
   }
 
   /**

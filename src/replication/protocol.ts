@@ -2,6 +2,7 @@ import { lastUsesSchema } from '../store/last-use.js';
 import { Packr } from 'msgpackr';
 import { z } from 'zod';
 import { bootstrapStateSchema } from '../store/records.js';
+import { takeover } from './placement.js';
 import { type RecordTypes, TABLES, TABLE_NAMES, type TableName } from '../store/schema.js';
 import type { Change } from '../store/store.js';
 
@@ -87,6 +88,12 @@ export const primaryFrame = z.discriminatedUnion('t', [
     datacenters: z.array(datacenterInfo),
     /** The primary's epoch. */
     epoch,
+    /**
+     * Where this primary took over (a promotion or a handover): the previous primary, its epoch and
+     * its last index applied here then. The previous primary, rejoining, names as rolled back the
+     * objects it changed after that index.
+     */
+    since: takeover.optional(),
   }),
   z.strictObject({
     t: z.literal('snapshot'),

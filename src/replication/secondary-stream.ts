@@ -57,6 +57,10 @@ export class SecondaryStream {
   private inSnapshot = false;
   /** The snapshot announced comes from another log than the one followed: what it replaces is listed. */
   private rollingBack = false;
+  /** This datacenter took the changes after this index itself, as the primary the snapshot's sender took over from. */
+  private ownAfter: number | undefined;
+  /** This datacenter's name (from its hello). */
+  private datacenter = '';
   /** The snapshot being taken in, from its first chunk to its install. */
   private catchUp: CatchUp | undefined;
   private inbox: Queued[] = [];
@@ -83,6 +87,7 @@ export class SecondaryStream {
 
   /** A new connection: its first frame. Whatever the previous connection left unhandled is dropped. */
   hello(datacenter: string, address: string): SecondaryFrame {
+    this.datacenter = datacenter;
     this.disconnected();
     this.refusing = false;
     return {
@@ -265,6 +270,8 @@ export class SecondaryStream {
         this.rollingBack =
           frame.mode === 'snapshot' &&
           (this.cursor.logID !== '' ? frame.logID !== this.cursor.logID : this.store.getMeta(META.placement) !== undefined);
+        // This datacenter was the primary the sender took over from: its own changes after the takeover's index are what is lost.
+        this.ownAfter = frame.since?.From === this.datacenter ? frame.since.Index : undefined;
         if (frame.epoch > this.seenEpoch()) {
           // A newer primary (a promotion): its epoch is durable before anything of it is applied,
           // so no restart can make this secondary follow an older one again.
@@ -294,7 +301,10 @@ export class SecondaryStream {
         // Each chunk into a staged store as it arrives (replication/catch-up.ts): memory holds the
         // state it becomes and one chunk, and readers see the old state until it is installed.
         if (!this.catchUp) {
-          const catchUp = await CatchUp.begin(this.store, { listRolledBack: this.rollingBack });
+          const catchUp = await CatchUp.begin(this.store, {
+            listRolledBack: this.rollingBack,
+            ...(this.ownAfter !== undefined ? { changedAfter: this.ownAfter } : {}),
+          });
           if (this.generation !== generation) return void (await catchUp.abandon());
           this.catchUp = catchUp;
         }

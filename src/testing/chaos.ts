@@ -113,6 +113,10 @@ export class Load {
   private active = false;
   private workers: Array<Promise<void>> = [];
   protected seq = 0;
+  /** The primary datacenter: where global writes and deletes go, and a global token's home (a promotion moves it). */
+  primary = 'dc1';
+  /** Acknowledged global creates and deletes made at the primary, by AccessorID: the primary's index in the answer. */
+  readonly writtenAt = new Map<string, { op: 'create' | 'delete'; dc: string; index: number }>();
 
   constructor(
     protected readonly cluster: Cluster,
@@ -187,7 +191,7 @@ export class Load {
       const secret = randomUUID();
       this.tokens.push({ id, secret, dc, local });
       const url = this.url(dc);
-      const home = local ? dc : 'dc1';
+      const home = local ? dc : this.primary;
       const a = await this.timed({ process, kind: 'create', key: id, dc, server: url, home }, () =>
         call(url, this.token, 'PUT', '/v1/acl/token', {
           AccessorID: id,
@@ -198,6 +202,7 @@ export class Load {
       );
       if (!this.judge(`create at ${dc}`, a)) return;
       this.created.set(id, { dc, local });
+      if (!local && dc === home) this.writtenAt.set(id, { op: 'create', dc, index: Number(a.headers?.get('x-service-index') ?? 0) });
       // Read it back where it was written (read-your-writes).
       await this.timed(
         { process, kind: 'read', key: id, dc, server: url },
@@ -248,12 +253,16 @@ export class Load {
     const candidates = [...this.created].filter(([id, t]) => !t.local && !this.deleted.has(id) && !this.unsure.has(id));
     if (candidates.length < 5) return;
     const [id] = candidates[Math.floor(Math.random() * candidates.length)] as [string, unknown];
-    const url = this.url('dc1');
-    const a = await this.timed({ process: 'deleter', kind: 'delete', key: id, dc: 'dc1', server: url }, () =>
+    const dc = this.primary;
+    const url = this.url(dc);
+    const a = await this.timed({ process: 'deleter', kind: 'delete', key: id, dc, server: url }, () =>
       call(url, this.token, 'DELETE', `/v1/acl/token/${id}`),
     );
-    if (a.status === 200 && a.body === true) this.deleted.add(id);
-    else if (this.judge('delete at dc1', a)) this.bad.push(`delete at dc1 of acknowledged token ${id}: answered ${JSON.stringify(a.body)}`);
+    if (a.status === 200 && a.body === true) {
+      this.deleted.add(id);
+      this.writtenAt.set(id, { op: 'delete', dc, index: Number(a.headers?.get('x-service-index') ?? 0) });
+    } else if (this.judge(`delete at ${dc}`, a))
+      this.bad.push(`delete at ${dc} of acknowledged token ${id}: answered ${JSON.stringify(a.body)}`);
     else this.unsure.add(id);
   };
 
@@ -261,17 +270,17 @@ export class Load {
   protected policyAndRole(update: boolean): () => Promise<void> {
     return async () => {
       const n = this.seq++;
-      const p = await call(this.url('dc1'), this.token, 'PUT', '/v1/acl/policy', { Name: `chaos-${n}`, Rules: 'acl = "read"' });
+      const p = await call(this.url(this.primary), this.token, 'PUT', '/v1/acl/policy', { Name: `chaos-${n}`, Rules: 'acl = "read"' });
       if (!this.judge('policy create', p)) return;
       const id = (p.body as { ID: string }).ID;
       this.judge(
         'role create',
-        await call(this.url('dc1'), this.token, 'PUT', '/v1/acl/role', { Name: `chaos-role-${n}`, Policies: [{ ID: id }] }),
+        await call(this.url(this.primary), this.token, 'PUT', '/v1/acl/role', { Name: `chaos-role-${n}`, Policies: [{ ID: id }] }),
       );
       if (update)
         this.judge(
           'policy update',
-          await call(this.url('dc1'), this.token, 'PUT', `/v1/acl/policy/${id}`, {
+          await call(this.url(this.primary), this.token, 'PUT', `/v1/acl/policy/${id}`, {
             Name: `chaos-${n}`,
             Description: 'updated',
             Rules: 'acl = "read"',

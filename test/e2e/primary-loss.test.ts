@@ -149,7 +149,9 @@ describe('losing the primary datacenter (SPEC §21)', () => {
     });
     expect((await dc2.api('PUT', '/v1/operator/primary?promote')).status).toBe(409);
 
-    // dc2 takes global writes at once; dc3 learns of epoch 2 and follows dc2 without a restart.
+    // dc2 takes global writes at once (a delete of what dc1 held too: the new primary's change, not a rollback at dc1);
+    // dc3 learns of epoch 2 and follows dc2 without a restart.
+    expect((await dc2.api('DELETE', `/v1/acl/policy/${before.ID}`)).status).toBe(200);
     const after = await dc2.api('PUT', '/v1/acl/policy', { body: { Name: 'after-promotion', Rules: 'acl = "read"' } });
     expect(after.status).toBe(200);
     expect((await dc2.api('GET', '/v1/operator/primary')).body).toMatchObject({ Datacenter: 'dc2', Epoch: 2 });
