@@ -3,7 +3,9 @@
  * acknowledged write. By default over highly available datacenters (the primary with 3
  * servers and etcd, a secondary with 2, one with 1; CHAOS_FAULTS faults, default 100), with
  * the revocation latency per datacenter; CHAOS_TOPOLOGY=single runs three single-server
- * datacenters (default 21 faults). Prints a table of the faults and of the checks; exits
+ * datacenters (default 21 faults). `-- --scenario primary-loss`: the primary datacenter loses
+ * power, a secondary is promoted, the old primary returns, then a planned transfer (SPEC §21;
+ * src/testing/chaos-primary.ts). Prints a table of the faults and of the checks; exits
  * non-zero when a check fails. Bounded: an overall deadline of 60 minutes.
  */
 import { mkdir, writeFile } from 'node:fs/promises';
@@ -12,6 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { etcdBinary } from '../src/testing/index.js';
 import { runHaChaos } from '../src/testing/chaos-ha.js';
 import { runChaos } from '../src/testing/chaos.js';
+import { runPrimaryLoss } from '../src/testing/chaos-primary.js';
 import { type Anomaly, describeAnomaly } from '../src/testing/history.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -31,8 +34,37 @@ type Check = { check: string; value: string; ok: boolean };
 let checks: Check[];
 let report: unknown;
 
+const scenarioAt = process.argv.indexOf('--scenario');
+const scenario = scenarioAt >= 0 ? process.argv[scenarioAt + 1] : undefined;
+if (scenario !== undefined && scenario !== 'primary-loss') {
+  process.stderr.write(`chaos: unknown scenario ${JSON.stringify(scenario)} (known: primary-loss)\n`);
+  process.exit(2);
+}
 const single = process.env.CHAOS_TOPOLOGY === 'single' || !etcdBinary();
-if (single) {
+if (scenario === 'primary-loss') {
+  const r = await runPrimaryLoss({ log });
+  report = { ...r, history: { operations: r.operations, anomalies: r.anomalies } };
+  const same = (a: string[], b: string[]) => a.length === b.length && a.every((x) => b.includes(x));
+  const undeclared = r.lost.filter((id) => !r.declared.includes(id));
+  checks = [
+    { check: 'how the primary datacenter was cut', value: r.powerCut, ok: true },
+    { check: "recovery point (dc1's index) / last heard", value: `${r.promotion.lastIndex} / ${r.promotion.lastContact ?? 'never'}`, ok: true },
+    { check: 'declared lost writes (acknowledged by dc1 after it)', value: `${r.declared.length} (${r.declaredCreates.length} creates)`, ok: true },
+    { check: 'acknowledged global writes lost', value: String(r.lost.length), ok: r.lost.every((id) => r.declared.includes(id)) },
+    { check: 'lost outside the declared exception', value: String(undeclared.length), ok: undeclared.length === 0 },
+    { check: 'declared creates found at the end after all', value: String(r.declaredCreatesFound.length), ok: r.declaredCreatesFound.length === 0 },
+    { check: "dc1's rolled-back tokens = declared creates", value: `${r.rolledBack.length} = ${r.declaredCreates.length}`, ok: same(r.rolledBack, r.declaredCreates) },
+    { check: 'history anomalies the declared exception explains', value: String(r.declaredAnomalies), ok: true },
+    { check: 'promotion to global writes through dc2 / dc3', value: `${seconds(r.writesAcceptedMs.dc2)} / ${seconds(r.writesAcceptedMs.dc3)}`, ok: true },
+    { check: 'old primary following dc2 after its start', value: seconds(r.oldPrimaryRejoinedMs), ok: true },
+    { check: 'planned transfer dc2 -> dc3: writes paused / lost', value: `${r.transfer.writesPausedMs} ms / ${r.transfer.lost.length}`, ok: r.transfer.lost.length === 0 },
+    { check: 'Local tokens lost / outside their datacenter', value: `${r.localLost.length} / ${r.leaked.length}`, ok: r.localLost.length === 0 && r.leaked.length === 0 },
+    { check: 'answers other than 2xx, 503 or a cut connection', value: String(r.bad.length), ok: r.bad.length === 0 },
+    { check: 'writes acknowledged / ambiguous / deletes', value: `${r.writes.acknowledged} / ${r.writes.ambiguous} / ${r.writes.deletes}`, ok: true },
+    { check: 'run took', value: `${(r.durationMs / 1000).toFixed(0)} s`, ok: true },
+  ];
+  for (const line of [...undeclared, ...r.transfer.lost, ...r.localLost, ...r.leaked, ...r.bad].slice(0, 20)) log(`  ${line}`);
+} else if (single) {
   if (process.env.CHAOS_TOPOLOGY !== 'single') log('chaos: no etcd binary (Debian: etcd-server); running three single-server datacenters');
   const wanted = Number(process.env.CHAOS_FAULTS ?? 21);
   const r = await runChaos({ faults: wanted, log });

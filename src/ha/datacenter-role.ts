@@ -355,7 +355,7 @@ export class DatacenterRole implements ClusterRole, RoleHost {
         Primary: dc,
         Epoch: epoch,
         Addresses: [],
-        Took: { From: previous, Epoch: report.PreviousEpoch, Index: index },
+        Took: { From: previous, Epoch: report.PreviousEpoch, Index: index, ...(cursor?.logID ? { Log: cursor.logID } : {}) },
       } satisfies PlacementRecord);
       tx.putMeta(META.primaryEpoch, epoch);
       // A log of its own from here: every secondary starts from a snapshot of this datacenter.

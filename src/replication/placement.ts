@@ -7,6 +7,8 @@ export const takeover = z.strictObject({
   From: z.string().min(1).max(256),
   Epoch: z.number().int().positive(),
   Index: z.number().int().nonnegative(),
+  /** The previous primary's log (the one its secondaries' cursors name). */
+  Log: z.string().max(256).optional(),
 });
 export type Takeover = z.infer<typeof takeover>;
 

@@ -4,6 +4,7 @@ import { META } from '../store/schema.js';
 import type { Store } from '../store/store.js';
 import { type ApplyOutcome, type Cursor, FIRST_EPOCH, type SecretConflict, applyEntries, epochSeenBy } from './apply.js';
 import { CatchUp, type RolledBack } from './catch-up.js';
+import type { Takeover } from './placement.js';
 import { type DatacenterInfo, PROTOCOL_VERSION, type PrimaryFrame, type SecondaryFrame } from './protocol.js';
 
 /** Frames applied in order (check-ids is answered as it arrives). */
@@ -267,9 +268,7 @@ export class SecondaryStream {
         if (this.refusedAsStale(frame.epoch)) return;
         // Another log than the one followed (a promoted primary, a restore), or this datacenter's first
         // after it was itself the primary: the snapshot replaces state that no log entry took back.
-        this.rollingBack =
-          frame.mode === 'snapshot' &&
-          (this.cursor.logID !== '' ? frame.logID !== this.cursor.logID : this.store.getMeta(META.placement) !== undefined);
+        this.rollingBack = frame.mode === 'snapshot' && this.rollsBack(frame.logID, frame.since);
         // This datacenter was the primary the sender took over from: its own changes after the takeover's index are what is lost.
         this.ownAfter = frame.since?.From === this.datacenter ? frame.since.Index : undefined;
         if (frame.epoch > this.seenEpoch()) {
@@ -356,6 +355,19 @@ export class SecondaryStream {
         this.effects.handover?.(frame.epoch, frame.upTo);
         return;
     }
+  }
+
+  /**
+   * Whether a snapshot from a primary of log `logID` (which took over as `since` says) replaces
+   * state that no log entry took back. This datacenter was the primary taken over from: yes (its
+   * changes after the takeover are listed). It followed the same previous primary: only if it had
+   * applied more of it than the new primary had. Another log (a restore, a rebuilt primary), or its
+   * first after it was itself a primary: yes.
+   */
+  private rollsBack(logID: string, since: Takeover | undefined): boolean {
+    if (since?.From === this.datacenter) return true;
+    if (since?.Log !== undefined && this.cursor.logID === since.Log) return this.cursor.index > since.Index;
+    return this.cursor.logID !== '' ? logID !== this.cursor.logID : this.store.getMeta(META.placement) !== undefined;
   }
 
   /**

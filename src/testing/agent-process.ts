@@ -86,6 +86,12 @@ export class AgentProcess implements DatacenterHandle {
     return this.out;
   }
 
+  /** The port to listen on from its first start (known to the others before it starts). */
+  presetPort(port: number): void {
+    this.port = port;
+    this.url = `http://127.0.0.1:${port}`;
+  }
+
   async start(): Promise<void> {
     if (this.pid !== undefined) throw new Error(`${this.name} is already running`);
     await rm(join(this.dataDir, 'http-addr'), { force: true });

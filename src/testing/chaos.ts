@@ -261,7 +261,7 @@ export class Load {
     if (a.status === 200 && a.body === true) {
       this.deleted.add(id);
       this.writtenAt.set(id, { op: 'delete', dc, index: Number(a.headers?.get('x-service-index') ?? 0) });
-    } else if (this.judge(`delete at ${dc}`, a))
+    } else if (this.judge(`delete at ${dc} of ${id}`, a))
       this.bad.push(`delete at ${dc} of acknowledged token ${id}: answered ${JSON.stringify(a.body)}`);
     else this.unsure.add(id);
   };

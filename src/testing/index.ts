@@ -3,7 +3,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AgentProcess } from './agent-process.js';
-import { EtcdProcess } from './etcd.js';
+import { EtcdProcess, freePort } from './etcd.js';
 export { watchwordCommand } from './command.js';
 import { LinkGroup, LinkProxy } from './proxy.js';
 
@@ -207,12 +207,24 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
       );
       await cluster.etcd.start();
     }
+    // Every datacenter's first port chosen now, when each is to be told the others' addresses.
+    const firstPorts = new Map<string, number>();
+    if (options.knowEachOther) for (const name of cluster.names) firstPorts.set(name, await freePort());
+    const addressesFor = (name: string): Record<string, string> =>
+      options.knowEachOther
+        ? {
+            datacenter_addresses: [...firstPorts]
+              .filter(([n]) => n !== name)
+              .map(([n, port]) => `${n}=http://127.0.0.1:${port}`)
+              .join(','),
+          }
+        : {};
     // The primary datacenter first (the others need its address), then every secondary at once.
     const startDatacenter = async (i: number, name: string): Promise<void> => {
       const count = cluster.serverCounts[name] as number;
       const fast: Record<string, string> =
         options.timings === 'production' ? {} : { replication_backoff_min: '100ms', replication_backoff_max: '2s' };
-      const flags = [...toFlags({ ...fast, ...options.config }), ...toFlags(options.configFor?.[name])];
+      const flags = [...toFlags({ ...fast, ...options.config, ...addressesFor(name) }), ...toFlags(options.configFor?.[name])];
       const group: AgentProcess[] = [];
       for (let k = 0; k < count; k++) {
         const serverName = count > 1 ? `${name}-server-${k + 1}` : `${name}-node`;
@@ -221,6 +233,8 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
       }
       for (const d of group) d.servers = group;
       const d = group[0] as AgentProcess;
+      const preset = firstPorts.get(name);
+      if (preset !== undefined) d.presetPort(preset);
       cluster.datacenters[i] = d;
       if (i > 0 && options.links) {
         // One proxy per primary server: the secondary follows the primary's leader among them.

@@ -25,6 +25,12 @@ export interface ClusterOptions {
    * a run fills to test a full disk. Elsewhere: the system's temp dir.
    */
   dataDirParent?: Record<string, string>;
+  /**
+   * Every daemon is told every other datacenter's address (`datacenter_addresses`, each
+   * datacenter's first server), as in a deployment that may promote a secondary (SPEC §21): ports
+   * are chosen before any starts. Plain HTTP only.
+   */
+  knowEachOther?: boolean;
   /** Where etcd's data dir is made (a LazyFS mount for power cuts); the system's temp dir by default. */
   etcdDirParent?: string;
   /** Extra agent flags for one datacenter. */
