@@ -19,6 +19,7 @@ export interface FinderOptions {
   reported(): DatacenterInfo[];
   /** Whether this secondary's leader hears its primary now (then it asks less often). */
   primaryHeard(): boolean;
+  /** How often a primary asks (and a secondary that hears its primary, six times as seldom); a secondary that does not, five times as often. */
   everyMs: number;
   /** A primary of a newer epoch was found: follow it. */
   follow(record: PlacementRecord): Promise<void>;
@@ -33,7 +34,9 @@ export function outranks(p: { Epoch: number; Primary: string }, epoch: number, p
 }
 
 /** Asks this often even while the primary is heard (a forced promotion elsewhere), in ticks. */
-const HEARD_EVERY_TICKS = 6;
+const HEARD_EVERY_TICKS = 30;
+/** Ticks per `everyMs`: a secondary that does not hear its primary asks at every tick. */
+const TICKS_PER_PERIOD = 5;
 const ASK_TIMEOUT_MS = 2000;
 
 /**
@@ -55,7 +58,7 @@ export class PrimaryFinder {
 
   start(): void {
     if (this.timer || this.o.everyMs <= 0) return;
-    this.timer = setInterval(() => this.tick(), this.o.everyMs);
+    this.timer = setInterval(() => this.tick(), this.o.everyMs / TICKS_PER_PERIOD);
     this.timer.unref();
     this.poke();
   }
@@ -74,7 +77,9 @@ export class PrimaryFinder {
 
   private tick(): void {
     this.ticks++;
-    if (this.o.placement.isPrimary() || !this.o.primaryHeard() || this.ticks % HEARD_EVERY_TICKS === 0) this.poke();
+    const primary = this.o.placement.isPrimary();
+    if ((primary && this.ticks % TICKS_PER_PERIOD === 0) || (!primary && !this.o.primaryHeard()) || this.ticks % HEARD_EVERY_TICKS === 0)
+      this.poke();
   }
 
   /**

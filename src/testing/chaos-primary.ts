@@ -199,9 +199,7 @@ export async function runPrimaryLoss(options: { log?: (line: string) => void; lo
       });
 
     // The checks: every acknowledged write, the declared exception, the history.
-    const declared = new Set(
-      [...load.writtenAt].filter(([, w]) => w.dc === 'dc1' && w.index > report.LastIndex).map(([id]) => id),
-    );
+    const declared = new Set([...load.writtenAt].filter(([, w]) => w.dc === 'dc1' && w.index > report.LastIndex).map(([id]) => id));
     const present = async (dc: string, id: string) => (await call(cluster.get(dc).url, token, 'GET', `/v1/acl/token/${id}`)).status === 200;
     const lost: string[] = [];
     const localLost: string[] = [];
