@@ -403,7 +403,7 @@ export class DatacenterRole implements ClusterRole, RoleHost {
       );
       try {
         // Writes accepted before the fence are durable (and in the log) before the last index is read.
-        await store.settled();
+        await store.quiesce();
         const upTo = store.currentIndex();
         const address = await this.side.handOver?.(target, epoch, upTo, TRANSFER_CATCH_UP_MS);
         if (address === undefined)

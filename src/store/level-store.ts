@@ -65,9 +65,9 @@ export class LevelStore implements Store {
   private readonly replica: ServerReplica;
   /** The change log on disk (change-log.ts). */
   private readonly changeLog: ChangeLog;
-  /** Set while writes are held (a planned transfer of the primary role): what they are refused with. */
+  /** What writes are refused with while held (a planned transfer of the primary role). */
   private held: Error | undefined;
-  /** Whether commits write change-log entries: the primary's do (SPEC §21: a promotion turns it on, a demotion off). */
+  /** Whether commits write change-log entries: the primary's do (a promotion turns it on, a demotion off). */
   private writesLog: boolean;
   private closed = false;
   /** HA: copies every group to the followers (leader), or unset (single server, follower). */
@@ -393,20 +393,8 @@ export class LevelStore implements Store {
     return this.state.trimmedUpTo;
   }
 
-  /** Refuses every transaction with `refusal` from now on (undefined: takes them again), but those made `pastHold`. */
-  holdWrites(refusal: Error | undefined): void {
-    this.held = refusal;
-  }
-
-  /** Resolves once every write accepted so far is durable (or failed): nothing is queued or being written. */
-  settled(): Promise<void> {
-    return this.committer.drain();
-  }
-
-  /** Whether commits from now on write change-log entries (the datacenter became the primary, or stopped being it). */
-  setChangeLog(on: boolean): void {
-    this.writesLog = on;
-  }
+  holdWrites = (refusal: Error | undefined): void => void (this.held = refusal);
+  setChangeLog = (on: boolean): void => void (this.writesLog = on);
 
   /** Removes change-log entries with index <= `upTo`, a chunk at a time; how many were removed. */
   trimLog(upTo: number, chunk = 10_000): Promise<number> {

@@ -335,8 +335,6 @@ export interface Store extends CatchUpStore {
   trimLog(upTo: number): Promise<number>;
   /** Refuses every transaction with `refusal` from now on (undefined: takes them again), but those made `pastHold`. */
   holdWrites(refusal: Error | undefined): void;
-  /** Resolves once every write accepted so far is durable (or failed). */
-  settled(): Promise<void>;
   /** Whether commits write change-log entries from now on (the primary's do). */
   setChangeLog(on: boolean): void;
   close(): Promise<void>;

@@ -112,6 +112,21 @@ async function rolledBackTokens(dirs: string[]): Promise<string[]> {
   return [...out];
 }
 
+/** dc1 (three servers and etcd, their data dirs on `fs` when there is one), dc2 and dc3, each told the others' addresses. */
+function startScenario(token: string, ha: boolean, fs: LazyFS | undefined): Promise<Cluster> {
+  const dc1Servers = ha ? ['dc1-server-1', 'dc1-server-2', 'dc1-server-3'] : ['dc1-node'];
+  return startCluster({
+    datacenters: { dc1: { servers: ha ? 3 : 1 }, dc2: { servers: 1 }, dc3: { servers: 1 } },
+    managementToken: token,
+    knowEachOther: true,
+    // dc2 is cut off from dc1 a moment before the power cut: dc1 acknowledges writes dc2 never gets (the recovery point's loss).
+    links: true,
+    // The old primary follows another datacenter when it returns: it needs a replication token too.
+    configFor: { dc1: { replication_token: token } },
+    ...(fs ? { dataDirParent: Object.fromEntries(dc1Servers.map((s) => [s, fs.dir])), etcdDirParent: fs.dir } : {}),
+  });
+}
+
 export async function runPrimaryLoss(options: { log?: (line: string) => void; loadMs?: number } = {}): Promise<PrimaryLossReport> {
   const log = options.log ?? (() => undefined);
   const loadMs = options.loadMs ?? 5000;
@@ -124,18 +139,8 @@ export async function runPrimaryLoss(options: { log?: (line: string) => void; lo
     ? `power cut: SIGKILL of dc1's ${ha ? 'servers and etcd' : 'server'}, then LazyFS dropped every unsynced byte`
     : `SIGKILL of dc1's ${ha ? 'servers and etcd' : 'server'} only (${fuse})`;
   log(`primary-loss: ${powerCut}`);
-  const dc1Servers = ha ? ['dc1-server-1', 'dc1-server-2', 'dc1-server-3'] : ['dc1-node'];
   const token = crypto.randomUUID();
-  const cluster = await startCluster({
-    datacenters: { dc1: { servers: ha ? 3 : 1 }, dc2: { servers: 1 }, dc3: { servers: 1 } },
-    managementToken: token,
-    knowEachOther: true,
-    // dc2 is cut off from dc1 a moment before the power cut: dc1 acknowledges writes dc2 never gets (the recovery point's loss).
-    links: true,
-    // The old primary follows another datacenter when it returns: it needs a replication token too.
-    configFor: { dc1: { replication_token: token } },
-    ...(fs ? { dataDirParent: Object.fromEntries(dc1Servers.map((s) => [s, fs.dir])), etcdDirParent: fs.dir } : {}),
-  });
+  const cluster = await startScenario(token, ha, fs);
   const load = new MovingLoad(cluster, token, 10);
   try {
     await cluster.waitForReplication();
@@ -198,56 +203,80 @@ export async function runPrimaryLoss(options: { log?: (line: string) => void; lo
         return a.status === 200 && (a.body as { Index: number }).Index >= final.Index;
       });
 
-    // The checks: every acknowledged write, the declared exception, the history.
-    const declared = new Set([...load.writtenAt].filter(([, w]) => w.dc === 'dc1' && w.index > report.LastIndex).map(([id]) => id));
-    const present = async (dc: string, id: string) => (await call(cluster.get(dc).url, token, 'GET', `/v1/acl/token/${id}`)).status === 200;
-    const lost: string[] = [];
-    const localLost: string[] = [];
-    const leaked: string[] = [];
-    for (const [id, t] of load.created) {
-      if (load.unsure.has(id)) continue;
-      const there = await present(t.local ? t.dc : 'dc3', id);
-      const gone = load.deleted.has(id) ? there : !there;
-      if (t.local) {
-        if (gone) localLost.push(`${id} of ${t.dc}`);
-        for (const dc of ['dc1', 'dc2', 'dc3']) if (dc !== t.dc && (await present(dc, id))) leaked.push(`${id} of ${t.dc} seen at ${dc}`);
-      } else if (gone) {
-        lost.push(id);
-      }
-    }
-    const declaredCreates = [...declared].filter((id) => load.writtenAt.get(id)?.op === 'create');
-    const declaredCreatesFound: string[] = [];
-    for (const id of declaredCreates) if (await present('dc3', id)) declaredCreatesFound.push(id);
-    const all = checkHistory(load.history.ops);
-    const anomalies = all.filter((a) => !declared.has(a.key));
-    const dc1Dirs = dc1.servers.map((s) => s.dataDir);
-    const rolledBack = await rolledBackTokens(dc1Dirs);
-    return {
+    return await outcome(cluster, token, load, {
       powerCut,
-      operations: load.history.ops.length,
-      anomalies,
-      declaredAnomalies: all.length - anomalies.length,
-      promotion: { lastIndex: report.LastIndex, lastContact: report.LastContact, epoch: report.Epoch },
-      declared: [...declared],
-      declaredCreates,
-      declaredCreatesFound,
-      lost,
-      rolledBack,
+      report,
       writesAcceptedMs: { dc2: dc2Ms, dc3: dc3Ms },
       oldPrimaryRejoinedMs: rejoinedMs,
-      // Writes the primaries after dc1 acknowledged (dc2 until the transfer, dc3 after): none may be lost.
-      transfer: { to: 'dc3', writesPausedMs: pausedMs, lost: lost.filter((id) => load.writtenAt.get(id)?.dc !== 'dc1') },
-      localLost,
-      leaked,
-      // A delete at the new primary of a token whose create was lost with dc1 finds nothing: part of the declared exception.
-      bad: load.bad.filter((b) => ![...declared].some((id) => b.includes(id))),
-      writes: { acknowledged: load.created.size, ambiguous: load.ambiguous, deletes: load.deleted.size },
-      durationMs: Date.now() - started,
-    };
+      pausedMs,
+      dc1Dirs: dc1.servers.map((s) => s.dataDir),
+      started,
+    });
   } finally {
     await load.stop();
     await cluster.stop();
     await fs?.unmount();
     await rm(root, { recursive: true, force: true });
   }
+}
+
+/** The checks at the end: every acknowledged write, the declared exception, the history, the rolled-back lines. */
+async function outcome(
+  cluster: Cluster,
+  token: string,
+  load: MovingLoad,
+  run: {
+    powerCut: string;
+    report: { LastIndex: number; LastContact?: string; Epoch: number };
+    writesAcceptedMs: { dc2: number; dc3: number };
+    oldPrimaryRejoinedMs: number;
+    pausedMs: number;
+    dc1Dirs: string[];
+    started: number;
+  },
+): Promise<PrimaryLossReport> {
+  const declared = new Set([...load.writtenAt].filter(([, w]) => w.dc === 'dc1' && w.index > run.report.LastIndex).map(([id]) => id));
+  const present = async (dc: string, id: string) => (await call(cluster.get(dc).url, token, 'GET', `/v1/acl/token/${id}`)).status === 200;
+  const lost: string[] = [];
+  const localLost: string[] = [];
+  const leaked: string[] = [];
+  for (const [id, t] of load.created) {
+    if (load.unsure.has(id)) continue;
+    const there = await present(t.local ? t.dc : 'dc3', id);
+    const gone = load.deleted.has(id) ? there : !there;
+    if (t.local) {
+      if (gone) localLost.push(`${id} of ${t.dc}`);
+      for (const dc of ['dc1', 'dc2', 'dc3']) if (dc !== t.dc && (await present(dc, id))) leaked.push(`${id} of ${t.dc} seen at ${dc}`);
+    } else if (gone) {
+      lost.push(id);
+    }
+  }
+  const declaredCreates = [...declared].filter((id) => load.writtenAt.get(id)?.op === 'create');
+  const declaredCreatesFound: string[] = [];
+  for (const id of declaredCreates) if (await present('dc3', id)) declaredCreatesFound.push(id);
+  const all = checkHistory(load.history.ops);
+  const anomalies = all.filter((a) => !declared.has(a.key));
+  const rolledBack = await rolledBackTokens(run.dc1Dirs);
+  return {
+    powerCut: run.powerCut,
+    operations: load.history.ops.length,
+    anomalies,
+    declaredAnomalies: all.length - anomalies.length,
+    promotion: { lastIndex: run.report.LastIndex, lastContact: run.report.LastContact, epoch: run.report.Epoch },
+    declared: [...declared],
+    declaredCreates,
+    declaredCreatesFound,
+    lost,
+    rolledBack,
+    writesAcceptedMs: run.writesAcceptedMs,
+    oldPrimaryRejoinedMs: run.oldPrimaryRejoinedMs,
+    // Writes the primaries after dc1 acknowledged (dc2 until the transfer, dc3 after): none may be lost.
+    transfer: { to: 'dc3', writesPausedMs: run.pausedMs, lost: lost.filter((id) => load.writtenAt.get(id)?.dc !== 'dc1') },
+    localLost,
+    leaked,
+    // A delete at the new primary of a token whose create was lost with dc1 finds nothing: part of the declared exception.
+    bad: load.bad.filter((b) => ![...declared].some((id) => b.includes(id))),
+    writes: { acknowledged: load.created.size, ambiguous: load.ambiguous, deletes: load.deleted.size },
+    durationMs: Date.now() - run.started,
+  };
 }

@@ -72,6 +72,7 @@ function agentReader(deps: AgentRoutesDeps) {
 
 export async function agentRoutes(app: FastifyInstance, deps: AgentRoutesDeps): Promise<void> {
   statusRoutes(app, deps);
+  primaryRoutes(app, deps);
   healthRoute(app, deps);
   auditRoute(app, deps);
   selfAndMetricsRoutes(app, deps);
@@ -116,6 +117,16 @@ function statusRoutes(app: FastifyInstance, deps: AgentRoutesDeps): void {
     },
   });
 
+  resource(app, '/v1/catalog/datacenters', {
+    GET: {
+      doc: { summary: 'Known datacenters, primary first', permission: 'none', response: z.array(z.string()) },
+      handler: async (request, reply) => sendJSON(request, reply, deps.agent.datacenters()),
+    },
+  });
+}
+
+/** The primary this server follows, its promotion and a planned transfer (SPEC §21), and what peers ask of it. */
+function primaryRoutes(app: FastifyInstance, deps: AgentRoutesDeps): void {
   resource(app, '/v1/operator/primary', {
     GET: {
       doc: {
@@ -171,13 +182,6 @@ function statusRoutes(app: FastifyInstance, deps: AgentRoutesDeps): void {
         response: primaryPlacementResponse,
       },
       handler: async (request, reply) => sendJSON(request, reply, deps.agent.placement()),
-    },
-  });
-
-  resource(app, '/v1/catalog/datacenters', {
-    GET: {
-      doc: { summary: 'Known datacenters, primary first', permission: 'none', response: z.array(z.string()) },
-      handler: async (request, reply) => sendJSON(request, reply, deps.agent.datacenters()),
     },
   });
 }
