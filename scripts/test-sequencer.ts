@@ -10,6 +10,7 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
 const SLOWEST = [
   'test/e2e/etcd-restart.test.ts', // 59: five etcd crashes of 4 s and one of 15 s
   'test/e2e/ha.test.ts', // 45
+  'test/e2e/power-cut.test.ts', // 25-33: five power cuts on LazyFS, one of a whole HA datacenter
   'test/e2e/ui.test.ts', // 35-40
   'test/ha/simulation.test.ts', // 30-40
   'test/e2e/catch-up.test.ts', // 33-39
@@ -22,6 +23,7 @@ const SLOWEST = [
   'test/e2e/max-stale.test.ts', // 15
   'test/e2e/harness-hygiene.test.ts', // 12-15
   'test/e2e/startup-safety.test.ts', // 12
+  'test/e2e/primary-loss.test.ts', // 6-10
 ];
 
 export default class SlowestFirst extends BaseSequencer {

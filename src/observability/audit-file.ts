@@ -1,5 +1,6 @@
 import { constants } from 'node:fs';
-import { type FileHandle, open, rename, rm } from 'node:fs/promises';
+import { type FileHandle, open, readdir, rename, rm } from 'node:fs/promises';
+import { basename, dirname } from 'node:path';
 import type { Logger } from 'pino';
 
 /** Opened for appending, created 0600, and never through a symbolic link (a planted link cannot redirect the log). */
@@ -135,9 +136,15 @@ export class AuditFile {
   private async rotate(): Promise<void> {
     const { path, maxFiles } = this.settings;
     await this.closeFile();
-    await rm(`${path}.${maxFiles}`, { force: true });
-    for (let i = maxFiles - 1; i >= 1; i--) {
-      await rename(`${path}.${i}`, `${path}.${i + 1}`).catch(() => undefined);
+    // Only the rotated files there are, newest last (one directory read, not a rename tried for every number up to maxFiles).
+    const base = `${basename(path)}.`;
+    const held = (await readdir(dirname(path)).catch(() => [] as string[]))
+      .filter((f) => f.startsWith(base) && /^[1-9]\d*$/.test(f.slice(base.length)))
+      .map((f) => Number(f.slice(base.length)))
+      .sort((a, b) => b - a);
+    for (const i of held) {
+      if (i >= maxFiles) await rm(`${path}.${i}`, { force: true });
+      else await rename(`${path}.${i}`, `${path}.${i + 1}`).catch(() => undefined);
     }
     await rename(path, `${path}.1`);
     await this.reopen();

@@ -70,7 +70,7 @@ function writeLoad(api: () => Api, workers = 16): { told: Told; stop(): Promise<
 /** Waits until the load has `n` acknowledged creates (a busy machine is slower; at most `maxMs`), then `thenMs` more. */
 async function loadFor(told: Told, n: number, thenMs: number, maxMs = 15_000): Promise<void> {
   const deadline = Date.now() + maxMs;
-  while (told.created.size < n && Date.now() < deadline) await sleep(20);
+  while (told.created.size + told.deleted.size < n && Date.now() < deadline) await sleep(20);
   await sleep(thenMs);
 }
 
@@ -134,8 +134,8 @@ describe.skipIf(unavailable !== undefined)(`power cuts on LazyFS (seed ${seed})`
       api = await start(dir);
       expect(await missing(api, all), `round ${round}`).toEqual({ lost: [], back: [] });
     }
-    expect(all.created.size).toBeGreaterThanOrEqual(80);
-    expect(all.deleted.size).toBeGreaterThan(10);
+    expect(all.created.size + all.deleted.size).toBeGreaterThanOrEqual(80);
+    expect(all.deleted.size).toBeGreaterThanOrEqual(5);
     await agent?.stop();
   }, 60_000);
 
@@ -215,7 +215,7 @@ describe.skipIf(unavailable !== undefined)(`power cuts on LazyFS (seed ${seed})`
     }
     const unaudited = [...load.told.created, ...load.told.deleted].filter((id) => !audited.has(id));
     expect(unaudited).toEqual([]);
-    expect(load.told.created.size).toBeGreaterThanOrEqual(30);
+    expect(load.told.created.size + load.told.deleted.size).toBeGreaterThanOrEqual(30);
     await agent?.stop();
   }, 60_000);
 
@@ -244,7 +244,7 @@ describe.skipIf(unavailable !== undefined)(`power cuts on LazyFS (seed ${seed})`
         await cluster.coordinator?.start();
         await Promise.all(servers.map((x) => x.start()));
         const next = await cluster.get('dc1').leader(30_000);
-        expect(load.told.created.size).toBeGreaterThan(50);
+        expect(load.told.created.size + load.told.deleted.size).toBeGreaterThanOrEqual(60);
         expect(await missing(apiFor(next.url, SECRET), load.told), `leader before: ${leader.serverName}`).toEqual({ lost: [], back: [] });
       } finally {
         await cluster.stop();
