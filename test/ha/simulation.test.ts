@@ -6,8 +6,8 @@ import { simulate } from '../../src/testing/simulation/datacenter.js';
 // follower core and group commit over in-memory links, a model of etcd and simulated disks, on
 // a fake clock under seeded faults. `npm run simulate -- --seeds 10000` runs many more.
 
-/** 64 a run (~11 s of one core): the suite keeps to its three minutes, and the seeds rotate. */
-const SEEDS = 64;
+/** 40 a run (~7 s of one core): the suite keeps to its three minutes, and the seeds rotate. */
+const SEEDS = 40;
 /**
  * The seeds rotate: each run takes SEEDS new ones from a random start (printed), so that runs
  * over time cover many more than one run does. WATCHWORD_SIM_SEED=N replays a run's seeds.
