@@ -64,6 +64,7 @@ if (scenario === 'primary-loss') {
     { check: 'run took', value: `${(r.durationMs / 1000).toFixed(0)} s`, ok: true },
   ];
   for (const line of [...undeclared, ...r.transfer.lost, ...r.localLost, ...r.leaked, ...r.bad].slice(0, 20)) log(`  ${line}`);
+  log(`ambiguous answers: ${r.ambiguousBy.map(([why, n]) => `${why} x${n}`).join(', ')}`);
 } else if (single) {
   if (process.env.CHAOS_TOPOLOGY !== 'single') log('chaos: no etcd binary (Debian: etcd-server); running three single-server datacenters');
   const wanted = Number(process.env.CHAOS_FAULTS ?? 21);

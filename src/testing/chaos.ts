@@ -105,6 +105,8 @@ export class Load {
   /** Deletes whose outcome is unknown (the token may or may not be there). */
   readonly unsure = new Set<string>();
   ambiguous = 0;
+  /** Ambiguous answers by what was asked and how it was answered (`create at dc2: 503 NO_LEADER`). */
+  readonly ambiguousBy = new Map<string, number>();
   readonly bad: string[] = [];
   /** Every operation on a token, as sent and answered, for the history checks. */
   readonly history = new HistoryRecorder();
@@ -135,6 +137,8 @@ export class Load {
     if (a.status === 200) return true;
     if (a.status === 0 || a.status === 503) {
       this.ambiguous++;
+      const why = `${what.replace(/ of [0-9a-f-]{36}$/, '')}: ${a.status} ${(a.body as { code?: string } | undefined)?.code ?? ''}`.trim();
+      this.ambiguousBy.set(why, (this.ambiguousBy.get(why) ?? 0) + 1);
       return false;
     }
     this.bad.push(`${what}: HTTP ${a.status} ${JSON.stringify(a.body).slice(0, 200)}`);
