@@ -350,21 +350,33 @@ export class DatacenterRole implements ClusterRole, RoleHost {
           `them to its audit log when it returns and rejoins as a secondary.`,
     };
     if (this.leading) await this.side.stopReplication();
-    await store.transact((tx) => {
-      tx.putMeta(META.placement, {
-        Primary: dc,
-        Epoch: epoch,
-        Addresses: [],
-        Took: { From: previous, Epoch: report.PreviousEpoch, Index: index, ...(cursor?.logID ? { Log: cursor.logID } : {}) },
-      } satisfies PlacementRecord);
-      tx.putMeta(META.primaryEpoch, epoch);
-      // A log of its own from here: every secondary starts from a snapshot of this datacenter.
-      tx.resetLog(randomUUID());
-    });
+    await this.orResume(() =>
+      store.transact((tx) => {
+        tx.putMeta(META.placement, {
+          Primary: dc,
+          Epoch: epoch,
+          Addresses: [],
+          Took: { From: previous, Epoch: report.PreviousEpoch, Index: index, ...(cursor?.logID ? { Log: cursor.logID } : {}) },
+        } satisfies PlacementRecord);
+        tx.putMeta(META.primaryEpoch, epoch);
+        // A log of its own from here: every secondary starts from a snapshot of this datacenter.
+        tx.resetLog(randomUUID());
+      }),
+    );
     this.deps.onEvent?.('primary-promoted', { ...report, Planned: planned });
     this.takeStanding();
     if (this.leading && !this.stopped) await this.side.startReplication();
     return report;
+  }
+
+  /** Writes a change of side; should it fail (a disk error), the side's replication, stopped for it, runs again. */
+  private async orResume(write: () => Promise<unknown>): Promise<void> {
+    try {
+      await write();
+    } catch (err) {
+      if (this.leading && !this.stopped) await this.side.startReplication();
+      throw err;
+    }
   }
 
   /** The datacenter a planned transfer is handing the primary role to, while it does (ACL writes wait meanwhile). */
@@ -413,7 +425,7 @@ export class DatacenterRole implements ClusterRole, RoleHost {
           );
         const record: PlacementRecord = { Primary: target, Epoch: epoch, Addresses: [this.deps.transport.peerURL(address)] };
         if (this.leading) await this.side.stopReplication();
-        await store.transact((tx) => tx.putMeta(META.placement, record), { pastHold: true });
+        await this.orResume(() => store.transact((tx) => tx.putMeta(META.placement, record), { pastHold: true }));
         this.deps.onEvent?.('primary-followed', { Primary: target, Epoch: epoch, Previous: dc, Planned: true });
         this.takeStanding();
         if (this.leading && !this.stopped) await this.side.startReplication();

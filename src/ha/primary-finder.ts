@@ -102,7 +102,8 @@ export class PrimaryFinder {
 
   private async ask(): Promise<void> {
     const candidates = this.candidates();
-    await this.remember(candidates);
+    // Kept for a later restart; a store that takes no write now (a transfer holding writes) does not stop the asking.
+    await this.remember(candidates).catch(() => undefined);
     const answers = await Promise.all(
       [...candidates].map(async ([name, url]) => {
         let client = this.clients.get(url);
@@ -129,11 +130,14 @@ export class PrimaryFinder {
     await this.o.follow({ Primary: best.Primary, Epoch: best.Epoch, Addresses: [...new Set(addresses)].slice(0, 64) });
   }
 
-  /** The datacenters known now are kept, so that after a restart (a returning old primary) they can still be asked. */
+  /**
+   * The datacenters known now are added to those known before and kept, so that after a restart
+   * (a returning old primary) they can still be asked, those that were away at the time too.
+   */
   private async remember(candidates: Map<string, string>): Promise<void> {
     const known = (this.o.store.getMeta(META.knownDatacenters) ?? {}) as Record<string, string>;
-    const now = Object.fromEntries(candidates);
-    if (JSON.stringify(known) === JSON.stringify(now)) return;
+    const now = { ...known, ...Object.fromEntries(candidates) };
+    if (Object.keys(now).length > 256 || Object.entries(now).every(([name, url]) => known[name] === url)) return;
     await this.o.store.transact((tx) => tx.putMeta(META.knownDatacenters, now));
   }
 }
