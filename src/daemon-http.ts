@@ -132,6 +132,7 @@ export function buildHttp(config: Config, deps: PlaceDeps & { services: HttpServ
     // At the primary: its epoch, which a write forwarded by a secondary that has seen a higher one is refused against.
     primaryEpoch: () => (cluster.kind === 'primary' ? primaryEpochOf(store) : undefined),
     handingOver: () => cluster.handingOver(),
+    staleSeen: () => cluster.staleSeen(),
     replicationHistory: () => history.read(),
     audit,
     auditRefusal: refusalAuditor(store, audit),

@@ -80,6 +80,8 @@ export interface ClusterRole {
   transfer(target: string): Promise<PromotionResponse>;
   /** While a planned transfer runs at this primary: the datacenter it goes to (ACL writes wait). */
   handingOver(): string | undefined;
+  /** Something named a higher epoch than this datacenter's (a forwarded write): ask the others which primary is newer, now. */
+  staleSeen(): void;
   /** GET /v1/internal/primary: what peers learning of a newer primary are told. */
   placementAnswer(): PrimaryPlacementResponse;
   /** WebSocket upgrades: the replication stream and the servers' stream. */

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
+import { primaryPlacementResponse } from '../api/schemas.js';
 import type {
   OperatorPrimaryResponse,
   OperatorServersResponse,
@@ -30,6 +31,8 @@ import type { RoleHost, Side } from './side.js';
 
 /** How long a planned transfer waits for the target to have everything (the write pause is at most this and the handover). */
 const TRANSFER_CATCH_UP_MS = 10_000;
+/** How long it waits for the target to say it took the role. */
+const TRANSFER_CONFIRM_MS = 5_000;
 
 /**
  * A server's place (README, "Multiple datacenters" and "Several servers per datacenter"): the
@@ -369,6 +372,27 @@ export class DatacenterRole implements ClusterRole, RoleHost {
     return report;
   }
 
+  /** Whether `target` (at `url`) says, within a few seconds, that it is the primary at `epoch` (a handover taken). */
+  private async confirmsTakeover(target: string, url: string, epoch: number): Promise<boolean> {
+    const peer = new PeerClient(url, target, this.deps.transport.fetcher({ datacenter: target }));
+    const deadline = Date.now() + TRANSFER_CONFIRM_MS;
+    while (Date.now() < deadline) {
+      try {
+        const res = await peer.request('GET', '/v1/internal/primary', {}, undefined, 1000);
+        const said = res.status === 200 ? primaryPlacementResponse.safeParse(JSON.parse(res.text)) : undefined;
+        if (said?.success && said.data.Primary === target && said.data.Epoch >= epoch) return true;
+      } catch {
+        // not reached this time; asked again
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    return false;
+  }
+
+  staleSeen(): void {
+    if (this.leading) this.finder.poke();
+  }
+
   /** Writes a change of side; should it fail (a disk error), the side's replication, stopped for it, runs again. */
   private async orResume(write: () => Promise<unknown>): Promise<void> {
     try {
@@ -423,7 +447,15 @@ export class DatacenterRole implements ClusterRole, RoleHost {
             'PRIMARY_UNAVAILABLE',
             `datacenter ${target} did not take everything up to index ${upTo} in time; ${dc} stays the primary`,
           );
-        const record: PlacementRecord = { Primary: target, Epoch: epoch, Addresses: [this.deps.transport.peerURL(address)] };
+        const url = this.deps.transport.peerURL(address);
+        // Not a secondary of anyone until the target says it took the role: else no datacenter would be the primary.
+        if (!(await this.confirmsTakeover(target, url, epoch)))
+          throw new WatchwordError(
+            'PRIMARY_UNAVAILABLE',
+            `datacenter ${target} was sent the handover but has not said it took it; ${dc} stays the primary (should ${target} ` +
+              `take it late, ${dc} finds its epoch ${epoch} and follows it)`,
+          );
+        const record: PlacementRecord = { Primary: target, Epoch: epoch, Addresses: [url] };
         if (this.leading) await this.side.stopReplication();
         await this.orResume(() => store.transact((tx) => tx.putMeta(META.placement, record), { pastHold: true }));
         this.deps.onEvent?.('primary-followed', { Primary: target, Epoch: epoch, Previous: dc, Planned: true });

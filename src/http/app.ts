@@ -198,17 +198,18 @@ function serveDirectly(app: FastifyInstance, deps: AppDeps): void {
   const cluster = deps.cluster;
   app.decorate('forwarderCheck', cluster?.forwarderCheck);
   app.decorate('auditRefusal', deps.auditRefusal);
-  const { primaryEpoch, handingOver } = deps;
+  const { primaryEpoch, handingOver, staleSeen } = deps;
   if (primaryEpoch || handingOver) {
     // A stale primary takes no forwarded write, and one handing its role over no ACL write, whichever door it comes in by (the
     // direct path checks them too).
     app.addHook('onRequest', async (request) => {
-      refuseIfStale(request.method, request.headers, primaryEpoch);
+      refuseIfStale(request.method, request.headers, primaryEpoch, staleSeen);
       refuseWhileHandingOver(request.method, request.url, handingOver);
     });
   }
   direct.install(app, {
     ...(primaryEpoch ? { primaryEpoch } : {}),
+    ...(staleSeen ? { staleSeen } : {}),
     ...(handingOver ? { handingOver } : {}),
     store: deps.store,
     agent: deps.agent,

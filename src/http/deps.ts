@@ -50,6 +50,8 @@ export interface AppDeps {
    * one is refused (409 STALE_PRIMARY). Undefined elsewhere, or when absent.
    */
   primaryEpoch?: () => number | undefined;
+  /** Told when a forwarded write names a higher epoch than this primary's (it asks the others which primary is newer). */
+  staleSeen?: () => void;
   /** At a primary handing its role over (a planned transfer, SPEC §21): the datacenter it goes to; ACL writes wait meanwhile. */
   handingOver?: () => string | undefined;
   /** This server's recent audit events (GET /v1/operator/audit). */

@@ -132,6 +132,7 @@ export interface DirectDeps {
   forwarderCheck?: ForwarderCheck;
   /** At the primary, its epoch: a forwarded write from a secondary that has seen a higher one is refused. */
   primaryEpoch?: () => number | undefined;
+  staleSeen?: () => void;
   handingOver?: () => string | undefined;
 }
 
@@ -265,7 +266,7 @@ class DirectServing {
         },
         this.deps.forwarderCheck,
       );
-      refuseIfStale(route.method, req.headers, this.deps.primaryEpoch);
+      refuseIfStale(route.method, req.headers, this.deps.primaryEpoch, this.deps.staleSeen);
       refuseWhileHandingOver(route.method, route.url, this.deps.handingOver);
       route.admit?.(ctx);
       const params = route.paramName === '' ? NO_PARAMS : { [route.paramName]: param };

@@ -183,12 +183,19 @@ export const PRIMARY_EPOCH_HEADER = 'x-service-primary-epoch';
  * epoch: this primary is stale (a secondary was promoted since), and must not take it. Both
  * doors call it before a write runs; reads are not refused (they change nothing).
  */
-export function refuseIfStale(method: string, headers: IncomingHttpHeaders, primaryEpoch: (() => number | undefined) | undefined): void {
+export function refuseIfStale(
+  method: string,
+  headers: IncomingHttpHeaders,
+  primaryEpoch: (() => number | undefined) | undefined,
+  /** Told when a write is refused so: a newer primary exists, and this one should find it. */
+  staleSeen?: () => void,
+): void {
   const sent = headers[PRIMARY_EPOCH_HEADER];
   if (sent === undefined || primaryEpoch === undefined || method === 'GET' || method === 'HEAD') return;
   const seen = Number(Array.isArray(sent) ? sent[0] : sent);
   const epoch = primaryEpoch();
   if (epoch === undefined || !Number.isInteger(seen) || seen <= epoch) return;
+  staleSeen?.();
   throw new WatchwordError(
     'STALE_PRIMARY',
     `This primary's epoch is ${epoch}, and the datacenter that forwarded this write has seen epoch ${seen}: a newer primary was promoted; the write was not made here`,
