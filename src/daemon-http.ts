@@ -131,7 +131,6 @@ export function buildHttp(config: Config, deps: PlaceDeps & { services: HttpServ
     replicationStatus: () => cluster.replicationStatus(),
     // At the primary: its epoch, which a write forwarded by a secondary that has seen a higher one is refused against.
     primaryEpoch: () => (cluster.kind === 'primary' ? primaryEpochOf(store) : undefined),
-    handingOver: () => cluster.handingOver(),
     staleSeen: () => cluster.staleSeen(),
     replicationHistory: () => history.read(),
     audit,

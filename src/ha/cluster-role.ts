@@ -78,8 +78,6 @@ export interface ClusterRole {
   promote(force: boolean): Promise<PromotionResponse>;
   /** PUT /v1/operator/primary?transfer=DC at the primary's leader (SPEC §21): a planned handover. */
   transfer(target: string): Promise<PromotionResponse>;
-  /** While a planned transfer runs at this primary: the datacenter it goes to (ACL writes wait). */
-  handingOver(): string | undefined;
   /** Something named a higher epoch than this datacenter's (a forwarded write): ask the others which primary is newer, now. */
   staleSeen(): void;
   /** GET /v1/internal/primary: what peers learning of a newer primary are told. */

@@ -55,8 +55,6 @@ export class DatacenterRole implements ClusterRole, RoleHost {
   private changing: Promise<unknown> = Promise.resolve();
   private leading = false;
   private stopped = false;
-  /** The datacenter a planned transfer is handing the role to, while it does. */
-  private handing: string | undefined;
   private readonly finder: PrimaryFinder;
   private unwatch: (() => void) | undefined;
 
@@ -403,13 +401,8 @@ export class DatacenterRole implements ClusterRole, RoleHost {
     }
   }
 
-  /** The datacenter a planned transfer is handing the primary role to, while it does (ACL writes wait meanwhile). */
-  handingOver(): string | undefined {
-    return this.handing;
-  }
-
   /**
-   * PUT /v1/operator/primary?transfer=DC at the primary's leader (SPEC §21): ACL writes stop here,
+   * PUT /v1/operator/primary?transfer=DC at the primary's leader (SPEC §21): global writes stop here,
    * every one acknowledged is sent to `target` (a connected secondary), which becomes the primary
    * with the next epoch; this datacenter then follows it. Nothing acknowledged is lost, and writes
    * wait for at most the target's catch-up and 2 s.
@@ -430,8 +423,7 @@ export class DatacenterRole implements ClusterRole, RoleHost {
       if (!connected) throw conflict(`datacenter ${target} is not a connected secondary of ${dc}; a transfer needs it connected`);
       const epoch = this.placement.epoch() + 1;
       const started = Date.now();
-      this.handing = target;
-      // Held in the store too: a write already past the HTTP check when the transfer began is refused, not lost.
+      // Global writes held in the store (Local tokens go on): one already on its way is refused, not lost.
       store.holdWrites(
         new WatchwordError('PRIMARY_TRANSFER', `The primary is handing its role to datacenter ${target}; retry in a moment`, {
           retryAfter: 1,
@@ -473,7 +465,6 @@ export class DatacenterRole implements ClusterRole, RoleHost {
           Warning: `A planned transfer: ${target} took every write ${dc} had acknowledged (up to index ${upTo}); nothing was lost.`,
         };
       } finally {
-        this.handing = undefined;
         store.holdWrites(undefined);
       }
     });

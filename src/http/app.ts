@@ -4,7 +4,7 @@ import { BODY_LIMIT } from './body.js';
 import { WatchwordError } from '../domain/errors.js';
 import { RateLimiter } from '../transport/rate-limit.js';
 import { z } from 'zod';
-import { answered, refuseIfStale, refuseWhileHandingOver, sendError } from './pipeline.js';
+import { answered, refuseIfStale, sendError } from './pipeline.js';
 import { openAPIDocument } from './openapi.js';
 import { registerUI } from './ui.js';
 import { sendJSON } from './respond.js';
@@ -198,19 +198,14 @@ function serveDirectly(app: FastifyInstance, deps: AppDeps): void {
   const cluster = deps.cluster;
   app.decorate('forwarderCheck', cluster?.forwarderCheck);
   app.decorate('auditRefusal', deps.auditRefusal);
-  const { primaryEpoch, handingOver, staleSeen } = deps;
-  if (primaryEpoch || handingOver) {
-    // A stale primary takes no forwarded write, and one handing its role over no ACL write, whichever door it comes in by (the
-    // direct path checks them too).
-    app.addHook('onRequest', async (request) => {
-      refuseIfStale(request.method, request.headers, primaryEpoch, staleSeen);
-      refuseWhileHandingOver(request.method, request.url, handingOver);
-    });
+  const { primaryEpoch, staleSeen } = deps;
+  if (primaryEpoch) {
+    // A stale primary takes no forwarded write, whichever door it comes in by (the direct path checks it too).
+    app.addHook('onRequest', async (request) => refuseIfStale(request.method, request.headers, primaryEpoch, staleSeen));
   }
   direct.install(app, {
     ...(primaryEpoch ? { primaryEpoch } : {}),
     ...(staleSeen ? { staleSeen } : {}),
-    ...(handingOver ? { handingOver } : {}),
     store: deps.store,
     agent: deps.agent,
     metrics: deps.metrics,

@@ -52,8 +52,6 @@ export interface AppDeps {
   primaryEpoch?: () => number | undefined;
   /** Told when a forwarded write names a higher epoch than this primary's (it asks the others which primary is newer). */
   staleSeen?: () => void;
-  /** At a primary handing its role over (a planned transfer, SPEC §21): the datacenter it goes to; ACL writes wait meanwhile. */
-  handingOver?: () => string | undefined;
   /** This server's recent audit events (GET /v1/operator/audit). */
   audit?: Pick<AuditLog, 'query' | 'after' | 'latest'>;
   /** Records a refused request in the audit log (README: Audit log): 403s, and the login limit's 429s. */

@@ -9,7 +9,7 @@ import type { AgentInfo } from '../service/context.js';
 import type { Metrics } from '../observability/metrics.js';
 import { BODY_LIMIT } from './body.js';
 import { ERROR_CODE_HEADER, type Refusal } from './errors.js';
-import { answered, contextOf, errorAnswer, refuseIfStale, refuseWhileHandingOver } from './pipeline.js';
+import { answered, contextOf, errorAnswer, refuseIfStale } from './pipeline.js';
 import { type ForwarderCheck, hintsOf, secretOf } from './request.js';
 
 /**
@@ -133,7 +133,6 @@ export interface DirectDeps {
   /** At the primary, its epoch: a forwarded write from a secondary that has seen a higher one is refused. */
   primaryEpoch?: () => number | undefined;
   staleSeen?: () => void;
-  handingOver?: () => string | undefined;
 }
 
 export class DirectRoutes {
@@ -267,7 +266,6 @@ class DirectServing {
         this.deps.forwarderCheck,
       );
       refuseIfStale(route.method, req.headers, this.deps.primaryEpoch, this.deps.staleSeen);
-      refuseWhileHandingOver(route.method, route.url, this.deps.handingOver);
       route.admit?.(ctx);
       const params = route.paramName === '' ? NO_PARAMS : { [route.paramName]: param };
       const answer = route.run({ ctx, params, query, body });

@@ -160,21 +160,6 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, err: unk
   return reply.code(a.status).type(a.contentType).send(a.body);
 }
 
-/**
- * At a primary handing its role to another datacenter (SPEC §21, a planned transfer): ACL writes
- * wait (503 PRIMARY_TRANSFER, Retry-After) until the new primary takes them; both doors call it.
- */
-export function refuseWhileHandingOver(method: string, url: string, handingOver: (() => string | undefined) | undefined): void {
-  if (handingOver === undefined || method === 'GET' || method === 'HEAD' || !url.startsWith('/v1/acl/')) return;
-  const target = handingOver();
-  if (target === undefined) return;
-  throw new WatchwordError(
-    'PRIMARY_TRANSFER',
-    `The primary is handing its role to datacenter ${target}; ACL writes are refused for a moment (at most its catch-up and 2 s): retry`,
-    { retryAfter: 1 },
-  );
-}
-
 /** The highest primary epoch a secondary has seen, sent with each write it forwards to the primary (SPEC §21). */
 export const PRIMARY_EPOCH_HEADER = 'x-service-primary-epoch';
 

@@ -65,7 +65,7 @@ export class LevelStore implements Store {
   private readonly replica: ServerReplica;
   /** The change log on disk (change-log.ts). */
   private readonly changeLog: ChangeLog;
-  /** What writes are refused with while held (a planned transfer of the primary role). */
+  /** What changes of global objects are refused with while held (a planned transfer of the primary role). */
   private held: Error | undefined;
   /** Whether commits write change-log entries: the primary's do (a promotion turns it on, a demotion off). */
   private writesLog: boolean;
@@ -255,8 +255,7 @@ export class LevelStore implements Store {
     return this.replica.isFollower;
   }
 
-  private checkUsable(pastHold = false): void {
-    if (this.held && !pastHold) throw this.held;
+  private checkUsable(): void {
     if (this.replica.isFollower)
       throw new WatchwordError('NO_LEADER', 'this server is a follower: writes go to the leader of its datacenter');
     const failing = this.recovery.failing;
@@ -295,9 +294,11 @@ export class LevelStore implements Store {
     let result: T;
     const before = this.lastAllocated;
     try {
-      this.checkUsable(options.pastHold);
+      this.checkUsable();
       tx = new StoreTx(this);
       result = fn(tx);
+      // Held (a planned transfer of the primary role): a change of a global object waits; Local tokens go on.
+      if (this.held && !options.pastHold && tx.changesGlobal) throw this.held;
       if (result instanceof Promise) throw new Error('store transactions are synchronous; the function returned a promise');
     } catch (err) {
       // Nothing was queued: the indexes it took are free again.

@@ -232,6 +232,11 @@ export class StoreTx implements Tx {
     return this.store.bootstrap();
   }
 
+  /** Whether this transaction changes a global object (what a change-log entry carries). */
+  get changesGlobal(): boolean {
+    return this.changes.size > 0;
+  }
+
   private log(change: Change): void {
     const list = this.changes.get(this.index);
     if (list) list.push(change);

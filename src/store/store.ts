@@ -246,7 +246,7 @@ export interface TransactOptions {
    * it changed and its index are added by the store; the line rides the change's group commit.
    */
   audit?: AuditRecord;
-  /** Made while writes are held (`holdWrites`): the change that ends the hold. */
+  /** Made while changes of global objects are held (`holdWrites`): the change that ends the hold. */
   pastHold?: boolean;
 }
 
@@ -333,7 +333,7 @@ export interface Store extends CatchUpStore {
   logTrimmedUpTo(): number;
   /** Removes change-log entries up to `upTo`; returns how many. */
   trimLog(upTo: number): Promise<number>;
-  /** Refuses every transaction with `refusal` from now on (undefined: takes them again), but those made `pastHold`. */
+  /** Refuses every transaction that changes a global object with `refusal` from now on (undefined: takes them again), but those made `pastHold`. */
   holdWrites(refusal: Error | undefined): void;
   /** Whether commits write change-log entries from now on (the primary's do). */
   setChangeLog(on: boolean): void;

@@ -202,7 +202,17 @@ describe('losing the primary datacenter (SPEC §21)', () => {
           refusals.push({ status: res.status, code: res.headers.get('x-service-error-code'), retryAfter: res.headers.get('retry-after') });
       }
     };
-    const writers = [writer(() => dc2, 'load-dc2'), writer(() => dc3, 'load-dc3')];
+    // And Local tokens at the primary being handed over: they never wait.
+    const locals: string[] = [];
+    const localRefusals: number[] = [];
+    const localWriter = async () => {
+      for (let i = 0; writing && i < 2000; i++) {
+        const res = await dc2.api('PUT', '/v1/acl/token', { body: { Local: true, Description: `local during the transfer ${i}` } });
+        if (res.status === 200) locals.push(res.body.AccessorID as string);
+        else localRefusals.push(res.status);
+      }
+    };
+    const writers = [writer(() => dc2, 'load-dc2'), writer(() => dc3, 'load-dc3'), localWriter()];
     await waitFor(() => acknowledged.length >= 20, 15_000);
 
     // Needs operator:write and acl:write, at the primary, to a connected secondary.
@@ -230,6 +240,9 @@ describe('losing the primary datacenter (SPEC §21)', () => {
     // A write refused meanwhile said why and when to retry.
     for (const r of refusals.filter((x) => x.code === 'PRIMARY_TRANSFER'))
       expect(r).toEqual({ status: 503, code: 'PRIMARY_TRANSFER', retryAfter: '1' });
+    expect(localRefusals).toEqual([]);
+    expect(locals.length).toBeGreaterThan(0);
+    for (const id of locals.slice(-5)) expect((await dc2.api('GET', `/v1/acl/token/${id}`)).status).toBe(200);
     // No write is rolled back by a planned transfer.
     expect(await auditLines(dc2, 'rolled-back')).toEqual([]);
   }, 90_000);
