@@ -160,8 +160,16 @@ describe('losing the primary datacenter (SPEC §21)', () => {
     const after = await dc2.api('PUT', '/v1/acl/policy', { body: { Name: 'after-promotion', Rules: 'acl = "read"' } });
     expect(after.status).toBe(200);
     expect((await dc2.api('GET', '/v1/operator/primary')).body).toMatchObject({ Datacenter: 'dc2', Epoch: 2 });
+    // What the agent says of itself follows (a promotion is not a configuration change).
+    expect((await dc2.api('GET', '/v1/agent/self')).body.Config).toMatchObject({
+      Datacenter: 'dc2',
+      PrimaryDatacenter: 'dc2',
+      Role: 'primary',
+    });
     await waitFor(async () => (await dc3.api('GET', `/v1/acl/policy/${after.body.ID}`)).status === 200, 15_000, 50, 'dc3 follows dc2');
     expect((await dc3.api('GET', '/v1/operator/primary')).body).toMatchObject({ Datacenter: 'dc2', Epoch: 2 });
+    // A bootstrap at a secondary names the primary of now.
+    expect((await dc3.api('PUT', '/v1/acl/bootstrap')).body.message).toContain('send it to dc2');
     // A global write at dc3 goes to dc2 now.
     const viaDc3 = await dc3.api('PUT', '/v1/acl/token', { body: { Description: 'global via dc3' } });
     expect(viaDc3.status).toBe(200);
