@@ -1,7 +1,5 @@
-import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { primaryPlacementResponse } from '../api/schemas.js';
 import type {
   OperatorPrimaryResponse,
   OperatorServersResponse,
@@ -9,11 +7,10 @@ import type {
   PromotionResponse,
   ReplicationStatusResponse,
 } from '../api/schemas.js';
-import { WatchwordError, conflict, invalid } from '../domain/errors.js';
+import { WatchwordError } from '../domain/errors.js';
 import type { FollowerHooks, SecondaryHooks } from './hooks.js';
 import type { DatacenterInfo } from '../replication/protocol.js';
 import { REPLICATION_PATH } from '../replication/protocol.js';
-import { type Cursor, primaryEpochOf } from '../replication/apply.js';
 import { type Placement, type PlacementRecord, type Standing } from '../replication/placement.js';
 import { PrimaryContact } from '../replication/primary-contact.js';
 import { META } from '../store/schema.js';
@@ -22,17 +19,13 @@ import { refuse } from '../transport/refuse.js';
 import { type Coordinator, EtcdCoordinator, StaticCoordinator } from './coordinator.js';
 import type { ClusterRole, RoleDeps, RoleParts } from './cluster-role.js';
 import { PrimaryFinder, outranks } from './primary-finder.js';
+import { PrimaryMoves } from './primary-moves.js';
 import { PrimarySide } from './primary-role.js';
 import { SecondarySide } from './secondary-role.js';
 import { SecretLookup, waitForIndex } from './secret-lookup.js';
 import { SERVERS_PATH } from './server-protocol.js';
 import { ServerGroup } from './servers.js';
 import type { RoleHost, Side } from './side.js';
-
-/** How long a planned transfer waits for the target to have everything (the write pause is at most this and the handover). */
-const TRANSFER_CATCH_UP_MS = 10_000;
-/** How long it waits for the target to say it took the role. */
-const TRANSFER_CONFIRM_MS = 5_000;
 
 /**
  * A server's place (README, "Multiple datacenters" and "Several servers per datacenter"): the
@@ -56,6 +49,8 @@ export class DatacenterRole implements ClusterRole, RoleHost {
   private leading = false;
   private stopped = false;
   private readonly finder: PrimaryFinder;
+  /** The primary role's moves: promotion and transfer (primary-moves.ts). */
+  private readonly moves: PrimaryMoves;
   private unwatch: (() => void) | undefined;
 
   /** The services' parts, from start() on. */
@@ -107,6 +102,16 @@ export class DatacenterRole implements ClusterRole, RoleHost {
       primaryHeard: () => this.side.knownLeader() && this.contact.silentForMs() < deps.replication.deadPeerMs,
       everyMs: deps.replication.primaryProbeMs,
       follow: (record) => this.followNewer(record),
+    });
+    this.moves = new PrimaryMoves({
+      deps: this.deps,
+      placement,
+      contact: this.contact,
+      several: this.several,
+      side: () => this.side,
+      isLeader: () => this.isLeader(),
+      leaderAddress: () => this.leaderAddress(),
+      changeSide: (write) => this.changeSide(write),
     });
   }
 
@@ -267,207 +272,51 @@ export class DatacenterRole implements ClusterRole, RoleHost {
    * A primary of a newer epoch, learned from a peer (SPEC §21): written down first (a restart
    * follows it too), then followed. A returning old primary stops taking global writes here.
    */
-  private async followNewer(record: PlacementRecord): Promise<void> {
-    const previous = this.placement.now().primary;
-    if (!outranks(record, this.placement.epoch(), previous) || record.Primary === this.deps.config.datacenter) return;
-    await this.deps.store.transact((tx) => tx.putMeta(META.placement, record));
-    this.deps.onEvent?.('primary-followed', { Primary: record.Primary, Epoch: record.Epoch, Previous: previous });
-    await this.takeSide();
-  }
-
-  /**
-   * PUT /v1/operator/primary?promote (SPEC §21): this secondary datacenter becomes the primary,
-   * with the epoch after the highest seen, from what it has applied. The answer (and the audit
-   * line) name the recovery point: the previous primary's last index applied here, and when it
-   * was last heard.
-   */
-  promote(force: boolean): Promise<PromotionResponse> {
+  private followNewer(record: PlacementRecord): Promise<void> {
     return this.serially(async () => {
-      const { config, replication } = this.deps;
-      const standing = this.placement.now();
-      this.mayBecomePrimary();
-      const followed = this.followedIndex();
-      const silentMs = this.contact.silentForMs();
-      const hears = followed.connected && silentMs < replication.deadPeerMs;
-      if (hears && !force)
-        throw conflict(
-          `datacenter ${config.datacenter} still hears the primary ${standing.primary} (last frame ${silentMs} ms ago): promoting ` +
-            `now would leave two primaries until it is fenced. Transfer the role at the primary instead (PUT ` +
-            `/v1/operator/primary?transfer=${config.datacenter}), or promote with -force (?promote&force) if it must go`,
-        );
-      return this.becomePrimary(this.placement.epoch() + 1, followed.index, hears, false);
+      const previous = this.placement.now().primary;
+      if (!outranks(record, this.placement.epoch(), previous) || record.Primary === this.deps.config.datacenter) return;
+      await this.changeSide(() => this.deps.store.transact((tx) => tx.putMeta(META.placement, record)));
+      this.deps.onEvent?.('primary-followed', { Primary: record.Primary, Epoch: record.Epoch, Previous: previous });
     });
   }
 
-  /** A planned transfer reached this datacenter over the replication stream: it has everything, and becomes the primary. */
+  /** PUT /v1/operator/primary?promote (SPEC §21): this secondary datacenter becomes the primary (primary-moves.ts). */
+  promote(force: boolean): Promise<PromotionResponse> {
+    return this.serially(() => this.moves.promote(force));
+  }
+
+  /** A planned transfer reached this datacenter over the replication stream: it becomes the primary. */
   takeHandover(from: string, epoch: number, upTo: number): void {
-    void this.serially(async () => {
-      if (this.placement.now().primary !== from || epoch <= this.placement.epoch()) return;
-      this.mayBecomePrimary();
-      await this.becomePrimary(epoch, Math.max(upTo, this.followedIndex().index), false, true);
-    }).catch((err: unknown) => this.deps.logger.error({ err }, 'taking over the primary role failed; this datacenter stays a secondary'));
-  }
-
-  private mayBecomePrimary(): void {
-    const { config, store } = this.deps;
-    if (this.placement.now().isPrimary)
-      throw conflict(
-        `datacenter ${config.datacenter} is already the primary (epoch ${primaryEpochOf(store)}); there is nothing to promote`,
-      );
-    if (this.several && !this.isLeader())
-      throw new WatchwordError(
-        'NO_LEADER',
-        `this server does not lead datacenter ${config.datacenter}; ask its leader (${this.leaderAddress() || 'none known yet'})`,
-      );
-  }
-
-  /** The previous primary's last index applied here, and whether it is connected now. */
-  private followedIndex(): { index: number; connected: boolean } {
-    const cursorIndex = (this.deps.store.getMeta(META.cursor) as Cursor | undefined)?.index ?? 0;
-    const followed = this.side.followed?.() ?? { index: cursorIndex, connected: false };
-    return { index: Math.max(followed.index, cursorIndex), connected: followed.connected };
-  }
-
-  /** This datacenter is the primary from now on, with `epoch` (called one change at a time). */
-  private async becomePrimary(epoch: number, index: number, forced: boolean, planned: boolean): Promise<PromotionResponse> {
-    const { config, store } = this.deps;
-    const dc = config.datacenter;
-    const previous = this.placement.now().primary;
-    const cursor = store.getMeta(META.cursor) as Cursor | undefined;
-    // When it was last heard: since this server started, else when its last frame was applied (the cursor says).
-    const heard = this.side.primaryStatus().LastContact ?? (cursor?.at !== undefined ? new Date(cursor.at).toISOString() : undefined);
-    const report: PromotionResponse = {
-      Datacenter: dc,
-      Epoch: epoch,
-      PreviousPrimary: previous,
-      PreviousEpoch: this.placement.epoch(),
-      LastIndex: index,
-      ...(heard ? { LastContact: heard } : {}),
-      Forced: forced,
-      Warning: planned
-        ? `A planned transfer from ${previous}: it sent every write it had acknowledged (up to its index ${index}) first; nothing was lost.`
-        : `Global writes (tokens, policies, roles, auth methods, binding rules) that ${previous} acknowledged after its index ` +
-          `${index}${heard ? ` (last heard here at ${heard})` : ''} never reached ${dc} and may be lost; ${previous} writes ` +
-          `them to its audit log when it returns and rejoins as a secondary.`,
-    };
-    if (this.leading) await this.side.stopReplication();
-    await this.orResume(() =>
-      store.transact((tx) => {
-        tx.putMeta(META.placement, {
-          Primary: dc,
-          Epoch: epoch,
-          Addresses: [],
-          Took: { From: previous, Epoch: report.PreviousEpoch, Index: index, ...(cursor?.logID ? { Log: cursor.logID } : {}) },
-        } satisfies PlacementRecord);
-        tx.putMeta(META.primaryEpoch, epoch);
-        // A log of its own from here: every secondary starts from a snapshot of this datacenter.
-        tx.resetLog(randomUUID());
-      }),
+    void this.serially(() => this.moves.takeHandover(from, epoch, upTo)).catch((err: unknown) =>
+      this.deps.logger.error({ err }, 'taking over the primary role failed; this datacenter stays a secondary'),
     );
-    this.deps.onEvent?.('primary-promoted', { ...report, Planned: planned });
-    this.takeStanding();
-    if (this.leading && !this.stopped) await this.side.startReplication();
-    return report;
   }
 
-  /** Whether `target` (at `url`) says, within a few seconds, that it is the primary at `epoch` (a handover taken). */
-  private async confirmsTakeover(target: string, url: string, epoch: number): Promise<boolean> {
-    const peer = new PeerClient(url, target, this.deps.transport.fetcher({ datacenter: target }));
-    const deadline = Date.now() + TRANSFER_CONFIRM_MS;
-    while (Date.now() < deadline) {
-      try {
-        const res = await peer.request('GET', '/v1/internal/primary', {}, undefined, 1000);
-        const said = res.status === 200 ? primaryPlacementResponse.safeParse(JSON.parse(res.text)) : undefined;
-        if (said?.success && said.data.Primary === target && said.data.Epoch >= epoch) return true;
-      } catch {
-        // not reached this time; asked again
-      }
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    return false;
+  /** PUT /v1/operator/primary?transfer=DC at the primary's leader (SPEC §21): a planned handover (primary-moves.ts). */
+  transfer(target: string): Promise<PromotionResponse> {
+    return this.serially(() => this.moves.transfer(target));
   }
 
   staleSeen(): void {
     if (this.leading) this.finder.poke();
   }
 
-  /** Writes a change of side; should it fail (a disk error), the side's replication, stopped for it, runs again. */
-  private async orResume(write: () => Promise<unknown>): Promise<void> {
+  /**
+   * A change of side written and taken (called one change at a time): this side's replication
+   * stopped, the change written, the side it names taken and its replication started. Should the
+   * write fail (a disk error), the side held goes on replicating.
+   */
+  private async changeSide(write: () => Promise<unknown>): Promise<void> {
+    if (this.leading) await this.side.stopReplication();
     try {
       await write();
     } catch (err) {
       if (this.leading && !this.stopped) await this.side.startReplication();
       throw err;
     }
-  }
-
-  /**
-   * PUT /v1/operator/primary?transfer=DC at the primary's leader (SPEC §21): global writes stop here,
-   * every one acknowledged is sent to `target` (a connected secondary), which becomes the primary
-   * with the next epoch; this datacenter then follows it. Nothing acknowledged is lost, and writes
-   * wait for at most the target's catch-up and 2 s.
-   */
-  transfer(target: string): Promise<PromotionResponse> {
-    return this.serially(async () => {
-      const { config, store, logger } = this.deps;
-      const dc = config.datacenter;
-      if (!this.placement.now().isPrimary)
-        throw conflict(`datacenter ${dc} is not the primary (it follows ${this.placement.now().primary}); transfer the role there`);
-      if (target === dc) throw invalid(`datacenter ${dc} is already the primary`);
-      if (this.several && !this.isLeader()) throw new WatchwordError('NO_LEADER', `this server does not lead datacenter ${dc}`);
-      if (!config.replication_token)
-        throw invalid(
-          `datacenter ${dc} becomes a secondary of ${target} and needs a replication token to follow it: set replication_token first`,
-        );
-      const connected = this.side.replicationStatus().Secondaries?.some((s) => s.Datacenter === target);
-      if (!connected) throw conflict(`datacenter ${target} is not a connected secondary of ${dc}; a transfer needs it connected`);
-      const epoch = this.placement.epoch() + 1;
-      const started = Date.now();
-      // Global writes held in the store (Local tokens go on): one already on its way is refused, not lost.
-      store.holdWrites(
-        new WatchwordError('PRIMARY_TRANSFER', `The primary is handing its role to datacenter ${target}; retry in a moment`, {
-          retryAfter: 1,
-        }),
-      );
-      try {
-        // Writes accepted before the fence are durable (and in the log) before the last index is read.
-        await store.quiesce();
-        const upTo = store.currentIndex();
-        const address = await this.side.handOver?.(target, epoch, upTo, TRANSFER_CATCH_UP_MS);
-        if (address === undefined)
-          throw new WatchwordError(
-            'PRIMARY_UNAVAILABLE',
-            `datacenter ${target} did not take everything up to index ${upTo} in time; ${dc} stays the primary`,
-          );
-        const url = this.deps.transport.peerURL(address);
-        // Not a secondary of anyone until the target says it took the role: else no datacenter would be the primary.
-        if (!(await this.confirmsTakeover(target, url, epoch)))
-          throw new WatchwordError(
-            'PRIMARY_UNAVAILABLE',
-            `datacenter ${target} was sent the handover but has not said it took it; ${dc} stays the primary (should ${target} ` +
-              `take it late, ${dc} finds its epoch ${epoch} and follows it)`,
-          );
-        const record: PlacementRecord = { Primary: target, Epoch: epoch, Addresses: [url] };
-        if (this.leading) await this.side.stopReplication();
-        await this.orResume(() => store.transact((tx) => tx.putMeta(META.placement, record), { pastHold: true }));
-        this.deps.onEvent?.('primary-followed', { Primary: target, Epoch: epoch, Previous: dc, Planned: true });
-        this.takeStanding();
-        if (this.leading && !this.stopped) await this.side.startReplication();
-        logger.warn({ target, epoch, upTo, pausedMs: Date.now() - started }, 'the primary role was handed over');
-        return {
-          Datacenter: target,
-          Epoch: epoch,
-          PreviousPrimary: dc,
-          PreviousEpoch: epoch - 1,
-          LastIndex: upTo,
-          Forced: false,
-          WritesPausedMs: Date.now() - started,
-          Warning: `A planned transfer: ${target} took every write ${dc} had acknowledged (up to index ${upTo}); nothing was lost.`,
-        };
-      } finally {
-        store.holdWrites(undefined);
-      }
-    });
+    this.takeStanding();
+    if (this.leading && !this.stopped) await this.side.startReplication();
   }
 
   /** GET /v1/internal/primary: the primary this datacenter follows (or itself), its epoch, and how it is reached. */
