@@ -224,6 +224,18 @@ describe('losing the primary datacenter (SPEC §21)', () => {
     await waitFor(() => acknowledged.length >= 20, 15_000);
 
     // Needs operator:write and acl:write, at the primary, to a connected secondary.
+    const operatorOnly = (
+      await dc2.api('PUT', '/v1/acl/token', {
+        body: {
+          Policies: [
+            { ID: (await dc2.api('PUT', '/v1/acl/policy', { body: { Name: 'operator-only', Rules: 'operator = "write"' } })).body.ID },
+          ],
+        },
+      })
+    ).body;
+    const withoutAclWrite = await apiFor(dc2.daemon.url, operatorOnly.SecretID)('PUT', '/v1/operator/primary?transfer=dc1');
+    expect([withoutAclWrite.status, withoutAclWrite.body.message]).toEqual([403, "Permission denied: token lacks permission 'acl:write'"]);
+    expect((await dc2.api('GET', '/v1/operator/primary')).body).toMatchObject({ Datacenter: 'dc2', Epoch: 2 });
     expect((await dc2.api('PUT', '/v1/operator/primary?transfer=dc9')).status).toBe(409);
     expect((await dc3.api('PUT', '/v1/operator/primary?transfer=dc1')).status).toBe(409);
     const transferred = await watchword(dc2, ['operator', 'primary', 'transfer', '-to', 'dc1', '-format', 'json']);

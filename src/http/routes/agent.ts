@@ -20,23 +20,17 @@ import { AUDIT_OBJECT_KINDS, AUDIT_TYPES, type AuditType, isAuditKind, isAuditTy
 /** What the agent routes use. */
 export type AgentRoutesDeps = Pick<AppDeps, 'agent' | 'metrics' | 'resolver' | 'audit' | 'cluster'>;
 
-/** The operator endpoints' own check: the request's token must grant operator:read. */
-async function requireOperatorRead(deps: AgentRoutesDeps, request: FastifyRequest): Promise<void> {
-  const identity = await deps.resolver.resolve(requestSecret(request), request.ip);
-  if (identity.authorizer.operatorAccess() === 'none') {
-    throw new WatchwordError('PERMISSION_DENIED', "Permission denied: token lacks permission 'operator:read'");
-  }
-}
-
-/** operator:write, as Consul asks for its operator writes (and acl:write with it, for what moves every ACL write). */
-async function requireOperatorWrite(deps: AgentRoutesDeps, request: FastifyRequest, aclWrite = false): Promise<void> {
-  const identity = await deps.resolver.resolve(requestSecret(request), request.ip);
-  if (identity.authorizer.operatorAccess() !== 'write') {
-    throw new WatchwordError('PERMISSION_DENIED', "Permission denied: token lacks permission 'operator:write'");
-  }
-  if (aclWrite && !identity.authorizer.canWrite('default', 'default')) {
+/**
+ * The operator endpoints' own check: the request's token must grant operator `access` (as Consul
+ * asks), and with `aclWrite` acl:write too (a transfer of the primary role moves every ACL write).
+ */
+async function requireOperator(deps: AgentRoutesDeps, request: FastifyRequest, access: 'read' | 'write', aclWrite = false): Promise<void> {
+  const { authorizer } = await deps.resolver.resolve(requestSecret(request), request.ip);
+  const granted = authorizer.operatorAccess();
+  if (granted === 'none' || (access === 'write' && granted !== 'write'))
+    throw new WatchwordError('PERMISSION_DENIED', `Permission denied: token lacks permission 'operator:${access}'`);
+  if (aclWrite && !authorizer.canWrite('default', 'default'))
     throw new WatchwordError('PERMISSION_DENIED', "Permission denied: token lacks permission 'acl:write'");
-  }
 }
 
 /** RFC 3339 or milliseconds since the epoch, for `since` and `until`. */
@@ -102,7 +96,7 @@ function statusRoutes(app: FastifyInstance, deps: AgentRoutesDeps): void {
         response: operatorServersResponse,
       },
       handler: async (request, reply) => {
-        await requireOperatorRead(deps, request);
+        await requireOperator(deps, request, 'read');
         // The leader's view is the datacenter's (it sees every follower's stream): a follower
         // relays it, and answers with its own, saying why, only when no leader answers.
         const own = deps.agent.servers();
@@ -135,7 +129,7 @@ function primaryRoutes(app: FastifyInstance, deps: AgentRoutesDeps): void {
         response: operatorPrimaryResponse,
       },
       handler: async (request, reply) => {
-        await requireOperatorRead(deps, request);
+        await requireOperator(deps, request, 'read');
         // The leader replicates for its datacenter: a follower relays its answer, and gives its own only when no leader answers.
         const relayed = await relayToLeader(request, reply, deps.cluster);
         if (relayed) return relayed;
@@ -159,7 +153,7 @@ function primaryRoutes(app: FastifyInstance, deps: AgentRoutesDeps): void {
             'Missing action: PUT /v1/operator/primary takes ?promote (at a secondary) or ?transfer=DATACENTER (at the primary)',
           );
         if (promote && transfer !== undefined) throw invalid('Conflicting actions: ?promote and ?transfer cannot be asked together');
-        await requireOperatorWrite(deps, request, transfer !== undefined);
+        await requireOperator(deps, request, 'write', transfer !== undefined);
         const relayed = await relayToLeader(request, reply, deps.cluster);
         if (relayed) return relayed;
         if (transfer !== undefined) {
