@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Anomaly, checkHistory } from './history.js';
 import { Load, type Writer, call, sleep } from './chaos.js';
+import { until } from './agent-process.js';
 import { etcdBinary } from './etcd.js';
 import { startCluster } from './index.js';
 import { LazyFS, lazyfsUnavailable } from './lazyfs.js';
@@ -81,15 +82,6 @@ class MovingLoad extends Load {
     ];
   }
 }
-
-const until = async (what: string, timeoutMs: number, probe: () => Promise<boolean>): Promise<number> => {
-  const started = Date.now();
-  while (!(await probe().catch(() => false))) {
-    if (Date.now() - started > timeoutMs) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await sleep(50);
-  }
-  return Date.now() - started;
-};
 
 /** Which primary `dc` follows, and its epoch (GET /v1/operator/primary). */
 async function follows(cluster: Cluster, token: string, dc: string): Promise<{ Datacenter: string; Epoch: number } | undefined> {

@@ -4,31 +4,15 @@ import { SignJWT, exportSPKI, generateKeyPair } from 'jose';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runCli } from '../../src/cli/program.js';
+import { type CliRun, runWatchword } from '../helpers/cli.js';
 import { watchwordCommand } from '../../src/testing/command.js';
 import { type TestDaemon, startTestDaemon } from '../helpers/test-daemon.js';
 import { tempDir } from '../helpers/temp-dir.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-/** Runs a `watchword` command line in this process, its output and environment its own. */
-async function watchword(args: string[], env: Record<string, string> = {}): Promise<Run> {
-  let stdout = '';
-  let stderr = '';
-  const code = await runCli(args, {
-    out: (t) => void (stdout += t),
-    err: (t) => void (stderr += t),
-    env: { WATCHWORD_HTTP_ADDR: '', WATCHWORD_HTTP_TOKEN: '', ...env },
-    setExitCode: () => undefined,
-  });
-  return { code, stdout, stderr };
-}
+type Run = CliRun;
+const watchword = runWatchword;
 
 /** Runs the real `watchword` executable (as a user would), for the smoke test. */
 function executable(args: string[], env: Record<string, string> = {}): Promise<Run> {

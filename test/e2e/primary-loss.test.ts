@@ -1,16 +1,14 @@
-import { readFile } from 'node:fs/promises';
-import net from 'node:net';
-import { join } from 'node:path';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load.js';
 import { type Daemon, startDaemon } from '../../src/daemon.js';
 import type { PromotionResponse } from '../../src/api/schemas.js';
 import { WebSocket } from 'ws';
-import { runCli } from '../../src/cli/program.js';
+import { runWatchword } from '../helpers/cli.js';
 import { PROTOCOL_VERSION } from '../../src/replication/protocol.js';
 import { type Api, MANAGEMENT_SECRET, apiFor, waitFor } from '../helpers/test-daemon.js';
 import { tempDir } from '../helpers/temp-dir.js';
+import { freePort } from '../../src/testing/etcd.js';
 
 /** Short timings: a silent primary is noticed in ~1 s, other datacenters are asked every 200 ms. */
 const REPLICATION = { heartbeatMs: 200, deadPeerMs: 1000, backoffMinMs: 100, backoffMaxMs: 300, primaryProbeMs: 200 };
@@ -20,15 +18,6 @@ interface Dc {
   dir: string;
   daemon: Daemon;
   api: Api;
-}
-
-/** A port free now (each datacenter keeps one, so the others can be told where it is before it starts). */
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 const ports: Record<string, number> = {};
@@ -62,25 +51,12 @@ async function start(name: string, dir: string, replication: Partial<typeof REPL
 const restart = (dc: Dc): Promise<Dc> => start(dc.name, dc.dir);
 
 /** A `watchword` command line against a datacenter, in this process. */
-async function watchword(dc: Dc, args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const code = await runCli([...args, '-http-addr', dc.daemon.url, '-token', MANAGEMENT_SECRET], {
-    out: (t) => void (stdout += t),
-    err: (t) => void (stderr += t),
-    env: { WATCHWORD_HTTP_ADDR: '', WATCHWORD_HTTP_TOKEN: '' },
-    setExitCode: () => undefined,
-  });
-  return { code, stdout, stderr };
-}
+const watchword = (dc: Dc, args: string[]) => runWatchword([...args, '-http-addr', dc.daemon.url, '-token', MANAGEMENT_SECRET]);
 
+/** This server's audit events of `type` (GET /v1/operator/audit), oldest first. */
 async function auditLines(dc: Dc, type: string): Promise<Array<Record<string, unknown>>> {
-  const text = await readFile(join(dc.dir, 'audit', 'audit.log'), 'utf8').catch(() => '');
-  return text
-    .split('\n')
-    .filter(Boolean)
-    .map((l) => JSON.parse(l) as Record<string, unknown>)
-    .filter((e) => e.Type === type);
+  const page = await dc.api('GET', `/v1/operator/audit?type=${type}&limit=1000`);
+  return [...((page.body?.Events ?? []) as Array<Record<string, unknown>>)].reverse();
 }
 
 describe('losing the primary datacenter (SPEC §21)', () => {
