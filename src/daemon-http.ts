@@ -193,7 +193,7 @@ export function refusalAuditor(store: LevelStore, audit: AuditLog): (r: Refusal)
       'refused',
       { RequestID: r.id, AccessorID: accessor, RemoteAddr: r.remote, Method: r.method, Path: auditPath(r.url) },
       r.status,
-      { Code: r.code, Reason: r.message },
+      { Code: r.code, Reason: r.message, ...(r.decision ? { Decision: r.decision } : {}) },
     );
   };
 }

@@ -186,6 +186,21 @@ export const authorizationCheckBody = ciObject({
 
 export const authorizeBody = z.array(authorizationCheckBody).min(1).max(64);
 
+const decisionSourceFields = {
+  Source: z.enum(['policy', 'role', 'service identity', 'node identity', 'templated policy', 'global-management', 'default_policy']),
+  ID: z.string().optional(),
+  Name: z.string().optional(),
+  Policy: z.object({ ID: z.string(), Name: z.string() }).optional(),
+  Identity: z.string().optional(),
+  Rule: z.string(),
+  Block: z.string().optional(),
+};
+
+/** Why a check was answered as it was (`?explain`): the deciding source and rule, and the rule that lost. */
+export const decisionReason = z
+  .object({ ...decisionSourceFields, Lost: z.object(decisionSourceFields).optional() })
+  .meta({ id: 'DecisionReason' });
+
 export const authorizeResponse = z
   .array(
     z.object({
@@ -195,6 +210,7 @@ export const authorizeResponse = z
       Namespace: z.string().optional(),
       Partition: z.string().optional(),
       Allow: z.boolean(),
+      Reason: decisionReason.optional(),
     }),
   )
   .meta({ id: 'AuthorizationAnswers' });

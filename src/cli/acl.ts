@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import type { TokenInput, WatchwordClient } from '../client/index.js';
+import { type TokenInput, type WatchwordClient, reasonText } from '../client/index.js';
 import { unchangedBody } from '../client/edit.js';
 import { authCommands } from './auth.js';
 import { type CommonOptions, UsageError, common, meta, print, run } from './common.js';
@@ -456,6 +456,7 @@ interface AuthorizeOptions extends CommonOptions {
   resource: string;
   segment?: string;
   access: string;
+  explain?: boolean;
 }
 
 /**
@@ -470,13 +471,15 @@ function authorizeCommand(acl: Command): void {
     )
     .option('--segment <NAME>', 'the name the rule is about (service name, key, node, …); required for segmented resources')
     .requiredOption('--access <ACCESS>', 'read, write, or list (key)')
+    .option('--explain', 'also print why: the source and rule that decided, and the rule that lost')
     .action(
       run<AuthorizeOptions>(async (o, c) => {
-        const [answer] = await c.acl.authorize([
-          { Resource: o.resource, ...(o.segment !== undefined ? { Segment: o.segment } : {}), Access: o.access },
-        ]);
+        const [answer] = await c.acl.authorize(
+          [{ Resource: o.resource, ...(o.segment !== undefined ? { Segment: o.segment } : {}), Access: o.access }],
+          o.explain ? { explain: true } : {},
+        );
         if (o.format === 'json') print(o, answer, () => '');
-        else ioOf(o).out(`${answer?.Allow ? 'allow' : 'deny'}\n`);
+        else ioOf(o).out(`${answer?.Allow ? 'allow' : 'deny'}${answer?.Reason ? `: ${reasonText(answer.Reason)}` : ''}\n`);
         if (!answer?.Allow) ioOf(o).setExitCode(2);
       }),
     );

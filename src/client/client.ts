@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import type { Reason } from '../domain/rules/explain-types.js';
 import type { z } from 'zod';
 import type {
   AuthMethodResponse,
@@ -87,9 +88,10 @@ export interface AuthorizationCheck {
   Partition?: string;
 }
 
-/** A check as answered: as asked, with Allow. */
+/** A check as answered: as asked, with Allow (and with `explain`, the Reason: the source and rule that decided, the rule that lost). */
 export interface AuthorizationAnswer extends AuthorizationCheck {
   Allow: boolean;
+  Reason?: Reason;
 }
 
 export interface ClientOptions {
@@ -464,8 +466,14 @@ export class WatchwordClient {
   /** Authorization decisions (README, "Enforcing policies in your service"). */
   readonly acl = {
     /** May the token (`o.token` or the client's) do each of these? 1 to 64 checks; the same array back with Allow. */
-    authorize: (checks: AuthorizationCheck[], o: RequestOptions = {}) =>
-      this.value(this.call<AuthorizationAnswer[]>('POST', '/v1/internal/acl/authorize', { ...o, body: checks })),
+    authorize: (checks: AuthorizationCheck[], o: RequestOptions & { explain?: boolean } = {}) =>
+      this.value(
+        this.call<AuthorizationAnswer[]>('POST', '/v1/internal/acl/authorize', {
+          ...o,
+          body: checks,
+          ...(o.explain ? { query: { explain: 'true' } } : {}),
+        }),
+      ),
     /**
      * The token's place, expiry, default policy and applicable rules, for judging it in-process
      * (the enforcing `Authorizer` uses it). With `hash`, blocks until they change.

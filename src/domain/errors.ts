@@ -3,6 +3,8 @@
  * `code`; only the HTTP layer maps codes to statuses, and callers branch on the code,
  * never on the message.
  */
+import type { Reason } from './rules/explain-types.js';
+
 export const ErrorCodes = [
   /** Malformed or invalid request: bad JSON, unknown field, a rule of the spec broken. */
   'INVALID_REQUEST',
@@ -48,12 +50,15 @@ export class WatchwordError extends Error {
   readonly code: ErrorCode;
   /** Seconds after which a retry may succeed (RATE_LIMITED); sent as Retry-After. */
   readonly retryAfter: number | undefined;
+  /** A refusal's reason (PERMISSION_DENIED): the rule that decided it, for the audit log (SPEC §22). */
+  readonly decision: Reason | undefined;
 
-  constructor(code: ErrorCode, message: string, options?: { cause?: unknown; retryAfter?: number }) {
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown; retryAfter?: number; decision?: Reason }) {
     super(message, options);
     this.name = 'WatchwordError';
     this.code = code;
     this.retryAfter = options?.retryAfter;
+    this.decision = options?.decision;
   }
 }
 

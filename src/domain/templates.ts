@@ -1,4 +1,5 @@
 import { syntheticPolicyID } from './hash.js';
+import type { DecisionSource } from './rules/explain-types.js';
 import type { NodeIdentity, ServiceIdentity, TemplatedPolicyLink } from './types.js';
 
 /** A built-in templated policy (Consul's set). */
@@ -166,17 +167,26 @@ export function syntheticPolicies(g: {
   TemplatedPolicies: TemplatedPolicyLink[];
 }): SyntheticPolicy[] {
   const out = new Map<string, SyntheticPolicy>();
-  for (const s of g.ServiceIdentities) {
-    const p = serviceIdentityPolicy(s);
-    out.set(p.ID, p);
-  }
-  for (const n of g.NodeIdentities) {
-    const p = nodeIdentityPolicy(n);
-    out.set(p.ID, p);
-  }
-  for (const t of g.TemplatedPolicies) {
-    const p = templatedPolicy(t);
-    out.set(p.ID, p);
-  }
+  for (const { policy } of renderedSources(g)) out.set(policy.ID, policy);
   return [...out.values()];
+}
+
+/** Each rendered policy with what it was rendered from (explanations name it: `service identity "web"`). */
+export function renderedSources(g: {
+  ServiceIdentities: ServiceIdentity[];
+  NodeIdentities: NodeIdentity[];
+  TemplatedPolicies: TemplatedPolicyLink[];
+}): Array<{ policy: SyntheticPolicy; source: DecisionSource }> {
+  const out: Array<{ policy: SyntheticPolicy; source: DecisionSource }> = [];
+  for (const s of g.ServiceIdentities)
+    out.push({ policy: serviceIdentityPolicy(s), source: { Source: 'service identity', Name: s.ServiceName } });
+  for (const n of g.NodeIdentities) out.push({ policy: nodeIdentityPolicy(n), source: { Source: 'node identity', Name: n.NodeName } });
+  for (const t of g.TemplatedPolicies) {
+    const name = t.TemplateVariables?.name;
+    out.push({
+      policy: templatedPolicy(t),
+      source: { Source: 'templated policy', Name: name ? `${t.TemplateName} (${name})` : t.TemplateName },
+    });
+  }
+  return out;
 }

@@ -11,7 +11,7 @@ import { WatchwordError } from '../domain/errors.js';
 import type { FollowerHooks, SecondaryHooks } from './hooks.js';
 import type { DatacenterInfo } from '../replication/protocol.js';
 import { REPLICATION_PATH } from '../replication/protocol.js';
-import { type Placement, type PlacementRecord, type Standing } from '../replication/placement.js';
+import type { Placement, PlacementRecord, Standing } from '../replication/placement.js';
 import { PrimaryContact } from '../replication/primary-contact.js';
 import { META } from '../store/schema.js';
 import { PeerClient } from '../transport/peer-client.js';

@@ -1,3 +1,4 @@
+import type { Reason } from '../domain/rules/explain-types.js';
 import { STATUS_CODES } from 'node:http';
 import type { FastifyError } from 'fastify';
 import { type ErrorCode, WatchwordError, isWatchwordError } from '../domain/errors.js';
@@ -112,4 +113,6 @@ export interface Refusal {
   code: string;
   message: string;
   route: string;
+  /** Why a 403 was decided (the deciding source and rule), when a permission check decided it. */
+  decision?: Reason;
 }

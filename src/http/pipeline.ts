@@ -81,6 +81,7 @@ export function errorAnswer(
       code: e.code,
       message,
       route: r.route,
+      ...(e.decision ? { decision: e.decision } : {}),
     });
   }
   const answer = errorResponse(e.code, message, r.accept);

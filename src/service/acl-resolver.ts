@@ -3,10 +3,11 @@ import { WatchwordError, aclNotFound } from '../domain/errors.js';
 import { formatDuration } from '../domain/duration.js';
 import { isExpired } from '../domain/expiry.js';
 import { isBuiltinPolicyID } from '../domain/builtins.js';
-import { ANONYMOUS_TOKEN_ID, ANONYMOUS_TOKEN_SECRET } from '../domain/ids.js';
+import { ANONYMOUS_TOKEN_ID, ANONYMOUS_TOKEN_SECRET, GLOBAL_MANAGEMENT_POLICY_ID } from '../domain/ids.js';
 import { type ApplicablePolicy, Authorizer, type DefaultPolicy } from '../domain/rules/authorizer.js';
 import { parsePolicyRules, type ScopeRules } from '../domain/rules/policy.js';
-import { type SyntheticPolicy, syntheticPolicies } from '../domain/templates.js';
+import { type SyntheticPolicy, renderedSources } from '../domain/templates.js';
+import type { DecisionSource } from '../domain/rules/explain-types.js';
 import type { PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
 import type { Store } from '../store/store.js';
 
@@ -42,6 +43,8 @@ export interface ReachablePolicies {
   policies: PolicyRecord[];
   roles: RoleRecord[];
   synthetic: SyntheticPolicy[];
+  /** Where each policy and rendered policy came from, by ID (the first way it is reached: the subject's own links before a role's). */
+  sources: Map<string, DecisionSource>;
 }
 
 const RULE_CACHE_LIMIT = 10_000;
@@ -181,9 +184,28 @@ export class AclResolver {
     const policyIDs = new Set(subject.Policies.map((l) => l.ID));
     for (const r of roles) for (const l of r.Policies) policyIDs.add(l.ID);
     const policies = this.reader.getRecords('policies', [...policyIDs]);
+    const sources = new Map<string, DecisionSource>();
     const synthetic = new Map<string, SyntheticPolicy>();
-    for (const s of [subject, ...roles]) for (const p of syntheticPolicies(s)) synthetic.set(p.ID, p);
-    return { policies, roles, synthetic: [...synthetic.values()] };
+    for (const p of policies) sources.set(p.ID, policySource(p));
+    for (const { policy, source } of renderedSources(subject)) {
+      synthetic.set(policy.ID, policy);
+      if (!sources.has(policy.ID)) sources.set(policy.ID, source);
+    }
+    const direct = new Set(subject.Policies.map((l) => l.ID));
+    const byID = new Map(policies.map((p) => [p.ID, p]));
+    for (const r of roles) {
+      const role = { Source: 'role' as const, ID: r.ID, Name: r.Name };
+      for (const l of r.Policies) {
+        const p = byID.get(l.ID);
+        if (p && !direct.has(p.ID) && sources.get(p.ID)?.Source !== 'role')
+          sources.set(p.ID, { ...role, Policy: { ID: p.ID, Name: p.Name } });
+      }
+      for (const { policy, source } of renderedSources(r)) {
+        synthetic.set(policy.ID, policy);
+        if (!sources.has(policy.ID)) sources.set(policy.ID, { ...role, Identity: `${source.Source} ${JSON.stringify(source.Name)}` });
+      }
+    }
+    return { policies, roles, synthetic: [...synthetic.values()], sources };
   }
 
   private validHere(dcs: readonly string[] | undefined): boolean {
@@ -234,6 +256,7 @@ export class AclResolver {
       namespace: p.Namespace,
       partition: p.Partition,
       builtin: p.Builtin,
+      ...(p.source ? { source: p.source } : {}),
     }));
     return new Authorizer(token.Namespace, token.Partition, applicable, this.options.defaultPolicy);
   }
@@ -243,17 +266,32 @@ export class AclResolver {
    * Datacenters allow here, and the rendered identities and templates (which act in the
    * token's own namespace). What the authorizer is compiled from, here or in an enforcing client.
    */
-  applicablePolicies(token: TokenRecord): Array<ApplicablePolicyText & { record?: PolicyRecord }> {
-    const { policies, synthetic } = this.reachable(token);
-    const out: Array<ApplicablePolicyText & { record?: PolicyRecord }> = [];
+  applicablePolicies(token: TokenRecord): Array<ApplicablePolicyText & { record?: PolicyRecord; source?: DecisionSource }> {
+    const { policies, synthetic, sources } = this.reachable(token);
+    const out: Array<ApplicablePolicyText & { record?: PolicyRecord; source?: DecisionSource }> = [];
     for (const p of policies) {
       if (this.validHere(p.Datacenters))
-        out.push({ ID: p.ID, Rules: p.Rules, Namespace: p.Namespace, Partition: p.Partition, Builtin: isBuiltinPolicyID(p.ID), record: p });
+        out.push({
+          ID: p.ID,
+          Rules: p.Rules,
+          Namespace: p.Namespace,
+          Partition: p.Partition,
+          Builtin: isBuiltinPolicyID(p.ID),
+          record: p,
+          source: sources.get(p.ID) as DecisionSource,
+        });
     }
     for (const s of synthetic) {
       if (s.Problem !== undefined) this.problem(`token ${token.AccessorID}: ${s.Problem}`);
       if (this.validHere(s.Datacenters))
-        out.push({ ID: s.ID, Rules: s.Rules, Namespace: token.Namespace, Partition: token.Partition, Builtin: false });
+        out.push({
+          ID: s.ID,
+          Rules: s.Rules,
+          Namespace: token.Namespace,
+          Partition: token.Partition,
+          Builtin: false,
+          source: sources.get(s.ID) as DecisionSource,
+        });
     }
     return out;
   }
@@ -272,6 +310,11 @@ export class AclResolver {
   get defaultPolicy(): DefaultPolicy {
     return this.options.defaultPolicy;
   }
+}
+
+/** A stored policy as an explanation names it (global-management by its own kind). */
+function policySource(p: PolicyRecord): DecisionSource {
+  return { Source: p.ID === GLOBAL_MANAGEMENT_POLICY_ID ? 'global-management' : 'policy', ID: p.ID, Name: p.Name };
 }
 
 /** Parsed rules; stored rules were validated on write, and if they no longer parse they grant nothing. */

@@ -2,6 +2,8 @@ import { createHash } from 'node:crypto';
 import { invalid } from '../domain/errors.js';
 import { DEFAULT_NAMESPACE, DEFAULT_PARTITION } from '../domain/ids.js';
 import { type Access, RESOURCES } from '../domain/rules/decisions.js';
+import { explain } from '../domain/rules/explain.js';
+import type { Reason } from '../domain/rules/explain-types.js';
 import type { Store, WatchTable } from '../store/store.js';
 import type { TokenRecord } from '../domain/types.js';
 import type { AclResolver, ApplicablePolicyText, Identity } from './acl-resolver.js';
@@ -16,6 +18,12 @@ export interface AuthorizationAnswer {
   Namespace?: string;
   Partition?: string;
   Allow: boolean;
+}
+
+/** Checks with their answers. */
+export interface Judged {
+  checks: Check[];
+  allows: boolean[];
 }
 
 /** A check as parsed: what was given (echoed back as given) and the access it means. */
@@ -110,9 +118,7 @@ export function parseChecks(body: unknown): Check[] {
  * token lives (README, "HTTP API"'s order).
  */
 export function judge(identity: Identity, checks: readonly Check[], hints: ScopeHints): boolean[] {
-  const token = identity.token;
-  const partition = hints.partition || token.Partition || DEFAULT_PARTITION;
-  const namespace = hints.namespace || token.Namespace || DEFAULT_NAMESPACE;
+  const { partition, namespace } = placeOf(identity, hints);
   const authz = identity.authorizer;
   const out: boolean[] = new Array(checks.length);
   for (let i = 0; i < checks.length; i++) {
@@ -122,8 +128,29 @@ export function judge(identity: Identity, checks: readonly Check[], hints: Scope
   return out;
 }
 
-/** The answer as JSON text: each check as it was asked (canonical field names), with Allow. */
-export function answersJSON(checks: readonly Check[], allows: readonly boolean[]): string {
+function placeOf(identity: Identity, hints: ScopeHints): { partition: string; namespace: string } {
+  const token = identity.token;
+  return {
+    partition: hints.partition || token.Partition || DEFAULT_PARTITION,
+    namespace: hints.namespace || token.Namespace || DEFAULT_NAMESPACE,
+  };
+}
+
+/** The answers with their reasons (`?explain`): each check's deciding source and rule, and the rule that lost. */
+export function judgeExplained(identity: Identity, checks: readonly Check[], hints: ScopeHints): { allows: boolean[]; reasons: Reason[] } {
+  const { partition, namespace } = placeOf(identity, hints);
+  const allows: boolean[] = [];
+  const reasons: Reason[] = [];
+  for (const c of checks) {
+    const e = explain(identity.authorizer, c.resource, c.segment ?? '', c.access, c.partition ?? partition, c.namespace ?? namespace);
+    allows.push(e.allow);
+    reasons.push(e.reason);
+  }
+  return { allows, reasons };
+}
+
+/** The answer as JSON text: each check as it was asked (canonical field names), with Allow (and Reason when explained). */
+export function answersJSON(checks: readonly Check[], allows: readonly boolean[], reasons?: readonly Reason[]): string {
   let out = '[';
   for (let i = 0; i < checks.length; i++) {
     const c = checks[i] as Check;
@@ -133,7 +160,8 @@ export function answersJSON(checks: readonly Check[], allows: readonly boolean[]
     out += `,"Access":${JSON.stringify(c.accessText)}`;
     if (c.namespace !== undefined) out += `,"Namespace":${JSON.stringify(c.namespace)}`;
     if (c.partition !== undefined) out += `,"Partition":${JSON.stringify(c.partition)}`;
-    out += allows[i] ? ',"Allow":true}' : ',"Allow":false}';
+    out += allows[i] ? ',"Allow":true' : ',"Allow":false';
+    out += reasons ? `,"Reason":${JSON.stringify(reasons[i])}}` : '}';
   }
   return `${out}]`;
 }
@@ -174,11 +202,18 @@ export class DecisionService {
    * Needs no permission: any token may ask what it may do. An unknown secret is 403 ACL not
    * found. Synchronous unless a secondary must ask the primary about a secret it lacks.
    */
-  authorize(ctx: RequestContext, body: unknown): { checks: Check[]; allows: boolean[] } | Promise<{ checks: Check[]; allows: boolean[] }> {
+  authorize(ctx: RequestContext, body: unknown): Judged | Promise<Judged> {
     const checks = parseChecks(body);
     const identity = this.resolver.resolve(ctx.secret, ctx.client);
     if (identity instanceof Promise) return identity.then((id) => ({ checks, allows: judge(id, checks, ctx.hints) }));
     return { checks, allows: judge(identity, checks, ctx.hints) };
+  }
+
+  /** `?explain`: the same answers, each with its reason. */
+  async explain(ctx: RequestContext, body: unknown): Promise<Judged & { reasons: Reason[] }> {
+    const checks = parseChecks(body);
+    const identity = await this.resolver.resolve(ctx.secret, ctx.client);
+    return { checks, ...judgeExplained(identity, checks, ctx.hints) };
   }
 
   /**

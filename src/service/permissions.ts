@@ -1,6 +1,9 @@
 import { WatchwordError } from '../domain/errors.js';
 import { DEFAULT_NAMESPACE, DEFAULT_PARTITION } from '../domain/ids.js';
 import type { Scope } from '../domain/types.js';
+import type { Access } from '../domain/rules/decisions.js';
+import { explain } from '../domain/rules/explain.js';
+import { type Reason, reasonText } from '../domain/rules/explain-types.js';
 import type { AclResolver, Identity } from './acl-resolver.js';
 import type { RequestContext } from './context.js';
 import { type BodyScope, WILDCARD, selectScope } from './scope.js';
@@ -16,17 +19,33 @@ function where(scope: Scope): string {
 
 export function permissionDenied(identity: Identity, level: AclLevel, scope: Scope): WatchwordError {
   const permission = `acl:${level}`;
+  const { reason } = explain(identity.authorizer, 'acl', '', level, scope.Partition, scope.Namespace);
   if (identity.anonymous) {
     return new WatchwordError(
       'PERMISSION_DENIED',
-      `Permission denied: anonymous token lacks permission '${permission}'${where(scope)}. The anonymous token is used implicitly when ` +
-        `a request does not specify a token.`,
+      `Permission denied: anonymous token lacks permission '${permission}'${where(scope)}${decidedBy(reason)}. The anonymous token is ` +
+        `used implicitly when a request does not specify a token.`,
+      { decision: reason },
     );
   }
   return new WatchwordError(
     'PERMISSION_DENIED',
-    `Permission denied: token with AccessorID '${identity.token.AccessorID}' lacks permission '${permission}'${where(scope)}`,
+    `Permission denied: token with AccessorID '${identity.token.AccessorID}' lacks permission '${permission}'${where(scope)}${decidedBy(reason)}`,
+    { decision: reason },
   );
+}
+
+/** What a 403 adds after the permission lacked: the rule that decided it (SPEC §22), for the caller's own token. */
+const decidedBy = (reason: Reason): string => `; decided by ${reasonText(reason)}`;
+
+/**
+ * A 403 for a permission other than acl (operator, agent) that `message` names, with the rule
+ * that decided it: `message` is the refusal's words, the reason follows.
+ */
+export function deniedWithReason(identity: Identity, message: string, resource: string, segment: string, access: Access): WatchwordError {
+  const a = identity.authorizer;
+  const { reason } = explain(a, resource, segment, access, a.tokenPartition, a.tokenNamespace);
+  return new WatchwordError('PERMISSION_DENIED', `${message}${decidedBy(reason)}`, { decision: reason });
 }
 
 /** Throws PERMISSION_DENIED unless the identity holds `acl:<level>` in the scope. */

@@ -20,6 +20,7 @@ import { META, TABLE_DEFS, TABLE_NAMES, type TableName } from '../store/schema.j
 import { RestoreChecks, type TokenLookup, recomputeHash } from '../domain/snapshot-invariants.js';
 import type { Store } from '../store/store.js';
 import type { AclResolver, Identity } from './acl-resolver.js';
+import { deniedWithReason } from './permissions.js';
 import { storedMethodCheck } from './auth-methods.js';
 import { checkRule, checkSelectorText } from './binding-rules.js';
 import type { Selectors } from '../auth/selectors.js';
@@ -43,9 +44,9 @@ export interface SnapshotServiceOptions {
 function requireSnapshotRights(identity: Identity): void {
   const who = identity.anonymous ? 'anonymous token' : `token with AccessorID '${identity.token.AccessorID}'`;
   if (!identity.authorizer.canWrite('default', 'default'))
-    throw new WatchwordError('PERMISSION_DENIED', `Permission denied: ${who} lacks permission 'acl:write'`);
+    throw deniedWithReason(identity, `Permission denied: ${who} lacks permission 'acl:write'`, 'acl', '', 'write');
   if (identity.authorizer.operatorAccess() !== 'write')
-    throw new WatchwordError('PERMISSION_DENIED', `Permission denied: ${who} lacks permission 'operator:write'`);
+    throw deniedWithReason(identity, `Permission denied: ${who} lacks permission 'operator:write'`, 'operator', '', 'write');
 }
 
 /**

@@ -148,7 +148,7 @@ describe('watchword acl (the command tree against a real daemon)', () => {
     const reader = (await d.api('PUT', '/v1/acl/token', { body: { Policies: [{ Name: 'reader' }] } })).body;
     const denied = await watchword(['acl', 'policy', 'create', '-name', 'nope', '-token', reader.SecretID], env);
     expect(denied.code).toBe(1);
-    expect(denied.stderr).toContain(`lacks permission 'acl:write' (HTTP 403 PERMISSION_DENIED)`);
+    expect(denied.stderr).toContain(`lacks permission 'acl:write'; decided by policy "reader": acl = "read" (HTTP 403 PERMISSION_DENIED)`);
   });
 
   it('acl authorize prints allow (exit 0) or deny (exit 2) for the token, and exits 1 naming a bad check', async () => {
@@ -164,6 +164,36 @@ describe('watchword acl (the command tree against a real daemon)', () => {
       env,
     );
     expect(deny).toMatchObject({ code: 2, stdout: 'deny\n' });
+    const why = await watchword(
+      ['acl', 'authorize', '-resource', 'service', '-segment', 'api', '-access', 'write', '-explain', '-token', t.SecretID],
+      env,
+    );
+    expect(why).toMatchObject({ code: 2, stdout: 'deny: the default policy: default_policy = "deny"\n' });
+    const whyAllowed = await watchword(
+      [
+        'acl',
+        'authorize',
+        '-resource',
+        'service',
+        '-segment',
+        'web',
+        '-access',
+        'read',
+        '-explain',
+        '-token',
+        t.SecretID,
+        '-format',
+        'json',
+      ],
+      env,
+    );
+    expect(JSON.parse(whyAllowed.stdout)).toEqual({
+      Resource: 'service',
+      Segment: 'web',
+      Access: 'read',
+      Allow: true,
+      Reason: { Source: 'policy', ID: policy.ID, Name: 'cli-web', Rule: 'service "web" { policy = "write" }' },
+    });
     const json = await watchword(['acl', 'authorize', '-resource', 'acl', '-access', 'read', '-format', 'json'], env);
     expect(json.code).toBe(0);
     expect(JSON.parse(json.stdout)).toEqual({ Resource: 'acl', Access: 'read', Allow: true });

@@ -3,6 +3,7 @@ import { GLOBAL_MANAGEMENT_RULES, GLOBAL_READ_ONLY_RULES } from '../../src/domai
 import { type ApplicablePolicy, Authorizer, type DefaultPolicy } from '../../src/domain/rules/authorizer.js';
 import type { Access } from '../../src/domain/rules/decisions.js';
 import { parsePolicyRules } from '../../src/domain/rules/policy.js';
+import { explain } from '../../src/domain/rules/explain.js';
 import { syntheticPolicies } from '../../src/domain/templates.js';
 
 /**
@@ -502,6 +503,8 @@ describe('authorization decisions, as Consul decides them', () => {
     it.each(group.decisions)('%s (%s → %s)', (_what, check, allowed) => {
       const c = parseCheck(check, group.token ?? { namespace: 'default', partition: 'default' });
       expect(authz.allows(c.resource, c.segment, c.access, c.partition, c.namespace)).toBe(allowed);
+      // The explanation walks the same rules: its answer is the decision's.
+      expect(explain(authz, c.resource, c.segment, c.access, c.partition, c.namespace).allow).toBe(allowed);
     });
   });
 });

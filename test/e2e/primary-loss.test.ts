@@ -210,7 +210,10 @@ describe('losing the primary datacenter (SPEC §21)', () => {
       })
     ).body;
     const withoutAclWrite = await apiFor(dc2.daemon.url, operatorOnly.SecretID)('PUT', '/v1/operator/primary?transfer=dc1');
-    expect([withoutAclWrite.status, withoutAclWrite.body.message]).toEqual([403, "Permission denied: token lacks permission 'acl:write'"]);
+    expect([withoutAclWrite.status, withoutAclWrite.body.message]).toEqual([
+      403,
+      `Permission denied: token with AccessorID '${operatorOnly.AccessorID}' lacks permission 'acl:write'; decided by the default policy: default_policy = "deny"`,
+    ]);
     expect((await dc2.api('GET', '/v1/operator/primary')).body).toMatchObject({ Datacenter: 'dc2', Epoch: 2 });
     expect((await dc2.api('PUT', '/v1/operator/primary?transfer=dc9')).status).toBe(409);
     expect((await dc3.api('PUT', '/v1/operator/primary?transfer=dc1')).status).toBe(409);

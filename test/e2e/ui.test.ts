@@ -433,9 +433,17 @@ describe.skipIf(!CHROMIUM)('web UI in chromium', () => {
     await page.selectOption('#perm-access', 'write');
     await page.click('[data-testid=permission-test] button:has-text("Check")');
     expect(await (await page.waitForSelector('[data-testid=permission-answer]')).textContent()).toMatch(/^allow/);
+    // With its reason: the service identity's exact rule, over the prefix rule it beat.
+    expect(await page.textContent('[data-testid=reason]')).toMatch(
+      /decided by service identity “billing”:\s*service "billing" \{ policy = "write" \}\s*over service identity “billing”:\s*service_prefix "" \{ policy = "read" \}/,
+    );
+    await shot('permission-explain');
     await page.fill('#perm-segment', 'payments');
     await page.click('[data-testid=permission-test] button:has-text("Check")');
     expect(await (await page.waitForSelector('[data-testid=permission-answer]')).textContent()).toMatch(/^deny/);
+    expect(await page.textContent('[data-testid=reason]')).toMatch(
+      /decided by service identity “billing”:\s*service_prefix "" \{ policy = "read" \}/,
+    );
 
     // Clone, then delete the clone (confirmed).
     await page.click('button:has-text("Clone")');

@@ -39,6 +39,100 @@ describe('POST /v1/internal/acl/authorize', () => {
     expect(res.body).toEqual(checks.map((c, i) => ({ ...c, Allow: [true, false, true, false, true, false][i] })));
   });
 
+  it("?explain adds each answer's Reason: the source and rule as written, the rule that lost, the default policy", async () => {
+    const role = (
+      await d.api('PUT', '/v1/acl/role', {
+        body: { Name: 'web-ops', Policies: [{ ID: web.ID }], ServiceIdentities: [{ ServiceName: 'api' }] },
+      })
+    ).body;
+    const deny = (await d.api('PUT', '/v1/acl/policy', { body: { Name: 'no-web-keys', Rules: 'key_prefix "web/" { policy = "deny" }' } }))
+      .body;
+    const token = (await d.api('PUT', '/v1/acl/token', { body: { Roles: [{ ID: role.ID }], Policies: [{ ID: deny.ID }] } })).body;
+    const checks = [
+      { Resource: 'service', Segment: 'web', Access: 'write' },
+      { Resource: 'key', Segment: 'web/a', Access: 'read' },
+      { Resource: 'service', Segment: 'api', Access: 'write' },
+      { Resource: 'operator', Access: 'read' },
+    ];
+    const res = await ask(checks, token.SecretID, `${AUTHORIZE}?explain`);
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual([
+      {
+        ...checks[0],
+        Allow: true,
+        Reason: {
+          Source: 'role',
+          ID: role.ID,
+          Name: 'web-ops',
+          Policy: { ID: web.ID, Name: 'web-writer' },
+          Rule: 'service "web" { policy = "write" }',
+          // The exact rule beat the service identity's prefix rule.
+          Lost: {
+            Source: 'role',
+            ID: role.ID,
+            Name: 'web-ops',
+            Identity: 'service identity "api"',
+            Rule: 'service_prefix "" { policy = "read" }',
+          },
+        },
+      },
+      {
+        ...checks[1],
+        Allow: false,
+        Reason: {
+          Source: 'policy',
+          ID: deny.ID,
+          Name: 'no-web-keys',
+          Rule: 'key_prefix "web/" { policy = "deny" }',
+          Lost: {
+            Source: 'role',
+            ID: role.ID,
+            Name: 'web-ops',
+            Policy: { ID: web.ID, Name: 'web-writer' },
+            Rule: 'key_prefix "web/" { policy = "list" }',
+          },
+        },
+      },
+      {
+        ...checks[2],
+        Allow: true,
+        Reason: {
+          Source: 'role',
+          ID: role.ID,
+          Name: 'web-ops',
+          Identity: 'service identity "api"',
+          Rule: 'service "api" { policy = "write" }',
+          Lost: {
+            Source: 'role',
+            ID: role.ID,
+            Name: 'web-ops',
+            Identity: 'service identity "api"',
+            Rule: 'service_prefix "" { policy = "read" }',
+          },
+        },
+      },
+      { ...checks[3], Allow: false, Reason: { Source: 'default_policy', Rule: 'default_policy = "deny"' } },
+    ]);
+    // Without ?explain the answer is as before: no Reason.
+    expect((await ask(checks, token.SecretID)).body.map((a: object) => Object.keys(a).includes('Reason'))).toEqual([
+      false,
+      false,
+      false,
+      false,
+    ]);
+    // A refusal elsewhere carries the same reason, in the 403 and in its audit line.
+    const refused = await d.api('GET', '/v1/acl/tokens', { token: token.SecretID });
+    expect(refused.status).toBe(403);
+    expect(refused.body.message).toBe(
+      `Permission denied: token with AccessorID '${token.AccessorID}' lacks permission 'acl:read'; decided by the default policy: default_policy = "deny"`,
+    );
+    const audit = await d.api('GET', `/v1/operator/audit?type=refused&accessor=${token.AccessorID}`);
+    expect(audit.body.Events.at(-1)).toMatchObject({
+      Code: 'PERMISSION_DENIED',
+      Decision: { Source: 'default_policy', Rule: 'default_policy = "deny"' },
+    });
+  });
+
   it('takes PUT too, field names in any case, and Consul-style lower-casing of Access', async () => {
     const res = await ask([{ resource: 'service', SEGMENT: 'web', access: 'WRITE' }], webToken.SecretID, AUTHORIZE, 'PUT');
     expect(res.status).toBe(200);

@@ -82,7 +82,9 @@ describe('token reads served before routing answer exactly as the routed ones', 
     // As Consul: the message as text; the code in a header. With Accept: application/json, the JSON body.
     expect(denied.headers['content-type']).toBe('text/plain; charset=utf-8');
     expect(denied.headers['x-service-error-code']).toBe('PERMISSION_DENIED');
-    expect(denied.body).toMatch(/^Permission denied: token with AccessorID '.+' lacks permission 'acl:read'$/);
+    expect(denied.body).toMatch(
+      /^Permission denied: token with AccessorID '.+' lacks permission 'acl:read'; decided by the default policy: default_policy = "deny"$/,
+    );
     expect(denied.headers['x-service-index']).toMatch(/^\d+$/);
     const deniedJSON = await same(`/v1/acl/token/${linked.AccessorID}`, { ...as(nobody.SecretID), Accept: 'application/json' });
     expect(JSON.parse(deniedJSON.body)).toMatchObject({ statusCode: 403, code: 'PERMISSION_DENIED', message: denied.body });

@@ -107,7 +107,9 @@ describe('blocking queries, headers and operations endpoints', () => {
     expect(anonymous.status).toBe(403);
     expect(anonymous.body).toMatchObject({
       code: 'PERMISSION_DENIED',
-      message: 'Permission denied: the anonymous token (no token was sent) lacks permission \'agent:read\' on "test-node"',
+      message:
+        'Permission denied: the anonymous token (no token was sent) lacks permission \'agent:read\' on "test-node"; ' +
+        'decided by the default policy: default_policy = "deny"',
     });
     const self = await d.api('GET', '/v1/agent/self');
     expect(self.status).toBe(200);

@@ -1,5 +1,6 @@
 import { type Access, CompiledRules, enforce } from './decisions.js';
 import type { AccessLevel, ScopeRules, ScopedBlock } from './policy.js';
+import type { DecisionSource } from './explain-types.js';
 import { DEFAULT_NAMESPACE, DEFAULT_PARTITION } from '../ids.js';
 
 /** A policy as it reaches the authorizer: parsed rules plus where it lives. */
@@ -11,15 +12,27 @@ export interface ApplicablePolicy {
   partition: string;
   /** Built-in policies: their top-level rules apply in every namespace for default-namespace tokens. */
   builtin: boolean;
+  /** Where the policy came from, for explanations (a stored policy, a role's, an identity's): never read to decide. */
+  source?: DecisionSource;
 }
+
+/** Rules one policy holds for a place, and the block of the policy they were written in (none: its top level). */
+export interface PlacedScope {
+  rules: ScopeRules;
+  /** `partition "p" namespace "n"`, `namespace_prefix "t-"`, or undefined for the policy's own top level. */
+  block?: string;
+}
+
+const blockText = (kind: 'partition' | 'namespace', b: ScopedBlock): string =>
+  `${kind}${b.prefix ? '_prefix' : ''} ${JSON.stringify(b.name)}`;
 
 export type DefaultPolicy = 'allow' | 'deny';
 
 /** The effective `acl` access of a token in one place. */
 export type AclAccess = 'write' | 'read' | 'none';
 
-/** Precedence when several rules meet: any deny wins, then write, then read. */
-function merge(a: AccessLevel | undefined, b: AccessLevel | undefined): AccessLevel | undefined {
+/** Precedence when several rules of the cluster-wide resources meet: any deny wins, then write, then read, then list. */
+export function merge(a: AccessLevel | undefined, b: AccessLevel | undefined): AccessLevel | undefined {
   if (a === undefined) return b;
   if (b === undefined) return a;
   const rank = { deny: 3, write: 2, read: 1, list: 0 } as const;
@@ -46,8 +59,8 @@ export class Authorizer {
     readonly tokenNamespace: string,
     /** Partition of the token the request carries. */
     readonly tokenPartition: string,
-    private readonly policies: ApplicablePolicy[],
-    private readonly defaultPolicy: DefaultPolicy,
+    readonly policies: readonly ApplicablePolicy[],
+    readonly defaultPolicy: DefaultPolicy,
   ) {}
 
   /**
@@ -58,7 +71,7 @@ export class Authorizer {
    * the default partition. A token in namespace "a" that links such a policy gains nothing
    * outside "a" from it, so a namespace administrator cannot climb into other namespaces.
    */
-  private aclRuleOf(p: ApplicablePolicy, partition: string, namespace: string): AccessLevel | undefined {
+  aclRuleOf(p: ApplicablePolicy, partition: string, namespace: string): { level: AccessLevel; block?: string } | undefined {
     const ownPlace = partition === this.tokenPartition && namespace === this.tokenNamespace;
     const tokenInDefaultNamespace = this.tokenNamespace === DEFAULT_NAMESPACE;
     const everywhere = p.builtin && tokenInDefaultNamespace && this.tokenPartition === DEFAULT_PARTITION;
@@ -67,15 +80,15 @@ export class Authorizer {
       const part = bestBlock(p.rules.partitions, partition);
       if (part) {
         const ns = bestBlock(part.rules.namespaces, namespace);
-        if (ns?.rules.acl) return ns.rules.acl;
-        if (part.rules.acl) return part.rules.acl;
+        if (ns?.rules.acl) return { level: ns.rules.acl, block: `${blockText('partition', part)} ${blockText('namespace', ns)}` };
+        if (part.rules.acl) return { level: part.rules.acl, block: blockText('partition', part) };
       }
     }
     if (inDefaultNamespace && partition === p.partition && tokenInDefaultNamespace && this.tokenPartition === p.partition) {
       const ns = bestBlock(p.rules.namespaces, namespace);
-      if (ns?.rules.acl) return ns.rules.acl;
+      if (ns?.rules.acl) return { level: ns.rules.acl, block: blockText('namespace', ns) };
     }
-    if (ownPlace || everywhere) return p.rules.acl;
+    if ((ownPlace || everywhere) && p.rules.acl) return { level: p.rules.acl };
     return undefined;
   }
 
@@ -94,7 +107,7 @@ export class Authorizer {
 
   private decide(partition: string, namespace: string): AclAccess {
     let result: AccessLevel | undefined;
-    for (const p of this.policies) result = merge(result, this.aclRuleOf(p, partition, namespace));
+    for (const p of this.policies) result = merge(result, this.aclRuleOf(p, partition, namespace)?.level);
     if (result === 'deny') return 'none';
     if (result === 'write') return 'write';
     if (result === 'read' || result === 'list') return 'read';
@@ -116,7 +129,7 @@ export class Authorizer {
    * `peering`): from the policies of the default namespace and partition, for a token of the
    * default namespace and partition, built-ins included. Tokens elsewhere get none.
    */
-  private clusterRule(name: string): AccessLevel | undefined {
+  clusterRule(name: string): AccessLevel | undefined {
     let result: AccessLevel | undefined;
     if (this.tokenNamespace === DEFAULT_NAMESPACE && this.tokenPartition === DEFAULT_PARTITION) {
       for (const p of this.policies)
@@ -156,7 +169,7 @@ export class Authorizer {
     let rules = this.places.get(place);
     if (rules === undefined) {
       const scopes: ScopeRules[] = [];
-      for (const p of this.policies) scopes.push(...this.scopesAt(p, partition, namespace));
+      for (const p of this.policies) for (const placed of this.scopesAt(p, partition, namespace)) scopes.push(placed.rules);
       rules = new CompiledRules(scopes);
       if (this.places.size >= 256) this.places.clear();
       this.places.set(place, rules);
@@ -167,25 +180,26 @@ export class Authorizer {
     return rules;
   }
 
-  private scopesAt(p: ApplicablePolicy, partition: string, namespace: string): ScopeRules[] {
-    const out: ScopeRules[] = [];
+  /** The scopes of one policy that reach (partition, namespace), most specific first. */
+  scopesAt(p: ApplicablePolicy, partition: string, namespace: string): PlacedScope[] {
+    const out: PlacedScope[] = [];
     const tokenInDefaultNamespace = this.tokenNamespace === DEFAULT_NAMESPACE;
     const inDefaultNamespace = p.namespace === DEFAULT_NAMESPACE;
     if (inDefaultNamespace && p.partition === DEFAULT_PARTITION && tokenInDefaultNamespace && this.tokenPartition === DEFAULT_PARTITION) {
       const part = bestBlock(p.rules.partitions, partition);
       if (part) {
         const ns = bestBlock(part.rules.namespaces, namespace);
-        if (ns) out.push(ns.rules);
-        out.push(part.rules);
+        if (ns) out.push({ rules: ns.rules, block: `${blockText('partition', part)} ${blockText('namespace', ns)}` });
+        out.push({ rules: part.rules, block: blockText('partition', part) });
       }
     }
     if (inDefaultNamespace && partition === p.partition && tokenInDefaultNamespace && this.tokenPartition === p.partition) {
       const ns = bestBlock(p.rules.namespaces, namespace);
-      if (ns) out.push(ns.rules);
+      if (ns) out.push({ rules: ns.rules, block: blockText('namespace', ns) });
     }
     const ownPlace = partition === this.tokenPartition && namespace === this.tokenNamespace;
     const everywhere = p.builtin && tokenInDefaultNamespace && this.tokenPartition === DEFAULT_PARTITION;
-    if (ownPlace || everywhere) out.push(p.rules);
+    if (ownPlace || everywhere) out.push({ rules: p.rules });
     return out;
   }
 

@@ -127,7 +127,7 @@ export class RuleTable {
 }
 
 /** Rule kinds (`service`, `service_prefix`, …) and the table of the segmented resource each feeds. */
-const TABLE_OF = new Map<string, { base: string; prefix: boolean }>(
+export const TABLE_OF = new Map<string, { base: string; prefix: boolean }>(
   ['agent', 'event', 'node', 'query', 'session', 'service', 'key'].flatMap((base) => [
     [base, { base, prefix: false }],
     [`${base}_prefix`, { base, prefix: true }],

@@ -2,7 +2,8 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { sendJSON } from '../respond.js';
 import { resource } from '../resource.js';
 import { queryParam, requestSecret } from '../request.js';
-import { WatchwordError, invalid } from '../../domain/errors.js';
+import { invalid } from '../../domain/errors.js';
+import { deniedWithReason, permissionDenied } from '../../service/permissions.js';
 import { z } from 'zod';
 import {
   agentHealthResponse,
@@ -25,12 +26,13 @@ export type AgentRoutesDeps = Pick<AppDeps, 'agent' | 'metrics' | 'resolver' | '
  * asks), and with `aclWrite` acl:write too (a transfer of the primary role moves every ACL write).
  */
 async function requireOperator(deps: AgentRoutesDeps, request: FastifyRequest, access: 'read' | 'write', aclWrite = false): Promise<void> {
-  const { authorizer } = await deps.resolver.resolve(requestSecret(request), request.ip);
+  const identity = await deps.resolver.resolve(requestSecret(request), request.ip);
+  const { authorizer } = identity;
   const granted = authorizer.operatorAccess();
   if (granted === 'none' || (access === 'write' && granted !== 'write'))
-    throw new WatchwordError('PERMISSION_DENIED', `Permission denied: token lacks permission 'operator:${access}'`);
+    throw deniedWithReason(identity, `Permission denied: token lacks permission 'operator:${access}'`, 'operator', '', access);
   if (aclWrite && !authorizer.canWrite('default', 'default'))
-    throw new WatchwordError('PERMISSION_DENIED', "Permission denied: token lacks permission 'acl:write'");
+    throw permissionDenied(identity, 'write', { Namespace: 'default', Partition: 'default' });
 }
 
 /** RFC 3339 or milliseconds since the epoch, for `since` and `until`. */
@@ -55,10 +57,8 @@ function agentReader(deps: AgentRoutesDeps) {
     const a = identity.authorizer;
     if (!a.allows('agent', deps.agent.nodeName, 'read', a.tokenPartition, a.tokenNamespace)) {
       const who = identity.anonymous ? 'the anonymous token (no token was sent)' : `token with AccessorID '${identity.token.AccessorID}'`;
-      throw new WatchwordError(
-        'PERMISSION_DENIED',
-        `Permission denied: ${who} lacks permission 'agent:read' on ${JSON.stringify(deps.agent.nodeName)}`,
-      );
+      const message = `Permission denied: ${who} lacks permission 'agent:read' on ${JSON.stringify(deps.agent.nodeName)}`;
+      throw deniedWithReason(identity, message, 'agent', deps.agent.nodeName, 'read');
     }
     return identity;
   };
@@ -250,9 +250,9 @@ function auditRoute(app: FastifyInstance, deps: AgentRoutesDeps): void {
         const a = identity.authorizer;
         const who = identity.anonymous ? 'the anonymous token (no token was sent)' : `token with AccessorID '${identity.token.AccessorID}'`;
         if (a.operatorAccess() === 'none')
-          throw new WatchwordError('PERMISSION_DENIED', `Permission denied: ${who} lacks permission 'operator:read'`);
+          throw deniedWithReason(identity, `Permission denied: ${who} lacks permission 'operator:read'`, 'operator', '', 'read');
         if (!a.canRead(a.tokenPartition, a.tokenNamespace))
-          throw new WatchwordError('PERMISSION_DENIED', `Permission denied: ${who} lacks permission 'acl:read'`);
+          throw deniedWithReason(identity, `Permission denied: ${who} lacks permission 'acl:read'`, 'acl', '', 'read');
         const log = deps.audit;
         if (!log) return sendJSON(request, reply, { Events: [], Latest: 0 });
         const limit = countParam('limit', queryParam(request, 'limit'), 100, 1000);

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
-import { answersJSON } from '../../service/decisions.js';
+import { type Judged, answersJSON } from '../../service/decisions.js';
+import type { Reason } from '../../domain/rules/explain-types.js';
 import { parseJsonBody } from '../body.js';
 import { queryParam } from '../request.js';
 import { requestContext } from '../pipeline.js';
@@ -27,16 +28,19 @@ export async function decisionRoutes(app: FastifyInstance, deps: DecisionRoutesD
     doc: {
       summary: "Judge 1 to 64 checks {Resource, Segment, Access} for the request's token; the same array back with Allow",
       permission: 'none',
+      query: { explain: 'When present, each answer adds Reason: the deciding source and rule as written, and the rule that lost' },
       body: authorizeBody,
       response: authorizeResponse,
     },
     // The hottest path a service calls.
     logic: {
-      run: ({ ctx, body }) => {
-        const answer = (r: { checks: Parameters<typeof answersJSON>[0]; allows: boolean[] }) => {
+      query: ['explain'],
+      run: ({ ctx, body, query }) => {
+        const answer = (r: Judged & { reasons?: Reason[] }) => {
           count(r.allows);
-          return answersJSON(r.checks, r.allows);
+          return answersJSON(r.checks, r.allows, r.reasons);
         };
+        if (query.has('explain')) return deps.decisions.explain(ctx, parseJsonBody(body)).then(answer);
         const result = deps.decisions.authorize(ctx, parseJsonBody(body));
         return result instanceof Promise ? result.then(answer) : answer(result);
       },

@@ -193,3 +193,31 @@ export function identities(o) {
 
 /** Whether an ID is one of the built-ins (`00000000-0000-0000-0000-0000000000NN`). */
 export const isBuiltinID = (id) => /^00000000-0000-0000-0000-0000000000[0-9a-f]{2}$/.test(id ?? '');
+
+/** Where a rule came from, in words: `policy "web-writers"`, `role "ops" (policy "readers")`, `service identity "web"`. */
+export function sourceText(s) {
+  if (s.Source === 'default_policy') return 'the default policy';
+  if (s.Source === 'role') return `role “${s.Name}”${s.Policy ? ` (policy “${s.Policy.Name}”)` : s.Identity ? ` (${s.Identity})` : ''}`;
+  if (s.Source === 'policy' || s.Source === 'global-management') return `policy “${s.Name}”`;
+  return `${s.Source} “${s.Name}”`;
+}
+
+const sourceHref = (s) =>
+  s.Source === 'role' ? `#/roles/${s.ID}` : s.Source === 'policy' || s.Source === 'global-management' ? `#/policies/${s.ID}` : undefined;
+
+/** One rule with its source, linked to the policy or role that holds it. */
+function RuleLine({ rule, label }) {
+  const href = sourceHref(rule);
+  const source = sourceText(rule);
+  return html`<div class="reason-line"><span class="muted">${label}</span> ${href && isObjectID(rule.ID) ? html`<a href=${href}>${source}</a>` : source}:
+    <code>${rule.Block ? `${rule.Block} { ${rule.Rule} }` : rule.Rule}</code></div>`;
+}
+
+/** Why a check was answered as it was (SPEC "Explain a decision"): the rule that decided, and the one that lost. */
+export function ReasonView({ reason }) {
+  if (!reason) return null;
+  return html`<div class="reason" data-testid="reason">
+    <${RuleLine} rule=${reason} label="decided by" />
+    ${reason.Lost ? html`<${RuleLine} rule=${reason.Lost} label="over" />` : null}
+  </div>`;
+}

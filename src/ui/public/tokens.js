@@ -5,6 +5,7 @@ import {
   ErrorBox,
   HIDDEN,
   Loading,
+  ReasonView,
   Secret,
   Time,
   api,
@@ -185,8 +186,8 @@ function PermissionTest({ secret }) {
     setAnswer(undefined);
     try {
       const body = [{ Resource: check.Resource, ...(segmented ? { Segment: check.Segment } : {}), Access: check.Access }];
-      const [a] = await api('POST', '/v1/internal/acl/authorize', body, { secret });
-      setAnswer(a.Allow);
+      const [a] = await api('POST', '/v1/internal/acl/authorize?explain', body, { secret });
+      setAnswer(a);
     } catch (err) {
       setError(explain(err));
     }
@@ -207,7 +208,12 @@ function PermissionTest({ secret }) {
       <div><button type="submit">Check</button></div>
     </form>
     <${ErrorBox} message=${error} />
-    ${answer === undefined ? null : html`<p data-testid="permission-answer" class=${answer ? 'allow' : 'deny'}><strong>${answer ? 'allow' : 'deny'}</strong>: this token ${answer ? 'may' : 'may not'} ${check.Access} ${check.Resource}${segmented ? ` “${check.Segment}”` : ''}</p>`}`;
+    ${
+      answer === undefined
+        ? null
+        : html`<p data-testid="permission-answer" class=${answer.Allow ? 'allow' : 'deny'}><strong>${answer.Allow ? 'allow' : 'deny'}</strong>: this token ${answer.Allow ? 'may' : 'may not'} ${check.Access} ${check.Resource}${segmented ? ` “${check.Segment}”` : ''}</p>
+      <${ReasonView} reason=${answer.Reason} />`
+    }`;
 }
 
 const NEW_TOKEN = { Description: '', Local: false, ExpirationTTL: '' };
