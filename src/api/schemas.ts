@@ -162,6 +162,9 @@ function writeBody<F extends FieldTable, E extends z.ZodRawShape = Record<never,
 
 export const tokenBody = writeBody(TOKEN_FIELDS, { ExpirationTTL: opt(goDuration) });
 
+/** A rotation's body: how long the replaced secret keeps authenticating (default 0, at most 24h). */
+export const rotateBody = ciObject({ Overlap: opt(goDuration) });
+
 export const cloneBody = ciObject({ Description: opt(str(MAX_TEXT)), ...scopeFields });
 
 export const policyBody = writeBody(POLICY_FIELDS);
@@ -303,7 +306,7 @@ function answerField(spec: FieldSpec): z.ZodType {
 /** The answer for a record, from its declaration: every field as its view shows it, in the declared order. */
 function answerOf<F extends FieldTable>(fields: F): z.ZodObject<AnswerShape<F>> {
   const shape: Record<string, z.ZodType> = {};
-  for (const [name, spec] of Object.entries(fields)) shape[name] = answerField(spec);
+  for (const [name, spec] of Object.entries(fields)) if (spec.view !== 'never') shape[name] = answerField(spec);
   return z.object(shape) as unknown as z.ZodObject<AnswerShape<F>>;
 }
 

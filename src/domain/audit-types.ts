@@ -15,6 +15,7 @@ export const AUDIT_EVENT_GROUPS = [
     types: [
       'token-create',
       'token-update',
+      'token-rotate',
       'token-clone',
       'token-delete',
       'policy-create',

@@ -43,9 +43,10 @@ export type FieldKind =
  * - `secret` the literal `<hidden>` to callers without acl:write;
  * - `hash` computed from the content as it is shown, never the stored value (README, "Security");
  * - `detail` only in a full read, not in a list item;
- * - `withAuthMethod` only when the record's AuthMethod is set.
+ * - `withAuthMethod` only when the record's AuthMethod is set;
+ * - `never` to no caller at all (a secret a rotation replaced): it leaves only by the inner paths.
  */
-export type ViewMode = 'plain' | 'omitEmpty' | 'named' | 'secret' | 'hash' | 'detail' | 'withAuthMethod';
+export type ViewMode = 'plain' | 'omitEmpty' | 'named' | 'secret' | 'hash' | 'detail' | 'withAuthMethod' | 'never';
 
 /**
  * How the API treats a field:
@@ -218,6 +219,20 @@ export const TOKEN_FIELDS = {
     doc: 'RFC 3339 time after which the token is revoked; absent means never.',
   },
   CreateTime: { kind: 'time', api: 'echoed', doc: 'RFC 3339 time the token was created (set by the server).' },
+  PreviousSecretID: {
+    kind: 'string',
+    optional: true,
+    api: 'echoed',
+    view: 'never',
+    doc: 'The SecretID the last rotation replaced: it authenticates until PreviousSecretExpirationTime, then nowhere. Never shown.',
+    max: 256,
+  },
+  PreviousSecretExpirationTime: {
+    kind: 'time',
+    optional: true,
+    api: 'echoed',
+    doc: "RFC 3339 time the secret the last rotation replaced stops authenticating (watchword's own, `PUT /v1/acl/token/:id/rotate`).",
+  },
   Hash: { kind: 'string', api: 'echoed', view: 'hash', doc: 'Base64 SHA-256 over the content fields; equal across datacenters.' },
   ...scope,
   ...indexes,

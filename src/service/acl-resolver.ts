@@ -20,6 +20,11 @@ export interface Identity {
   secret: string;
   authorizer: Authorizer;
   /**
+   * When the secret presented is one a rotation replaced: the time (ms) it stops authenticating,
+   * the end of the rotation's overlap (SPEC §22). Absent for the token's current secret.
+   */
+  secretEnds?: number;
+  /**
    * Set while this secondary cannot confirm global state (replication_max_stale): the anonymous
    * token then stands with no policies, judged by the default policy alone, since what the
    * primary granted it may have been taken back.
@@ -56,8 +61,9 @@ interface CachedAuthorizer {
   policiesIndex: number;
   rolesIndex: number;
   authorizer: Authorizer;
-  /** The identities built on it: for the token's own secret, and standing in for no secret. */
+  /** The identities built on it: for the token's own secret, its replaced one in a rotation's overlap, and standing in for no secret. */
   bySecret?: Identity;
+  byPreviousSecret?: Identity;
   asAnonymous?: Identity;
   /** The anonymous token while stale: no policies, the default policy decides. */
   staleAnonymous?: Identity;
@@ -116,6 +122,7 @@ export class AclResolver {
       secret !== '' &&
       this.options.lookupUnknownSecret &&
       this.reader.getTokenBySecret(secret) === undefined &&
+      this.reader.getTokenByPreviousSecret(secret) === undefined &&
       // Deleted here a moment ago: gone at its source too, no look-up needed (nor spent from the client's budget).
       !this.reader.isSecretGone(secret)
     ) {
@@ -134,8 +141,18 @@ export class AclResolver {
   /** The identity from this datacenter's state alone (no look-up elsewhere). */
   resolveLocal(secret: string | undefined): Identity {
     const anonymous = secret === undefined || secret === '';
-    const token = anonymous ? this.reader.getToken(ANONYMOUS_TOKEN_ID) : this.reader.getTokenBySecret(secret);
     const now = this.clock.now();
+    let token = anonymous ? this.reader.getToken(ANONYMOUS_TOKEN_ID) : this.reader.getTokenBySecret(secret);
+    let secretEnds: number | undefined;
+    if (token === undefined && !anonymous) {
+      // A secret a rotation replaced authenticates until its overlap ends, then nowhere.
+      const rotated = this.reader.getTokenByPreviousSecret(secret);
+      const ends = rotated?.PreviousSecretExpirationTime === undefined ? Number.NaN : Date.parse(rotated.PreviousSecretExpirationTime);
+      if (rotated !== undefined && now < ends) {
+        token = rotated;
+        secretEnds = ends;
+      }
+    }
     if (token === undefined || isExpired(token, now)) {
       if (anonymous) {
         // Not yet created (a secondary before its first sync): an anonymous token with nothing attached.
@@ -162,6 +179,9 @@ export class AclResolver {
     const entry = this.compiled(token);
     if (anonymous) {
       return (entry.asAnonymous ??= { token, anonymous: true, secret: '', authorizer: entry.authorizer });
+    }
+    if (secretEnds !== undefined) {
+      return (entry.byPreviousSecret ??= { token, anonymous: false, secret: secret as string, authorizer: entry.authorizer, secretEnds });
     }
     return (entry.bySecret ??= {
       token,

@@ -234,16 +234,15 @@ export class DecisionService {
     const identity = this.resolver.resolveLocal(secret);
     const token = identity.token;
     if (identity.unconfirmed) return { ...this.viewOf(identity), accessor: token.AccessorID, dependsOn: [] };
+    // A secret a rotation replaced: its own view (it ends with the overlap), not memoised with the current secret's.
+    if (identity.secretEnds !== undefined)
+      return { ...this.viewOf(identity), accessor: token.AccessorID, dependsOn: dependsOn(token, this.resolver) };
     // Many clients watch the same token: its view is made once until it, a policy or a role changes.
     const policies = this.store.tableIndex('policies');
     const roles = this.store.tableIndex('roles');
     const memo = this.watchedViews.get(token);
     if (memo !== undefined && memo.policies === policies && memo.roles === roles) return memo.view;
-    const dependsOn = new Set<string>();
-    for (const l of token.Policies) dependsOn.add(l.ID);
-    for (const l of token.Roles ?? []) dependsOn.add(l.ID);
-    for (const r of this.resolver.reachable(token).roles) for (const l of r.Policies) dependsOn.add(l.ID);
-    const view = { ...this.viewOf(identity), accessor: token.AccessorID, dependsOn: [...dependsOn] };
+    const view = { ...this.viewOf(identity), accessor: token.AccessorID, dependsOn: dependsOn(token, this.resolver) };
     this.watchedViews.set(token, { policies, roles, view });
     return view;
   }
@@ -253,11 +252,12 @@ export class DecisionService {
 
   private viewOf(identity: Identity): TokenAuthorizerAnswer {
     const token = identity.token;
+    const expires = secretExpiry(identity);
     const view: TokenAuthorizerView = {
       AccessorID: token.AccessorID,
       Namespace: token.Namespace || DEFAULT_NAMESPACE,
       Partition: token.Partition || DEFAULT_PARTITION,
-      ...(token.ExpirationTime ? { ExpirationTime: token.ExpirationTime } : {}),
+      ...(expires ? { ExpirationTime: expires } : {}),
       DefaultPolicy: this.resolver.defaultPolicy,
       Policies: identity.unconfirmed
         ? []
@@ -302,4 +302,24 @@ export class DecisionService {
       for (let k = 0; k < JUDGING_TABLES.length; k++) seen[k] = this.store.tableIndex(JUDGING_TABLES[k] as WatchTable);
     }
   }
+}
+
+/** The IDs of the policies and roles a token's view depends on (a watch wakes when one changes). */
+function dependsOn(token: TokenRecord, resolver: AclResolver): string[] {
+  const ids = new Set<string>();
+  for (const l of token.Policies) ids.add(l.ID);
+  for (const l of token.Roles ?? []) ids.add(l.ID);
+  for (const r of resolver.reachable(token).roles) for (const l of r.Policies) ids.add(l.ID);
+  return [...ids];
+}
+
+/**
+ * When the secret presented stops working, as an enforcing client is told it (`ExpirationTime`):
+ * the token's expiry, or for a secret a rotation replaced the end of its overlap when earlier.
+ */
+function secretExpiry(identity: Identity): string | undefined {
+  const own = identity.token.ExpirationTime;
+  if (identity.secretEnds === undefined) return own;
+  if (own !== undefined && Date.parse(own) <= identity.secretEnds) return own;
+  return new Date(identity.secretEnds).toISOString();
 }

@@ -1,7 +1,7 @@
 import { TOKEN_FIELDS, givenFields } from '../domain/records.js';
 import { audited } from './audited.js';
 import type { Clock } from '../domain/clock.js';
-import { parseDuration } from '../domain/duration.js';
+import { formatDuration, parseDuration } from '../domain/duration.js';
 import { conflict, invalid, missingTarget, notFound, notPermitted } from '../domain/errors.js';
 import { type ExpiryLimits, isExpired, resolveExpiration } from '../domain/expiry.js';
 import { normalizeNodeIdentities, normalizeServiceIdentities, normalizeTemplatedPolicies } from '../domain/grants.js';
@@ -17,7 +17,7 @@ import { authorize, authorizeList } from './permissions.js';
 import { freshID, tokenIDTaken } from './uniqueness.js';
 import { WILDCARD } from './scope.js';
 import type { z } from 'zod';
-import type { ExpandedTokenResponse, cloneBody, tokenBody } from '../api/schemas.js';
+import type { ExpandedTokenResponse, cloneBody, rotateBody, tokenBody } from '../api/schemas.js';
 import { JSONText, type TokenView, policyView, roleView, tokenView } from './views.js';
 import { lastUsedTime } from '../store/last-use.js';
 
@@ -26,6 +26,10 @@ export type TokenInput = z.output<typeof tokenBody>;
 
 /** Clone as a client sends it, decoded by its schema (the schema is the one definition). */
 export type CloneInput = z.output<typeof cloneBody>;
+export type RotateInput = z.output<typeof rotateBody>;
+
+/** The longest a rotation's replaced secret may keep authenticating. */
+export const MAX_ROTATION_OVERLAP_MS = 24 * 3600_000;
 
 export interface TokenListQuery {
   policy?: string;
@@ -197,7 +201,8 @@ export class TokenService {
     // must not believe it is signed in (Consul answers the same).
     if (ctx.secret === undefined || ctx.secret === '') throw notFound('Supplied token does not exist');
     const identity = await this.resolver.resolve(ctx.secret, ctx.client);
-    return this.viewText(identity.token, true);
+    // A secret a rotation replaced never reads the new one (it may be the leaked one the rotation is for).
+    return this.viewText(identity.token, identity.secretEnds === undefined);
   }
 
   /** Matching tokens as a JSON array, each from its serialised view. */
@@ -328,6 +333,41 @@ export class TokenService {
     return { value: this.withUse(tokenView(token, links, true)), index: token.ModifyIndex };
   }
 
+  /**
+   * A new SecretID for the token (SPEC §22): the one it replaces keeps authenticating for
+   * `Overlap`, then nowhere. The token's content and Hash are unchanged; it replicates like
+   * any write. A second rotation within an overlap ends the first one's at once.
+   */
+  async rotate(ctx: RequestContext, accessorID: string, input: RotateInput): Promise<WriteResult<TokenView>> {
+    const { identity, scope } = await authorize(this.resolver, ctx, 'write');
+    if (!isUUID(accessorID)) throw missingToken(accessorID);
+    if (accessorID.toLowerCase() === ANONYMOUS_TOKEN_ID) throw notPermitted('Rotating the secret of the anonymous token is not permitted');
+    const overlap = input.Overlap ?? 0;
+    if (overlap < 0 || overlap > MAX_ROTATION_OVERLAP_MS)
+      throw invalid(`Invalid Overlap: must be between 0 and 24h, got ${formatDuration(overlap)}`);
+    const now = this.clock.now();
+    const { token, links } = await this.store.transact(
+      (tx) => {
+        const existing = this.live(tx.getToken(accessorID), scope);
+        if (!existing) throw missingToken(accessorID);
+        const { PreviousSecretID: _replaced, PreviousSecretExpirationTime: _until, ...rest } = existing;
+        const record = tx.put('tokens', {
+          ...rest,
+          SecretID: freshID(tokenIDTaken(tx)),
+          ...(overlap > 0
+            ? { PreviousSecretID: existing.SecretID, PreviousSecretExpirationTime: new Date(now + overlap).toISOString() }
+            : {}),
+        });
+        return {
+          token: record,
+          links: { policies: namedLinks(tx, 'policy', record.Policies), roles: namedLinks(tx, 'role', record.Roles) },
+        };
+      },
+      audited(ctx, identity, 'token-rotate'),
+    );
+    return { value: this.withUse(tokenView(token, links, true)), index: token.ModifyIndex };
+  }
+
   async clone(ctx: RequestContext, accessorID: string, input: CloneInput): Promise<WriteResult<TokenView>> {
     const { identity, scope } = await authorize(this.resolver, ctx, 'write', input);
     const now = this.clock.now();
@@ -382,7 +422,7 @@ export class TokenService {
         const existing = tx.getToken(accessorID);
         // Expired tokens can still be deleted; tokens of another scope are not visible here.
         if (!existing || existing.Namespace !== scope.Namespace || existing.Partition !== scope.Partition) return false;
-        if (identity.secret !== '' && existing.SecretID === identity.secret) {
+        if (identity.secret !== '' && (existing.SecretID === identity.secret || existing.PreviousSecretID === identity.secret)) {
           throw notPermitted("Deletion of the request's authorization token is not permitted");
         }
         index = tx.index;

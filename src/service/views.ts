@@ -116,6 +116,8 @@ function viewStep(name: string, mode: NonNullable<FieldTable[string]['view']>): 
         const v = r[name];
         if (r.AuthMethod && v !== undefined) out[name] = v;
       };
+    case 'never':
+      return () => {};
   }
 }
 

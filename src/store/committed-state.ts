@@ -166,7 +166,9 @@ export class CommittedState {
     if (record === null) this.lastUse.forget(id);
     const before = (old as TokenRecord | undefined)?.SecretID;
     const after = (record as TokenRecord | null)?.SecretID;
-    if (before !== undefined && before !== after) this.goneSecrets.add(before);
+    // A rotation's replaced secret still authenticates for its overlap: not gone.
+    if (before !== undefined && before !== after && before !== (record as TokenRecord | null)?.PreviousSecretID)
+      this.goneSecrets.add(before);
     if (after !== undefined) this.goneSecrets.forget(after);
   }
 

@@ -287,6 +287,8 @@ export type ExpiryCursor = [number, string];
 export interface StateReader {
   getToken(accessor: string): TokenRecord | undefined;
   getTokenBySecret(secret: string): TokenRecord | undefined;
+  /** The token whose last rotation replaced this secret (whether its overlap has ended is the caller's to judge). */
+  getTokenByPreviousSecret(secret: string): TokenRecord | undefined;
   /** Whether a token holding this secret was deleted here a moment ago (store/gone-secrets.ts). */
   isSecretGone(secret: string): boolean;
   /** Whether a global (not Local) token of this AccessorID is held, from the indexes alone (nothing decoded). */
@@ -337,6 +339,10 @@ export class TablesReader implements StateReader {
 
   getTokenBySecret(secret: string): TokenRecord | undefined {
     return this.tables.tokens.byUnique('secret', secret);
+  }
+
+  getTokenByPreviousSecret(secret: string): TokenRecord | undefined {
+    return this.tables.tokens.byUnique('previousSecret', secret);
   }
 
   isSecretGone(secret: string): boolean {

@@ -113,7 +113,10 @@ export function createdHour(createTime: string): string {
   return Number.isNaN(ms) ? '' : new Date(ms).toISOString().slice(0, 13);
 }
 
-export const tokensTable: TableDef<TokenRecord, 'secret' | 'scope' | 'policy' | 'role' | 'service' | 'authMethod' | 'local' | 'created'> = {
+export const tokensTable: TableDef<
+  TokenRecord,
+  'secret' | 'previousSecret' | 'scope' | 'policy' | 'role' | 'service' | 'authMethod' | 'local' | 'created'
+> = {
   name: 'tokens',
   prefix: 't',
   fields: TOKEN_FIELDS,
@@ -122,6 +125,12 @@ export const tokensTable: TableDef<TokenRecord, 'secret' | 'scope' | 'policy' | 
   isGlobal: (t) => !t.Local,
   indexes: {
     secret: { unique: true, reads: ['SecretID'], keys: (t, emit) => emit(t.SecretID) },
+    /** The secret a rotation replaced, while it may still authenticate (README, "Rotating a secret"). */
+    previousSecret: {
+      unique: true,
+      reads: ['PreviousSecretID'],
+      keys: (t, emit) => t.PreviousSecretID !== undefined && emit(t.PreviousSecretID),
+    },
     scope: { unique: false, reads: ['Partition', 'Namespace'], keys: (t, emit) => emit(scopeKey(t.Partition, t.Namespace)) },
     policy: { unique: false, reads: ['Policies'], keys: (t, emit) => t.Policies.forEach((l) => emit(l.ID)) },
     role: { unique: false, reads: ['Roles'], keys: (t, emit) => t.Roles.forEach((l) => emit(l.ID)) },

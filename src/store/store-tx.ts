@@ -165,7 +165,7 @@ export class StoreTx implements Tx {
   }
 
   isSecretInUse(secret: string): boolean {
-    return this.uniqueID('tokens', 'secret', secret) !== undefined;
+    return this.uniqueID('tokens', 'secret', secret) !== undefined || this.uniqueID('tokens', 'previousSecret', secret) !== undefined;
   }
 
   getPolicy(id: string): PolicyRecord | undefined {

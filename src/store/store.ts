@@ -179,7 +179,7 @@ export interface TxReader {
   /** A token read without keeping it decoded (the reaper's: a token about to be deleted must not push those in use out of the cache). */
   peekToken(accessor: string): TokenRecord | undefined;
   getTokenBySecret(secret: string): TokenRecord | undefined;
-  /** Whether any token uses this value as its SecretID. */
+  /** Whether any token uses this value as its SecretID, or held it before its last rotation. */
   isSecretInUse(secret: string): boolean;
   getPolicy(id: string): PolicyRecord | undefined;
   getPolicyByName(scope: Scope, name: string): PolicyRecord | undefined;

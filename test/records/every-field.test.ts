@@ -9,6 +9,7 @@ import { type FieldKind, type FieldTable, RECORD_FIELDS, type RecordKind } from 
 import { FollowerStream } from '../../src/ha/follower-stream.js';
 import { type LeaderFrame, SERVER_PROTOCOL_VERSION } from '../../src/ha/server-protocol.js';
 import { LevelStore } from '../../src/store/level-store.js';
+import { authMethodID } from '../../src/store/schema.js';
 import type { ServerBatch } from '../../src/store/store.js';
 import { type TestDaemon, startTestDaemon, waitFor, secondaryConfig } from '../helpers/test-daemon.js';
 import { recordingReplicator } from '../helpers/replicator.js';
@@ -86,9 +87,17 @@ describe('one record, every path', () => {
   const made = new Map<RecordKind, { id: string; view: Json }[]>();
   let cloneable = '';
 
+  /** The record as a read shows it, with the fields no view shows (a rotated-out secret) as the daemon's store holds them. */
   const get = async (d: TestDaemon, kind: RecordKind, id: string): Promise<Json | undefined> => {
     const res = await d.api('GET', ROUTES[kind].read(id));
-    return res.status === 200 ? (res.body as Json) : undefined;
+    if (res.status !== 200) return undefined;
+    const view = { ...(res.body as Json) };
+    const stored = d.daemon.store.reader.getRecords(kind, [kind === 'authMethods' ? authMethodID('default', 'default', id) : id])[0] as
+      | Json
+      | undefined;
+    for (const [field, spec] of Object.entries(RECORD_FIELDS[kind]))
+      if (spec.view === 'never' && stored?.[field] !== undefined) view[field] = stored[field];
+    return view;
   };
   const everything = async (d: TestDaemon): Promise<Map<string, Json | undefined>> => {
     const out = new Map<string, Json | undefined>();
@@ -173,6 +182,13 @@ describe('one record, every path', () => {
       ExpirationTTL: '10h',
     });
     cloneable = String(token.AccessorID);
+    // A rotation in its overlap: the replaced secret and its end are stored (the secret shown to no one).
+    const rotated = await dc1.api('PUT', `/v1/acl/token/${token.AccessorID}/rotate`, { body: { Overlap: '20h' } });
+    expect(rotated.status, rotated.text).toBe(200);
+    (made.get('tokens') as Array<{ id: string; view: Json }>).splice(-1, 1, {
+      id: String(token.AccessorID),
+      view: (await get(dc1, 'tokens', String(token.AccessorID))) as Json,
+    });
     const login = await dc1.api('POST', '/v1/acl/login', {
       token: undefined,
       body: { AuthMethod: 'every-field', BearerToken: await sign('web'), Meta: { pod: 'p1' } },
@@ -215,7 +231,16 @@ describe('one record, every path', () => {
     const source = (await get(dc1, 'tokens', cloneable)) as Json;
     const clone = await dc1.api('PUT', `/v1/acl/token/${cloneable}/clone`, { body: {} });
     expect(clone.status, clone.text).toBe(200);
-    sameAt('API clone', 'tokens', source, clone.body as Json, ['AccessorID', 'SecretID', 'CreateTime', 'CreateIndex', 'ModifyIndex']);
+    // A clone is a new token: its own secrets, no rotation of the source's.
+    sameAt('API clone', 'tokens', source, clone.body as Json, [
+      'AccessorID',
+      'SecretID',
+      'PreviousSecretID',
+      'PreviousSecretExpirationTime',
+      'CreateTime',
+      'CreateIndex',
+      'ModifyIndex',
+    ]);
   });
 
   it('keeps every field in the store across a clean stop (its checkpoint) and the next start', async () => {
@@ -292,7 +317,7 @@ describe('one record, every path', () => {
       const stored: Array<[RecordKind, string, Json]> = [];
       for (const [kind, list] of made)
         for (const { id } of list) {
-          const r = dc1.daemon.store.reader.getRecord(kind, kind === 'authMethods' ? `default\u0000default\u0000${id}` : id);
+          const r = dc1.daemon.store.reader.getRecord(kind, kind === 'authMethods' ? authMethodID('default', 'default', id) : id);
           expect(r, `${kind} ${id} in dc1's store`).toBeDefined();
           stored.push([kind, id, r as unknown as Json]);
         }
@@ -310,7 +335,7 @@ describe('one record, every path', () => {
       for (const batch of replicator.batches) stream.receive({ t: 'batch', ...(batch as ServerBatch) });
       await stream.idle();
       for (const [kind, id, r] of stored) {
-        const key = kind === 'authMethods' ? `default\u0000default\u0000${id}` : id;
+        const key = kind === 'authMethods' ? authMethodID('default', 'default', id) : id;
         sameAt(
           "an HA follower's stream",
           kind,
@@ -337,7 +362,7 @@ describe('one record, every path', () => {
       intake.receive({ t: 'snapshot', pairs: [], last: true, seq: chunk.value.seq, term: chunk.value.term });
       await intake.idle();
       for (const [kind, id, r] of stored) {
-        const key = kind === 'authMethods' ? `default\u0000default\u0000${id}` : id;
+        const key = kind === 'authMethods' ? authMethodID('default', 'default', id) : id;
         sameAt(
           "an HA follower's snapshot intake",
           kind,

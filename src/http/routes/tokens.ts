@@ -6,7 +6,7 @@ import { resource } from '../resource.js';
 import { Written } from '../direct.js';
 import { writesHere } from '../forward.js';
 import { z } from 'zod';
-import { cloneBody, deletedResponse, expandedTokenResponse, tokenBody, tokenResponse } from '../../api/schemas.js';
+import { cloneBody, rotateBody, deletedResponse, expandedTokenResponse, tokenBody, tokenResponse } from '../../api/schemas.js';
 import type { AppDeps } from '../deps.js';
 
 /** What the token routes use. */
@@ -83,6 +83,26 @@ function tokenWriteRoutes(app: FastifyInstance, deps: TokenRoutesDeps): void {
           const { value, index } = await tokens.delete(ctx, AccessorID);
           return new Written(value, index);
         },
+      },
+    },
+  });
+
+  resource(app, '/v1/acl/token/:AccessorID/rotate', {
+    PUT: {
+      doc: {
+        summary:
+          'Give the token a new SecretID (answered); the one it replaces keeps authenticating for Overlap ("10m"; default 0, at most 24h), ' +
+          'then nowhere',
+        permission: 'acl:write',
+        body: rotateBody,
+        bodyOptional: true,
+        response: tokenResponse,
+      },
+      forward: 'token-by-id',
+      handler: async (request, reply) => {
+        const { AccessorID } = request.params;
+        const input = decodeBody(rotateBody, parseJsonBody(request.body));
+        return sendWrite(request, reply, await tokens.rotate(requestContext(request), AccessorID, input));
       },
     },
   });
