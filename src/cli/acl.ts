@@ -30,7 +30,7 @@ function accessorOf(o: AccessorOption): string | undefined {
 }
 
 function tokenCommands(acl: Command): void {
-  const token = acl.command('token').description('create, read, update, clone, delete and list tokens');
+  const token = acl.command('token').description('create, read, update, clone, rotate, delete and list tokens');
   tokenCreateCommand(token);
   tokenReadCommands(token);
   tokenUpdateCommand(token);
@@ -195,7 +195,7 @@ function tokenUpdateCommand(token: Command): void {
     );
 }
 
-/** `acl token clone`, `delete` and `list`. */
+/** `acl token clone`, `rotate`, `delete` and `list`. */
 function tokenCloneDeleteListCommands(token: Command): void {
   meta(common(token.command('clone').description('clone a token (new IDs, same links)')))
     .option('--accessor-id <ACCESSOR>', 'AccessorID of the token to clone, or a unique prefix of it')
@@ -208,6 +208,17 @@ function tokenCloneDeleteListCommands(token: Command): void {
           await c.tokens.clone(await tokenID(c, need(accessorOf(o), 'accessor-id')), o.description ? { Description: o.description } : {}),
           formatToken,
         );
+      }),
+    );
+
+  meta(common(token.command('rotate').description('give a token a new secret; the old one keeps working for -overlap, then nowhere')))
+    .option('--accessor-id <ACCESSOR>', 'AccessorID of the token, or a unique prefix of it')
+    .option('--id <ACCESSOR>', 'the same as -accessor-id')
+    .option('--overlap <DURATION>', 'how long the old secret keeps working, e.g. 10m (default 0: it stops at once; at most 24h)')
+    .action(
+      run<CommonOptions & AccessorOption & { overlap?: string }>(async (o, c) => {
+        const id = await tokenID(c, need(accessorOf(o), 'accessor-id'));
+        print(o, await c.tokens.rotate(id, o.overlap !== undefined ? { Overlap: o.overlap } : {}), formatToken);
       }),
     );
 

@@ -78,6 +78,7 @@ export function formatToken(t: TokenResponse, meta = false): string {
       ['Auth Method', t.AuthMethod],
       ['Create Time', t.CreateTime],
       ['Expiration Time', t.ExpirationTime],
+      ['Old Secret Until', t.PreviousSecretExpirationTime],
       ['Last Used Time', t.LastUsedTime],
       ...metaRows(t, meta),
     ],

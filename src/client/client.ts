@@ -21,6 +21,7 @@ import type {
   authMethodBody,
   bindingRuleBody,
   cloneBody,
+  rotateBody,
   loginBody,
   policyBody,
   roleBody,
@@ -34,6 +35,8 @@ import type {
 
 export type TokenInput = z.input<typeof tokenBody>;
 export type CloneInput = z.input<typeof cloneBody>;
+/** A rotation: how long the replaced secret keeps working (`"10m"`, or nanoseconds; default 0, at most 24h). */
+export type RotateInput = z.input<typeof rotateBody>;
 export type PolicyInput = z.input<typeof policyBody>;
 export type RoleInput = z.input<typeof roleBody>;
 export type AuthMethodInput = z.input<typeof authMethodBody>;
@@ -350,6 +353,9 @@ export class WatchwordClient {
       this.value(this.call<TokenResponse>('PUT', `/v1/acl/token/${encodeURIComponent(accessorID)}`, { ...o, body: token })),
     clone: (accessorID: string, body: CloneInput = {}, o: RequestOptions = {}) =>
       this.value(this.call<TokenResponse>('PUT', `/v1/acl/token/${encodeURIComponent(accessorID)}/clone`, { ...o, body })),
+    /** A new SecretID (answered); the replaced one keeps authenticating for `Overlap`, then nowhere. */
+    rotate: (accessorID: string, body: RotateInput = {}, o: RequestOptions = {}) =>
+      this.value(this.call<TokenResponse>('PUT', `/v1/acl/token/${encodeURIComponent(accessorID)}/rotate`, { ...o, body })),
     delete: (accessorID: string, o: RequestOptions = {}) =>
       this.value(this.call<boolean>('DELETE', `/v1/acl/token/${encodeURIComponent(accessorID)}`, o)),
     list: (filter: TokenListFilter = {}, o: QueryOptions = {}) =>

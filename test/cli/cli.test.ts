@@ -85,6 +85,16 @@ describe('watchword acl (the command tree against a real daemon)', () => {
     const cloneID = field(clone.stdout, 'AccessorID') as string;
     expect(cloneID).not.toBe(id);
 
+    // A rotation by an AccessorID prefix: a new secret, the old one kept for the overlap (printed), the rest unchanged.
+    const rotated = await watchword(['acl', 'token', 'rotate', '-id', cloneID.slice(0, 8), '-overlap', '10m'], env);
+    expect(rotated.code, rotated.stderr).toBe(0);
+    expect(field(rotated.stdout, 'AccessorID')).toBe(cloneID);
+    expect(field(rotated.stdout, 'SecretID')).not.toBe(field(clone.stdout, 'SecretID'));
+    expect(Date.parse(field(rotated.stdout, 'Old Secret Until') as string) - Date.now()).toBeGreaterThan(9 * 60_000);
+    expect(field(rotated.stdout, 'Description')).toBe('copy');
+    const tooLong = await watchword(['acl', 'token', 'rotate', '-id', cloneID, '-overlap', '48h'], env);
+    expect([tooLong.code, tooLong.stderr]).toEqual([1, expect.stringContaining('Invalid Overlap: must be between 0 and 24h, got 48h')]);
+
     const list = await watchword(['acl', 'token', 'list', '-role-id', roleID], env);
     expect(list.code).toBe(0);
     expect(list.stdout.split('\n')[0]).toMatch(/^AccessorID\s+Description\s+Local\s+Policies\s+Roles\s+Expires\s+Last used$/);

@@ -1,5 +1,5 @@
 import { waitFor } from '../helpers/test-daemon.js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Authorizer } from '../../src/client/authorizer.js';
 import { type Cluster, type DatacenterHandle, etcdBinary, startCluster } from '../../src/testing/index.js';
 import { serverCall as call } from '../helpers/cluster.js';
@@ -107,6 +107,57 @@ describe.skipIf(!etcd)('decisions across datacenters and servers (real processes
     const leaderStatus = await primary.replication();
     expect(leaderStatus.Secondaries?.map((x) => x.Datacenter).sort()).toEqual(['dc2', 'dc3']);
   });
+
+  it('a rotation: the old secret works at every server and an enforcing client for the overlap, then nowhere; a Local one stays local', async () => {
+    const made = await call(primary, token, 'PUT', '/v1/acl/token', { Description: 'rotated', Policies: [{ ID: ids.keys }] });
+    const old = made.body as unknown as { SecretID: string; AccessorID: string; Hash: string };
+    await cluster.waitForReplication();
+    const secondary = cluster.get('dc2').servers[1] as DatacenterHandle;
+    const authz = new Authorizer({ client: { address: secondary.url } });
+    try {
+      // Cached by the enforcing client before the rotation.
+      expect(await authz.allowed(old.SecretID, 'key', 'app/x', 'write')).toBe(true);
+      const overlapMs = 6_000;
+      const rotated = await call(primary, token, 'PUT', `/v1/acl/token/${old.AccessorID}/rotate`, { Overlap: `${overlapMs}ms` });
+      expect(rotated.status).toBe(200);
+      const fresh = rotated.body as unknown as { SecretID: string; Hash: string; PreviousSecretExpirationTime: string };
+      expect(fresh.Hash).toBe(old.Hash);
+      const ends = Date.parse(fresh.PreviousSecretExpirationTime);
+      await cluster.waitForReplication();
+      for (const s of servers) {
+        expect(await decide(s, fresh.SecretID, 'key', 'app/x', 'write'), s.serverName).toBe(true);
+        expect(await decide(s, old.SecretID, 'key', 'app/x', 'write'), s.serverName).toBe(true);
+      }
+      expect(Date.now()).toBeLessThan(ends);
+      expect(authz.allowed(old.SecretID, 'key', 'app/x', 'write')).toBe(true);
+      // The enforcing client's own clock past the overlap's end (the servers' is not): it refuses the old secret by itself.
+      vi.useFakeTimers({ toFake: ['Date'], shouldAdvanceTime: true });
+      vi.setSystemTime(ends + 1);
+      await waitFor(() => authz.allowed(old.SecretID, 'key', 'app/x', 'write') === false, 2_000, 10);
+      expect(await authz.allowed(fresh.SecretID, 'key', 'app/x', 'write')).toBe(true);
+      vi.useRealTimers();
+      // Past the overlap, no server takes it.
+      await waitFor(async () => Date.now() > ends, overlapMs + 1_000, 50);
+      for (const s of servers) expect(await decide(s, old.SecretID, 'key', 'app/x', 'write'), s.serverName).toBe(403);
+      for (const s of servers) expect(await decide(s, fresh.SecretID, 'key', 'app/x', 'write'), s.serverName).toBe(true);
+    } finally {
+      vi.useRealTimers();
+      authz.close();
+    }
+    // A Local token's rotation stays in its datacenter: both servers of dc2 take the old secret, dc1 never hears of it.
+    const dc2 = cluster.get('dc2').servers;
+    const local = (await call(dc2[0] as DatacenterHandle, token, 'PUT', '/v1/acl/token', { Local: true, Policies: [{ ID: ids.keys }] }))
+      .body as unknown as { SecretID: string; AccessorID: string };
+    const localRotated = await call(dc2[0] as DatacenterHandle, token, 'PUT', `/v1/acl/token/${local.AccessorID}/rotate`, {
+      Overlap: '1m',
+    });
+    expect(localRotated.status).toBe(200);
+    for (const s of dc2) {
+      await waitFor(async () => (await decide(s, localRotated.body?.SecretID as string, 'key', 'app/x', 'write')) === true, 5_000, 20);
+      expect(await decide(s, local.SecretID, 'key', 'app/x', 'write'), s.serverName).toBe(true);
+    }
+    expect((await call(primary, token, 'GET', `/v1/acl/token/${local.AccessorID}`)).status).toBe(404);
+  }, 90_000);
 
   it('an enforcing client attached to a secondary denies a token deleted at the primary within 1 s', async () => {
     const made = await call(primary, token, 'PUT', '/v1/acl/token', { Description: 'doomed', Policies: [{ ID: ids.keys }] });

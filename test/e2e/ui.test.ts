@@ -445,6 +445,19 @@ describe.skipIf(!CHROMIUM)('web UI in chromium', () => {
       /decided by service identity “billing”:\s*service_prefix "" \{ policy = "read" \}/,
     );
 
+    // Rotate its secret, the old one kept for an hour: the page shows until when, and the new secret.
+    const before = (await api('GET', `/v1/acl/token/${accessor}`)).SecretID;
+    await page.selectOption('#rotate-overlap', '1h');
+    await page.click('button:has-text("Rotate secret")');
+    expect(await (await page.waitForSelector('[data-testid=old-secret]')).textContent()).toMatch(/rotated; the old one stops working in 60 minutes/);
+    const after = await api('GET', `/v1/acl/token/${accessor}`);
+    expect(after.SecretID).not.toBe(before);
+    expect(Date.parse(after.PreviousSecretExpirationTime as string) - Date.now()).toBeGreaterThan(50 * 60_000);
+    await page.click('[data-testid=reveal-secret]');
+    expect(await page.textContent('[data-testid=secret]')).toBe(after.SecretID);
+    await page.click('[data-testid=reveal-secret]');
+    await shot('token-rotated');
+
     // Clone, then delete the clone (confirmed).
     await page.click('button:has-text("Clone")');
     await page.waitForSelector('h1:has-text("Clone of ui token")');

@@ -15,6 +15,7 @@ import {
   go,
   html,
   identities,
+  SECRET_KEY,
   state,
   useLoad,
 } from './lib.js';
@@ -105,6 +106,9 @@ function IdentityList({ title, items }) {
   return html`<dt>${title}</dt><dd>${items.length ? html`<ul class="plain">${items.map((i) => html`<li>${i}</li>`)}</ul>` : '—'}</dd>`;
 }
 
+/** How long a rotated-out secret may keep working, as the token page offers it (the API takes any duration up to 24h). */
+const ROTATION_OVERLAPS = ['0s', '10m', '1h', '24h'];
+
 export function TokenDetail({ id }) {
   const token = useLoad(() => api('GET', apiPath`/v1/acl/token/${id}?expanded`), [id]);
   const [error, setError] = useState('');
@@ -116,6 +120,25 @@ export function TokenDetail({ id }) {
       setError(explain(err));
     }
   };
+  const [overlap, setOverlap] = useState('10m');
+  const rotate = () =>
+    confirmThen(
+      `Give token ${id} a new secret? ${overlap === '0s' ? 'The old one stops working at once.' : `The old one keeps working for ${overlap}, then nowhere.`}`,
+      async () => {
+        try {
+          const r = await api('PUT', apiPath`/v1/acl/token/${id}/rotate`, { Overlap: overlap });
+          // This page's own token: sign in with its new secret (the old one would stop with the overlap).
+          if (isSelf(r) && r.SecretID !== HIDDEN) {
+            state.secret = r.SecretID;
+            sessionStorage.setItem(SECRET_KEY, r.SecretID);
+          }
+          setError('');
+          token.reload();
+        } catch (err) {
+          setError(explain(err));
+        }
+      },
+    );
   const remove = () =>
     confirmThen(`Delete token ${id}? This cannot be undone.`, async () => {
       try {
@@ -133,12 +156,16 @@ export function TokenDetail({ id }) {
         ? html`<div class="actions">
           <a class="button secondary" href=${`#/tokens/${id}/edit`}>Edit</a>
           <button type="button" class="secondary" onClick=${clone}>Clone</button>
+          <span class="rotate" data-testid="rotate"><label for="rotate-overlap">old secret works for</label>
+            <select id="rotate-overlap" value=${overlap} onChange=${(e) => setOverlap(e.target.value)}>${ROTATION_OVERLAPS.map((o) => html`<option value=${o}>${o === '0s' ? 'no overlap' : o}</option>`)}</select>
+            <button type="button" class="secondary" onClick=${rotate}>Rotate secret</button></span>
           ${isSelf(t) ? null : html`<button type="button" class="danger" onClick=${remove}>Delete</button>`}</div>`
         : null
     }
     <dl class="kv">
       <dt>AccessorID</dt><dd>${t.AccessorID}</dd>
       <dt>SecretID</dt><dd><${Secret} value=${t.SecretID} /></dd>
+      ${Date.parse(t.PreviousSecretExpirationTime ?? '') > Date.now() ? html`<dt>Old secret</dt><dd data-testid="old-secret">rotated; the old one stops working <${Time} value=${t.PreviousSecretExpirationTime} /></dd>` : null}
       <dt>Description</dt><dd>${t.Description || html`<span class="muted">—</span>`}</dd>
       <dt>Scope</dt><dd>${t.Local ? 'Local (this datacenter only)' : 'global'}</dd>
       <dt>Namespace</dt><dd>${t.Namespace} / ${t.Partition}</dd>
