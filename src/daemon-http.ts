@@ -42,6 +42,7 @@ export type HttpServices = Pick<
   | 'roles'
   | 'templatedPolicies'
   | 'decisions'
+  | 'whoCan'
   | 'authMethods'
   | 'bindingRules'
   | 'login'
@@ -119,6 +120,7 @@ export function buildHttp(config: Config, deps: PlaceDeps & { services: HttpServ
     roles: services.roles,
     templatedPolicies: services.templatedPolicies,
     decisions: services.decisions,
+    whoCan: services.whoCan,
     authMethods: services.authMethods,
     bindingRules: services.bindingRules,
     login: services.login,

@@ -18,6 +18,7 @@ import { PolicyService } from './service/policies.js';
 import { RoleService } from './service/roles.js';
 import { TemplatedPolicyService } from './service/templated-policies.js';
 import { DecisionService } from './service/decisions.js';
+import { WhoCanService } from './service/who-can.js';
 import { TokenService } from './service/tokens.js';
 import { AuthMethodService } from './service/auth-methods.js';
 import { BindingRuleService } from './service/binding-rules.js';
@@ -297,6 +298,7 @@ function buildServices(
     roles: new RoleService(store, resolver),
     templatedPolicies: new TemplatedPolicyService(resolver),
     decisions: new DecisionService(resolver, store),
+    whoCan: new WhoCanService(store, resolver, clock, config.datacenter),
     authMethods: new AuthMethodService(store, resolver, { minTTL: config.token_min_ttl, maxTTL: config.token_max_ttl, urls }),
     bindingRules: new BindingRuleService(store, resolver, selectors),
     login: new LoginService(store, clock, { datacenter: config.datacenter, urls }, selectors),

@@ -204,6 +204,21 @@ export const decisionReason = z
   .object({ ...decisionSourceFields, Lost: z.object(decisionSourceFields).optional() })
   .meta({ id: 'DecisionReason' });
 
+/** GET /v1/acl/who-can: the tokens and roles granted a check, with reasons, paged. */
+export const whoCanResponse = z
+  .object({
+    Resource: z.string(),
+    Segment: z.string().optional(),
+    Access: z.string(),
+    Namespace: z.string(),
+    Partition: z.string(),
+    Tokens: z.array(z.object({ AccessorID: z.string(), Description: z.string(), Local: z.boolean(), Reason: decisionReason })),
+    Roles: z.array(z.object({ ID: z.string(), Name: z.string(), Reason: decisionReason })).optional(),
+    NextCursor: z.string().optional().describe('Where the next page starts; absent on the last'),
+    Scanned: z.number().describe('Tokens looked at for this page'),
+  })
+  .meta({ id: 'WhoCanAnswer' });
+
 export const authorizeResponse = z
   .array(
     z.object({

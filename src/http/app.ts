@@ -275,7 +275,7 @@ function registerRoutes(app: FastifyInstance, deps: AppDeps): RouteInfo[] {
   void app.register(policyRoutes, pick('policies', 'reads'));
   void app.register(roleRoutes, pick('roles', 'reads'));
   void app.register(templatedPolicyRoutes, pick('templatedPolicies'));
-  void app.register(decisionRoutes, pick('decisions', 'metrics', 'reads'));
+  void app.register(decisionRoutes, pick('decisions', 'whoCan', 'metrics', 'reads'));
   void app.register(authMethodRoutes, pick('authMethods', 'bindingRules', 'login', 'cluster', 'loginRate', 'reads', 'store'));
   void app.register(agentRoutes, pick('agent', 'metrics', 'resolver', 'audit', 'cluster'));
   void app.register(snapshotRoutes, pick('snapshots', 'snapshotUploads'));

@@ -13,6 +13,7 @@ import type { LoginService } from '../service/login.js';
 import type { BootstrapService } from '../service/bootstrap.js';
 import type { AgentInfo } from '../service/context.js';
 import type { DecisionService } from '../service/decisions.js';
+import type { WhoCanService } from '../service/who-can.js';
 import type { PolicyService } from '../service/policies.js';
 import type { RoleService } from '../service/roles.js';
 import type { SnapshotService } from '../service/snapshots.js';
@@ -33,6 +34,8 @@ export interface AppDeps {
   templatedPolicies: TemplatedPolicyService;
   /** Authorization decisions for the request's token (README, "Enforcing policies in your service"). */
   decisions: DecisionService;
+  /** Who may do something: the tokens and roles granted a check (README, "Who can"). */
+  whoCan: WhoCanService;
   authMethods: AuthMethodService;
   bindingRules: BindingRuleService;
   login: LoginService;

@@ -244,7 +244,7 @@ export class AclResolver {
 
   private readonly policyRuleCache = new WeakMap<PolicyRecord, ScopeRules>();
 
-  private rulesOf(cacheKey: string, text: string): ScopeRules {
+  private renderedRules(cacheKey: string, text: string): ScopeRules {
     let rules = this.ruleCache.get(cacheKey);
     if (rules === undefined) {
       rules = parseOrNothing(text);
@@ -252,6 +252,24 @@ export class AclResolver {
       this.ruleCache.set(cacheKey, rules);
     }
     return rules;
+  }
+
+  /**
+   * An authorizer compiled for this one question and not kept (who can, dry runs: walks of many
+   * tokens must not push the tokens in use out of the cache).
+   */
+  compileOnce(token: TokenRecord): Authorizer {
+    return this.compile(token);
+  }
+
+  /** The parsed rules of a stored policy (parsed once per record). */
+  rulesOf(policy: PolicyRecord): ScopeRules {
+    return this.policyRules(policy);
+  }
+
+  /** The parsed rules of a rendered policy (an identity's, a template's), parsed once per text. */
+  renderedRulesOf(p: { ID: string; Rules: string }): ScopeRules {
+    return this.renderedRules(`s:${p.ID}`, p.Rules);
   }
 
   /** The token's authorizer, compiled once and reused until the token, a policy or a role changes. */
@@ -272,7 +290,7 @@ export class AclResolver {
 
   private compile(token: TokenRecord): Authorizer {
     const applicable: ApplicablePolicy[] = this.applicablePolicies(token).map((p) => ({
-      rules: p.record ? this.policyRules(p.record) : this.rulesOf(`s:${p.ID}`, p.Rules),
+      rules: p.record ? this.policyRules(p.record) : this.renderedRules(`s:${p.ID}`, p.Rules),
       namespace: p.Namespace,
       partition: p.Partition,
       builtin: p.Builtin,

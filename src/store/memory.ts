@@ -8,6 +8,7 @@ import {
   TABLE_NAMES,
   type TableDef,
   type TableName,
+  type TokenGrantIndex,
   authMethodID,
   nameKey,
   scopeKey,
@@ -117,6 +118,24 @@ export class MemTable<R, I extends string> implements Table<R, I> {
   }
 
   /** The same records in ID order (kept until one of them changes: lists of one filter need no sort per request). */
+  *sortedMembersAfter(index: I, key: string, after: string | undefined): IterableIterator<R> {
+    const list = this.sortedMembers(index, key);
+    const id = this.def.id;
+    let lo = 0;
+    let hi = list.length;
+    if (after !== undefined)
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1;
+        if (id(list[mid] as R) <= after) lo = mid + 1;
+        else hi = mid;
+      }
+    for (let i = lo; i < list.length; i++) yield list[i] as R;
+  }
+
+  memberIDs(index: I, key: string): string[] {
+    return Array.from(this.members(index, key), this.def.id);
+  }
+
   sortedMembers(index: I, key: string): readonly R[] {
     const cache = this.sorted.get(index) as Map<string, R[]>;
     let list = cache.get(key);
@@ -289,6 +308,19 @@ export interface StateReader {
   getTokenBySecret(secret: string): TokenRecord | undefined;
   /** The token whose last rotation replaced this secret (whether its overlap has ended is the caller's to judge). */
   getTokenByPreviousSecret(secret: string): TokenRecord | undefined;
+  /** A token decoded for a moment and not kept (walks of many: the tokens in use stay cached). */
+  peekToken(accessor: string): TokenRecord | undefined;
+  /** AccessorIDs of the tokens that link a policy or role, or hold an identity or template of this name (nothing decoded). */
+  tokenIDsBy(index: TokenGrantIndex, key: string): string[];
+  /** How many tokens link a policy or role, or hold an identity or template of this name. */
+  tokenCountBy(index: TokenGrantIndex, key: string): number;
+  /** Every identity or template name some token holds. */
+  tokenKeysOf(index: 'service' | 'node' | 'template'): IterableIterator<string>;
+  /** The tokens of one namespace in AccessorID order, from the first after `after` (decoded for a moment, not kept). */
+  tokensInScopeAfter(partition: string, namespace: string, after: string | undefined): Iterable<TokenRecord>;
+  /** Every policy and every role, of every place (small tables). */
+  allPolicies(): IterableIterator<PolicyRecord>;
+  allRoles(): IterableIterator<RoleRecord>;
   /** Whether a token holding this secret was deleted here a moment ago (store/gone-secrets.ts). */
   isSecretGone(secret: string): boolean;
   /** Whether a global (not Local) token of this AccessorID is held, from the indexes alone (nothing decoded). */
@@ -343,6 +375,34 @@ export class TablesReader implements StateReader {
 
   getTokenByPreviousSecret(secret: string): TokenRecord | undefined {
     return this.tables.tokens.byUnique('previousSecret', secret);
+  }
+
+  peekToken(accessor: string): TokenRecord | undefined {
+    return this.tables.tokens.peek(accessor);
+  }
+
+  tokenIDsBy(index: TokenGrantIndex, key: string): string[] {
+    return this.tables.tokens.memberIDs(index, key);
+  }
+
+  tokenCountBy(index: TokenGrantIndex, key: string): number {
+    return this.tables.tokens.memberCount(index, key);
+  }
+
+  tokenKeysOf(index: 'service' | 'node' | 'template'): IterableIterator<string> {
+    return this.tables.tokens.indexKeys(index);
+  }
+
+  tokensInScopeAfter(partition: string, namespace: string, after: string | undefined): Iterable<TokenRecord> {
+    return this.tables.tokens.sortedMembersAfter('scope', scopeKey(partition, namespace), after);
+  }
+
+  allPolicies(): IterableIterator<PolicyRecord> {
+    return this.tables.policies.values();
+  }
+
+  allRoles(): IterableIterator<RoleRecord> {
+    return this.tables.roles.values();
   }
 
   isSecretGone(secret: string): boolean {

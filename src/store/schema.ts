@@ -113,9 +113,12 @@ export function createdHour(createTime: string): string {
   return Number.isNaN(ms) ? '' : new Date(ms).toISOString().slice(0, 13);
 }
 
+/** The token indexes by what grants: who can (service/who-can.ts) finds the tokens a policy, role, identity or template reaches. */
+export type TokenGrantIndex = 'policy' | 'role' | 'service' | 'node' | 'template';
+
 export const tokensTable: TableDef<
   TokenRecord,
-  'secret' | 'previousSecret' | 'scope' | 'policy' | 'role' | 'service' | 'authMethod' | 'local' | 'created'
+  'secret' | 'previousSecret' | 'scope' | TokenGrantIndex | 'authMethod' | 'local' | 'created'
 > = {
   name: 'tokens',
   prefix: 't',
@@ -135,6 +138,8 @@ export const tokensTable: TableDef<
     policy: { unique: false, reads: ['Policies'], keys: (t, emit) => t.Policies.forEach((l) => emit(l.ID)) },
     role: { unique: false, reads: ['Roles'], keys: (t, emit) => t.Roles.forEach((l) => emit(l.ID)) },
     service: { unique: false, reads: ['ServiceIdentities'], keys: (t, emit) => t.ServiceIdentities.forEach((s) => emit(s.ServiceName)) },
+    node: { unique: false, reads: ['NodeIdentities'], keys: (t, emit) => t.NodeIdentities.forEach((n) => emit(n.NodeName)) },
+    template: { unique: false, reads: ['TemplatedPolicies'], keys: (t, emit) => t.TemplatedPolicies.forEach((p) => emit(p.TemplateName)) },
     authMethod: { unique: false, reads: ['AuthMethod'], keys: (t, emit) => t.AuthMethod && emit(t.AuthMethod) },
     local: { unique: false, reads: ['Local'], keys: (t, emit) => t.Local && emit('') },
     created: { unique: false, reads: ['CreateTime'], keys: (t, emit) => emit(createdHour(t.CreateTime)) },

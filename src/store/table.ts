@@ -32,6 +32,10 @@ export interface Table<R, I extends string> {
   memberCount(index: I, key: string): number;
   /** The same records in ID order (kept until one of them changes: lists of one filter need no sort per request). */
   sortedMembers(index: I, key: string): Iterable<R>;
+  /** The same records in ID order from the first whose ID sorts after `after` (a binary search: a page costs its own length), not kept decoded. */
+  sortedMembersAfter(index: I, key: string, after: string | undefined): Iterable<R>;
+  /** The IDs of the records a non-unique index holds under `key`, in no particular order (nothing decoded). */
+  memberIDs(index: I, key: string): string[];
   /** Every key a non-unique index holds. */
   indexKeys(index: I): IterableIterator<string>;
   /** Every record, in no particular order. */

@@ -449,7 +449,9 @@ describe.skipIf(!CHROMIUM)('web UI in chromium', () => {
     const before = (await api('GET', `/v1/acl/token/${accessor}`)).SecretID;
     await page.selectOption('#rotate-overlap', '1h');
     await page.click('button:has-text("Rotate secret")');
-    expect(await (await page.waitForSelector('[data-testid=old-secret]')).textContent()).toMatch(/rotated; the old one stops working in 60 minutes/);
+    expect(await (await page.waitForSelector('[data-testid=old-secret]')).textContent()).toMatch(
+      /rotated; the old one stops working in 60 minutes/,
+    );
     const after = await api('GET', `/v1/acl/token/${accessor}`);
     expect(after.SecretID).not.toBe(before);
     expect(Date.parse(after.PreviousSecretExpirationTime as string) - Date.now()).toBeGreaterThan(50 * 60_000);

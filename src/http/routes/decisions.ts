@@ -1,19 +1,20 @@
 import type { FastifyInstance } from 'fastify';
 import { type Judged, answersJSON } from '../../service/decisions.js';
+import { JSONText } from '../../service/views.js';
 import type { Reason } from '../../domain/rules/explain-types.js';
 import { parseJsonBody } from '../body.js';
 import { queryParam } from '../request.js';
 import { requestContext } from '../pipeline.js';
 import { sendJSON } from '../respond.js';
 import { type RouteSpec, resource } from '../resource.js';
-import { authorizeBody, authorizeResponse, tokenAuthorizerResponse } from '../../api/schemas.js';
+import { authorizeBody, authorizeResponse, tokenAuthorizerResponse, whoCanResponse } from '../../api/schemas.js';
 import { invalid } from '../../domain/errors.js';
 import { blockingParams } from '../blocking.js';
 import type { AppDeps } from '../deps.js';
 
 /** POST (and PUT) /v1/internal/acl/authorize: may the request's token do each of these? (README, "Enforcing policies in your service") */
 /** What the decision routes use. */
-export type DecisionRoutesDeps = Pick<AppDeps, 'decisions' | 'metrics' | 'reads'>;
+export type DecisionRoutesDeps = Pick<AppDeps, 'decisions' | 'whoCan' | 'metrics' | 'reads'>;
 
 export async function decisionRoutes(app: FastifyInstance, deps: DecisionRoutesDeps): Promise<void> {
   const allowed = deps.metrics.authorizeChecks.labels({ allowed: 'true' });
@@ -76,6 +77,42 @@ export async function decisionRoutes(app: FastifyInstance, deps: DecisionRoutesD
         }
         void reply.header('X-Service-ContentHash', answer.hash).header('X-Consul-ContentHash', answer.hash);
         return sendJSON(request, reply, answer.view);
+      },
+    },
+  });
+
+  resource(app, '/v1/acl/who-can', {
+    GET: {
+      doc: {
+        summary:
+          'The tokens (paged, in AccessorID order) and roles of a place that are granted a check, each with the Reason; from the indexes by ' +
+          'policy, role, identity and template, never by judging every token',
+        permission: 'acl:read',
+        response: whoCanResponse,
+        query: {
+          resource: 'The resource, as in a decision: service, key, node, acl, operator, …',
+          segment: 'The name the check is about (segmented resources)',
+          access: 'read, write, list (key), write-prefix (key)',
+          limit: `At most this many tokens (default 100, at most 1000)`,
+          cursor: 'The NextCursor of the previous page',
+        },
+      },
+      table: 'tokens',
+      logic: {
+        query: ['resource', 'segment', 'access', 'limit', 'cursor'],
+        read: { gate: deps.reads, access: 'list' },
+        run: async ({ ctx, query }) =>
+          new JSONText(
+            JSON.stringify(
+              await deps.whoCan.whoCan(ctx, {
+                resource: query.get('resource'),
+                segment: query.get('segment'),
+                access: query.get('access'),
+                limit: query.get('limit'),
+                cursor: query.get('cursor'),
+              }),
+            ),
+          ),
       },
     },
   });

@@ -173,19 +173,47 @@ export class CompactTable<R, I extends string> implements Table<R, I>, CompactLo
     return slot !== undefined && (this.multiIndex(index).map.get(key)?.has(slot) ?? false);
   }
 
-  *sortedMembers(index: I, key: string): IterableIterator<R> {
+  /** The slots under `key` in ID order, kept until one of them changes. */
+  private sortedSlots(index: I, key: string): Uint32Array | undefined {
     const m = this.multiIndex(index);
     let list = m.sorted.get(key);
     if (list === undefined) {
       const set = m.map.get(key);
-      if (set === undefined) return;
+      if (set === undefined) return undefined;
       const slots = set.toArray();
       const ids = Array.from(slots, (slot) => this.idOf(slot));
       const order = Array.from(slots.keys()).sort((a, b) => byID(ids[a] as string, ids[b] as string));
       list = Uint32Array.from(order, (i) => slots[i] as number);
       m.sorted.set(key, list);
     }
-    for (const slot of list) if (this.arena.has(slot)) yield this.record(slot);
+    return list;
+  }
+
+  *sortedMembers(index: I, key: string): IterableIterator<R> {
+    for (const slot of this.sortedSlots(index, key) ?? []) if (this.arena.has(slot)) yield this.record(slot);
+  }
+
+  *sortedMembersAfter(index: I, key: string, after: string | undefined): IterableIterator<R> {
+    const list = this.sortedSlots(index, key);
+    if (list === undefined) return;
+    let lo = 0;
+    let hi = list.length;
+    if (after !== undefined)
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1;
+        if (this.idOf(list[mid] as number) <= after) lo = mid + 1;
+        else hi = mid;
+      }
+    // A walk of many (who can): decoded for a moment, not kept (the tokens in use stay cached).
+    for (let i = lo; i < list.length; i++) {
+      const slot = list[i] as number;
+      if (this.arena.has(slot)) yield this.peekSlot(slot);
+    }
+  }
+
+  memberIDs(index: I, key: string): string[] {
+    const set = this.multiIndex(index).map.get(key);
+    return set === undefined ? [] : Array.from(set.toArray(), (slot) => this.idOf(slot));
   }
 
   indexKeys(index: I): IterableIterator<string> {
