@@ -23,6 +23,8 @@ export interface SeedOptions {
   expires?: (i: number) => string;
   /** Told each token's AccessorID and SecretID (the reads of a benchmark pick from them). */
   made?: (accessor: string, secret: string) => void;
+  /** Links each token gets besides its service identity, by its number (policies and roles that exist in the store). */
+  links?: (i: number) => { Policies?: Array<{ ID: string }>; Roles?: Array<{ ID: string }> };
 }
 
 export async function seedTo(storeDir: string, from: number, total: number, options: SeedOptions = {}): Promise<void> {
@@ -40,7 +42,7 @@ export async function seedTo(storeDir: string, from: number, total: number, opti
       index++;
       const batch = db.batch();
       for (let i = done; i < Math.min(done + 5000, total); i++) {
-        const base = { Description: `seeded ${i}`, Policies: [], Roles: [], ServiceIdentities: [{ ServiceName: `svc-${i % 1000}` }], NodeIdentities: [], TemplatedPolicies: [], Local: false };
+        const base = { Description: `seeded ${i}`, Policies: [] as Array<{ ID: string }>, Roles: [] as Array<{ ID: string }>, ServiceIdentities: [{ ServiceName: `svc-${i % 1000}` }], NodeIdentities: [], TemplatedPolicies: [], Local: false, ...options.links?.(i) };
         const expiry = options.expires?.(i);
         const token = {
           AccessorID: generateID(),

@@ -43,6 +43,7 @@ export type HttpServices = Pick<
   | 'templatedPolicies'
   | 'decisions'
   | 'whoCan'
+  | 'dryRun'
   | 'authMethods'
   | 'bindingRules'
   | 'login'
@@ -121,6 +122,7 @@ export function buildHttp(config: Config, deps: PlaceDeps & { services: HttpServ
     templatedPolicies: services.templatedPolicies,
     decisions: services.decisions,
     whoCan: services.whoCan,
+    dryRun: services.dryRun,
     authMethods: services.authMethods,
     bindingRules: services.bindingRules,
     login: services.login,

@@ -19,6 +19,8 @@ import { RoleService } from './service/roles.js';
 import { TemplatedPolicyService } from './service/templated-policies.js';
 import { DecisionService } from './service/decisions.js';
 import { WhoCanService } from './service/who-can.js';
+import { DryRunService } from './service/dry-run.js';
+import { RecentChecks } from './service/recent-checks.js';
 import { TokenService } from './service/tokens.js';
 import { AuthMethodService } from './service/auth-methods.js';
 import { BindingRuleService } from './service/binding-rules.js';
@@ -288,6 +290,8 @@ function buildServices(
     checkChosenIDs: (ids, local) => cluster.checkChosenIDs(ids, local),
   });
   const urls = { allowedHosts: config.auth_method_allowed_hosts };
+  // The checks asked in the last hour (decisions here, enforcing clients' reports): what a dry run judges again.
+  const recentChecks = new RecentChecks(() => clock.now());
   // Binding-rule selectors: regular expressions compiled and run on a thread of their own.
   const selectors = new Selectors();
   return {
@@ -297,8 +301,10 @@ function buildServices(
     policies: new PolicyService(store, resolver),
     roles: new RoleService(store, resolver),
     templatedPolicies: new TemplatedPolicyService(resolver),
-    decisions: new DecisionService(resolver, store),
+    decisions: new DecisionService(resolver, store, recentChecks),
     whoCan: new WhoCanService(store, resolver, clock, config.datacenter),
+    dryRun: new DryRunService(store, resolver, recentChecks, clock, config.datacenter),
+    recentChecks,
     authMethods: new AuthMethodService(store, resolver, { minTTL: config.token_min_ttl, maxTTL: config.token_max_ttl, urls }),
     bindingRules: new BindingRuleService(store, resolver, selectors),
     login: new LoginService(store, clock, { datacenter: config.datacenter, urls }, selectors),

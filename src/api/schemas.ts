@@ -204,6 +204,34 @@ export const decisionReason = z
   .object({ ...decisionSourceFields, Lost: z.object(decisionSourceFields).optional() })
   .meta({ id: 'DecisionReason' });
 
+/** What `?dry-run` on a policy or role update means (the OpenAPI document's words). */
+export const DRY_RUN_DOC =
+  'When present, nothing is written: the answer says, of the checks asked in the last hour for the tokens the change reaches ' +
+  '(at this server, and reported by enforcing clients), which would flip';
+
+/** A dry run's answer: the tokens the change reaches and the checks that would flip. */
+export const dryRunResponse = z
+  .object({
+    Tokens: z.number().describe('Tokens the change reaches'),
+    TokensWithChecks: z.number().describe('Of them, those with checks seen in the last hour'),
+    Checks: z.number().describe('Checks judged before and after'),
+    Flips: z.array(
+      z.object({
+        Resource: z.string(),
+        Segment: z.string().optional(),
+        Access: z.string(),
+        Namespace: z.string(),
+        Partition: z.string(),
+        From: z.boolean(),
+        To: z.boolean(),
+        Tokens: z.number(),
+        Example: z.string().describe('The AccessorID of one token whose answer flips'),
+      }),
+    ),
+    NotRecorded: z.number().describe('Checks the recorder could not keep (past its bounds)'),
+  })
+  .meta({ id: 'DryRunAnswer' });
+
 /** GET /v1/acl/who-can: the tokens and roles granted a check, with reasons, paged. */
 export const whoCanResponse = z
   .object({

@@ -22,7 +22,7 @@ import type { AppDeps } from './deps.js';
 
 export type { AppDeps, HttpLimits, SnapshotUploads } from './deps.js';
 import { replicationRoutes } from './routes/replication.js';
-import { clientOf, forwardToDatacenter, forwardToLeader, forwardWrite, isWrite, mustForward } from './forward.js';
+import { clientOf, forwardToDatacenter, forwardToLeader, forwardWrite, isDryRun, isWrite, mustForward } from './forward.js';
 import { tokenRoutes } from './routes/tokens.js';
 import { DirectRoutes, IndexHeaders } from './direct.js';
 
@@ -236,6 +236,8 @@ function forwardWhereDue(app: FastifyInstance, cluster: NonNullable<AppDeps['clu
       const relayed = await forwardToDatacenter(request, reply, cluster);
       if (relayed) return relayed;
     }
+    // A dry run writes nothing: answered here, from this server's recent checks.
+    if (isDryRun(request)) return undefined;
     const follower = cluster.follower?.();
     if (follower && isWrite(request.method) && !(request.routeOptions.url ?? '').startsWith('/v1/internal/')) {
       return forwardToLeader(request, reply, follower, cluster.datacenter, cluster.forwardProof);
@@ -272,8 +274,8 @@ function registerRoutes(app: FastifyInstance, deps: AppDeps): RouteInfo[] {
     Object.fromEntries(keys.filter((k) => deps[k] !== undefined).map((k) => [k, deps[k]])) as Pick<AppDeps, K>;
   void app.register(bootstrapRoutes, pick('bootstrap'));
   void app.register(tokenRoutes, pick('tokens', 'agent', 'reads', 'cluster'));
-  void app.register(policyRoutes, pick('policies', 'reads'));
-  void app.register(roleRoutes, pick('roles', 'reads'));
+  void app.register(policyRoutes, pick('policies', 'reads', 'dryRun'));
+  void app.register(roleRoutes, pick('roles', 'reads', 'dryRun'));
   void app.register(templatedPolicyRoutes, pick('templatedPolicies'));
   void app.register(decisionRoutes, pick('decisions', 'whoCan', 'metrics', 'reads'));
   void app.register(authMethodRoutes, pick('authMethods', 'bindingRules', 'login', 'cluster', 'loginRate', 'reads', 'store'));

@@ -14,6 +14,7 @@ import type { BootstrapService } from '../service/bootstrap.js';
 import type { AgentInfo } from '../service/context.js';
 import type { DecisionService } from '../service/decisions.js';
 import type { WhoCanService } from '../service/who-can.js';
+import type { DryRunService } from '../service/dry-run.js';
 import type { PolicyService } from '../service/policies.js';
 import type { RoleService } from '../service/roles.js';
 import type { SnapshotService } from '../service/snapshots.js';
@@ -36,6 +37,8 @@ export interface AppDeps {
   decisions: DecisionService;
   /** Who may do something: the tokens and roles granted a check (README, "Who can"). */
   whoCan: WhoCanService;
+  /** What a policy or role change would flip of the checks recently asked (README, "What a change would break"). */
+  dryRun: DryRunService;
   authMethods: AuthMethodService;
   bindingRules: BindingRuleService;
   login: LoginService;

@@ -33,6 +33,9 @@ import { FORWARDED_FOR_HEADER, FORWARDED_HEADER, SERVER_FORWARD_HEADER, plainAdd
 export const writesHere = (cluster: ClusterHooks | undefined): boolean =>
   cluster === undefined || (cluster.secondary === undefined && cluster.follower?.() === undefined);
 
+/** A write asked only to say what it would do (`?dry-run`): never sent on to a leader or the primary. */
+export const isDryRun = (request: FastifyRequest): boolean => Object.hasOwn(request.query as object, 'dry-run');
+
 /** Refuses to send on a request that another datacenter already forwarded here. */
 export function refuseSecondHop(request: FastifyRequest, datacenter: string, target: string): void {
   const from = request.headers[FORWARDED_HEADER];

@@ -7,6 +7,7 @@ import type { Reason } from '../domain/rules/explain-types.js';
 import type { Store, WatchTable } from '../store/store.js';
 import type { TokenRecord } from '../domain/types.js';
 import type { AclResolver, ApplicablePolicyText, Identity } from './acl-resolver.js';
+import type { RecentChecks } from './recent-checks.js';
 import type { RequestContext } from './context.js';
 import { type ScopeHints, checkScopeName } from './scope.js';
 
@@ -196,7 +197,21 @@ export class DecisionService {
   constructor(
     private readonly resolver: AclResolver,
     private readonly store: Pick<Store, 'tableIndex' | 'waitForTableIndex'>,
+    /** Where the checks asked are noted, for dry runs (none: not noted). */
+    private readonly recent?: RecentChecks,
   ) {}
+
+  /** Judges, and notes each check asked for the token (recent-checks.ts). */
+  private judged(identity: Identity, checks: Check[], hints: ScopeHints): Judged {
+    const allows = judge(identity, checks, hints);
+    if (this.recent !== undefined) {
+      const { partition, namespace } = placeOf(identity, hints);
+      const accessor = identity.token.AccessorID;
+      for (const c of checks)
+        this.recent.record(accessor, c.resource, c.segment, c.access, c.partition ?? partition, c.namespace ?? namespace);
+    }
+    return { checks, allows };
+  }
 
   /**
    * Needs no permission: any token may ask what it may do. An unknown secret is 403 ACL not
@@ -205,8 +220,8 @@ export class DecisionService {
   authorize(ctx: RequestContext, body: unknown): Judged | Promise<Judged> {
     const checks = parseChecks(body);
     const identity = this.resolver.resolve(ctx.secret, ctx.client);
-    if (identity instanceof Promise) return identity.then((id) => ({ checks, allows: judge(id, checks, ctx.hints) }));
-    return { checks, allows: judge(identity, checks, ctx.hints) };
+    if (identity instanceof Promise) return identity.then((id) => this.judged(id, checks, ctx.hints));
+    return this.judged(identity, checks, ctx.hints);
   }
 
   /** `?explain`: the same answers, each with its reason. */

@@ -4,7 +4,7 @@ import type { Link, NamedLink, PolicyRecord, RoleRecord, Scope } from '../domain
 import type { StateReader, TxReader } from '../store/store.js';
 
 /** What link resolution reads: durable state, or a transaction's newest state. */
-type LinkReader = Pick<StateReader & TxReader, 'getRecord' | 'getPolicyByName' | 'getRoleByName'>;
+export type LinkReader = Pick<StateReader & TxReader, 'getRecord' | 'getPolicyByName' | 'getRoleByName'>;
 
 export type LinkKind = 'policy' | 'role';
 

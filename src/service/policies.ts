@@ -8,7 +8,8 @@ import { policyHash } from '../domain/hash.js';
 import { isUUID } from '../domain/ids.js';
 import { checkBuiltinPolicyUpdate, checkPolicyDatacenters, checkPolicyName, checkPolicyRules } from '../domain/policy-object.js';
 import type { PolicyRecord, Scope } from '../domain/types.js';
-import type { Store } from '../store/store.js';
+import type { Store, TxReader } from '../store/store.js';
+import type { DryRunAnswer, DryRunService } from './dry-run.js';
 import type { AclResolver } from './acl-resolver.js';
 import type { RequestContext, WriteResult } from './context.js';
 import { authorize, authorizeList } from './permissions.js';
@@ -81,20 +82,21 @@ export class PolicyService {
     if (!isUUID(id)) throw missingPolicy(id);
     const fields = checkFields(input);
     const policy = await this.store.transact(
-      (tx) => {
-        const existing = inScope(tx.getPolicy(id), scope);
-        if (!existing) throw missingPolicy(id);
-        // A built-in keeps its reserved name without tripping the "builtin/" rule.
-        if (!(isBuiltinPolicyID(id) && fields.Name === existing.Name)) checkPolicyName(fields.Name);
-        checkBuiltinPolicyUpdate(existing, fields);
-        if (fields.Name.toLowerCase() !== existing.Name.toLowerCase()) checkNameFree(tx, 'policy', scope, fields.Name, id);
-        const record: PolicyRecord = { ...existing, ...givenFields(POLICY_FIELDS, input), ...fields, Hash: policyHash(fields) };
-        if (fields.Datacenters === undefined) delete record.Datacenters;
-        return tx.put('policies', record);
-      },
+      (tx) => tx.put('policies', updatedPolicy(tx, id, input, fields, scope)),
       audited(ctx, identity, 'policy-update'),
     );
     return { value: policyView(policy), index: policy.ModifyIndex };
+  }
+
+  /**
+   * `?dry-run`: the update checked as it would be (the same refusals), nothing written; what it
+   * would flip of the checks recently asked for the tokens it reaches (SPEC §22).
+   */
+  async dryRun(ctx: RequestContext, id: string, input: PolicyInput, dryRun: DryRunService): Promise<DryRunAnswer> {
+    const { scope } = await authorize(this.resolver, ctx, 'write', input);
+    if (input.ID && input.ID !== id) throw invalid('Policy ID in URL and payload do not match');
+    if (!isUUID(id)) throw missingPolicy(id);
+    return dryRun.policyChange(updatedPolicy(this.store.reader, id, input, checkFields(input), scope));
   }
 
   async delete(ctx: RequestContext, id: string): Promise<WriteResult<boolean>> {
@@ -114,6 +116,25 @@ export class PolicyService {
     );
     return { value: deleted, index: Math.max(index, 1) };
   }
+}
+
+/** The policy an update would write, every check made (in a transaction, or against the state now for a dry run). */
+function updatedPolicy(
+  reader: Pick<TxReader, 'getPolicy' | 'getPolicyByName' | 'getRoleByName'>,
+  id: string,
+  input: PolicyInput,
+  fields: ReturnType<typeof checkFields>,
+  scope: Scope,
+): PolicyRecord {
+  const existing = inScope(reader.getPolicy(id), scope);
+  if (!existing) throw missingPolicy(id);
+  // A built-in keeps its reserved name without tripping the "builtin/" rule.
+  if (!(isBuiltinPolicyID(id) && fields.Name === existing.Name)) checkPolicyName(fields.Name);
+  checkBuiltinPolicyUpdate(existing, fields);
+  if (fields.Name.toLowerCase() !== existing.Name.toLowerCase()) checkNameFree(reader, 'policy', scope, fields.Name, id);
+  const record: PolicyRecord = { ...existing, ...givenFields(POLICY_FIELDS, input), ...fields, Hash: policyHash(fields) };
+  if (fields.Datacenters === undefined) delete record.Datacenters;
+  return record;
 }
 
 function checkFields(input: PolicyInput): Pick<PolicyRecord, 'Name' | 'Description' | 'Rules' | 'Datacenters'> {

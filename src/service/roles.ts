@@ -8,10 +8,11 @@ import { roleHash } from '../domain/hash.js';
 import { isUUID } from '../domain/ids.js';
 import type { RoleRecord, Scope } from '../domain/types.js';
 
-import type { StateReader, Store, Tx } from '../store/store.js';
+import type { StateReader, Store, TxReader } from '../store/store.js';
 import type { AclResolver } from './acl-resolver.js';
 import type { RequestContext, WriteResult } from './context.js';
-import { linkNames, nameLinks, namedLinks, resolveLinks } from './links.js';
+import { type LinkReader, linkNames, nameLinks, namedLinks, resolveLinks } from './links.js';
+import type { DryRunAnswer, DryRunService } from './dry-run.js';
 import { authorize, authorizeList } from './permissions.js';
 import { checkNameFree, freshID } from './uniqueness.js';
 import { type RoleView, roleView } from './views.js';
@@ -77,7 +78,7 @@ export class RoleService {
   }
 
   /** Validated content of a role body, links resolved in the role's scope (with their names, for the view). */
-  private content(tx: Tx, input: RoleInput, scope: Scope) {
+  private content(tx: LinkReader, input: RoleInput, scope: Scope) {
     const policies = resolveLinks(tx, 'policy', input.Policies, scope);
     return {
       content: {
@@ -124,16 +125,31 @@ export class RoleService {
     checkRoleName(input.Name);
     const { role, named } = await this.store.transact(
       (tx) => {
-        const existing = inScope(tx.getRole(id), scope);
-        if (!existing) throw missingRole(id);
-        const { content, named } = this.content(tx, input, scope);
-        if (content.Name.toLowerCase() !== existing.Name.toLowerCase()) checkNameFree(tx, 'role', scope, content.Name, id);
-        // Full replacement: what the body leaves out is cleared.
-        return { role: tx.put('roles', { ...existing, ...givenFields(ROLE_FIELDS, input), ...content, Hash: roleHash(content) }), named };
+        const { record, named } = this.updated(tx, id, input, scope);
+        return { role: tx.put('roles', record), named };
       },
       audited(ctx, identity, 'role-update'),
     );
     return { value: roleView(role, named), index: role.ModifyIndex };
+  }
+
+  /** The role an update would write, every check made (in a transaction, or against the state now for a dry run). */
+  private updated(reader: LinkReader & Pick<TxReader, 'getRole'>, id: string, input: RoleInput, scope: Scope) {
+    const existing = inScope(reader.getRole(id), scope);
+    if (!existing) throw missingRole(id);
+    const { content, named } = this.content(reader, input, scope);
+    if (content.Name.toLowerCase() !== existing.Name.toLowerCase()) checkNameFree(reader, 'role', scope, content.Name, id);
+    // Full replacement: what the body leaves out is cleared.
+    return { record: { ...existing, ...givenFields(ROLE_FIELDS, input), ...content, Hash: roleHash(content) } as RoleRecord, named };
+  }
+
+  /** `?dry-run`: the update checked as it would be, nothing written; what it would flip (SPEC §22). */
+  async dryRun(ctx: RequestContext, id: string, input: RoleInput, dryRun: DryRunService): Promise<DryRunAnswer> {
+    const { scope } = await authorize(this.resolver, ctx, 'write', input);
+    if (input.ID && input.ID !== id) throw invalid('Role ID in URL and payload do not match');
+    if (!isUUID(id)) throw missingRole(id);
+    checkRoleName(input.Name);
+    return dryRun.roleChange(this.updated(this.store.reader, id, input, scope).record);
   }
 
   async delete(ctx: RequestContext, id: string): Promise<WriteResult<boolean>> {

@@ -18,7 +18,13 @@ export const tokenIDTaken =
     reader.getToken(id) !== undefined || reader.isSecretInUse(id);
 
 /** Names are unique per scope, compared case-insensitively; renaming to one's own name is fine. */
-export function checkNameFree(reader: TxReader, kind: 'policy' | 'role', scope: Scope, name: string, selfID: string | undefined): void {
+export function checkNameFree(
+  reader: Pick<TxReader, 'getPolicyByName' | 'getRoleByName'>,
+  kind: 'policy' | 'role',
+  scope: Scope,
+  name: string,
+  selfID: string | undefined,
+): void {
   const other = kind === 'policy' ? reader.getPolicyByName(scope, name) : reader.getRoleByName(scope, name);
   if (other && other.ID !== selfID) {
     const Kind = kind === 'policy' ? 'Policy' : 'Role';

@@ -80,7 +80,11 @@ export async function decisionRoutes(app: FastifyInstance, deps: DecisionRoutesD
       },
     },
   });
+  whoCanRoute(app, deps);
+}
 
+/** GET /v1/acl/who-can (README, "Who can"). */
+function whoCanRoute(app: FastifyInstance, deps: DecisionRoutesDeps): void {
   resource(app, '/v1/acl/who-can', {
     GET: {
       doc: {

@@ -1,14 +1,15 @@
 import type { FastifyInstance } from 'fastify';
 import { decodeBody, parseJsonBody } from '../body.js';
 import { requestContext } from '../pipeline.js';
-import { sendWrite } from '../respond.js';
+import { sendJSON, sendWrite } from '../respond.js';
 import { resource } from '../resource.js';
 import { z } from 'zod';
-import { deletedResponse, policyBody, policyResponse } from '../../api/schemas.js';
+import { DRY_RUN_DOC, deletedResponse, dryRunResponse, policyBody, policyResponse } from '../../api/schemas.js';
+import { queryFlag } from '../request.js';
 import type { AppDeps } from '../deps.js';
 
 /** What the policy routes use. */
-export type PolicyRoutesDeps = Pick<AppDeps, 'policies' | 'reads'>;
+export type PolicyRoutesDeps = Pick<AppDeps, 'policies' | 'reads' | 'dryRun'>;
 
 export async function policyRoutes(app: FastifyInstance, deps: PolicyRoutesDeps): Promise<void> {
   const { policies } = deps;
@@ -33,10 +34,18 @@ export async function policyRoutes(app: FastifyInstance, deps: PolicyRoutesDeps)
       },
     },
     PUT: {
-      doc: { summary: 'Update a policy', permission: 'acl:write', body: policyBody, response: policyResponse },
+      doc: {
+        summary: 'Update a policy; with ?dry-run nothing is written and the answer is what it would flip',
+        permission: 'acl:write',
+        body: policyBody,
+        response: z.union([policyResponse, dryRunResponse]),
+        query: { 'dry-run': DRY_RUN_DOC },
+      },
       forward: 'always',
       handler: async (request, reply) => {
         const input = decodeBody(policyBody, parseJsonBody(request.body));
+        if (queryFlag(request, 'dry-run'))
+          return sendJSON(request, reply, await policies.dryRun(requestContext(request), request.params.id, input, deps.dryRun));
         return sendWrite(request, reply, await policies.update(requestContext(request), request.params.id, input));
       },
     },

@@ -1,15 +1,15 @@
 import type { FastifyInstance } from 'fastify';
 import { decodeBody, parseJsonBody } from '../body.js';
-import { queryParam } from '../request.js';
+import { queryFlag, queryParam } from '../request.js';
 import { requestContext } from '../pipeline.js';
-import { sendWrite } from '../respond.js';
+import { sendJSON, sendWrite } from '../respond.js';
 import { resource } from '../resource.js';
 import { z } from 'zod';
-import { deletedResponse, roleBody, roleResponse } from '../../api/schemas.js';
+import { DRY_RUN_DOC, deletedResponse, dryRunResponse, roleBody, roleResponse } from '../../api/schemas.js';
 import type { AppDeps } from '../deps.js';
 
 /** What the role routes use. */
-export type RoleRoutesDeps = Pick<AppDeps, 'roles' | 'reads'>;
+export type RoleRoutesDeps = Pick<AppDeps, 'roles' | 'reads' | 'dryRun'>;
 
 export async function roleRoutes(app: FastifyInstance, deps: RoleRoutesDeps): Promise<void> {
   const { roles } = deps;
@@ -34,10 +34,18 @@ export async function roleRoutes(app: FastifyInstance, deps: RoleRoutesDeps): Pr
       },
     },
     PUT: {
-      doc: { summary: 'Update a role (full replacement)', permission: 'acl:write', body: roleBody, response: roleResponse },
+      doc: {
+        summary: 'Update a role (full replacement); with ?dry-run nothing is written and the answer is what it would flip',
+        permission: 'acl:write',
+        body: roleBody,
+        response: z.union([roleResponse, dryRunResponse]),
+        query: { 'dry-run': DRY_RUN_DOC },
+      },
       forward: 'always',
       handler: async (request, reply) => {
         const input = decodeBody(roleBody, parseJsonBody(request.body));
+        if (queryFlag(request, 'dry-run'))
+          return sendJSON(request, reply, await roles.dryRun(requestContext(request), request.params.id, input, deps.dryRun));
         return sendWrite(request, reply, await roles.update(requestContext(request), request.params.id, input));
       },
     },

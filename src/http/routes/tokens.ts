@@ -87,25 +87,7 @@ function tokenWriteRoutes(app: FastifyInstance, deps: TokenRoutesDeps): void {
     },
   });
 
-  resource(app, '/v1/acl/token/:AccessorID/rotate', {
-    PUT: {
-      doc: {
-        summary:
-          'Give the token a new SecretID (answered); the one it replaces keeps authenticating for Overlap ("10m"; default 0, at most 24h), ' +
-          'then nowhere',
-        permission: 'acl:write',
-        body: rotateBody,
-        bodyOptional: true,
-        response: tokenResponse,
-      },
-      forward: 'token-by-id',
-      handler: async (request, reply) => {
-        const { AccessorID } = request.params;
-        const input = decodeBody(rotateBody, parseJsonBody(request.body));
-        return sendWrite(request, reply, await tokens.rotate(requestContext(request), AccessorID, input));
-      },
-    },
-  });
+  tokenRotateRoute(app, tokens);
 
   resource(app, '/v1/acl/token/:AccessorID/clone', {
     PUT: {
@@ -151,6 +133,29 @@ function tokenListRoute(app: FastifyInstance, deps: TokenRoutesDeps): void {
             authmethodNamespace: query.get('authmethod-ns'),
             unusedSince: query.get('unused-since'),
           }),
+      },
+    },
+  });
+}
+
+/** PUT /v1/acl/token/:AccessorID/rotate (README, "Rotating a secret"). */
+function tokenRotateRoute(app: FastifyInstance, tokens: TokenRoutesDeps['tokens']): void {
+  resource(app, '/v1/acl/token/:AccessorID/rotate', {
+    PUT: {
+      doc: {
+        summary:
+          'Give the token a new SecretID (answered); the one it replaces keeps authenticating for Overlap ("10m"; default 0, at most 24h), ' +
+          'then nowhere',
+        permission: 'acl:write',
+        body: rotateBody,
+        bodyOptional: true,
+        response: tokenResponse,
+      },
+      forward: 'token-by-id',
+      handler: async (request, reply) => {
+        const { AccessorID } = request.params;
+        const input = decodeBody(rotateBody, parseJsonBody(request.body));
+        return sendWrite(request, reply, await tokens.rotate(requestContext(request), AccessorID, input));
       },
     },
   });

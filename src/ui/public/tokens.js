@@ -156,7 +156,7 @@ export function TokenDetail({ id }) {
         ? html`<div class="actions">
           <a class="button secondary" href=${`#/tokens/${id}/edit`}>Edit</a>
           <button type="button" class="secondary" onClick=${clone}>Clone</button>
-          <span class="rotate" data-testid="rotate"><label for="rotate-overlap">old secret works for</label>
+          <span class="rotate" data-testid="rotate"><label class="rotate-label" for="rotate-overlap">old secret works for</label>
             <select id="rotate-overlap" value=${overlap} onChange=${(e) => setOverlap(e.target.value)}>${ROTATION_OVERLAPS.map((o) => html`<option value=${o}>${o === '0s' ? 'no overlap' : o}</option>`)}</select>
             <button type="button" class="secondary" onClick=${rotate}>Rotate secret</button></span>
           ${isSelf(t) ? null : html`<button type="button" class="danger" onClick=${remove}>Delete</button>`}</div>`
