@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { type RecentChecks, clientReports } from './service/recent-checks.js';
 import type { Logger } from 'pino';
 import { type Config, parseHostPort } from './config/schema.js';
 import { ReadGate, readAuthorizer } from './http/blocking.js';
@@ -65,7 +66,10 @@ export interface PlaceDeps {
 export type Http = ReturnType<typeof buildHttp>;
 
 /** The HTTP API (not listening yet): forwarding to peers, blocking reads, limits a reload may change, the lag history. */
-export function buildHttp(config: Config, deps: PlaceDeps & { services: HttpServices; agent: AgentInfo; logger: Logger; dataDir: string }) {
+export function buildHttp(
+  config: Config,
+  deps: PlaceDeps & { services: HttpServices & { recentChecks: RecentChecks }; agent: AgentInfo; logger: Logger; dataDir: string },
+) {
   const { store, metrics, cluster, transport, audit, directory, services, agent, logger, dataDir } = deps;
   const peers = new Map<string, PeerClient>();
   const hooks: ClusterHooks = {
@@ -154,6 +158,7 @@ export function buildHttp(config: Config, deps: PlaceDeps & { services: HttpServ
     recordUse: (accessor, ms) => store.lastUse.touch(accessor, ms),
     stale: () => services.resolver.stale(),
     now: () => Date.now(),
+    report: clientReports(services.recentChecks, audit, (accessor) => store.reader.getToken(accessor) !== undefined),
   });
   metrics.watchAuthorizerWatches(() => watches.size);
   return { app, reads, history, limits, loginRate, watches, watchSockets: new AuthorizerWatchSockets(watches) };

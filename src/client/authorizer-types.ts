@@ -40,6 +40,10 @@ export interface AuthorizerOptions {
   requestTimeoutMs?: number;
   /** HTTP connections to the daemon at once, besides the watch (default 1; first look-ups wait their turn). */
   maxConnections?: number;
+  /** This service's name in the daemon's audit log (`denied-by-client`); default `host:pid`. */
+  name?: string;
+  /** Whether denials (and a sample of allows) are reported to the daemon, once a second over the watch (default true). */
+  reportDecisions?: boolean;
 }
 
 /** What the Authorizer has done since it was made (`stats()`). */
@@ -60,6 +64,9 @@ export interface AuthorizerStats {
   down: boolean;
   /** The address asked first now. */
   address: string;
+  /** Reports of decisions sent to the daemon, and decisions not reported (past a batch's bound, or the daemon away). */
+  reports: number;
+  reportsDropped: number;
 }
 
 /** Told with `'down'`: no server could be reached, and the down policy now speaks for them. */

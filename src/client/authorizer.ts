@@ -6,6 +6,8 @@ import { EventEmitter } from 'node:events';
 import { WatchwordApiError, WatchwordClient } from './client.js';
 import { type Failure, WELL_FORMED_SECRET, failureOf, milliseconds, reasonOf } from './failures.js';
 import { TokenWatch, type WatchNews } from './token-watch.js';
+import { DecisionReports } from './decision-reports.js';
+import { hostname } from 'node:os';
 import type {
   AuthorizerDownEvent,
   AuthorizerOptions,
@@ -108,6 +110,9 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
   /** Reports uses to the daemon and forgets idle tokens. */
   private sweeper: NodeJS.Timeout | undefined;
   private lastReport = 0;
+  /** Denials and a sample of allows, told to the daemon once a second over the watch (decision-reports.ts); undefined: not told. */
+  private readonly reports: DecisionReports | undefined;
+  private reporter: NodeJS.Timeout | undefined;
 
   constructor(options: AuthorizerOptions = {}) {
     super();
@@ -136,6 +141,9 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
     this.maxTokens = options.maxTokens ?? 10_000;
     this.maxNegative = Math.min(this.maxTokens, MAX_NEGATIVE);
     this.negativeTTL = options.negativeTTL ?? 1_000;
+    if (options.name !== undefined && (typeof options.name !== 'string' || options.name === '' || options.name.length > 128))
+      throw new TypeError('name: expected a string of 1 to 128 characters');
+    if (options.reportDecisions !== false) this.reports = new DecisionReports(options.name ?? `${hostname()}:${process.pid}`);
   }
 
   /**
@@ -158,6 +166,7 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
     else if (typeof secret !== 'string') throw new TypeError(`secret: expected a string, undefined or null; got ${typeof secret}`);
     else if (secret !== '' && !WELL_FORMED_SECRET.test(secret)) {
       this.counters.hits++;
+      this.reports?.noteUnknown();
       return false;
     }
     const now = Date.now();
@@ -181,6 +190,7 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
     if (gone !== undefined) {
       if (now - gone < this.negativeTTL) {
         this.counters.hits++;
+        this.reports?.noteUnknown();
         return false;
       }
       this.negative.delete(secret);
@@ -208,14 +218,18 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
       cached: this.entries.size,
       down: this.downSince !== undefined,
       address: (this.clients[this.preferred] as WatchwordClient).address,
+      reports: this.reports?.stats.reports ?? 0,
+      reportsDropped: this.reports?.stats.dropped ?? 0,
     };
   }
 
   /** Stops the watch; later questions about unknown secrets get the down policy's answer. */
   close(): void {
     this.closed = true;
+    this.reportNow();
     this.watch?.close();
     clearInterval(this.sweeper);
+    clearInterval(this.reporter);
     for (const e of this.entries.values()) e.stop.abort();
     this.entries.clear();
     this.byId.clear();
@@ -224,13 +238,26 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
 
   private judge(entry: Entry, resource: string, segment: string, access: Access, place: CheckPlace | undefined): boolean {
     const a = entry.authorizer as CompiledAuthorizer;
-    return a.allows(resource, segment, access, place?.partition || a.tokenPartition, place?.namespace || a.tokenNamespace);
+    const partition = place?.partition || a.tokenPartition;
+    const namespace = place?.namespace || a.tokenNamespace;
+    const allowed = a.allows(resource, segment, access, partition, namespace);
+    this.reports?.note(entry.id, resource, segment, access, partition, namespace, allowed);
+    return allowed;
+  }
+
+  /** Tells the daemon the decisions noted since the last report (dropped and counted when the watch is not connected). */
+  private reportNow(): void {
+    this.reports?.flush((frame) => this.watch?.report(frame) ?? false);
   }
 
   private afterLoad(entry: Entry, resource: string, segment: string, access: Access, place: CheckPlace | undefined): boolean {
     if (entry.authorizer !== undefined) return Date.now() < entry.expiresAt && this.judge(entry, resource, segment, access, place);
     // Never resolved. Only an unreachable daemon lets the down policy speak; nothing cached to extend.
-    if (entry.goneAt !== undefined || entry.failing !== 'unreachable') return false;
+    if (entry.goneAt !== undefined) {
+      this.reports?.noteUnknown();
+      return false;
+    }
+    if (entry.failing !== 'unreachable') return false;
     this.counters.downAnswers++;
     return this.down === 'allow';
   }
@@ -490,6 +517,10 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
       const every = Math.min(30_000, Math.max(1_000, this.ttl));
       this.sweeper = setInterval(() => this.sweep(), every);
       this.sweeper.unref();
+      if (this.reports !== undefined) {
+        this.reporter = setInterval(() => this.reportNow(), 1_000);
+        this.reporter.unref();
+      }
     }
     entry.sentSeq = this.watch.add(entry.id, entry.secret, entry.hash ?? '');
   }

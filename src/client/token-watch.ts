@@ -85,6 +85,13 @@ export class TokenWatch {
     if (this.open && ids.length > 0) this.send({ t: 'used', ids });
   }
 
+  /** Sends a report of decisions (decision-reports.ts); false when not connected (the report is then dropped). */
+  report(frame: object): boolean {
+    if (!this.open) return false;
+    this.send({ t: 'report', ...frame });
+    return true;
+  }
+
   /** Tries to connect at once if the watch is waiting to try again. */
   kick(): void {
     this.wake?.abort();

@@ -53,6 +53,13 @@ export const AUDIT_EVENT_GROUPS = [
     when: "every 403, and the login limit's 429s; past a burst, counted (below)",
     also: '`Code`, `Reason` (the permission lacked); on a line that counts refusals, `Count`, `First`, `Last`',
   },
+  {
+    types: ['denied-by-client'],
+    when: 'an enforcing client reported the denials it made (at most once a second, over its watch)',
+    also:
+      '`Client` (its name), `Denials` (each `AccessorID`, `Resource`, `Segment`, `Access`, `Namespace`, `Partition`, `Count`; the 100 ' +
+      'most frequent), `Count`, `NotListed`, `UnknownSecrets` (denied with no token to name), `Dropped` (not reported)',
+  },
   { types: ['reload'], when: 'SIGHUP', also: '`Changed`, `TLSReloaded`, `NeedRestart`' },
   {
     types: ['leadership', 'replication-connect', 'replication-disconnect'],

@@ -134,6 +134,9 @@ function summarize<S>(counted: Array<CountedRefusals<S>>, max: number): Array<Co
 /** The type of a refused request's event (and of the lines that count refusals). */
 export const REFUSED: AuditType = 'refused';
 
+/** What was seen, not changed (refusals, enforcing clients' denials): kept apart from changes, in memory and on disk. */
+const SEEN: ReadonlySet<AuditType> = new Set<AuditType>([REFUSED, 'denied-by-client']);
+
 /**
  * The file that keeps only changes (every event but refusals), beside the audit log:
  * `audit.log` -> `audit-changes.log`. Rotated on its own, so refusals never rotate a change away.
@@ -249,7 +252,7 @@ export class AuditLog {
       const rest = `${this.placeMembers}${status}${members(details)}${raw ? `,${raw}` : ''}`;
       line = `{"Time":"${new Date(at).toISOString()}","Type":${quoteJSON(type)},${who},${how}${rest}}\n`;
     }
-    const ring = type === REFUSED ? this.refusalRing : this.changeRing;
+    const ring = SEEN.has(type) ? this.refusalRing : this.changeRing;
     ring.push(
       line,
       at,
@@ -278,6 +281,8 @@ export class AuditLog {
     if (!this.settings.enabled) return;
     if (type === REFUSED) {
       if (!this.refusals.admit(actor.RemoteAddr, status, String(details.Code ?? ''), Date.now(), { actor, details })) return;
+      this.bufferedAll.push(this.complete(type, actor, status, details, raw));
+    } else if (SEEN.has(type)) {
       this.bufferedAll.push(this.complete(type, actor, status, details, raw));
     } else {
       const line = this.complete(type, actor, status, details, raw);
@@ -348,9 +353,10 @@ export class AuditLog {
     // A line cannot hold an event of this type or caller without this text (the event is parsed to be sure).
     const typeText = filter.type === undefined ? undefined : `"Type":${quoteJSON(filter.type)}`;
     const accessorText = filter.accessor === undefined ? undefined : `"AccessorID":${quoteJSON(filter.accessor)}`;
-    // Refusals name no object, and have one type.
-    const refusalsToo = filter.kind === undefined && filter.id === undefined && (filter.type === undefined || filter.type === REFUSED);
-    const changesToo = filter.type !== REFUSED;
+    // What was seen (refusals, clients' denials) names no object, and is of its own types.
+    const seenType = filter.type === undefined || SEEN.has(filter.type as AuditType);
+    const refusalsToo = filter.kind === undefined && filter.id === undefined && seenType;
+    const changesToo = filter.type === undefined || !SEEN.has(filter.type as AuditType);
     const cursors = [
       ...(changesToo ? [{ ring: this.changeRing, seq: this.changeRing.latest() }] : []),
       ...(refusalsToo ? [{ ring: this.refusalRing, seq: this.refusalRing.latest() }] : []),

@@ -12,7 +12,10 @@ import type { CommitEvent } from '../store/store.js';
  *
  * The wire (JSON text frames; `src/client/token-watch.ts` speaks the other side):
  * - client: `{"t":"watch","seq":N,"add":[[id,secret,hash],...]}`, `{"t":"unwatch","ids":[...]}`,
- *   `{"t":"used","ids":[...]}` (tokens the client judged since its last report: their last use);
+ *   `{"t":"used","ids":[...]}` (tokens the client judged since its last report: their last use),
+ *   `{"t":"report","client":NAME,"denied":[[id,resource,segment,access,partition,namespace,count],...],
+ *   "allowed":[[id,resource,segment,access,partition,namespace],...],"unknown":N,"dropped":N}` (its decisions, at
+ *   most once a second: client/decision-reports.ts);
  * - server: `{"t":"changes","ack":N,"set":[[id,hash,view],...],"gone":[id,...]}` and
  *   `{"t":"beat","ack":N}`, where `ack` is the last watch frame applied.
  */
@@ -41,8 +44,37 @@ export interface WatchDeps {
   recordUse(accessor: string, ms: number): void;
   /** Whether global tokens cannot be confirmed now (a secondary cut off from its primary too long). */
   stale(): boolean;
+  /** A client's report of its decisions, its tokens named by AccessorID (SPEC §22). */
+  report?(r: ClientReport): void;
   now(): number;
 }
+
+/** A check an enforcing client decided, for a token it watches. */
+export interface ReportedCheck {
+  accessor: string;
+  resource: string;
+  segment: string | undefined;
+  access: string;
+  partition: string;
+  namespace: string;
+}
+
+/** What an enforcing client reported, as the server passes it on. */
+export interface ClientReport {
+  client: string;
+  address: string;
+  denied: Array<ReportedCheck & { count: number }>;
+  allowed: ReportedCheck[];
+  /** Secrets it denied with no token to name (unknown, deleted, malformed). */
+  unknown: number;
+  /** Decisions it could not report (its bounds, or this server away), and reports this server passed over (too frequent). */
+  dropped: number;
+}
+
+/** Entries one report may hold. */
+export const MAX_REPORTED = 1_000;
+/** Reports from one connection closer together than this are passed over (and counted in the next). */
+const REPORT_EVERY_MS = 500;
 
 /** One connection, as the transport carrying it offers it. */
 export interface WatchSocket {
@@ -69,10 +101,41 @@ interface Watched {
 }
 
 /** A watch frame as parsed, or why it cannot be. */
+type Reported = [number, string, string | null, string, string, string, number?];
+
 type Frame =
   | { t: 'watch'; seq: number; add: Array<[number, string, string]> }
   | { t: 'unwatch'; ids: number[] }
-  | { t: 'used'; ids: number[] };
+  | { t: 'used'; ids: number[] }
+  | { t: 'report'; client: string; denied: Reported[]; allowed: Reported[]; unknown: number; dropped: number };
+
+const shortText = (v: unknown, max: number): v is string => typeof v === 'string' && v.length <= max;
+
+/** One reported decision: [id, resource, segment or null, access, partition, namespace(, count for a denial)]. */
+function isReported(e: unknown, denial: boolean): e is Reported {
+  return (
+    Array.isArray(e) &&
+    e.length === (denial ? 7 : 6) &&
+    isId(e[0]) &&
+    shortText(e[1], 32) &&
+    (e[2] === null || shortText(e[2], 4096)) &&
+    shortText(e[3], 16) &&
+    shortText(e[4], 64) &&
+    shortText(e[5], 64) &&
+    (!denial || (Number.isSafeInteger(e[6]) && (e[6] as number) > 0))
+  );
+}
+
+function parseReport(f: Record<string, unknown>): Frame | string {
+  // Each reason fits a WebSocket close frame (123 bytes).
+  if (!shortText(f.client, 128) || f.client === '') return 'report: client must be a name of 1 to 128 characters';
+  if (!Array.isArray(f.denied) || !Array.isArray(f.allowed)) return 'report: denied and allowed must be arrays';
+  if (f.denied.length + f.allowed.length > MAX_REPORTED) return `report: at most ${MAX_REPORTED} entries`;
+  if (!isId(f.unknown) || !isId(f.dropped)) return 'report: unknown and dropped must be whole numbers';
+  if (!f.denied.every((e) => isReported(e, true)) || !f.allowed.every((e) => isReported(e, false)))
+    return 'report: each entry is [id, resource, segment, access, partition, namespace], and a denial its count';
+  return f as Frame;
+}
 
 const isId = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) >= 0;
 
@@ -102,6 +165,7 @@ function parseFrame(text: string): Frame | string {
     }
     return f as Frame;
   }
+  if (f.t === 'report') return parseReport(f);
   if (f.t === 'unwatch' || f.t === 'used') {
     if (!Array.isArray(f.ids) || f.ids.length > MAX_WATCHED || !f.ids.every(isId)) return `${f.t}: ids must be an array of whole numbers`;
     return f as Frame;
@@ -143,9 +207,39 @@ export class WatchConnection {
       this.flush(true);
     } else if (frame.t === 'unwatch') {
       for (const id of frame.ids) this.hub.remove(this, id);
+    } else if (frame.t === 'report') {
+      this.report(frame);
     } else {
       this.hub.used(this, frame.ids);
     }
+  }
+
+  private lastReportAt = Number.NEGATIVE_INFINITY;
+  /** Entries of reports passed over for coming too soon after the last: told with the next. */
+  private passedOver = 0;
+
+  /** A report of decisions: its tokens named by AccessorID (an id this connection does not watch names none, and is left out). */
+  private report(frame: Extract<Frame, { t: 'report' }>): void {
+    const now = Date.now();
+    if (now - this.lastReportAt < REPORT_EVERY_MS) {
+      this.passedOver += frame.denied.length + frame.allowed.length;
+      return;
+    }
+    this.lastReportAt = now;
+    const named = (e: Reported): ReportedCheck | undefined => {
+      const item = this.items.get(e[0]);
+      if (item === undefined) return undefined;
+      return { accessor: item.accessor, resource: e[1], segment: e[2] ?? undefined, access: e[3], partition: e[4], namespace: e[5] };
+    };
+    const denied: ClientReport['denied'] = [];
+    for (const e of frame.denied) {
+      const c = named(e);
+      if (c) denied.push({ ...c, count: e[6] as number });
+    }
+    const allowed = frame.allowed.map(named).filter((c): c is ReportedCheck => c !== undefined);
+    const dropped = frame.dropped + this.passedOver;
+    this.passedOver = 0;
+    this.hub.report({ client: frame.client, address: this.address, denied, allowed, unknown: frame.unknown, dropped });
   }
 
   /** The connection ended (either side): its tokens are no longer watched. */
@@ -210,6 +304,11 @@ export class AuthorizerWatches {
 
   constructor(private readonly deps: WatchDeps) {
     this.unsubscribe = deps.onCommit((event) => this.committed(event));
+  }
+
+  /** A client's report, passed on (SPEC §22). */
+  report(r: ClientReport): void {
+    this.deps.report?.(r);
   }
 
   /** A new connection from `address`; `beatMs` as the client asked, within BEAT_RANGE. */

@@ -123,6 +123,8 @@ describe('Authorizer (enforcing client)', () => {
       cached: 0,
       down: false,
       address: d.url,
+      reports: 0,
+      reportsDropped: 0,
     });
     expect(await authz.allowed(token.SecretID, 'service', 'web', 'write')).toBe(true);
     for (let i = 0; i < 5; i++) expect(authz.allowed(token.SecretID, 'service', 'web', 'write')).toBe(true);
@@ -171,6 +173,66 @@ describe('Authorizer (enforcing client)', () => {
     const authz = make();
     expect(await authz.allowed(t.SecretID, 'service', 'web', 'write')).toBe(true);
     await waitFor(() => authz.allowed(t.SecretID, 'service', 'web', 'write') === false, 3_000, 10);
+  });
+
+  it('reports its denials (audited denied-by-client, by its name) and a sample of its allows (a dry run judges them)', async () => {
+    const p = (await d.api('PUT', '/v1/acl/policy', { body: { Name: 'reported', Rules: 'service "web" { policy = "write" }' } })).body;
+    const t = (await d.api('PUT', '/v1/acl/token', { body: { Policies: [{ ID: p.ID }] } })).body;
+    const authz = make({ name: 'billing-7' });
+    expect(await authz.allowed(t.SecretID, 'service', 'web', 'write')).toBe(true);
+    for (let i = 0; i < 5; i++) expect(authz.allowed(t.SecretID, 'service', 'db', 'write')).toBe(false);
+    // Allows are sampled: enough of them that this check is reported.
+    for (let i = 0; i < 40; i++) expect(authz.allowed(t.SecretID, 'service', 'web', 'write')).toBe(true);
+    expect(await authz.allowed('6f1b0c9e-8a53-4c4e-9b1e-3f4d2a1b0c9e', 'service', 'web', 'read')).toBe(false);
+    type Line = { Client: string; Denials: unknown[]; Count: number; UnknownSecrets?: number };
+    let lines: Line[] = [];
+    await waitFor(
+      async () => {
+        lines = ((await d.api('GET', '/v1/operator/audit?type=denied-by-client')).body.Events as Line[]).filter(
+          (e) => e.Client === 'billing-7',
+        );
+        return lines.length > 0;
+      },
+      5_000,
+      50,
+    );
+    expect(lines[0]).toMatchObject({
+      Type: 'denied-by-client',
+      Client: 'billing-7',
+      Denials: [
+        {
+          AccessorID: t.AccessorID,
+          Resource: 'service',
+          Segment: 'db',
+          Access: 'write',
+          Namespace: 'default',
+          Partition: 'default',
+          Count: 5,
+        },
+      ],
+      Count: 5,
+      UnknownSecrets: 1,
+    });
+    expect(JSON.stringify(lines)).not.toContain(t.SecretID);
+    expect(authz.stats().reports).toBeGreaterThanOrEqual(1);
+    // The daemon never decided for this token: what a dry run judges are the client's reports.
+    const dry = await d.api('PUT', `/v1/acl/policy/${p.ID}?dry-run`, {
+      body: { Name: 'reported', Rules: 'service "db" { policy = "write" }' },
+    });
+    expect(dry.status, dry.text).toBe(200);
+    const flips = (dry.body as unknown as { Flips: Array<Record<string, unknown>> }).Flips.map((f) => [
+      f.Segment,
+      f.Access,
+      f.From,
+      f.To,
+      f.Example,
+    ]);
+    expect(flips).toEqual(
+      expect.arrayContaining([
+        ['web', 'write', true, false, t.AccessorID],
+        ['db', 'write', false, true, t.AccessorID],
+      ]),
+    );
   });
 
   it('keeps at most maxTokens, forgetting the least recently used', async () => {
@@ -272,6 +334,15 @@ describe('Authorizer down_policy, daemon killed', () => {
       expect(a.stats()).toMatchObject({ down: true });
       expect(a.stats().downAnswers).toBeGreaterThanOrEqual(1);
     }
+  });
+
+  it('drops and counts the reports due while the daemon is away, and allowed() never waits on them', async () => {
+    const a = authz.get('async-cache') as Authorizer;
+    const before = a.stats().reportsDropped;
+    // Denials from the cache, answered at once (a boolean, not a promise) though no report can reach the daemon.
+    for (let i = 0; i < 3; i++) expect(a.allowed(secret, 'service', 'api', 'write')).toBe(false);
+    await waitFor(() => a.stats().reportsDropped > before, 3_000, 50);
+    expect(a.stats().reportsDropped).toBe(before + 1);
   });
 
   it("once the daemon is back, every policy answers from the rules again, and 'up' is told", async () => {

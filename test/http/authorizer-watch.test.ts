@@ -157,6 +157,36 @@ describe('an enforcing client keeps its tokens current over one watch', () => {
     ],
     ['ids that are not numbers', { t: 'unwatch', ids: ['a'] }, 'ids'],
     ['a secret of 300 characters', { t: 'watch', seq: 1, add: [[1, 'x'.repeat(300), 'h']] }, 'secret'],
+    ['a report without a client name', { t: 'report', denied: [], allowed: [], unknown: 0, dropped: 0 }, 'report:'],
+    [
+      'a report of more than 1000 entries',
+      {
+        t: 'report',
+        client: 'c',
+        denied: [],
+        allowed: Array.from({ length: 1001 }, (_, i) => [i, 'service', 'web', 'read', 'default', 'default']),
+        unknown: 0,
+        dropped: 0,
+      },
+      'at most 1000 entries',
+    ],
+    [
+      'a report denial without its count',
+      { t: 'report', client: 'c', denied: [[1, 'service', 'web', 'read', 'default', 'default']], allowed: [], unknown: 0, dropped: 0 },
+      'report:',
+    ],
+    [
+      'a report with a segment of 5000 characters',
+      {
+        t: 'report',
+        client: 'c',
+        denied: [],
+        allowed: [[1, 'key', 'k'.repeat(5000), 'read', 'default', 'default']],
+        unknown: 0,
+        dropped: 0,
+      },
+      'report:',
+    ],
   ])('ends a watch that sends %s with 1008 and the reason; the daemon serves on', async (_, frame, reason) => {
     const w = await rawWatch(d.url);
     w.send(frame);
@@ -164,6 +194,48 @@ describe('an enforcing client keeps its tokens current over one watch', () => {
     expect(end.code).toBe(1008);
     expect(end.reason).toContain(reason);
     expect((await d.api('GET', '/v1/acl/token/self')).status).toBe(200);
+  });
+
+  it('takes a report only about tokens the connection watches, at most every half second (the rest counted)', async () => {
+    const t = (await d.api('PUT', '/v1/acl/token', { body: {} })).body as Token;
+    const w = await rawWatch(d.url);
+    try {
+      w.send({ t: 'watch', seq: 1, add: [[3, t.SecretID, '']] });
+      await waitFor(() => w.frames.some((f) => f.t === 'changes'), 5_000, 10, 'an answer');
+      const denial = (id: number, segment: string) => [id, 'service', segment, 'write', 'default', 'default', 2];
+      // Id 4 is not watched here: it names no token, and is left out.
+      w.send({ t: 'report', client: 'raw-client', denied: [denial(3, 'db'), denial(4, 'other')], allowed: [], unknown: 1, dropped: 0 });
+      // Too soon after the first: passed over, counted in the next.
+      w.send({ t: 'report', client: 'raw-client', denied: [denial(3, 'api')], allowed: [], unknown: 0, dropped: 0 });
+      await new Promise((r) => setTimeout(r, 600));
+      w.send({ t: 'report', client: 'raw-client', denied: [denial(3, 'cache')], allowed: [], unknown: 0, dropped: 0 });
+      type Line = {
+        Client: string;
+        Denials: Array<{ AccessorID: string; Segment: string; Count: number }>;
+        Dropped?: number;
+        UnknownSecrets?: number;
+      };
+      let lines: Line[] = [];
+      await waitFor(
+        async () => {
+          const events = (await d.api('GET', '/v1/operator/audit?type=denied-by-client')).body.Events as Line[];
+          lines = events.filter((e) => e.Client === 'raw-client').reverse();
+          return lines.length >= 2;
+        },
+        5_000,
+        50,
+        'two report lines',
+      );
+      expect(lines.map((l) => l.Denials.map((x) => [x.AccessorID, x.Segment, x.Count]))).toEqual([
+        [[t.AccessorID, 'db', 2]],
+        [[t.AccessorID, 'cache', 2]],
+      ]);
+      expect(lines[0]?.UnknownSecrets).toBe(1);
+      expect(lines[1]?.Dropped).toBe(1);
+      expect(JSON.stringify(lines)).not.toContain(t.SecretID);
+    } finally {
+      w.ws.close();
+    }
   });
 
   it('ends a watch that sends a binary frame; refuses a watch opened with another method', async () => {
