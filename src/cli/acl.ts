@@ -1,12 +1,14 @@
 import type { Command } from 'commander';
-import { type TokenInput, type WatchwordClient, reasonText } from '../client/index.js';
+import type { TokenInput, WatchwordClient } from '../client/index.js';
 import { unchangedBody } from '../client/edit.js';
 import { authCommands } from './auth.js';
+import { decisionCommands } from './decisions.js';
 import { type CommonOptions, UsageError, common, meta, print, run } from './common.js';
 import { policyID, roleID, tokenID } from './ids.js';
 import { ioOf } from './io.js';
 import { type LinkOptions, repeat, links, linkFields, rulesFrom, need, templateVariables } from './link-flags.js';
 import {
+  formatDryRun,
   formatPolicy,
   formatPolicyList,
   formatReplication,
@@ -297,27 +299,26 @@ function roleCommands(acl: Command): void {
     .option('--name <NAME>', 'new name (kept when absent)')
     .option('--description <TEXT>', 'new description (kept when absent)')
     .option('--no-merge', 'replace the links and identities instead of adding to them')
+    .option('--dry-run', 'change nothing: print which checks asked in the last hour would flip')
     .action(
-      run<RoleOptions>(async (o, c) => {
+      run<RoleOptions & { dryRun?: boolean }>(async (o, c) => {
         const current = (await c.roles.read(await roleID(c, need(o.id, 'id')))).value;
         const { Roles: _r, ...given } = linkFields(o);
         const merge = o.merge !== false;
         const keep = <T>(now: T[] | undefined, added: T[]) => [...(merge ? (now ?? []) : []), ...added];
-        print(
-          o,
-          await c.roles.update(current.ID, {
-            Name: o.name ?? current.Name,
-            Description: o.description ?? current.Description,
-            Policies: keep(
-              current.Policies?.map((p) => ({ ID: p.ID })),
-              given.Policies,
-            ),
-            ServiceIdentities: keep(current.ServiceIdentities, given.ServiceIdentities),
-            NodeIdentities: keep(current.NodeIdentities, given.NodeIdentities),
-            TemplatedPolicies: keep(current.TemplatedPolicies, given.TemplatedPolicies),
-          }),
-          formatRole,
-        );
+        const next = {
+          Name: o.name ?? current.Name,
+          Description: o.description ?? current.Description,
+          Policies: keep(
+            current.Policies?.map((p) => ({ ID: p.ID })),
+            given.Policies,
+          ),
+          ServiceIdentities: keep(current.ServiceIdentities, given.ServiceIdentities),
+          NodeIdentities: keep(current.NodeIdentities, given.NodeIdentities),
+          TemplatedPolicies: keep(current.TemplatedPolicies, given.TemplatedPolicies),
+        };
+        if (o.dryRun) print(o, await c.roles.dryRun(current.ID, next), formatDryRun);
+        else print(o, await c.roles.update(current.ID, next), formatRole);
       }),
     );
 
@@ -388,22 +389,21 @@ function policyCommands(acl: Command): void {
     .option('--rules <RULES>', 'new rules: inline, @FILE, or - to read them from standard input')
     .option('--valid-datacenter <DC>', 'datacenters the policy is valid in (repeatable)', repeat)
     .option('--no-merge', 'replace every field instead of keeping what is not given')
+    .option('--dry-run', 'change nothing: print which checks asked in the last hour would flip')
     .action(
-      run<PolicyOptions>(async (o, c) => {
+      run<PolicyOptions & { dryRun?: boolean }>(async (o, c) => {
         const current = await byIdOrName(o, c);
         const merge = o.merge !== false;
         const rules = await rulesFrom(o.rules, ioOf(o));
         const dcs = o.validDatacenter?.length ? o.validDatacenter : merge ? current.Datacenters : undefined;
-        print(
-          o,
-          await c.policies.update(current.ID, {
-            Name: o.id && o.name ? o.name : current.Name,
-            Description: o.description ?? (merge ? current.Description : ''),
-            Rules: rules ?? (merge ? current.Rules : ''),
-            ...(dcs ? { Datacenters: dcs } : {}),
-          }),
-          formatPolicy,
-        );
+        const next = {
+          Name: o.id && o.name ? o.name : current.Name,
+          Description: o.description ?? (merge ? current.Description : ''),
+          Rules: rules ?? (merge ? current.Rules : ''),
+          ...(dcs ? { Datacenters: dcs } : {}),
+        };
+        if (o.dryRun) print(o, await c.policies.dryRun(current.ID, next), formatDryRun);
+        else print(o, await c.policies.update(current.ID, next), formatPolicy);
       }),
     );
 
@@ -457,41 +457,8 @@ export function aclCommand(program: Command): void {
   policyCommands(acl);
   templatedPolicyCommands(acl);
   authCommands(acl);
-  authorizeCommand(acl);
+  decisionCommands(acl);
   common(acl.command('replication').description('show the replication status of a datacenter')).action(
     run<CommonOptions>(async (o, c) => print(o, await c.replication(), formatReplication)),
   );
-}
-
-interface AuthorizeOptions extends CommonOptions {
-  resource: string;
-  segment?: string;
-  access: string;
-  explain?: boolean;
-}
-
-/**
- * `watchword acl authorize`: may the token (-token, else WATCHWORD_HTTP_TOKEN) do this?
- * Prints allow or deny and exits 0 or 2, so scripts can test with it (README, "Enforcing policies in your service").
- */
-function authorizeCommand(acl: Command): void {
-  common(acl.command('authorize').description('ask whether a token may do something: prints allow (exit 0) or deny (exit 2)'))
-    .requiredOption(
-      '--resource <RESOURCE>',
-      'acl, operator, keyring, mesh, peering, agent, event, node, query, session, service, key or intention',
-    )
-    .option('--segment <NAME>', 'the name the rule is about (service name, key, node, …); required for segmented resources')
-    .requiredOption('--access <ACCESS>', 'read, write, or list (key)')
-    .option('--explain', 'also print why: the source and rule that decided, and the rule that lost')
-    .action(
-      run<AuthorizeOptions>(async (o, c) => {
-        const [answer] = await c.acl.authorize(
-          [{ Resource: o.resource, ...(o.segment !== undefined ? { Segment: o.segment } : {}), Access: o.access }],
-          o.explain ? { explain: true } : {},
-        );
-        if (o.format === 'json') print(o, answer, () => '');
-        else ioOf(o).out(`${answer?.Allow ? 'allow' : 'deny'}${answer?.Reason ? `: ${reasonText(answer.Reason)}` : ''}\n`);
-        if (!answer?.Allow) ioOf(o).setExitCode(2);
-      }),
-    );
 }

@@ -1,10 +1,13 @@
-import type {
-  PolicyResponse,
-  ReplicationStatusResponse,
-  RoleResponse,
-  SyntheticPolicyResponse,
-  TemplatedPolicyResponse,
-  TokenResponse,
+import {
+  type DryRunResponse,
+  type PolicyResponse,
+  type ReplicationStatusResponse,
+  type RoleResponse,
+  type SyntheticPolicyResponse,
+  type TemplatedPolicyResponse,
+  type TokenResponse,
+  type WhoCanResponse,
+  reasonText,
 } from '../client/index.js';
 
 /**
@@ -189,4 +192,32 @@ export function formatReplication(s: ReplicationStatusResponse): string {
     ],
     [['Secondaries', (s.Secondaries ?? []).map((x) => `${x.Datacenter} at ${x.Address} (acked ${x.AckedIndex}, lag ${x.LagEntries})`)]],
   );
+}
+
+/** A dry run's answer: how many tokens the change reaches, then each check that would flip. */
+export function formatDryRun(d: DryRunResponse): string {
+  const head = `Tokens reached: ${d.Tokens} (${d.TokensWithChecks} with checks asked in the last hour, ${d.Checks} checks judged again)`;
+  if (d.Flips.length === 0) return `${head}\nNo check would change its answer.`;
+  const rows = d.Flips.map((f) => [
+    `${f.Resource}${f.Segment !== undefined ? ` ${JSON.stringify(f.Segment)}` : ''} ${f.Access}`,
+    `${f.From ? 'allow' : 'deny'} -> ${f.To ? 'allow' : 'deny'}`,
+    String(f.Tokens),
+    f.Example,
+  ]);
+  return `${head}\n${table(['Check', 'Answer', 'Tokens', 'Example'], rows)}`;
+}
+
+/** Who can: the roles, then the tokens, each with the rule that grants it. */
+export function formatWhoCan(w: Omit<WhoCanResponse, 'Scanned'>): string {
+  const check = `${w.Resource}${w.Segment !== undefined ? ` ${JSON.stringify(w.Segment)}` : ''} ${w.Access}`;
+  const lines = [`Who can ${check} in ${w.Partition}/${w.Namespace}:`];
+  if (w.Roles?.length) {
+    lines.push('Roles:');
+    for (const r of w.Roles) lines.push(`   ${r.ID} - ${r.Name}: ${reasonText(r.Reason)}`);
+  }
+  lines.push('Tokens:');
+  if (w.Tokens.length === 0) lines.push('   (none)');
+  for (const t of w.Tokens) lines.push(`   ${t.AccessorID}${t.Description ? ` "${t.Description}"` : ''}: ${reasonText(t.Reason)}`);
+  if (w.NextCursor !== undefined) lines.push(`(more: -limit was reached)`);
+  return lines.join('\n');
 }

@@ -18,6 +18,8 @@ import type {
   TemplatedPolicyResponse,
   TokenAuthorizerResponse,
   TokenResponse,
+  DryRunResponse,
+  WhoCanResponse,
   authMethodBody,
   bindingRuleBody,
   cloneBody,
@@ -59,6 +61,8 @@ export type {
   TemplatedPolicyResponse,
   TokenAuthorizerResponse,
   TokenResponse,
+  DryRunResponse,
+  WhoCanResponse,
 };
 
 /** Filters of GET /v1/operator/audit. */
@@ -380,6 +384,11 @@ export class WatchwordClient {
       this.call<PolicyResponse>('GET', `/v1/acl/policy/name/${name.split('/').map(encodeURIComponent).join('/')}`, o),
     update: (id: string, policy: PolicyInput, o: RequestOptions = {}) =>
       this.value(this.call<PolicyResponse>('PUT', `/v1/acl/policy/${encodeURIComponent(id)}`, { ...o, body: policy })),
+    /** What the update would flip of the checks recently asked for the tokens it reaches; nothing written. */
+    dryRun: (id: string, policy: PolicyInput, o: RequestOptions = {}) =>
+      this.value(
+        this.call<DryRunResponse>('PUT', `/v1/acl/policy/${encodeURIComponent(id)}`, { ...o, body: policy, query: { 'dry-run': 'true' } }),
+      ),
     delete: (id: string, o: RequestOptions = {}) => this.value(this.call<boolean>('DELETE', `/v1/acl/policy/${encodeURIComponent(id)}`, o)),
     list: (o: QueryOptions = {}) => this.call<PolicyResponse[]>('GET', '/v1/acl/policies', o),
   };
@@ -390,6 +399,11 @@ export class WatchwordClient {
     readByName: (name: string, o: QueryOptions = {}) => this.call<RoleResponse>('GET', `/v1/acl/role/name/${encodeURIComponent(name)}`, o),
     update: (id: string, role: RoleInput, o: RequestOptions = {}) =>
       this.value(this.call<RoleResponse>('PUT', `/v1/acl/role/${encodeURIComponent(id)}`, { ...o, body: role })),
+    /** What the update would flip of the checks recently asked for the tokens it reaches; nothing written. */
+    dryRun: (id: string, role: RoleInput, o: RequestOptions = {}) =>
+      this.value(
+        this.call<DryRunResponse>('PUT', `/v1/acl/role/${encodeURIComponent(id)}`, { ...o, body: role, query: { 'dry-run': 'true' } }),
+      ),
     delete: (id: string, o: RequestOptions = {}) => this.value(this.call<boolean>('DELETE', `/v1/acl/role/${encodeURIComponent(id)}`, o)),
     list: (filter: { policy?: string } = {}, o: QueryOptions = {}) =>
       this.call<RoleResponse[]>('GET', '/v1/acl/roles', { ...o, query: { policy: filter.policy } }),
@@ -471,6 +485,20 @@ export class WatchwordClient {
 
   /** Authorization decisions (README, "Enforcing policies in your service"). */
   readonly acl = {
+    /** The tokens (a page, in AccessorID order) and roles granted a check, each with its reason; `cursor` is the last page's NextCursor. */
+    whoCan: (check: AuthorizationCheck, page: { limit?: number; cursor?: string } = {}, o: RequestOptions = {}) =>
+      this.value(
+        this.call<WhoCanResponse>('GET', '/v1/acl/who-can', {
+          ...o,
+          query: {
+            resource: check.Resource,
+            segment: check.Segment,
+            access: check.Access,
+            limit: page.limit === undefined ? undefined : String(page.limit),
+            cursor: page.cursor,
+          },
+        }),
+      ),
     /** May the token (`o.token` or the client's) do each of these? 1 to 64 checks; the same array back with Allow. */
     authorize: (checks: AuthorizationCheck[], o: RequestOptions & { explain?: boolean } = {}) =>
       this.value(

@@ -212,6 +212,43 @@ describe('watchword acl (the command tree against a real daemon)', () => {
     expect(bad.stderr).toContain('checks[0]: unknown resource "servce"');
   });
 
+  it('acl who-can lists the tokens and roles granted a check with the rule; policy update -dry-run changes nothing and prints the flips', async () => {
+    const policy = (await d.api('PUT', '/v1/acl/policy', { body: { Name: 'cli-sessions', Rules: 'session "s1" { policy = "write" }' } }))
+      .body;
+    const role = (await d.api('PUT', '/v1/acl/role', { body: { Name: 'cli-session-role', Policies: [{ ID: policy.ID }] } })).body;
+    const t = (await d.api('PUT', '/v1/acl/token', { body: { Description: 'sessions', Policies: [{ ID: policy.ID }] } })).body;
+    const who = await watchword(['acl', 'who-can', '-resource', 'session', '-segment', 's1', '-access', 'write'], env);
+    expect(who.code, who.stderr).toBe(0);
+    expect(who.stdout).toContain('Who can session "s1" write in default/default:');
+    expect(who.stdout).toContain(
+      `   ${role.ID} - cli-session-role: role "cli-session-role" policy "cli-sessions": session "s1" { policy = "write" }`,
+    );
+    expect(who.stdout).toContain(`   ${t.AccessorID} "sessions": policy "cli-sessions": session "s1" { policy = "write" }`);
+    const json = JSON.parse(
+      (await watchword(['acl', 'who-can', '-resource', 'session', '-segment', 's1', '-access', 'write', '-format', 'json'], env)).stdout,
+    );
+    expect(json.Tokens.map((x: { AccessorID: string }) => x.AccessorID)).toContain(t.AccessorID);
+    const limited = await watchword(['acl', 'who-can', '-resource', 'session', '-segment', 's1', '-access', 'write', '-limit', '1'], env);
+    expect(limited.stdout).toContain('(more: -limit was reached)');
+
+    // The token asks once; a dry run of a change taking it away says so, and changes nothing.
+    await d.api('POST', '/v1/internal/acl/authorize', {
+      token: t.SecretID,
+      body: [{ Resource: 'session', Segment: 's1', Access: 'write' }],
+    });
+    const dry = await watchword(
+      ['acl', 'policy', 'update', '-id', policy.ID, '-rules', 'session "s2" { policy = "write" }', '-dry-run'],
+      env,
+    );
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(dry.stdout).toMatch(
+      /^Tokens reached: 1 \(1 with checks asked in the last hour, 1 checks judged again\)\nCheck\s+Answer\s+Tokens\s+Example\nsession "s1" write\s+allow -> deny\s+1\s+/,
+    );
+    expect((await d.api('GET', `/v1/acl/policy/${policy.ID}`)).body.Rules).toBe('session "s1" { policy = "write" }');
+    const roleDry = await watchword(['acl', 'role', 'update', '-id', role.ID, '-no-merge', '-dry-run'], env);
+    expect(roleDry.stdout).toContain('Tokens reached: 0');
+  });
+
   it('finds the daemon with -http-addr and says so when it cannot', async () => {
     const ok = await watchword(['acl', 'policy', 'list', '-http-addr', d.url.replace('http://', ''), '-token', d.management]);
     expect(ok.code).toBe(0);
