@@ -204,13 +204,17 @@ export class DecisionService {
   /** Judges, and notes each check asked for the token (recent-checks.ts). */
   private judged(identity: Identity, checks: Check[], hints: ScopeHints): Judged {
     const allows = judge(identity, checks, hints);
-    if (this.recent !== undefined) {
-      const { partition, namespace } = placeOf(identity, hints);
-      const accessor = identity.token.AccessorID;
-      for (const c of checks)
-        this.recent.record(accessor, c.resource, c.segment, c.access, c.partition ?? partition, c.namespace ?? namespace);
-    }
+    this.note(identity, checks, hints);
     return { checks, allows };
+  }
+
+  /** Notes the checks asked for the identity's token (recent-checks.ts). */
+  private note(identity: Identity, checks: readonly Check[], hints: ScopeHints): void {
+    if (this.recent === undefined) return;
+    const { partition, namespace } = placeOf(identity, hints);
+    const accessor = identity.token.AccessorID;
+    for (const c of checks)
+      this.recent.record(accessor, c.resource, c.segment, c.access, c.partition ?? partition, c.namespace ?? namespace);
   }
 
   /**
@@ -228,6 +232,7 @@ export class DecisionService {
   async explain(ctx: RequestContext, body: unknown): Promise<Judged & { reasons: Reason[] }> {
     const checks = parseChecks(body);
     const identity = await this.resolver.resolve(ctx.secret, ctx.client);
+    this.note(identity, checks, ctx.hints);
     return { checks, ...judgeExplained(identity, checks, ctx.hints) };
   }
 

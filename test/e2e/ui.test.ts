@@ -487,6 +487,45 @@ describe.skipIf(!CHROMIUM)('web UI in chromium', () => {
     await page.click('button:has-text("Sign out")');
   }, 120_000);
 
+  it('answers who can, with the rule, and shows what a policy edit would break before saving it', async () => {
+    const policy = await api('PUT', '/v1/acl/policy', { Name: 'ui-sessions', Rules: 'session "s1" { policy = "write" }' });
+    const token = await api('PUT', '/v1/acl/token', { Description: 'ui session holder', Policies: [{ ID: policy.ID }] });
+    // The token is asked about once: a check the dry run judges again.
+    const asked = await fetch(`${dc1}/v1/internal/acl/authorize`, {
+      method: 'POST',
+      headers: { 'X-Service-Token': token.SecretID as string, 'Content-Type': 'application/json' },
+      body: JSON.stringify([{ Resource: 'session', Segment: 's1', Access: 'write' }]),
+    });
+    expect(asked.status).toBe(200);
+
+    await signIn(cluster.managementToken);
+    await open('#/who-can', '#who-resource');
+    await page.selectOption('#who-resource', 'session');
+    await page.fill('#who-segment', 's1');
+    await page.selectOption('#who-access', 'write');
+    await page.click('[data-testid=who-can-form] button:has-text("Ask")');
+    const row = await page.waitForSelector(`[data-testid=who-can-tokens] tr:has-text("${token.AccessorID}")`, { timeout: 5_000 });
+    expect(await row.textContent()).toMatch(/decided by policy “ui-sessions”:\s*session "s1" \{ policy = "write" \}/);
+    expect(await page.textContent('[data-testid=who-can-tokens]')).toContain('global-management');
+    await shot('who-can');
+    await axe('who can');
+
+    await open(`#/policies/${policy.ID}`, '#p-rules');
+    await page.fill('#p-rules', 'session "s2" { policy = "write" }');
+    await page.click('[data-testid=policy-form] button:has-text("Save")');
+    const flips = await page.waitForSelector('[data-testid=dry-run-flips]', { timeout: 5_000 });
+    expect(await flips.textContent()).toMatch(/session “s1” write\s*allow → deny\s*1/);
+    expect(await page.textContent('[data-testid=dry-run]')).toContain('It reaches 1 token');
+    await shot('policy-dry-run');
+    await axe('policy dry run');
+    // Not saved until the operator says so.
+    expect((await api('GET', `/v1/acl/policy/${policy.ID}`)).Rules).toBe('session "s1" { policy = "write" }');
+    await page.click('[data-testid=save-anyway]');
+    await page.waitForSelector('text=Saved policy “ui-sessions”.');
+    expect((await api('GET', `/v1/acl/policy/${policy.ID}`)).Rules).toBe('session "s2" { policy = "write" }');
+    await page.click('button:has-text("Sign out")');
+  }, 30_000);
+
   it('shows a read-only token <hidden> secrets and no edit buttons', async () => {
     await signIn(readSecret);
     expect(await page.textContent('[data-testid=whoami]')).toContain('read-only');

@@ -28,6 +28,7 @@ import { PolicyList, PolicyEditor, RoleList, RoleEditor, TemplatedPolicies } fro
 import { AuthMethodForm, AuthMethods, BindingRuleForm, BindingRules } from './auth.js';
 import { Datacenters, Servers } from './ops.js';
 import { Audit } from './audit.js';
+import { WhoCan } from './insight.js';
 
 function SignIn({ onSignedIn }) {
   const [secret, setSecret] = useState('');
@@ -76,6 +77,7 @@ const PAGES = [
   ['policies', 'Policies'],
   ['roles', 'Roles'],
   ['templated-policies', 'Templated policies'],
+  ['who-can', 'Who can'],
   ['auth-methods', 'Auth methods'],
   ['binding-rules', 'Binding rules'],
   ['datacenters', 'Datacenters'],
@@ -106,6 +108,7 @@ function Page({ route }) {
   if (page === 'roles' && id) return html`<${RoleEditor} id=${id} />`;
   if (page === 'roles') return html`<${RoleList} />`;
   if (page === 'templated-policies') return html`<${TemplatedPolicies} />`;
+  if (page === 'who-can') return html`<${WhoCan} />`;
   if (page === 'auth-methods' && id) return html`<${AuthMethodForm} name=${id} />`;
   if (page === 'auth-methods') return html`<${AuthMethods} />`;
   if (page === 'binding-rules' && id) return html`<${BindingRuleForm} id=${id} method=${route.query.get('method') ?? undefined} />`;

@@ -25,9 +25,12 @@ import {
   TemplatedPolicies as TemplatedPolicyRows,
   TextArea,
   TextField,
+  bodyOf,
+  changed,
   useChoices,
   useRecordForm,
 } from './forms.js';
+import { DryRunResult, dryRun } from './insight.js';
 
 export function PolicyList() {
   const list = useLoad(() => api('GET', '/v1/acl/policies'), []);
@@ -83,13 +86,20 @@ export function PolicyEditor({ id }) {
   const { draft, set, original } = form;
   const builtin = isBuiltinID(id);
   const ro = !state.canWrite;
-  const submit = async (e) => {
-    e.preventDefault();
+  const [preview, setPreview] = useState(undefined);
+  const save = async () => {
+    setPreview(undefined);
     const p = await form.save((body) => (creating ? api('PUT', '/v1/acl/policy', body) : api('PUT', apiPath`/v1/acl/policy/${id}`, body)));
     if (p) {
       form.setNotice(`Saved policy “${p.Name}”.`);
       if (creating) go(`#/policies/${p.ID}`);
     }
+  };
+  // An edit is shown what it would break first (the checks asked in the last hour that would flip); nothing flips: saved at once.
+  const submit = (e) => {
+    e.preventDefault();
+    if (creating) return save();
+    return previewThen(MODELS.policy, form, (body) => dryRun(apiPath`/v1/acl/policy/${id}`, body), setPreview, save);
   };
   const remove = () =>
     confirmThen(`Delete policy ${draft.Name}?`, async () => {
@@ -112,14 +122,31 @@ export function PolicyEditor({ id }) {
       <${TextArea} id="p-rules" label="Rules (HCL or JSON)" rows="12" value=${draft.Rules} readOnly=${ro || builtin} onValue=${(v) => set('Rules', v)} />
       <${ListField} id="p-dcs" label="Valid in datacenters (empty: all)" placeholder="dc1, dc2" value=${draft.Datacenters} readOnly=${ro || builtin} onValue=${(v) => set('Datacenters', v)} />
       ${rulesError ? html`<${ParseError} message=${rulesError} rules=${draft.Rules} />` : html`<${Messages} form=${form} />`}
-      ${ro ? null : html`<div class="actions"><button type="submit">${creating ? 'Create' : 'Save'}</button>${creating || builtin ? null : html`<button type="button" class="danger" onClick=${remove}>Delete</button>`}</div>`}
+      ${ro || preview ? null : html`<div class="actions"><button type="submit">${creating ? 'Create' : 'Save'}</button>${creating || builtin ? null : html`<button type="button" class="danger" onClick=${remove}>Delete</button>`}</div>`}
     </form>
+    <${DryRunResult} result=${preview} onSave=${save} onCancel=${() => setPreview(undefined)} />
     ${
       creating
         ? null
         : html`<dl class="kv small"><dt>ID</dt><dd>${id}</dd><dt>Namespace</dt><dd>${draft.Namespace} / ${draft.Partition}</dd><dt>Hash</dt><dd>${draft.Hash}</dd></dl>
       <${UsedBy} filter="policy" id=${id} roles=${true} />`
     }`;
+}
+
+/**
+ * Before an edit is saved: its dry run. A change that flips no check asked in the last hour is
+ * saved at once; one that would is shown (`setPreview`) for the operator to save anyway or not.
+ * What the update would refuse is said as the save would say it.
+ */
+async function previewThen(model, form, run, setPreview, save) {
+  if (!changed(model, form.original, form.draft)) return save();
+  try {
+    const result = await run(bodyOf(model, form.draft, true));
+    if ((result.Flips ?? []).length === 0 && result.NotRecorded === 0) return save();
+    setPreview(result);
+  } catch (err) {
+    form.setError(explain(err));
+  }
 }
 
 // ---- Roles ----
@@ -147,13 +174,19 @@ export function RoleEditor({ id }) {
   const choices = useChoices();
   const { draft, set, original } = form;
   const ro = !state.canWrite;
-  const submit = async (e) => {
-    e.preventDefault();
+  const [preview, setPreview] = useState(undefined);
+  const save = async () => {
+    setPreview(undefined);
     const r = await form.save((body) => (creating ? api('PUT', '/v1/acl/role', body) : api('PUT', apiPath`/v1/acl/role/${id}`, body)));
     if (r) {
       form.setNotice(`Saved role “${r.Name}”.`);
       if (creating) go(`#/roles/${r.ID}`);
     }
+  };
+  const submit = (e) => {
+    e.preventDefault();
+    if (creating) return save();
+    return previewThen(MODELS.role, form, (body) => dryRun(apiPath`/v1/acl/role/${id}`, body), setPreview, save);
   };
   const remove = () =>
     confirmThen(`Delete role ${draft.Name}?`, () =>
@@ -172,8 +205,9 @@ export function RoleEditor({ id }) {
       <${NodeIdentities} id="r-ni" value=${draft.NodeIdentities} disabled=${ro} onValue=${(v) => set('NodeIdentities', v)} />
       <${TemplatedPolicyRows} id="r-tp" value=${draft.TemplatedPolicies} templates=${choices.templates} disabled=${ro} onValue=${(v) => set('TemplatedPolicies', v)} />
       <${Messages} form=${form} />
-      ${ro ? null : html`<div class="actions"><button type="submit">${creating ? 'Create' : 'Save'}</button>${creating ? null : html`<button type="button" class="danger" onClick=${remove}>Delete</button>`}</div>`}
+      ${ro || preview ? null : html`<div class="actions"><button type="submit">${creating ? 'Create' : 'Save'}</button>${creating ? null : html`<button type="button" class="danger" onClick=${remove}>Delete</button>`}</div>`}
     </form>
+    <${DryRunResult} result=${preview} onSave=${save} onCancel=${() => setPreview(undefined)} />
     ${creating ? null : html`<${UsedBy} filter="role" id=${id} roles=${false} />`}`;
 }
 

@@ -19,6 +19,7 @@ import {
   state,
   useLoad,
 } from './lib.js';
+import { CheckFields, UNSEGMENTED } from './insight.js';
 import {
   CheckField,
   LinkChecks,
@@ -184,24 +185,7 @@ export function TokenDetail({ id }) {
     ${t.SecretID && t.SecretID !== HIDDEN ? html`<${PermissionTest} secret=${t.SecretID} />` : null}`}<//>`;
 }
 
-const RESOURCES = {
-  service: ['read', 'write'],
-  key: ['read', 'list', 'write'],
-  node: ['read', 'write'],
-  intention: ['read', 'write'],
-  agent: ['read', 'write'],
-  event: ['read', 'write'],
-  query: ['read', 'write'],
-  session: ['read', 'write'],
-  acl: ['read', 'write'],
-  operator: ['read', 'write'],
-  keyring: ['read', 'write'],
-  mesh: ['read', 'write'],
-  peering: ['read', 'write'],
-};
-const UNSEGMENTED = new Set(['acl', 'operator', 'keyring', 'mesh', 'peering']);
-
-/** "Test a permission": may this token do this? Asked with the token's own secret. */
+/** "Test a permission": may this token do this, and why? Asked with the token's own secret. */
 function PermissionTest({ secret }) {
   const [check, setCheck] = useState({ Resource: 'service', Segment: '', Access: 'read' });
   const [answer, setAnswer] = useState(undefined);
@@ -219,19 +203,12 @@ function PermissionTest({ secret }) {
       setError(explain(err));
     }
   };
-  const change = (field) => (e) => {
-    setAnswer(undefined);
-    const next = { ...check, [field]: e.target.value };
-    if (field === 'Resource' && !RESOURCES[next.Resource].includes(next.Access)) next.Access = 'read';
-    setCheck(next);
-  };
   return html`<h2>Test a permission</h2>
     <form class="filters" data-testid="permission-test" onSubmit=${ask}>
-      <div><label for="perm-resource">Resource</label>
-        <select id="perm-resource" value=${check.Resource} onChange=${change('Resource')}>${Object.keys(RESOURCES).map((r) => html`<option value=${r}>${r}</option>`)}</select></div>
-      ${segmented ? html`<div><label for="perm-segment">Name</label><input id="perm-segment" placeholder="web" value=${check.Segment} onInput=${change('Segment')} /></div>` : null}
-      <div><label for="perm-access">Access</label>
-        <select id="perm-access" value=${check.Access} onChange=${change('Access')}>${RESOURCES[check.Resource].map((a) => html`<option value=${a}>${a}</option>`)}</select></div>
+      <${CheckFields} idPrefix="perm" check=${check} onChange=${(c) => {
+        setAnswer(undefined);
+        setCheck(c);
+      }} />
       <div><button type="submit">Check</button></div>
     </form>
     <${ErrorBox} message=${error} />
