@@ -52,8 +52,12 @@ const SIXTEEN = [
 ].map(([Resource, Segment, Access]) => ({ Resource, ...(Segment ? { Segment } : {}), Access }));
 
 /** `dataDir` holds a seeded store whose management token is `secret`; it is not in use. */
-export async function authorizeBench(dataDir: string, secret: string, options: { seconds: number; rounds: number; connections: number }): Promise<AuthorizeBench> {
-  const { pinned, daemon, bareURL, stop } = await startDaemonAndBaseline(dataDir);
+export async function authorizeBench(
+  dataDir: string,
+  secret: string,
+  options: { seconds: number; rounds: number; connections: number; flags?: string[]; reportDecisions?: boolean },
+): Promise<AuthorizeBench> {
+  const { pinned, daemon, bareURL, stop } = await startDaemonAndBaseline(dataDir, options.flags ?? []);
   try {
     const admin = { 'X-Service-Token': secret, 'Content-Type': 'application/json' };
     const put = async (path: string, body: unknown) => {
@@ -70,7 +74,7 @@ export async function authorizeBench(dataDir: string, secret: string, options: {
     const check = await (await fetch(`${daemon.url}/v1/internal/acl/authorize`, { method: 'POST', headers, body: sixteenBody })).json();
     process.stdout.write(`authorize, 16 checks: ${(check as Array<{ Allow: boolean }>).map((a) => (a.Allow ? 'allow' : 'deny')).join(' ')}\n`);
     if (pinned) pinSelf('0');
-    const enforcing = await enforcingBench(daemon.url, token.SecretID, (check as Array<{ Allow: boolean }>).map((a) => a.Allow));
+    const enforcing = await enforcingBench(daemon.url, token.SecretID, (check as Array<{ Allow: boolean }>).map((a) => a.Allow), options.reportDecisions ?? true);
     const run = async (opts: autocannon.Options, seconds: number) => {
       const r = await autocannon({ connections: options.connections, duration: seconds, ...opts });
       if (r.non2xx > 0 || r.errors > 0) throw new Error(`${opts.url}: ${r.non2xx} non-2xx answers, ${r.errors} errors`);
@@ -99,8 +103,8 @@ export async function authorizeBench(dataDir: string, secret: string, options: {
  * The enforcing client (README, "Enforcing policies in your service"): one cached token, the sixteen checks in turn, 1,000,000
  * allowed() calls per round on this one core; its answers must equal the daemon's.
  */
-async function enforcingBench(url: string, secret: string, expected: boolean[]): Promise<AuthorizeBench['enforcing']> {
-  const authz = new Authorizer({ client: { address: url } });
+async function enforcingBench(url: string, secret: string, expected: boolean[], reportDecisions: boolean): Promise<AuthorizeBench['enforcing']> {
+  const authz = new Authorizer({ client: { address: url }, reportDecisions });
   try {
     const checks = SIXTEEN.map((c) => [c.Resource as string, (c.Segment as string | undefined) ?? '', c.Access as Access] as const);
     for (let i = 0; i < checks.length; i++) {

@@ -301,7 +301,7 @@ function buildServices(
     policies: new PolicyService(store, resolver),
     roles: new RoleService(store, resolver),
     templatedPolicies: new TemplatedPolicyService(resolver),
-    decisions: new DecisionService(resolver, store, recentChecks),
+    decisions: new DecisionService(resolver, store, config.recent_checks ? recentChecks : undefined),
     whoCan: new WhoCanService(store, resolver, clock, config.datacenter),
     dryRun: new DryRunService(store, resolver, recentChecks, clock, config.datacenter),
     recentChecks,

@@ -53,6 +53,7 @@ const AGENT_FLAGS: Record<ConfigKey, { arg: string; help: string }> = {
   token_max_ttl: { arg: 'DURATION', help: 'longest token lifetime on create (default 24h)' },
   reap_interval: { arg: 'DURATION', help: 'how often expired tokens are reaped (default 1s)' },
   last_used_flush: { arg: 'DURATION', help: "how often tokens' last uses are written (default 60s)" },
+  recent_checks: { arg: 'BOOL', help: 'note the checks asked in the last hour, for dry runs (default true)' },
   login_token_idle_ttl: { arg: 'DURATION', help: 'revoke login tokens unused this long; 0 off (default 72h)' },
   durability: { arg: 'MODE', help: 'fsync (acknowledge after sync) | os (after handing to the OS) (default fsync)' },
   max_blocking_queries: { arg: 'N', help: 'blocking queries held at once in all; past it 429 (default 20000)' },

@@ -26,8 +26,18 @@ export interface ReportStats {
   dropped: number;
 }
 
+/** A denial noted: what was asked, and how many times since the last report. */
+type Denial = [...Asked, number];
+
+/**
+ * Denials by watch id, segment, resource and access, then place: maps of the caller's own
+ * strings, so noting a denial asked before makes no string (the hot path of a denied flood).
+ */
+type DenialIndex = Map<number, Map<string, Map<string, Map<string, Denial[]>>>>;
+
 export class DecisionReports {
-  private denied = new Map<string, [...Asked, number]>();
+  private denied: DenialIndex = new Map();
+  private deniedCount = 0;
   private allowed: Asked[] = [];
   private allowsSeen = new Set<string>();
   private windowStart: number;
@@ -53,18 +63,27 @@ export class DecisionReports {
       if (this.allowsSeen.has(key)) return;
       if (this.allowsSeen.size >= MAX_ALLOWS_SEEN) return;
       this.allowsSeen.add(key);
-      if (this.allowed.length + this.denied.size >= MAX_BATCH) return this.drop();
+      if (this.allowed.length + this.deniedCount >= MAX_BATCH) return this.drop();
       this.allowed.push([id, resource, segment === '' ? null : segment, access, partition, namespace]);
       return;
     }
-    const key = `${id}\u0000${resource}\u0000${segment}\u0000${access}\u0000${partition}\u0000${namespace}`;
-    const known = this.denied.get(key);
-    if (known !== undefined) {
-      known[6]++;
-      return;
+    let bySegment = this.denied.get(id);
+    if (bySegment === undefined) this.denied.set(id, (bySegment = new Map()));
+    let byResource = bySegment.get(segment);
+    if (byResource === undefined) bySegment.set(segment, (byResource = new Map()));
+    let byAccess = byResource.get(resource);
+    if (byAccess === undefined) byResource.set(resource, (byAccess = new Map()));
+    let places = byAccess.get(access);
+    if (places === undefined) byAccess.set(access, (places = []));
+    for (const d of places) {
+      if (d[4] === partition && d[5] === namespace) {
+        d[6]++;
+        return;
+      }
     }
-    if (this.denied.size >= MAX_BATCH) return this.drop();
-    this.denied.set(key, [id, resource, segment === '' ? null : segment, access, partition, namespace, 1]);
+    if (this.deniedCount >= MAX_BATCH) return this.drop();
+    places.push([id, resource, segment === '' ? null : segment, access, partition, namespace, 1]);
+    this.deniedCount++;
   }
 
   /** A secret denied without a token to name (unknown, deleted, malformed): counted. */
@@ -87,12 +106,16 @@ export class DecisionReports {
       this.windowStart = now;
       this.allowsSeen.clear();
     }
-    if (this.denied.size === 0 && this.allowed.length === 0 && this.unknown === 0 && this.droppedSince === 0) return;
-    const denied = [...this.denied.values()];
+    if (this.deniedCount === 0 && this.allowed.length === 0 && this.unknown === 0 && this.droppedSince === 0) return;
+    const denied: Denial[] = [];
+    for (const bySegment of this.denied.values())
+      for (const byResource of bySegment.values())
+        for (const byAccess of byResource.values()) for (const places of byAccess.values()) denied.push(...places);
     const allowed = this.allowed.slice(0, MAX_BATCH - denied.length);
     const frame = { client: this.name, denied, allowed, unknown: this.unknown, dropped: this.droppedSince };
     const entries = denied.length + allowed.length;
     this.denied = new Map();
+    this.deniedCount = 0;
     this.allowed = [];
     this.unknown = 0;
     this.droppedSince = 0;

@@ -202,30 +202,32 @@ export class DecisionService {
   ) {}
 
   /** Judges, and notes each check asked for the token (recent-checks.ts). */
-  private judged(identity: Identity, checks: Check[], hints: ScopeHints): Judged {
+  private judged(identity: Identity, checks: Check[], hints: ScopeHints, text: string | undefined): Judged {
     const allows = judge(identity, checks, hints);
-    this.note(identity, checks, hints);
+    this.note(identity, checks, hints, text);
     return { checks, allows };
   }
 
-  /** Notes the checks asked for the identity's token (recent-checks.ts). */
-  private note(identity: Identity, checks: readonly Check[], hints: ScopeHints): void {
+  /** Notes the checks asked for the identity's token (recent-checks.ts); a request seen in this quarter hour already, at once. */
+  private note(identity: Identity, checks: readonly Check[], hints: ScopeHints, text?: string): void {
     if (this.recent === undefined) return;
+    const accessorID = identity.token.AccessorID;
+    if (text !== undefined && this.recent.seenRequest(accessorID, `${hints.partition ?? ''}\u0000${hints.namespace ?? ''}\u0000${text}`))
+      return;
     const { partition, namespace } = placeOf(identity, hints);
-    const accessor = identity.token.AccessorID;
     for (const c of checks)
-      this.recent.record(accessor, c.resource, c.segment, c.access, c.partition ?? partition, c.namespace ?? namespace);
+      this.recent.record(accessorID, c.resource, c.segment, c.access, c.partition ?? partition, c.namespace ?? namespace);
   }
 
   /**
    * Needs no permission: any token may ask what it may do. An unknown secret is 403 ACL not
    * found. Synchronous unless a secondary must ask the primary about a secret it lacks.
    */
-  authorize(ctx: RequestContext, body: unknown): Judged | Promise<Judged> {
+  authorize(ctx: RequestContext, body: unknown, text?: string): Judged | Promise<Judged> {
     const checks = parseChecks(body);
     const identity = this.resolver.resolve(ctx.secret, ctx.client);
-    if (identity instanceof Promise) return identity.then((id) => this.judged(id, checks, ctx.hints));
-    return this.judged(identity, checks, ctx.hints);
+    if (identity instanceof Promise) return identity.then((id) => this.judged(id, checks, ctx.hints, text));
+    return this.judged(identity, checks, ctx.hints, text);
   }
 
   /** `?explain`: the same answers, each with its reason. */

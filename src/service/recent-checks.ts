@@ -29,9 +29,14 @@ interface Bucket {
   start: number;
   /** AccessorID -> the keys of the checks asked for it. */
   byToken: Map<string, Set<string>>;
+  /** AccessorID -> the request bodies (with their place) already noted for it: a repeated request costs one look-up. */
+  bodies: Map<string, Set<string>>;
   entries: number;
   dropped: number;
 }
+
+/** Distinct request bodies remembered per token and bucket (a service asks the same few over and over). */
+const MAX_BODIES_PER_TOKEN = 64;
 
 const SEP = '\u0000';
 
@@ -50,11 +55,25 @@ export class RecentChecks {
     const now = this.now();
     let b = this.buckets[this.buckets.length - 1];
     if (b === undefined || now - b.start >= BUCKET_MS) {
-      b = { start: now, byToken: new Map(), entries: 0, dropped: 0 };
+      b = { start: now, byToken: new Map(), bodies: new Map(), entries: 0, dropped: 0 };
       this.buckets.push(b);
       if (this.buckets.length > BUCKETS) this.buckets.shift();
     }
     return b;
+  }
+
+  /**
+   * Whether this token's request (its body and place, as `text`) was noted in this quarter hour
+   * already; if not, it is remembered as noted (the caller then notes its checks). What a
+   * service asks over and over costs one look-up per request, not a record per check.
+   */
+  seenRequest(accessor: string, text: string): boolean {
+    const b = this.current();
+    let set = b.bodies.get(accessor);
+    if (set?.has(text)) return true;
+    if (set === undefined) b.bodies.set(accessor, (set = new Set()));
+    if (set.size < MAX_BODIES_PER_TOKEN) set.add(text);
+    return false;
   }
 
   /** Notes that `accessor` was asked this check (judged at this place). */

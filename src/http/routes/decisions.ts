@@ -42,7 +42,7 @@ export async function decisionRoutes(app: FastifyInstance, deps: DecisionRoutesD
           return answersJSON(r.checks, r.allows, r.reasons);
         };
         if (query.has('explain')) return deps.decisions.explain(ctx, parseJsonBody(body)).then(answer);
-        const result = deps.decisions.authorize(ctx, parseJsonBody(body));
+        const result = deps.decisions.authorize(ctx, parseJsonBody(body), typeof body === 'string' ? body : undefined);
         return result instanceof Promise ? result.then(answer) : answer(result);
       },
     },
