@@ -212,8 +212,12 @@ export class DecisionService {
   private note(identity: Identity, checks: readonly Check[], hints: ScopeHints, text?: string): void {
     if (this.recent === undefined) return;
     const accessorID = identity.token.AccessorID;
-    if (text !== undefined && this.recent.seenRequest(accessorID, `${hints.partition ?? ''}\u0000${hints.namespace ?? ''}\u0000${text}`))
-      return;
+    // The body alone names the request when no place is hinted (most requests): no string made.
+    const request =
+      text === undefined || (!hints.partition && !hints.namespace)
+        ? text
+        : `${hints.partition ?? ''}\u0000${hints.namespace ?? ''}\u0000${text}`;
+    if (request !== undefined && this.recent.seenRequest(accessorID, request)) return;
     const { partition, namespace } = placeOf(identity, hints);
     for (const c of checks)
       this.recent.record(accessorID, c.resource, c.segment, c.access, c.partition ?? partition, c.namespace ?? namespace);
