@@ -45,6 +45,8 @@ export interface ChaosOptions {
   log?: (line: string) => void;
   /** Longest wait for convergence after one fault, ms. */
   convergeTimeoutMs?: number;
+  /** Pause between two writes of one load worker, ms (default 20; the suite's short form paces its load). */
+  pauseMs?: number;
 }
 
 const ROTATION: Array<[FaultKind, string]> = [
@@ -411,7 +413,7 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
   const started = Date.now();
   const cluster = await startCluster({ datacenters: ['dc1', 'dc2', 'dc3'], links: true, timings: 'production' });
   const token = cluster.managementToken;
-  const load = new Load(cluster, token);
+  const load = new Load(cluster, token, options.pauseMs);
   const faults: FaultResult[] = [];
   try {
     await cluster.waitForReplication();

@@ -66,7 +66,7 @@ class Writers {
         to: pair.map((s) => s.serverName),
       });
       // Paced: the faults need writes in flight, not every core the suite shares.
-      await sleep(results.some((r) => r.status === 200) ? 10 : 50);
+      await sleep(results.some((r) => r.status === 200) ? 40 : 50);
     }
   }
 

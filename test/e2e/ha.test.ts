@@ -498,7 +498,7 @@ describe.skipIf(!etcd)('several servers per datacenter (etcd-coordinated)', () =
 
   it('loses no acknowledged write when the leader is killed under load, twice in a row; a new leader takes writes within 10 s', async () => {
     // Paced: the kills need writes in flight, not every core the suite shares.
-    const report = await runFailover({ cluster, kills: 2, writers: 8, pauseMs: 10 });
+    const report = await runFailover({ cluster, kills: 2, writers: 6, pauseMs: 25 });
     // A last use written before the failovers is still known to the new leader.
     if (usedAtFollower !== undefined) {
       const now = await cluster.get('dc1').leader();

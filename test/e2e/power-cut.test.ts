@@ -37,7 +37,7 @@ interface Told {
 }
 
 /** Creates tokens (and deletes a few of them) from `workers` clients until `stop()`; records every acknowledgement. */
-function writeLoad(api: () => Api, workers = 16): { told: Told; stop(): Promise<void> } {
+function writeLoad(api: () => Api, workers = 8): { told: Told; stop(): Promise<void> } {
   const told: Told = { created: new Set(), deleted: new Set(), acknowledged: 0 };
   let going = true;
   const worker = async (w: number) => {
@@ -167,7 +167,7 @@ describe.skipIf(unavailable !== undefined)(`power cuts on LazyFS (seed ${seed})`
   it("during a clean stop's checkpoint: the next start finds everything, from the checkpoint or the scan", async () => {
     const dir = await dataDir();
     let api = await start(dir);
-    const load = writeLoad(() => api, 32);
+    const load = writeLoad(() => api, 16);
     await loadFor(load.told, 300, 0);
     await load.stop();
     // The stop writes the checkpoint (tokens as held in memory, beside LevelDB); the power goes somewhere in it.
@@ -182,7 +182,7 @@ describe.skipIf(unavailable !== undefined)(`power cuts on LazyFS (seed ${seed})`
   it("during a restore's swap of a staged store: the old state whole, or (once acknowledged) the snapshot's", async () => {
     const dir = await dataDir();
     let api = await start(dir);
-    const before = writeLoad(() => api, 32);
+    const before = writeLoad(() => api, 16);
     await loadFor(before.told, 200, 0);
     await before.stop();
     const snapshot = await fetch(`${agent?.url}/v1/snapshot`, { headers: { 'X-Service-Token': SECRET } });
@@ -229,7 +229,7 @@ describe.skipIf(unavailable !== undefined)(`power cuts on LazyFS (seed ${seed})`
         const leader = await cluster.get('dc1').leader();
         // Writes at every server (followers forward them to the leader).
         let k = 0;
-        const load = writeLoad(() => apiFor(servers[k++ % servers.length]?.url as string, SECRET), 24);
+        const load = writeLoad(() => apiFor(servers[k++ % servers.length]?.url as string, SECRET), 12);
         await loadFor(load.told, 30, random() * 800);
         // The power goes in the whole datacenter: etcd and every server at once.
         await Promise.all([...servers.map((x) => x.kill()), cluster.coordinator?.kill()]);
