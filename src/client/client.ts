@@ -1,5 +1,4 @@
 import { readFileSync } from 'node:fs';
-import type { Reason } from '../domain/rules/explain-types.js';
 import type { z } from 'zod';
 import type {
   AuthMethodResponse,
@@ -65,110 +64,31 @@ export type {
   WhoCanResponse,
 };
 
-/** Filters of GET /v1/operator/audit. */
-export interface AuditQuery {
-  since?: string;
-  until?: string;
-  type?: string;
-  accessor?: string;
-  kind?: string;
-  id?: string;
-  limit?: number;
-  cursor?: string;
-  after?: number;
-}
+import type {
+  AuditPage,
+  AuditQuery,
+  AuthorizationAnswer,
+  AuthorizationCheck,
+  ClientOptions,
+  ClientTLS,
+  QueryOptions,
+  ReadResult,
+  RequestOptions,
+  TokenListFilter,
+} from './client-types.js';
 
-/** A page of audit events. */
-export interface AuditPage {
-  Events: Array<Record<string, unknown> & { Time: string; Type: string; AccessorID: string; RemoteAddr: string; Status: number }>;
-  NextCursor?: string;
-  /** The newest event's sequence number: `after` it to follow the log. */
-  Latest: number;
-}
-
-/** One question for POST /v1/internal/acl/authorize (README, "Enforcing policies in your service"). */
-export interface AuthorizationCheck {
-  Resource: string;
-  Segment?: string;
-  Access: string;
-  Namespace?: string;
-  Partition?: string;
-}
-
-/** A check as answered: as asked, with Allow (and with `explain`, the Reason: the source and rule that decided, the rule that lost). */
-export interface AuthorizationAnswer extends AuthorizationCheck {
-  Allow: boolean;
-  Reason?: Reason;
-}
-
-export interface ClientOptions {
-  /** Base URL or host:port of a daemon; default WATCHWORD_HTTP_ADDR, else http://127.0.0.1:8500. */
-  address?: string;
-  /**
-   * Token secret sent as X-Service-Token; default WATCHWORD_HTTP_TOKEN. `null`: no default
-   * at all (a request without its own token is anonymous) and the environment is not read.
-   */
-  token?: string | null;
-  namespace?: string;
-  partition?: string;
-  /** Send requests to this datacenter (?dc=). */
-  datacenter?: string;
-  /** Per-request timeout, ms (blocking reads add their wait). Default 30 s. */
-  timeoutMs?: number;
-  /**
-   * HTTPS: the CA that signs the daemon's certificate, and a client certificate and key
-   * (needed when the daemon has tls_verify_incoming). Files (default WATCHWORD_CACERT,
-   * WATCHWORD_CLIENT_CERT, WATCHWORD_CLIENT_KEY) or PEM text.
-   */
-  tls?: ClientTLS;
-  /**
-   * Reads without their own consistency: `stale` lets any server answer (Consul's ?stale), `consistent` asks the
-   * leader to confirm it leads.
-   */
-  consistency?: 'stale' | 'consistent';
-  /** Connections kept to the daemon at most (requests beyond wait their turn); default: as many as needed. */
-  maxConnections?: number;
-}
-
-export interface ClientTLS {
-  caFile?: string;
-  certFile?: string;
-  keyFile?: string;
-  ca?: string;
-  cert?: string;
-  key?: string;
-  /** The name the daemon's certificate must carry, when the address does not (an IP, a load balancer): e.g. server.dc1.watchword. */
-  serverName?: string;
-}
-
-export interface RequestOptions {
-  token?: string;
-  namespace?: string;
-  partition?: string;
-  datacenter?: string;
-}
-
-export interface QueryOptions extends RequestOptions {
-  /** Blocking query: wait until the index exceeds this. */
-  index?: number;
-  /** Longest wait, a Go duration ("30s", "5m"). */
-  wait?: string;
-  consistency?: 'default' | 'stale' | 'consistent';
-  /** Content-hash blocking: wait until the answer's hash differs from this one. */
-  hash?: string;
-  /** Abort the request when this signal does (besides the client's timeout). */
-  signal?: AbortSignal;
-}
-
-/** A read's value with the index to block on next. */
-export interface ReadResult<T> {
-  value: T;
-  index: number;
-  knownLeader: boolean;
-  lastContactMs: number;
-  /** X-Service-ContentHash, on reads that block by content hash. */
-  contentHash?: string;
-}
+export type {
+  AuditPage,
+  AuditQuery,
+  AuthorizationAnswer,
+  AuthorizationCheck,
+  ClientOptions,
+  ClientTLS,
+  QueryOptions,
+  ReadResult,
+  RequestOptions,
+  TokenListFilter,
+} from './client-types.js';
 
 /** An answer other than 2xx, with the server's stable code and message. */
 export class WatchwordApiError extends Error {
@@ -200,16 +120,6 @@ function apiError(res: Response, text: string): WatchwordApiError {
   }
   const code = res.headers.get('x-service-error-code') ?? body?.code ?? 'UNKNOWN';
   return new WatchwordApiError(res.status, code, body?.message ?? (text.trim() || res.statusText), retryAfterOf(res));
-}
-
-export interface TokenListFilter {
-  policy?: string;
-  role?: string;
-  servicename?: string;
-  authmethod?: string;
-  authmethodNamespace?: string;
-  /** Only tokens not used for this long (a duration such as "720h"): README, "Last use". */
-  unusedSince?: string;
 }
 
 export function normalizeAddress(address: string): string {
