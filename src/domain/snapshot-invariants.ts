@@ -172,12 +172,25 @@ export class RestoreChecks {
       throw refuse(`token ${t.AccessorID} names an invalid AuthMethod`);
     if (held.byAccessor(t.AccessorID) !== undefined) throw refuse(`two tokens have the AccessorID ${t.AccessorID}`);
     // Never named in the message: the secret itself.
-    const other = held.bySecret(t.SecretID);
+    const other = held.bySecret(t.SecretID) ?? held.byPreviousSecret(t.SecretID);
     if (other !== undefined) throw refuse(`tokens ${other.AccessorID} and ${t.AccessorID} have the same SecretID`);
+    this.rotation(t, held);
     if (t.AccessorID === ANONYMOUS_TOKEN_ID) {
       if (t.SecretID !== ANONYMOUS_TOKEN_SECRET || t.Local) throw refuse('the anonymous token must be global with the secret "anonymous"');
       this.anonymous = t;
     }
+  }
+
+  /** A rotation in its overlap: the replaced secret valid and held by no other token (as either secret), with its end. */
+  private rotation(t: TokenRecord, held: TokenLookup): void {
+    if ((t.PreviousSecretID === undefined) !== (t.PreviousSecretExpirationTime === undefined))
+      throw refuse(`token ${t.AccessorID} has one of PreviousSecretID and PreviousSecretExpirationTime without the other`);
+    if (t.PreviousSecretID === undefined) return;
+    if (!SECRET_RE.test(t.PreviousSecretID) || t.PreviousSecretID === t.SecretID || t.PreviousSecretID === ANONYMOUS_TOKEN_SECRET)
+      throw refuse(`token ${t.AccessorID} has an invalid PreviousSecretID`);
+    checkTime(`token ${t.AccessorID} PreviousSecretExpirationTime`, t.PreviousSecretExpirationTime, true);
+    const other = held.bySecret(t.PreviousSecretID) ?? held.byPreviousSecret(t.PreviousSecretID);
+    if (other !== undefined) throw refuse(`tokens ${other.AccessorID} and ${t.AccessorID} hold the same secret`);
   }
 
   /** Once every record has been read. `globals`: the file's global objects are restored (else only Local tokens). */
@@ -198,6 +211,8 @@ export class RestoreChecks {
 export interface TokenLookup {
   byAccessor(accessor: string): TokenRecord | undefined;
   bySecret(secret: string): TokenRecord | undefined;
+  /** The token whose last rotation replaced this secret. */
+  byPreviousSecret(secret: string): TokenRecord | undefined;
 }
 
 /** A record with its Hash computed from its content: a stored hash is never taken on trust. */

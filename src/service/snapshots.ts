@@ -179,7 +179,11 @@ export class SnapshotService {
     });
     const current = this.store.tables;
     const tokens = staged.tables.tokens;
-    const held = { byAccessor: (id: string) => tokens.get(id), bySecret: (s: string) => tokens.byUnique('secret', s) };
+    const held = {
+      byAccessor: (id: string) => tokens.get(id),
+      bySecret: (s: string) => tokens.byUnique('secret', s),
+      byPreviousSecret: (s: string) => tokens.byUnique('previousSecret', s),
+    };
     // The index the restored records are stamped with (writes made meanwhile take later ones).
     const stampIndex = this.store.allocateIndex();
     const counts = Object.fromEntries(TABLE_NAMES.map((t) => [t, 0])) as Record<TableName, number>;

@@ -103,6 +103,28 @@ describe('restore checks what the API would', () => {
       /tokens .* and .* have the same SecretID/,
     ],
     [
+      "a token whose rotated-out secret is another token's SecretID",
+      (c) => ({
+        ...c,
+        tokens: [
+          ...c.tokens,
+          token({}),
+          token({
+            AccessorID: '5f0c1d8e-2222-4222-8333-944455556666',
+            SecretID: '5f0c1d8e-bbbb-4bbb-8ccc-9ddddeeeeeee',
+            PreviousSecretID: '5f0c1d8e-aaaa-4bbb-8ccc-9ddddeeeeeee',
+            PreviousSecretExpirationTime: '2031-01-01T00:00:00Z',
+          }),
+        ],
+      }),
+      /tokens .* and .* hold the same secret/,
+    ],
+    [
+      'a rotated-out secret without its end',
+      (c) => ({ ...c, tokens: [...c.tokens, token({ PreviousSecretID: '5f0c1d8e-cccc-4bbb-8ccc-9ddddeeeeeee' })] }),
+      /PreviousSecretID and PreviousSecretExpirationTime without the other/,
+    ],
+    [
       'two policies named global-management',
       (c) => ({
         ...c,
