@@ -1,6 +1,7 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir, open, readFile, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, open, readFile, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 /**
@@ -34,6 +35,23 @@ function hasFusermount(): boolean {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/**
+ * Where LazyFS's configuration is written. LazyFS takes `--config-path P` only when P does not
+ * contain "-o" in any letter case (it takes such a P for a FUSE option and falls back to
+ * `config/default.toml`, which is not there): a temporary directory named `…-ObtcNQ` made one
+ * mount in thirty fail. So the file goes in `root` when its path allows it, else in a directory
+ * of its own under the system's temporary directory.
+ */
+async function configPath(root: string): Promise<string> {
+  const inRoot = join(root, 'lazyfs.toml');
+  if (!/-o/i.test(inRoot)) return inRoot;
+  for (let attempt = 0; attempt < 10; attempt++) {
+    const path = join(await mkdtemp(join(tmpdir(), 'lazyfs_')), 'lazyfs.toml');
+    if (!/-o/i.test(path)) return path;
+  }
+  throw new Error(`LazyFS: no path for its configuration without "-o" in it (it would take one for a FUSE option): ${inRoot}`);
+}
+
 /** One LazyFS mount: `dir` is where a data dir goes; what reaches the disk lives in `<root>/backing`. */
 export class LazyFS {
   private constructor(
@@ -49,7 +67,7 @@ export class LazyFS {
     const fifo = join(root, 'faults.fifo');
     await mkdir(mnt, { recursive: true });
     await mkdir(backing, { recursive: true });
-    const config = join(root, 'lazyfs.toml');
+    const config = await configPath(root);
     await writeFile(
       config,
       [
