@@ -56,6 +56,8 @@ const COLLECT_MAX = 200_000;
 /** A name no rule can be about: what an identity's rules grant whatever its name (`service_prefix ""`). */
 const ANY_NAME = '\u0000who-can';
 const SIDECAR = '-sidecar-proxy';
+/** Checks whose candidates are kept for their next pages. */
+const KEPT_CHECKS = 4;
 
 /** Whether a rule of this level allows the access (write-prefix: only write). */
 function levelAllows(level: AccessLevel | undefined, access: Access): boolean {
@@ -116,7 +118,7 @@ interface Candidates {
 
 export class WhoCanService {
   constructor(
-    private readonly store: { reader: StateReader },
+    private readonly store: { reader: StateReader; tableIndex(table: 'tokens' | 'policies' | 'roles'): number },
     private readonly resolver: AclResolver,
     private readonly clock: Clock,
     private readonly datacenter: string,
@@ -132,7 +134,7 @@ export class WhoCanService {
     const limit = limitOf(q.limit);
     const cursor = cursorOf(q.cursor);
     const place = { partition: scope.Partition, namespace: scope.Namespace };
-    const candidates = this.candidates(check);
+    const { candidates, ids } = this.found(check);
     const out: WhoCanAnswer = {
       Resource: check.resource,
       ...(check.segment !== undefined ? { Segment: check.segment } : {}),
@@ -161,7 +163,6 @@ export class WhoCanService {
       if (e.allow) out.Tokens.push({ AccessorID: token.AccessorID, Description: token.Description, Local: token.Local, Reason: e.reason });
       return out.Tokens.length >= limit;
     };
-    const ids = this.collect(candidates);
     let more = false;
     if (ids === undefined) {
       // Grants everywhere: the namespace's tokens in order, from the cursor.
@@ -184,6 +185,25 @@ export class WhoCanService {
     if (more && last !== undefined) out.NextCursor = last;
     return out;
   }
+
+  /**
+   * The candidates of a check and their tokens, found once for all its pages: kept while no
+   * token, policy or role changed (the tables' indexes), for the last few checks asked.
+   */
+  private found(c: Check): { candidates: Candidates; ids: string[] | undefined } {
+    const key = `${c.resource}\u0000${c.segment ?? '\u0001'}\u0000${c.access}`;
+    const state = `${this.store.tableIndex('tokens')}/${this.store.tableIndex('policies')}/${this.store.tableIndex('roles')}`;
+    const kept = this.kept.get(key);
+    if (kept !== undefined && kept.state === state) return kept;
+    const candidates = this.candidates(c);
+    const answer = { state, candidates, ids: this.collect(candidates) };
+    this.kept.delete(key);
+    if (this.kept.size >= KEPT_CHECKS) this.kept.delete(this.kept.keys().next().value as string);
+    this.kept.set(key, answer);
+    return answer;
+  }
+
+  private readonly kept = new Map<string, { state: string; candidates: Candidates; ids: string[] | undefined }>();
 
   /** The grants whose rules could grant the check (each a small table, or names tried directly). */
   private candidates(c: Check): Candidates {
