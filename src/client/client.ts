@@ -77,18 +77,7 @@ import type {
   TokenListFilter,
 } from './client-types.js';
 
-export type {
-  AuditPage,
-  AuditQuery,
-  AuthorizationAnswer,
-  AuthorizationCheck,
-  ClientOptions,
-  ClientTLS,
-  QueryOptions,
-  ReadResult,
-  RequestOptions,
-  TokenListFilter,
-} from './client-types.js';
+export * from './client-types.js';
 
 /** An answer other than 2xx, with the server's stable code and message. */
 export class WatchwordApiError extends Error {

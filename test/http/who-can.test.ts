@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Random } from '../../src/testing/simulation/random.js';
 import { generateID } from '../../src/domain/ids.js';
 import { type Access, RESOURCES } from '../../src/domain/rules/decisions.js';
 import { newTokenRecord } from '../../src/domain/token.js';
@@ -15,16 +16,11 @@ import { type TestDaemon, apiFor, startTestDaemon } from '../helpers/test-daemon
 
 type Json = Record<string, unknown>;
 
-function mulberry(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** The project's seeded source (the simulation's), as a function. */
+const seeded = (seed: number): (() => number) => {
+  const r = new Random(seed);
+  return () => r.next();
+};
 
 const SERVICES = ['web', 'db', 'api', 'web-sidecar-proxy', 'cache'];
 const NODES = ['n1', 'n2', 'web'];
@@ -69,7 +65,7 @@ const CHECKS: Array<[string, string, Access]> = [
 
 /** A store of random grants: policies and roles through the API, `tokens` tokens in one transaction. */
 async function randomStore(d: TestDaemon, seed: number, tokens: number): Promise<void> {
-  const rand = mulberry(seed);
+  const rand = seeded(seed);
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)] as T;
   const some = <T>(xs: readonly T[], p: number): T[] => xs.filter(() => rand() < p);
   const policies: string[] = [];

@@ -47,6 +47,9 @@ function decide(all: Contribution[], rank: (a: AccessLevel | undefined, b: Acces
   return { winner, lost };
 }
 
+/** What the merged rule of `acl` or `operator` grants: write everything, read and list reads, deny nothing. */
+const grantsAccess = (level: AccessLevel, access: Access): boolean => level === 'write' || (access !== 'write' && level !== 'deny');
+
 const withLost = (winner: Contribution, lost: Contribution | undefined): Reason =>
   lost ? { ...winner.rule, Lost: lost.rule } : { ...winner.rule };
 
@@ -62,8 +65,7 @@ function explainAcl(authz: Authorizer, access: Access, partition: string, namesp
     return { allow, reason: defaultReason(authz, authz.defaultPolicy === 'allow' ? ' (never grants acl write)' : '') };
   }
   const { winner, lost } = decide(all, merge);
-  const allow = winner.level === 'write' || (access !== 'write' && winner.level !== 'deny');
-  return { allow, reason: withLost(winner, lost) };
+  return { allow: grantsAccess(winner.level, access), reason: withLost(winner, lost) };
 }
 
 /** The cluster-wide switches (operator, keyring, mesh, peering): top-level rules of default-namespace policies. */
@@ -81,8 +83,7 @@ function explainOperator(authz: Authorizer, access: Access): Explained {
   const all = clusterContributions(authz, 'operator');
   if (all.length === 0) return { allow: authz.defaultPolicy === 'allow', reason: defaultReason(authz) };
   const { winner, lost } = decide(all, merge);
-  const allow = winner.level === 'write' || (access !== 'write' && winner.level !== 'deny');
-  return { allow, reason: withLost(winner, lost) };
+  return { allow: grantsAccess(winner.level, access), reason: withLost(winner, lost) };
 }
 
 function explainSwitch(authz: Authorizer, resource: string, access: Access): Explained {
@@ -145,10 +146,16 @@ function tableOf(authz: Authorizer, resource: string, partition: string, namespa
   return out;
 }
 
+/** The prefix rule that matches `name` with the longest prefix (RuleTable.lookup's). */
+function longestPrefix(table: readonly Entry[], name: string): Entry | undefined {
+  let best: Entry | undefined;
+  for (const e of table) if (e.prefix && name.startsWith(e.name) && (best === undefined || e.name.length > best.name.length)) best = e;
+  return best;
+}
+
 /** Consul's KeyWritePrefix, explained: the covering prefix rule, or the first rule under the prefix that is not write. */
 function explainWritePrefix(authz: Authorizer, table: Entry[], prefix: string): Explained {
-  let cover: Entry | undefined;
-  for (const e of table) if (e.prefix && prefix.startsWith(e.name) && (cover === undefined || e.name.length > cover.name.length)) cover = e;
+  const cover = longestPrefix(table, prefix);
   if (cover) {
     const { winner, lost } = decide(cover.all, strongest);
     if (winner.level !== 'write') return { allow: false, reason: withLost(winner, lost) };
@@ -172,12 +179,8 @@ function explainSegmented(
 ): Explained {
   const table = tableOf(authz, resource, partition, namespace);
   if (access === 'write-prefix') return explainWritePrefix(authz, table, segment);
-  let exact: Entry | undefined;
-  let prefix: Entry | undefined;
-  for (const e of table) {
-    if (!e.prefix && e.name === segment) exact = e;
-    else if (e.prefix && segment.startsWith(e.name) && (prefix === undefined || e.name.length > prefix.name.length)) prefix = e;
-  }
+  const exact = table.find((e) => !e.prefix && e.name === segment);
+  const prefix = longestPrefix(table, segment);
   const decider = exact ?? prefix;
   if (decider === undefined) return { allow: authz.defaultPolicy === 'allow', reason: defaultReason(authz) };
   const { winner, lost } = decide(decider.all, strongest);
