@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
-import { type RecentChecks, clientReports } from './service/recent-checks.js';
+import type { RecentChecks } from './service/recent-checks.js';
+import { clientReports } from './service/watch-reports.js';
 import type { Logger } from 'pino';
 import { type Config, parseHostPort } from './config/schema.js';
 import { ReadGate, readAuthorizer } from './http/blocking.js';

@@ -1,5 +1,8 @@
 import type { TokenAuthorizerResponse } from '../api/schemas.js';
 import type { CommitEvent } from '../store/store.js';
+import { type ClientReport, ReportIntake, type ReportFrame, parseReport } from './watch-reports.js';
+
+export type { ClientReport, ReportedCheck } from './watch-reports.js';
 
 /**
  * Enforcing clients' watches of sets of tokens (README, "Enforcing policies in your service";
@@ -49,33 +52,6 @@ export interface WatchDeps {
   now(): number;
 }
 
-/** A check an enforcing client decided, for a token it watches. */
-export interface ReportedCheck {
-  accessor: string;
-  resource: string;
-  segment: string | undefined;
-  access: string;
-  partition: string;
-  namespace: string;
-}
-
-/** What an enforcing client reported, as the server passes it on. */
-export interface ClientReport {
-  client: string;
-  address: string;
-  denied: Array<ReportedCheck & { count: number }>;
-  allowed: ReportedCheck[];
-  /** Secrets it denied with no token to name (unknown, deleted, malformed). */
-  unknown: number;
-  /** Decisions it could not report (its bounds, or this server away), and reports this server passed over (too frequent). */
-  dropped: number;
-}
-
-/** Entries one report may hold. */
-export const MAX_REPORTED = 1_000;
-/** Reports from one connection closer together than this are passed over (and counted in the next). */
-const REPORT_EVERY_MS = 500;
-
 /** One connection, as the transport carrying it offers it. */
 export interface WatchSocket {
   send(text: string): void;
@@ -101,41 +77,11 @@ interface Watched {
 }
 
 /** A watch frame as parsed, or why it cannot be. */
-type Reported = [number, string, string | null, string, string, string, number?];
-
 type Frame =
   | { t: 'watch'; seq: number; add: Array<[number, string, string]> }
   | { t: 'unwatch'; ids: number[] }
   | { t: 'used'; ids: number[] }
-  | { t: 'report'; client: string; denied: Reported[]; allowed: Reported[]; unknown: number; dropped: number };
-
-const shortText = (v: unknown, max: number): v is string => typeof v === 'string' && v.length <= max;
-
-/** One reported decision: [id, resource, segment or null, access, partition, namespace(, count for a denial)]. */
-function isReported(e: unknown, denial: boolean): e is Reported {
-  return (
-    Array.isArray(e) &&
-    e.length === (denial ? 7 : 6) &&
-    isId(e[0]) &&
-    shortText(e[1], 32) &&
-    (e[2] === null || shortText(e[2], 4096)) &&
-    shortText(e[3], 16) &&
-    shortText(e[4], 64) &&
-    shortText(e[5], 64) &&
-    (!denial || (Number.isSafeInteger(e[6]) && (e[6] as number) > 0))
-  );
-}
-
-function parseReport(f: Record<string, unknown>): Frame | string {
-  // Each reason fits a WebSocket close frame (123 bytes).
-  if (!shortText(f.client, 128) || f.client === '') return 'report: client must be a name of 1 to 128 characters';
-  if (!Array.isArray(f.denied) || !Array.isArray(f.allowed)) return 'report: denied and allowed must be arrays';
-  if (f.denied.length + f.allowed.length > MAX_REPORTED) return `report: at most ${MAX_REPORTED} entries`;
-  if (!isId(f.unknown) || !isId(f.dropped)) return 'report: unknown and dropped must be whole numbers';
-  if (!f.denied.every((e) => isReported(e, true)) || !f.allowed.every((e) => isReported(e, false)))
-    return 'report: each entry is [id, resource, segment, access, partition, namespace], and a denial its count';
-  return f as Frame;
-}
+  | ReportFrame;
 
 const isId = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) >= 0;
 
@@ -165,7 +111,7 @@ function parseFrame(text: string): Frame | string {
     }
     return f as Frame;
   }
-  if (f.t === 'report') return parseReport(f);
+  if (f.t === 'report') return parseReport(f, isId);
   if (f.t === 'unwatch' || f.t === 'used') {
     if (!Array.isArray(f.ids) || f.ids.length > MAX_WATCHED || !f.ids.every(isId)) return `${f.t}: ids must be an array of whole numbers`;
     return f as Frame;
@@ -214,32 +160,12 @@ export class WatchConnection {
     }
   }
 
-  private lastReportAt = Number.NEGATIVE_INFINITY;
-  /** Entries of reports passed over for coming too soon after the last: told with the next. */
-  private passedOver = 0;
+  /** Its reports of decisions, taken at most twice a second (watch-reports.ts). */
+  private readonly reports = new ReportIntake();
 
-  /** A report of decisions: its tokens named by AccessorID (an id this connection does not watch names none, and is left out). */
-  private report(frame: Extract<Frame, { t: 'report' }>): void {
-    const now = Date.now();
-    if (now - this.lastReportAt < REPORT_EVERY_MS) {
-      this.passedOver += frame.denied.length + frame.allowed.length;
-      return;
-    }
-    this.lastReportAt = now;
-    const named = (e: Reported): ReportedCheck | undefined => {
-      const item = this.items.get(e[0]);
-      if (item === undefined) return undefined;
-      return { accessor: item.accessor, resource: e[1], segment: e[2] ?? undefined, access: e[3], partition: e[4], namespace: e[5] };
-    };
-    const denied: ClientReport['denied'] = [];
-    for (const e of frame.denied) {
-      const c = named(e);
-      if (c) denied.push({ ...c, count: e[6] as number });
-    }
-    const allowed = frame.allowed.map(named).filter((c): c is ReportedCheck => c !== undefined);
-    const dropped = frame.dropped + this.passedOver;
-    this.passedOver = 0;
-    this.hub.report({ client: frame.client, address: this.address, denied, allowed, unknown: frame.unknown, dropped });
+  private report(frame: ReportFrame): void {
+    const r = this.reports.take(frame, (id) => this.items.get(id)?.accessor, this.address);
+    if (r !== undefined) this.hub.report(r);
   }
 
   /** The connection ended (either side): its tokens are no longer watched. */

@@ -9,9 +9,6 @@
  * of the check and one set insert.
  */
 
-import type { AuditLog } from '../observability/audit.js';
-import type { ClientReport } from './authorizer-watch.js';
-
 /** A check as recorded: what was asked, where it was judged. */
 export interface RecordedCheck {
   Resource: string;
@@ -123,43 +120,4 @@ export class RecentChecks {
   get dropped(): number {
     return this.buckets.reduce((n, b) => n + b.dropped, 0) + this.droppedKinds;
   }
-}
-
-/** Denials listed in full on one audit line; past them, counted. */
-const MAX_LISTED = 100;
-
-/**
- * What an enforcing client's report does (SPEC §22): its checks join the recent ones (dry runs
- * judge them), and its denials are audited as one `denied-by-client` line naming the client,
- * each denial by AccessorID and check with its count.
- */
-export function clientReports(recent: RecentChecks, audit: Pick<AuditLog, 'record'> | undefined, exists: (accessor: string) => boolean) {
-  return (r: ClientReport): void => {
-    for (const c of [...r.allowed, ...r.denied])
-      if (exists(c.accessor)) recent.record(c.accessor, c.resource, c.segment, c.access, c.partition, c.namespace);
-    if (r.denied.length === 0 && r.unknown === 0) return;
-    const count = r.denied.reduce((n, d) => n + d.count, 0);
-    const listed = [...r.denied].sort((a, b) => b.count - a.count).slice(0, MAX_LISTED);
-    audit?.record(
-      'denied-by-client',
-      { RequestID: '', AccessorID: 'client', RemoteAddr: r.address, Method: 'WS', Path: '/v1/internal/acl/authorizer/watch' },
-      200,
-      {
-        Client: r.client,
-        Denials: listed.map((d) => ({
-          AccessorID: d.accessor,
-          Resource: d.resource,
-          ...(d.segment !== undefined ? { Segment: d.segment } : {}),
-          Access: d.access,
-          Namespace: d.namespace,
-          Partition: d.partition,
-          Count: d.count,
-        })),
-        Count: count,
-        ...(r.denied.length > listed.length ? { NotListed: r.denied.length - listed.length } : {}),
-        ...(r.unknown > 0 ? { UnknownSecrets: r.unknown } : {}),
-        ...(r.dropped > 0 ? { Dropped: r.dropped } : {}),
-      },
-    );
-  };
 }
