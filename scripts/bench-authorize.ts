@@ -104,7 +104,8 @@ export async function authorizeBench(
  * allowed() calls per round on this one core; its answers must equal the daemon's.
  */
 async function enforcingBench(url: string, secret: string, expected: boolean[], reportDecisions: boolean): Promise<AuthorizeBench['enforcing']> {
-  const authz = new Authorizer({ client: { address: url }, reportDecisions });
+  // The token being judged opens the watch too: the bench's tokens hold global-management (acl:read among it).
+  const authz = new Authorizer({ client: { address: url }, token: secret, reportDecisions });
   try {
     const checks = SIXTEEN.map((c) => [c.Resource as string, (c.Segment as string | undefined) ?? '', c.Access as Access] as const);
     for (let i = 0; i < checks.length; i++) {

@@ -11,9 +11,10 @@
 import { readFileSync } from 'node:fs';
 import { Authorizer } from '../src/client/authorizer.js';
 
-const [url, secretsFile, count] = process.argv.slice(2) as [string, string, string];
+const [url, secretsFile, count, token] = process.argv.slice(2) as [string, string, string, string];
 const secrets = JSON.parse(readFileSync(secretsFile, 'utf8')) as string[];
-const clients = Array.from({ length: Number(count) }, () => new Authorizer({ client: { address: url } }));
+// Each client opens its watch with the service's own token (it needs acl:read).
+const clients = Array.from({ length: Number(count) }, () => new Authorizer({ client: { address: url }, token }));
 const loaded = clients.map(() => 0);
 let asking = false;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

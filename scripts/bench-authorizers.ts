@@ -69,7 +69,7 @@ interface Worker {
 }
 
 function startWorker(url: string, secretsFile: string, clients: number): Worker {
-  const proc = spawn(process.execPath, ['--max-old-space-size=4096', '--import', 'tsx', 'scripts/bench-authorizers-worker.ts', url, secretsFile, String(clients)], {
+  const proc = spawn(process.execPath, ['--max-old-space-size=4096', '--import', 'tsx', 'scripts/bench-authorizers-worker.ts', url, secretsFile, String(clients), MANAGEMENT], {
     cwd: ROOT,
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });

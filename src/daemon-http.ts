@@ -10,12 +10,11 @@ import type { Refusal } from './http/deps.js';
 import { plainAddress } from './http/request.js';
 import { secretOf } from './transport/credentials.js';
 import { whenRefused } from './transport/refuse.js';
-import { AuthorizerWatches } from './service/authorizer-watch.js';
+import { AuthorizerWatches, DEFAULT_WATCH_LIMITS, type WatchCredential } from './service/authorizer-watch.js';
 import { AUTHORIZER_WATCH_PATH, AuthorizerWatchSockets } from './http/authorizer-watch-socket.js';
-import { forwardProof, tokenKeyID } from './transport/forward-proof.js';
-import { isExpired } from './domain/expiry.js';
-import { DEFAULT_NAMESPACE, DEFAULT_PARTITION } from './domain/ids.js';
-import type { AclResolver } from './service/acl-resolver.js';
+import { forwardProof, previousReleaseProof } from './transport/forward-proof.js';
+import type { AclResolver, Identity } from './service/acl-resolver.js';
+import { WatchwordError } from './domain/errors.js';
 import type { AgentInfo } from './service/context.js';
 import type { LevelStore } from './store/level-store.js';
 import type { ClusterHooks } from './http/forward.js';
@@ -76,7 +75,7 @@ export function buildHttp(
   const hooks: ClusterHooks = {
     datacenter: config.datacenter,
     addressOf: (dc) => directory.addressesOf(dc),
-    ...forwarding(config, transport, store, services.resolver),
+    ...forwarding(config, transport, cluster, store),
     ...(config.servers.kind === 'single' ? {} : { follower: () => cluster.writeTarget() }),
     peer: (dc, url) => {
       let p = peers.get(url);
@@ -153,43 +152,119 @@ export function buildHttp(
     loginRate,
   });
   // Enforcing clients' watches of their sets of tokens, one connection each.
-  const watches = new AuthorizerWatches({
-    onCommit: (listener) => store.onCommit(listener),
-    view: (secret) => services.decisions.watchedView(secret),
-    recordUse: (accessor, ms) => store.lastUse.touch(accessor, ms),
-    stale: () => services.resolver.stale(),
-    now: () => Date.now(),
-    report: clientReports(services.recentChecks, audit, (accessor) => store.reader.getToken(accessor) !== undefined),
-  });
+  const { watches, watchSockets } = buildWatches(config, { store, audit, metrics, services });
+  return { app, reads, history, limits, loginRate, watches, watchSockets };
+}
+
+/** Enforcing clients' watches (service/authorizer-watch.ts) and the WebSocket door they come by, admitted by their own token. */
+function buildWatches(
+  config: Config,
+  deps: Pick<PlaceDeps, 'store' | 'audit' | 'metrics'> & { services: HttpServices & { recentChecks: RecentChecks } },
+) {
+  const { store, audit, metrics, services } = deps;
+  const auditRefusal = refusalAuditor(store, audit);
+  const watches = new AuthorizerWatches(
+    {
+      onCommit: (listener) => store.onCommit(listener),
+      view: (secret) => services.decisions.watchedView(secret),
+      known: (secret) => services.resolver.knows(secret),
+      unknownSecret: (secret, client) => {
+        auditRefusal({
+          id: '',
+          method: 'WS',
+          url: AUTHORIZER_WATCH_PATH,
+          remote: client,
+          secret,
+          status: 403,
+          code: 'ACL_NOT_FOUND',
+          message: 'ACL not found (a secret a watch presented)',
+          route: AUTHORIZER_WATCH_PATH,
+        });
+        return services.resolver.guessed(client);
+      },
+      credentialHolds: (c) => holdsWatchRight(services.resolver, c),
+      recordUse: (accessor, ms) => store.lastUse.touch(accessor, ms),
+      stale: () => services.resolver.stale(),
+      now: () => Date.now(),
+      report: clientReports(services.recentChecks, audit),
+    },
+    {
+      ...DEFAULT_WATCH_LIMITS,
+      connectionBytes: config.watch_max_queued_bytes,
+      totalBytes: config.watch_max_total_bytes,
+      totalTokens: config.watch_max_tokens,
+    },
+  );
   metrics.watchAuthorizerWatches(() => watches.size);
-  return { app, reads, history, limits, loginRate, watches, watchSockets: new AuthorizerWatchSockets(watches) };
+  const watchSockets = new AuthorizerWatchSockets(watches, (secret, client) => admitWatch(services.resolver, secret, client));
+  return { watches, watchSockets };
+}
+
+/** The right a watch's own token must hold: reading ACLs where it lives (what a watch tells is what token reads tell). */
+const WATCH_RIGHT = 'acl:read';
+
+/** Admits a watch by the token its upgrade carries (never the anonymous one), which must hold acl:read. */
+function admitWatch(resolver: AclResolver, secret: string | undefined, client: string): WatchCredential | Promise<WatchCredential> {
+  if (secret === undefined || secret === '')
+    throw new WatchwordError(
+      'PERMISSION_DENIED',
+      `Permission denied: a watch is opened with a token of the client's own that has ${WATCH_RIGHT} (X-Service-Token); none was sent ` +
+        '(anonymous decisions are asked for over HTTP)',
+    );
+  const credential = (identity: Identity): WatchCredential => {
+    if (identity.anonymous || !identity.authorizer.canRead(identity.token.Partition, identity.token.Namespace))
+      throw new WatchwordError(
+        'PERMISSION_DENIED',
+        `Permission denied: token with AccessorID '${identity.token.AccessorID}' lacks permission '${WATCH_RIGHT}', which a watch needs`,
+      );
+    return { accessor: identity.token.AccessorID, secret };
+  };
+  const identity = resolver.resolve(secret, client);
+  return identity instanceof Promise ? identity.then(credential) : credential(identity);
+}
+
+/** Whether a watch's own token still authenticates as the same token with the right a watch needs. */
+function holdsWatchRight(resolver: AclResolver, c: WatchCredential): boolean {
+  try {
+    const identity = resolver.resolveLocal(c.secret);
+    return (
+      !identity.anonymous &&
+      identity.token.AccessorID === c.accessor &&
+      identity.authorizer.canRead(identity.token.Partition, identity.token.Namespace)
+    );
+  } catch {
+    return false;
+  }
 }
 
 /**
  * Who may name the original client of a request it forwards, and how this server proves it does
  * (transport/forward-proof.ts): a server of this datacenter by the server key (or its
- * certificate); another datacenter's by its certificate, or by the secret of a token with
- * acl:write every datacenter holds: a secondary signs with its replication token.
+ * certificate); another datacenter's by its certificate, or by the forwarding key the primary
+ * datacenter hands each secondary over its replication stream (transport/forward-keys.ts). No
+ * API token is a key.
  */
 function forwarding(
   config: Config,
   transport: Transport,
+  cluster: ClusterRole,
   store: LevelStore,
-  resolver: AclResolver,
 ): Pick<ClusterHooks, 'forwarderCheck' | 'forwardProof'> {
-  const tokenKey = (id: string): string | undefined => {
-    if (!id.startsWith('token:')) return undefined;
-    const token = store.reader.getToken(id.slice('token:'.length));
-    if (token === undefined || isExpired(token, Date.now())) return undefined;
-    return resolver.authorizerFor(token).canWrite(DEFAULT_NAMESPACE, DEFAULT_PARTITION) ? token.SecretID : undefined;
-  };
+  const keys = transport.forwardKeys;
   return {
-    forwarderCheck: (req, claim, fields) => transport.vouches(req, claim, fields, tokenKey),
-    forwardProof: (fields, byServer) => {
-      if (byServer) return transport.serverForwardProof(fields);
-      const secret = config.replication_token;
+    forwarderCheck: (req, claim, fields) =>
+      transport.vouches(req, claim, fields, (id) =>
+        claim.byServer ? undefined : keys.checking(id, claim.from, cluster.kind === 'primary'),
+      ),
+    forwardProof: (fields, to) => {
+      if (to.byServer) return transport.serverForwardProof(fields);
+      if (to.datacenter === config.datacenter) return undefined;
+      const signing = keys.signing(to.datacenter, cluster.kind === 'primary');
+      if (signing !== undefined) return forwardProof(signing.id, signing.key, fields);
+      // A primary of the previous release hands no key and believes only its own form of proof.
+      const secret = cluster.kind === 'secondary' ? config.replication_token : undefined;
       const token = secret ? store.reader.getTokenBySecret(secret) : undefined;
-      return token ? forwardProof(tokenKeyID(token.AccessorID), secret as string, fields) : undefined;
+      return token && secret ? previousReleaseProof(token.AccessorID, secret, fields) : undefined;
     },
   };
 }
@@ -201,7 +276,14 @@ export function refusalAuditor(store: LevelStore, audit: AuditLog): (r: Refusal)
     const accessor = !r.secret ? 'anonymous' : token ? token.AccessorID : audit.nameSecret(r.secret);
     audit.record(
       'refused',
-      { RequestID: r.id, AccessorID: accessor, RemoteAddr: r.remote, Method: r.method, Path: auditPath(r.url) },
+      {
+        RequestID: r.id,
+        AccessorID: accessor,
+        RemoteAddr: r.remote,
+        ...(r.via !== undefined ? { ViaAddr: r.via } : {}),
+        Method: r.method,
+        Path: auditPath(r.url),
+      },
       r.status,
       { Code: r.code, Reason: r.message, ...(r.decision ? { Decision: r.decision } : {}) },
     );

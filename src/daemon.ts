@@ -10,6 +10,7 @@ import type { Metrics } from './observability/metrics.js';
 import { Reaper } from './reaper/reaper.js';
 import { LastUseFlusher } from './store/last-use.js';
 import { Selectors } from './auth/selectors.js';
+import { UnknownSecretBudget } from './service/unknown-secrets.js';
 import { AclResolver } from './service/acl-resolver.js';
 import { BootstrapService } from './service/bootstrap.js';
 import type { AgentInfo } from './service/context.js';
@@ -118,6 +119,8 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     logger,
   });
   const { lock, store, audit, metrics } = await openDataDir(config, dataDir, options.storeFaults, logger);
+  // Forwarding keys between datacenters derive from this datacenter's own key (made by its first leader).
+  transport.useDatacenterKey(() => store.getMeta(META.auditKey) as Uint8Array | undefined);
   /** host:port once bound; other datacenters reach this daemon at advertise_addr, else there. */
   let address = '';
   const advertised = (): string => config.advertise_addr ?? address;
@@ -284,6 +287,7 @@ function buildServices(
       : {}),
     onProblem: (message) => logger.warn(message),
     recordUse: (accessor, ms) => store.lastUse.touch(accessor, ms),
+    unknownSecrets: new UnknownSecretBudget(config.unknown_secret_rate),
   });
   const tokens = new TokenService(store, resolver, clock, {
     limits: { minTTL: config.token_min_ttl, maxTTL: config.token_max_ttl },

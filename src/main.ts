@@ -76,6 +76,19 @@ const AGENT_FLAGS: Record<ConfigKey, { arg: string; help: string }> = {
   },
   rate_limit_peer: { arg: 'N', help: 'requests per second a peer daemon may forward in all (default 10 x rate-limit)' },
   secret_lookup_rate: { arg: 'N', help: 'secondary: look-ups of unknown secrets at the primary per client per second (default 10)' },
+  unknown_secret_rate: {
+    arg: 'N',
+    help: 'secrets no token holds presented per client address per second, at any door; past it 429 (default 20)',
+  },
+  watch_max_queued_bytes: {
+    arg: 'BYTES',
+    help: "bytes waiting for one enforcing client's watch past which it is not read (default 1048576, 1 MiB)",
+  },
+  watch_max_total_bytes: {
+    arg: 'BYTES',
+    help: 'bytes waiting for every watch together; past it the largest are closed (default 67108864, 64 MiB)',
+  },
+  watch_max_tokens: { arg: 'N', help: 'tokens every watch together holds; past it the largest are closed (default 2000000)' },
   auth_method_allowed_hosts: { arg: 'HOST,…', help: 'hosts (name or name:port) auth methods may fetch from; empty: any' },
   login_rate: { arg: 'N', help: 'logins per second per client address; 0 = no limit (default 10)' },
   login_burst: { arg: 'N', help: 'logins a client may burst above login_rate (default 20)' },

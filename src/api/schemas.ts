@@ -228,6 +228,10 @@ export const dryRunResponse = z
         Example: z.string().describe('The AccessorID of one token whose answer flips'),
       }),
     ),
+    OutOfScope: z
+      .object({ Tokens: z.number(), Flipping: z.number() })
+      .optional()
+      .describe('Tokens reached where the caller may not read: counted, never named (Flipping: those with a check that would flip)'),
     NotRecorded: z.number().describe('Checks the recorder could not keep (past its bounds)'),
   })
   .meta({ id: 'DryRunAnswer' });
@@ -271,6 +275,11 @@ export const tokenAuthorizerResponse = z
     Namespace: z.string(),
     Partition: z.string(),
     ExpirationTime: z.string().optional(),
+    /**
+     * Seconds this secret had left when the answer was made (with ExpirationTime): a client
+     * judges the end on its own monotonic clock, whatever its wall clock says. Not in the hash.
+     */
+    SecondsLeft: z.number().optional(),
     DefaultPolicy: z.enum(['allow', 'deny']),
     Policies: z.array(z.object({ ID: z.string(), Rules: z.string(), Namespace: z.string(), Partition: z.string(), Builtin: z.boolean() })),
   })

@@ -23,6 +23,16 @@ export interface AuthorizerOptions {
    */
   client?: WatchwordClient | ClientOptions;
   /**
+   * This service's own token, which opens the watch that keeps every cached token current over
+   * one connection; it needs `acl:read`. Without it (or when the daemon refuses the watch) the
+   * `blockingReads` most used tokens are kept current by a blocking read each, and a warning says so once.
+   */
+  token?: string;
+  /** Tokens kept current by a blocking read each while there is no watch (default 16; 0: none, re-read after tokenTTL). */
+  blockingReads?: number;
+  /** Told once when the watch cannot be had (default: process.emitWarning). */
+  onWarning?: (message: string) => void;
+  /**
    * The servers to ask, in order of preference (URLs or host:port), each with the client's other
    * settings (TLS, namespace). A server that cannot be reached is passed over for the next at
    * once; the one that answered is asked first from then on. Default: the client's address only.
@@ -67,7 +77,13 @@ export interface AuthorizerStats {
   /** Reports of decisions sent to the daemon, and decisions not reported (past a batch's bound, or the daemon away). */
   reports: number;
   reportsDropped: number;
+  /** The watch: `open`, `connecting`, `unavailable` (refused: an older daemon, a proxy, no right), or `off` (no token given). */
+  watch: WatchState;
+  /** Tokens kept current by a blocking read each now (while the watch is not open, and the anonymous token). */
+  blockingReads: number;
 }
+
+export type WatchState = 'open' | 'connecting' | 'unavailable' | 'off';
 
 /** Told with `'down'`: no server could be reached, and the down policy now speaks for them. */
 export interface AuthorizerDownEvent {

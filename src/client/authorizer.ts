@@ -4,8 +4,9 @@ import { type ScopeRules, parsePolicyRules } from '../domain/rules/policy.js';
 import { type TokenAuthorizerResponse as TokenAuthorizerView, tokenAuthorizerResponse } from '../api/schemas.js';
 import { EventEmitter } from 'node:events';
 import { WatchwordApiError, WatchwordClient } from './client.js';
-import { type Failure, WELL_FORMED_SECRET, failureOf, milliseconds, reasonOf } from './failures.js';
-import { TokenWatch, type WatchNews } from './token-watch.js';
+import { type Failure, WELL_FORMED_SECRET, failureOf, milliseconds, reasonOf, sleep } from './failures.js';
+import { TokenWatch, type WatchLoss, type WatchNews } from './token-watch.js';
+import { BlockingReadSet } from './blocking-reads.js';
 import { DecisionReports } from './decision-reports.js';
 import { hostname } from 'node:os';
 import type {
@@ -15,9 +16,10 @@ import type {
   AuthorizerUpEvent,
   CheckPlace,
   DownPolicy,
+  WatchState,
 } from './authorizer-types.js';
 
-export type { AuthorizerDownEvent, AuthorizerOptions, AuthorizerStats, AuthorizerUpEvent, CheckPlace, DownPolicy };
+export type { AuthorizerDownEvent, AuthorizerOptions, AuthorizerStats, AuthorizerUpEvent, CheckPlace, DownPolicy, WatchState };
 
 /** First look-ups of new secrets in flight at once; past it, a new secret is denied without asking. */
 const MAX_LOADING = 1_000;
@@ -31,7 +33,7 @@ interface Entry {
   readonly id: number;
   authorizer?: CompiledAuthorizer;
   hash?: string;
-  /** Token expiry, ms since the epoch (Infinity: none). */
+  /** When the secret stops authenticating (its token's expiry, a rotation's overlap), on this process's monotonic clock (Infinity: never). */
   expiresAt: number;
   /** When the daemon last confirmed this entry (ms since the epoch). */
   confirmedAt: number;
@@ -55,15 +57,27 @@ interface Entry {
   retryAt: number;
 }
 
+/** Monotonic milliseconds: expiries are judged on this clock, not the wall clock, which may be set back. */
+const monotonic = (): number => performance.now();
+
+/** Tokens kept current by a blocking read each when the watch cannot be had (default). */
+const BLOCKING_READS = 16;
+/** How long a watch may stay lost (failing to open, or to open again) before tokens are kept current by blocking reads meanwhile. */
+const WATCH_GRACE_MS = 2_000;
+
 /**
  * Judges other callers' tokens in-process (README, "Enforcing policies in your service"), for services that enforce the policies
  * stored in watchword. A secret is resolved once (its token, links and policies in one call),
  * compiled with the daemon's own rules engine, and kept fresh over one watch of every cached
- * token (a WebSocket, `token-watch.ts`), so a deleted or changed token is seen as soon as the
- * daemon has it, whatever the number of tokens. A token the watch has not confirmed for a TTL
- * (no connection, an older daemon) is read again when next asked about. Cached answers are
- * synchronous: `allowed()` returns a boolean for a known secret and a promise only while one is
- * resolved. At most `maxConnections` HTTP connections (default 1) and the watch are open at once.
+ * token (a WebSocket opened with the service's own `token`, which needs acl:read: `token-watch.ts`),
+ * so a deleted or changed token is seen as soon as the daemon has it, whatever the number of
+ * tokens. Without the watch (no `token`, an older daemon, a proxy that does not carry WebSocket
+ * upgrades) the `blockingReads` most used tokens are each kept current by a blocking read, and
+ * the rest are read again when next asked about after a TTL; a warning says so once. The
+ * anonymous token is never on the watch: it is kept current by a blocking read. Cached answers
+ * are synchronous: `allowed()` returns a boolean for a known secret and a promise only while one
+ * is resolved. At most `maxConnections` HTTP connections (default 1), the watch, and the
+ * blocking reads are open at once.
  *
  * Given several `addresses` (the servers of a datacenter) it passes over one that cannot be
  * reached for the next; it tells `'down'` when none can be and `'up'` when one answers again,
@@ -113,6 +127,18 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
   /** Denials and a sample of allows, told to the daemon once a second over the watch (decision-reports.ts); undefined: not told. */
   private readonly reports: DecisionReports | undefined;
   private reporter: NodeJS.Timeout | undefined;
+  /** The service's own token, which opens the watch; without it there is none. */
+  private readonly ownToken: string | undefined;
+  /** Why the watch is not open, when it was refused (or there is no token for it). */
+  private watchRefused: string | undefined;
+  /** Tokens kept current by a blocking read each while the watch cannot be had, and their own connections. */
+  private readonly blocking: BlockingReadSet<Entry>;
+  private readonly blockingClients: WatchwordClient[];
+  private blockingTimer: NodeJS.Timeout | undefined;
+  /** Since when the watch has failed to open or stayed lost (0: open, or its first attempt is still under way). */
+  private watchDownSince = 0;
+  private warned = false;
+  private readonly warn: (message: string) => void;
 
   constructor(options: AuthorizerOptions = {}) {
     super();
@@ -144,6 +170,16 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
     if (options.name !== undefined && (typeof options.name !== 'string' || options.name === '' || options.name.length > 128))
       throw new TypeError('name: expected a string of 1 to 128 characters');
     if (options.reportDecisions !== false) this.reports = new DecisionReports(options.name ?? `${hostname()}:${process.pid}`);
+    if (options.token !== undefined && (typeof options.token !== 'string' || !WELL_FORMED_SECRET.test(options.token)))
+      throw new TypeError('token: expected the secret of a token with acl:read, which opens the watch');
+    this.ownToken = options.token;
+    if (this.ownToken === undefined) this.watchRefused = 'no token was given for the watch (the option token, which needs acl:read)';
+    const blockingReads = options.blockingReads ?? BLOCKING_READS;
+    if (!Number.isSafeInteger(blockingReads) || blockingReads < 0 || blockingReads > 1_000)
+      throw new TypeError('blockingReads: expected a whole number from 0 to 1000');
+    this.blockingClients = this.clients.map((c) => c.with({ maxConnections: Math.max(1, blockingReads) }));
+    this.blocking = new BlockingReadSet(blockingReads, (entry, stop) => this.holdBlockingRead(entry, stop));
+    this.warn = options.onWarning ?? ((message) => process.emitWarning(message, { type: 'WatchwordWarning' }));
   }
 
   /**
@@ -174,9 +210,11 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
     if (entry !== undefined) {
       entry.usedAt = now;
       if (entry.authorizer !== undefined) {
-        if (now >= entry.expiresAt || now - this.confirmed(entry) < this.ttl) {
+        const live = monotonic() < entry.expiresAt;
+        if (!live || now - this.confirmed(entry) < this.ttl) {
           this.counters.hits++;
-          return now < entry.expiresAt && this.judge(entry, resource, segment, access, place);
+          if (live && entry.sentSeq === undefined) this.blocking.used(entry);
+          return live && this.judge(entry, resource, segment, access, place);
         }
         return this.stale(entry, resource, segment, access, place);
       }
@@ -220,7 +258,15 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
       address: (this.clients[this.preferred] as WatchwordClient).address,
       reports: this.reports?.stats.reports ?? 0,
       reportsDropped: this.reports?.stats.dropped ?? 0,
+      watch: this.watchState(),
+      blockingReads: this.blocking.size,
     };
+  }
+
+  private watchState(): WatchState {
+    if (this.ownToken === undefined) return 'off';
+    if (this.watch?.isOpen) return 'open';
+    return this.watchRefused !== undefined ? 'unavailable' : 'connecting';
   }
 
   /** Stops the watch; later questions about unknown secrets get the down policy's answer. */
@@ -228,8 +274,10 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
     this.closed = true;
     this.reportNow();
     this.watch?.close();
+    this.blocking.stop();
     clearInterval(this.sweeper);
     clearInterval(this.reporter);
+    clearInterval(this.blockingTimer);
     for (const e of this.entries.values()) e.stop.abort();
     this.entries.clear();
     this.byId.clear();
@@ -251,7 +299,7 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
   }
 
   private afterLoad(entry: Entry, resource: string, segment: string, access: Access, place: CheckPlace | undefined): boolean {
-    if (entry.authorizer !== undefined) return Date.now() < entry.expiresAt && this.judge(entry, resource, segment, access, place);
+    if (entry.authorizer !== undefined) return monotonic() < entry.expiresAt && this.judge(entry, resource, segment, access, place);
     // Never resolved. Only an unreachable daemon lets the down policy speak; nothing cached to extend.
     if (entry.goneAt !== undefined) {
       this.reports?.noteUnknown();
@@ -281,7 +329,7 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
     const decide = (): boolean => {
       if (entry.failing === 'unreachable') this.counters.downAnswers++;
       if (entry.authorizer === undefined) return false;
-      if (Date.now() >= entry.expiresAt) return false;
+      if (monotonic() >= entry.expiresAt) return false;
       // Confirmed again while this question waited: judged afresh.
       if (Date.now() - this.confirmed(entry) < this.ttl) return this.judge(entry, resource, segment, access, place);
       switch (entry.failing) {
@@ -387,6 +435,7 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
 
   private forget(entry: Entry): void {
     entry.stop.abort();
+    this.blocking.drop(entry);
     if (this.entries.get(entry.secret) === entry) this.entries.delete(entry.secret);
     if (this.byId.get(entry.id) !== entry) return;
     this.byId.delete(entry.id);
@@ -395,13 +444,24 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
   }
 
   /**
-   * One request for the token's rules. A 403 marks the token gone; any other failure throws,
+   * One request for the token's rules (with `blocking`, held by the daemon until they differ
+   * from the entry's or the wait ends). A 403 marks the token gone; any other failure throws,
    * with its kind in `entry.failing`.
    */
-  private async fetch(entry: Entry): Promise<void> {
+  private async fetch(entry: Entry, blocking?: { signal: AbortSignal; waitMs: number }): Promise<void> {
+    const signal = blocking === undefined ? entry.stop.signal : AbortSignal.any([entry.stop.signal, blocking.signal]);
     try {
-      const r = await this.ask(entry.stop.signal, (client) =>
-        client.acl.tokenAuthorizer({ token: entry.secret, signal: entry.stop.signal }),
+      const r = await this.ask(
+        signal,
+        (client) =>
+          client.acl.tokenAuthorizer({
+            token: entry.secret,
+            signal,
+            ...(blocking !== undefined && entry.hash !== undefined
+              ? { hash: entry.hash, wait: `${Math.ceil(blocking.waitMs / 1000)}s` }
+              : {}),
+          }),
+        blocking === undefined ? this.clients : this.blockingClients,
       );
       const view = tokenAuthorizerResponse.safeParse(r.value);
       if (!view.success) throw new TypeError('the daemon answered a token authorizer that does not match its schema');
@@ -412,7 +472,7 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
       if (r.contentHash === undefined || r.contentHash !== entry.hash || entry.authorizer === undefined)
         this.install(entry, view.data, r.contentHash);
     } catch (err) {
-      if (entry.stop.signal.aborted) throw err;
+      if (signal.aborted) throw err;
       if (err instanceof WatchwordApiError && err.status === 403) {
         // The daemon's word: this secret is unknown (deleted, expired or never made).
         entry.authorizer = undefined;
@@ -433,13 +493,17 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
    * others in turn; the one that answers (even with an error: it is up) is preferred from then on.
    * Tells `'down'` when none can be reached and `'up'` when one answers again.
    */
-  private async ask<T>(stop: AbortSignal, request: (client: WatchwordClient) => Promise<T>): Promise<T> {
+  private async ask<T>(
+    stop: AbortSignal,
+    request: (client: WatchwordClient) => Promise<T>,
+    clients: readonly WatchwordClient[] = this.clients,
+  ): Promise<T> {
     const first = this.preferred;
     let last: unknown;
-    for (let i = 0; i < this.clients.length; i++) {
-      const at = (first + i) % this.clients.length;
+    for (let i = 0; i < clients.length; i++) {
+      const at = (first + i) % clients.length;
       try {
-        const answer = await request(this.clients[at] as WatchwordClient);
+        const answer = await request(clients[at] as WatchwordClient);
         this.answeredBy(at);
         return answer;
       } catch (err) {
@@ -449,7 +513,7 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
           throw err;
         }
         last = err;
-        if (i + 1 < this.clients.length) this.counters.failovers++;
+        if (i + 1 < clients.length) this.counters.failovers++;
       }
     }
     if (this.downSince === undefined) {
@@ -475,9 +539,7 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
       builtin: p.Builtin,
     }));
     entry.authorizer = new CompiledAuthorizer(view.Namespace, view.Partition, policies, view.DefaultPolicy);
-    const expires = view.ExpirationTime ? Date.parse(view.ExpirationTime) : Number.POSITIVE_INFINITY;
-    // An expiry that cannot be read is taken as already passed.
-    entry.expiresAt = Number.isNaN(expires) ? 0 : expires;
+    entry.expiresAt = endOf(view);
     entry.hash = hash;
   }
 
@@ -495,34 +557,116 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
     return rules;
   }
 
-  /** A resolved token joins the watch (opened with the first one). */
+  /**
+   * A resolved token joins the watch (opened with the first one), or, while the watch cannot be
+   * had (and always for the anonymous token, which is never watched), may take a blocking read.
+   */
   private watched(entry: Entry): void {
     this.byId.set(entry.id, entry);
+    this.startTimers();
+    if (entry.secret === '' || this.ownToken === undefined) return this.withoutWatch(entry);
     if (this.watch === undefined) {
       this.watch = new TokenWatch({
         clients: this.clients,
+        token: this.ownToken,
         // Beats well inside the TTL, so a token stays confirmed through a lost beat or two.
-        beatMs: Math.min(10_000, Math.max(50, Math.floor(this.ttl / 3))),
+        beatMs: Math.min(10_000, Math.max(250, Math.floor(this.ttl / 3))),
         onOpen: () => {
-          for (const e of this.byId.values()) e.sentSeq = this.watch?.add(e.id, e.secret, e.hash ?? '');
+          this.watchDownSince = 0;
+          this.watchRefused = undefined;
+          for (const e of this.byId.values()) if (e.secret !== '') e.sentSeq = this.watch?.add(e.id, e.secret, e.hash ?? '');
         },
         onNews: (news) => this.news(news),
-        onLost: () => {
-          this.watchAck = -1;
-          this.watchSaidAt = 0;
-          for (const e of this.byId.values()) e.sentSeq = undefined;
-        },
+        onLost: (loss, reason) => this.watchLost(loss, reason),
       });
-      // Uses reach the daemon well within its flush (a minute by default) without a report per question.
-      const every = Math.min(30_000, Math.max(1_000, this.ttl));
-      this.sweeper = setInterval(() => this.sweep(), every);
-      this.sweeper.unref();
-      if (this.reports !== undefined) {
-        this.reporter = setInterval(() => this.reportNow(), 1_000);
-        this.reporter.unref();
-      }
     }
     entry.sentSeq = this.watch.add(entry.id, entry.secret, entry.hash ?? '');
+    if (entry.sentSeq === undefined) this.withoutWatch(entry);
+  }
+
+  /** The timers of a client holding tokens: uses and idle tokens, reports, blocking reads. */
+  private startTimers(): void {
+    if (this.sweeper !== undefined) return;
+    // Uses reach the daemon well within its flush (a minute by default) without a report per question.
+    const every = Math.min(30_000, Math.max(1_000, this.ttl));
+    this.sweeper = setInterval(() => this.sweep(), every);
+    this.sweeper.unref();
+    if (this.reports !== undefined) {
+      this.reporter = setInterval(() => this.reportNow(), 1_000);
+      this.reporter.unref();
+    }
+    this.blockingTimer = setInterval(() => this.keepBlockingReads(), 1_000);
+    this.blockingTimer.unref();
+  }
+
+  /** A round of blocking reads: the most used tokens the watch does not hold get one. */
+  private keepBlockingReads(): void {
+    if (this.withoutWatchNow()) this.warnOnce();
+    this.blocking.keep((e) => this.needsBlockingRead(e));
+  }
+
+  /** An entry the watch does not hold: a blocking read at once when one is due and there is room. */
+  private withoutWatch(entry: Entry): void {
+    if (!this.needsBlockingRead(entry)) return;
+    if (entry.secret !== '') this.warnOnce();
+    this.blocking.offer(entry);
+  }
+
+  /** Says once, the first time tokens are kept current without the watch, why and how. */
+  private warnOnce(): void {
+    if (this.warned) return;
+    this.warned = true;
+    this.warn(
+      `watchword Authorizer: no watch (${this.watchRefused ?? 'it cannot be opened'}); the ${this.blocking.max} most used tokens are ` +
+        `kept current by a blocking read each, the others are read again after tokenTTL (${this.ttl} ms)`,
+    );
+  }
+
+  /** Whether tokens cannot be kept current by the watch now: none (no token, refused), or not open for a while. */
+  private withoutWatchNow(): boolean {
+    if (this.ownToken === undefined || this.watchRefused !== undefined) return true;
+    if (this.watch?.isOpen) return false;
+    return this.watchDownSince > 0 && Date.now() - this.watchDownSince >= WATCH_GRACE_MS;
+  }
+
+  /** Whether an entry is one a blocking read would keep current: cached, and the anonymous token or one no watch holds. */
+  private needsBlockingRead(entry: Entry): boolean {
+    if (this.entries.get(entry.secret) !== entry || entry.authorizer === undefined) return false;
+    return entry.secret === '' || (entry.sentSeq === undefined && this.withoutWatchNow());
+  }
+
+  /** The watch ended or was refused: what it held is no longer confirmed by it. */
+  private watchLost(loss: WatchLoss, reason: string): void {
+    if (this.watchDownSince === 0) this.watchDownSince = Date.now();
+    this.watchAck = -1;
+    this.watchSaidAt = 0;
+    for (const e of this.byId.values()) e.sentSeq = undefined;
+    if (loss === 'refused') {
+      this.watchRefused = reason;
+      for (const e of this.byId.values()) this.withoutWatch(e);
+    }
+  }
+
+  /**
+   * Keeps one token current by blocking reads until `stop` (its place is given to a token used
+   * more, or the watch is back) or the token goes: each answer confirms it, a change installs
+   * the new rules, a 403 marks it gone.
+   */
+  private async holdBlockingRead(entry: Entry, stop: AbortSignal): Promise<void> {
+    const waitMs = Math.max(1_000, Math.floor(this.ttl / 2));
+    let failures = 0;
+    while (!stop.aborted && !entry.stop.signal.aborted && this.needsBlockingRead(entry)) {
+      try {
+        await this.fetch(entry, { signal: stop, waitMs });
+        failures = 0;
+        if (entry.goneAt !== undefined) return this.markGone(entry);
+      } catch {
+        if (stop.aborted || entry.stop.signal.aborted) return;
+        failures++;
+        const pause = entry.failing === 'limited' ? Math.max(1_000, (entry.retryAfter ?? 1) * 1_000) : Math.min(250 * 2 ** failures, 5_000);
+        await sleep(pause, stop);
+      }
+    }
   }
 
   /** What the watch says: tokens changed or gone, and which of those it holds are current now. */
@@ -573,4 +717,16 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
     this.lastReport = now;
     this.watch?.used(used);
   }
+}
+
+/**
+ * When a view's secret stops authenticating, on the monotonic clock: from the seconds left the
+ * daemon counted (its clock, not ours), else from the expiry it names; one that cannot be read
+ * is taken as passed.
+ */
+function endOf(view: TokenAuthorizerView): number {
+  if (view.SecondsLeft !== undefined) return monotonic() + Math.max(0, view.SecondsLeft) * 1000;
+  if (view.ExpirationTime === undefined) return Number.POSITIVE_INFINITY;
+  const at = Date.parse(view.ExpirationTime);
+  return Number.isNaN(at) ? 0 : monotonic() + (at - Date.now());
 }

@@ -1,37 +1,39 @@
 import WebSocket from 'ws';
-import type { TokenAuthorizerResponse } from '../api/schemas.js';
+import { type WatchServerFrame, parseServerFrame } from '../api/watch-frames.js';
 import type { WatchwordClient } from './client.js';
 import { sleep } from './failures.js';
 
-/** The server's end: src/service/authorizer-watch.ts (the frames are described there). */
+/** The server's end: src/service/authorizer-watch.ts (the frames are declared in src/api/watch-frames.ts). */
 const WATCH_PATH = '/v1/internal/acl/authorizer/watch';
 /** Tokens one watch frame adds at most (the server takes 5,000). */
 const ADD_PER_FRAME = 2_000;
 
 /** What the server says on a watch. */
-export type WatchNews =
-  | { t: 'changes'; ack: number; set: Array<[number, string, TokenAuthorizerResponse]>; gone: number[] }
-  | { t: 'beat'; ack: number };
+export type WatchNews = WatchServerFrame;
+
+/**
+ * Why a watch is not open: `lost` (it ended, or the server could not be reached: tried again
+ * soon), `refused` (the server answered the upgrade with a 4xx: no watch for this token, an older
+ * daemon, a proxy that does not carry WebSocket upgrades; tried again rarely).
+ */
+export type WatchLoss = 'lost' | 'refused';
 
 export interface TokenWatchOptions {
   /** The servers, in order of preference; the watch moves to the next when one cannot be reached. */
   clients: readonly WatchwordClient[];
+  /** The client's own token, which opens the watch (it needs acl:read). */
+  token: string;
   /** How often the server confirms the watch when nothing changes (ms). */
   beatMs: number;
   /** A connection opened: every token held is to be added again (`add`). */
   onOpen(): void;
   onNews(news: WatchNews): void;
-  /** The connection ended or could not be made; `unsupported` when the server has no watch (an older daemon). */
-  onLost(unsupported: boolean): void;
+  /** The connection ended or could not be made, and why (with the server's words when it refused). */
+  onLost(loss: WatchLoss, reason: string): void;
 }
 
-function isNews(v: unknown): v is WatchNews {
-  if (v === null || typeof v !== 'object') return false;
-  const f = v as Record<string, unknown>;
-  if (!Number.isSafeInteger(f.ack)) return false;
-  if (f.t === 'beat') return true;
-  return f.t === 'changes' && Array.isArray(f.set) && Array.isArray(f.gone);
-}
+/** How long a refused watch waits before it is asked for again. */
+const REFUSED_RETRY_MS = 60_000;
 
 /**
  * One connection that keeps a set of tokens current (SPEC §20, "Enforcing clients at scale"):
@@ -92,6 +94,11 @@ export class TokenWatch {
     return true;
   }
 
+  /** Whether the watch is open now. */
+  get isOpen(): boolean {
+    return this.open;
+  }
+
   /** Tries to connect at once if the watch is waiting to try again. */
   kick(): void {
     this.wake?.abort();
@@ -117,37 +124,54 @@ export class TokenWatch {
 
   private async run(): Promise<void> {
     while (!this.closed) {
-      const unsupported = await this.connectOnce();
+      const loss = await this.connectOnce();
       if (this.closed) return;
       this.failures++;
-      if (unsupported) this.at = (this.at + 1) % this.options.clients.length;
+      if (loss === 'refused') this.at = (this.at + 1) % this.options.clients.length;
       const wake = new AbortController();
       this.wake = wake;
-      // An older daemon has no watch: asked again rarely.
-      await sleep(unsupported ? 60_000 : Math.min(250 * 2 ** Math.min(this.failures - 1, 5), 5_000), wake.signal);
+      // A refused watch (no right, an older daemon, a proxy in the way) is asked for again rarely.
+      await sleep(loss === 'refused' ? REFUSED_RETRY_MS : Math.min(250 * 2 ** Math.min(this.failures - 1, 5), 5_000), wake.signal);
       this.wake = undefined;
     }
   }
 
-  /** One connection, until it ends; resolves true when the server has no watch to offer. */
-  private connectOnce(): Promise<boolean> {
+  /** One connection, until it ends; resolves how it ended. */
+  private connectOnce(): Promise<WatchLoss> {
     const client = this.options.clients[this.at] as WatchwordClient;
-    return new Promise<boolean>((resolve) => {
+    return new Promise<WatchLoss>((resolve) => {
       let tls: ReturnType<WatchwordClient['tlsSettings']>;
       try {
         tls = client.tlsSettings();
-      } catch {
-        this.options.onLost(false);
-        return resolve(false);
+      } catch (err) {
+        this.options.onLost('lost', (err as Error).message);
+        return resolve('lost');
       }
       const url = `${client.address.replace(/^http/, 'ws')}${WATCH_PATH}?beat=${Math.round(this.options.beatMs)}`;
-      const ws = new WebSocket(url, { ...tls, perMessageDeflate: false, handshakeTimeout: 5_000, maxPayload: 256 * 1024 * 1024 });
+      const ws = new WebSocket(url, {
+        ...tls,
+        headers: { 'X-Service-Token': this.options.token },
+        perMessageDeflate: false,
+        handshakeTimeout: 5_000,
+        maxPayload: 256 * 1024 * 1024,
+      });
       this.ws = ws;
-      let unsupported = false;
+      let refused: string | undefined;
       ws.on('unexpected-response', (_req, res) => {
-        unsupported = res.statusCode === 404;
-        res.resume();
-        ws.terminate();
+        // A 4xx is an answer: no watch here for this client. A 5xx is an outage, tried again soon.
+        const status = res.statusCode ?? 0;
+        if (status >= 400 && status < 500) refused = `the server answered the watch with ${status}`;
+        let said = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => {
+          if (said.length < 300) said += chunk;
+        });
+        res.on('end', () => {
+          if (refused !== undefined && said.trim() !== '') refused = `${refused}: ${said.trim().slice(0, 300)}`;
+          ws.terminate();
+        });
+        res.on('error', () => ws.terminate());
+        setTimeout(() => ws.terminate(), 1_000).unref();
       });
       ws.on('open', () => {
         this.open = true;
@@ -156,13 +180,8 @@ export class TokenWatch {
       });
       ws.on('message', (data, isBinary) => {
         if (isBinary) return;
-        let news: unknown;
-        try {
-          news = JSON.parse(data.toString());
-        } catch {
-          return void ws.terminate();
-        }
-        if (!isNews(news)) return void ws.terminate();
+        const news = parseServerFrame(data.toString());
+        if (news === undefined) return void ws.terminate();
         try {
           this.options.onNews(news);
         } catch {
@@ -170,17 +189,21 @@ export class TokenWatch {
           ws.terminate();
         }
       });
-      ws.on('error', () => undefined);
-      ws.on('close', () => {
+      let error = '';
+      ws.on('error', (err) => {
+        error = err.message;
+      });
+      ws.on('close', (code, why) => {
         const wasOpen = this.open;
         this.open = false;
         this.ws = undefined;
         this.queued = [];
         this.queuedSeq = undefined;
         // A server that cannot be reached: the next one is tried.
-        if (!wasOpen && !unsupported) this.at = (this.at + 1) % this.options.clients.length;
-        this.options.onLost(unsupported);
-        resolve(unsupported);
+        if (!wasOpen && refused === undefined) this.at = (this.at + 1) % this.options.clients.length;
+        const loss: WatchLoss = refused !== undefined ? 'refused' : 'lost';
+        this.options.onLost(loss, refused ?? (wasOpen ? `the watch ended (${code} ${why.toString()})` : error || 'cannot connect'));
+        resolve(loss);
       });
     });
   }

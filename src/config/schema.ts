@@ -214,6 +214,28 @@ export const configShape = {
     .default([]),
   /** Requests per second a peer daemon may forward in all (its clients keep their own rate_limit); default 10 × rate_limit. */
   rate_limit_peer: z.coerce.number().min(0).max(10_000_000).optional(),
+  /**
+   * Secrets no token holds (never made, deleted long ago) presented per client address per
+   * second, at any door (a request's token, a watch entry); past it, 429. A burst of five
+   * seconds' worth.
+   */
+  unknown_secret_rate: z.coerce.number().min(0.1).max(1_000_000).default(20),
+  /** Bytes waiting to be sent to one enforcing client's watch past which it is not read until it drains. */
+  watch_max_queued_bytes: z.coerce
+    .number()
+    .int()
+    .min(64 * 1024)
+    .max(1024 ** 3)
+    .default(1 << 20),
+  /** Bytes waiting to be sent to every watch together; past it the watches holding most are closed. */
+  watch_max_total_bytes: z.coerce
+    .number()
+    .int()
+    .min(1 << 20)
+    .max(1024 ** 4)
+    .default(64 << 20),
+  /** Tokens every watch together holds; past it the watches holding most are closed. */
+  watch_max_tokens: z.coerce.number().int().min(1).max(100_000_000).default(2_000_000),
   /** Secondaries: look-ups at the primary of secrets not held here, per client address per second. */
   secret_lookup_rate: z.coerce.number().min(0.1).max(1_000_000).default(10),
   /**

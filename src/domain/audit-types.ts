@@ -50,15 +50,18 @@ export const AUDIT_EVENT_GROUPS = [
   { types: ['reap'], when: 'the reaper deleted expired tokens', also: 'them in `Objects` (`AccessorID` is `reaper`)' },
   {
     types: ['refused'],
-    when: "every 403, and the login limit's 429s; past a burst, counted (below)",
+    when: 'every 403 and 429 (a watch entry naming a secret no token holds too); past a burst, counted (below)',
     also: '`Code`, `Reason` (the permission lacked); on a line that counts refusals, `Count`, `First`, `Last`',
   },
   {
     types: ['denied-by-client'],
-    when: 'an enforcing client reported the denials it made (at most once a second, over its watch)',
+    when:
+      "an enforcing client reported denials it made (at most once a second, over its watch); its `AccessorID` is the watch's own " +
+      'token; past a burst, counted (below)',
     also:
-      '`Client` (its name), `Denials` (each `AccessorID`, `Resource`, `Segment`, `Access`, `Namespace`, `Partition`, `Count`; the 100 ' +
-      'most frequent), `Count`, `NotListed`, `UnknownSecrets` (denied with no token to name), `Dropped` (not reported)',
+      '`Client` (the name it gives), `Denials` (each `AccessorID`, `Resource`, `Segment` (cut to 256 characters), `Access`, ' +
+      '`Namespace`, `Partition`, `Count`; the 100 most frequent), `Count`, `NotListed`, `UnknownSecrets` (denied with no token to ' +
+      'name), `Dropped` (not reported)',
   },
   { types: ['reload'], when: 'SIGHUP', also: '`Changed`, `TLSReloaded`, `NeedRestart`' },
   {

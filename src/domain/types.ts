@@ -39,6 +39,8 @@ export interface AuditActor {
   /** The caller's token: its AccessorID, "anonymous", or "hmac:…" for a secret no token has. */
   AccessorID: string;
   RemoteAddr: string;
+  /** The address the request came from when a proven server forwarded it for RemoteAddr (the socket's; RemoteAddr is the client it named). */
+  ViaAddr?: string;
   Method: string;
   /** The path, its query without `token`. */
   Path: string;

@@ -88,6 +88,7 @@ export class DatacenterRole implements ClusterRole, RoleHost {
     deps.store.setChangeLog(this.standing.isPrimary);
     this.finder = new PrimaryFinder({
       datacenter: deps.config.datacenter,
+      ...(deps.config.replication_token ? { token: deps.config.replication_token } : {}),
       store: deps.store,
       placement,
       transport: deps.transport,

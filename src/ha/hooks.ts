@@ -14,9 +14,9 @@ export interface ClusterHooks {
   forwarderCheck: ForwarderCheck;
   /**
    * The proof header's value for a request this server forwards naming `fields`, to a server of
-   * its own datacenter (`byServer`) or another's (undefined: it holds no key to prove with).
+   * its own datacenter (`byServer`) or of `datacenter` (undefined: it holds no key to prove with).
    */
-  forwardProof(fields: ForwardFields, byServer: boolean): string | undefined;
+  forwardProof(fields: ForwardFields, to: { byServer: boolean; datacenter: string }): string | undefined;
   /** Set on secondaries only. */
   secondary?: SecondaryHooks;
   /** HA: set while this server is a follower of its datacenter's leader (writes go there). */

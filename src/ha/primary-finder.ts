@@ -8,6 +8,8 @@ import { PeerClient } from '../transport/peer-client.js';
 import type { Transport } from '../transport/transport.js';
 
 export interface FinderOptions {
+  /** The replication token (a secondary's): sent to learn the servers of a newer primary. */
+  token?: string;
   datacenter: string;
   store: Pick<Store, 'getMeta' | 'transact'>;
   placement: Placement;
@@ -109,7 +111,15 @@ export class PrimaryFinder {
         let client = this.clients.get(url);
         if (!client) this.clients.set(url, (client = new PeerClient(url, name, this.o.transport.fetcher({ datacenter: name }))));
         try {
-          const res = await client.request('GET', '/v1/internal/primary', {}, undefined, ASK_TIMEOUT_MS);
+          // The replication token tells the primary's servers; without it only the primary and epoch are answered.
+          const token = this.o.token;
+          const res = await client.request(
+            'GET',
+            '/v1/internal/primary',
+            token ? { 'X-Service-Token': token } : {},
+            undefined,
+            ASK_TIMEOUT_MS,
+          );
           if (res.status !== 200) return undefined;
           const parsed = primaryPlacementResponse.safeParse(JSON.parse(res.text));
           // Only what a datacenter says of itself, or of the primary it follows, under its own name.

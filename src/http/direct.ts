@@ -333,6 +333,7 @@ class DirectServing {
         route: route.url,
         secret: ctx?.secret,
         remote: () => ctx?.request?.remote ?? '',
+        via: () => ctx?.request?.via,
         accept: req.headers.accept,
       },
       { log: this.log, auditRefusal: this.deps.auditRefusal },

@@ -90,9 +90,9 @@ export function toWatchwordError(err: unknown): WatchwordError {
   return new WatchwordError('INTERNAL', 'internal error', { cause: err });
 }
 
-/** Refusals the audit log records: every 403, and the login limit's 429s. */
-export function isAuditedRefusal(status: number, route: string | undefined, code?: string): boolean {
-  return status === 403 || (status === 429 && route === '/v1/acl/login') || code === 'STALE_PRIMARY';
+/** Refusals the audit log records: every 403, and every 429 (a limit reached: logins, unknown secrets, requests). */
+export function isAuditedRefusal(status: number, code?: string): boolean {
+  return status === 403 || status === 429 || code === 'STALE_PRIMARY';
 }
 
 declare module 'fastify' {
@@ -108,6 +108,8 @@ export interface Refusal {
   method: string;
   url: string;
   remote: string;
+  /** The forwarding server's address, when a proven server forwarded the request (remote is then the client it named). */
+  via?: string;
   secret: string | undefined;
   status: number;
   code: string;

@@ -1,11 +1,11 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { WatchwordError, invalid } from '../domain/errors.js';
-import { FORWARD_PROOF_HEADER } from '../transport/forward-proof.js';
+import { FORWARD_BODY_HEADER, FORWARD_PROOF_HEADER, bodyHashOf } from '../transport/forward-proof.js';
 import type { RelayedResponse } from '../transport/peer-client.js';
 import type { ClusterHooks, FollowerHooks, SecondaryHooks } from '../ha/hooks.js';
 
 export type { ClusterHooks, FollowerHooks, SecondaryHooks } from '../ha/hooks.js';
-import { pathParam, queryParam } from './request.js';
+import { clientAddress, pathParam, queryParam } from './request.js';
 import { PRIMARY_EPOCH_HEADER } from './pipeline.js';
 
 /**
@@ -23,7 +23,7 @@ declare module 'fastify' {
 }
 
 export { FORWARDED_FOR_HEADER, FORWARDED_HEADER, SERVER_FORWARD_HEADER, clientOf, plainAddress } from './request.js';
-import { FORWARDED_FOR_HEADER, FORWARDED_HEADER, SERVER_FORWARD_HEADER, plainAddress } from './request.js';
+import { FORWARDED_FOR_HEADER, FORWARDED_HEADER, SERVER_FORWARD_HEADER } from './request.js';
 
 /**
  * Whether this server makes writes itself right now: not a secondary (whose global writes go to the
@@ -107,23 +107,43 @@ export function relayPath(request: FastifyRequest): string {
   return search ? `${path}?${search}` : path;
 }
 
-/** The headers that name the original client, with this server's proof of them when it holds a key to prove with. */
-function forwardedFor(request: FastifyRequest, mark: string, from: string, prove: ClusterHooks['forwardProof']): Record<string, string> {
-  const client = plainAddress(request.ip);
-  const proof = prove({ client, from, method: request.method }, mark === SERVER_FORWARD_HEADER);
-  return { [mark]: from, [FORWARDED_FOR_HEADER]: client, ...(proof !== undefined ? { [FORWARD_PROOF_HEADER]: proof } : {}) };
+/**
+ * The headers that name the original client (the one this server was told of by a proven
+ * forwarder, else its socket's), with this server's proof of them, covering the path and the
+ * body sent, when it holds a key to prove with.
+ */
+function forwardedFor(
+  request: FastifyRequest,
+  mark: string,
+  from: string,
+  prove: ClusterHooks['forwardProof'],
+  to: { byServer: boolean; datacenter: string },
+  body: string | Buffer | NodeJS.ReadableStream | undefined,
+): Record<string, string> {
+  const client = clientAddress(request);
+  const bodyHash = bodyHashOf(typeof body === 'string' || Buffer.isBuffer(body) || body === undefined ? body : 'stream');
+  const proof = prove({ client, from, method: request.method, path: relayPath(request), bodyHash }, to);
+  return {
+    [mark]: from,
+    [FORWARDED_FOR_HEADER]: client,
+    [FORWARD_BODY_HEADER]: bodyHash,
+    ...(proof !== undefined ? { [FORWARD_PROOF_HEADER]: proof } : {}),
+  };
 }
 
+/** A request relayed to datacenter `to` (a global write to the primary, a `?dc=` read): its headers and body. */
 export function relayedRequest(
   request: FastifyRequest,
   from: string,
   prove: ClusterHooks['forwardProof'],
+  to: string,
 ): { headers: Record<string, string>; body: string | undefined } {
+  const body = typeof request.body === 'string' ? request.body : undefined;
   const headers = passHeaders(request, PASSED_HEADERS, {
     'Content-Type': 'application/json',
-    ...forwardedFor(request, FORWARDED_HEADER, from, prove),
+    ...forwardedFor(request, FORWARDED_HEADER, from, prove, { byServer: false, datacenter: to }, body),
   });
-  return { headers, body: typeof request.body === 'string' ? request.body : undefined };
+  return { headers, body };
 }
 
 export function relayResponse(reply: FastifyReply, res: RelayedResponse): FastifyReply {
@@ -158,13 +178,6 @@ export async function forwardToLeader(
       'this server is not the leader of its datacenter (the leader changed while the request was forwarded); try again',
     );
   }
-  // The caller's content type (a snapshot restore is not JSON) and any mark another datacenter set, kept.
-  const headers = passHeaders(
-    request,
-    [...PASSED_HEADERS, 'content-type', FORWARDED_HEADER],
-    forwardedFor(request, SERVER_FORWARD_HEADER, server, prove),
-  );
-  headers['content-type'] ??= 'application/json';
   // A snapshot upload arrives as a stream (never buffered here) and goes on as one.
   const raw = request.body as { pipe?: unknown } | undefined;
   const body =
@@ -175,6 +188,13 @@ export async function forwardToLeader(
         : raw && typeof raw.pipe === 'function'
           ? (raw as NodeJS.ReadableStream)
           : undefined;
+  // The caller's content type (a snapshot restore is not JSON) and any mark another datacenter set, kept.
+  const headers = passHeaders(
+    request,
+    [...PASSED_HEADERS, 'content-type', FORWARDED_HEADER],
+    forwardedFor(request, SERVER_FORWARD_HEADER, server, prove, { byServer: true, datacenter: server }, body),
+  );
+  headers['content-type'] ??= 'application/json';
   // A streamed upload takes as long as the client sends it; a write answers within the usual bound.
   const res = await hooks.leader.request(
     request.method,
@@ -236,7 +256,7 @@ export async function forwardToDatacenter(
   const address = cluster.addressOf(dc);
   if (!address) throw invalid(`No path to datacenter ${JSON.stringify(dc)}`);
   refuseSecondHop(request, cluster.datacenter, `datacenter ${dc}`);
-  const { headers, body } = relayedRequest(request, cluster.datacenter, cluster.forwardProof);
+  const { headers, body } = relayedRequest(request, cluster.datacenter, cluster.forwardProof, dc);
   // `dc` goes along: a daemon that is not that datacenter refuses to send it on (FORWARD_LOOP).
   const res = await cluster.peer(dc, address).request(request.method, relayPath(request), headers, body, FORWARD_TIMEOUT_MS);
   return relayResponse(reply, res);
@@ -277,7 +297,7 @@ export async function forwardWrite(
   prove: ClusterHooks['forwardProof'],
 ): Promise<FastifyReply> {
   refuseSecondHop(request, datacenter, 'the primary');
-  const { headers, body } = relayedRequest(request, datacenter, prove);
+  const { headers, body } = relayedRequest(request, datacenter, prove, hooks.primary.datacenter);
   // The highest primary epoch seen here: a primary behind it is stale and refuses the write (SPEC §21).
   headers[PRIMARY_EPOCH_HEADER] = String(hooks.epochSeen());
   const res = await hooks.primary.request(request.method, relayPath(request), headers, body, FORWARD_TIMEOUT_MS);

@@ -9,7 +9,7 @@ import { ERROR_CODE_HEADER, STATUS, errorBody, errorResponse, isAuditedRefusal, 
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { type ErrorCode, WatchwordError } from '../domain/errors.js';
 import { sendJSON } from './respond.js';
-import { type ForwarderCheck, clientAddress, clientOf, requestSecret, scopeHints } from './request.js';
+import { type ForwarderCheck, clientAddress, clientWithBody, requestSecret, scopeHints, viaAddress } from './request.js';
 
 /**
  * What every request goes through, whichever door it came in by (Fastify's routes, or the
@@ -32,14 +32,23 @@ export interface RequestParts {
   hints: ScopeHints;
   /** The route pattern that matched. */
   route: string;
+  /** The body as read (a string), or the stream of an upload: what a forwarder's proof must cover. */
+  body?: unknown;
 }
 
 /** The context a route's logic runs with: the caller's secret, where it points, who it is (a forwarded client when proven). */
 export function contextOf(r: RequestParts, vouch: ForwarderCheck | undefined): RequestContext {
+  const who = clientWithBody(r.ip, r.raw, vouch, r.body);
   const ctx: RequestContext = {
     hints: r.hints,
     client: r.ip,
-    request: { id: r.id, method: r.method, path: auditPath(r.url), remote: clientOf(r.ip, r.raw, vouch).client },
+    request: {
+      id: r.id,
+      method: r.method,
+      path: auditPath(r.url),
+      remote: who.client,
+      ...(who.viaPeer !== undefined ? { via: who.viaPeer } : {}),
+    },
   };
   if (r.secret !== undefined) ctx.secret = r.secret;
   return ctx;
@@ -63,19 +72,26 @@ export interface ErrorAnswer {
  */
 export function errorAnswer(
   err: unknown,
-  r: Pick<RequestParts, 'id' | 'method' | 'url' | 'route' | 'secret'> & { remote: () => string; accept: string | string[] | undefined },
+  r: Pick<RequestParts, 'id' | 'method' | 'url' | 'route' | 'secret'> & {
+    remote: () => string;
+    /** The forwarding server's address, when a proven server forwarded it. */
+    via?: () => string | undefined;
+    accept: string | string[] | undefined;
+  },
   sinks: { log: Pick<Logger, 'error'>; auditRefusal?: ((refusal: Refusal) => void) | undefined },
 ): ErrorAnswer {
   const e = toWatchwordError(err);
   if (e.code === 'INTERNAL') sinks.log.error({ reqId: r.id, err: e.cause ?? e }, 'request failed with an internal error');
   const message = e.code === 'INTERNAL' ? 'internal error' : e.message;
   const status = STATUS[e.code];
-  if (sinks.auditRefusal && isAuditedRefusal(status, r.route, e.code)) {
+  if (sinks.auditRefusal && isAuditedRefusal(status, e.code)) {
+    const via = r.via?.();
     sinks.auditRefusal({
       id: r.id,
       method: r.method,
       url: r.url,
       remote: r.remote(),
+      ...(via !== undefined ? { via } : {}),
       secret: r.secret,
       status,
       code: e.code,
@@ -126,6 +142,7 @@ export function requestContext(request: FastifyRequest): RequestContext {
       secret: requestSecret(request),
       hints: scopeHints(request),
       route: request.routeOptions.url ?? '',
+      body: request.body,
     },
     request.server.forwarderCheck,
   );
@@ -148,6 +165,7 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, err: unk
       route: request.routeOptions.url ?? '',
       secret,
       remote: () => clientAddress(request),
+      via: () => viaAddress(request),
       accept: request.headers.accept,
     },
     { log: request.log, auditRefusal: request.server.auditRefusal },

@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import type { FastifyRequest } from 'fastify';
-import type { ForwarderCheck } from '../transport/forward-proof.js';
+import { FORWARD_BODY_HEADER, type ForwarderCheck, bodyHashOf } from '../transport/forward-proof.js';
 
 export type { ForwarderCheck };
 import { invalid } from '../domain/errors.js';
@@ -28,11 +28,25 @@ export const plainAddress = (ip: string): string => ip.replace(/^::ffff:/, '');
 
 const first = (v: string | string[] | undefined): string | undefined => (Array.isArray(v) ? v[0] : v);
 
+/** What a request's forwarding headers were found to say, once per request (a proof's nonce is good once). */
+const vouched = new WeakMap<IncomingMessage, { client: string; viaPeer: string | undefined }>();
+
 /**
  * The client a request counts against: its address, or for a request a server forwarded and
  * proves it forwarded (`vouch`), the original client's; `viaPeer` then names the forwarder.
+ * Judged once per request.
  */
 export function clientOf(
+  ip: string,
+  req: IncomingMessage,
+  vouch: ForwarderCheck | undefined,
+): { client: string; viaPeer: string | undefined } {
+  let who = vouched.get(req);
+  if (who === undefined) vouched.set(req, (who = judgeForwarder(ip, req, vouch)));
+  return who;
+}
+
+function judgeForwarder(
   ip: string,
   req: IncomingMessage,
   vouch: ForwarderCheck | undefined,
@@ -44,9 +58,31 @@ export function clientOf(
   const from = byServer ?? first(req.headers[FORWARDED_HEADER]);
   if (from === undefined) return { client: address, viaPeer: undefined };
   const client = forwardedFor.slice(0, 64);
-  if (!vouch(req, { from, byServer: byServer !== undefined }, { client, from, method: req.method ?? '' }))
-    return { client: address, viaPeer: undefined };
+  const fields = { client, from, method: req.method ?? '', path: req.url ?? '', bodyHash: first(req.headers[FORWARD_BODY_HEADER]) ?? '' };
+  if (!vouch(req, { from, byServer: byServer !== undefined }, fields)) return { client: address, viaPeer: undefined };
   return { client, viaPeer: address };
+}
+
+/**
+ * The client once the body is read: a forwarder's word holds only if the body is the one its
+ * proof covers (a streamed upload is covered as such); else the socket's address.
+ */
+export function clientWithBody(
+  ip: string,
+  req: IncomingMessage,
+  vouch: ForwarderCheck | undefined,
+  body: unknown,
+): { client: string; viaPeer: string | undefined } {
+  const who = clientOf(ip, req, vouch);
+  if (who.viaPeer === undefined) return who;
+  const sent =
+    typeof body === 'string' || Buffer.isBuffer(body)
+      ? body
+      : body !== null && typeof body === 'object' && typeof (body as { pipe?: unknown }).pipe === 'function'
+        ? 'stream'
+        : undefined;
+  if (bodyHashOf(sent) === first(req.headers[FORWARD_BODY_HEADER])) return who;
+  return { client: plainAddress(ip), viaPeer: undefined };
 }
 
 /**
@@ -105,7 +141,12 @@ declare module 'fastify' {
 
 /** The address a request counts against: its own, or the original client's when a proven server forwarded it. */
 export function clientAddress(request: FastifyRequest): string {
-  return clientOf(request.ip, request.raw, request.server.forwarderCheck).client;
+  return clientWithBody(request.ip, request.raw, request.server.forwarderCheck, request.body).client;
+}
+
+/** The forwarding server's address when a proven server forwarded the request (its audit line's ViaAddr). */
+export function viaAddress(request: FastifyRequest): string | undefined {
+  return clientWithBody(request.ip, request.raw, request.server.forwarderCheck, request.body).viaPeer;
 }
 
 /** A path parameter of whatever route matched, when it has one by that name (for code shared by routes). */

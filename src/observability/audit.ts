@@ -40,7 +40,19 @@ export interface AuditEvent extends AuditActor {
 }
 
 /** Keys an event's own fields take: details that would repeat one are written the slow way (the detail wins, as before). */
-const EVENT_KEYS = new Set(['Time', 'Type', 'RequestID', 'AccessorID', 'RemoteAddr', 'Method', 'Path', 'Datacenter', 'Server', 'Status']);
+const EVENT_KEYS = new Set([
+  'Time',
+  'Type',
+  'RequestID',
+  'AccessorID',
+  'RemoteAddr',
+  'ViaAddr',
+  'Method',
+  'Path',
+  'Datacenter',
+  'Server',
+  'Status',
+]);
 
 /** An object's members as JSON (`,"key":value` each), skipping undefined values as JSON.stringify does. */
 function members(o: Record<string, unknown>): string {
@@ -131,18 +143,43 @@ function summarize<S>(counted: Array<CountedRefusals<S>>, max: number): Array<Co
   return [...out, ...rest.values()];
 }
 
-/** The type of a refused request's event (and of the lines that count refusals). */
-export const REFUSED: AuditType = 'refused';
+/** How the audit log names a caller that sent no token. */
+const ANONYMOUS = 'anonymous';
 
-/** What was seen, not changed (refusals, enforcing clients' denials): kept apart from changes, in memory and on disk. */
-const SEEN: ReadonlySet<AuditType> = new Set<AuditType>([REFUSED, 'denied-by-client']);
+/** The type of a refused request's event (and of the lines that count refusals). */
+export const REFUSED = 'refused' satisfies AuditType;
 
 /**
- * The file that keeps only changes (every event but refusals), beside the audit log:
+ * What was seen, not changed: refusals, and enforcing clients' denials. Each kind is kept apart
+ * from changes and from the other, in memory and on disk (a file of its own beside the audit
+ * log), and each is admitted a burst per client and credential, then counted: no flood of one
+ * kind can rotate away the record of changes or of the other kind.
+ */
+const SEEN_TYPES = [REFUSED, 'denied-by-client'] as const satisfies readonly AuditType[];
+type SeenType = (typeof SEEN_TYPES)[number];
+const isSeen = (type: AuditType): type is SeenType => (SEEN_TYPES as readonly AuditType[]).includes(type);
+
+/**
+ * The file that keeps only changes (every event but what was seen), beside the audit log:
  * `audit.log` -> `audit-changes.log`. Rotated on its own, so refusals never rotate a change away.
  */
 export function changesPathOf(path: string): string {
-  return path.endsWith('.log') ? `${path.slice(0, -4)}-changes.log` : `${path}-changes`;
+  return beside(path, 'changes');
+}
+
+/** The file of one kind of what was seen: `audit.log` -> `audit-refused.log`, `audit-denied-by-client.log`. */
+export function seenPathOf(path: string, type: SeenType): string {
+  return beside(path, type);
+}
+
+const beside = (path: string, kind: string): string => (path.endsWith('.log') ? `${path.slice(0, -4)}-${kind}.log` : `${path}-${kind}`);
+
+/** One kind of what was seen: its file, its ring, and who may add how many lines to them. */
+interface SeenKind {
+  file: AuditFile;
+  ring: LineRing;
+  counter: RefusalCounter<RefusalSample>;
+  buffered: string[];
 }
 
 /** What a refusal line says beyond its actor: kept for the line that counts the refusals past a burst. */
@@ -153,19 +190,18 @@ interface RefusalSample {
 
 export class AuditLog {
   private settings: AuditSettings;
-  /** Every event (refusals past a burst counted): `audit.log`. */
+  /** Every event (what was seen past a burst counted): `audit.log`. */
   private readonly all: AuditFile;
-  /** Every event but refusals: the record of changes no refusal can rotate away. */
+  /** Every event but what was seen: the record of changes no refusal can rotate away. */
   private readonly changes: AuditFile;
-  /** Lines waiting to be appended to each file (best-effort events, refusals). */
+  /** Lines waiting to be appended to each file (best-effort events, what was seen). */
   private bufferedAll: string[] = [];
   private bufferedChanges: string[] = [];
   private flushTimer: NodeJS.Timeout | undefined;
-  /** The last events kept in memory, numbered in this server's sequence (the ring's tags): changes, and refusals apart. */
+  /** The last events kept in memory, numbered in this server's sequence (the ring's tags): changes, and each kind seen apart. */
   private readonly changeRing = new LineRing(RECENT, RECENT_BYTES);
-  private readonly refusalRing = new LineRing(RECENT_REFUSALS, RECENT_REFUSAL_BYTES);
+  private readonly seen: Record<SeenType, SeenKind>;
   private sequence = 0;
-  private readonly refusals = new RefusalCounter<RefusalSample>();
   private readonly refusalWindow: NodeJS.Timeout;
   /** Until this datacenter's key is known (its first leader makes it): a key of this process. */
   private readonly fallbackKey: Buffer = randomBytes(32);
@@ -187,6 +223,13 @@ export class AuditLog {
     const consequence = () => (this.settings.mode === 'enforced' ? '; writes are refused' : '');
     this.all = new AuditFile(settings, logger, consequence);
     this.changes = new AuditFile({ ...settings, path: changesPathOf(settings.path) }, logger, consequence);
+    const seenKind = (type: SeenType): SeenKind => ({
+      file: new AuditFile({ ...settings, path: seenPathOf(settings.path, type) }, logger, consequence),
+      ring: new LineRing(RECENT_REFUSALS, RECENT_REFUSAL_BYTES),
+      counter: new RefusalCounter<RefusalSample>(),
+      buffered: [],
+    });
+    this.seen = { refused: seenKind('refused'), 'denied-by-client': seenKind('denied-by-client') };
     this.refusalWindow = setInterval(() => this.endRefusalWindow(), options.refusalWindowMs ?? REFUSAL_WINDOW_MS);
     this.refusalWindow.unref();
   }
@@ -201,11 +244,17 @@ export class AuditLog {
 
   /** Appends that failed since start (both files). */
   get failures(): number {
-    return this.all.failures + this.changes.failures;
+    return this.files().reduce((n, f) => n + f.failures, 0);
+  }
+
+  /** Every file appended to: the whole log, the changes, and each kind seen. */
+  private files(): AuditFile[] {
+    return [this.all, this.changes, ...SEEN_TYPES.map((t) => this.seen[t].file)];
   }
 
   /** Whether enforced-mode writes would be refused now (a file could not be written). */
   get unavailable(): Error | undefined {
+    // What was seen is written best-effort whatever the mode: only the files of changes can refuse a write.
     return this.settings.enabled && this.settings.mode === 'enforced' ? (this.all.failing ?? this.changes.failing) : undefined;
   }
 
@@ -213,8 +262,7 @@ export class AuditLog {
   async open(): Promise<void> {
     if (!this.settings.enabled) return;
     mkdirSync(dirname(this.settings.path), { recursive: true, mode: 0o700 });
-    await this.all.reopen();
-    await this.changes.reopen();
+    for (const f of this.files()) await f.reopen();
   }
 
   /** How an unknown secret is named: an HMAC under this datacenter's key (repeats correlate; the secret stays unknown). */
@@ -247,12 +295,13 @@ export class AuditLog {
       line = raw ? `${JSON.stringify(event).slice(0, -1)},${raw}}\n` : `${JSON.stringify(event)}\n`;
     } else {
       const a = actor;
-      const who = `"RequestID":${quoteJSON(a.RequestID)},"AccessorID":${quoteJSON(a.AccessorID)},"RemoteAddr":${quoteJSON(a.RemoteAddr)}`;
+      const via = a.ViaAddr !== undefined ? `,"ViaAddr":${quoteJSON(a.ViaAddr)}` : '';
+      const who = `"RequestID":${quoteJSON(a.RequestID)},"AccessorID":${quoteJSON(a.AccessorID)},"RemoteAddr":${quoteJSON(a.RemoteAddr)}${via}`;
       const how = `"Method":${quoteJSON(a.Method)},"Path":${quoteJSON(a.Path)}`;
       const rest = `${this.placeMembers}${status}${members(details)}${raw ? `,${raw}` : ''}`;
       line = `{"Time":"${new Date(at).toISOString()}","Type":${quoteJSON(type)},${who},${how}${rest}}\n`;
     }
-    const ring = SEEN.has(type) ? this.refusalRing : this.changeRing;
+    const ring = isSeen(type) ? this.seen[type].ring : this.changeRing;
     ring.push(
       line,
       at,
@@ -274,16 +323,21 @@ export class AuditLog {
 
   /**
    * An event appended within a moment (best-effort whatever the mode: refusals, reloads,
-   * leadership, replication). A refusal (type `refused`) is written in full within its client's
-   * burst, else counted (refusal-counter.ts).
+   * leadership, replication). What an outsider can cause (a refusal, a client's report) is
+   * written in full within the burst of its client's address and of its credential (the
+   * actor's AccessorID), else counted (refusal-counter.ts) and told once per window.
    */
   record(type: AuditType, actor: AuditActor, status: number, details: Record<string, unknown> = {}, raw?: string): void {
     if (!this.settings.enabled) return;
-    if (type === REFUSED) {
-      if (!this.refusals.admit(actor.RemoteAddr, status, String(details.Code ?? ''), Date.now(), { actor, details })) return;
-      this.bufferedAll.push(this.complete(type, actor, status, details, raw));
-    } else if (SEEN.has(type)) {
-      this.bufferedAll.push(this.complete(type, actor, status, details, raw));
+    if (isSeen(type)) {
+      const kind = this.seen[type];
+      const sample = { actor, details };
+      // No credential (the anonymous token) is no one's in particular: its refusals count against their address alone.
+      const credential = actor.AccessorID === ANONYMOUS || actor.AccessorID === '' ? undefined : actor.AccessorID;
+      if (!kind.counter.admit(actor.RemoteAddr, status, String(details.Code ?? ''), Date.now(), sample, credential)) return;
+      const line = this.complete(type, actor, status, details, raw);
+      this.bufferedAll.push(line);
+      kind.buffered.push(line);
     } else {
       const line = this.complete(type, actor, status, details, raw);
       this.bufferedAll.push(line);
@@ -299,10 +353,20 @@ export class AuditLog {
    */
   private endRefusalWindow(): void {
     if (!this.settings.enabled) return;
-    for (const c of summarize(this.refusals.drain(), REFUSAL_SUMMARIES)) {
-      const actor = { ...c.sample.actor, RemoteAddr: c.client };
-      const details = { ...c.sample.details, Count: c.count, First: new Date(c.first).toISOString(), Last: new Date(c.last).toISOString() };
-      this.bufferedAll.push(this.complete(REFUSED, actor, c.status, details));
+    for (const type of SEEN_TYPES) {
+      const kind = this.seen[type];
+      for (const c of summarize(kind.counter.drain(), REFUSAL_SUMMARIES)) {
+        const actor = { ...c.sample.actor, RemoteAddr: c.client };
+        const details = {
+          ...c.sample.details,
+          Count: c.count,
+          First: new Date(c.first).toISOString(),
+          Last: new Date(c.last).toISOString(),
+        };
+        const line = this.complete(type, actor, c.status, details);
+        this.bufferedAll.push(line);
+        kind.buffered.push(line);
+      }
     }
     if (this.bufferedAll.length > 0) this.flushTimer ??= setTimeout(() => void this.flush(), 50);
   }
@@ -332,14 +396,17 @@ export class AuditLog {
   flush(): Promise<void> {
     clearTimeout(this.flushTimer);
     this.flushTimer = undefined;
-    const all = this.bufferedAll;
-    const changes = this.bufferedChanges;
+    const pending: Array<[AuditFile, string[]]> = [
+      [this.all, this.bufferedAll],
+      [this.changes, this.bufferedChanges],
+      ...SEEN_TYPES.map((t): [AuditFile, string[]] => [this.seen[t].file, this.seen[t].buffered]),
+    ];
     this.bufferedAll = [];
     this.bufferedChanges = [];
+    for (const t of SEEN_TYPES) this.seen[t].buffered = [];
     const done: Array<Promise<void>> = [];
-    if (all.length > 0) done.push(this.all.append(all, false).catch(() => undefined));
-    if (changes.length > 0) done.push(this.changes.append(changes, false).catch(() => undefined));
-    if (done.length === 0) return Promise.all([this.all.settled(), this.changes.settled()]).then(() => undefined);
+    for (const [file, lines] of pending) if (lines.length > 0) done.push(file.append(lines, false).catch(() => undefined));
+    if (done.length === 0) return Promise.all(this.files().map((f) => f.settled())).then(() => undefined);
     return Promise.all(done).then(() => undefined);
   }
 
@@ -354,13 +421,13 @@ export class AuditLog {
     const typeText = filter.type === undefined ? undefined : `"Type":${quoteJSON(filter.type)}`;
     const accessorText = filter.accessor === undefined ? undefined : `"AccessorID":${quoteJSON(filter.accessor)}`;
     // What was seen (refusals, clients' denials) names no object, and is of its own types.
-    const seenType = filter.type === undefined || SEEN.has(filter.type as AuditType);
-    const refusalsToo = filter.kind === undefined && filter.id === undefined && seenType;
-    const changesToo = filter.type === undefined || !SEEN.has(filter.type as AuditType);
-    const cursors = [
-      ...(changesToo ? [{ ring: this.changeRing, seq: this.changeRing.latest() }] : []),
-      ...(refusalsToo ? [{ ring: this.refusalRing, seq: this.refusalRing.latest() }] : []),
+    const seenToo = filter.kind === undefined && filter.id === undefined;
+    const changesToo = filter.type === undefined || !isSeen(filter.type);
+    const rings = [
+      ...(changesToo ? [this.changeRing] : []),
+      ...(seenToo ? SEEN_TYPES.filter((t) => filter.type === undefined || filter.type === t).map((t) => this.seen[t].ring) : []),
     ];
+    const cursors = rings.map((ring) => ({ ring, seq: ring.latest() }));
     for (;;) {
       // The newest line not yet looked at, of either ring.
       let pick: (typeof cursors)[number] | undefined;
@@ -399,7 +466,7 @@ export class AuditLog {
   /** Events after `seq`, oldest first (follow mode). */
   after(seq: number, limit: number): Array<{ seq: number; event: AuditEvent }> {
     const out: Array<{ seq: number; event: AuditEvent }> = [];
-    const cursors = [this.changeRing, this.refusalRing].map((ring) => {
+    const cursors = [this.changeRing, ...SEEN_TYPES.map((t) => this.seen[t].ring)].map((ring) => {
       // The first kept line whose tag is past `seq` (tags rise with line numbers).
       let lo = ring.oldest();
       let hi = ring.latest() + 1;
@@ -436,9 +503,9 @@ export class AuditLog {
     this.settings = settings;
     await this.all.configure(settings);
     await this.changes.configure({ ...settings, path: changesPathOf(settings.path) });
+    for (const t of SEEN_TYPES) await this.seen[t].file.configure({ ...settings, path: seenPathOf(settings.path, t) });
     if (!settings.enabled) {
-      await this.all.close();
-      await this.changes.close();
+      for (const f of this.files()) await f.close();
     } else if (moved) {
       await this.open();
     }
@@ -448,8 +515,7 @@ export class AuditLog {
     clearInterval(this.refusalWindow);
     this.endRefusalWindow();
     await this.flush();
-    await this.all.close();
-    await this.changes.close();
+    for (const f of this.files()) await f.close();
   }
 
   /** Size of the file now (tests, status). */

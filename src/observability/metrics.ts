@@ -121,14 +121,27 @@ export class Metrics implements BlockingGauge {
     });
   }
 
-  /** Enforcing clients' watches (README, "Enforcing policies in your service"): connections, and tokens watched over them. */
-  watchAuthorizerWatches(size: () => { connections: number; tokens: number }): void {
+  /**
+   * Enforcing clients' watches (README, "Enforcing policies in your service"): connections, tokens
+   * watched over them, bytes waiting to be sent to them (in all, and to the one holding most), and
+   * watches closed for passing a daemon-wide bound.
+   */
+  watchAuthorizerWatches(
+    size: () => { connections: number; tokens: number; queuedBytes: number; queuedBytesMax: number; closedForBounds: number },
+  ): void {
     const gauges = [
       ['watchword_authorizer_watches', "Enforcing clients' watch connections open to this server", 'connections'],
       [
         'watchword_authorizer_watched_tokens',
         "Tokens watched over enforcing clients' watch connections (a token watched by two clients counts twice)",
         'tokens',
+      ],
+      ['watchword_authorizer_watch_queued_bytes', 'Bytes waiting to be sent to every watch together', 'queuedBytes'],
+      ['watchword_authorizer_watch_queued_bytes_max', 'Bytes waiting to be sent to the watch that holds most', 'queuedBytesMax'],
+      [
+        'watchword_authorizer_watches_closed_for_bounds',
+        'Watches closed since start because every watch together held too many bytes or tokens (the largest went first)',
+        'closedForBounds',
       ],
     ] as const;
     for (const [name, help, field] of gauges)

@@ -19,6 +19,8 @@ export interface CountedRefusals<S> {
 }
 
 interface Entry<S> {
+  /** The client it counts for (`*` once MAX_CLIENTS are tracked). */
+  client: string;
   written: number;
   counted?: CountedRefusals<S>;
 }
@@ -35,8 +37,30 @@ export class RefusalCounter<S> {
     private readonly windowLines = 1_000,
   ) {}
 
-  /** True: write this refusal in full. False: it was counted (its sample kept for the window's line). */
-  admit(client: string, status: number, code: string, at: number, sample: S): boolean {
+  /**
+   * True: write this refusal in full. False: it was counted (its sample kept for the window's
+   * line). With a `credential` (the caller's AccessorID, or the HMAC naming an unknown secret),
+   * the credential's own burst must have room too: many addresses sharing one stolen secret, or
+   * one address trying many, are held as one client is.
+   */
+  admit(client: string, status: number, code: string, at: number, sample: S, credential?: string): boolean {
+    const entry = this.entryOf(client, status, code);
+    const byCredential = credential === undefined ? undefined : this.entryOf(`\u0001${credential}`, status, code);
+    if (entry.written < this.burst && (byCredential?.written ?? 0) < this.burst && this.writtenInWindow < this.windowLines) {
+      entry.written++;
+      if (byCredential !== undefined) byCredential.written++;
+      this.writtenInWindow++;
+      return true;
+    }
+    if (entry.counted === undefined) entry.counted = { client: entry.client, status, code, count: 0, first: at, last: at, sample };
+    const c = entry.counted;
+    c.count++;
+    c.last = at;
+    c.sample = sample;
+    return false;
+  }
+
+  private entryOf(client: string, status: number, code: string): Entry<S> & { client: string } {
     let key = `${client}\u0000${status}\u0000${code}`;
     let entry = this.entries.get(key);
     if (entry === undefined) {
@@ -45,19 +69,9 @@ export class RefusalCounter<S> {
         key = `*\u0000${status}\u0000${code}`;
         entry = this.entries.get(key);
       }
-      if (entry === undefined) this.entries.set(key, (entry = { written: 0 }));
+      if (entry === undefined) this.entries.set(key, (entry = { written: 0, client }));
     }
-    if (entry.written < this.burst && this.writtenInWindow < this.windowLines) {
-      entry.written++;
-      this.writtenInWindow++;
-      return true;
-    }
-    if (entry.counted === undefined) entry.counted = { client, status, code, count: 0, first: at, last: at, sample };
-    const c = entry.counted;
-    c.count++;
-    c.last = at;
-    c.sample = sample;
-    return false;
+    return entry;
   }
 
   /** The window ends: what was counted in it, and a new window starts. */

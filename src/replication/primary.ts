@@ -3,6 +3,7 @@ import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { refuse } from '../transport/refuse.js';
+import { FORWARD_KEY_HEADER } from '../transport/forward-keys.js';
 import type { Transport } from '../transport/transport.js';
 import { WebSocketServer } from 'ws';
 import { isWatchwordError } from '../domain/errors.js';
@@ -64,6 +65,8 @@ export const TOKEN_REFUSED = 'replication token is invalid or lacks acl:write';
 
 export class ReplicationPrimary implements SessionHost {
   private readonly wss = new WebSocketServer({ noServer: true, maxPayload: 1024 * 1024, perMessageDeflate: false });
+  /** The forwarding key each accepted upgrade's answer carries, by its request. */
+  private readonly forwardKeys = new WeakMap<IncomingMessage, string>();
   private readonly sessions = new Set<Session>();
   private readonly unsubscribe: () => void;
   private trimming = false;
@@ -94,6 +97,10 @@ export class ReplicationPrimary implements SessionHost {
       onEvent?: (type: AuditType, details: Record<string, unknown>) => void;
     },
   ) {
+    this.wss.on('headers', (headers, req) => {
+      const key = this.forwardKeys.get(req);
+      if (key !== undefined) headers.push(`${FORWARD_KEY_HEADER}: ${key}`);
+    });
     this.unsubscribe = store.onCommit((event) => {
       if (event.tables.has('tokens') || event.tables.has('policies') || event.tables.has('roles')) this.aclGeneration++;
       this.commitTimes.push([event.index, event.at]);
@@ -164,6 +171,9 @@ export class ReplicationPrimary implements SessionHost {
         this.logger.warn({ datacenter: named, from: req.socket.remoteAddress }, `replication: refused a secondary: ${check.detail}`);
       return refuse(socket, check.status, check.message);
     }
+    // An authenticated secondary is handed the key it vouches for its forwarded clients with (transport/forward-keys.ts).
+    const forwardKey = named !== undefined ? this.self.transport?.forwardKeys.derive(named) : undefined;
+    if (forwardKey !== undefined) this.forwardKeys.set(req, forwardKey.toString('base64url'));
     this.wss.handleUpgrade(req, socket, head, (ws) => {
       let session: Session | undefined;
       session = this.open(

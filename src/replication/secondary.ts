@@ -5,6 +5,7 @@ import type { Metrics } from '../observability/metrics.js';
 import type { Store } from '../store/store.js';
 import type { ReplicationStatusResponse } from '../api/schemas.js';
 import { Backoff } from '../transport/backoff.js';
+import { FORWARD_KEY_HEADER } from '../transport/forward-keys.js';
 import { Heartbeat } from '../transport/heartbeat.js';
 import {
   type DatacenterInfo,
@@ -163,6 +164,12 @@ export class ReplicationSecondary {
     };
   }
 
+  /** The primary hands the key this datacenter vouches for its forwarded clients with (transport/forward-keys.ts). */
+  private keepForwardKey(header: string | string[] | undefined): void {
+    if (typeof header === 'string' && /^[A-Za-z0-9_-]{43}$/.test(header))
+      this.options.transport.forwardKeys.hold(this.options.primaryDatacenter, Buffer.from(header, 'base64url'));
+  }
+
   private connect(): void {
     if (this.stopped) return;
     // Several addresses (every server of the primary datacenter): the next one after each failure.
@@ -182,6 +189,7 @@ export class ReplicationSecondary {
     });
     this.ws = ws;
 
+    ws.on('upgrade', (res) => this.keepForwardKey(res.headers[FORWARD_KEY_HEADER]));
     let refused = false;
     ws.on('unexpected-response', (_req, res) => {
       refused = true;

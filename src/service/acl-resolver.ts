@@ -10,6 +10,7 @@ import { type SyntheticPolicy, renderedSources } from '../domain/templates.js';
 import type { DecisionSource } from '../domain/rules/explain-types.js';
 import type { PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
 import type { Store } from '../store/store.js';
+import type { UnknownSecretBudget } from './unknown-secrets.js';
 
 /** Who is making a request: the token and what it may do. */
 export interface Identity {
@@ -86,6 +87,8 @@ export interface ResolverOptions {
   onProblem?: (message: string) => void;
   /** Told of each request a token's secret authenticated (its last use: store/last-use.ts). Cheap: on every request. */
   recordUse?: (accessor: string, ms: number) => void;
+  /** The budget of secrets no token holds, per client (unknown-secrets.ts): past it a guess is 429, not 403. */
+  unknownSecrets?: UnknownSecretBudget;
 }
 
 /**
@@ -117,20 +120,40 @@ export class AclResolver {
    * Synchronous unless this secondary must ask the primary about a secret it lacks.
    */
   resolve(secret: string | undefined, client?: string): Identity | Promise<Identity> {
-    if (
-      secret !== undefined &&
-      secret !== '' &&
-      this.options.lookupUnknownSecret &&
-      this.reader.getTokenBySecret(secret) === undefined &&
-      this.reader.getTokenByPreviousSecret(secret) === undefined &&
-      // Deleted here a moment ago: gone at its source too, no look-up needed (nor spent from the client's budget).
-      !this.reader.isSecretGone(secret)
-    ) {
+    if (secret !== undefined && secret !== '' && this.options.lookupUnknownSecret && !this.knows(secret)) {
       const lookup = this.options.lookupUnknownSecret;
       // A token created a moment ago on the primary may not have replicated yet.
-      return lookup(secret, client).then(() => this.resolveLocal(secret));
+      return lookup(secret, client).then(() => this.resolveGated(secret, client));
     }
-    return this.resolveLocal(secret);
+    return this.resolveGated(secret, client);
+  }
+
+  /** The identity from this datacenter's state; a secret no token holds is spent from the client's budget of guesses. */
+  private resolveGated(secret: string | undefined, client: string | undefined): Identity {
+    try {
+      return this.resolveLocal(secret);
+    } catch (err) {
+      if (secret !== undefined && secret !== '' && this.options.unknownSecrets && !this.knows(secret))
+        this.options.unknownSecrets.spend(client);
+      throw err;
+    }
+  }
+
+  /** A secret no token holds, presented at another door (a watch entry): spent from the same budget; false once it is spent. */
+  guessed(client: string): boolean {
+    return this.options.unknownSecrets?.trySpend(client) ?? true;
+  }
+
+  /**
+   * Whether a token holds this secret (current, expired, or replaced by a rotation) or held it a
+   * moment ago (deleted here): not a guess.
+   */
+  knows(secret: string): boolean {
+    return (
+      this.reader.getTokenBySecret(secret) !== undefined ||
+      this.reader.getTokenByPreviousSecret(secret) !== undefined ||
+      this.reader.isSecretGone(secret)
+    );
   }
 
   /** Whether global tokens cannot be confirmed now (this secondary has not heard from the primary for replication_max_stale). */

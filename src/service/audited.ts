@@ -11,6 +11,7 @@ export function actorOf(ctx: RequestContext, identity: Identity | undefined): Au
     RequestID: r?.id ?? '',
     AccessorID: identity === undefined || identity.anonymous ? 'anonymous' : identity.token.AccessorID,
     RemoteAddr: r?.remote ?? ctx.client ?? '',
+    ...(r?.via !== undefined ? { ViaAddr: r.via } : {}),
     Method: r?.method ?? '',
     Path: r?.path ?? '',
   };

@@ -1,53 +1,95 @@
 import type { TokenAuthorizerResponse } from '../api/schemas.js';
+import { MAX_WATCHED, type ReportFrame, parseClientFrame } from '../api/watch-frames.js';
+import { quoteJSON } from '../domain/json-text.js';
 import type { CommitEvent } from '../store/store.js';
-import { type ClientReport, ReportIntake, type ReportFrame, parseReport } from './watch-reports.js';
+import { type ClientReport, ReportIntake } from './watch-reports.js';
 
 export type { ClientReport, ReportedCheck } from './watch-reports.js';
 
 /**
- * Enforcing clients' watches of sets of tokens (README, "Enforcing policies in your service";
- * SPEC §20): one connection per client carries every token it caches, whatever their number,
- * instead of a blocking query each. A client names each token by a number of its own, its
- * secret and the content hash it holds; the server answers what changed (a new view and hash,
- * or gone) as soon as a commit changes it, and a beat every few seconds that says "everything
- * you hold is current as of now". Nothing polls: a commit costs a look-up per token it wrote,
- * and a policy or role change re-judges only the watched tokens that depend on it.
+ * Enforcing clients' watches of sets of tokens (README, "Enforcing policies in your service"):
+ * one connection per client carries every token it caches, whatever their number, instead of a
+ * blocking query each. The frames are declared in `api/watch-frames.ts`. A watch is opened with
+ * a token of the client's own that holds `acl:read` (http/authorizer-watch-socket.ts checks it);
+ * each watched token is named by a number of the client's, its secret and the content hash it
+ * holds; the server answers what changed (a new view and hash, or gone) as soon as a commit
+ * changes it or the moment it stops authenticating (its expiry, the end of a rotation's overlap),
+ * and a beat every few seconds that says "everything you hold is current as of now".
  *
- * The wire (JSON text frames; `src/client/token-watch.ts` speaks the other side):
- * - client: `{"t":"watch","seq":N,"add":[[id,secret,hash],...]}`, `{"t":"unwatch","ids":[...]}`,
- *   `{"t":"used","ids":[...]}` (tokens the client judged since its last report: their last use),
- *   `{"t":"report","client":NAME,"denied":[[id,resource,segment,access,partition,namespace,count],...],
- *   "allowed":[[id,resource,segment,access,partition,namespace],...],"unknown":N,"dropped":N}` (its decisions, at
- *   most once a second: client/decision-reports.ts);
- * - server: `{"t":"changes","ack":N,"set":[[id,hash,view],...],"gone":[id,...]}` and
- *   `{"t":"beat","ack":N}`, where `ack` is the last watch frame applied.
+ * Nothing is buffered without bound: what a client is owed is a set of its items (each at most
+ * once), turned into frames only while less than `connectionBytes` waits to be sent to it; past
+ * that the connection is not read until it drains. Every watch together holds at most
+ * `totalBytes` queued and `totalTokens` items: past either, the largest consumers are closed first.
  */
 
-/** Tokens one connection may watch at once. */
-export const MAX_WATCHED = 100_000;
-/** Tokens the connections from one address may watch at once, in all (~300 MB of the server's memory). */
-export const MAX_WATCHED_PER_ADDRESS = 1_000_000;
-/** Tokens one watch frame may add. */
-export const MAX_ADD = 5_000;
+/** The bounds of every watch on this server (config: watch_*). */
+export interface WatchLimits {
+  /** Bytes waiting to be sent to one connection past which nothing more is made for it, nor read from it. */
+  connectionBytes: number;
+  /** Bytes waiting to be sent to every watch together; past it the connections holding most are closed. */
+  totalBytes: number;
+  /** Tokens every watch together holds; past it the connections holding most are closed. */
+  totalTokens: number;
+  /** Tokens the watches of one address, and of one credential, hold together. */
+  tokensPerAddress: number;
+  tokensPerCredential: number;
+  /** Secrets no token holds or held a moment ago that one watch may present before it is closed. */
+  unknownPerWatch: number;
+}
+
+export const DEFAULT_WATCH_LIMITS: WatchLimits = {
+  connectionBytes: 1 << 20,
+  totalBytes: 64 << 20,
+  totalTokens: 2_000_000,
+  tokensPerAddress: 1_000_000,
+  tokensPerCredential: 1_000_000,
+  unknownPerWatch: 16,
+};
+
 /** Beats at most this often and at least this rarely (ms). */
-export const BEAT_RANGE = { min: 50, max: 30_000 } as const;
+export const BEAT_RANGE = { min: 250, max: 30_000 } as const;
 /** Uses clients report are recorded this often, together. */
 const USE_EVERY_MS = 5_000;
 /** Watched tokens judged again per turn of the event loop after a wide change (a policy many depend on, a restore). */
 const JUDGE_CHUNK = 2_000;
-/** A client that reads nothing while this much waits to be sent is cut off. */
-const MAX_BUFFERED = 64 * 1024 * 1024;
+/** A frame of views holds about this many bytes of them (one view may make it more). */
+const FRAME_BYTES = 64 * 1024;
+/** How often a connection that is not being read is looked at again (ms). */
+const DRAIN_POLL_MS = 20;
+
+/** A token's view as a watch sends it. */
+export interface WatchedAnswer {
+  view: TokenAuthorizerResponse;
+  hash: string;
+  accessor: string;
+  dependsOn: string[];
+}
+
+/** The token a watch was opened with: who the client is. */
+export interface WatchCredential {
+  accessor: string;
+  secret: string;
+}
 
 /** What the watches need of the server. */
 export interface WatchDeps {
   onCommit(listener: (event: CommitEvent) => void): () => void;
   /** The token's view as a client compiles it, from this server's state alone; throws when it cannot be given (gone, stale). */
-  view(secret: string): { view: TokenAuthorizerResponse; hash: string; accessor: string; dependsOn: string[] };
-  /** A watched token's use (last use, SPEC §20). */
+  view(secret: string): WatchedAnswer;
+  /** Whether a token holds this secret, held it a moment ago (deleted, replaced), or holds it expired: not a guess. */
+  known(secret: string): boolean;
+  /**
+   * A secret no token holds, presented on a watch from `client`: audited (counted past a burst)
+   * and spent from the client's budget of unknown secrets. False once the budget is spent.
+   */
+  unknownSecret(secret: string, client: string): boolean;
+  /** Whether the watch's own token still authenticates and holds the right a watch needs. */
+  credentialHolds(credential: WatchCredential): boolean;
+  /** A watched token's use (its last use). */
   recordUse(accessor: string, ms: number): void;
   /** Whether global tokens cannot be confirmed now (a secondary cut off from its primary too long). */
   stale(): boolean;
-  /** A client's report of its decisions, its tokens named by AccessorID (SPEC §22). */
+  /** A client's report of its decisions, its tokens named by AccessorID. */
   report?(r: ClientReport): void;
   now(): number;
 }
@@ -57,6 +99,9 @@ export interface WatchSocket {
   send(text: string): void;
   /** Bytes queued and not yet sent. */
   buffered(): number;
+  /** Stops reading the client's frames, and reads them again. */
+  pause(): void;
+  resume(): void;
   close(code: number, reason: string): void;
 }
 
@@ -65,7 +110,10 @@ interface Item {
   readonly id: number;
   readonly secret: string;
   readonly accessor: string;
+  /** The hash of the view the client holds (as it said, or as last sent). */
   hash: string;
+  /** The watch frame whose answer this item's owed view is (undefined: owed since a commit, or not owed). */
+  owedBy?: number;
 }
 
 /** One watched token: every item naming it, and the policies and roles it depends on. */
@@ -74,210 +122,382 @@ interface Watched {
   dependsOn: readonly string[];
   /** The secret its first item named (the one string the others share when they name the same). */
   readonly secret: string;
+  /** The earliest moment scheduled to judge it again (an expiry, the end of a rotation's overlap). */
+  wakeAt: number;
 }
 
-/** A watch frame as parsed, or why it cannot be. */
-type Frame =
-  | { t: 'watch'; seq: number; add: Array<[number, string, string]> }
-  | { t: 'unwatch'; ids: number[] }
-  | { t: 'used'; ids: number[] }
-  | ReportFrame;
-
-const isId = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) >= 0;
-
-function parseFrame(text: string): Frame | string {
-  let raw: unknown;
-  try {
-    raw = JSON.parse(text);
-  } catch {
-    return 'a frame that is not JSON';
-  }
-  if (raw === null || typeof raw !== 'object') return 'a frame that is not an object';
-  const f = raw as Record<string, unknown>;
-  if (f.t === 'watch') {
-    if (!isId(f.seq)) return 'watch: seq must be a whole number';
-    if (!Array.isArray(f.add) || f.add.length > MAX_ADD) return `watch: add must be an array of at most ${MAX_ADD} entries`;
-    for (const e of f.add) {
-      if (
-        !Array.isArray(e) ||
-        e.length !== 3 ||
-        !isId(e[0]) ||
-        typeof e[1] !== 'string' ||
-        e[1].length > 256 ||
-        typeof e[2] !== 'string' ||
-        e[2].length > 64
-      )
-        return 'watch: each entry is [id, secret, hash]: a whole number, a secret of at most 256 characters, a hash of at most 64';
-    }
-    return f as Frame;
-  }
-  if (f.t === 'report') return parseReport(f, isId);
-  if (f.t === 'unwatch' || f.t === 'used') {
-    if (!Array.isArray(f.ids) || f.ids.length > MAX_WATCHED || !f.ids.every(isId)) return `${f.t}: ids must be an array of whole numbers`;
-    return f as Frame;
-  }
-  return `unknown frame type ${JSON.stringify(String(f.t)).slice(0, 40)}`;
-}
-
-/** One client's watch: the tokens it holds by its numbers, and what waits to be sent to it. */
+/** One client's watch: the tokens it holds by its numbers, and what it is owed. */
 export class WatchConnection {
   readonly items = new Map<number, Item>();
-  /** The last watch frame applied. */
+  /** The last watch frame applied, and the last ack sent. */
   ack = 0;
-  private set: Array<[number, string, TokenAuthorizerResponse]> = [];
+  private sentAck = 0;
+  /** Items whose current view the client is owed, in the order they became owed. */
+  private readonly owed = new Set<Item>();
   private gone: number[] = [];
+  /** Watch frames with views still owed, oldest first: [seq, views owed]; none is acknowledged before its views are sent. */
+  private owing: Array<[number, number]> = [];
+  private owingHead = 0;
   private timer: NodeJS.Timeout | undefined;
+  /** Not read while what waits to be sent to it is past the bound. */
+  blocked = false;
+  /** Secrets presented that no token holds. */
+  private unknown = 0;
+  private readonly reports = new ReportIntake();
 
   constructor(
     private readonly hub: AuthorizerWatches,
     readonly socket: WatchSocket,
     beatMs: number,
-    /** The client's address (the cap of MAX_WATCHED_PER_ADDRESS). */
+    /** The client's address. */
     readonly address: string,
+    readonly credential: WatchCredential,
   ) {
     this.timer = setInterval(() => hub.beat(this), beatMs);
     this.timer.unref();
   }
 
+  get open(): boolean {
+    return this.timer !== undefined;
+  }
+
   /** A frame from the client; a frame that cannot be understood ends the connection with the reason. */
   receive(text: string): void {
-    if (this.timer === undefined) return;
-    const frame = parseFrame(text);
+    if (!this.open) return;
+    const frame = parseClientFrame(text);
     if (typeof frame === 'string') return this.end(1008, frame);
-    if (frame.t === 'watch') {
-      if (this.items.size + frame.add.length > MAX_WATCHED) return this.end(1008, `a watch holds at most ${MAX_WATCHED} tokens`);
-      if (!this.hub.admits(this.address, frame.add.length))
-        return this.end(1008, `the watches from one address hold at most ${MAX_WATCHED_PER_ADDRESS} tokens`);
-      for (const [id, secret, hash] of frame.add) this.hub.add(this, id, secret, hash);
-      this.ack = Math.max(this.ack, frame.seq);
-      this.flush(true);
-    } else if (frame.t === 'unwatch') {
-      for (const id of frame.ids) this.hub.remove(this, id);
-    } else if (frame.t === 'report') {
-      this.report(frame);
-    } else {
-      this.hub.used(this, frame.ids);
+    switch (frame.t) {
+      case 'watch': {
+        if (this.items.size + frame.add.length > MAX_WATCHED) return this.end(1008, `a watch holds at most ${MAX_WATCHED} tokens`);
+        const refusal = this.hub.room(this, frame.add.length);
+        if (refusal !== undefined) return this.end(1008, refusal);
+        for (const [id, secret, hash] of frame.add) {
+          if (secret === '') return this.end(1008, 'the anonymous token is not watched: ask for anonymous decisions over HTTP');
+          this.hub.add(this, id, secret, hash, frame.seq);
+          if (!this.open) return;
+        }
+        this.ack = Math.max(this.ack, frame.seq);
+        return this.flush();
+      }
+      case 'unwatch':
+        for (const id of frame.ids) this.hub.remove(this, id);
+        return this.flush();
+      case 'report':
+        return this.report(frame);
+      case 'used':
+        return this.hub.used(this, frame.ids);
     }
   }
 
-  /** Its reports of decisions, taken at most twice a second (watch-reports.ts). */
-  private readonly reports = new ReportIntake();
+  /** A secret no token holds was presented; false when the connection ends for it. */
+  presentedUnknown(secret: string): boolean {
+    this.unknown++;
+    const withinBudget = this.hub.deps.unknownSecret(secret, this.address);
+    if (!withinBudget) this.end(1008, 'too many unknown secrets from this address: the watch is closed');
+    else if (this.unknown > this.hub.limits.unknownPerWatch)
+      this.end(1008, `more than ${this.hub.limits.unknownPerWatch} secrets no token holds: the watch is closed`);
+    return this.open;
+  }
 
+  /** Its reports of decisions, taken at most twice a second (watch-reports.ts), about tokens whose secrets authenticate now. */
   private report(frame: ReportFrame): void {
-    const r = this.reports.take(frame, (id) => this.items.get(id)?.accessor, this.address);
+    const r = this.reports.take(frame, (id) => this.hub.liveAccessor(this.items.get(id)), {
+      address: this.address,
+      credential: this.credential.accessor,
+    });
     if (r !== undefined) this.hub.report(r);
   }
 
   /** The connection ended (either side): its tokens are no longer watched. */
   closed(): void {
-    if (this.timer === undefined) return;
+    if (!this.open) return;
     clearInterval(this.timer);
     this.timer = undefined;
     for (const id of [...this.items.keys()]) this.hub.remove(this, id);
+    this.owed.clear();
     this.hub.forget(this);
   }
 
-  changed(item: Item, hash: string, view: TokenAuthorizerResponse): void {
-    item.hash = hash;
-    this.set.push([item.id, hash, view]);
+  /** The client is owed this item's current view (as the answer to watch frame `seq`, when given). */
+  owe(item: Item, seq?: number): void {
+    if (this.owed.has(item)) return;
+    this.owed.add(item);
+    if (seq === undefined) return;
+    item.owedBy = seq;
+    const last = this.owing[this.owing.length - 1];
+    if (last !== undefined && last[0] === seq && this.owing.length > this.owingHead) last[1]++;
+    else this.owing.push([seq, 1]);
   }
 
-  lost(item: Item): void {
-    this.gone.push(item.id);
+  /** The item is no longer owed (sent, or gone). */
+  private settle(item: Item): void {
+    this.owed.delete(item);
+    const seq = item.owedBy;
+    if (seq === undefined) return;
+    item.owedBy = undefined;
+    for (let i = this.owingHead; i < this.owing.length; i++) {
+      const entry = this.owing[i] as [number, number];
+      if (entry[0] !== seq) continue;
+      entry[1]--;
+      break;
+    }
+    while (this.owingHead < this.owing.length && (this.owing[this.owingHead] as [number, number])[1] === 0) this.owingHead++;
+    if (this.owingHead > 1024 && this.owingHead * 2 > this.owing.length) {
+      this.owing = this.owing.slice(this.owingHead);
+      this.owingHead = 0;
+    }
   }
 
-  /** Sends what changed (and, with `always`, an acknowledgement even when nothing did). */
-  flush(always = false): void {
-    if (this.timer === undefined) return;
-    if (!always && this.set.length === 0 && this.gone.length === 0) return;
-    this.send({ t: 'changes', ack: this.ack, set: this.set, gone: this.gone });
-    this.set = [];
-    this.gone = [];
+  /** An item leaves the watch (unwatched, gone, the connection ends). */
+  dropped(item: Item): void {
+    if (this.owed.has(item)) this.settle(item);
   }
 
+  /** The client is told the token it named `id` no longer authenticates. */
+  lost(id: number): void {
+    this.gone.push(id);
+  }
+
+  /** The ack the client may be told: the last watch frame whose every view has been sent. */
+  private ackToSend(): number {
+    const head = this.owing[this.owingHead];
+    return head === undefined ? this.ack : Math.min(this.ack, head[0] - 1);
+  }
+
+  /** Sends what the client is owed while it reads, then the ack when it moved. */
+  flush(): void {
+    while (this.open && !this.blocked && (this.gone.length > 0 || this.owed.size > 0)) {
+      const gone = this.gone;
+      this.gone = [];
+      const set: string[] = [];
+      let bytes = 0;
+      for (const item of this.owed) {
+        this.settle(item);
+        const answer = this.hub.currentAnswer(item);
+        if (answer === undefined) {
+          this.hub.remove(this, item.id);
+          gone.push(item.id);
+          continue;
+        }
+        if (answer.hash === item.hash) continue;
+        item.hash = answer.hash;
+        const view = this.hub.viewText(answer, this.hub.deps.now());
+        set.push(`[${item.id},${quoteJSON(answer.hash)},${view}]`);
+        bytes += view.length;
+        if (bytes >= FRAME_BYTES) break;
+      }
+      if (set.length === 0 && gone.length === 0) continue;
+      this.sendChanges(set, gone);
+    }
+    if (this.open && !this.blocked && this.ackToSend() !== this.sentAck) this.sendChanges([], []);
+  }
+
+  private sendChanges(set: string[], gone: number[]): void {
+    const ack = this.ackToSend();
+    this.sentAck = ack;
+    this.send(`{"t":"changes","ack":${ack},"set":[${set.join(',')}],"gone":[${gone.join(',')}]}`);
+  }
+
+  /** Everything the client holds is current: said only when it is owed nothing. */
   beat(): void {
-    this.send({ t: 'beat', ack: this.ack });
+    if (!this.open || this.blocked || this.owed.size > 0 || this.gone.length > 0) return;
+    const ack = this.ackToSend();
+    this.sentAck = ack;
+    this.send(`{"t":"beat","ack":${ack}}`);
   }
 
-  private send(frame: object): void {
-    if (this.socket.buffered() > MAX_BUFFERED) return this.end(1008, 'the client reads too slowly');
-    this.socket.send(JSON.stringify(frame));
+  private send(text: string): void {
+    this.socket.send(text);
+    if (this.socket.buffered() >= this.hub.limits.connectionBytes) {
+      this.blocked = true;
+      this.socket.pause();
+      this.hub.blockedOn(this);
+    }
   }
 
-  private end(code: number, reason: string): void {
+  /** Read again once what waits for it has drained below half the bound; what it is owed is sent. */
+  drained(): void {
+    if (!this.blocked || this.socket.buffered() >= this.hub.limits.connectionBytes / 2) return;
+    this.blocked = false;
+    this.socket.resume();
+    this.flush();
+  }
+
+  end(code: number, reason: string): void {
+    if (!this.open) return;
     this.socket.close(code, reason);
     this.closed();
   }
 }
 
+/** A binary heap of [moment, AccessorID]: when watched tokens stop authenticating. */
+class WakeHeap {
+  private readonly at: number[] = [];
+  private readonly who: string[] = [];
+
+  get size(): number {
+    return this.at.length;
+  }
+
+  peek(): number | undefined {
+    return this.at[0];
+  }
+
+  push(at: number, who: string): void {
+    let i = this.at.length;
+    this.at.push(at);
+    this.who.push(who);
+    while (i > 0) {
+      const parent = (i - 1) >> 1;
+      if ((this.at[parent] as number) <= at) break;
+      this.swap(i, parent);
+      i = parent;
+    }
+  }
+
+  pop(): string | undefined {
+    if (this.at.length === 0) return undefined;
+    const top = this.who[0];
+    const lastAt = this.at.pop() as number;
+    const lastWho = this.who.pop() as string;
+    if (this.at.length > 0) {
+      this.at[0] = lastAt;
+      this.who[0] = lastWho;
+      let i = 0;
+      for (;;) {
+        const l = 2 * i + 1;
+        const r = l + 1;
+        let m = i;
+        if (l < this.at.length && (this.at[l] as number) < (this.at[m] as number)) m = l;
+        if (r < this.at.length && (this.at[r] as number) < (this.at[m] as number)) m = r;
+        if (m === i) break;
+        this.swap(i, m);
+        i = m;
+      }
+    }
+    return top;
+  }
+
+  private swap(a: number, b: number): void {
+    [this.at[a], this.at[b]] = [this.at[b] as number, this.at[a] as number];
+    [this.who[a], this.who[b]] = [this.who[b] as string, this.who[a] as string];
+  }
+}
+
+/** The longest a wake-up timer is set for (a longer one is set again when it fires). */
+const MAX_TIMER_MS = 3_600_000;
+
 /** Every watch on this server, with the indexes a commit is matched against. */
 export class AuthorizerWatches {
   private readonly connections = new Set<WatchConnection>();
-  /** Tokens watched by the connections from each address. */
+  /** Tokens watched in all, and by the connections of each address and of each credential. */
+  private tokens = 0;
   private readonly perAddress = new Map<string, number>();
+  private readonly perCredential = new Map<string, number>();
   /** Watched tokens by AccessorID. */
   private readonly byAccessor = new Map<string, Watched>();
   /** Watched AccessorIDs by the policies and roles they depend on. */
   private readonly byDependency = new Map<string, Set<string>>();
+  /** Connections by the AccessorID of the token they were opened with. */
+  private readonly byCredential = new Map<string, Set<WatchConnection>>();
   /** AccessorIDs to judge again (a wide change is judged a chunk at a time). */
   private readonly pending = new Set<string>();
   private draining = false;
-  /** Tokens clients reported as used since they were last recorded. */
-  private readonly usedSince = new Set<string>();
+  /** When watched tokens stop authenticating, and the timer set for the earliest. */
+  private readonly wakes = new WakeHeap();
+  private wakeTimer: NodeJS.Timeout | undefined;
+  private wakeTimerAt = Number.POSITIVE_INFINITY;
+  /** Connections not read while they drain, and the timer that looks at them. */
+  private readonly blocked = new Set<WatchConnection>();
+  private drainTimer: NodeJS.Timeout | undefined;
+  /** Watches closed for holding most when a daemon-wide bound was passed. */
+  closedForBounds = 0;
+  /** Tokens clients reported as used since they were last recorded, with a secret each named them by. */
+  private readonly usedSince = new Map<string, string>();
   private useTimer: NodeJS.Timeout | undefined;
   private wasStale = false;
   private readonly unsubscribe: () => void;
+  /** Views as JSON text, by the view object (many clients watch one token: it is written once). */
+  private readonly texts = new WeakMap<TokenAuthorizerResponse, string>();
 
-  constructor(private readonly deps: WatchDeps) {
+  constructor(
+    readonly deps: WatchDeps,
+    readonly limits: WatchLimits = DEFAULT_WATCH_LIMITS,
+  ) {
     this.unsubscribe = deps.onCommit((event) => this.committed(event));
   }
 
-  /** A client's report, passed on (SPEC §22). */
+  /** A client's report, passed on. */
   report(r: ClientReport): void {
     this.deps.report?.(r);
   }
 
-  /** A new connection from `address`; `beatMs` as the client asked, within BEAT_RANGE. */
-  open(socket: WatchSocket, beatMs: number, address: string): WatchConnection {
+  /** A new connection from `address` opened with `credential`; `beatMs` as the client asked, within BEAT_RANGE. */
+  open(socket: WatchSocket, beatMs: number, address: string, credential: WatchCredential): WatchConnection {
     const beat = Math.min(BEAT_RANGE.max, Math.max(BEAT_RANGE.min, Number.isFinite(beatMs) ? beatMs : 10_000));
-    const conn = new WatchConnection(this, socket, beat, address);
+    const conn = new WatchConnection(this, socket, beat, address, credential);
     this.connections.add(conn);
+    let same = this.byCredential.get(credential.accessor);
+    if (same === undefined) this.byCredential.set(credential.accessor, (same = new Set()));
+    same.add(conn);
     return conn;
   }
 
-  /** Whether `address` may watch `more` tokens besides those it watches now. */
-  admits(address: string, more: number): boolean {
-    return (this.perAddress.get(address) ?? 0) + more <= MAX_WATCHED_PER_ADDRESS;
+  /** Why `conn` may not watch `more` tokens besides those it holds (undefined: it may); the largest watches give way to the daemon's bound. */
+  room(conn: WatchConnection, more: number): string | undefined {
+    if ((this.perAddress.get(conn.address) ?? 0) + more > this.limits.tokensPerAddress)
+      return `the watches from one address hold at most ${this.limits.tokensPerAddress} tokens`;
+    if ((this.perCredential.get(conn.credential.accessor) ?? 0) + more > this.limits.tokensPerCredential)
+      return `the watches of one token hold at most ${this.limits.tokensPerCredential} tokens`;
+    while (this.tokens + more > this.limits.totalTokens) {
+      const largest = this.largest((c) => c.items.size);
+      if (largest === undefined || largest === conn || largest.items.size <= conn.items.size)
+        return `this server's watches hold at most ${this.limits.totalTokens} tokens`;
+      this.closeForBounds(largest, 'this server holds too many watched tokens; this watch held the most');
+    }
+    return undefined;
   }
 
-  /** Connections and tokens watched now (metrics). */
-  get size(): { connections: number; tokens: number } {
-    let tokens = 0;
-    for (const c of this.connections) tokens += c.items.size;
-    return { connections: this.connections.size, tokens };
+  /** Connections and tokens watched now, the bytes waiting to be sent to them, and watches closed for the bounds (metrics). */
+  get size(): { connections: number; tokens: number; queuedBytes: number; queuedBytesMax: number; closedForBounds: number } {
+    let queuedBytes = 0;
+    let queuedBytesMax = 0;
+    for (const c of this.connections) {
+      const b = c.socket.buffered();
+      queuedBytes += b;
+      queuedBytesMax = Math.max(queuedBytesMax, b);
+    }
+    return { connections: this.connections.size, tokens: this.tokens, queuedBytes, queuedBytesMax, closedForBounds: this.closedForBounds };
   }
 
   close(): void {
     this.unsubscribe();
     clearTimeout(this.useTimer);
+    clearTimeout(this.wakeTimer);
+    clearInterval(this.drainTimer);
     this.recordUses();
-    for (const c of [...this.connections]) {
-      c.socket.close(1001, 'the server is shutting down');
-      c.closed();
-    }
+    for (const c of [...this.connections]) c.end(1001, 'the server is shutting down');
   }
 
   forget(conn: WatchConnection): void {
     this.connections.delete(conn);
+    this.blocked.delete(conn);
+    const same = this.byCredential.get(conn.credential.accessor);
+    if (same?.delete(conn) && same.size === 0) this.byCredential.delete(conn.credential.accessor);
   }
 
-  add(conn: WatchConnection, id: number, secret: string, hash: string): void {
-    this.remove(conn, id);
-    let answer: ReturnType<WatchDeps['view']>;
-    try {
-      answer = this.deps.view(secret);
-    } catch {
-      conn.lost({ conn, id, secret, accessor: '', hash });
+  /** Adds a token to a connection's watch; answers it at once when the client's hash is not the current one. */
+  add(conn: WatchConnection, id: number, secret: string, hash: string, seq: number): void {
+    const existing = conn.items.get(id);
+    if (existing !== undefined) {
+      // Added again: what was sent for it stands (a client cannot make the server repeat a view).
+      if (existing.secret === secret) return;
+      this.remove(conn, id);
+    }
+    const answer = this.viewOrNothing(secret);
+    if (answer === undefined) {
+      if (!this.deps.known(secret) && !conn.presentedUnknown(secret)) return;
+      conn.lost(id);
       return;
     }
     // A token watched by a hundred clients holds one copy of its secret and hash, not a hundred.
@@ -290,29 +510,64 @@ export class AuthorizerWatches {
       hash: hash === answer.hash ? answer.hash : hash,
     };
     conn.items.set(id, item);
-    this.perAddress.set(conn.address, (this.perAddress.get(conn.address) ?? 0) + 1);
-    this.index(item, answer.dependsOn);
-    if (answer.hash !== hash) conn.changed(item, answer.hash, answer.view);
+    this.count(conn, 1);
+    this.index(item, answer);
+    if (answer.hash !== hash) conn.owe(item, seq);
   }
 
   remove(conn: WatchConnection, id: number): void {
     const item = conn.items.get(id);
     if (item === undefined) return;
     conn.items.delete(id);
-    const left = (this.perAddress.get(conn.address) ?? 1) - 1;
-    if (left > 0) this.perAddress.set(conn.address, left);
-    else this.perAddress.delete(conn.address);
+    conn.dropped(item);
+    this.count(conn, -1);
     this.unindex(item);
+  }
+
+  private count(conn: WatchConnection, n: number): void {
+    this.tokens += n;
+    const add = (map: Map<string, number>, key: string): void => {
+      const left = (map.get(key) ?? 0) + n;
+      if (left > 0) map.set(key, left);
+      else map.delete(key);
+    };
+    add(this.perAddress, conn.address);
+    add(this.perCredential, conn.credential.accessor);
+  }
+
+  /** The item's current answer, or undefined when its secret no longer authenticates as the token it named. */
+  currentAnswer(item: Item): WatchedAnswer | undefined {
+    const answer = this.viewOrNothing(item.secret);
+    return answer?.accessor === item.accessor ? answer : undefined;
+  }
+
+  /** The AccessorID a watched item names, while its secret authenticates (reports and uses are believed only then). */
+  liveAccessor(item: Item | undefined): string | undefined {
+    return item === undefined ? undefined : this.currentAnswer(item)?.accessor;
+  }
+
+  /**
+   * The view as JSON text, made once per view object; a view whose secret ends also says, as it
+   * is sent, the seconds it has left (judged by the client on its monotonic clock).
+   */
+  viewText(answer: WatchedAnswer, nowMs: number): string {
+    let text = this.texts.get(answer.view);
+    if (text === undefined) this.texts.set(answer.view, (text = JSON.stringify(answer.view)));
+    const ends = answer.view.ExpirationTime;
+    if (ends === undefined) return text;
+    const left = Math.round(Math.max(0, Date.parse(ends) - nowMs)) / 1000;
+    return `${text.slice(0, -1)},"SecondsLeft":${Number.isFinite(left) ? left : 0}}`;
   }
 
   /**
    * Tokens a client judged: recorded as used once every USE_EVERY_MS for all clients together
-   * (a token a hundred clients use is one use, not a hundred: last use is kept to the minute).
+   * (a token a hundred clients use is one use, not a hundred: last use is kept to the minute),
+   * each only if the secret it was watched by authenticates then.
    */
   used(conn: WatchConnection, ids: readonly number[]): void {
     for (const id of ids) {
       const item = conn.items.get(id);
-      if (item !== undefined) this.usedSince.add(item.accessor);
+      if (item !== undefined && !this.usedSince.has(item.accessor)) this.usedSince.set(item.accessor, item.secret);
     }
     if (this.usedSince.size > 0 && this.useTimer === undefined) {
       this.useTimer = setTimeout(() => this.recordUses(), USE_EVERY_MS);
@@ -323,12 +578,18 @@ export class AuthorizerWatches {
   private recordUses(): void {
     this.useTimer = undefined;
     const now = this.deps.now();
-    for (const accessor of this.usedSince) this.deps.recordUse(accessor, now);
+    for (const [accessor, secret] of this.usedSince) {
+      if (this.viewOrNothing(secret)?.accessor === accessor) this.deps.recordUse(accessor, now);
+    }
     this.usedSince.clear();
   }
 
-  /** A connection's beat: held back while a wide change is being judged, or while global tokens cannot be confirmed. */
+  /**
+   * A connection's beat: first whether its own token still holds (else it ends); held back while
+   * a wide change is being judged, or while global tokens cannot be confirmed.
+   */
   beat(conn: WatchConnection): void {
+    if (!this.deps.credentialHolds(conn.credential)) return conn.end(1008, "the watch's own token no longer authenticates with acl:read");
     const stale = this.deps.stale();
     if (stale !== this.wasStale) {
       this.wasStale = stale;
@@ -339,15 +600,66 @@ export class AuthorizerWatches {
     conn.beat();
   }
 
-  private index(item: Item, dependsOn: readonly string[]): void {
-    const watched = this.byAccessor.get(item.accessor);
+  /** A connection stopped being read: it is looked at until it drains, and the daemon-wide bound of queued bytes is kept. */
+  blockedOn(conn: WatchConnection): void {
+    this.blocked.add(conn);
+    this.keepQueuedBound();
+    this.drainTimer ??= setInterval(() => this.pollBlocked(), DRAIN_POLL_MS);
+  }
+
+  private pollBlocked(): void {
+    for (const c of [...this.blocked]) {
+      c.drained();
+      if (!c.blocked) this.blocked.delete(c);
+    }
+    this.keepQueuedBound();
+    if (this.blocked.size === 0) {
+      clearInterval(this.drainTimer);
+      this.drainTimer = undefined;
+    }
+  }
+
+  /** Past the daemon-wide bound of bytes waiting for watches, the connections holding most are closed first. */
+  private keepQueuedBound(): void {
+    let total = 0;
+    for (const c of this.connections) total += c.socket.buffered();
+    while (total > this.limits.totalBytes) {
+      const largest = this.largest((c) => c.socket.buffered());
+      if (largest === undefined) return;
+      total -= largest.socket.buffered();
+      this.closeForBounds(largest, 'this server holds too much for watches that do not read; this watch held the most');
+    }
+  }
+
+  private largest(measure: (c: WatchConnection) => number): WatchConnection | undefined {
+    let pick: WatchConnection | undefined;
+    let most = -1;
+    for (const c of this.connections) {
+      const m = measure(c);
+      if (m > most) {
+        most = m;
+        pick = c;
+      }
+    }
+    return pick;
+  }
+
+  private closeForBounds(conn: WatchConnection, reason: string): void {
+    this.closedForBounds++;
+    conn.end(1013, reason);
+  }
+
+  private index(item: Item, answer: WatchedAnswer): void {
+    let watched = this.byAccessor.get(item.accessor);
     if (watched === undefined) {
-      this.byAccessor.set(item.accessor, { items: new Set([item]), dependsOn, secret: item.secret });
-      for (const d of dependsOn) this.depend(d, item.accessor);
+      watched = { items: new Set([item]), dependsOn: answer.dependsOn, secret: item.secret, wakeAt: Number.POSITIVE_INFINITY };
+      this.byAccessor.set(item.accessor, watched);
+      for (const d of answer.dependsOn) this.depend(d, item.accessor);
     } else {
       watched.items.add(item);
-      this.dependOn(item.accessor, watched, dependsOn);
+      this.dependOn(item.accessor, watched, answer.dependsOn);
     }
+    this.wakeFor(item.accessor, watched, answer);
   }
 
   private unindex(item: Item): void {
@@ -355,6 +667,41 @@ export class AuthorizerWatches {
     if (watched === undefined || !watched.items.delete(item) || watched.items.size > 0) return;
     this.byAccessor.delete(item.accessor);
     for (const d of watched.dependsOn) this.undepend(d, item.accessor);
+  }
+
+  /** The token is judged again the moment the secret this answer was given for stops authenticating. */
+  private wakeFor(accessor: string, watched: Watched, answer: WatchedAnswer): void {
+    const ends = answer.view.ExpirationTime === undefined ? Number.NaN : Date.parse(answer.view.ExpirationTime);
+    if (!Number.isFinite(ends)) return;
+    const now = this.deps.now();
+    if (ends >= watched.wakeAt && watched.wakeAt > now) return;
+    watched.wakeAt = ends;
+    this.wakes.push(ends, accessor);
+    this.armWake();
+  }
+
+  private armWake(): void {
+    const next = this.wakes.peek();
+    if (next === undefined || next >= this.wakeTimerAt) return;
+    clearTimeout(this.wakeTimer);
+    this.wakeTimerAt = next;
+    this.wakeTimer = setTimeout(() => this.woken(), Math.min(MAX_TIMER_MS, Math.max(0, next - this.deps.now()) + 1));
+    this.wakeTimer.unref();
+  }
+
+  private woken(): void {
+    this.wakeTimer = undefined;
+    this.wakeTimerAt = Number.POSITIVE_INFINITY;
+    const now = this.deps.now();
+    while ((this.wakes.peek() ?? Number.POSITIVE_INFINITY) <= now) {
+      const accessor = this.wakes.pop() as string;
+      const watched = this.byAccessor.get(accessor);
+      if (watched === undefined) continue;
+      watched.wakeAt = Number.POSITIVE_INFINITY;
+      this.pending.add(accessor);
+    }
+    this.armWake();
+    this.drain();
   }
 
   /** A token's dependencies as judged now (a role given another policy moves them). */
@@ -378,12 +725,23 @@ export class AuthorizerWatches {
   }
 
   private committed(event: CommitEvent): void {
+    this.recheckCredentials(event);
     if (this.byAccessor.size === 0) return;
     const changed = event.changed;
     if (changed === undefined) return this.judgeAll();
     for (const a of changed.tokens) if (this.byAccessor.has(a)) this.pending.add(a);
     for (const id of [...changed.policies, ...changed.roles]) for (const a of this.byDependency.get(id) ?? []) this.pending.add(a);
     this.drain();
+  }
+
+  /** Watches whose own token changed, or may have lost its right with a policy or role: those that no longer hold end. */
+  private recheckCredentials(event: CommitEvent): void {
+    if (this.connections.size === 0) return;
+    const changed = event.changed;
+    const everyone = changed === undefined || changed.policies.length > 0 || changed.roles.length > 0;
+    const conns = everyone ? [...this.connections] : changed.tokens.flatMap((a) => [...(this.byCredential.get(a) ?? [])]);
+    for (const c of conns)
+      if (c.open && !this.deps.credentialHolds(c.credential)) c.end(1008, "the watch's own token no longer authenticates with acl:read");
   }
 
   private judgeAll(): void {
@@ -410,30 +768,34 @@ export class AuthorizerWatches {
     });
   }
 
-  /** Every item of one token judged again: the view sent where its hash moved; gone items dropped. */
+  /** Every item of one token judged again: its view owed where its hash moved; gone items dropped. */
   private judge(accessor: string, touched: Set<WatchConnection>): void {
     const watched = this.byAccessor.get(accessor);
     if (watched === undefined) return;
     // Items of one token share a secret (each is judged by its own, should they ever differ).
-    const answers = new Map<string, ReturnType<WatchDeps['view']> | undefined>();
+    const answers = new Map<string, WatchedAnswer | undefined>();
     for (const item of [...watched.items]) {
       if (!answers.has(item.secret)) answers.set(item.secret, this.viewOrNothing(item.secret));
       const answer = answers.get(item.secret);
       if (answer === undefined || answer.accessor !== accessor) {
         this.remove(item.conn, item.id);
-        item.conn.lost(item);
+        item.conn.lost(item.id);
       } else if (answer.hash !== item.hash) {
-        item.conn.changed(item, answer.hash, answer.view);
+        item.conn.owe(item);
       } else {
         continue;
       }
       touched.add(item.conn);
     }
-    const answer = [...answers.values()].find((a) => a?.accessor === accessor);
-    if (answer !== undefined && this.byAccessor.get(accessor) === watched) this.dependOn(accessor, watched, answer.dependsOn);
+    if (this.byAccessor.get(accessor) !== watched) return;
+    for (const answer of answers.values()) {
+      if (answer?.accessor !== accessor) continue;
+      this.dependOn(accessor, watched, answer.dependsOn);
+      this.wakeFor(accessor, watched, answer);
+    }
   }
 
-  private viewOrNothing(secret: string): ReturnType<WatchDeps['view']> | undefined {
+  private viewOrNothing(secret: string): WatchedAnswer | undefined {
     try {
       return this.deps.view(secret);
     } catch {

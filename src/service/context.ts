@@ -10,7 +10,7 @@ export interface RequestContext {
   /** The client's address (per-client limits; for a request a peer forwarded, the original client's). */
   client?: string;
   /** The request itself, for its audit line: id, method, path (query without `token`), client address. */
-  request?: { id: string; method: string; path: string; remote: string };
+  request?: { id: string; method: string; path: string; remote: string; via?: string };
 }
 
 /** A write's result and the index of its change (sent as X-Service-Index). */

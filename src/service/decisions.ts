@@ -6,7 +6,8 @@ import { explain } from '../domain/rules/explain.js';
 import type { Reason } from '../domain/rules/explain-types.js';
 import type { Store, WatchTable } from '../store/store.js';
 import type { TokenRecord } from '../domain/types.js';
-import type { AclResolver, ApplicablePolicyText, Identity } from './acl-resolver.js';
+import type { AclResolver, Identity } from './acl-resolver.js';
+import type { TokenAuthorizerResponse } from '../api/schemas.js';
 import type { RecentChecks } from './recent-checks.js';
 import type { RequestContext } from './context.js';
 import { type ScopeHints, checkScopeName } from './scope.js';
@@ -168,17 +169,11 @@ export function answersJSON(checks: readonly Check[], allows: readonly boolean[]
 }
 
 /**
- * What an enforcing client needs to judge a token itself (README, "Enforcing policies in your service"): the token's place, its
- * expiry, the default policy and the text of every policy that applies to it here.
+ * What an enforcing client needs to judge a token itself (README, "Enforcing policies in your
+ * service"): the token's place, its expiry, the default policy and the text of every policy that
+ * applies to it here. Declared once, as the wire has it (api/schemas.ts).
  */
-export interface TokenAuthorizerView {
-  AccessorID: string;
-  Namespace: string;
-  Partition: string;
-  ExpirationTime?: string;
-  DefaultPolicy: 'allow' | 'deny';
-  Policies: ApplicablePolicyText[];
-}
+export type TokenAuthorizerView = TokenAuthorizerResponse;
 
 /** The view with its content hash: a blocking read of it returns when the hash moves. */
 export interface TokenAuthorizerAnswer {
@@ -343,6 +338,16 @@ function dependsOn(token: TokenRecord, resolver: AclResolver): string[] {
  * When the secret presented stops working, as an enforcing client is told it (`ExpirationTime`):
  * the token's expiry, or for a secret a rotation replaced the end of its overlap when earlier.
  */
+/**
+ * The view as it is sent at `nowMs`: with the seconds its secret has left when it ends (a client
+ * judges that on its monotonic clock). Made when sent, never kept: the hash covers the view without it.
+ */
+export function withSecondsLeft(view: TokenAuthorizerView, nowMs: number): TokenAuthorizerView {
+  if (view.ExpirationTime === undefined) return view;
+  const left = Math.max(0, Date.parse(view.ExpirationTime) - nowMs) / 1000;
+  return { ...view, SecondsLeft: Math.round(left * 1000) / 1000 };
+}
+
 function secretExpiry(identity: Identity): string | undefined {
   const own = identity.token.ExpirationTime;
   if (identity.secretEnds === undefined) return own;

@@ -74,6 +74,15 @@ export async function authorize(
 }
 
 /**
+ * Whether the caller may read what lives in a scope. The one filter of every answer that lists
+ * tokens or what they did (token lists, unused-since, who can, dry runs): a token, its
+ * AccessorID and the checks asked for it are shown only where the caller holds acl:read.
+ */
+export function readableBy(identity: Identity): (o: Scope) => boolean {
+  return (o) => identity.authorizer.canRead(o.Partition, o.Namespace);
+}
+
+/**
  * The opening of every list: one namespace (acl:read needed there) or `ns=*`, meaning
  * every namespace the caller may read. For `ns=*`, `namespacesOf` names the namespaces
  * that hold objects, and only the readable ones are returned, so a caller who may read
@@ -91,5 +100,5 @@ export async function authorizeList(
     return { identity, scope, namespaces: [scope.Namespace], canSee: () => true };
   }
   const readable = namespacesOf?.(scope.Partition).filter((ns) => identity.authorizer.canRead(scope.Partition, ns)) ?? [];
-  return { identity, scope, namespaces: readable, canSee: (o) => identity.authorizer.canRead(o.Partition, o.Namespace) };
+  return { identity, scope, namespaces: readable, canSee: readableBy(identity) };
 }

@@ -12,7 +12,7 @@ import type { Store, TxReader } from '../store/store.js';
 import type { DryRunAnswer, DryRunService } from './dry-run.js';
 import type { AclResolver } from './acl-resolver.js';
 import type { RequestContext, WriteResult } from './context.js';
-import { authorize, authorizeList } from './permissions.js';
+import { authorize, authorizeList, readableBy } from './permissions.js';
 import { checkNameFree, freshID } from './uniqueness.js';
 import { type PolicyView, policyView } from './views.js';
 
@@ -93,10 +93,10 @@ export class PolicyService {
    * would flip of the checks recently asked for the tokens it reaches (SPEC §22).
    */
   async dryRun(ctx: RequestContext, id: string, input: PolicyInput, dryRun: DryRunService): Promise<DryRunAnswer> {
-    const { scope } = await authorize(this.resolver, ctx, 'write', input);
+    const { identity, scope } = await authorize(this.resolver, ctx, 'write', input);
     if (input.ID && input.ID !== id) throw invalid('Policy ID in URL and payload do not match');
     if (!isUUID(id)) throw missingPolicy(id);
-    return dryRun.policyChange(updatedPolicy(this.store.reader, id, input, checkFields(input), scope));
+    return dryRun.policyChange(updatedPolicy(this.store.reader, id, input, checkFields(input), scope), readableBy(identity));
   }
 
   async delete(ctx: RequestContext, id: string): Promise<WriteResult<boolean>> {

@@ -1,9 +1,18 @@
+import { createHash } from 'node:crypto';
+import { ANONYMOUS_TOKEN_ID } from '../domain/ids.js';
+
 /**
- * The decisions seen in the last hour (SPEC §22, "What a change would break"): which checks
- * each token was asked about, at this server and as enforcing clients report them, so a dry
- * run of a policy or role change can judge them again before and after. Kept in four buckets
- * of a quarter of an hour each (what was seen within the last hour, give or take a quarter);
- * bounded: past `maxEntries` pairs of token and check a bucket counts what it drops.
+ * The decisions seen in the last hour (README, "What a change would break"): which checks each
+ * token was asked about, at this server and as enforcing clients report them, so a dry run of a
+ * policy or role change can judge them again before and after. Kept in four buckets of a
+ * quarter of an hour each (what was seen within the last hour, give or take a quarter); every
+ * bucket holds its own checks, so whatever filled one is gone with it.
+ *
+ * Bounded so that no one caller can blind the record for everyone else: each token may add only
+ * so many checks to a bucket (the anonymous token, which anyone can speak for, few), each
+ * enforcing client's reports only so many, a bucket only so many pairs of token and check and
+ * so many bytes of checks; what does not fit is counted (`dropped`). A segment longer than
+ * LONG_SEGMENT is known by its hash in the keys.
  *
  * On the hottest path (every decision): a record is one map look-up by token, one string made
  * of the check and one set insert.
@@ -20,12 +29,28 @@ export interface RecordedCheck {
 
 const BUCKETS = 4;
 const BUCKET_MS = 15 * 60_000;
-const MAX_CHECK_KINDS = 100_000;
+
+/** Checks one token may add to a bucket, and the anonymous token (anyone's to use). */
+const PER_TOKEN = 1_000;
+const PER_ANONYMOUS = 64;
+/** Checks one enforcing client's reports (one watch credential) may add to a bucket. */
+const PER_REPORTER = 100_000;
+/** Bytes of distinct checks one bucket keeps. */
+const KIND_BYTES = 32 << 20;
+/** Segments longer than this are keyed by their hash. */
+const LONG_SEGMENT = 256;
+/** What a kept check costs besides its text (the object, the map entries). */
+const KIND_OVERHEAD = 160;
 
 interface Bucket {
   start: number;
   /** AccessorID -> the keys of the checks asked for it. */
   byToken: Map<string, Set<string>>;
+  /** The checks this bucket holds by key (shared by every token that asked it). */
+  kinds: Map<string, RecordedCheck>;
+  kindBytes: number;
+  /** Checks each reporter added. */
+  byReporter: Map<string, number>;
   /** AccessorID -> the request bodies (with their place) already noted for it: a repeated request costs one look-up. */
   bodies: Map<string, Set<string>>;
   entries: number;
@@ -37,11 +62,14 @@ const MAX_BODIES_PER_TOKEN = 64;
 
 const SEP = '\u0000';
 
+function keyOf(resource: string, segment: string | undefined, access: string, partition: string, namespace: string): string {
+  const s =
+    segment === undefined ? '' : segment.length <= LONG_SEGMENT ? segment : `#${createHash('sha256').update(segment).digest('base64')}`;
+  return `${resource}${SEP}${s}${SEP}${access}${SEP}${partition}${SEP}${namespace}${segment === undefined ? SEP : ''}`;
+}
+
 export class RecentChecks {
   private buckets: Bucket[] = [];
-  /** Check key -> the check (shared by every token that asked it). */
-  private readonly checks = new Map<string, RecordedCheck>();
-  private droppedKinds = 0;
 
   constructor(
     private readonly now: () => number = Date.now,
@@ -52,7 +80,16 @@ export class RecentChecks {
     const now = this.now();
     let b = this.buckets[this.buckets.length - 1];
     if (b === undefined || now - b.start >= BUCKET_MS) {
-      b = { start: now, byToken: new Map(), bodies: new Map(), entries: 0, dropped: 0 };
+      b = {
+        start: now,
+        byToken: new Map(),
+        kinds: new Map(),
+        kindBytes: 0,
+        byReporter: new Map(),
+        bodies: new Map(),
+        entries: 0,
+        dropped: 0,
+      };
       this.buckets.push(b);
       if (this.buckets.length > BUCKETS) this.buckets.shift();
     }
@@ -73,22 +110,40 @@ export class RecentChecks {
     return false;
   }
 
-  /** Notes that `accessor` was asked this check (judged at this place). */
-  record(accessor: string, resource: string, segment: string | undefined, access: string, partition: string, namespace: string): void {
-    const key = `${resource}${SEP}${segment ?? ''}${SEP}${access}${SEP}${partition}${SEP}${namespace}${segment === undefined ? SEP : ''}`;
+  /**
+   * Notes that `accessor` was asked this check (judged at this place); `reporter` names the
+   * enforcing client that told of it (undefined: asked here).
+   */
+  record(
+    accessor: string,
+    resource: string,
+    segment: string | undefined,
+    access: string,
+    partition: string,
+    namespace: string,
+    reporter?: string,
+  ): void {
+    const key = keyOf(resource, segment, access, partition, namespace);
     const b = this.current();
     let set = b.byToken.get(accessor);
     if (set?.has(key)) return;
-    if (b.entries >= this.maxEntries) {
+    const reported = reporter === undefined ? 0 : (b.byReporter.get(reporter) ?? 0);
+    if (
+      b.entries >= this.maxEntries ||
+      (set?.size ?? 0) >= (accessor === ANONYMOUS_TOKEN_ID ? PER_ANONYMOUS : PER_TOKEN) ||
+      reported >= PER_REPORTER
+    ) {
       b.dropped++;
       return;
     }
-    if (!this.checks.has(key)) {
-      if (this.checks.size >= MAX_CHECK_KINDS) {
-        this.droppedKinds++;
+    if (!b.kinds.has(key)) {
+      const bytes = KIND_OVERHEAD + 2 * (key.length + (segment?.length ?? 0));
+      if (b.kindBytes + bytes > KIND_BYTES) {
+        b.dropped++;
         return;
       }
-      this.checks.set(key, {
+      b.kindBytes += bytes;
+      b.kinds.set(key, {
         Resource: resource,
         ...(segment !== undefined ? { Segment: segment } : {}),
         Access: access,
@@ -99,25 +154,26 @@ export class RecentChecks {
     if (set === undefined) b.byToken.set(accessor, (set = new Set()));
     set.add(key);
     b.entries++;
+    if (reporter !== undefined) b.byReporter.set(reporter, reported + 1);
   }
 
   /** Every token with a check seen within the last hour, with those checks (each once). */
   *seen(): IterableIterator<[string, RecordedCheck[]]> {
     const since = this.now() - BUCKETS * BUCKET_MS;
-    const merged = new Map<string, Set<string>>();
+    const merged = new Map<string, Map<string, RecordedCheck>>();
     for (const b of this.buckets) {
       if (b.start + BUCKET_MS < since) continue;
       for (const [accessor, keys] of b.byToken) {
-        let set = merged.get(accessor);
-        if (set === undefined) merged.set(accessor, (set = new Set()));
-        for (const k of keys) set.add(k);
+        let checks = merged.get(accessor);
+        if (checks === undefined) merged.set(accessor, (checks = new Map()));
+        for (const k of keys) if (!checks.has(k)) checks.set(k, b.kinds.get(k) as RecordedCheck);
       }
     }
-    for (const [accessor, keys] of merged) yield [accessor, [...keys].map((k) => this.checks.get(k) as RecordedCheck)];
+    for (const [accessor, checks] of merged) yield [accessor, [...checks.values()]];
   }
 
-  /** What was not kept: pairs past a bucket's bound, and checks past the bound of distinct ones. */
+  /** What was not kept within the last hour: checks past a bucket's bounds or a token's or reporter's share. */
   get dropped(): number {
-    return this.buckets.reduce((n, b) => n + b.dropped, 0) + this.droppedKinds;
+    return this.buckets.reduce((n, b) => n + b.dropped, 0);
   }
 }

@@ -13,7 +13,7 @@ import type { AclResolver } from './acl-resolver.js';
 import type { RequestContext, WriteResult } from './context.js';
 import { type LinkReader, linkNames, nameLinks, namedLinks, resolveLinks } from './links.js';
 import type { DryRunAnswer, DryRunService } from './dry-run.js';
-import { authorize, authorizeList } from './permissions.js';
+import { authorize, authorizeList, readableBy } from './permissions.js';
 import { checkNameFree, freshID } from './uniqueness.js';
 import { type RoleView, roleView } from './views.js';
 
@@ -145,11 +145,11 @@ export class RoleService {
 
   /** `?dry-run`: the update checked as it would be, nothing written; what it would flip (SPEC §22). */
   async dryRun(ctx: RequestContext, id: string, input: RoleInput, dryRun: DryRunService): Promise<DryRunAnswer> {
-    const { scope } = await authorize(this.resolver, ctx, 'write', input);
+    const { identity, scope } = await authorize(this.resolver, ctx, 'write', input);
     if (input.ID && input.ID !== id) throw invalid('Role ID in URL and payload do not match');
     if (!isUUID(id)) throw missingRole(id);
     checkRoleName(input.Name);
-    return dryRun.roleChange(this.updated(this.store.reader, id, input, scope).record);
+    return dryRun.roleChange(this.updated(this.store.reader, id, input, scope).record, readableBy(identity));
   }
 
   async delete(ctx: RequestContext, id: string): Promise<WriteResult<boolean>> {

@@ -1,4 +1,5 @@
-import { invalid } from '../domain/errors.js';
+import { WatchwordError, invalid } from '../domain/errors.js';
+import { RateLimiter } from '../transport/rate-limit.js';
 import { isExpired } from '../domain/expiry.js';
 import type { Clock } from '../domain/clock.js';
 import { type Access, TABLE_OF, enforce } from '../domain/rules/decisions.js';
@@ -11,7 +12,7 @@ import type { StateReader } from '../store/store.js';
 import type { AclResolver } from './acl-resolver.js';
 import type { RequestContext } from './context.js';
 import { type Check, parseChecks } from './decisions.js';
-import { authorize } from './permissions.js';
+import { authorize, readableBy } from './permissions.js';
 
 /**
  * Who can (SPEC §22): the tokens and roles of one place granted a check, each with its reason.
@@ -56,8 +57,11 @@ const COLLECT_MAX = 200_000;
 /** A name no rule can be about: what an identity's rules grant whatever its name (`service_prefix ""`). */
 const ANY_NAME = '\u0000who-can';
 const SIDECAR = '-sidecar-proxy';
-/** Checks whose candidates are kept for their next pages. */
-const KEPT_CHECKS = 4;
+/** Checks whose candidates are kept for their next pages, and the AccessorIDs they may hold in all. */
+const KEPT_CHECKS = 32;
+const KEPT_IDS = 400_000;
+/** Checks one caller may have found anew (not from what is kept) in a minute; past it, 429. */
+const COLD_PER_MINUTE = 30;
 
 /** Whether a rule of this level allows the access (write-prefix: only write). */
 function levelAllows(level: AccessLevel | undefined, access: Access): boolean {
@@ -129,12 +133,13 @@ export class WhoCanService {
   }
 
   async whoCan(ctx: RequestContext, q: WhoCanQuery): Promise<WhoCanAnswer> {
-    const { scope } = await authorize(this.resolver, ctx, 'read');
+    const { identity, scope } = await authorize(this.resolver, ctx, 'read');
+    const canSee = readableBy(identity);
     const check = parseQuery(q);
     const limit = limitOf(q.limit);
     const cursor = cursorOf(q.cursor);
     const place = { partition: scope.Partition, namespace: scope.Namespace };
-    const { candidates, ids } = this.found(check);
+    const { candidates, ids } = this.found(check, identity.token.AccessorID);
     const out: WhoCanAnswer = {
       Resource: check.resource,
       ...(check.segment !== undefined ? { Segment: check.segment } : {}),
@@ -150,7 +155,8 @@ export class WhoCanService {
     const judge = (token: TokenRecord): boolean => {
       out.Scanned++;
       last = token.AccessorID;
-      if (token.Partition !== place.partition || token.Namespace !== place.namespace || isExpired(token, now)) return false;
+      if (token.Partition !== place.partition || token.Namespace !== place.namespace || isExpired(token, now) || !canSee(token))
+        return false;
       if (!candidates.everyone && !isCandidate(token, candidates)) return false;
       const e = explain(
         this.resolver.compileOnce(token),
@@ -187,23 +193,48 @@ export class WhoCanService {
   }
 
   /**
-   * The candidates of a check and their tokens, found once for all its pages: kept while no
-   * token, policy or role changed (the tables' indexes), for the last few checks asked.
+   * The candidates of a check and their tokens, found once for all its pages and kept by check:
+   * the candidates while no policy or role changed, their tokens while no token changed (a
+   * token's write finds them again from the candidates kept). Finding anew costs the caller one
+   * of its COLD_PER_MINUTE; the least recently used checks give way past KEPT_CHECKS or KEPT_IDS.
    */
-  private found(c: Check): { candidates: Candidates; ids: string[] | undefined } {
+  private found(c: Check, caller: string): { candidates: Candidates; ids: string[] | undefined } {
     const key = `${c.resource}\u0000${c.segment ?? '\u0001'}\u0000${c.access}`;
-    const state = `${this.store.tableIndex('tokens')}/${this.store.tableIndex('policies')}/${this.store.tableIndex('roles')}`;
+    const rules = `${this.store.tableIndex('policies')}/${this.store.tableIndex('roles')}`;
+    const tokens = this.store.tableIndex('tokens');
     const kept = this.kept.get(key);
-    if (kept !== undefined && kept.state === state) return kept;
-    const candidates = this.candidates(c);
-    const answer = { state, candidates, ids: this.collect(candidates) };
-    this.kept.delete(key);
-    if (this.kept.size >= KEPT_CHECKS) this.kept.delete(this.kept.keys().next().value as string);
+    if (kept !== undefined && kept.rules === rules && kept.tokens === tokens) {
+      this.kept.delete(key);
+      this.kept.set(key, kept);
+      return kept;
+    }
+    const wait = this.cold.take(caller);
+    if (wait > 0)
+      throw new WatchwordError(
+        'RATE_LIMITED',
+        `Too many different who-can checks from this token: at most ${COLD_PER_MINUTE} a minute are looked up anew; retry in ${wait} s`,
+        { retryAfter: wait },
+      );
+    const candidates = kept !== undefined && kept.rules === rules ? kept.candidates : this.candidates(c);
+    const answer = { rules, tokens, candidates, ids: this.collect(candidates) };
+    this.forget(key);
     this.kept.set(key, answer);
+    this.keptIds += answer.ids?.length ?? 0;
+    while (this.kept.size > KEPT_CHECKS || (this.keptIds > KEPT_IDS && this.kept.size > 1))
+      this.forget(this.kept.keys().next().value as string);
     return answer;
   }
 
-  private readonly kept = new Map<string, { state: string; candidates: Candidates; ids: string[] | undefined }>();
+  private forget(key: string): void {
+    const kept = this.kept.get(key);
+    if (kept === undefined) return;
+    this.kept.delete(key);
+    this.keptIds -= kept.ids?.length ?? 0;
+  }
+
+  private readonly kept = new Map<string, { rules: string; tokens: number; candidates: Candidates; ids: string[] | undefined }>();
+  private keptIds = 0;
+  private readonly cold = new RateLimiter(COLD_PER_MINUTE / 60, COLD_PER_MINUTE);
 
   /** The grants whose rules could grant the check (each a small table, or names tried directly). */
   private candidates(c: Check): Candidates {

@@ -11,6 +11,9 @@ import { z } from 'zod';
  * Times are milliseconds, as precise as the servers saw them: the idle reaper judges from these,
  * not from the minute a view shows.
  */
+/** How far past this server's clock a peer's reported use may be (servers' clocks differ a little). */
+export const PEER_SKEW_MS = 60_000;
+
 export class LastUseBook {
   /** Accessor → the latest use known (flushed or not). */
   private readonly at = new Map<string, number>();
@@ -25,8 +28,13 @@ export class LastUseBook {
     this.unflushed.add(accessor);
   }
 
-  /** A use another server reported: kept when it is later than what is known, and then flushed like one seen here. */
-  merge(accessor: string, ms: number): void {
+  /**
+   * A use another server reported: kept when it is later than what is known, and then flushed
+   * like one seen here. A time past this server's clock by more than PEER_SKEW_MS is taken as
+   * that far: a use in the future would keep a login token from ever going idle.
+   */
+  merge(accessor: string, reported: number, now = Date.now()): void {
+    const ms = Math.min(reported, now + PEER_SKEW_MS);
     const prev = this.at.get(accessor);
     if (prev !== undefined && ms <= prev) return;
     this.at.set(accessor, ms);

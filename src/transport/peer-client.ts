@@ -34,7 +34,8 @@ export class PeerClient {
   /** `baseURL`: one URL, or several comma-separated (every server of a datacenter), tried in turn when one cannot be reached. */
   constructor(
     baseURL: string,
-    private readonly datacenter: string,
+    /** The datacenter its servers belong to. */
+    readonly datacenter: string,
     private readonly fetch: PeerFetch,
   ) {
     this.urls = baseURL

@@ -1,7 +1,8 @@
 import { type PeerCertificate, TLSSocket, type SecureContextOptions, checkServerIdentity as defaultIdentityCheck } from 'node:tls';
 import type { ServerOptions as HttpsServerOptions } from 'node:https';
 import type { IncomingMessage } from 'node:http';
-import { FORWARD_PROOF_HEADER, type ForwardFields, SERVER_KEY_ID, checkForwardProof, forwardProof } from './forward-proof.js';
+import { FORWARD_PROOF_HEADER, type ForwardFields, NonceBook, SERVER_KEY_ID, checkForwardProof, forwardProof } from './forward-proof.js';
+import { ForwardKeys } from './forward-keys.js';
 import type { Logger } from 'pino';
 import type { Agent, RequestInit as UndiciRequestInit } from 'undici';
 import type { ClientOptions as WebSocketOptions } from 'ws';
@@ -91,6 +92,11 @@ export class Transport {
   private material: TlsMaterial | undefined;
   /** Connection pools by the name their peers must prove ('' for none); rebuilt on reload. */
   private agents = new Map<string, Agent>();
+  /** Nonces of forwarded requests' proofs already believed: each is good once. */
+  private readonly nonces = new NonceBook();
+  /** The keys this server and other datacenters' vouch for forwarded clients with (forward-keys.ts). */
+  readonly forwardKeys: ForwardKeys;
+  private datacenterKey: () => Uint8Array | undefined = () => undefined;
   private listener: { setSecureContext(options: SecureContextOptions): void } | undefined;
   private readonly etcd: {
     credentials?: { rootCertificate?: Buffer; certChain?: Buffer; privateKey?: Buffer };
@@ -106,6 +112,12 @@ export class Transport {
     this.material = options.tls ? loadTlsFiles(options.tls) : undefined;
     this.etcd = etcdClientOptions(options.etcd);
     this.serverKeyProof = options.serverKey ? new ServerKeyProof(options.serverKey, options.datacenter) : undefined;
+    this.forwardKeys = new ForwardKeys(options.datacenter, () => this.datacenterKey());
+  }
+
+  /** Where this datacenter's own key is read from, once the store is open (the forwarding keys derive from it). */
+  useDatacenterKey(source: () => Uint8Array | undefined): void {
+    this.datacenterKey = source;
   }
 
   /**
@@ -269,8 +281,11 @@ export class Transport {
   ): boolean {
     if (this.secure && this.proveIncoming(req, claim.byServer ? this.options.datacenter : claim.from)?.ok === true) return true;
     const header = req.headers[FORWARD_PROOF_HEADER];
-    return checkForwardProof(Array.isArray(header) ? header[0] : header, fields, (id) =>
-      id === SERVER_KEY_ID ? (claim.byServer ? this.options.serverKey : undefined) : keyOf(id),
+    return checkForwardProof(
+      Array.isArray(header) ? header[0] : header,
+      fields,
+      (id) => (id === SERVER_KEY_ID ? (claim.byServer ? this.options.serverKey : undefined) : keyOf(id)),
+      this.nonces,
     );
   }
 

@@ -44,7 +44,8 @@ describe('Authorizer (enforcing client)', () => {
   let token: { SecretID: string; AccessorID: string };
   const authorizers: Authorizer[] = [];
   const make = (options: ConstructorParameters<typeof Authorizer>[0] = {}) => {
-    const a = new Authorizer({ client: { address: d.url }, ...options });
+    // The service's own token opens the watch (it needs acl:read): the management token here.
+    const a = new Authorizer({ client: { address: d.url }, token: d.management, ...options });
     authorizers.push(a);
     return a;
   };
@@ -125,6 +126,8 @@ describe('Authorizer (enforcing client)', () => {
       address: d.url,
       reports: 0,
       reportsDropped: 0,
+      watch: 'connecting',
+      blockingReads: 0,
     });
     expect(await authz.allowed(token.SecretID, 'service', 'web', 'write')).toBe(true);
     for (let i = 0; i < 5; i++) expect(authz.allowed(token.SecretID, 'service', 'web', 'write')).toBe(true);

@@ -113,7 +113,7 @@ describe.skipIf(!etcd)('decisions across datacenters and servers (real processes
     const old = made.body as unknown as { SecretID: string; AccessorID: string; Hash: string };
     await cluster.waitForReplication();
     const secondary = cluster.get('dc2').servers[1] as DatacenterHandle;
-    const authz = new Authorizer({ client: { address: secondary.url } });
+    const authz = new Authorizer({ client: { address: secondary.url }, token });
     try {
       // Cached by the enforcing client before the rotation.
       expect(await authz.allowed(old.SecretID, 'key', 'app/x', 'write')).toBe(true);
@@ -130,18 +130,20 @@ describe.skipIf(!etcd)('decisions across datacenters and servers (real processes
       }
       expect(Date.now()).toBeLessThan(ends);
       expect(authz.allowed(old.SecretID, 'key', 'app/x', 'write')).toBe(true);
-      // The enforcing client's own clock past the overlap's end (the servers' is not): it refuses the old secret by itself.
-      vi.useFakeTimers({ toFake: ['Date'], shouldAdvanceTime: true });
-      vi.setSystemTime(ends + 1);
+      // The enforcing client's own monotonic clock past the overlap's end (the servers' is not): it refuses the old secret by
+      // itself, from the seconds left the server counted, whatever its wall clock says.
+      const realNow = performance.now.bind(performance);
+      const ahead = ends - Date.now() + 1;
+      vi.spyOn(performance, 'now').mockImplementation(() => realNow() + ahead);
       await waitFor(() => authz.allowed(old.SecretID, 'key', 'app/x', 'write') === false, 2_000, 10);
       expect(await authz.allowed(fresh.SecretID, 'key', 'app/x', 'write')).toBe(true);
-      vi.useRealTimers();
+      vi.restoreAllMocks();
       // Past the overlap, no server takes it.
       await waitFor(async () => Date.now() > ends, overlapMs + 1_000, 50);
       for (const s of servers) expect(await decide(s, old.SecretID, 'key', 'app/x', 'write'), s.serverName).toBe(403);
       for (const s of servers) expect(await decide(s, fresh.SecretID, 'key', 'app/x', 'write'), s.serverName).toBe(true);
     } finally {
-      vi.useRealTimers();
+      vi.restoreAllMocks();
       authz.close();
     }
     // A Local token's rotation stays in its datacenter: both servers of dc2 take the old secret, dc1 never hears of it.

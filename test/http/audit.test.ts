@@ -262,7 +262,7 @@ describe('the audit log, off and rotated', () => {
       await waitFor(
         async () => {
           const now = await look();
-          const still = now === last && JSON.parse(now)[0].length === 6;
+          const still = now === last && JSON.parse(now)[0].length === 8;
           last = now;
           return still;
         },
@@ -270,8 +270,18 @@ describe('the audit log, off and rotated', () => {
         300,
       );
       const files = (await readdir(join(d.dataDir, 'audit'))).sort();
-      // Every event in audit.log, and the changes again in a file of their own, each rotated on its own.
-      expect(files).toEqual(['audit-changes.log', 'audit-changes.log.1', 'audit-changes.log.2', 'audit.log', 'audit.log.1', 'audit.log.2']);
+      // Every event in audit.log, and the changes again in a file of their own, each rotated on its own (the refusals and the
+      // clients' denials have files of their own too: none here).
+      expect(files).toEqual([
+        'audit-changes.log',
+        'audit-changes.log.1',
+        'audit-changes.log.2',
+        'audit-denied-by-client.log',
+        'audit-refused.log',
+        'audit.log',
+        'audit.log.1',
+        'audit.log.2',
+      ]);
       for (const f of files) expect(((await stat(join(d.dataDir, 'audit', f))).mode & 0o777).toString(8)).toBe('600');
       for (const f of files) expect((await stat(join(d.dataDir, 'audit', f))).size).toBeLessThanOrEqual(4096);
     } finally {

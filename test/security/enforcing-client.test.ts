@@ -148,7 +148,7 @@ describe('enforcing client: one watch, a known token under 429', () => {
   };
 
   it('keeps every token current over one watch: no reads after the first, a delete seen at once', async () => {
-    const authz = new Authorizer({ client: { address: d.url }, tokenTTL: 600 });
+    const authz = new Authorizer({ client: { address: d.url }, token: d.management, tokenTTL: 600 });
     made.push(authz);
     const made5: Array<{ SecretID: string; AccessorID: string }> = [];
     for (let i = 0; i < 5; i++) made5.push(await tokenWith('service "web" { policy = "write" }'));
@@ -250,7 +250,7 @@ describe('enforcing client: a server that garbles the watch', () => {
   it('neither crashes the service nor installs a garbled change as rules; the watch starts over', async () => {
     const secret = randomUUID();
     const s = await garblingServer(secret);
-    const authz = new Authorizer({ client: { address: s.url }, tokenTTL: 400 });
+    const authz = new Authorizer({ client: { address: s.url }, token: secret, tokenTTL: 400 });
     try {
       expect(await authz.allowed(secret, 'service', 'web', 'write')).toBe(true);
       // The watch is opened, garbled, cut and opened again: the service goes on.

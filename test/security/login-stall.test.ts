@@ -70,7 +70,7 @@ describe('a costly selector and one anonymous login', () => {
 
   const login = (bearer: string) => d.api('POST', '/v1/acl/login', { token: undefined, body: { AuthMethod: 'ci', BearerToken: bearer } });
 
-  it('keeps the event loop free: an unrelated request is answered in under 100 ms during the login', async () => {
+  it('keeps the event loop free: an unrelated request is answered in under a second during a 2 s login', async () => {
     const bearer = await sign('a'.repeat(600));
     const loginDone = login(bearer);
     // Sent once the login is under way, and again every 50 ms until it ends.
@@ -93,7 +93,9 @@ describe('a costly selector and one anonymous login', () => {
     expect(answer.status).toBe(403);
     expect(answer.body.message).toMatch(/binding rules took longer than 2000 ms to evaluate/);
     expect(reads.length).toBeGreaterThan(5);
-    expect(Math.max(...reads)).toBeLessThan(100);
+    // On the event loop the login would hold every read for its whole deadline (2 s; 8.4 s before the deadline existed);
+    // a busy shared machine answers within a second.
+    expect(Math.max(...reads)).toBeLessThan(1_000);
   });
 
   it('answers the next login with a cheap claim as before (the thread was started again)', async () => {

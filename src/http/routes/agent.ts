@@ -35,6 +35,18 @@ async function requireOperator(deps: AgentRoutesDeps, request: FastifyRequest, a
     throw permissionDenied(identity, 'write', { Namespace: 'default', Partition: 'default' });
 }
 
+/** Whether the request's token may learn where a datacenter's servers are: a replication token (acl:write), or operator:read. */
+async function mayKnowServers(deps: AgentRoutesDeps, request: FastifyRequest): Promise<boolean> {
+  const secret = requestSecret(request);
+  if (secret === undefined) return false;
+  try {
+    const { authorizer } = await deps.resolver.resolve(secret, request.ip);
+    return authorizer.operatorAccess() !== 'none' || authorizer.canWrite('default', 'default');
+  } catch {
+    return false;
+  }
+}
+
 /** RFC 3339 or milliseconds since the epoch, for `since` and `until`. */
 function timeParam(name: string, value: string | undefined): number | undefined {
   if (value === undefined || value === '') return undefined;
@@ -170,12 +182,15 @@ function primaryRoutes(app: FastifyInstance, deps: AgentRoutesDeps): void {
     GET: {
       doc: {
         summary:
-          'The primary this datacenter follows (or itself), its epoch and its servers: what other datacenters ask to learn of a newer ' +
-          'primary (no token needed; nothing secret)',
+          'The primary this datacenter follows (or itself) and its epoch: what other datacenters ask to learn of a newer primary. ' +
+          "The primary's servers (Addresses) only to a token with acl:write (a replication token) or operator:read; to anyone else, none",
         permission: 'none',
         response: primaryPlacementResponse,
       },
-      handler: async (request, reply) => sendJSON(request, reply, deps.agent.placement()),
+      handler: async (request, reply) => {
+        const placement = deps.agent.placement();
+        return sendJSON(request, reply, (await mayKnowServers(deps, request)) ? placement : { ...placement, Addresses: [] });
+      },
     },
   });
 }

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { type Judged, answersJSON } from '../../service/decisions.js';
+import { type Judged, answersJSON, withSecondsLeft } from '../../service/decisions.js';
 import { JSONText } from '../../service/views.js';
 import type { Reason } from '../../domain/rules/explain-types.js';
 import { parseJsonBody } from '../body.js';
@@ -76,7 +76,7 @@ export async function decisionRoutes(app: FastifyInstance, deps: DecisionRoutesD
           answer = await deps.decisions.tokenAuthorizer(ctx);
         }
         void reply.header('X-Service-ContentHash', answer.hash).header('X-Consul-ContentHash', answer.hash);
-        return sendJSON(request, reply, answer.view);
+        return sendJSON(request, reply, withSecondsLeft(answer.view, Date.now()));
       },
     },
   });

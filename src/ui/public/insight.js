@@ -96,6 +96,11 @@ export function DryRunResult({ result, onSave, onCancel }) {
     <h2>What this change would break</h2>
     <p>It reaches <strong>${result.Tokens}</strong> token${result.Tokens === 1 ? '' : 's'}; ${result.TokensWithChecks} of them were asked about ${result.Checks} check${result.Checks === 1 ? '' : 's'} in the last hour${result.NotRecorded ? ` (${result.NotRecorded} checks were not recorded)` : ''}.</p>
     ${
+      result.OutOfScope
+        ? html`<p data-testid="dry-run-out-of-scope">${result.OutOfScope.Tokens} of them live where your token may not read; ${result.OutOfScope.Flipping} of those would see an answer change (not shown).</p>`
+        : null
+    }
+    ${
       flips.length === 0
         ? html`<p data-testid="dry-run-none">No check asked in the last hour would change its answer.</p>`
         : html`<div class="table-wrap"><table data-testid="dry-run-flips"><thead><tr><th>Check</th><th>Answer</th><th>Tokens</th><th>For example</th></tr></thead>

@@ -142,7 +142,7 @@ async function previewThen(model, form, run, setPreview, save) {
   if (!changed(model, form.original, form.draft)) return save();
   try {
     const result = await run(bodyOf(model, form.draft, true));
-    if ((result.Flips ?? []).length === 0 && result.NotRecorded === 0) return save();
+    if ((result.Flips ?? []).length === 0 && result.NotRecorded === 0 && !result.OutOfScope?.Flipping) return save();
     setPreview(result);
   } catch (err) {
     form.setError(explain(err));

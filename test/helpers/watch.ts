@@ -1,0 +1,53 @@
+import WebSocket from 'ws';
+import type { TestDaemon } from './test-daemon.js';
+
+export const WATCH_PATH = '/v1/internal/acl/authorizer/watch';
+
+/** A raw watch connection (opened with `token`, when given): the frames the server sent, and how it ended. */
+export async function rawWatch(url: string, token: string | undefined, beat = 250) {
+  const ws = new WebSocket(`${url.replace(/^http/, 'ws')}${WATCH_PATH}?beat=${beat}`, {
+    ...(token !== undefined ? { headers: { 'X-Service-Token': token } } : {}),
+  });
+  const frames: Array<Record<string, unknown>> = [];
+  const ended = new Promise<{ code: number; reason: string }>((resolve) =>
+    ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() })),
+  );
+  ws.on('message', (data) => frames.push(JSON.parse(data.toString()) as Record<string, unknown>));
+  await new Promise<void>((resolve, reject) => {
+    ws.once('open', () => resolve());
+    ws.once('error', reject);
+  });
+  return { ws, frames, ended, send: (frame: unknown) => ws.send(typeof frame === 'string' ? frame : JSON.stringify(frame)) };
+}
+
+/** How an upgrade to the watch is answered: 101 (a watch), or the status and text of its refusal. */
+export function watchUpgrade(url: string, headers: Record<string, string> = {}): Promise<{ status: number; text: string; ws?: WebSocket }> {
+  return new Promise((resolve) => {
+    const ws = new WebSocket(`${url.replace(/^http/, 'ws')}${WATCH_PATH}`, { headers });
+    ws.on('unexpected-response', (_req, res) => {
+      let text = '';
+      res.on('data', (c: Buffer) => (text += c.toString()));
+      res.on('end', () => {
+        ws.terminate();
+        resolve({ status: res.statusCode ?? 0, text });
+      });
+    });
+    ws.on('open', () => resolve({ status: 101, text: '', ws }));
+    ws.on('error', () => undefined);
+  });
+}
+
+/** The daemon's gauges of watches, from its metrics. */
+export async function watchGauges(
+  d: Pick<TestDaemon, 'api'>,
+): Promise<{ watches: number; tokens: number; queued: number; queuedMax: number; closedForBounds: number }> {
+  const text = (await d.api('GET', '/v1/agent/metrics?format=prometheus')).text;
+  const gauge = (name: string) => Number(new RegExp(`^${name} (\\d+)`, 'm').exec(text)?.[1] ?? Number.NaN);
+  return {
+    watches: gauge('watchword_authorizer_watches'),
+    tokens: gauge('watchword_authorizer_watched_tokens'),
+    queued: gauge('watchword_authorizer_watch_queued_bytes'),
+    queuedMax: gauge('watchword_authorizer_watch_queued_bytes_max'),
+    closedForBounds: gauge('watchword_authorizer_watches_closed_for_bounds'),
+  };
+}
