@@ -7,7 +7,7 @@ import type { Metrics } from './observability/metrics.js';
 import type { HealthCheck } from './service/context.js';
 import type { LevelStore } from './store/level-store.js';
 import type { Transport } from './transport/transport.js';
-import { VERSION } from './version.js';
+import { VERSION, releaseInfo } from './version.js';
 
 // What the agent endpoints say of this daemon (/v1/agent/self, /v1/agent/health), from its parts.
 
@@ -42,6 +42,8 @@ export function agentSelf(
       ServerKeySet: config.server_key !== undefined,
       NodeName: config.node_name,
       Version: VERSION,
+      Protocols: releaseInfo().Protocols,
+      StoreFormats: releaseInfo().StoreFormats,
       HTTPAddr: address,
       AdvertiseAddr: config.advertise_addr ?? null,
       DatacenterAddresses: config.datacenter_addresses,

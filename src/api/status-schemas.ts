@@ -10,7 +10,15 @@ export const agentSelfResponse = z
       PrimaryDatacenter: z.string(),
       Role: z.enum(['primary', 'secondary']),
       NodeName: z.string(),
-      Version: z.string(),
+      Version: z.string().describe("This server's release"),
+      Protocols: z
+        .object({
+          Replication: z.tuple([z.number(), z.number()]),
+          Servers: z.tuple([z.number(), z.number()]),
+          Watch: z.tuple([z.number(), z.number()]),
+        })
+        .describe('The range [min, max] of each protocol this release speaks with peers'),
+      StoreFormats: z.tuple([z.number(), z.number()]).describe('The store formats this release opens [min, max]'),
       HTTPAddr: z.string(),
       AdvertiseAddr: z.string().nullable(),
       DatacenterAddresses: z.record(z.string(), z.string()),

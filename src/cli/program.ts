@@ -1,5 +1,5 @@
 import { Command, CommanderError } from 'commander';
-import { VERSION } from '../version.js';
+import { PREVIOUS_RELEASE, VERSION, releaseInfo } from '../version.js';
 import { aclCommand } from './acl.js';
 import { normalizeArgv } from './argv.js';
 import { HTTP_API_FLAGS } from './common.js';
@@ -32,7 +32,17 @@ export function buildProgram(io: CliIO, extra?: (program: Command) => void): Com
   program
     .command('version')
     .description('print the version of this build')
-    .action(() => io.out(`watchword v${VERSION}\nNode.js ${process.version}\n`));
+    .action(() => {
+      const r = releaseInfo();
+      const range = ([lo, hi]: [number, number]) => (lo === hi ? `${lo}` : `${lo}-${hi}`);
+      io.out(
+        `watchword v${VERSION}\n` +
+          `Protocols: replication ${range(r.Protocols.Replication)}, servers ${range(r.Protocols.Servers)}, watch ${range(r.Protocols.Watch)}\n` +
+          `Store formats: ${range(r.StoreFormats)}\n` +
+          `Previous release: v${PREVIOUS_RELEASE.version} (${PREVIOUS_RELEASE.commit.slice(0, 12)})\n` +
+          `Node.js ${process.version}\n`,
+      );
+    });
   extra?.(program);
   aclCommand(program);
   snapshotCommand(program);

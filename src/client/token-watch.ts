@@ -1,5 +1,6 @@
 import WebSocket from 'ws';
 import { type WatchServerFrame, parseServerFrame } from '../api/watch-frames.js';
+import { WATCH_PROTOCOL } from '../version.js';
 import type { WatchwordClient } from './client.js';
 import { sleep } from './failures.js';
 
@@ -147,7 +148,8 @@ export class TokenWatch {
         this.options.onLost('lost', (err as Error).message);
         return resolve('lost');
       }
-      const url = `${client.address.replace(/^http/, 'ws')}${WATCH_PATH}?beat=${Math.round(this.options.beatMs)}`;
+      const versions = `version=${WATCH_PROTOCOL.min}&max=${WATCH_PROTOCOL.max}`;
+      const url = `${client.address.replace(/^http/, 'ws')}${WATCH_PATH}?beat=${Math.round(this.options.beatMs)}&${versions}`;
       const ws = new WebSocket(url, {
         ...tls,
         headers: { 'X-Service-Token': this.options.token },

@@ -64,12 +64,12 @@ export class FollowerStream {
   ) {}
 
   /** A new connection: its first frame. Whatever the previous one left unapplied is dropped. */
-  hello(): FollowerFrame {
+  hello(version = SERVER_PROTOCOL_VERSION): FollowerFrame {
     this.disconnected();
     const pos = this.store.serverPosition();
     return {
       t: 'hello',
-      v: SERVER_PROTOCOL_VERSION,
+      v: version,
       name: this.options.name,
       address: this.options.address(),
       seq: pos.seq,

@@ -4,7 +4,8 @@ import type { Logger } from 'pino';
 import { WebSocket } from 'ws';
 import { Heartbeat } from '../transport/heartbeat.js';
 import { Backoff } from '../transport/backoff.js';
-import { decodeFrame, encodeFrame } from '../replication/protocol.js';
+import { PROTOCOL_HEADER, decodeFrame, encodeFrame } from '../replication/protocol.js';
+import { SERVER_PROTOCOL, rangeText } from '../version.js';
 import { FollowerStream } from './follower-stream.js';
 import { type Transport, describeConnectError } from '../transport/transport.js';
 import {
@@ -72,6 +73,8 @@ export class ServerFollower {
   private refusedSince: number | undefined;
   /** The peer proved to be the leader on this connection: only then is anything it sends applied, or anything sent to it. */
   private proven = false;
+  /** The protocol version agreed with the leader at the upgrade. */
+  private version = SERVER_PROTOCOL_VERSION;
 
   constructor(
     private readonly store: ServerStore,
@@ -147,7 +150,8 @@ export class ServerFollower {
     if (this.stopped) return;
     const { transport, datacenter, leaderURL, leader, name } = this.options;
     const leaderName = leader.name;
-    const url = transport.websocketURL(leaderURL, SERVERS_PATH, { version: String(SERVER_PROTOCOL_VERSION) });
+    // The range this release speaks: `version` its lowest (which a leader of 0.1.0 checks), `max` its highest.
+    const url = transport.websocketURL(leaderURL, SERVERS_PATH, { version: String(SERVER_PROTOCOL.min), max: String(SERVER_PROTOCOL.max) });
     // With TLS the leader's certificate is checked in the handshake; with a server key its proof in the 101.
     const challenge = transport.serverKeyProof?.request(name, leader);
     const ws = new WebSocket(url, {
@@ -165,13 +169,20 @@ export class ServerFollower {
       if (!proved.ok) return this.drop(`refused the leader at ${leaderURL}: ${proved.reason}`);
       if (proved.name !== leaderName)
         return this.drop(`the server at ${leaderURL} is ${proved.name || 'unnamed'}, not the leader ${leaderName}`);
+      // The version agreed (a leader of 0.1.0 says none: it speaks SERVER_PROTOCOL_VERSION).
+      const agreed = res.headers[PROTOCOL_HEADER];
+      this.version = typeof agreed === 'string' ? Number(agreed) : SERVER_PROTOCOL_VERSION;
+      if (!(this.version >= SERVER_PROTOCOL.min && this.version <= SERVER_PROTOCOL.max))
+        return this.drop(
+          `the leader agreed server protocol ${this.version}, which this release does not speak (${rangeText(SERVER_PROTOCOL)})`,
+        );
       this.proven = true;
     });
     ws.on('open', () => {
       if (!this.proven) return this.drop(`the server at ${leaderURL} did not prove to be the leader`);
       this.connected = true;
       this.heartbeat.start();
-      this.send(this.stream.hello());
+      this.send(this.stream.hello(this.version));
     });
     ws.on('unexpected-response', (_req, res) => {
       this.refusedSince ??= Date.now();

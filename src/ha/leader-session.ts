@@ -79,6 +79,8 @@ export class LeaderSession {
     private readonly leader: LeaderHost,
     private readonly channel: ServerChannel,
     name: string,
+    /** The protocol version agreed at the upgrade: nothing is sent that it does not carry. */
+    readonly version: number = SERVER_PROTOCOL_VERSION,
   ) {
     this.name = name;
     const { heartbeatMs, deadPeerMs } = leader.options;
@@ -161,8 +163,8 @@ export class LeaderSession {
       return;
     }
     if (this.greeted) return this.close(4002, 'hello sent twice');
-    if (frame.v !== SERVER_PROTOCOL_VERSION)
-      return this.fail('VERSION', `unsupported server protocol version ${frame.v}; this leader speaks ${SERVER_PROTOCOL_VERSION}`);
+    if (frame.v !== this.version)
+      return this.fail('VERSION', `the follower's hello speaks server protocol ${frame.v}, not ${this.version} as agreed at its upgrade`);
     if (frame.name !== this.name) return this.fail('NAME', `the hello names ${frame.name}, but this connection proved ${this.name}`);
     this.greeted = true;
     this.address = frame.address;
@@ -180,12 +182,12 @@ export class LeaderSession {
         // nothing here: counting it would let writes be acknowledged, and the follower join
         // the synchronous set, on batches it does not hold; it confirms the snapshot instead.
         this.ackedSeq = from.seq;
-        this.send({ t: 'welcome', v: SERVER_PROTOCOL_VERSION, term: leader.term(), leader: leader.options.name, mode: 'tail' });
+        this.send({ t: 'welcome', v: this.version, term: leader.term(), leader: leader.options.name, mode: 'tail' });
         for (const b of after) this.sendBatch(b);
         this.goLive(after[after.length - 1]?.seq ?? from.seq);
         return;
       }
-      this.send({ t: 'welcome', v: SERVER_PROTOCOL_VERSION, term: leader.term(), leader: leader.options.name, mode: 'snapshot' });
+      this.send({ t: 'welcome', v: this.version, term: leader.term(), leader: leader.options.name, mode: 'snapshot' });
       // Batches handed out from here on are held, and so are those still being written here,
       // which a snapshot taken now may lack; those the snapshot already shows are skipped.
       this.held = leader.unwritten();

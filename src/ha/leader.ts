@@ -8,6 +8,8 @@ import { PROOF_HEADERS } from '../transport/server-key.js';
 import type { Transport } from '../transport/transport.js';
 import type { BatchReplicator, ServerBatch, ServerPosition, ServerStore } from '../store/store.js';
 import { SERVER_PROTOCOL_VERSION } from './server-protocol.js';
+import { PROTOCOL_HEADER } from '../replication/protocol.js';
+import { SERVER_PROTOCOL, VERSION, negotiate, peerRange, rangeText } from '../version.js';
 import { additionsCaughtUp, confirmedUpTo, nextMember, slowMembers, waitingFor } from './sync-set.js';
 
 export interface LeaderOptions {
@@ -195,28 +197,35 @@ export class ServerLeader implements BatchReplicator, LeaderHost {
 
   handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, refuse: (status: number, message: string) => void): void {
     const url = new URL(req.url ?? '/', 'http://leader');
-    const version = url.searchParams.get('version');
-    if (version !== String(SERVER_PROTOCOL_VERSION))
-      return refuse(426, `unsupported server protocol version ${version ?? '(none)'}; this leader speaks ${SERVER_PROTOCOL_VERSION}`);
+    // The follower's range (0.1.0 names one version; later releases add `max`): the highest both speak.
+    const theirs = peerRange(url.searchParams.get('version'), url.searchParams.get('max'));
+    const version = theirs === undefined ? undefined : negotiate(SERVER_PROTOCOL, theirs);
+    if (version === undefined)
+      return refuse(
+        426,
+        `unsupported server protocol: the follower speaks ${theirs ? rangeText(theirs) : '(none)'}, this leader (${VERSION}) speaks ` +
+          rangeText(SERVER_PROTOCOL),
+      );
     const proven = this.prove(req);
     if (!proven.ok) {
       this.options.logger.warn({ from: req.socket.remoteAddress }, `server stream: refused a peer: ${proven.reason}`);
       return refuse(proven.status, proven.reason);
     }
     if (this.closed) return refuse(503, 'this server is no longer the leader');
-    this.answers.set(req, proven.answer);
+    this.answers.set(req, { ...proven.answer, [PROTOCOL_HEADER]: String(version) });
     this.wss.handleUpgrade(req, socket, head, (ws) => {
       let session: LeaderSession | undefined;
       session = this.open(
         wsServerChannel(ws, () => session),
         proven.name,
+        version,
       );
     });
   }
 
-  /** A session for a follower that proved `name`, on a channel (a WebSocket, or a test's). */
-  open(channel: ServerChannel, name: string): LeaderSession {
-    const session = new LeaderSession(this, channel, name);
+  /** A session for a follower that proved `name`, speaking `version`, on a channel (a WebSocket, or a test's). */
+  open(channel: ServerChannel, name: string, version = SERVER_PROTOCOL_VERSION): LeaderSession {
+    const session = new LeaderSession(this, channel, name, version);
     this.sessions.add(session);
     return session;
   }

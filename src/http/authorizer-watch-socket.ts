@@ -6,6 +6,7 @@ import type { AuthorizerWatches, WatchCredential } from '../service/authorizer-w
 import { secretOf } from '../transport/credentials.js';
 import { refuse } from '../transport/refuse.js';
 import { plainAddress } from './request.js';
+import { VERSION, WATCH_PROTOCOL, negotiate, peerRange, rangeText } from '../version.js';
 import { STATUS } from './errors.js';
 
 /** Where an enforcing client opens its watch of a set of tokens (a WebSocket; service/authorizer-watch.ts). */
@@ -39,6 +40,18 @@ export class AuthorizerWatchSockets {
 
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     if (req.method !== 'GET') return refuse(socket, 405, `${AUTHORIZER_WATCH_PATH} is a WebSocket: GET with Upgrade`);
+    // A client names the versions it speaks (one of 0.1.0 names none, and is judged by its credential: it has none).
+    const search = new URL(req.url ?? '/', 'http://server').searchParams;
+    if (search.get('version') !== null) {
+      const theirs = peerRange(search.get('version'), search.get('max'));
+      if (theirs === undefined || negotiate(WATCH_PROTOCOL, theirs) === undefined)
+        return refuse(
+          socket,
+          426,
+          `unsupported watch protocol: the client speaks ${theirs ? rangeText(theirs) : '(none)'}, this daemon (${VERSION}) speaks ` +
+            rangeText(WATCH_PROTOCOL),
+        );
+    }
     const address = plainAddress(req.socket.remoteAddress ?? '');
     let secret: string | undefined;
     try {

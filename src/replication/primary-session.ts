@@ -135,6 +135,8 @@ export class Session {
   private tokenExpires: number | undefined;
   /** With TLS: the datacenter the secondary's certificate proved (its hello must name the same). */
   private readonly provenDatacenter: string | undefined;
+  /** The protocol version agreed at the upgrade: nothing is sent that it does not carry. */
+  readonly version: number;
 
   constructor(
     private readonly primary: SessionHost,
@@ -143,9 +145,10 @@ export class Session {
     readonly remoteAddress: string,
     /** The replication token's secret: checked again whenever ACL state changes. */
     private readonly secret: string,
-    authorized: { generation: number; expires: number | undefined; datacenter?: string },
+    authorized: { generation: number; expires: number | undefined; datacenter?: string; version?: number },
   ) {
     this.provenDatacenter = authorized.datacenter;
+    this.version = authorized.version ?? PROTOCOL_VERSION;
     this.authCheckedAt = authorized.generation;
     this.tokenExpires = authorized.expires;
     this.heartbeat = new Heartbeat({
@@ -323,11 +326,11 @@ export class Session {
     if (frame.t === 'hello') {
       if (this.greeted) return this.close(1008, 'hello sent twice');
       this.greeted = true;
-      if (frame.v !== PROTOCOL_VERSION) {
+      if (frame.v !== this.version) {
         void this.send({
           t: 'error',
           code: 'VERSION',
-          message: `unsupported replication protocol version ${frame.v}; this primary speaks ${PROTOCOL_VERSION}`,
+          message: `the secondary's hello speaks replication protocol ${frame.v}, not ${this.version} as agreed at its upgrade`,
         }).catch(() => undefined);
         return this.close(1002, 'unsupported protocol version');
       }
@@ -414,7 +417,7 @@ export class Session {
     const since = this.primary.takeover();
     await this.send({
       t: 'welcome',
-      v: PROTOCOL_VERSION,
+      v: this.version,
       logID: store.logID,
       primaryIndex: store.currentIndex(),
       mode: canTail ? 'tail' : 'snapshot',

@@ -22,7 +22,8 @@ import {
   type TokenCheck,
   wsChannel,
 } from './primary-session.js';
-import { type DatacenterInfo, PROTOCOL_VERSION, REPLICATION_PATH } from './protocol.js';
+import { type DatacenterInfo, PROTOCOL_HEADER, REPLICATION_PATH } from './protocol.js';
+import { REPLICATION_PROTOCOL, VERSION, negotiate, peerRange, rangeText } from '../version.js';
 import { secretOf } from '../transport/credentials.js';
 import type { AuditType } from '../domain/audit-types.js';
 import { META } from '../store/schema.js';
@@ -65,8 +66,8 @@ export const TOKEN_REFUSED = 'replication token is invalid or lacks acl:write';
 
 export class ReplicationPrimary implements SessionHost {
   private readonly wss = new WebSocketServer({ noServer: true, maxPayload: 1024 * 1024, perMessageDeflate: false });
-  /** The forwarding key each accepted upgrade's answer carries, by its request. */
-  private readonly forwardKeys = new WeakMap<IncomingMessage, string>();
+  /** What each accepted upgrade's answer says besides accepting: the version spoken, the forwarding key. */
+  private readonly answerHeaders = new WeakMap<IncomingMessage, string[]>();
   private readonly sessions = new Set<Session>();
   private readonly unsubscribe: () => void;
   private trimming = false;
@@ -97,10 +98,7 @@ export class ReplicationPrimary implements SessionHost {
       onEvent?: (type: AuditType, details: Record<string, unknown>) => void;
     },
   ) {
-    this.wss.on('headers', (headers, req) => {
-      const key = this.forwardKeys.get(req);
-      if (key !== undefined) headers.push(`${FORWARD_KEY_HEADER}: ${key}`);
-    });
+    this.wss.on('headers', (headers, req) => headers.push(...(this.answerHeaders.get(req) ?? [])));
     this.unsubscribe = store.onCommit((event) => {
       if (event.tables.has('tokens') || event.tables.has('policies') || event.tables.has('roles')) this.aclGeneration++;
       this.commitTimes.push([event.index, event.at]);
@@ -139,13 +137,16 @@ export class ReplicationPrimary implements SessionHost {
     socket.on('error', () => undefined);
     const url = new URL(req.url ?? '/', 'http://primary');
     if (url.pathname !== REPLICATION_PATH) return refuse(socket, 404, `no WebSocket endpoint at ${url.pathname}`);
-    const version = url.searchParams.get('version');
     if (this.halted) return refuse(socket, 503, 'this server no longer leads its datacenter; try its leader');
-    if (version !== String(PROTOCOL_VERSION)) {
+    // The secondary's range (0.1.0 names one version; later releases add `max`): the highest both speak.
+    const theirs = peerRange(url.searchParams.get('version'), url.searchParams.get('max'));
+    const version = theirs === undefined ? undefined : negotiate(REPLICATION_PROTOCOL, theirs);
+    if (version === undefined) {
       return refuse(
         socket,
         426,
-        `unsupported replication protocol version ${version ?? '(none)'}; this primary speaks ${PROTOCOL_VERSION}`,
+        `unsupported replication protocol: the secondary speaks ${theirs ? rangeText(theirs) : '(none)'}, ` +
+          `this primary (${VERSION}) speaks ${rangeText(REPLICATION_PROTOCOL)}`,
       );
     }
     // A secondary names itself in a header too, so a token bound elsewhere is refused before the upgrade.
@@ -173,7 +174,10 @@ export class ReplicationPrimary implements SessionHost {
     }
     // An authenticated secondary is handed the key it vouches for its forwarded clients with (transport/forward-keys.ts).
     const forwardKey = named !== undefined ? this.self.transport?.forwardKeys.derive(named) : undefined;
-    if (forwardKey !== undefined) this.forwardKeys.set(req, forwardKey.toString('base64url'));
+    this.answerHeaders.set(req, [
+      `${PROTOCOL_HEADER}: ${version}`,
+      ...(forwardKey !== undefined ? [`${FORWARD_KEY_HEADER}: ${forwardKey.toString('base64url')}`] : []),
+    ]);
     this.wss.handleUpgrade(req, socket, head, (ws) => {
       let session: Session | undefined;
       session = this.open(
@@ -183,6 +187,7 @@ export class ReplicationPrimary implements SessionHost {
         {
           generation,
           expires: check.expires,
+          version,
           ...(transport?.secure && named !== undefined ? { datacenter: named } : {}),
         },
       );
@@ -194,7 +199,7 @@ export class ReplicationPrimary implements SessionHost {
     channel: FrameChannel,
     remoteAddress: string,
     secret: string,
-    authorized: { generation: number; expires: number | undefined },
+    authorized: { generation: number; expires: number | undefined; version?: number },
   ): Session {
     const session = new Session(this, channel, remoteAddress, secret, authorized);
     this.sessions.add(session);

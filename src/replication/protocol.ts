@@ -19,10 +19,17 @@ import type { Change } from '../store/store.js';
  * when the primary's last changes were not to global objects.
  */
 /**
- * 3: the reaper's deletes travel as one `expire` change per batch. 4: the primary's epoch (SPEC
- * §21) in hello (the highest the secondary has seen), welcome and ping (the primary's own).
+ * The version a connection speaks when nothing was agreed (a peer of release 0.1.0, which names
+ * exactly this one in its upgrade). 3: the reaper's deletes travel as one `expire` change per
+ * batch. 4: the primary's epoch in hello (the highest the secondary has seen), welcome and ping.
+ * 5 (release 0.2.0): `servers` and `cluster` frames. The range spoken is version.ts's
+ * REPLICATION_PROTOCOL; a secondary names it in its upgrade (`version` its lowest, `max` its
+ * highest), the primary answers the one agreed in PROTOCOL_HEADER, and both speak it.
  */
 export const PROTOCOL_VERSION = 4;
+
+/** The header of an upgrade's answer that says the version agreed (absent: a primary of 0.1.0, which speaks PROTOCOL_VERSION). */
+export const PROTOCOL_HEADER = 'x-service-protocol';
 
 /** A primary epoch on the wire: 1 for the first primary, raised by each promotion. */
 const epoch = z.number().int().positive();

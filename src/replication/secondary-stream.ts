@@ -62,6 +62,8 @@ export class SecondaryStream {
   private ownAfter: number | undefined;
   /** This datacenter's name (from its hello). */
   private datacenter = '';
+  /** The protocol version the connection speaks (agreed at its upgrade). */
+  version = PROTOCOL_VERSION;
   /** The snapshot being taken in, from its first chunk to its install. */
   private catchUp: CatchUp | undefined;
   private inbox: Queued[] = [];
@@ -87,13 +89,14 @@ export class SecondaryStream {
   }
 
   /** A new connection: its first frame. Whatever the previous connection left unhandled is dropped. */
-  hello(datacenter: string, address: string): SecondaryFrame {
+  hello(datacenter: string, address: string, version = PROTOCOL_VERSION): SecondaryFrame {
     this.datacenter = datacenter;
     this.disconnected();
     this.refusing = false;
+    this.version = version;
     return {
       t: 'hello',
-      v: PROTOCOL_VERSION,
+      v: version,
       datacenter,
       address,
       logID: this.cursor.logID || null,

@@ -1,4 +1,5 @@
 import { USES_PER_REPORT } from '../store/last-use.js';
+import type { IncomingMessage } from 'node:http';
 import type { Logger } from 'pino';
 import { WebSocket } from 'ws';
 import type { Metrics } from '../observability/metrics.js';
@@ -7,8 +8,10 @@ import type { ReplicationStatusResponse } from '../api/schemas.js';
 import { Backoff } from '../transport/backoff.js';
 import { FORWARD_KEY_HEADER } from '../transport/forward-keys.js';
 import { Heartbeat } from '../transport/heartbeat.js';
+import { REPLICATION_PROTOCOL, rangeText } from '../version.js';
 import {
   type DatacenterInfo,
+  PROTOCOL_HEADER,
   PROTOCOL_VERSION,
   type PrimaryFrame,
   REPLICATION_PATH,
@@ -170,6 +173,23 @@ export class ReplicationSecondary {
       this.options.transport.forwardKeys.hold(this.options.primaryDatacenter, Buffer.from(header, 'base64url'));
   }
 
+  /** A connection to the primary's server at `target`, naming the range of versions this release speaks. */
+  private dial(target: string): WebSocket {
+    const { transport } = this.options;
+    // `version` its lowest (which a primary of 0.1.0 checks), `max` its highest.
+    const url = transport.websocketURL(target, REPLICATION_PATH, {
+      version: String(REPLICATION_PROTOCOL.min),
+      max: String(REPLICATION_PROTOCOL.max),
+    });
+    return new WebSocket(url, {
+      ...transport.websocketOptions({ datacenter: this.options.primaryDatacenter }),
+      headers: { 'X-Service-Token': this.options.token as string, 'X-Service-Datacenter': this.options.datacenter },
+      handshakeTimeout: 5000,
+      maxPayload: 256 * 1024 * 1024,
+      perMessageDeflate: false,
+    });
+  }
+
   private connect(): void {
     if (this.stopped) return;
     // Several addresses (every server of the primary datacenter): the next one after each failure.
@@ -178,37 +198,20 @@ export class ReplicationSecondary {
     const target = this.redirect ?? (configured[this.attempt++ % configured.length] as string);
     // A named leader is tried once; after that the configured address again.
     this.redirect = undefined;
-    const { transport } = this.options;
-    const base = transport.websocketURL(target, REPLICATION_PATH, { version: String(PROTOCOL_VERSION) });
-    const ws = new WebSocket(base, {
-      ...transport.websocketOptions({ datacenter: this.options.primaryDatacenter }),
-      headers: { 'X-Service-Token': this.options.token as string, 'X-Service-Datacenter': this.options.datacenter },
-      handshakeTimeout: 5000,
-      maxPayload: 256 * 1024 * 1024,
-      perMessageDeflate: false,
-    });
+    const ws = this.dial(target);
     this.ws = ws;
 
-    ws.on('upgrade', (res) => this.keepForwardKey(res.headers[FORWARD_KEY_HEADER]));
+    // The version agreed (a primary of 0.1.0 says none: it speaks PROTOCOL_VERSION), and the forwarding key.
+    let version = PROTOCOL_VERSION;
+    ws.on('upgrade', (res) => {
+      const agreed = res.headers[PROTOCOL_HEADER];
+      version = typeof agreed === 'string' ? Number(agreed) : PROTOCOL_VERSION;
+      this.keepForwardKey(res.headers[FORWARD_KEY_HEADER]);
+    });
     let refused = false;
     ws.on('unexpected-response', (_req, res) => {
       refused = true;
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (body += c.slice(0, 1000)));
-      res.on('end', () => {
-        const leader = res.headers['x-service-leader'];
-        if (res.statusCode === 421 && typeof leader === 'string' && !redirected) {
-          // A follower of the primary datacenter: go to the leader it names, at once. Once per
-          // attempt: a stale name (a leader that has just lost its lease) does not start a loop.
-          const named = this.trustedRedirect(leader, configured);
-          if (named.ok) this.redirect = named.url;
-          else this.logger.warn({ named: leader.slice(0, 300) }, `replication: not following the primary's redirect: ${named.reason}`);
-        }
-        this.fail(`the primary refused replication (HTTP ${res.statusCode}): ${body.trim() || res.statusMessage}`);
-        this.logger.warn({ status: res.statusCode, reason: body.trim() }, 'replication: refused by the primary');
-        ws.terminate();
-      });
+      this.refusedBy(res, redirected ? undefined : configured, () => ws.terminate());
     });
     const heartbeat = new Heartbeat({
       everyMs: this.options.heartbeatMs,
@@ -228,7 +231,13 @@ export class ReplicationSecondary {
       this.heartbeat?.stop();
       this.heartbeat = heartbeat;
       heartbeat.start();
-      this.send(this.stream.hello(this.options.datacenter, this.options.address()));
+      if (!(version >= REPLICATION_PROTOCOL.min && version <= REPLICATION_PROTOCOL.max)) {
+        this.fail(
+          `the primary agreed replication protocol ${version}, which this release does not speak (${rangeText(REPLICATION_PROTOCOL)})`,
+        );
+        return void ws.terminate();
+      }
+      this.send(this.stream.hello(this.options.datacenter, this.options.address(), version));
     });
     ws.on('message', (data) => {
       heartbeat.heard();
@@ -268,6 +277,28 @@ export class ReplicationSecondary {
         if (!this.lastErrorMessage || why) this.fail(`connection to the primary closed (${code}${why ? `: ${why}` : ''})`);
       }
       this.scheduleReconnect();
+    });
+  }
+
+  /**
+   * The primary refused the upgrade: why, told once its answer is read; a follower of the primary
+   * datacenter names its leader (421), gone to at once unless `configured` is undefined (this
+   * attempt was already a redirect: a stale name does not start a loop).
+   */
+  private refusedBy(res: IncomingMessage, configured: string[] | undefined, end: () => void): void {
+    let body = '';
+    res.setEncoding('utf8');
+    res.on('data', (c: string) => (body += c.slice(0, 1000)));
+    res.on('end', () => {
+      const leader = res.headers['x-service-leader'];
+      if (res.statusCode === 421 && typeof leader === 'string' && configured !== undefined) {
+        const named = this.trustedRedirect(leader, configured);
+        if (named.ok) this.redirect = named.url;
+        else this.logger.warn({ named: leader.slice(0, 300) }, `replication: not following the primary's redirect: ${named.reason}`);
+      }
+      this.fail(`the primary refused replication (HTTP ${res.statusCode}): ${body.trim() || res.statusMessage}`);
+      this.logger.warn({ status: res.statusCode, reason: body.trim() }, 'replication: refused by the primary');
+      end();
     });
   }
 

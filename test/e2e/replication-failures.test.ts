@@ -4,6 +4,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { WatchwordApiError, WatchwordClient } from '../../src/client/index.js';
 import { PROTOCOL_VERSION, encodeFrame } from '../../src/replication/protocol.js';
+import { REPLICATION_PROTOCOL, VERSION } from '../../src/version.js';
 import { type Cluster, startCluster } from '../../src/testing/index.js';
 import { type TestDaemon, apiFor, startTestDaemon, waitFor, secondaryConfig } from '../helpers/test-daemon.js';
 import { globalState, localTokens } from '../helpers/cluster.js';
@@ -172,7 +173,10 @@ describe('replication token problems', () => {
       req.on('error', reject);
     });
     expect(status).toBe(426);
-    expect(body).toContain(`unsupported replication protocol version 99; this primary speaks ${PROTOCOL_VERSION}`);
+    // Both ranges named: the secondary's and the primary's.
+    expect(body).toContain(
+      `unsupported replication protocol: the secondary speaks 99, this primary (${VERSION}) speaks ${REPLICATION_PROTOCOL.min}-${REPLICATION_PROTOCOL.max}`,
+    );
   });
 });
 
