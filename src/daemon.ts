@@ -12,6 +12,7 @@ import { LastUseFlusher } from './store/last-use.js';
 import { Selectors } from './auth/selectors.js';
 import { UnknownSecretBudget } from './service/unknown-secrets.js';
 import { AclResolver } from './service/acl-resolver.js';
+import { UpgradeStatus } from './upgrade-status.js';
 import { BootstrapService } from './service/bootstrap.js';
 import type { AgentInfo } from './service/context.js';
 import { agentSelf, healthChecks } from './agent-info.js';
@@ -377,6 +378,9 @@ function buildRoleParts(
 /** What the agent endpoints say of this daemon (agent-info.ts), and the gauges that follow it. */
 function buildAgentInfo(config: Config, deps: PlaceDeps & { address: () => string }): AgentInfo {
   const { store, metrics, cluster, transport, audit, directory, address } = deps;
+  const upgrades = new UpgradeStatus(config, cluster, cluster.releases, (details) =>
+    audit.record('upgrade-finalized', systemActor('watchword'), 200, details),
+  );
   const agent: AgentInfo = {
     datacenter: config.datacenter,
     primaryDatacenter: config.primary_datacenter,
@@ -398,6 +402,8 @@ function buildAgentInfo(config: Config, deps: PlaceDeps & { address: () => strin
     promote: (force) => cluster.promote(force),
     transfer: (target) => cluster.transfer(target),
     placement: () => cluster.placementAnswer(),
+    upgrade: () => upgrades.status(),
+    finalize: () => upgrades.finalize(),
   };
   metrics.watchServers(() => agent.servers(), config.node_name);
   if (config.replication_max_stale > 0) {

@@ -126,6 +126,12 @@ export const serverStatusResponse = z
     InSyncSet: z.boolean(),
     Connected: z.boolean().describe("Streaming from the leader (the leader's own row: true)"),
     Registered: z.boolean().describe('Its registration is live in the coordinator; false: a server seen before that is down or cut off'),
+    Release: z.string().nullable().optional().describe('The release it runs (null: not heard from)'),
+    Protocols: z
+      .object({ Replication: z.tuple([z.number(), z.number()]), Servers: z.tuple([z.number(), z.number()]) })
+      .nullable()
+      .optional()
+      .describe("The replication and servers' stream versions it speaks, [min, max]"),
   })
   .meta({ id: 'ServerStatus' });
 
@@ -200,3 +206,39 @@ export const auditPageResponse = z.object({
   Latest: z.number().int(),
 });
 export type AuditPageResponse = z.infer<typeof auditPageResponse>;
+
+/** GET /v1/operator/upgrade: every server's release and versions, what finalize would set, and what waits (README, "Upgrading"). */
+export const operatorUpgradeResponse = z
+  .object({
+    Release: z.string().describe('The release of the server that answered'),
+    Finalized: z
+      .object({ Release: z.string(), Replication: z.number(), Servers: z.number() })
+      .nullable()
+      .describe('The level the cluster was finalized at (null: not yet; a data dir of the previous release)'),
+    Datacenters: z.array(
+      z.object({
+        Datacenter: z.string(),
+        Partial: z.boolean().describe('Its leader runs an older release that reports only itself'),
+        LastReport: z.string().describe('When its leader last reported (RFC 3339)'),
+        Servers: z.array(
+          z.object({
+            Name: z.string(),
+            Release: z.string().nullable().describe('null: not heard from'),
+            Replication: z.tuple([z.number(), z.number()]).nullable(),
+            Servers: z.tuple([z.number(), z.number()]).nullable(),
+          }),
+        ),
+      }),
+    ),
+    Level: z
+      .object({ Release: z.string(), Replication: z.number(), Servers: z.number() })
+      .nullable()
+      .describe('What every server reaches now: what a finalize would set (null while a server is not heard from)'),
+    Behind: z.array(z.string()).describe("Servers (dc/name (release)) below this server's release, or not heard from"),
+    CanFinalize: z.boolean(),
+    Waiting: z
+      .array(z.object({ Feature: z.string(), Needs: z.string(), Behind: z.array(z.string()) }))
+      .describe('Features that need every server, off until the upgrade is finalized at a level that has them'),
+  })
+  .meta({ id: 'OperatorUpgrade' });
+export type OperatorUpgradeResponse = z.infer<typeof operatorUpgradeResponse>;

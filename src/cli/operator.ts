@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import type { OperatorPrimaryResponse, OperatorServersResponse, PromotionResponse } from '../client/index.js';
+import type { OperatorPrimaryResponse, OperatorServersResponse, OperatorUpgradeResponse, PromotionResponse } from '../client/index.js';
 import { type CommonOptions, common, print, run } from './common.js';
 import { table } from './output.js';
 
@@ -77,4 +77,33 @@ export function operatorCommand(program: Command): void {
       .description('at the primary: hand its role to a connected secondary, losing nothing (writes wait a moment)')
       .requiredOption('--to <DATACENTER>', 'the secondary datacenter that becomes the primary'),
   ).action(run<CommonOptions & { to: string }>(async (o, c) => print(o, await c.operator.transfer(o.to), formatPromotion)));
+  const upgrade = operator.command('upgrade').description('the releases servers run during an upgrade, and its finalizing');
+  common(
+    upgrade
+      .command('status')
+      .description("every datacenter's servers: the release each runs and the versions it speaks; what waits for the finalize"),
+  ).action(run<CommonOptions>(async (o, c) => print(o, await c.operator.upgrade(), formatUpgrade)));
+  common(
+    upgrade
+      .command('finalize')
+      .description('finish the upgrade once every server runs this release: features that need everyone come on; no rollback after'),
+  ).action(run<CommonOptions>(async (o, c) => print(o, await c.operator.finalize(), formatUpgrade)));
+}
+
+/** An upgrade's status, as `watchword operator upgrade status` prints it. */
+function formatUpgrade(v: OperatorUpgradeResponse): string {
+  const range = (r: [number, number] | null) => (r === null ? '-' : r[0] === r[1] ? `${r[0]}` : `${r[0]}-${r[1]}`);
+  const rows = v.Datacenters.flatMap((d) =>
+    d.Servers.map((s) => [d.Datacenter, s.Name, s.Release ?? 'not heard from', range(s.Replication), range(s.Servers)]),
+  );
+  const level = (l: OperatorUpgradeResponse['Finalized']) =>
+    l === null ? 'no' : `${l.Release} (replication ${l.Replication}, servers ${l.Servers})`;
+  return [
+    table(['Datacenter', 'Server', 'Release', 'Replication', 'Servers'], rows),
+    '',
+    `Finalized:     ${level(v.Finalized)}`,
+    `Can finalize:  ${v.CanFinalize ? 'yes' : 'no'}`,
+    ...(v.Behind.length > 0 ? [`Behind:        ${v.Behind.join(', ')}`] : []),
+    ...v.Waiting.map((w) => `Waiting:       ${w.Feature} (needs ${w.Needs})${w.Behind.length > 0 ? `: ${w.Behind.join(', ')}` : ''}`),
+  ].join('\n');
 }

@@ -7,6 +7,7 @@ import type {
   BootstrapResponse,
   ExpandedTokenResponse,
   OperatorPrimaryResponse,
+  OperatorUpgradeResponse,
   PromotionResponse,
   OperatorServersResponse,
   PolicyResponse,
@@ -50,6 +51,7 @@ export type {
   BootstrapResponse,
   ExpandedTokenResponse,
   OperatorPrimaryResponse,
+  OperatorUpgradeResponse,
   PromotionResponse,
   OperatorServersResponse,
   PolicyResponse,
@@ -434,6 +436,11 @@ export class WatchwordClient {
     /** At the primary: hands its role to the connected secondary `datacenter`, losing nothing (operator:write and acl:write). */
     transfer: (datacenter: string, o: RequestOptions = {}) =>
       this.value(this.call<PromotionResponse>('PUT', '/v1/operator/primary', { ...o, query: { transfer: datacenter } })),
+    /** Every server's release and versions, what a finalize would set, what waits (operator:read). */
+    upgrade: (o: RequestOptions = {}) => this.value(this.call<OperatorUpgradeResponse>('GET', '/v1/operator/upgrade', o)),
+    /** Finalizes the upgrade, at the primary (operator:write): refused while any server runs an older release. */
+    finalize: (o: RequestOptions = {}) =>
+      this.value(this.call<OperatorUpgradeResponse>('PUT', '/v1/operator/upgrade', { ...o, query: { finalize: 'true' } })),
     /** This server's recent audit events, newest first (operator:read and acl:read); with `after`, the events after it, oldest first. */
     audit: (query: AuditQuery = {}, o: RequestOptions = {}) =>
       this.value(

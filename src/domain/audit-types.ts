@@ -83,6 +83,11 @@ export const AUDIT_EVENT_GROUPS = [
       '`Epoch`, `PreviousPrimary`, `LastIndex`, `LastContact`, `Forced`, `Warning`; `Primary`, `Epoch`, `Previous`; ' +
       '`Objects` (each `Kind`, `ID`, `Deleted` or the `Hash` rolled back), `Count`',
   },
+  {
+    types: ['upgrade-finalized'],
+    when: 'the upgrade was finalized at the primary (`watchword operator upgrade finalize`, or upgrade_auto_finalize)',
+    also: '`Level` (the release and protocol versions every server reached)',
+  },
 ] as const;
 
 export type AuditType = (typeof AUDIT_EVENT_GROUPS)[number]['types'][number];

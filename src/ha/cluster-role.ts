@@ -19,6 +19,7 @@ import type { ClusterStore } from '../store/store.js';
 import type { Transport } from '../transport/transport.js';
 import type { ServerGroup } from './servers.js';
 import type { AuditType } from '../domain/audit-types.js';
+import type { ReleaseBook } from '../replication/releases.js';
 
 /** Replication timings and sizes; tests shorten them. */
 export const DEFAULT_REPLICATION_OPTIONS = {
@@ -43,6 +44,8 @@ export interface ClusterRole {
   readonly kind: 'primary' | 'secondary';
   /** Several servers in this datacenter: the group (undefined for a single server). */
   readonly group: ServerGroup | undefined;
+  /** The cluster's versions as this server knows them (README, "Upgrading"). */
+  readonly releases: ReleaseBook;
   /** Starts what this role runs, with the parts it calls from then on; called once HTTP listens. */
   start(parts: RoleParts): Promise<void>;
   /** Gives up leadership first (so a successor need not wait), then stops replication. */

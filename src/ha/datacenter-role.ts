@@ -23,6 +23,8 @@ import { PrimaryMoves } from './primary-moves.js';
 import { PrimarySide } from './primary-role.js';
 import { SecondarySide } from './secondary-role.js';
 import { SecretLookup, waitForIndex } from './secret-lookup.js';
+import { ReleaseBook, selfRelease } from '../replication/releases.js';
+import { releaseColumns } from './servers.js';
 import { SERVERS_PATH } from './server-protocol.js';
 import { ServerGroup } from './servers.js';
 import type { RoleHost, Side } from './side.js';
@@ -63,6 +65,8 @@ export class DatacenterRole implements ClusterRole, RoleHost {
 
   /** Several servers in this datacenter (the group itself is made once HTTP listens). */
   readonly several: boolean;
+  /** The cluster's versions as this server knows them (README, "Upgrading"). */
+  readonly releases: ReleaseBook;
 
   readonly deps: RoleDeps;
 
@@ -80,6 +84,19 @@ export class DatacenterRole implements ClusterRole, RoleHost {
     };
     this.lookups = new SecretLookup(deps.config.secret_lookup_rate);
     this.several = deps.config.servers.kind !== 'single';
+    this.releases = new ReleaseBook(
+      deps.config.datacenter,
+      () =>
+        this.servers().Servers.map((s) => ({
+          Name: s.Name,
+          Release: s.Release ?? null,
+          Replication: s.Protocols?.Replication ?? null,
+          Servers: s.Protocols?.Servers ?? null,
+        })),
+      () => this.isLeader(),
+      deps.store,
+      META.finalized,
+    );
     this.contact.onHeardDirectly(() => this.group?.relayPrimaryContact());
     // Several servers: nothing is written here until the coordinator says this server leads.
     if (this.several) deps.store.setFollower(true);
@@ -167,6 +184,7 @@ export class DatacenterRole implements ClusterRole, RoleHost {
       backoffMaxMs: Math.min(repl.backoffMaxMs, 2000),
       tailBatches: 20_000,
       primarySilentForMs: () => this.side.replicatingSilence(),
+      releases: this.releases,
       onPrimarySilence: (ms) => this.side.heardOfPrimary(ms),
       logger,
       onLead: () => this.lead(),
@@ -446,6 +464,7 @@ export class DatacenterRole implements ClusterRole, RoleHost {
           InSyncSet: false,
           Connected: true,
           Registered: true,
+          ...releaseColumns(selfRelease(config.node_name)),
         },
       ],
       AnsweredBy: config.node_name,

@@ -1,3 +1,4 @@
+import type { ClusterPicture } from '../replication/releases.js';
 import type { Logger } from 'pino';
 import type { ServerBatch, ServerSnapshotIntake, ServerStore } from '../store/store.js';
 import { type FollowerFrame, type LeaderFrame, SERVER_PROTOCOL_VERSION } from './server-protocol.js';
@@ -11,6 +12,8 @@ export interface FollowerStreamEffects {
   welcomed(): void;
   /** The leader (of a secondary datacenter) reports that the primary was last heard `ms` ago. */
   primarySilence?(ms: number): void;
+  /** The leader sent the cluster's picture (version 3). */
+  cluster?(picture: ClusterPicture): void;
   /** Frames wait to be applied past a bound: stop reading from the leader until `resume` (its writes then wait on TCP). */
   pause?(): void;
   resume?(): void;
@@ -116,6 +119,8 @@ export class FollowerStream {
         return;
       case 'error':
         return this.effects.drop(`the leader refused: ${frame.message}`);
+      case 'cluster':
+        return this.effects.cluster?.(frame.picture);
       case 'welcome':
         if (frame.term < this.options.term)
           return this.effects.drop(`the leader's term ${frame.term} is older than the current term ${this.options.term}`);

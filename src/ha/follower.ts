@@ -6,6 +6,7 @@ import { Heartbeat } from '../transport/heartbeat.js';
 import { Backoff } from '../transport/backoff.js';
 import { PROTOCOL_HEADER, decodeFrame, encodeFrame } from '../replication/protocol.js';
 import { SERVER_PROTOCOL, rangeText } from '../version.js';
+import { type ReleaseBook, selfRelease } from '../replication/releases.js';
 import { FollowerStream } from './follower-stream.js';
 import { type Transport, describeConnectError } from '../transport/transport.js';
 import {
@@ -37,6 +38,8 @@ export interface FollowerOptions {
   logger: Logger;
   /** The proven leader of a secondary datacenter reports the primary was last heard `ms` ago. */
   onPrimarySilence?: (ms: number) => void;
+  /** The cluster's versions: the picture the leader tells is kept there. */
+  releases?: ReleaseBook;
 }
 
 /** What the operator view shows of a follower's stream. */
@@ -91,7 +94,10 @@ export class ServerFollower {
           this.refusedSince = undefined;
           this.backoff.reset();
           this.lastError = '';
+          // Version 3: this server's release, for the leader's picture of the datacenter.
+          if (this.version >= 3) this.send({ t: 'release', server: selfRelease(options.name) });
         },
+        cluster: (picture) => options.releases?.heard(picture),
         // The leader's frames wait on TCP while this server writes what it has; it is alive meanwhile.
         pause: () => {
           this.readingPaused = true;

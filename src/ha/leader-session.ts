@@ -4,6 +4,7 @@ import type { ServerBatch, ServerPosition, ServerStore } from '../store/store.js
 import { Heartbeat } from '../transport/heartbeat.js';
 import { type FrameError, decodeFrame, encodeFrame } from '../replication/protocol.js';
 import { type FollowerFrame, type LeaderFrame, SERVER_PROTOCOL_VERSION, followerFrame } from './server-protocol.js';
+import { type ReleaseBook, type ServerRelease, previousRelease } from '../replication/releases.js';
 
 /**
  * The leader's end of one follower's stream (README, "Several servers per datacenter"), without a socket: fed the
@@ -44,6 +45,8 @@ export interface LeaderHost {
     readonly deadPeerMs: number;
     readonly primarySilentForMs?: (() => number | undefined) | undefined;
     readonly logger: Logger;
+    /** The cluster's versions as this leader knows them: sent to followers that speak version 3. */
+    readonly releases?: ReleaseBook | undefined;
   };
   readonly store: Pick<ServerStore, 'serverSnapshot' | 'lastUse'>;
   term(): number;
@@ -64,6 +67,8 @@ export interface LeaderHost {
 export class LeaderSession {
   /** The name the follower proved on the upgrade (its hello must say the same). */
   readonly name: string;
+  /** The follower's release and the versions it speaks: told in a `release` frame (version 3), else 0.1.0's. */
+  release: ServerRelease;
   address = '';
   greeted = false;
   ackedSeq = -1;
@@ -83,6 +88,7 @@ export class LeaderSession {
     readonly version: number = SERVER_PROTOCOL_VERSION,
   ) {
     this.name = name;
+    this.release = version < 3 ? previousRelease(name) : { Name: name, Release: null, Replication: null, Servers: null };
     const { heartbeatMs, deadPeerMs } = leader.options;
     this.heartbeat = new Heartbeat({
       everyMs: heartbeatMs,
@@ -94,6 +100,7 @@ export class LeaderSession {
   }
 
   private ping(): void {
+    this.tellCluster();
     const silent = this.leader.options.primarySilentForMs?.();
     this.send({
       t: 'ping',
@@ -102,6 +109,19 @@ export class LeaderSession {
       commit: this.leader.committedSeq(),
       ...(silent !== undefined ? { silent } : {}),
     });
+  }
+
+  /** The cluster's picture as last sent to this follower (its revision). */
+  private clusterSent = '';
+
+  /** Sends the cluster's picture when it moved since this follower last had it (version 3 and later). */
+  private tellCluster(): void {
+    const book = this.leader.options.releases;
+    if (book === undefined || this.version < 3 || !this.greeted) return;
+    const revision = book.revision();
+    if (revision === this.clusterSent) return;
+    this.clusterSent = revision;
+    this.send({ t: 'cluster', picture: book.picture() });
   }
 
   /** When the primary's contact was last relayed (pings also go out with each heartbeat). */
@@ -149,6 +169,10 @@ export class LeaderSession {
       return this.close(4002, (err as Error).message);
     }
     if (frame.t === 'ping') return;
+    if (frame.t === 'release') {
+      this.release = { ...frame.server, Name: this.name };
+      return;
+    }
     if (frame.t === 'uses') {
       // A follower's uses: this leader keeps the latest and writes them with its own.
       for (const [id, ms] of frame.uses) this.leader.store.lastUse.merge(id, ms);

@@ -9,6 +9,7 @@ import type { Transport } from '../transport/transport.js';
 import type { BatchReplicator, ServerBatch, ServerPosition, ServerStore } from '../store/store.js';
 import { SERVER_PROTOCOL_VERSION } from './server-protocol.js';
 import { PROTOCOL_HEADER } from '../replication/protocol.js';
+import type { ReleaseBook, ServerRelease } from '../replication/releases.js';
 import { SERVER_PROTOCOL, VERSION, negotiate, peerRange, rangeText } from '../version.js';
 import { additionsCaughtUp, confirmedUpTo, nextMember, slowMembers, waitingFor } from './sync-set.js';
 
@@ -38,6 +39,8 @@ export interface LeaderOptions {
   /** On a secondary datacenter's leader: how long the primary has been silent, ms (told to followers with each ping). */
   primarySilentForMs?: () => number | undefined;
   logger: Logger;
+  /** The cluster's versions as this leader knows them, told down to followers. */
+  releases?: ReleaseBook;
 }
 
 /** What the operator view shows of each follower. */
@@ -50,6 +53,8 @@ export interface FollowerStatus {
   InSyncSet: boolean;
   Streaming: boolean;
   LastContactMs: number;
+  /** Its release and the versions it speaks. */
+  Release: ServerRelease;
 }
 
 interface Waiter {
@@ -399,6 +404,7 @@ export class ServerLeader implements BatchReplicator, LeaderHost {
         InSyncSet: this.sync.includes(s.name),
         Streaming: s.streaming,
         LastContactMs: s.heartbeat.sinceHeardMs() ?? 0,
+        Release: s.release,
       }));
   }
 

@@ -44,6 +44,7 @@ export class PrimarySide implements Side {
         datacenter: config.datacenter,
         address: advertised,
         transport: this.host.deps.transport,
+        releases: this.host.releases,
         ...(this.host.deps.onEvent ? { onEvent: this.host.deps.onEvent } : {}),
       },
     );

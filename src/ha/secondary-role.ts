@@ -70,6 +70,7 @@ export class SecondarySide implements Side {
       backoffMaxMs: repl.backoffMaxMs,
       contact: this.host.contact,
       onHandover: (epoch, upTo) => this.host.takeHandover(this.standing.primary, epoch, upTo),
+      releases: this.host.releases,
       ...(this.host.deps.onEvent ? { onEvent: this.host.deps.onEvent } : {}),
     });
     await this.replication.start();

@@ -1,5 +1,6 @@
 import { lastUsesSchema } from '../store/last-use.js';
 import { z } from 'zod';
+import { clusterPicture, serverRelease } from '../replication/releases.js';
 
 /**
  * The stream between the servers of one datacenter (README, "Several servers per datacenter"): msgpack frames over one
@@ -35,6 +36,8 @@ export const followerFrame = z.discriminatedUnion('t', [
   z.strictObject({ t: z.literal('ping'), time: z.number() }),
   /** Tokens' last uses the follower saw since its last report (README, "Last use"): [AccessorID, ms]. */
   z.strictObject({ t: z.literal('uses'), uses: lastUsesSchema }),
+  /** Version 3: the follower's release and the versions it speaks (replication/releases.ts). */
+  z.strictObject({ t: z.literal('release'), server: serverRelease }),
 ]);
 
 export const leaderFrame = z.discriminatedUnion('t', [
@@ -74,6 +77,8 @@ export const leaderFrame = z.discriminatedUnion('t', [
     commit: z.number().int().nonnegative().optional(),
   }),
   z.strictObject({ t: z.literal('error'), code: z.string(), message: z.string() }),
+  /** Version 3: the cluster's picture, as the leader knows it (its own, or heard from the primary). */
+  z.strictObject({ t: z.literal('cluster'), picture: clusterPicture }),
 ]);
 
 export type FollowerFrame = z.infer<typeof followerFrame>;

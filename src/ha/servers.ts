@@ -3,6 +3,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { OperatorServersResponse, ServerStatus } from '../api/schemas.js';
+import { type ReleaseBook, type ServerRelease, selfRelease } from '../replication/releases.js';
 import type { Coordinator, LeaderInfo } from './coordinator.js';
 import { type FollowerOptions, ServerFollower } from './follower.js';
 import type { LeaderSession, ServerChannel } from './leader-session.js';
@@ -36,6 +37,8 @@ export interface ServerGroupOptions {
   onFollow(): Promise<void>;
   /** Makes the stream to a leader (default: over a WebSocket; the simulation uses its own channels). */
   follower?: (store: ServerStore, options: FollowerOptions) => FollowerLink;
+  /** The cluster's versions: told down by the leader, and kept by a follower. */
+  releases?: ReleaseBook;
 }
 
 /** What the group uses of its stream to the leader. */
@@ -166,6 +169,7 @@ export class ServerGroup {
       transport: o.transport,
       isKnownServer: (name) => this.coordinator.servers().some((s) => s.name === name),
       ...(o.primarySilentForMs ? { primarySilentForMs: o.primarySilentForMs } : {}),
+      ...(o.releases ? { releases: o.releases } : {}),
       logger: o.logger,
     });
     this.store.setReplicator(this.leading);
@@ -206,6 +210,7 @@ export class ServerGroup {
       backoffMaxMs: o.backoffMaxMs,
       logger: o.logger,
       ...(o.onPrimarySilence ? { onPrimarySilence: o.onPrimarySilence } : {}),
+      ...(o.releases ? { releases: o.releases } : {}),
     });
     this.following = { stream, term, url };
     stream.start();
@@ -250,6 +255,8 @@ export class ServerGroup {
         InSyncSet: false,
         Connected: false,
         Registered: live.has(s.name),
+        Release: null,
+        Protocols: null,
       });
     }
     const sync = this.leading?.syncSet() ?? this.coordinator.syncSet();
@@ -264,6 +271,7 @@ export class ServerGroup {
       InSyncSet: sync.includes(this.options.name),
       Connected: true,
       Registered: live.has(this.options.name),
+      ...releaseColumns(selfRelease(this.options.name)),
     };
     if (this.following) {
       const f = this.following.stream.status();
@@ -320,8 +328,14 @@ export class ServerGroup {
   }
 }
 
+/** A server's release and protocols as the servers' view shows them. */
+export function releaseColumns(r: ServerRelease): Pick<ServerStatus, 'Release' | 'Protocols'> {
+  return { Release: r.Release, Protocols: r.Replication && r.Servers ? { Replication: r.Replication, Servers: r.Servers } : null };
+}
+
 function followerRow(f: FollowerStatus, term: number, registered: boolean): ServerStatus {
   return {
+    ...releaseColumns(f.Release),
     Name: f.Name,
     Address: f.Address,
     Role: 'follower',

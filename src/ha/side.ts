@@ -1,3 +1,4 @@
+import type { ReleaseBook } from '../replication/releases.js';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { OperatorPrimaryResponse, ReplicationStatusResponse } from '../api/schemas.js';
@@ -22,6 +23,8 @@ export interface RoleHost {
   readonly lookups: SecretLookup;
   /** When the primary was last heard (a secondary's): one clock per server, kept across sides. */
   readonly contact: PrimaryContact;
+  /** The cluster's versions as this server knows them. */
+  readonly releases: ReleaseBook;
   ports(): RoleParts;
   leaderClient(): PeerClient | undefined;
   waitForLocalIndex(index: number, timeoutMs: number): Promise<boolean>;

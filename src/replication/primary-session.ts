@@ -1,3 +1,4 @@
+import { type ReleaseBook, previousRelease } from './releases.js';
 import type { Takeover } from './placement.js';
 import { WebSocket } from 'ws';
 import type { Logger } from 'pino';
@@ -66,6 +67,8 @@ export interface SessionHost {
   takeover(): Takeover | undefined;
   /** A secondary has seen a higher epoch than this primary's: logged and audited (the session refuses it). */
   staleFor(datacenter: string, seen: number): void;
+  /** The cluster's versions: what secondaries report of their servers, and the picture sent back. */
+  readonly releases?: ReleaseBook | undefined;
 }
 
 /**
@@ -353,6 +356,8 @@ export class Session {
       this.notify();
     } else if (frame.t === 'uses') {
       if (this.greeted) this.primary.usesReported(frame.uses);
+    } else if (frame.t === 'servers') {
+      if (this.datacenter !== '') this.primary.releases?.reported(this.datacenter, frame.servers, false);
     } else if (frame.t === 'ids-in-use') {
       const waiting = this.checks.get(frame.req);
       this.checks.delete(frame.req);
@@ -377,6 +382,7 @@ export class Session {
 
   /** A heartbeat, which also tells the secondary every datacenter the primary knows. */
   ping(): void {
+    this.tellCluster();
     void this.send({
       t: 'ping',
       time: Date.now(),
@@ -385,6 +391,19 @@ export class Session {
       datacenters: this.primary.datacenters(),
       epoch: this.primary.epoch(),
     }).catch(() => undefined);
+  }
+
+  /** The cluster's picture as last sent to this secondary (its revision). */
+  private clusterSent = '';
+
+  /** Sends the cluster's picture when it moved since this secondary last had it (version 5 and later). */
+  private tellCluster(): void {
+    const book = this.primary.releases;
+    if (book === undefined || this.version < 5 || this.datacenter === '') return;
+    const revision = book.revision();
+    if (revision === this.clusterSent) return;
+    this.clusterSent = revision;
+    void this.send({ t: 'cluster', picture: book.picture() }).catch(() => undefined);
   }
 
   /** Admits a secondary by name and address (see ReplicationPrimary.admit), then streams. */
@@ -399,6 +418,8 @@ export class Session {
     if (!admitted.ok) return this.refuse(1008, admitted.message);
     this.datacenter = hello.datacenter;
     this.address = admitted.address;
+    // A secondary of 0.1.0 reports no servers: its leader is what is known of its datacenter.
+    if (this.version < 5) this.primary.releases?.reported(this.datacenter, [previousRelease(`leader at ${this.address}`)], true);
     // The others learn of the newcomer now, not at their next heartbeat (?dc= and the catalog).
     this.primary.announce(this);
     await this.run(hello);

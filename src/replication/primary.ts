@@ -3,6 +3,7 @@ import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { refuse } from '../transport/refuse.js';
+import type { ReleaseBook } from './releases.js';
 import { FORWARD_KEY_HEADER } from '../transport/forward-keys.js';
 import type { Transport } from '../transport/transport.js';
 import { WebSocketServer } from 'ws';
@@ -81,6 +82,11 @@ export class ReplicationPrimary implements SessionHost {
   /** Set once a change its followers never confirmed became durable here (see CommitEvent.unconfirmed). */
   private halted = false;
 
+  /** The cluster's versions: secondaries report their servers, and are sent the picture. */
+  get releases(): ReleaseBook | undefined {
+    return this.self.releases;
+  }
+
   /** Whether this stream stopped serving (a later leadership starts a new one). */
   get isHalted(): boolean {
     return this.halted;
@@ -96,6 +102,8 @@ export class ReplicationPrimary implements SessionHost {
       address: () => string;
       transport?: Transport;
       onEvent?: (type: AuditType, details: Record<string, unknown>) => void;
+      /** The cluster's versions (replication/releases.ts). */
+      releases?: ReleaseBook;
     },
   ) {
     this.wss.on('headers', (headers, req) => headers.push(...(this.answerHeaders.get(req) ?? [])));

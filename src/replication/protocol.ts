@@ -3,6 +3,7 @@ import { Packr } from 'msgpackr';
 import { z } from 'zod';
 import { bootstrapStateSchema } from '../store/records.js';
 import { takeover } from './placement.js';
+import { clusterPicture, serverRelease } from './releases.js';
 import { type RecordTypes, TABLES, TABLE_NAMES, type TableName } from '../store/schema.js';
 import type { Change } from '../store/store.js';
 
@@ -83,6 +84,8 @@ export const secondaryFrame = z.discriminatedUnion('t', [
   z.strictObject({ t: z.literal('ids-in-use'), req: z.number().int(), inUse: z.array(z.string()).max(MAX_CHECKED_IDS) }),
   /** Last uses of global tokens seen in the secondary's datacenter (README, "Last use"): [AccessorID, ms]. */
   z.strictObject({ t: z.literal('uses'), uses: lastUsesSchema }),
+  /** Version 5: this datacenter's servers, the release each runs and the versions it speaks (replication/releases.ts). */
+  z.strictObject({ t: z.literal('servers'), servers: z.array(serverRelease).max(64) }),
 ]);
 
 export const primaryFrame = z.discriminatedUnion('t', [
@@ -137,6 +140,8 @@ export const primaryFrame = z.discriminatedUnion('t', [
    * the secondary, once it has applied that much, becomes the primary with `epoch`.
    */
   z.strictObject({ t: z.literal('handover'), epoch, upTo: z.number().int().nonnegative() }),
+  /** Version 5: the cluster's picture (every datacenter's servers and releases) and the level it was finalized at. */
+  z.strictObject({ t: z.literal('cluster'), picture: clusterPicture }),
 ]);
 
 export type SecondaryFrame = z.infer<typeof secondaryFrame>;

@@ -9,6 +9,7 @@ import { Backoff } from '../transport/backoff.js';
 import { FORWARD_KEY_HEADER } from '../transport/forward-keys.js';
 import { Heartbeat } from '../transport/heartbeat.js';
 import { REPLICATION_PROTOCOL, rangeText } from '../version.js';
+import type { ClusterPicture, ReleaseBook } from './releases.js';
 import {
   type DatacenterInfo,
   PROTOCOL_HEADER,
@@ -46,6 +47,8 @@ export interface SecondaryOptions {
   onHandover?: (epoch: number, upTo: number) => void;
   /** Records an event in the audit log (connected to the primary, disconnected). */
   onEvent?: (type: AuditType, details: Record<string, unknown>) => void;
+  /** The cluster's versions: this datacenter's servers reported, the primary's picture kept (version 5). */
+  releases?: ReleaseBook;
 }
 
 const ZERO_TIME = '0001-01-01T00:00:00Z';
@@ -221,6 +224,7 @@ export class ReplicationSecondary {
         if (this.readingPaused) heartbeat.heard();
         this.send({ t: 'ping', time: Date.now() });
         this.sendUses();
+        this.reportServers(version);
       },
       silent: () => {
         this.fail('the primary went silent; reconnecting');
@@ -251,6 +255,7 @@ export class ReplicationSecondary {
         ws.close(1008, 'malformed frame');
         return;
       }
+      if (frame.t === 'cluster') return void this.heardCluster(frame.picture);
       const welcomed = this.stream.isWelcomed();
       this.stream.receive(frame);
       if (!welcomed && frame.t === 'welcome') {
@@ -328,6 +333,29 @@ export class ReplicationSecondary {
       this.unreported.delete(id);
     }
     this.send({ t: 'uses', uses });
+  }
+
+  /** This datacenter's servers as last reported to the primary (their text). */
+  private serversReported = '';
+
+  /** Version 5: this datacenter's servers and their releases, told to the primary when they change. */
+  private reportServers(version: number): void {
+    const book = this.options.releases;
+    if (book === undefined || version < 5 || !this.stream.isWelcomed()) return;
+    const servers = book.picture().Datacenters[0]?.Servers ?? [];
+    const text = JSON.stringify(servers);
+    if (text === this.serversReported) return;
+    this.serversReported = text;
+    this.send({ t: 'servers', servers });
+  }
+
+  /** The primary's picture of the cluster: kept, and a finalized level it names made durable here. */
+  private async heardCluster(picture: ClusterPicture): Promise<void> {
+    const book = this.options.releases;
+    if (book === undefined) return;
+    book.heard(picture);
+    if (picture.Finalized !== null)
+      await book.finalize(picture.Finalized).catch((err: unknown) => this.logger.warn({ err }, 'upgrade: cannot keep the finalized level'));
   }
 
   private send(frame: SecondaryFrame): void {

@@ -1,4 +1,10 @@
-import type { OperatorPrimaryResponse, OperatorServersResponse, PrimaryPlacementResponse, PromotionResponse } from '../api/schemas.js';
+import type {
+  OperatorPrimaryResponse,
+  OperatorServersResponse,
+  PrimaryPlacementResponse,
+  PromotionResponse,
+  OperatorUpgradeResponse,
+} from '../api/schemas.js';
 import type { ScopeHints } from './scope.js';
 
 /** What every use case gets from the edge: who is asking, and where they point. */
@@ -64,4 +70,8 @@ export interface AgentInfo {
   transfer(target: string): Promise<PromotionResponse>;
   /** What a peer asking which primary this datacenter follows is told. */
   placement(): PrimaryPlacementResponse;
+  /** GET /v1/operator/upgrade: every server's release and versions, what finalize would set, what waits. */
+  upgrade(): OperatorUpgradeResponse;
+  /** PUT /v1/operator/upgrade?finalize, at the primary's leader. */
+  finalize(): Promise<OperatorUpgradeResponse>;
 }

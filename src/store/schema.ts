@@ -270,6 +270,8 @@ export const META = {
   serverTerm: key('m', 'server-term'),
   /** The datacenter's key the audit log names unknown secrets with (an HMAC of them); made by its first leader. */
   auditKey: key('m', 'audit-key'),
+  /** The level the cluster's upgrade was finalized at (replication/releases.ts): what every server then ran. */
+  finalized: key('m', 'upgrade-finalized'),
 } as const;
 
 export const hex = (n: number): string => n.toString(16).padStart(16, '0');

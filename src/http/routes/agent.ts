@@ -10,6 +10,7 @@ import {
   agentSelfResponse,
   auditPageResponse,
   operatorPrimaryResponse,
+  operatorUpgradeResponse,
   operatorServersResponse,
   primaryPlacementResponse,
   promotionResponse,
@@ -79,6 +80,7 @@ function agentReader(deps: AgentRoutesDeps) {
 export async function agentRoutes(app: FastifyInstance, deps: AgentRoutesDeps): Promise<void> {
   statusRoutes(app, deps);
   primaryRoutes(app, deps);
+  upgradeRoutes(app, deps);
   healthRoute(app, deps);
   auditRoute(app, deps);
   selfAndMetricsRoutes(app, deps);
@@ -127,6 +129,42 @@ function statusRoutes(app: FastifyInstance, deps: AgentRoutesDeps): void {
     GET: {
       doc: { summary: 'Known datacenters, primary first', permission: 'none', response: z.array(z.string()) },
       handler: async (request, reply) => sendJSON(request, reply, deps.agent.datacenters()),
+    },
+  });
+}
+
+/** Each server's release and versions, and finalizing an upgrade (README, "Upgrading"). */
+function upgradeRoutes(app: FastifyInstance, deps: AgentRoutesDeps): void {
+  resource(app, '/v1/operator/upgrade', {
+    GET: {
+      doc: {
+        summary:
+          'Every server of every datacenter: the release it runs and the versions it speaks; the level a finalize would set; what ' +
+          'waits for it. From the picture the primary keeps and sends every datacenter',
+        permission: 'operator:read',
+        response: operatorUpgradeResponse,
+      },
+      handler: async (request, reply) => {
+        await requireOperator(deps, request, 'read');
+        return sendJSON(request, reply, deps.agent.upgrade());
+      },
+    },
+    PUT: {
+      doc: {
+        summary:
+          '?finalize: the upgrade is finished, and the features that need every server come on; refused (409) while any server ' +
+          'runs an older release or is not heard from. At the primary (a secondary sends it there, a follower to its leader). ' +
+          'Needs operator:write',
+        permission: 'operator:write',
+        response: operatorUpgradeResponse,
+      },
+      forward: 'always',
+      handler: async (request, reply) => {
+        await requireOperator(deps, request, 'write');
+        if ((request.query as Record<string, unknown>).finalize === undefined)
+          throw invalid('Missing action: PUT /v1/operator/upgrade takes ?finalize');
+        return sendJSON(request, reply, await deps.agent.finalize());
+      },
     },
   });
 }

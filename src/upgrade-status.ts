@@ -1,0 +1,85 @@
+import type { OperatorUpgradeResponse } from './api/schemas.js';
+import type { Config } from './config/schema.js';
+import { WatchwordError } from './domain/errors.js';
+import type { ClusterRole } from './ha/cluster-role.js';
+import { FEATURES, type Feature, type ReleaseBook, featureOn, levelOf, needsText, serversBehind } from './replication/releases.js';
+import { VERSION } from './version.js';
+
+/**
+ * What GET /v1/operator/upgrade says, and PUT /v1/operator/upgrade?finalize does (README,
+ * "Upgrading"): from the cluster's picture (replication/releases.ts). A finalize is taken at the
+ * primary's leader only when every server of every datacenter it knows runs this release, each
+ * heard from within a minute; it records the level they all reach, and the features that need
+ * it come on. Until then nothing the previous release cannot read is written.
+ */
+export class UpgradeStatus {
+  constructor(
+    private readonly config: Config,
+    private readonly cluster: ClusterRole,
+    private readonly releases: ReleaseBook,
+    private readonly onFinalized?: (details: Record<string, unknown>) => void,
+  ) {}
+
+  status(): OperatorUpgradeResponse {
+    const picture = this.releases.picture();
+    const level = levelOf(picture) ?? null;
+    const behind = serversBehind(picture, { release: VERSION });
+    const missing = this.missingDatacenters(picture.Datacenters.map((d) => d.Datacenter));
+    const finalized = this.releases.finalized();
+    return {
+      Release: VERSION,
+      Finalized: picture.Finalized,
+      Datacenters: picture.Datacenters.map((d) => ({
+        Datacenter: d.Datacenter,
+        Partial: d.Partial,
+        LastReport: new Date(d.At).toISOString(),
+        Servers: d.Servers,
+      })),
+      Level: level,
+      Behind: [...behind, ...missing.map((dc) => `${dc} (not heard from)`)],
+      CanFinalize: this.cluster.kind === 'primary' && behind.length === 0 && missing.length === 0 && level !== null,
+      Waiting: FEATURES.filter((f) => !featureOn(finalized, f)).map((f) => ({
+        Feature: f.Name,
+        Needs: needsText(f),
+        Behind: serversBehind(picture, f.Needs),
+      })),
+    };
+  }
+
+  /** Finalizes the upgrade: refused while any server runs an older release (or is not heard from), or away from the primary. */
+  async finalize(): Promise<OperatorUpgradeResponse> {
+    if (this.cluster.kind !== 'primary')
+      throw new WatchwordError(
+        'INVALID_REQUEST',
+        'An upgrade is finalized at the primary datacenter (writes there are sent to its leader)',
+      );
+    const status = this.status();
+    if (!status.CanFinalize || status.Level === null)
+      throw new WatchwordError(
+        'CONFLICT',
+        `Cannot finalize the upgrade to ${VERSION}: every server of every datacenter must run it first; still behind: ${status.Behind.join(', ')}`,
+      );
+    await this.releases.finalize(status.Level);
+    this.onFinalized?.({ Level: status.Level });
+    return this.status();
+  }
+
+  /** Throws FEATURE_NOT_ENABLED, naming the servers behind, unless `name` is on. */
+  require(name: string): void {
+    const feature = FEATURES.find((f) => f.Name === name) as Feature | undefined;
+    if (feature === undefined || featureOn(this.releases.finalized(), feature)) return;
+    const behind = serversBehind(this.releases.picture(), feature.Needs);
+    throw new WatchwordError(
+      'FEATURE_NOT_ENABLED',
+      `${feature.What} needs every server to speak ${needsText(feature)} and the upgrade finalized ` +
+        `(watchword operator upgrade finalize); ${behind.length > 0 ? `still behind: ${behind.join(', ')}` : 'not finalized yet'}`,
+    );
+  }
+
+  /** Datacenters this server knows of (configured, or reported over replication) that the picture lacks. */
+  private missingDatacenters(present: string[]): string[] {
+    const known = new Set([...Object.keys(this.config.datacenter_addresses), ...this.cluster.reportedDatacenters().map((d) => d.name)]);
+    known.delete(this.config.datacenter);
+    return [...known].filter((dc) => !present.includes(dc)).sort();
+  }
+}
