@@ -63,7 +63,7 @@ const monotonic = (): number => performance.now();
 /** Tokens kept current by a blocking read each when the watch cannot be had (default). */
 const BLOCKING_READS = 16;
 /** How long a watch may stay lost (failing to open, or to open again) before tokens are kept current by blocking reads meanwhile. */
-const WATCH_GRACE_MS = 2_000;
+const WATCH_GRACE_MS = 10_000;
 
 /**
  * Judges other callers' tokens in-process (README, "Enforcing policies in your service"), for services that enforce the policies

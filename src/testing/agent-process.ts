@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { type ReplicationStatusResponse, WatchwordClient } from '../client/index.js';
-import { watchwordCommand } from './command.js';
+import { DAEMON_NODE_FLAGS, watchwordCommand } from './command.js';
 import type { ClusterOptions, ClusterTLS, DatacenterHandle } from './types.js';
 
 /** What a daemon's handle needs of its cluster. */
@@ -50,6 +50,7 @@ export class AgentProcess implements DatacenterHandle {
   client!: WatchwordClient;
 
   servers: AgentProcess[] = [this];
+  program: string | undefined;
 
   constructor(
     readonly name: string,
@@ -98,7 +99,7 @@ export class AgentProcess implements DatacenterHandle {
     const tls = this.cluster.tls;
     const cert = tls ? await this.cluster.serverCertificate(this.name, this.serverName) : undefined;
     const args = [
-      ...agentCommand(),
+      ...(this.program === undefined ? agentCommand() : [...DAEMON_NODE_FLAGS, this.program, 'agent']),
       '--datacenter',
       this.name,
       '--primary-datacenter',

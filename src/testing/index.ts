@@ -229,7 +229,9 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
       for (let k = 0; k < count; k++) {
         const serverName = count > 1 ? `${name}-server-${k + 1}` : `${name}-node`;
         const dir = await mkdtemp(join(options.dataDirParent?.[serverName] ?? tmpdir(), `watchword-${name}-`));
-        group.push(new AgentProcess(name, i === 0, dir, cluster, flags, serverName));
+        const server = new AgentProcess(name, i === 0, dir, cluster, flags, serverName);
+        server.program = options.programs?.[serverName];
+        group.push(server);
       }
       for (const d of group) d.servers = group;
       const d = group[0] as AgentProcess;

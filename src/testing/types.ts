@@ -43,6 +43,8 @@ export interface ClusterOptions {
    * the primary datacenter, all given to the secondary as its primary addresses.
    */
   links?: boolean;
+  /** Servers (by server name: `dc2-node`, `dc1-server-2`) that run another build's `dist/main.js` from their first start. */
+  programs?: Record<string, string>;
   /** How long a daemon may take to start, ms (default 30 s). */
   startTimeoutMs?: number;
   /**
@@ -95,6 +97,11 @@ export interface DatacenterHandle {
   readonly serverName: string;
   /** The running server that leads this datacenter now (asks the servers). */
   leader(timeoutMs?: number): Promise<DatacenterHandle>;
+  /**
+   * The program this server runs from its next start: another build's `dist/main.js` (an older
+   * release, for upgrade and rollback tests: testing/previous-release.ts), or undefined for this one.
+   */
+  program: string | undefined;
   /** Resolves once this secondary has applied the primary's current index. */
   waitForReplication(timeoutMs?: number): Promise<void>;
 }
