@@ -103,6 +103,16 @@ export function healthChecks(config: Config, address: string, store: LevelStore,
     Passing: leader !== '',
     Output: leader ? `the leader is ${leader}` : 'no leader is known in this datacenter',
   });
+  // A follower serves reads from what its leader streamed: not streaming, it would answer from an old state.
+  const stream = cluster.group !== undefined && !cluster.isLeader() ? cluster.group.followerStatus() : undefined;
+  if (stream !== undefined)
+    checks.push({
+      Name: 'stream',
+      Passing: stream.Connected,
+      Output: stream.Connected
+        ? `streaming from the leader ${stream.Leader}`
+        : `not streaming from the leader: ${stream.LastError || 'connecting'}`,
+    });
   if (!primary && config.replication_max_stale > 0) {
     const silent = cluster.primarySilentForMs() ?? 0;
     const ok = silent <= config.replication_max_stale;

@@ -326,6 +326,10 @@ export async function listen(
     logger: Logger;
     auditRefusal: (r: Refusal) => void;
     watchSockets: AuthorizerWatchSockets;
+    /** The upgraded connections (streams, watches) open now: a stop destroys those left after its grace. */
+    upgraded?: Set<import('node:stream').Duplex>;
+    /** Set while the daemon stops: every answer then closes its connection (clients open the next one elsewhere). */
+    draining?: { now: boolean };
   },
 ): Promise<string> {
   const { transport, cluster, logger } = deps;
@@ -339,7 +343,14 @@ export async function listen(
     defaultPort: transport.secure ? 443 : 80,
   });
   hosts.install(app.server as unknown as import('node:http').Server);
+  // First of the request listeners, so that even an answer written at once closes its connection while the daemon stops.
+  app.server.prependListener('request', (_req, res) => {
+    if (deps.draining?.now) res.shouldKeepAlive = false;
+  });
   app.server.on('upgrade', (req, socket, head) => {
+    // Held until it closes: a stop ends what is still open after its grace (a WebSocket's close handshake may never finish).
+    deps.upgraded?.add(socket);
+    socket.once('close', () => deps.upgraded?.delete(socket));
     whenRefused(socket, (status, reason) => refused(req, status, status === 403 ? 'PERMISSION_DENIED' : 'UPGRADE_REFUSED', reason));
     if (hosts.refuseUpgrade(req, socket))
       return refused(req, 403, 'HOST_NOT_ALLOWED', `Host ${JSON.stringify(req.headers.host ?? '')} is not allowed`);

@@ -1,3 +1,4 @@
+import type { Duplex } from 'node:stream';
 import { rename, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { FastifyInstance } from 'fastify';
@@ -95,6 +96,9 @@ export interface DaemonOptions {
   replication?: Partial<typeof DEFAULT_REPLICATION_OPTIONS>;
 }
 
+/** How long a stopping server in a cluster keeps answering, each answer closing its connection, before its listener closes (ms). */
+const DRAIN_MS = 500;
+
 /** Longest wait for in-flight requests on shutdown, ms. */
 const SHUTDOWN_GRACE_MS = 10_000;
 
@@ -145,8 +149,12 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     advertised,
     onEvent: (type, details) => audit.record(type, systemActor('watchword'), 200, details),
   });
+  // The cluster's versions: what GET /v1/operator/upgrade says, a finalize, and the gate of features that need every server.
+  const upgrades = new UpgradeStatus(config, cluster, cluster.releases, (details) =>
+    audit.record('upgrade-finalized', systemActor('watchword'), 200, details),
+  );
   try {
-    const services = buildServices(config, { store, clock, cluster, placement, audit, dataDir, logger });
+    const services = buildServices(config, { store, clock, cluster, placement, audit, dataDir, logger, upgrades });
     if (!placement.isPrimary() && config.initial_management_token) {
       logger.warn('initial_management_token is only used by the primary; ignored on this secondary');
     }
@@ -167,17 +175,22 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       peerURL: (peer) => transport.peerURL(peer),
       reported: () => cluster.reportedDatacenters(),
     });
-    const agent = buildAgentInfo(config, { store, metrics, cluster, transport, audit, directory, address: () => address });
+    const agent = buildAgentInfo(config, { store, metrics, cluster, transport, audit, directory, address: () => address }, upgrades);
     const http = buildHttp(config, { store, metrics, cluster, transport, audit, directory, services, agent, logger, dataDir });
+    const upgraded = new Set<Duplex>();
+    const draining = { now: false };
     address = await listen(config, http.app, {
       transport,
       cluster,
       logger,
       auditRefusal: refusalAuditor(store, audit),
       watchSockets: http.watchSockets,
+      upgraded,
+      draining,
     });
     await cluster.start(roleParts);
     http.history.start();
+    upgrades.startAuto();
     await announce(dataDir, address);
     logger.info(
       { address, datacenter: config.datacenter, primary: placement.primaryDatacenter(), role: cluster.kind, dataDir },
@@ -197,6 +210,9 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       dataDir,
       address,
       selectors: services.selectors,
+      upgraded,
+      upgrades,
+      draining,
     });
   } catch (err) {
     await cluster.stop().catch(() => undefined);
@@ -273,9 +289,18 @@ type Services = ReturnType<typeof buildServices>;
 /** The use cases, each over the store and the resolver (which asks the server's place for secrets held elsewhere). */
 function buildServices(
   config: Config,
-  deps: { store: LevelStore; clock: Clock; cluster: ClusterRole; placement: Placement; audit: AuditLog; dataDir: string; logger: Logger },
+  deps: {
+    store: LevelStore;
+    clock: Clock;
+    cluster: ClusterRole;
+    placement: Placement;
+    audit: AuditLog;
+    dataDir: string;
+    logger: Logger;
+    upgrades: UpgradeStatus;
+  },
 ) {
-  const { store, clock, cluster, placement, audit, dataDir, logger } = deps;
+  const { store, clock, cluster, placement, audit, dataDir, logger, upgrades } = deps;
   const primary = () => placement.isPrimary();
   const resolver = new AclResolver(store, clock, {
     datacenter: config.datacenter,
@@ -293,6 +318,7 @@ function buildServices(
   const tokens = new TokenService(store, resolver, clock, {
     limits: { minTTL: config.token_min_ttl, maxTTL: config.token_max_ttl },
     checkChosenIDs: (ids, local) => cluster.checkChosenIDs(ids, local),
+    features: upgrades,
   });
   const urls = { allowedHosts: config.auth_method_allowed_hosts };
   // The checks asked in the last hour (decisions here, enforcing clients' reports): what a dry run judges again.
@@ -376,11 +402,8 @@ function buildRoleParts(
 }
 
 /** What the agent endpoints say of this daemon (agent-info.ts), and the gauges that follow it. */
-function buildAgentInfo(config: Config, deps: PlaceDeps & { address: () => string }): AgentInfo {
+function buildAgentInfo(config: Config, deps: PlaceDeps & { address: () => string }, upgrades: UpgradeStatus): AgentInfo {
   const { store, metrics, cluster, transport, audit, directory, address } = deps;
-  const upgrades = new UpgradeStatus(config, cluster, cluster.releases, (details) =>
-    audit.record('upgrade-finalized', systemActor('watchword'), 200, details),
-  );
   const agent: AgentInfo = {
     datacenter: config.datacenter,
     primaryDatacenter: config.primary_datacenter,
@@ -429,9 +452,30 @@ function daemonHandle(
     dataDir: string;
     address: string;
     selectors: Selectors;
+    /** Upgraded connections still open (streams, watches). */
+    upgraded: Set<Duplex>;
+    upgrades: UpgradeStatus;
+    draining: { now: boolean };
   },
 ): Daemon {
-  const { lock, store, metrics, audit, cluster, transport, reaper, lastUse, http, logger, dataDir, address, selectors } = parts;
+  const {
+    lock,
+    store,
+    metrics,
+    audit,
+    cluster,
+    transport,
+    reaper,
+    lastUse,
+    http,
+    logger,
+    dataDir,
+    address,
+    selectors,
+    upgraded,
+    upgrades,
+    draining,
+  } = parts;
   const { app } = http;
   /** The configuration in force (a reload replaces what may change). */
   let current = config;
@@ -477,8 +521,17 @@ function daemonHandle(
     },
     close() {
       closing ??= (async () => {
+        // Peers and clients that keep connections open are told, answer by answer, to take their next request elsewhere,
+        // before the listener closes: none sends a request on a connection this server is closing (a rolling restart
+        // refuses nothing). A daemon alone in its cluster skips the wait.
+        if (cluster.group !== undefined || cluster.kind === 'secondary' || cluster.reportedDatacenters().length > 0) {
+          draining.now = true;
+          app.server.closeIdleConnections();
+          await new Promise((r) => setTimeout(r, DRAIN_MS));
+        }
         http.reads.shutdown();
         http.watches.close();
+        upgrades.stop();
         http.history.stop();
         // Leadership is given up first (the lease revoked), so a successor need not wait for it to lapse.
         await cluster.stop();
@@ -488,6 +541,8 @@ function daemonHandle(
         const closed = app.close();
         await Promise.race([closed, new Promise((r) => setTimeout(r, SHUTDOWN_GRACE_MS).unref())]);
         app.server.closeAllConnections();
+        // Upgraded connections (streams, watches) are not the server's to close: ended here, so the stop never waits on a peer.
+        for (const socket of upgraded) socket.destroy();
         await closed;
         await reaper.stop();
         await lastUse.stop();

@@ -89,6 +89,10 @@ const AGENT_FLAGS: Record<ConfigKey, { arg: string; help: string }> = {
     help: 'bytes waiting for every watch together; past it the largest are closed (default 67108864, 64 MiB)',
   },
   watch_max_tokens: { arg: 'N', help: 'tokens every watch together holds; past it the largest are closed (default 2000000)' },
+  upgrade_auto_finalize: {
+    arg: 'BOOL',
+    help: "the primary's leader finalizes an upgrade once every server runs this release (default false)",
+  },
   auth_method_allowed_hosts: { arg: 'HOST,…', help: 'hosts (name or name:port) auth methods may fetch from; empty: any' },
   login_rate: { arg: 'N', help: 'logins per second per client address; 0 = no limit (default 10)' },
   login_burst: { arg: 'N', help: 'logins a client may burst above login_rate (default 20)' },

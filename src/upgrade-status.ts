@@ -64,6 +64,27 @@ export class UpgradeStatus {
     return this.status();
   }
 
+  private auto: NodeJS.Timeout | undefined;
+
+  /** upgrade_auto_finalize: the primary's leader finalizes by itself once it can (looked at every `everyMs`). */
+  startAuto(everyMs = 10_000): void {
+    if (!this.config.upgrade_auto_finalize || this.auto) return;
+    this.auto = setInterval(() => {
+      if (!this.cluster.isLeader() || this.cluster.kind !== 'primary') return;
+      const s = this.status();
+      const had = s.Finalized;
+      if (!s.CanFinalize || s.Level === null) return;
+      if (had !== null && had.Release === s.Level.Release && had.Replication >= s.Level.Replication && had.Servers >= s.Level.Servers)
+        return;
+      this.finalize().catch(() => undefined);
+    }, everyMs);
+    this.auto.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.auto);
+  }
+
   /** Throws FEATURE_NOT_ENABLED, naming the servers behind, unless `name` is on. */
   require(name: string): void {
     const feature = FEATURES.find((f) => f.Name === name) as Feature | undefined;

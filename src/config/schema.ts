@@ -234,6 +234,8 @@ export const configShape = {
     .min(1 << 20)
     .max(1024 ** 4)
     .default(64 << 20),
+  /** The primary's leader finalizes an upgrade by itself once every server runs this release (README, "Upgrading"). */
+  upgrade_auto_finalize: bool.default(false),
   /** Tokens every watch together holds; past it the watches holding most are closed. */
   watch_max_tokens: z.coerce.number().int().min(1).max(100_000_000).default(2_000_000),
   /** Secondaries: look-ups at the primary of secrets not held here, per client address per second. */

@@ -73,11 +73,22 @@ function hashText(kind: FieldKind, value: unknown, tag: string): string {
 export function hashInput<F extends FieldTable>(fields: F): (record: Partial<RecordOf<F>>) => string {
   const plan = Object.entries(fields)
     .filter(([, spec]) => spec.hash !== undefined)
-    .map(([name, spec]) => ({ name, kind: spec.kind, tag: (spec.hash as { tag: string }).tag, at: (spec.hash as { at: number }).at }))
+    .map(([name, spec]) => ({
+      name,
+      kind: spec.kind,
+      tag: (spec.hash as { tag: string }).tag,
+      at: (spec.hash as { at: number }).at,
+      // A field of a later form adds nothing while absent: a record without it hashes as it did before the field existed.
+      later: (spec.form ?? 1) > 1,
+    }))
     .sort((a, b) => a.at - b.at);
   return (record) => {
     let text = '';
-    for (const p of plan) text += hashText(p.kind, (record as Record<string, unknown>)[p.name], p.tag);
+    for (const p of plan) {
+      const value = (record as Record<string, unknown>)[p.name];
+      if (p.later && (value === undefined || value === '')) continue;
+      text += hashText(p.kind, value, p.tag);
+    }
     return text;
   };
 }

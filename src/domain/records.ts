@@ -71,6 +71,12 @@ export interface FieldSpec {
   max?: number;
   /** A write's body gives it as a duration (Go's "1h30m" or nanoseconds), stored as text. */
   inputAs?: 'duration';
+  /**
+   * The record form that first carries it (absent: 1, the first). A field of a later form is
+   * optional, adds nothing to the Hash while absent, and travels only between servers that both
+   * speak its form: a record holding it is never sent, whole or in part, to one that does not.
+   */
+  form?: number;
 }
 
 export type FieldTable = Readonly<Record<string, FieldSpec>>;
@@ -157,6 +163,25 @@ const indexes = {
   ModifyIndex: { kind: 'index', api: 'echoed', doc: 'Index of the change that last modified the object in this datacenter.' },
 } as const satisfies FieldTable;
 
+/**
+ * Test builds only (WATCHWORD_BUILD_TEST_FORM=1, read once as a build flag): a token field of record
+ * form 2, standing for "a release that adds a token field" in the tests of the upgrade trap
+ * (hashicorp/consul#9022). No release sets the flag.
+ */
+const TEST_FORM_BUILD = typeof process !== 'undefined' && process.env.WATCHWORD_BUILD_TEST_FORM === '1';
+const TEST_FORM_TOKEN_FIELDS = {
+  Note: {
+    kind: 'string',
+    optional: true,
+    api: 'input',
+    view: 'omitEmpty',
+    doc: "A test build's note (record form 2).",
+    hash: { tag: 'note', at: 7 },
+    form: 2,
+    max: 256,
+  },
+} as const satisfies FieldTable;
+
 /** A token (README, "HTTP API"): the fields in the order a view shows them (Consul's). */
 export const TOKEN_FIELDS = {
   AccessorID: { kind: 'string', api: 'checked', doc: 'Public identifier of the token.', max: 128 },
@@ -236,6 +261,8 @@ export const TOKEN_FIELDS = {
   Hash: { kind: 'string', api: 'echoed', view: 'hash', doc: 'Base64 SHA-256 over the content fields; equal across datacenters.' },
   ...scope,
   ...indexes,
+  // A test build's field of record form 2 (below): in test builds only, and unknown to this type.
+  ...((TEST_FORM_BUILD ? TEST_FORM_TOKEN_FIELDS : {}) as Record<never, never>),
 } as const satisfies FieldTable;
 
 export const POLICY_FIELDS = {
@@ -492,4 +519,16 @@ export function givenFields<F extends FieldTable>(fields: F, body: Readonly<Reco
     else if (!optional) out[name] = EMPTY_OF[kind]();
   }
   return out as Partial<RecordOf<F>>;
+}
+
+/** The later record forms (2 and up) whose fields `record` holds: what it needs every server to speak. */
+export function laterForms(fields: FieldTable, record: object): number[] {
+  const forms = new Set<number>();
+  for (const [name, spec] of Object.entries(fields)) {
+    const form = spec.form ?? 1;
+    if (form <= 1) continue;
+    const value = (record as Record<string, unknown>)[name];
+    if (value !== undefined && value !== '') forms.add(form);
+  }
+  return [...forms].sort((a, b) => a - b);
 }

@@ -12,6 +12,12 @@ export interface Cursor {
   epoch?: number;
   /** When it was written (ms since the epoch): the last frame of the primary applied here, for a promotion's report. */
   at?: number;
+  /**
+   * The record form the stream spoke when this was applied (absent: 1). A secondary that now speaks
+   * a later form fetches everything again (a snapshot): what it holds may lack fields its primary's
+   * records have, and their Hash would never say so (hashicorp/consul#9022).
+   */
+  form?: number;
 }
 
 /** The first primary's epoch: what a store or a frame without one means. */

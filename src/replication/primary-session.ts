@@ -1,8 +1,9 @@
-import { type ReleaseBook, previousRelease } from './releases.js';
+import { type ReleaseBook, previousRelease, recordFormOf } from './releases.js';
+import { fitsForm, hasLaterForms } from '../store/schema.js';
 import type { Takeover } from './placement.js';
 import { WebSocket } from 'ws';
 import type { Logger } from 'pino';
-import type { CommitEvent, GlobalSnapshot, Store } from '../store/store.js';
+import type { Change, CommitEvent, GlobalSnapshot, Store } from '../store/store.js';
 import { type RecordsByTable, TABLE_NAMES } from '../store/schema.js';
 import { Heartbeat } from '../transport/heartbeat.js';
 import {
@@ -231,7 +232,7 @@ export class Session {
     const current = this.parked && !this.closed && this.sentUpTo >= event.from;
     if (!current || this.channel.buffered > o.highWaterBytes || this.sentUpTo - this.ackedIndex > o.maxUnackedIndexes) return this.notify();
     if (!this.stillAuthorized()) return;
-    const frame: PrimaryFrame = { t: 'entries', entries: event.entries, upTo: event.index, committedAt: event.at };
+    const frame: PrimaryFrame = { t: 'entries', entries: this.fitted(event.entries), upTo: event.index, committedAt: event.at };
     this.sentUpTo = event.index;
     this.channel.send(frame, (err) => {
       if (err) this.close(1011, 'stream failed');
@@ -466,7 +467,7 @@ export class Session {
           t: 'snapshot',
           logID: snap.logID,
           index: snap.index,
-          ...sliceRecords(snap, i, i + chunk),
+          ...this.fittedRecords(sliceRecords(snap, i, i + chunk)),
           bootstrap: last ? snap.bootstrap : null,
           last,
         });
@@ -490,10 +491,42 @@ export class Session {
       if (!this.stillAuthorized()) return;
       if (entries.length > 0 || upTo > this.sentUpTo) {
         this.sentUpTo = upTo;
-        await this.send({ t: 'entries', entries, upTo, committedAt: this.primary.committedAt(entries[0]?.Index ?? upTo) });
+        await this.send({
+          t: 'entries',
+          entries: this.fitted(entries),
+          upTo,
+          committedAt: this.primary.committedAt(entries[0]?.Index ?? upTo),
+        });
       }
       if (complete && store.currentIndex() <= this.sentUpTo) await this.waitForChange();
     }
+  }
+
+  /**
+   * Entries as this secondary can hold them: a record carrying a field of a later form than the
+   * session speaks is never sent in part; it goes as a delete (the secondary holds none of it
+   * until it speaks that form, and then fetches everything again: secondary-stream.ts).
+   */
+  private fitted<E extends { Changes: Change[] }>(entries: E[]): E[] {
+    const form = recordFormOf(this.version);
+    if (!hasLaterForms(form)) return entries;
+    return entries.map((e) => ({
+      ...e,
+      Changes: e.Changes.map((c) =>
+        c.Op === 'set' && c.Table !== 'bootstrap' && !fitsForm(c.Table, c.Value, form)
+          ? { Table: c.Table, Op: 'delete' as const, ID: c.ID }
+          : c,
+      ),
+    }));
+  }
+
+  /** A snapshot chunk as this secondary can hold it: records of a later form left out. */
+  private fittedRecords(records: RecordsByTable): RecordsByTable {
+    const form = recordFormOf(this.version);
+    if (!hasLaterForms(form)) return records;
+    return Object.fromEntries(
+      TABLE_NAMES.map((t) => [t, (records[t] as object[]).filter((r) => fitsForm(t, r, form))]),
+    ) as unknown as RecordsByTable;
   }
 
   info(): SecondaryInfo {

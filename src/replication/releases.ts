@@ -202,7 +202,7 @@ export interface Feature {
 
 /** This release's features that wait for everyone. A test build (TEST_FORM) has one: its token field. */
 export const FEATURES: readonly Feature[] = TEST_FORM
-  ? [{ Name: 'token-note', What: "tokens' Note field (a test build's)", Needs: { replication: TEST_FORM_PROTOCOL } }]
+  ? [{ Name: 'record-form-2', What: "records of form 2 (a test build's token Note)", Needs: { replication: TEST_FORM_PROTOCOL } }]
   : [];
 
 /** Whether a feature is on at this finalized level. */
@@ -217,3 +217,6 @@ export const needsText = (f: Feature): string =>
     ...(f.Needs.replication !== undefined ? [`replication ${f.Needs.replication}`] : []),
     ...(f.Needs.servers !== undefined ? [`servers' stream ${f.Needs.servers}`] : []),
   ].join(' and ');
+
+/** The record form a replication version carries: 2 from the test build's version, else 1. */
+export const recordFormOf = (replicationVersion: number): number => (replicationVersion >= TEST_FORM_PROTOCOL ? 2 : 1);

@@ -1,3 +1,4 @@
+import { recordFormOf } from './releases.js';
 import type { Logger } from 'pino';
 import type { Metrics } from '../observability/metrics.js';
 import { META } from '../store/schema.js';
@@ -94,15 +95,28 @@ export class SecondaryStream {
     this.disconnected();
     this.refusing = false;
     this.version = version;
+    // Applied at an earlier record form than this stream speaks: everything is fetched again, whole.
+    const refetch = (this.cursor.form ?? 1) < recordFormOf(version);
+    if (refetch)
+      this.logger.info(
+        { from: this.cursor.form ?? 1, to: recordFormOf(version) },
+        'replication: a later record form: fetching everything again',
+      );
     return {
       t: 'hello',
       v: version,
       datacenter,
       address,
-      logID: this.cursor.logID || null,
-      index: this.cursor.index,
+      logID: refetch ? null : this.cursor.logID || null,
+      index: refetch ? 0 : this.cursor.index,
       epoch: this.seenEpoch(),
     };
+  }
+
+  /** The record form this stream speaks, as a cursor keeps it (nothing for the first form: a cursor the previous release reads as its own). */
+  private formMark(): { form?: number } {
+    const form = recordFormOf(this.version);
+    return form > 1 ? { form } : {};
   }
 
   /** The highest primary epoch this secondary has seen (what its cursor on disk says). */
@@ -246,7 +260,7 @@ export class SecondaryStream {
   private async applyEntryFrames(frames: Array<Extract<PrimaryFrame, { t: 'entries' }>>, generation: number): Promise<void> {
     const entries = frames.flatMap((f) => f.entries);
     const upTo = Math.max(...frames.map((f) => f.upTo), this.cursor.index);
-    const cursor = { logID: this.welcomeLogID, index: upTo, epoch: this.seenEpoch(), at: Date.now() };
+    const cursor = { logID: this.welcomeLogID, index: upTo, epoch: this.seenEpoch(), at: Date.now(), ...this.formMark() };
     // Nothing to write: the cursor on disk may lag; resuming from it is harmless.
     if (entries.length > 0)
       this.noteConflicts(await this.store.transact((tx) => applyEntries(tx, entries, cursor), { sync: false }), false);
@@ -314,7 +328,7 @@ export class SecondaryStream {
         await catchUp.add(frame);
         if (!frame.last || this.generation !== generation) return;
         this.catchUp = undefined;
-        const cursor = { logID: frame.logID, index: frame.index, epoch: this.seenEpoch(), at: Date.now() };
+        const cursor = { logID: frame.logID, index: frame.index, epoch: this.seenEpoch(), at: Date.now(), ...this.formMark() };
         const outcome = await catchUp.install(cursor);
         this.noteConflicts(outcome, true);
         this.cursor = cursor;

@@ -1,6 +1,14 @@
 import type { z } from 'zod';
 import { expiryMillis } from '../domain/expiry.js';
-import { AUTH_METHOD_FIELDS, BINDING_RULE_FIELDS, type FieldTable, POLICY_FIELDS, ROLE_FIELDS, TOKEN_FIELDS } from '../domain/records.js';
+import {
+  AUTH_METHOD_FIELDS,
+  BINDING_RULE_FIELDS,
+  type FieldTable,
+  POLICY_FIELDS,
+  ROLE_FIELDS,
+  TOKEN_FIELDS,
+  laterForms,
+} from '../domain/records.js';
 import type { AuthMethodRecord, BindingRuleRecord, PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
 import { authMethodRecordSchema, bindingRuleRecordSchema, policyRecordSchema, roleRecordSchema, tokenRecordSchema } from './records.js';
 
@@ -288,3 +296,13 @@ export const FORMAT1_INDEX_PREFIXES = ['ts', 'tn', 'tp', 'tr', 'tsv', 'tam', 'tx
   key(p, ''),
 );
 export const FORMAT1_COUNT_PREFIX = key('m', 'count', '');
+
+/** Whether any table declares a field of a record form later than `form` (none but in a test build). */
+export function hasLaterForms(form: number): boolean {
+  return TABLE_NAMES.some((t) => Object.values(TABLES[t].fields).some((f) => (f.form ?? 1) > form));
+}
+
+/** Whether a record of `table` holds no field of a form later than `form`: a peer speaking `form` can hold it whole. */
+export function fitsForm(table: TableName, record: object, form: number): boolean {
+  return laterForms(TABLES[table].fields, record).every((f) => f <= form);
+}

@@ -51,6 +51,7 @@ export class AgentProcess implements DatacenterHandle {
 
   servers: AgentProcess[] = [this];
   program: string | undefined;
+  env: Record<string, string> | undefined;
 
   constructor(
     readonly name: string,
@@ -144,6 +145,7 @@ export class AgentProcess implements DatacenterHandle {
     // exception, SIGKILL), its daemons stop too and remove their temp data dirs.
     env.WATCHWORD_LIFELINE = 'stdin';
     env.WATCHWORD_LIFELINE_REMOVE_DATA = '1';
+    Object.assign(env, this.env);
     const proc = spawn(process.execPath, args, { env, stdio: ['pipe', 'pipe', 'pipe'] });
     this.proc = proc;
     this.exited = new Promise((resolve) => proc.once('exit', (code) => resolve(code)));

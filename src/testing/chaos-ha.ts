@@ -298,7 +298,7 @@ async function fullDiskFor(ms: number): Promise<void> {
 }
 
 /** A JWT auth method with a static key and a binding rule, for the logins of the load. */
-async function authMethod(cluster: Cluster, token: string): Promise<() => Promise<string>> {
+export async function authMethod(cluster: Cluster, token: string): Promise<() => Promise<string>> {
   const { publicKey, privateKey } = await generateKeyPair('RS256', { extractable: true });
   const pem = await exportSPKI(publicKey);
   const leader = await cluster.primary.leader();

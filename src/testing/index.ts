@@ -231,6 +231,7 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
         const dir = await mkdtemp(join(options.dataDirParent?.[serverName] ?? tmpdir(), `watchword-${name}-`));
         const server = new AgentProcess(name, i === 0, dir, cluster, flags, serverName);
         server.program = options.programs?.[serverName];
+        server.env = options.envFor?.[serverName];
         group.push(server);
       }
       for (const d of group) d.servers = group;

@@ -45,6 +45,8 @@ export interface ClusterOptions {
   links?: boolean;
   /** Servers (by server name: `dc2-node`, `dc1-server-2`) that run another build's `dist/main.js` from their first start. */
   programs?: Record<string, string>;
+  /** Environment variables of some servers (by server name), beyond the harness's own: a test build's flag. */
+  envFor?: Record<string, Record<string, string>>;
   /** How long a daemon may take to start, ms (default 30 s). */
   startTimeoutMs?: number;
   /**
@@ -102,6 +104,8 @@ export interface DatacenterHandle {
    * release, for upgrade and rollback tests: testing/previous-release.ts), or undefined for this one.
    */
   program: string | undefined;
+  /** Environment variables this server gets from its next start, beyond the harness's own (a test build's flag). */
+  env: Record<string, string> | undefined;
   /** Resolves once this secondary has applied the primary's current index. */
   waitForReplication(timeoutMs?: number): Promise<void>;
 }

@@ -45,8 +45,47 @@ export function Datacenters() {
           <td>${primary ? '—' : `${status.LastContactMs} ms ago`}</td></tr>`;
       })}</tbody></table></div>
       <${PrimaryRole} rows=${rows} reload=${dcs.reload} />
+      <${Upgrade} />
       <h2>Replication lag, last hour</h2>
       <${LagChart} history=${history} />`}<//>`;
+}
+
+/**
+ * An upgrade under way (README, "Upgrading"): the release each server of each datacenter runs and
+ * the versions it speaks, who is behind, what waits, and the finalize once every server runs this
+ * release. Needs operator:read (write to finalize); hidden without it.
+ */
+function Upgrade() {
+  const status = useLoad(() => api('GET', '/v1/operator/upgrade').catch(() => undefined), []);
+  const [outcome, setOutcome] = useState({});
+  const s = status.data;
+  if (!s) return null;
+  const range = (r) => (r ? (r[0] === r[1] ? `${r[0]}` : `${r[0]}–${r[1]}`) : '—');
+  const finalize = () =>
+    api('PUT', '/v1/operator/upgrade?finalize').then(
+      () => {
+        setOutcome({ notice: 'The upgrade is finalized.' });
+        status.reload();
+      },
+      (err) => setOutcome({ error: explain(err) }),
+    );
+  return html`<section data-testid="upgrade"><h2>Releases</h2>
+    <div class="table-wrap"><table><thead><tr><th>Datacenter</th><th>Server</th><th>Release</th><th>Replication</th><th>Servers' stream</th></tr></thead>
+    <tbody>${s.Datacenters.flatMap((d) =>
+      d.Servers.map(
+        (
+          x,
+        ) => html`<tr><td>${d.Datacenter}${d.Partial ? html` <span class="badge">only its leader known</span>` : null}</td><td>${x.Name}</td>
+          <td>${x.Release ?? html`<span class="badge bad">not heard from</span>`}</td><td>${range(x.Replication)}</td><td>${range(x.Servers)}</td></tr>`,
+      ),
+    )}</tbody></table></div>
+    <p>Finalized: ${s.Finalized ? `${s.Finalized.Release} (replication ${s.Finalized.Replication})` : 'not yet'}.
+      ${s.Behind.length ? `Behind: ${s.Behind.join(', ')}.` : 'Every server runs this release.'}</p>
+    ${s.Waiting.map((w) => html`<p>Waiting for the finalize: ${w.Feature} (needs ${w.Needs}).</p>`)}
+    ${s.CanFinalize ? html`<button type="button" onClick=${finalize}>Finalize the upgrade</button>` : null}
+    ${outcome.notice ? html`<p class="notice">${outcome.notice}</p>` : null}
+    ${outcome.error ? html`<p class="error">${outcome.error}</p>` : null}
+  </section>`;
 }
 
 /**
