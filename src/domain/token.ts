@@ -23,7 +23,7 @@ export interface NewToken {
 
 /** A new token record (the store stamps its indexes): the one place that decides what a fresh token holds. */
 export function newTokenRecord(t: NewToken): Omit<TokenRecord, 'CreateIndex' | 'ModifyIndex'> {
-  return {
+  const record = {
     ...t.given,
     AccessorID: t.AccessorID,
     SecretID: t.SecretID,
@@ -31,8 +31,9 @@ export function newTokenRecord(t: NewToken): Omit<TokenRecord, 'CreateIndex' | '
     AuthMethod: '',
     ...(t.expires !== undefined ? { ExpirationTime: rfc3339(t.expires) } : {}),
     CreateTime: rfc3339(t.now),
-    Hash: tokenHash(t.content),
     Namespace: t.scope.Namespace,
     Partition: t.scope.Partition,
   };
+  // Over the record as written, so that every field the declaration hashes counts (the given ones too).
+  return { ...record, Hash: tokenHash(record) };
 }

@@ -334,7 +334,8 @@ export class TokenService {
           ...normalizeGrants(input, existing.Local),
           Local: existing.Local,
         };
-        const record = tx.put('tokens', { ...existing, ...givenFields(TOKEN_FIELDS, input), ...base, Hash: tokenHash(base) });
+        const next = { ...existing, ...givenFields(TOKEN_FIELDS, input), ...base };
+        const record = tx.put('tokens', { ...next, Hash: tokenHash(next) });
         return { token: record, links: { policies: policies.named, roles: roles.named } };
       },
       audited(ctx, identity, 'token-update'),
