@@ -351,6 +351,9 @@ export async function listen(
     // Held until it closes: a stop ends what is still open after its grace (a WebSocket's close handshake may never finish).
     deps.upgraded?.add(socket);
     socket.once('close', () => deps.upgraded?.delete(socket));
+    // Node takes its own error listener off a socket it hands to an upgrade: a client that resets
+    // the connection (after a refusal, or mid-handshake) would otherwise end the process.
+    socket.on('error', () => socket.destroy());
     whenRefused(socket, (status, reason) => refused(req, status, status === 403 ? 'PERMISSION_DENIED' : 'UPGRADE_REFUSED', reason));
     if (hosts.refuseUpgrade(req, socket))
       return refused(req, 403, 'HOST_NOT_ALLOWED', `Host ${JSON.stringify(req.headers.host ?? '')} is not allowed`);

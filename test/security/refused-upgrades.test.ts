@@ -1,10 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import http from 'node:http';
+import net from 'node:net';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AUTHORIZER_WATCH_PATH } from '../../src/http/authorizer-watch-socket.js';
 import { SERVERS_PATH } from '../../src/ha/server-protocol.js';
 import { PROTOCOL_VERSION, REPLICATION_PATH } from '../../src/replication/protocol.js';
 import { type TestDaemon, startTestDaemon, waitFor } from '../helpers/test-daemon.js';
@@ -37,6 +39,33 @@ function upgrade(url: string, path: string, headers: Record<string, string>): Pr
     });
     req.on('error', reject);
     req.end();
+  });
+}
+
+/**
+ * Sends an upgrade request on a raw connection, waits for the refusal, then resets the
+ * connection (TCP RST) while the server still reads it: a socket handed to an upgrade has no
+ * error listener of Node's own, so an unheard ECONNRESET would end the daemon.
+ */
+function upgradeThenReset(url: string, path: string, headers: Record<string, string>): Promise<string> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(Number(port), hostname, () => {
+      const lines = Object.entries({
+        Host: `${hostname}:${port}`,
+        Connection: 'Upgrade',
+        Upgrade: 'websocket',
+        'Sec-WebSocket-Key': Buffer.from(randomUUID()).toString('base64').slice(0, 24),
+        'Sec-WebSocket-Version': '13',
+        ...headers,
+      }).map(([k, v]) => `${k}: ${v}\r\n`);
+      socket.write(`GET ${path} HTTP/1.1\r\n${lines.join('')}\r\n`);
+    });
+    socket.once('data', (chunk: Buffer) => {
+      socket.resetAndDestroy();
+      resolve(chunk.toString().split('\r\n')[0] ?? '');
+    });
+    socket.on('error', reject);
   });
 }
 
@@ -100,5 +129,21 @@ describe('refused WebSocket upgrades', () => {
     expect(logs.join('')).toMatch(/refused a WebSocket upgrade: datacenter dc1 runs a single server/);
     const path = join(d.dataDir, 'audit', 'audit.log');
     await waitFor(async () => (await readFile(path, 'utf8')).includes('"Code":"HOST_NOT_ALLOWED"'), 5_000);
+  });
+
+  it('lives through clients that reset their connection as soon as an upgrade is refused', async () => {
+    const refusals = [
+      [AUTHORIZER_WATCH_PATH, {}],
+      [`${REPLICATION_PATH}?version=${PROTOCOL_VERSION}`, { 'X-Service-Token': randomUUID(), 'X-Service-Datacenter': 'dc9' }],
+      [`${SERVERS_PATH}?version=1`, {}],
+      [AUTHORIZER_WATCH_PATH, { Host: 'evil.example:80' }],
+    ] as const;
+    for (let round = 0; round < 5; round++) {
+      const lines = await Promise.all(refusals.map(([path, headers]) => upgradeThenReset(d.url, path, headers)));
+      expect(lines.every((l) => /^HTTP\/1\.1 4\d\d /.test(l)), lines.join(' | ')).toBe(true);
+    }
+    // Resets reach the server after the answers; give them time to arrive before asking again.
+    await new Promise((r) => setTimeout(r, 200));
+    expect((await d.api('GET', '/v1/acl/tokens')).status).toBe(200);
   });
 });
