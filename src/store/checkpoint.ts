@@ -33,6 +33,12 @@ interface Header {
   meta: TableDumpMeta;
   /** Each part's length, and the buffer it is read into when larger. */
   parts: Array<{ length: number; capacity?: number }>;
+  /**
+   * An HA server's store: the last batch of its batch log, which the tokens hold every change of.
+   * Release 0.1.0 wrote none, and wrote a follower's checkpoint without the batches its leader had
+   * not yet said were committed, though LevelDB held them: such a checkpoint is set aside there.
+   */
+  seq?: number;
 }
 
 /** A table a checkpoint is written from and read into (a compact table). */
@@ -50,6 +56,8 @@ export type Checkpoint =
   | { usable: false; why: string }
   | {
       usable: true;
+      /** An HA server's: the last batch the tokens hold (none from release 0.1.0). */
+      seq: number | undefined;
       /** Restores `into` (a new table); a reason when the checkpoint does not hold (`into` is then to be dropped). */
       load: (into: CheckpointTable) => Promise<string | undefined>;
     };
@@ -69,7 +77,7 @@ async function listing(dir: string): Promise<Array<[string, number, number]>> {
 }
 
 /** Writes the checkpoint of `table` to `dir`, whose LevelDB is closed. `sync`: flushed to the disk before it is named. */
-export async function writeCheckpoint(dir: string, table: CheckpointTable, sync: boolean): Promise<void> {
+export async function writeCheckpoint(dir: string, table: CheckpointTable, sync: boolean, seq?: number): Promise<void> {
   const { meta, parts } = table.dump();
   const header: Header = {
     listing: await listing(dir),
@@ -77,6 +85,7 @@ export async function writeCheckpoint(dir: string, table: CheckpointTable, sync:
     records: table.size,
     meta,
     parts: parts.map((p) => ('bytes' in p ? { length: p.bytes.length } : { length: p.length, capacity: p.capacity })),
+    ...(seq !== undefined ? { seq } : {}),
   };
   const json = Buffer.from(JSON.stringify(header));
   const tmp = join(dir, `${FILE}.tmp`);
@@ -168,6 +177,7 @@ export async function findCheckpoint(dir: string): Promise<Checkpoint> {
     return { usable: false, why: 'the store changed since it was written' };
   return {
     usable: true,
+    seq: typeof header.seq === 'number' ? header.seq : undefined,
     // The file is opened again to be read: nothing stays open if the open never gets that far.
     load: async (into) => {
       let file: FileHandle;

@@ -115,7 +115,13 @@ export async function readState(
     }
     const table = tables[name] as AnyTable;
     if (table.compact !== undefined && checkpoint !== undefined) {
-      if (checkpoint.usable) {
+      // An HA server's store: the checkpoint must say it holds the store's last batch (store/checkpoint.ts, `seq`).
+      const seq = Number(meta.get(META.serverSeq) ?? 0);
+      if (checkpoint.usable && seq > 0 && checkpoint.seq !== seq) {
+        loaded?.(
+          `a scan: the checkpoint was set aside (${checkpoint.seq === undefined ? 'it does not say which batch it holds' : `it holds batch ${checkpoint.seq}, the store ${seq}`})`,
+        );
+      } else if (checkpoint.usable) {
         const why = await checkpoint.load(table.compact);
         if (why === undefined) {
           table.finishLoading();

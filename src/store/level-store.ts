@@ -485,11 +485,12 @@ export class LevelStore implements Store {
     this.watchers.wakeAll();
     if (this.db.status !== 'open' && this.db.status !== 'opening') return;
     await this.db.close();
-    // Memory holds what the disk does only while writes succeed.
+    // Memory holds what the disk does only while writes succeed, and, on an HA follower, once every batch it
+    // holds is shown (one its leader has not yet said it committed is on disk, not in memory): else the next open scans.
     const tokens = this.state.tables.tokens.compact;
-    if (this.options.checkpoint === false || this.recovery.failing || tokens === undefined) return;
+    if (this.options.checkpoint === false || this.recovery.failing || tokens === undefined || this.replica.holdsUncommitted()) return;
     try {
-      await writeCheckpoint(this.dir, tokens, this.options.durability === 'fsync');
+      await writeCheckpoint(this.dir, tokens, this.options.durability === 'fsync', this.state.seq > 0 ? this.state.seq : undefined);
     } catch (err) {
       this.options.onCheckpointFailed?.(err);
     }

@@ -47,6 +47,11 @@ export class ServerReplica {
     this.follower = follower;
   }
 
+  /** Whether batches are durable here that readers are not shown yet (memory is not what LevelDB holds). */
+  holdsUncommitted(): boolean {
+    return this.uncommitted.length > 0;
+  }
+
   /** The store's state was replaced (an install): what was uncommitted of the old one is gone. */
   replaced(): void {
     this.uncommitted = [];

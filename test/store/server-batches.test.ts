@@ -1,3 +1,6 @@
+import { createHash } from 'node:crypto';
+import { readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { WatchwordError } from '../../src/domain/errors.js';
 import { LevelStore } from '../../src/store/level-store.js';
@@ -92,6 +95,52 @@ describe('server batches (a datacenter of several servers)', () => {
     expect(follower.reader.listTokens(everywhere).map((t) => t.AccessorID)).toEqual([b.AccessorID]);
     // The change log travelled too: a follower that takes over serves secondaries from it.
     expect((await follower.logEntriesAfter(0, 10)).map((e) => e.Index)).toEqual((await leader.logEntriesAfter(0, 10)).map((e) => e.Index));
+  });
+
+  it('a follower closed holding batches its leader had not yet said were committed shows them after a restart, as LevelDB holds them', async () => {
+    await follower.installServerSnapshot(await snapshotOf(leader), { seq: 0, term: 0 });
+    const shown = tokenRecord();
+    const held = tokenRecord({ Local: true });
+    await leader.transact((tx) => tx.put('tokens', shown));
+    await leader.transact((tx) => tx.put('tokens', held));
+    await follower.applyServerBatches(rec.batches);
+    follower.commitServerBatches(1);
+    // The leader acknowledged the second (it is durable here) but the follower stops before hearing so.
+    expect(follower.reader.getToken(held.AccessorID)).toBeUndefined();
+    await follower.close();
+    follower = await open(dirs[1]!.path);
+    // Its tokens come from a scan: a checkpoint of memory would have left the held batch out for good (release 0.1.0 did).
+    expect(follower.tokensFrom).toMatch(/^a scan/);
+    expect(follower.serverPosition()).toEqual({ seq: 2, term: 7 });
+    expect(follower.reader.getToken(held.AccessorID)).toBeDefined();
+    expect(follower.reader.getToken(shown.AccessorID)).toBeDefined();
+    // With nothing held back, the next close writes a checkpoint that says which batch it holds, and it is read.
+    await follower.close();
+    follower = await open(dirs[1]!.path);
+    expect(follower.tokensFrom).toBe('its checkpoint (2 tokens)');
+    expect(follower.reader.getToken(held.AccessorID)).toBeDefined();
+  });
+
+  it('an HA store sets aside a checkpoint that does not say which batch it holds (release 0.1.0 wrote such)', async () => {
+    await leader.transact((tx) => tx.put('tokens', tokenRecord()));
+    await leader.close();
+    // The checkpoint as 0.1.0 wrote it: the same, without `seq` in its header (the digest covers the header: written again).
+    const file = join(dirs[0]!.path, 'tokens.checkpoint');
+    const bytes = await readFile(file);
+    const magic = bytes.indexOf(0x0a) + 1;
+    const length = bytes.readUInt32BE(magic);
+    const header = JSON.parse(bytes.subarray(magic + 4, magic + 4 + length).toString('utf8')) as Record<string, unknown>;
+    expect(header.seq).toBe(1);
+    delete header.seq;
+    const json = Buffer.from(JSON.stringify(header));
+    const len = Buffer.alloc(4);
+    len.writeUInt32BE(json.length);
+    const body = bytes.subarray(magic + 4 + length, bytes.length - 32);
+    const head = Buffer.concat([bytes.subarray(0, magic), len, json]);
+    await writeFile(file, Buffer.concat([head, body, createHash('sha256').update(head).update(body).digest()]));
+    leader = await open(dirs[0]!.path);
+    expect(leader.tokensFrom).toBe('a scan: the checkpoint was set aside (it does not say which batch it holds)');
+    expect(leader.reader.listTokens(everywhere)).toHaveLength(1);
   });
 
   it('installs a snapshot in place of whatever it held', async () => {
