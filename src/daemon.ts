@@ -6,6 +6,7 @@ import type { Logger } from 'pino';
 import { type Config, type ConfigKey, configKeys } from './config/schema.js';
 import { Placement } from './replication/placement.js';
 import { type Clock, systemClock } from './domain/clock.js';
+import { isWatchwordError } from './domain/errors.js';
 import { createAgentLogger } from './observability/logger.js';
 import type { Metrics } from './observability/metrics.js';
 import { Reaper } from './reaper/reaper.js';
@@ -132,23 +133,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
   // The server's place first: the services below are built from what it offers (look-ups of
   // secrets held elsewhere, checks of chosen IDs), and it gets theirs when it starts.
   const placement = placementOf(config, store);
-  const cluster: ClusterRole = createClusterRole({
-    config,
-    placement,
-    store,
-    metrics,
-    logger,
-    replication: {
-      ...DEFAULT_REPLICATION_OPTIONS,
-      backoffMinMs: config.replication_backoff_min,
-      backoffMaxMs: config.replication_backoff_max,
-      ...options.replication,
-    },
-    transport,
-    ...(options.servers ? { serverTimings: options.servers } : {}),
-    advertised,
-    onEvent: (type, details) => audit.record(type, systemActor('watchword'), 200, details),
-  });
+  const cluster = clusterRoleOf(config, { store, placement, metrics, logger, transport, audit, advertised }, options);
   // The cluster's versions: what GET /v1/operator/upgrade says, a finalize, and the gate of features that need every server.
   const upgrades = new UpgradeStatus(config, cluster, cluster.releases, (details) =>
     audit.record('upgrade-finalized', systemActor('watchword'), 200, details),
@@ -159,13 +144,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       logger.warn('initial_management_token is only used by the primary; ignored on this secondary');
     }
     const reaper = buildReaper(config, { store, clock, metrics, logger, placement });
-    const lastUse = new LastUseFlusher(
-      store,
-      config.last_used_flush,
-      (err) => logger.warn({ err }, 'last uses not written; tried again at the next flush'),
-      // A secondary's leader sends its global tokens' uses on to the primary.
-      (uses) => cluster.usesWritten(uses),
-    );
+    const lastUse = lastUseFlusher(config, store, cluster, logger);
     const roleParts = buildRoleParts(config, store, services, reaper, lastUse, placement);
     const directory = new DatacenterDirectory({
       datacenter: config.datacenter,
@@ -221,6 +200,54 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     await lock.release().catch(() => undefined);
     throw err;
   }
+}
+
+/** The server's place (ha/): its datacenter's side and, with etcd, its place among its datacenter's servers. */
+function clusterRoleOf(
+  config: Config,
+  deps: {
+    store: LevelStore;
+    placement: Placement;
+    metrics: Metrics;
+    logger: Logger;
+    transport: Transport;
+    audit: AuditLog;
+    advertised: () => string;
+  },
+  options: DaemonOptions,
+): ClusterRole {
+  const { store, placement, metrics, logger, transport, audit, advertised } = deps;
+  return createClusterRole({
+    config,
+    placement,
+    store,
+    metrics,
+    logger,
+    replication: {
+      ...DEFAULT_REPLICATION_OPTIONS,
+      backoffMinMs: config.replication_backoff_min,
+      backoffMaxMs: config.replication_backoff_max,
+      ...options.replication,
+    },
+    transport,
+    ...(options.servers ? { serverTimings: options.servers } : {}),
+    advertised,
+    onEvent: (type, details) => audit.record(type, systemActor('watchword'), 200, details),
+  });
+}
+
+/** The flusher of last uses: a leader writes its datacenter's; a secondary's leader sends its global tokens' on to the primary. */
+function lastUseFlusher(config: Config, store: LevelStore, cluster: ClusterRole, logger: Logger): LastUseFlusher {
+  return new LastUseFlusher(
+    store,
+    config.last_used_flush,
+    (err) =>
+      // A server that no longer leads (stepped down, or stopping) has nobody to write them for: its successor keeps its own.
+      isWatchwordError(err) && err.code === 'NO_LEADER'
+        ? logger.info('last uses seen since the last flush not written: this server no longer leads')
+        : logger.warn({ err }, 'last uses not written; tried again at the next flush'),
+    (uses) => cluster.usesWritten(uses),
+  );
 }
 
 /** Which datacenter is the primary: the store's word once a promotion or a newer primary moved it (SPEC §21), else the configuration's. */
@@ -424,6 +451,7 @@ function buildAgentInfo(config: Config, deps: PlaceDeps & { address: () => strin
     primary: () => cluster.primaryStatus(),
     promote: (force) => cluster.promote(force),
     transfer: (target) => cluster.transfer(target),
+    transferLeader: (to, by) => cluster.transferLeader(to, by),
     placement: () => cluster.placementAnswer(),
     upgrade: () => upgrades.status(),
     finalize: () => upgrades.finalize(),
@@ -435,55 +463,34 @@ function buildAgentInfo(config: Config, deps: PlaceDeps & { address: () => strin
   return agent;
 }
 
+/** What the running daemon holds: what it offers, reloads and stops. */
+interface RunningParts {
+  lock: DataDirLock;
+  store: LevelStore;
+  metrics: Metrics;
+  audit: AuditLog;
+  cluster: ClusterRole;
+  transport: Transport;
+  reaper: Reaper;
+  lastUse: LastUseFlusher;
+  http: Http;
+  logger: Logger;
+  dataDir: string;
+  address: string;
+  selectors: Selectors;
+  /** Upgraded connections still open (streams, watches). */
+  upgraded: Set<Duplex>;
+  upgrades: UpgradeStatus;
+  draining: { now: boolean };
+}
+
 /** The running daemon: what it offers, a reload (SIGHUP), and a stop in the reverse order of the start. */
-function daemonHandle(
-  config: Config,
-  parts: {
-    lock: DataDirLock;
-    store: LevelStore;
-    metrics: Metrics;
-    audit: AuditLog;
-    cluster: ClusterRole;
-    transport: Transport;
-    reaper: Reaper;
-    lastUse: LastUseFlusher;
-    http: Http;
-    logger: Logger;
-    dataDir: string;
-    address: string;
-    selectors: Selectors;
-    /** Upgraded connections still open (streams, watches). */
-    upgraded: Set<Duplex>;
-    upgrades: UpgradeStatus;
-    draining: { now: boolean };
-  },
-): Daemon {
-  const {
-    lock,
-    store,
-    metrics,
-    audit,
-    cluster,
-    transport,
-    reaper,
-    lastUse,
-    http,
-    logger,
-    dataDir,
-    address,
-    selectors,
-    upgraded,
-    upgrades,
-    draining,
-  } = parts;
-  const { app } = http;
-  /** The configuration in force (a reload replaces what may change). */
-  let current = config;
-  let closing: Promise<void> | undefined;
+function daemonHandle(config: Config, parts: RunningParts): Daemon {
+  const { store, metrics, cluster, transport, reaper, http, address } = parts;
   return {
     config,
     metrics,
-    app,
+    app: http.app,
     store,
     address,
     url: transport.peerURL(address),
@@ -492,69 +499,88 @@ function daemonHandle(
     get servers() {
       return cluster.group;
     },
-    reload: (next?: Config) => {
-      const tls = transport.reload();
-      if (!next) return tls;
-      // What a reload may change; anything else needs a restart.
-      const changed = RELOADABLE.filter((k) => JSON.stringify(next[k]) !== JSON.stringify(current[k]));
-      logger.level = next.log_level;
-      http.limits.maxConns = next.http_max_conns;
-      http.limits.maxConnsPerClient = next.http_max_conns_per_client;
-      app.server.maxConnections = next.http_max_conns;
-      http.loginRate.rate = next.login_rate;
-      http.loginRate.burst = next.login_burst;
-      const settings = auditSettings(next, dataDir);
-      void audit.reload(settings).then(
-        () => store.setAudit(settings.enabled ? audit : undefined),
-        (err: unknown) => logger.error({ err: (err as Error).message }, 'audit: cannot apply the new audit settings; the old ones stay'),
-      );
-      const ignored = configKeys.filter((k) => !RELOADABLE.includes(k) && JSON.stringify(next[k]) !== JSON.stringify(current[k]));
-      if (ignored.length > 0) logger.warn({ settings: ignored }, 'reload: these settings change only with a restart');
-      current = next;
-      audit.record('reload', systemActor('SIGHUP'), 200, {
-        Changed: changed,
-        TLSReloaded: tls,
-        ...(ignored.length > 0 ? { NeedRestart: ignored } : {}),
-      });
-      logger.info({ changed }, 'reload: configuration applied');
-      return tls;
-    },
-    close() {
-      closing ??= (async () => {
-        // Peers and clients that keep connections open are told, answer by answer, to take their next request elsewhere,
-        // before the listener closes: none sends a request on a connection this server is closing (a rolling restart
-        // refuses nothing). A daemon alone in its cluster skips the wait.
-        if (cluster.group !== undefined || cluster.kind === 'secondary' || cluster.reportedDatacenters().length > 0) {
-          draining.now = true;
-          app.server.closeIdleConnections();
-          await new Promise((r) => setTimeout(r, DRAIN_MS));
-        }
-        http.reads.shutdown();
-        http.watches.close();
-        upgrades.stop();
-        http.history.stop();
-        // Leadership is given up first (the lease revoked), so a successor need not wait for it to lapse.
-        await cluster.stop();
-        // Stop accepting and drop idle keep-alive sockets; requests in flight finish
-        // (blocked reads were just released) within the grace time, then whatever
-        // is left is cut: shutdown never waits on clients.
-        const closed = app.close();
-        await Promise.race([closed, new Promise((r) => setTimeout(r, SHUTDOWN_GRACE_MS).unref())]);
-        app.server.closeAllConnections();
-        // Upgraded connections (streams, watches) are not the server's to close: ended here, so the stop never waits on a peer.
-        for (const socket of upgraded) socket.destroy();
-        await closed;
-        await reaper.stop();
-        await lastUse.stop();
-        await selectors.close();
-        await transport.close();
-        await store.close();
-        await audit.close();
-        // Last: until here another daemon must not take the data dir (the checkpoint was written at the store's close).
-        await lock.release();
-        logger.info('watchword agent stopped');
-      })();
-      return closing;
-    },
+    reload: reloader(config, parts),
+    close: stopper(parts),
+  };
+}
+
+/** A reload (SIGHUP): TLS files read again, and what may change of the configuration applied; the rest named as needing a restart. */
+function reloader(config: Config, parts: RunningParts): (next?: Config) => boolean {
+  const { store, audit, transport, http, logger, dataDir } = parts;
+  const { app } = http;
+  /** The configuration in force (a reload replaces what may change). */
+  let current = config;
+  return (next?: Config) => {
+    const tls = transport.reload();
+    if (!next) return tls;
+    // What a reload may change; anything else needs a restart.
+    const changed = RELOADABLE.filter((k) => JSON.stringify(next[k]) !== JSON.stringify(current[k]));
+    logger.level = next.log_level;
+    http.limits.maxConns = next.http_max_conns;
+    http.limits.maxConnsPerClient = next.http_max_conns_per_client;
+    app.server.maxConnections = next.http_max_conns;
+    http.loginRate.rate = next.login_rate;
+    http.loginRate.burst = next.login_burst;
+    const settings = auditSettings(next, dataDir);
+    void audit.reload(settings).then(
+      () => store.setAudit(settings.enabled ? audit : undefined),
+      (err: unknown) => logger.error({ err: (err as Error).message }, 'audit: cannot apply the new audit settings; the old ones stay'),
+    );
+    const ignored = configKeys.filter((k) => !RELOADABLE.includes(k) && JSON.stringify(next[k]) !== JSON.stringify(current[k]));
+    if (ignored.length > 0) logger.warn({ settings: ignored }, 'reload: these settings change only with a restart');
+    current = next;
+    audit.record('reload', systemActor('SIGHUP'), 200, {
+      Changed: changed,
+      TLSReloaded: tls,
+      ...(ignored.length > 0 ? { NeedRestart: ignored } : {}),
+    });
+    logger.info({ changed }, 'reload: configuration applied');
+    return tls;
+  };
+}
+
+/** The stop, once however often it is asked for: in the reverse order of the start, the store flushed and the data dir unlocked last. */
+function stopper(parts: RunningParts): () => Promise<void> {
+  const { lock, store, audit, cluster, transport, reaper, lastUse, http, logger, selectors, upgraded, upgrades, draining } = parts;
+  const { app } = http;
+  let closing: Promise<void> | undefined;
+  return () => {
+    closing ??= (async () => {
+      // Peers and clients that keep connections open are told, answer by answer, to take their next request elsewhere,
+      // before the listener closes: none sends a request on a connection this server is closing (a rolling restart
+      // refuses nothing). A daemon alone in its cluster skips the wait.
+      if (cluster.group !== undefined || cluster.kind === 'secondary' || cluster.reportedDatacenters().length > 0) {
+        draining.now = true;
+        app.server.closeIdleConnections();
+        await new Promise((r) => setTimeout(r, DRAIN_MS));
+      }
+      http.reads.shutdown();
+      http.watches.close();
+      upgrades.stop();
+      http.history.stop();
+      // The last uses written while this server may still write them (a leader's are its datacenter's).
+      await lastUse.flushIfRunning();
+      // Leadership is given up first (the lease revoked), so a successor need not wait for it to lapse.
+      await cluster.stop();
+      // Stop accepting and drop idle keep-alive sockets; requests in flight finish
+      // (blocked reads were just released) within the grace time, then whatever
+      // is left is cut: shutdown never waits on clients.
+      const closed = app.close();
+      await Promise.race([closed, new Promise((r) => setTimeout(r, SHUTDOWN_GRACE_MS).unref())]);
+      app.server.closeAllConnections();
+      // Upgraded connections (streams, watches) are not the server's to close: ended here, so the stop never waits on a peer.
+      for (const socket of upgraded) socket.destroy();
+      await closed;
+      await reaper.stop();
+      await lastUse.stop();
+      await selectors.close();
+      await transport.close();
+      await store.close();
+      await audit.close();
+      // Last: until here another daemon must not take the data dir (the checkpoint was written at the store's close).
+      await lock.release();
+      logger.info('watchword agent stopped');
+    })();
+    return closing;
   };
 }

@@ -37,6 +37,15 @@ export const TEST_FORM_PROTOCOL = 6;
 export const SERVER_PROTOCOL: VersionRange = { min: 2, max: 3 };
 
 /**
+ * The first versions whose leader takes no write once it has stopped leading. A leader of 0.1.0
+ * (server protocol 2, replication 4) gave its role up first when it stopped and then, for as long as
+ * its HTTP listener still answered, acknowledged the writes forwarded to it as a lone server would:
+ * writes its successor never holds. An answer from such a leader counts only once it arrives here
+ * over that leader's own stream (http/forward.ts).
+ */
+export const FENCED_ON_STOP = { servers: 3, replication: 5 } as const;
+
+/**
  * An enforcing client's watch. 1: release 0.1.0 (no credential, which this release refuses: such
  * a client keeps its tokens current over HTTP). 2: opened with the client's own token, SecondsLeft in views.
  */

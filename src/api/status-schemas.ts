@@ -242,3 +242,14 @@ export const operatorUpgradeResponse = z
   })
   .meta({ id: 'OperatorUpgrade' });
 export type OperatorUpgradeResponse = z.infer<typeof operatorUpgradeResponse>;
+
+/** POST /v1/operator/raft/transfer-leader: Consul's answer (`Success`), and who handed the lead to whom. */
+export const transferLeaderResponse = z
+  .object({
+    Success: z.boolean(),
+    From: z.string().describe('The server that led'),
+    To: z.string().describe('The server that leads now (a member of the synchronous set: it holds every acknowledged write)'),
+    Term: z.number().int().describe('The new leadership term'),
+  })
+  .meta({ id: 'TransferLeader' });
+export type TransferLeaderResponse = z.infer<typeof transferLeaderResponse>;

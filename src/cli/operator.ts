@@ -77,6 +77,20 @@ export function operatorCommand(program: Command): void {
       .description('at the primary: hand its role to a connected secondary, losing nothing (writes wait a moment)')
       .requiredOption('--to <DATACENTER>', 'the secondary datacenter that becomes the primary'),
   ).action(run<CommonOptions & { to: string }>(async (o, c) => print(o, await c.operator.transfer(o.to), formatPromotion)));
+  const raft = operator.command('raft').description("the datacenter's leadership (like `consul operator raft`)");
+  common(
+    raft
+      .command('transfer-leader')
+      .description(
+        "hand the datacenter's leadership to another server before restarting its leader: the leader steps down and follows, " +
+          'losing nothing (the new leader is a member of its synchronous set)',
+      )
+      .option('--id <NAME>', 'the server to hand leadership to (default: a member of the synchronous set)'),
+  ).action(
+    run<CommonOptions & { id?: string }>(async (o, c) =>
+      print(o, await c.operator.transferLeader(o.id), (v) => `Leadership handed from ${v.From} to ${v.To} (term ${v.Term})`),
+    ),
+  );
   const upgrade = operator.command('upgrade').description('the releases servers run during an upgrade, and its finalizing');
   common(
     upgrade

@@ -8,6 +8,7 @@ import type {
   ExpandedTokenResponse,
   OperatorPrimaryResponse,
   OperatorUpgradeResponse,
+  TransferLeaderResponse,
   PromotionResponse,
   OperatorServersResponse,
   PolicyResponse,
@@ -63,6 +64,7 @@ export type {
   TokenAuthorizerResponse,
   TokenResponse,
   DryRunResponse,
+  TransferLeaderResponse,
   WhoCanResponse,
 };
 
@@ -438,6 +440,14 @@ export class WatchwordClient {
       this.value(this.call<PromotionResponse>('PUT', '/v1/operator/primary', { ...o, query: { transfer: datacenter } })),
     /** Every server's release and versions, what a finalize would set, what waits (operator:read). */
     upgrade: (o: RequestOptions = {}) => this.value(this.call<OperatorUpgradeResponse>('GET', '/v1/operator/upgrade', o)),
+    /**
+     * Hands the datacenter's leadership to server `id` (or to a member of the leader's synchronous set), operator:write:
+     * resolves once the new leader leads. Asked of any server of the datacenter.
+     */
+    transferLeader: (id?: string, o: RequestOptions = {}) =>
+      this.value(
+        this.call<TransferLeaderResponse>('POST', '/v1/operator/raft/transfer-leader', { ...o, ...(id ? { query: { id } } : {}) }),
+      ),
     /** Finalizes the upgrade, at the primary (operator:write): refused while any server runs an older release. */
     finalize: (o: RequestOptions = {}) =>
       this.value(this.call<OperatorUpgradeResponse>('PUT', '/v1/operator/upgrade', { ...o, query: { finalize: 'true' } })),

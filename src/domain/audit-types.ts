@@ -70,6 +70,11 @@ export const AUDIT_EVENT_GROUPS = [
     also: '`Role`, `Term`; `Secondary` or `Primary`',
   },
   {
+    types: ['leader-transferred'],
+    when: "an operator handed the datacenter's leadership to another server (`watchword operator raft transfer-leader`)",
+    also: '`From`, `To`, `Term` (the new one), `By` (the AccessorID that asked)',
+  },
+  {
     types: ['stale-primary'],
     when: 'a replication stream refused because its primary is of a lower epoch than one already seen (at both ends)',
     also: "`Epoch` (the stale primary's), `Seen` (the highest seen); `Secondary` or `Primary`",

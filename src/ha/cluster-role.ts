@@ -7,6 +7,7 @@ import type {
   PrimaryPlacementResponse,
   PromotionResponse,
   ReplicationStatusResponse,
+  TransferLeaderResponse,
 } from '../api/schemas.js';
 import type { Placement } from '../replication/placement.js';
 import type { Config } from '../config/schema.js';
@@ -81,6 +82,8 @@ export interface ClusterRole {
   promote(force: boolean): Promise<PromotionResponse>;
   /** PUT /v1/operator/primary?transfer=DC at the primary's leader (SPEC §21): a planned handover. */
   transfer(target: string): Promise<PromotionResponse>;
+  /** POST /v1/operator/raft/transfer-leader: this datacenter's leadership handed over (coordinator.ts, handOver). */
+  transferLeader(to: string | undefined, by: string): Promise<TransferLeaderResponse>;
   /** Something named a higher epoch than this datacenter's (a forwarded write): ask the others which primary is newer, now. */
   staleSeen(): void;
   /** GET /v1/internal/primary: what peers learning of a newer primary are told. */

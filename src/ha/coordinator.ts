@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { WatchwordError } from '../domain/errors.js';
-import { Election, type EtcdStep, type LeaderInfo, type ServerInfo, type SyncRecord } from './election.js';
+import { Election, type EtcdStep, type LeaderInfo, planHandOver, type ServerInfo, type SyncRecord } from './election.js';
 import { CALL_MS, type ElectionClient, Etcd3ElectionClient, messageOf } from './etcd-client.js';
 
 export type { LeaderInfo, ServerInfo } from './election.js';
@@ -30,8 +30,20 @@ export interface Coordinator {
   onChange(listener: () => void): void;
   /** Why the coordinator cannot be used now, if it cannot. */
   problem(): string | undefined;
+  /**
+   * Hands leadership to `to`, or to a member of the leader's synchronous set (election.ts,
+   * planHandOver), and resolves once that server leads, within `timeoutMs`.
+   */
+  handOver(to: string | undefined, timeoutMs: number): Promise<HandedOver>;
   /** Steps down (if leading) and stops. */
   stop(): Promise<void>;
+}
+
+/** A handover done: who led, who leads now and in which term. */
+export interface HandedOver {
+  from: string;
+  to: string;
+  term: number;
 }
 
 /** No coordinator: the first of the configured servers leads, in term 1. */
@@ -55,6 +67,12 @@ export class StaticCoordinator implements Coordinator {
   }
   async publishSync(members: string[]): Promise<void> {
     this.sync = members;
+  }
+  async handOver(): Promise<HandedOver> {
+    throw new WatchwordError(
+      'INVALID_REQUEST',
+      'this datacenter has no coordinator (its leader is the first of --server-peers for good): there is no leadership to hand over',
+    );
   }
   syncSet(): string[] {
     return [...this.sync];
@@ -182,6 +200,28 @@ export class EtcdCoordinator implements Coordinator {
     const res = await this.etcd.publish(record, lease);
     if (!res.ok) throw new WatchwordError('NO_LEADER', 'leadership was lost while publishing the synchronous set');
     this.election.syncPublished(record, res.revision);
+  }
+
+  async handOver(to: string | undefined, timeoutMs: number): Promise<HandedOver> {
+    const plan = planHandOver(await this.etcd.read(), to);
+    if (!plan.ok) {
+      const code = plan.why === 'no-leader' ? 'NO_LEADER' : plan.why === 'unknown-server' ? 'INVALID_REQUEST' : 'CONFLICT';
+      throw new WatchwordError(code, `Cannot hand leadership over: ${plan.message}`);
+    }
+    if (!(await this.etcd.handOver(plan.leaderRevision, plan.syncRevision, plan.record)))
+      throw new WatchwordError('CONFLICT', 'Cannot hand leadership over: the leader or its synchronous set changed meanwhile; try again');
+    this.options.logger.info({ from: plan.from, to: plan.to }, `coordinator: leadership handed from ${plan.from} to ${plan.to}`);
+    void this.poll();
+    for (const until = Date.now() + timeoutMs; Date.now() < until; ) {
+      const l = this.leader();
+      if (l?.name === plan.to && l.term > plan.term) return { from: plan.from, to: plan.to, term: l.term };
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new WatchwordError(
+      'NO_LEADER',
+      `leadership was handed from ${plan.from} to ${plan.to}, which has not taken the lead within ${timeoutMs} ms; ` +
+        `only ${plan.to} may lead until it does (watchword operator servers)`,
+    );
   }
 
   /** Keeps the current lease alive; a keep-alive confirmed by etcd extends validity from when it was sent. */

@@ -6,9 +6,10 @@ import type {
   PrimaryPlacementResponse,
   PromotionResponse,
   ReplicationStatusResponse,
+  TransferLeaderResponse,
 } from '../api/schemas.js';
 import { WatchwordError } from '../domain/errors.js';
-import type { FollowerHooks, SecondaryHooks } from './hooks.js';
+import type { Arrival, FollowerHooks, SecondaryHooks } from './hooks.js';
 import type { DatacenterInfo } from '../replication/protocol.js';
 import { REPLICATION_PATH } from '../replication/protocol.js';
 import type { Placement, PlacementRecord, Standing } from '../replication/placement.js';
@@ -16,18 +17,22 @@ import { PrimaryContact } from '../replication/primary-contact.js';
 import { META } from '../store/schema.js';
 import { PeerClient } from '../transport/peer-client.js';
 import { refuse } from '../transport/refuse.js';
-import { type Coordinator, EtcdCoordinator, StaticCoordinator } from './coordinator.js';
+import { FENCED_ON_STOP } from '../version.js';
+import { type Coordinator, EtcdCoordinator, type HandedOver, StaticCoordinator } from './coordinator.js';
 import type { ClusterRole, RoleDeps, RoleParts } from './cluster-role.js';
 import { PrimaryFinder, outranks } from './primary-finder.js';
 import { PrimaryMoves } from './primary-moves.js';
 import { PrimarySide } from './primary-role.js';
 import { SecondarySide } from './secondary-role.js';
-import { SecretLookup, waitForIndex } from './secret-lookup.js';
+import { SecretLookup, awaitIndex, waitForIndex } from './secret-lookup.js';
 import { ReleaseBook, selfRelease } from '../replication/releases.js';
 import { releaseColumns } from './servers.js';
 import { SERVERS_PATH } from './server-protocol.js';
 import { ServerGroup } from './servers.js';
 import type { RoleHost, Side } from './side.js';
+
+/** How long a leadership handover may take before the request answers that the new leader has not taken it. */
+const TRANSFER_WAIT_MS = 10_000;
 
 /**
  * A server's place (README, "Multiple datacenters" and "Several servers per datacenter"): the
@@ -212,6 +217,30 @@ export class DatacenterRole implements ClusterRole, RoleHost {
   waitForLocalIndex = (index: number, timeoutMs: number): Promise<boolean> =>
     waitForIndex(this.deps.store, index, timeoutMs, () => this.group?.holdsLeaderLog() ?? true);
 
+  /**
+   * A write about to go to the leader: its answer's index is looked for here. From a leader that
+   * takes no write once it stops leading, in whichever leader's log this server holds (a successor
+   * holds every write it acknowledged); from one that did (FENCED_ON_STOP), only over its own
+   * stream: once that stream ends first, whether the write was kept is unknown.
+   */
+  private sendingToLeader(): (index: number, timeoutMs: number) => Promise<Arrival> {
+    const group = this.group;
+    const mark = group?.leaderMark();
+    const bound = group !== undefined && mark !== undefined && mark.version < FENCED_ON_STOP.servers ? mark : undefined;
+    return async (index, timeoutMs) => {
+      const how = await awaitIndex(
+        this.deps.store,
+        index,
+        timeoutMs,
+        () => (group?.holdsLeaderLog() ?? true) && !(bound && group?.markEnded(bound)),
+        // This server stopping ends the wait too: the answer goes back now, not when the stop cuts the connection.
+        () => this.stopped || (bound !== undefined && group?.markEnded(bound) === true),
+      );
+      if (how === 'reached') return 'applied';
+      return how === 'ended' && bound !== undefined && group?.markEnded(bound) ? 'unknown' : 'pending';
+    };
+  }
+
   async start(parts: RoleParts): Promise<void> {
     this.parts = parts;
     // A follower takes the side its leader's batches name (a promotion, a newer primary followed).
@@ -313,6 +342,90 @@ export class DatacenterRole implements ClusterRole, RoleHost {
   }
 
   /** PUT /v1/operator/primary?transfer=DC at the primary's leader (SPEC §21): a planned handover (primary-moves.ts). */
+  async transferLeader(to: string | undefined, by: string): Promise<TransferLeaderResponse> {
+    if (!this.group)
+      throw new WatchwordError('INVALID_REQUEST', 'this datacenter runs one server (no coordinator): there is no leadership to hand over');
+    const started = Date.now();
+    // The secondaries streaming from the leader now (the primary's): the answer waits for them to stream from the next.
+    const streaming = this.side.kind === 'primary' ? await this.secondariesOf(this.group.isLeader() ? undefined : this.leaderClient()) : [];
+    const done = await this.group.coordinator.handOver(to, TRANSFER_WAIT_MS);
+    this.deps.onEvent?.('leader-transferred', { From: done.from, To: done.to, Term: done.term, By: by });
+    await this.steppedDown(done, started + TRANSFER_WAIT_MS);
+    await this.secondariesMoved(done, streaming, started + TRANSFER_WAIT_MS);
+    return { Success: true, From: done.from, To: done.to, Term: done.term };
+  }
+
+  /** The secondaries a primary's server replicates to (`via` undefined: this one; else the server it names), by datacenter. */
+  private async secondariesOf(via: PeerClient | undefined): Promise<string[]> {
+    if (via === undefined) return (this.replicationStatus().Secondaries ?? []).map((s) => s.Datacenter);
+    try {
+      const res = await via.request('GET', '/v1/acl/replication', {}, undefined, 2000);
+      if (res.status !== 200) return [];
+      return ((JSON.parse(res.text) as ReplicationStatusResponse).Secondaries ?? []).map((s) => s.Datacenter);
+    } catch {
+      return [];
+    }
+  }
+
+  /**
+   * Resolves once every secondary that streamed from the old leader streams from the new one (or
+   * at the deadline: a secondary that is away does not hold the answer up): the old leader is then
+   * asked nothing more, and its restart cuts no forwarded write short.
+   */
+  private async secondariesMoved(done: HandedOver, streaming: string[], deadline: number): Promise<void> {
+    if (streaming.length === 0) return;
+    const to = this.group?.coordinator.knownServers().find((s) => s.name === done.to);
+    if (!to) return;
+    const { transport, config } = this.deps;
+    const self = done.to === config.node_name;
+    const next = self
+      ? undefined
+      : new PeerClient(transport.peerURL(to.address), config.datacenter, transport.fetcher({ datacenter: config.datacenter }));
+    while (Date.now() < deadline) {
+      const now = await this.secondariesOf(next);
+      if (streaming.every((dc) => now.includes(dc))) return;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  /**
+   * Resolves once the server that led knows it no longer does (it has seen the new leader, so it
+   * acknowledges nothing more), or cannot be reached: a handover answers only when the old leader
+   * may be restarted. A release that took writes while stopping (version.ts, FENCED_ON_STOP) must
+   * not be stopped a moment before.
+   */
+  private async steppedDown(done: HandedOver, deadline: number): Promise<void> {
+    const servers = this.group?.coordinator.knownServers() ?? [];
+    const from = servers.find((s) => s.name === done.from);
+    const to = servers.find((s) => s.name === done.to);
+    if (!from || !to) return;
+    if (done.from === this.deps.config.node_name) {
+      while (this.group?.isLeader() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      return;
+    }
+    const { transport } = this.deps;
+    const old = new PeerClient(
+      transport.peerURL(from.address),
+      this.deps.config.datacenter,
+      transport.fetcher({ datacenter: this.deps.config.datacenter }),
+    );
+    while (Date.now() < deadline) {
+      try {
+        const res = await old.request('GET', '/v1/status/leader', {}, undefined, Math.max(100, deadline - Date.now()));
+        if (res.status === 200 && JSON.parse(res.text) === to.address) return;
+      } catch {
+        // Gone (stopped meanwhile): it takes nothing more.
+        return;
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new WatchwordError(
+      'NO_LEADER',
+      `${done.to} leads (term ${done.term}), but ${done.from} has not yet seen it; wait until it names ${done.to} ` +
+        `(GET /v1/status/leader there) before restarting it`,
+    );
+  }
+
   transfer(target: string): Promise<PromotionResponse> {
     return this.serially(() => this.moves.transfer(target));
   }
@@ -359,7 +472,7 @@ export class DatacenterRole implements ClusterRole, RoleHost {
     if (!group)
       throw new WatchwordError('NO_LEADER', `no leader is known in datacenter ${this.deps.config.datacenter} yet; try again shortly`);
     const leader = this.leaderClient();
-    if (leader) return { leader, waitForIndex: this.waitForLocalIndex };
+    if (leader) return { leader, sending: () => this.sendingToLeader() };
     if (group.isLeader()) return undefined;
     // No leader known: writes are refused, not made here.
     const problem = group.coordinator.problem();

@@ -326,3 +326,61 @@ export class Election {
     return n;
   }
 }
+
+/**
+ * A handover of the leader key (`watchword operator raft transfer-leader`), decided from what one
+ * read of etcd saw: to `to`, or to the first member of the leader's synchronous set. Only a member
+ * of that set may take it (it holds every write the leader acknowledged), so the handover deletes
+ * the leader key and, in the same transaction, leaves a record naming `to` alone as the server
+ * that may campaign (invariant 4): nobody else takes over meanwhile, the old leader included,
+ * which steps down and follows once it reads the keys. Releases that know nothing of handovers
+ * behave the same way, since they only read the keys.
+ */
+export type HandOver =
+  | {
+      ok: true;
+      from: string;
+      to: string;
+      term: number;
+      leaderRevision: string;
+      syncRevision: string;
+      record: SyncRecord;
+    }
+  | {
+      ok: false;
+      why: 'no-leader' | 'unknown-server' | 'not-in-sync-set' | 'already-leader';
+      message: string;
+    };
+
+export function planHandOver(view: ElectionView, to: string | undefined): HandOver {
+  const key = view.leader;
+  const genuine = key && view.servers.some((s) => s.name === key.server.name && s.address === key.server.address && s.lease === key.lease);
+  if (!key || !genuine)
+    return { ok: false, why: 'no-leader', message: 'no leader holds the leader key now: there is nothing to hand over' };
+  const from = key.server.name;
+  const sync = view.sync;
+  const owned = sync !== undefined && sync.record.leader === from && (sync.record.term === key.term || sync.revision === String(key.term));
+  const members = owned ? sync.record.members : [];
+  if (to !== undefined && to === from) return { ok: false, why: 'already-leader', message: `${from} already leads` };
+  if (to !== undefined && !view.servers.some((s) => s.name === to))
+    return { ok: false, why: 'unknown-server', message: `${JSON.stringify(to)} is not a registered server of this datacenter` };
+  const target = to ?? members[0];
+  if (target === undefined || !members.includes(target) || !sync)
+    return {
+      ok: false,
+      why: 'not-in-sync-set',
+      message:
+        members.length === 0
+          ? `${from}'s synchronous set is empty: no follower holds every write it acknowledged yet; try again once one has caught up (watchword operator servers)`
+          : `${target} is not in ${from}'s synchronous set (${members.join(', ')}): only a member holds every write it acknowledged`,
+    };
+  return {
+    ok: true,
+    from,
+    to: target,
+    term: key.term,
+    leaderRevision: key.revision ?? String(key.term),
+    syncRevision: sync.revision,
+    record: { leader: target, term: key.term, members: [] },
+  };
+}

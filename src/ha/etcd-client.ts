@@ -36,6 +36,12 @@ export interface ElectionClient {
   ): Promise<{ won: boolean; revision: number }>;
   /** Puts the synchronous-set record if the leader key is on `lease`. */
   publish(record: SyncRecord, lease: string): Promise<{ ok: boolean; revision: string }>;
+  /**
+   * A handover (election.ts, planHandOver): deletes the leader key and puts `record` in one
+   * transaction, if the leader key is still at mod revision `leaderRevision` and the sync key at
+   * `syncRevision`; false when either moved meanwhile.
+   */
+  handOver(leaderRevision: string, syncRevision: string, record: SyncRecord): Promise<boolean>;
   close(): void;
 }
 
@@ -166,6 +172,15 @@ export class Etcd3ElectionClient implements ElectionClient {
       .then(this.client.put(this.key('sync')).value(JSON.stringify(record)))
       .commit();
     return { ok: res.succeeded, revision: String(res.header.revision) };
+  }
+
+  async handOver(leaderRevision: string, syncRevision: string, record: SyncRecord): Promise<boolean> {
+    const res = await this.client
+      .if(this.key('leader'), 'Mod', '==', leaderRevision)
+      .and(this.key('sync'), 'Mod', '==', syncRevision)
+      .then(this.client.delete().key(this.key('leader')), this.client.put(this.key('sync')).value(JSON.stringify(record)))
+      .commit();
+    return res.succeeded;
   }
 
   close(): void {

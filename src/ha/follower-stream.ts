@@ -80,6 +80,11 @@ export class FollowerStream {
     };
   }
 
+  /** The connection now (each hello and each end counts one on). */
+  get connection(): number {
+    return this.generation;
+  }
+
   /** Whether this server's store is a prefix of the leader's batch log (its index can be compared with the leader's). */
   holdsLeaderLog(): boolean {
     return this.inLeaderLog;

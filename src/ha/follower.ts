@@ -147,6 +147,11 @@ export class ServerFollower {
     return this.proven && this.stream.holdsLeaderLog();
   }
 
+  /** The connection to the leader now, once it has proven itself and been greeted, and the protocol agreed on it. */
+  current(): { connection: number; version: number } | undefined {
+    return this.proven && this.connected ? { connection: this.stream.connection, version: this.version } : undefined;
+  }
+
   /** Whether the peer at leaderURL has proven, on the current connection, to be the leader. */
   isProven(): boolean {
     return this.proven;

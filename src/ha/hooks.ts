@@ -1,3 +1,4 @@
+import type { Arrival } from '../replication/secondary-stream.js';
 import type { ForwardFields, ForwarderCheck } from '../transport/forward-proof.js';
 import type { PeerClient } from '../transport/peer-client.js';
 
@@ -23,10 +24,15 @@ export interface ClusterHooks {
   follower?: () => FollowerHooks | undefined;
 }
 
+/** What became of a forwarded write, as this server waits to hold its index (replication/secondary-stream.ts). */
+export type { Arrival };
+
+/** Taken as a write is sent on (it notes the stream the answer must come over): how its index arrives here. */
+export type Sending = () => (index: number, timeoutMs: number) => Promise<Arrival>;
+
 export interface FollowerHooks {
   leader: PeerClient;
-  /** Resolves true once this server's store has reached `index`. */
-  waitForIndex(index: number, timeoutMs: number): Promise<boolean>;
+  sending: Sending;
 }
 
 export interface SecondaryHooks {
@@ -34,6 +40,8 @@ export interface SecondaryHooks {
   /** Whether a Local token with this accessor lives here. */
   isLocalToken(accessorID: string): Promise<boolean>;
   waitForApplied(index: number, timeoutMs: number): Promise<boolean>;
+  /** A global write sent to the primary: how the index it answers arrives here. */
+  sending: Sending;
   /** This datacenter's view of an object the primary just wrote, after it replicated. */
   localView(kind: 'token' | 'policy' | 'role', id: string): Promise<unknown | undefined>;
   currentIndex(): number;

@@ -26,13 +26,21 @@ export class SecondarySide implements Side {
     private readonly standing: Standing,
   ) {
     const { store, transport } = host.deps;
-    this.primary = new PeerClient(standing.addresses.join(','), standing.primary, transport.fetcher({ datacenter: standing.primary }));
+    // Writes go first to the primary's server this datacenter replicates from (its leader): one hop, and a follower's restart
+    // there cuts none short; the other addresses when it cannot be reached.
+    this.primary = new PeerClient(standing.addresses.join(','), standing.primary, transport.fetcher({ datacenter: standing.primary }), () =>
+      this.replication?.primaryServer(),
+    );
     const waitForApplied = (index: number, timeoutMs: number) =>
       this.replication?.waitForApplied(index, timeoutMs) ?? Promise.resolve(false);
     this.secondary = {
       primary: this.primary,
       isLocalToken: async (id: string) => isUUID(id) && store.reader.getToken(id)?.Local === true,
       waitForApplied,
+      sending: () => {
+        const replication = this.replication;
+        return replication ? replication.sending() : async () => 'pending';
+      },
       localView: async (kind, id) => host.ports().localView(kind, id),
       currentIndex: () => store.currentIndex(),
       epochSeen: () => epochSeenBy(store),

@@ -55,28 +55,40 @@ export class SecretLookup {
  * from (a follower between its leader's snapshot and its install is not): until it holds,
  * no index counts.
  */
-export function waitForIndex(
+export async function waitForIndex(
   store: Pick<ClusterStore, 'currentIndex' | 'onCommit'>,
   index: number,
   timeoutMs: number,
   comparable: () => boolean = () => true,
 ): Promise<boolean> {
+  return (await awaitIndex(store, index, timeoutMs, comparable)) === 'reached';
+}
+
+/** As waitForIndex, and `ended` once `ended()` holds first (the stream the index was to come over is gone). */
+export function awaitIndex(
+  store: Pick<ClusterStore, 'currentIndex' | 'onCommit'>,
+  index: number,
+  timeoutMs: number,
+  comparable: () => boolean,
+  ended: () => boolean = () => false,
+): Promise<'reached' | 'timeout' | 'ended'> {
   const reached = () => store.currentIndex() >= index && comparable();
-  if (reached()) return Promise.resolve(true);
+  if (reached()) return Promise.resolve('reached');
+  if (ended()) return Promise.resolve('ended');
   return new Promise((resolve) => {
-    const off = store.onCommit(() => {
-      if (reached()) finish(true);
-    });
-    // A stream's welcome changes `comparable` without a commit.
-    const poll = setInterval(() => {
-      if (reached()) finish(true);
-    }, 25);
-    const timer = setTimeout(() => finish(reached()), timeoutMs);
-    function finish(ok: boolean): void {
+    const off = store.onCommit(() => check());
+    // A stream's welcome (or its end) changes `comparable` without a commit.
+    const poll = setInterval(() => check(), 25);
+    const timer = setTimeout(() => finish(reached() ? 'reached' : 'timeout'), timeoutMs);
+    function check(): void {
+      if (reached()) finish('reached');
+      else if (ended()) finish('ended');
+    }
+    function finish(how: 'reached' | 'timeout' | 'ended'): void {
       off();
       clearInterval(poll);
       clearTimeout(timer);
-      resolve(ok);
+      resolve(how);
     }
   });
 }

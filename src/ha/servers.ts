@@ -42,7 +42,15 @@ export interface ServerGroupOptions {
 }
 
 /** What the group uses of its stream to the leader. */
-export type FollowerLink = Pick<ServerFollower, 'start' | 'stop' | 'isProven' | 'status' | 'holdsLeaderLog'>;
+export type FollowerLink = Pick<ServerFollower, 'start' | 'stop' | 'isProven' | 'status' | 'holdsLeaderLog' | 'current'>;
+
+/** The stream to the leader a write was sent to it over: its answer's index is compared with what comes over that stream. */
+export interface LeaderMark {
+  following: object;
+  connection: number;
+  /** The server protocol agreed with that leader. */
+  version: number;
+}
 
 /**
  * A server's part in its datacenter (README, "Several servers per datacenter"): follows what the coordinator says,
@@ -125,6 +133,19 @@ export class ServerGroup {
     if (this.role === 'leader') return true;
     const f = this.following;
     return f !== undefined && f.url === this.leaderURL() && f.stream.holdsLeaderLog();
+  }
+
+  /** The stream to the leader now, when it is live (see LeaderMark). */
+  leaderMark(): LeaderMark | undefined {
+    const f = this.following;
+    const c = f?.stream.current();
+    return f && c ? { following: f, ...c } : undefined;
+  }
+
+  /** Whether the stream of `mark` is gone: the leader changed, or the connection to it ended. */
+  markEnded(mark: LeaderMark): boolean {
+    const f = this.following;
+    return f !== mark.following || f.stream.current()?.connection !== mark.connection;
   }
 
   /** Brings this server's part in line with the coordinator; one change at a time. */
@@ -319,7 +340,11 @@ export class ServerGroup {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    // Refused from here on, as a follower refuses them: a server that has stopped leading is not a
+    // lone server, and whatever it took now its successor would never hold.
+    this.store.setFollower(true);
     await this.chain;
+    this.store.setFollower(true);
     await this.following?.stream.stop();
     await this.leading?.close();
     await this.store.quiesce();

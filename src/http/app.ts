@@ -238,11 +238,12 @@ function forwardWhereDue(app: FastifyInstance, cluster: NonNullable<AppDeps['clu
     }
     // A dry run writes nothing: answered here, from this server's recent checks.
     if (isDryRun(request)) return undefined;
+    const rule = request.routeOptions.config?.forward;
+    if (rule === 'here') return undefined;
     const follower = cluster.follower?.();
     if (follower && isWrite(request.method) && !(request.routeOptions.url ?? '').startsWith('/v1/internal/')) {
       return forwardToLeader(request, reply, follower, cluster.datacenter, cluster.forwardProof);
     }
-    const rule = request.routeOptions.config?.forward;
     const secondary = cluster.secondary;
     if (rule && secondary && (await mustForward(request, rule, secondary)))
       return forwardWrite(request, reply, secondary, cluster.datacenter, cluster.forwardProof);
@@ -252,11 +253,8 @@ function forwardWhereDue(app: FastifyInstance, cluster: NonNullable<AppDeps['clu
     // Most requests stay here: no ?dc= and no write a secondary sends on.
     const dc = (request.query as Record<string, unknown>).dc;
     const here = dc === undefined || dc === '' || dc === cluster.datacenter;
-    if (
-      here &&
-      !(cluster.secondary && request.routeOptions.config?.forward) &&
-      !(cluster.follower && isWrite(request.method) && cluster.follower())
-    )
+    const rule = request.routeOptions.config?.forward;
+    if (here && (rule === 'here' || (!(cluster.secondary && rule) && !(cluster.follower && isWrite(request.method) && cluster.follower()))))
       return done();
     forward(request, reply).then(
       (relayed) => {

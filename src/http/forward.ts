@@ -11,9 +11,10 @@ import { PRIMARY_EPOCH_HEADER } from './pipeline.js';
 /**
  * How a write route is treated on a secondary: always sent to the primary; sent unless
  * the token it names is Local here; or sent when `global` says so of the request (which
- * decodes the body with the route's own decoder).
+ * decodes the body with the route's own decoder). `here`: answered by the server asked, at a
+ * follower too (it acts through the datacenter's coordinator, not its store).
  */
-export type ForwardRule = 'always' | 'token-by-id' | { global: (request: FastifyRequest) => boolean };
+export type ForwardRule = 'always' | 'token-by-id' | 'here' | { global: (request: FastifyRequest) => boolean };
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -195,6 +196,7 @@ export async function forwardToLeader(
     forwardedFor(request, SERVER_FORWARD_HEADER, server, prove, { byServer: true, datacenter: server }, body),
   );
   headers['content-type'] ??= 'application/json';
+  const arrival = hooks.sending();
   // A streamed upload takes as long as the client sends it; a write answers within the usual bound.
   const res = await hooks.leader.request(
     request.method,
@@ -205,9 +207,9 @@ export async function forwardToLeader(
   );
   if (res.status >= 200 && res.status < 300) {
     const index = Number(res.headers.get('x-service-index') ?? 0);
-    if (index > 0 && !(await hooks.waitForIndex(index, APPLY_WAIT_MS))) {
-      void reply.header('X-Service-Replication-Pending', 'true').header('X-Consul-Replication-Pending', 'true');
-    }
+    const arrived = index > 0 ? await arrival(index, APPLY_WAIT_MS) : 'applied';
+    if (arrived === 'unknown') throw leftUnknown('the leader of this datacenter');
+    if (arrived === 'pending') void reply.header('X-Service-Replication-Pending', 'true').header('X-Consul-Replication-Pending', 'true');
   }
   return relayResponse(reply, res);
 }
@@ -239,6 +241,18 @@ export async function relayToLeader(
     return undefined;
   }
 }
+
+/**
+ * An acknowledgement from a leader of a release that took writes while it stopped, whose stream
+ * ended before the write came over it (ha/hooks.ts, Arrival): it may be a write its successor
+ * never holds. The caller is told the outcome is unknown, as for any write a failover cut short.
+ */
+const leftUnknown = (who: string): WatchwordError =>
+  new WatchwordError(
+    'NO_LEADER',
+    `${who} acknowledged this write but stopped leading before the write reached this server; its release acknowledges ` +
+      'writes while it stops that its successor may not hold, so whether the write was kept is unknown: read it back before trying again',
+  );
 
 /** A secondary waits this long for the primary's change to arrive before answering without it. */
 export const APPLY_WAIT_MS = 5000;
@@ -272,6 +286,7 @@ function kindOf(url: string): 'token' | 'policy' | 'role' | undefined {
 /** Whether this write must go to the primary. */
 export async function mustForward(request: FastifyRequest, rule: ForwardRule, hooks: SecondaryHooks): Promise<boolean> {
   if (rule === 'always') return true;
+  if (rule === 'here') return false;
   if (typeof rule === 'object') {
     try {
       return rule.global(request);
@@ -298,13 +313,15 @@ export async function forwardWrite(
 ): Promise<FastifyReply> {
   refuseSecondHop(request, datacenter, 'the primary');
   const { headers, body } = relayedRequest(request, datacenter, prove, hooks.primary.datacenter);
-  // The highest primary epoch seen here: a primary behind it is stale and refuses the write (SPEC §21).
+  // The highest primary epoch seen here: a primary behind it is stale and refuses the write.
   headers[PRIMARY_EPOCH_HEADER] = String(hooks.epochSeen());
+  const arrival = hooks.sending();
   const res = await hooks.primary.request(request.method, relayPath(request), headers, body, FORWARD_TIMEOUT_MS);
   if (res.status < 200 || res.status >= 300) return relayResponse(reply, res);
   const index = Number(res.headers.get('x-service-index') ?? 0);
-  const applied = await hooks.waitForApplied(index, APPLY_WAIT_MS);
-  if (!applied) {
+  const arrived = await arrival(index, APPLY_WAIT_MS);
+  if (arrived === 'unknown') throw leftUnknown(`the primary datacenter's leader`);
+  if (arrived === 'pending') {
     void reply.header('X-Service-Replication-Pending', 'true').header('X-Consul-Replication-Pending', 'true');
     return relayResponse(reply, res);
   }

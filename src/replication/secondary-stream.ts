@@ -11,6 +11,17 @@ import { type DatacenterInfo, PROTOCOL_VERSION, type PrimaryFrame, type Secondar
 /** Frames applied in order (check-ids is answered as it arrives). */
 type Queued = Exclude<PrimaryFrame, { t: 'check-ids' }>;
 
+/** How a wait for an index ended: it arrived, the time ran out, or the connection it was bound to ended first. */
+/**
+ * What became of a write the leader (or the primary) acknowledged with an index, as this server
+ * waits to hold it: `applied` here; `pending` (not yet, within the wait: the acknowledgement
+ * stands); `unknown` when the leader that answered was of a release that acknowledged writes while
+ * it stopped (version.ts, FENCED_ON_STOP) and its stream ended before the write came over it.
+ */
+export type Arrival = 'applied' | 'pending' | 'unknown';
+
+export type Reached = 'reached' | 'timeout' | 'ended';
+
 /** What the stream does outside itself: frames to send, and what the status reports. */
 export interface StreamEffects {
   send(frame: SecondaryFrame): void;
@@ -73,7 +84,8 @@ export class SecondaryStream {
   /** Bumped by every new connection: frames of an older one are dropped. */
   private generation = 0;
   private welcomed = false;
-  private readonly waiters = new Set<{ index: number; resolve: (ok: boolean) => void }>();
+  /** Waits for an index; `generation` set: ended with the connection it was bound to. */
+  private readonly waiters = new Set<{ index: number; generation?: number; resolve: (how: Reached) => void }>();
   /** Global tokens skipped because a Local token here holds their secret, by AccessorID. */
   private readonly conflicts = new Map<string, SecretConflict>();
 
@@ -127,6 +139,11 @@ export class SecondaryStream {
   /** The connection ended: frames still queued are dropped. */
   disconnected(): void {
     this.generation++;
+    for (const w of this.waiters)
+      if (w.generation !== undefined) {
+        this.waiters.delete(w);
+        w.resolve('ended');
+      }
     this.inbox = [];
     this.welcomed = false;
     this.inSnapshot = false;
@@ -205,13 +222,24 @@ export class SecondaryStream {
   }
 
   /** Resolves true once local state includes the primary's index `index`, false after `timeoutMs`. */
-  waitForApplied(index: number, timeoutMs: number): Promise<boolean> {
-    if (this.appliedUpTo >= index) return Promise.resolve(true);
+  async waitForApplied(index: number, timeoutMs: number): Promise<boolean> {
+    return (await this.awaitApplied(index, timeoutMs)) === 'reached';
+  }
+
+  /** The connection now, once the primary has welcomed it, and the version it speaks. */
+  current(): { generation: number; version: number } | undefined {
+    return this.welcomed ? { generation: this.generation, version: this.version } : undefined;
+  }
+
+  /** As waitForApplied; with `generation`, `ended` once that connection ends before the index arrives over it. */
+  awaitApplied(index: number, timeoutMs: number, generation?: number): Promise<Reached> {
+    if (this.appliedUpTo >= index) return Promise.resolve('reached');
+    if (generation !== undefined && generation !== this.generation) return Promise.resolve('ended');
     return new Promise((resolve) => {
-      const waiter = { index, resolve };
+      const waiter = { index, resolve, ...(generation !== undefined ? { generation } : {}) };
       this.waiters.add(waiter);
       setTimeout(() => {
-        if (this.waiters.delete(waiter)) resolve(false);
+        if (this.waiters.delete(waiter)) resolve('timeout');
       }, timeoutMs).unref();
     });
   }
@@ -219,7 +247,7 @@ export class SecondaryStream {
   /** Stops: waiters are told no. */
   async stop(): Promise<void> {
     this.disconnected();
-    for (const w of this.waiters) w.resolve(false);
+    for (const w of this.waiters) w.resolve('timeout');
     this.waiters.clear();
     await this.working;
   }
@@ -232,7 +260,7 @@ export class SecondaryStream {
     for (const w of this.waiters) {
       if (upTo >= w.index) {
         this.waiters.delete(w);
-        w.resolve(true);
+        w.resolve('reached');
       }
     }
   }

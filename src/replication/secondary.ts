@@ -8,7 +8,7 @@ import type { ReplicationStatusResponse } from '../api/schemas.js';
 import { Backoff } from '../transport/backoff.js';
 import { FORWARD_KEY_HEADER } from '../transport/forward-keys.js';
 import { Heartbeat } from '../transport/heartbeat.js';
-import { REPLICATION_PROTOCOL, rangeText } from '../version.js';
+import { FENCED_ON_STOP, REPLICATION_PROTOCOL, rangeText } from '../version.js';
 import type { ClusterPicture, ReleaseBook } from './releases.js';
 import {
   type DatacenterInfo,
@@ -22,7 +22,7 @@ import {
   primaryFrame,
 } from './protocol.js';
 import { PrimaryContact } from './primary-contact.js';
-import { SecondaryStream } from './secondary-stream.js';
+import { type Arrival, SecondaryStream } from './secondary-stream.js';
 import { type Transport, describeConnectError, isPeerAddress } from '../transport/transport.js';
 import type { AuditType } from '../domain/audit-types.js';
 
@@ -147,6 +147,8 @@ export class ReplicationSecondary {
 
   /** The primary datacenter's leader, when a follower there named it (README, "Several servers per datacenter"); else primaryAddress. */
   private redirect: string | undefined;
+  /** The primary's server this secondary streams from now (its leader), once welcomed. */
+  private streamingFrom: string | undefined;
   private attempt = 0;
 
   /**
@@ -259,6 +261,7 @@ export class ReplicationSecondary {
       const welcomed = this.stream.isWelcomed();
       this.stream.receive(frame);
       if (!welcomed && frame.t === 'welcome') {
+        this.streamingFrom = this.options.transport.peerURL(target);
         this.metrics.replicationConnected.set(1);
         this.options.onEvent?.('replication-connect', { Primary: this.options.primaryDatacenter, Address: target });
       }
@@ -273,6 +276,7 @@ export class ReplicationSecondary {
       heartbeat.stop();
       if (this.ws !== ws) return;
       this.ws = undefined;
+      this.streamingFrom = undefined;
       // Frames of a closed connection are dropped: the next one resumes from the cursor.
       this.stream.disconnected();
       this.readingPaused = false;
@@ -373,8 +377,28 @@ export class ReplicationSecondary {
     return this.stream.waitForApplied(index, timeoutMs);
   }
 
+  /**
+   * A write about to go to the primary: its answer's index is looked for here. From a primary
+   * that takes no write once its leader stops leading, over whichever connection brings it (its
+   * successor holds every write it acknowledged); from one that did (FENCED_ON_STOP), only over the
+   * connection live now: once that ends first, whether the write was kept is unknown.
+   */
+  sending(): (index: number, timeoutMs: number) => Promise<Arrival> {
+    const now = this.stream.current();
+    const bound = now !== undefined && now.version < FENCED_ON_STOP.replication ? now.generation : undefined;
+    return async (index, timeoutMs) => {
+      const how = await this.stream.awaitApplied(index, timeoutMs, bound);
+      return how === 'reached' ? 'applied' : how === 'ended' ? 'unknown' : 'pending';
+    };
+  }
+
   isConnected(): boolean {
     return this.stream.isWelcomed();
+  }
+
+  /** The primary's server this secondary replicates from now (the primary's leader): where its forwarded writes go first. */
+  primaryServer(): string | undefined {
+    return this.streamingFrom;
   }
 
   /** How long the primary has been silent, ms (across reconnections; since start while never heard). */

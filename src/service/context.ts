@@ -4,6 +4,7 @@ import type {
   PrimaryPlacementResponse,
   PromotionResponse,
   OperatorUpgradeResponse,
+  TransferLeaderResponse,
 } from '../api/schemas.js';
 import type { ScopeHints } from './scope.js';
 
@@ -68,6 +69,8 @@ export interface AgentInfo {
   promote(force: boolean): Promise<PromotionResponse>;
   /** The primary hands its role to a connected secondary (SPEC §21, planned transfer); at its leader. */
   transfer(target: string): Promise<PromotionResponse>;
+  /** POST /v1/operator/raft/transfer-leader: this datacenter's leadership handed to `to` (or a synchronous follower). */
+  transferLeader(to: string | undefined, by: string): Promise<TransferLeaderResponse>;
   /** What a peer asking which primary this datacenter follows is told. */
   placement(): PrimaryPlacementResponse;
   /** GET /v1/operator/upgrade: every server's release and versions, what finalize would set, what waits. */

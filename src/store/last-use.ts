@@ -165,6 +165,11 @@ export class LastUseFlusher {
     return this.running;
   }
 
+  /** Writes what is unflushed now, when it runs (on the leader: a follower has nothing of its own to write). */
+  async flushIfRunning(): Promise<void> {
+    if (this.timer) await this.flush();
+  }
+
   /** Stops, with a last flush when it was running (a follower has nothing of its own to write). */
   async stop(): Promise<void> {
     if (!this.timer) return;

@@ -19,6 +19,14 @@ const NOT_SENT = new Set([
   'UND_ERR_CONNECT_TIMEOUT',
 ]);
 
+const sameOrigin = (a: string, b: string): boolean => {
+  try {
+    return new URL(a).origin === new URL(b).origin;
+  } catch {
+    return false;
+  }
+};
+
 /**
  * HTTP calls from a secondary to its primary (or from any daemon to another
  * datacenter's, or from a follower to its leader). Connections are the transport's, which
@@ -31,12 +39,17 @@ export class PeerClient {
   /** The address that answered last; tried first. */
   private current = 0;
 
-  /** `baseURL`: one URL, or several comma-separated (every server of a datacenter), tried in turn when one cannot be reached. */
+  /**
+   * `baseURL`: one URL, or several comma-separated (every server of a datacenter), tried in turn when one cannot be reached.
+   * `preferred`: a server to try first when it names one (a secondary's: the primary's leader it replicates from, so a
+   * follower's restart there never cuts a write short).
+   */
   constructor(
     baseURL: string,
     /** The datacenter its servers belong to. */
     readonly datacenter: string,
     private readonly fetch: PeerFetch,
+    private readonly preferred?: () => string | undefined,
   ) {
     this.urls = baseURL
       .split(',')
@@ -59,9 +72,13 @@ export class PeerClient {
     const streamed = body !== undefined && typeof body !== 'string' && !Buffer.isBuffer(body);
     const deadline = Date.now() + timeoutMs;
     let lastError: unknown;
-    for (let tried = 0; tried < this.urls.length; tried++) {
-      const i = (this.current + tried) % this.urls.length;
-      const base = this.urls[i] as string;
+    const first = this.preferred?.();
+    const order = this.urls.map((_, tried) => (this.current + tried) % this.urls.length);
+    for (let tried = 0; tried < order.length + (first ? 1 : 0); tried++) {
+      // The preferred server first, then the list from the one that answered last (the preferred one not twice).
+      const i = first ? (tried === 0 ? -1 : (order[tried - 1] as number)) : (order[tried] as number);
+      const base = i === -1 ? (first as string) : (this.urls[i] as string);
+      if (first && i !== -1 && sameOrigin(base, first)) continue;
       const left = deadline - Date.now();
       if (left <= 0) break;
       try {
@@ -73,7 +90,7 @@ export class PeerClient {
             : {}),
           signal: AbortSignal.timeout(left),
         });
-        this.current = i;
+        if (i !== -1) this.current = i;
         return { status: res.status, headers: res.headers, text: await res.text() };
       } catch (err) {
         const e = err as Error & { cause?: { code?: string; message?: string } };

@@ -291,6 +291,67 @@ describe.skipIf(!etcd)('several servers per datacenter (etcd-coordinated)', () =
     expect((woke.body as unknown as Array<{ AccessorID: string }>).some((t) => t.AccessorID === later.body?.AccessorID)).toBe(true);
   });
 
+  it("hands the leadership to a synchronous follower on an operator's request, at any server, losing no write made meanwhile", async () => {
+    const dc1 = cluster.get('dc1');
+    const leader = await dc1.leader();
+    await until(
+      'a synchronous follower',
+      10_000,
+      async () => ((await call(leader, token, 'GET', '/v1/operator/servers')).body?.SyncSet as string[] | undefined)?.length === 1,
+    );
+    const servers = (await call(leader, token, 'GET', '/v1/operator/servers')).body as { SyncSet: string[]; Term: number };
+    const [member] = servers.SyncSet as [string];
+    const other = dc1.servers.find((s) => s !== leader && s.serverName !== member) as DatacenterHandle;
+    const path = '/v1/operator/raft/transfer-leader';
+    // operator:write, the server named must hold every write (the synchronous set), and exist.
+    expect((await call(other, '', 'POST', path)).status).toBe(403);
+    const notInSet = await call(other, token, 'POST', `${path}?id=${other.serverName}`);
+    expect([notInSet.status, notInSet.headers.get('x-service-error-code')]).toEqual([409, 'CONFLICT']);
+    expect(String(notInSet.body?.message)).toContain(`${other.serverName} is not in ${leader.serverName}'s synchronous set (${member})`);
+    expect((await call(other, token, 'POST', `${path}?id=nobody`)).status).toBe(400);
+    expect((await call(other, token, 'POST', `${path}?id=${leader.serverName}`)).status).toBe(409);
+    // Writes keep coming while the lead moves: each one acknowledged is there afterwards.
+    const made: string[] = [];
+    let writing = true;
+    const writer = (async () => {
+      while (writing) {
+        const w = await call(other, token, 'PUT', '/v1/acl/token', { Description: 'during the handover' }, 5000);
+        if (w.status === 200) made.push(w.body?.AccessorID as string);
+        await sleep(10);
+      }
+    })();
+    await sleep(200);
+    // Asked of the server that neither leads nor takes over: it acts through etcd, not through the leader.
+    const moved = await call(other, token, 'POST', path, undefined, 15_000);
+    await sleep(300);
+    writing = false;
+    await writer;
+    expect(moved.status).toBe(200);
+    expect(moved.body).toMatchObject({ Success: true, From: leader.serverName, To: member });
+    expect(moved.body?.Term as number).toBeGreaterThan(servers.Term);
+    const next = await dc1.leader();
+    expect(next.serverName).toBe(member);
+    expect(made.length).toBeGreaterThan(5);
+    for (const id of made) expect((await call(next, token, 'GET', `/v1/acl/token/${id}`)).status).toBe(200);
+    // The old leader follows, still running.
+    await until('the old leader following', 10_000, async () => {
+      const view = (await call(next, token, 'GET', '/v1/operator/servers')).body as {
+        Servers: Array<{ Name: string; Role: string; Connected: boolean }>;
+      };
+      return view.Servers.some((s) => s.Name === leader.serverName && s.Role === 'follower' && s.Connected);
+    });
+    // Audited where it was asked.
+    await until('the audit line', 5000, async () => {
+      const audit = (await call(other, token, 'GET', '/v1/operator/audit?type=leader-transferred')).body as unknown as {
+        Events: Array<Record<string, unknown>>;
+      };
+      return audit.Events.some((e) => e.From === leader.serverName && e.To === member && typeof e.By === 'string');
+    });
+    // A datacenter of one server has no leadership to hand over.
+    const single = await call(cluster.get('dc2'), token, 'POST', path);
+    expect([single.status, String(single.body?.message)]).toEqual([400, expect.stringContaining('no leadership to hand over')]);
+  }, 60_000);
+
   it('a follower that reaches no leader refuses ?consistent reads (503) rather than answer from its own copy', async () => {
     const dc1 = cluster.get('dc1');
     const leader = await dc1.leader();

@@ -63,4 +63,39 @@ describe('ServerGroup (a follower’s view of its leader)', () => {
       /^the leader named in the coordinator \(leader\) has refused this server's stream for \d+ s: the leader refused the stream \(421\): this server is a follower and no leader is known$/,
     );
   });
+
+  it('a leader that stops takes no write from then on: it is not a lone server, and its successor would never hold one', async () => {
+    const dir = await tempDir();
+    cleanup.push(dir.remove);
+    const store = await LevelStore.open(dir.path, { durability: 'fsync', changeLog: true });
+    cleanup.push(() => store.close());
+    const self = { name: 'me', address: '127.0.0.1:1' };
+    // The first of the servers leads for good (no coordinator): this one, with a follower that never comes.
+    const group = new ServerGroup(store, new StaticCoordinator(self, [self, { name: 'other', address: '127.0.0.1:2' }]), {
+      name: 'me',
+      datacenter: 'dc1',
+      address: () => self.address,
+      transport: new Transport({ datacenter: 'dc1', tls: undefined, serverKey: randomBytes(32), logger }),
+      syncFollowers: 1,
+      syncTimeoutMs: 1000,
+      leaseMs: 600,
+      heartbeatMs: 200,
+      deadPeerMs: 2000,
+      backoffMinMs: 50,
+      backoffMaxMs: 100,
+      tailBatches: 100,
+      logger,
+      onLead: async () => undefined,
+      onFollow: async () => undefined,
+    });
+    await group.start();
+    expect(group.isLeader()).toBe(true);
+    await store.transact((tx) => tx.putMeta('before', 1));
+    await group.stop();
+    // What the daemon's HTTP listener would still pass on while it closes: refused, nothing written.
+    const index = store.currentIndex();
+    await expect(store.transact((tx) => tx.putMeta('after', 1))).rejects.toMatchObject({ code: 'NO_LEADER' });
+    expect(store.currentIndex()).toBe(index);
+    expect(store.getMeta('after')).toBeUndefined();
+  });
 });

@@ -136,6 +136,30 @@ describe('SecondaryStream (socket-free replication protocol)', () => {
     expect(make(store).stream.hello('dc2', 'x')).toMatchObject({ logID: 'log-a', index: 7 });
   });
 
+  it('a wait bound to the connection a write was sent over ends when that connection does, before the index arrives over another', async () => {
+    const { stream } = make(store);
+    stream.hello('dc2', 'x', 4);
+    stream.receive(welcome('log-a', 'tail', 0));
+    await stream.idle();
+    const first = stream.current();
+    expect(first).toEqual({ generation: expect.any(Number), version: 4 });
+    const bound = stream.awaitApplied(5, 5000, first?.generation);
+    const unbound = stream.awaitApplied(5, 5000);
+    // The primary's leader stops: its stream ends, and the next connection brings index 5 (another leader's).
+    stream.disconnected();
+    expect(await bound).toBe('ended');
+    stream.hello('dc2', 'x', 4);
+    stream.receive(welcome('log-a', 'tail', 0));
+    stream.receive(setToken(1, tokenRecord()));
+    stream.receive(ping(5));
+    await stream.idle();
+    expect(await unbound).toBe('reached');
+    // Bound to a connection already gone: ended at once; reached already: reached.
+    expect(await stream.awaitApplied(9, 5000, first?.generation)).toBe('ended');
+    expect(await stream.awaitApplied(5, 5000, first?.generation)).toBe('reached');
+    expect(await stream.awaitApplied(9, 30, stream.current()?.generation)).toBe('timeout');
+  });
+
   it('applies entries frames that queued up together in one batch, acks the highest index, and a ping advances a current secondary', async () => {
     const { stream, sent } = make(store);
     stream.hello('dc2', 'x');

@@ -50,4 +50,20 @@ describe('PeerClient with several addresses', () => {
     expect((await client(closed, url(answering)).request('PUT', '/v1/acl/token', {}, '{}', 3000)).status).toBe(200);
     expect(seen).toEqual({ failing: 1, answering: 2 });
   });
+
+  it('asks the server it prefers first (a secondary: the leader it replicates from), and the list when that one is not there', async () => {
+    seen.failing = seen.answering = 0;
+    let preferred: string | undefined = url(answering);
+    const c = new PeerClient([url(failing), url(answering)].join(','), 'dc1', fetch as unknown as PeerFetch, () => preferred);
+    expect((await c.request('PUT', '/v1/acl/token', {}, '{}', 3000)).status).toBe(200);
+    expect((await c.request('PUT', '/v1/acl/token', {}, '{}', 3000)).status).toBe(200);
+    expect(seen).toEqual({ failing: 0, answering: 2 });
+    // The preferred one is gone (a refused connection: the write never left): the list, never the same server twice.
+    preferred = `http://127.0.0.1:${await freePort()}`;
+    const listed = new PeerClient(url(answering), 'dc1', fetch as unknown as PeerFetch, () => preferred);
+    expect((await listed.request('PUT', '/v1/acl/token', {}, '{}', 3000)).status).toBe(200);
+    preferred = url(answering);
+    expect((await listed.request('GET', '/v1/acl/tokens', {}, undefined, 3000)).status).toBe(200);
+    expect(seen).toEqual({ failing: 0, answering: 4 });
+  });
 });

@@ -3,6 +3,7 @@ import { sendJSON } from '../respond.js';
 import { resource } from '../resource.js';
 import { queryParam, requestSecret } from '../request.js';
 import { invalid } from '../../domain/errors.js';
+import type { Identity } from '../../service/acl-resolver.js';
 import { deniedWithReason, permissionDenied } from '../../service/permissions.js';
 import { z } from 'zod';
 import {
@@ -14,6 +15,7 @@ import {
   operatorServersResponse,
   primaryPlacementResponse,
   promotionResponse,
+  transferLeaderResponse,
 } from '../../api/schemas.js';
 import type { AppDeps } from '../deps.js';
 import { relayToLeader } from '../forward.js';
@@ -26,7 +28,12 @@ export type AgentRoutesDeps = Pick<AppDeps, 'agent' | 'metrics' | 'resolver' | '
  * The operator endpoints' own check: the request's token must grant operator `access` (as Consul
  * asks), and with `aclWrite` acl:write too (a transfer of the primary role moves every ACL write).
  */
-async function requireOperator(deps: AgentRoutesDeps, request: FastifyRequest, access: 'read' | 'write', aclWrite = false): Promise<void> {
+async function requireOperator(
+  deps: AgentRoutesDeps,
+  request: FastifyRequest,
+  access: 'read' | 'write',
+  aclWrite = false,
+): Promise<Identity> {
   const identity = await deps.resolver.resolve(requestSecret(request), request.ip);
   const { authorizer } = identity;
   const granted = authorizer.operatorAccess();
@@ -34,6 +41,7 @@ async function requireOperator(deps: AgentRoutesDeps, request: FastifyRequest, a
     throw deniedWithReason(identity, `Permission denied: token lacks permission 'operator:${access}'`, 'operator', '', access);
   if (aclWrite && !authorizer.canWrite('default', 'default'))
     throw permissionDenied(identity, 'write', { Namespace: 'default', Partition: 'default' });
+  return identity;
 }
 
 /** Whether the request's token may learn where a datacenter's servers are: a replication token (acl:write), or operator:read. */
@@ -121,6 +129,27 @@ function statusRoutes(app: FastifyInstance, deps: AgentRoutesDeps): void {
         if (relayed) return relayed;
         if (own.Leader === null) own.Problem ??= `this is ${own.AnsweredBy}'s own view: no leader is known`;
         return sendJSON(request, reply, own);
+      },
+    },
+  });
+
+  resource(app, '/v1/operator/raft/transfer-leader', {
+    POST: {
+      doc: {
+        summary:
+          "Hands this datacenter's leadership to ?id=NAME, or to a member of the leader's synchronous set (only a member holds " +
+          'every acknowledged write): the leader steps down and follows, and the answer comes once the new leader leads. ' +
+          "Asked of any server of the datacenter (through its coordinator); Consul's transfer-leader. Before restarting a leader",
+        permission: 'operator:write',
+        response: transferLeaderResponse,
+        query: { id: 'The server (its node name) to hand leadership to; a member of the synchronous set' },
+      },
+      forward: 'here',
+      handler: async (request, reply) => {
+        const identity = await requireOperator(deps, request, 'write');
+        const id = queryParam(request, 'id');
+        const by = identity.anonymous ? 'anonymous' : identity.token.AccessorID;
+        return sendJSON(request, reply, await deps.agent.transferLeader(id === undefined || id === '' ? undefined : id, by));
       },
     },
   });

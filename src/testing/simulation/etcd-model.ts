@@ -197,5 +197,17 @@ export class ModelElectionClient implements ElectionClient {
     });
   }
 
+  handOver(leaderRevision: string, syncRevision: string, record: SyncRecord): Promise<boolean> {
+    return this.call((now) => {
+      this.etcd.check(now);
+      const leader = this.etcd.keys.get('leader');
+      const sync = this.etcd.keys.get('sync');
+      if (!leader || String(leader.mod) !== leaderRevision || String(sync?.mod ?? 0) !== syncRevision) return false;
+      this.etcd.del('leader', now);
+      this.etcd.put('sync', JSON.stringify(record), '0', now);
+      return true;
+    });
+  }
+
   close(): void {}
 }

@@ -5,6 +5,7 @@ import { FollowerStream } from '../../ha/follower-stream.js';
 import { type FollowerFrame, type LeaderFrame, leaderFrame } from '../../ha/server-protocol.js';
 import type { FollowerLink, ServerGroup } from '../../ha/servers.js';
 import { Heartbeat } from '../../transport/heartbeat.js';
+import { SERVER_PROTOCOL } from '../../version.js';
 import { decodeFrame, encodeFrame } from '../../replication/protocol.js';
 import type { ServerStore } from '../../store/store.js';
 import type { Random } from './random.js';
@@ -176,6 +177,10 @@ export class SimFollower implements FollowerLink {
 
   isProven(): boolean {
     return this.proven;
+  }
+
+  current(): { connection: number; version: number } | undefined {
+    return this.proven ? { connection: this.stream.connection, version: SERVER_PROTOCOL.max } : undefined;
   }
 
   holdsLeaderLog(): boolean {
