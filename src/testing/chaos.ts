@@ -183,7 +183,7 @@ export class Load {
       completed,
       outcome,
       ...(saw !== undefined ? { found: saw } : {}),
-      ...(Number.isFinite(index) && found ? { index } : {}),
+      ...(Number.isFinite(index) ? { index } : {}),
       ...(a.headers?.get('x-service-replication-pending') === 'true' ? { pending: true } : {}),
     });
     return a;

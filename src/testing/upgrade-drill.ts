@@ -199,6 +199,7 @@ export interface DrillOptions {
 export async function runUpgradeDrill(options: DrillOptions): Promise<DrillReport> {
   const log = options.log ?? (() => undefined);
   const started = Date.now();
+  log(`started at ${new Date(started).toISOString()} (the times below are from then)`);
   const names = ['dc1-server-1', 'dc1-server-2', 'dc1-server-3', 'dc2-node', 'dc3-node'];
   const cluster = await startCluster({
     datacenters: { dc1: { servers: 3 }, dc2: { servers: 1 }, dc3: { servers: 1 } },
@@ -206,151 +207,218 @@ export async function runUpgradeDrill(options: DrillOptions): Promise<DrillRepor
     timings: 'production',
     ...(options.logDir ? { logLevel: 'info' } : {}),
   });
-  const token = cluster.managementToken;
-  const steps: DrillStep[] = [];
-  const stuck: string[] = [];
-  let load: DrillLoad | undefined;
-  let deciders: Deciders | undefined;
+  const drill = new Drill(cluster, options, log, started);
   try {
+    await drill.begin();
+    await drill.pass('upgrade, secondaries first', ['dc2', 'dc3', 'dc1'], undefined);
+    await drill.pass('rollback', ['dc1', 'dc2', 'dc3'], options.previous);
+    await drill.pass('upgrade, the primary first', ['dc1', 'dc2', 'dc3'], undefined);
+    const rolledBack = await drill.rollBackOne('dc3');
+    const finalized = await drill.finish();
+    return { ...drill.report(), lost: await drill.lostWrites(), rolledBack, finalized, durationMs: Date.now() - started };
+  } finally {
+    await drill.end();
+    await cluster.stop();
+  }
+}
+
+/** One run of the drill: the cluster under load and watched by enforcing clients of both releases, restarted server by server. */
+class Drill {
+  private readonly token: string;
+  private readonly steps: DrillStep[] = [];
+  private readonly stuck: string[] = [];
+  private load: DrillLoad | undefined;
+  private deciders: Deciders | undefined;
+  private readerID = '';
+
+  constructor(
+    private readonly cluster: Cluster,
+    private readonly options: DrillOptions,
+    private readonly log: (line: string) => void,
+    private readonly started: number,
+  ) {
+    this.token = cluster.managementToken;
+  }
+
+  /** The load and the deciders started, once every datacenter holds the policy their tokens use. */
+  async begin(): Promise<void> {
+    const { cluster, token } = this;
     await cluster.waitForReplication();
     const jwt = await authMethod(cluster, token);
     const reader = await call((await cluster.primary.leader()).url, token, 'PUT', '/v1/acl/policy', {
       Name: 'drill-read',
       Rules: 'acl = "read"',
     });
-    const readerID = (reader.body as { ID: string }).ID;
+    this.readerID = (reader.body as { ID: string }).ID;
     await cluster.waitForReplication();
-    load = new DrillLoad(cluster, token, jwt);
+    const load = new DrillLoad(cluster, token, jwt);
+    this.load = load;
     const Previous = (
-      (await import(pathToFileURL(join(dirname(options.previous), 'client', 'index.js')).href)) as { Authorizer: typeof Authorizer }
+      (await import(pathToFileURL(join(dirname(this.options.previous), 'client', 'index.js')).href)) as { Authorizer: typeof Authorizer }
     ).Authorizer;
     // This release's client at dc2 (its watch, or blocking reads while dc2 runs the previous release); the previous one's at dc1 (HTTP).
-    deciders = new Deciders([
+    this.deciders = new Deciders([
       {
         name: `Authorizer ${VERSION} at dc2`,
         authz: new Authorizer({ addresses: [cluster.get('dc2').url], token, tokenTTL: '2s' }),
         graceMs: 15_000,
-        up: () => load?.reachable('dc2') === true,
+        up: () => load.reachable('dc2'),
       },
       {
         name: `Authorizer ${PREVIOUS_RELEASE.version} at dc1`,
         authz: new Previous({ addresses: cluster.get('dc1').servers.map((s) => s.url), tokenTTL: '2s' }),
         graceMs: 15_000,
-        up: () => load?.reachable('dc1') === true,
+        up: () => load.reachable('dc1'),
       },
     ]);
-    const decided = async (n: number) => {
-      for (let i = 0; i < n; i++) {
-        const t = await call((await cluster.primary.leader()).url, token, 'PUT', '/v1/acl/token', { Policies: [{ ID: readerID }] });
-        if (t.status === 200) deciders?.add((t.body as { SecretID: string }).SecretID);
-      }
-    };
-    await decided(5);
+    for (let i = 0; i < 5; i++) await this.decided();
     await cluster.waitForReplication();
     load.start();
-    deciders.start();
+    this.deciders.start();
+  }
 
-    const restart = async (s: DatacenterHandle, program: string | undefined, step: string) => {
-      const t0 = Date.now();
-      const election = s.servers.length > 1 && (await s.leader(5000).catch(() => undefined))?.serverName === s.serverName;
-      const before = load?.refusals.length ?? 0;
-      load?.drained.add(s.serverName);
-      await sleep(300);
-      // As a supervisor would: SIGTERM, and SIGKILL past 20 s (a daemon of 0.1.0 may wait forever on a watch's close).
-      await Promise.race([s.stop(), sleep(20_000)]);
-      if (s.pid !== undefined) {
-        stuck.push(`${s.serverName} (${s.program ? PREVIOUS_RELEASE.version : VERSION}) did not stop within 20 s of SIGTERM: killed`);
-        await s.kill();
-      }
-      s.program = program;
-      await s.start();
-      // Back in the rotation once it says it can do its job (a load balancer's health check): its leader known, caught up.
-      await waitUntil(async () => (await call(s.url, '', 'GET', '/v1/agent/health', undefined, 2000)).status === 200, 60_000);
-      load?.drained.delete(s.serverName);
+  /** A token the deciders judge from now on. */
+  private async decided(): Promise<{ SecretID: string; AccessorID: string } | undefined> {
+    const t = await call((await this.cluster.primary.leader()).url, this.token, 'PUT', '/v1/acl/token', {
+      Policies: [{ ID: this.readerID }],
+    });
+    if (t.status !== 200) return undefined;
+    const made = t.body as { SecretID: string; AccessorID: string };
+    this.deciders?.add(made.SecretID);
+    return made;
+  }
+
+  /** Every server of `dcs` restarted on `program` (undefined: this release), the primary datacenter's leader last. */
+  async pass(name: string, dcs: string[], program: string | undefined): Promise<void> {
+    for (const s of await order(this.cluster, dcs))
+      await this.restart(s, program, `${name}: ${s.serverName} to ${program ? PREVIOUS_RELEASE.version : VERSION}`);
+  }
+
+  private async restart(s: DatacenterHandle, program: string | undefined, step: string): Promise<void> {
+    const { cluster, token, load } = this;
+    const t0 = Date.now();
+    const election = s.servers.length > 1 && (await s.leader(5000).catch(() => undefined))?.serverName === s.serverName;
+    const before = load?.refusals.length ?? 0;
+    load?.drained.add(s.serverName);
+    await sleep(300);
+    // A leader hands its leadership to a synchronous follower first, as README "Upgrading" says, and is restarted as a
+    // follower: asked of a server of this release (the previous one has no such request), which may be the leader itself.
+    if (election) await handOver(cluster.get(s.name), s, token, this.log);
+    // As a supervisor would: SIGTERM, and SIGKILL past 20 s (a daemon of 0.1.0 may wait forever on a watch's close).
+    await Promise.race([s.stop(), sleep(20_000)]);
+    if (s.pid !== undefined) {
+      this.stuck.push(`${s.serverName} (${s.program ? PREVIOUS_RELEASE.version : VERSION}) did not stop within 20 s of SIGTERM: killed`);
+      await s.kill();
+    }
+    s.program = program;
+    await s.start();
+    // Back in the rotation once it says it can do its job (a load balancer's health check): its leader known, caught up.
+    await waitUntil(async () => (await call(s.url, '', 'GET', '/v1/agent/health', undefined, 2000)).status === 200, 60_000);
+    load?.drained.delete(s.serverName);
+    await cluster.waitForReplication(60_000);
+    await sleep(500);
+    const refusals = (load?.refusals ?? []).slice(before);
+    const window = refusals.length > 0 ? (refusals[refusals.length - 1]?.at ?? 0) - (refusals[0]?.at ?? 0) : 0;
+    this.steps.push({ step, refused: refusals.length, windowMs: window, election, durationMs: Date.now() - t0 });
+    this.log(`${step}: ${refusals.length} refused${refusals.length ? ` over ${window} ms${election ? ' (a leader election)' : ''}` : ''}`);
+    // A token of the deciders made and one deleted at each step, so both clients judge changes across releases.
+    await this.decided();
+    const victim = await this.decided();
+    if (victim) {
       await cluster.waitForReplication(60_000);
-      await sleep(500);
-      const refusals = (load?.refusals ?? []).slice(before);
-      const window = refusals.length > 0 ? (refusals[refusals.length - 1]?.at ?? 0) - (refusals[0]?.at ?? 0) : 0;
-      steps.push({ step, refused: refusals.length, windowMs: window, election, durationMs: Date.now() - t0 });
-      log(`${step}: ${refusals.length} refused${refusals.length ? ` over ${window} ms${election ? ' (a leader election)' : ''}` : ''}`);
-      // A token of the deciders made and one deleted at each step, so both clients judge changes across releases.
-      await decided(1);
-      const victim = await call((await cluster.primary.leader()).url, token, 'PUT', '/v1/acl/token', { Policies: [{ ID: readerID }] });
-      if (victim.status === 200) {
-        const v = victim.body as { SecretID: string; AccessorID: string };
-        deciders?.add(v.SecretID);
-        await cluster.waitForReplication(60_000);
-        const del = await call((await cluster.primary.leader()).url, token, 'DELETE', `/v1/acl/token/${v.AccessorID}`);
-        if (del.status === 200) deciders?.deleted(v.SecretID, Date.now());
-      }
-    };
-    const pass = async (name: string, dcs: string[], program: string | undefined) => {
-      for (const s of await order(cluster, dcs))
-        await restart(s, program, `${name}: ${s.serverName} to ${program ? PREVIOUS_RELEASE.version : VERSION}`);
-    };
+      const del = await call((await cluster.primary.leader()).url, token, 'DELETE', `/v1/acl/token/${victim.AccessorID}`);
+      if (del.status === 200) this.deciders?.deleted(victim.SecretID, Date.now());
+    }
+  }
 
-    await pass('upgrade, secondaries first', ['dc2', 'dc3', 'dc1'], undefined);
-    await pass('rollback', ['dc1', 'dc2', 'dc3'], options.previous);
-    await pass('upgrade, the primary first', ['dc1', 'dc2', 'dc3'], undefined);
-
-    // dc3 alone back on the previous release: it serves every token it had.
-    const dc3 = cluster.get('dc3');
-    const held = await tokensAt(dc3.url, token);
-    await restart(dc3, options.previous, 'rollback of dc3 alone');
-    const after = await tokensAt(dc3.url, token);
-    // A token gone from dc3 is missing unless the primary deleted it meanwhile (the load deletes global tokens as it goes).
+  /** One datacenter alone back on the previous release, then on this one again: what it served before, it serves on the previous. */
+  async rollBackOne(name: string): Promise<DrillReport['rolledBack']> {
+    const { cluster, token } = this;
+    const dc = cluster.get(name);
+    const held = await tokensAt(dc.url, token);
+    await this.restart(dc, this.options.previous, `rollback of ${name} alone`);
+    const after = await tokensAt(dc.url, token);
+    // A token gone is missing unless the primary deleted it meanwhile (the load deletes global tokens as it goes).
     const missing: string[] = [];
     for (const id of held.filter((x) => !after.includes(x))) {
-      const local = load.created.get(id)?.local === true;
+      const local = this.load?.created.get(id)?.local === true;
       const atPrimary = local ? undefined : await call((await cluster.primary.leader()).url, token, 'GET', `/v1/acl/token/${id}`);
       if (local || atPrimary?.status !== 404) missing.push(id);
     }
-    await restart(dc3, undefined, `dc3 to ${VERSION} again`);
+    await this.restart(dc, undefined, `${name} to ${VERSION} again`);
+    return { datacenter: name, tokens: held.length, missing };
+  }
 
-    await load.stop();
-    await deciders.stop();
-    await cluster.waitForReplication(60_000);
-    const leader = await cluster.primary.leader();
-    await waitUntil(
-      async () => ((await call(leader.url, token, 'GET', '/v1/operator/upgrade')).body as OperatorUpgradeResponse).CanFinalize,
-      30_000,
-    );
-    const finalized = await call(leader.url, token, 'PUT', '/v1/operator/upgrade?finalize');
+  /** The load stopped, everything replicated, and the upgrade finalized once the cluster says it may be: whether it is. */
+  async finish(): Promise<OperatorUpgradeResponse['Finalized']> {
+    await this.load?.stop();
+    await this.deciders?.stop();
+    await this.cluster.waitForReplication(60_000);
+    const leader = await this.cluster.primary.leader();
+    const status = async () => (await call(leader.url, this.token, 'GET', '/v1/operator/upgrade')).body as OperatorUpgradeResponse;
+    await waitUntil(async () => (await status()).CanFinalize, 30_000);
+    const finalized = await call(leader.url, this.token, 'PUT', '/v1/operator/upgrade?finalize');
     if (finalized.status !== 200) throw new Error(`finalize: ${finalized.status} ${JSON.stringify(finalized.body)}`);
+    return (finalized.body as OperatorUpgradeResponse).Finalized;
+  }
 
-    // Every acknowledged write, where it lives.
+  /** Every acknowledged write not found where it lives, with its story (the history's operations on it, each server's answer). */
+  async lostWrites(): Promise<string[]> {
+    const { cluster, token, load } = this;
     const lost: string[] = [];
-    for (const [id, t] of load.created) {
-      if (load.unsure.has(id) || load.deleted.has(id)) continue;
+    for (const [id, t] of load?.created ?? []) {
+      if (load?.unsure.has(id) || load?.deleted.has(id)) continue;
       const home = await cluster.get(t.local ? t.dc : 'dc1').leader();
-      if ((await call(home.url, token, 'GET', `/v1/acl/token/${id}`)).status !== 200)
-        lost.push(`${t.local ? 'Local' : 'global'} ${id} made at ${t.dc}`);
+      const there = await call(home.url, token, 'GET', `/v1/acl/token/${id}`);
+      if (there.status === 200) continue;
+      const ops = load?.history.ops.filter((o) => o.key === id) ?? [];
+      const story = describeAnomaly({ kind: 'unchecked', key: id, message: 'acknowledged, then not found at its home', ops }, this.started);
+      const servers: string[] = [];
+      for (const x of cluster.get(t.local ? t.dc : 'dc1').servers)
+        servers.push(`${x.serverName}${x === home ? ' (leader)' : ''}: ${(await call(x.url, token, 'GET', `/v1/acl/token/${id}`)).status}`);
+      lost.push(`${t.local ? 'Local' : 'global'} ${id} made at ${t.dc}\n${story}\n    now: ${servers.join(', ')}`);
     }
+    return lost;
+  }
+
+  /** What the steps, the history and the deciders say. */
+  report(): Omit<DrillReport, 'lost' | 'rolledBack' | 'finalized' | 'durationMs'> {
+    const load = this.load;
     return {
-      steps,
-      lost,
-      refusedOutsideElection: steps.filter((s) => !s.election).reduce((n, s) => n + s.refused, 0),
-      anomalies: load.history.check().map((a) => describeAnomaly(a, started)),
-      wrongDecisions: deciders.wrong,
-      rolledBack: { datacenter: 'dc3', tokens: held.length, missing },
-      finalized: (finalized.body as OperatorUpgradeResponse).Finalized,
-      stuck,
-      writes: { acknowledged: load.created.size, ambiguous: load.ambiguous },
-      durationMs: Date.now() - started,
+      steps: this.steps,
+      refusedOutsideElection: this.steps.filter((s) => !s.election).reduce((n, s) => n + s.refused, 0),
+      anomalies: (load?.history.check() ?? []).map((a) => describeAnomaly(a, this.started)),
+      wrongDecisions: this.deciders?.wrong ?? [],
+      stuck: this.stuck,
+      writes: { acknowledged: load?.created.size ?? 0, ambiguous: load?.ambiguous ?? 0 },
     };
-  } finally {
-    await load?.stop();
-    await deciders?.stop().catch(() => undefined);
-    if (options.logDir) {
-      await mkdir(options.logDir, { recursive: true });
-      for (const d of cluster.datacenters)
-        for (const s of d.servers) await writeFile(join(options.logDir, `${s.serverName}.log`), s.output());
-      await writeFile(
-        join(options.logDir, 'refusals.log'),
-        (load?.refusals ?? []).map((r) => `${new Date(r.at).toISOString()} ${r.what}`).join('\n'),
-      );
-    }
-    await cluster.stop();
+  }
+
+  /** The load and deciders stopped (if still running), and each server's output written where asked. */
+  async end(): Promise<void> {
+    await this.load?.stop();
+    await this.deciders?.stop().catch(() => undefined);
+    const dir = this.options.logDir;
+    if (!dir) return;
+    await mkdir(dir, { recursive: true });
+    for (const d of this.cluster.datacenters) for (const s of d.servers) await writeFile(join(dir, `${s.serverName}.log`), s.output());
+    await writeFile(
+      join(dir, 'refusals.log'),
+      (this.load?.refusals ?? []).map((r) => `${new Date(r.at).toISOString()} ${r.what}`).join('\n'),
+    );
+  }
+}
+
+/** The datacenter's leadership handed away from `leader`, through a server of its datacenter that runs this release. */
+async function handOver(dc: DatacenterHandle, leader: DatacenterHandle, token: string, log: (line: string) => void): Promise<void> {
+  const asked = dc.servers.find((x) => x.program === undefined && x.pid !== undefined);
+  if (!asked) return log(`  no server of ${dc.name} runs ${VERSION}: ${leader.serverName} is stopped as the leader`);
+  for (let tries = 0; ; tries++) {
+    const a = await call(asked.url, token, 'POST', '/v1/operator/raft/transfer-leader', undefined, 15_000);
+    if (a.status === 200) return;
+    // Its synchronous set may be catching up after the last restart: asked again, for a while.
+    if (tries >= 20) throw new Error(`handing the leadership of ${dc.name} over: ${a.status} ${JSON.stringify(a.body)}`);
+    await sleep(500);
   }
 }
 

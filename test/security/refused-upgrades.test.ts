@@ -140,7 +140,10 @@ describe('refused WebSocket upgrades', () => {
     ] as const;
     for (let round = 0; round < 5; round++) {
       const lines = await Promise.all(refusals.map(([path, headers]) => upgradeThenReset(d.url, path, headers)));
-      expect(lines.every((l) => /^HTTP\/1\.1 4\d\d /.test(l)), lines.join(' | ')).toBe(true);
+      expect(
+        lines.every((l) => /^HTTP\/1\.1 4\d\d /.test(l)),
+        lines.join(' | '),
+      ).toBe(true);
     }
     // Resets reach the server after the answers; give them time to arrive before asking again.
     await new Promise((r) => setTimeout(r, 200));
