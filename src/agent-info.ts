@@ -113,6 +113,8 @@ export function healthChecks(config: Config, address: string, store: LevelStore,
         ? `streaming from the leader ${stream.Leader}`
         : `not streaming from the leader: ${stream.LastError || 'connecting'}`,
     });
+  // The server of a secondary that replicates (its leader): failing until it first has, and while its last error is newer than its last success.
+  if (!primary && cluster.isLeader()) checks.push(replicationCheck(cluster.replicationStatus()));
   if (!primary && config.replication_max_stale > 0) {
     const silent = cluster.primarySilentForMs() ?? 0;
     const ok = silent <= config.replication_max_stale;
@@ -130,4 +132,21 @@ export function healthChecks(config: Config, address: string, store: LevelStore,
       Output: auditDown ? `the audit log cannot be written (${auditDown.message}); writes are refused` : 'the audit log is written',
     });
   return checks;
+}
+
+/** A time the replication status never set (Consul's zero time). */
+const NEVER = '0001-01-01T00:00:00Z';
+
+function replicationCheck(r: ReturnType<ClusterRole['replicationStatus']>): HealthCheck {
+  const why = r.LastErrorMessage || (r.Running ? 'connecting' : 'not running');
+  if (r.LastSuccess === NEVER)
+    return { Name: 'replication', Passing: false, Output: `has not replicated from ${r.SourceDatacenter} yet: ${why}` };
+  // Both are RFC 3339 times of the same form: their order is their text's.
+  if (r.LastError !== NEVER && r.LastError > r.LastSuccess)
+    return { Name: 'replication', Passing: false, Output: `replication from ${r.SourceDatacenter} failing since ${r.LastError}: ${why}` };
+  return {
+    Name: 'replication',
+    Passing: true,
+    Output: `replicating from ${r.SourceDatacenter}: index ${r.ReplicatedIndex}, last success ${r.LastSuccess}`,
+  };
 }

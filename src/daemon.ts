@@ -175,6 +175,12 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       { address, datacenter: config.datacenter, primary: placement.primaryDatacenter(), role: cluster.kind, dataDir },
       'watchword agent started',
     );
+    if (placement.isPrimary() && !store.reader.getBootstrap().Bootstrapped) {
+      logger.info(
+        `ACLs are not bootstrapped: \`watchword acl bootstrap\` (or \`curl -X PUT ${transport.peerURL(advertised())}/v1/acl/bootstrap\`) ` +
+          'makes the first management token, once',
+      );
+    }
     return daemonHandle(config, {
       lock,
       store,

@@ -52,6 +52,8 @@ export interface SecondaryOptions {
 }
 
 const ZERO_TIME = '0001-01-01T00:00:00Z';
+/** How often the same replication failure is logged again while it lasts. */
+const FAILURE_LOG_EVERY_MS = 60_000;
 
 /** Objects named in one `rolled-back` audit line; more go on further lines. */
 const ROLLED_BACK_PER_LINE = 1000;
@@ -143,7 +145,16 @@ export class ReplicationSecondary {
   private fail(message: string): void {
     this.lastError = new Date().toISOString();
     this.lastErrorMessage = message;
+    // Logged until it is fixed, as Consul does: each new reason at once, the same one again a minute later.
+    const now = Date.now();
+    if (message !== this.logged.message || now - this.logged.at >= FAILURE_LOG_EVERY_MS) {
+      this.logged = { message, at: now };
+      this.logger.warn({ primary: this.options.primaryDatacenter }, `replication: ${message}`);
+    }
   }
+
+  /** The failure last logged, and when: a reconnect loop logs each reason once a minute, not at every try. */
+  private logged = { message: '', at: 0 };
 
   /** The primary datacenter's leader, when a follower there named it (README, "Several servers per datacenter"); else primaryAddress. */
   private redirect: string | undefined;
@@ -253,7 +264,6 @@ export class ReplicationSecondary {
         frame = decodeFrame(primaryFrame, data);
       } catch (err) {
         this.fail(`malformed frame from the primary: ${(err as Error).message}`);
-        this.logger.error({ err: (err as Error).message }, 'replication: malformed frame from the primary; closing');
         ws.close(1008, 'malformed frame');
         return;
       }
@@ -306,7 +316,6 @@ export class ReplicationSecondary {
         else this.logger.warn({ named: leader.slice(0, 300) }, `replication: not following the primary's redirect: ${named.reason}`);
       }
       this.fail(`the primary refused replication (HTTP ${res.statusCode}): ${body.trim() || res.statusMessage}`);
-      this.logger.warn({ status: res.statusCode, reason: body.trim() }, 'replication: refused by the primary');
       end();
     });
   }

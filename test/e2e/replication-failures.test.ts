@@ -1,5 +1,7 @@
 import { rm } from 'node:fs/promises';
 import http from 'node:http';
+import { Writable } from 'node:stream';
+import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { WatchwordApiError, WatchwordClient } from '../../src/client/index.js';
@@ -71,7 +73,7 @@ describe('replication token problems', () => {
     daemons.length = 0;
   });
 
-  it('reports why it cannot replicate and applies nothing', async () => {
+  it('reports why it cannot replicate, in its status, its health and its log, and applies nothing', async () => {
     const dc1 = await startTestDaemon();
     daemons.push(dc1);
     const readOnly = (await dc1.api('PUT', '/v1/acl/policy', { body: { Name: 'ro', Rules: 'acl = "read"' } })).body;
@@ -83,7 +85,18 @@ describe('replication token problems', () => {
       ['dc4', undefined, 'no replication token configured'],
     ];
     for (const [dc, token, message] of cases) {
+      const lines: string[] = [];
+      const logger = pino(
+        { level: 'info' },
+        new Writable({
+          write(chunk, _e, done) {
+            lines.push(String(chunk));
+            done();
+          },
+        }),
+      );
       const d = await startTestDaemon({
+        logger,
         config: secondaryConfig(dc1, {
           datacenter: dc,
           // None given: the secondary has no replication token.
@@ -102,7 +115,37 @@ describe('replication token problems', () => {
       expect(status.LastErrorMessage).toContain(message);
       expect(d.daemon.store.count('policies')).toBe(0);
       expect(d.daemon.store.count('tokens')).toBe(0);
+      // Not a server that can do its job: the health check says so.
+      const health = await apiFor(d.url)('GET', '/v1/agent/health');
+      expect(health.status).toBe(503);
+      expect(health.body.Checks).toContainEqual({ Name: 'replication', Passing: false });
+      // Why, anonymously, as /v1/acl/replication says it above; and in the log, once.
+      const logged = lines.filter((l) => l.includes(message) && l.includes('"level":40'));
+      expect(logged.length, lines.join('')).toBe(1);
     }
+  });
+
+  it('passes the replication check once a secondary replicates, and fails it while its last error is newer', async () => {
+    const dc1 = await startTestDaemon();
+    daemons.push(dc1);
+    const dc2 = await startTestDaemon({ config: secondaryConfig(dc1), replication: { backoffMinMs: 100, backoffMaxMs: 200 } });
+    daemons.push(dc2);
+    const check = async () =>
+      (
+        (await apiFor(dc2.url, dc1.management)('GET', '/v1/agent/health')).body.Checks as Array<{
+          Name: string;
+          Passing: boolean;
+          Output: string;
+        }>
+      ).find((c) => c.Name === 'replication');
+    await waitFor(async () => (await check())?.Passing === true, 10_000);
+    expect((await check())?.Output).toMatch(/^replicating from dc1: index \d+, last success /);
+    // The primary gone: the connection's end is an error newer than the last success.
+    await dc1.close();
+    daemons.splice(daemons.indexOf(dc1), 1);
+    await waitFor(async () => (await check())?.Passing === false, 10_000);
+    expect((await check())?.Output).toMatch(/^replication from dc1 failing since .*: /);
+    expect((await apiFor(dc2.url)('GET', '/v1/agent/health')).status).toBe(503);
   });
 
   it('answers a forwarded write after 5 s with X-Service-Replication-Pending when the change does not come back', async () => {
@@ -125,7 +168,7 @@ describe('replication token problems', () => {
     expect(Date.now() - started).toBeGreaterThanOrEqual(4900);
     // The write happened on the primary.
     expect((await dc1.api('GET', `/v1/acl/policy/${res.body.ID}`)).status).toBe(200);
-  });
+  }, 20_000);
 
   it('closes a connection that sends a malformed frame, applies nothing, and keeps serving', async () => {
     const dc1 = await startTestDaemon();

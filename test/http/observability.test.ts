@@ -1,4 +1,6 @@
+import { Writable } from 'node:stream';
 import { compileErrors, validate } from '@readme/openapi-parser';
+import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type TestDaemon, apiFor, startTestDaemon, waitFor } from '../helpers/test-daemon.js';
 
@@ -226,5 +228,40 @@ describe('GET /v1/agent/health', () => {
     expect(leader.status).toBe(200);
     expect(leader.body.Checks.map((c: { Name: string }) => c.Name)).toEqual(['store', 'leader', 'role']);
     expect((await apiFor(d.url)('GET', '/v1/agent/health?role=follower')).status).toBe(400);
+  });
+});
+
+describe('the first start', () => {
+  const started = async (config: Record<string, unknown>) => {
+    const lines: string[] = [];
+    const logger = pino(
+      { level: 'info' },
+      new Writable({
+        write(chunk, _e, done) {
+          lines.push(String(chunk));
+          done();
+        },
+      }),
+    );
+    const d = await startTestDaemon({ config, logger });
+    return { d, lines };
+  };
+
+  it('says ACLs are not bootstrapped, and how to, until they are', async () => {
+    const fresh = await started({ initial_management_token: undefined });
+    try {
+      const line = fresh.lines.find((l) => l.includes('ACLs are not bootstrapped'));
+      expect(line).toContain('`watchword acl bootstrap`');
+      expect(line).toContain(`curl -X PUT ${fresh.d.url}/v1/acl/bootstrap`);
+    } finally {
+      await fresh.d.close();
+    }
+    const bootstrapped = await started({});
+    try {
+      expect(bootstrapped.lines.some((l) => l.includes('watchword agent started'))).toBe(true);
+      expect(bootstrapped.lines.some((l) => l.includes('ACLs are not bootstrapped'))).toBe(false);
+    } finally {
+      await bootstrapped.d.close();
+    }
   });
 });
