@@ -1,3 +1,4 @@
+import { Writable } from 'node:stream';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load.js';
@@ -23,7 +24,7 @@ interface Dc {
 const ports: Record<string, number> = {};
 const url = (name: string): string => `http://127.0.0.1:${ports[name]}`;
 
-async function start(name: string, dir: string, replication: Partial<typeof REPLICATION> = {}): Promise<Dc> {
+async function start(name: string, dir: string, replication: Partial<typeof REPLICATION> = {}, lines?: string[]): Promise<Dc> {
   const others = Object.keys(ports).filter((n) => n !== name);
   const config = loadConfig({
     flags: {
@@ -41,14 +42,24 @@ async function start(name: string, dir: string, replication: Partial<typeof REPL
     },
   });
   const daemon = await startDaemon(config, {
-    logger: pino({ level: process.env.WATCHWORD_TEST_LOG_LEVEL ?? 'silent', base: { dc: name } }),
+    logger: lines
+      ? pino(
+          { level: 'info', base: { dc: name } },
+          new Writable({
+            write(chunk, _e, done) {
+              lines.push(String(chunk));
+              done();
+            },
+          }),
+        )
+      : pino({ level: process.env.WATCHWORD_TEST_LOG_LEVEL ?? 'silent', base: { dc: name } }),
     replication: { ...REPLICATION, ...replication },
   });
   return { name, dir, daemon, api: apiFor(daemon.url, MANAGEMENT_SECRET) };
 }
 
 /** The same datacenter again, on its data dir and port. */
-const restart = (dc: Dc): Promise<Dc> => start(dc.name, dc.dir);
+const restart = (dc: Dc, lines?: string[]): Promise<Dc> => start(dc.name, dc.dir, {}, lines);
 
 /** A `watchword` command line against a datacenter, in this process. */
 const watchword = (dc: Dc, args: string[]) => runWatchword([...args, '-http-addr', dc.daemon.url, '-token', MANAGEMENT_SECRET]);
@@ -170,6 +181,16 @@ describe('losing the primary datacenter (SPEC §21)', () => {
     const viaDc1 = await dc1.api('PUT', '/v1/acl/policy', { body: { Name: 'via-old-primary', Rules: 'acl = "read"' } });
     expect(viaDc1.status).toBe(200);
     expect((await dc2.api('GET', `/v1/acl/policy/${viaDc1.body.ID}`)).status).toBe(200);
+    // Started again with its old configuration (primary_datacenter dc1), it says at once whom it follows, and how to change that.
+    await dc1.daemon.close();
+    running.delete(dc1);
+    const lines: string[] = [];
+    dc1 = await restart(dc1, lines);
+    running.add(dc1);
+    const notice = lines.find((l) => l.includes("the store's placement outranks primary_datacenter dc1"));
+    expect(notice).toContain('this datacenter follows dc2 as its primary');
+    expect(notice).toContain('`watchword operator primary transfer -to dc1`');
+    expect(JSON.parse(notice ?? '{}')).toMatchObject({ level: 40, primary: 'dc2', epoch: 2, configured: 'dc1' });
   }, 90_000);
 
   it('hands the primary role back by a planned transfer under write load: nothing acknowledged is lost', async () => {
