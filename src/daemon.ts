@@ -95,6 +95,8 @@ export interface DaemonOptions {
   storeFaults?: LevelStoreOptions['faults'];
   logger?: Logger;
   replication?: Partial<typeof DEFAULT_REPLICATION_OPTIONS>;
+  /** Lines of how this daemon was configured, logged once it has started (the agent's process knows where settings came from). */
+  notices?: string[];
 }
 
 /** How long a stopping server in a cluster keeps answering, each answer closing its connection, before its listener closes (ms). */
@@ -175,6 +177,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       { address, datacenter: config.datacenter, primary: placement.primaryDatacenter(), role: cluster.kind, dataDir },
       'watchword agent started',
     );
+    for (const notice of options.notices ?? []) logger.info(notice);
     placementNotice(config, placement, logger);
     if (placement.isPrimary() && !store.reader.getBootstrap().Bootstrapped) {
       logger.info(

@@ -3,7 +3,7 @@ import { rmSync } from 'node:fs';
 import { type Command, Option } from 'commander';
 import { ioOfCommand, processIO } from './cli/io.js';
 import { runCli } from './cli/program.js';
-import { ConfigError, envName, flagName, loadConfig } from './config/load.js';
+import { AGENT_HTTP_ADDR_ENV, ConfigError, envName, flagName, loadConfig } from './config/load.js';
 import { readConfigFiles } from './config/files.js';
 import { type Config, type ConfigKey, configKeys } from './config/schema.js';
 import type { Daemon } from './daemon.js';
@@ -129,12 +129,16 @@ const AGENT_FLAGS: Record<ConfigKey, { arg: string; help: string }> = {
 const camel = (key: string): string => key.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
 
 /** The configuration as the agent reads it: `--config` files and `--config-dir` directories (JSON or HCL), environment, flags. */
-async function readAgentConfig(opts: Record<string, unknown>, flags: Partial<Record<ConfigKey, unknown>>): Promise<Config> {
+async function readAgentConfig(
+  opts: Record<string, unknown>,
+  flags: Partial<Record<ConfigKey, unknown>>,
+  origins?: Map<string, string>,
+): Promise<Config> {
   const { documents, problems } = await readConfigFiles(
     (opts.config as string[] | undefined) ?? [],
     (opts.configDir as string[] | undefined) ?? [],
   );
-  return loadConfig({ documents, fileProblems: problems, env: process.env, flags });
+  return loadConfig({ documents, fileProblems: problems, env: process.env, flags, ...(origins ? { origins } : {}) });
 }
 
 /** `watchword validate FILE… [--config-dir DIR]`: the whole configuration checked, every problem listed. */
@@ -197,8 +201,9 @@ async function runAgent(opts: Record<string, unknown>): Promise<void> {
   const flags: Partial<Record<ConfigKey, unknown>> = {};
   for (const key of configKeys) if (opts[camel(key)] !== undefined) flags[key] = opts[camel(key)];
   let config: Config;
+  const origins = new Map<string, string>();
   try {
-    config = await readAgentConfig(opts, flags);
+    config = await readAgentConfig(opts, flags, origins);
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(`watchword: ${err.message}\n`);
@@ -217,13 +222,22 @@ async function runAgent(opts: Record<string, unknown>): Promise<void> {
   try {
     // The daemon (Fastify, LevelDB, …) loads only for `agent`: client commands start in a fraction of the time.
     const { startDaemon } = await import('./daemon.js');
-    daemon = await startDaemon(config);
+    daemon = await startDaemon(config, { notices: startNotices(config, origins) });
   } catch (err) {
     process.stderr.write(`watchword: cannot start: ${(err as Error).message}\n`);
     process.exit(1);
   }
   life.started(daemon);
   lifeline?.hold(life);
+}
+
+/** What the agent's first log lines say of how it was configured. */
+function startNotices(config: Config, origins: Map<string, string>): string[] {
+  if (origins.get('http_addr') !== `env ${envName('http_addr')}`) return [];
+  return [
+    `listening on ${config.http_addr}, the address ${envName('http_addr')} names; the CLI reads that variable too, to find a ` +
+      `daemon (${AGENT_HTTP_ADDR_ENV} sets the agent's alone)`,
+  ];
 }
 
 /** How the agent's process stops and reloads: signals, the npm parent, the harness's lifeline. */

@@ -13,6 +13,13 @@ export class ConfigError extends Error {
 export const flagName = (key: ConfigKey): string => `--${key.replaceAll('_', '-')}`;
 export const envName = (key: ConfigKey): string => `WATCHWORD_${key.toUpperCase()}`;
 
+/**
+ * The agent's own listen address, read before WATCHWORD_HTTP_ADDR: that one is also where the
+ * CLI and the client find a daemon (as CONSUL_HTTP_ADDR is Consul's clients'), so a shell that
+ * points its commands at one daemon need not move the next agent it starts.
+ */
+export const AGENT_HTTP_ADDR_ENV = 'WATCHWORD_AGENT_HTTP_ADDR';
+
 export interface ConfigSources {
   /** Paths of JSON config files, later ones win (HCL files are read first, by readConfigFiles). */
   files?: string[];
@@ -24,6 +31,8 @@ export interface ConfigSources {
   env?: Record<string, string | undefined>;
   /** Values from command-line flags, keyed by config key. */
   flags?: Partial<Record<ConfigKey, unknown>>;
+  /** Filled, when given, with where each setting that is not a default came from (`env WATCHWORD_HTTP_ADDR`, a file, a flag). */
+  origins?: Map<string, string>;
 }
 
 /**
@@ -58,10 +67,11 @@ export function loadConfig(sources: ConfigSources): Config {
     }
   }
   for (const k of configKeys) {
-    const v = sources.env?.[envName(k)];
+    const name = k === 'http_addr' && sources.env?.[AGENT_HTTP_ADDR_ENV] ? AGENT_HTTP_ADDR_ENV : envName(k);
+    const v = sources.env?.[name];
     if (v !== undefined && v !== '') {
       merged[k] = v;
-      origin.set(k, `env ${envName(k)}`);
+      origin.set(k, `env ${name}`);
     }
   }
   for (const [k, v] of Object.entries(sources.flags ?? {})) {
@@ -70,6 +80,7 @@ export function loadConfig(sources: ConfigSources): Config {
     origin.set(k, `flag ${flagName(k as ConfigKey)}`);
   }
 
+  for (const [k, v] of origin) sources.origins?.set(k, v);
   const result = configSchema.safeParse(merged);
   if (!result.success) problems.push(...describeIssues(result.error, origin));
   if (problems.length > 0) throw new ConfigError(problems);

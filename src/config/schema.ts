@@ -41,6 +41,9 @@ const hostPort = z.string().refine((v) => parseHostPort(v) !== undefined, {
   message: 'expected HOST:PORT with a port from 0 to 65535 (0 picks a free port)',
 });
 
+/** Where the API listens: HOST:PORT, or a base URL naming one (the form the CLI's WATCHWORD_HTTP_ADDR takes). */
+const listenAddress = z.preprocess((v) => (typeof v === 'string' ? v.replace(/^https?:\/\/([^/]*)\/?$/i, '$1') : v), hostPort);
+
 /** Whether a host is a wildcard bind address, which says nothing about where to reach a daemon. */
 export const isWildcardHost = (host: string): boolean =>
   host === '' || host === '0.0.0.0' || host === '::' || host === '[::]' || host === '::0';
@@ -119,7 +122,7 @@ export const configShape = {
   /** Where the LevelDB store and runtime files live; default ./data/<datacenter>. */
   data_dir: z.string().min(1).optional(),
   /** Address the HTTP API listens on. */
-  http_addr: hostPort.default('127.0.0.1:8500'),
+  http_addr: listenAddress.default('127.0.0.1:8500'),
   /** Address other datacenters reach this daemon at (default: http_addr, unless that is a wildcard). */
   advertise_addr: hostPort.optional(),
   /** Other datacenters' daemons, NAME=URL; preferred over the addresses they report. */

@@ -132,6 +132,34 @@ describe('configuration files in HCL or JSON, several files and directories', ()
   });
 });
 
+describe("the CLI's address and the agent's", () => {
+  let dir: { path: string; remove: () => Promise<void> };
+  let agent: AgentProcess | undefined;
+  beforeEach(async () => {
+    dir = await tempDir();
+  });
+  afterEach(async () => {
+    await agent?.stop();
+    agent = undefined;
+    await dir.remove();
+  });
+
+  it('starts an agent on the base URL the CLI reads from WATCHWORD_HTTP_ADDR, and says that it did', async () => {
+    agent = await spawnAgent(join(dir.path, 'data'), ['--log-level', 'info'], { WATCHWORD_HTTP_ADDR: 'http://127.0.0.1:0' });
+    expect((await apiFor(agent.url)('GET', '/v1/agent/health')).status).toBe(200);
+    expect(agent.output()).toContain('the address WATCHWORD_HTTP_ADDR names; the CLI reads that variable too');
+  });
+
+  it('listens where WATCHWORD_AGENT_HTTP_ADDR says, whatever WATCHWORD_HTTP_ADDR names', async () => {
+    agent = await spawnAgent(join(dir.path, 'data'), ['--log-level', 'info'], {
+      WATCHWORD_HTTP_ADDR: 'http://127.0.0.1:1',
+      WATCHWORD_AGENT_HTTP_ADDR: '127.0.0.1:0',
+    });
+    expect((await apiFor(agent.url)('GET', '/v1/agent/health')).status).toBe(200);
+    expect(agent.output()).not.toContain('the CLI reads that variable too');
+  });
+});
+
 describe('config/watchword.service', () => {
   it.skipIf(!existsSync('/usr/bin/systemd-analyze'))('is a unit systemd accepts: own user, state directory, reload by SIGHUP', async () => {
     const unit = join(ROOT, 'config', 'watchword.service');

@@ -47,6 +47,23 @@ describe('loadConfig', () => {
     expect(c.log_level).toBe('debug');
   });
 
+  it("takes the CLI's form of WATCHWORD_HTTP_ADDR (a base URL), and WATCHWORD_AGENT_HTTP_ADDR before it, saying where it came from", () => {
+    const origins = new Map<string, string>();
+    const shared = loadConfig({ env: { WATCHWORD_HTTP_ADDR: 'http://127.0.0.1:8501' }, origins });
+    expect(shared.http_addr).toBe('127.0.0.1:8501');
+    expect(origins.get('http_addr')).toBe('env WATCHWORD_HTTP_ADDR');
+    expect(loadConfig({ env: { WATCHWORD_HTTP_ADDR: 'https://[::1]:8443/' } }).http_addr).toBe('[::1]:8443');
+    const own = new Map<string, string>();
+    const agent = loadConfig({
+      env: { WATCHWORD_HTTP_ADDR: 'http://127.0.0.1:8501', WATCHWORD_AGENT_HTTP_ADDR: '127.0.0.1:8600' },
+      origins: own,
+    });
+    expect(agent.http_addr).toBe('127.0.0.1:8600');
+    expect(own.get('http_addr')).toBe('env WATCHWORD_AGENT_HTTP_ADDR');
+    // A URL with a path says nothing of where to listen.
+    expect(() => loadConfig({ env: { WATCHWORD_HTTP_ADDR: 'http://127.0.0.1:8501/v1' } })).toThrow(/http_addr: expected HOST:PORT/);
+  });
+
   it('lists every problem, naming the key and its source', async () => {
     const file = join(dir.path, 'bad.json');
     await writeFile(file, JSON.stringify({ durability: 'maybe', colour: 'blue' }));

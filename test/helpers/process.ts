@@ -22,7 +22,17 @@ export async function spawnAgent(dataDir: string, args: string[] = [], env: Reco
   await rm(join(dataDir, 'http-addr'), { force: true });
   const proc = spawn(
     process.execPath,
-    [...watchwordCommand(), 'agent', '--data-dir', dataDir, '--http-addr', '127.0.0.1:0', '--log-level', 'warn', ...args],
+    // An address given in the environment is the agent's to read: no flag then.
+    [
+      ...watchwordCommand(),
+      'agent',
+      '--data-dir',
+      dataDir,
+      ...(env.WATCHWORD_HTTP_ADDR || env.WATCHWORD_AGENT_HTTP_ADDR ? [] : ['--http-addr', '127.0.0.1:0']),
+      '--log-level',
+      'warn',
+      ...args,
+    ],
     {
       cwd: ROOT,
       env: { ...process.env, WATCHWORD_LIFELINE: 'stdin', ...env },
