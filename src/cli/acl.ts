@@ -236,25 +236,44 @@ function tokenCloneDeleteListCommands(token: Command): void {
     );
 
   common(token.command('list').description('list tokens, optionally filtered'))
-    .option('--policy-id <ID>', 'only tokens linked to this policy')
-    .option('--role-id <ID>', 'only tokens linked to this role')
+    .option('--policy-id <ID>', 'only tokens linked to this policy (its ID or a unique prefix of it)')
+    .option('--policy-name <NAME>', 'only tokens linked to the policy of this name')
+    .option('--role-id <ID>', 'only tokens linked to this role (its ID or a unique prefix of it)')
+    .option('--role-name <NAME>', 'only tokens linked to the role of this name')
     .option('--service-name <NAME>', 'only tokens with this service identity')
     .option('--auth-method <NAME>', 'only tokens made by this auth method')
     .option('--unused-since <DURATION>', 'only tokens not used for this long, e.g. 720h (never-used ones by their creation time)')
     .action(
-      run<CommonOptions & { policyId?: string; roleId?: string; serviceName?: string; authMethod?: string; unusedSince?: string }>(
-        async (o, c) => {
-          const filter = {
-            ...(o.unusedSince ? { unusedSince: o.unusedSince } : {}),
-            ...(o.policyId ? { policy: o.policyId } : {}),
-            ...(o.roleId ? { role: o.roleId } : {}),
-            ...(o.serviceName ? { servicename: o.serviceName } : {}),
-            ...(o.authMethod ? { authmethod: o.authMethod } : {}),
-          };
-          print(o, (await c.tokens.list(filter)).value, formatTokenList);
-        },
-      ),
+      run<CommonOptions & TokenListOptions>(async (o, c) => {
+        // A policy or role is named as a read names it: an ID, a unique prefix of one, or a name (refused when none matches).
+        if (o.policyId && o.policyName) throw new UsageError('give -policy-id or -policy-name, not both');
+        if (o.roleId && o.roleName) throw new UsageError('give -role-id or -role-name, not both');
+        const policy = o.policyId
+          ? await policyID(c, o.policyId)
+          : o.policyName
+            ? (await c.policies.readByName(o.policyName)).value.ID
+            : undefined;
+        const role = o.roleId ? await roleID(c, o.roleId) : o.roleName ? (await c.roles.readByName(o.roleName)).value.ID : undefined;
+        const filter = {
+          ...(o.unusedSince ? { unusedSince: o.unusedSince } : {}),
+          ...(policy ? { policy } : {}),
+          ...(role ? { role } : {}),
+          ...(o.serviceName ? { servicename: o.serviceName } : {}),
+          ...(o.authMethod ? { authmethod: o.authMethod } : {}),
+        };
+        print(o, (await c.tokens.list(filter)).value, formatTokenList);
+      }),
     );
+}
+
+interface TokenListOptions {
+  policyId?: string;
+  policyName?: string;
+  roleId?: string;
+  roleName?: string;
+  serviceName?: string;
+  authMethod?: string;
+  unusedSince?: string;
 }
 
 function roleCommands(acl: Command): void {
@@ -334,10 +353,10 @@ function roleCommands(acl: Command): void {
     );
 
   common(role.command('list').description('list roles'))
-    .option('--policy-id <ID>', 'only roles linked to this policy')
+    .option('--policy-id <ID>', 'only roles linked to this policy (its ID or a unique prefix of it)')
     .action(
       run<CommonOptions & { policyId?: string }>(async (o, c) =>
-        print(o, (await c.roles.list(o.policyId ? { policy: o.policyId } : {})).value, formatRoleList),
+        print(o, (await c.roles.list(o.policyId ? { policy: await policyID(c, o.policyId) } : {})).value, formatRoleList),
       ),
     );
 }

@@ -13,6 +13,14 @@ export class UsageError extends Error {
   }
 }
 
+/** What the command was asked to act on is not there, or not one thing (exit 1, as Consul's CLI: not a usage error). */
+export class LookupError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'LookupError';
+  }
+}
+
 export interface CommonOptions {
   httpAddr?: string;
   token?: string;
@@ -179,6 +187,9 @@ export function run<O extends CommonOptions>(action: (o: O, client: WatchwordCli
       if (err instanceof UsageError) {
         io.err(`Error: ${err.message}\n`);
         io.setExitCode(2);
+      } else if (err instanceof LookupError) {
+        io.err(`Error: ${err.message}\n`);
+        io.setExitCode(1);
       } else if (err instanceof WatchwordApiError) {
         io.err(`Error: ${err.message} (HTTP ${err.status} ${err.code})\n`);
         io.setExitCode(1);

@@ -1,5 +1,5 @@
 import type { WatchwordClient } from '../client/index.js';
-import { UsageError } from './common.js';
+import { LookupError, UsageError } from './common.js';
 
 /**
  * IDs given on the command line may be a unique prefix (`-id 6a53`), as in Consul's CLI: a
@@ -19,9 +19,9 @@ async function fromPrefix(kind: Kind, prefix: string, ids: () => Promise<string[
   if (prefix.length >= UUID_LENGTH) return prefix;
   const lower = prefix.toLowerCase();
   const found = (await ids()).filter((id) => id.toLowerCase().startsWith(lower));
-  if (found.length === 0) throw new UsageError(`Error determining ${kind} ID: No such ${kind} ID with prefix: ${prefix}`);
+  if (found.length === 0) throw new LookupError(`Error determining ${kind} ID: No such ${kind} ID with prefix: ${prefix}`);
   if (found.length > 1)
-    throw new UsageError(
+    throw new LookupError(
       `Error determining ${kind} ID: Partial ${kind} ID is not unique (${prefix} matches ${found.length}: ` +
         `${found.slice(0, 5).join(', ')}${found.length > 5 ? ', …' : ''})`,
     );

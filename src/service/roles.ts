@@ -5,7 +5,7 @@ import type { roleBody } from '../api/schemas.js';
 import { invalid, missingTarget, notFound } from '../domain/errors.js';
 import { normalizeNodeIdentities, normalizeServiceIdentities, normalizeTemplatedPolicies } from '../domain/grants.js';
 import { roleHash } from '../domain/hash.js';
-import { isUUID } from '../domain/ids.js';
+import { filterID, isUUID } from '../domain/ids.js';
 import type { RoleRecord, Scope } from '../domain/types.js';
 
 import type { StateReader, Store, TxReader } from '../store/store.js';
@@ -66,8 +66,9 @@ export class RoleService {
 
   async list(ctx: RequestContext, policy: string | undefined): Promise<RoleView[]> {
     const { scope, namespaces, canSee } = await authorizeList(this.resolver, ctx, (p) => this.reader.namespacesOf('roles', p));
+    const policyID = filterID('policy', policy);
     if (namespaces.length === 0) return [];
-    const roles = this.reader.listRoles(scope.Partition, namespaces, policy || undefined);
+    const roles = this.reader.listRoles(scope.Partition, namespaces, policyID);
     const visible = roles.filter(canSee);
     const names = linkNames(
       this.reader,

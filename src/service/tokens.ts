@@ -7,7 +7,7 @@ import { type ExpiryLimits, isExpired, resolveExpiration } from '../domain/expir
 import { normalizeNodeIdentities, normalizeServiceIdentities, normalizeTemplatedPolicies } from '../domain/grants.js';
 import { tokenHash } from '../domain/hash.js';
 import { newTokenRecord } from '../domain/token.js';
-import { ANONYMOUS_TOKEN_ID, RESERVED_PREFIX, isReservedID, isUUID } from '../domain/ids.js';
+import { ANONYMOUS_TOKEN_ID, RESERVED_PREFIX, filterID, isReservedID, isUUID } from '../domain/ids.js';
 import type { Scope, TokenRecord } from '../domain/types.js';
 import type { StateReader, Store } from '../store/store.js';
 import type { AclResolver, Identity } from './acl-resolver.js';
@@ -216,6 +216,8 @@ export class TokenService {
   async list(ctx: RequestContext, q: TokenListQuery): Promise<JSONText> {
     const { identity, scope, namespaces, canSee } = await authorizeList(this.resolver, ctx, (p) => this.reader.namespacesOf('tokens', p));
     const filters = [q.policy, q.role, q.servicename, q.authmethod].filter((f) => f !== undefined && f !== '');
+    const policy = filterID('policy', q.policy);
+    const role = filterID('role', q.role);
     if (filters.length > 1) throw invalid('Only one of the policy, role, servicename and authmethod filters may be given at a time');
     let authMethodNamespace: string | undefined;
     if (q.authmethod) authMethodNamespace = q.authmethodNamespace || (scope.Namespace === WILDCARD ? undefined : scope.Namespace);
@@ -226,8 +228,8 @@ export class TokenService {
     const tokens = this.reader.listTokens({
       partition: scope.Partition,
       namespaces,
-      ...(q.policy ? { policy: q.policy } : {}),
-      ...(q.role ? { role: q.role } : {}),
+      ...(policy ? { policy } : {}),
+      ...(role ? { role } : {}),
       ...(q.servicename ? { serviceName: q.servicename } : {}),
       ...(q.authmethod ? { authMethod: q.authmethod } : {}),
       ...(authMethodNamespace !== undefined ? { authMethodNamespace } : {}),

@@ -94,11 +94,12 @@ describe('the CLI with Consul habits', () => {
     const one = await watchword(['acl', 'token', 'read', '-id', 'abcd1'], env);
     expect(one.code, one.stderr).toBe(0);
     expect(field(one.stdout, 'AccessorID')).toBe('abcd1111-0000-4000-8000-000000000002');
+    // Nothing (or more than one thing) to act on is not a usage error: exit 1, as Consul's CLI.
     const both = await watchword(['acl', 'token', 'read', '-id', 'abcd'], env);
-    expect(both.code).toBe(2);
+    expect(both.code).toBe(1);
     expect(both.stderr).toMatch(/^Error: Error determining token ID: Partial token ID is not unique \(abcd matches 2: /);
     const none = await watchword(['acl', 'token', 'delete', '-id', 'ffff9'], env);
-    expect([none.code, none.stderr]).toEqual([2, 'Error: Error determining token ID: No such token ID with prefix: ffff9\n']);
+    expect([none.code, none.stderr]).toEqual([1, 'Error: Error determining token ID: No such token ID with prefix: ffff9\n']);
     const updated = await watchword(['acl', 'token', 'update', '-id', 'abcd0', '-description', 'by prefix'], env);
     expect(field(updated.stdout, 'AccessorID')).toBe('abcd0000-0000-4000-8000-000000000001');
     expect(field(updated.stdout, 'Description')).toBe('by prefix');
@@ -110,6 +111,26 @@ describe('the CLI with Consul habits', () => {
     const role = await watchword(['acl', 'role', 'create', '-name', 'prefixed-role', '-policy-name', 'prefixed'], env);
     const roleID = field(role.stdout, 'ID') as string;
     expect(field((await watchword(['acl', 'role', 'read', '-id', roleID.slice(0, 6)], env)).stdout, 'Name')).toBe('prefixed-role');
+    // The list filters name a policy or role as reads do: a prefix, or a name; nothing matching is an error, not "(none)".
+    const member = await watchword(
+      ['acl', 'token', 'create', '-role-name', 'prefixed-role', '-policy-name', 'prefixed', '-description', 'in the role'],
+      env,
+    );
+    const memberID = field(member.stdout, 'AccessorID') as string;
+    for (const filter of [
+      ['-role-id', roleID.slice(0, 6)],
+      ['-role-name', 'prefixed-role'],
+      ['-policy-id', policyID.slice(0, 8)],
+      ['-policy-name', 'prefixed'],
+    ]) {
+      const listed = await watchword(['acl', 'token', 'list', ...filter, '-format', 'json'], env);
+      expect(listed.code, `${filter.join(' ')}: ${listed.stderr}`).toBe(0);
+      expect((JSON.parse(listed.stdout) as Array<{ AccessorID: string }>).map((t) => t.AccessorID)).toContain(memberID);
+    }
+    const noRole = await watchword(['acl', 'token', 'list', '-role-name', 'no-such-role'], env);
+    expect([noRole.code, noRole.stderr]).toEqual([1, 'Error: Cannot find role with name "no-such-role" (HTTP 404 NOT_FOUND)\n']);
+    const noPrefix = await watchword(['acl', 'token', 'list', '-role-id', 'ffff9'], env);
+    expect([noPrefix.code, noPrefix.stderr]).toEqual([1, 'Error: Error determining role ID: No such role ID with prefix: ffff9\n']);
     expect((await watchword(['acl', 'role', 'delete', '-id', roleID.slice(0, 6)], env)).stdout).toBe(
       `Role "${roleID}" deleted successfully\n`,
     );

@@ -511,6 +511,19 @@ describe('token endpoints', () => {
       const byService = await d.api('GET', '/v1/acl/tokens?servicename=only-b');
       expect(byService.body.map((t: { AccessorID: string }) => t.AccessorID)).toEqual([b.AccessorID]);
       expect((await d.api('GET', `/v1/acl/tokens?role=${uuid()}`)).body).toEqual([]);
+      // A name or a prefix would match nothing and look like "none": refused, naming the filter.
+      for (const [filter, value] of [
+        ['role', 'nonexistent'],
+        ['policy', 'list-filter'],
+        ['policy', pol.ID.slice(0, 8)],
+      ]) {
+        const refused = await d.api('GET', `/v1/acl/tokens?${filter}=${value}`);
+        expect(refused.status).toBe(400);
+        expect(refused.body.message).toBe(
+          `Invalid ${filter} filter: "${value}" is not a ${filter} ID (a UUID); read the ${filter} by name for its ID`,
+        );
+      }
+      expect((await d.api('GET', '/v1/acl/roles?policy=list-filter')).status).toBe(400);
       expect((await d.api('GET', '/v1/acl/tokens?authmethod=none')).body).toEqual([]);
       const both = await d.api('GET', `/v1/acl/tokens?policy=${pol.ID}&servicename=only-b`);
       expect(both.status).toBe(400);
