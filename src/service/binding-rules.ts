@@ -135,7 +135,8 @@ export class BindingRuleService {
 
   async delete(ctx: RequestContext, id: string): Promise<WriteResult<boolean>> {
     const { identity, scope } = await authorize(this.resolver, ctx, 'write');
-    if (!isUUID(id)) throw ruleNotFound(id);
+    // A malformed ID names nothing: nothing to delete, the one answer for an absent object.
+    if (!isUUID(id)) return { value: false, index: this.store.currentIndex() };
     let index = this.store.currentIndex();
     const deleted = await this.store.transact(
       (tx) => {

@@ -426,7 +426,8 @@ export class TokenService {
 
   async delete(ctx: RequestContext, accessorID: string): Promise<WriteResult<boolean>> {
     const { identity, scope } = await authorize(this.resolver, ctx, 'write');
-    if (!isUUID(accessorID)) throw notFoundToken(accessorID);
+    // A malformed ID names nothing: nothing to delete, the one answer for an absent object.
+    if (!isUUID(accessorID)) return { value: false, index: this.store.currentIndex() };
     if (accessorID.toLowerCase() === ANONYMOUS_TOKEN_ID) throw notPermitted('Delete operation not permitted on the anonymous token');
     let index = this.store.currentIndex();
     const deleted = await this.store.transact(
