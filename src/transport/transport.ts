@@ -162,8 +162,9 @@ export class Transport {
   }
 
   /** The listener whose certificate a reload replaces. */
-  attachListener(server: { setSecureContext(options: SecureContextOptions): void }): void {
+  attachListener(server: TlsListener): void {
     this.listener = server;
+    server.on('tlsClientError', answerPlainRequest);
   }
 
   private secureContext(m: TlsMaterial): SecureContextOptions {
@@ -324,6 +325,31 @@ function etcdClientOptions(etcd: TransportOptions['etcd']): ReturnType<Transport
 }
 
 /** TLS verification failures, as Node names them: the peer's certificate did not chain to the CA. */
+/** The API's TLS listener, as this module uses it. */
+interface TlsListener {
+  setSecureContext(options: SecureContextOptions): void;
+  on(event: 'tlsClientError', listener: (err: Error & { code?: string }, socket: TLSSocket) => void): unknown;
+}
+
+const PLAIN_REQUEST_BODY = 'Client sent an HTTP request to an HTTPS server.\n';
+
+/**
+ * A plain HTTP request on the TLS port is told so, in plain HTTP, as Go's servers (Consul's)
+ * answer it: a closed connection (curl's "empty reply", a client's UND_ERR_SOCKET) says nothing.
+ * OpenSSL names the case (an HTTP method where a handshake record belongs); the answer goes on
+ * the TCP connection under the failed TLS socket.
+ */
+function answerPlainRequest(err: Error & { code?: string }, socket: TLSSocket): void {
+  if (err.code !== 'ERR_SSL_HTTP_REQUEST') return;
+  const raw = (socket as unknown as { _parent?: import('node:net').Socket })._parent;
+  if (!raw || raw.destroyed || !raw.writable) return;
+  raw.on('error', () => raw.destroy());
+  raw.end(
+    `HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: ` +
+      `${Buffer.byteLength(PLAIN_REQUEST_BODY)}\r\n\r\n${PLAIN_REQUEST_BODY}`,
+  );
+}
+
 const UNTRUSTED = new Set([
   'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
   'SELF_SIGNED_CERT_IN_CHAIN',
