@@ -1,0 +1,86 @@
+import { spawn } from 'node:child_process';
+import { mkdir, readFile, symlink, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+import { freePort } from '../../src/testing/etcd.js';
+import { tempDir } from '../helpers/temp-dir.js';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+/** The shell blocks of a Markdown file marked `<!-- docs-test: NAME -->` on the line before them, by name. */
+function markedBlocks(markdown: string): Map<string, string> {
+  const blocks = new Map<string, string>();
+  const re = /<!-- docs-test: ([\w-]+) -->\n```sh\n([\s\S]*?)\n```/g;
+  for (const m of markdown.matchAll(re)) blocks.set(m[1] as string, m[2] as string);
+  return blocks;
+}
+
+/**
+ * Runs a README block as a person pastes it into a fresh shell at the top of a checkout: in a
+ * directory holding the repository's config files, its built `dist/` and `node_modules/`, with
+ * the fixed ports the block names moved to free ones (so the suite runs anywhere, in parallel).
+ */
+async function pasted(block: string, ports: Record<number, number>): Promise<{ code: number | null; out: string }> {
+  const dir = await tempDir();
+  cleanups.push(() => dir.remove());
+  await mkdir(join(dir.path, 'config'));
+  const move = (text: string) => text.replace(/\b(850[0-2])\b/g, (p) => String(ports[Number(p)] ?? p));
+  for (const n of [1, 2, 3]) {
+    const file = join('config', `dc${n}.json`);
+    await writeFile(join(dir.path, file), move(await readFile(join(ROOT, file), 'utf8')));
+  }
+  for (const shared of ['node_modules', 'dist']) await symlink(join(ROOT, shared), join(dir.path, shared));
+  return new Promise((resolve) => {
+    // A group of its own: what the block left running (daemons in the background of a failed block) is ended with it.
+    const shell = spawn('bash', ['-e', '-c', move(block)], {
+      cwd: dir.path,
+      env: { ...process.env, TOKEN: '' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+    });
+    let out = '';
+    shell.stdout.on('data', (b: Buffer) => (out += b.toString()));
+    shell.stderr.on('data', (b: Buffer) => (out += b.toString()));
+    const group = (signal: NodeJS.Signals) => {
+      try {
+        process.kill(-(shell.pid as number), signal);
+      } catch {
+        // the group has ended
+      }
+    };
+    const timer = setTimeout(() => group('SIGKILL'), 60_000);
+    shell.on('exit', (code) => {
+      clearTimeout(timer);
+      group('SIGKILL');
+      resolve({ code, out });
+    });
+  });
+}
+
+const cleanups: Array<() => Promise<void>> = [];
+
+describe("README's blocks, pasted into a fresh shell", () => {
+  afterAll(async () => {
+    for (const c of cleanups.splice(0)) await c().catch(() => undefined);
+  });
+
+  it('the quick start: three datacenters replicate, forward and keep Local tokens, then stop', async () => {
+    const block = markedBlocks(await readFile(join(ROOT, 'README.md'), 'utf8')).get('quick-start');
+    expect(block, 'README.md has a block marked docs-test: quick-start').toBeDefined();
+    const ports = { 8500: await freePort(), 8501: await freePort(), 8502: await freePort() };
+    const { code, out } = await pasted(block as string, ports);
+    expect(code, out).toBe(0);
+    expect(out).not.toContain('bootstrap refused');
+    const lines = out.split('\n');
+    const json = lines.filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
+    // The policy as written at dc1 and as read at dc3: the same, Hash included.
+    const [written, atDc3] = json.filter((j) => j.Name === 'demo');
+    expect(atDc3).toEqual(written);
+    expect(json.find((j) => j.Description === 'via dc2')).toMatchObject({ Local: false });
+    expect(json.find((j) => j.Description === 'dc2 only')).toMatchObject({ Local: true });
+    expect(json.find((j) => 'ReplicatedIndex' in j)).toMatchObject({ Enabled: true, Running: true, SourceDatacenter: 'dc1' });
+    // The CLI read at dc3.
+    expect(out).toMatch(/^Name:\s+demo$/m);
+  }, 90_000);
+});
