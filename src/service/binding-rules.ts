@@ -135,8 +135,8 @@ export class BindingRuleService {
 
   async delete(ctx: RequestContext, id: string): Promise<WriteResult<boolean>> {
     const { identity, scope } = await authorize(this.resolver, ctx, 'write');
-    // A malformed ID names nothing: nothing to delete, the one answer for an absent object.
-    if (!isUUID(id)) return { value: false, index: this.store.currentIndex() };
+    // A malformed ID cannot name an object: refused as an update of it is (a well-formed one that names nothing answers false).
+    if (!isUUID(id)) throw missingRule(id);
     let index = this.store.currentIndex();
     const deleted = await this.store.transact(
       (tx) => {

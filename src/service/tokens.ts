@@ -426,8 +426,8 @@ export class TokenService {
 
   async delete(ctx: RequestContext, accessorID: string): Promise<WriteResult<boolean>> {
     const { identity, scope } = await authorize(this.resolver, ctx, 'write');
-    // A malformed ID names nothing: nothing to delete, the one answer for an absent object.
-    if (!isUUID(accessorID)) return { value: false, index: this.store.currentIndex() };
+    // A malformed ID cannot name an object: refused as an update of it is (a well-formed one that names nothing answers false).
+    if (!isUUID(accessorID)) throw missingToken(accessorID);
     if (accessorID.toLowerCase() === ANONYMOUS_TOKEN_ID) throw notPermitted('Delete operation not permitted on the anonymous token');
     let index = this.store.currentIndex();
     const deleted = await this.store.transact(

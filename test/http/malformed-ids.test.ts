@@ -3,9 +3,9 @@ import { type TestDaemon, startTestDaemon } from '../helpers/test-daemon.js';
 
 /**
  * A malformed ID in the path names no object, whatever the verb, and nothing is written: a read
- * answers 404 NOT_FOUND; a delete `false`, as for any ID that names nothing; an update or a
- * clone, a write that did nothing, answers 400 INVALID_REQUEST (as every Consul client raises
- * on it), with the same message.
+ * answers 404 NOT_FOUND; an update, a clone or a delete, a write that cannot name its object,
+ * answers 400 INVALID_REQUEST (as every Consul client raises on it), with the same message. A
+ * well-formed ID that names nothing deletes nothing: `false`.
  */
 describe('a malformed ID in the path', () => {
   let d: TestDaemon;
@@ -39,8 +39,8 @@ describe('a malformed ID in the path', () => {
     const verbs: Array<[string, string, Record<string, unknown> | undefined, number]> = [
       ['GET', `${path}/unknown`, undefined, 404],
       ['PUT', `${path}/unknown`, update, 400],
-      // A delete of what is not there answers false (200), malformed or not: one answer for an absent object.
-      ['DELETE', `${path}/unknown`, undefined, 200],
+      // A write that cannot name its object, as an update is (a well-formed ID that names nothing deletes nothing: false).
+      ['DELETE', `${path}/unknown`, undefined, 400],
       ...(clone ? ([['PUT', `${path}/unknown/clone`, {}, 400]] as Array<[string, string, Record<string, unknown>, number]>) : []),
     ];
     it.each(verbs)("%s %s is %i with Consul's message", async (method, url, body, status) => {
@@ -50,11 +50,9 @@ describe('a malformed ID in the path', () => {
       const res = await d.api(method, url, body === undefined ? {} : { body });
       expect(res.status).toBe(status);
       expect(res.body).toEqual(
-        status === 200
-          ? false
-          : status === 404
-            ? { statusCode: 404, error: 'Not Found', code: 'NOT_FOUND', message }
-            : { statusCode: 400, error: 'Bad Request', code: 'INVALID_REQUEST', message },
+        status === 404
+          ? { statusCode: 404, error: 'Not Found', code: 'NOT_FOUND', message }
+          : { statusCode: 400, error: 'Bad Request', code: 'INVALID_REQUEST', message },
       );
       expect(await index()).toBe(before);
     });

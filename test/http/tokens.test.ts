@@ -491,13 +491,13 @@ describe('token endpoints', () => {
       expect(own.body.message).toContain("request's authorization token");
     });
 
-    it('answers false for an accessor with nothing to delete, well-formed or not: one answer for an absent token', async () => {
+    it('answers false for an accessor with nothing to delete, and 400 for one that cannot name a token, as an update does', async () => {
       const nothing = await d.api('DELETE', `/v1/acl/token/${uuid()}`);
       expect(nothing.status).toBe(200);
       expect(nothing.body).toBe(false);
       const res = await d.api('DELETE', '/v1/acl/token/abc');
-      expect(res.status).toBe(200);
-      expect(res.body).toBe(false);
+      expect(res.status).toBe(400);
+      expect(res.body.message).toBe('Cannot find token "abc"');
     });
   });
 
