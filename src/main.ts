@@ -192,7 +192,8 @@ function agentCommand(program: Command): void {
     const { arg, help } = AGENT_FLAGS[key];
     // Booleans may be given bare (--tls-verify-incoming) or with a value (--tls-verify-incoming false).
     const value = arg === 'BOOL' ? `[${arg}]` : `<${arg}>`;
-    cmd.addOption(new Option(`${flagName(key)} ${value}`, `${help} [env ${envName(key)}]`));
+    const env = key === 'http_addr' ? `${AGENT_HTTP_ADDR_ENV}, then ${envName(key)}` : envName(key);
+    cmd.addOption(new Option(`${flagName(key)} ${value}`, `${help} [env ${env}]`));
   }
   cmd.action(runAgent);
 }

@@ -129,6 +129,8 @@ export function consulHelp(cmd: Command, helper: Help, httpFlags: ReadonlySet<st
     for (const c of subcommands) lines.push(`    ${c.name().padEnd(width)}    ${c.description()}`);
   }
   const options = helper.visibleOptions(cmd).filter((o) => o.long !== '--help' && o.long !== '--version');
+  // The agent's -http-addr and -datacenter are where it listens and what it is, not how to reach a daemon.
+  if (path === 'agent') return `${[...lines, ...section('Agent Options', options)].join('\n')}\n`;
   lines.push(
     ...section(
       'HTTP API Options',

@@ -174,6 +174,9 @@ export function formatTemplateList(list: Record<string, TemplatedPolicyResponse>
   );
 }
 
+/** Consul's zero time (the status's "never") as a person reads it. */
+const shownTime = (t: string): string => (t.startsWith('0001-01-01') ? 'never' : t);
+
 export function formatReplication(s: ReplicationStatusResponse): string {
   return block(
     [
@@ -186,8 +189,8 @@ export function formatReplication(s: ReplicationStatusResponse): string {
       ['Primary Index', String(s.PrimaryIndex)],
       ['Lag (entries)', String(s.LagEntries)],
       ['Last Contact (ms)', String(s.LastContactMs)],
-      ['Last Success', s.LastSuccess],
-      ['Last Error', s.LastError],
+      ['Last Success', shownTime(s.LastSuccess)],
+      ['Last Error', shownTime(s.LastError)],
       ['Last Error Message', s.LastErrorMessage || undefined],
     ],
     [['Secondaries', (s.Secondaries ?? []).map((x) => `${x.Datacenter} at ${x.Address} (acked ${x.AckedIndex}, lag ${x.LagEntries})`)]],

@@ -22,7 +22,11 @@ export function buildProgram(io: CliIO, extra?: (program: Command) => void): Com
     // Usage errors exit 2 (API errors exit 1); set before subcommands so they inherit it.
     .exitOverride()
     // Flags are spelled with one dash, as in Consul's CLI (two are accepted too).
-    .configureOutput({ writeOut: (s) => io.out(s), writeErr: (s) => io.err(s.replace(/'--([a-z])/g, "'-$1")) })
+    // Commander's own errors read as every other error of the CLI: `Error: …`, flags with one dash.
+    .configureOutput({
+      writeOut: (s) => io.out(s),
+      writeErr: (s) => io.err(s.replace(/^error: /, 'Error: ').replace(/'--([a-z])/g, "'-$1")),
+    })
     .configureHelp({ formatHelp: (cmd, helper) => consulHelp(cmd, helper, HTTP_API_FLAGS) })
     .showHelpAfterError('(add -help for usage)')
     // A command's flags are read where they stand: `operator primary promote -http-addr X` gives them to promote, not to

@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { readFile, stat, writeFile } from 'node:fs/promises';
 import { SignJWT, exportSPKI, generateKeyPair } from 'jose';
 import { join } from 'node:path';
@@ -139,6 +139,16 @@ describe('watchword acl (the command tree against a real daemon)', () => {
     const res = await watchword(args, env);
     expect(res.code).toBe(2);
     expect(res.stderr).toMatch(message);
+  });
+
+  it("writes Commander's own errors as every other error, and the agent's flags under their own heading", async () => {
+    const unknown = await watchword(['acl', 'nonsense'], env);
+    expect(unknown.stderr).toMatch(/^Error: unknown command 'nonsense'/);
+    // The agent is the executable's (the in-process CLI has the client commands only).
+    const help = execFileSync(process.execPath, [...watchwordCommand(), 'agent', '-help'], { encoding: 'utf8' });
+    expect(help).toContain('\nAgent Options\n');
+    expect(help).not.toContain('HTTP API Options');
+    expect(help.replace(/\s+/g, ' ')).toContain('[env WATCHWORD_AGENT_HTTP_ADDR, then WATCHWORD_HTTP_ADDR]');
   });
 
   it('exits 1 with the server message on API errors: 409, 404, 403', async () => {
