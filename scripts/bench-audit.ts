@@ -1,5 +1,5 @@
 /**
- * The audit log's cost (README, "Audit log"): token create and token read with the audit log on against
+ * The audit log's cost (docs/audit.md, "Audit log"): token create and token read with the audit log on against
  * off, in the same run. Three daemons serve copies of one seeded data dir: audit off,
  * best-effort (the default) and enforced; all run on one core (taskset -c 1) and the load
  * generator (this process) on the other (taskset -c 0). Each round reads from each daemon, then
@@ -88,7 +88,7 @@ export async function auditBench(dirs: Record<AuditMode, string>, secret: string
   }
 }
 
-/** The floors of README, "Audit log" beside their figures. */
+/** The floors of docs/audit.md, "Audit log" beside their figures. */
 export function auditFloors(r: AuditBench): Array<Record<string, unknown>> {
   // Each round measures every mode back to back: the figure is the median of the rounds' own
   // ratios, so that a slow stretch of a shared machine weighs on both sides of a ratio alike.

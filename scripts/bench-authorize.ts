@@ -1,5 +1,5 @@
 /**
- * The decision figures of README, "Development" and "Enforcing policies in your service": POST /v1/internal/acl/authorize with 1 check and
+ * The decision figures of docs/development.md, "Development" and "Enforcing policies in your service": POST /v1/internal/acl/authorize with 1 check and
  * with 16 checks, against the bare Fastify route, in the same run. The daemon (on the seeded
  * data dir) and the bare route run on one core (taskset -c 1), the load generator (this
  * process) on the other (taskset -c 0); rounds alternate between the three and the median of
@@ -100,7 +100,7 @@ export async function authorizeBench(
 }
 
 /**
- * The enforcing client (README, "Enforcing policies in your service"): one cached token, the sixteen checks in turn, 1,000,000
+ * The enforcing client (docs/enforcing-client.md, "Enforcing policies in your service"): one cached token, the sixteen checks in turn, 1,000,000
  * allowed() calls per round on this one core; its answers must equal the daemon's.
  */
 async function enforcingBench(url: string, secret: string, expected: boolean[], reportDecisions: boolean): Promise<AuthorizeBench['enforcing']> {

@@ -1,5 +1,5 @@
 /**
- * `npm run bench:authorizers [CLIENTS] [TOKENS]` (README, "Development"; SPEC §20, "Enforcing
+ * `npm run bench:authorizers [CLIENTS] [TOKENS]` (docs/development.md, "Development"; SPEC §20, "Enforcing
  * clients at scale"): CLIENTS enforcing clients (default 100), each caching the same TOKENS
  * tokens (default 10,000), against one server. The clients live in PROCESSES processes
  * (BENCH_AUTHZ_PROCESSES, default 10; scripts/bench-authorizers-worker.ts), as a service's

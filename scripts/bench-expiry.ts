@@ -1,5 +1,5 @@
 /**
- * `npm run bench:expiry [N]` (README, "Development"): N tokens (default 1,000,000) expiring
+ * `npm run bench:expiry [N]` (docs/development.md, "Development"): N tokens (default 1,000,000) expiring
  * within one minute, beside 100,000 that stay, on one server. The server runs on CPU 1, this
  * process and its reads on CPU 0 (where the machine can pin). It reports:
  * - token reads at rest and while the reaper deletes (rate and p99 of each 2 s window);

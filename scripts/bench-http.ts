@@ -1,5 +1,5 @@
 /**
- * The HTTP figures of README, "Development" in one run: token read, self, `?expanded` and the policy
+ * The HTTP figures of docs/development.md, "Development" in one run: token read, self, `?expanded` and the policy
  * filter against a bare Fastify route and a bare node:http route (the runtime's ceiling), and
  * the durable writes (create, delete, a login through a jwt method) against raw LevelDB's
  * synced puts.
@@ -244,7 +244,7 @@ export async function httpBench(dataDir: string, secret: string, options: HttpBe
   }
 }
 
-/** A floor of README, "Development" beside its figure. */
+/** A floor of docs/development.md, "Development" beside its figure. */
 export interface FloorRow {
   scenario: string;
   'req/s': number;

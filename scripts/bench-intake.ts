@@ -1,6 +1,6 @@
 /**
  * npm run bench:intake: a whole state taken in, at BENCH_SCALE_TOKENS (default 1,000,000) seeded
- * tokens, each daemon as built with node's default heap (README, "Multiple datacenters"):
+ * tokens, each daemon as built with node's default heap (docs/datacenters.md, "Multiple datacenters"):
  *  1. a new HA follower joining a leader that holds them (a datacenter of two servers and
  *     etcd; skipped without etcd): the time from its start until it holds the leader's index,
  *     and its peak RSS (VmHWM) against the leader's RSS;

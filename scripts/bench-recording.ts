@@ -1,5 +1,5 @@
 /**
- * npm run bench:recording: what noting the checks asked (for dry runs; README, "What a change
+ * npm run bench:recording: what noting the checks asked (for dry runs; docs/operator-insight.md, "What a change
  * would break") costs the decision endpoint, and what reporting decisions costs the enforcing
  * client. The decision bench (bench-authorize.ts: authorize with 1 and 16 checks against the bare
  * Fastify route, daemon on CPU 1, load on CPU 0, the median of BENCH_ROUNDS alternating rounds) runs

@@ -1,5 +1,5 @@
 /**
- * npm run bench:scale: the 1,000,000-token figures of README, "Development". Seeds 100,000 tokens straight
+ * npm run bench:scale: the 1,000,000-token figures of docs/development.md, "Development". Seeds 100,000 tokens straight
  * into a store, starts it once (built-ins, management token), copies it and grows the copy to
  * BENCH_SCALE_TOKENS (default 1,000,000). Then starts both daemons (built, as `npm start` runs
  * it) one after the other and measures the time from spawn to the first answered token read,
@@ -62,7 +62,7 @@ function pinProcess(pid: number, cpus: string): void {
 type Started = Awaited<ReturnType<typeof startAndRead>>;
 
 /**
- * A fresh secondary of `primary` (README, "Multiple datacenters"), started as an operator would (node's
+ * A fresh secondary of `primary` (docs/datacenters.md, "Multiple datacenters"), started as an operator would (node's
  * default heap): the time from its spawn until it has applied everything the primary holds, and its peak RSS
  * meanwhile (the kernel's high-water mark, VmHWM).
  */
@@ -142,7 +142,7 @@ async function main(): Promise<void> {
 
     // Start-up as an operator runs it (the whole machine), one at a time, then steady state. The large
     // store's first start reads every token from LevelDB (a first start, or one after a crash); after a
-    // clean stop it starts again from the checkpoint that stop wrote (README, "Data and start-up").
+    // clean stop it starts again from the checkpoint that stop wrote (docs/configuration.md, "Start-up and the tokens checkpoint").
     const small = await startAndRead(smallDir, first.accessor);
     procs.push(small.proc);
     const cold = await startAndRead(largeDir, first.accessor);
@@ -155,7 +155,7 @@ async function main(): Promise<void> {
     await new Promise((r) => setTimeout(r, SETTLE_MS));
     rss.large = await rssBytes(large.proc.pid as number);
 
-    // Reads: both daemons on CPU 1, the load generator on CPU 0 (README, "Development"), rounds alternating.
+    // Reads: both daemons on CPU 1, the load generator on CPU 0 (docs/development.md, "Development"), rounds alternating.
     const pinned = canPin();
     if (pinned) {
       pinProcess(small.proc.pid as number, '1');

@@ -6,7 +6,7 @@ import { readFile } from 'node:fs/promises';
 
 export { type SeedOptions, seedTo } from '../src/testing/seed.js';
 
-/** The catch-up a fresh secondary must make (README, "Multiple datacenters"): 30 s per million tokens, at least 30 s. */
+/** The catch-up a fresh secondary must make (docs/datacenters.md, "Multiple datacenters"): 30 s per million tokens, at least 30 s. */
 export const catchUpLimitS = (tokens: number): number => Math.max(30, Math.ceil((30 * tokens) / 1_000_000));
 
 export async function rssBytes(pid: number): Promise<number> {

@@ -1,5 +1,5 @@
 /**
- * Read scale-out (README, "Several servers per datacenter"): token reads by accessor against one server of a 3-server
+ * Read scale-out (docs/servers.md, "Several servers per datacenter"): token reads by accessor against one server of a 3-server
  * datacenter, then spread over all three (the connections split between them), with
  * each server's CPU time per read answered (from /proc/<pid>/stat). Part of `npm run
  * bench`; needs the etcd binary (skipped with a reason when it is missing).

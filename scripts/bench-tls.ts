@@ -1,5 +1,5 @@
 /**
- * The TLS figure of README, "Development": a token read over HTTPS with keep-alive against the same read
+ * The TLS figure of docs/development.md, "Development": a token read over HTTPS with keep-alive against the same read
  * over plain HTTP, in the same run. Two daemons serve copies of one seeded data dir, one
  * with a certificate made here; both run on one core (taskset -c 1) and the load generator
  * (this process) on the other (taskset -c 0); rounds alternate between them and the median

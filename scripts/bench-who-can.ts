@@ -1,5 +1,5 @@
 /**
- * npm run bench:who-can: "who can" at BENCH_WHO_CAN_TOKENS tokens (default 1,000,000; README, "Who can").
+ * npm run bench:who-can: "who can" at BENCH_WHO_CAN_TOKENS tokens (default 1,000,000; docs/operator-insight.md, "Who can").
  * A store is seeded straight on disk: each token a login-like one with a service identity
  * (svc-0 … svc-999, a thousand tokens each), every 100th also linking a policy that writes
  * service svc-7 and keys under app/, every 250th a role linking it. The daemon (as built) runs

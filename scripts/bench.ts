@@ -1,5 +1,5 @@
 /**
- * npm run bench: the performance contract (README, "Development"). Seeds BENCH_TOKENS tokens (default
+ * npm run bench: the performance contract (docs/development.md, "Development"). Seeds BENCH_TOKENS tokens (default
  * 100,000) into a temp data dir and measures, against baselines taken in the same run, with
  * the servers under test on CPU 1 and the load generator (autocannon, BENCH_CONNECTIONS
  * connections, default 32) on CPU 0: the reads, the policy filter and the durable writes
@@ -256,7 +256,7 @@ async function writeReport(figures: Record<string, unknown>): Promise<void> {
 
 const authorizeOK = (r: AuthorizeBench): boolean => r.one.reqPerSec / r.bare.reqPerSec >= 0.5 && r.sixteen.reqPerSec / r.bare.reqPerSec >= 0.3 && r.enforcing.medianMs < 1000;
 
-/** Decisions over HTTP, 1 and 16 checks, against the bare route (README, "Development" and "Enforcing policies in your service"), on the seeded store. */
+/** Decisions over HTTP, 1 and 16 checks, against the bare route (docs/development.md, "Development" and "Enforcing policies in your service"), on the seeded store. */
 async function runAuthorizeBench(dataDir: string): Promise<AuthorizeBench> {
   const r = await authorizeBench(dataDir, SECRET, { seconds: DURATION, rounds: ROUNDS, connections: CONNECTIONS });
   process.stdout.write(`decisions: median of ${r.rounds} alternating rounds; ${r.pinned ? 'servers on CPU 1, load generator on CPU 0' : 'not pinned (taskset or a second CPU missing)'}\n`);
@@ -271,7 +271,7 @@ async function runAuthorizeBench(dataDir: string): Promise<AuthorizeBench> {
 
 const auditOK = (r: AuditBench): boolean => auditFloors(r).every((row) => row.ok !== false);
 
-/** Token create and read with the audit log off, best-effort and enforced (README, "Audit log"), each on its own copy of the seeded data dir. */
+/** Token create and read with the audit log off, best-effort and enforced (docs/audit.md, "Audit log"), each on its own copy of the seeded data dir. */
 async function runAuditBench(dataDir: string): Promise<AuditBench> {
   const dirs = {} as Record<AuditMode, string>;
   try {
@@ -288,7 +288,7 @@ async function runAuditBench(dataDir: string): Promise<AuditBench> {
   }
 }
 
-/** Token read over HTTPS against plain HTTP (README, "Development" and "TLS"), each on its own copy of the seeded data dir. */
+/** Token read over HTTPS against plain HTTP (docs/development.md, "Development" and "TLS"), each on its own copy of the seeded data dir. */
 async function runTlsBench(dataDir: string): Promise<TlsBench> {
   const plainDir = await mkdtemp(join(tmpdir(), 'watchword-bench-plain-'));
   const tlsDir = await mkdtemp(join(tmpdir(), 'watchword-bench-https-'));
@@ -308,7 +308,7 @@ async function runTlsBench(dataDir: string): Promise<TlsBench> {
   }
 }
 
-/** Token reads over one server of three, then all three (README, "Several servers per datacenter"), with each server's CPU per read. */
+/** Token reads over one server of three, then all three (docs/servers.md, "Several servers per datacenter"), with each server's CPU per read. */
 async function runServersBench(): Promise<ServersBench> {
   const result = await serversBench({ connections: CONNECTIONS, duration: DURATION });
   if (result.skipped) {

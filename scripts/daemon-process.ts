@@ -33,7 +33,7 @@ export function useBuiltDaemon(): void {
 /**
  * Starts `watchword agent` on `dataDir` with extra flags; its output goes to our stderr when
  * `logLevel` is set. `pin` runs it on those CPUs only (taskset), so that a load generator
- * pinned elsewhere does not share its core (README, "Development"). Ready once it has written its address
+ * pinned elsewhere does not share its core (docs/development.md, "Development"). Ready once it has written its address
  * (after loading its store), within `readyWithinMs`.
  */
 export async function startDaemonProcess(dataDir: string, flags: string[], logLevel?: string, pin?: string, readyWithinMs = 20_000): Promise<DaemonProcess> {

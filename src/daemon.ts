@@ -277,7 +277,7 @@ function placementNotice(config: Config, placement: Placement, logger: Logger): 
     { primary: moved.Primary, epoch: moved.Epoch, configured: config.primary_datacenter },
     `the store's placement outranks primary_datacenter ${config.primary_datacenter}: ${role}, epoch ${moved.Epoch}${how}. ` +
       `To make ${config.primary_datacenter} the primary again, once it has caught up, run \`watchword operator primary transfer ` +
-      `-to ${config.primary_datacenter}\` at the primary (README, "Losing the primary datacenter")`,
+      `-to ${config.primary_datacenter}\` at the primary (docs/datacenters.md, "Losing the primary datacenter")`,
   );
 }
 

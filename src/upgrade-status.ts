@@ -6,7 +6,7 @@ import { FEATURES, type Feature, type ReleaseBook, featureOn, levelOf, needsText
 import { VERSION } from './version.js';
 
 /**
- * What GET /v1/operator/upgrade says, and PUT /v1/operator/upgrade?finalize does (README,
+ * What GET /v1/operator/upgrade says, and PUT /v1/operator/upgrade?finalize does (docs/upgrading.md,
  * "Upgrading"): from the cluster's picture (replication/releases.ts). A finalize is taken at the
  * primary's leader only when every server of every datacenter it knows runs this release, each
  * heard from within a minute; it records the level they all reach, and the features that need

@@ -1,5 +1,5 @@
 /**
- * What this build is and what it speaks (README, "Upgrading"): its release, the range of each
+ * What this build is and what it speaks (docs/upgrading.md, "Upgrading"): its release, the range of each
  * protocol it speaks with peers of another release, and the store formats it reads. A release
  * interoperates with the previous one for as long as an upgrade takes: every stream negotiates
  * the highest version both ends know, and nothing is written that the previous release cannot

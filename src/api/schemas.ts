@@ -177,7 +177,7 @@ export const roleBody = writeBody(ROLE_FIELDS);
 export const templateVariablesBody = ciObject({ Name: opt(str(512)) });
 
 /**
- * One authorization check (README, "Enforcing policies in your service"); the body of /v1/internal/acl/authorize is an
+ * One authorization check (docs/enforcing-client.md, "Enforcing policies in your service"); the body of /v1/internal/acl/authorize is an
  * array of 1 to 64.
  */
 export const authorizationCheckBody = ciObject({
@@ -266,7 +266,7 @@ export const authorizeResponse = z
   .meta({ id: 'AuthorizationAnswers' });
 
 /**
- * GET /v1/internal/acl/authorizer: what an enforcing client compiles for the request's token (README, "Enforcing
+ * GET /v1/internal/acl/authorizer: what an enforcing client compiles for the request's token (docs/enforcing-client.md, "Enforcing
  * policies in your service").
  */
 export const tokenAuthorizerResponse = z
@@ -295,7 +295,7 @@ export const bindingRuleBody = writeBody(BINDING_RULE_FIELDS);
 export const loginBody = ciObject({
   AuthMethod: opt(str(128)),
   BearerToken: opt(z.string().max(64 * 1024)),
-  // Meta becomes the token's Description: bounded (README, "Security"), 64 entries of short text.
+  // Meta becomes the token's Description: bounded (docs/security.md, "Security"), 64 entries of short text.
   Meta: opt(
     z
       .record(z.string(), z.string().max(512, 'Meta values are at most 512 characters'))
@@ -400,7 +400,9 @@ export const tokenResponse = answerOf(TOKEN_FIELDS)
     LastUsedTime: z
       .string()
       .optional()
-      .describe('When the token\'s secret last authenticated a request (minute resolution; absent when never used): README, "Last use"'),
+      .describe(
+        'When the token\'s secret last authenticated a request (minute resolution; absent when never used): docs/http-api.md, "Last use"',
+      ),
   })
   .meta({ id: 'Token' });
 

@@ -157,7 +157,7 @@ export const operatorServersResponse = z
 export type ServerStatus = z.infer<typeof serverStatusResponse>;
 export type OperatorServersResponse = z.infer<typeof operatorServersResponse>;
 
-/** GET /v1/operator/primary: the primary this server follows (README, "Multiple datacenters"). */
+/** GET /v1/operator/primary: the primary this server follows (docs/datacenters.md, "Multiple datacenters"). */
 export const operatorPrimaryResponse = z.object({
   Datacenter: z.string().describe('The primary datacenter (this one at the primary)'),
   Epoch: z.number().int().describe("The primary's epoch: 1 for the first primary, raised by each promotion"),
@@ -199,7 +199,7 @@ export const agentHealthResponse = z.object({
 });
 export type AgentHealthResponse = z.infer<typeof agentHealthResponse>;
 
-/** GET /v1/operator/audit: a page of audit events (README, "Audit log"). */
+/** GET /v1/operator/audit: a page of audit events (docs/audit.md, "Audit log"). */
 export const auditPageResponse = z.object({
   Events: z.array(z.record(z.string(), z.unknown())),
   NextCursor: z.string().optional(),
@@ -207,7 +207,7 @@ export const auditPageResponse = z.object({
 });
 export type AuditPageResponse = z.infer<typeof auditPageResponse>;
 
-/** GET /v1/operator/upgrade: every server's release and versions, what finalize would set, and what waits (README, "Upgrading"). */
+/** GET /v1/operator/upgrade: every server's release and versions, what finalize would set, and what waits (docs/upgrading.md, "Upgrading"). */
 export const operatorUpgradeResponse = z
   .object({
     Release: z.string().describe('The release of the server that answered'),

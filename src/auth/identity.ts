@@ -1,4 +1,4 @@
-/** What a verified bearer token says about its holder (README, "HTTP API"). */
+/** What a verified bearer token says about its holder (docs/http-api.md, "HTTP API"). */
 export interface Identity {
   /** What binding-rule selectors read: `value.x` and `list.x` (jwt), `serviceaccount.x` (kubernetes). */
   selectable: Record<string, unknown>;

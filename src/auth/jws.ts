@@ -3,7 +3,7 @@ import { type KeyObject, constants, createPublicKey, verify } from 'node:crypto'
 /**
  * A JWS in compact form (RFC 7515) checked against public keys with node's crypto, in the
  * caller's turn: no worker-pool hop and no promise per login, which is what WebCrypto (jose's
- * verification) costs on every login (README, "Auth methods and login"). It checks what jose checks:
+ * verification) costs on every login (docs/http-api.md, "Auth methods and login"). It checks what jose checks:
  * exactly three base64url parts, a JSON object header naming an allowed algorithm, no
  * critical extension (`crit`, `b64`), a key of the algorithm's type (RSA of at least 2048
  * bits, the algorithm's curve) whose signature verifies. Anything else is a JwsError.

@@ -9,7 +9,7 @@ const BACKOFF_MIN_MS = 1000;
 const BACKOFF_MAX_MS = 60_000;
 
 /**
- * A method's remote key set (JWKS, or found by OIDC discovery), fetched as README, "Security"
+ * A method's remote key set (JWKS, or found by OIDC discovery), fetched as docs/security.md, "Security"
  * says: one fetch in flight per method (every login waiting joins it), the last good key
  * set kept and served when a later fetch fails, failures backing off from 1 s doubling to
  * 60 s (no fetch at all meanwhile), and every fetch under an absolute deadline (the

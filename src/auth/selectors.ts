@@ -22,7 +22,7 @@ export class SelectorTimeout extends Error {
 }
 
 /**
- * Binding-rule selectors as a daemon evaluates them (README, "Security"). No login may hold the
+ * Binding-rule selectors as a daemon evaluates them (docs/security.md, "Security"). No login may hold the
  * event loop: a selector is parsed once per text and kept; one without regular expressions is
  * evaluated on the event loop when the work is small (clauses × the size of the claims); any
  * `matches` clause, and any large work, goes to one worker thread that compiles each pattern once

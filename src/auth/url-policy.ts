@@ -1,7 +1,7 @@
 import { isIP } from 'node:net';
 
 /**
- * Where an auth method may send a request (README, "Security"): an auth method is written by an
+ * Where an auth method may send a request (docs/security.md, "Security"): an auth method is written by an
  * operator but its URLs are fetched by the daemon on behalf of anonymous callers, so a URL
  * must be `https://` (plain `http://` only to this machine, for tests), carry no
  * credentials, and when the operator keeps an allow-list (`auth_method_allowed_hosts`),

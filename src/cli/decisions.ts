@@ -4,7 +4,7 @@ import { type CommonOptions, common, print, run } from './common.js';
 import { ioOf } from './io.js';
 import { formatWhoCan } from './output.js';
 
-/** `acl authorize` and `acl who-can`: what a token may do, and who may do something (README, "Enforcing policies in your service", "Who can"). */
+/** `acl authorize` and `acl who-can`: what a token may do, and who may do something (docs/enforcing-client.md, "Enforcing policies in your service", "Who can"). */
 export function decisionCommands(acl: Command): void {
   authorizeCommand(acl);
   whoCanCommand(acl);
@@ -19,7 +19,7 @@ interface AuthorizeOptions extends CommonOptions {
 
 /**
  * `watchword acl authorize`: may the token (-token, else WATCHWORD_HTTP_TOKEN) do this?
- * Prints allow or deny and exits 0 or 2, so scripts can test with it (README, "Enforcing policies in your service").
+ * Prints allow or deny and exits 0 or 2, so scripts can test with it (docs/enforcing-client.md, "Enforcing policies in your service").
  */
 function authorizeCommand(acl: Command): void {
   common(acl.command('authorize').description('ask whether a token may do something: prints allow (exit 0) or deny (exit 2)'))

@@ -66,7 +66,7 @@ const BLOCKING_READS = 16;
 const WATCH_GRACE_MS = 10_000;
 
 /**
- * Judges other callers' tokens in-process (README, "Enforcing policies in your service"), for services that enforce the policies
+ * Judges other callers' tokens in-process (docs/enforcing-client.md, "Enforcing policies in your service"), for services that enforce the policies
  * stored in watchword. A secret is resolved once (its token, links and policies in one call),
  * compiled with the daemon's own rules engine, and kept fresh over one watch of every cached
  * token (a WebSocket opened with the service's own `token`, which needs acl:read: `token-watch.ts`),

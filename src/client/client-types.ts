@@ -22,7 +22,7 @@ export interface AuditPage {
   Latest: number;
 }
 
-/** One question for POST /v1/internal/acl/authorize (README, "Enforcing policies in your service"). */
+/** One question for POST /v1/internal/acl/authorize (docs/enforcing-client.md, "Enforcing policies in your service"). */
 export interface AuthorizationCheck {
   Resource: string;
   Segment?: string;
@@ -112,6 +112,6 @@ export interface TokenListFilter {
   servicename?: string;
   authmethod?: string;
   authmethodNamespace?: string;
-  /** Only tokens not used for this long (a duration such as "720h"): README, "Last use". */
+  /** Only tokens not used for this long (a duration such as "720h"): docs/http-api.md, "Last use". */
   unusedSince?: string;
 }

@@ -386,7 +386,7 @@ export class WatchwordClient {
     return res;
   }
 
-  /** Authorization decisions (README, "Enforcing policies in your service"). */
+  /** Authorization decisions (docs/enforcing-client.md, "Enforcing policies in your service"). */
   readonly acl = {
     /** The tokens (a page, in AccessorID order) and roles granted a check, each with its reason; `cursor` is the last page's NextCursor. */
     whoCan: (check: AuthorizationCheck, page: { limit?: number; cursor?: string } = {}, o: RequestOptions = {}) =>

@@ -167,9 +167,9 @@ export const configShape = {
   token_max_ttl: duration.default(24 * 3_600_000),
   /** How often the reaper looks for expired tokens. */
   reap_interval: duration.default(1_000),
-  /** How often tokens' last uses are written (README, "Last use"): a crash loses at most this much of them. */
+  /** How often tokens' last uses are written (docs/http-api.md, "Last use"): a crash loses at most this much of them. */
   last_used_flush: duration.default(60_000),
-  /** Whether the checks asked in the last hour are noted (decisions here, enforcing clients' reports), for dry runs (README, "What a change would break"). */
+  /** Whether the checks asked in the last hour are noted (decisions here, enforcing clients' reports), for dry runs (docs/operator-insight.md, "What a change would break"). */
   recent_checks: bool.default(true),
   /** Login tokens unused this long are revoked by the reaper; 0 turns it off (an auth method's TokenIdleTTL overrides). */
   login_token_idle_ttl: duration.default(72 * 3_600_000),
@@ -237,14 +237,14 @@ export const configShape = {
     .min(1 << 20)
     .max(1024 ** 4)
     .default(64 << 20),
-  /** The primary's leader finalizes an upgrade by itself once every server runs this release (README, "Upgrading"). */
+  /** The primary's leader finalizes an upgrade by itself once every server runs this release (docs/upgrading.md, "Upgrading"). */
   upgrade_auto_finalize: bool.default(false),
   /** Tokens every watch together holds; past it the watches holding most are closed. */
   watch_max_tokens: z.coerce.number().int().min(1).max(100_000_000).default(2_000_000),
   /** Secondaries: look-ups at the primary of secrets not held here, per client address per second. */
   secret_lookup_rate: z.coerce.number().min(0.1).max(1_000_000).default(10),
   /**
-   * Servers of this datacenter (README, "Several servers per datacenter"), HOST:PORT of each, this one included;
+   * Servers of this datacenter (docs/servers.md, "Several servers per datacenter"), HOST:PORT of each, this one included;
    * without a coordinator the first leads.
    */
   server_peers: z
@@ -429,7 +429,7 @@ export const configSchema = z
   });
 
 /**
- * This datacenter's place among the others (README, "Multiple datacenters"): the primary, or a secondary
+ * This datacenter's place among the others (docs/datacenters.md, "Multiple datacenters"): the primary, or a secondary
  * that knows where the primary's servers are.
  */
 export type Placement =
@@ -440,13 +440,13 @@ export type Placement =
       readonly primaryAddresses: readonly string[];
     };
 
-/** How many servers this datacenter runs and how its leader is chosen (README, "Several servers per datacenter"). */
+/** How many servers this datacenter runs and how its leader is chosen (docs/servers.md, "Several servers per datacenter"). */
 export type ServerMode =
   | { readonly kind: 'single' }
   | { readonly kind: 'static'; readonly peers: readonly string[]; readonly syncFollowers: number }
   | { readonly kind: 'etcd'; readonly endpoints: readonly string[]; readonly leaseMs: number; readonly syncFollowers: number };
 
-/** TLS for the API listener and every server-to-server channel (README, "TLS"); undefined: plain HTTP. */
+/** TLS for the API listener and every server-to-server channel (docs/tls.md, "TLS"); undefined: plain HTTP. */
 export interface TlsSettings {
   readonly caFile: string | undefined;
   readonly certFile: string;

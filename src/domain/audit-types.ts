@@ -1,15 +1,15 @@
 /**
- * Every audit event type (README: Audit log; SPEC §19), declared once: the emitters take
+ * Every audit event type (docs/audit.md: Audit log; SPEC §19), declared once: the emitters take
  * `AuditType` (a type not listed here does not compile), the audit endpoint refuses a `type`
  * filter not listed here, the web UI's Audit page loads the list from `/ui/audit-types.js`,
- * and the README's table is this table (`test/observability/audit-types.test.ts` compares them).
+ * and docs/audit.md's table is this table (`test/observability/audit-types.test.ts` compares them).
  */
 
 /** The kinds of ACL object an audit line names, as it names them. */
 export const AUDIT_OBJECT_KINDS = ['token', 'policy', 'role', 'auth-method', 'binding-rule'] as const;
 export type AuditObjectKind = (typeof AUDIT_OBJECT_KINDS)[number];
 
-/** The event types in the README's table, a row per group: when each is written, and what it adds. */
+/** The event types in docs/audit.md's table, a row per group: when each is written, and what it adds. */
 export const AUDIT_EVENT_GROUPS = [
   {
     types: [
@@ -110,7 +110,7 @@ export function isAuditKind(kind: string): kind is AuditObjectKind {
   return (AUDIT_OBJECT_KINDS as readonly string[]).includes(kind);
 }
 
-/** The README's table of event types, as Markdown. */
+/** docs/audit.md's table of event types, as Markdown. */
 export function auditTypesTable(): string {
   const rows = AUDIT_EVENT_GROUPS.map((g) => `| ${g.types.map((t) => `\`${t}\``).join(', ')} | ${g.when} | ${g.also} |`);
   return ['| Type | when | also |', '|---|---|---|', ...rows].join('\n');

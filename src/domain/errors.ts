@@ -32,7 +32,7 @@ export const ErrorCodes = [
   'HOST_NOT_ALLOWED',
   /** A request that was already forwarded between datacenters would be forwarded again. */
   'FORWARD_LOOP',
-  /** This server is not its datacenter's leader and cannot reach one (README, "Several servers per datacenter"). */
+  /** This server is not its datacenter's leader and cannot reach one (docs/servers.md, "Several servers per datacenter"). */
   'NO_LEADER',
   /** A secondary could not reach the primary in time. */
   'PRIMARY_UNAVAILABLE',

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 
 /**
- * Every stored record, declared once (README, "One record, every path"; Consul's
+ * Every stored record, declared once (src/ARCHITECTURE.md, "The store"; Consul's
  * `agent/structs/acl.go` declares ACLToken once and every layer carries it). From each
  * field table derive: the TypeScript type, the strict schema every inner boundary checks
  * (replication and snapshot frames, the store's reads), the fast check of records read back
@@ -41,7 +41,7 @@ export type FieldKind =
  * - `omitEmpty` absent when empty ('' or []), as Consul omits empty lists;
  * - `named` links with each target's current name (links to what no longer exists dropped);
  * - `secret` the literal `<hidden>` to callers without acl:write;
- * - `hash` computed from the content as it is shown, never the stored value (README, "Security");
+ * - `hash` computed from the content as it is shown, never the stored value (docs/security.md, "Security");
  * - `detail` only in a full read, not in a list item;
  * - `withAuthMethod` only when the record's AuthMethod is set;
  * - `never` to no caller at all (a secret a rotation replaced): it leaves only by the inner paths.
@@ -182,7 +182,7 @@ const TEST_FORM_TOKEN_FIELDS = {
   },
 } as const satisfies FieldTable;
 
-/** A token (README, "HTTP API"): the fields in the order a view shows them (Consul's). */
+/** A token (docs/http-api.md, "HTTP API"): the fields in the order a view shows them (Consul's). */
 export const TOKEN_FIELDS = {
   AccessorID: { kind: 'string', api: 'checked', doc: 'Public identifier of the token.', max: 128 },
   SecretID: {
@@ -327,7 +327,7 @@ export const ROLE_FIELDS = {
   ...indexes,
 } as const satisfies FieldTable;
 
-/** How an auth method turns an external identity into a token (README, "HTTP API"); a global object. */
+/** How an auth method turns an external identity into a token (docs/http-api.md, "HTTP API"); a global object. */
 export const AUTH_METHOD_FIELDS = {
   Name: { kind: 'string', api: 'checked', doc: 'Unique per (partition, namespace).', max: 128 },
   Type: { kind: 'string', api: 'checked', doc: '`jwt` or `kubernetes`.', max: 64 },
@@ -359,7 +359,7 @@ export const AUTH_METHOD_FIELDS = {
   ...indexes,
 } as const satisfies FieldTable;
 
-/** Which of a method's identities get which links (README, "HTTP API"); a global object. */
+/** Which of a method's identities get which links (docs/http-api.md, "HTTP API"); a global object. */
 export const BINDING_RULE_FIELDS = {
   ID: { kind: 'string', api: 'checked', doc: 'Identifier (UUID).', max: 128 },
   Description: { kind: 'string', api: 'checked', doc: 'Free-form text for humans.' },

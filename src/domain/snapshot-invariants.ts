@@ -89,7 +89,7 @@ export interface RestoreHooks {
 }
 
 /**
- * The checks of a restore, record by record as the file is read (README, "Security"): every
+ * The checks of a restore, record by record as the file is read (docs/security.md, "Security"): every
  * invariant the API enforces on writes, through the functions the API uses, since a snapshot
  * file is input like any other (its checksum is unkeyed: anyone can recompute it). Uniqueness
  * among the small tables is kept here; among tokens (millions) the caller answers from what it

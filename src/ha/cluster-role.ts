@@ -34,7 +34,7 @@ export const DEFAULT_REPLICATION_OPTIONS = {
 export type ReplicationOptions = typeof DEFAULT_REPLICATION_OPTIONS;
 
 /**
- * A server's place in the cluster (README, "Multiple datacenters" and "Several servers per datacenter"): primary or
+ * A server's place in the cluster (docs/datacenters.md, "Multiple datacenters" and "Several servers per datacenter"): primary or
  * secondary datacenter, and
  * leader or follower within its own. Services and the HTTP layer ask it, never the
  * configuration: where a write goes, what a consistent read waits for, who is asked
@@ -45,7 +45,7 @@ export interface ClusterRole {
   readonly kind: 'primary' | 'secondary';
   /** Several servers in this datacenter: the group (undefined for a single server). */
   readonly group: ServerGroup | undefined;
-  /** The cluster's versions as this server knows them (README, "Upgrading"). */
+  /** The cluster's versions as this server knows them (docs/upgrading.md, "Upgrading"). */
   readonly releases: ReleaseBook;
   /** Starts what this role runs, with the parts it calls from then on; called once HTTP listens. */
   start(parts: RoleParts): Promise<void>;
@@ -65,7 +65,7 @@ export interface ClusterRole {
   primarySilentForMs(): number | undefined;
   /** IDs chosen by a client for a new token must not be in use anywhere they would clash. */
   checkChosenIDs(ids: { accessor?: string; secret?: string }, local: boolean): Promise<void>;
-  /** Last uses this server's flush wrote: a secondary's leader sends its global tokens' to the primary (README, "Last use"). */
+  /** Last uses this server's flush wrote: a secondary's leader sends its global tokens' to the primary (docs/http-api.md, "Last use"). */
   usesWritten(uses: ReadonlyArray<readonly [string, number]>): void;
   replicationStatus(): ReplicationStatusResponse;
   /** Datacenters other daemons reported over replication. */

@@ -6,7 +6,7 @@ import { CALL_MS, type ElectionClient, Etcd3ElectionClient, messageOf } from './
 export type { LeaderInfo, ServerInfo } from './election.js';
 
 /**
- * Who leads a datacenter (README, "Several servers per datacenter"). The etcd coordinator runs an election on a lease;
+ * Who leads a datacenter (docs/servers.md, "Several servers per datacenter"). The etcd coordinator runs an election on a lease;
  * the static one names the first of `--server-peers` for good.
  */
 export interface Coordinator {

@@ -35,7 +35,7 @@ import type { RoleHost, Side } from './side.js';
 const TRANSFER_WAIT_MS = 10_000;
 
 /**
- * A server's place (README, "Multiple datacenters" and "Several servers per datacenter"): the
+ * A server's place (docs/datacenters.md, "Multiple datacenters" and "Several servers per datacenter"): the
  * servers of its datacenter and which leads them, and its datacenter's side, primary or
  * secondary. The side can change while the server runs (SPEC §21): a promotion, a handover, or a
  * primary of a newer epoch learned from a peer; the datacenter's placement in the store says which,
@@ -70,7 +70,7 @@ export class DatacenterRole implements ClusterRole, RoleHost {
 
   /** Several servers in this datacenter (the group itself is made once HTTP listens). */
   readonly several: boolean;
-  /** The cluster's versions as this server knows them (README, "Upgrading"). */
+  /** The cluster's versions as this server knows them (docs/upgrading.md, "Upgrading"). */
   readonly releases: ReleaseBook;
 
   readonly deps: RoleDeps;

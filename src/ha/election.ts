@@ -1,5 +1,5 @@
 /**
- * The election's decisions (README, "Several servers per datacenter") without etcd: fed what etcd answered and the time,
+ * The election's decisions (docs/servers.md, "Several servers per datacenter") without etcd: fed what etcd answered and the time,
  * it says what to ask etcd next and whether this server leads. The shell
  * (`coordinator.ts`) owns the client, the timers and the calls, as Patroni keeps its
  * policy apart from the loop that talks to etcd.

@@ -28,7 +28,7 @@ const BACKLOG_HIGH = 64 * 1024 * 1024;
 const BACKLOG_LOW = 16 * 1024 * 1024;
 
 /**
- * A follower's end of the server stream (README, "Several servers per datacenter"), without a socket: fed its leader's
+ * A follower's end of the server stream (docs/servers.md, "Several servers per datacenter"), without a socket: fed its leader's
  * decoded frames in order, it takes a snapshot when told (piece by piece into a staged store,
  * so a large one costs no more memory than the state it becomes), applies batches in order
  * (several queued ones in one atomic write) and confirms each once durable. A batch that

@@ -208,7 +208,7 @@ export class ServerFollower {
     ws.on('error', (err) => this.drop(`cannot reach the leader at ${this.options.leaderURL}: ${describeConnectError(err)}`));
   }
 
-  /** The last uses this server saw since its last report, to its leader (README, "Last use"); kept for the next when it cannot be sent. */
+  /** The last uses this server saw since its last report, to its leader (docs/http-api.md, "Last use"); kept for the next when it cannot be sent. */
   private reportUses(): void {
     const uses = this.store.lastUse.takeUnflushed(USES_PER_REPORT);
     if (uses.length === 0) return;

@@ -7,7 +7,7 @@ import { type FollowerFrame, type LeaderFrame, SERVER_PROTOCOL_VERSION, follower
 import { type ReleaseBook, type ServerRelease, previousRelease } from '../replication/releases.js';
 
 /**
- * The leader's end of one follower's stream (README, "Several servers per datacenter"), without a socket: fed the
+ * The leader's end of one follower's stream (docs/servers.md, "Several servers per datacenter"), without a socket: fed the
  * follower's frames (`receive`), it sends what the follower lacks (a snapshot, or the
  * batches after its position), then every batch as it is written, and tells the leader
  * what the follower confirmed. The WebSocket is one channel (wsServerChannel); tests use

@@ -236,7 +236,7 @@ export class ServerLeader implements BatchReplicator, LeaderHost {
   }
 
   /**
-   * Whether the peer is a server of this datacenter (README, "TLS"): its certificate names
+   * Whether the peer is a server of this datacenter (docs/tls.md, "TLS"): its certificate names
    * server.<dc>.<domain> (with TLS), and it holds the server key (when one is set); never an
    * ACL token. The name it streams under is the one it proved, must be a known server of
    * the datacenter, and must not already have a live session: a second one is refused,

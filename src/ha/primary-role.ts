@@ -68,7 +68,7 @@ export class PrimarySide implements Side {
     if (secret) throw conflict(`Invalid Token: SecretID is already in use (by a Local token in datacenter ${secret.datacenter})`);
   }
 
-  /** Uses this leader wrote: those of global tokens go to every secondary, which keeps the latest (README, "Last use"). */
+  /** Uses this leader wrote: those of global tokens go to every secondary, which keeps the latest (docs/http-api.md, "Last use"). */
   usesWritten(uses: ReadonlyArray<readonly [string, number]>): void {
     this.replication?.usesWritten(uses);
   }

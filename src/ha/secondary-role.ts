@@ -84,7 +84,7 @@ export class SecondarySide implements Side {
     await this.replication.start();
   }
 
-  /** Uses this leader wrote: those of global tokens go to the primary (README, "Last use"). */
+  /** Uses this leader wrote: those of global tokens go to the primary (docs/http-api.md, "Last use"). */
   usesWritten(uses: ReadonlyArray<readonly [string, number]>): void {
     const store = this.host.deps.store;
     this.replication?.reportUses(uses.filter(([id]) => store.reader.isGlobalToken(id)));
@@ -119,7 +119,7 @@ export class SecondarySide implements Side {
   /**
    * In every state of this server: measured by its replication while it leads, told by its
    * leader with each ping while it follows, and growing from the last of those while it knows no
-   * leader (README, "Multiple datacenters", replication_max_stale).
+   * leader (docs/datacenters.md, "Multiple datacenters", replication_max_stale).
    */
   primarySilentForMs(): number {
     return this.host.contact.silentForMs();

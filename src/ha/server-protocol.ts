@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { clusterPicture, serverRelease } from '../replication/releases.js';
 
 /**
- * The stream between the servers of one datacenter (README, "Several servers per datacenter"): msgpack frames over one
+ * The stream between the servers of one datacenter (docs/servers.md, "Several servers per datacenter"): msgpack frames over one
  * WebSocket, validated on receipt. A follower says where its store stands; the leader
  * answers with the batches after that point, or with a snapshot of its whole store
  * followed by them, then every batch it writes, as it writes it.
@@ -34,7 +34,7 @@ export const followerFrame = z.discriminatedUnion('t', [
   /** Every batch up to `seq` is durable at the follower. */
   z.strictObject({ t: z.literal('ack'), seq: z.number().int().nonnegative() }),
   z.strictObject({ t: z.literal('ping'), time: z.number() }),
-  /** Tokens' last uses the follower saw since its last report (README, "Last use"): [AccessorID, ms]. */
+  /** Tokens' last uses the follower saw since its last report (docs/http-api.md, "Last use"): [AccessorID, ms]. */
   z.strictObject({ t: z.literal('uses'), uses: lastUsesSchema }),
   /** Version 3: the follower's release and the versions it speaks (replication/releases.ts). */
   z.strictObject({ t: z.literal('release'), server: serverRelease }),

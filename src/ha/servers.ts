@@ -53,7 +53,7 @@ export interface LeaderMark {
 }
 
 /**
- * A server's part in its datacenter (README, "Several servers per datacenter"): follows what the coordinator says,
+ * A server's part in its datacenter (docs/servers.md, "Several servers per datacenter"): follows what the coordinator says,
  * becoming leader (batches copied to the followers, synchronous set kept) or follower
  * (streaming the leader's batches into its store, refusing local writes).
  */

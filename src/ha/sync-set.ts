@@ -1,5 +1,5 @@
 /**
- * The synchronous-replication policy (README, "Several servers per datacenter"), pure, as Patroni keeps its own in
+ * The synchronous-replication policy (docs/servers.md, "Several servers per datacenter"), pure, as Patroni keeps its own in
  * quorum.py apart from the loop that talks to etcd and the database. The leader
  * (leader.ts) asks it, and owns the sockets, the timers and the publishing.
  *

@@ -33,11 +33,11 @@ export interface AppDeps {
   policies: PolicyService;
   roles: RoleService;
   templatedPolicies: TemplatedPolicyService;
-  /** Authorization decisions for the request's token (README, "Enforcing policies in your service"). */
+  /** Authorization decisions for the request's token (docs/enforcing-client.md, "Enforcing policies in your service"). */
   decisions: DecisionService;
-  /** Who may do something: the tokens and roles granted a check (README, "Who can"). */
+  /** Who may do something: the tokens and roles granted a check (docs/operator-insight.md, "Who can"). */
   whoCan: WhoCanService;
-  /** What a policy or role change would flip of the checks recently asked (README, "What a change would break"). */
+  /** What a policy or role change would flip of the checks recently asked (docs/operator-insight.md, "What a change would break"). */
   dryRun: DryRunService;
   authMethods: AuthMethodService;
   bindingRules: BindingRuleService;
@@ -60,7 +60,7 @@ export interface AppDeps {
   staleSeen?: () => void;
   /** This server's recent audit events (GET /v1/operator/audit). */
   audit?: Pick<AuditLog, 'query' | 'after' | 'latest'>;
-  /** Records a refused request in the audit log (README: Audit log): 403s, and the login limit's 429s. */
+  /** Records a refused request in the audit log (docs/audit.md: Audit log): 403s, and the login limit's 429s. */
   auditRefusal?: (refusal: Refusal) => void;
   /** Replication lag over the last hour (the web UI's chart). */
   replicationHistory?: () => { IntervalMs: number; Samples: LagSample[] };
@@ -75,11 +75,11 @@ export interface AppDeps {
    */
   rateLimit?: { rate: number; burst: number; peerRate: number; peerBurst: number };
   logger?: FastifyBaseLogger;
-  /** Logins per second per client, with a burst (README, "Security": on by default; rate 0 turns it off). */
+  /** Logins per second per client, with a burst (docs/security.md, "Security": on by default; rate 0 turns it off). */
   loginRate?: { rate: number; burst: number };
   /** Restores: the upload limit and where the file is kept while verified (default 512 MiB, the working directory). */
   snapshotUploads?: SnapshotUploads;
-  /** TLS options of the listener (README, "TLS"): with them the API speaks HTTPS only. */
+  /** TLS options of the listener (docs/tls.md, "TLS"): with them the API speaks HTTPS only. */
   https?: HttpsServerOptions;
 }
 

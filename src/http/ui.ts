@@ -45,7 +45,7 @@ export const UI_CSP = [
   "frame-ancestors 'none'",
 ].join('; ');
 
-/** The web UI (README, "Web UI") at /ui/, the API reference at /ui/api/, and / sending browsers there. */
+/** The web UI (docs/operations.md, "Web UI") at /ui/, the API reference at /ui/api/, and / sending browsers there. */
 export async function registerUI(app: FastifyInstance, options: { datacenter: string }): Promise<void> {
   app.addHook('onSend', async (request, reply, payload) => {
     if (request.url === '/ui' || request.url.startsWith('/ui/')) {

@@ -13,7 +13,7 @@ import { type CountedRefusals, RefusalCounter } from './refusal-counter.js';
 import type { AuditType } from '../domain/audit-types.js';
 
 /**
- * The audit log (README: Audit log): who changed what, when and from where, and who was
+ * The audit log (docs/audit.md: Audit log): who changed what, when and from where, and who was
  * refused. One JSON line per event in `<data_dir>/audit/audit.log` (0600), rotated by size.
  * Writes ride their group commit (store/group-commit.ts): in `best-effort` mode their lines
  * are appended once the group is durable and a failure is logged and counted; in `enforced`

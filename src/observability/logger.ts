@@ -51,7 +51,7 @@ export interface AgentLogOptions {
 }
 
 /**
- * The daemon's logger (README: Operations): JSON lines with level names, or text on a
+ * The daemon's logger (docs/operations.md: Operations): JSON lines with level names, or text on a
  * terminal; also to `log_file`, rotated by size (pino-roll). In JSON mode every line is JSON:
  * Node's own warnings (a deprecation, a TLS server name that is an IP) are logged through it
  * instead of printed as plain text.

@@ -105,7 +105,7 @@ export class Metrics implements BlockingGauge {
   }
 
   /**
-   * The servers of this datacenter (README, "Several servers per datacenter"), read at scrape time from the operator
+   * The servers of this datacenter (docs/servers.md, "Several servers per datacenter"), read at scrape time from the operator
    * view: this server's role and term, and each server's lag and synchronous-set
    * membership as this server sees them (complete on the leader).
    */
@@ -122,7 +122,7 @@ export class Metrics implements BlockingGauge {
   }
 
   /**
-   * Enforcing clients' watches (README, "Enforcing policies in your service"): connections, tokens
+   * Enforcing clients' watches (docs/enforcing-client.md, "Enforcing policies in your service"): connections, tokens
    * watched over them, bytes waiting to be sent to them (in all, and to the one holding most), and
    * watches closed for passing a daemon-wide bound.
    */

@@ -1,5 +1,5 @@
 /**
- * Which refusals the audit log writes in full (README: Audit log): per client, status and code,
+ * Which refusals the audit log writes in full (docs/audit.md: Audit log): per client, status and code,
  * the first `burst` of each window, and at most `windowLines` in all; the rest are counted, and
  * each (client, status, code) with refusals counted is written once per window as one line
  * carrying their `Count`. So one anonymous client, or many, can add only so many lines a

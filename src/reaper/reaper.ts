@@ -37,7 +37,7 @@ export interface ReaperOptions {
   /** Asked after a large reap: compact the disk's deleted range (LevelDB keeps tombstones until it does). */
   compact?: () => Promise<void>;
   /**
-   * Login tokens unused this long are revoked (README, "Last use"); 0 turns it off. An auth
+   * Login tokens unused this long are revoked (docs/http-api.md, "Last use"); 0 turns it off. An auth
    * method's own TokenIdleTTL overrides it.
    */
   idleTTL?: number;

@@ -30,7 +30,7 @@ export interface CatchUpOutcome extends ApplyOutcome {
 }
 
 /**
- * A secondary taking the primary's snapshot (README: Multiple datacenters) in bounded memory:
+ * A secondary taking the primary's snapshot (docs/datacenters.md: Multiple datacenters) in bounded memory:
  * each chunk's records go into a staged store (store/staging.ts) as they arrive, compared
  * with what this datacenter holds: an object unchanged keeps this datacenter's indexes (the
  * same object, not a copy), a new or changed one is stamped with the index reserved when the

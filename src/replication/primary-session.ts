@@ -73,7 +73,7 @@ export interface SessionHost {
 }
 
 /**
- * The primary's end of one secondary's stream (README, "Multiple datacenters"), and the channel it talks
+ * The primary's end of one secondary's stream (docs/datacenters.md, "Multiple datacenters"), and the channel it talks
  * through: socket-free, so tests feed it frames (test/replication/primary-session.test.ts).
  */
 

@@ -160,7 +160,7 @@ export class ReplicationPrimary implements SessionHost {
     // A secondary names itself in a header too, so a token bound elsewhere is refused before the upgrade.
     const header = req.headers['x-service-datacenter'];
     const named = typeof header === 'string' && header !== '' ? header : undefined;
-    // With TLS a secondary proves its datacenter with its certificate before anything else (README, "TLS").
+    // With TLS a secondary proves its datacenter with its certificate before anything else (docs/tls.md, "TLS").
     const transport = this.self.transport;
     if (transport?.secure) {
       if (named === undefined) return refuse(socket, 400, 'the secondary did not name its datacenter (X-Service-Datacenter)');
@@ -301,7 +301,7 @@ export class ReplicationPrimary implements SessionHost {
   }
 
   /** When the change at `index` became durable (now, when it is older than what is remembered). */
-  /** Last uses this primary wrote: those of global tokens go to every secondary (README, "Last use"). */
+  /** Last uses this primary wrote: those of global tokens go to every secondary (docs/http-api.md, "Last use"). */
   usesWritten(uses: ReadonlyArray<readonly [string, number]>): void {
     if (this.sessions.size === 0) return;
     const global = uses.filter(([id]) => this.store.reader.isGlobalToken(id)) as Array<[string, number]>;

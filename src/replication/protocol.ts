@@ -82,7 +82,7 @@ export const secondaryFrame = z.discriminatedUnion('t', [
   z.strictObject({ t: z.literal('ping'), time: z.number() }),
   /** Answer to check-ids: which of the IDs a Local token of this datacenter holds. */
   z.strictObject({ t: z.literal('ids-in-use'), req: z.number().int(), inUse: z.array(z.string()).max(MAX_CHECKED_IDS) }),
-  /** Last uses of global tokens seen in the secondary's datacenter (README, "Last use"): [AccessorID, ms]. */
+  /** Last uses of global tokens seen in the secondary's datacenter (docs/http-api.md, "Last use"): [AccessorID, ms]. */
   z.strictObject({ t: z.literal('uses'), uses: lastUsesSchema }),
   /** Version 5: this datacenter's servers, the release each runs and the versions it speaks (replication/releases.ts). */
   z.strictObject({ t: z.literal('servers'), servers: z.array(serverRelease).max(64) }),
@@ -133,7 +133,7 @@ export const primaryFrame = z.discriminatedUnion('t', [
   z.strictObject({ t: z.literal('error'), code: z.string(), message: z.string() }),
   /** Before a global token with chosen IDs is created: does a Local token here hold any of them? */
   z.strictObject({ t: z.literal('check-ids'), req: z.number().int(), ids: z.array(z.string()).max(MAX_CHECKED_IDS) }),
-  /** Last uses of global tokens the primary wrote (seen anywhere): [AccessorID, ms] (README, "Last use"). */
+  /** Last uses of global tokens the primary wrote (seen anywhere): [AccessorID, ms] (docs/http-api.md, "Last use"). */
   z.strictObject({ t: z.literal('uses'), uses: lastUsesSchema }),
   /**
    * A planned transfer (SPEC §21): the primary, taking no writes, has sent everything up to `upTo`;

@@ -11,7 +11,7 @@ import {
 } from '../version.js';
 
 /**
- * The cluster's versions (README, "Upgrading"; etcd keeps a cluster version, CockroachDB
+ * The cluster's versions (docs/upgrading.md, "Upgrading"; etcd keeps a cluster version, CockroachDB
  * finalizes an upgrade): the release each server of each datacenter runs and the protocol
  * versions it speaks, as each datacenter's leader reports its servers (followers tell their
  * leader over the servers' stream, a secondary's leader tells the primary over replication), and

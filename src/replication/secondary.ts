@@ -83,7 +83,7 @@ export class ReplicationSecondary {
   /** Frames from the primary are left unread until the stream has applied what it holds. */
   private readingPaused = false;
   private readonly backoff: Backoff;
-  /** Last uses of global tokens written here and not yet sent to the primary (README, "Last use"). */
+  /** Last uses of global tokens written here and not yet sent to the primary (docs/http-api.md, "Last use"). */
   private readonly unreported = new Map<string, number>();
 
   constructor(
@@ -156,7 +156,7 @@ export class ReplicationSecondary {
   /** The failure last logged, and when: a reconnect loop logs each reason once a minute, not at every try. */
   private logged = { message: '', at: 0 };
 
-  /** The primary datacenter's leader, when a follower there named it (README, "Several servers per datacenter"); else primaryAddress. */
+  /** The primary datacenter's leader, when a follower there named it (docs/servers.md, "Several servers per datacenter"); else primaryAddress. */
   private redirect: string | undefined;
   /** The primary's server this secondary streams from now (its leader), once welcomed. */
   private streamingFrom: string | undefined;

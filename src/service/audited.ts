@@ -17,7 +17,7 @@ export function actorOf(ctx: RequestContext, identity: Identity | undefined): Au
   };
 }
 
-/** The transaction options of an audited change (README: Audit log). */
+/** The transaction options of an audited change (docs/audit.md: Audit log). */
 export function audited(
   ctx: RequestContext,
   identity: Identity | undefined,

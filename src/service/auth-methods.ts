@@ -142,7 +142,7 @@ export class AuthMethodService {
       DisplayName: input.DisplayName ?? '',
       Description: input.Description ?? '',
       MaxTokenTTL: ttl === 0 ? '' : formatDuration(ttl),
-      // Absent: the agent's login_token_idle_ttl decides (README, "Last use").
+      // Absent: the agent's login_token_idle_ttl decides (docs/http-api.md, "Last use").
       ...(input.TokenIdleTTL !== undefined ? { TokenIdleTTL: formatDuration(input.TokenIdleTTL) } : {}),
       // Kept as sent (Consul echoes it): '' and 'local' mean the same.
       TokenLocality: locality,

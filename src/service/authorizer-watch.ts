@@ -7,7 +7,7 @@ import { type ClientReport, ReportIntake } from './watch-reports.js';
 export type { ClientReport, ReportedCheck } from './watch-reports.js';
 
 /**
- * Enforcing clients' watches of sets of tokens (README, "Enforcing policies in your service"):
+ * Enforcing clients' watches of sets of tokens (docs/enforcing-client.md, "Enforcing policies in your service"):
  * one connection per client carries every token it caches, whatever their number, instead of a
  * blocking query each. The frames are declared in `api/watch-frames.ts`. A watch is opened with
  * a token of the client's own that holds `acl:read` (http/authorizer-watch-socket.ts checks it);

@@ -117,7 +117,7 @@ export function parseChecks(body: unknown): Check[] {
 /**
  * The answers to checks for one identity. Each check is judged where it names (its
  * Namespace/Partition), else where the request points (`?ns=`, headers), else where the
- * token lives (README, "HTTP API"'s order).
+ * token lives (docs/http-api.md, "HTTP API"'s order).
  */
 export function judge(identity: Identity, checks: readonly Check[], hints: ScopeHints): boolean[] {
   const { partition, namespace } = placeOf(identity, hints);
@@ -169,7 +169,7 @@ export function answersJSON(checks: readonly Check[], allows: readonly boolean[]
 }
 
 /**
- * What an enforcing client needs to judge a token itself (README, "Enforcing policies in your
+ * What an enforcing client needs to judge a token itself (docs/enforcing-client.md, "Enforcing policies in your
  * service"): the token's place, its expiry, the default policy and the text of every policy that
  * applies to it here. Declared once, as the wire has it (api/schemas.ts).
  */
@@ -187,7 +187,7 @@ export type WatchedView = TokenAuthorizerAnswer & { accessor: string; dependsOn:
 /** The tables whose changes can change what a token may do. */
 const JUDGING_TABLES: readonly WatchTable[] = ['tokens', 'policies', 'roles'];
 
-/** Judges checks for the request's token (README, "Enforcing policies in your service"): the authorization service's question. */
+/** Judges checks for the request's token (docs/enforcing-client.md, "Enforcing policies in your service"): the authorization service's question. */
 export class DecisionService {
   constructor(
     private readonly resolver: AclResolver,
@@ -248,7 +248,7 @@ export class DecisionService {
 
   /**
    * What an enforcing client compiles for this secret, from this server's state alone (a watch
-   * of a set of tokens: README, "Enforcing policies in your service"), with the IDs of the
+   * of a set of tokens: docs/enforcing-client.md, "Enforcing policies in your service"), with the IDs of the
    * policies and roles it depends on. Throws as a read would (unknown, expired, stale).
    */
   watchedView(secret: string): WatchedView {

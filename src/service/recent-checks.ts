@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { ANONYMOUS_TOKEN_ID } from '../domain/ids.js';
 
 /**
- * The decisions seen in the last hour (README, "What a change would break"): which checks each
+ * The decisions seen in the last hour (docs/operator-insight.md, "What a change would break"): which checks each
  * token was asked about, at this server and as enforcing clients report them, so a dry run of a
  * policy or role change can judge them again before and after. Kept in four buckets of a
  * quarter of an hour each (what was seen within the last hour, give or take a quarter); every

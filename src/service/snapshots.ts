@@ -50,7 +50,7 @@ function requireSnapshotRights(identity: Identity): void {
 }
 
 /**
- * Backup and restore (README, "Configuration" (Backup and restore)). A snapshot is this datacenter's state at one index:
+ * Backup and restore (docs/configuration.md, "Configuration" (Backup and restore)). A snapshot is this datacenter's state at one index:
  * every global object and its Local tokens. The primary restores both (and starts a new
  * change log, so every secondary converges on the restored state); a secondary
  * restores only its Local tokens, since its global objects come from the primary.

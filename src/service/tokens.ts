@@ -37,7 +37,7 @@ export interface TokenListQuery {
   servicename?: string;
   authmethod?: string;
   authmethodNamespace?: string;
-  /** Only tokens not used for this long (a duration's text): README, "Last use". */
+  /** Only tokens not used for this long (a duration's text): docs/http-api.md, "Last use". */
   unusedSince?: string;
 }
 
@@ -113,7 +113,7 @@ export class TokenService {
     );
   }
 
-  /** A view with the token's last use, when one is known (README, "Last use"). */
+  /** A view with the token's last use, when one is known (docs/http-api.md, "Last use"). */
   withUse(view: TokenView): TokenView {
     const ms = this.store.lastUse.get(view.AccessorID);
     return ms === undefined ? view : { ...view, LastUsedTime: lastUsedTime(ms) };

@@ -151,7 +151,7 @@ export function tokenView(
   return viewOf(TOKEN_FIELDS, t, {
     showSecret,
     names: { Policies: links.policies, Roles: links.roles },
-    // From the content, not the stored field: a hash is never taken on trust (README, "Security").
+    // From the content, not the stored field: a hash is never taken on trust (docs/security.md, "Security").
     hash: () => hash ?? tokenHash(t),
   }) as TokenView;
 }

@@ -3,7 +3,7 @@ import type { AuditLog } from '../observability/audit.js';
 import type { RecentChecks } from './recent-checks.js';
 
 /**
- * Enforcing clients' reports of their decisions (README, "Denials seen by enforcing clients"), as
+ * Enforcing clients' reports of their decisions (docs/operator-insight.md, "Denials seen by enforcing clients"), as
  * they come over a watch (authorizer-watch.ts; client/decision-reports.ts sends them; the frame
  * is declared in api/watch-frames.ts), the tokens named by the client's watch numbers. Taken at
  * most twice a second per connection, each token named by AccessorID only while its secret

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 
 /**
- * The last use of each token this server knows of (README, "Last use"): when its secret last
+ * The last use of each token this server knows of (docs/http-api.md, "Last use"): when its secret last
  * authenticated a request here, was reported by another server of its scope, or was read back
  * from the disk. Recording a use is a map look-up and, at most once a second per token, a set:
  * never a write. What changed since the last flush is kept apart, for the leader to write in one

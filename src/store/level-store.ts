@@ -72,7 +72,7 @@ export class LevelStore implements Store {
   private closed = false;
   /** HA: copies every group to the followers (leader), or unset (single server, follower). */
   private replicator: BatchReplicator | undefined;
-  /** Where audited changes' lines go (README: Audit log); unset: none. */
+  /** Where audited changes' lines go (docs/audit.md: Audit log); unset: none. */
   private auditSink: AuditSink | undefined;
 
   /** A staged store made current in one step (install.ts). */

@@ -19,7 +19,7 @@ export const isBindingRuleRecord: (v: unknown) => v is BindingRuleRecord = recor
 
 /**
  * A policy's and a role's Hash are recomputed from the record as it is read (never taken on
- * trust: README, "Security"); there are few of them. A token's is computed where it is shown
+ * trust: docs/security.md, "Security"); there are few of them. A token's is computed where it is shown
  * (service/views.ts): at a million tokens, recomputing at load would cost seconds of start-up.
  */
 export function isPolicyRecord(v: unknown): v is PolicyRecord {

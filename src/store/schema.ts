@@ -112,7 +112,7 @@ export const nameKey = (partition: string, namespace: string, name: string): str
 
 /**
  * The hour a token was made in, as its `created` index key (`2026-11-27T17`): what a list of
- * tokens unused since a time starts from (README, "Last use"). Keys compare as the hours do.
+ * tokens unused since a time starts from (docs/http-api.md, "Last use"). Keys compare as the hours do.
  */
 export function createdHour(createTime: string): string {
   // The server writes times in UTC ('Z'); a restored record may carry an offset.
@@ -136,7 +136,7 @@ export const tokensTable: TableDef<
   isGlobal: (t) => !t.Local,
   indexes: {
     secret: { unique: true, reads: ['SecretID'], keys: (t, emit) => emit(t.SecretID) },
-    /** The secret a rotation replaced, while it may still authenticate (README, "Rotating a secret"). */
+    /** The secret a rotation replaced, while it may still authenticate (docs/operator-insight.md, "Rotating a secret"). */
     previousSecret: {
       unique: true,
       reads: ['PreviousSecretID'],

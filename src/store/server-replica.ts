@@ -23,7 +23,7 @@ export interface ReplicaPort {
 }
 
 /**
- * A server's physical replica of its datacenter's leader (README, "Several servers per
+ * A server's physical replica of its datacenter's leader (docs/servers.md, "Several servers per
  * datacenter"): the leader's batches written verbatim and shown once the leader commits them,
  * its snapshot taken into a staged store, and (at the leader) the store's whole state read as
  * one consistent view. A follower refuses transactions of its own.

@@ -87,7 +87,7 @@ export interface CommitEvent {
 
 /**
  * One group commit as the leader of a datacenter wrote it, key by key (null: delete),
- * for its followers to write verbatim (README, "Several servers per datacenter"). `seq` numbers batches without gaps within
+ * for its followers to write verbatim (docs/servers.md, "Several servers per datacenter"). `seq` numbers batches without gaps within
  * a batch log; `term` is the leadership term that wrote it.
  */
 export interface ServerBatch {
@@ -242,7 +242,7 @@ export interface TransactOptions {
    */
   sync?: boolean;
   /**
-   * The audit record of this change (README: Audit log): its type and who made it. The objects
+   * The audit record of this change (docs/audit.md: Audit log): its type and who made it. The objects
    * it changed and its index are added by the store; the line rides the change's group commit.
    */
   audit?: AuditRecord;
@@ -316,7 +316,7 @@ export interface Store extends CatchUpStore {
   currentIndex(): number;
   tableIndex(table: WatchTable): number;
   count(table: TableName): number;
-  /** Each token's last use known here (README, "Last use"): uses are recorded in it, a flush writes them. */
+  /** Each token's last use known here (docs/http-api.md, "Last use"): uses are recorded in it, a flush writes them. */
   readonly lastUse: LastUseBook;
   /** Runs `fn` (synchronous) and resolves with its result once the writes are durable. */
   transact<T>(fn: (tx: Tx) => T, options?: TransactOptions): Promise<T>;

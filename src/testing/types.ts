@@ -57,7 +57,7 @@ export interface ClusterOptions {
    */
   servers?: Record<string, number>;
   /**
-   * TLS everywhere (README, "TLS"): the harness makes a CA, a certificate per server (naming
+   * TLS everywhere (docs/tls.md, "TLS"): the harness makes a CA, a certificate per server (naming
    * server.<dc>.watchword), one for etcd (which then requires client certificates), and a
    * client certificate for the caller (cluster.tls). `verifyIncoming` makes every daemon
    * require client certificates of HTTPS clients too.

@@ -1,5 +1,5 @@
 /**
- * The upgrade drill behind `npm run upgrade-drill` (README, "Upgrading"): three datacenters (dc1
+ * The upgrade drill behind `npm run upgrade-drill` (docs/upgrading.md, "Upgrading"): three datacenters (dc1
  * of three servers and etcd, dc2 and dc3 of one each) start on the previous release; under global
  * and Local writes, logins, reads and enforcing clients of both releases, every server is upgraded
  * one at a time (secondaries first, then the primary's followers and its leader last), all are
@@ -301,7 +301,7 @@ class Drill {
     const before = load?.refusals.length ?? 0;
     load?.drained.add(s.serverName);
     await sleep(300);
-    // A leader hands its leadership to a synchronous follower first, as README "Upgrading" says, and is restarted as a
+    // A leader hands its leadership to a synchronous follower first, as docs/upgrading.md "Upgrading" says, and is restarted as a
     // follower: asked of a server of this release (the previous one has no such request), which may be the leader itself.
     if (election) await handOver(cluster.get(s.name), s, token, this.log);
     // As a supervisor would: SIGTERM, and SIGKILL past 20 s (a daemon of 0.1.0 may wait forever on a watch's close).

@@ -1,5 +1,5 @@
 /**
- * Certificates for a cluster (README, "TLS"), as `consul tls ca create` and `consul tls cert
+ * Certificates for a cluster (docs/tls.md, "TLS"), as `consul tls ca create` and `consul tls cert
  * create` make them: a CA, and per server a certificate naming `server.<dc>.<domain>`,
  * `localhost` and 127.0.0.1, good for both ends of a TLS connection. Built on
  * @peculiar/x509 over Node's WebCrypto, loaded on first use (the CLI and test harness need

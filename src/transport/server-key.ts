@@ -2,7 +2,7 @@ import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 
 /**
- * How the servers of a datacenter prove themselves to each other without TLS (README, "TLS"):
+ * How the servers of a datacenter prove themselves to each other without TLS (docs/tls.md, "TLS"):
  * an HMAC challenge-response over the shared `server_key`, in both directions, on every
  * connection, inside the WebSocket upgrade itself, so nothing is streamed to, or taken
  * from, a peer that has not proven it holds the key.

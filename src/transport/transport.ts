@@ -72,7 +72,7 @@ export function certificateNames(cert: Pick<PeerCertificate, 'subjectaltname'> |
 }
 
 /**
- * How a server reaches and accepts its peers (README, "TLS"): TLS options, peer URLs and
+ * How a server reaches and accepts its peers (docs/tls.md, "TLS"): TLS options, peer URLs and
  * identity checks for every server-to-server channel (replication between datacenters,
  * the servers' stream, forwarded writes, `?dc=`, chosen-ID checks and secret look-ups),
  * as Consul's tlsutil configurator serves every listener and dialer. A channel that

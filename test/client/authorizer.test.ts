@@ -37,7 +37,7 @@ const CHECKS: Array<[string, string, Access]> = [
   ['session', 'n1', 'write'],
 ];
 
-/** The enforcing client (README, "Enforcing policies in your service") against a real daemon: the same answers, kept fresh. */
+/** The enforcing client (docs/enforcing-client.md, "Enforcing policies in your service") against a real daemon: the same answers, kept fresh. */
 describe('Authorizer (enforcing client)', () => {
   let d: TestDaemon;
   let policy: { ID: string };

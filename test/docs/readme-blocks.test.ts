@@ -84,3 +84,40 @@ describe("README's blocks, pasted into a fresh shell", () => {
     expect(out).toMatch(/^Name:\s+demo$/m);
   }, 90_000);
 });
+
+/** GitHub's anchor of a heading. */
+const anchorOf = (heading: string): string =>
+  heading
+    .trim()
+    .toLowerCase()
+    .replace(/[^\w\- ]/g, '')
+    .replace(/ /g, '-');
+
+describe('the links of README.md and docs/', () => {
+  it('each names a file of the repository, and a heading of it when it names one', async () => {
+    const { readdir } = await import('node:fs/promises');
+    const { existsSync } = await import('node:fs');
+    const { dirname } = await import('node:path');
+    const pages = ['README.md', ...(await readdir(join(ROOT, 'docs'))).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+    const headings = new Map<string, Set<string>>();
+    const text = new Map<string, string>();
+    for (const page of pages) {
+      const md = await readFile(join(ROOT, page), 'utf8');
+      text.set(page, md);
+      const outside = md.replace(/```[\s\S]*?```/g, '');
+      headings.set(page, new Set([...outside.matchAll(/^#{1,6} (.+)$/gm)].map((m) => anchorOf(m[1] as string))));
+    }
+    const broken: string[] = [];
+    for (const [page, md] of text) {
+      for (const m of md.replace(/```[\s\S]*?```/g, '').matchAll(/\]\(([^)\s]+)\)/g)) {
+        const link = m[1] as string;
+        if (/^https?:|^mailto:/.test(link)) continue;
+        const [file, anchor] = link.split('#') as [string, string | undefined];
+        const target = file === '' ? page : join(dirname(page), file);
+        if (!existsSync(join(ROOT, target))) broken.push(`${page}: ${link} (no ${target})`);
+        else if (anchor && headings.has(target) && !headings.get(target)?.has(anchor)) broken.push(`${page}: ${link} (no heading)`);
+      }
+    }
+    expect(broken).toEqual([]);
+  });
+});

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Cluster, type DatacenterHandle, startCluster } from '../../src/testing/index.js';
 import { until } from '../helpers/test-daemon.js';
 
-// Auth methods across datacenters (README, "HTTP API"): methods and rules replicate; a login at a
+// Auth methods across datacenters (docs/http-api.md, "HTTP API"): methods and rules replicate; a login at a
 // secondary makes a Local token there, or with TokenLocality global a global token (made
 // at the primary); deleting the method removes its rules and tokens everywhere.
 

@@ -20,7 +20,7 @@ async function decide(
 }
 
 /**
- * README, "Enforcing policies in your service" across datacenters of several servers: the very next decision at every server of
+ * docs/enforcing-client.md, "Enforcing policies in your service" across datacenters of several servers: the very next decision at every server of
  * every datacenter, once a change has replicated there, follows it (no stale compiled rules);
  * an enforcing client attached to a secondary denies a token deleted at the primary within 1 s.
  */

@@ -255,7 +255,7 @@ describe.skipIf(!etcd)('several servers per datacenter (etcd-coordinated)', () =
     const self = await call(follower, created.body?.SecretID as string, 'GET', '/v1/acl/token/self');
     expect(self.status).toBe(200);
     expect(self.body?.AccessorID).toBe(id);
-    // That use was seen at a follower: it reports it to the leader, whose flush reaches every server (README, "Last use").
+    // That use was seen at a follower: it reports it to the leader, whose flush reaches every server (docs/http-api.md, "Last use").
     usedAtFollower = id;
     for (const s of dc1.servers)
       await until(

@@ -10,7 +10,7 @@ import { type AgentProcess, spawnAgent } from '../helpers/process.js';
 import { tempDir } from '../helpers/temp-dir.js';
 import { until } from '../helpers/test-daemon.js';
 
-// TLS on every channel (README, "TLS"), with real processes and certificates made here: a
+// TLS on every channel (docs/tls.md, "TLS"), with real processes and certificates made here: a
 // primary of three servers electing through etcd over TLS with client certificates, two
 // secondaries, and two daemons that must not be trusted (a certificate of the wrong
 // datacenter, a CA that did not sign the primary).

@@ -392,7 +392,7 @@ describe.skipIf(!CHROMIUM)('web UI in chromium', () => {
     expect(await page.textContent('[data-testid=token-table] tbody')).toContain('ui token');
     await page.selectOption('#filter-value', '');
     await page.waitForSelector('[data-testid=you]');
-    // Last use (README, "Last use"): the signed-in token's row shows it; none of these new tokens has gone unused for a day.
+    // Last use (docs/http-api.md, "Last use"): the signed-in token's row shows it; none of these new tokens has gone unused for a day.
     expect(await page.locator('[data-testid=token-table] tr.self td:last-child time').count()).toBe(1);
     await page.selectOption('#filter-unused', '24h');
     await page.waitForSelector('text=0 of 0 tokens');

@@ -26,7 +26,7 @@ async function events(d: TestDaemon, query = ''): Promise<Event[]> {
 }
 
 /**
- * The audit log (README: Audit log): every ACL write, bootstrap, snapshot, login and logout,
+ * The audit log (docs/audit.md: Audit log): every ACL write, bootstrap, snapshot, login and logout,
  * reaper deletion and refusal is a JSON line in <data_dir>/audit/audit.log and can be read back
  * through GET /v1/operator/audit and `watchword audit`; no secret is ever written.
  */

@@ -11,7 +11,7 @@ const HOUR = 60 * MINUTE;
 
 type Token = { AccessorID: string; SecretID: string; LastUsedTime?: string; ModifyIndex: number; Hash: string };
 
-describe('last use of tokens (README, "Last use")', () => {
+describe('last use of tokens (docs/http-api.md, "Last use")', () => {
   const open: TestDaemon[] = [];
   afterEach(async () => {
     await Promise.all(open.splice(0).map((d) => d.close()));

@@ -3,7 +3,7 @@ import { type TestDaemon, startTestDaemon } from '../helpers/test-daemon.js';
 
 const PATH = '/v1/internal/acl/authorizer';
 
-/** GET /v1/internal/acl/authorizer: what an enforcing client compiles for a token (README, "Enforcing policies in your service"). */
+/** GET /v1/internal/acl/authorizer: what an enforcing client compiles for a token (docs/enforcing-client.md, "Enforcing policies in your service"). */
 describe('GET /v1/internal/acl/authorizer', () => {
   let d: TestDaemon;
   let web: { ID: string; Rules?: string };

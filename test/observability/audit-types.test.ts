@@ -20,7 +20,7 @@ async function sources(): Promise<Array<{ path: string; text: string }>> {
 
 /**
  * One registry of audit event types (src/domain/audit-types.ts): the emitters take its type
- * (an unlisted one does not compile), and the README's table, the web UI's Audit page and the
+ * (an unlisted one does not compile), and docs/audit.md's table, the web UI's Audit page and the
  * audit endpoint's filter all come from it; a type missing from one of them fails here.
  */
 describe('the audit event types', () => {
@@ -30,11 +30,11 @@ describe('the audit event types', () => {
   });
   afterAll(() => d.close());
 
-  it("is the README's table, row for row", async () => {
-    const readme = await readFile(join(ROOT, 'README.md'), 'utf8');
+  it("is docs/audit.md's table, row for row", async () => {
+    const readme = await readFile(join(ROOT, 'docs', 'audit.md'), 'utf8');
     const section = readme.slice(readme.indexOf('## Audit log'), readme.indexOf('\n## ', readme.indexOf('## Audit log') + 1));
     const table = section.slice(section.indexOf('| Type | when | also |'), section.indexOf('\n\n', section.indexOf('| Type |')));
-    expect(table, "README.md's audit table is not auditTypesTable() of src/domain/audit-types.ts").toEqual(auditTypesTable());
+    expect(table, "docs/audit.md's audit table is not auditTypesTable() of src/domain/audit-types.ts").toEqual(auditTypesTable());
     const named = [...table.matchAll(/^\| ([^|]+) \|/gm)].flatMap((m) => [...(m[1] as string).matchAll(/`([a-z-]+)`/g)].map((x) => x[1]));
     expect(named.sort()).toEqual([...AUDIT_TYPES].sort());
   });

@@ -8,7 +8,7 @@ import { previousReleaseEntry } from '../../src/testing/previous-release.js';
 import { PREVIOUS_RELEASE, VERSION } from '../../src/version.js';
 import { waitFor } from '../helpers/test-daemon.js';
 
-// The small upgrade drill (README, "Upgrading"; `npm run upgrade-drill` is the whole one): two
+// The small upgrade drill (docs/upgrading.md, "Upgrading"; `npm run upgrade-drill` is the whole one): two
 // datacenters of one server each, either side on the previous release, then upgraded or rolled
 // back one server at a time, each step keeping every token and every answer.
 

@@ -2,7 +2,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { type Cluster, startCluster } from '../../src/testing/index.js';
 import { waitFor } from '../helpers/test-daemon.js';
 
-// A release that adds a token field (README, "Upgrading"), played by a test build
+// A release that adds a token field (docs/upgrading.md, "Upgrading"), played by a test build
 // (WATCHWORD_BUILD_TEST_FORM=1: a token `Note`, record form 2, spoken as replication 6) beside this
 // build (form 1). Consul's trap (hashicorp/consul#9022): an older secondary drops the field it does
 // not know, keeps the record, and is never sent it again because the record's Hash already

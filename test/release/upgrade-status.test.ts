@@ -4,7 +4,7 @@ import { WatchwordClient } from '../../src/client/index.js';
 import { REPLICATION_PROTOCOL, VERSION } from '../../src/version.js';
 import { type TestDaemon, secondaryConfig, startTestDaemon, waitFor } from '../helpers/test-daemon.js';
 
-/** The cluster's versions as every server reports them, and finalizing an upgrade (README, "Upgrading"). */
+/** The cluster's versions as every server reports them, and finalizing an upgrade (docs/upgrading.md, "Upgrading"). */
 describe('GET /v1/operator/upgrade and its finalize', () => {
   let dc1: TestDaemon;
   let dc2: TestDaemon;

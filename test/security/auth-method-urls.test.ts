@@ -2,7 +2,7 @@ import { type Server, createServer } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type TestDaemon, startTestDaemon } from '../helpers/test-daemon.js';
 
-// Where an auth method may point (README, "Security"): https only (http only to this machine), no
+// Where an auth method may point (docs/security.md, "Security"): https only (http only to this machine), no
 // credentials in a URL, a Kubernetes Host without path or query, an optional allow-list;
 // URLs shown without acl:write lose credentials and query strings; a login never reads a
 // remote end's answer back to the caller.

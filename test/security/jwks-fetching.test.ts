@@ -4,7 +4,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { KeySetCache } from '../../src/auth/key-set.js';
 import { type TestDaemon, startTestDaemon } from '../helpers/test-daemon.js';
 
-// JWKS fetches are bounded (README, "Security"): one in flight per method, the last good keys kept,
+// JWKS fetches are bounded (docs/security.md, "Security"): one in flight per method, the last good keys kept,
 // failures backing off, and an absolute deadline whatever the server trickles.
 
 describe('KeySetCache (one method’s remote keys)', () => {

@@ -3,7 +3,7 @@ import { SignJWT, exportSPKI, generateKeyPair } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type TestDaemon, startTestDaemon } from '../helpers/test-daemon.js';
 
-// Logins are limited by default (README, "Security"): per client, 10 per second with a burst of 20;
+// Logins are limited by default (docs/security.md, "Security"): per client, 10 per second with a burst of 20;
 // a JWT must carry a time claim; Meta is bounded.
 
 const REVIEWER = 'eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJyZXZpZXdlciJ9.c2ln';

@@ -7,7 +7,7 @@ import { type TestDaemon, startTestDaemon } from '../helpers/test-daemon.js';
 
 // A snapshot file is input like any other: its SHA-256 trailer is unkeyed, so anyone can
 // make a file that verifies. A restore checks every invariant the API enforces before it
-// changes anything, and recomputes every Hash (README, "Security").
+// changes anything, and recomputes every Hash (docs/security.md, "Security").
 
 async function toBuffer(stream: NodeJS.ReadableStream): Promise<Buffer> {
   const parts: Buffer[] = [];

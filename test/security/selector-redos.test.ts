@@ -2,7 +2,7 @@ import { SignJWT, exportSPKI, generateKeyPair } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type TestDaemon, startTestDaemon } from '../helpers/test-daemon.js';
 
-// Binding-rule `matches` runs on RE2 semantics (README, "Security"): the rule that took JavaScript's
+// Binding-rule `matches` runs on RE2 semantics (docs/security.md, "Security"): the rule that took JavaScript's
 // backtracking engine 2.4 s on a 36-character claim (doubling per character) is linear
 // here, and claims longer than 8 KiB are refused before any selector sees them.
 

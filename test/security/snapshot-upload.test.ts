@@ -6,7 +6,7 @@ import { type AgentProcess, spawnAgent } from '../helpers/process.js';
 import { tempDir } from '../helpers/temp-dir.js';
 
 // A restore is authorized before its body is read, and its body is streamed to a 0600
-// file under a size limit (README, "Security"): an anonymous 600 MB upload cannot grow the daemon.
+// file under a size limit (docs/security.md, "Security"): an anonymous 600 MB upload cannot grow the daemon.
 
 const MANAGEMENT = 'b1ea1d8e-0000-4000-8000-0000000000aa';
 const MB = 1024 * 1024;

@@ -143,7 +143,7 @@ function broken(record: Record<string, unknown>): Array<[string, Record<string, 
     out.push([`${field} missing`, without]);
     for (const w of wrong) out.push([`${field} = ${JSON.stringify(w)}`, { ...record, [field]: w }]);
   }
-  // A field no declaration knows is refused, never dropped (README, "One record, every path").
+  // A field no declaration knows is refused, never dropped (src/ARCHITECTURE.md, "The store").
   out.push(['an undeclared field', { ...record, Meta: 42 }]);
   return out;
 }

@@ -11,7 +11,7 @@ import { Transport } from '../../src/transport/transport.js';
 import { tempDir } from '../helpers/temp-dir.js';
 
 // Start-up refuses TLS files that cannot serve, with one line naming the setting, the file
-// and the problem (README, "TLS"): checked in process for every case, and as the agent's exit.
+// and the problem (docs/tls.md, "TLS"): checked in process for every case, and as the agent's exit.
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const logger = pino({ level: 'silent' });

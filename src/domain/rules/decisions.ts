@@ -24,7 +24,7 @@ export interface ResourceSpec {
 
 const RW: readonly Access[] = ['read', 'write'];
 
-/** The resources a check may name, and the accesses each has (README, "Enforcing policies in your service"). */
+/** The resources a check may name, and the accesses each has (docs/enforcing-client.md, "Enforcing policies in your service"). */
 export const RESOURCES: Readonly<Record<string, ResourceSpec>> = {
   acl: { segmented: false, accesses: RW },
   operator: { segmented: false, accesses: RW },

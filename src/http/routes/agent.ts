@@ -162,7 +162,7 @@ function statusRoutes(app: FastifyInstance, deps: AgentRoutesDeps): void {
   });
 }
 
-/** Each server's release and versions, and finalizing an upgrade (README, "Upgrading"). */
+/** Each server's release and versions, and finalizing an upgrade (docs/upgrading.md, "Upgrading"). */
 function upgradeRoutes(app: FastifyInstance, deps: AgentRoutesDeps): void {
   resource(app, '/v1/operator/upgrade', {
     GET: {
@@ -305,7 +305,7 @@ function healthRoute(app: FastifyInstance, deps: AgentRoutesDeps): void {
   });
 }
 
-/** This server's recent audit events (README: Audit log). */
+/** This server's recent audit events (docs/audit.md: Audit log). */
 function auditRoute(app: FastifyInstance, deps: AgentRoutesDeps): void {
   resource(app, '/v1/operator/audit', {
     GET: {

@@ -20,7 +20,7 @@ import { requestContext } from '../pipeline.js';
 import { sendWrite } from '../respond.js';
 import { resource } from '../resource.js';
 
-/** Auth methods, binding rules, login and logout (README, "HTTP API"). */
+/** Auth methods, binding rules, login and logout (docs/http-api.md, "HTTP API"). */
 /** What the authMethod routes use. */
 export type AuthMethodRoutesDeps = Pick<AppDeps, 'authMethods' | 'bindingRules' | 'login' | 'cluster' | 'loginRate' | 'reads' | 'store'>;
 

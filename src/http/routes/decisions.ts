@@ -12,7 +12,7 @@ import { invalid } from '../../domain/errors.js';
 import { blockingParams } from '../blocking.js';
 import type { AppDeps } from '../deps.js';
 
-/** POST (and PUT) /v1/internal/acl/authorize: may the request's token do each of these? (README, "Enforcing policies in your service") */
+/** POST (and PUT) /v1/internal/acl/authorize: may the request's token do each of these? (docs/enforcing-client.md, "Enforcing policies in your service") */
 /** What the decision routes use. */
 export type DecisionRoutesDeps = Pick<AppDeps, 'decisions' | 'whoCan' | 'metrics' | 'reads'>;
 
@@ -83,7 +83,7 @@ export async function decisionRoutes(app: FastifyInstance, deps: DecisionRoutesD
   whoCanRoute(app, deps);
 }
 
-/** GET /v1/acl/who-can (README, "Who can"). */
+/** GET /v1/acl/who-can (docs/operator-insight.md, "Who can"). */
 function whoCanRoute(app: FastifyInstance, deps: DecisionRoutesDeps): void {
   resource(app, '/v1/acl/who-can', {
     GET: {

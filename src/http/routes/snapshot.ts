@@ -46,7 +46,7 @@ function cutAfterAnswer(req: IncomingMessage, res: ServerResponse): void {
 }
 
 /**
- * Snapshots (README, "Configuration" (Backup and restore) and "Security"). A restore is authorized before a byte of its body is read
+ * Snapshots (docs/configuration.md, "Configuration" (Backup and restore) and "Security"). A restore is authorized before a byte of its body is read
  * (an anonymous 600 MB upload is answered 403 at once and its connection closed), then
  * streamed through a byte limit to a 0600 file in the data dir and verified from there.
  * At a follower the same check runs first, then the stream goes on to the leader.

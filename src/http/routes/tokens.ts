@@ -138,7 +138,7 @@ function tokenListRoute(app: FastifyInstance, deps: TokenRoutesDeps): void {
   });
 }
 
-/** PUT /v1/acl/token/:AccessorID/rotate (README, "Rotating a secret"). */
+/** PUT /v1/acl/token/:AccessorID/rotate (docs/operator-insight.md, "Rotating a secret"). */
 function tokenRotateRoute(app: FastifyInstance, tokens: TokenRoutesDeps['tokens']): void {
   resource(app, '/v1/acl/token/:AccessorID/rotate', {
     PUT: {

@@ -4,7 +4,7 @@
 import { useState } from 'preact/hooks';
 import { ErrorBox, Loading, Time, api, explain, go, html, useLoad } from './lib.js';
 import { SelectField, TextField } from './forms.js';
-// The server's list of event types (src/domain/audit-types.ts), one for the emitters, this page and the README.
+// The server's list of event types (src/domain/audit-types.ts), one for the emitters, this page and docs/audit.md.
 import { AUDIT_KINDS as KINDS, AUDIT_TYPES as TYPES } from './audit-types.js';
 
 const FILTERS = ['accessor', 'type', 'kind', 'id'];

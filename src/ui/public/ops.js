@@ -51,7 +51,7 @@ export function Datacenters() {
 }
 
 /**
- * An upgrade under way (README, "Upgrading"): the release each server of each datacenter runs and
+ * An upgrade under way (docs/upgrading.md, "Upgrading"): the release each server of each datacenter runs and
  * the versions it speaks, who is behind, what waits, and the finalize once every server runs this
  * release. Needs operator:read (write to finalize); hidden without it.
  */

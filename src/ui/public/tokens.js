@@ -37,7 +37,7 @@ import {
 const isSelf = (t) => state.self?.AccessorID === t.AccessorID;
 const You = () => html` <span class="badge you" data-testid="you" title="The token you signed in with">you</span>`;
 
-/** The list's "Unused for" choices: `?unused-since=` durations (README, "Last use"). */
+/** The list's "Unused for" choices: `?unused-since=` durations (docs/http-api.md, "Last use"). */
 const UNUSED_LABELS = { '1h': 'an hour', '24h': 'a day', '168h': 'a week', '720h': '30 days', '2160h': '90 days' };
 
 export function TokenList() {
