@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/testing/etcd.js';
+import { spawnAgent } from '../helpers/process.js';
 import { tempDir } from '../helpers/temp-dir.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -82,6 +83,28 @@ describe("README's blocks, pasted into a fresh shell", () => {
     expect(json.find((j) => 'ReplicatedIndex' in j)).toMatchObject({ Enabled: true, Running: true, SourceDatacenter: 'dc1' });
     // The CLI read at dc3.
     expect(out).toMatch(/^Name:\s+demo$/m);
+  }, 90_000);
+
+  it('the walk-through with curl, against the daemon npm start runs', async () => {
+    const block = markedBlocks(await readFile(join(ROOT, 'README.md'), 'utf8')).get('walk-through');
+    expect(block, 'README.md has a block marked docs-test: walk-through').toBeDefined();
+    const dir = await tempDir();
+    cleanups.push(() => dir.remove());
+    const port = await freePort();
+    const agent = await spawnAgent(join(dir.path, 'dc1'), [], { WATCHWORD_HTTP_ADDR: `127.0.0.1:${port}` });
+    cleanups.unshift(async () => void (await agent.stop()));
+    const { code, out } = await pasted(block as string, { 8500: port });
+    expect(code, out).toBe(0);
+    const json = out
+      .split('\n')
+      .filter((l) => l.startsWith('{') || l.startsWith('['))
+      .map((l) => JSON.parse(l) as Record<string, unknown> | Array<Record<string, unknown>>);
+    expect(json[0]).toMatchObject({ Description: 'Bootstrap Token (Global Management)' });
+    expect(out).toContain('Permission denied: ACL bootstrap no longer allowed (reset index: ');
+    const [read, listed, self] = json.slice(1) as [Record<string, unknown>, Array<Record<string, unknown>>, Record<string, unknown>];
+    expect(read).toMatchObject({ Description: 'auditor', Policies: [{ Name: 'acl-reader' }] });
+    expect(listed.map((t) => t.AccessorID)).toEqual([read.AccessorID]);
+    expect(self).toMatchObject({ AccessorID: read.AccessorID, Description: 'auditor' });
   }, 90_000);
 });
 
