@@ -130,19 +130,6 @@ describe('configuration files in HCL or JSON, several files and directories', ()
     expect(self.body.Description).toBe('Initial Management Token');
     expect((await api('GET', '/v1/agent/self')).body.Config).toMatchObject({ NodeName: 'east-1' });
   });
-});
-
-describe("the CLI's address and the agent's", () => {
-  let dir: { path: string; remove: () => Promise<void> };
-  let agent: AgentProcess | undefined;
-  beforeEach(async () => {
-    dir = await tempDir();
-  });
-  afterEach(async () => {
-    await agent?.stop();
-    agent = undefined;
-    await dir.remove();
-  });
 
   it('starts an agent on the base URL the CLI reads from WATCHWORD_HTTP_ADDR, and says that it did', async () => {
     agent = await spawnAgent(join(dir.path, 'data'), ['--log-level', 'info'], { WATCHWORD_HTTP_ADDR: 'http://127.0.0.1:0' });

@@ -1,4 +1,3 @@
-import { Writable } from 'node:stream';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load.js';
@@ -8,6 +7,7 @@ import { WebSocket } from 'ws';
 import { runWatchword } from '../helpers/cli.js';
 import { PROTOCOL_VERSION } from '../../src/replication/protocol.js';
 import { type Api, MANAGEMENT_SECRET, apiFor, waitFor } from '../helpers/test-daemon.js';
+import { loggedLines } from '../helpers/log-lines.js';
 import { tempDir } from '../helpers/temp-dir.js';
 import { freePort } from '../../src/testing/etcd.js';
 
@@ -43,15 +43,7 @@ async function start(name: string, dir: string, replication: Partial<typeof REPL
   });
   const daemon = await startDaemon(config, {
     logger: lines
-      ? pino(
-          { level: 'info', base: { dc: name } },
-          new Writable({
-            write(chunk, _e, done) {
-              lines.push(String(chunk));
-              done();
-            },
-          }),
-        )
+      ? loggedLines('info', { dc: name }, lines).logger
       : pino({ level: process.env.WATCHWORD_TEST_LOG_LEVEL ?? 'silent', base: { dc: name } }),
     replication: { ...REPLICATION, ...replication },
   });

@@ -1,7 +1,5 @@
 import { rm } from 'node:fs/promises';
 import http from 'node:http';
-import { Writable } from 'node:stream';
-import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { WatchwordApiError, WatchwordClient } from '../../src/client/index.js';
@@ -10,6 +8,7 @@ import { REPLICATION_PROTOCOL, VERSION } from '../../src/version.js';
 import { type Cluster, startCluster } from '../../src/testing/index.js';
 import { type TestDaemon, apiFor, startTestDaemon, waitFor, secondaryConfig } from '../helpers/test-daemon.js';
 import { globalState, localTokens } from '../helpers/cluster.js';
+import { loggedLines } from '../helpers/log-lines.js';
 
 describe('replication catch-up by snapshot', () => {
   let cluster: Cluster | undefined;
@@ -85,16 +84,7 @@ describe('replication token problems', () => {
       ['dc4', undefined, 'no replication token configured'],
     ];
     for (const [dc, token, message] of cases) {
-      const lines: string[] = [];
-      const logger = pino(
-        { level: 'info' },
-        new Writable({
-          write(chunk, _e, done) {
-            lines.push(String(chunk));
-            done();
-          },
-        }),
-      );
+      const { logger, lines } = loggedLines();
       const d = await startTestDaemon({
         logger,
         config: secondaryConfig(dc1, {

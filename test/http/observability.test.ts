@@ -1,7 +1,6 @@
-import { Writable } from 'node:stream';
 import { compileErrors, validate } from '@readme/openapi-parser';
-import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loggedLines } from '../helpers/log-lines.js';
 import { type TestDaemon, apiFor, startTestDaemon, waitFor } from '../helpers/test-daemon.js';
 
 describe('blocking queries, headers and operations endpoints', () => {
@@ -233,16 +232,7 @@ describe('GET /v1/agent/health', () => {
 
 describe('the first start', () => {
   const started = async (config: Record<string, unknown>) => {
-    const lines: string[] = [];
-    const logger = pino(
-      { level: 'info' },
-      new Writable({
-        write(chunk, _e, done) {
-          lines.push(String(chunk));
-          done();
-        },
-      }),
-    );
+    const { logger, lines } = loggedLines();
     const d = await startTestDaemon({ config, logger });
     return { d, lines };
   };
