@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { exportSPKI, generateKeyPair } from 'jose';
 import { type Browser, type Page, chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Authorizer } from '../../src/client/authorizer.js';
 import { type Cluster, startCluster } from '../../src/testing/index.js';
 import { createCA } from '../../src/transport/certs.js';
 
@@ -529,6 +530,11 @@ describe.skipIf(!CHROMIUM)('web UI in chromium', () => {
   it('shows a read-only token <hidden> secrets and no edit buttons', async () => {
     await signIn(readSecret);
     expect(await page.textContent('[data-testid=whoami]')).toContain('read-only');
+    // Pages it cannot read (operator:read) are not offered; what it can read is.
+    const nav = (await page.textContent('header nav')) ?? '';
+    expect(nav).toContain('Tokens');
+    expect(nav).not.toContain('Servers');
+    expect(nav).not.toContain('Audit');
     await page.waitForSelector('[data-testid=token-table] tbody tr');
     expect(await page.locator('text=Create token').count()).toBe(0);
     await page.click('[data-testid=token-table] a >> nth=0');
@@ -652,6 +658,27 @@ describe.skipIf(!CHROMIUM)('web UI in chromium', () => {
     await page.click('[data-testid=audit-filters] button:has-text("Clear")');
     await page.waitForURL(/#\/audit$/);
     expect(await page.inputValue('#audit-id')).toBe('');
+
+    // An enforcing client's report of its denials: who reported, and what it denied.
+    const watched = await api('PUT', '/v1/acl/token', { Description: 'reported', Policies: [{ Name: 'ui-acl-read' }] });
+    const authz = new Authorizer({ addresses: [dc1], token: cluster.managementToken, name: 'ui-billing' });
+    try {
+      expect(await authz.allowed(watched.SecretID, 'acl', '', 'read')).toBe(true);
+      for (let i = 0; i < 3; i++) expect(authz.allowed(watched.SecretID, 'service', 'db', 'write')).toBe(false);
+      // Reports go at most once a second: the page is opened again until the line is there.
+      const reported = '[data-testid=audit-table] tbody tr:has-text("ui-billing")';
+      await open('#/audit?type=denied-by-client', '[data-testid=audit-filters]');
+      for (let i = 0; i < 20 && (await page.locator(reported).count()) === 0; i++) {
+        await new Promise((r) => setTimeout(r, 500));
+        await page.reload();
+        await page.waitForSelector('[data-testid=audit-filters]');
+      }
+      const row = (await page.textContent('[data-testid=audit-table] tbody tr:has-text("ui-billing")')) ?? '';
+      expect(row).toContain('ui-billing denied 3');
+      expect(row).toContain(`3× service "db":write by token ${watched.AccessorID}`);
+    } finally {
+      authz.close();
+    }
 
     // Without operator:read the page says which permission is missing.
     await signIn(readSecret);

@@ -66,6 +66,24 @@ async function signIn() {
   } catch {
     state.canWrite = false;
   }
+  // Pages the token cannot read are not offered: Servers needs operator:read, Audit operator:read and acl:read.
+  try {
+    const [operator, acl] = await api(
+      'POST',
+      '/v1/internal/acl/authorize',
+      [
+        { Resource: 'operator', Access: 'read' },
+        { Resource: 'acl', Access: 'read' },
+      ],
+      { dc: '' },
+    );
+    state.canOperate = operator.Allow === true;
+    state.canAudit = operator.Allow === true && acl.Allow === true;
+  } catch {
+    // Not known: offered, and a page the token cannot read says so.
+    state.canOperate = true;
+    state.canAudit = true;
+  }
   sessionStorage.setItem(SECRET_KEY, state.secret);
   if (!state.dc) state.dc = state.localDC;
 }
@@ -81,8 +99,8 @@ const PAGES = [
   ['auth-methods', 'Auth methods'],
   ['binding-rules', 'Binding rules'],
   ['datacenters', 'Datacenters'],
-  ['servers', 'Servers'],
-  ['audit', 'Audit'],
+  ['servers', 'Servers', () => state.canOperate],
+  ['audit', 'Audit', () => state.canAudit],
 ];
 
 function DatacenterSwitch({ onChange }) {
@@ -149,7 +167,7 @@ function App() {
   };
   return html`<header class="bar">
       <span class="brand">watchword</span>
-      <nav aria-label="Main">${PAGES.map(([p, label]) => html`<a href=${`#/${p}`} aria-current=${route.parts[0] === p || (!route.parts[0] && p === 'tokens') ? 'page' : undefined} class=${route.parts[0] === p || (!route.parts[0] && p === 'tokens') ? 'active' : ''}>${label}</a>`)}<a href="/ui/api/">API</a></nav>
+      <nav aria-label="Main">${PAGES.filter(([, , offered]) => !offered || offered()).map(([p, label]) => html`<a href=${`#/${p}`} aria-current=${route.parts[0] === p || (!route.parts[0] && p === 'tokens') ? 'page' : undefined} class=${route.parts[0] === p || (!route.parts[0] && p === 'tokens') ? 'active' : ''}>${label}</a>`)}<a href="/ui/api/">API</a></nav>
       <div class="right">
         <${DatacenterSwitch} onChange=${() => redraw((n) => n + 1)} />
         <span class="muted" data-testid="whoami">${state.self?.Description || state.self?.AccessorID}${state.canWrite ? '' : ' (read-only)'}</span>

@@ -33,6 +33,17 @@ function Change({ e }) {
   if (e.Role) parts.push(html`<span>${e.Role}${e.Term !== undefined ? ` in term ${e.Term}` : ''}</span>`);
   if (e.Secondary || e.Primary) parts.push(html`<span>${e.Secondary ? `secondary ${e.Secondary}` : `primary ${e.Primary}`}</span>`);
   if (e.Changed?.length) parts.push(html`<span>changed ${e.Changed.join(', ')}</span>`);
+  // An enforcing client's report: who reported, and what it denied (the most frequent first).
+  if (e.Type === 'denied-by-client') {
+    parts.push(
+      html`<span>${e.Client ?? 'a client'} denied ${e.Count ?? 0}${e.UnknownSecrets ? ` (${e.UnknownSecrets} without a known token)` : ''}</span>`,
+    );
+    for (const d of (e.Denials ?? []).slice(0, 5))
+      parts.push(
+        html`<span>${d.Count}× <code>${d.Resource}${d.Segment ? ` "${d.Segment}"` : ''}:${d.Access}</code> by token ${d.AccessorID}</span>`,
+      );
+    if ((e.Denials ?? []).length > 5 || e.NotListed) parts.push(html`<span class="muted">and more (${e.NotListed ?? 0} not listed)</span>`);
+  }
   if (parts.length === 0) return html`<span class="muted">—</span>`;
   return html`<ul class="plain">${parts.map((p) => html`<li>${p}</li>`)}</ul>`;
 }

@@ -16,6 +16,9 @@ export const state = {
   dc: sessionStorage.getItem(DC_KEY) ?? '',
   localDC: '',
   canWrite: false,
+  // What the nav offers (app.js, signIn): the Servers and Audit pages.
+  canOperate: false,
+  canAudit: false,
   self: undefined,
 };
 
