@@ -114,7 +114,7 @@ function bodyField(spec: FieldSpec): z.ZodType {
   if (spec.inputAs === 'duration') return opt(goDuration);
   switch (spec.kind) {
     case 'string':
-      return opt(str(spec.max ?? MAX_TEXT));
+      return opt(z.string().max(spec.max ?? MAX_TEXT, spec.tooLong));
     case 'boolean':
       return opt(z.boolean());
     case 'index':

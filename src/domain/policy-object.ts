@@ -1,6 +1,7 @@
 import { isBuiltinPolicyID } from './builtins.js';
 import { invalid, notPermitted } from './errors.js';
 import { checkDatacenterNames } from './grants.js';
+import { POLICY_NAME_INVALID, POLICY_NAME_MAX } from './records.js';
 import { PolicyRulesError, parsePolicyRules, type ScopeRules } from './rules/policy.js';
 import type { PolicyRecord } from './types.js';
 
@@ -9,12 +10,7 @@ const POLICY_NAME_RE = /^[A-Za-z0-9\-_]+\/?[A-Za-z0-9\-_]*$/;
 /** Checks a policy name: 1..128, one optional inner `/`, no `builtin/` prefix. */
 export function checkPolicyName(name: string): void {
   if (name === '') throw invalid('Invalid Policy: no Name is set');
-  if (name.length > 128 || !POLICY_NAME_RE.test(name)) {
-    throw invalid(
-      "Invalid Policy: invalid Name. Only alphanumeric characters, '-', '_' and a single '/' (not leading) are allowed, at most 128 " +
-        'characters',
-    );
-  }
+  if (name.length > POLICY_NAME_MAX || !POLICY_NAME_RE.test(name)) throw invalid(POLICY_NAME_INVALID);
   if (name.toLowerCase().startsWith('builtin/')) {
     throw invalid('Invalid Policy: the "builtin/" name prefix is reserved for built-in policies');
   }

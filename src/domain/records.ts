@@ -69,6 +69,8 @@ export interface FieldSpec {
   hash?: { tag: string; at: number };
   /** The longest a write's body may give (strings, lists), where the default does not fit. */
   max?: number;
+  /** What a write that gives more than `max` is told, where the field's own rule says it in Consul's words. */
+  tooLong?: string;
   /** A write's body gives it as a duration (Go's "1h30m" or nanoseconds), stored as text. */
   inputAs?: 'duration';
   /**
@@ -265,13 +267,20 @@ export const TOKEN_FIELDS = {
   ...((TEST_FORM_BUILD ? TEST_FORM_TOKEN_FIELDS : {}) as Record<never, never>),
 } as const satisfies FieldTable;
 
+/** A policy name's longest, and what a name that breaks the rule is told (domain/policy-object.ts checks it). */
+export const POLICY_NAME_MAX = 128;
+export const POLICY_NAME_INVALID =
+  "Invalid Policy: invalid Name. Only alphanumeric characters, '-', '_' and a single '/' (not leading) are allowed, at most " +
+  `${POLICY_NAME_MAX} characters`;
+
 export const POLICY_FIELDS = {
   ID: { kind: 'string', api: 'checked', doc: 'Identifier (UUID).', max: 128 },
   Name: {
     kind: 'string',
     api: 'checked',
     doc: 'Name, unique per (partition, namespace), compared case-insensitively.',
-    max: 256,
+    max: POLICY_NAME_MAX,
+    tooLong: POLICY_NAME_INVALID,
     hash: { tag: 'name', at: 0 },
   },
   Description: { kind: 'string', api: 'checked', doc: 'Free-form text for humans.', hash: { tag: 'description', at: 1 } },
