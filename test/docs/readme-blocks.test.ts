@@ -85,6 +85,25 @@ describe("README's blocks, pasted into a fresh shell", () => {
     expect(out).toMatch(/^Name:\s+demo$/m);
   }, 90_000);
 
+  it("docs/cli.md's walk-through, in the quick start's shell with its three daemons", async () => {
+    const quick = markedBlocks(await readFile(join(ROOT, 'README.md'), 'utf8')).get('quick-start') as string;
+    const cli = markedBlocks(await readFile(join(ROOT, 'docs', 'cli.md'), 'utf8')).get('cli-walk-through');
+    expect(cli, 'docs/cli.md has a block marked docs-test: cli-walk-through').toBeDefined();
+    // The quick start up to its stop, the walk-through, then the stop.
+    const [running, stop] = quick.split(/\n(?=# stop the three daemons)/) as [string, string];
+    expect(stop, 'the quick start ends with its stop').toMatch(/^# stop the three daemons/);
+    const ports = { 8500: await freePort(), 8501: await freePort(), 8502: await freePort() };
+    const { code, out } = await pasted(`${running}\n${cli}\n${stop}`, ports);
+    expect(code, out).toBe(0);
+    const accessor = /^AccessorID:\s+(\S+)$/m.exec(out.slice(out.indexOf('web auditor')))?.[1];
+    expect(accessor).toMatch(/^[0-9a-f-]{36}$/);
+    // Read at dc2 as at dc1, deleted at the end.
+    expect(out.match(new RegExp(`^AccessorID:\\s+${accessor}$`, 'gm'))?.length).toBeGreaterThanOrEqual(4);
+    expect(out).toContain('web auditor (copy)');
+    expect(out).toContain('dc2 only');
+    expect(out).toContain(`Token "${accessor}" deleted successfully`);
+  }, 90_000);
+
   it('the walk-through with curl, against the daemon npm start runs', async () => {
     const block = markedBlocks(await readFile(join(ROOT, 'README.md'), 'utf8')).get('walk-through');
     expect(block, 'README.md has a block marked docs-test: walk-through').toBeDefined();
@@ -93,7 +112,10 @@ describe("README's blocks, pasted into a fresh shell", () => {
     const port = await freePort();
     const agent = await spawnAgent(join(dir.path, 'dc1'), [], { WATCHWORD_HTTP_ADDR: `127.0.0.1:${port}` });
     cleanups.unshift(async () => void (await agent.stop()));
-    const { code, out } = await pasted(block as string, { 8500: port });
+    // docs/enforcing-client.md's decisions, asked with the walk-through's token.
+    const authorize = markedBlocks(await readFile(join(ROOT, 'docs', 'enforcing-client.md'), 'utf8')).get('authorize');
+    expect(authorize, 'docs/enforcing-client.md has a block marked docs-test: authorize').toBeDefined();
+    const { code, out } = await pasted(`${block}\n${authorize}\necho`, { 8500: port });
     expect(code, out).toBe(0);
     const json = out
       .split('\n')
@@ -105,6 +127,11 @@ describe("README's blocks, pasted into a fresh shell", () => {
     expect(read).toMatchObject({ Description: 'auditor', Policies: [{ Name: 'acl-reader' }] });
     expect(listed.map((t) => t.AccessorID)).toEqual([read.AccessorID]);
     expect(self).toMatchObject({ AccessorID: read.AccessorID, Description: 'auditor' });
+    // The auditor holds acl:read only: both checks denied, each named.
+    expect(json[4]).toEqual([
+      { Resource: 'service', Segment: 'web', Access: 'write', Allow: false },
+      { Resource: 'key', Segment: 'web/config', Access: 'list', Allow: false },
+    ]);
   }, 90_000);
 });
 
