@@ -35,23 +35,7 @@ describe('ServerGroup (a follower’s view of its leader)', () => {
     const store = await LevelStore.open(dir.path, { durability: 'fsync', changeLog: true });
     cleanup.push(() => store.close());
     const self = { name: 'me', address: '127.0.0.1:1' };
-    const group = new ServerGroup(store, new StaticCoordinator(self, [{ name: 'leader', address: leaderAddress }, self]), {
-      name: 'me',
-      datacenter: 'dc1',
-      address: () => self.address,
-      transport: new Transport({ datacenter: 'dc1', tls: undefined, serverKey: randomBytes(32), logger }),
-      syncFollowers: 1,
-      syncTimeoutMs: 1000,
-      leaseMs: 600,
-      heartbeatMs: 200,
-      deadPeerMs: 2000,
-      backoffMinMs: 50,
-      backoffMaxMs: 100,
-      tailBatches: 100,
-      logger,
-      onLead: async () => undefined,
-      onFollow: async () => undefined,
-    });
+    const group = serverGroup(store, new StaticCoordinator(self, [{ name: 'leader', address: leaderAddress }, self]), self);
     await group.start();
     cleanup.push(() => group.stop());
     expect(group.status().Problem).toBeNull();
@@ -71,23 +55,7 @@ describe('ServerGroup (a follower’s view of its leader)', () => {
     cleanup.push(() => store.close());
     const self = { name: 'me', address: '127.0.0.1:1' };
     // The first of the servers leads for good (no coordinator): this one, with a follower that never comes.
-    const group = new ServerGroup(store, new StaticCoordinator(self, [self, { name: 'other', address: '127.0.0.1:2' }]), {
-      name: 'me',
-      datacenter: 'dc1',
-      address: () => self.address,
-      transport: new Transport({ datacenter: 'dc1', tls: undefined, serverKey: randomBytes(32), logger }),
-      syncFollowers: 1,
-      syncTimeoutMs: 1000,
-      leaseMs: 600,
-      heartbeatMs: 200,
-      deadPeerMs: 2000,
-      backoffMinMs: 50,
-      backoffMaxMs: 100,
-      tailBatches: 100,
-      logger,
-      onLead: async () => undefined,
-      onFollow: async () => undefined,
-    });
+    const group = serverGroup(store, new StaticCoordinator(self, [self, { name: 'other', address: '127.0.0.1:2' }]), self);
     await group.start();
     expect(group.isLeader()).toBe(true);
     await store.transact((tx) => tx.putMeta('before', 1));
@@ -99,3 +67,24 @@ describe('ServerGroup (a follower’s view of its leader)', () => {
     expect(store.getMeta('after')).toBeUndefined();
   });
 });
+
+/** The server `self` of dc1, with short timings, under `coordinator`. */
+function serverGroup(store: LevelStore, coordinator: StaticCoordinator, self: { name: string; address: string }): ServerGroup {
+  return new ServerGroup(store, coordinator, {
+    name: 'me',
+    datacenter: 'dc1',
+    address: () => self.address,
+    transport: new Transport({ datacenter: 'dc1', tls: undefined, serverKey: randomBytes(32), logger }),
+    syncFollowers: 1,
+    syncTimeoutMs: 1000,
+    leaseMs: 600,
+    heartbeatMs: 200,
+    deadPeerMs: 2000,
+    backoffMinMs: 50,
+    backoffMaxMs: 100,
+    tailBatches: 100,
+    logger,
+    onLead: async () => undefined,
+    onFollow: async () => undefined,
+  });
+}
