@@ -1,13 +1,16 @@
 import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { mkdir, readFile, symlink, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { freePort } from '../../src/testing/etcd.js';
+import { etcdBinary, freePort } from '../../src/testing/etcd.js';
 import { spawnAgent } from '../helpers/process.js';
 import { tempDir } from '../helpers/temp-dir.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+/** etcd, which docs/servers.md starts (CI installs it; a machine without it skips that block, saying so). */
+const etcd = etcdBinary();
 
 /** The shell blocks of a Markdown file marked `<!-- docs-test: NAME -->` on the line before them, by name. */
 function markedBlocks(markdown: string): Map<string, string> {
@@ -22,11 +25,16 @@ function markedBlocks(markdown: string): Map<string, string> {
  * directory holding the repository's config files, its built `dist/` and `node_modules/`, with
  * the fixed ports the block names moved to free ones (so the suite runs anywhere, in parallel).
  */
-async function pasted(block: string, ports: Record<number, number>): Promise<{ code: number | null; out: string }> {
+async function pasted(
+  block: string,
+  ports: Record<number, number>,
+  env: Record<string, string> = {},
+): Promise<{ code: number | null; out: string }> {
   const dir = await tempDir();
   cleanups.push(() => dir.remove());
   await mkdir(join(dir.path, 'config'));
-  const move = (text: string) => text.replace(/\b(850[0-2])\b/g, (p) => String(ports[Number(p)] ?? p));
+  const fixed = new RegExp(`\\b(${Object.keys(ports).join('|')})\\b`, 'g');
+  const move = (text: string) => text.replace(fixed, (p) => String(ports[Number(p)] ?? p));
   for (const n of [1, 2, 3]) {
     const file = join('config', `dc${n}.json`);
     await writeFile(join(dir.path, file), move(await readFile(join(ROOT, file), 'utf8')));
@@ -36,7 +44,7 @@ async function pasted(block: string, ports: Record<number, number>): Promise<{ c
     // A group of its own: what the block left running (daemons in the background of a failed block) is ended with it.
     const shell = spawn('bash', ['-e', '-c', move(block)], {
       cwd: dir.path,
-      env: { ...process.env, TOKEN: '' },
+      env: { ...process.env, TOKEN: '', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
       detached: true,
     });
@@ -104,6 +112,24 @@ describe("README's blocks, pasted into a fresh shell", () => {
     expect(out).toContain(`Token "${accessor}" deleted successfully`);
   }, 90_000);
 
+  it.skipIf(!etcd)(
+    `docs/servers.md's three servers and etcd on one machine elect a leader and list each other${etcd ? '' : ' (skipped: etcd is not installed)'}`,
+    async () => {
+      const block = markedBlocks(await readFile(join(ROOT, 'docs', 'servers.md'), 'utf8')).get('three-servers');
+      expect(block, 'docs/servers.md has a block marked docs-test: three-servers').toBeDefined();
+      const ports: Record<number, number> = {};
+      for (const p of [2379, 2380, 8511, 8512, 8513]) ports[p] = await freePort();
+      const { code, out } = await pasted(block as string, ports, { PATH: `${dirname(etcd as string)}:${process.env.PATH}` });
+      expect(code, out).toBe(0);
+      const servers = [8511, 8512, 8513].map((p) => `127.0.0.1:${ports[p]}`);
+      const leader = JSON.parse(out.split('\n').find((l) => l.startsWith('"')) ?? '""') as string;
+      expect(servers).toContain(leader);
+      const view = JSON.parse(out.split('\n').find((l) => l.startsWith('{')) ?? '{}') as { Servers?: Array<{ Address: string }> };
+      expect(view.Servers?.map((s) => s.Address).sort()).toEqual([...servers].sort());
+    },
+    90_000,
+  );
+
   it('the walk-through with curl, against the daemon npm start runs', async () => {
     const block = markedBlocks(await readFile(join(ROOT, 'README.md'), 'utf8')).get('walk-through');
     expect(block, 'README.md has a block marked docs-test: walk-through').toBeDefined();
@@ -146,8 +172,6 @@ const anchorOf = (heading: string): string =>
 describe('the links of README.md and docs/', () => {
   it('each names a file of the repository, and a heading of it when it names one', async () => {
     const { readdir } = await import('node:fs/promises');
-    const { existsSync } = await import('node:fs');
-    const { dirname } = await import('node:path');
     const pages = ['README.md', ...(await readdir(join(ROOT, 'docs'))).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
     const headings = new Map<string, Set<string>>();
     const text = new Map<string, string>();
