@@ -130,6 +130,24 @@ describe("README's blocks, pasted into a fresh shell", () => {
     90_000,
   );
 
+  it.skipIf(!etcd)(
+    `docs/tls.md's three datacenters over TLS, etcd included, replicate and answer the CLI${etcd ? '' : ' (skipped: etcd is not installed)'}`,
+    async () => {
+      const block = markedBlocks(await readFile(join(ROOT, 'docs', 'tls.md'), 'utf8')).get('tls');
+      expect(block, 'docs/tls.md has a block marked docs-test: tls').toBeDefined();
+      const ports: Record<number, number> = {};
+      for (const p of [2379, 2380, 8521, 8522, 8523, 8621, 8721]) ports[p] = await freePort();
+      const { code, out } = await pasted(block as string, ports, { PATH: `${dirname(etcd as string)}:${process.env.PATH}` });
+      expect(code, out).toBe(0);
+      // The policy read at dc2 over TLS, the servers' view, and dc2's replication status.
+      expect(out).toMatch(/^Name:\s+over-tls$/m);
+      expect(out.match(/^Name:\s+over-tls$/gm)?.length).toBeGreaterThanOrEqual(2);
+      const status = JSON.parse(out.split('\n').find((l) => l.startsWith('{"Enabled"')) ?? '{}') as Record<string, unknown>;
+      expect(status).toMatchObject({ Enabled: true, Running: true, SourceDatacenter: 'dc1', Connected: true });
+    },
+    120_000,
+  );
+
   it('the walk-through with curl, against the daemon npm start runs', async () => {
     const block = markedBlocks(await readFile(join(ROOT, 'README.md'), 'utf8')).get('walk-through');
     expect(block, 'README.md has a block marked docs-test: walk-through').toBeDefined();
