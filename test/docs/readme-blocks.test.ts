@@ -159,7 +159,12 @@ describe("README's blocks, pasted into a fresh shell", () => {
     // docs/enforcing-client.md's decisions, asked with the walk-through's token.
     const authorize = markedBlocks(await readFile(join(ROOT, 'docs', 'enforcing-client.md'), 'utf8')).get('authorize');
     expect(authorize, 'docs/enforcing-client.md has a block marked docs-test: authorize').toBeDefined();
-    const { code, out } = await pasted(`${block}\n${authorize}\necho`, { 8500: port });
+    // docs/operator-insight.md's rotation and docs/audit.md's reads, in the same shell.
+    const rotate = markedBlocks(await readFile(join(ROOT, 'docs', 'operator-insight.md'), 'utf8')).get('rotate');
+    const audit = markedBlocks(await readFile(join(ROOT, 'docs', 'audit.md'), 'utf8')).get('audit');
+    expect(rotate, 'docs/operator-insight.md has a block marked docs-test: rotate').toBeDefined();
+    expect(audit, 'docs/audit.md has a block marked docs-test: audit').toBeDefined();
+    const { code, out } = await pasted(`${block}\n${authorize}\necho\n${rotate}\n${audit}`, { 8500: port });
     expect(code, out).toBe(0);
     const json = out
       .split('\n')
@@ -172,6 +177,13 @@ describe("README's blocks, pasted into a fresh shell", () => {
     expect(listed.map((t) => t.AccessorID)).toEqual([read.AccessorID]);
     expect(self).toMatchObject({ AccessorID: read.AccessorID, Description: 'auditor' });
     // The auditor holds acl:read only: both checks denied, each named.
+    // The rotation answered a new secret, then the CLI's rotation its own, with the overlap's end.
+    expect(out).toMatch(/^[0-9a-f-]{36}$/m);
+    expect(out).toMatch(/^Old Secret Until:/m);
+    // The audit: the walk-through's creates, and the refusals the CLI lists.
+    expect(json.find((j) => !Array.isArray(j) && 'Events' in j)).toMatchObject({
+      Events: expect.arrayContaining([expect.objectContaining({ Type: 'token-create' })]),
+    });
     expect(json[4]).toEqual([
       { Resource: 'service', Segment: 'web', Access: 'write', Allow: false },
       { Resource: 'key', Segment: 'web/config', Access: 'list', Allow: false },
