@@ -164,7 +164,9 @@ describe("README's blocks, pasted into a fresh shell", () => {
     const audit = markedBlocks(await readFile(join(ROOT, 'docs', 'audit.md'), 'utf8')).get('audit');
     expect(rotate, 'docs/operator-insight.md has a block marked docs-test: rotate').toBeDefined();
     expect(audit, 'docs/audit.md has a block marked docs-test: audit').toBeDefined();
-    const { code, out } = await pasted(`${block}\n${authorize}\necho\n${rotate}\n${audit}`, { 8500: port });
+    const login = markedBlocks(await readFile(join(ROOT, 'docs', 'http-api.md'), 'utf8')).get('login');
+    expect(login, 'docs/http-api.md has a block marked docs-test: login').toBeDefined();
+    const { code, out } = await pasted(`${block}\n${authorize}\necho\n${rotate}\n${audit}\n${login}`, { 8500: port });
     expect(code, out).toBe(0);
     const json = out
       .split('\n')
@@ -184,6 +186,11 @@ describe("README's blocks, pasted into a fresh shell", () => {
     expect(json.find((j) => !Array.isArray(j) && 'Events' in j)).toMatchObject({
       Events: expect.arrayContaining([expect.objectContaining({ Type: 'token-create' })]),
     });
+    // docs/http-api.md's login: a token of the method, with the service identity its claim names; out again.
+    expect(json.find((j) => !Array.isArray(j) && j.AuthMethod === 'ci' && 'AccessorID' in j)).toMatchObject({
+      ServiceIdentities: [{ ServiceName: 'web' }],
+    });
+    expect(out.trimEnd().endsWith('true')).toBe(true);
     expect(json[4]).toEqual([
       { Resource: 'service', Segment: 'web', Access: 'write', Allow: false },
       { Resource: 'key', Segment: 'web/config', Access: 'list', Allow: false },
