@@ -166,7 +166,9 @@ describe("README's blocks, pasted into a fresh shell", () => {
     expect(audit, 'docs/audit.md has a block marked docs-test: audit').toBeDefined();
     const login = markedBlocks(await readFile(join(ROOT, 'docs', 'http-api.md'), 'utf8')).get('login');
     expect(login, 'docs/http-api.md has a block marked docs-test: login').toBeDefined();
-    const { code, out } = await pasted(`${block}\n${authorize}\necho\n${rotate}\n${audit}\n${login}`, { 8500: port });
+    const error = markedBlocks(await readFile(join(ROOT, 'README.md'), 'utf8')).get('error');
+    expect(error, 'README.md has a block marked docs-test: error').toBeDefined();
+    const { code, out } = await pasted(`${block}\n${authorize}\necho\n${rotate}\n${audit}\n${login}\n${error}`, { 8500: port });
     expect(code, out).toBe(0);
     const json = out
       .split('\n')
@@ -190,7 +192,12 @@ describe("README's blocks, pasted into a fresh shell", () => {
     expect(json.find((j) => !Array.isArray(j) && j.AuthMethod === 'ci' && 'AccessorID' in j)).toMatchObject({
       ServiceIdentities: [{ ServiceName: 'web' }],
     });
-    expect(out.trimEnd().endsWith('true')).toBe(true);
+    expect(out).toMatch(/^true$/m);
+    // The README's error: 403, its code in a header, Consul's message as text.
+    const answer = out.slice(out.lastIndexOf('HTTP/1.1 '));
+    expect(answer).toMatch(/^HTTP\/1\.1 403 Forbidden\r?\n/);
+    expect(answer).toMatch(/^x-service-error-code: ACL_NOT_FOUND\r?$/m);
+    expect(answer.trimEnd().endsWith('ACL not found')).toBe(true);
     expect(json[4]).toEqual([
       { Resource: 'service', Segment: 'web', Access: 'write', Allow: false },
       { Resource: 'key', Segment: 'web/config', Access: 'list', Allow: false },
