@@ -23,5 +23,11 @@ const stop = async () => {
   await cluster.stop();
   process.exit(0);
 };
-process.on('SIGINT', () => void stop());
-process.on('SIGTERM', () => void stop());
+// Any signal that would end this process ends the cluster first (its daemons, their data).
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, () => void stop());
+// npm passes on SIGINT and SIGTERM only: a parent that dies of another signal leaves this process to
+// init, which is taken as the signal it was sent.
+const parent = process.ppid;
+setInterval(() => {
+  if (process.ppid !== parent) void stop();
+}, 250);
