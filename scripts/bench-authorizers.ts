@@ -1,5 +1,5 @@
 /**
- * `npm run bench:authorizers [CLIENTS] [TOKENS]` (docs/development.md, "Development"; SPEC §20, "Enforcing
+ * `npm run bench:authorizers [CLIENTS] [TOKENS]` (docs/development.md, "Development"; docs/enforcing-client.md, "Enforcing
  * clients at scale"): CLIENTS enforcing clients (default 100), each caching the same TOKENS
  * tokens (default 10,000), against one server. The clients live in PROCESSES processes
  * (BENCH_AUTHZ_PROCESSES, default 10; scripts/bench-authorizers-worker.ts), as a service's
@@ -12,7 +12,7 @@
  * - for tokens deleted one at a time, how long after the delete was sent each client refuses it
  *   (p99 ≤ 100 ms);
  * - whether the clients' cached tokens show as used (their LastUsedTime).
- * It fails (exit 1) when a figure of SPEC §20 is missed.
+ * It fails (exit 1) when a figure its header names is missed.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';

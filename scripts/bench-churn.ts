@@ -1,5 +1,5 @@
 /**
- * `npm run bench:churn [MINUTES]` (docs/development.md, "Development"; SPEC §20, "Churn soak"): workloads that
+ * `npm run bench:churn [MINUTES]` (docs/development.md, "Development"; docs/http-api.md, "Last use and idle login tokens"): workloads that
  * log in every time they start, for MINUTES (default 10). A primary (dc1) and a secondary (dc2),
  * both on CPU 1; this process, the load, on CPU 0 (where the machine can pin).
  * - Logins through jwt methods (static keys) at a fixed rate: CHURN_RATE a second (default 40)

@@ -4,7 +4,7 @@
  * servers and etcd, a secondary with 2, one with 1; CHAOS_FAULTS faults, default 100), with
  * the revocation latency per datacenter; CHAOS_TOPOLOGY=single runs three single-server
  * datacenters (default 21 faults). `-- --scenario primary-loss`: the primary datacenter loses
- * power, a secondary is promoted, the old primary returns, then a planned transfer (SPEC §21;
+ * power, a secondary is promoted, the old primary returns, then a planned transfer (docs/datacenters.md;
  * src/testing/chaos-primary.ts). Prints a table of the faults and of the checks; exits
  * non-zero when a check fails. Bounded: an overall deadline of 60 minutes.
  */

@@ -281,7 +281,7 @@ function placementNotice(config: Config, placement: Placement, logger: Logger): 
   );
 }
 
-/** Which datacenter is the primary: the store's word once a promotion or a newer primary moved it (SPEC §21), else the configuration's. */
+/** Which datacenter is the primary: the store's word once a promotion or a newer primary moved it (docs/datacenters.md), else the configuration's. */
 function placementOf(config: Config, store: LevelStore): Placement {
   return new Placement(store, {
     datacenter: config.datacenter,

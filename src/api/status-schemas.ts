@@ -169,7 +169,7 @@ export const operatorPrimaryResponse = z.object({
 });
 export type OperatorPrimaryResponse = z.infer<typeof operatorPrimaryResponse>;
 
-/** PUT /v1/operator/primary?promote: what the promotion took over, and what may be lost (SPEC §21). */
+/** PUT /v1/operator/primary?promote: what the promotion took over, and what may be lost (docs/datacenters.md). */
 export const promotionResponse = z.object({
   Datacenter: z.string().describe('The new primary datacenter (this one)'),
   Epoch: z.number().int().describe('Its epoch: one above the highest seen before'),
@@ -183,7 +183,7 @@ export const promotionResponse = z.object({
 });
 export type PromotionResponse = z.infer<typeof promotionResponse>;
 
-/** GET /v1/internal/primary: the primary a server follows, asked by peers learning of a newer one (SPEC §21). */
+/** GET /v1/internal/primary: the primary a server follows, asked by peers learning of a newer one (docs/datacenters.md). */
 export const primaryPlacementResponse = z.object({
   Datacenter: z.string().describe('The answering datacenter'),
   Primary: z.string().describe('The primary it follows (itself at the primary)'),

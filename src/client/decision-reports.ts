@@ -1,5 +1,5 @@
 /**
- * What an enforcing client tells its daemon of the decisions it made (SPEC §22, "Denials seen by
+ * What an enforcing client tells its daemon of the decisions it made (docs/operator-insight.md, "Denials seen by
  * enforcing clients"): every denial, and a sample of its allows (what a dry run judges again), in
  * a batch at most once a second of at most MAX_BATCH entries, over the watch it already holds
  * (the daemon knows each watched token by the number the client gave it, so a report names no

@@ -37,7 +37,7 @@ export interface TokenWatchOptions {
 const REFUSED_RETRY_MS = 60_000;
 
 /**
- * One connection that keeps a set of tokens current (SPEC §20, "Enforcing clients at scale"):
+ * One connection that keeps a set of tokens current (docs/enforcing-client.md):
  * a WebSocket to the daemon, opened again after 250 ms doubling to 5 s when it ends, to the next
  * server when one cannot be reached. Tokens are named by numbers the caller chooses; each
  * addition is sent with a sequence number the server acknowledges, so the caller knows which

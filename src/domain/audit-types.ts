@@ -1,5 +1,5 @@
 /**
- * Every audit event type (docs/audit.md: Audit log; SPEC §19), declared once: the emitters take
+ * Every audit event type (docs/audit.md: Audit log), declared once: the emitters take
  * `AuditType` (a type not listed here does not compile), the audit endpoint refuses a `type`
  * filter not listed here, the web UI's Audit page loads the list from `/ui/audit-types.js`,
  * and docs/audit.md's table is this table (`test/observability/audit-types.test.ts` compares them).

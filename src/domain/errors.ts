@@ -6,7 +6,7 @@
 import type { Reason } from './rules/explain-types.js';
 
 export const ErrorCodes = [
-  /** Malformed or invalid request: bad JSON, unknown field, a rule of the spec broken. */
+  /** Malformed or invalid request: bad JSON, unknown field, a validation rule broken. */
   'INVALID_REQUEST',
   /** The presented secret is unknown or expired. */
   'ACL_NOT_FOUND',
@@ -52,7 +52,7 @@ export class WatchwordError extends Error {
   readonly code: ErrorCode;
   /** Seconds after which a retry may succeed (RATE_LIMITED); sent as Retry-After. */
   readonly retryAfter: number | undefined;
-  /** A refusal's reason (PERMISSION_DENIED): the rule that decided it, for the audit log (SPEC §22). */
+  /** A refusal's reason (PERMISSION_DENIED): the rule that decided it, for the audit log (docs/operator-insight.md). */
   readonly decision: Reason | undefined;
 
   constructor(code: ErrorCode, message: string, options?: { cause?: unknown; retryAfter?: number; decision?: Reason }) {

@@ -27,7 +27,7 @@ export const DEFAULT_REPLICATION_OPTIONS = {
   ...DEFAULT_PRIMARY_OPTIONS,
   backoffMinMs: 250,
   backoffMaxMs: 2000,
-  /** How often a datacenter's leader asks the others whether a newer primary exists (SPEC §21); 0: never. */
+  /** How often a datacenter's leader asks the others whether a newer primary exists (docs/datacenters.md); 0: never. */
   primaryProbeMs: 5000,
 };
 
@@ -41,7 +41,7 @@ export type ReplicationOptions = typeof DEFAULT_REPLICATION_OPTIONS;
  * about a secret this server does not hold, and how replication stands.
  */
 export interface ClusterRole {
-  /** The datacenter's side now: it changes with a promotion, a handover, or a newer primary followed (SPEC §21). */
+  /** The datacenter's side now: it changes with a promotion, a handover, or a newer primary followed (docs/datacenters.md). */
   readonly kind: 'primary' | 'secondary';
   /** Several servers in this datacenter: the group (undefined for a single server). */
   readonly group: ServerGroup | undefined;
@@ -78,9 +78,9 @@ export interface ClusterRole {
   servers(): OperatorServersResponse;
   /** The primary this server follows (GET /v1/operator/primary): its datacenter, epoch, the index applied here, when last heard. */
   primaryStatus(): OperatorPrimaryResponse;
-  /** PUT /v1/operator/primary?promote at a secondary's leader (SPEC §21): this datacenter becomes the primary. */
+  /** PUT /v1/operator/primary?promote at a secondary's leader (docs/datacenters.md): this datacenter becomes the primary. */
   promote(force: boolean): Promise<PromotionResponse>;
-  /** PUT /v1/operator/primary?transfer=DC at the primary's leader (SPEC §21): a planned handover. */
+  /** PUT /v1/operator/primary?transfer=DC at the primary's leader (docs/datacenters.md): a planned handover. */
   transfer(target: string): Promise<PromotionResponse>;
   /** POST /v1/operator/raft/transfer-leader: this datacenter's leadership handed over (coordinator.ts, handOver). */
   transferLeader(to: string | undefined, by: string): Promise<TransferLeaderResponse>;
@@ -94,7 +94,7 @@ export interface ClusterRole {
 
 export interface RoleDeps {
   config: Config;
-  /** Which datacenter is the primary, as the store says (SPEC §21) or else the configuration. */
+  /** Which datacenter is the primary, as the store says (docs/datacenters.md) or else the configuration. */
   placement: Placement;
   store: ClusterStore;
   metrics: Metrics;

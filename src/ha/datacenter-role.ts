@@ -35,9 +35,9 @@ import type { RoleHost, Side } from './side.js';
 const TRANSFER_WAIT_MS = 10_000;
 
 /**
- * A server's place (docs/datacenters.md, "Multiple datacenters" and "Several servers per datacenter"): the
+ * A server's place (docs/datacenters.md, "Multiple datacenters"; docs/servers.md): the
  * servers of its datacenter and which leads them, and its datacenter's side, primary or
- * secondary. The side can change while the server runs (SPEC §21): a promotion, a handover, or a
+ * secondary. The side can change while the server runs (docs/datacenters.md): a promotion, a handover, or a
  * primary of a newer epoch learned from a peer; the datacenter's placement in the store says which,
  * and every server of the datacenter takes the side it names (a follower when the batch that wrote
  * it arrives).
@@ -317,7 +317,7 @@ export class DatacenterRole implements ClusterRole, RoleHost {
   }
 
   /**
-   * A primary of a newer epoch, learned from a peer (SPEC §21): written down first (a restart
+   * A primary of a newer epoch, learned from a peer (docs/datacenters.md): written down first (a restart
    * follows it too), then followed. A returning old primary stops taking global writes here.
    */
   private followNewer(record: PlacementRecord): Promise<void> {
@@ -329,7 +329,7 @@ export class DatacenterRole implements ClusterRole, RoleHost {
     });
   }
 
-  /** PUT /v1/operator/primary?promote (SPEC §21): this secondary datacenter becomes the primary (primary-moves.ts). */
+  /** PUT /v1/operator/primary?promote (docs/datacenters.md): this secondary datacenter becomes the primary (primary-moves.ts). */
   promote(force: boolean): Promise<PromotionResponse> {
     return this.serially(() => this.moves.promote(force));
   }
@@ -341,7 +341,7 @@ export class DatacenterRole implements ClusterRole, RoleHost {
     );
   }
 
-  /** PUT /v1/operator/primary?transfer=DC at the primary's leader (SPEC §21): a planned handover (primary-moves.ts). */
+  /** PUT /v1/operator/primary?transfer=DC at the primary's leader (docs/datacenters.md): a planned handover (primary-moves.ts). */
   async transferLeader(to: string | undefined, by: string): Promise<TransferLeaderResponse> {
     if (!this.group)
       throw new WatchwordError('INVALID_REQUEST', 'this datacenter runs one server (no coordinator): there is no leadership to hand over');

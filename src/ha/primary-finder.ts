@@ -42,7 +42,7 @@ const TICKS_PER_PERIOD = 5;
 const ASK_TIMEOUT_MS = 2000;
 
 /**
- * How a datacenter's leader learns that a newer primary exists (SPEC §21): it asks the other
+ * How a datacenter's leader learns that a newer primary exists (docs/datacenters.md): it asks the other
  * datacenters it knows of (`datacenter_addresses` and `primary_address`; with TLS also those
  * replication reported and those known before, kept in the store so a restarted primary still
  * knows them) which primary they follow and its epoch. An answer of a higher epoch than the highest seen here is

@@ -28,7 +28,7 @@ export interface MovesHost {
 }
 
 /**
- * The primary role's two moves (SPEC §21): an emergency promotion of this secondary datacenter,
+ * The primary role's two moves (docs/datacenters.md): an emergency promotion of this secondary datacenter,
  * and a planned transfer from this primary to a connected secondary (with the handover's other
  * end). The role runs each one change at a time.
  */
@@ -36,7 +36,7 @@ export class PrimaryMoves {
   constructor(private readonly host: MovesHost) {}
 
   /**
-   * PUT /v1/operator/primary?promote (SPEC §21): this secondary datacenter becomes the primary,
+   * PUT /v1/operator/primary?promote (docs/datacenters.md): this secondary datacenter becomes the primary,
    * with the epoch after the highest seen, from what it has applied. The answer (and the audit
    * line) name the recovery point: the previous primary's last index applied here, and when it
    * was last heard.
@@ -142,7 +142,7 @@ export class PrimaryMoves {
   }
 
   /**
-   * PUT /v1/operator/primary?transfer=DC at the primary's leader (SPEC §21): global writes stop here,
+   * PUT /v1/operator/primary?transfer=DC at the primary's leader (docs/datacenters.md): global writes stop here,
    * every one acknowledged is sent to `target` (a connected secondary), which becomes the primary
    * with the next epoch; this datacenter then follows it. Nothing acknowledged is lost, and writes
    * wait for at most the target's catch-up and 2 s.

@@ -12,7 +12,7 @@ import type { ServerGroup } from './servers.js';
 
 /**
  * What a side (primary or secondary datacenter) uses of the server's role: its datacenter's
- * servers and leader, which outlive every change of side (SPEC §21: a promotion, a handover, a
+ * servers and leader, which outlive every change of side (docs/datacenters.md: a promotion, a handover, a
  * newer primary followed).
  */
 export interface RoleHost {

@@ -52,7 +52,7 @@ export interface AppDeps {
   /** GET /v1/acl/replication. */
   replicationStatus: () => ReplicationStatusResponse;
   /**
-   * At the primary, its epoch (SPEC §21): a write forwarded by a secondary that has seen a higher
+   * At the primary, its epoch (docs/datacenters.md): a write forwarded by a secondary that has seen a higher
    * one is refused (409 STALE_PRIMARY). Undefined elsewhere, or when absent.
    */
   primaryEpoch?: () => number | undefined;

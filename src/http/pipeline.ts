@@ -179,7 +179,7 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, err: unk
   return reply.code(a.status).type(a.contentType).send(a.body);
 }
 
-/** The highest primary epoch a secondary has seen, sent with each write it forwards to the primary (SPEC §21). */
+/** The highest primary epoch a secondary has seen, sent with each write it forwards to the primary (docs/datacenters.md). */
 export const PRIMARY_EPOCH_HEADER = 'x-service-primary-epoch';
 
 /**

@@ -8,7 +8,7 @@ export interface Cursor {
   logID: string;
   /** Last primary index applied (the stream is complete up to it). */
   index: number;
-  /** The highest primary epoch seen (SPEC §21); absent in cursors written before epochs: 1. */
+  /** The highest primary epoch seen (docs/datacenters.md); absent in cursors written before epochs: 1. */
   epoch?: number;
   /** When it was written (ms since the epoch): the last frame of the primary applied here, for a promotion's report. */
   at?: number;
@@ -23,7 +23,7 @@ export interface Cursor {
 /** The first primary's epoch: what a store or a frame without one means. */
 export const FIRST_EPOCH = 1;
 
-/** A primary's own epoch, as its store keeps it (SPEC §21). */
+/** A primary's own epoch, as its store keeps it (docs/datacenters.md). */
 export const primaryEpochOf = (store: { getMeta(key: string): unknown }): number => Number(store.getMeta(META.primaryEpoch) ?? FIRST_EPOCH);
 
 /**

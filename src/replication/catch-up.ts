@@ -9,7 +9,7 @@ import type { CatchUpStore } from '../store/store.js';
 import { type ApplyOutcome, type Cursor, type SecretConflict, contentOf } from './apply.js';
 import type { SnapshotFrame } from './protocol.js';
 
-/** A global object held here that a new primary's snapshot replaced or removed (SPEC §21: rolled back). */
+/** A global object held here that a new primary's snapshot replaced or removed (docs/datacenters.md: rolled back). */
 export interface RolledBack {
   Kind: AuditObjectKind;
   ID: string;
@@ -66,7 +66,7 @@ export class CatchUp {
   }
 
   /**
-   * `listRolledBack`: the snapshot comes from a new primary (SPEC §21), and every global object
+   * `listRolledBack`: the snapshot comes from a new primary (docs/datacenters.md), and every global object
    * held here that it replaces or removes is listed in the outcome (the audit log names them).
    */
   static async begin(store: CatchUpStore, options: { listRolledBack?: boolean; changedAfter?: number } = {}): Promise<CatchUp> {

@@ -3,7 +3,7 @@ import type { DatacenterInfo } from './protocol.js';
 
 export interface DirectoryOptions {
   datacenter: string;
-  /** The primary datacenter now, and (at a secondary) its servers' base URLs in order (SPEC §21: a promotion moves it). */
+  /** The primary datacenter now, and (at a secondary) its servers' base URLs in order (docs/datacenters.md: a promotion moves it). */
   primary: () => Standing;
   /** Addresses an operator configured: they win over what datacenters report. */
   configured: Readonly<Record<string, string>>;

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { META } from '../store/schema.js';
 import { epochSeenBy } from './apply.js';
 
-/** Where a primary took over (SPEC §21): the previous primary, its epoch, and its last index the new one had applied. */
+/** Where a primary took over (docs/datacenters.md): the previous primary, its epoch, and its last index the new one had applied. */
 export const takeover = z.strictObject({
   From: z.string().min(1).max(256),
   Epoch: z.number().int().positive(),
@@ -14,7 +14,7 @@ export type Takeover = z.infer<typeof takeover>;
 
 /**
  * The primary a datacenter follows (or itself), as a promotion, a handover or a newer primary
- * learned from a peer left it (SPEC §21). Stored in the store's metadata, so it outlives restarts
+ * learned from a peer left it (docs/datacenters.md). Stored in the store's metadata, so it outlives restarts
  * and reaches an HA datacenter's followers with the batch that wrote it; absent, the configuration
  * (`primary_datacenter`, `primary_address`) says.
  */

@@ -62,7 +62,7 @@ export interface SessionHost {
   /** Last uses of global tokens a secondary saw: the primary keeps the latest. */
   usesReported(uses: ReadonlyArray<readonly [string, number]>): void;
   datacenters(): DatacenterInfo[];
-  /** This primary's epoch (SPEC §21). */
+  /** This primary's epoch (docs/datacenters.md). */
   epoch(): number;
   /** Where this primary took over from another, if it did (told in the welcome). */
   takeover(): Takeover | undefined;
@@ -240,7 +240,7 @@ export class Session {
   }
 
   /**
-   * A planned transfer (SPEC §21): once everything up to `upTo` is queued to the socket, the
+   * A planned transfer (docs/datacenters.md): once everything up to `upTo` is queued to the socket, the
    * handover follows it (frames are applied in order there). False when the stream ended first
    * or did not get that far within `timeoutMs`.
    */
@@ -339,7 +339,7 @@ export class Session {
         return this.close(1002, 'unsupported protocol version');
       }
       if (frame.epoch > this.primary.epoch()) {
-        // The secondary follows a primary promoted after this one (SPEC §21): this one is stale.
+        // The secondary follows a primary promoted after this one (docs/datacenters.md): this one is stale.
         this.primary.staleFor(frame.datacenter, frame.epoch);
         void this.send({
           t: 'error',

@@ -262,12 +262,12 @@ export class ReplicationPrimary implements SessionHost {
     return { ok: true, address: host.includes(':') ? `[${host}]:${parsed.port}` : `${host}:${parsed.port}` };
   }
 
-  /** This primary's epoch (SPEC §21): 1 until a promotion raises it. */
+  /** This primary's epoch (docs/datacenters.md): 1 until a promotion raises it. */
   epoch(): number {
     return primaryEpochOf(this.store);
   }
 
-  /** Where this primary took over from another (SPEC §21), if it did: told to each secondary in its welcome. */
+  /** Where this primary took over from another (docs/datacenters.md), if it did: told to each secondary in its welcome. */
   takeover(): Takeover | undefined {
     const parsed = placementRecord.safeParse(this.store.getMeta(META.placement));
     return parsed.success ? parsed.data.Took : undefined;
@@ -365,7 +365,7 @@ export class ReplicationPrimary implements SessionHost {
   }
 
   /**
-   * A planned transfer (SPEC §21): the connected secondary `datacenter` gets everything up to
+   * A planned transfer (docs/datacenters.md): the connected secondary `datacenter` gets everything up to
    * `upTo`, then the handover to `epoch`. Its address (host:port), or undefined when it is not
    * connected or the handover could not be sent within `timeoutMs`.
    */

@@ -136,7 +136,7 @@ export const primaryFrame = z.discriminatedUnion('t', [
   /** Last uses of global tokens the primary wrote (seen anywhere): [AccessorID, ms] (docs/http-api.md, "Last use"). */
   z.strictObject({ t: z.literal('uses'), uses: lastUsesSchema }),
   /**
-   * A planned transfer (SPEC §21): the primary, taking no writes, has sent everything up to `upTo`;
+   * A planned transfer (docs/datacenters.md): the primary, taking no writes, has sent everything up to `upTo`;
    * the secondary, once it has applied that much, becomes the primary with `epoch`.
    */
   z.strictObject({ t: z.literal('handover'), epoch, upTo: z.number().int().nonnegative() }),

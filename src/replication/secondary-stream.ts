@@ -32,7 +32,7 @@ export interface StreamEffects {
   /** Applying failed: the connection must end; the next one resumes from the cursor on disk. */
   abort(message: string): void;
   /**
-   * The primary is of a lower epoch than one this secondary has seen (SPEC §21): it is stale, and
+   * The primary is of a lower epoch than one this secondary has seen (docs/datacenters.md): it is stale, and
    * nothing it sends is applied; the connection ends (`abort` follows) and is tried again later.
    */
   stalePrimary?(epoch: number, seen: number): void;

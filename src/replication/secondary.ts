@@ -43,7 +43,7 @@ export interface SecondaryOptions {
   backoffMaxMs: number;
   /** The server's clock of when the primary was last heard (kept across leadership changes). */
   contact?: PrimaryContact;
-  /** A planned transfer: the primary hands its role to this datacenter (SPEC §21). */
+  /** A planned transfer: the primary hands its role to this datacenter (docs/datacenters.md). */
   onHandover?: (epoch: number, upTo: number) => void;
   /** Records an event in the audit log (connected to the primary, disconnected). */
   onEvent?: (type: AuditType, details: Record<string, unknown>) => void;
@@ -107,7 +107,7 @@ export class ReplicationSecondary {
         stalePrimary: (epoch, seen) =>
           this.options.onEvent?.('stale-primary', { Primary: this.options.primaryDatacenter, Epoch: epoch, Seen: seen }),
         handover: (epoch, upTo) => this.options.onHandover?.(epoch, upTo),
-        // What a new primary's snapshot replaced or removed (SPEC §21), named in the audit log.
+        // What a new primary's snapshot replaced or removed (docs/datacenters.md), named in the audit log.
         rolledBack: (objects, index) => {
           for (let i = 0; i < objects.length; i += ROLLED_BACK_PER_LINE)
             this.options.onEvent?.('rolled-back', {

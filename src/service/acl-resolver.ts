@@ -22,7 +22,7 @@ export interface Identity {
   authorizer: Authorizer;
   /**
    * When the secret presented is one a rotation replaced: the time (ms) it stops authenticating,
-   * the end of the rotation's overlap (SPEC §22). Absent for the token's current secret.
+   * the end of the rotation's overlap (docs/operator-insight.md). Absent for the token's current secret.
    */
   secretEnds?: number;
   /**

@@ -65,9 +65,9 @@ export interface AgentInfo {
   servers(): OperatorServersResponse;
   /** The primary this server follows: its datacenter, epoch, the index applied here, when last heard. */
   primary(): OperatorPrimaryResponse;
-  /** This secondary datacenter becomes the primary (SPEC §21, emergency promotion); at its leader. */
+  /** This secondary datacenter becomes the primary (docs/datacenters.md, emergency promotion); at its leader. */
   promote(force: boolean): Promise<PromotionResponse>;
-  /** The primary hands its role to a connected secondary (SPEC §21, planned transfer); at its leader. */
+  /** The primary hands its role to a connected secondary (docs/datacenters.md, planned transfer); at its leader. */
   transfer(target: string): Promise<PromotionResponse>;
   /** POST /v1/operator/raft/transfer-leader: this datacenter's leadership handed to `to` (or a synchronous follower). */
   transferLeader(to: string | undefined, by: string): Promise<TransferLeaderResponse>;

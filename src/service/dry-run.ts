@@ -7,7 +7,7 @@ import { AclResolver } from './acl-resolver.js';
 import type { RecentChecks } from './recent-checks.js';
 
 /**
- * What a policy or role change would break (SPEC §22): the checks recently asked for the
+ * What a policy or role change would break (docs/operator-insight.md): the checks recently asked for the
  * tokens the change reaches (recent-checks.ts: decided at this server, reported by enforcing
  * clients), each judged as things are and as they would be after the change, by the same
  * resolver code over the state with the one record replaced. Nothing is written.

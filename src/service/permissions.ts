@@ -35,7 +35,7 @@ export function permissionDenied(identity: Identity, level: AclLevel, scope: Sco
   );
 }
 
-/** What a 403 adds after the permission lacked: the rule that decided it (SPEC §22), for the caller's own token. */
+/** What a 403 adds after the permission lacked: the rule that decided it (docs/operator-insight.md), for the caller's own token. */
 const decidedBy = (reason: Reason): string => `; decided by ${reasonText(reason)}`;
 
 /**

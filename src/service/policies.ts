@@ -90,7 +90,7 @@ export class PolicyService {
 
   /**
    * `?dry-run`: the update checked as it would be (the same refusals), nothing written; what it
-   * would flip of the checks recently asked for the tokens it reaches (SPEC §22).
+   * would flip of the checks recently asked for the tokens it reaches (docs/operator-insight.md).
    */
   async dryRun(ctx: RequestContext, id: string, input: PolicyInput, dryRun: DryRunService): Promise<DryRunAnswer> {
     const { identity, scope } = await authorize(this.resolver, ctx, 'write', input);

@@ -144,7 +144,7 @@ export class RoleService {
     return { record: { ...existing, ...givenFields(ROLE_FIELDS, input), ...content, Hash: roleHash(content) } as RoleRecord, named };
   }
 
-  /** `?dry-run`: the update checked as it would be, nothing written; what it would flip (SPEC §22). */
+  /** `?dry-run`: the update checked as it would be, nothing written; what it would flip (docs/operator-insight.md). */
   async dryRun(ctx: RequestContext, id: string, input: RoleInput, dryRun: DryRunService): Promise<DryRunAnswer> {
     const { identity, scope } = await authorize(this.resolver, ctx, 'write', input);
     if (input.ID && input.ID !== id) throw invalid('Role ID in URL and payload do not match');

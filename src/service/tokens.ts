@@ -346,7 +346,7 @@ export class TokenService {
   }
 
   /**
-   * A new SecretID for the token (SPEC §22): the one it replaces keeps authenticating for
+   * A new SecretID for the token (docs/operator-insight.md): the one it replaces keeps authenticating for
    * `Overlap`, then nowhere. The token's content and Hash are unchanged; it replicates like
    * any write. A second rotation within an overlap ends the first one's at once.
    */

@@ -15,7 +15,7 @@ import { type Check, parseChecks } from './decisions.js';
 import { authorize, readableBy } from './permissions.js';
 
 /**
- * Who can (SPEC §22): the tokens and roles of one place granted a check, each with its reason.
+ * Who can (docs/operator-insight.md): the tokens and roles of one place granted a check, each with its reason.
  * Never by compiling every token: the policies, roles, identities and templates whose rules
  * could grant the check are found first (small tables, or a name), the tokens that hold one
  * come from the indexes by policy, role, identity and template, and only those are judged,

@@ -259,11 +259,11 @@ export const META = {
   logTrimmed: key('m', 'log-trimmed'),
   /** A secondary's place in the primary's log (and the highest primary epoch it has seen). */
   cursor: key('m', 'cursor'),
-  /** The primary's epoch (SPEC §21): 1 for the first primary, raised by each promotion; absent means 1. */
+  /** The primary's epoch (docs/datacenters.md): 1 for the first primary, raised by each promotion; absent means 1. */
   primaryEpoch: key('m', 'primary-epoch'),
   /**
    * The primary this datacenter follows, or itself, once a promotion, a handover or a newer epoch
-   * learned from a peer has moved it (SPEC §21): it outranks the configuration from then on.
+   * learned from a peer has moved it (docs/datacenters.md): it outranks the configuration from then on.
    */
   placement: key('m', 'placement'),
   /** Addresses of the other datacenters a primary has seen (asked at its next start whether a newer primary exists). */

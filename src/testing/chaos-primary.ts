@@ -10,7 +10,7 @@ import { LazyFS, lazyfsUnavailable } from './lazyfs.js';
 import type { Cluster } from './types.js';
 
 /**
- * `npm run chaos -- --scenario primary-loss` (SPEC §21): three datacenters under global and Local
+ * `npm run chaos -- --scenario primary-loss` (docs/datacenters.md): three datacenters under global and Local
  * write load; dc2 is cut off from the primary for a second, then the primary datacenter (three
  * servers and etcd, every data dir on LazyFS when it can be mounted) loses power: every process
  * SIGKILLed and every byte never synced dropped. dc2 (behind dc3 by that second) is

@@ -27,7 +27,7 @@ export interface ClusterOptions {
   dataDirParent?: Record<string, string>;
   /**
    * Every daemon is told every other datacenter's address (`datacenter_addresses`, each
-   * datacenter's first server), as in a deployment that may promote a secondary (SPEC §21): ports
+   * datacenter's first server), as in a deployment that may promote a secondary (docs/datacenters.md): ports
    * are chosen before any starts. Plain HTTP only.
    */
   knowEachOther?: boolean;

@@ -10,7 +10,7 @@ import { parsePolicyRules } from '../../src/domain/rules/policy.js';
 import { renderedSources } from '../../src/domain/templates.js';
 
 /**
- * Explanations (SPEC §22): each answer names the source and the rule, as written, that
+ * Explanations (docs/operator-insight.md): each answer names the source and the rule, as written, that
  * decided it, and the rule that lost, in Consul's precedence cases; and an explanation's
  * answer is always the decision's.
  */

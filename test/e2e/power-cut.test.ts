@@ -9,7 +9,7 @@ import { LazyFS, lazyfsUnavailable } from '../../src/testing/lazyfs.js';
 import { type AgentProcess, spawnAgent } from '../helpers/process.js';
 import { type Api, apiFor } from '../helpers/test-daemon.js';
 
-// Power cuts (SPEC §21, last item): a daemon's data dir on LazyFS, which keeps what is written in
+// Power cuts (docs/datacenters.md, last item): a daemon's data dir on LazyFS, which keeps what is written in
 // its own cache until fsync; SIGKILL, then LazyFS drops every byte never synced, as a machine
 // losing power would. After each restart every acknowledged write and delete must be in place.
 // The moments: under write load while the enforced audit log rotates, during a clean stop's

@@ -29,7 +29,7 @@ async function start(name: string, dir: string, replication: Partial<typeof REPL
   const config = loadConfig({
     flags: {
       http_addr: `127.0.0.1:${ports[name]}`,
-      // The other datacenters, where each asks which primary they follow (SPEC §21).
+      // The other datacenters, where each asks which primary they follow (docs/datacenters.md).
       datacenter_addresses: others.map((n) => `${n}=${url(n)}`).join(','),
       data_dir: dir,
       datacenter: name,
@@ -62,7 +62,7 @@ async function auditLines(dc: Dc, type: string): Promise<Array<Record<string, un
   return [...((page.body?.Events ?? []) as Array<Record<string, unknown>>)].reverse();
 }
 
-describe('losing the primary datacenter (SPEC §21)', () => {
+describe('losing the primary datacenter (docs/datacenters.md)', () => {
   const dirs: Array<{ path: string; remove(): Promise<void> }> = [];
   let dc1: Dc;
   let dc2: Dc;
@@ -234,7 +234,7 @@ describe('losing the primary datacenter (SPEC §21)', () => {
     expect(transferred.stderr).toBe('');
     const handed = { status: 200, body: JSON.parse(transferred.stdout) as PromotionResponse };
     expect(handed.body).toMatchObject({ Datacenter: 'dc1', Epoch: 3, PreviousPrimary: 'dc2', PreviousEpoch: 2, Forced: false });
-    // Writes waited for dc1's catch-up and the handover only (SPEC §21: at most that and 2 s).
+    // Writes waited for dc1's catch-up and the handover only (docs/datacenters.md: at most that and 2 s).
     expect(handed.body.WritesPausedMs).toBeLessThan(12_000);
     await new Promise((r) => setTimeout(r, 300));
     writing = false;
@@ -260,7 +260,7 @@ describe('losing the primary datacenter (SPEC §21)', () => {
   }, 90_000);
 });
 
-describe('a stale old primary (SPEC §21): nothing of it overwrites the new primary', () => {
+describe('a stale old primary (docs/datacenters.md): nothing of it overwrites the new primary', () => {
   const dirs: Array<{ path: string; remove(): Promise<void> }> = [];
   const running: Dc[] = [];
   afterAll(async () => {

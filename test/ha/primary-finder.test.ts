@@ -33,7 +33,7 @@ function metaStore(meta: Record<string, unknown> = {}) {
   };
 }
 
-describe('finding a newer primary (SPEC §21)', () => {
+describe('finding a newer primary (docs/datacenters.md)', () => {
   const closers: Array<() => Promise<unknown>> = [];
   afterEach(async () => {
     for (const c of closers.splice(0)) await c();

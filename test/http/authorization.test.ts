@@ -43,7 +43,7 @@ describe('authorization and redaction', () => {
     const res = await api('PUT', '/v1/acl/token', { body: {} });
     expect(res.status).toBe(403);
     expect(res.body.code).toBe('PERMISSION_DENIED');
-    // The reason follows (SPEC §22): the source and the rule that decided, as written.
+    // The reason follows (docs/operator-insight.md): the source and the rule that decided, as written.
     expect(res.body.message).toBe(
       `Permission denied: token with AccessorID '${reader.AccessorID}' lacks permission 'acl:write'; decided by policy "acl-read": acl = "read"`,
     );

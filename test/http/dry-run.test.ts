@@ -3,7 +3,7 @@ import { Random } from '../../src/testing/simulation/random.js';
 import { type TestDaemon, apiFor, startTestDaemon } from '../helpers/test-daemon.js';
 
 /**
- * What a change would break (SPEC §22): `?dry-run` on a policy or role update writes nothing
+ * What a change would break (docs/operator-insight.md): `?dry-run` on a policy or role update writes nothing
  * and answers which of the checks recently asked for the tokens it reaches would flip; the
  * flips equal what the decisions answer before and after the change is made for real.
  */

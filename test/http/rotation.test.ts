@@ -3,7 +3,7 @@ import { ManualClock } from '../../src/domain/clock.js';
 import { type TestDaemon, apiFor, startTestDaemon } from '../helpers/test-daemon.js';
 
 /**
- * Rotating a secret with an overlap (SPEC §22): a new SecretID answered, the replaced one
+ * Rotating a secret with an overlap (docs/operator-insight.md): a new SecretID answered, the replaced one
  * authenticating until the overlap ends and nowhere after, the token otherwise unchanged.
  */
 describe('PUT /v1/acl/token/:AccessorID/rotate', () => {

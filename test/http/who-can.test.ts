@@ -8,7 +8,7 @@ import { AclResolver } from '../../src/service/acl-resolver.js';
 import { type TestDaemon, apiFor, startTestDaemon } from '../helpers/test-daemon.js';
 
 /**
- * Who can (SPEC §22): on a random store of 2,000 tokens (policies of exact, prefix and deny
+ * Who can (docs/operator-insight.md): on a random store of 2,000 tokens (policies of exact, prefix and deny
  * rules, roles, service and node identities, templated policies, some expired), every page of
  * GET /v1/acl/who-can put together is exactly the set of tokens a brute-force evaluation of
  * every token grants, and its roles exactly the roles that grant by themselves.

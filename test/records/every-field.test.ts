@@ -16,7 +16,7 @@ import { recordingReplicator } from '../helpers/replicator.js';
 import { tempDir } from '../helpers/temp-dir.js';
 
 /**
- * One record, every path (README; SPEC §23): a token, a policy, a role, an auth method and a
+ * One record, every path (src/ARCHITECTURE.md, "The store"): a token, a policy, a role, an auth method and a
  * binding rule with every declared field set, pushed through every path an object takes, every
  * field compared at every hop. The records' fields come from their declarations
  * (domain/records.ts): a field declared there is set here (a field the body takes as given gets

@@ -114,7 +114,7 @@ describe('the primary does not take a secondary at its word', () => {
     expect(s.frames[0]?.t).toBe('welcome');
     expect((await dc1.api('GET', '/v1/acl/tokens?dc=dc8')).status).toBe(200);
     expect(trap.seen).toEqual([]);
-    // (Besides the leader asking a configured datacenter which primary it follows: SPEC §21.)
+    // (Besides the leader asking a configured datacenter which primary it follows: docs/datacenters.md.)
     expect(real.seen.map((r) => r.url).filter((u) => u !== '/v1/internal/primary')).toEqual(['/v1/acl/tokens?dc=dc8']);
     s.ws.close();
   });

@@ -1,5 +1,5 @@
 /**
- * Why a check was answered as it was (SPEC §22, "Explain a decision"): the source that
+ * Why a check was answered as it was (docs/operator-insight.md, "Explain a decision"): the source that
  * decided, the rule as written, and the rule that lost to it.
  */
 

@@ -5,7 +5,7 @@ import type { DecisionSource, ExplainedRule, Reason } from './explain-types.js';
 import { DEFAULT_NAMESPACE, DEFAULT_PARTITION } from '../ids.js';
 
 /**
- * Why an authorizer answers a check as it does (SPEC §22): the same walk as its decision
+ * Why an authorizer answers a check as it does (docs/operator-insight.md): the same walk as its decision
  * (authorizer.ts, decisions.ts), with each rule's source kept. Not a hot path: it looks at
  * every rule of the token's policies once per check; `allow` is always what `allows()` says
  * (test/domain/explain.test.ts compares them on random stores).

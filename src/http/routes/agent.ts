@@ -198,7 +198,7 @@ function upgradeRoutes(app: FastifyInstance, deps: AgentRoutesDeps): void {
   });
 }
 
-/** The primary this server follows, its promotion and a planned transfer (SPEC §21), and what peers ask of it. */
+/** The primary this server follows, its promotion and a planned transfer (docs/datacenters.md), and what peers ask of it. */
 function primaryRoutes(app: FastifyInstance, deps: AgentRoutesDeps): void {
   resource(app, '/v1/operator/primary', {
     GET: {

@@ -1,4 +1,4 @@
-// The operator's questions (SPEC "Operator insight"): who can do something, and what a policy or
+// The operator's questions (docs/operator-insight.md): who can do something, and what a policy or
 // role change would break, shown before it is saved.
 import { useState } from 'preact/hooks';
 import { ErrorBox, ReasonView, api, explain, html } from './lib.js';

@@ -216,7 +216,7 @@ function RuleLine({ rule, label }) {
     <code>${rule.Block ? `${rule.Block} { ${rule.Rule} }` : rule.Rule}</code></div>`;
 }
 
-/** Why a check was answered as it was (SPEC "Explain a decision"): the rule that decided, and the one that lost. */
+/** Why a check was answered as it was (docs/operator-insight.md, "Why a check was denied"): the rule that decided, and the one that lost. */
 export function ReasonView({ reason }) {
   if (!reason) return null;
   return html`<div class="reason" data-testid="reason">

@@ -89,7 +89,7 @@ function Upgrade() {
 }
 
 /**
- * The primary role's two moves (SPEC §21), each behind a confirmation that says what it does:
+ * The primary role's two moves (docs/datacenters.md), each behind a confirmation that says what it does:
  * a planned transfer at the primary (nothing lost, writes wait a moment), and the promotion of a
  * secondary once the primary is lost (what the primary acknowledged after the recovery point may be lost).
  */
