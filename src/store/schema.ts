@@ -76,13 +76,13 @@ export interface TableDef<R, I extends string> {
 }
 
 /** Every field a table's ID, indexes and time order read: all a start reads of each record, the ID first. */
-export function indexedFields(def: TableDef<unknown, string>, idField: string): string[] {
+export function indexedFields<R, I extends string>(def: TableDef<R, I>, idField: string): string[] {
   const out = [idField];
   const add = (f: string) => {
     if (!(f in def.fields)) throw new Error(`${def.name}: an index reads ${f}, which its records do not declare`);
     if (!out.includes(f)) out.push(f);
   };
-  for (const idx of Object.values(def.indexes) as Array<IndexDef<unknown>>) idx.reads.forEach(add);
+  for (const idx of Object.values<IndexDef<R>>(def.indexes)) idx.reads.forEach(add);
   def.orderedBy?.reads.forEach(add);
   return out;
 }

@@ -94,7 +94,7 @@ export class CompactTable<R, I extends string> implements Table<R, I>, CompactLo
     private readonly codec: CompactCodec<R>,
   ) {
     this.fields = fieldNames(def.fields);
-    this.indexFields = indexedFields(def as TableDef<unknown, string>, codec.idField);
+    this.indexFields = indexedFields(def, codec.idField);
     for (const [name, idx] of Object.entries(def.indexes) as Array<[string, IndexDef<R>]>) {
       if (idx.unique) {
         // A unique key is read from the bytes straight into its table: the key must be one field's value.
