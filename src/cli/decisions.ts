@@ -4,7 +4,10 @@ import { type CommonOptions, common, print, run } from './common.js';
 import { ioOf } from './io.js';
 import { formatWhoCan } from './output.js';
 
-/** `acl authorize` and `acl who-can`: what a token may do, and who may do something (docs/enforcing-client.md, "Enforcing policies in your service", "Who can"). */
+/**
+ * `acl authorize` and `acl who-can`: what a token may do, and who may do something
+ * (docs/enforcing-client.md; docs/operator-insight.md, "Who can").
+ */
 export function decisionCommands(acl: Command): void {
   authorizeCommand(acl);
   whoCanCommand(acl);

@@ -169,7 +169,10 @@ export const configShape = {
   reap_interval: duration.default(1_000),
   /** How often tokens' last uses are written (docs/http-api.md, "Last use"): a crash loses at most this much of them. */
   last_used_flush: duration.default(60_000),
-  /** Whether the checks asked in the last hour are noted (decisions here, enforcing clients' reports), for dry runs (docs/operator-insight.md, "What a change would break"). */
+  /**
+   * Whether the checks asked in the last hour are noted (decisions here, enforcing clients' reports), for dry runs
+   * (docs/operator-insight.md, "What a change would break").
+   */
   recent_checks: bool.default(true),
   /** Login tokens unused this long are revoked by the reaper; 0 turns it off (an auth method's TokenIdleTTL overrides). */
   login_token_idle_ttl: duration.default(72 * 3_600_000),

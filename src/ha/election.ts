@@ -371,7 +371,8 @@ export function planHandOver(view: ElectionView, to: string | undefined): HandOv
       why: 'not-in-sync-set',
       message:
         members.length === 0
-          ? `${from}'s synchronous set is empty: no follower holds every write it acknowledged yet; try again once one has caught up (watchword operator servers)`
+          ? `${from}'s synchronous set is empty: no follower holds every write it acknowledged yet; try again once one ` +
+            'has caught up (watchword operator servers)'
           : `${target} is not in ${from}'s synchronous set (${members.join(', ')}): only a member holds every write it acknowledged`,
     };
   return {

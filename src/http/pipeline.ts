@@ -202,6 +202,7 @@ export function refuseIfStale(
   staleSeen?.();
   throw new WatchwordError(
     'STALE_PRIMARY',
-    `This primary's epoch is ${epoch}, and the datacenter that forwarded this write has seen epoch ${seen}: a newer primary was promoted; the write was not made here`,
+    `This primary's epoch is ${epoch}, and the datacenter that forwarded this write has seen epoch ${seen}: ` +
+      'a newer primary was promoted; the write was not made here',
   );
 }

@@ -119,7 +119,9 @@ export async function readState(
       const seq = Number(meta.get(META.serverSeq) ?? 0);
       if (checkpoint.usable && seq > 0 && checkpoint.seq !== seq) {
         loaded?.(
-          `a scan: the checkpoint was set aside (${checkpoint.seq === undefined ? 'it does not say which batch it holds' : `it holds batch ${checkpoint.seq}, the store ${seq}`})`,
+          `a scan: the checkpoint was set aside (${
+            checkpoint.seq === undefined ? 'it does not say which batch it holds' : `it holds batch ${checkpoint.seq}, the store ${seq}`
+          })`,
         );
       } else if (checkpoint.usable) {
         const why = await checkpoint.load(table.compact);

@@ -19,7 +19,10 @@ export interface SeedOptions {
   expires?: (i: number) => string;
   /** Told each token's AccessorID and SecretID (the reads of a benchmark pick from them). */
   made?: (accessor: string, secret: string) => void;
-  /** What each token holds instead of the default (a service identity `svc-<i % 1000>`), by its number: links to policies and roles that exist in the store, other identities. */
+  /**
+   * What each token holds instead of the default (a service identity `svc-<i % 1000>`), by its number: links to
+   * policies and roles that exist in the store, other identities.
+   */
   links?: (i: number) => Partial<Pick<TokenRecord, 'Policies' | 'Roles' | 'ServiceIdentities'>>;
 }
 
