@@ -579,6 +579,9 @@ describe.skipIf(!CHROMIUM)('web UI in chromium', () => {
     );
     expect(dialogs.at(-1)).toContain('Hand the primary role from dc1 to dc2?');
     expect(await page.textContent('tr[data-dc=dc2] [data-testid=follows]')).toBe('dc1, epoch 1');
+    // The releases: every server on this one, not yet finalized (two sentences, not run together).
+    await page.waitForSelector('text=Every server runs this release.');
+    expect(await page.textContent('main')).toContain('Finalized: not yet. Every server runs this release.');
     await shot('datacenters');
     await axe('datacenters');
     await page.selectOption('#dc-switch', 'dc2');

@@ -79,7 +79,7 @@ function Upgrade() {
           <td>${x.Release ?? html`<span class="badge bad">not heard from</span>`}</td><td>${range(x.Replication)}</td><td>${range(x.Servers)}</td></tr>`,
       ),
     )}</tbody></table></div>
-    <p>Finalized: ${s.Finalized ? `${s.Finalized.Release} (replication ${s.Finalized.Replication})` : 'not yet'}.
+    <p>Finalized: ${s.Finalized ? `${s.Finalized.Release} (replication ${s.Finalized.Replication})` : 'not yet'}.${' '}
       ${s.Behind.length ? `Behind: ${s.Behind.join(', ')}.` : 'Every server runs this release.'}</p>
     ${s.Waiting.map((w) => html`<p>Waiting for the finalize: ${w.Feature} (needs ${w.Needs}).</p>`)}
     ${s.CanFinalize ? html`<button type="button" onClick=${finalize}>Finalize the upgrade</button>` : null}
