@@ -18,7 +18,8 @@ import { META } from '../store/schema.js';
 import { PeerClient } from '../transport/peer-client.js';
 import { refuse } from '../transport/refuse.js';
 import { FENCED_ON_STOP } from '../version.js';
-import { type Coordinator, EtcdCoordinator, type HandedOver, StaticCoordinator } from './coordinator.js';
+import { type Coordinator, EtcdCoordinator, StaticCoordinator } from './coordinator.js';
+import { handOverLeadership } from './leader-handover.js';
 import type { ClusterRole, RoleDeps, RoleParts } from './cluster-role.js';
 import { PrimaryFinder, outranks } from './primary-finder.js';
 import { PrimaryMoves } from './primary-moves.js';
@@ -30,9 +31,6 @@ import { releaseColumns } from './servers.js';
 import { SERVERS_PATH } from './server-protocol.js';
 import { ServerGroup } from './servers.js';
 import type { RoleHost, Side } from './side.js';
-
-/** How long a leadership handover may take before the request answers that the new leader has not taken it. */
-const TRANSFER_WAIT_MS = 10_000;
 
 /**
  * A server's place (docs/datacenters.md, "Multiple datacenters"; docs/servers.md): the
@@ -341,91 +339,28 @@ export class DatacenterRole implements ClusterRole, RoleHost {
     );
   }
 
-  /** PUT /v1/operator/primary?transfer=DC at the primary's leader (docs/datacenters.md): a planned handover (primary-moves.ts). */
-  async transferLeader(to: string | undefined, by: string): Promise<TransferLeaderResponse> {
-    if (!this.group)
+  /** POST /v1/operator/raft/transfer-leader (docs/servers.md): this datacenter's leadership handed to a synchronous follower. */
+  transferLeader(to: string | undefined, by: string): Promise<TransferLeaderResponse> {
+    const group = this.group;
+    if (!group)
       throw new WatchwordError('INVALID_REQUEST', 'this datacenter runs one server (no coordinator): there is no leadership to hand over');
-    const started = Date.now();
-    // The secondaries streaming from the leader now (the primary's): the answer waits for them to stream from the next.
-    const streaming = this.side.kind === 'primary' ? await this.secondariesOf(this.group.isLeader() ? undefined : this.leaderClient()) : [];
-    const done = await this.group.coordinator.handOver(to, TRANSFER_WAIT_MS);
-    this.deps.onEvent?.('leader-transferred', { From: done.from, To: done.to, Term: done.term, By: by });
-    await this.steppedDown(done, started + TRANSFER_WAIT_MS);
-    await this.secondariesMoved(done, streaming, started + TRANSFER_WAIT_MS);
-    return { Success: true, From: done.from, To: done.to, Term: done.term };
-  }
-
-  /** The secondaries a primary's server replicates to (`via` undefined: this one; else the server it names), by datacenter. */
-  private async secondariesOf(via: PeerClient | undefined): Promise<string[]> {
-    if (via === undefined) return (this.replicationStatus().Secondaries ?? []).map((s) => s.Datacenter);
-    try {
-      const res = await via.request('GET', '/v1/acl/replication', {}, undefined, 2000);
-      if (res.status !== 200) return [];
-      return ((JSON.parse(res.text) as ReplicationStatusResponse).Secondaries ?? []).map((s) => s.Datacenter);
-    } catch {
-      return [];
-    }
-  }
-
-  /**
-   * Resolves once every secondary that streamed from the old leader streams from the new one (or
-   * at the deadline: a secondary that is away does not hold the answer up): the old leader is then
-   * asked nothing more, and its restart cuts no forwarded write short.
-   */
-  private async secondariesMoved(done: HandedOver, streaming: string[], deadline: number): Promise<void> {
-    if (streaming.length === 0) return;
-    const to = this.group?.coordinator.knownServers().find((s) => s.name === done.to);
-    if (!to) return;
-    const { transport, config } = this.deps;
-    const self = done.to === config.node_name;
-    const next = self
-      ? undefined
-      : new PeerClient(transport.peerURL(to.address), config.datacenter, transport.fetcher({ datacenter: config.datacenter }));
-    while (Date.now() < deadline) {
-      const now = await this.secondariesOf(next);
-      if (streaming.every((dc) => now.includes(dc))) return;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
-
-  /**
-   * Resolves once the server that led knows it no longer does (it has seen the new leader, so it
-   * acknowledges nothing more), or cannot be reached: a handover answers only when the old leader
-   * may be restarted. A release that took writes while stopping (version.ts, FENCED_ON_STOP) must
-   * not be stopped a moment before.
-   */
-  private async steppedDown(done: HandedOver, deadline: number): Promise<void> {
-    const servers = this.group?.coordinator.knownServers() ?? [];
-    const from = servers.find((s) => s.name === done.from);
-    const to = servers.find((s) => s.name === done.to);
-    if (!from || !to) return;
-    if (done.from === this.deps.config.node_name) {
-      while (this.group?.isLeader() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-      return;
-    }
-    const { transport } = this.deps;
-    const old = new PeerClient(
-      transport.peerURL(from.address),
-      this.deps.config.datacenter,
-      transport.fetcher({ datacenter: this.deps.config.datacenter }),
-    );
-    while (Date.now() < deadline) {
-      try {
-        const res = await old.request('GET', '/v1/status/leader', {}, undefined, Math.max(100, deadline - Date.now()));
-        if (res.status === 200 && JSON.parse(res.text) === to.address) return;
-      } catch {
-        // Gone (stopped meanwhile): it takes nothing more.
-        return;
-      }
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    throw new WatchwordError(
-      'NO_LEADER',
-      `${done.to} leads (term ${done.term}), but ${done.from} has not yet seen it; wait until it names ${done.to} ` +
-        `(GET /v1/status/leader there) before restarting it`,
+    const { config, transport, onEvent } = this.deps;
+    return handOverLeadership(
+      {
+        group,
+        config,
+        transport,
+        isPrimary: () => this.side.kind === 'primary',
+        replicationStatus: () => this.replicationStatus(),
+        leaderClient: () => this.leaderClient(),
+        audit: (details) => onEvent?.('leader-transferred', details),
+      },
+      to,
+      by,
     );
   }
 
+  /** PUT /v1/operator/primary?transfer=DC at the primary's leader (docs/datacenters.md): a planned handover (primary-moves.ts). */
   transfer(target: string): Promise<PromotionResponse> {
     return this.serially(() => this.moves.transfer(target));
   }
