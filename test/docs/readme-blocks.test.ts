@@ -67,6 +67,24 @@ async function pasted(
   });
 }
 
+/** The block marked `NAME` in a page of the repository (README.md, docs/…), which must have it. */
+async function blockOf(page: string, name: string): Promise<string> {
+  const block = markedBlocks(await readFile(join(ROOT, page), 'utf8')).get(name);
+  expect(block, `${page} has a block marked docs-test: ${name}`).toBeDefined();
+  return block as string;
+}
+
+/** Each fixed port a block names, moved to a free one. */
+async function freePorts(fixed: number[]): Promise<Record<number, number>> {
+  const ports: Record<number, number> = {};
+  for (const p of fixed) ports[p] = await freePort();
+  return ports;
+}
+
+/** A block that starts etcd, pasted with etcd's folder on the PATH. */
+const withEtcd = (block: string, ports: Record<number, number>) =>
+  pasted(block, ports, { PATH: `${dirname(etcd as string)}:${process.env.PATH}` });
+
 const cleanups: Array<() => Promise<void>> = [];
 
 describe("README's blocks, pasted into a fresh shell", () => {
@@ -75,10 +93,9 @@ describe("README's blocks, pasted into a fresh shell", () => {
   });
 
   it('the quick start: three datacenters replicate, forward and keep Local tokens, then stop', async () => {
-    const block = markedBlocks(await readFile(join(ROOT, 'README.md'), 'utf8')).get('quick-start');
-    expect(block, 'README.md has a block marked docs-test: quick-start').toBeDefined();
+    const block = await blockOf('README.md', 'quick-start');
     const ports = { 8500: await freePort(), 8501: await freePort(), 8502: await freePort() };
-    const { code, out } = await pasted(block as string, ports);
+    const { code, out } = await pasted(block, ports);
     expect(code, out).toBe(0);
     expect(out).not.toContain('bootstrap refused');
     const lines = out.split('\n');
@@ -94,9 +111,8 @@ describe("README's blocks, pasted into a fresh shell", () => {
   }, 90_000);
 
   it("docs/cli.md's walk-through, in the quick start's shell with its three daemons", async () => {
-    const quick = markedBlocks(await readFile(join(ROOT, 'README.md'), 'utf8')).get('quick-start') as string;
-    const cli = markedBlocks(await readFile(join(ROOT, 'docs', 'cli.md'), 'utf8')).get('cli-walk-through');
-    expect(cli, 'docs/cli.md has a block marked docs-test: cli-walk-through').toBeDefined();
+    const quick = await blockOf('README.md', 'quick-start');
+    const cli = await blockOf('docs/cli.md', 'cli-walk-through');
     // The quick start up to its stop, the walk-through, then the stop.
     const [running, stop] = quick.split(/\n(?=# stop the three daemons)/) as [string, string];
     expect(stop, 'the quick start ends with its stop').toMatch(/^# stop the three daemons/);
@@ -115,11 +131,8 @@ describe("README's blocks, pasted into a fresh shell", () => {
   it.skipIf(!etcd)(
     `docs/servers.md's three servers and etcd on one machine elect a leader and list each other${etcd ? '' : ' (skipped: etcd is not installed)'}`,
     async () => {
-      const block = markedBlocks(await readFile(join(ROOT, 'docs', 'servers.md'), 'utf8')).get('three-servers');
-      expect(block, 'docs/servers.md has a block marked docs-test: three-servers').toBeDefined();
-      const ports: Record<number, number> = {};
-      for (const p of [2379, 2380, 8511, 8512, 8513]) ports[p] = await freePort();
-      const { code, out } = await pasted(block as string, ports, { PATH: `${dirname(etcd as string)}:${process.env.PATH}` });
+      const ports = await freePorts([2379, 2380, 8511, 8512, 8513]);
+      const { code, out } = await withEtcd(await blockOf('docs/servers.md', 'three-servers'), ports);
       expect(code, out).toBe(0);
       const servers = [8511, 8512, 8513].map((p) => `127.0.0.1:${ports[p]}`);
       const leader = JSON.parse(out.split('\n').find((l) => l.startsWith('"')) ?? '""') as string;
@@ -133,15 +146,13 @@ describe("README's blocks, pasted into a fresh shell", () => {
   it.skipIf(!etcd)(
     `docs/tls.md's three datacenters over TLS, etcd included, replicate and answer the CLI${etcd ? '' : ' (skipped: etcd is not installed)'}`,
     async () => {
-      const block = markedBlocks(await readFile(join(ROOT, 'docs', 'tls.md'), 'utf8')).get('tls');
-      expect(block, 'docs/tls.md has a block marked docs-test: tls').toBeDefined();
-      const ports: Record<number, number> = {};
-      for (const p of [2379, 2380, 8521, 8522, 8523, 8621, 8721]) ports[p] = await freePort();
-      const { code, out } = await pasted(block as string, ports, { PATH: `${dirname(etcd as string)}:${process.env.PATH}` });
+      const ports = await freePorts([2379, 2380, 8521, 8522, 8523, 8621, 8721]);
+      const { code, out } = await withEtcd(await blockOf('docs/tls.md', 'tls'), ports);
       expect(code, out).toBe(0);
       // The policy read at dc2 over TLS, the servers' view, and dc2's replication status.
       expect(out).toMatch(/^Name:\s+over-tls$/m);
       expect(out.match(/^Name:\s+over-tls$/gm)?.length).toBeGreaterThanOrEqual(2);
+      for (const name of ['dc1-s0', 'dc1-s1', 'dc1-s2']) expect(out).toMatch(new RegExp(`^${name}\\s`, 'm'));
       const status = JSON.parse(out.split('\n').find((l) => l.startsWith('{"Enabled"')) ?? '{}') as Record<string, unknown>;
       expect(status).toMatchObject({ Enabled: true, Running: true, SourceDatacenter: 'dc1', Connected: true });
     },
@@ -149,25 +160,19 @@ describe("README's blocks, pasted into a fresh shell", () => {
   );
 
   it('the walk-through with curl, against the daemon npm start runs', async () => {
-    const block = markedBlocks(await readFile(join(ROOT, 'README.md'), 'utf8')).get('walk-through');
-    expect(block, 'README.md has a block marked docs-test: walk-through').toBeDefined();
+    const block = await blockOf('README.md', 'walk-through');
     const dir = await tempDir();
     cleanups.push(() => dir.remove());
     const port = await freePort();
     const agent = await spawnAgent(join(dir.path, 'dc1'), [], { WATCHWORD_HTTP_ADDR: `127.0.0.1:${port}` });
     cleanups.unshift(async () => void (await agent.stop()));
     // docs/enforcing-client.md's decisions, asked with the walk-through's token.
-    const authorize = markedBlocks(await readFile(join(ROOT, 'docs', 'enforcing-client.md'), 'utf8')).get('authorize');
-    expect(authorize, 'docs/enforcing-client.md has a block marked docs-test: authorize').toBeDefined();
+    const authorize = await blockOf('docs/enforcing-client.md', 'authorize');
     // docs/operator-insight.md's rotation and docs/audit.md's reads, in the same shell.
-    const rotate = markedBlocks(await readFile(join(ROOT, 'docs', 'operator-insight.md'), 'utf8')).get('rotate');
-    const audit = markedBlocks(await readFile(join(ROOT, 'docs', 'audit.md'), 'utf8')).get('audit');
-    expect(rotate, 'docs/operator-insight.md has a block marked docs-test: rotate').toBeDefined();
-    expect(audit, 'docs/audit.md has a block marked docs-test: audit').toBeDefined();
-    const login = markedBlocks(await readFile(join(ROOT, 'docs', 'http-api.md'), 'utf8')).get('login');
-    expect(login, 'docs/http-api.md has a block marked docs-test: login').toBeDefined();
-    const error = markedBlocks(await readFile(join(ROOT, 'README.md'), 'utf8')).get('error');
-    expect(error, 'README.md has a block marked docs-test: error').toBeDefined();
+    const rotate = await blockOf('docs/operator-insight.md', 'rotate');
+    const audit = await blockOf('docs/audit.md', 'audit');
+    const login = await blockOf('docs/http-api.md', 'login');
+    const error = await blockOf('README.md', 'error');
     const { code, out } = await pasted(`${block}\n${authorize}\necho\n${rotate}\n${audit}\n${login}\n${error}`, { 8500: port });
     expect(code, out).toBe(0);
     const json = out
