@@ -15,6 +15,7 @@ import { Selectors } from './auth/selectors.js';
 import { UnknownSecretBudget } from './service/unknown-secrets.js';
 import { AclResolver } from './service/acl-resolver.js';
 import { UpgradeStatus } from './upgrade-status.js';
+import { logStartNotices } from './start-notices.js';
 import { BootstrapService } from './service/bootstrap.js';
 import type { AgentInfo } from './service/context.js';
 import { agentSelf, healthChecks } from './agent-info.js';
@@ -177,14 +178,13 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       { address, datacenter: config.datacenter, primary: placement.primaryDatacenter(), role: cluster.kind, dataDir },
       'watchword agent started',
     );
-    for (const notice of options.notices ?? []) logger.info(notice);
-    placementNotice(config, placement, logger);
-    if (placement.isPrimary() && !store.reader.getBootstrap().Bootstrapped) {
-      logger.info(
-        `ACLs are not bootstrapped: \`watchword acl bootstrap\` (or \`curl -X PUT ${transport.peerURL(advertised())}/v1/acl/bootstrap\`) ` +
-          'makes the first management token, once',
-      );
-    }
+    logStartNotices(config, {
+      logger,
+      placement,
+      bootstrapped: store.reader.getBootstrap().Bootstrapped,
+      url: transport.peerURL(advertised()),
+      notices: options.notices ?? [],
+    });
     return daemonHandle(config, {
       lock,
       store,
@@ -257,27 +257,6 @@ function lastUseFlusher(config: Config, store: LevelStore, cluster: ClusterRole,
         ? logger.info('last uses seen since the last flush not written: this server no longer leads')
         : logger.warn({ err }, 'last uses not written; tried again at the next flush'),
     (uses) => cluster.usesWritten(uses),
-  );
-}
-
-/**
- * A placement kept in the store (a promotion, a transfer, a newer primary followed) outranks
- * `primary_datacenter`: said at every start, with how to move the role, so a restart with the old
- * configuration is never silently a secondary of another datacenter.
- */
-function placementNotice(config: Config, placement: Placement, logger: Logger): void {
-  const moved = placement.stored();
-  if (!moved || moved.Primary === config.primary_datacenter) return;
-  const how = moved.Took ? `, since ${moved.Primary} took over from ${moved.Took.From}` : '';
-  const role =
-    moved.Primary === config.datacenter
-      ? `this datacenter (${config.datacenter}) is the primary`
-      : `this datacenter follows ${moved.Primary} as its primary (at ${moved.Addresses.join(', ') || 'addresses it learns'})`;
-  logger.warn(
-    { primary: moved.Primary, epoch: moved.Epoch, configured: config.primary_datacenter },
-    `the store's placement outranks primary_datacenter ${config.primary_datacenter}: ${role}, epoch ${moved.Epoch}${how}. ` +
-      `To make ${config.primary_datacenter} the primary again, once it has caught up, run \`watchword operator primary transfer ` +
-      `-to ${config.primary_datacenter}\` at the primary (docs/datacenters.md, "Losing the primary datacenter")`,
   );
 }
 
