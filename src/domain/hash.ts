@@ -4,6 +4,7 @@
 // two different contents can produce the same byte stream.
 import { hash } from 'node:crypto';
 import {
+  type ContentOf,
   type FieldKind,
   type FieldTable,
   type Link,
@@ -15,55 +16,71 @@ import {
   TOKEN_FIELDS,
   type TemplatedPolicyLink,
 } from './records.js';
-import type { PolicyRecord, RoleRecord, TokenRecord } from './types.js';
 
 /** One value in the hash's text: its tag, its length in bytes, itself. */
 const hashField = (tag: string, v: string): string => `${tag}:${Buffer.byteLength(v)}:${v};`;
 
+/** A list's part: its tag and length, then each item as a value. */
+function hashList<T>(tag: string, items: readonly T[] | undefined, text: (item: T) => string): string {
+  const list = items ?? [];
+  let out = `${tag}[${list.length}]`;
+  for (const item of list) out += hashField(tag, text(item));
+  return out;
+}
+
+/** An object as JSON with its keys sorted at every depth: two objects equal by content write one text. */
+function canonicalJSON(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJSON).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJSON(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'null';
+}
+
 /**
  * A field's part of the hash's text, by kind (each kind written as it always was: the Hash is
- * kept across versions): a list is its tag and length, then each item as a value. Written
- * straight into one string (no array or closure per call): every write hashes its record.
+ * kept across versions). Every kind is named: a kind added to FieldKind does not compile until
+ * it says how it hashes. Written straight into one string: every write hashes its record.
  */
 function hashText(kind: FieldKind, value: unknown, tag: string): string {
   switch (kind) {
     case 'boolean':
       // A token's locality is the one boolean hashed.
       return hashField(tag, value ? 'local' : 'global');
-    case 'links': {
-      const links = value as Link[];
-      let out = `${tag}[${links.length}]`;
-      for (const l of links) out += hashField(tag, l.ID);
-      return out;
-    }
-    case 'serviceIdentities': {
-      const ids = value as ServiceIdentity[];
-      let out = `${tag}[${ids.length}]`;
-      for (const s of ids) out += hashField(tag, `${s.ServiceName}@${(s.Datacenters ?? []).join(',')}`);
-      return out;
-    }
-    case 'nodeIdentities': {
-      const ids = value as NodeIdentity[];
-      let out = `${tag}[${ids.length}]`;
-      for (const n of ids) out += hashField(tag, `${n.NodeName}@${n.Datacenter}`);
-      return out;
-    }
-    case 'templatedPolicies': {
-      const links = value as TemplatedPolicyLink[];
-      let out = `${tag}[${links.length}]`;
-      for (const t of links)
-        out += hashField(tag, `${t.TemplateName}|${t.TemplateVariables?.name ?? ''}|${(t.Datacenters ?? []).join(',')}`);
-      return out;
-    }
-    case 'strings': {
-      const vs = (value as string[] | undefined) ?? [];
-      let out = `${tag}[${vs.length}]`;
-      for (const v of vs) out += hashField(tag, v);
-      return out;
-    }
+    case 'links':
+      return hashList(tag, value as Link[], (l) => l.ID);
+    case 'serviceIdentities':
+      return hashList(tag, value as ServiceIdentity[], (s) => `${s.ServiceName}@${(s.Datacenters ?? []).join(',')}`);
+    case 'nodeIdentities':
+      return hashList(tag, value as NodeIdentity[], (n) => `${n.NodeName}@${n.Datacenter}`);
+    case 'templatedPolicies':
+      return hashList(
+        tag,
+        value as TemplatedPolicyLink[],
+        (t) => `${t.TemplateName}|${t.TemplateVariables?.name ?? ''}|${(t.Datacenters ?? []).join(',')}`,
+      );
+    case 'strings':
+      return hashList(tag, value as string[] | undefined, (v) => v);
+    case 'string':
+    case 'time':
+    case 'tokenLocality':
+    case 'bindType':
+      return hashField(tag, (value as string | undefined) ?? '');
+    case 'index':
+      return hashField(tag, String((value as number | undefined) ?? ''));
+    case 'config':
+    case 'bindVars':
+      return hashField(tag, canonicalJSON(value ?? {}));
     default:
-      return hashField(tag, String(value ?? ''));
+      return unhashable(kind);
   }
+}
+
+function unhashable(kind: never): never {
+  throw new Error(`no hash text for field kind ${String(kind)}`);
 }
 
 /**
@@ -100,21 +117,9 @@ const policyText = hashInput(POLICY_FIELDS);
 // The one-shot form: no Hash object per digest.
 const digest = (text: string): string => hash('sha256', text, 'base64');
 
-export function tokenHash(
-  t: Pick<TokenRecord, 'Description' | 'Local' | 'Roles' | 'Policies' | 'ServiceIdentities' | 'NodeIdentities' | 'TemplatedPolicies'>,
-): string {
-  return digest(tokenText(t));
-}
-
-export function roleHash(
-  r: Pick<RoleRecord, 'Name' | 'Description' | 'Policies' | 'ServiceIdentities' | 'NodeIdentities' | 'TemplatedPolicies'>,
-): string {
-  return digest(roleText(r));
-}
-
-export function policyHash(p: Pick<PolicyRecord, 'Name' | 'Description' | 'Rules' | 'Datacenters'>): string {
-  return digest(policyText(p));
-}
+export const tokenHash = (t: ContentOf<typeof TOKEN_FIELDS>): string => digest(tokenText(t));
+export const roleHash = (r: ContentOf<typeof ROLE_FIELDS>): string => digest(roleText(r));
+export const policyHash = (p: ContentOf<typeof POLICY_FIELDS>): string => digest(policyText(p));
 
 /** A stable short ID for rendered (synthetic) policies: the same rules give the same ID. */
 export function syntheticPolicyID(rules: string): string {

@@ -153,6 +153,33 @@ export type RecordOf<F extends FieldTable> = Simplify<
   }
 >;
 
+/** The names of a table's fields the content Hash covers (declared with `hash`). */
+export type HashedKey<F extends FieldTable> = { [K in keyof F]: F[K] extends { hash: object } ? K : never }[keyof F];
+
+/** What a record grants and says about itself: the fields of its declaration the Hash covers. */
+export type ContentOf<F extends FieldTable> = Pick<RecordOf<F>, HashedKey<F> & keyof RecordOf<F>>;
+
+const hashedNames = new WeakMap<FieldTable, string[]>();
+
+/** The hashed fields of a table, by name, in declared order. */
+export function hashedFieldsOf(fields: FieldTable): string[] {
+  let names = hashedNames.get(fields);
+  if (names === undefined) {
+    names = Object.entries(fields)
+      .filter(([, spec]) => spec.hash !== undefined)
+      .map(([name]) => name);
+    hashedNames.set(fields, names);
+  }
+  return names;
+}
+
+/** The content of `record` by its declaration: each hashed field it holds, no other. */
+export function contentOf<F extends FieldTable>(fields: F, record: Readonly<Record<string, unknown>>): ContentOf<F> {
+  const out: Record<string, unknown> = {};
+  for (const name of hashedFieldsOf(fields)) if (record[name] !== undefined) out[name] = record[name];
+  return out as ContentOf<F>;
+}
+
 // ---- The records ----
 
 const scope = {

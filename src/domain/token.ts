@@ -1,12 +1,10 @@
 import { rfc3339 } from './expiry.js';
 import { tokenHash } from './hash.js';
+import { type ContentOf, TOKEN_FIELDS } from './records.js';
 import type { Scope, TokenRecord } from './types.js';
 
-/** What a token grants and says about itself: the fields its Hash covers. */
-export type TokenContent = Pick<
-  TokenRecord,
-  'Description' | 'Policies' | 'Roles' | 'ServiceIdentities' | 'NodeIdentities' | 'TemplatedPolicies' | 'Local'
->;
+/** What a token grants and says about itself: the fields its Hash covers (domain/records.ts marks them). */
+export type TokenContent = ContentOf<typeof TOKEN_FIELDS>;
 
 export interface NewToken {
   AccessorID: string;

@@ -1,4 +1,4 @@
-import { TOKEN_FIELDS, givenFields, laterForms } from '../domain/records.js';
+import { TOKEN_FIELDS, contentOf, givenFields, laterForms } from '../domain/records.js';
 import { audited } from './audited.js';
 import type { Clock } from '../domain/clock.js';
 import { formatDuration, parseDuration } from '../domain/duration.js';
@@ -6,7 +6,7 @@ import { conflict, invalid, missingTarget, notFound, notPermitted } from '../dom
 import { type ExpiryLimits, isExpired, resolveExpiration } from '../domain/expiry.js';
 import { normalizeNodeIdentities, normalizeServiceIdentities, normalizeTemplatedPolicies } from '../domain/grants.js';
 import { tokenHash } from '../domain/hash.js';
-import { newTokenRecord } from '../domain/token.js';
+import { type TokenContent, newTokenRecord } from '../domain/token.js';
 import { ANONYMOUS_TOKEN_ID, RESERVED_PREFIX, filterID, isReservedID, isUUID } from '../domain/ids.js';
 import type { Scope, TokenRecord } from '../domain/types.js';
 import type { StateReader, Store } from '../store/store.js';
@@ -285,13 +285,19 @@ export class TokenService {
         const secret = secretID ?? freshID(taken);
         const policies = resolveLinks(tx, 'policy', input.Policies, scope);
         const roles = resolveLinks(tx, 'role', input.Roles, scope);
-        const base = { Description: input.Description ?? '', Policies: policies.ids, Roles: roles.ids, ...grants, Local: local };
+        const content: TokenContent = {
+          Description: input.Description ?? '',
+          Policies: policies.ids,
+          Roles: roles.ids,
+          ...grants,
+          Local: local,
+        };
         const record = tx.put(
           'tokens',
           newTokenRecord({
             AccessorID: accessor,
             SecretID: secret,
-            content: base,
+            content,
             given: givenFields(TOKEN_FIELDS, input),
             ...(expires !== undefined ? { expires } : {}),
             now,
@@ -329,14 +335,14 @@ export class TokenService {
         }
         const policies = resolveLinks(tx, 'policy', input.Policies, scope);
         const roles = resolveLinks(tx, 'role', input.Roles, scope);
-        const base = {
+        const content: TokenContent = {
           Description: input.Description ?? '',
           Policies: policies.ids,
           Roles: roles.ids,
           ...normalizeGrants(input, existing.Local),
           Local: existing.Local,
         };
-        const next = { ...existing, ...givenFields(TOKEN_FIELDS, input), ...base };
+        const next = { ...existing, ...givenFields(TOKEN_FIELDS, input), ...content };
         const record = tx.put('tokens', { ...next, Hash: tokenHash(next) });
         return { token: record, links: { policies: policies.named, roles: roles.named } };
       },
@@ -395,21 +401,19 @@ export class TokenService {
         // Only live links are copied: a dangling link is invisible on the source too.
         const policies = namedLinks(tx, 'policy', source.Policies);
         const roles = namedLinks(tx, 'role', source.Roles);
-        const base = {
+        // The source's content, every hashed field of it, but for what a clone changes.
+        const content: TokenContent = {
+          ...contentOf(TOKEN_FIELDS, source),
           Description: input.Description ? input.Description : source.Description,
           Policies: policies.map((l) => ({ ID: l.ID })),
           Roles: roles.map((l) => ({ ID: l.ID })),
-          ServiceIdentities: source.ServiceIdentities,
-          NodeIdentities: source.NodeIdentities,
-          TemplatedPolicies: source.TemplatedPolicies,
-          Local: source.Local,
         };
         const record = tx.put(
           'tokens',
           newTokenRecord({
             AccessorID: freshID(tokenIDTaken(tx)),
             SecretID: freshID(tokenIDTaken(tx)),
-            content: base,
+            content,
             // What a write takes as given is the source's to copy, as its links are.
             given: givenFields(TOKEN_FIELDS, source),
             ...(expires !== undefined ? { expires } : {}),
