@@ -1,6 +1,6 @@
 import { rfc3339 } from './expiry.js';
 import { tokenHash } from './hash.js';
-import { type ContentOf, TOKEN_FIELDS } from './records.js';
+import type { ContentOf, TOKEN_FIELDS } from './records.js';
 import type { Scope, TokenRecord } from './types.js';
 
 /** What a token grants and says about itself: the fields its Hash covers (domain/records.ts marks them). */
