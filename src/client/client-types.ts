@@ -106,12 +106,5 @@ export interface ReadResult<T> {
   contentHash?: string;
 }
 
-export interface TokenListFilter {
-  policy?: string;
-  role?: string;
-  servicename?: string;
-  authmethod?: string;
-  authmethodNamespace?: string;
-  /** Only tokens not used for this long (a duration such as "720h"): docs/http-api.md, "Last use". */
-  unusedSince?: string;
-}
+/** The token list's filters (api/token-list-filter.ts declares them for both ends). */
+export type { TokenListFilter } from '../api/token-list-filter.js';

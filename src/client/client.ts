@@ -30,6 +30,7 @@ import type {
   roleBody,
   tokenBody,
 } from '../api/schemas.js';
+import { tokenListQuery } from '../api/token-list-filter.js';
 
 /**
  * A typed client for the watchword HTTP API. Its request and response types are the
@@ -266,17 +267,7 @@ export class WatchwordClient {
     delete: (accessorID: string, o: RequestOptions = {}) =>
       this.value(this.call<boolean>('DELETE', `/v1/acl/token/${encodeURIComponent(accessorID)}`, o)),
     list: (filter: TokenListFilter = {}, o: QueryOptions = {}) =>
-      this.call<TokenResponse[]>('GET', '/v1/acl/tokens', {
-        ...o,
-        query: {
-          policy: filter.policy,
-          role: filter.role,
-          servicename: filter.servicename,
-          authmethod: filter.authmethod,
-          'authmethod-ns': filter.authmethodNamespace,
-          'unused-since': filter.unusedSince,
-        },
-      }),
+      this.call<TokenResponse[]>('GET', '/v1/acl/tokens', { ...o, query: tokenListQuery(filter) }),
   };
 
   readonly policies = {

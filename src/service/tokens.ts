@@ -1,4 +1,5 @@
 import { TOKEN_FIELDS, contentOf, givenFields, laterForms } from '../domain/records.js';
+import type { TokenListFilter } from '../api/token-list-filter.js';
 import { audited } from './audited.js';
 import type { Clock } from '../domain/clock.js';
 import { formatDuration, parseDuration } from '../domain/duration.js';
@@ -31,15 +32,8 @@ export type RotateInput = z.output<typeof rotateBody>;
 /** The longest a rotation's replaced secret may keep authenticating. */
 export const MAX_ROTATION_OVERLAP_MS = 24 * 3600_000;
 
-export interface TokenListQuery {
-  policy?: string;
-  role?: string;
-  servicename?: string;
-  authmethod?: string;
-  authmethodNamespace?: string;
-  /** Only tokens not used for this long (a duration's text): docs/http-api.md, "Last use". */
-  unusedSince?: string;
-}
+/** The list's filters as a request gives them (api/token-list-filter.ts declares them for both ends). */
+export type TokenListQuery = TokenListFilter;
 
 /** The expanded read: the token plus everything that shapes its permissions. */
 export type ExpandedTokenView = ExpandedTokenResponse;

@@ -7,6 +7,7 @@ import { Written } from '../direct.js';
 import { writesHere } from '../forward.js';
 import { z } from 'zod';
 import { cloneBody, rotateBody, deletedResponse, expandedTokenResponse, tokenBody, tokenResponse } from '../../api/schemas.js';
+import { tokenListFilterOf, tokenListQueryDocs, tokenListQueryNames } from '../../api/token-list-filter.js';
 import type { AppDeps } from '../deps.js';
 
 /** What the token routes use. */
@@ -111,28 +112,17 @@ function tokenListRoute(app: FastifyInstance, deps: TokenRoutesDeps): void {
         summary: 'List tokens',
         permission: 'acl:read',
         response: z.array(tokenResponse),
-        query: {
-          policy: 'Only tokens linked to this policy ID',
-          role: 'Only tokens linked to this role ID',
-          servicename: 'Only tokens with a service identity of this name',
-          authmethod: 'Only tokens created by this auth method',
-          'authmethod-ns': 'Namespace of the auth method',
-          'unused-since': 'Only tokens not used for this long (a duration such as "720h"; never-used ones by their CreateTime)',
-        },
+        query: tokenListQueryDocs,
       },
       table: 'tokens',
       logic: {
-        query: ['policy', 'role', 'servicename', 'authmethod', 'authmethod-ns', 'unused-since'],
+        query: tokenListQueryNames,
         read: { gate: deps.reads, access: 'list' },
         run: ({ ctx, query }) =>
-          tokens.list(ctx, {
-            policy: query.get('policy'),
-            role: query.get('role'),
-            servicename: query.get('servicename'),
-            authmethod: query.get('authmethod'),
-            authmethodNamespace: query.get('authmethod-ns'),
-            unusedSince: query.get('unused-since'),
-          }),
+          tokens.list(
+            ctx,
+            tokenListFilterOf((name) => query.get(name)),
+          ),
       },
     },
   });
