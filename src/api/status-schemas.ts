@@ -201,7 +201,10 @@ export type AgentHealthResponse = z.infer<typeof agentHealthResponse>;
 
 /** GET /v1/operator/audit: a page of audit events (docs/audit.md, "Audit log"). */
 export const auditPageResponse = z.object({
-  Events: z.array(z.record(z.string(), z.unknown())),
+  // Every event carries these; each type adds its own fields (docs/audit.md).
+  Events: z.array(
+    z.looseObject({ Time: z.string(), Type: z.string(), AccessorID: z.string(), RemoteAddr: z.string(), Status: z.number() }),
+  ),
   NextCursor: z.string().optional(),
   Latest: z.number().int(),
 });

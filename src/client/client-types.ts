@@ -14,13 +14,8 @@ export interface AuditQuery {
   after?: number;
 }
 
-/** A page of audit events. */
-export interface AuditPage {
-  Events: Array<Record<string, unknown> & { Time: string; Type: string; AccessorID: string; RemoteAddr: string; Status: number }>;
-  NextCursor?: string;
-  /** The newest event's sequence number: `after` it to follow the log. */
-  Latest: number;
-}
+/** A page of audit events; `Latest` is the newest event's sequence number: `after` it to follow the log. */
+export type { AuditPageResponse as AuditPage } from '../api/status-schemas.js';
 
 /** One question for POST /v1/internal/acl/authorize (docs/enforcing-client.md, "Enforcing policies in your service"). */
 export interface AuthorizationCheck {

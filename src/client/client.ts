@@ -30,6 +30,7 @@ import type {
   roleBody,
   tokenBody,
 } from '../api/schemas.js';
+import type { ApiAnswer } from '../api/answers.js';
 import { tokenListQuery } from '../api/token-list-filter.js';
 
 /**
@@ -70,9 +71,7 @@ export type {
 };
 
 import type {
-  AuditPage,
   AuditQuery,
-  AuthorizationAnswer,
   AuthorizationCheck,
   ClientOptions,
   ClientTLS,
@@ -193,11 +192,12 @@ export class WatchwordClient {
     return this.options.token ?? process.env.WATCHWORD_HTTP_TOKEN;
   }
 
-  private async call<T>(
-    method: string,
-    path: string,
+  /** One call; what it answers is read from the API's table of answers (api/answers.ts) by method and path. */
+  private async call<M extends string, P extends string>(
+    method: M,
+    path: P,
     options: QueryOptions & { query?: Record<string, string | undefined>; body?: unknown } = {},
-  ): Promise<ReadResult<T>> {
+  ): Promise<ReadResult<ApiAnswer<M, P>>> {
     const url = new URL(this.address + path);
     const q: Record<string, string | undefined> = {
       ns: options.namespace ?? this.options.namespace,
@@ -233,7 +233,7 @@ export class WatchwordClient {
     }
     if (!res.ok) throw apiError(res, text);
     return {
-      value: value as T,
+      value: value as ApiAnswer<M, P>,
       index: Number(res.headers.get('x-service-index') ?? 0),
       knownLeader: res.headers.get('x-service-knownleader') === 'true',
       lastContactMs: Number(res.headers.get('x-service-lastcontact') ?? 0),
@@ -250,102 +250,89 @@ export class WatchwordClient {
   }
 
   readonly tokens = {
-    create: (token: TokenInput, o: RequestOptions = {}) =>
-      this.value(this.call<TokenResponse>('PUT', '/v1/acl/token', { ...o, body: token })),
-    read: (accessorID: string, o: QueryOptions = {}) =>
-      this.call<TokenResponse>('GET', `/v1/acl/token/${encodeURIComponent(accessorID)}`, o),
+    create: (token: TokenInput, o: RequestOptions = {}) => this.value(this.call('PUT', '/v1/acl/token', { ...o, body: token })),
+    read: (accessorID: string, o: QueryOptions = {}) => this.call('GET', `/v1/acl/token/${encodeURIComponent(accessorID)}`, o),
     readExpanded: (accessorID: string, o: QueryOptions = {}) =>
-      this.call<ExpandedTokenResponse>('GET', `/v1/acl/token/${encodeURIComponent(accessorID)}`, { ...o, query: { expanded: 'true' } }),
-    readSelf: (o: QueryOptions = {}) => this.call<TokenResponse>('GET', '/v1/acl/token/self', o),
+      this.call('GET', `/v1/acl/token/${encodeURIComponent(accessorID)}`, { ...o, query: { expanded: 'true' } }),
+    readSelf: (o: QueryOptions = {}) => this.call('GET', '/v1/acl/token/self', o),
     update: (accessorID: string, token: TokenInput, o: RequestOptions = {}) =>
-      this.value(this.call<TokenResponse>('PUT', `/v1/acl/token/${encodeURIComponent(accessorID)}`, { ...o, body: token })),
+      this.value(this.call('PUT', `/v1/acl/token/${encodeURIComponent(accessorID)}`, { ...o, body: token })),
     clone: (accessorID: string, body: CloneInput = {}, o: RequestOptions = {}) =>
-      this.value(this.call<TokenResponse>('PUT', `/v1/acl/token/${encodeURIComponent(accessorID)}/clone`, { ...o, body })),
+      this.value(this.call('PUT', `/v1/acl/token/${encodeURIComponent(accessorID)}/clone`, { ...o, body })),
     /** A new SecretID (answered); the replaced one keeps authenticating for `Overlap`, then nowhere. */
     rotate: (accessorID: string, body: RotateInput = {}, o: RequestOptions = {}) =>
-      this.value(this.call<TokenResponse>('PUT', `/v1/acl/token/${encodeURIComponent(accessorID)}/rotate`, { ...o, body })),
+      this.value(this.call('PUT', `/v1/acl/token/${encodeURIComponent(accessorID)}/rotate`, { ...o, body })),
     delete: (accessorID: string, o: RequestOptions = {}) =>
-      this.value(this.call<boolean>('DELETE', `/v1/acl/token/${encodeURIComponent(accessorID)}`, o)),
+      this.value(this.call('DELETE', `/v1/acl/token/${encodeURIComponent(accessorID)}`, o)),
     list: (filter: TokenListFilter = {}, o: QueryOptions = {}) =>
-      this.call<TokenResponse[]>('GET', '/v1/acl/tokens', { ...o, query: tokenListQuery(filter) }),
+      this.call('GET', '/v1/acl/tokens', { ...o, query: tokenListQuery(filter) }),
   };
 
   readonly policies = {
-    create: (policy: PolicyInput, o: RequestOptions = {}) =>
-      this.value(this.call<PolicyResponse>('PUT', '/v1/acl/policy', { ...o, body: policy })),
-    read: (id: string, o: QueryOptions = {}) => this.call<PolicyResponse>('GET', `/v1/acl/policy/${encodeURIComponent(id)}`, o),
+    create: (policy: PolicyInput, o: RequestOptions = {}) => this.value(this.call('PUT', '/v1/acl/policy', { ...o, body: policy })),
+    read: (id: string, o: QueryOptions = {}) => this.call('GET', `/v1/acl/policy/${encodeURIComponent(id)}`, o),
     readByName: (name: string, o: QueryOptions = {}) =>
-      this.call<PolicyResponse>('GET', `/v1/acl/policy/name/${name.split('/').map(encodeURIComponent).join('/')}`, o),
+      this.call('GET', `/v1/acl/policy/name/${name.split('/').map(encodeURIComponent).join('/')}`, o),
     update: (id: string, policy: PolicyInput, o: RequestOptions = {}) =>
-      this.value(this.call<PolicyResponse>('PUT', `/v1/acl/policy/${encodeURIComponent(id)}`, { ...o, body: policy })),
+      this.value(this.call('PUT', `/v1/acl/policy/${encodeURIComponent(id)}`, { ...o, body: policy })),
     /** What the update would flip of the checks recently asked for the tokens it reaches; nothing written. */
     dryRun: (id: string, policy: PolicyInput, o: RequestOptions = {}) =>
-      this.value(
-        this.call<DryRunResponse>('PUT', `/v1/acl/policy/${encodeURIComponent(id)}`, { ...o, body: policy, query: { 'dry-run': 'true' } }),
-      ),
-    delete: (id: string, o: RequestOptions = {}) => this.value(this.call<boolean>('DELETE', `/v1/acl/policy/${encodeURIComponent(id)}`, o)),
-    list: (o: QueryOptions = {}) => this.call<PolicyResponse[]>('GET', '/v1/acl/policies', o),
+      this.value(this.call('PUT', `/v1/acl/policy/${encodeURIComponent(id)}?dry-run=true`, { ...o, body: policy })),
+    delete: (id: string, o: RequestOptions = {}) => this.value(this.call('DELETE', `/v1/acl/policy/${encodeURIComponent(id)}`, o)),
+    list: (o: QueryOptions = {}) => this.call('GET', '/v1/acl/policies', o),
   };
 
   readonly roles = {
-    create: (role: RoleInput, o: RequestOptions = {}) => this.value(this.call<RoleResponse>('PUT', '/v1/acl/role', { ...o, body: role })),
-    read: (id: string, o: QueryOptions = {}) => this.call<RoleResponse>('GET', `/v1/acl/role/${encodeURIComponent(id)}`, o),
-    readByName: (name: string, o: QueryOptions = {}) => this.call<RoleResponse>('GET', `/v1/acl/role/name/${encodeURIComponent(name)}`, o),
+    create: (role: RoleInput, o: RequestOptions = {}) => this.value(this.call('PUT', '/v1/acl/role', { ...o, body: role })),
+    read: (id: string, o: QueryOptions = {}) => this.call('GET', `/v1/acl/role/${encodeURIComponent(id)}`, o),
+    readByName: (name: string, o: QueryOptions = {}) => this.call('GET', `/v1/acl/role/name/${encodeURIComponent(name)}`, o),
     update: (id: string, role: RoleInput, o: RequestOptions = {}) =>
-      this.value(this.call<RoleResponse>('PUT', `/v1/acl/role/${encodeURIComponent(id)}`, { ...o, body: role })),
+      this.value(this.call('PUT', `/v1/acl/role/${encodeURIComponent(id)}`, { ...o, body: role })),
     /** What the update would flip of the checks recently asked for the tokens it reaches; nothing written. */
     dryRun: (id: string, role: RoleInput, o: RequestOptions = {}) =>
-      this.value(
-        this.call<DryRunResponse>('PUT', `/v1/acl/role/${encodeURIComponent(id)}`, { ...o, body: role, query: { 'dry-run': 'true' } }),
-      ),
-    delete: (id: string, o: RequestOptions = {}) => this.value(this.call<boolean>('DELETE', `/v1/acl/role/${encodeURIComponent(id)}`, o)),
+      this.value(this.call('PUT', `/v1/acl/role/${encodeURIComponent(id)}?dry-run=true`, { ...o, body: role })),
+    delete: (id: string, o: RequestOptions = {}) => this.value(this.call('DELETE', `/v1/acl/role/${encodeURIComponent(id)}`, o)),
     list: (filter: { policy?: string } = {}, o: QueryOptions = {}) =>
-      this.call<RoleResponse[]>('GET', '/v1/acl/roles', { ...o, query: { policy: filter.policy } }),
+      this.call('GET', '/v1/acl/roles', { ...o, query: { policy: filter.policy } }),
   };
 
   readonly templatedPolicies = {
-    list: (o: RequestOptions = {}) =>
-      this.value(this.call<Record<string, TemplatedPolicyResponse>>('GET', '/v1/acl/templated-policies', o)),
-    read: (name: string, o: RequestOptions = {}) =>
-      this.value(this.call<TemplatedPolicyResponse>('GET', `/v1/acl/templated-policy/name/${name}`, o)),
+    list: (o: RequestOptions = {}) => this.value(this.call('GET', '/v1/acl/templated-policies', o)),
+    read: (name: string, o: RequestOptions = {}) => this.value(this.call('GET', `/v1/acl/templated-policy/name/${name}`, o)),
     /** `variables`: `{ name: "web" }` (the key in any letter case, as the server reads it). */
     preview: (name: string, variables: { name?: string; Name?: string } = {}, o: RequestOptions = {}) =>
-      this.value(this.call<SyntheticPolicyResponse>('POST', `/v1/acl/templated-policy/preview/${name}`, { ...o, body: variables })),
+      this.value(this.call('POST', `/v1/acl/templated-policy/preview/${name}`, { ...o, body: variables })),
   };
 
   readonly authMethods = {
     create: (method: AuthMethodInput, o: RequestOptions = {}) =>
-      this.value(this.call<AuthMethodResponse>('PUT', '/v1/acl/auth-method', { ...o, body: method })),
-    read: (name: string, o: QueryOptions = {}) =>
-      this.call<AuthMethodResponse>('GET', `/v1/acl/auth-method/${encodeURIComponent(name)}`, o),
+      this.value(this.call('PUT', '/v1/acl/auth-method', { ...o, body: method })),
+    read: (name: string, o: QueryOptions = {}) => this.call('GET', `/v1/acl/auth-method/${encodeURIComponent(name)}`, o),
     update: (name: string, method: AuthMethodInput, o: RequestOptions = {}) =>
-      this.value(this.call<AuthMethodResponse>('PUT', `/v1/acl/auth-method/${encodeURIComponent(name)}`, { ...o, body: method })),
+      this.value(this.call('PUT', `/v1/acl/auth-method/${encodeURIComponent(name)}`, { ...o, body: method })),
     /** Also deletes the method's binding rules and every token it issued. */
-    delete: (name: string, o: RequestOptions = {}) =>
-      this.value(this.call<boolean>('DELETE', `/v1/acl/auth-method/${encodeURIComponent(name)}`, o)),
-    list: (o: QueryOptions = {}) => this.call<AuthMethodResponse[]>('GET', '/v1/acl/auth-methods', o),
+    delete: (name: string, o: RequestOptions = {}) => this.value(this.call('DELETE', `/v1/acl/auth-method/${encodeURIComponent(name)}`, o)),
+    list: (o: QueryOptions = {}) => this.call('GET', '/v1/acl/auth-methods', o),
   };
 
   readonly bindingRules = {
-    create: (rule: BindingRuleInput, o: RequestOptions = {}) =>
-      this.value(this.call<BindingRuleResponse>('PUT', '/v1/acl/binding-rule', { ...o, body: rule })),
-    read: (id: string, o: QueryOptions = {}) => this.call<BindingRuleResponse>('GET', `/v1/acl/binding-rule/${encodeURIComponent(id)}`, o),
+    create: (rule: BindingRuleInput, o: RequestOptions = {}) => this.value(this.call('PUT', '/v1/acl/binding-rule', { ...o, body: rule })),
+    read: (id: string, o: QueryOptions = {}) => this.call('GET', `/v1/acl/binding-rule/${encodeURIComponent(id)}`, o),
     update: (id: string, rule: BindingRuleInput, o: RequestOptions = {}) =>
-      this.value(this.call<BindingRuleResponse>('PUT', `/v1/acl/binding-rule/${encodeURIComponent(id)}`, { ...o, body: rule })),
-    delete: (id: string, o: RequestOptions = {}) =>
-      this.value(this.call<boolean>('DELETE', `/v1/acl/binding-rule/${encodeURIComponent(id)}`, o)),
+      this.value(this.call('PUT', `/v1/acl/binding-rule/${encodeURIComponent(id)}`, { ...o, body: rule })),
+    delete: (id: string, o: RequestOptions = {}) => this.value(this.call('DELETE', `/v1/acl/binding-rule/${encodeURIComponent(id)}`, o)),
     list: (filter: { authMethod?: string } = {}, o: QueryOptions = {}) =>
-      this.call<BindingRuleResponse[]>('GET', '/v1/acl/binding-rules', { ...o, query: { authmethod: filter.authMethod } }),
+      this.call('GET', '/v1/acl/binding-rules', { ...o, query: { authmethod: filter.authMethod } }),
   };
 
   /** Exchanges a bearer token from an auth method for a token (no ACL token needed). */
   login(input: LoginInput, o: RequestOptions = {}): Promise<TokenResponse> {
-    return this.value(this.call<TokenResponse>('POST', '/v1/acl/login', { ...o, body: input }));
+    return this.value(this.call('POST', '/v1/acl/login', { ...o, body: input }));
   }
 
   /** Deletes the token in `o.token` (or the client's), which a login must have created. */
   logout(o: RequestOptions = {}): Promise<boolean> {
-    return this.value(this.call<boolean>('POST', '/v1/acl/logout', o));
+    return this.value(this.call('POST', '/v1/acl/logout', o));
   }
 
   /** Backup and restore (GET/PUT /v1/snapshot): the snapshot file's bytes. */
@@ -382,7 +369,7 @@ export class WatchwordClient {
     /** The tokens (a page, in AccessorID order) and roles granted a check, each with its reason; `cursor` is the last page's NextCursor. */
     whoCan: (check: AuthorizationCheck, page: { limit?: number; cursor?: string } = {}, o: RequestOptions = {}) =>
       this.value(
-        this.call<WhoCanResponse>('GET', '/v1/acl/who-can', {
+        this.call('GET', '/v1/acl/who-can', {
           ...o,
           query: {
             resource: check.Resource,
@@ -396,7 +383,7 @@ export class WatchwordClient {
     /** May the token (`o.token` or the client's) do each of these? 1 to 64 checks; the same array back with Allow. */
     authorize: (checks: AuthorizationCheck[], o: RequestOptions & { explain?: boolean } = {}) =>
       this.value(
-        this.call<AuthorizationAnswer[]>('POST', '/v1/internal/acl/authorize', {
+        this.call('POST', '/v1/internal/acl/authorize', {
           ...o,
           body: checks,
           ...(o.explain ? { query: { explain: 'true' } } : {}),
@@ -406,7 +393,7 @@ export class WatchwordClient {
      * The token's place, expiry, default policy and applicable rules, for judging it in-process
      * (the enforcing `Authorizer` uses it). With `hash`, blocks until they change.
      */
-    tokenAuthorizer: (o: QueryOptions = {}) => this.call<TokenAuthorizerResponse>('GET', '/v1/internal/acl/authorizer', o),
+    tokenAuthorizer: (o: QueryOptions = {}) => this.call('GET', '/v1/internal/acl/authorizer', o),
   };
 
   replication(o: RequestOptions = {}): Promise<ReplicationStatusResponse> {
@@ -415,37 +402,34 @@ export class WatchwordClient {
 
   readonly operator = {
     /** This datacenter's servers: role, term, applied position, lag, synchronous set (operator:read). */
-    servers: (o: RequestOptions = {}) => this.value(this.call<OperatorServersResponse>('GET', '/v1/operator/servers', o)),
+    servers: (o: RequestOptions = {}) => this.value(this.call('GET', '/v1/operator/servers', o)),
     /** The primary this server follows: its datacenter, epoch, the index applied here, when last heard (operator:read). */
-    primary: (o: RequestOptions = {}) => this.value(this.call<OperatorPrimaryResponse>('GET', '/v1/operator/primary', o)),
+    primary: (o: RequestOptions = {}) => this.value(this.call('GET', '/v1/operator/primary', o)),
     /** This secondary datacenter becomes the primary; `force` while it still hears the old one (operator:write). */
     promote: (force = false, o: RequestOptions = {}) =>
       this.value(
-        this.call<PromotionResponse>('PUT', '/v1/operator/primary', {
+        this.call('PUT', '/v1/operator/primary', {
           ...o,
           query: { promote: 'true', ...(force ? { force: 'true' } : {}) },
         }),
       ),
     /** At the primary: hands its role to the connected secondary `datacenter`, losing nothing (operator:write and acl:write). */
     transfer: (datacenter: string, o: RequestOptions = {}) =>
-      this.value(this.call<PromotionResponse>('PUT', '/v1/operator/primary', { ...o, query: { transfer: datacenter } })),
+      this.value(this.call('PUT', '/v1/operator/primary', { ...o, query: { transfer: datacenter } })),
     /** Every server's release and versions, what a finalize would set, what waits (operator:read). */
-    upgrade: (o: RequestOptions = {}) => this.value(this.call<OperatorUpgradeResponse>('GET', '/v1/operator/upgrade', o)),
+    upgrade: (o: RequestOptions = {}) => this.value(this.call('GET', '/v1/operator/upgrade', o)),
     /**
      * Hands the datacenter's leadership to server `id` (or to a member of the leader's synchronous set), operator:write:
      * resolves once the new leader leads. Asked of any server of the datacenter.
      */
     transferLeader: (id?: string, o: RequestOptions = {}) =>
-      this.value(
-        this.call<TransferLeaderResponse>('POST', '/v1/operator/raft/transfer-leader', { ...o, ...(id ? { query: { id } } : {}) }),
-      ),
+      this.value(this.call('POST', '/v1/operator/raft/transfer-leader', { ...o, ...(id ? { query: { id } } : {}) })),
     /** Finalizes the upgrade, at the primary (operator:write): refused while any server runs an older release. */
-    finalize: (o: RequestOptions = {}) =>
-      this.value(this.call<OperatorUpgradeResponse>('PUT', '/v1/operator/upgrade', { ...o, query: { finalize: 'true' } })),
+    finalize: (o: RequestOptions = {}) => this.value(this.call('PUT', '/v1/operator/upgrade', { ...o, query: { finalize: 'true' } })),
     /** This server's recent audit events, newest first (operator:read and acl:read); with `after`, the events after it, oldest first. */
     audit: (query: AuditQuery = {}, o: RequestOptions = {}) =>
       this.value(
-        this.call<AuditPage>('GET', '/v1/operator/audit', {
+        this.call('GET', '/v1/operator/audit', {
           ...o,
           query: Object.fromEntries(
             Object.entries(query)
@@ -458,11 +442,11 @@ export class WatchwordClient {
 
   readonly agent = {
     /** Configuration without secrets, version and role (agent:read). */
-    self: (o: RequestOptions = {}) => this.value(this.call<AgentSelfResponse>('GET', '/v1/agent/self', o)),
-    leader: () => this.value(this.call<string>('GET', '/v1/status/leader')),
+    self: (o: RequestOptions = {}) => this.value(this.call('GET', '/v1/agent/self', o)),
+    leader: () => this.value(this.call('GET', '/v1/status/leader')),
     /** Addresses of this datacenter's servers. */
-    peers: () => this.value(this.call<string[]>('GET', '/v1/status/peers')),
-    datacenters: () => this.value(this.call<string[]>('GET', '/v1/catalog/datacenters')),
+    peers: () => this.value(this.call('GET', '/v1/status/peers')),
+    datacenters: () => this.value(this.call('GET', '/v1/catalog/datacenters')),
     /** Prometheus text (agent:read). */
     metrics: async (o: RequestOptions = {}): Promise<string> => {
       const token = this.tokenFor(o);
@@ -475,6 +459,6 @@ export class WatchwordClient {
       return text;
     },
     /** The durable index and change-log identity of the daemon. */
-    index: () => this.value(this.call<{ Index: number; LogID: string }>('GET', '/v1/internal/index')),
+    index: () => this.value(this.call('GET', '/v1/internal/index')),
   };
 }

@@ -191,7 +191,7 @@ describe('Authorizer (enforcing client)', () => {
     let lines: Line[] = [];
     await waitFor(
       async () => {
-        lines = ((await d.api('GET', '/v1/operator/audit?type=denied-by-client')).body.Events as Line[]).filter(
+        lines = ((await d.api('GET', '/v1/operator/audit?type=denied-by-client')).body.Events as unknown as Line[]).filter(
           (e) => e.Client === 'billing-7',
         );
         return lines.length > 0;

@@ -193,7 +193,7 @@ describe('an enforcing client keeps its tokens current over one watch', () => {
       let lines: Line[] = [];
       await waitFor(
         async () => {
-          const events = (await d.api('GET', '/v1/operator/audit?type=denied-by-client')).body.Events as Line[];
+          const events = (await d.api('GET', '/v1/operator/audit?type=denied-by-client')).body.Events as unknown as Line[];
           lines = events.filter((e) => e.Client === 'raw-client').reverse();
           return lines.length >= 2;
         },

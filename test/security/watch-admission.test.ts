@@ -48,7 +48,7 @@ describe('finding 1: a watch needs a token of its own with acl:read', () => {
     expect(admitted.status).toBe(101);
     admitted.ws?.close();
     // Every refusal is audited, the unknown secret by its HMAC (never the secret).
-    const refused = (await d.api('GET', '/v1/operator/audit?type=refused')).body.Events as Array<{ AccessorID: string; Path: string }>;
+    const refused = (await d.api('GET', '/v1/operator/audit?type=refused')).body.Events;
     const atWatch = refused.filter((e) => e.Path === '/v1/internal/acl/authorizer/watch');
     expect(atWatch.some((e) => e.AccessorID === weak.AccessorID)).toBe(true);
     expect(atWatch.some((e) => e.AccessorID.startsWith('hmac:'))).toBe(true);
@@ -163,7 +163,7 @@ describe('finding 4: the watch is no oracle for guessed secrets', () => {
     expect(answered.length).toBeLessThanOrEqual(16);
     await waitFor(
       async () => {
-        const events = (await d.api('GET', '/v1/operator/audit?type=refused')).body.Events as Array<{ AccessorID: string; Path: string }>;
+        const events = (await d.api('GET', '/v1/operator/audit?type=refused')).body.Events;
         return events.some((e) => e.Path === '/v1/internal/acl/authorizer/watch' && e.AccessorID.startsWith('hmac:'));
       },
       5_000,
