@@ -1,7 +1,7 @@
 import { type ApplicablePolicy, Authorizer as CompiledAuthorizer } from '../domain/rules/authorizer.js';
 import { type Access, RESOURCES } from '../domain/rules/decisions.js';
 import { type ScopeRules, parsePolicyRules } from '../domain/rules/policy.js';
-import { type TokenAuthorizerResponse as TokenAuthorizerView, tokenAuthorizerResponse } from '../api/schemas.js';
+import { type TokenAuthorizerResponse, tokenAuthorizerResponse } from '../api/schemas.js';
 import { EventEmitter } from 'node:events';
 import { WatchwordApiError, WatchwordClient } from './client.js';
 import { type Failure, WELL_FORMED_SECRET, failureOf, milliseconds, reasonOf, sleep } from './failures.js';
@@ -531,7 +531,7 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
     this.emit('up', { downForMs, address: (this.clients[at] as WatchwordClient).address });
   }
 
-  private install(entry: Entry, view: TokenAuthorizerView, hash: string | undefined): void {
+  private install(entry: Entry, view: TokenAuthorizerResponse, hash: string | undefined): void {
     const policies: ApplicablePolicy[] = view.Policies.map((p) => ({
       rules: this.rules(p.Rules),
       namespace: p.Namespace,
@@ -724,7 +724,7 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
  * daemon counted (its clock, not ours), else from the expiry it names; one that cannot be read
  * is taken as passed.
  */
-function endOf(view: TokenAuthorizerView): number {
+function endOf(view: TokenAuthorizerResponse): number {
   if (view.SecondsLeft !== undefined) return monotonic() + Math.max(0, view.SecondsLeft) * 1000;
   if (view.ExpirationTime === undefined) return Number.POSITIVE_INFINITY;
   const at = Date.parse(view.ExpirationTime);

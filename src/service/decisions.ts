@@ -168,16 +168,9 @@ export function answersJSON(checks: readonly Check[], allows: readonly boolean[]
   return `${out}]`;
 }
 
-/**
- * What an enforcing client needs to judge a token itself (docs/enforcing-client.md, "Enforcing policies in your
- * service"): the token's place, its expiry, the default policy and the text of every policy that
- * applies to it here. Declared once, as the wire has it (api/schemas.ts).
- */
-export type TokenAuthorizerView = TokenAuthorizerResponse;
-
 /** The view with its content hash: a blocking read of it returns when the hash moves. */
 export interface TokenAuthorizerAnswer {
-  view: TokenAuthorizerView;
+  view: TokenAuthorizerResponse;
   hash: string;
 }
 
@@ -274,7 +267,7 @@ export class DecisionService {
   private viewOf(identity: Identity): TokenAuthorizerAnswer {
     const token = identity.token;
     const expires = secretExpiry(identity);
-    const view: TokenAuthorizerView = {
+    const view: TokenAuthorizerResponse = {
       AccessorID: token.AccessorID,
       Namespace: token.Namespace || DEFAULT_NAMESPACE,
       Partition: token.Partition || DEFAULT_PARTITION,
@@ -342,7 +335,7 @@ function dependsOn(token: TokenRecord, resolver: AclResolver): string[] {
  * The view as it is sent at `nowMs`: with the seconds its secret has left when it ends (a client
  * judges that on its monotonic clock). Made when sent, never kept: the hash covers the view without it.
  */
-export function withSecondsLeft(view: TokenAuthorizerView, nowMs: number): TokenAuthorizerView {
+export function withSecondsLeft(view: TokenAuthorizerResponse, nowMs: number): TokenAuthorizerResponse {
   if (view.ExpirationTime === undefined) return view;
   const left = Math.max(0, Date.parse(view.ExpirationTime) - nowMs) / 1000;
   return { ...view, SecondsLeft: Math.round(left * 1000) / 1000 };
