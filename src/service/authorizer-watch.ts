@@ -1,10 +1,21 @@
 import type { TokenAuthorizerResponse } from '../api/schemas.js';
-import { MAX_WATCHED, type ReportFrame, parseClientFrame } from '../api/watch-frames.js';
-import { quoteJSON } from '../domain/json-text.js';
 import type { CommitEvent } from '../store/store.js';
-import { type ClientReport, ReportIntake } from './watch-reports.js';
+import { WakeHeap } from './wake-heap.js';
+import { type Item, WatchConnection, type WatchHub } from './watch-connection.js';
+import type { ClientReport } from './watch-reports.js';
+import {
+  BEAT_RANGE,
+  DEFAULT_WATCH_LIMITS,
+  type WatchCredential,
+  type WatchDeps,
+  type WatchLimits,
+  type WatchSocket,
+  type WatchedAnswer,
+} from './watch-types.js';
 
 export type { ClientReport, ReportedCheck } from './watch-reports.js';
+export { WatchConnection } from './watch-connection.js';
+export * from './watch-types.js';
 
 /**
  * Enforcing clients' watches of sets of tokens (docs/enforcing-client.md, "Enforcing policies in your service"):
@@ -22,99 +33,12 @@ export type { ClientReport, ReportedCheck } from './watch-reports.js';
  * `totalBytes` queued and `totalTokens` items: past either, the largest consumers are closed first.
  */
 
-/** The bounds of every watch on this server (config: watch_*). */
-export interface WatchLimits {
-  /** Bytes waiting to be sent to one connection past which nothing more is made for it, nor read from it. */
-  connectionBytes: number;
-  /** Bytes waiting to be sent to every watch together; past it the connections holding most are closed. */
-  totalBytes: number;
-  /** Tokens every watch together holds; past it the connections holding most are closed. */
-  totalTokens: number;
-  /** Tokens the watches of one address, and of one credential, hold together. */
-  tokensPerAddress: number;
-  tokensPerCredential: number;
-  /** Secrets no token holds or held a moment ago that one watch may present before it is closed. */
-  unknownPerWatch: number;
-}
-
-export const DEFAULT_WATCH_LIMITS: WatchLimits = {
-  connectionBytes: 1 << 20,
-  totalBytes: 64 << 20,
-  totalTokens: 2_000_000,
-  tokensPerAddress: 1_000_000,
-  tokensPerCredential: 1_000_000,
-  unknownPerWatch: 16,
-};
-
-/** Beats at most this often and at least this rarely (ms). */
-export const BEAT_RANGE = { min: 250, max: 30_000 } as const;
 /** Uses clients report are recorded this often, together. */
 const USE_EVERY_MS = 5_000;
 /** Watched tokens judged again per turn of the event loop after a wide change (a policy many depend on, a restore). */
 const JUDGE_CHUNK = 2_000;
-/** A frame of views holds about this many bytes of them (one view may make it more). */
-const FRAME_BYTES = 64 * 1024;
 /** How often a connection that is not being read is looked at again (ms). */
 const DRAIN_POLL_MS = 20;
-
-/** A token's view as a watch sends it. */
-export interface WatchedAnswer {
-  view: TokenAuthorizerResponse;
-  hash: string;
-  accessor: string;
-  dependsOn: string[];
-}
-
-/** The token a watch was opened with: who the client is. */
-export interface WatchCredential {
-  accessor: string;
-  secret: string;
-}
-
-/** What the watches need of the server. */
-export interface WatchDeps {
-  onCommit(listener: (event: CommitEvent) => void): () => void;
-  /** The token's view as a client compiles it, from this server's state alone; throws when it cannot be given (gone, stale). */
-  view(secret: string): WatchedAnswer;
-  /** Whether a token holds this secret, held it a moment ago (deleted, replaced), or holds it expired: not a guess. */
-  known(secret: string): boolean;
-  /**
-   * A secret no token holds, presented on a watch from `client`: audited (counted past a burst)
-   * and spent from the client's budget of unknown secrets. False once the budget is spent.
-   */
-  unknownSecret(secret: string, client: string): boolean;
-  /** Whether the watch's own token still authenticates and holds the right a watch needs. */
-  credentialHolds(credential: WatchCredential): boolean;
-  /** A watched token's use (its last use). */
-  recordUse(accessor: string, ms: number): void;
-  /** Whether global tokens cannot be confirmed now (a secondary cut off from its primary too long). */
-  stale(): boolean;
-  /** A client's report of its decisions, its tokens named by AccessorID. */
-  report?(r: ClientReport): void;
-  now(): number;
-}
-
-/** One connection, as the transport carrying it offers it. */
-export interface WatchSocket {
-  send(text: string): void;
-  /** Bytes queued and not yet sent. */
-  buffered(): number;
-  /** Stops reading the client's frames, and reads them again. */
-  pause(): void;
-  resume(): void;
-  close(code: number, reason: string): void;
-}
-
-interface Item {
-  readonly conn: WatchConnection;
-  readonly id: number;
-  readonly secret: string;
-  readonly accessor: string;
-  /** The hash of the view the client holds (as it said, or as last sent). */
-  hash: string;
-  /** The watch frame whose answer this item's owed view is (undefined: owed since a commit, or not owed). */
-  owedBy?: number;
-}
 
 /** One watched token: every item naming it, and the policies and roles it depends on. */
 interface Watched {
@@ -126,269 +50,11 @@ interface Watched {
   wakeAt: number;
 }
 
-/** One client's watch: the tokens it holds by its numbers, and what it is owed. */
-export class WatchConnection {
-  readonly items = new Map<number, Item>();
-  /** The last watch frame applied, and the last ack sent. */
-  ack = 0;
-  private sentAck = 0;
-  /** Items whose current view the client is owed, in the order they became owed. */
-  private readonly owed = new Set<Item>();
-  private gone: number[] = [];
-  /** Watch frames with views still owed, oldest first: [seq, views owed]; none is acknowledged before its views are sent. */
-  private owing: Array<[number, number]> = [];
-  private owingHead = 0;
-  private timer: NodeJS.Timeout | undefined;
-  /** Not read while what waits to be sent to it is past the bound. */
-  blocked = false;
-  /** Secrets presented that no token holds. */
-  private unknown = 0;
-  private readonly reports = new ReportIntake();
-
-  constructor(
-    private readonly hub: AuthorizerWatches,
-    readonly socket: WatchSocket,
-    beatMs: number,
-    /** The client's address. */
-    readonly address: string,
-    readonly credential: WatchCredential,
-  ) {
-    this.timer = setInterval(() => hub.beat(this), beatMs);
-    this.timer.unref();
-  }
-
-  get open(): boolean {
-    return this.timer !== undefined;
-  }
-
-  /** A frame from the client; a frame that cannot be understood ends the connection with the reason. */
-  receive(text: string): void {
-    if (!this.open) return;
-    const frame = parseClientFrame(text);
-    if (typeof frame === 'string') return this.end(1008, frame);
-    switch (frame.t) {
-      case 'watch': {
-        if (this.items.size + frame.add.length > MAX_WATCHED) return this.end(1008, `a watch holds at most ${MAX_WATCHED} tokens`);
-        const refusal = this.hub.room(this, frame.add.length);
-        if (refusal !== undefined) return this.end(1008, refusal);
-        for (const [id, secret, hash] of frame.add) {
-          if (secret === '') return this.end(1008, 'the anonymous token is not watched: ask for anonymous decisions over HTTP');
-          this.hub.add(this, id, secret, hash, frame.seq);
-          if (!this.open) return;
-        }
-        this.ack = Math.max(this.ack, frame.seq);
-        return this.flush();
-      }
-      case 'unwatch':
-        for (const id of frame.ids) this.hub.remove(this, id);
-        return this.flush();
-      case 'report':
-        return this.report(frame);
-      case 'used':
-        return this.hub.used(this, frame.ids);
-    }
-  }
-
-  /** A secret no token holds was presented; false when the connection ends for it. */
-  presentedUnknown(secret: string): boolean {
-    this.unknown++;
-    const withinBudget = this.hub.deps.unknownSecret(secret, this.address);
-    if (!withinBudget) this.end(1008, 'too many unknown secrets from this address: the watch is closed');
-    else if (this.unknown > this.hub.limits.unknownPerWatch)
-      this.end(1008, `more than ${this.hub.limits.unknownPerWatch} secrets no token holds: the watch is closed`);
-    return this.open;
-  }
-
-  /** Its reports of decisions, taken at most twice a second (watch-reports.ts), about tokens whose secrets authenticate now. */
-  private report(frame: ReportFrame): void {
-    const r = this.reports.take(frame, (id) => this.hub.liveAccessor(this.items.get(id)), {
-      address: this.address,
-      credential: this.credential.accessor,
-    });
-    if (r !== undefined) this.hub.report(r);
-  }
-
-  /** The connection ended (either side): its tokens are no longer watched. */
-  closed(): void {
-    if (!this.open) return;
-    clearInterval(this.timer);
-    this.timer = undefined;
-    for (const id of [...this.items.keys()]) this.hub.remove(this, id);
-    this.owed.clear();
-    this.hub.forget(this);
-  }
-
-  /** The client is owed this item's current view (as the answer to watch frame `seq`, when given). */
-  owe(item: Item, seq?: number): void {
-    if (this.owed.has(item)) return;
-    this.owed.add(item);
-    if (seq === undefined) return;
-    item.owedBy = seq;
-    const last = this.owing[this.owing.length - 1];
-    if (last !== undefined && last[0] === seq && this.owing.length > this.owingHead) last[1]++;
-    else this.owing.push([seq, 1]);
-  }
-
-  /** The item is no longer owed (sent, or gone). */
-  private settle(item: Item): void {
-    this.owed.delete(item);
-    const seq = item.owedBy;
-    if (seq === undefined) return;
-    item.owedBy = undefined;
-    for (let i = this.owingHead; i < this.owing.length; i++) {
-      const entry = this.owing[i] as [number, number];
-      if (entry[0] !== seq) continue;
-      entry[1]--;
-      break;
-    }
-    while (this.owingHead < this.owing.length && (this.owing[this.owingHead] as [number, number])[1] === 0) this.owingHead++;
-    if (this.owingHead > 1024 && this.owingHead * 2 > this.owing.length) {
-      this.owing = this.owing.slice(this.owingHead);
-      this.owingHead = 0;
-    }
-  }
-
-  /** An item leaves the watch (unwatched, gone, the connection ends). */
-  dropped(item: Item): void {
-    if (this.owed.has(item)) this.settle(item);
-  }
-
-  /** The client is told the token it named `id` no longer authenticates. */
-  lost(id: number): void {
-    this.gone.push(id);
-  }
-
-  /** The ack the client may be told: the last watch frame whose every view has been sent. */
-  private ackToSend(): number {
-    const head = this.owing[this.owingHead];
-    return head === undefined ? this.ack : Math.min(this.ack, head[0] - 1);
-  }
-
-  /** Sends what the client is owed while it reads, then the ack when it moved. */
-  flush(): void {
-    while (this.open && !this.blocked && (this.gone.length > 0 || this.owed.size > 0)) {
-      const gone = this.gone;
-      this.gone = [];
-      const set: string[] = [];
-      let bytes = 0;
-      for (const item of this.owed) {
-        this.settle(item);
-        const answer = this.hub.currentAnswer(item);
-        if (answer === undefined) {
-          this.hub.remove(this, item.id);
-          gone.push(item.id);
-          continue;
-        }
-        if (answer.hash === item.hash) continue;
-        item.hash = answer.hash;
-        const view = this.hub.viewText(answer, this.hub.deps.now());
-        set.push(`[${item.id},${quoteJSON(answer.hash)},${view}]`);
-        bytes += view.length;
-        if (bytes >= FRAME_BYTES) break;
-      }
-      if (set.length === 0 && gone.length === 0) continue;
-      this.sendChanges(set, gone);
-    }
-    if (this.open && !this.blocked && this.ackToSend() !== this.sentAck) this.sendChanges([], []);
-  }
-
-  private sendChanges(set: string[], gone: number[]): void {
-    const ack = this.ackToSend();
-    this.sentAck = ack;
-    this.send(`{"t":"changes","ack":${ack},"set":[${set.join(',')}],"gone":[${gone.join(',')}]}`);
-  }
-
-  /** Everything the client holds is current: said only when it is owed nothing. */
-  beat(): void {
-    if (!this.open || this.blocked || this.owed.size > 0 || this.gone.length > 0) return;
-    const ack = this.ackToSend();
-    this.sentAck = ack;
-    this.send(`{"t":"beat","ack":${ack}}`);
-  }
-
-  private send(text: string): void {
-    this.socket.send(text);
-    if (this.socket.buffered() >= this.hub.limits.connectionBytes) {
-      this.blocked = true;
-      this.socket.pause();
-      this.hub.blockedOn(this);
-    }
-  }
-
-  /** Read again once what waits for it has drained below half the bound; what it is owed is sent. */
-  drained(): void {
-    if (!this.blocked || this.socket.buffered() >= this.hub.limits.connectionBytes / 2) return;
-    this.blocked = false;
-    this.socket.resume();
-    this.flush();
-  }
-
-  end(code: number, reason: string): void {
-    if (!this.open) return;
-    this.socket.close(code, reason);
-    this.closed();
-  }
-}
-
-/** A binary heap of [moment, AccessorID]: when watched tokens stop authenticating. */
-class WakeHeap {
-  private readonly at: number[] = [];
-  private readonly who: string[] = [];
-
-  get size(): number {
-    return this.at.length;
-  }
-
-  peek(): number | undefined {
-    return this.at[0];
-  }
-
-  push(at: number, who: string): void {
-    let i = this.at.length;
-    this.at.push(at);
-    this.who.push(who);
-    while (i > 0) {
-      const parent = (i - 1) >> 1;
-      if ((this.at[parent] as number) <= at) break;
-      this.swap(i, parent);
-      i = parent;
-    }
-  }
-
-  pop(): string | undefined {
-    if (this.at.length === 0) return undefined;
-    const top = this.who[0];
-    const lastAt = this.at.pop() as number;
-    const lastWho = this.who.pop() as string;
-    if (this.at.length > 0) {
-      this.at[0] = lastAt;
-      this.who[0] = lastWho;
-      let i = 0;
-      for (;;) {
-        const l = 2 * i + 1;
-        const r = l + 1;
-        let m = i;
-        if (l < this.at.length && (this.at[l] as number) < (this.at[m] as number)) m = l;
-        if (r < this.at.length && (this.at[r] as number) < (this.at[m] as number)) m = r;
-        if (m === i) break;
-        this.swap(i, m);
-        i = m;
-      }
-    }
-    return top;
-  }
-
-  private swap(a: number, b: number): void {
-    [this.at[a], this.at[b]] = [this.at[b] as number, this.at[a] as number];
-    [this.who[a], this.who[b]] = [this.who[b] as string, this.who[a] as string];
-  }
-}
-
 /** The longest a wake-up timer is set for (a longer one is set again when it fires). */
 const MAX_TIMER_MS = 3_600_000;
 
 /** Every watch on this server, with the indexes a commit is matched against. */
-export class AuthorizerWatches {
+export class AuthorizerWatches implements WatchHub {
   private readonly connections = new Set<WatchConnection>();
   /** Tokens watched in all, and by the connections of each address and of each credential. */
   private tokens = 0;
