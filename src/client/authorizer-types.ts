@@ -1,6 +1,8 @@
-import type { ClientOptions, WatchwordClient } from './client.js';
+import { hostname } from 'node:os';
+import { type ClientOptions, WatchwordClient } from './client.js';
+import { WELL_FORMED_SECRET, milliseconds } from './failures.js';
 
-// The enforcing client's options, counters and events (authorizer.ts).
+// The enforcing client's options (checked here), counters and events (authorizer.ts).
 
 /**
  * What to answer when the daemon cannot be reached (Consul's `acl.down_policy`):
@@ -106,4 +108,47 @@ export interface AuthorizerUpEvent {
 export interface CheckPlace {
   namespace?: string;
   partition?: string;
+}
+
+/** Tokens kept current by a blocking read each when the watch cannot be had (default). */
+const BLOCKING_READS = 16;
+
+/** An Authorizer's options checked (a TypeError names the first wrong one), with their defaults. */
+export function checkedOptions(options: AuthorizerOptions) {
+  const timeoutMs = options.requestTimeoutMs ?? 5_000;
+  // No default token and no environment: a caller without a secret is anonymous, never us.
+  const own = { timeoutMs, token: null, maxConnections: options.maxConnections ?? 1 };
+  const client = options.client instanceof WatchwordClient ? options.client.with(own) : new WatchwordClient({ ...options.client, ...own });
+  if (
+    options.addresses !== undefined &&
+    (!Array.isArray(options.addresses) ||
+      options.addresses.length === 0 ||
+      !options.addresses.every((a) => typeof a === 'string' && a.trim() !== ''))
+  )
+    throw new TypeError('addresses: expected a non-empty array of server addresses');
+  const ttl = milliseconds(options.tokenTTL, 30_000);
+  if (!(ttl >= 100 && ttl <= 24 * 3_600_000)) throw new TypeError('tokenTTL must be between 100 ms and 24 h');
+  const down = options.downPolicy ?? 'extend-cache';
+  if (!['extend-cache', 'async-cache', 'deny', 'allow'].includes(down))
+    throw new TypeError(`downPolicy: one of extend-cache, async-cache, deny, allow; got ${JSON.stringify(down)}`);
+  if (options.name !== undefined && (typeof options.name !== 'string' || options.name === '' || options.name.length > 128))
+    throw new TypeError('name: expected a string of 1 to 128 characters');
+  if (options.token !== undefined && (typeof options.token !== 'string' || !WELL_FORMED_SECRET.test(options.token)))
+    throw new TypeError('token: expected the secret of a token with acl:read, which opens the watch');
+  const blockingReads = options.blockingReads ?? BLOCKING_READS;
+  if (!Number.isSafeInteger(blockingReads) || blockingReads < 0 || blockingReads > 1_000)
+    throw new TypeError('blockingReads: expected a whole number from 0 to 1000');
+  return {
+    /** One client per address, in the order given. */
+    clients: options.addresses?.map((address) => client.with({ address })) ?? [client],
+    ttl,
+    down,
+    maxTokens: options.maxTokens ?? 10_000,
+    negativeTTL: options.negativeTTL ?? 1_000,
+    /** The name decisions are reported under; undefined: they are not reported. */
+    reportAs: options.reportDecisions === false ? undefined : (options.name ?? `${hostname()}:${process.pid}`),
+    ownToken: options.token,
+    blockingReads,
+    warn: options.onWarning ?? ((message: string) => process.emitWarning(message, { type: 'WatchwordWarning' })),
+  };
 }

@@ -1,14 +1,14 @@
-import { type ApplicablePolicy, Authorizer as CompiledAuthorizer } from '../domain/rules/authorizer.js';
+import type { Authorizer as CompiledAuthorizer } from '../domain/rules/authorizer.js';
 import { type Access, RESOURCES } from '../domain/rules/decisions.js';
-import { type ScopeRules, parsePolicyRules } from '../domain/rules/policy.js';
 import { type TokenAuthorizerResponse, tokenAuthorizerResponse } from '../api/schemas.js';
 import { EventEmitter } from 'node:events';
-import { WatchwordApiError, WatchwordClient } from './client.js';
-import { type Failure, WELL_FORMED_SECRET, failureOf, milliseconds, reasonOf, sleep } from './failures.js';
+import { WatchwordApiError, type WatchwordClient } from './client.js';
+import { type Failure, WELL_FORMED_SECRET, failureOf, sleep } from './failures.js';
+import { ServerSet } from './server-set.js';
+import { ViewCompiler, monotonic } from './compiled-views.js';
 import { TokenWatch, type WatchLoss, type WatchNews } from './token-watch.js';
 import { BlockingReadSet } from './blocking-reads.js';
 import { DecisionReports } from './decision-reports.js';
-import { hostname } from 'node:os';
 import type {
   AuthorizerDownEvent,
   AuthorizerOptions,
@@ -18,6 +18,7 @@ import type {
   DownPolicy,
   WatchState,
 } from './authorizer-types.js';
+import { checkedOptions } from './authorizer-types.js';
 
 export type { AuthorizerDownEvent, AuthorizerOptions, AuthorizerStats, AuthorizerUpEvent, CheckPlace, DownPolicy, WatchState };
 
@@ -57,11 +58,6 @@ interface Entry {
   retryAt: number;
 }
 
-/** Monotonic milliseconds: expiries are judged on this clock, not the wall clock, which may be set back. */
-const monotonic = (): number => performance.now();
-
-/** Tokens kept current by a blocking read each when the watch cannot be had (default). */
-const BLOCKING_READS = 16;
 /** How long a watch may stay lost (failing to open, or to open again) before tokens are kept current by blocking reads meanwhile. */
 const WATCH_GRACE_MS = 10_000;
 
@@ -91,11 +87,8 @@ const WATCH_GRACE_MS = 10_000;
  * ```
  */
 export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: [AuthorizerUpEvent] }> {
-  /** One client per address; `preferred` is asked first. */
-  private readonly clients: WatchwordClient[];
-  private preferred = 0;
-  /** Since when no server could be reached (undefined: one answers). */
-  private downSince: number | undefined;
+  /** The servers, one client each, asked in turn while they cannot be reached. */
+  private readonly servers: ServerSet;
   private readonly counters = { hits: 0, misses: 0, refreshes: 0, downAnswers: 0, failovers: 0 };
   private readonly ttl: number;
   private readonly down: DownPolicy;
@@ -110,8 +103,8 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
    * from real tokens and bounded on their own, so made-up secrets never push a real token out.
    */
   private readonly negative = new Map<string, number>();
-  /** Parsed rules by their text: shared by every token with the same policy. */
-  private readonly parsed = new Map<string, ScopeRules>();
+  /** Views compiled, their policies' rules parsed once by their text. */
+  private readonly views = new ViewCompiler();
   private closed = false;
   /** Cached tokens by their number on the watch. */
   private readonly byId = new Map<number, Entry>();
@@ -142,44 +135,24 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
 
   constructor(options: AuthorizerOptions = {}) {
     super();
-    const timeoutMs = options.requestTimeoutMs ?? 5_000;
-    // No default token and no environment: a caller without a secret is anonymous, never us.
-    const own = { timeoutMs, token: null, maxConnections: options.maxConnections ?? 1 };
-    const client =
-      options.client instanceof WatchwordClient ? options.client.with(own) : new WatchwordClient({ ...options.client, ...own });
-    if (options.addresses !== undefined) {
-      if (
-        !Array.isArray(options.addresses) ||
-        options.addresses.length === 0 ||
-        !options.addresses.every((a) => typeof a === 'string' && a.trim() !== '')
-      ) {
-        throw new TypeError('addresses: expected a non-empty array of server addresses');
-      }
-      this.clients = options.addresses.map((address) => client.with({ address }));
-    } else {
-      this.clients = [client];
-    }
-    this.ttl = milliseconds(options.tokenTTL, 30_000);
-    if (!(this.ttl >= 100 && this.ttl <= 24 * 3_600_000)) throw new TypeError('tokenTTL must be between 100 ms and 24 h');
-    this.down = options.downPolicy ?? 'extend-cache';
-    if (!['extend-cache', 'async-cache', 'deny', 'allow'].includes(this.down))
-      throw new TypeError(`downPolicy: one of extend-cache, async-cache, deny, allow; got ${JSON.stringify(this.down)}`);
-    this.maxTokens = options.maxTokens ?? 10_000;
+    const o = checkedOptions(options);
+    this.ttl = o.ttl;
+    this.down = o.down;
+    this.maxTokens = o.maxTokens;
     this.maxNegative = Math.min(this.maxTokens, MAX_NEGATIVE);
-    this.negativeTTL = options.negativeTTL ?? 1_000;
-    if (options.name !== undefined && (typeof options.name !== 'string' || options.name === '' || options.name.length > 128))
-      throw new TypeError('name: expected a string of 1 to 128 characters');
-    if (options.reportDecisions !== false) this.reports = new DecisionReports(options.name ?? `${hostname()}:${process.pid}`);
-    if (options.token !== undefined && (typeof options.token !== 'string' || !WELL_FORMED_SECRET.test(options.token)))
-      throw new TypeError('token: expected the secret of a token with acl:read, which opens the watch');
-    this.ownToken = options.token;
+    this.negativeTTL = o.negativeTTL;
+    if (o.reportAs !== undefined) this.reports = new DecisionReports(o.reportAs);
+    this.ownToken = o.ownToken;
     if (this.ownToken === undefined) this.watchRefused = 'no token was given for the watch (the option token, which needs acl:read)';
-    const blockingReads = options.blockingReads ?? BLOCKING_READS;
-    if (!Number.isSafeInteger(blockingReads) || blockingReads < 0 || blockingReads > 1_000)
-      throw new TypeError('blockingReads: expected a whole number from 0 to 1000');
-    this.blockingClients = this.clients.map((c) => c.with({ maxConnections: Math.max(1, blockingReads) }));
+    const { clients, blockingReads } = o;
+    this.servers = new ServerSet(clients, {
+      down: (since, reason) => this.emit('down', { since, reason, downPolicy: this.down }),
+      up: (downForMs, address) => this.emit('up', { downForMs, address }),
+      failover: () => this.counters.failovers++,
+    });
+    this.blockingClients = clients.map((c) => c.with({ maxConnections: Math.max(1, blockingReads) }));
     this.blocking = new BlockingReadSet(blockingReads, (entry, stop) => this.holdBlockingRead(entry, stop));
-    this.warn = options.onWarning ?? ((message) => process.emitWarning(message, { type: 'WatchwordWarning' }));
+    this.warn = o.warn;
   }
 
   /**
@@ -254,8 +227,8 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
     return {
       ...this.counters,
       cached: this.entries.size,
-      down: this.downSince !== undefined,
-      address: (this.clients[this.preferred] as WatchwordClient).address,
+      down: this.servers.down,
+      address: this.servers.address,
       reports: this.reports?.stats.reports ?? 0,
       reportsDropped: this.reports?.stats.dropped ?? 0,
       watch: this.watchState(),
@@ -451,7 +424,7 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
   private async fetch(entry: Entry, blocking?: { signal: AbortSignal; waitMs: number }): Promise<void> {
     const signal = blocking === undefined ? entry.stop.signal : AbortSignal.any([entry.stop.signal, blocking.signal]);
     try {
-      const r = await this.ask(
+      const r = await this.servers.ask(
         signal,
         (client) =>
           client.acl.tokenAuthorizer({
@@ -461,7 +434,7 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
               ? { hash: entry.hash, wait: `${Math.ceil(blocking.waitMs / 1000)}s` }
               : {}),
           }),
-        blocking === undefined ? this.clients : this.blockingClients,
+        blocking === undefined ? this.servers.clients : this.blockingClients,
       );
       const view = tokenAuthorizerResponse.safeParse(r.value);
       if (!view.success) throw new TypeError('the daemon answered a token authorizer that does not match its schema');
@@ -488,73 +461,11 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
     }
   }
 
-  /**
-   * One request, to the preferred server and, while servers cannot be reached, to each of the
-   * others in turn; the one that answers (even with an error: it is up) is preferred from then on.
-   * Tells `'down'` when none can be reached and `'up'` when one answers again.
-   */
-  private async ask<T>(
-    stop: AbortSignal,
-    request: (client: WatchwordClient) => Promise<T>,
-    clients: readonly WatchwordClient[] = this.clients,
-  ): Promise<T> {
-    const first = this.preferred;
-    let last: unknown;
-    for (let i = 0; i < clients.length; i++) {
-      const at = (first + i) % clients.length;
-      try {
-        const answer = await request(clients[at] as WatchwordClient);
-        this.answeredBy(at);
-        return answer;
-      } catch (err) {
-        if (stop.aborted) throw err;
-        if (failureOf(err) !== 'unreachable') {
-          if (err instanceof WatchwordApiError) this.answeredBy(at);
-          throw err;
-        }
-        last = err;
-        if (i + 1 < clients.length) this.counters.failovers++;
-      }
-    }
-    if (this.downSince === undefined) {
-      this.downSince = Date.now();
-      this.emit('down', { since: this.downSince, reason: reasonOf(last), downPolicy: this.down });
-    }
-    throw last;
-  }
-
-  private answeredBy(at: number): void {
-    this.preferred = at;
-    if (this.downSince === undefined) return;
-    const downForMs = Date.now() - this.downSince;
-    this.downSince = undefined;
-    this.emit('up', { downForMs, address: (this.clients[at] as WatchwordClient).address });
-  }
-
   private install(entry: Entry, view: TokenAuthorizerResponse, hash: string | undefined): void {
-    const policies: ApplicablePolicy[] = view.Policies.map((p) => ({
-      rules: this.rules(p.Rules),
-      namespace: p.Namespace,
-      partition: p.Partition,
-      builtin: p.Builtin,
-    }));
-    entry.authorizer = new CompiledAuthorizer(view.Namespace, view.Partition, policies, view.DefaultPolicy);
-    entry.expiresAt = endOf(view);
+    const { authorizer, expiresAt } = this.views.compile(view);
+    entry.authorizer = authorizer;
+    entry.expiresAt = expiresAt;
     entry.hash = hash;
-  }
-
-  private rules(text: string): ScopeRules {
-    let rules = this.parsed.get(text);
-    if (rules === undefined) {
-      try {
-        rules = parsePolicyRules(text);
-      } catch {
-        rules = { flags: {}, resources: [], namespaces: [], partitions: [] };
-      }
-      if (this.parsed.size >= 10_000) this.parsed.clear();
-      this.parsed.set(text, rules);
-    }
-    return rules;
   }
 
   /**
@@ -567,7 +478,7 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
     if (entry.secret === '' || this.ownToken === undefined) return this.withoutWatch(entry);
     if (this.watch === undefined) {
       this.watch = new TokenWatch({
-        clients: this.clients,
+        clients: this.servers.clients,
         token: this.ownToken,
         // Beats well inside the TTL, so a token stays confirmed through a lost beat or two.
         beatMs: Math.min(10_000, Math.max(250, Math.floor(this.ttl / 3))),
@@ -717,16 +628,4 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
     this.lastReport = now;
     this.watch?.used(used);
   }
-}
-
-/**
- * When a view's secret stops authenticating, on the monotonic clock: from the seconds left the
- * daemon counted (its clock, not ours), else from the expiry it names; one that cannot be read
- * is taken as passed.
- */
-function endOf(view: TokenAuthorizerResponse): number {
-  if (view.SecondsLeft !== undefined) return monotonic() + Math.max(0, view.SecondsLeft) * 1000;
-  if (view.ExpirationTime === undefined) return Number.POSITIVE_INFINITY;
-  const at = Date.parse(view.ExpirationTime);
-  return Number.isNaN(at) ? 0 : monotonic() + (at - Date.now());
 }
