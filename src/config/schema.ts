@@ -1,99 +1,25 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
-import { parseDuration } from '../domain/duration.js';
+import { type Placement, type ServerMode, type TlsSettings, placementOf, serverModeOf, tlsOf } from './placement.js';
 import { setting } from './setting-doc.js';
+import {
+  bool,
+  datacenterAddresses,
+  datacenterName,
+  duration,
+  filePath,
+  hostPort,
+  httpURL,
+  isWildcardHost,
+  listenAddress,
+  parseHostPort,
+  rotateBytes,
+  serverKey,
+} from './values.js';
 
-const DC_RE = /^[a-z0-9]([a-z0-9\-_]*[a-z0-9])?$/;
-
-const datacenterName = z.string().regex(DC_RE, 'expected a datacenter name of lowercase letters, digits, "-" and "_"').max(64);
-
-const duration = z.union([z.string(), z.number()]).transform((value, ctx) => {
-  const ms = typeof value === 'number' ? value : parseDuration(value);
-  if (ms === undefined || !Number.isFinite(ms) || ms < 0) {
-    ctx.addIssue({ code: 'custom', message: `expected a duration such as "90s" or "1h30m", got ${JSON.stringify(value)}` });
-    return z.NEVER;
-  }
-  return ms;
-});
-
-/** A boolean from a config file (true/false) or a flag or env var ("true", "false", "1", "0"; a bare flag is true). */
-const bool = z.union([z.boolean(), z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1')]);
-
-const filePath = z.string().min(1);
-/** A rotated file's size limit, bytes (the audit log's and the log file's): 1 KiB to 1 TiB, default 64 MiB. */
-const rotateBytes = z.coerce
-  .number()
-  .int()
-  .min(1024)
-  .max(1024 ** 4)
-  .default(64 * 1024 * 1024);
-
-/** 32 random bytes in base64: the key the servers of a datacenter prove themselves with when they run without TLS. */
-const serverKey = z.string().transform((v, ctx) => {
-  const bytes = Buffer.from(v.trim(), 'base64');
-  if (bytes.length !== 32 || bytes.toString('base64') !== v.trim()) {
-    ctx.addIssue({ code: 'custom', message: 'expected 32 random bytes in base64 (make one with `watchword keygen`)' });
-    return z.NEVER;
-  }
-  return bytes;
-});
-
-const hostPort = z.string().refine((v) => parseHostPort(v) !== undefined, {
-  message: 'expected HOST:PORT with a port from 0 to 65535 (0 picks a free port)',
-});
-
-/** Where the API listens: HOST:PORT, or a base URL naming one (the form the CLI's WATCHWORD_HTTP_ADDR takes). */
-const listenAddress = z.preprocess((v) => (typeof v === 'string' ? v.replace(/^https?:\/\/([^/]*)\/?$/i, '$1') : v), hostPort);
-
-/** Whether a host is a wildcard bind address, which says nothing about where to reach a daemon. */
-export const isWildcardHost = (host: string): boolean =>
-  host === '' || host === '0.0.0.0' || host === '::' || host === '[::]' || host === '::0';
-
-export function parseHostPort(value: string): { host: string; port: number } | undefined {
-  const m = /^(\[[^\]]+\]|[^:\s]+):(\d{1,5})$/.exec(value);
-  if (!m) return undefined;
-  const port = Number(m[2]);
-  if (port > 65535) return undefined;
-  return { host: (m[1] as string).replace(/^\[|\]$/g, ''), port };
-}
-
-const httpURL = z.string().refine(
-  (v) => {
-    try {
-      const u = new URL(v);
-      return u.protocol === 'http:' || u.protocol === 'https:';
-    } catch {
-      return false;
-    }
-  },
-  { message: 'expected an http:// or https:// URL' },
-);
-
-/**
- * Addresses of other datacenters' daemons an operator vouches for, as
- * `{"dc2": "http://10.0.0.2:8500"}` in a config file or `dc2=http://…,dc3=http://…` in a
- * flag or the environment. They win over addresses datacenters report for themselves.
- */
-const datacenterAddresses = z
-  .union([
-    z.string().transform((v, ctx) => {
-      const out: Record<string, string> = {};
-      for (const part of v
-        .split(',')
-        .map((p) => p.trim())
-        .filter(Boolean)) {
-        const eq = part.indexOf('=');
-        if (eq <= 0) {
-          ctx.addIssue({ code: 'custom', message: `expected NAME=URL pairs separated by commas, got ${JSON.stringify(part)}` });
-          return z.NEVER;
-        }
-        out[part.slice(0, eq).trim()] = part.slice(eq + 1).trim();
-      }
-      return out;
-    }),
-    z.record(z.string(), z.unknown()),
-  ])
-  .pipe(z.record(datacenterName, httpURL));
+export { isWildcardHost, parseHostPort } from './values.js';
+export { peerBaseURL } from './placement.js';
+export type { Placement, ServerMode, TlsSettings };
 
 /**
  * Every agent setting. Keys are snake_case; each is also a flag (`--http-addr`) and an
@@ -505,26 +431,14 @@ export const configSchema = z
     if (c.leader_lease < 1000 || c.leader_lease % 1000 !== 0) {
       ctx.addIssue({ code: 'custom', path: ['leader_lease'], message: 'must be a whole number of seconds, at least 1s' });
     }
-    if ((c.tls_cert_file === undefined) !== (c.tls_key_file === undefined)) {
-      ctx.addIssue({
-        code: 'custom',
-        path: [c.tls_cert_file === undefined ? 'tls_cert_file' : 'tls_key_file'],
-        message: 'tls_cert_file and tls_key_file go together',
-      });
-    }
-    if ((c.etcd_cert_file === undefined) !== (c.etcd_key_file === undefined)) {
-      ctx.addIssue({
-        code: 'custom',
-        path: [c.etcd_cert_file === undefined ? 'etcd_cert_file' : 'etcd_key_file'],
-        message: 'etcd_cert_file and etcd_key_file go together',
-      });
-    }
-    if ((c.etcd_username === undefined) !== (c.etcd_password === undefined)) {
-      ctx.addIssue({
-        code: 'custom',
-        path: [c.etcd_username === undefined ? 'etcd_username' : 'etcd_password'],
-        message: 'etcd_username and etcd_password go together',
-      });
+    // Settings that mean nothing alone: both or neither.
+    for (const [a, b] of [
+      ['tls_cert_file', 'tls_key_file'],
+      ['etcd_cert_file', 'etcd_key_file'],
+      ['etcd_username', 'etcd_password'],
+    ] as const) {
+      if ((c[a] === undefined) !== (c[b] === undefined))
+        ctx.addIssue({ code: 'custom', path: [c[a] === undefined ? a : b], message: `${a} and ${b} go together` });
     }
     const several = c.coordinator !== undefined || c.server_peers.length > 1;
     if (several && c.tls_cert_file === undefined && c.server_key === undefined) {
@@ -572,89 +486,6 @@ export const configSchema = z
       },
     };
   });
-
-/**
- * This datacenter's place among the others (docs/datacenters.md, "Multiple datacenters"): the primary, or a secondary
- * that knows where the primary's servers are.
- */
-export type Placement =
-  | { readonly role: 'primary' }
-  | {
-      readonly role: 'secondary';
-      /** Every configured server of the primary datacenter (primary_address), in order. */
-      readonly primaryAddresses: readonly string[];
-    };
-
-/** How many servers this datacenter runs and how its leader is chosen (docs/servers.md, "Several servers per datacenter"). */
-export type ServerMode =
-  | { readonly kind: 'single' }
-  | { readonly kind: 'static'; readonly peers: readonly string[]; readonly syncFollowers: number }
-  | { readonly kind: 'etcd'; readonly endpoints: readonly string[]; readonly leaseMs: number; readonly syncFollowers: number };
-
-/** TLS for the API listener and every server-to-server channel (docs/tls.md, "TLS"); undefined: plain HTTP. */
-export interface TlsSettings {
-  readonly caFile: string | undefined;
-  readonly certFile: string;
-  readonly keyFile: string;
-  readonly verifyIncoming: boolean;
-  readonly verifyOutgoing: boolean;
-  readonly verifyServerHostname: boolean;
-  readonly domain: string;
-  readonly minVersion: 'TLSv1.2' | 'TLSv1.3';
-}
-
-function tlsOf(c: {
-  tls_ca_file?: string | undefined;
-  tls_cert_file?: string | undefined;
-  tls_key_file?: string | undefined;
-  tls_verify_incoming: boolean;
-  tls_verify_outgoing: boolean;
-  tls_verify_server_hostname: boolean;
-  tls_domain: string;
-  tls_min_version: 'TLSv1.2' | 'TLSv1.3';
-}): TlsSettings | undefined {
-  if (c.tls_cert_file === undefined || c.tls_key_file === undefined) return undefined;
-  return {
-    caFile: c.tls_ca_file,
-    certFile: c.tls_cert_file,
-    keyFile: c.tls_key_file,
-    verifyIncoming: c.tls_verify_incoming,
-    verifyOutgoing: c.tls_verify_outgoing,
-    verifyServerHostname: c.tls_verify_server_hostname,
-    domain: c.tls_domain,
-    minVersion: c.tls_min_version,
-  };
-}
-
-function placementOf(datacenter: string, primaryDatacenter: string, primaryAddress: string | undefined, tls: boolean): Placement {
-  if (datacenter === primaryDatacenter) return { role: 'primary' };
-  // The refinement above guarantees an address on a secondary.
-  return {
-    role: 'secondary',
-    primaryAddresses: (primaryAddress ?? '')
-      .split(',')
-      .map((u) => u.trim())
-      .filter(Boolean)
-      .map((u) => peerBaseURL(u, tls)),
-  };
-}
-
-/** A peer's base URL: a bare HOST:PORT takes the scheme of this server's TLS settings, and TLS on means https. */
-export function peerBaseURL(address: string, tls: boolean): string {
-  const url = new URL(/^[a-z]+:\/\//i.test(address) ? address : `http://${address}`);
-  if (tls) url.protocol = 'https:';
-  return url.origin;
-}
-
-function serverModeOf(coordinator: string | undefined, peers: string[], leaseMs: number, syncFollowers: number): ServerMode {
-  if (coordinator !== undefined) {
-    const [scheme, hosts] = coordinator.split('://') as [string, string];
-    const secure = scheme === 'etcds' || scheme === 'https';
-    return { kind: 'etcd', endpoints: hosts.split(',').map((h) => `${secure ? 'https' : 'http'}://${h}`), leaseMs, syncFollowers };
-  }
-  if (peers.length > 1) return { kind: 'static', peers, syncFollowers };
-  return { kind: 'single' };
-}
 
 /** The validated, frozen agent configuration. Durations are milliseconds. */
 export type Config = Readonly<z.output<typeof configSchema>>;

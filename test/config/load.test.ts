@@ -106,4 +106,13 @@ describe('loadConfig', () => {
       loadConfig({ flags: { datacenter: 'dc2', primary_datacenter: 'dc1', primary_address: 'http://127.0.0.1:8500' } }).primary_address,
     ).toBe('http://127.0.0.1:8500');
   });
+
+  it('refuses one of two settings that go together without the other, naming the missing one', () => {
+    expect(() => loadConfig({ flags: { tls_cert_file: '/c.pem' } })).toThrow(/tls_key_file: tls_cert_file and tls_key_file go together/);
+    expect(() => loadConfig({ flags: { etcd_key_file: '/k.pem' } })).toThrow(
+      /etcd_cert_file: etcd_cert_file and etcd_key_file go together/,
+    );
+    expect(() => loadConfig({ flags: { etcd_username: 'u' } })).toThrow(/etcd_password: etcd_username and etcd_password go together/);
+    expect(loadConfig({ flags: { etcd_username: 'u', etcd_password: 'p' } }).etcd.auth).toEqual({ username: 'u', password: 'p' });
+  });
 });
