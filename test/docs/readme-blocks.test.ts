@@ -92,25 +92,8 @@ describe("README's blocks, pasted into a fresh shell", () => {
     for (const c of cleanups.splice(0)) await c().catch(() => undefined);
   });
 
-  it('the quick start: three datacenters replicate, forward and keep Local tokens, then stop', async () => {
-    const block = await blockOf('README.md', 'quick-start');
-    const ports = { 8500: await freePort(), 8501: await freePort(), 8502: await freePort() };
-    const { code, out } = await pasted(block, ports);
-    expect(code, out).toBe(0);
-    expect(out).not.toContain('bootstrap refused');
-    const lines = out.split('\n');
-    const json = lines.filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
-    // The policy as written at dc1 and as read at dc3: the same, Hash included.
-    const [written, atDc3] = json.filter((j) => j.Name === 'demo');
-    expect(atDc3).toEqual(written);
-    expect(json.find((j) => j.Description === 'via dc2')).toMatchObject({ Local: false });
-    expect(json.find((j) => j.Description === 'dc2 only')).toMatchObject({ Local: true });
-    expect(json.find((j) => 'ReplicatedIndex' in j)).toMatchObject({ Enabled: true, Running: true, SourceDatacenter: 'dc1' });
-    // The CLI read at dc3.
-    expect(out).toMatch(/^Name:\s+demo$/m);
-  }, 90_000);
-
-  it("docs/cli.md's walk-through, in the quick start's shell with its three daemons", async () => {
+  // One run of the quick start for both: its three daemons serve docs/cli.md's walk-through before they stop.
+  it("the quick start: three datacenters replicate, forward and keep Local tokens; docs/cli.md's walk-through in its shell; then stop", async () => {
     const quick = await blockOf('README.md', 'quick-start');
     const cli = await blockOf('docs/cli.md', 'cli-walk-through');
     // The quick start up to its stop, the walk-through, then the stop.
@@ -119,14 +102,29 @@ describe("README's blocks, pasted into a fresh shell", () => {
     const ports = { 8500: await freePort(), 8501: await freePort(), 8502: await freePort() };
     const { code, out } = await pasted(`${running}\n${cli}\n${stop}`, ports);
     expect(code, out).toBe(0);
+    expect(out).not.toContain('bootstrap refused');
+    const quickOut = out.slice(0, out.indexOf('web auditor'));
+    const json = quickOut
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    // The policy as written at dc1 and as read at dc3: the same, Hash included.
+    const [written, atDc3] = json.filter((j) => j.Name === 'demo');
+    expect(written).toMatchObject({ Name: 'demo', Rules: 'acl = "read"' });
+    expect(atDc3).toEqual(written);
+    expect(json.find((j) => j.Description === 'via dc2')).toMatchObject({ Local: false });
+    expect(json.find((j) => j.Description === 'dc2 only')).toMatchObject({ Local: true });
+    expect(json.find((j) => 'ReplicatedIndex' in j)).toMatchObject({ Enabled: true, Running: true, SourceDatacenter: 'dc1' });
+    // The CLI read at dc3.
+    expect(quickOut).toMatch(/^Name:\s+demo$/m);
+    // The walk-through: a token read at dc2 as at dc1, cloned, deleted at the end.
     const accessor = /^AccessorID:\s+(\S+)$/m.exec(out.slice(out.indexOf('web auditor')))?.[1];
     expect(accessor).toMatch(/^[0-9a-f-]{36}$/);
-    // Read at dc2 as at dc1, deleted at the end.
     expect(out.match(new RegExp(`^AccessorID:\\s+${accessor}$`, 'gm'))?.length).toBeGreaterThanOrEqual(4);
     expect(out).toContain('web auditor (copy)');
     expect(out).toContain('dc2 only');
     expect(out).toContain(`Token "${accessor}" deleted successfully`);
-  }, 90_000);
+  }, 120_000);
 
   it.skipIf(!etcd)(
     `docs/servers.md's three servers and etcd on one machine elect a leader and list each other${etcd ? '' : ' (skipped: etcd is not installed)'}`,
