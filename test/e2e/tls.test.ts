@@ -274,9 +274,10 @@ describe.skipIf(!etcd)('TLS on every channel and servers that prove who they are
     const openBefore = await streams();
     const renewed = await cluster.renewCertificate(leader.serverName);
     process.kill(leader.pid as number, 'SIGHUP');
+    // A wait for the condition, long enough for two busy cores: only a failure waits it out.
     await until(
       'the new certificate on new connections',
-      10_000,
+      30_000,
       async () => (await presented(port, t.ca)).serialNumber === new X509Certificate(renewed.cert).serialNumber,
     );
     expect((await presented(port, t.ca)).serialNumber).not.toBe(before.serialNumber);
@@ -289,7 +290,7 @@ describe.skipIf(!etcd)('TLS on every channel and servers that prove who they are
     // A file that cannot serve is refused: the daemon keeps the certificate it has.
     await writeFile(renewed.certFile, 'not a certificate\n');
     process.kill(leader.pid as number, 'SIGHUP');
-    await until('the refusal in the log', 10_000, async () =>
+    await until('the refusal in the log', 30_000, async () =>
       /tls: reload refused, keeping the certificates in use: tls_cert_file .* holds no PEM certificate/.test(leader.output()),
     );
     expect((await presented(port, t.ca)).serialNumber).toBe(new X509Certificate(renewed.cert).serialNumber);
