@@ -2,16 +2,17 @@
 import { actorOf, audited } from './audited.js';
 import type { z } from 'zod';
 import type { loginBody } from '../api/schemas.js';
-import { MAX_CLAIM_CHARS, bind, longClaim } from '../auth/binder.js';
-import { LoginRefused } from '../auth/identity.js';
+import { type Bindings, MAX_CLAIM_CHARS, bind, longClaim } from '../auth/binder.js';
+import { type Identity as VerifiedIdentity, LoginRefused } from '../auth/identity.js';
 import { SelectorTimeout, type Selectors } from '../auth/selectors.js';
 import type { URLPolicy } from '../auth/url-policy.js';
 import type { Clock } from '../domain/clock.js';
 import { parseDuration } from '../domain/duration.js';
 import { WatchwordError, invalid } from '../domain/errors.js';
 import { normalizeNodeIdentities, normalizeServiceIdentities, normalizeTemplatedPolicies } from '../domain/grants.js';
-import { newTokenRecord } from '../domain/token.js';
+import { type TokenContent, newTokenRecord } from '../domain/token.js';
 import type { AuthMethodRecord, Link, Scope, TokenRecord } from '../domain/types.js';
+import type { StateReader } from '../store/memory.js';
 import type { Store } from '../store/store.js';
 import type { RequestContext, WriteResult } from './context.js';
 import { namedLinks } from './links.js';
@@ -50,76 +51,19 @@ export class LoginService {
     if (name === '') throw invalid('Invalid Login: AuthMethod is required');
     if (!input.BearerToken) throw invalid('Invalid Login: BearerToken is required');
     const method = this.store.reader.getAuthMethod(scope, name);
-    if (!method) throw new WatchwordError('ACL_NOT_FOUND', `ACL not found: auth method ${JSON.stringify(name)} not found`);
+    if (!method) throw methodNotFound(name);
     const now = this.clock.now();
-    let identity: Awaited<ReturnType<Awaited<ReturnType<typeof verifiers>>['verifyBearer']>>;
-    try {
-      identity = await (await verifiers()).verifyBearer(method, input.BearerToken, now, this.options.urls);
-    } catch (err) {
-      if (err instanceof LoginRefused) throw new WatchwordError('PERMISSION_DENIED', `Permission denied: ${err.message}`);
-      throw err;
-    }
-    // Refused before any selector sees it: no claim may make matching costly.
-    const long = longClaim(identity.selectable);
-    if (long !== undefined)
-      throw new WatchwordError(
-        'PERMISSION_DENIED',
-        `Permission denied: the bearer token's claim ${long} is longer than ${MAX_CLAIM_CHARS} characters`,
-      );
-    const rules = this.store.reader.listBindingRules(scope.Partition, [scope.Namespace], name);
-    let matched: boolean[];
-    try {
-      matched = await this.selectors.match(
-        rules.map((r) => r.Selector),
-        identity.selectable,
-      );
-    } catch (err) {
-      if (err instanceof SelectorTimeout) throw new WatchwordError('PERMISSION_DENIED', `Permission denied: ${err.message}`);
-      throw err;
-    }
-    const bindings = bind(rules, matched, identity, this.options.datacenter);
+    const identity = await this.verified(method, input.BearerToken, now);
+    const bindings = await this.bindingsOf(scope, name, identity);
     const ttl = method.MaxTokenTTL ? (parseDuration(method.MaxTokenTTL) ?? 0) : 0;
     const local = method.TokenLocality !== 'global';
     const meta = input.Meta && Object.keys(input.Meta).length > 0 ? input.Meta : undefined;
     const token = await this.store.transact(
       (tx) => {
-        // Roles and policies bound by name that do not exist are left out, as Consul does.
-        const roles: Link[] = [];
-        for (const r of new Set(bindings.roles)) {
-          const role = tx.getRoleByName(scope, r);
-          if (role) roles.push({ ID: role.ID });
-        }
-        const policies: Link[] = [];
-        for (const p of new Set(bindings.policies)) {
-          const policy = tx.getPolicyByName(scope, p);
-          if (policy) policies.push({ ID: policy.ID });
-        }
-        const grants = {
-          ServiceIdentities: normalizeServiceIdentities(bindings.services, 'token', local),
-          NodeIdentities: normalizeNodeIdentities(bindings.nodes, 'token'),
-          TemplatedPolicies: normalizeTemplatedPolicies(bindings.templated, 'token', local),
-        };
-        if (
-          roles.length +
-            policies.length +
-            grants.ServiceIdentities.length +
-            grants.NodeIdentities.length +
-            grants.TemplatedPolicies.length ===
-          0
-        ) {
-          throw new WatchwordError('PERMISSION_DENIED', 'Permission denied: no binding rule of the auth method matched the bearer token');
-        }
+        const content = loginContent(tx, scope, bindings, local, meta);
         // The method may have been deleted meanwhile: no token outlives it.
-        if (!tx.getAuthMethod(scope, name))
-          throw new WatchwordError('ACL_NOT_FOUND', `ACL not found: auth method ${JSON.stringify(name)} not found`);
+        if (!tx.getAuthMethod(scope, name)) throw methodNotFound(name);
         const taken = tokenIDTaken(tx);
-        const content = {
-          Description: meta ? `token created via login: ${JSON.stringify(meta)}` : 'token created via login',
-          Policies: policies,
-          Roles: roles,
-          ...grants,
-          Local: local,
-        };
         const record: Omit<TokenRecord, 'CreateIndex' | 'ModifyIndex'> = {
           ...newTokenRecord({
             AccessorID: freshID(taken),
@@ -140,6 +84,41 @@ export class LoginService {
       roles: namedLinks(this.store.reader, 'role', token.Roles),
     };
     return { value: tokenView(token, named, true), index: token.ModifyIndex };
+  }
+
+  /** The bearer token verified by its method; refused (403) when it does not verify or a claim is too long to match against. */
+  private async verified(method: AuthMethodRecord, bearer: string, now: number): Promise<VerifiedIdentity> {
+    let identity: VerifiedIdentity;
+    try {
+      identity = await (await verifiers()).verifyBearer(method, bearer, now, this.options.urls);
+    } catch (err) {
+      if (err instanceof LoginRefused) throw new WatchwordError('PERMISSION_DENIED', `Permission denied: ${err.message}`);
+      throw err;
+    }
+    // Refused before any selector sees it: no claim may make matching costly.
+    const long = longClaim(identity.selectable);
+    if (long !== undefined)
+      throw new WatchwordError(
+        'PERMISSION_DENIED',
+        `Permission denied: the bearer token's claim ${long} is longer than ${MAX_CLAIM_CHARS} characters`,
+      );
+    return identity;
+  }
+
+  /** What the method's binding rules bind for this identity (their selectors judged off the event loop, in bounded time). */
+  private async bindingsOf(scope: Scope, name: string, identity: VerifiedIdentity): Promise<Bindings> {
+    const rules = this.store.reader.listBindingRules(scope.Partition, [scope.Namespace], name);
+    let matched: boolean[];
+    try {
+      matched = await this.selectors.match(
+        rules.map((r) => r.Selector),
+        identity.selectable,
+      );
+    } catch (err) {
+      if (err instanceof SelectorTimeout) throw new WatchwordError('PERMISSION_DENIED', `Permission denied: ${err.message}`);
+      throw err;
+    }
+    return bind(rules, matched, identity, this.options.datacenter);
   }
 
   /** Deletes the request's token if a login made it. */
@@ -166,4 +145,46 @@ export class LoginService {
     );
     return { value: true, index };
   }
+}
+
+const methodNotFound = (name: string): WatchwordError =>
+  new WatchwordError('ACL_NOT_FOUND', `ACL not found: auth method ${JSON.stringify(name)} not found`);
+
+/**
+ * A login token's content from what the rules bound: roles and policies bound by name that do not
+ * exist are left out, as Consul does; a login that binds nothing at all is refused (403).
+ */
+function loginContent(
+  tx: Pick<StateReader, 'getRoleByName' | 'getPolicyByName'>,
+  scope: Scope,
+  bindings: Bindings,
+  local: boolean,
+  meta: Record<string, string> | undefined,
+): TokenContent {
+  const roles: Link[] = [];
+  for (const r of new Set(bindings.roles)) {
+    const role = tx.getRoleByName(scope, r);
+    if (role) roles.push({ ID: role.ID });
+  }
+  const policies: Link[] = [];
+  for (const p of new Set(bindings.policies)) {
+    const policy = tx.getPolicyByName(scope, p);
+    if (policy) policies.push({ ID: policy.ID });
+  }
+  const grants = {
+    ServiceIdentities: normalizeServiceIdentities(bindings.services, 'token', local),
+    NodeIdentities: normalizeNodeIdentities(bindings.nodes, 'token'),
+    TemplatedPolicies: normalizeTemplatedPolicies(bindings.templated, 'token', local),
+  };
+  const bound =
+    roles.length + policies.length + grants.ServiceIdentities.length + grants.NodeIdentities.length + grants.TemplatedPolicies.length;
+  if (bound === 0)
+    throw new WatchwordError('PERMISSION_DENIED', 'Permission denied: no binding rule of the auth method matched the bearer token');
+  return {
+    Description: meta ? `token created via login: ${JSON.stringify(meta)}` : 'token created via login',
+    Policies: policies,
+    Roles: roles,
+    ...grants,
+    Local: local,
+  };
 }
