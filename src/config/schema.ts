@@ -4,6 +4,7 @@ import { type Placement, type ServerMode, type TlsSettings, placementOf, serverM
 import { setting } from './setting-doc.js';
 import {
   bool,
+  commaList,
   datacenterAddresses,
   datacenterName,
   duration,
@@ -216,18 +217,7 @@ export const configShape = {
       arg: 'HOST,…',
       help: 'Host names (name or name:port) requests may be addressed to; on loopback, loopback names at the port are always allowed',
     },
-    z
-      .union([
-        z.string().transform((v) =>
-          v
-            .split(',')
-            .map((p) => p.trim())
-            .filter(Boolean),
-        ),
-        z.array(z.string()),
-      ])
-      .pipe(z.array(z.string().min(1).max(300)))
-      .default([]),
+    commaList(z.string().min(1).max(300)).default([]),
   ),
   /** Requests per second a peer daemon may forward in all (its clients keep their own rate_limit); default 10 × rate_limit. */
   rate_limit_peer: setting(
@@ -284,18 +274,7 @@ export const configShape = {
    */
   server_peers: setting(
     { arg: 'HOST:PORT,…', help: "this datacenter's servers, this one included; without --coordinator the first leads" },
-    z
-      .union([
-        z.string().transform((v) =>
-          v
-            .split(',')
-            .map((p) => p.trim())
-            .filter(Boolean),
-        ),
-        z.array(z.string()),
-      ])
-      .pipe(z.array(hostPort))
-      .default([]),
+    commaList(hostPort).default([]),
   ),
   /** Leader election for several servers per datacenter: etcd://HOST:PORT[,HOST:PORT…] (etcds:// or https:// for etcd over TLS). */
   coordinator: setting(
@@ -359,18 +338,7 @@ export const configShape = {
   /** Hosts (`name` or `name:port`) auth methods may fetch from; empty: any (https, or http to this machine). */
   auth_method_allowed_hosts: setting(
     { arg: 'HOST,…', help: 'hosts (name or name:port) auth methods may fetch from; empty: any' },
-    z
-      .union([
-        z.string().transform((v) =>
-          v
-            .split(',')
-            .map((p) => p.trim())
-            .filter(Boolean),
-        ),
-        z.array(z.string()),
-      ])
-      .pipe(z.array(z.string().min(1).max(300)))
-      .default([]),
+    commaList(z.string().min(1).max(300)).default([]),
   ),
   /** Logins per second per client address (0: no limit); beyond it, 429. */
   login_rate: setting(

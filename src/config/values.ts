@@ -95,3 +95,17 @@ export const datacenterAddresses = z
     z.record(z.string(), z.unknown()),
   ])
   .pipe(z.record(datacenterName, httpURL));
+
+/** A list from a config file (an array) or a flag or env var (comma-separated), each item checked by `item`. */
+export const commaList = <T extends z.ZodType<unknown, string>>(item: T) =>
+  z
+    .union([
+      z.string().transform((v) =>
+        v
+          .split(',')
+          .map((p) => p.trim())
+          .filter(Boolean),
+      ),
+      z.array(z.string()),
+    ])
+    .pipe(z.array(item));
