@@ -143,6 +143,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
   );
   try {
     const services = buildServices(config, { store, clock, cluster, placement, audit, dataDir, logger, upgrades });
+    metrics.watchCompiledAuthorizers(() => services.resolver.cachedAuthorizers);
     if (!placement.isPrimary() && config.initial_management_token) {
       logger.warn('initial_management_token is only used by the primary; ignored on this secondary');
     }
@@ -352,6 +353,8 @@ function buildServices(
     recordUse: (accessor, ms) => store.lastUse.touch(accessor, ms),
     unknownSecrets: new UnknownSecretBudget(config.unknown_secret_rate),
   });
+  // Authorizers of tokens a commit wrote or deleted go with them (the store outlives this wiring).
+  store.onCommit((event) => resolver.forgetChanged(event.changed));
   const tokens = new TokenService(store, resolver, clock, {
     limits: { minTTL: config.token_min_ttl, maxTTL: config.token_max_ttl },
     checkChosenIDs: (ids, local) => cluster.checkChosenIDs(ids, local),

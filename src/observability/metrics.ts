@@ -121,6 +121,18 @@ export class Metrics implements BlockingGauge {
     });
   }
 
+  /** Compiled authorizers held for tokens used since they last changed (a token's goes when it is written or deleted). */
+  watchCompiledAuthorizers(size: () => number): void {
+    new Gauge({
+      name: 'watchword_acl_authorizers_cached',
+      help: 'Compiled authorizers held for tokens used since they, a policy or a role last changed',
+      registers: [this.registry],
+      collect() {
+        this.set(size());
+      },
+    });
+  }
+
   /**
    * Enforcing clients' watches (docs/enforcing-client.md, "Enforcing policies in your service"): connections, tokens
    * watched over them, bytes waiting to be sent to them (in all, and to the one holding most), and

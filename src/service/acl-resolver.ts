@@ -9,7 +9,7 @@ import { parsePolicyRules, type ScopeRules } from '../domain/rules/policy.js';
 import { type SyntheticPolicy, renderedSources } from '../domain/templates.js';
 import type { DecisionSource } from '../domain/rules/explain-types.js';
 import type { PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
-import type { Store } from '../store/store.js';
+import type { ChangedRecords, Store } from '../store/store.js';
 import type { UnknownSecretBudget } from './unknown-secrets.js';
 
 /** Who is making a request: the token and what it may do. */
@@ -293,6 +293,26 @@ export class AclResolver {
   /** The parsed rules of a rendered policy (an identity's, a template's), parsed once per text. */
   renderedRulesOf(p: { ID: string; Rules: string }): ScopeRules {
     return this.renderedRules(`s:${p.ID}`, p.Rules);
+  }
+
+  /**
+   * Drops what a commit made stale: the authorizers of tokens it wrote or deleted (an expired
+   * token reaped, a login logged out), and every one when a policy or role changed or the whole
+   * store was replaced (`changed` absent). Without this a token's authorizer outlived the token
+   * until the cache filled: RSS grew with every login that came and went.
+   */
+  forgetChanged(changed: ChangedRecords | undefined): void {
+    if (this.authorizers.size === 0) return;
+    if (changed === undefined || changed.policies.length > 0 || changed.roles.length > 0) {
+      this.authorizers.clear();
+      return;
+    }
+    for (const id of changed.tokens) this.authorizers.delete(id);
+  }
+
+  /** Compiled authorizers held (the metrics' gauge). */
+  get cachedAuthorizers(): number {
+    return this.authorizers.size;
   }
 
   /** The token's authorizer, compiled once and reused until the token, a policy or a role changes. */

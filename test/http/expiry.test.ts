@@ -15,6 +15,34 @@ describe('token expiry and reaping', () => {
   });
   afterEach(() => d.close());
 
+  it("keeps no token's compiled rules once the token is reaped or deleted, and none of any once a policy changes", async () => {
+    const cached = async () => {
+      const text = (await d.api('GET', '/v1/agent/metrics?format=prometheus')).text;
+      return Number(/^watchword_acl_authorizers_cached (\d+)$/m.exec(text)?.[1]);
+    };
+    const rw = (await d.api('PUT', '/v1/acl/policy', { body: { Name: 'rw', Rules: 'acl = "read"' } })).body;
+    const made = [];
+    for (let i = 0; i < 20; i++) {
+      const ttl = i < 10 ? { ExpirationTTL: '10m' } : {};
+      made.push((await d.api('PUT', '/v1/acl/token', { body: { Description: `used ${i}`, Policies: [{ ID: rw.ID }], ...ttl } })).body);
+    }
+    // Each used: its rules compiled and kept for the next request.
+    for (const t of made) expect((await apiFor(d.url, t.SecretID)('GET', '/v1/acl/tokens')).status).toBe(200);
+    const held = await cached();
+    expect(held).toBeGreaterThanOrEqual(20);
+    // Ten expire and are reaped, five are deleted: theirs go with them.
+    clock.advance(10 * 60_000);
+    await waitFor(async () => (await d.daemon.store.reader.getToken(made[0].AccessorID)) === undefined, 5_000);
+    for (const t of made.slice(10, 15)) expect((await d.api('DELETE', `/v1/acl/token/${t.AccessorID}`)).status).toBe(200);
+    expect(await cached()).toBe(held - 15);
+    // A policy changed: every compiled authorizer may be stale, and none is kept (but the one
+    // the scrape itself compiled for its management token).
+    expect((await d.api('PUT', `/v1/acl/policy/${rw.ID}`, { body: { Name: 'rw', Rules: 'acl = "write"' } })).status).toBe(200);
+    expect(await cached()).toBe(1);
+    // The survivors still work, compiled again with the new rules.
+    expect((await apiFor(d.url, made[19].SecretID)('PUT', '/v1/acl/policy', { body: { Name: 'by-survivor' } })).status).toBe(200);
+  });
+
   it('hides a token from read, list and auth the moment it expires, then the reaper deletes it', async () => {
     const rw = (await d.api('PUT', '/v1/acl/policy', { body: { Name: 'rw', Rules: 'acl = "write"' } })).body;
     const short = (await d.api('PUT', '/v1/acl/token', { body: { Description: 'short', ExpirationTTL: '10m', Policies: [{ ID: rw.ID }] } }))
