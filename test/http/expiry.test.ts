@@ -21,7 +21,7 @@ describe('token expiry and reaping', () => {
       return Number(/^watchword_acl_authorizers_cached (\d+)$/m.exec(text)?.[1]);
     };
     const rw = (await d.api('PUT', '/v1/acl/policy', { body: { Name: 'rw', Rules: 'acl = "read"' } })).body;
-    const made = [];
+    const made: Array<{ AccessorID: string; SecretID: string }> = [];
     for (let i = 0; i < 20; i++) {
       const ttl = i < 10 ? { ExpirationTTL: '10m' } : {};
       made.push((await d.api('PUT', '/v1/acl/token', { body: { Description: `used ${i}`, Policies: [{ ID: rw.ID }], ...ttl } })).body);
@@ -32,7 +32,7 @@ describe('token expiry and reaping', () => {
     expect(held).toBeGreaterThanOrEqual(20);
     // Ten expire and are reaped, five are deleted: theirs go with them.
     clock.advance(10 * 60_000);
-    await waitFor(async () => (await d.daemon.store.reader.getToken(made[0].AccessorID)) === undefined, 5_000);
+    await waitFor(async () => (await d.daemon.store.reader.getToken((made[0] as { AccessorID: string }).AccessorID)) === undefined, 5_000);
     for (const t of made.slice(10, 15)) expect((await d.api('DELETE', `/v1/acl/token/${t.AccessorID}`)).status).toBe(200);
     expect(await cached()).toBe(held - 15);
     // A policy changed: every compiled authorizer may be stale, and none is kept (but the one
@@ -40,7 +40,9 @@ describe('token expiry and reaping', () => {
     expect((await d.api('PUT', `/v1/acl/policy/${rw.ID}`, { body: { Name: 'rw', Rules: 'acl = "write"' } })).status).toBe(200);
     expect(await cached()).toBe(1);
     // The survivors still work, compiled again with the new rules.
-    expect((await apiFor(d.url, made[19].SecretID)('PUT', '/v1/acl/policy', { body: { Name: 'by-survivor' } })).status).toBe(200);
+    expect(
+      (await apiFor(d.url, (made[19] as { SecretID: string }).SecretID)('PUT', '/v1/acl/policy', { body: { Name: 'by-survivor' } })).status,
+    ).toBe(200);
   });
 
   it('hides a token from read, list and auth the moment it expires, then the reaper deletes it', async () => {
