@@ -11,31 +11,15 @@ import { createAgentLogger } from './observability/logger.js';
 import type { Metrics } from './observability/metrics.js';
 import { Reaper } from './reaper/reaper.js';
 import { LastUseFlusher } from './store/last-use.js';
-import { Selectors } from './auth/selectors.js';
-import { UnknownSecretBudget } from './service/unknown-secrets.js';
-import { AclResolver } from './service/acl-resolver.js';
+import type { Selectors } from './auth/selectors.js';
 import { UpgradeStatus } from './upgrade-status.js';
 import { logStartNotices } from './start-notices.js';
-import { BootstrapService } from './service/bootstrap.js';
 import type { AgentInfo } from './service/context.js';
 import { agentSelf, healthChecks } from './agent-info.js';
-import { PolicyService } from './service/policies.js';
-import { RoleService } from './service/roles.js';
-import { TemplatedPolicyService } from './service/templated-policies.js';
-import { DecisionService } from './service/decisions.js';
-import { WhoCanService } from './service/who-can.js';
-import { DryRunService } from './service/dry-run.js';
-import { RecentChecks } from './service/recent-checks.js';
-import { TokenService } from './service/tokens.js';
-import { AuthMethodService } from './service/auth-methods.js';
-import { BindingRuleService } from './service/binding-rules.js';
-import { LoginService } from './service/login.js';
-import { SnapshotService } from './service/snapshots.js';
 import type { LevelStore, LevelStoreOptions } from './store/level-store.js';
 import { DatacenterDirectory } from './replication/directory.js';
-import { policyView } from './service/views.js';
 import type { ServerGroup } from './ha/servers.js';
-import { type ClusterRole, DEFAULT_REPLICATION_OPTIONS, type RoleParts } from './ha/cluster-role.js';
+import { type ClusterRole, DEFAULT_REPLICATION_OPTIONS } from './ha/cluster-role.js';
 import { createClusterRole } from './ha/create-role.js';
 import type { ReplicationStatusResponse } from './api/schemas.js';
 import { Transport } from './transport/transport.js';
@@ -45,7 +29,7 @@ import { META } from './store/schema.js';
 import type { DataDirLock } from './store/data-dir-lock.js';
 import { auditSettings, openDataDir } from './data-dir.js';
 import { type Http, type PlaceDeps, buildHttp, listen, refusalAuditor } from './daemon-http.js';
-import { randomBytes } from 'node:crypto';
+import { buildRoleParts, buildServices } from './daemon-services.js';
 
 /** The settings a reload (SIGHUP) applies; TLS files are re-read too. */
 const RELOADABLE: readonly ConfigKey[] = [
@@ -320,125 +304,6 @@ async function announce(dataDir: string, address: string): Promise<void> {
   const addrFile = join(dataDir, 'http-addr');
   await writeFile(`${addrFile}.tmp`, `${address}\n`, { mode: 0o600 });
   await rename(`${addrFile}.tmp`, addrFile);
-}
-
-type Services = ReturnType<typeof buildServices>;
-
-/** The use cases, each over the store and the resolver (which asks the server's place for secrets held elsewhere). */
-function buildServices(
-  config: Config,
-  deps: {
-    store: LevelStore;
-    clock: Clock;
-    cluster: ClusterRole;
-    placement: Placement;
-    audit: AuditLog;
-    dataDir: string;
-    logger: Logger;
-    upgrades: UpgradeStatus;
-  },
-) {
-  const { store, clock, cluster, placement, audit, dataDir, logger, upgrades } = deps;
-  const primary = () => placement.isPrimary();
-  const resolver = new AclResolver(store, clock, {
-    datacenter: config.datacenter,
-    defaultPolicy: config.default_policy,
-    // Secondaries and followers: a secret this server does not hold is asked for where it may have been made.
-    ...(cluster.lookupUnknownSecret ? { lookupUnknownSecret: cluster.lookupUnknownSecret } : {}),
-    // At a secondary: the primary's silence (undefined at the primary, which nothing makes stale).
-    ...(config.replication_max_stale > 0
-      ? { staleness: { maxMs: config.replication_max_stale, silentForMs: () => cluster.primarySilentForMs() } }
-      : {}),
-    onProblem: (message) => logger.warn(message),
-    recordUse: (accessor, ms) => store.lastUse.touch(accessor, ms),
-    unknownSecrets: new UnknownSecretBudget(config.unknown_secret_rate),
-  });
-  // Authorizers of tokens a commit wrote or deleted go with them (the store outlives this wiring).
-  store.onCommit((event) => resolver.forgetChanged(event.changed));
-  const tokens = new TokenService(store, resolver, clock, {
-    limits: { minTTL: config.token_min_ttl, maxTTL: config.token_max_ttl },
-    checkChosenIDs: (ids, local) => cluster.checkChosenIDs(ids, local),
-    features: upgrades,
-  });
-  const urls = { allowedHosts: config.auth_method_allowed_hosts };
-  // The checks asked in the last hour (decisions here, enforcing clients' reports): what a dry run judges again.
-  const recentChecks = new RecentChecks(() => clock.now());
-  // Binding-rule selectors: regular expressions compiled and run on a thread of their own.
-  const selectors = new Selectors();
-  return {
-    resolver,
-    tokens,
-    selectors,
-    policies: new PolicyService(store, resolver),
-    roles: new RoleService(store, resolver),
-    templatedPolicies: new TemplatedPolicyService(resolver),
-    decisions: new DecisionService(resolver, store, config.recent_checks ? recentChecks : undefined),
-    whoCan: new WhoCanService(store, resolver, clock, config.datacenter),
-    dryRun: new DryRunService(store, resolver, recentChecks, clock, config.datacenter),
-    recentChecks,
-    authMethods: new AuthMethodService(store, resolver, { minTTL: config.token_min_ttl, maxTTL: config.token_max_ttl, urls }),
-    bindingRules: new BindingRuleService(store, resolver, selectors),
-    login: new LoginService(store, clock, { datacenter: config.datacenter, urls }, selectors),
-    snapshots: new SnapshotService(store, resolver, clock, {
-      datacenter: config.datacenter,
-      primaryDatacenter: () => placement.primaryDatacenter(),
-      isPrimary: primary,
-      methodLimits: { minTTL: config.token_min_ttl, maxTTL: config.token_max_ttl, urls },
-      selectors,
-      audit: (type, actor, details) => audit.record(type, actor, 200, details),
-    }),
-    bootstrap: new BootstrapService(store, tokens, clock, {
-      dataDir,
-      isPrimary: primary,
-      primaryDatacenter: () => placement.primaryDatacenter(),
-      primaryAddress: () => placement.now().addresses.join(',') || undefined,
-    }),
-  };
-}
-
-/** What the server's place runs with the services: local views for peers, and what only a leader runs. */
-function buildRoleParts(
-  config: Config,
-  store: LevelStore,
-  services: Services,
-  reaper: Reaper,
-  lastUse: LastUseFlusher,
-  placement: Placement,
-): RoleParts {
-  const { resolver, tokens, roles, bootstrap } = services;
-  return {
-    resolver,
-    localView: (kind, id) => {
-      if (kind === 'token') {
-        const t = store.reader.getToken(id);
-        return t && tokens.view(t, true);
-      }
-      if (kind === 'policy') {
-        const p = store.reader.getPolicy(id);
-        return p && policyView(p);
-      }
-      const r = store.reader.getRole(id);
-      return r && roles.view(r);
-    },
-    // What only the leader of a datacenter runs besides replication: the built-ins (made by
-    // whichever server leads first; a single server leads from the start) and the reaper.
-    leaderParts: {
-      start: async () => {
-        // The key unknown secrets are named by in the audit log: one per datacenter, made by its first leader.
-        if (store.getMeta(META.auditKey) === undefined) await store.transact((tx) => tx.putMeta(META.auditKey, randomBytes(32)));
-        if (placement.isPrimary()) {
-          await bootstrap.ensureBuiltins();
-          if (config.initial_management_token) await bootstrap.ensureInitialManagementToken(config.initial_management_token);
-        }
-        reaper.start();
-        lastUse.start();
-      },
-      stop: async () => {
-        await reaper.stop();
-        await lastUse.stop();
-      },
-    },
-  };
 }
 
 /** What the agent endpoints say of this daemon (agent-info.ts), and the gauges that follow it. */
