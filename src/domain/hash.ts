@@ -6,6 +6,7 @@ import { hash } from 'node:crypto';
 import {
   type ContentOf,
   type FieldKind,
+  type FieldSpec,
   type FieldTable,
   type Link,
   type NodeIdentity,
@@ -15,6 +16,7 @@ import {
   type ServiceIdentity,
   TOKEN_FIELDS,
   type TemplatedPolicyLink,
+  hashedFieldsOf,
 } from './records.js';
 
 /** One value in the hash's text: its tag, its length in bytes, itself. */
@@ -88,13 +90,14 @@ function unhashable(kind: never): never {
  * field in its hash order, written with its tag and length so no two contents give one stream.
  */
 export function hashInput<F extends FieldTable>(fields: F): (record: Partial<RecordOf<F>>) => string {
-  const plan = Object.entries(fields)
-    .filter(([, spec]) => spec.hash !== undefined)
-    .map(([name, spec]) => ({
+  // The fields contentOf() takes, in their hash order.
+  const plan = hashedFieldsOf(fields)
+    .map((name) => ({ name, spec: fields[name] as FieldSpec & { hash: { tag: string; at: number } } }))
+    .map(({ name, spec }) => ({
       name,
       kind: spec.kind,
-      tag: (spec.hash as { tag: string }).tag,
-      at: (spec.hash as { at: number }).at,
+      tag: spec.hash.tag,
+      at: spec.hash.at,
       // A field of a later form adds nothing while absent: a record without it hashes as it did before the field existed.
       later: (spec.form ?? 1) > 1,
     }))
