@@ -123,7 +123,7 @@ export function Audit({ query }) {
           <td>${e.Status}</td>
           <td><${Change} e=${e} /></td></tr>`,
         )}</tbody></table></div>
-        ${events.length === 0 ? html`<p class="muted" data-testid="audit-empty">No events match.</p>` : html`<p class="muted">${events.length} events shown</p>`}
+        ${events.length === 0 ? html`<p class="muted" data-testid="audit-empty">No events match.</p>` : html`<p class="muted">${events.length} ${events.length === 1 ? 'event' : 'events'} shown</p>`}
         <${ErrorBox} message=${older.error} />
         ${next ? html`<div class="actions"><button type="button" class="secondary" data-testid="audit-older" onClick=${() => more(next)}>Older events</button></div>` : null}`;
     }}<//>`;
