@@ -23,9 +23,11 @@ describe('ServerGroup (a follower’s view of its leader)', () => {
   it('reports a named leader that refuses its stream for longer than a lease', async () => {
     // The "leader": answers every stream upgrade as a server that no longer leads.
     const refusing: Server = createServer((_req, res) => res.writeHead(404).end());
-    refusing.on('upgrade', (_req, socket) =>
-      socket.end('HTTP/1.1 421 Misdirected Request\r\nContent-Type: text/plain\r\n\r\nthis server is a follower and no leader is known'),
-    );
+    refusing.on('upgrade', (_req, socket) => {
+      // A client that resets the refused connection must not end this test process (an unheard ECONNRESET).
+      socket.on('error', () => undefined);
+      socket.end('HTTP/1.1 421 Misdirected Request\r\nContent-Type: text/plain\r\n\r\nthis server is a follower and no leader is known');
+    });
     await new Promise<void>((r) => refusing.listen(0, '127.0.0.1', r));
     cleanup.push(() => new Promise((r) => refusing.close(() => r())));
     const leaderAddress = `127.0.0.1:${(refusing.address() as { port: number }).port}`;

@@ -30,6 +30,7 @@ async function upgradeRefusingProxy(target: string): Promise<{ url: string; serv
     req.pipe(upstream);
   });
   server.on('upgrade', (_req, socket) => {
+    socket.on('error', () => undefined);
     socket.end(
       'HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: 30\r\nConnection: close\r\n\r\nthis proxy carries no upgrades',
     );
