@@ -74,10 +74,7 @@ function applyChanges(tx: Tx, changes: readonly Change[], outcome: ApplyOutcome)
     if (c.Op === 'expire') {
       // The primary's reaper deleted every global token up to here in the expiry order; this
       // datacenter holds the same global tokens at this index, so its own expiry index names them.
-      for (const t of tx.globalTokensExpiredThrough(c.Value)) {
-        outcome.resolved.push(t.AccessorID);
-        tx.delToken(t, { logged: false });
-      }
+      for (const id of tx.reapGlobalExpiredThrough(c.Value)) outcome.resolved.push(id);
       continue;
     }
     if (c.Op === 'delete') {

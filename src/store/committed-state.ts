@@ -1,4 +1,5 @@
 import type { BootstrapState, TokenRecord } from '../domain/types.js';
+import { isExpired } from '../domain/expiry.js';
 import { type DecodedPair, type LoadedState, WATCH_TABLES } from './disk-format.js';
 import { type Tables, newTables } from './memory.js';
 import type { AnyTable } from './table.js';
@@ -109,7 +110,7 @@ export class CommittedState {
         entries = [];
         logReset = true;
       }
-      for (const op of c.tableOps) this.write(op.table, op.id, op.record, op.bytes, op.old, changed);
+      for (const op of c.tableOps) this.write(op.table, op.id, op.record, op.bytes, op.old, changed, op.reaped);
       for (const [k, v] of c.meta) this.meta.set(k, v);
       if (c.lastUses) for (const [id, ms] of c.lastUses) this.lastUse.adopt(id, ms);
       this.index = Math.max(this.index, c.index);
@@ -149,7 +150,12 @@ export class CommittedState {
     return { from, tables, entries: [], logReset: false, changed };
   }
 
-  /** One record written (null: deleted); a token's secret that no token holds any more is noted as gone. */
+  /**
+   * One record written (null: deleted); a token's secret that no token holds any more is noted
+   * as gone, unless the token had expired (`reaped`: the reaper deleted it for that): every server
+   * refuses an expired token from its ExpirationTime on, and a reap of millions would push the
+   * revocations that matter out of the note.
+   */
   private write(
     table: TableOp['table'],
     id: string,
@@ -157,18 +163,27 @@ export class CommittedState {
     bytes: Uint8Array | undefined,
     known: unknown,
     changed: ChangedRecords,
+    reaped = false,
   ): void {
     const t = this.tables[table] as AnyTable;
-    const old = record === null ? t.delete(id, known) : t.put(record, bytes !== undefined ? { bytes } : undefined);
+    // A delete whose record the caller did not read: the old version's indexed fields come from its bytes.
+    const old =
+      record !== null
+        ? t.put(record, bytes !== undefined ? { bytes } : undefined)
+        : known !== undefined
+          ? t.delete(id, known)
+          : t.deleteUnread(id);
     if (table === 'policies' || table === 'roles') changed[table].push(id);
     if (table !== 'tokens') return;
     changed.tokens.push(id);
-    if (record === null) this.lastUse.forget(id);
-    const before = (old as TokenRecord | undefined)?.SecretID;
-    const after = (record as TokenRecord | null)?.SecretID;
+    const token = record as TokenRecord | null;
+    const was = old as Partial<TokenRecord> | undefined;
+    if (token === null) this.lastUse.forget(id);
+    const before = was?.SecretID;
+    const after = token?.SecretID;
     // A rotation's replaced secret still authenticates for its overlap: not gone.
-    if (before !== undefined && before !== after && before !== (record as TokenRecord | null)?.PreviousSecretID)
-      this.goneSecrets.add(before);
+    const ended = token === null && was !== undefined && (reaped || isExpired(was, Date.now()));
+    if (before !== undefined && before !== after && before !== token?.PreviousSecretID && !ended) this.goneSecrets.add(before);
     if (after !== undefined) this.goneSecrets.forget(after);
   }
 

@@ -1,6 +1,9 @@
 /**
  * Secrets of tokens this server deleted a moment ago (by an API delete, a replicated one, the
- * reaper, or a new secret replacing one), kept in memory only. A server that does not hold a
+ * reaper's revocation of an idle login token, or a new secret replacing one), kept in memory
+ * only. Not those of expired tokens the reaper deletes: every server refuses an expired token
+ * from its ExpirationTime on without being told, and a reap of millions would push the
+ * revocations that matter out of the ring. A server that does not hold a
  * secret asks the leader or the primary about it, and such look-ups are limited per client;
  * a secret known to be gone is answered "ACL not found" without one. So an enforcing client
  * that re-checks a token deleted at the primary hears so at once, whatever anyone else

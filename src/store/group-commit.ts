@@ -19,6 +19,8 @@ export interface QueuedCommit extends CommittedChange {
   layer: Array<[string, LayerEntry]>;
   tables: Map<WatchTable, number>;
   sync: boolean;
+  /** Told how long its group kept the event loop (TransactOptions.timing). */
+  timing?: { ms: number };
   resolve: () => void;
   reject: (err: unknown) => void;
 }
@@ -111,6 +113,7 @@ export class GroupCommitter {
     const audit = this.options.audit?.();
     const events = audit ? group.flatMap((c) => (c.audit ? [c.audit] : [])) : [];
     if (audit?.mode === 'enforced' && events.length > 0) await audit.writeGroup(events);
+    const building = performance.now();
     // The chained form: several times faster than the array form for big batches.
     const batch = db.batch();
     const pairs: Array<[string, Uint8Array | null]> | undefined = replicator ? [] : undefined;
@@ -139,6 +142,8 @@ export class GroupCommitter {
       throw injected;
     }
     const sync = this.options.durability === 'fsync' && group.some((c) => c.sync);
+    const built = performance.now() - building;
+    for (const c of group) if (c.timing) c.timing.ms += built;
     if (!replicator || !pairs) {
       await batch.write({ sync });
       if (audit?.mode === 'best-effort' && events.length > 0) void audit.writeGroup(events);

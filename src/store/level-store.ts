@@ -11,7 +11,6 @@ import { LogTail } from './log-tail.js';
 import { type LayerEntry, TablesReader } from './memory.js';
 import { LAST_USE_PREFIX, META, TABLES, TABLE_NAMES, type TableName, key, prefixEnd } from './schema.js';
 import type {
-  AuditRecord,
   AuditSink,
   BatchReplicator,
   CommitEvent,
@@ -36,7 +35,6 @@ import { auditEventOf } from './audit-events.js';
 import { StoreSwitch } from './install.js';
 import { type LevelStoreOptions, explainOpenFailure, openDisk, openLevel } from './open.js';
 import { ChangeLog } from './change-log.js';
-
 export type { StoreHealth } from './write-recovery.js';
 export type { LevelStoreOptions } from './open.js';
 
@@ -309,11 +307,11 @@ export class LevelStore implements Store {
       this.lastAllocated = before;
       return Promise.resolve(result);
     }
-    return this.enqueue(tx, options.sync ?? true, options.audit).then(() => result);
+    return this.enqueue(tx, options).then(() => result);
   }
 
   /** A transaction as batch operations, its records encoded once (the change log embeds the same bytes). */
-  private enqueue(tx: StoreTx, sync: boolean, audit?: AuditRecord): Promise<void> {
+  private enqueue(tx: StoreTx, { sync = true, audit, timing }: TransactOptions): Promise<void> {
     const { entries, ops, entryBytes } = tx.batch(this.writesLog);
     const layer = [...tx.layer];
     for (const [k, e] of layer) this.pending.set(k, e);
@@ -332,6 +330,7 @@ export class LevelStore implements Store {
         sync,
         resolve,
         reject,
+        timing,
         ...(newLogID !== undefined ? { newLogID } : {}),
         ...(audit && this.auditSink ? { audit: auditEventOf(tx, audit, this.state.index) } : {}),
       });
@@ -340,6 +339,7 @@ export class LevelStore implements Store {
 
   /** A durable group: into memory, acknowledged, waiters and listeners told. */
   private complete(group: QueuedCommit[], remoteError: unknown, seq: number | undefined): void {
+    const started = performance.now();
     const applied = this.state.applyCommits(group);
     for (const c of group) for (const [k, e] of c.layer) if (this.pending.get(k) === e) this.pending.delete(k);
     const reset = [...group].reverse().find((c) => c.newLogID !== undefined);
@@ -355,6 +355,7 @@ export class LevelStore implements Store {
       if (remoteError === undefined) c.resolve();
       else c.reject(remoteError);
     this.tell(remoteError === undefined ? applied : { ...applied, unconfirmed: true });
+    for (const c of group) if (c.timing) c.timing.ms += performance.now() - started;
     // Followers show it from now on.
     if (remoteError === undefined && seq !== undefined) this.replicator?.committed?.(seq);
   }

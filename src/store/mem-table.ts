@@ -172,6 +172,10 @@ export class MemTable<R, I extends string> implements Table<R, I> {
     return old;
   }
 
+  deleteUnread(id: string): R | undefined {
+    return this.delete(id);
+  }
+
   /** After loading with `put(record, true)`: puts the ordered index in order. */
   finishLoading(): void {
     this.ordered.sort((a, b) => a[0] - b[0] || (a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0));

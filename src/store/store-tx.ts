@@ -42,7 +42,15 @@ export type BatchOp = { type: 'put'; key: string; value: Uint8Array } | { type: 
  * for a delete, the record it deletes (the version the table holds when the op is applied, since
  * ops apply in order), so the table need not decode it again to take it out of its indexes.
  */
-export type TableOp = { table: TableName; id: string; record: unknown | null; bytes?: Uint8Array; old?: unknown };
+export type TableOp = {
+  table: TableName;
+  id: string;
+  record: unknown | null;
+  bytes?: Uint8Array;
+  old?: unknown;
+  /** A token the reaper deleted without reading it (`reapExpired`): taken out of memory by its stored bytes. */
+  reaped?: true;
+};
 
 /** What a transaction reads beneath its own writes, and where it takes its indexes. */
 export interface TxBase {
@@ -52,6 +60,8 @@ export interface TxBase {
   readonly tables: Tables;
   bootstrap(): BootstrapState;
   allocateIndex(): number;
+  /** Every token's last use held on disk or being written (a delete of one it has none of writes no delete of it). */
+  readonly lastUse: { get(accessor: string): number | undefined };
 }
 
 /**
@@ -99,8 +109,10 @@ export class StoreTx implements Tx {
       const k = recordKey(op.table, op.id);
       if (op.record === null) {
         ops.push({ type: 'del', key: k });
-        // A token's last use goes with it, in the same batch.
-        if (op.table === 'tokens') ops.push({ type: 'del', key: lastUseKey(op.id) });
+        // A token's last use goes with it, in the same batch. The book holds every use on disk or
+        // being written, so a reaped token it has none of needs no delete (half a reap's tombstones).
+        if (op.table === 'tokens' && (!op.reaped || this.store.lastUse.get(op.id) !== undefined))
+          ops.push({ type: 'del', key: lastUseKey(op.id) });
       } else {
         const bytes = encode(op.record);
         encoded.set(op.record, bytes);
@@ -282,36 +294,60 @@ export class StoreTx implements Tx {
     return this.remove(TABLE_DEFS.tokens, token.AccessorID, token, options.logged ?? true);
   }
 
-  globalTokensExpiredThrough(through: ExpiredThrough): TokenRecord[] {
+  /**
+   * Deletes expired tokens the durable expiry index named (the reaper's bulk deletes), each
+   * without reading it: no record decoded, no layer entry (readers and the API judge expiry
+   * themselves, so an expired token is already invisible), no change-log entry of its own
+   * (logExpired names the batch). A token with a write accepted and not yet durable is left for
+   * a later pass; a global one is deleted only when `global` (the primary reaps them).
+   */
+  reapExpired(ids: readonly string[], global: boolean): { deleted: number; global: boolean } {
+    const tokens = this.store.tables.tokens;
+    let deleted = 0;
+    let anyGlobal = false;
+    for (const id of ids) {
+      if (this.lookup(layerKey.record('tokens', id)) !== undefined || !tokens.has(id)) continue;
+      const local = tokens.isMember('local', '', id);
+      if (!local && !global) continue;
+      this.reapUnread(id);
+      deleted++;
+      if (!local) anyGlobal = true;
+    }
+    return { deleted, global: anyGlobal };
+  }
+
+  private reapUnread(id: string): void {
+    this.tableOps.push({ table: 'tokens', id, record: null, reaped: true });
+    this.touched.set('tokens', this.index);
+  }
+
+  reapGlobalExpiredThrough(through: ExpiredThrough): string[] {
     const upTo = (time: number, id: string) => time < through.Time || (time === through.Time && id <= through.AccessorID);
-    const out = new Map<string, TokenRecord>();
-    // The durable expiry index, read past what this transaction and the writes before it changed.
-    const table = this.store.tables.tokens;
+    const out: string[] = [];
+    const tokens = this.store.tables.tokens;
+    const prefix = layerKey.record('tokens', '');
+    // The durable expiry index: tokens no write since has touched go unread.
     for (let after: [number, string] | undefined; ; ) {
-      const batch = table.orderedUpTo(through.Time, 4096, after);
+      const batch = tokens.orderedUpTo(through.Time, 4096, after);
       for (const [time, id] of batch) {
-        if (!upTo(time, id)) continue;
-        const t = this.peekToken(id);
-        if (t !== undefined && !t.Local && expiryOf(t) === time) out.set(id, t);
+        if (!upTo(time, id) || this.lookup(prefix + id) !== undefined || tokens.isMember('local', '', id)) continue;
+        this.reapUnread(id);
+        out.push(id);
       }
       if (batch.length < 4096) break;
       after = batch[batch.length - 1];
     }
-    // Tokens written since (earlier entries of this batch, or writes not yet durable): not in that index yet.
-    const prefix = layerKey.record('tokens', '');
+    // Tokens written since (earlier entries of this batch, or writes not yet durable): judged as they are now.
+    const layered = new Map<string, TokenRecord | null>();
     for (const layer of [this.store.pending, this.layer])
-      for (const [k, e] of layer) {
-        if (!k.startsWith(prefix)) continue;
-        const id = k.slice(prefix.length);
-        const t = e.value as TokenRecord | null;
-        if (t === null) out.delete(id);
-        else {
-          const time = expiryOf(t);
-          if (!t.Local && time !== undefined && upTo(time, id)) out.set(id, t);
-          else out.delete(id);
-        }
-      }
-    return [...out.values()];
+      for (const [k, e] of layer) if (k.startsWith(prefix)) layered.set(k.slice(prefix.length), e.value as TokenRecord | null);
+    for (const [id, t] of layered) {
+      const time = t === null ? undefined : expiryOf(t);
+      if (t === null || t.Local || time === undefined || !upTo(time, id)) continue;
+      this.delToken(t, { logged: false });
+      out.push(id);
+    }
+    return out;
   }
 
   /** Logs the reaper's batch as one change (its deletes were made with `logged: false`). */

@@ -214,8 +214,14 @@ export interface Tx extends TxReader {
   delToken(token: TokenRecord, options?: { logged?: boolean }): boolean;
   /** One change for the reaper's batch: every global token expired up to `through` is gone. */
   logExpired(through: ExpiredThrough): void;
-  /** The global tokens up to `through` in the expiry order, as this transaction sees them (a secondary applying `expire`). */
-  globalTokensExpiredThrough(through: ExpiredThrough): TokenRecord[];
+  /**
+   * The reaper's bulk delete: tokens the durable expiry index named as expired, deleted without
+   * reading them (a token with a write in flight is left for a later pass; global ones only when
+   * `global`). How many were deleted, and whether a global one was (logExpired names the batch).
+   */
+  reapExpired(ids: readonly string[], global: boolean): { deleted: number; global: boolean };
+  /** A secondary applying `expire`: every global token up to `through` in the expiry order, as this transaction sees them, deleted; their IDs. */
+  reapGlobalExpiredThrough(through: ExpiredThrough): string[];
   /** Deletes by the table's ID (the AccessorID; authMethodID for a method); returns whether something was deleted. */
   del<T extends TableName>(table: T, id: string): boolean;
   putBootstrap(state: BootstrapState): void;
@@ -248,6 +254,12 @@ export interface TransactOptions {
   audit?: AuditRecord;
   /** Made while changes of global objects are held (`holdWrites`): the change that ends the hold. */
   pastHold?: boolean;
+  /**
+   * Told how long the change's group kept the event loop once queued, ms: building its disk
+   * batch, and applying it to memory and telling the listeners once durable (the reaper paces
+   * itself by the CPU its batches cost, not by the disk's sync).
+   */
+  timing?: { ms: number };
 }
 
 /** What a change's audit line says beyond what the store knows (the objects, the index). */

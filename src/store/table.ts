@@ -61,6 +61,12 @@ export interface Table<R, I extends string> {
   readonly compact?: CompactLoader;
   /** Deletes by ID; `old`, when the caller holds the record being deleted (not decoded again). */
   delete(id: string, old?: R): R | undefined;
+  /**
+   * Deletes by ID without decoding the record when the table keeps bytes: its index keys read
+   * from them (the reaper's bulk deletes). Answers at least the fields the indexes read (the ID,
+   * the keys, the expiry), undefined when none of this ID is held.
+   */
+  deleteUnread(id: string): Partial<R> | undefined;
   /** After loading: puts the ordered index in order. */
   finishLoading(): void;
   /** Entries ordered at or before `until`, after the cursor `after` ([time, id]), at most `limit`. */

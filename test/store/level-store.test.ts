@@ -3,7 +3,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { primaryFrame, decodeFrame, encodeFrame } from '../../src/replication/protocol.js';
 import { LevelStore } from '../../src/store/level-store.js';
 import { encode } from '../../src/store/records.js';
-import { META, key } from '../../src/store/schema.js';
+import { LAST_USE_PREFIX, META, key, prefixEnd } from '../../src/store/schema.js';
 import type { CommitEvent } from '../../src/store/store.js';
 import { tokenRecord } from '../helpers/records.js';
 import { tempDir } from '../helpers/temp-dir.js';
@@ -138,6 +138,49 @@ describe('LevelStore', () => {
     const order = [...first, ...rest].map((e) => e.cursor[0]);
     expect(order).toEqual([1, 1, 2, 3].map((s) => Date.parse(at(s))));
     expect(new Set([...first, ...rest].map((e) => e.id)).size).toBe(4);
+  });
+
+  it('reaps expired tokens unread: indexes emptied, no gone-secret note, a token with a write in flight left alone', async () => {
+    const at = (s: number) => new Date(Date.UTC(2030, 0, 1, 0, 0, s)).toISOString();
+    const tokens = [1, 2, 3, 4].map((s, i) =>
+      tokenRecord({ ExpirationTime: at(s), Local: i % 2 === 0, Policies: [{ ID: 'p1' }], ServiceIdentities: [{ ServiceName: 'web' }] }),
+    );
+    await store.transact((tx) => tokens.forEach((t) => tx.put('tokens', t)));
+    const [a, b, c, d] = tokens as [(typeof tokens)[0], (typeof tokens)[0], (typeof tokens)[0], (typeof tokens)[0]];
+    // `b` has a last use on disk: it goes with the token; the others have none to delete.
+    await store.transact((tx) => tx.putLastUse(b.AccessorID, Date.parse(at(0))));
+    const ids = store.reader.expiredTokens(Date.parse(at(9)), 10).map((e) => e.id);
+    // `c` has a write accepted and not yet durable: the reap leaves it for a later pass.
+    const rewritten = store.transact((tx) => tx.put('tokens', { ...c, Description: 'in flight' }));
+    // Not the primary: only the Local ones (a, c) may go, and c is in flight.
+    expect(await store.transact((tx) => tx.reapExpired(ids, false))).toEqual({ deleted: 1, global: false });
+    await rewritten;
+    expect(store.reader.getToken(a.AccessorID)).toBeUndefined();
+    expect(store.reader.getToken(c.AccessorID)?.Description).toBe('in flight');
+    expect(await store.transact((tx) => tx.reapExpired(ids, true))).toEqual({ deleted: 3, global: true });
+    for (const t of tokens) expect(store.reader.getToken(t.AccessorID)).toBeUndefined();
+    // Every index emptied, from the stored bytes alone.
+    expect(store.reader.listTokens({ ...everywhere, policy: 'p1' })).toEqual([]);
+    expect(store.reader.listTokens({ ...everywhere, serviceName: 'web' })).toEqual([]);
+    expect(store.reader.getTokenBySecret(b.SecretID)).toBeUndefined();
+    expect(store.reader.nextExpiry()).toBeUndefined();
+    expect(store.count('tokens')).toBe(0);
+    (store.tables.tokens as unknown as { verify(): void }).verify();
+    // An expired token's end is known everywhere: its secret is not noted as gone, as a deleted one's is.
+    expect(store.reader.isSecretGone(d.SecretID)).toBe(false);
+    const e = tokenRecord();
+    await store.transact((tx) => tx.put('tokens', e));
+    await store.transact((tx) => tx.del('tokens', e.AccessorID));
+    expect(store.reader.isSecretGone(e.SecretID)).toBe(true);
+    // Gone from the disk too, last uses with them: a reopen finds none of them.
+    await store.close();
+    const raw = new Level<string, Uint8Array>(dir.path, { valueEncoding: 'view' });
+    const lastUses: string[] = [];
+    for await (const k of raw.keys({ gte: LAST_USE_PREFIX, lt: prefixEnd(LAST_USE_PREFIX) })) lastUses.push(k);
+    await raw.close();
+    expect(lastUses).toEqual([]);
+    store = await open(dir.path);
+    expect(store.count('tokens')).toBe(0);
   });
 
   it('keeps a unique index entry that another record took over in the same batch', async () => {

@@ -64,6 +64,8 @@ export class CompactTable<R, I extends string> implements Table<R, I>, CompactLo
   private readonly decoded: Recent<R>;
   private readonly positional: Positional;
   private readonly indexAt: Int32Array;
+  /** Where each field's value starts in a positional record (a bulk delete's scratch). */
+  private readonly fieldStarts: Int32Array;
   /** Which of `indexFields` is the ID, and which a load reads straight into an IdTable (the ID and unique keys). */
   private readonly idAt: number;
   private readonly fromBytes: boolean[];
@@ -106,6 +108,7 @@ export class CompactTable<R, I extends string> implements Table<R, I>, CompactLo
     if (this.fields[0] !== codec.idField) throw new Error(`the first of the fields must be the ID, ${codec.idField}`);
     this.positional = new Positional(this.fields);
     this.indexAt = new Int32Array(this.indexFields.length);
+    this.fieldStarts = new Int32Array(this.fields.length);
     this.idAt = fieldIndex(this.indexFields, codec.idField);
     this.inFields = Int32Array.from(this.indexFields, (f) => this.fields.indexOf(f));
     this.fromBytes = this.indexFields.map((_, i) => i === this.idAt || this.unique.some((u) => u.field === i));
@@ -355,6 +358,32 @@ export class CompactTable<R, I extends string> implements Table<R, I>, CompactLo
   }
 
   /**
+   * Deletes by ID without decoding the record (the reaper's bulk deletes, a follower's deletes):
+   * its index keys come from the fields the indexes read, taken from its bytes as a load takes
+   * them. Answers those fields (the ID, the keys, the expiry), undefined when none is held.
+   */
+  deleteUnread(id: string): Partial<R> | undefined {
+    const slot = this.ids.get(id);
+    if (slot === undefined) return undefined;
+    const fields = this.decoded.get(slot) ?? this.indexedFieldsOf(slot);
+    this.unindex(fields, slot);
+    this.ids.deleteIf(id, slot);
+    this.arena.delete(slot);
+    this.decoded.delete(slot);
+    return fields;
+  }
+
+  /** The fields of the record in `slot` its indexes read, from its bytes (the record decoded whole only if they are not positional). */
+  private indexedFieldsOf(slot: number): R {
+    const bytes = this.arena.get(slot);
+    const starts = this.fieldStarts;
+    if (!this.positional.startsIn(bytes, starts)) return this.decode(bytes);
+    const at = this.indexAt;
+    for (let i = 0; i < at.length; i++) at[i] = starts[this.inFields[i] as number] as number;
+    return (readFields(bytes, this.indexFields, at, this.codec.decodeValue, undefined, this.memo) as R | undefined) ?? this.decode(bytes);
+  }
+
+  /**
    * The table as a checkpoint keeps it (dump.ts): the arena's records packed, the ID tables'
    * arrays as they are, and each index's members. The table must not change until the parts are written.
    */
@@ -564,7 +593,7 @@ export class CompactTable<R, I extends string> implements Table<R, I>, CompactLo
 
   private unindex(record: R, slot: number): void {
     // A unique key may already belong to another record (taken over in the same batch).
-    for (const u of this.unique) u.keys(record, (k) => u.table.get(k) === slot && u.table.delete(k));
+    for (const u of this.unique) u.keys(record, (k) => u.table.deleteIf(k, slot));
     for (const m of this.multi) {
       m.keys(record, (k) => {
         const set = m.map.get(k);

@@ -229,6 +229,21 @@ export class IdTable {
     return true;
   }
 
+  /** Removes `id` when it maps to `slot` (a key another record took over stays): whether it did. One probe. */
+  deleteIf(id: string, slot: number): boolean {
+    const w = this.words;
+    if (!uuidWords(id, w)) {
+      if (this.other.get(id) !== slot) return false;
+      this.other.delete(id);
+      this.otherOf.delete(slot);
+      return true;
+    }
+    const pos = this.find(w[0] as number, w[1] as number, w[2] as number, w[3] as number);
+    if (pos < 0 || this.entries[pos * 2] !== slot) return false;
+    this.removeAt(pos);
+    return true;
+  }
+
   /** The longest run of filled positions (what a probe may walk): for tests. */
   longestRun(): number {
     let longest = 0;

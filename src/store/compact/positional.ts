@@ -135,6 +135,23 @@ export class Positional {
     return bytes[0] === 0xdc;
   }
 
+  /**
+   * Where each field's value starts in positional `bytes`, into `out` (-1: absent, as nil is):
+   * one walk over the values, nothing decoded. False when the bytes are not a positional record
+   * of this field list.
+   */
+  startsIn(bytes: Uint8Array, out: Int32Array): boolean {
+    const n = this.keys.length;
+    if (bytes[0] !== 0xdc || (((bytes[1] as number) << 8) | (bytes[2] as number)) !== n) return false;
+    let pos = 3;
+    for (let f = 0; f < n; f++) {
+      if (pos >= bytes.length) return false;
+      out[f] = bytes[pos] === 0xc0 ? -1 : pos;
+      pos = skip(bytes, pos);
+    }
+    return pos === bytes.length;
+  }
+
   /** Where the value of field `f` starts in positional bytes. */
   valueAt(bytes: Uint8Array, f: number): number {
     let pos = 3;

@@ -44,7 +44,7 @@ describe('IdTable', () => {
     expect(uuidWordsAt(Buffer.from('fedcba98-7654-3210-fedc-ba987654321'), 0, w)).toBe(false);
   });
 
-  it('answers as a Map of one key per slot does through random sets, replacements and deletes, across growth', () => {
+  it('answers as a Map of one key per slot does through random sets, replacements, deletes and conditional deletes, across growth', () => {
     for (const seed of [1, 2, 3]) {
       const random = rng(seed);
       const table = new IdTable();
@@ -75,11 +75,22 @@ describe('IdTable', () => {
           const id = keys[Math.floor(random() * keys.length)] as string;
           table.set(id, slot);
           set(id, slot);
-        } else {
+        } else if (r < 0.85) {
           const id = keys[Math.floor(random() * keys.length)] as string;
           const was = model.get(id);
           if (was !== undefined) keyOf.delete(was);
           expect(table.delete(id)).toBe(model.delete(id));
+        } else {
+          // Removed only when it maps to the slot named: its own, or one it does not hold.
+          const id = keys[Math.floor(random() * keys.length)] as string;
+          const was = model.get(id);
+          const named = random() < 0.7 && was !== undefined ? was : slot;
+          const match = was === named;
+          if (match) {
+            keyOf.delete(named);
+            model.delete(id);
+          }
+          expect(table.deleteIf(id, named)).toBe(match);
         }
         // Every invariant after each step while the table is small and grows, then now and then.
         if (op < 3000 || op % 997 === 0) table.verify();
