@@ -18,14 +18,13 @@
  * The audit log rotates at 8 MiB × 4 files here (audit_log_rotate_bytes, _max_files): a log that
  * grows with every login is flat only once it rotates, as an operator sizes it.
  */
-import { execFileSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { SignJWT, exportSPKI, generateKeyPair } from 'jose';
-import { canPin, medianOf, pinSelf, startProcess, unpinSelf } from './bench-process.js';
+import { canPin, diskUsage, medianOf, pinSelf, startProcess, unpinSelf } from './bench-process.js';
 import { memoryOf } from './bench-seed.js';
 import { histogram, quantile } from './bench-metrics.js';
 import { startDaemonProcess, stopDaemonProcess } from './daemon-process.js';
@@ -48,7 +47,7 @@ const RECENT_CHECKS_FULL_MS = 60 * 60_000;
 
 const mb = (b: number) => `${(b / 1024 / 1024).toFixed(0)} MB`;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const du = (dir: string): number => Number(execFileSync('du', ['-sb', dir]).toString().split('\t')[0]);
+const du = diskUsage;
 const p99Of = (xs: number[]) => (xs.length === 0 ? Number.NaN : ([...xs].sort((a, b) => a - b)[Math.floor(0.99 * (xs.length - 1))] as number));
 
 async function api(url: string, method: string, path: string, body?: unknown, token = MANAGEMENT): Promise<{ status: number; body: unknown }> {

@@ -13,12 +13,11 @@
  * the last expiry, reads ≥ 0.8× their rate at rest with p99 ≤ 2× (medians of the windows
  * during the reap), disk back within 1.5× of before.
  */
-import { execFileSync } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
-import { canPin, medianOf, pinSelf, unpinSelf } from './bench-process.js';
+import { canPin, diskUsage, medianOf, pinSelf, unpinSelf } from './bench-process.js';
 import { memoryOf, seedTo } from './bench-seed.js';
 import { histogram, quantile } from './bench-metrics.js';
 import { startDaemonProcess, stopDaemonProcess } from './daemon-process.js';
@@ -32,7 +31,7 @@ const WITH_SECONDARY = process.env.BENCH_EXPIRY_SECONDARY === '1';
 
 const LAG_METRIC = 'watchword_replication_apply_lag_seconds';
 
-const du = (dir: string): number => Number(execFileSync('du', ['-sb', dir]).toString().split('\t')[0]);
+const du = diskUsage;
 const mb = (b: number) => `${(b / 1024 / 1024).toFixed(0)} MB`;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

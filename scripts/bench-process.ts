@@ -1,6 +1,8 @@
 /** A helper script of the benchmarks (a baseline server, a LevelDB loop) as a child process. */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { type Dirent, readdirSync, statSync } from 'node:fs';
 import { availableParallelism, cpus } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type DaemonProcess, startDaemonProcess, stopDaemonProcess } from './daemon-process.js';
 
@@ -24,6 +26,31 @@ export function startProcess(args: string[], pin?: string): { proc: ChildProcess
 
 /** SIGTERM, and wait for the exit. */
 export const stopProcess = stopDaemonProcess;
+
+/**
+ * Bytes of the files under `dir`, as `du -sb` counts them, walked here: LevelDB deletes a table
+ * file while a compaction runs, and `du` fails on a file that goes while it walks.
+ */
+export function diskUsage(dir: string): number {
+  let total = 0;
+  let entries: Dirent[];
+  try {
+    entries = readdirSync(dir, { withFileTypes: true });
+  } catch {
+    return 0;
+  }
+  for (const e of entries) {
+    const path = join(dir, e.name);
+    if (e.isDirectory()) total += diskUsage(path);
+    else
+      try {
+        total += statSync(path).size;
+      } catch {
+        // gone meanwhile
+      }
+  }
+  return total;
+}
 
 /** Whether this machine can pin processes to CPUs (taskset, and a second CPU). */
 export function canPin(): boolean {
