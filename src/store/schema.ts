@@ -244,7 +244,8 @@ export const TABLE_DEFS: { readonly [T in TableName]: TableDef<RecordTypes[T], s
 
 export type IndexName<T extends TableName> = keyof (typeof TABLES)[T]['indexes'] & string;
 
-export const recordKey = (table: TableName, id: string): string => key(TABLES[table].prefix, id);
+/** A record's key: `key(prefix, id)`, written out (every write and delete makes one). */
+export const recordKey = (table: TableName, id: string): string => `${TABLES[table].prefix}${SEP}${id}`;
 
 /** Version of the on-disk layout. 1: records plus secondary-index keys; 2: records only. */
 export const FORMAT_VERSION = 2;
@@ -288,7 +289,7 @@ export const prefixEnd = (prefix: string): string => `${prefix}\uffff`;
 export const LOG_PREFIX = key('l', '');
 /** A token's last use as its leader last wrote it (store/last-use.ts): milliseconds, by AccessorID. */
 export const LAST_USE_PREFIX = key('u', '');
-export const lastUseKey = (accessor: string): string => key('u', accessor);
+export const lastUseKey = (accessor: string): string => `u${SEP}${accessor}`;
 export const logKey = (index: number): string => key('l', hex(index));
 
 /** Key prefixes of the secondary indexes format 1 stored on disk (dropped when upgrading to 2). */

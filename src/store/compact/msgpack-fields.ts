@@ -155,19 +155,32 @@ const latin1Slice = Buffer.prototype.latin1Slice as (this: Uint8Array, start: nu
  */
 export class ValueMemo {
   private readonly values = new Map<string, unknown>();
-  /** Per field: the bytes of the last string read, and the string (a namespace repeats record after record). */
-  private readonly lastBytes: Array<Uint8Array | undefined> = [];
+  /**
+   * Per field: the bytes of the last string read (copied into a buffer of the field's own, so a
+   * string that differs every record, an ID, allocates nothing but itself), how many, and the string
+   * (a namespace repeats record after record).
+   */
+  private readonly lastBytes: Uint8Array[] = [];
+  private readonly lastLength: number[] = [];
   private readonly lastText: Array<string | undefined> = [];
 
   constructor(private readonly limit = 4096) {}
 
   /** The string at `pos` of `bytes`, the value of field `field`: the last one made for it when the bytes are the same. */
   text(field: number, bytes: Uint8Array, pos: number): string | undefined {
-    const end = skip(bytes, pos);
-    const last = this.lastBytes[field];
-    if (last !== undefined && last.length === end - pos && sameBytes(last, bytes, pos)) return this.lastText[field];
+    const n = skip(bytes, pos) - pos;
+    // Not a whole string here (a corrupt record): read as it is, nothing remembered.
+    if (!(n <= bytes.length - pos)) return stringAt(bytes, pos);
+    let last = this.lastBytes[field];
+    if (last !== undefined && this.lastLength[field] === n) {
+      let j = 0;
+      while (j < n && last[j] === bytes[pos + j]) j++;
+      if (j === n) return this.lastText[field];
+    }
     const text = stringAt(bytes, pos);
-    this.lastBytes[field] = bytes.slice(pos, end);
+    if (last === undefined || last.length < n) last = this.lastBytes[field] = new Uint8Array(Math.max(64, n));
+    for (let j = 0; j < n; j++) last[j] = bytes[pos + j] as number;
+    this.lastLength[field] = n;
     this.lastText[field] = text;
     return text;
   }
@@ -185,6 +198,7 @@ export class ValueMemo {
   clear(): void {
     this.values.clear();
     this.lastBytes.length = 0;
+    this.lastLength.length = 0;
     this.lastText.length = 0;
   }
 }

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { Positional } from '../../../src/store/compact/positional.js';
-import { skip, stringAt } from '../../../src/store/compact/msgpack-fields.js';
+import { ValueMemo, skip, stringAt } from '../../../src/store/compact/msgpack-fields.js';
 import { encode } from '../../../src/store/records.js';
 
 describe('reading fields of a msgpack record without decoding it', () => {
@@ -117,6 +117,33 @@ describe('reading fields of a msgpack record without decoding it', () => {
     // 0xc1 is no value; past the end is none either.
     expect(skip(Uint8Array.from([0xc1, 0xc0]), 0)).toBe(Number.POSITIVE_INFINITY);
     expect(skip(Uint8Array.from([0xc0]), 1)).toBeGreaterThan(1);
+  });
+
+  it('remembers the last string of each field by its bytes: the same bytes give the same string, others their own', () => {
+    const memo = new ValueMemo();
+    const texts = ['default', 'default', randomUUID(), 'team-a', 'a'.repeat(300), 'a'.repeat(300), 'é-ns', 'default'];
+    const made = texts.map((t) => {
+      const bytes = encode(['x', t]);
+      return memo.text(0, bytes, skip(bytes, 1));
+    });
+    expect(made).toEqual(texts);
+    // A value cut short is read as it is (undefined), and remembered as nothing.
+    const cut = encode('team-a').subarray(0, 4);
+    expect(memo.text(0, cut, 0)).toBeUndefined();
+    expect(memo.text(0, encode('team-a'), 0)).toBe('team-a');
+  });
+
+  it("finds each field's value in a positional record, absent ones as -1, and refuses other bytes", () => {
+    const positional = new Positional(['AccessorID', 'SecretID', 'Description']);
+    const record = positional.fromMap(encode({ AccessorID: 'a1', Description: 'd' })) as Uint8Array;
+    const starts = new Int32Array(3);
+    expect(positional.startsIn(record, starts)).toBe(true);
+    expect(stringAt(record, starts[0] as number)).toBe('a1');
+    expect(starts[1]).toBe(-1);
+    expect(stringAt(record, starts[2] as number)).toBe('d');
+    expect(positional.startsIn(encode({ AccessorID: 'a1' }), starts)).toBe(false);
+    expect(positional.startsIn(new Positional(['AccessorID']).fromMap(encode({ AccessorID: 'a1' })) as Uint8Array, starts)).toBe(false);
+    expect(positional.startsIn(record.subarray(0, record.length - 1), starts)).toBe(false);
   });
 
   it('says so when the bytes are not a map of declared fields', () => {
