@@ -48,6 +48,8 @@ const RECENT_CHECKS_FULL_MS = 60 * 60_000;
 const mb = (b: number) => `${(b / 1024 / 1024).toFixed(0)} MB`;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const du = diskUsage;
+/** Uses, logouts and reads that got no answer at all (a connection refused or reset), reported at the end. */
+let failedRequests = 0;
 const p99Of = (xs: number[]) => (xs.length === 0 ? Number.NaN : ([...xs].sort((a, b) => a - b)[Math.floor(0.99 * (xs.length - 1))] as number));
 
 async function api(url: string, method: string, path: string, body?: unknown, token = MANAGEMENT): Promise<{ status: number; body: unknown }> {
@@ -124,7 +126,9 @@ class Churn {
   private later(ms: number, f: () => Promise<void>): void {
     const t = setTimeout(() => {
       this.timers.delete(t);
-      if (this.running) void f();
+      // A request that fails outright (a daemon past its connection limit while it was stopped for a
+      // heap snapshot) is counted, not fatal.
+      if (this.running) void f().catch(() => failedRequests++);
     }, ms);
     this.timers.add(t);
   }
@@ -172,9 +176,12 @@ function readLoad(sites: Array<{ url: string; secrets: string[] }>, into: () => 
     for (const site of sites)
       for (let i = 0; i < READ_RATE / 10; i++) {
         const t = performance.now();
-        void api(site.url, 'GET', '/v1/acl/token/self', undefined, site.secrets[n++ % site.secrets.length]).then((r) => {
-          if (r.status === 200) into().readMs.push(performance.now() - t);
-        });
+        void api(site.url, 'GET', '/v1/acl/token/self', undefined, site.secrets[n++ % site.secrets.length]).then(
+          (r) => {
+            if (r.status === 200) into().readMs.push(performance.now() - t);
+          },
+          () => failedRequests++,
+        );
       }
   }, 100);
   return () => clearInterval(tick);
@@ -323,7 +330,7 @@ async function main(): Promise<void> {
     };
     process.stdout.write(
       `replication lag at dc2: p50 ${(quantile(lag, 0.5) * 1000).toFixed(1)} ms, p99 ${(quantile(lag, 0.99) * 1000).toFixed(1)} ms over ${lag[lag.length - 1]?.[1] ?? 0} batches\n` +
-        `tokens that authenticated after their ExpirationTime: ${churn.afterExpiry} of ${churn.probes} probed just after expiry; ${churn.logouts} logouts\n` +
+        `tokens that authenticated after their ExpirationTime: ${churn.afterExpiry} of ${churn.probes} probed just after expiry; ${churn.logouts} logouts; ${failedRequests} requests got no answer\n` +
         `once the bounded parts were full (${steady.length} samples), max/min: ${Object.entries(flat)
           .map(([k, v]) => `${k} ${v.toFixed(3)}`)
           .join(', ')}\n`,

@@ -35,7 +35,11 @@ export class GoneSecrets {
   }
 
   /** Notes that the token holding `secret` was deleted, or no longer holds it. */
-  add(secret: string): void {
+  add(given: string): void {
+    // A copy of its own: the secret given is often a slice of a larger string (a header, a body)
+    // that a slice keeps alive, and the ring keeps 100,000 of them (a 30-minute churn run held
+    // 4.6 MB of such parents for ~30,000 notes).
+    const secret = Buffer.from(given, 'utf8').toString('utf8');
     const at = this.now();
     const oldest = this.ring[this.head];
     // Still the entry the ring holds (not noted again since, nor forgotten): it goes.
