@@ -48,6 +48,18 @@ const RECENT_CHECKS_FULL_MS = 60 * 60_000;
 const mb = (b: number) => `${(b / 1024 / 1024).toFixed(0)} MB`;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const du = diskUsage;
+/** `f` again, a second apart, when it fails (a daemon that stood still for a heap snapshot resets connections); at most five tries. */
+async function retried<T>(f: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await f();
+    } catch (err) {
+      if (attempt >= 5) throw err;
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+  }
+}
+
 /** Uses, logouts and reads that got no answer at all (a connection refused or reset), reported at the end. */
 let failedRequests = 0;
 const p99Of = (xs: number[]) => (xs.length === 0 ? Number.NaN : ([...xs].sort((a, b) => a - b)[Math.floor(0.99 * (xs.length - 1))] as number));
@@ -273,7 +285,7 @@ async function main(): Promise<void> {
       await sleep(SAMPLE_S * 1000);
       const w = churn.window;
       window = churn.window = newWindow();
-      const live = async (url: string) => ((await api(url, 'GET', '/v1/agent/self')).body as { Stats: { Tokens: number } }).Stats.Tokens;
+      const live = (url: string) => retried(async () => ((await api(url, 'GET', '/v1/agent/self')).body as { Stats: { Tokens: number } }).Stats.Tokens);
       const row = {
         t: (Date.now() - started) / 1000,
         rss1: (await memoryOf(dc1.proc.pid as number)).now,
@@ -286,7 +298,7 @@ async function main(): Promise<void> {
       };
       rows.push(row);
       const nowFull = {
-        'change-log tail': (await indexOf(dc1.url)) - startIndex >= LOG_TAIL_FULL,
+        'change-log tail': (await retried(() => indexOf(dc1.url))) - startIndex >= LOG_TAIL_FULL,
         'audit log': readdirSync(join(dir, 'dc1', 'audit')).some((f) => f.endsWith(`.log.${AUDIT_FILES}`)),
         'recent checks': Date.now() - started >= RECENT_CHECKS_FULL_MS,
       };
