@@ -45,8 +45,6 @@ interface Multi {
   map: Map<string, SlotSet>;
   /** Members under a key in ID order, made on first use and dropped on change. */
   sorted: Map<string, Uint32Array>;
-  /** Takes the slot being unindexed out from under a key. */
-  unkey: (k: string) => void;
 }
 
 function fieldIndex(indexFields: readonly string[], field: string | undefined): number {
@@ -61,8 +59,7 @@ const GARBAGE_FLOOR = 64 * 1024 * 1024;
 export class CompactTable<R, I extends string> implements Table<R, I>, CompactLoader {
   private readonly arena = new RecordArena();
   private readonly ids = new IdTable();
-  private readonly unique: Array<{ name: string; keys: IndexDef<R>['keys']; table: IdTable; field: number; unkey: (k: string) => void }> =
-    [];
+  private readonly unique: Array<{ name: string; keys: IndexDef<R>['keys']; table: IdTable; field: number }> = [];
   private readonly multi: Multi[] = [];
   private readonly decoded: Recent<R>;
   private readonly positional: Positional;
@@ -104,23 +101,8 @@ export class CompactTable<R, I extends string> implements Table<R, I>, CompactLo
       if (idx.unique) {
         // A unique key is read from the bytes straight into its table: the key must be one field's value.
         if (idx.reads.length !== 1) throw new Error(`${def.name}: unique index ${name} must read one field, its key`);
-        const table = new IdTable();
-        this.unique.push({
-          name,
-          keys: idx.keys,
-          table,
-          field: fieldIndex(this.indexFields, idx.reads[0]),
-          unkey: this.uniqueUnkey(table),
-        });
-      } else {
-        const m = {
-          name,
-          keys: idx.keys as IndexDef<unknown>['keys'],
-          map: new Map<string, SlotSet>(),
-          sorted: new Map<string, Uint32Array>(),
-        };
-        this.multi.push({ ...m, unkey: this.multiUnkey(m) });
-      }
+        this.unique.push({ name, keys: idx.keys, table: new IdTable(), field: fieldIndex(this.indexFields, idx.reads[0]) });
+      } else this.multi.push({ name, keys: idx.keys as IndexDef<unknown>['keys'], map: new Map(), sorted: new Map() });
     }
     this.decoded = new Recent(Math.max(1, codec.cacheSize >> 1));
     if (this.fields[0] !== codec.idField) throw new Error(`the first of the fields must be the ID, ${codec.idField}`);
@@ -610,32 +592,18 @@ export class CompactTable<R, I extends string> implements Table<R, I>, CompactLo
   }
 
   private unindex(record: R, slot: number): void {
-    // The slot and index the key functions below take out (one function per index, made once: a
-    // bulk delete calls them for every record).
-    this.unindexing = slot;
     // A unique key may already belong to another record (taken over in the same batch).
-    for (const u of this.unique) u.keys(record, u.unkey);
-    for (const m of this.multi) m.keys(record, m.unkey);
+    for (const u of this.unique) u.keys(record, (k) => u.table.deleteIf(k, slot));
+    for (const m of this.multi) {
+      m.keys(record, (k) => {
+        const set = m.map.get(k);
+        if (!set) return;
+        set.delete(slot);
+        m.sorted.delete(k);
+        if (set.size === 0) m.map.delete(k);
+      });
+    }
     const time = this.def.orderedBy?.time(record);
     if (time !== undefined) this.order.delete(time, slot);
-  }
-
-  /** The slot `unindex` takes out of the indexes. */
-  private unindexing = 0;
-
-  /** Takes `unindexing` out of the unique table `table` under `k`, unless another record took the key over. */
-  private uniqueUnkey(table: IdTable): (k: string) => void {
-    return (k) => void table.deleteIf(k, this.unindexing);
-  }
-
-  /** Takes `unindexing` out of index `m` under `k`. */
-  private multiUnkey(m: Omit<Multi, 'unkey'>): (k: string) => void {
-    return (k) => {
-      const set = m.map.get(k);
-      if (!set) return;
-      set.delete(this.unindexing);
-      m.sorted.delete(k);
-      if (set.size === 0) m.map.delete(k);
-    };
   }
 }
