@@ -12,21 +12,22 @@ import type { LogEntry } from './store.js';
  */
 export class ChangeLog {
   constructor(
-    private readonly port: {
-      db(): Level<string, Uint8Array>;
-      committer: Pick<GroupCommitter, 'push'>;
-      tail: Pick<LogTail, 'after'>;
-      /** Entries up to here were removed. */
-      trimmed: { get(): number; set(upTo: number): void };
+    /** The store's core, held by reference. */
+    private readonly store: {
+      readonly db: Level<string, Uint8Array>;
+      readonly committer: Pick<GroupCommitter, 'push'>;
+      readonly logTail: Pick<LogTail, 'after'>;
+      /** `trimmedUpTo`: entries up to here were removed. */
+      readonly state: { trimmedUpTo: number };
     },
   ) {}
 
   /** Entries after `index`, up to `limit`: from memory when recent, else from disk. */
   async after(index: number, limit: number): Promise<LogEntry[]> {
-    const recent = this.port.tail.after(index, limit);
+    const recent = this.store.logTail.after(index, limit);
     if (recent) return recent;
     const out: LogEntry[] = [];
-    for await (const [, value] of this.port.db().iterator({ gt: logKey(index), lt: prefixEnd(LOG_PREFIX), limit })) {
+    for await (const [, value] of this.store.db.iterator({ gt: logKey(index), lt: prefixEnd(LOG_PREFIX), limit })) {
       out.push(decodeRaw(value) as LogEntry);
     }
     return out;
@@ -37,15 +38,15 @@ export class ChangeLog {
    * long. Returns how many were removed.
    */
   async trim(upTo: number, chunk: number): Promise<number> {
-    if (upTo <= this.port.trimmed.get()) return 0;
+    if (upTo <= this.store.state.trimmedUpTo) return 0;
     let removed = 0;
     for (;;) {
       const keys: string[] = [];
-      for await (const k of this.port.db().keys({ gt: LOG_PREFIX, lte: logKey(upTo), limit: chunk })) keys.push(k);
+      for await (const k of this.store.db.keys({ gt: LOG_PREFIX, lte: logKey(upTo), limit: chunk })) keys.push(k);
       // Raw operations queued behind the accepted transactions.
       await new Promise<void>((resolve, reject) => {
         const ops: BatchOp[] = keys.map((k) => ({ type: 'del', key: k }));
-        this.port.committer.push({
+        this.store.committer.push({
           ops,
           entryBytes: [],
           tableOps: [],
@@ -62,7 +63,7 @@ export class ChangeLog {
       removed += keys.length;
       if (keys.length < chunk) break;
     }
-    this.port.trimmed.set(upTo);
+    this.store.state.trimmedUpTo = upTo;
     return removed;
   }
 }

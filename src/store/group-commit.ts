@@ -33,23 +33,25 @@ export interface WriteBatch {
   close(): Promise<void>;
 }
 
-export interface CommitterOptions {
-  db: { batch(): WriteBatch };
-  durability: Durability;
+/** What group commit reads of the store it writes for (held by reference: the store's core, or the simulation's store). */
+export interface CommitterHost {
+  /** The database of the moment (a swap replaces it). */
+  readonly db: { batch(): WriteBatch };
+  readonly durability: Durability;
   /**
    * Whether a write waits for the end of the event loop's turn that queued it, so that every
    * transaction accepted in that turn joins its group (default true). The simulation's disks
    * write at once: its seeds' schedules were found that way.
    */
-  gatherTurn?: boolean;
+  readonly gatherTurn?: boolean;
   /** Tests only: makes disk writes fail on demand. */
-  faults?: { writeError?: () => Error | undefined };
+  readonly faults?: { writeError?: () => Error | undefined } | undefined;
   /** Where the committed state stands in the batch log (HA); the writer moves it. */
-  state: Pick<CommittedState, 'seq' | 'term'>;
+  readonly state: Pick<CommittedState, 'seq' | 'term'>;
   /** HA leader: copies every group to the followers (undefined otherwise). */
-  replicator(): BatchReplicator | undefined;
+  readonly replicator: BatchReplicator | undefined;
   /** Where the groups' audit lines go (undefined: no audit log). */
-  audit?: () => AuditSink | undefined;
+  readonly auditSink?: AuditSink | undefined;
   /** A group is on disk (and on the synchronous followers, unless `remoteError`): apply and answer. `seq`: its batch (HA leader). */
   durable(group: QueuedCommit[], remoteError: unknown, seq: number | undefined): void;
   /** A write failed: nothing of `failed` is durable. */
@@ -74,14 +76,14 @@ export class GroupCommitter {
     this.seq = Math.max(this.seq, seq);
   }
 
-  constructor(private readonly options: CommitterOptions) {}
+  constructor(private readonly host: CommitterHost) {}
 
   /** A write of the queue is due at the end of this turn of the event loop. */
   private due = false;
 
   push(commit: QueuedCommit): void {
     this.queue.push(commit);
-    if (this.options.gatherTurn === false) return void this.flush();
+    if (this.host.gatherTurn === false) return void this.flush();
     if (this.writing || this.due) return;
     // Written once the turn that accepted it is over: every request read in the same turn joins
     // the same group (one sync for all of them), instead of the first going alone and the rest
@@ -105,12 +107,12 @@ export class GroupCommitter {
 
   /** Writes a group as one batch; resolves with the followers' error, if they failed it, and the batch's seq (HA leader). */
   private async write(group: QueuedCommit[]): Promise<{ remoteError: unknown; seq?: number }> {
-    const { db, state } = this.options;
-    const replicator = this.options.replicator();
+    const { db, state } = this.host;
+    const replicator = this.host.replicator;
     // Fencing: a leader that may have lost its lease writes nothing more.
     replicator?.checkLeadership();
     // Enforced auditing: the group's lines are durable before the group is; if they cannot be, it is refused.
-    const audit = this.options.audit?.();
+    const audit = this.host.auditSink;
     const events = audit ? group.flatMap((c) => (c.audit ? [c.audit] : [])) : [];
     if (audit?.mode === 'enforced' && events.length > 0) await audit.writeGroup(events);
     const building = performance.now();
@@ -136,12 +138,12 @@ export class GroupCommitter {
     }
     if (index > 0) put(META.index, encode(index));
     for (const [t, idx] of tables) put(META.tableIndex(t), encode(idx));
-    const injected = this.options.faults?.writeError?.();
+    const injected = this.host.faults?.writeError?.();
     if (injected) {
       void batch.close();
       throw injected;
     }
-    const sync = this.options.durability === 'fsync' && group.some((c) => c.sync);
+    const sync = this.host.durability === 'fsync' && group.some((c) => c.sync);
     const built = performance.now() - building;
     for (const c of group) if (c.timing) c.timing.ms += built;
     if (!replicator || !pairs) {
@@ -186,7 +188,7 @@ export class GroupCommitter {
         const failed = [...group, ...this.queue];
         this.queue = [];
         this.writing = false;
-        this.options.failed(err, failed);
+        this.host.failed(err, failed);
         return;
       }
       const next = this.queue;
@@ -195,7 +197,7 @@ export class GroupCommitter {
       // Fencing at the moment of acknowledging too: a leader whose lease lapsed while the
       // group was being copied keeps it (durable here and on the synchronous set) but
       // acknowledges nothing more; callers learn the outcome is unknown.
-      const replicator = this.options.replicator();
+      const replicator = this.host.replicator;
       if (remoteError === undefined && replicator) {
         try {
           replicator.checkLeadership();
@@ -203,7 +205,7 @@ export class GroupCommitter {
           remoteError = err;
         }
       }
-      this.options.durable(group, remoteError, seq);
+      this.host.durable(group, remoteError, seq);
       if (next.length === 0) break;
       group = next;
     }

@@ -1,25 +1,27 @@
 import { WatchwordError } from '../domain/errors.js';
 import { installAuditEvent } from './audit-events.js';
 import { StagedStore, settleStagedStore, swapInStagedStore } from './staging.js';
+import type { LoadedState } from './disk-format.js';
+import type { GroupCommitter } from './group-commit.js';
 import type { AuditSink, InstallOptions } from './store.js';
+import type { WriteRecovery } from './write-recovery.js';
 
-/** What making a staged store current needs of the store. */
-export interface SwitchPort {
+/** What making a staged store current reads of the store (held by reference: the store's core). */
+export interface SwitchHost {
   /** The store's directory (the staged one is swapped in there). */
-  dir: string;
-  /** Resolves once every accepted transaction has been written (or refused). */
-  drain(): Promise<void>;
+  readonly dir: string;
+  readonly db: { close(): Promise<void> };
+  readonly committer: Pick<GroupCommitter, 'drain'>;
   /** Throws while the store recovers from a write error, or once closed. */
-  checkWritable(): void;
-  auditSink(): AuditSink | undefined;
-  durableIndex(): number;
-  closeDb(): Promise<void>;
+  readonly recovery: Pick<WriteRecovery, 'checkWritable'>;
+  readonly auditSink: AuditSink | undefined;
+  readonly state: { readonly index: number };
   /** Opens the database in the directory (after a swap) as the store's. */
   openDb(): Promise<void>;
   /** The staged store's tables and metadata become the durable state; readers and waiters told. */
-  adopt(staged: StagedStore, options: { indexesMayGoBack: boolean; logReset: boolean }): void;
+  adopt(staged: LoadedState, options: { indexesMayGoBack: boolean; swapped: { logReset: boolean } }): void;
   /** Reads the state again from disk (a swap that failed with the database closed). */
-  reload(): Promise<void>;
+  reload(options: { indexesMayGoBack: boolean }): Promise<void>;
 }
 
 /**
@@ -33,11 +35,11 @@ export class StoreSwitch {
   /** Set while a staged store is made current: transactions wait for it. */
   installing: Promise<void> | undefined;
 
-  constructor(private readonly port: SwitchPort) {}
+  constructor(private readonly store: SwitchHost) {}
 
   /** Starts a staged store: the current state serves until `install` makes it current. */
   async stage(): Promise<StagedStore> {
-    this.port.checkWritable();
+    this.store.recovery.checkWritable();
     // One staging at a time: another one under way (a catch-up, while a restore is asked for) is not cut short.
     if (this.staging?.active)
       throw new WatchwordError(
@@ -47,7 +49,7 @@ export class StoreSwitch {
       );
     // One given up (a lost connection's) may still be removing its directory.
     await this.staging?.abandon();
-    this.staging = await StagedStore.create(this.port.dir);
+    this.staging = await StagedStore.create(this.store.dir);
     return this.staging;
   }
 
@@ -59,35 +61,35 @@ export class StoreSwitch {
    * leader), whose indexes this one follows even backward.
    */
   async install(staged: StagedStore, options: InstallOptions = {}): Promise<void> {
-    const port = this.port;
+    const store = this.store;
     let release = (): void => undefined;
     this.installing = new Promise<void>((resolve) => {
       release = resolve;
     });
     let closed = false;
     try {
-      await port.drain();
-      port.checkWritable();
+      await store.committer.drain();
+      store.recovery.checkWritable();
       await options.complete?.(staged);
-      const sink = port.auditSink();
-      const event = options.audit && sink ? installAuditEvent(options.audit, staged, port.durableIndex()) : undefined;
+      const sink = store.auditSink;
+      const event = options.audit && sink ? installAuditEvent(options.audit, staged, store.state.index) : undefined;
       // Enforced auditing: the line is durable before the switch, or there is no switch.
       if (event && sink?.mode === 'enforced') await sink.writeGroup([event]);
       await staged.finish();
       closed = true;
-      await port.closeDb();
-      await swapInStagedStore(port.dir);
-      await port.openDb();
+      await store.db.close();
+      await swapInStagedStore(store.dir);
+      await store.openDb();
       closed = false;
-      port.adopt(staged, { indexesMayGoBack: options.indexesMayGoBack === true, logReset: options.logReset === true });
+      store.adopt(staged, { indexesMayGoBack: options.indexesMayGoBack === true, swapped: { logReset: options.logReset === true } });
       if (event && sink?.mode === 'best-effort') void sink.writeGroup([event]);
     } catch (err) {
       await staged.abandon().catch(() => undefined);
       // The swap failed with the database closed: the directory in place (old or new) is opened again.
       if (closed) {
-        await settleStagedStore(port.dir).catch(() => undefined);
-        await port.openDb();
-        await port.reload();
+        await settleStagedStore(store.dir).catch(() => undefined);
+        await store.openDb();
+        await store.reload({ indexesMayGoBack: true });
       }
       throw err;
     } finally {

@@ -4,22 +4,23 @@ import { type DecodedPair, decodePair } from './disk-format.js';
 import type { Applied, CommittedState } from './committed-state.js';
 import { decodeRaw } from './records.js';
 import { META } from './schema.js';
-import type { StagedStore } from './staging.js';
-import type { InstallOptions, ServerBatch, ServerPosition, ServerSnapshotIntake } from './store.js';
+import type { GroupCommitter } from './group-commit.js';
+import type { StoreSwitch } from './install.js';
+import type { ServerBatch, ServerPosition, ServerSnapshotIntake } from './store.js';
 import type { WriteRecovery } from './write-recovery.js';
 
-/** What the replica needs of the store it lives in. */
-export interface ReplicaPort {
+/** What the replica reads of the store it lives in (held by reference: the store's core). */
+export interface ReplicaHost {
   /** The database of the moment. */
-  db(): Level<string, Uint8Array>;
-  state: CommittedState;
-  recovery: Pick<WriteRecovery, 'writeReplica' | 'checkWritable'>;
-  /** Batches up to `seq` are on disk here: the store's own batch numbers continue after them. */
-  batchWritten(seq: number): void;
+  readonly db: Level<string, Uint8Array>;
+  readonly state: CommittedState;
+  readonly recovery: Pick<WriteRecovery, 'writeReplica' | 'checkWritable'>;
+  /** Batches written here: the store's own batch numbers continue after them. */
+  readonly committer: Pick<GroupCommitter, 'continueAfter'>;
+  /** Its leader's snapshot is staged beside the store and made current there. */
+  readonly switcher: Pick<StoreSwitch, 'stage' | 'install'>;
   /** Changes applied to memory: shown to readers (indexes, the change log's tail, waiters and listeners). */
-  shown(applied: Applied): void;
-  stage(): Promise<StagedStore>;
-  install(staged: StagedStore, options: InstallOptions): Promise<void>;
+  show(applied: Applied): void;
 }
 
 /**
@@ -35,7 +36,7 @@ export class ServerReplica {
   /** The leader committed every batch up to this one. */
   private commitLimit = 0;
 
-  constructor(private readonly port: ReplicaPort) {}
+  constructor(private readonly store: ReplicaHost) {}
 
   get isFollower(): boolean {
     return this.follower;
@@ -64,16 +65,16 @@ export class ServerReplica {
    */
   async apply(batches: ServerBatch[]): Promise<void> {
     if (!this.follower) throw new WatchwordError('INTERNAL', "only a follower applies its leader's batches");
-    this.port.recovery.checkWritable();
+    this.store.recovery.checkWritable();
     const last = batches[batches.length - 1];
     if (!last) return;
     const decoded = batches.map((b) => ({ seq: b.seq, decoded: b.ops.map(([k, v]) => decodePair(k, v)) }));
-    const batch = this.port.db().batch();
+    const batch = this.store.db.batch();
     for (const b of batches) for (const [k, v] of b.ops) v === null ? batch.del(k) : batch.put(k, v);
-    await this.port.recovery.writeReplica(batch);
-    this.port.batchWritten(last.seq);
-    this.port.state.seq = last.seq;
-    this.port.state.term = last.term;
+    await this.store.recovery.writeReplica(batch);
+    this.store.committer.continueAfter(last.seq);
+    this.store.state.seq = last.seq;
+    this.store.state.term = last.term;
     // Durable (the leader may count on it), but shown to readers only once the leader committed it:
     // a batch its leader never acknowledged may not be in the next leader's batch log.
     for (const d of decoded) this.uncommitted.push(d);
@@ -87,7 +88,7 @@ export class ServerReplica {
     while (n < this.uncommitted.length && (this.uncommitted[n] as { seq: number }).seq <= this.commitLimit) n++;
     if (n === 0) return;
     const ready = this.uncommitted.splice(0, n);
-    this.port.shown(this.port.state.applyPairs(ready.flatMap((r) => r.decoded)));
+    this.store.show(this.store.state.applyPairs(ready.flatMap((r) => r.decoded)));
   }
 
   /**
@@ -95,7 +96,7 @@ export class ServerReplica {
    * snapshot), in chunks of about `chunkBytes`; the view's batch position comes last.
    */
   async *snapshot(chunkBytes: number): AsyncGenerator<Array<[string, Uint8Array]>, ServerPosition> {
-    const it = this.port.db().iterator({ highWaterMarkBytes: chunkBytes });
+    const it = this.store.db.iterator({ highWaterMarkBytes: chunkBytes });
     let seq = 0;
     let term = 0;
     try {
@@ -129,15 +130,15 @@ export class ServerReplica {
    */
   async intake(): Promise<ServerSnapshotIntake> {
     if (!this.follower) throw new WatchwordError('INTERNAL', 'only a follower installs a snapshot');
-    const staged = await this.port.stage();
+    const staged = await this.store.switcher.stage();
     return {
       add: async (pairs) => {
         for (const [k, v] of pairs) if (k !== META.probe && k !== META.datacenter) await staged.putPair(k, v);
       },
       install: async (position) => {
         if (!this.follower) throw new WatchwordError('INTERNAL', 'only a follower installs a snapshot');
-        const datacenter = this.port.state.meta.get(META.datacenter);
-        await this.port.install(staged, {
+        const datacenter = this.store.state.meta.get(META.datacenter);
+        await this.store.switcher.install(staged, {
           indexesMayGoBack: true,
           logReset: true,
           complete: (s) => {

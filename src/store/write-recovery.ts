@@ -14,19 +14,21 @@ export interface StoreHealth {
   since?: number;
 }
 
-/** What the recovery needs of the store it keeps writable. */
-export interface RecoveryPort {
+/** What the recovery reads of the store it keeps writable (held by reference: the store's core). */
+export interface RecoveryHost {
   /** The database of the moment. */
-  db(): Level<string, Uint8Array>;
+  readonly db: Level<string, Uint8Array>;
   /** The durable index in memory. */
-  durableIndex(): number;
+  readonly state: { readonly index: number };
   /** Reads the state again from disk (a batch that failed after reaching LevelDB's log may be there after all). */
   reload(): Promise<void>;
-  closed(): boolean;
-  durability: Durability;
-  faults?: { writeError?: () => Error | undefined };
-  /** Told when the store stops and starts accepting writes. */
-  onAvailability?: (available: boolean, cause?: unknown) => void;
+  readonly closed: boolean;
+  readonly options: {
+    durability: Durability;
+    faults?: { writeError?: () => Error | undefined };
+    /** Told when the store stops and starts accepting writes. */
+    onAvailability?: (available: boolean, cause?: unknown) => void;
+  };
 }
 
 /**
@@ -38,7 +40,7 @@ export interface RecoveryPort {
 export class WriteRecovery {
   private unavailable: { cause: unknown; since: number } | undefined;
 
-  constructor(private readonly port: RecoveryPort) {}
+  constructor(private readonly store: RecoveryHost) {}
 
   /** Why writes are refused now (undefined: they are not). */
   get failing(): { cause: unknown } | undefined {
@@ -60,26 +62,26 @@ export class WriteRecovery {
   writeFailed(err: unknown): void {
     if (this.unavailable) return;
     this.unavailable = { cause: err, since: Date.now() };
-    this.port.onAvailability?.(false, err);
+    this.store.options.onAvailability?.(false, err);
     void this.recover();
   }
 
   /** Refuses a write of a follower's replica (or a staging) while the store recovers or is closed. */
   checkWritable(): void {
-    if (this.port.closed()) throw new WatchwordError('INTERNAL', 'store is closed');
+    if (this.store.closed) throw new WatchwordError('INTERNAL', 'store is closed');
     if (this.unavailable) throw storeUnavailable(this.unavailable.cause, true);
   }
 
   /** A follower's write of its leader's batches or snapshot: a failure starts the recovery. */
   async writeReplica(batch: ReturnType<Level<string, Uint8Array>['batch']>): Promise<void> {
-    const injected = this.port.faults?.writeError?.();
+    const injected = this.store.options.faults?.writeError?.();
     try {
       if (injected) {
         await batch.close();
         throw injected;
       }
       // A chained batch is closed by its write, whether it succeeded or not.
-      await batch.write({ sync: this.port.durability === 'fsync' });
+      await batch.write({ sync: this.store.options.durability === 'fsync' });
     } catch (err) {
       this.writeFailed(err);
       throw storeUnavailable(err, false);
@@ -87,22 +89,22 @@ export class WriteRecovery {
   }
 
   private async recover(): Promise<void> {
-    const port = this.port;
-    for (let delay = 100; this.unavailable && !port.closed(); delay = Math.min(delay * 2, 5000)) {
+    const store = this.store;
+    for (let delay = 100; this.unavailable && !store.closed; delay = Math.min(delay * 2, 5000)) {
       await new Promise((r) => setTimeout(r, delay).unref());
-      if (port.closed()) return;
+      if (store.closed) return;
       try {
         // LevelDB keeps a write error until reopened.
-        await port.db().close();
-        await port.db().open();
-        const injected = port.faults?.writeError?.();
+        await store.db.close();
+        await store.db.open();
+        const injected = store.options.faults?.writeError?.();
         if (injected) throw injected;
-        await port.db().put(META.probe, encode(Date.now()), { sync: port.durability === 'fsync' });
+        await store.db.put(META.probe, encode(Date.now()), { sync: store.options.durability === 'fsync' });
         // A batch that failed after reaching the log may be on disk after all: then read the state again.
-        const onDisk = await port.db().get(META.index);
-        if (onDisk !== undefined && Number(decodeRaw(onDisk)) !== port.durableIndex()) await port.reload();
+        const onDisk = await store.db.get(META.index);
+        if (onDisk !== undefined && Number(decodeRaw(onDisk)) !== store.state.index) await store.reload();
         this.unavailable = undefined;
-        port.onAvailability?.(true);
+        store.options.onAvailability?.(true);
       } catch (err) {
         if (this.unavailable) this.unavailable.cause = err;
       }

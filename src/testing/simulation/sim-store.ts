@@ -47,13 +47,17 @@ export class SimStore implements ServerStore {
     const read = (k: string) => (this.disk.has(k) ? Number(decodeRaw(this.disk.get(k) as Uint8Array)) : 0);
     this.state = { seq: read(META.serverSeq), term: read(META.serverTerm) };
     this.nextIndex = read(META.index) + 1;
+    const store = this;
     this.committer = new GroupCommitter({
       db: { batch: () => this.batch() },
       durability: 'fsync',
       // Each transaction written as it comes, as when the seeds' schedules were found.
       gatherTurn: false,
       state: this.state,
-      replicator: () => this.replicator,
+      // The replicator of the moment, read at every write.
+      get replicator() {
+        return store.replicator;
+      },
       durable: (group, remoteError) => {
         for (const c of group) remoteError === undefined ? c.resolve() : c.reject(remoteError);
       },
