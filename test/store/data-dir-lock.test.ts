@@ -10,7 +10,8 @@ const onDir = (dataDir: string) =>
   });
 
 /** The store's LevelDB, which it closes at times (a start's scan on a second thread, a clean stop's checkpoint). */
-const levelOf = (t: TestDaemon) => (t.daemon.store as unknown as { core: { db: { open(): Promise<void>; close(): Promise<void> } } }).core.db;
+const levelOf = (t: TestDaemon) =>
+  (t.daemon.store as unknown as { core: { db: { open(): Promise<void>; close(): Promise<void> } } }).core.db;
 
 describe('the data dir lock', () => {
   let first: TestDaemon | undefined;

@@ -1,14 +1,14 @@
-import { type IndexDef, type TableDef, indexedFields } from '../schema.js';
-import { fieldNames } from '../../domain/records.js';
+import type { TableDef } from '../schema.js';
 import { type CompactLoader, type RecordList, type Table, byID } from '../table.js';
-import { RecordArena } from './arena.js';
-import { type DumpPart, DumpReader, DumpWriter, type TableDumpMeta } from './dump.js';
-import { IdTable } from './id-table.js';
-import { ValueMemo, readFields, stringAt } from './msgpack-fields.js';
-import { Positional } from './positional.js';
+import type { IdTable } from './id-table.js';
+import { stringAt } from './msgpack-fields.js';
 import { Recent } from './recent.js';
 import { SlotSet } from './slot-set.js';
-import { TimeOrder } from './time-order.js';
+import { type CompactCodec, type Multi, TableLoader, TableParts } from './table-loader.js';
+export type { CompactCodec } from './table-loader.js';
+
+/** Bytes of replaced and deleted records the arena may hold before it is compacted (and at least its live bytes). */
+const GARBAGE_FLOOR = 64 * 1024 * 1024;
 
 /**
  * A table of records kept as their encoded bytes (a RecordArena) and found through indexes
@@ -21,108 +21,42 @@ import { TimeOrder } from './time-order.js';
  * for the same version while it stays hot, so caches keyed by the record (the serialised views
  * of tokens) keep working for the tokens in use.
  */
-export interface CompactCodec<R> {
-  encode(record: R): Uint8Array;
-  /** Checks a record rebuilt from the positional form whole: throws when it is not well formed. */
-  check(value: unknown): R;
-  /**
-   * The top-level field of the encoded map that holds the ID (read without decoding). The
-   * others come from the table's declaration: every field a record has, for the positional form
-   * the table keeps (the field names are not kept with each record), and those its indexes read.
-   */
-  idField: string;
-  /** Decodes one value of the map (a list of links), for a load. */
-  decodeValue(bytes: Uint8Array): unknown;
-  /** Records kept decoded, about (the recently used ones). */
-  cacheSize: number;
-  /** The index key whose members do not enter the change log (a token's `local`): what `globalRecords` leaves out. */
-  notGlobal?: readonly [index: string, key: string];
-}
-
-interface Multi {
-  name: string;
-  keys: IndexDef<unknown>['keys'];
-  map: Map<string, SlotSet>;
-  /** Members under a key in ID order, made on first use and dropped on change. */
-  sorted: Map<string, Uint32Array>;
-}
-
-function fieldIndex(indexFields: readonly string[], field: string | undefined): number {
-  const i = field === undefined ? -1 : indexFields.indexOf(field);
-  if (i === -1) throw new Error(`${field ?? 'a unique index'} must be one of the indexed fields`);
-  return i;
-}
-
-/** Bytes of replaced and deleted records the arena may hold before it is compacted (and at least its live bytes). */
-const GARBAGE_FLOOR = 64 * 1024 * 1024;
-
-export class CompactTable<R, I extends string> implements Table<R, I>, CompactLoader {
-  private readonly arena = new RecordArena();
-  private readonly ids = new IdTable();
-  private readonly unique: Array<{ name: string; keys: IndexDef<R>['keys']; table: IdTable; field: number }> = [];
-  private readonly multi: Multi[] = [];
-  private readonly decoded: Recent<R>;
-  private readonly positional: Positional;
-  private readonly indexAt: Int32Array;
-  /** Where each field's value starts in a positional record (a bulk delete's scratch). */
-  private readonly fieldStarts: Int32Array;
-  /** Which of `indexFields` is the ID, and which a load reads straight into an IdTable (the ID and unique keys). */
-  private readonly idAt: number;
-  private readonly fromBytes: boolean[];
-  /** Where each of `indexFields` is among `fields`. */
-  private readonly inFields: Int32Array;
-  /** A load's non-unique keys, computed before anything is stored: index, key, index, key... */
-  private readonly loadKeys: Array<Multi | string> = [];
-  /** The values a load decoded, by their bytes (forgotten when the load ends). */
-  private readonly memo = new ValueMemo();
-  /** The index whose keys `emitKey` adds to `loadKeys` (one function for every record). */
-  private emitting: Multi | undefined;
-  private readonly emitKey = (k: string) => {
-    this.loadKeys.push(this.emitting as Multi, k);
-  };
-  /** The ID table and the unique ones, and which of `indexFields` each is keyed by (a load sets them from the bytes). */
-  private readonly idTables: IdTable[];
-  private readonly idFields: number[];
+export class CompactTable<R, I extends string> implements Table<R, I> {
+  private readonly parts: TableParts<R>;
+  /** Every way in at a start, and the reading of a record's indexed fields from its bytes (table-loader.ts). */
+  private readonly loader: TableLoader<R>;
+  private readonly arena: TableParts<R>['arena'];
+  private readonly ids: IdTable;
+  private readonly unique: TableParts<R>['unique'];
+  private readonly multi: Multi[];
   /** The ordered (expiry) index. */
-  private readonly order = new TimeOrder();
-
+  private readonly order: TableParts<R>['order'];
+  private readonly positional: TableParts<R>['positional'];
+  private readonly decoded: Recent<R>;
   /** Every field of a record, in the positional form's order (the ID first): the table's declaration. */
   readonly fields: readonly string[];
-  /** Every field the ID, the indexes and the time order read: all a load reads of a record. */
-  private readonly indexFields: readonly string[];
 
   constructor(
     readonly def: TableDef<R, I>,
     private readonly codec: CompactCodec<R>,
   ) {
-    this.fields = fieldNames(def.fields);
-    this.indexFields = indexedFields(def, codec.idField);
-    for (const [name, idx] of Object.entries(def.indexes) as Array<[string, IndexDef<R>]>) {
-      if (idx.unique) {
-        // A unique key is read from the bytes straight into its table: the key must be one field's value.
-        if (idx.reads.length !== 1) throw new Error(`${def.name}: unique index ${name} must read one field, its key`);
-        this.unique.push({ name, keys: idx.keys, table: new IdTable(), field: fieldIndex(this.indexFields, idx.reads[0]) });
-      } else this.multi.push({ name, keys: idx.keys as IndexDef<unknown>['keys'], map: new Map(), sorted: new Map() });
-    }
+    const parts = new TableParts<R>(def as TableDef<R, string>, codec);
+    this.parts = parts;
+    this.loader = new TableLoader(parts);
+    ({
+      arena: this.arena,
+      ids: this.ids,
+      unique: this.unique,
+      multi: this.multi,
+      order: this.order,
+      positional: this.positional,
+      fields: this.fields,
+    } = parts);
     this.decoded = new Recent(Math.max(1, codec.cacheSize >> 1));
-    if (this.fields[0] !== codec.idField) throw new Error(`the first of the fields must be the ID, ${codec.idField}`);
-    this.positional = new Positional(this.fields);
-    this.indexAt = new Int32Array(this.indexFields.length);
-    this.fieldStarts = new Int32Array(this.fields.length);
-    this.idAt = fieldIndex(this.indexFields, codec.idField);
-    this.inFields = Int32Array.from(this.indexFields, (f) => this.fields.indexOf(f));
-    this.fromBytes = this.indexFields.map((_, i) => i === this.idAt || this.unique.some((u) => u.field === i));
-    this.idTables = [this.ids, ...this.unique.map((u) => u.table)];
-    this.idFields = [this.idAt, ...this.unique.map((u) => u.field)];
   }
 
   get size(): number {
     return this.arena.size;
-  }
-
-  /** Room in the ID tables for `records` while the table is empty (a load about to add about as many). */
-  reserve(records: number): void {
-    for (const t of this.idTables) t.reserve(records);
   }
 
   /** Bytes of buffers and typed arrays held (records, slots, indexes), not counting decoded records. */
@@ -251,99 +185,12 @@ export class CompactTable<R, I extends string> implements Table<R, I>, CompactLo
 
   /** This table's ways in at a start besides `loadStored`: a checkpoint, a scan on a second thread. */
   get compact(): CompactLoader {
-    return this;
+    return this.loader;
   }
 
-  /**
-   * A record as stored on disk, at start: only the fields it is indexed by are read from its
-   * bytes, which are kept in the positional form (the whole record is checked when it is first
-   * decoded). False when it is not a map of declared fields, or those fields are not as the
-   * indexes expect (a corrupt record: the start fails, naming it).
-   */
+  /** A record as stored on disk, at start (table-loader.ts): false when it is not a well-formed record of the table. */
   loadStored(bytes: Uint8Array): boolean {
-    const at = this.indexAt;
-    // One pass over the map finds every field for the positional form; the indexed ones are read from it.
-    const kept = this.positional.fromMap(bytes);
-    if (kept === undefined) return false;
-    const starts = this.positional.starts;
-    for (let i = 0; i < at.length; i++) at[i] = starts[this.inFields[i] as number] as number;
-    return this.loadRead(bytes, kept);
-  }
-
-  /** The positional fields whose value starts `loadPositional` is given, in its order. */
-  get loadFieldPositions(): Int32Array {
-    return this.inFields;
-  }
-
-  /** Takes `buffer` (records in the positional form, packed) as a chunk of the table's own: its number, for `loadPositional`. */
-  adoptChunk(buffer: Buffer): number {
-    return this.arena.adopt(buffer);
-  }
-
-  /**
-   * `loadEncoded` of a record already in the positional form (a scan on another thread made
-   * it), at `offset` of adopted chunk `chunk`, `length` bytes: `starts[from + i]` is where the
-   * value of field `loadFieldPositions[i]` starts in it (-1: absent). False when the record is
-   * not as the indexes expect.
-   */
-  loadPositional(chunk: number, offset: number, length: number, starts: Int32Array, from: number): boolean {
-    const at = this.indexAt;
-    for (let i = 0; i < at.length; i++) at[i] = starts[from + i] as number;
-    const bytes = this.arena.chunk(chunk).subarray(offset, offset + length);
-    return this.loadRead(bytes, bytes, chunk, offset);
-  }
-
-  /** The indexed fields read from `source` at `indexAt`, then `kept` loaded under them (already at `offset` of `chunk`, unless -1). */
-  private loadRead(source: Uint8Array, kept: Uint8Array, chunk = -1, offset = 0): boolean {
-    const fields = readFields(source, this.indexFields, this.indexAt, this.codec.decodeValue, this.fromBytes, this.memo);
-    return fields !== undefined && this.loadFields(source, kept, fields as R, chunk, offset);
-  }
-
-  /**
-   * Stores `kept` (the bytes the arena holds; already at `offset` of adopted chunk `chunk`, unless
-   * that is -1) under the indexed `fields`, whose values `indexAt` places in `source`.
-   */
-  private loadFields(source: Uint8Array, kept: Uint8Array, fields: R, chunk = -1, offset = 0): boolean {
-    const at = this.indexAt;
-    if (at[this.idAt] === -1) return false;
-    // Keys computed before anything is stored: a field of the wrong shape leaves nothing behind.
-    const keys = this.loadKeys;
-    keys.length = 0;
-    let time: number | undefined;
-    try {
-      for (const m of this.multi) {
-        this.emitting = m;
-        m.keys(fields, this.emitKey);
-      }
-      time = this.def.orderedBy?.time(fields);
-      if (time !== undefined && !Number.isFinite(time)) return false;
-    } catch {
-      return false;
-    }
-    const slot = chunk === -1 ? this.arena.add(kept) : this.arena.addAt(chunk, offset, kept.length);
-    // The ID and unique keys go from the bytes to their tables (no string made of a UUID).
-    const { idTables, idFields } = this;
-    for (let t = 0; t < idTables.length; t++) {
-      const pos = at[idFields[t] as number] as number;
-      if (pos === -1 || (idTables[t] as IdTable).setAt(source, pos, slot)) continue;
-      // Not a string after all: what was set is undone (each key found again by its string).
-      for (let d = 0; d < t; d++) {
-        const p = at[idFields[d] as number] as number;
-        const key = p === -1 ? undefined : stringAt(source, p);
-        if (key !== undefined && idTables[d]?.get(key) === slot) idTables[d]?.delete(key);
-      }
-      this.arena.delete(slot);
-      return false;
-    }
-    for (let i = 0; i < keys.length; i += 2) {
-      const m = keys[i] as Multi;
-      const k = keys[i + 1] as string;
-      let set = m.map.get(k);
-      if (!set) m.map.set(k, (set = new SlotSet()));
-      set.add(slot);
-    }
-    if (time !== undefined) this.order.add(time, slot, true);
-    return true;
+    return this.loader.stored(bytes);
   }
 
   delete(id: string, known?: R): R | undefined {
@@ -376,71 +223,11 @@ export class CompactTable<R, I extends string> implements Table<R, I>, CompactLo
   /** The fields of the record in `slot` its indexes read, from its bytes (the record decoded whole only if they are not positional). */
   private indexedFieldsOf(slot: number): R {
     const bytes = this.arena.get(slot);
-    const starts = this.fieldStarts;
-    if (!this.positional.startsIn(bytes, starts)) return this.decode(bytes);
-    const at = this.indexAt;
-    for (let i = 0; i < at.length; i++) at[i] = starts[this.inFields[i] as number] as number;
-    return (readFields(bytes, this.indexFields, at, this.codec.decodeValue, undefined, this.memo) as R | undefined) ?? this.decode(bytes);
-  }
-
-  /**
-   * The table as a checkpoint keeps it (dump.ts): the arena's records packed, the ID tables'
-   * arrays as they are, and each index's members. The table must not change until the parts are written.
-   */
-  dump(): { meta: TableDumpMeta; parts: DumpPart[] } {
-    const w = new DumpWriter();
-    const arena = this.arena.dump();
-    const records = arena.records();
-    const times = w.sets(this.order.atTime);
-    const meta: TableDumpMeta = {
-      arena: {
-        top: arena.top,
-        chunkOf: w.add(arena.chunkOf),
-        offsetOf: w.add(arena.offsetOf),
-        lengthOf: w.add(arena.lengthOf),
-        chunks: arena.chunks.map(({ size, fill }) => ({ part: w.stream(fill, size, records), fill })),
-      },
-      ids: w.idTable(this.ids),
-      unique: this.unique.map((u) => ({ name: u.name, ...w.idTable(u.table) })),
-      multi: this.multi.map((m) => ({ name: m.name, ...w.sets(m.map) })),
-      times: { ...times, keys: w.add(Float64Array.from(times.keys)) },
-    };
-    return { meta, parts: w.parts };
-  }
-
-  /** Takes a dump read back into this new, empty table; throws when it does not fit together. */
-  restore(meta: TableDumpMeta, parts: readonly Buffer[]): void {
-    if (this.size !== 0) throw new Error('a table is restored only when empty');
-    const r = new DumpReader(parts);
-    const a = meta.arena;
-    this.arena.restore({
-      top: a.top,
-      chunkOf: r.u32(a.chunkOf),
-      offsetOf: r.u32(a.offsetOf),
-      lengthOf: r.u32(a.lengthOf),
-      chunks: a.chunks.map((c) => r.part(c.part)),
-      fills: a.chunks.map((c) => c.fill),
-    });
-    r.idTable(this.ids, meta.ids);
-    if (this.ids.size !== this.arena.size) throw new RangeError(`${this.ids.size} IDs for ${this.arena.size} records`);
-    const has = (slot: number) => this.arena.has(slot);
-    for (const u of this.unique) {
-      const d = meta.unique.find((x) => x.name === u.name);
-      if (d === undefined) throw new RangeError(`no unique index ${u.name}`);
-      r.idTable(u.table, d);
-    }
-    for (const m of this.multi) {
-      const d = meta.multi.find((x) => x.name === m.name);
-      if (d === undefined) throw new RangeError(`no index ${m.name}`);
-      r.sets(d, m.map, has);
-    }
-    r.sets({ ...meta.times, keys: Array.from(r.f64(meta.times.keys)) }, this.order.atTime, has);
-    this.order.finishLoading();
+    return this.loader.indexedFields(bytes) ?? this.decode(bytes);
   }
 
   finishLoading(): void {
-    this.order.finishLoading();
-    this.memo.clear();
+    this.loader.finishLoading();
   }
 
   orderedUpTo(until: number, limit: number, after?: [number, string]): Array<[number, string]> {
@@ -509,7 +296,7 @@ export class CompactTable<R, I extends string> implements Table<R, I>, CompactLo
    */
   verify(): void {
     this.arena.verify();
-    for (const t of this.idTables) t.verify();
+    for (const t of this.parts.idTables) t.verify();
     if (this.ids.size !== this.arena.size) throw new Error(`${this.def.name}: ${this.ids.size} IDs for ${this.arena.size} records`);
     const memberships = new Map<Multi, number>(this.multi.map((m) => [m, 0]));
     const uniques = new Map(this.unique.map((u) => [u, 0]));

@@ -87,7 +87,7 @@ function same(a: Tokens, b: Tokens, ids: readonly string[], secrets: readonly st
 
 /** The table written out as a checkpoint does and read back into a new one (the file's bytes kept in memory). */
 function viaDump(t: CompactTable<TokenRecord, string>, cacheSize: number): CompactTable<TokenRecord, string> {
-  const { meta, parts } = t.dump();
+  const { meta, parts } = t.compact.dump();
   const buffers = parts.map((p) => {
     if ('bytes' in p) {
       const b = Buffer.allocUnsafeSlow(p.bytes.length);
@@ -104,7 +104,7 @@ function viaDump(t: CompactTable<TokenRecord, string>, cacheSize: number): Compa
     return b;
   });
   const copy = new CompactTable<TokenRecord, string>(tokensTable, tokenCodec(cacheSize));
-  copy.restore(JSON.parse(JSON.stringify(meta)), buffers);
+  copy.compact.restore(JSON.parse(JSON.stringify(meta)), buffers);
   copy.finishLoading();
   return copy;
 }

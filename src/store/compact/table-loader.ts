@@ -1,0 +1,311 @@
+import { fieldNames } from '../../domain/records.js';
+import { type IndexDef, type TableDef, indexedFields } from '../schema.js';
+import type { CompactLoader } from '../table.js';
+import { RecordArena } from './arena.js';
+import { type DumpPart, DumpReader, DumpWriter, type TableDumpMeta } from './dump.js';
+import { IdTable } from './id-table.js';
+import { ValueMemo, readFields, stringAt } from './msgpack-fields.js';
+import { Positional } from './positional.js';
+import { SlotSet } from './slot-set.js';
+import { TimeOrder } from './time-order.js';
+
+/** How a compact table's records are encoded, checked and decoded (memory.ts has the tokens'). */
+export interface CompactCodec<R> {
+  encode(record: R): Uint8Array;
+  /** Checks a record rebuilt from the positional form whole: throws when it is not well formed. */
+  check(value: unknown): R;
+  /**
+   * The top-level field of the encoded map that holds the ID (read without decoding). The
+   * others come from the table's declaration: every field a record has, for the positional form
+   * the table keeps (the field names are not kept with each record), and those its indexes read.
+   */
+  idField: string;
+  /** Decodes one value of the map (a list of links), for a load. */
+  decodeValue(bytes: Uint8Array): unknown;
+  /** Records kept decoded, about (the recently used ones). */
+  cacheSize: number;
+  /** The index key whose members do not enter the change log (a token's `local`): what `globalRecords` leaves out. */
+  notGlobal?: readonly [index: string, key: string];
+}
+
+/** A non-unique index: slot sets by key. */
+export interface Multi {
+  name: string;
+  keys: IndexDef<unknown>['keys'];
+  map: Map<string, SlotSet>;
+  /** Members under a key in ID order, made on first use and dropped on change. */
+  sorted: Map<string, Uint32Array>;
+}
+
+/** A unique index: an IdTable of slots by key, read from one field. */
+export interface Unique<R> {
+  name: string;
+  keys: IndexDef<R>['keys'];
+  table: IdTable;
+  /** Which of `indexFields` the key is. */
+  field: number;
+}
+
+function fieldIndex(indexFields: readonly string[], field: string | undefined): number {
+  const i = field === undefined ? -1 : indexFields.indexOf(field);
+  if (i === -1) throw new Error(`${field ?? 'a unique index'} must be one of the indexed fields`);
+  return i;
+}
+
+/**
+ * What a compact table keeps, made from its declaration: the records' bytes (a RecordArena),
+ * the ID and unique keys in IdTables, the other indexes as slot sets, the time order; and how
+ * a record's fields lie in its positional form. The table and its loader hold the same parts.
+ */
+export class TableParts<R> {
+  readonly arena = new RecordArena();
+  readonly ids = new IdTable();
+  readonly unique: Array<Unique<R>> = [];
+  readonly multi: Multi[] = [];
+  /** The ordered (expiry) index. */
+  readonly order = new TimeOrder();
+  readonly positional: Positional;
+  /** Every field of a record, in the positional form's order (the ID first): the table's declaration. */
+  readonly fields: readonly string[];
+  /** Every field the ID, the indexes and the time order read: all a load reads of a record. */
+  readonly indexFields: readonly string[];
+  /** Which of `indexFields` is the ID. */
+  readonly idAt: number;
+  /** Where each of `indexFields` is among `fields`. */
+  readonly inFields: Int32Array;
+  /** Which of `indexFields` a load reads straight into an IdTable (the ID and unique keys). */
+  readonly fromBytes: boolean[];
+  /** The ID table and the unique ones, and which of `indexFields` each is keyed by. */
+  readonly idTables: IdTable[];
+  readonly idFields: number[];
+
+  constructor(
+    readonly def: TableDef<R, string>,
+    readonly codec: CompactCodec<R>,
+  ) {
+    this.fields = fieldNames(def.fields);
+    this.indexFields = indexedFields(def, codec.idField);
+    for (const [name, idx] of Object.entries(def.indexes) as Array<[string, IndexDef<R>]>) {
+      if (idx.unique) {
+        // A unique key is read from the bytes straight into its table: the key must be one field's value.
+        if (idx.reads.length !== 1) throw new Error(`${def.name}: unique index ${name} must read one field, its key`);
+        this.unique.push({ name, keys: idx.keys, table: new IdTable(), field: fieldIndex(this.indexFields, idx.reads[0]) });
+      } else this.multi.push({ name, keys: idx.keys as IndexDef<unknown>['keys'], map: new Map(), sorted: new Map() });
+    }
+    if (this.fields[0] !== codec.idField) throw new Error(`the first of the fields must be the ID, ${codec.idField}`);
+    this.positional = new Positional(this.fields);
+    this.idAt = fieldIndex(this.indexFields, codec.idField);
+    this.inFields = Int32Array.from(this.indexFields, (f) => this.fields.indexOf(f));
+    this.fromBytes = this.indexFields.map((_, i) => i === this.idAt || this.unique.some((u) => u.field === i));
+    this.idTables = [this.ids, ...this.unique.map((u) => u.table)];
+    this.idFields = [this.idAt, ...this.unique.map((u) => u.field)];
+  }
+}
+
+/**
+ * Every way into a compact table at a start, in one place: a record as LevelDB stores it
+ * (`stored`), records a scan on a second thread put in the positional form (`adoptChunk`,
+ * `loadPositional`), a checkpoint's dump (`restore`, and `dump` that writes one). Each reads
+ * only the fields the indexes need, from the bytes, and stores the bytes as they are; the whole
+ * record is checked when it is first decoded. The reaper's unread deletes read those fields
+ * the same way (`indexedFields`).
+ */
+export class TableLoader<R> implements CompactLoader {
+  /** Where each of `indexFields` starts in the record being read (-1: absent). */
+  private readonly indexAt: Int32Array;
+  /** Where each field's value starts in a positional record (an unread delete's scratch). */
+  private readonly fieldStarts: Int32Array;
+  /** A load's non-unique keys, computed before anything is stored: index, key, index, key... */
+  private readonly loadKeys: Array<Multi | string> = [];
+  /** The values a load decoded, by their bytes (forgotten when the load ends). */
+  private readonly memo = new ValueMemo();
+  /** The index whose keys `emitKey` adds to `loadKeys` (one function for every record). */
+  private emitting: Multi | undefined;
+  private readonly emitKey = (k: string) => {
+    this.loadKeys.push(this.emitting as Multi, k);
+  };
+
+  constructor(private readonly parts: TableParts<R>) {
+    this.indexAt = new Int32Array(parts.indexFields.length);
+    this.fieldStarts = new Int32Array(parts.fields.length);
+  }
+
+  get fields(): readonly string[] {
+    return this.parts.fields;
+  }
+
+  get size(): number {
+    return this.parts.arena.size;
+  }
+
+  /** Room in the ID tables for `records` while the table is empty (a load about to add about as many). */
+  reserve(records: number): void {
+    for (const t of this.parts.idTables) t.reserve(records);
+  }
+
+  /**
+   * A record as stored on disk: only the fields it is indexed by are read from its bytes, which
+   * are kept in the positional form. False when it is not a map of declared fields, or those
+   * fields are not as the indexes expect (a corrupt record: the start fails, naming it).
+   */
+  stored(bytes: Uint8Array): boolean {
+    const { positional, inFields } = this.parts;
+    const at = this.indexAt;
+    // One pass over the map finds every field for the positional form; the indexed ones are read from it.
+    const kept = positional.fromMap(bytes);
+    if (kept === undefined) return false;
+    const starts = positional.starts;
+    for (let i = 0; i < at.length; i++) at[i] = starts[inFields[i] as number] as number;
+    return this.loadRead(bytes, kept);
+  }
+
+  /** The positional fields whose value starts `loadPositional` is given, in its order. */
+  get loadFieldPositions(): Int32Array {
+    return this.parts.inFields;
+  }
+
+  /** Takes `buffer` (records in the positional form, packed) as a chunk of the table's own: its number, for `loadPositional`. */
+  adoptChunk(buffer: Buffer): number {
+    return this.parts.arena.adopt(buffer);
+  }
+
+  /**
+   * A record already in the positional form (a scan on another thread made it), at `offset` of
+   * adopted chunk `chunk`, `length` bytes: `starts[from + i]` is where the value of field
+   * `loadFieldPositions[i]` starts in it (-1: absent). False when the record is not as the
+   * indexes expect.
+   */
+  loadPositional(chunk: number, offset: number, length: number, starts: Int32Array, from: number): boolean {
+    const at = this.indexAt;
+    for (let i = 0; i < at.length; i++) at[i] = starts[from + i] as number;
+    const bytes = this.parts.arena.chunk(chunk).subarray(offset, offset + length);
+    return this.loadRead(bytes, bytes, chunk, offset);
+  }
+
+  /** The fields of the positional record `bytes` its indexes read; undefined when it is not positional or they do not read. */
+  indexedFields(bytes: Uint8Array): R | undefined {
+    const { positional, inFields, indexFields, codec } = this.parts;
+    const starts = this.fieldStarts;
+    if (!positional.startsIn(bytes, starts)) return undefined;
+    const at = this.indexAt;
+    for (let i = 0; i < at.length; i++) at[i] = starts[inFields[i] as number] as number;
+    return readFields(bytes, indexFields, at, codec.decodeValue, undefined, this.memo) as R | undefined;
+  }
+
+  /** The indexed fields read from `source` at `indexAt`, then `kept` loaded under them (already at `offset` of `chunk`, unless -1). */
+  private loadRead(source: Uint8Array, kept: Uint8Array, chunk = -1, offset = 0): boolean {
+    const { indexFields, codec, fromBytes } = this.parts;
+    const fields = readFields(source, indexFields, this.indexAt, codec.decodeValue, fromBytes, this.memo);
+    return fields !== undefined && this.loadFields(source, kept, fields as R, chunk, offset);
+  }
+
+  /**
+   * Stores `kept` (the bytes the arena holds; already at `offset` of adopted chunk `chunk`, unless
+   * that is -1) under the indexed `fields`, whose values `indexAt` places in `source`.
+   */
+  private loadFields(source: Uint8Array, kept: Uint8Array, fields: R, chunk = -1, offset = 0): boolean {
+    const { arena, idTables, idFields, multi, def, idAt, order } = this.parts;
+    const at = this.indexAt;
+    if (at[idAt] === -1) return false;
+    // Keys computed before anything is stored: a field of the wrong shape leaves nothing behind.
+    const keys = this.loadKeys;
+    keys.length = 0;
+    let time: number | undefined;
+    try {
+      for (const m of multi) {
+        this.emitting = m;
+        m.keys(fields, this.emitKey);
+      }
+      time = def.orderedBy?.time(fields);
+      if (time !== undefined && !Number.isFinite(time)) return false;
+    } catch {
+      return false;
+    }
+    const slot = chunk === -1 ? arena.add(kept) : arena.addAt(chunk, offset, kept.length);
+    // The ID and unique keys go from the bytes to their tables (no string made of a UUID).
+    for (let t = 0; t < idTables.length; t++) {
+      const pos = at[idFields[t] as number] as number;
+      if (pos === -1 || (idTables[t] as IdTable).setAt(source, pos, slot)) continue;
+      // Not a string after all: what was set is undone (each key found again by its string).
+      for (let d = 0; d < t; d++) {
+        const p = at[idFields[d] as number] as number;
+        const key = p === -1 ? undefined : stringAt(source, p);
+        if (key !== undefined && idTables[d]?.get(key) === slot) idTables[d]?.delete(key);
+      }
+      arena.delete(slot);
+      return false;
+    }
+    for (let i = 0; i < keys.length; i += 2) {
+      const m = keys[i] as Multi;
+      const k = keys[i + 1] as string;
+      let set = m.map.get(k);
+      if (!set) m.map.set(k, (set = new SlotSet()));
+      set.add(slot);
+    }
+    if (time !== undefined) order.add(time, slot, true);
+    return true;
+  }
+
+  /**
+   * The table as a checkpoint keeps it (dump.ts): the arena's records packed, the ID tables'
+   * arrays as they are, and each index's members. The table must not change until the parts are written.
+   */
+  dump(): { meta: TableDumpMeta; parts: DumpPart[] } {
+    const { arena: table, ids, unique, multi, order } = this.parts;
+    const w = new DumpWriter();
+    const arena = table.dump();
+    const records = arena.records();
+    const times = w.sets(order.atTime);
+    const meta: TableDumpMeta = {
+      arena: {
+        top: arena.top,
+        chunkOf: w.add(arena.chunkOf),
+        offsetOf: w.add(arena.offsetOf),
+        lengthOf: w.add(arena.lengthOf),
+        chunks: arena.chunks.map(({ size, fill }) => ({ part: w.stream(fill, size, records), fill })),
+      },
+      ids: w.idTable(ids),
+      unique: unique.map((u) => ({ name: u.name, ...w.idTable(u.table) })),
+      multi: multi.map((m) => ({ name: m.name, ...w.sets(m.map) })),
+      times: { ...times, keys: w.add(Float64Array.from(times.keys)) },
+    };
+    return { meta, parts: w.parts };
+  }
+
+  /** Takes a dump read back into this new, empty table; throws when it does not fit together. */
+  restore(meta: TableDumpMeta, parts: readonly Buffer[]): void {
+    const { arena, ids, unique, multi, order } = this.parts;
+    if (arena.size !== 0) throw new Error('a table is restored only when empty');
+    const r = new DumpReader(parts);
+    const a = meta.arena;
+    arena.restore({
+      top: a.top,
+      chunkOf: r.u32(a.chunkOf),
+      offsetOf: r.u32(a.offsetOf),
+      lengthOf: r.u32(a.lengthOf),
+      chunks: a.chunks.map((c) => r.part(c.part)),
+      fills: a.chunks.map((c) => c.fill),
+    });
+    r.idTable(ids, meta.ids);
+    if (ids.size !== arena.size) throw new RangeError(`${ids.size} IDs for ${arena.size} records`);
+    const has = (slot: number) => arena.has(slot);
+    for (const u of unique) {
+      const d = meta.unique.find((x) => x.name === u.name);
+      if (d === undefined) throw new RangeError(`no unique index ${u.name}`);
+      r.idTable(u.table, d);
+    }
+    for (const m of multi) {
+      const d = meta.multi.find((x) => x.name === m.name);
+      if (d === undefined) throw new RangeError(`no index ${m.name}`);
+      r.sets(d, m.map, has);
+    }
+    r.sets({ ...meta.times, keys: Array.from(r.f64(meta.times.keys)) }, order.atTime, has);
+    order.finishLoading();
+  }
+
+  /** The load is over: the time order sorted, the values it decoded forgotten. */
+  finishLoading(): void {
+    this.parts.order.finishLoading();
+    this.memo.clear();
+  }
+}
