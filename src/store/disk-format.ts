@@ -80,6 +80,8 @@ export interface LoadedState {
   tables: Tables;
   /** Each token's last use as last flushed. */
   lastUse: LastUseBook;
+  /** Whether this thread read the tokens from LevelDB (no checkpoint, no scan on a second thread). */
+  tokensScanned?: boolean;
 }
 
 /** The last uses the disk holds. */
@@ -103,6 +105,7 @@ export async function readState(
 ): Promise<LoadedState> {
   const meta = new Map<string, unknown>();
   const tables = newTables();
+  let tokensScanned = false;
   for await (const [k, v] of db.iterator({ gte: key('m', ''), lt: prefixEnd(key('m', '')) })) {
     meta.set(k, k === META.bootstrap ? decodeWith(bootstrapStateSchema, v, 'bootstrap state') : decodeRaw(v));
   }
@@ -136,8 +139,9 @@ export async function readState(
       } else loaded?.(`a scan (checkpoint: ${checkpoint.why})`);
     }
     await scanTable(db, name, tables[name] as AnyTable);
+    if (name === 'tokens') tokensScanned = true;
   }
-  return { meta, tables, lastUse: await readLastUses(db) };
+  return { meta, tables, lastUse: await readLastUses(db), tokensScanned };
 }
 
 /** A stored record a start refused: named by its ID when it can be read, with how many came before it. */

@@ -21,7 +21,7 @@ export interface SwitchHost {
   /** The staged store's tables and metadata become the durable state; readers and waiters told. */
   adopt(staged: LoadedState, options: { indexesMayGoBack: boolean; swapped: { logReset: boolean } }): void;
   /** Reads the state again from disk (a swap that failed with the database closed). */
-  reload(options: { indexesMayGoBack: boolean }): Promise<void>;
+  reload(options: { indexesMayGoBack: boolean }): Promise<unknown>;
 }
 
 /**

@@ -61,13 +61,16 @@ export class LevelStore implements Store {
     try {
       const scanned = checkpoint?.usable ? undefined : await scanTokensAside(db, dir, options.scanAside);
       const store = new LevelStore(db, dir, options, logID);
-      await store.core.reload({ checkpoint, scanned });
+      const scannedHere = await store.core.reload({ checkpoint, scanned });
       if (options.checkpoint !== false) await removeCheckpoint(dir);
-      // The load read every table file, and LevelDB keeps the files it has open mapped: their
-      // pages stay in RSS (~120 MB at a million tokens) though nothing reads them again. Reopened,
-      // LevelDB maps only what later reads touch.
-      await db.close();
-      await db.open();
+      // A load of the tokens on this thread read every table file, and LevelDB keeps the files it
+      // has open mapped: their pages stay in RSS (~120 MB at a million tokens) though nothing reads
+      // them again. Reopened, LevelDB maps only what later reads touch. A checkpoint or the scan
+      // thread (its own LevelDB, closed) leaves nothing of the kind here.
+      if (scannedHere) {
+        await db.close();
+        await db.open();
+      }
       return store;
     } catch (err) {
       await db.close().catch(() => undefined);

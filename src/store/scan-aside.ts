@@ -12,6 +12,9 @@ export interface ScannedAside {
 /**
  * The tokens read on a second thread while this one indexes them: `db` is closed meanwhile
  * (the worker opens it) and open again when this resolves. Without the tokens, the reason.
+ * LevelDB opens once per process, so the thread needs it closed here; reading here and handing
+ * the values over instead would put LevelDB's hand-over of each value, the larger part of
+ * that thread's work, back on the thread a start waits for.
  */
 export async function scanTokensAside(
   db: Level<string, Uint8Array>,

@@ -97,13 +97,17 @@ export class StoreCore {
     this.tell({ from, tables: this.state.allTables(), entries: [], logReset: options.swapped.logReset }, true);
   }
 
-  /** What the disk holds adopted as the durable state (at open, after a recovery that finds more on disk). */
-  async reload(options: { indexesMayGoBack?: boolean; checkpoint?: Checkpoint; scanned?: ScannedAside } = {}): Promise<void> {
+  /**
+   * What the disk holds adopted as the durable state (at open, after a recovery that finds more on
+   * disk); whether this thread read the tokens from LevelDB to do so.
+   */
+  async reload(options: { indexesMayGoBack?: boolean; checkpoint?: Checkpoint; scanned?: ScannedAside } = {}): Promise<boolean> {
     const from = (where: string) => void (this.tokensFrom = where);
     const loaded = await readState(this.db, options.checkpoint, from, options.scanned?.tokens && { tokens: options.scanned.tokens });
     if (options.scanned?.why !== undefined)
       this.tokensFrom = `${this.tokensFrom ?? 'a scan'}; not on a second thread: ${options.scanned.why}`;
     this.adopt(loaded, options);
+    return loaded.tokensScanned === true;
   }
 
   /** Opens the database in the directory (after a swap) as the store's. */

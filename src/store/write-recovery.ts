@@ -21,7 +21,7 @@ export interface RecoveryHost {
   /** The durable index in memory. */
   readonly state: { readonly index: number };
   /** Reads the state again from disk (a batch that failed after reaching LevelDB's log may be there after all). */
-  reload(): Promise<void>;
+  reload(): Promise<unknown>;
   readonly closed: boolean;
   readonly options: {
     durability: Durability;
