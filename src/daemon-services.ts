@@ -29,6 +29,7 @@ import type { ClusterRole, RoleParts } from './ha/cluster-role.js';
 import type { AuditLog } from './observability/audit.js';
 import { META } from './store/schema.js';
 import { randomBytes } from 'node:crypto';
+import { GrantLimit } from './service/grant-limit.js';
 
 /** The use cases a daemon runs, as its HTTP routes and its place take them. */
 export type Services = ReturnType<typeof buildServices>;
@@ -64,10 +65,12 @@ export function buildServices(
   });
   // Authorizers of tokens a commit wrote or deleted go with them (the store outlives this wiring).
   store.onCommit((event) => resolver.forgetChanged(event.changed));
+  const grants = new GrantLimit(config.acl_grant_limit, store, resolver, clock, config.datacenter);
   const tokens = new TokenService(store, resolver, clock, {
     limits: { minTTL: config.token_min_ttl, maxTTL: config.token_max_ttl },
     checkChosenIDs: (ids, local) => cluster.checkChosenIDs(ids, local),
     features: upgrades,
+    grants,
   });
   const urls = { allowedHosts: config.auth_method_allowed_hosts };
   // The checks asked in the last hour (decisions here, enforcing clients' reports): what a dry run judges again.
@@ -78,8 +81,8 @@ export function buildServices(
     resolver,
     tokens,
     selectors,
-    policies: new PolicyService(store, resolver),
-    roles: new RoleService(store, resolver),
+    policies: new PolicyService(store, resolver, grants),
+    roles: new RoleService(store, resolver, grants),
     templatedPolicies: new TemplatedPolicyService(resolver),
     decisions: new DecisionService(resolver, store, config.recent_checks ? recentChecks : undefined),
     whoCan: new WhoCanService(store, resolver, clock, config.datacenter),

@@ -137,6 +137,15 @@ export const configShape = {
   ),
   /** What happens when no rule decides: deny, or allow (read, never ACL write). */
   default_policy: setting({ arg: 'POLICY', help: 'allow|deny when no rule decides' }, z.enum(['allow', 'deny']).default('deny')),
+  /**
+   * Who may grant what (docs/security.md, "Grants limited to the granter's own"): consul, any holder of acl:write
+   * grants any rule (Consul's behaviour); holder, a token, role or policy is made or changed only with rules the
+   * caller holds itself.
+   */
+  acl_grant_limit: setting(
+    { arg: 'MODE', help: 'consul (acl:write grants anything) | holder (only rules the caller holds)' },
+    z.enum(['consul', 'holder']).default('consul'),
+  ),
   /** Shortest token lifetime accepted on create. */
   token_min_ttl: setting({ arg: 'DURATION', help: 'shortest token lifetime on create' }, duration.default(60_000)),
   /** Longest token lifetime accepted on create. */

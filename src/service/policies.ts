@@ -10,6 +10,7 @@ import { checkBuiltinPolicyUpdate, checkPolicyDatacenters, checkPolicyName, chec
 import type { PolicyRecord, Scope } from '../domain/types.js';
 import type { Store, TxReader } from '../store/store.js';
 import type { DryRunAnswer, DryRunService } from './dry-run.js';
+import { type GrantLimit, withProposed } from './grant-limit.js';
 import type { AclResolver } from './acl-resolver.js';
 import type { RequestContext, WriteResult } from './context.js';
 import { authorize, authorizeList, readableBy } from './permissions.js';
@@ -29,6 +30,8 @@ export class PolicyService {
   constructor(
     private readonly store: Store,
     private readonly resolver: AclResolver,
+    /** acl_grant_limit: what a caller may grant (grant-limit.ts); unset, anything (Consul's behaviour). */
+    private readonly grants?: Pick<GrantLimit, 'policy'>,
   ) {}
 
   async read(ctx: RequestContext, id: string): Promise<PolicyView> {
@@ -62,7 +65,7 @@ export class PolicyService {
         checkNameFree(tx, 'policy', scope, fields.Name, undefined);
         const ID = freshID((id) => tx.getPolicy(id) !== undefined);
         const given = givenFields(POLICY_FIELDS, input);
-        return tx.put('policies', {
+        const policy = tx.put('policies', {
           ID,
           ...given,
           ...fields,
@@ -70,6 +73,8 @@ export class PolicyService {
           Namespace: scope.Namespace,
           Partition: scope.Partition,
         });
+        this.grants?.policy(identity, policy, tx);
+        return policy;
       },
       audited(ctx, identity, 'policy-create'),
     );
@@ -82,7 +87,11 @@ export class PolicyService {
     if (!isUUID(id)) throw missingPolicy(id);
     const fields = checkFields(input);
     const policy = await this.store.transact(
-      (tx) => tx.put('policies', updatedPolicy(tx, id, input, fields, scope)),
+      (tx) => {
+        const policy = tx.put('policies', updatedPolicy(tx, id, input, fields, scope));
+        this.grants?.policy(identity, policy, tx);
+        return policy;
+      },
       audited(ctx, identity, 'policy-update'),
     );
     return { value: policyView(policy), index: policy.ModifyIndex };
@@ -96,7 +105,9 @@ export class PolicyService {
     const { identity, scope } = await authorize(this.resolver, ctx, 'write', input);
     if (input.ID && input.ID !== id) throw invalid('Policy ID in URL and payload do not match');
     if (!isUUID(id)) throw missingPolicy(id);
-    return dryRun.policyChange(updatedPolicy(this.store.reader, id, input, checkFields(input), scope), readableBy(identity));
+    const next = updatedPolicy(this.store.reader, id, input, checkFields(input), scope);
+    this.grants?.policy(identity, next, withProposed(this.store.reader, 'policies', next));
+    return dryRun.policyChange(next, readableBy(identity));
   }
 
   async delete(ctx: RequestContext, id: string): Promise<WriteResult<boolean>> {

@@ -1,3 +1,4 @@
+import { type GrantLimit, withProposed } from './grant-limit.js';
 import { ROLE_FIELDS, givenFields } from '../domain/records.js';
 import { audited } from './audited.js';
 import type { z } from 'zod';
@@ -39,6 +40,8 @@ export class RoleService {
   constructor(
     private readonly store: Store,
     private readonly resolver: AclResolver,
+    /** acl_grant_limit: what a caller may grant (grant-limit.ts); unset, anything (Consul's behaviour). */
+    private readonly grants?: Pick<GrantLimit, 'role'>,
   ) {}
 
   private get reader(): StateReader {
@@ -112,6 +115,7 @@ export class RoleService {
           Namespace: scope.Namespace,
           Partition: scope.Partition,
         });
+        this.grants?.role(identity, record, tx);
         return { role: record, named };
       },
       audited(ctx, identity, 'role-create'),
@@ -127,7 +131,9 @@ export class RoleService {
     const { role, named } = await this.store.transact(
       (tx) => {
         const { record, named } = this.updated(tx, id, input, scope);
-        return { role: tx.put('roles', record), named };
+        const role = tx.put('roles', record);
+        this.grants?.role(identity, role, tx);
+        return { role, named };
       },
       audited(ctx, identity, 'role-update'),
     );
@@ -150,7 +156,9 @@ export class RoleService {
     if (input.ID && input.ID !== id) throw invalid('Role ID in URL and payload do not match');
     if (!isUUID(id)) throw missingRole(id);
     checkRoleName(input.Name);
-    return dryRun.roleChange(this.updated(this.store.reader, id, input, scope).record, readableBy(identity));
+    const next = this.updated(this.store.reader, id, input, scope).record;
+    this.grants?.role(identity, next, withProposed(this.store.reader, 'roles', next));
+    return dryRun.roleChange(next, readableBy(identity));
   }
 
   async delete(ctx: RequestContext, id: string): Promise<WriteResult<boolean>> {

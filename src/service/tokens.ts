@@ -1,3 +1,4 @@
+import type { GrantLimit } from './grant-limit.js';
 import { TOKEN_FIELDS, contentOf, givenFields, laterForms } from '../domain/records.js';
 import type { TokenListFilter } from '../api/token-list-filter.js';
 import { audited } from './audited.js';
@@ -50,6 +51,8 @@ export interface TokenServiceOptions {
   checkChosenIDs?: (ids: { accessor?: string; secret?: string }, local: boolean) => Promise<void>;
   /** Features that need every server (FEATURE_NOT_ENABLED until the upgrade is finalized with them). */
   features?: { require(name: string): void };
+  /** acl_grant_limit: what a caller may grant (grant-limit.ts); unset, anything (Consul's behaviour). */
+  grants?: Pick<GrantLimit, 'token'>;
 }
 
 /** A token version's serialised views, valid while the policy and role tables stand at these indexes. */
@@ -298,6 +301,7 @@ export class TokenService {
             scope,
           }),
         );
+        this.options.grants?.token(identity, record, tx);
         return { token: record, links: { policies: policies.named, roles: roles.named } };
       },
       audited(ctx, identity, 'token-create'),
@@ -338,6 +342,7 @@ export class TokenService {
         };
         const next = { ...existing, ...givenFields(TOKEN_FIELDS, input), ...content };
         const record = tx.put('tokens', { ...next, Hash: tokenHash(next) });
+        this.options.grants?.token(identity, record, tx);
         return { token: record, links: { policies: policies.named, roles: roles.named } };
       },
       audited(ctx, identity, 'token-update'),
@@ -415,6 +420,7 @@ export class TokenService {
             scope: { Namespace: source.Namespace, Partition: source.Partition },
           }),
         );
+        this.options.grants?.token(identity, record, tx);
         return { token: record, links: { policies, roles } };
       },
       audited(ctx, identity, 'token-clone'),

@@ -105,9 +105,15 @@ export class Authorizer {
     return access;
   }
 
-  private decide(partition: string, namespace: string): AclAccess {
+  /** The `acl` rule the policies give at (partition, namespace), merged; undefined when none does (the default policy decides). */
+  aclRule(partition: string, namespace: string): AccessLevel | undefined {
     let result: AccessLevel | undefined;
     for (const p of this.policies) result = merge(result, this.aclRuleOf(p, partition, namespace)?.level);
+    return result;
+  }
+
+  private decide(partition: string, namespace: string): AclAccess {
+    const result = this.aclRule(partition, namespace);
     if (result === 'deny') return 'none';
     if (result === 'write') return 'write';
     if (result === 'read' || result === 'list') return 'read';

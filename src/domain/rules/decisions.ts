@@ -91,6 +91,11 @@ export class RuleTable {
     return this.exact.size + this.prefixes.size;
   }
 
+  /** Every name a rule is written for, exact or prefix. */
+  names(): string[] {
+    return [...this.exact.keys(), ...this.prefixes.keys()];
+  }
+
   /**
    * Consul's KeyWritePrefix: deny when the prefix rule that covers `prefix` is not write, or
    * when any rule under it (exact or prefix) is not write; else allow when such a prefix
@@ -187,6 +192,11 @@ export class CompiledRules {
   /** A single-switch resource's merged rule (acl, operator, keyring, mesh, peering). */
   flag(name: string): AccessLevel | undefined {
     return this.flags.get(name);
+  }
+
+  /** The names rules on a segmented resource are written for (exact and prefix). */
+  segments(resource: string): string[] {
+    return this.tables.get(resource)?.names() ?? [];
   }
 
   /** The verdict of the rules on a segmented resource, before the default policy. */
