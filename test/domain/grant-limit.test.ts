@@ -1,10 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { GLOBAL_MANAGEMENT_RULES } from '../../src/domain/builtins.js';
 import { type ApplicablePolicy, Authorizer, type DefaultPolicy } from '../../src/domain/rules/authorizer.js';
-import { type Access, RESOURCES, enforce } from '../../src/domain/rules/decisions.js';
 import { firstUnheld, witnesses } from '../../src/domain/rules/grant-limit.js';
-import { parsePolicyRules } from '../../src/domain/rules/policy.js';
 import { Random } from '../../src/testing/simulation/random.js';
+import { bruteForce, pick, policy, randomPolicies } from '../helpers/grant-oracle.js';
 
 /**
  * No escalation (docs/security.md, "Grants limited to the granter's own"): `firstUnheld` finds a
@@ -12,14 +11,6 @@ import { Random } from '../../src/testing/simulation/random.js';
  * rule sets, against a brute-force walk of every name and place of a universe that meets every
  * case the rules can tell apart.
  */
-
-const policy = (rules: string, extra: Partial<ApplicablePolicy> = {}): ApplicablePolicy => ({
-  rules: parsePolicyRules(rules),
-  namespace: 'default',
-  partition: 'default',
-  builtin: false,
-  ...extra,
-});
 
 const authz = (policies: ApplicablePolicy[], defaultPolicy: DefaultPolicy = 'deny', namespace = 'default') =>
   new Authorizer(namespace, 'default', policies, defaultPolicy);
@@ -86,76 +77,6 @@ describe('firstUnheld', () => {
   });
 
   describe('against a brute-force walk on random rule sets', () => {
-    // Rule names over {a, b} of at most two letters; the universe adds c, so every name between two rules has a member.
-    const names = ['', 'a', 'b', 'aa', 'ab', 'ba', 'bb'];
-    const universe = ['', ...['a', 'b', 'c'].flatMap((x) => ['', 'a', 'b', 'c'].flatMap((y) => ['', 'a', 'b', 'c'].map((z) => x + y + z)))];
-    // Every namespace the blocks (over x, xa, y and the empty prefix) tell apart, and one below each.
-    const namespaces = ['default', 'defaultz', '', 'x', 'xa', 'xaz', 'xb', 'y', 'yz', 'z'];
-    const kinds = [
-      'service',
-      'service_prefix',
-      'key',
-      'key_prefix',
-      'node',
-      'node_prefix',
-      'agent_prefix',
-      'session',
-      'event_prefix',
-      'query',
-    ];
-    const levels = ['read', 'write', 'deny'];
-    const pick = <T>(r: Random, xs: readonly T[]): T => xs[r.int(xs.length)] as T;
-
-    function rulesText(r: Random, nested: boolean): string {
-      const lines: string[] = [];
-      const seen = new Set<string>();
-      for (let k = 0; k < r.int(5); k++) {
-        const kind = pick(r, kinds);
-        const name = pick(r, names);
-        if (seen.has(`${kind} ${name}`)) continue;
-        seen.add(`${kind} ${name}`);
-        const level = kind.startsWith('key') && r.chance(0.2) ? 'list' : pick(r, levels);
-        const intentions = kind.startsWith('service') && r.chance(0.3) ? ` intentions = "${pick(r, levels)}"` : '';
-        lines.push(`${kind} "${name}" { policy = "${level}"${intentions} }`);
-      }
-      for (const flag of nested ? ['acl'] : ['acl', 'operator', 'mesh', 'keyring', 'peering'])
-        if (r.chance(0.2)) lines.push(`${flag} = "${pick(r, levels)}"`);
-      return lines.join('\n');
-    }
-
-    function randomPolicies(r: Random, namespace: string): ApplicablePolicy[] {
-      return Array.from({ length: r.int(3) }, () => {
-        let text = rulesText(r, false);
-        // Administrators' blocks, for policies of the default namespace.
-        if (namespace === 'default' && r.chance(0.3))
-          text += `\n${r.chance(0.5) ? 'namespace' : 'namespace_prefix'} "${pick(r, ['x', 'xa', 'y', ''])}" {\n${rulesText(r, true)}\n}`;
-        return policy(text, { namespace });
-      });
-    }
-
-    /** A check the granted rules allow (by a rule, not the default) and the holder is refused, found by walking the universe. */
-    function bruteForce(holder: Authorizer, granted: Authorizer): boolean {
-      for (const flag of ['operator', 'keyring', 'mesh', 'peering'])
-        for (const access of ['read', 'write'] as const)
-          if (enforce(granted.clusterRule(flag), access) === 'allow' && !holder.allows(flag, '', access, 'default', granted.tokenNamespace))
-            return true;
-      for (const ns of namespaces) {
-        for (const access of ['read', 'write'] as const)
-          if (enforce(granted.aclRule('default', ns), access) === 'allow' && !holder.allows('acl', '', access, 'default', ns)) return true;
-        const grants = granted.rulesAt('default', ns);
-        for (const [resource, spec] of Object.entries(RESOURCES)) {
-          if (!spec.segmented) continue;
-          for (const segment of universe)
-            for (const access of spec.accesses as Access[]) {
-              if (access === 'write-prefix') continue;
-              if (grants.verdict(resource, segment, access) === 'allow' && !holder.allows(resource, segment, access, 'default', ns))
-                return true;
-            }
-        }
-      }
-      return false;
-    }
-
     it('finds a rule the holder lacks exactly when there is one (2,000 pairs)', () => {
       const r = new Random(20261129);
       let refused = 0;

@@ -1,4 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Authorizer } from '../../src/domain/rules/authorizer.js';
+import { Random } from '../../src/testing/simulation/random.js';
+import { bruteForce, policy, rulesText } from '../helpers/grant-oracle.js';
 import { type TestDaemon, apiFor, startTestDaemon } from '../helpers/test-daemon.js';
 
 /**
@@ -47,7 +50,8 @@ describe('acl_grant_limit = "holder"', () => {
     // Nothing was written.
     expect((await d.api('GET', '/v1/acl/policy/name/all-services')).status).toBe(404);
     // An update is judged the same, and a dry run of it refused as the update would be.
-    const mine = (await team('PUT', '/v1/acl/policy', { body: { Name: 'web-2-reader', Rules: 'service "web-2" { policy = "read" }' } })).body;
+    const mine = (await team('PUT', '/v1/acl/policy', { body: { Name: 'web-2-reader', Rules: 'service "web-2" { policy = "read" }' } }))
+      .body;
     for (const path of [`/v1/acl/policy/${mine.ID}?dry-run`, `/v1/acl/policy/${mine.ID}`]) {
       const widened = await team('PUT', path, { body: { Name: 'web-2-reader', Rules: 'service_prefix "" { policy = "read" }' } });
       expect(widened.status, path).toBe(403);
@@ -101,6 +105,64 @@ describe('acl_grant_limit = "holder"', () => {
     // A service identity also reads every node, which it does not hold there.
     expect((await api('PUT', '/v1/acl/token?ns=team-a', { body: { ServiceIdentities: [{ ServiceName: 'api' }] } })).status).toBe(403);
     expect((await api('PUT', '/v1/acl/token?ns=team-b', { body: {} })).status).toBe(403);
+  });
+
+  it('through HTTP, on random rule sets: a token is made exactly when the caller holds every rule it would grant', async () => {
+    const r = new Random(20261130);
+    // Random rules, never empty (a filler rule the judge's names reach).
+    const text = (withAcl: boolean) =>
+      rulesText(r, false)
+        .split('\n')
+        .filter((line) => line !== '' && (withAcl || !line.startsWith('acl ')))
+        .join('\n') || 'key "a" { policy = "read" }';
+    let made = 0;
+    let refused = 0;
+    for (let i = 0; i < 80; i++) {
+      // The caller holds acl:write (the write itself is allowed) and random rules; the token links random policies.
+      const held = ['acl = "write"', ...Array.from({ length: r.int(3) }, () => text(false))];
+      // Half the time some of the caller's own rules (often held, not always: a deny may lie under a grant left out).
+      const own = held.flatMap((t) => t.split('\n')).filter((line) => !line.startsWith('acl '));
+      // One line per flag and per rule name (a policy sets each once).
+      const seen = new Set<string>();
+      const some = own.filter((line) => {
+        const key = line.split(' {')[0]?.split(' =')[0] as string;
+        if (seen.has(key)) return false;
+        seen.add(key);
+        return r.chance(0.5);
+      });
+      const grants = r.chance(0.5) && some.length > 0 ? [some.join('\n')] : Array.from({ length: 1 + r.int(2) }, () => text(true));
+      const link = async (prefix: string, rules: string[]) => {
+        const names: Array<{ Name: string }> = [];
+        for (const [k, Rules] of rules.entries()) {
+          const Name = `${prefix}-${i}-${k}`;
+          const res = await d.api('PUT', '/v1/acl/policy', { body: { Name, Rules } });
+          expect(res.status, `${Name}: ${Rules}`).toBe(200);
+          names.push({ Name });
+        }
+        return names;
+      };
+      const caller = (await d.api('PUT', '/v1/acl/token', { body: { Policies: await link('held', held) } })).body;
+      const res = await apiFor(d.url, caller.SecretID)('PUT', '/v1/acl/token', { body: { Policies: await link('grant', grants) } });
+      const lacks = bruteForce(
+        new Authorizer(
+          'default',
+          'default',
+          held.map((t) => policy(t)),
+          'deny',
+        ),
+        new Authorizer(
+          'default',
+          'default',
+          grants.map((t) => policy(t)),
+          'deny',
+        ),
+      );
+      expect(res.status, `held:\n${held.join('\n')}\ngranted:\n${grants.join('\n')}\n${res.body.message ?? ''}`).toBe(lacks ? 403 : 200);
+      if (lacks) refused++;
+      else made++;
+    }
+    expect(made).toBeGreaterThan(10);
+    expect(refused).toBeGreaterThan(10);
   });
 
   it('lets a management token grant anything', async () => {
