@@ -92,6 +92,19 @@ describe('acl_grant_limit = "holder"', () => {
     expect(role.body.message).toContain('role "nodes-role" would grant');
   });
 
+  it('judges what a policy grants in the other datacenters it names', async () => {
+    const res = await team('PUT', '/v1/acl/policy', {
+      body: { Name: 'dc2-services', Rules: 'service_prefix "" { policy = "write" }', Datacenters: ['dc2'] },
+    });
+    expect(res.status).toBe(403);
+    expect(res.body.message).toContain(`policy "dc2-services" would grant 'service:read' on "" in datacenter "dc2"`);
+    // Within what the caller holds there too, it is made.
+    const held = await team('PUT', '/v1/acl/policy', {
+      body: { Name: 'dc2-web', Rules: 'service "web-x" { policy = "read" }', Datacenters: ['dc2'] },
+    });
+    expect(held.status).toBe(200);
+  });
+
   it('lets a namespace administrator grant within its namespace without a global acl:write', async () => {
     const admin = await d.api('PUT', '/v1/acl/policy', {
       body: { Name: 'team-a-admin', Rules: 'namespace "team-a" {\n  acl = "write"\n  service_prefix "" { policy = "write" }\n}' },
