@@ -8,6 +8,13 @@ import { authorize, authorizeList } from '../service/permissions.js';
 import { queryFlag, queryParam, secretOf } from './request.js';
 import { requestContext } from './pipeline.js';
 import { sendJSONText, toJSONText } from './respond.js';
+import { JSONText } from '../service/views.js';
+
+/** A read's answer as sent: its JSON, and headers besides the index ones (a paged list's next cursor). */
+interface Rendered {
+  text: string;
+  headers: Readonly<Record<string, string>> | undefined;
+}
 
 export const DEFAULT_WAIT_MS = 5 * 60_000;
 export const MAX_WAIT_MS = 10 * 60_000;
@@ -92,7 +99,7 @@ export class ReadGate {
   /** Blocked reads per client address. */
   private readonly perClient = new Map<string, number>();
   /** Identical reads in progress: one computation and one serialised body for all. */
-  private readonly inFlight = new Map<string, Promise<string>>();
+  private readonly inFlight = new Map<string, Promise<Rendered>>();
 
   constructor(
     private readonly store: Store,
@@ -177,7 +184,7 @@ export class ReadGate {
    * thousands of blocked watchers of the same list, the answer is computed and
    * serialised once. Nothing is kept after the read settles.
    */
-  shared(request: FastifyRequest, compute: () => Promise<unknown>, serialize: (value: unknown) => string): Promise<string> {
+  shared(request: FastifyRequest, compute: () => Promise<unknown>, serialize: (value: unknown) => Rendered): Promise<Rendered> {
     const h = request.headers;
     const key = [
       request.watchIndex ?? '',
@@ -213,16 +220,14 @@ export class ReadGate {
     compute: () => Promise<unknown> | unknown,
   ): Promise<FastifyReply> {
     const params = await this.prepare(request, reply, table, access);
-    if (params.index === 0) return sendJSONText(request, reply, toJSONText(request, await compute()));
-    return sendJSONText(
-      request,
-      reply,
-      await this.shared(
-        request,
-        async () => compute(),
-        (value) => toJSONText(request, value),
-      ),
-    );
+    // The JSON, and the headers an answer carries besides the index ones (a paged list's next cursor).
+    const render = (value: unknown): Rendered => ({
+      text: toJSONText(request, value),
+      headers: value instanceof JSONText ? value.headers : undefined,
+    });
+    const answer = params.index === 0 ? render(await compute()) : await this.shared(request, async () => compute(), render);
+    if (answer.headers) void reply.headers(answer.headers);
+    return sendJSONText(request, reply, answer.text);
   }
 
   /** Releases every blocked read at once (shutdown): each answers with current data. */

@@ -271,7 +271,8 @@ class DirectServing {
       const answer = route.run({ ctx, params, query, body });
       const send = (a: DirectAnswer) => {
         if (a instanceof Written) this.finish(res, route, started, 200, JSON.stringify(a.value), index, undefined, a.index);
-        else this.finish(res, route, started, 200, a instanceof JSONText ? a.bytes : a, index);
+        else if (a instanceof JSONText) this.finish(res, route, started, 200, a.bytes, index, undefined, undefined, undefined, a.headers);
+        else this.finish(res, route, started, 200, a, index);
       };
       const c = ctx;
       if (answer instanceof Promise) answer.then(send, (err: unknown) => this.fail(req, res, route, c, started, index, err));
@@ -291,6 +292,8 @@ class DirectServing {
     retryAfter?: number,
     written?: number,
     error?: { code: string; contentType: string },
+    /** Headers the answer carries besides the usual ones (a paged list's next cursor). */
+    extra?: Readonly<Record<string, string>>,
   ): void {
     const deps = this.deps;
     const headers: Record<string, string | number> =
@@ -305,6 +308,7 @@ class DirectServing {
     if (error !== undefined) headers[ERROR_CODE_HEADER] = error.code;
     headers['content-length'] = typeof body === 'string' ? Buffer.byteLength(body) : body.length;
     if (retryAfter !== undefined) headers['retry-after'] = String(retryAfter);
+    if (extra !== undefined) Object.assign(headers, extra);
     this.answers.add(res, status, headers, body, route, started);
   }
 

@@ -11,7 +11,7 @@ import { tokenHash } from '../domain/hash.js';
 import { type TokenContent, newTokenRecord } from '../domain/token.js';
 import { ANONYMOUS_TOKEN_ID, RESERVED_PREFIX, filterID, isReservedID, isUUID } from '../domain/ids.js';
 import type { Scope, TokenRecord } from '../domain/types.js';
-import type { StateReader, Store } from '../store/store.js';
+import type { StateReader, Store, TokenQuery } from '../store/store.js';
 import type { AclResolver, Identity } from './acl-resolver.js';
 import type { AgentInfo, RequestContext, WriteResult } from './context.js';
 import { namedLinks, resolveLinks } from './links.js';
@@ -21,6 +21,7 @@ import { WILDCARD } from './scope.js';
 import type { z } from 'zod';
 import type { ExpandedTokenResponse, cloneBody, rotateBody, tokenBody } from '../api/schemas.js';
 import { JSONText, type TokenView, policyView, roleView, tokenView } from './views.js';
+import { type Page, pageAnswer } from './paging.js';
 import { lastUsedTime } from '../store/last-use.js';
 
 /** Token as a client sends it, decoded by its schema (the schema is the one definition). */
@@ -210,7 +211,8 @@ export class TokenService {
   }
 
   /** Matching tokens as a JSON array, each from its serialised view. */
-  async list(ctx: RequestContext, q: TokenListQuery): Promise<JSONText> {
+  /** The token list, whole or (`page`) a page of it (paging.ts). */
+  async list(ctx: RequestContext, q: TokenListQuery, page?: Page): Promise<JSONText> {
     const { identity, scope, namespaces, canSee } = await authorizeList(this.resolver, ctx, (p) => this.reader.namespacesOf('tokens', p));
     const filters = [q.policy, q.role, q.servicename, q.authmethod].filter((f) => f !== undefined && f !== '');
     const policy = filterID('policy', q.policy);
@@ -222,7 +224,7 @@ export class TokenService {
     const now = this.clock.now();
     const cutoff = q.unusedSince === undefined ? undefined : now - unusedFor(q.unusedSince);
     const uses = this.store.lastUse;
-    const tokens = this.reader.listTokens({
+    const query: TokenQuery = {
       partition: scope.Partition,
       namespaces,
       ...(policy ? { policy } : {}),
@@ -231,8 +233,12 @@ export class TokenService {
       ...(q.authmethod ? { authMethod: q.authmethod } : {}),
       ...(authMethodNamespace !== undefined ? { authMethodNamespace } : {}),
       ...(cutoff !== undefined ? { createdBefore: cutoff } : {}),
-    });
+    };
+    // A page walks the query's index in AccessorID order from the cursor: one more than the page says whether more remain.
+    const tokens = page === undefined ? this.reader.listTokens(query) : this.reader.tokensInOrder(query, page.after);
     const parts: JSONText[] = [];
+    let last: string | undefined;
+    let next: string | undefined;
     const policiesIndex = this.store.tableIndex('policies');
     const rolesIndex = this.store.tableIndex('roles');
     // Whether secrets show is decided per place; a list's tokens almost always share one.
@@ -247,9 +253,14 @@ export class TokenService {
         namespace = t.Namespace;
         showSecret = this.canSeeSecret(identity, t);
       }
+      if (page !== undefined && parts.length === page.perPage) {
+        next = last;
+        break;
+      }
       parts.push(this.viewText(t, showSecret, policiesIndex, rolesIndex));
+      last = t.AccessorID;
     }
-    return JSONText.array(parts);
+    return pageAnswer('tokens', JSONText.array(parts), next);
   }
 
   async create(ctx: RequestContext, input: TokenInput): Promise<WriteResult<TokenView>> {

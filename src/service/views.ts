@@ -11,9 +11,18 @@ export class JSONText {
   private str: string | undefined;
   private buf: Buffer | undefined;
 
+  /** Response headers the answer carries besides the usual ones (a paged list's next cursor). */
+  headers: Readonly<Record<string, string>> | undefined;
+
   constructor(json: string | Buffer) {
     if (typeof json === 'string') this.str = json;
     else this.buf = json;
+  }
+
+  /** This answer, sent with `headers` as well. */
+  withHeaders(headers: Readonly<Record<string, string>>): this {
+    this.headers = headers;
+    return this;
   }
 
   get text(): string {

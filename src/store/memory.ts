@@ -74,6 +74,32 @@ function* createdBefore(t: Tables['tokens'], before: number): IterableIterator<T
   for (const hour of [...t.indexKeys('created')]) if (hour <= last) yield* t.members('created', hour);
 }
 
+/** Whether a token found through an index answers the rest of the query. */
+function matchesQuery(q: TokenQuery, tok: TokenRecord): boolean {
+  if (tok.Partition !== q.partition || !q.namespaces.includes(tok.Namespace)) return false;
+  if (q.localOnly && !tok.Local) return false;
+  if (q.authMethodNamespace !== undefined && (tok.AuthMethodNamespace ?? tok.Namespace) !== q.authMethodNamespace) return false;
+  return q.createdBefore === undefined || Date.parse(tok.CreateTime) < q.createdBefore;
+}
+
+/** Walks each in AccessorID order, merged into one in that order. */
+function* mergedByID(walks: ReadonlyArray<Iterable<TokenRecord>>): IterableIterator<TokenRecord> {
+  if (walks.length === 1) return yield* walks[0] as Iterable<TokenRecord>;
+  const its = walks.map((w) => w[Symbol.iterator]());
+  const heads = its.map((it) => it.next());
+  for (;;) {
+    let pick = -1;
+    for (let i = 0; i < heads.length; i++) {
+      const h = heads[i] as IteratorResult<TokenRecord>;
+      if (!h.done && (pick === -1 || byID(h.value.AccessorID, (heads[pick] as IteratorYieldResult<TokenRecord>).value.AccessorID) < 0))
+        pick = i;
+    }
+    if (pick === -1) return;
+    yield (heads[pick] as IteratorYieldResult<TokenRecord>).value;
+    heads[pick] = (its[pick] as Iterator<TokenRecord>).next();
+  }
+}
+
 /** A position in the expiry index, so a walk does not see an entry twice. */
 export type ExpiryCursor = [number, string];
 
@@ -113,6 +139,11 @@ export interface StateReader {
   getBootstrap(): BootstrapState;
   /** Tokens matching a query, ordered by AccessorID. */
   listTokens(q: TokenQuery): TokenRecord[];
+  /**
+   * The same, from the first after AccessorID `after`, as a walk (a page of a list): each from
+   * the index the query names, in AccessorID order, decoded for a moment and not kept.
+   */
+  tokensInOrder(q: TokenQuery, after: string | undefined): IterableIterator<TokenRecord>;
   /** Policies of the namespaces given, ordered by namespace then ID. */
   listPolicies(partition: string, namespaces: readonly string[]): PolicyRecord[];
   /** Roles of the namespaces given (linked to `policy` when set), ordered by namespace then ID. */
@@ -253,6 +284,27 @@ export class TablesReader implements StateReader {
       out.push(tok);
     }
     return sorted ? out : out.sort((a, b) => byID(a.AccessorID, b.AccessorID));
+  }
+
+  *tokensInOrder(q: TokenQuery, after: string | undefined): IterableIterator<TokenRecord> {
+    const t = this.tables.tokens;
+    const by: [IndexName<'tokens'>, string] | undefined =
+      q.policy !== undefined
+        ? ['policy', q.policy]
+        : q.role !== undefined
+          ? ['role', q.role]
+          : q.serviceName !== undefined
+            ? ['service', q.serviceName]
+            : q.authMethod !== undefined
+              ? ['authMethod', q.authMethod]
+              : q.localOnly
+                ? ['local', '']
+                : undefined;
+    // Without an index of its own, one walk per namespace, merged.
+    const walks = by
+      ? [t.sortedMembersAfter(by[0], by[1], after)]
+      : q.namespaces.map((ns) => t.sortedMembersAfter('scope', scopeKey(q.partition, ns), after));
+    for (const tok of mergedByID(walks)) if (matchesQuery(q, tok)) yield tok;
   }
 
   private inNamespaces<R extends { ID: string; Namespace: string }>(

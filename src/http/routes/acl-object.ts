@@ -6,7 +6,8 @@ import type { DryRunAnswer, DryRunService } from '../../service/dry-run.js';
 import { decodeBody, parseJsonBody } from '../body.js';
 import type { AppDeps } from '../deps.js';
 import { requestContext } from '../pipeline.js';
-import { queryFlag } from '../request.js';
+import { queryFlag, queryParam } from '../request.js';
+import { PAGE_QUERY_DOCS, pageOf, pageOfList } from '../../service/paging.js';
 import { sendJSON, sendWrite } from '../respond.js';
 import { resource } from '../resource.js';
 
@@ -43,6 +44,12 @@ export interface AclObjectRoutes<I, V> {
     run(ctx: RequestContext, request: FastifyRequest): Promise<V[]>;
   };
 }
+
+/** A policy's or role's place in its list's order: namespace, then ID. */
+const listKey = (v: unknown): string => {
+  const o = v as { Namespace?: string; ID: string };
+  return `${o.Namespace ?? ''}\u0000${o.ID}`;
+};
 
 export function aclObjectRoutes<I, V>(app: FastifyInstance, deps: Pick<AppDeps, 'reads' | 'dryRun'>, o: AclObjectRoutes<I, V>): void {
   const { one, many, body, response, service } = o;
@@ -113,10 +120,18 @@ export function aclObjectRoutes<I, V>(app: FastifyInstance, deps: Pick<AppDeps, 
         summary: o.list.summary ?? `List ${many}`,
         permission: 'acl:read',
         response: z.array(response),
-        ...(o.list.query ? { query: o.list.query } : {}),
+        query: { ...o.list.query, ...PAGE_QUERY_DOCS },
       },
       table: many,
-      handler: async (request, reply) => deps.reads.serve(request, reply, many, 'list', () => o.list.run(requestContext(request), request)),
+      handler: async (request, reply) => {
+        // Checked before the read (a bad value is 400 whatever the list holds).
+        const page = pageOf(many, queryParam(request, 'per_page'), queryParam(request, 'cursor'));
+        return deps.reads.serve(request, reply, many, 'list', async () => {
+          const items = await o.list.run(requestContext(request), request);
+          // The few policies and roles of a place come whole, ordered by namespace then ID: a page is their slice.
+          return page === undefined ? items : pageOfList(many, items, listKey, page);
+        });
+      },
     },
   });
 }

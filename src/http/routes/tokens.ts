@@ -8,6 +8,7 @@ import { writesHere } from '../forward.js';
 import { z } from 'zod';
 import { cloneBody, rotateBody, deletedResponse, expandedTokenResponse, tokenBody, tokenResponse } from '../../api/schemas.js';
 import { tokenListFilterOf, tokenListQueryDocs, tokenListQueryNames } from '../../api/token-list-filter.js';
+import { PAGE_QUERY_DOCS, PAGE_QUERY_NAMES, pageOf } from '../../service/paging.js';
 import type { AppDeps } from '../deps.js';
 
 /** What the token routes use. */
@@ -112,16 +113,17 @@ function tokenListRoute(app: FastifyInstance, deps: TokenRoutesDeps): void {
         summary: 'List tokens',
         permission: 'acl:read',
         response: z.array(tokenResponse),
-        query: tokenListQueryDocs,
+        query: { ...tokenListQueryDocs, ...PAGE_QUERY_DOCS },
       },
       table: 'tokens',
       logic: {
-        query: tokenListQueryNames,
+        query: [...tokenListQueryNames, ...PAGE_QUERY_NAMES],
         read: { gate: deps.reads, access: 'list' },
         run: ({ ctx, query }) =>
           tokens.list(
             ctx,
             tokenListFilterOf((name) => query.get(name)),
+            pageOf('tokens', query.get('per_page'), query.get('cursor')),
           ),
       },
     },

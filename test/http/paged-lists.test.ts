@@ -1,0 +1,121 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type ApiResponse, type TestDaemon, startTestDaemon } from '../helpers/test-daemon.js';
+
+/**
+ * Paged lists (docs/http-api.md, "Paged lists"): `?per_page=N` answers at most N items and
+ * `X-Service-Next-Cursor` while more remain; the pages, followed by their cursors, are the whole
+ * list in its order, with every filter; writes between pages neither repeat nor skip the items
+ * that were there throughout; bad values are 400.
+ */
+
+type Item = { AccessorID?: string; ID?: string };
+const idOf = (x: Item) => x.AccessorID ?? x.ID;
+
+describe('paged lists', () => {
+  let d: TestDaemon;
+  beforeAll(async () => {
+    d = await startTestDaemon();
+    for (let i = 0; i < 23; i++) {
+      const body = i % 3 === 0 ? { Description: `web ${i}`, ServiceIdentities: [{ ServiceName: 'web' }] } : { Description: `t ${i}` };
+      expect((await d.api('PUT', '/v1/acl/token', { body })).status).toBe(200);
+    }
+    for (const ns of ['team-a', 'team-b'])
+      for (let i = 0; i < 4; i++) await d.api('PUT', `/v1/acl/token?ns=${ns}`, { body: { Description: `${ns} ${i}` } });
+    for (let i = 0; i < 7; i++) await d.api('PUT', '/v1/acl/policy', { body: { Name: `p-${i}`, Rules: '' } });
+    for (let i = 0; i < 5; i++) await d.api('PUT', '/v1/acl/role', { body: { Name: `r-${i}`, Policies: [{ Name: 'p-0' }] } });
+  });
+  afterAll(() => d.close());
+
+  /** Every page of `path` at `perPage`, following the cursors; each page's answer kept. */
+  async function pages(path: string, perPage: number): Promise<Array<ApiResponse<Item[]>>> {
+    const out: Array<ApiResponse<Item[]>> = [];
+    let cursor: string | null = null;
+    do {
+      const sep = path.includes('?') ? '&' : '?';
+      const res = (await d.api('GET', `${path}${sep}per_page=${perPage}${cursor ? `&cursor=${cursor}` : ''}`)) as ApiResponse<Item[]>;
+      expect(res.status, res.text).toBe(200);
+      out.push(res);
+      cursor = res.headers.get('x-service-next-cursor');
+      expect(out.length).toBeLessThan(100);
+    } while (cursor !== null);
+    return out;
+  }
+
+  for (const [path, perPage] of [
+    ['/v1/acl/tokens', 10],
+    ['/v1/acl/tokens', 1],
+    ['/v1/acl/tokens?servicename=web', 3],
+    ['/v1/acl/tokens?ns=*', 4],
+    ['/v1/acl/tokens?ns=team-a', 3],
+    ['/v1/acl/policies', 3],
+    ['/v1/acl/roles', 2],
+    ['/v1/acl/roles?policy=POLICY', 2],
+  ] as const) {
+    it(`${path} in pages of ${perPage} is the whole list, in its order`, async () => {
+      const p0 = (await d.api('GET', '/v1/acl/policy/name/p-0')).body as { ID: string };
+      const url = path.replace('POLICY', p0.ID);
+      const whole = (await d.api('GET', url)).body as Item[];
+      expect(whole.length).toBeGreaterThan(perPage);
+      const paged = await pages(url, perPage);
+      for (const [i, page] of paged.entries()) {
+        // Full pages until the last; the last one has no cursor, and is not empty unless the list is.
+        if (i < paged.length - 1) expect(page.body.length).toBe(perPage);
+        else expect(page.body.length).toBeGreaterThan(0);
+      }
+      expect(paged.flatMap((p) => p.body).map(idOf)).toEqual(whole.map(idOf));
+      // Paged items are the unpaged ones, field for field.
+      expect(paged.flatMap((p) => p.body)).toEqual(whole);
+    });
+  }
+
+  it('writes between pages: what was there throughout comes once, in order; what went is not given', async () => {
+    const before = ((await d.api('GET', '/v1/acl/tokens')).body as Item[]).map(idOf) as string[];
+    const first = (await d.api('GET', '/v1/acl/tokens?per_page=10')) as ApiResponse<Item[]>;
+    const cursor = first.headers.get('x-service-next-cursor') as string;
+    // One token of the pages to come goes; new ones are made (wherever their IDs fall).
+    const gone = before[15] as string;
+    expect((await d.api('DELETE', `/v1/acl/token/${gone}`)).status).toBe(200);
+    const made: string[] = [];
+    for (let i = 0; i < 3; i++)
+      made.push(((await d.api('PUT', '/v1/acl/token', { body: { Description: `late ${i}` } })).body as Item).AccessorID as string);
+    const rest: Item[] = [];
+    let next: string | null = cursor;
+    while (next !== null) {
+      const res = (await d.api('GET', `/v1/acl/tokens?per_page=10&cursor=${next}`)) as ApiResponse<Item[]>;
+      rest.push(...res.body);
+      next = res.headers.get('x-service-next-cursor');
+    }
+    const seen = [...first.body, ...rest].map(idOf) as string[];
+    expect(new Set(seen).size).toBe(seen.length);
+    expect(seen).not.toContain(gone);
+    for (const id of before) if (id !== gone) expect(seen).toContain(id);
+    expect([...seen].sort()).toEqual(seen);
+    // A new token after the cursor is given; one before it is not (its page was already read).
+    const last = first.body[first.body.length - 1]?.AccessorID as string;
+    for (const id of made) expect(seen.includes(id)).toBe(id > last);
+  });
+
+  it('refuses a bad page size or cursor with 400 naming it', async () => {
+    for (const perPage of ['0', '10001', 'x', '1.5', '-1', '']) {
+      const res = await d.api('GET', `/v1/acl/tokens?per_page=${perPage}`);
+      expect(res.status, perPage).toBe(400);
+      expect((res.body as { message: string }).message).toContain('Invalid per_page');
+    }
+    const policiesCursor = (await d.api('GET', '/v1/acl/policies?per_page=1')).headers.get('x-service-next-cursor');
+    for (const [path, words] of [
+      ['/v1/acl/tokens?per_page=5&cursor=not-a-cursor', 'Invalid cursor'],
+      [`/v1/acl/tokens?per_page=5&cursor=${policiesCursor}`, 'not one the tokens list gave'],
+      ['/v1/acl/tokens?cursor=abc', 'with per_page'],
+      ['/v1/acl/roles?per_page=100000', 'Invalid per_page'],
+    ] as const) {
+      const res = await d.api('GET', path);
+      expect(res.status, path).toBe(400);
+      expect((res.body as { message: string }).message).toContain(words);
+    }
+  });
+
+  it('a whole list says nothing of cursors; a last page neither', async () => {
+    expect((await d.api('GET', '/v1/acl/tokens')).headers.get('x-service-next-cursor')).toBeNull();
+    expect((await d.api('GET', '/v1/acl/policies?per_page=10000')).headers.get('x-service-next-cursor')).toBeNull();
+  });
+});
