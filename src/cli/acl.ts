@@ -243,6 +243,7 @@ function tokenCloneDeleteListCommands(token: Command): void {
     .option('--service-name <NAME>', 'only tokens with this service identity')
     .option('--auth-method <NAME>', 'only tokens made by this auth method')
     .option('--unused-since <DURATION>', 'only tokens not used for this long, e.g. 720h (never-used ones by their creation time)')
+    .option('--limit <N>', 'at most this many (all by default); fetched a page at a time')
     .action(
       run<CommonOptions & TokenListOptions>(async (o, c) => {
         // A policy or role is named as a read names it: an ID, a unique prefix of one, or a name (refused when none matches).
@@ -261,9 +262,21 @@ function tokenCloneDeleteListCommands(token: Command): void {
           ...(o.serviceName ? { servicename: o.serviceName } : {}),
           ...(o.authMethod ? { authmethod: o.authMethod } : {}),
         };
-        print(o, (await c.tokens.list(filter)).value, formatTokenList);
+        print(o, await upTo(o.limit, (perPage) => c.tokens.iterate(filter, { perPage })), formatTokenList);
       }),
     );
+}
+
+/** At most `limit` items of a paged list (every one without it), fetched a page of at most 1,000 at a time. */
+async function upTo<T>(limit: string | undefined, iterate: (perPage: number) => AsyncGenerator<T>): Promise<T[]> {
+  const n = limit === undefined ? Number.POSITIVE_INFINITY : /^[0-9]+$/.test(limit) ? Number(limit) : Number.NaN;
+  if (!(n >= 1)) throw new UsageError('-limit: expected a whole number of at least 1');
+  const out: T[] = [];
+  for await (const item of iterate(Math.min(1000, n))) {
+    out.push(item);
+    if (out.length >= n) break;
+  }
+  return out;
 }
 
 interface TokenListOptions {
@@ -274,6 +287,7 @@ interface TokenListOptions {
   serviceName?: string;
   authMethod?: string;
   unusedSince?: string;
+  limit?: string;
 }
 
 function roleCommands(acl: Command): void {
@@ -354,10 +368,12 @@ function roleCommands(acl: Command): void {
 
   common(role.command('list').description('list roles'))
     .option('--policy-id <ID>', 'only roles linked to this policy (its ID or a unique prefix of it)')
+    .option('--limit <N>', 'at most this many (all by default); fetched a page at a time')
     .action(
-      run<CommonOptions & { policyId?: string }>(async (o, c) =>
-        print(o, (await c.roles.list(o.policyId ? { policy: await policyID(c, o.policyId) } : {})).value, formatRoleList),
-      ),
+      run<CommonOptions & { policyId?: string; limit?: string }>(async (o, c) => {
+        const filter = o.policyId ? { policy: await policyID(c, o.policyId) } : {};
+        print(o, await upTo(o.limit, (perPage) => c.roles.iterate(filter, { perPage })), formatRoleList);
+      }),
     );
 }
 
@@ -438,9 +454,13 @@ function policyCommands(acl: Command): void {
       }),
     );
 
-  common(policy.command('list').description('list policies')).action(
-    run<CommonOptions>(async (o, c) => print(o, (await c.policies.list()).value, formatPolicyList)),
-  );
+  common(policy.command('list').description('list policies'))
+    .option('--limit <N>', 'at most this many (all by default); fetched a page at a time')
+    .action(
+      run<CommonOptions & { limit?: string }>(async (o, c) =>
+        print(o, await upTo(o.limit, (perPage) => c.policies.iterate({ perPage })), formatPolicyList),
+      ),
+    );
 }
 
 function templatedPolicyCommands(acl: Command): void {

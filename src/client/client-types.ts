@@ -89,6 +89,10 @@ export interface QueryOptions extends RequestOptions {
   hash?: string;
   /** Abort the request when this signal does (besides the client's timeout). */
   signal?: AbortSignal;
+  /** A paged list (tokens, policies, roles): at most this many items (1-10,000); `nextCursor` then says where the rest starts. */
+  perPage?: number;
+  /** The `nextCursor` of the previous page (with `perPage`). */
+  cursor?: string;
 }
 
 /** A read's value with the index to block on next. */
@@ -99,6 +103,8 @@ export interface ReadResult<T> {
   lastContactMs: number;
   /** X-Service-ContentHash, on reads that block by content hash. */
   contentHash?: string;
+  /** X-Service-Next-Cursor: a paged list has more after this page; pass it as `cursor` for the next. */
+  nextCursor?: string;
 }
 
 /** The token list's filters (api/token-list-filter.ts declares them for both ends). */

@@ -206,6 +206,8 @@ export class WatchwordClient {
       ...(options.index !== undefined ? { index: String(options.index) } : {}),
       ...(options.wait !== undefined ? { wait: options.wait } : {}),
       ...(options.hash !== undefined ? { hash: options.hash } : {}),
+      ...(options.perPage !== undefined ? { per_page: String(options.perPage) } : {}),
+      ...(options.cursor !== undefined ? { cursor: options.cursor } : {}),
       ...options.query,
     };
     for (const [k, v] of Object.entries(q)) if (v !== undefined && v !== '') url.searchParams.set(k, v);
@@ -238,7 +240,18 @@ export class WatchwordClient {
       knownLeader: res.headers.get('x-service-knownleader') === 'true',
       lastContactMs: Number(res.headers.get('x-service-lastcontact') ?? 0),
       ...(res.headers.has('x-service-contenthash') ? { contentHash: res.headers.get('x-service-contenthash') as string } : {}),
+      ...(res.headers.has('x-service-next-cursor') ? { nextCursor: res.headers.get('x-service-next-cursor') as string } : {}),
     };
+  }
+
+  /** Every item of a paged list, a page at a time (`perPage` each, default 1,000), following the cursors. */
+  private async *pages<T>(page: (o: QueryOptions) => Promise<ReadResult<T[]>>, o: QueryOptions): AsyncGenerator<T> {
+    let cursor: string | undefined;
+    do {
+      const r = await page({ ...o, perPage: o.perPage ?? 1000, ...(cursor !== undefined ? { cursor } : {}) });
+      yield* r.value;
+      cursor = r.nextCursor;
+    } while (cursor !== undefined);
   }
 
   private async value<T>(promise: Promise<ReadResult<T>>): Promise<T> {
@@ -266,6 +279,8 @@ export class WatchwordClient {
       this.value(this.call('DELETE', `/v1/acl/token/${encodeURIComponent(accessorID)}`, o)),
     list: (filter: TokenListFilter = {}, o: QueryOptions = {}) =>
       this.call('GET', '/v1/acl/tokens', { ...o, query: tokenListQuery(filter) }),
+    /** Every token the filter keeps, fetched a page at a time (`o.perPage`, default 1,000). */
+    iterate: (filter: TokenListFilter = {}, o: QueryOptions = {}) => this.pages((p) => this.tokens.list(filter, p), o),
   };
 
   readonly policies = {
@@ -280,6 +295,8 @@ export class WatchwordClient {
       this.value(this.call('PUT', `/v1/acl/policy/${encodeURIComponent(id)}?dry-run=true`, { ...o, body: policy })),
     delete: (id: string, o: RequestOptions = {}) => this.value(this.call('DELETE', `/v1/acl/policy/${encodeURIComponent(id)}`, o)),
     list: (o: QueryOptions = {}) => this.call('GET', '/v1/acl/policies', o),
+    /** Every policy, fetched a page at a time (`o.perPage`, default 1,000). */
+    iterate: (o: QueryOptions = {}) => this.pages((p) => this.policies.list(p), o),
   };
 
   readonly roles = {
@@ -294,6 +311,8 @@ export class WatchwordClient {
     delete: (id: string, o: RequestOptions = {}) => this.value(this.call('DELETE', `/v1/acl/role/${encodeURIComponent(id)}`, o)),
     list: (filter: { policy?: string } = {}, o: QueryOptions = {}) =>
       this.call('GET', '/v1/acl/roles', { ...o, query: { policy: filter.policy } }),
+    /** Every role the filter keeps, fetched a page at a time (`o.perPage`, default 1,000). */
+    iterate: (filter: { policy?: string } = {}, o: QueryOptions = {}) => this.pages((p) => this.roles.list(filter, p), o),
   };
 
   readonly templatedPolicies = {

@@ -108,6 +108,14 @@ describe('watchword acl (the command tree against a real daemon)', () => {
     expect(JSON.parse(unusedNow.stdout).map((t: { AccessorID: string }) => t.AccessorID)).toContain(cloneID);
     const badDuration = await watchword(['acl', 'token', 'list', '-unused-since', 'soon'], env);
     expect([badDuration.code, badDuration.stderr]).toEqual([1, expect.stringContaining('unused-since')]);
+    // -limit: the first N of the whole list, in its order.
+    const all = JSON.parse((await watchword(['acl', 'token', 'list', '-format', 'json'], env)).stdout) as Array<{ AccessorID: string }>;
+    expect(all.length).toBeGreaterThan(2);
+    const two = await watchword(['acl', 'token', 'list', '-limit', '2', '-format', 'json'], env);
+    expect(JSON.parse(two.stdout).map((t: { AccessorID: string }) => t.AccessorID)).toEqual(all.slice(0, 2).map((t) => t.AccessorID));
+    expect((await d.api('GET', '/v1/acl/tokens')).body.map((t: { AccessorID: string }) => t.AccessorID)).toEqual(
+      all.map((t) => t.AccessorID),
+    );
 
     const del = await watchword(['acl', 'token', 'delete', '-id', id], env);
     expect(del.code).toBe(0);
@@ -134,6 +142,7 @@ describe('watchword acl (the command tree against a real daemon)', () => {
     ['a node identity without a datacenter', ['acl', 'token', 'create', '-node-identity', 'node1'], /expected NAME:DATACENTER/],
     ['-var without a templated policy', ['acl', 'token', 'create', '-var', 'name:web'], /-var needs a -templated-policy/],
     ['a bad -format', ['acl', 'token', 'list', '-format', 'xml'], /Allowed choices are pretty, table, json/],
+    ['a bad -limit', ['acl', 'policy', 'list', '-limit', '0'], /-limit: expected a whole number of at least 1/],
     ['an unreadable rules file', ['acl', 'policy', 'create', '-name', 'x', '-rules', '@/no/such/file.hcl'], /ENOENT/],
   ])('exits 2 on %s', { concurrent: true }, async (_name, args, message) => {
     const res = await watchword(args, env);

@@ -192,9 +192,10 @@ describe('the CLI with Consul habits', () => {
         WATCHWORD_HTTP_ADDR: addr,
         WATCHWORD_HTTP_TOKEN: 'x',
       });
+      // Lists are fetched a page at a time.
       expect(seen).toEqual([
-        'GET /v1/acl/policies?stale=',
-        'GET /v1/acl/policies',
+        'GET /v1/acl/policies?per_page=1000&stale=',
+        'GET /v1/acl/policies?per_page=1000',
         'DELETE /v1/acl/token/6a531f0e-5dc5-4a43-8a4e-0d4ee0b1d9a1',
       ]);
     } finally {

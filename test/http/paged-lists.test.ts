@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ApiResponse, type TestDaemon, startTestDaemon } from '../helpers/test-daemon.js';
+import { WatchwordClient } from '../../src/client/client.js';
+import { type ApiResponse, MANAGEMENT_SECRET, type TestDaemon, startTestDaemon } from '../helpers/test-daemon.js';
 
 /**
  * Paged lists (docs/http-api.md, "Paged lists"): `?per_page=N` answers at most N items and
@@ -112,6 +113,25 @@ describe('paged lists', () => {
       expect(res.status, path).toBe(400);
       expect((res.body as { message: string }).message).toContain(words);
     }
+  });
+
+  it('the client pages a list and iterates over all of it', async () => {
+    const client = new WatchwordClient({ address: d.url, token: MANAGEMENT_SECRET });
+    const whole = (await client.tokens.list({ servicename: 'web' })).value.map((t) => t.AccessorID);
+    const first = await client.tokens.list({ servicename: 'web' }, { perPage: 2 });
+    expect(first.value.map((t) => t.AccessorID)).toEqual(whole.slice(0, 2));
+    expect(first.nextCursor).toBeDefined();
+    const second = await client.tokens.list({ servicename: 'web' }, { perPage: 2, cursor: first.nextCursor as string });
+    expect(second.value.map((t) => t.AccessorID)).toEqual(whole.slice(2, 4));
+    const all: string[] = [];
+    for await (const t of client.tokens.iterate({ servicename: 'web' }, { perPage: 3 })) all.push(t.AccessorID);
+    expect(all).toEqual(whole);
+    const policies: string[] = [];
+    for await (const p of client.policies.iterate({ perPage: 2 })) policies.push(p.ID);
+    expect(policies).toEqual((await client.policies.list()).value.map((p) => p.ID));
+    const roles: string[] = [];
+    for await (const r of client.roles.iterate({}, { perPage: 4 })) roles.push(r.ID);
+    expect(roles).toEqual((await client.roles.list()).value.map((r) => r.ID));
   });
 
   it('a whole list says nothing of cursors; a last page neither', async () => {
