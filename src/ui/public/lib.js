@@ -31,7 +31,24 @@ export class ApiError extends Error {
 }
 
 /** An API call with the signed-in secret (or `secret`); `?dc=` when another datacenter is chosen. */
-export async function api(method, path, body, { dc = state.dc, secret = state.secret } = {}) {
+export async function api(method, path, body, options = {}) {
+  return (await apiAnswer(method, path, body, options)).data;
+}
+
+/**
+ * A page of a paged list (docs/http-api.md, "Paged lists"): its items, and the cursor of the next
+ * page (undefined on the last).
+ */
+export async function apiPage(path, { perPage, cursor }) {
+  const sep = path.includes('?') ? '&' : '?';
+  const { data, headers } = await apiAnswer(
+    'GET',
+    `${path}${sep}per_page=${perPage}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`,
+  );
+  return { items: data, next: headers.get('x-service-next-cursor') ?? undefined };
+}
+
+async function apiAnswer(method, path, body, { dc = state.dc, secret = state.secret } = {}) {
   const url = new URL(path, location.origin);
   if (dc && dc !== state.localDC) url.searchParams.set('dc', dc);
   const headers = { 'X-Service-Token': secret, Accept: 'application/json' };
@@ -50,7 +67,7 @@ export async function api(method, path, body, { dc = state.dc, secret = state.se
       data?.code ?? res.headers.get('x-service-error-code') ?? '',
       data?.message ?? (typeof data === 'string' && data ? data : res.statusText),
     );
-  return data;
+  return { data, headers: res.headers };
 }
 
 /**

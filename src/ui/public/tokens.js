@@ -9,6 +9,7 @@ import {
   Secret,
   Time,
   api,
+  apiPage,
   apiPath,
   confirmThen,
   explain,
@@ -37,6 +38,9 @@ import {
 const isSelf = (t) => state.self?.AccessorID === t.AccessorID;
 const You = () => html` <span class="badge you" data-testid="you" title="The token you signed in with">you</span>`;
 
+/** Tokens a page of the list shows (the API's paged lists: docs/http-api.md, "Paged lists"). */
+const PAGE_SIZE = 100;
+
 /** The list's "Unused for" choices: `?unused-since=` durations (docs/http-api.md, "Last use"). */
 const UNUSED_LABELS = { '1h': 'an hour', '24h': 'a day', '168h': 'a week', '720h': '30 days', '2160h': '90 days' };
 
@@ -53,7 +57,14 @@ export function TokenList() {
     ...(unused ? [`unused-since=${encodeURIComponent(unused)}`] : []),
   ];
   const query = params.length ? `?${params.join('&')}` : '';
-  const tokens = useLoad(() => api('GET', `/v1/acl/tokens${query}`), [query]);
+  // The cursors of the pages before this one (a new filter starts again from the first).
+  const [paging, setPaging] = useState({ query, before: [], cursor: undefined });
+  const at = paging.query === query ? paging : { query, before: [], cursor: undefined };
+  const page = useLoad(() => apiPage(`/v1/acl/tokens${query}`, { perPage: PAGE_SIZE, cursor: at.cursor }), [query, at.cursor]);
+  const tokens = { ...page, data: page.data?.items };
+  const next = page.data?.next;
+  const nextPage = () => setPaging({ query, before: [...at.before, at.cursor], cursor: next });
+  const previousPage = () => setPaging({ query, before: at.before.slice(0, -1), cursor: at.before[at.before.length - 1] });
   const options = { policy: policies.data ?? [], role: roles.data ?? [], authmethod: methods.data ?? [] };
   const choices =
     filter.kind === 'servicename'
@@ -99,7 +110,16 @@ export function TokenList() {
           <td><${Time} value=${t.LastUsedTime} empty="not seen" /></td>
         </tr>`,
         )}</tbody></table></div>
-        <p class="muted">${shown.length} of ${list.length} tokens</p>`;
+        <p class="muted">${shown.length} of ${list.length} tokens${
+          at.before.length > 0 || next ? ` on page ${at.before.length + 1} (${PAGE_SIZE} a page; search and scope look at this page)` : ''
+        }</p>
+        ${
+          at.before.length > 0 || next
+            ? html`<div class="actions" data-testid="token-pages">
+              <button type="button" class="secondary" disabled=${at.before.length === 0} onClick=${previousPage}>Previous page</button>
+              <button type="button" class="secondary" disabled=${!next} onClick=${nextPage}>Next page</button></div>`
+            : null
+        }`;
     }}<//>`;
 }
 
