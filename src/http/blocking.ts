@@ -7,13 +7,15 @@ import type { BlockingGauge } from '../observability/metrics.js';
 import { authorize, authorizeList } from '../service/permissions.js';
 import { queryFlag, queryParam, secretOf } from './request.js';
 import { requestContext } from './pipeline.js';
-import { sendJSONText, toJSONText } from './respond.js';
-import { JSONText } from '../service/views.js';
+import { sendJSONStream, sendJSONText, toJSONText } from './respond.js';
+import { JSONStream, JSONText } from '../service/views.js';
 
 /** A read's answer as sent: its JSON, and headers besides the index ones (a paged list's next cursor). */
 interface Rendered {
   text: string;
   headers: Readonly<Record<string, string>> | undefined;
+  /** An answer sent as it is made; each reader walks it afresh. */
+  stream?: JSONStream;
 }
 
 export const DEFAULT_WAIT_MS = 5 * 60_000;
@@ -221,12 +223,13 @@ export class ReadGate {
   ): Promise<FastifyReply> {
     const params = await this.prepare(request, reply, table, access);
     // The JSON, and the headers an answer carries besides the index ones (a paged list's next cursor).
-    const render = (value: unknown): Rendered => ({
-      text: toJSONText(request, value),
-      headers: value instanceof JSONText ? value.headers : undefined,
-    });
+    const render = (value: unknown): Rendered =>
+      value instanceof JSONStream && !queryFlag(request, 'pretty')
+        ? { text: '', headers: undefined, stream: value }
+        : { text: toJSONText(request, value), headers: value instanceof JSONText ? value.headers : undefined };
     const answer = params.index === 0 ? render(await compute()) : await this.shared(request, async () => compute(), render);
     if (answer.headers) void reply.headers(answer.headers);
+    if (answer.stream) return sendJSONStream(request, reply, answer.stream);
     return sendJSONText(request, reply, answer.text);
   }
 

@@ -3,7 +3,7 @@ import { performance } from 'node:perf_hooks';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { RequestContext } from '../service/context.js';
-import { JSONText } from '../service/views.js';
+import { JSONStream, JSONText } from '../service/views.js';
 import type { Store, WatchTable } from '../store/store.js';
 import type { AgentInfo } from '../service/context.js';
 import type { Metrics } from '../observability/metrics.js';
@@ -46,7 +46,8 @@ export interface DirectSpec {
 }
 
 /** A route's answer: JSON text, a value's JSON view, or a write's value with its index. */
-export type DirectAnswer = JSONText | string | Written;
+/** A route's answer: JSON text (made whole, or as it is sent), a write's value and index. */
+export type DirectAnswer = JSONText | JSONStream | string | Written;
 
 /** A write's answer: the value, sent with the index of its change (X-Service-Index, X-Consul-Index). */
 export class Written {
@@ -272,6 +273,7 @@ class DirectServing {
       const send = (a: DirectAnswer) => {
         if (a instanceof Written) this.finish(res, route, started, 200, JSON.stringify(a.value), index, undefined, a.index);
         else if (a instanceof JSONText) this.finish(res, route, started, 200, a.bytes, index, undefined, undefined, undefined, a.headers);
+        else if (a instanceof JSONStream) this.stream(res, route, started, a, index);
         else this.finish(res, route, started, 200, a, index);
       };
       const c = ctx;
@@ -310,6 +312,37 @@ class DirectServing {
     if (retryAfter !== undefined) headers['retry-after'] = String(retryAfter);
     if (extra !== undefined) Object.assign(headers, extra);
     this.answers.add(res, status, headers, body, route, started);
+  }
+
+  /** An answer sent as it is made (a JSONStream): chunked, each chunk written once the client took the last. */
+  private stream(res: ServerResponse, route: DirectRoute, started: number, answer: JSONStream, index: number | undefined): void {
+    const deps = this.deps;
+    const headers: Record<string, string | number> =
+      index === undefined
+        ? {}
+        : { ...deps.indexHeaders.get(Math.max(1, index), deps.agent.knownLeader(), deps.agent.lastContactMs(), 'leader') };
+    headers['content-type'] = 'application/json; charset=utf-8';
+    res.writeHead(200, headers);
+    const chunks = answer.chunks();
+    const pump = (): void => {
+      try {
+        for (;;) {
+          if (res.destroyed) return;
+          const next = chunks.next();
+          if (next.done) {
+            res.end();
+            this.logged(200, route, started);
+            return;
+          }
+          if (!res.write(next.value)) return void res.once('drain', pump);
+        }
+      } catch (err) {
+        // Headers are gone already: the answer can only be cut short.
+        this.log.error({ err }, 'a streamed answer failed');
+        res.destroy();
+      }
+    };
+    pump();
   }
 
   private logged(status: number, route: DirectRoute, started: number): void {

@@ -20,7 +20,7 @@ import { freshID, tokenIDTaken } from './uniqueness.js';
 import { WILDCARD } from './scope.js';
 import type { z } from 'zod';
 import type { ExpandedTokenResponse, cloneBody, rotateBody, tokenBody } from '../api/schemas.js';
-import { JSONText, type TokenView, policyView, roleView, tokenView } from './views.js';
+import { JSONStream, JSONText, type TokenView, policyView, roleView, tokenView } from './views.js';
 import { type Page, pageAnswer } from './paging.js';
 import { lastUsedTime } from '../store/last-use.js';
 
@@ -81,6 +81,11 @@ function withLastUse(text: JSONText, ms: number | undefined): JSONText {
 
 const notFoundToken = (id: string) => notFound(`Cannot find token ${JSON.stringify(id)}`);
 const missingToken = (id: string) => missingTarget(`Cannot find token ${JSON.stringify(id)}`);
+
+/** Tokens held above which a whole token list is sent as it is made (JSONStream) rather than made whole first. */
+const STREAM_ABOVE = 10_000;
+/** Tokens a streamed list makes at a time. */
+const STREAM_PAGE = 1_000;
 
 export class TokenService {
   /** Serialised views by record (see viewText). */
@@ -212,7 +217,7 @@ export class TokenService {
 
   /** Matching tokens as a JSON array, each from its serialised view. */
   /** The token list, whole or (`page`) a page of it (paging.ts). */
-  async list(ctx: RequestContext, q: TokenListQuery, page?: Page): Promise<JSONText> {
+  async list(ctx: RequestContext, q: TokenListQuery, page?: Page): Promise<JSONText | JSONStream> {
     const { identity, scope, namespaces, canSee } = await authorizeList(this.resolver, ctx, (p) => this.reader.namespacesOf('tokens', p));
     const filters = [q.policy, q.role, q.servicename, q.authmethod].filter((f) => f !== undefined && f !== '');
     const policy = filterID('policy', q.policy);
@@ -234,33 +239,48 @@ export class TokenService {
       ...(authMethodNamespace !== undefined ? { authMethodNamespace } : {}),
       ...(cutoff !== undefined ? { createdBefore: cutoff } : {}),
     };
-    // A page walks the query's index in AccessorID order from the cursor: one more than the page says whether more remain.
-    const tokens = page === undefined ? this.reader.listTokens(query) : this.reader.tokensInOrder(query, page.after);
-    const parts: JSONText[] = [];
-    let last: string | undefined;
-    let next: string | undefined;
     const policiesIndex = this.store.tableIndex('policies');
     const rolesIndex = this.store.tableIndex('roles');
-    // Whether secrets show is decided per place; a list's tokens almost always share one.
-    let partition: string | undefined;
-    let namespace: string | undefined;
-    let showSecret = false;
-    for (const t of tokens) {
-      if (isExpired(t, now) || !canSee(t)) continue;
-      if (cutoff !== undefined && (uses.get(t.AccessorID) ?? 0) >= cutoff) continue;
-      if (t.Partition !== partition || t.Namespace !== namespace) {
-        partition = t.Partition;
-        namespace = t.Namespace;
-        showSecret = this.canSeeSecret(identity, t);
+    /** Up to `limit` views of what `tokens` holds that the caller may see; `more` when another one follows. */
+    const collect = (tokens: Iterable<TokenRecord>, limit: number) => {
+      const parts: JSONText[] = [];
+      let last: string | undefined;
+      // Whether secrets show is decided per place; a list's tokens almost always share one.
+      let partition: string | undefined;
+      let namespace: string | undefined;
+      let showSecret = false;
+      for (const t of tokens) {
+        if (isExpired(t, now) || !canSee(t)) continue;
+        if (cutoff !== undefined && (uses.get(t.AccessorID) ?? 0) >= cutoff) continue;
+        if (parts.length === limit) return { parts, last, more: true };
+        if (t.Partition !== partition || t.Namespace !== namespace) {
+          partition = t.Partition;
+          namespace = t.Namespace;
+          showSecret = this.canSeeSecret(identity, t);
+        }
+        parts.push(this.viewText(t, showSecret, policiesIndex, rolesIndex));
+        last = t.AccessorID;
       }
-      if (page !== undefined && parts.length === page.perPage) {
-        next = last;
-        break;
-      }
-      parts.push(this.viewText(t, showSecret, policiesIndex, rolesIndex));
-      last = t.AccessorID;
+      return { parts, last, more: false };
+    };
+    if (page !== undefined) {
+      // A page walks the query's index in AccessorID order from the cursor: one more than the page says whether more remain.
+      const { parts, last, more } = collect(this.reader.tokensInOrder(query, page.after), page.perPage);
+      return pageAnswer('tokens', JSONText.array(parts), more ? last : undefined);
     }
-    return pageAnswer('tokens', JSONText.array(parts), next);
+    if (this.store.count('tokens') <= STREAM_ABOVE)
+      return JSONText.array(collect(this.reader.listTokens(query), Number.POSITIVE_INFINITY).parts);
+    // Many tokens: the whole list is sent as it is made, a page at a time, never held whole.
+    const reader = this.reader;
+    return new JSONStream(function* () {
+      let after: string | undefined;
+      for (;;) {
+        const { parts, last, more } = collect(reader.tokensInOrder(query, after), STREAM_PAGE);
+        yield parts;
+        if (!more) return;
+        after = last;
+      }
+    });
   }
 
   async create(ctx: RequestContext, input: TokenInput): Promise<WriteResult<TokenView>> {

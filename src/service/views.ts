@@ -59,6 +59,33 @@ export class JSONText {
   }
 }
 
+/**
+ * A JSON array too long to make whole (a whole list of many tokens): its items' bytes made a page
+ * at a time as it is sent, so no more than a page is held. `chunks` starts a walk of its own each
+ * time it is called (several readers may share one answer).
+ */
+export class JSONStream {
+  constructor(private readonly pages: () => Iterable<readonly JSONText[]>) {}
+
+  *chunks(): IterableIterator<Buffer> {
+    let first = true;
+    for (const page of this.pages()) {
+      if (page.length === 0) continue;
+      const body = JSONText.array(page).bytes;
+      // The page's own array brackets become the whole array's opening, or a comma between pages.
+      body[0] = first ? 0x5b /* [ */ : 0x2c; /* , */
+      first = false;
+      yield body.subarray(0, body.length - 1);
+    }
+    yield Buffer.from(first ? '[]' : ']');
+  }
+
+  /** The whole array at once (a pretty-printed answer, which must be parsed whole anyway). */
+  whole(): JSONText {
+    return new JSONText(Buffer.concat([...this.chunks()]));
+  }
+}
+
 /** What a caller without acl:write sees in place of a secret. */
 export const REDACTED = '<hidden>';
 

@@ -1,4 +1,8 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { seedTo } from '../../src/testing/seed.js';
 import { WatchwordClient } from '../../src/client/client.js';
 import { type ApiResponse, MANAGEMENT_SECRET, type TestDaemon, startTestDaemon } from '../helpers/test-daemon.js';
 
@@ -138,4 +142,47 @@ describe('paged lists', () => {
     expect((await d.api('GET', '/v1/acl/tokens')).headers.get('x-service-next-cursor')).toBeNull();
     expect((await d.api('GET', '/v1/acl/policies?per_page=10000')).headers.get('x-service-next-cursor')).toBeNull();
   });
+});
+
+describe('a whole token list of many tokens', () => {
+  let d: TestDaemon;
+  let dataDir: string;
+  const SEEDED = 10_300;
+  beforeAll(async () => {
+    dataDir = await mkdtemp(join(tmpdir(), 'paged-many-'));
+    await seedTo(join(dataDir, 'store'), 0, SEEDED);
+    d = await startTestDaemon({ config: { data_dir: dataDir } });
+  }, 120_000);
+  afterAll(async () => {
+    await d.close();
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  it('is sent as it is made (chunked, no length), the same list in the same order as its pages, by either door', async () => {
+    const pagesOf = async (): Promise<string[]> => {
+      const ids: string[] = [];
+      let cursor: string | null = null;
+      do {
+        const res = (await d.api('GET', `/v1/acl/tokens?per_page=4000${cursor ? `&cursor=${cursor}` : ''}`)) as ApiResponse<Item[]>;
+        ids.push(...res.body.map((t) => t.AccessorID as string));
+        cursor = res.headers.get('x-service-next-cursor');
+      } while (cursor !== null);
+      return ids;
+    };
+    const paged = await pagesOf();
+    expect(paged.length).toBe(SEEDED + 2);
+    // A plain read (the fast path), and a blocking one (Fastify's route through the read gate).
+    for (const path of ['/v1/acl/tokens', '/v1/acl/tokens?index=1']) {
+      const res = await fetch(`${d.url}${path}`, { headers: { 'X-Consul-Token': MANAGEMENT_SECRET } });
+      expect(res.status, path).toBe(200);
+      expect(res.headers.get('content-length'), path).toBeNull();
+      expect(res.headers.get('transfer-encoding'), path).toBe('chunked');
+      expect(Number(res.headers.get('x-consul-index')), path).toBeGreaterThan(0);
+      const list = (await res.json()) as Item[];
+      expect(list.map((t) => t.AccessorID)).toEqual(paged);
+    }
+    // Filtered and pretty-printed lists come whole, as before.
+    const pretty = await fetch(`${d.url}/v1/acl/tokens?pretty`, { headers: { 'X-Consul-Token': MANAGEMENT_SECRET } });
+    expect(((await pretty.json()) as Item[]).length).toBe(SEEDED + 2);
+  }, 60_000);
 });
