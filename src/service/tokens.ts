@@ -270,15 +270,24 @@ export class TokenService {
     }
     if (this.store.count('tokens') <= STREAM_ABOVE)
       return JSONText.array(collect(this.reader.listTokens(query), Number.POSITIVE_INFINITY).parts);
-    // Many tokens: the whole list is sent as it is made, a page at a time, never held whole.
+    // Many tokens: the whole list is sent as it is made, a page at a time, never held whole. One walk
+    // of the index as it stood when the list was asked for (the order was taken then, not again for each
+    // page); a token made since, which may sit in a slot another left, is not in it.
     const reader = this.reader;
+    const asked = this.store.currentIndex();
     return new JSONStream(function* () {
-      let after: string | undefined;
+      const walk = reader.tokensInOrder(query, undefined);
+      const made = (function* () {
+        for (const t of walk) if (t.CreateIndex <= asked) yield t;
+      })();
       for (;;) {
-        const { parts, last, more } = collect(reader.tokensInOrder(query, after), STREAM_PAGE);
-        yield parts;
-        if (!more) return;
-        after = last;
+        const page: TokenRecord[] = [];
+        for (let n = made.next(); !n.done; n = made.next()) {
+          page.push(n.value);
+          if (page.length === STREAM_PAGE) break;
+        }
+        if (page.length === 0) return;
+        yield collect(page, Number.POSITIVE_INFINITY).parts;
       }
     });
   }
