@@ -11,7 +11,8 @@
  * Every 20 s: logins a second and their p99, live tokens, RSS and disk (LevelDB and the audit log)
  * of each daemon, read p99. At the end: the replication lag p99 at dc2, tokens that authenticated
  * after expiry (must be 0), when each bounded part was full (the primary's change-log tail,
- * the audit log's rotated files, the hour of recent checks) and whether RSS and disk stayed flat
+ * the audit log's rotated files, the hour of recent checks, each daemon's bytes of replaced and
+ * deleted tokens, full once first reclaimed) and whether RSS and disk stayed flat
  * (within 10%: the peaks of 5-minute windows, the samples' own spread printed beside them) from
  * then on, naming any part the run was too short to fill; and the login
  * ceiling: closed-loop logins at dc1 against raw LevelDB synced puts, in the same run (median
@@ -281,14 +282,22 @@ async function main(): Promise<void> {
     const indexOf = async (url: string) => ((await api(url, 'GET', '/v1/internal/index')).body as { Index: number }).Index;
     const startIndex = await indexOf(dc1.url);
     // When each bounded part is full: its growth is over from then on, and flatness is judged after the last.
-    const full: Record<string, number | undefined> = { 'change-log tail': undefined, 'audit log': undefined, 'recent checks': undefined };
+    const full: Record<string, number | undefined> = {
+      'change-log tail': undefined,
+      'audit log': undefined,
+      'recent checks': undefined,
+      'token garbage dc1': undefined,
+      'token garbage dc2': undefined,
+    };
     const rows: Array<{ t: number; rss1: number; rss2: number; disk1: number; disk2: number; audit1: number; live1: number; live2: number }> = [];
     process.stdout.write('   t | logins/s | login p99 | read p99 (× rest) | live dc1 | live dc2 | RSS dc1 | RSS dc2 | LevelDB dc1 | LevelDB dc2 | audit dc1\n');
     while (Date.now() - started < MINUTES * 60_000) {
       await sleep(SAMPLE_S * 1000);
       const w = churn.window;
       window = churn.window = newWindow();
-      const live = (url: string) => retried(async () => ((await api(url, 'GET', '/v1/agent/self')).body as { Stats: { Tokens: number } }).Stats.Tokens);
+      const stats = (url: string) =>
+        retried(async () => ((await api(url, 'GET', '/v1/agent/self')).body as { Stats: { Tokens: number; TokenCompactions?: number } }).Stats);
+      const [stats1, stats2] = [await stats(dc1.url), await stats(dc2.url)];
       const row = {
         t: (Date.now() - started) / 1000,
         rss1: (await memoryOf(dc1.proc.pid as number)).now,
@@ -296,14 +305,17 @@ async function main(): Promise<void> {
         disk1: du(join(dir, 'dc1', 'store')),
         disk2: du(join(dir, 'dc2', 'store')),
         audit1: du(join(dir, 'dc1', 'audit')),
-        live1: await live(dc1.url),
-        live2: await live(dc2.url),
+        live1: stats1.Tokens,
+        live2: stats2.Tokens,
       };
       rows.push(row);
       const nowFull = {
         'change-log tail': (await retried(() => indexOf(dc1.url))) - startIndex >= LOG_TAIL_FULL,
         'audit log': readdirSync(join(dir, 'dc1', 'audit')).some((f) => f.endsWith(`.log.${AUDIT_FILES}`)),
         'recent checks': Date.now() - started >= RECENT_CHECKS_FULL_MS,
+        // Replaced and deleted tokens' bytes grow until first reclaimed (64 MiB here: docs/operations.md).
+        'token garbage dc1': (stats1.TokenCompactions ?? 0) > 0,
+        'token garbage dc2': (stats2.TokenCompactions ?? 0) > 0,
       };
       for (const [part, isFull] of Object.entries(nowFull))
         if (isFull && full[part] === undefined) {

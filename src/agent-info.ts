@@ -83,6 +83,8 @@ export function agentSelf(
       Roles: store.count('roles'),
       Policies: store.count('policies'),
       BlockingQueries: metrics.blockingInFlight(),
+      TokenGarbageBytes: store.tables.tokens.memory?.garbageBytes ?? 0,
+      TokenCompactions: store.tables.tokens.memory?.compactions ?? 0,
     },
   };
 }

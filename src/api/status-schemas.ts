@@ -66,6 +66,10 @@ export const agentSelfResponse = z
       Roles: z.number().int(),
       Policies: z.number().int(),
       BlockingQueries: z.number().int(),
+      /** Bytes of replaced and deleted tokens held in memory until reclaimed (docs/operations.md, "Memory besides the tokens"). */
+      TokenGarbageBytes: z.number().int(),
+      /** Times those bytes were reclaimed since the daemon started. */
+      TokenCompactions: z.number().int(),
     }),
   })
   .meta({ id: 'AgentSelf' });

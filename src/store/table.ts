@@ -59,6 +59,8 @@ export interface Table<R, I extends string> {
   loadStored(bytes: Uint8Array): boolean;
   /** The compact form's other ways in at a start (a checkpoint, a scan on a second thread), when the table keeps it. */
   readonly compact?: CompactLoader;
+  /** A table that keeps bytes: those of replaced and deleted records not yet reclaimed, and how often they were. */
+  readonly memory?: { garbageBytes: number; compactions: number };
   /** Deletes by ID; `old`, when the caller holds the record being deleted (not decoded again). */
   delete(id: string, old?: R): R | undefined;
   /**

@@ -124,6 +124,9 @@ describe('blocking queries, headers and operations endpoints', () => {
     });
     expect(self.body.Config.Version).toMatch(/^\d+\.\d+\.\d+/);
     expect(self.body.Stats.Tokens).toBeGreaterThan(1);
+    // What the tokens' arena holds of replaced and deleted tokens, and how often it was reclaimed (none yet).
+    expect(self.body.Stats.TokenGarbageBytes).toBeGreaterThanOrEqual(0);
+    expect(self.body.Stats.TokenCompactions).toBe(0);
     expect(self.text).not.toContain(d.management);
     expect((await apiFor(d.url)('GET', '/v1/status/leader')).body).toBe(d.url.replace('http://', ''));
     expect((await apiFor(d.url)('GET', '/v1/catalog/datacenters')).body).toEqual(['dc1']);

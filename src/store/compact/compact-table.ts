@@ -183,6 +183,14 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
     return this.store(record, options?.bytes ?? this.codec.encode(record), options?.loading === true);
   }
 
+  /** Times the arena's garbage was reclaimed. */
+  private compactions = 0;
+
+  /** Bytes of replaced and deleted records held until reclaimed (past GARBAGE_FLOOR), and how often they were. */
+  get memory(): { garbageBytes: number; compactions: number } {
+    return { garbageBytes: this.arena.garbageBytes, compactions: this.compactions };
+  }
+
   /** This table's ways in at a start besides `loadStored`: a checkpoint, a scan on a second thread. */
   get compact(): CompactLoader {
     return this.loader;
@@ -271,7 +279,10 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
     // Not kept decoded until it is read: a burst of creates would otherwise fill the cache with
     // records nobody reads, each copied by scavenges and promoted before it is dropped.
     this.decoded.delete(at);
-    if (this.arena.garbageBytes > Math.max(GARBAGE_FLOOR, this.arena.usedBytes)) this.arena.compact();
+    if (this.arena.garbageBytes > Math.max(GARBAGE_FLOOR, this.arena.usedBytes)) {
+      this.arena.compact();
+      this.compactions++;
+    }
     return old;
   }
 
