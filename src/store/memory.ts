@@ -74,6 +74,15 @@ function* createdBefore(t: Tables['tokens'], before: number): IterableIterator<T
   for (const hour of [...t.indexKeys('created')]) if (hour <= last) yield* t.members('created', hour);
 }
 
+/** The index a token query walks (the namespaces' own when it names none). */
+function walkedIndex(q: TokenQuery): [IndexName<'tokens'>, string] | undefined {
+  if (q.policy !== undefined) return ['policy', q.policy];
+  if (q.role !== undefined) return ['role', q.role];
+  if (q.serviceName !== undefined) return ['service', q.serviceName];
+  if (q.authMethod !== undefined) return ['authMethod', q.authMethod];
+  return q.localOnly ? ['local', ''] : undefined;
+}
+
 /** Whether a token found through an index answers the rest of the query. */
 function matchesQuery(q: TokenQuery, tok: TokenRecord): boolean {
   if (tok.Partition !== q.partition || !q.namespaces.includes(tok.Namespace)) return false;
@@ -144,6 +153,8 @@ export interface StateReader {
    * the index the query names, in AccessorID order, decoded for a moment and not kept.
    */
   tokensInOrder(q: TokenQuery, after: string | undefined): IterableIterator<TokenRecord>;
+  /** How many tokens `tokensInOrder` walks for the query at most (the members of its index). */
+  tokensWalked(q: TokenQuery): number;
   /** Policies of the namespaces given, ordered by namespace then ID. */
   listPolicies(partition: string, namespaces: readonly string[]): PolicyRecord[];
   /** Roles of the namespaces given (linked to `policy` when set), ordered by namespace then ID. */
@@ -286,20 +297,18 @@ export class TablesReader implements StateReader {
     return sorted ? out : out.sort((a, b) => byID(a.AccessorID, b.AccessorID));
   }
 
+  tokensWalked(q: TokenQuery): number {
+    const by = walkedIndex(q);
+    const t = this.tables.tokens;
+    if (by) return t.memberCount(by[0], by[1]);
+    let n = 0;
+    for (const ns of q.namespaces) n += t.memberCount('scope', scopeKey(q.partition, ns));
+    return n;
+  }
+
   *tokensInOrder(q: TokenQuery, after: string | undefined): IterableIterator<TokenRecord> {
     const t = this.tables.tokens;
-    const by: [IndexName<'tokens'>, string] | undefined =
-      q.policy !== undefined
-        ? ['policy', q.policy]
-        : q.role !== undefined
-          ? ['role', q.role]
-          : q.serviceName !== undefined
-            ? ['service', q.serviceName]
-            : q.authMethod !== undefined
-              ? ['authMethod', q.authMethod]
-              : q.localOnly
-                ? ['local', '']
-                : undefined;
+    const by = walkedIndex(q);
     // Without an index of its own, one walk per namespace, merged.
     const walks = by
       ? [t.sortedMembersAfter(by[0], by[1], after)]
