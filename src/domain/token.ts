@@ -35,3 +35,32 @@ export function newTokenRecord(t: NewToken): Omit<TokenRecord, 'CreateIndex' | '
   // Over the record as written, so that every field the declaration hashes counts (the given ones too).
   return { ...record, Hash: tokenHash(record) };
 }
+
+/**
+ * A token that holds only `links`, in `place`: how a role or a policy is judged as what it grants
+ * to a token of its place linking it (who can, the grant limit). Never stored.
+ */
+export function tokenHolding(
+  accessor: string,
+  place: { Namespace: string; Partition: string },
+  links: Partial<Pick<TokenRecord, 'Policies' | 'Roles'>>,
+): TokenRecord {
+  return {
+    AccessorID: accessor,
+    SecretID: '',
+    Description: '',
+    Policies: links.Policies ?? [],
+    Roles: links.Roles ?? [],
+    ServiceIdentities: [],
+    NodeIdentities: [],
+    TemplatedPolicies: [],
+    Local: false,
+    AuthMethod: '',
+    CreateTime: '',
+    Hash: '',
+    Namespace: place.Namespace,
+    Partition: place.Partition,
+    CreateIndex: 0,
+    ModifyIndex: 0,
+  };
+}

@@ -1,6 +1,7 @@
 import type { Clock } from '../domain/clock.js';
 import { WatchwordError } from '../domain/errors.js';
 import { DEFAULT_NAMESPACE, DEFAULT_PARTITION } from '../domain/ids.js';
+import { tokenHolding } from '../domain/token.js';
 import type { PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
 import type { Authorizer } from '../domain/rules/authorizer.js';
 import { RESOURCES } from '../domain/rules/decisions.js';
@@ -49,13 +50,14 @@ export class GrantLimit {
 
   /** Throws 403 unless the caller holds every rule `role` grants (to a token of its place linking it). */
   role(identity: Identity, role: RoleRecord, tx: Records): void {
-    if (this.mode === 'holder') this.judge(identity, holderOf(role, { Roles: [{ ID: role.ID }] }), tx, `role ${JSON.stringify(role.Name)}`);
+    if (this.mode === 'holder')
+      this.judge(identity, tokenHolding('', role, { Roles: [{ ID: role.ID }] }), tx, `role ${JSON.stringify(role.Name)}`);
   }
 
   /** Throws 403 unless the caller holds every rule `policy` grants (to a token of its place linking it). */
   policy(identity: Identity, policy: PolicyRecord, tx: Records): void {
     if (this.mode === 'holder')
-      this.judge(identity, holderOf(policy, { Policies: [{ ID: policy.ID }] }), tx, `policy ${JSON.stringify(policy.Name)}`);
+      this.judge(identity, tokenHolding('', policy, { Policies: [{ ID: policy.ID }] }), tx, `policy ${JSON.stringify(policy.Name)}`);
   }
 
   private judge(identity: Identity, subject: TokenRecord, tx: Records, what: string): void {
@@ -81,28 +83,6 @@ export class GrantLimit {
       defaultPolicy: this.resolver.defaultPolicy,
     });
   }
-}
-
-/** A token of `place` linking what `links` names, and nothing else. */
-function holderOf(place: { Namespace?: string; Partition?: string }, links: Partial<Pick<TokenRecord, 'Policies' | 'Roles'>>): TokenRecord {
-  return {
-    AccessorID: '',
-    SecretID: '',
-    Description: '',
-    Policies: [],
-    Roles: [],
-    ServiceIdentities: [],
-    NodeIdentities: [],
-    TemplatedPolicies: [],
-    Local: false,
-    CreateTime: '',
-    Hash: '',
-    CreateIndex: 0,
-    ModifyIndex: 0,
-    Namespace: place.Namespace ?? DEFAULT_NAMESPACE,
-    Partition: place.Partition ?? DEFAULT_PARTITION,
-    ...links,
-  } as unknown as TokenRecord;
 }
 
 /** The state as `tx` sees it for the roles and policies a resolver reads. */

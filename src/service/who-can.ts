@@ -8,6 +8,7 @@ import type { Reason } from '../domain/rules/explain-types.js';
 import type { AccessLevel, ScopeRules } from '../domain/rules/policy.js';
 import { findTemplate, nodeIdentityPolicy, renderTemplate, serviceIdentityPolicy } from '../domain/templates.js';
 import type { RoleRecord, TokenRecord } from '../domain/types.js';
+import { tokenHolding } from '../domain/token.js';
 import type { StateReader } from '../store/store.js';
 import type { AclResolver } from './acl-resolver.js';
 import type { RequestContext } from './context.js';
@@ -317,26 +318,7 @@ function isCandidate(token: TokenRecord, c: Candidates): boolean {
 }
 
 /** A role judged as a token holding only that role, in the role's place. */
-function roleAsToken(r: RoleRecord): TokenRecord {
-  return {
-    AccessorID: `role:${r.ID}`,
-    SecretID: '',
-    Description: '',
-    Policies: [],
-    Roles: [{ ID: r.ID }],
-    ServiceIdentities: [],
-    NodeIdentities: [],
-    TemplatedPolicies: [],
-    Local: false,
-    AuthMethod: '',
-    CreateTime: '',
-    Hash: '',
-    Namespace: r.Namespace,
-    Partition: r.Partition,
-    CreateIndex: 0,
-    ModifyIndex: 0,
-  };
-}
+const roleAsToken = (r: RoleRecord): TokenRecord => tokenHolding(`role:${r.ID}`, r, { Roles: [{ ID: r.ID }] });
 
 /** The first index whose ID sorts after `after`. */
 function lowerBound(ids: readonly string[], after: string | undefined): number {
