@@ -65,15 +65,23 @@ export function firstUnheld(holder: Authorizer, granted: Authorizer): UnheldGran
  */
 export function witnesses(names: readonly string[]): string[] {
   const given = [...new Set(names)];
+  const sorted = [...given].sort();
+  // Whether a name starts with `prefix`: the first name not below it, found by halving.
+  const started = (prefix: string): boolean => {
+    let lo = 0;
+    let hi = sorted.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if ((sorted[mid] as string) < prefix) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo < sorted.length && (sorted[lo] as string).startsWith(prefix);
+  };
   const out = new Set<string>(['', ...given]);
   for (const base of ['', ...given]) {
-    for (let code = 0; ; code++) {
-      const below = base + String.fromCharCode(code);
-      if (!given.some((n) => n.startsWith(below))) {
-        out.add(below);
-        break;
-      }
-    }
+    let code = 0;
+    while (started(base + String.fromCharCode(code))) code++;
+    out.add(base + String.fromCharCode(code));
   }
   return [...out];
 }
