@@ -3,7 +3,7 @@ import type { TokenInput, WatchwordClient } from '../client/index.js';
 import { unchangedBody } from '../client/edit.js';
 import { authCommands } from './auth.js';
 import { decisionCommands } from './decisions.js';
-import { type CommonOptions, UsageError, common, meta, print, run } from './common.js';
+import { type CommonOptions, UsageError, common, meta, print, run, upTo } from './common.js';
 import { policyID, roleID, tokenID } from './ids.js';
 import { ioOf } from './io.js';
 import { type LinkOptions, repeat, links, linkFields, rulesFrom, need, templateVariables } from './link-flags.js';
@@ -265,18 +265,6 @@ function tokenCloneDeleteListCommands(token: Command): void {
         print(o, await upTo(o.limit, (perPage) => c.tokens.iterate(filter, { perPage })), formatTokenList);
       }),
     );
-}
-
-/** At most `limit` items of a paged list (every one without it), fetched a page of at most 1,000 at a time. */
-async function upTo<T>(limit: string | undefined, iterate: (perPage: number) => AsyncGenerator<T>): Promise<T[]> {
-  const n = limit === undefined ? Number.POSITIVE_INFINITY : /^[0-9]+$/.test(limit) ? Number(limit) : Number.NaN;
-  if (!(n >= 1)) throw new UsageError('-limit: expected a whole number of at least 1');
-  const out: T[] = [];
-  for await (const item of iterate(Math.min(1000, n))) {
-    out.push(item);
-    if (out.length >= n) break;
-  }
-  return out;
 }
 
 interface TokenListOptions {

@@ -167,6 +167,18 @@ export function clientFor(o: CommonOptions, env: CliIO['env'] = ioOf(o).env): Wa
   });
 }
 
+/** At most `limit` items of a paged list (every one without it), fetched a page of at most 1,000 at a time. */
+export async function upTo<T>(limit: string | undefined, iterate: (perPage: number) => AsyncGenerator<T>): Promise<T[]> {
+  const n = limit === undefined ? Number.POSITIVE_INFINITY : /^[0-9]+$/.test(limit) ? Number(limit) : Number.NaN;
+  if (!(n >= 1)) throw new UsageError('-limit: expected a whole number of at least 1');
+  const out: T[] = [];
+  for await (const item of iterate(Math.min(1000, n))) {
+    out.push(item);
+    if (out.length >= n) break;
+  }
+  return out;
+}
+
 /** Prints a value: the API's JSON with -format json, else `human` (given -meta where the command has it). */
 export function print<T>(o: CommonOptions, value: T, human: (v: T, meta: boolean) => string): void {
   ioOf(o).out(`${o.format === 'json' ? JSON.stringify(value, null, 4) : human(value, showMeta(o))}\n`);

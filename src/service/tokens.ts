@@ -20,8 +20,9 @@ import { freshID, tokenIDTaken } from './uniqueness.js';
 import { WILDCARD } from './scope.js';
 import type { z } from 'zod';
 import type { ExpandedTokenResponse, cloneBody, rotateBody, tokenBody } from '../api/schemas.js';
-import { JSONStream, JSONText, type TokenView, policyView, roleView, tokenView } from './views.js';
-import { type Page, pageAnswer } from './paging.js';
+import { type JSONStream, JSONText, type TokenView, policyView, roleView, tokenView } from './views.js';
+import type { Page } from './paging.js';
+import { tokenListAnswer } from './token-list.js';
 import { lastUsedTime } from '../store/last-use.js';
 
 /** Token as a client sends it, decoded by its schema (the schema is the one definition). */
@@ -81,11 +82,6 @@ function withLastUse(text: JSONText, ms: number | undefined): JSONText {
 
 const notFoundToken = (id: string) => notFound(`Cannot find token ${JSON.stringify(id)}`);
 const missingToken = (id: string) => missingTarget(`Cannot find token ${JSON.stringify(id)}`);
-
-/** Tokens a whole list walks above which it is sent as it is made (JSONStream) rather than made whole first. */
-const STREAM_ABOVE = 10_000;
-/** Tokens a streamed list makes at a time. */
-const STREAM_PAGE = 1_000;
 
 export class TokenService {
   /** Serialised views by record (see viewText). */
@@ -215,8 +211,7 @@ export class TokenService {
     return this.viewText(identity.token, identity.secretEnds === undefined);
   }
 
-  /** Matching tokens as a JSON array, each from its serialised view. */
-  /** The token list, whole or (`page`) a page of it (paging.ts). */
+  /** The token list, whole or (`page`) a page of it (token-list.ts), each token from its serialised view. */
   async list(ctx: RequestContext, q: TokenListQuery, page?: Page): Promise<JSONText | JSONStream> {
     const { identity, scope, namespaces, canSee } = await authorizeList(this.resolver, ctx, (p) => this.reader.namespacesOf('tokens', p));
     const filters = [q.policy, q.role, q.servicename, q.authmethod].filter((f) => f !== undefined && f !== '');
@@ -241,55 +236,20 @@ export class TokenService {
     };
     const policiesIndex = this.store.tableIndex('policies');
     const rolesIndex = this.store.tableIndex('roles');
-    /** Up to `limit` views of what `tokens` holds that the caller may see; `more` when another one follows. */
-    const collect = (tokens: Iterable<TokenRecord>, limit: number) => {
-      const parts: JSONText[] = [];
-      let last: string | undefined;
-      // Whether secrets show is decided per place; a list's tokens almost always share one.
-      let partition: string | undefined;
-      let namespace: string | undefined;
-      let showSecret = false;
-      for (const t of tokens) {
-        if (isExpired(t, now) || !canSee(t)) continue;
-        if (cutoff !== undefined && (uses.get(t.AccessorID) ?? 0) >= cutoff) continue;
-        if (parts.length === limit) return { parts, last, more: true };
+    // Whether secrets show is decided per place; a list's tokens almost always share one.
+    let partition: string | undefined;
+    let namespace: string | undefined;
+    let showSecret = false;
+    return tokenListAnswer(this.reader, query, page, this.store.currentIndex(), {
+      shown: (t) => !isExpired(t, now) && canSee(t) && !(cutoff !== undefined && (uses.get(t.AccessorID) ?? 0) >= cutoff),
+      view: (t) => {
         if (t.Partition !== partition || t.Namespace !== namespace) {
           partition = t.Partition;
           namespace = t.Namespace;
           showSecret = this.canSeeSecret(identity, t);
         }
-        parts.push(this.viewText(t, showSecret, policiesIndex, rolesIndex));
-        last = t.AccessorID;
-      }
-      return { parts, last, more: false };
-    };
-    if (page !== undefined) {
-      // A page walks the query's index in AccessorID order from the cursor: one more than the page says whether more remain.
-      const { parts, last, more } = collect(this.reader.tokensInOrder(query, page.after), page.perPage);
-      return pageAnswer('tokens', JSONText.array(parts), more ? last : undefined);
-    }
-    // A list whose index holds few tokens (a filter's: ten tokens of a policy) is made whole, as it always was.
-    if (this.reader.tokensWalked(query) <= STREAM_ABOVE)
-      return JSONText.array(collect(this.reader.listTokens(query), Number.POSITIVE_INFINITY).parts);
-    // Many tokens: the whole list is sent as it is made, a page at a time, never held whole. One walk
-    // of the index as it stood when the list was asked for (the order was taken then, not again for each
-    // page); a token made since, which may sit in a slot another left, is not in it.
-    const reader = this.reader;
-    const asked = this.store.currentIndex();
-    return new JSONStream(function* () {
-      const walk = reader.tokensInOrder(query, undefined);
-      const made = (function* () {
-        for (const t of walk) if (t.CreateIndex <= asked) yield t;
-      })();
-      for (;;) {
-        const page: TokenRecord[] = [];
-        for (let n = made.next(); !n.done; n = made.next()) {
-          page.push(n.value);
-          if (page.length === STREAM_PAGE) break;
-        }
-        if (page.length === 0) return;
-        yield collect(page, Number.POSITIVE_INFINITY).parts;
-      }
+        return this.viewText(t, showSecret, policiesIndex, rolesIndex);
+      },
     });
   }
 
