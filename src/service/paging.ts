@@ -30,7 +30,7 @@ export interface Page {
 /** The page a request asks for, from its `per_page` and `cursor`; undefined for a whole list. 400 on a bad value. */
 export function pageOf(kind: ListKind, perPage: string | undefined, cursor: string | undefined): Page | undefined {
   if (perPage === undefined) {
-    if (cursor !== undefined) throw invalid('Invalid cursor: a cursor is given with per_page');
+    if (cursor !== undefined) throw invalid('Invalid cursor: a cursor is given only with per_page');
     return undefined;
   }
   const n = /^[0-9]{1,5}$/.test(perPage) ? Number(perPage) : Number.NaN;

@@ -269,15 +269,11 @@ export class TablesReader implements StateReader {
 
   listTokens(q: TokenQuery): TokenRecord[] {
     const t = this.tables.tokens;
-    const inNamespace = q.namespaces.length === 1 ? (ns: string) => ns === q.namespaces[0] : (ns: string) => q.namespaces.includes(ns);
+    const by = walkedIndex(q);
     // Members of one index key come in ID order already; only several namespaces need a sort.
     let members: Iterable<TokenRecord>;
     let sorted = true;
-    if (q.policy !== undefined) members = t.sortedMembers('policy', q.policy);
-    else if (q.role !== undefined) members = t.sortedMembers('role', q.role);
-    else if (q.serviceName !== undefined) members = t.sortedMembers('service', q.serviceName);
-    else if (q.authMethod !== undefined) members = t.sortedMembers('authMethod', q.authMethod);
-    else if (q.localOnly) members = t.sortedMembers('local', '');
+    if (by) members = t.sortedMembers(by[0], by[1]);
     else if (q.createdBefore !== undefined) {
       members = createdBefore(t, q.createdBefore);
       sorted = false;
@@ -287,13 +283,7 @@ export class TablesReader implements StateReader {
       sorted = false;
     }
     const out: TokenRecord[] = [];
-    for (const tok of members) {
-      if (tok.Partition !== q.partition || !inNamespace(tok.Namespace)) continue;
-      if (q.localOnly && !tok.Local) continue;
-      if (q.authMethodNamespace !== undefined && (tok.AuthMethodNamespace ?? tok.Namespace) !== q.authMethodNamespace) continue;
-      if (q.createdBefore !== undefined && !(Date.parse(tok.CreateTime) < q.createdBefore)) continue;
-      out.push(tok);
-    }
+    for (const tok of members) if (matchesQuery(q, tok)) out.push(tok);
     return sorted ? out : out.sort((a, b) => byID(a.AccessorID, b.AccessorID));
   }
 
