@@ -47,6 +47,7 @@ export type HttpServices = Pick<
   | 'dryRun'
   | 'authMethods'
   | 'bindingRules'
+  | 'quotas'
   | 'login'
   | 'bootstrap'
   | 'snapshots'
@@ -129,6 +130,7 @@ export function buildHttp(
     dryRun: services.dryRun,
     authMethods: services.authMethods,
     bindingRules: services.bindingRules,
+    quotas: services.quotas,
     login: services.login,
     bootstrap: services.bootstrap,
     snapshots: services.snapshots,

@@ -21,6 +21,7 @@ import { RecentChecks } from './service/recent-checks.js';
 import { TokenService } from './service/tokens.js';
 import { AuthMethodService } from './service/auth-methods.js';
 import { BindingRuleService } from './service/binding-rules.js';
+import { QuotaService } from './service/quotas.js';
 import { LoginService } from './service/login.js';
 import { SnapshotService } from './service/snapshots.js';
 import type { LevelStore } from './store/level-store.js';
@@ -90,6 +91,7 @@ export function buildServices(
     recentChecks,
     authMethods: new AuthMethodService(store, resolver, { minTTL: config.token_min_ttl, maxTTL: config.token_max_ttl, urls }),
     bindingRules: new BindingRuleService(store, resolver, selectors),
+    quotas: new QuotaService(store, resolver, { minTTL: config.token_min_ttl, maxTTL: config.token_max_ttl }, upgrades),
     login: new LoginService(store, clock, { datacenter: config.datacenter, urls }, selectors),
     snapshots: new SnapshotService(store, resolver, clock, {
       datacenter: config.datacenter,

@@ -38,7 +38,7 @@ export class UpgradeStatus {
       Level: level,
       Behind: [...behind, ...missing.map((dc) => `${dc} (not heard from)`)],
       CanFinalize: this.cluster.kind === 'primary' && behind.length === 0 && missing.length === 0 && level !== null,
-      Waiting: FEATURES.filter((f) => !featureOn(finalized, f)).map((f) => ({
+      Waiting: FEATURES.filter((f) => !this.on(f, finalized)).map((f) => ({
         Feature: f.Name,
         Needs: needsText(f),
         Behind: serversBehind(picture, f.Needs),
@@ -85,15 +85,35 @@ export class UpgradeStatus {
     clearInterval(this.auto);
   }
 
+  /**
+   * Whether a feature is on: the cluster was finalized at a level that has it, or (one the previous
+   * release passes over unread) every server of every datacenter this server knows speaks what it needs.
+   */
+  private on(feature: Feature, finalized = this.releases.finalized()): boolean {
+    if (featureOn(finalized, feature)) return true;
+    if (!feature.BeforeFinalize) return false;
+    const picture = this.releases.picture();
+    return (
+      serversBehind(picture, feature.Needs).length === 0 &&
+      this.missingDatacenters(picture.Datacenters.map((d) => d.Datacenter)).length === 0
+    );
+  }
+
   /** Throws FEATURE_NOT_ENABLED, naming the servers behind, unless `name` is on. */
   require(name: string): void {
     const feature = FEATURES.find((f) => f.Name === name) as Feature | undefined;
-    if (feature === undefined || featureOn(this.releases.finalized(), feature)) return;
-    const behind = serversBehind(this.releases.picture(), feature.Needs);
+    if (feature === undefined || this.on(feature)) return;
+    const picture = this.releases.picture();
+    const behind = [
+      ...serversBehind(picture, feature.Needs),
+      ...this.missingDatacenters(picture.Datacenters.map((d) => d.Datacenter)).map((dc) => `${dc} (not heard from)`),
+    ];
+    const needs = feature.BeforeFinalize
+      ? `every server of every datacenter to speak ${needsText(feature)}`
+      : `every server to speak ${needsText(feature)} and the upgrade finalized (watchword operator upgrade finalize)`;
     throw new WatchwordError(
       'FEATURE_NOT_ENABLED',
-      `${feature.What} needs every server to speak ${needsText(feature)} and the upgrade finalized ` +
-        `(watchword operator upgrade finalize); ${behind.length > 0 ? `still behind: ${behind.join(', ')}` : 'not finalized yet'}`,
+      `${feature.What} needs ${needs}; ${behind.length > 0 ? `still behind: ${behind.join(', ')}` : 'not finalized yet'}`,
     );
   }
 

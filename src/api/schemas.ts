@@ -5,6 +5,7 @@ import { ciObject } from './ci-object.js';
 import {
   AUTH_METHOD_FIELDS,
   BINDING_RULE_FIELDS,
+  QUOTA_FIELDS,
   type FieldKind,
   type FieldSpec,
   type FieldTable,
@@ -292,6 +293,11 @@ export const authMethodBody = writeBody(AUTH_METHOD_FIELDS, {
 
 export const bindingRuleBody = writeBody(BINDING_RULE_FIELDS);
 
+export const quotaBody = writeBody(QUOTA_FIELDS, {
+  // What a read answers besides the record: a client that sends back what it read has it accepted and ignored.
+  Used: opt(z.number()),
+});
+
 export const loginBody = ciObject({
   AuthMethod: opt(str(128)),
   BearerToken: opt(z.string().max(64 * 1024)),
@@ -443,6 +449,16 @@ export const templatedPoliciesResponse = z.record(z.string(), templatedPolicyRes
 export const authMethodResponse = answerOf(AUTH_METHOD_FIELDS).meta({ id: 'AuthMethod' });
 
 export const bindingRuleResponse = answerOf(BINDING_RULE_FIELDS).meta({ id: 'BindingRule' });
+
+export const quotaResponse = answerOf(QUOTA_FIELDS)
+  .extend({
+    Used: z
+      .number()
+      .int()
+      .describe('Live tokens the quota counts in the datacenter that answers (expired ones until reaped): docs/http-api.md, "Quotas"'),
+  })
+  .meta({ id: 'Quota' });
+export type QuotaResponse = z.infer<typeof quotaResponse>;
 
 export const errorResponse = z
   .object({

@@ -6,7 +6,7 @@
  */
 
 /** The kinds of ACL object an audit line names, as it names them. */
-export const AUDIT_OBJECT_KINDS = ['token', 'policy', 'role', 'auth-method', 'binding-rule'] as const;
+export const AUDIT_OBJECT_KINDS = ['token', 'policy', 'role', 'auth-method', 'binding-rule', 'quota'] as const;
 export type AuditObjectKind = (typeof AUDIT_OBJECT_KINDS)[number];
 
 /** The event types in docs/audit.md's table, a row per group: when each is written, and what it adds. */
@@ -30,6 +30,9 @@ export const AUDIT_EVENT_GROUPS = [
       'binding-rule-create',
       'binding-rule-update',
       'binding-rule-delete',
+      'quota-create',
+      'quota-update',
+      'quota-delete',
     ],
     when: 'every ACL write',
     also:

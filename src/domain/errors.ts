@@ -40,6 +40,8 @@ export const ErrorCodes = [
   'STALE_PRIMARY',
   /** The primary is handing its role to another datacenter (a planned transfer): global writes wait a moment. */
   'PRIMARY_TRANSFER',
+  /** A token would go past a quota (docs/http-api.md, "Quotas"): its scope holds as many as it may, or the expiry asked is outside its limits. */
+  'QUOTA_EXCEEDED',
   /** A feature that needs every server is off until every server runs a release with it and the upgrade is finalized. */
   'FEATURE_NOT_ENABLED',
   /** A real fault inside the daemon (storage, bug). The message shown to callers is generic. */

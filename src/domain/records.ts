@@ -252,11 +252,54 @@ export const BINDING_RULE_FIELDS = {
   ...indexes,
 } as const satisfies FieldTable;
 
+/**
+ * A limit on the tokens of one scope (docs/http-api.md, "Quotas"): an auth method's, a
+ * namespace's or a partition's. Global unless Local (a Local quota stays in the datacenter that
+ * made it and counts only its Local tokens).
+ */
+export const QUOTA_FIELDS = {
+  ID: { kind: 'string', api: 'checked', doc: 'Identifier (UUID).', max: 128 },
+  Name: { kind: 'string', api: 'checked', doc: 'Unique among quotas, compared case-insensitively.', max: 128 },
+  Description: { kind: 'string', api: 'input', view: 'omitEmpty', doc: 'Free-form text for humans.', max: 1024 },
+  AuthMethod: {
+    kind: 'string',
+    api: 'checked',
+    view: 'omitEmpty',
+    doc: 'The scope, when it is an auth method: the tokens its logins made. Exactly one of AuthMethod, Namespace, Partition.',
+    max: 128,
+  },
+  Namespace: { kind: 'string', api: 'checked', view: 'omitEmpty', doc: 'The scope, when it is a namespace (in any partition).', max: 64 },
+  Partition: { kind: 'string', api: 'checked', view: 'omitEmpty', doc: 'The scope, when it is an admin partition.', max: 64 },
+  MaxTokens: {
+    kind: 'index',
+    optional: true,
+    api: 'checked',
+    doc: 'The most live tokens the scope may hold here (expired ones count until reaped); absent: no limit.',
+  },
+  MaxTokenTTL: {
+    kind: 'string',
+    api: 'checked',
+    inputAs: 'duration',
+    view: 'omitEmpty',
+    doc: 'The longest a token made in the scope may live; one made without an expiry is given this one. Empty: no limit.',
+  },
+  MinTokenTTL: {
+    kind: 'string',
+    api: 'checked',
+    inputAs: 'duration',
+    view: 'omitEmpty',
+    doc: 'The shortest expiry a token made in the scope may be given. Empty: no limit.',
+  },
+  Local: { kind: 'boolean', api: 'checked', doc: 'Kept in this datacenter only, counting only its Local tokens.' },
+  ...indexes,
+} as const satisfies FieldTable;
+
 export type TokenRecord = RecordOf<typeof TOKEN_FIELDS>;
 export type PolicyRecord = RecordOf<typeof POLICY_FIELDS>;
 export type RoleRecord = RecordOf<typeof ROLE_FIELDS>;
 export type AuthMethodRecord = RecordOf<typeof AUTH_METHOD_FIELDS>;
 export type BindingRuleRecord = RecordOf<typeof BINDING_RULE_FIELDS>;
+export type QuotaRecord = RecordOf<typeof QUOTA_FIELDS>;
 
 /** Each stored record kind with its field table, by table name. */
 export const RECORD_FIELDS = {
@@ -265,6 +308,7 @@ export const RECORD_FIELDS = {
   roles: ROLE_FIELDS,
   authMethods: AUTH_METHOD_FIELDS,
   bindingRules: BINDING_RULE_FIELDS,
+  quotas: QUOTA_FIELDS,
 } as const;
 
 export type RecordKind = keyof typeof RECORD_FIELDS;

@@ -11,6 +11,7 @@ export type {
   NamedLink,
   NodeIdentity,
   PolicyRecord,
+  QuotaRecord,
   RoleRecord,
   ServiceIdentity,
   TemplatedPolicyLink,

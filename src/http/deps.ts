@@ -9,6 +9,7 @@ import type { Metrics } from '../observability/metrics.js';
 import type { AclResolver } from '../service/acl-resolver.js';
 import type { AuthMethodService } from '../service/auth-methods.js';
 import type { BindingRuleService } from '../service/binding-rules.js';
+import type { QuotaService } from '../service/quotas.js';
 import type { LoginService } from '../service/login.js';
 import type { BootstrapService } from '../service/bootstrap.js';
 import type { AgentInfo } from '../service/context.js';
@@ -41,6 +42,8 @@ export interface AppDeps {
   dryRun: DryRunService;
   authMethods: AuthMethodService;
   bindingRules: BindingRuleService;
+  /** Quotas (docs/http-api.md, "Quotas"). */
+  quotas: QuotaService;
   login: LoginService;
   bootstrap: BootstrapService;
   snapshots: SnapshotService;

@@ -76,7 +76,7 @@ export class CatchUp {
 
   /** One chunk's records, staged in order. */
   async add(frame: SnapshotFrame): Promise<void> {
-    for (const t of TABLE_NAMES) await this.addTable(t, frame[t]);
+    for (const t of TABLE_NAMES) await this.addTable(t, frame[t] ?? []);
     if (frame.bootstrap) this.bootstrap = frame.bootstrap;
   }
 
@@ -148,6 +148,8 @@ export class CatchUp {
       changed += Math.max(0, deleted);
     }
     for (const local of [...(tables.tokens.members('local', '') ?? [])]) await this.keepLocal(staged, tables, local);
+    // This datacenter's Local quotas stay, as its Local tokens do.
+    for (const q of [...tables.quotas.values()]) if (q.Local) await staged.putRecord('quotas', q);
     const at = changed > 0 || this.bootstrapChanged() ? this.store.allocateIndex() : this.store.currentIndex();
     for (const [k, v] of this.store.metaEntries()) if (!REPLACED_META.has(k) && !k.startsWith(TABLE_INDEX_PREFIX)) staged.putMeta(k, v);
     for (const t of TABLE_NAMES) {
@@ -227,8 +229,10 @@ function rolledBack(table: TableName, id: string, held: unknown): RolledBack {
 const REPLACED_META = new Set<string>([META.index, META.cursor, META.bootstrap, META.serverSeq, META.serverTerm, META.probe]);
 const TABLE_INDEX_PREFIX = META.tableIndex('tokens').slice(0, -'tokens'.length);
 
-/** Global records of table `t` held here (every one but this datacenter's Local tokens). */
+/** Global records of table `t` held here (every one but this datacenter's Local tokens and quotas). */
 function globalCount(tables: Tables, t: TableName): number {
   const size = tables[t].size;
-  return t === 'tokens' ? size - tables.tokens.memberCount('local', '') : size;
+  if (t === 'tokens') return size - tables.tokens.memberCount('local', '');
+  if (t === 'quotas') return [...tables.quotas.values()].filter((q) => !q.Local).length;
+  return size;
 }

@@ -4,7 +4,7 @@ import type { Takeover } from './placement.js';
 import { WebSocket } from 'ws';
 import type { Logger } from 'pino';
 import type { Change, CommitEvent, GlobalSnapshot, Store } from '../store/store.js';
-import { type RecordsByTable, TABLE_NAMES } from '../store/schema.js';
+import { type RecordsByTable, TABLE_NAMES, tablesSpoken } from '../store/schema.js';
 import { Heartbeat } from '../transport/heartbeat.js';
 import {
   type DatacenterInfo,
@@ -509,10 +509,12 @@ export class Session {
    */
   private fitted<E extends { Changes: Change[] }>(entries: E[]): E[] {
     const form = recordFormOf(this.version);
-    if (!hasLaterForms(form)) return entries;
+    const spoken = tablesSpoken(this.version);
+    const unspoken = spoken.length < TABLE_NAMES.length;
+    if (!hasLaterForms(form) && !unspoken) return entries;
     return entries.map((e) => ({
       ...e,
-      Changes: e.Changes.map((c) =>
+      Changes: e.Changes.filter((c) => c.Table === 'bootstrap' || spoken.includes(c.Table)).map((c) =>
         c.Op === 'set' && c.Table !== 'bootstrap' && !fitsForm(c.Table, c.Value, form)
           ? { Table: c.Table, Op: 'delete' as const, ID: c.ID }
           : c,
@@ -520,12 +522,14 @@ export class Session {
     }));
   }
 
-  /** A snapshot chunk as this secondary can hold it: records of a later form left out. */
+  /** A snapshot chunk as this secondary can hold it: records of a later form left out, tables it does not know not named. */
   private fittedRecords(records: RecordsByTable): RecordsByTable {
     const form = recordFormOf(this.version);
-    if (!hasLaterForms(form)) return records;
+    const spoken = tablesSpoken(this.version);
+    if (!hasLaterForms(form) && spoken.length === TABLE_NAMES.length) return records;
+    // A table left out is not named at all (a frame of that version has no such member; this one reads it as none).
     return Object.fromEntries(
-      TABLE_NAMES.map((t) => [t, (records[t] as object[]).filter((r) => fitsForm(t, r, form))]),
+      spoken.map((t) => [t, (records[t] as object[]).filter((r) => fitsForm(t, r, form))]),
     ) as unknown as RecordsByTable;
   }
 

@@ -198,12 +198,21 @@ export interface Feature {
   What: string;
   /** The protocol versions every server must speak: it is on once the cluster was finalized at them. */
   Needs: { replication?: number; servers?: number };
+  /**
+   * On as soon as every server of every datacenter speaks what it needs, without a finalize: what
+   * it writes the previous release passes over unread (a table of its own that release never
+   * reads), so a rollback is unharmed. Absent: only once the upgrade is finalized.
+   */
+  BeforeFinalize?: true;
 }
 
-/** This release's features that wait for everyone. A test build (TEST_FORM) has one: its token field. */
-export const FEATURES: readonly Feature[] = TEST_FORM
-  ? [{ Name: 'record-form-2', What: "records of form 2 (a test build's token Note)", Needs: { replication: TEST_FORM_PROTOCOL } }]
-  : [];
+/** This release's features that wait for everyone: quotas (their own table); a test build (TEST_FORM) has its token field too. */
+export const FEATURES: readonly Feature[] = [
+  { Name: 'quotas', What: 'A quota', Needs: { replication: 5, servers: 3 }, BeforeFinalize: true },
+  ...(TEST_FORM
+    ? [{ Name: 'record-form-2', What: "records of form 2 (a test build's token Note)", Needs: { replication: TEST_FORM_PROTOCOL } }]
+    : []),
+];
 
 /** Whether a feature is on at this finalized level. */
 export function featureOn(finalized: FinalizedLevel | undefined, feature: Feature): boolean {

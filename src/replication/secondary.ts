@@ -274,6 +274,9 @@ export class ReplicationSecondary {
         this.streamingFrom = this.options.transport.peerURL(target);
         this.metrics.replicationConnected.set(1);
         this.options.onEvent?.('replication-connect', { Primary: this.options.primaryDatacenter, Address: target });
+        // At once, not at the next heartbeat: features that wait for every server wait no longer than that.
+        this.serversReported = '';
+        this.reportServers(version);
       }
     });
     ws.on('error', (err) => {

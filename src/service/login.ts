@@ -8,6 +8,7 @@ import { SelectorTimeout, type Selectors } from '../auth/selectors.js';
 import type { URLPolicy } from '../auth/url-policy.js';
 import type { Clock } from '../domain/clock.js';
 import { parseDuration } from '../domain/duration.js';
+import { admitToken } from './quotas.js';
 import { WatchwordError, invalid } from '../domain/errors.js';
 import { normalizeNodeIdentities, normalizeServiceIdentities, normalizeTemplatedPolicies } from '../domain/grants.js';
 import { type TokenContent, newTokenRecord } from '../domain/token.js';
@@ -64,12 +65,13 @@ export class LoginService {
         // The method may have been deleted meanwhile: no token outlives it.
         if (!tx.getAuthMethod(scope, name)) throw methodNotFound(name);
         const taken = tokenIDTaken(tx);
+        const expires = admitToken(tx, { ...scope, AuthMethod: name, Local: local }, ttl > 0 ? now + ttl : undefined, now, 'login');
         const record: Omit<TokenRecord, 'CreateIndex' | 'ModifyIndex'> = {
           ...newTokenRecord({
             AccessorID: freshID(taken),
             SecretID: freshID(taken),
             content,
-            ...(ttl > 0 ? { expires: now + ttl } : {}),
+            ...(expires !== undefined ? { expires } : {}),
             now,
             scope,
           }),

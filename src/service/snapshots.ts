@@ -5,7 +5,15 @@ import type { SnapshotRestoreResponse } from '../api/schemas.js';
 import type { Clock } from '../domain/clock.js';
 import { WatchwordError, invalid } from '../domain/errors.js';
 import { generateID } from '../domain/ids.js';
-import type { AuthMethodRecord, BindingRuleRecord, BootstrapState, PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
+import type {
+  AuthMethodRecord,
+  BindingRuleRecord,
+  BootstrapState,
+  PolicyRecord,
+  QuotaRecord,
+  RoleRecord,
+  TokenRecord,
+} from '../domain/types.js';
 import {
   SnapshotError,
   type SnapshotHeader,
@@ -23,6 +31,7 @@ import type { AclResolver, Identity } from './acl-resolver.js';
 import { deniedWithReason } from './permissions.js';
 import { storedMethodCheck } from './auth-methods.js';
 import { checkRule, checkSelectorText } from './binding-rules.js';
+import { checkStoredQuota } from './quotas.js';
 import type { Selectors } from '../auth/selectors.js';
 import type { RequestContext } from './context.js';
 import type { AuditType } from '../domain/audit-types.js';
@@ -69,6 +78,8 @@ export class SnapshotService {
     // Records are never changed in place: these references are a consistent view.
     const snap = this.store.snapshotGlobal();
     const locals = this.store.reader.localTokens();
+    // This datacenter's Local quotas go with its Local tokens.
+    const localQuotas = this.store.reader.listQuotas().filter((q) => q.Local);
     this.options.audit?.('snapshot-save', actorOf(ctx, identity), {
       Index: this.store.currentIndex(),
       Counts: { ...countsOf(snap), tokens: snap.tokens.length + locals.length },
@@ -83,6 +94,7 @@ export class SnapshotService {
           index: this.store.currentIndex(),
           logID: this.store.logID,
           tokens: concatLists(snap.tokens, locals),
+          quotas: concatLists(snap.quotas, localQuotas),
           localTokens: locals.length,
         },
         new Date(this.clock.now()),
@@ -200,7 +212,7 @@ export class SnapshotService {
       }
       const { T: table, V: record } = v.record;
       counts[table]++;
-      const local = table === 'tokens' && (record as TokenRecord).Local;
+      const local = !TABLE_DEFS[table].isGlobal(record as never);
       if (local ? !scope.local : !scope.global) continue;
       checkRecord(checks, table, record, held);
       if (table === 'bindingRules') selectors.push([(record as BindingRuleRecord).ID, (record as BindingRuleRecord).Selector]);
@@ -278,6 +290,7 @@ async function keepOwn(
       if (s.tables.tokens.get(t.AccessorID) || s.tables.tokens.byUnique('secret', t.SecretID)) tally.skipped++;
       else await s.putRecord('tokens', t);
     }
+    for (const q of current.quotas.values()) if (q.Local && !s.tables.quotas.get(q.ID)) await s.putRecord('quotas', q);
   }
   if (scope.global) return;
   for (const table of TABLE_NAMES) {
@@ -309,6 +322,7 @@ function checkRecord(checks: RestoreChecks, table: TableName, record: unknown, h
   else if (table === 'policies') checks.policy(record as PolicyRecord);
   else if (table === 'roles') checks.role(record as RoleRecord);
   else if (table === 'authMethods') checks.authMethod(record as AuthMethodRecord);
+  else if (table === 'quotas') checkStoredQuota(record as QuotaRecord);
   else checks.bindingRule(record as BindingRuleRecord);
 }
 

@@ -6,6 +6,7 @@ import type { Clock } from '../domain/clock.js';
 import { formatDuration, parseDuration } from '../domain/duration.js';
 import { conflict, invalid, missingTarget, notFound, notPermitted } from '../domain/errors.js';
 import { type ExpiryLimits, isExpired, resolveExpiration } from '../domain/expiry.js';
+import { admitToken, draftOf } from './quotas.js';
 import { normalizeNodeIdentities, normalizeServiceIdentities, normalizeTemplatedPolicies } from '../domain/grants.js';
 import { tokenHash } from '../domain/hash.js';
 import { type TokenContent, newTokenRecord } from '../domain/token.js';
@@ -281,6 +282,7 @@ export class TokenService {
         if (secretID !== undefined && taken(secretID)) throw conflict('Invalid Token: SecretID is already in use');
         const accessor = accessorID ?? freshID(taken);
         const secret = secretID ?? freshID(taken);
+        const ends = admitToken(tx, { ...scope, Local: local }, expires, now, 'create');
         const policies = resolveLinks(tx, 'policy', input.Policies, scope);
         const roles = resolveLinks(tx, 'role', input.Roles, scope);
         const content: TokenContent = {
@@ -297,7 +299,7 @@ export class TokenService {
             SecretID: secret,
             content,
             given: givenFields(TOKEN_FIELDS, input),
-            ...(expires !== undefined ? { expires } : {}),
+            ...(ends !== undefined ? { expires: ends } : {}),
             now,
             scope,
           }),
@@ -394,10 +396,15 @@ export class TokenService {
         const source = isUUID(accessorID) ? this.live(tx.getToken(accessorID), scope) : undefined;
         if (!source) throw missingToken(accessorID);
         if (source.AuthMethod) throw invalid('Cannot clone a token created from an auth method');
-        const expires =
+        const expires = admitToken(
+          tx,
+          draftOf(source),
           source.ExpirationTime === undefined
             ? undefined
-            : resolveExpiration({ time: Date.parse(source.ExpirationTime) }, now, this.options.limits);
+            : resolveExpiration({ time: Date.parse(source.ExpirationTime) }, now, this.options.limits),
+          now,
+          'create',
+        );
         // Only live links are copied: a dangling link is invisible on the source too.
         const policies = namedLinks(tx, 'policy', source.Policies);
         const roles = namedLinks(tx, 'role', source.Roles);

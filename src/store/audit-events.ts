@@ -12,6 +12,7 @@ export const AUDIT_KIND: Record<TableName, AuditObjectKind> = {
   roles: 'role',
   authMethods: 'auth-method',
   bindingRules: 'binding-rule',
+  quotas: 'quota',
 };
 /** At most this many objects are named in one audit line (a reaper batch can delete thousands); the rest are counted. */
 const AUDIT_OBJECTS = 100;

@@ -1,5 +1,14 @@
 import type { GoneSecrets } from './gone-secrets.js';
-import type { AuthMethodRecord, BindingRuleRecord, BootstrapState, PolicyRecord, RoleRecord, Scope, TokenRecord } from '../domain/types.js';
+import type {
+  AuthMethodRecord,
+  BindingRuleRecord,
+  BootstrapState,
+  PolicyRecord,
+  QuotaRecord,
+  RoleRecord,
+  Scope,
+  TokenRecord,
+} from '../domain/types.js';
 import {
   type IndexName,
   type RecordTypes,
@@ -9,6 +18,8 @@ import {
   type TokenGrantIndex,
   authMethodID,
   nameKey,
+  quotaScopeKey,
+  quotaScopeOf,
   scopeKey,
   SEP,
 } from './schema.js';
@@ -169,6 +180,11 @@ export interface StateReader {
   namespacesOf(table: TableName, partition: string): string[];
   /** Every Local token of this datacenter, in every scope (snapshots). */
   localTokens(): TokenRecord[];
+  getQuota(id: string): QuotaRecord | undefined;
+  /** Every quota held here (global ones and this datacenter's Local ones), by name. */
+  listQuotas(): QuotaRecord[];
+  /** The live tokens a quota counts here (docs/http-api.md, "Quotas"): an index's member count, nothing scanned. */
+  quotaUsed(q: QuotaRecord): number;
   /** Tokens whose expiry is at or before `until`, in expiry order, after `after`. */
   expiredTokens(until: number, limit: number, after?: ExpiryCursor): Array<{ id: string; cursor: ExpiryCursor }>;
   /** The earliest expiry time held, if any. */
@@ -353,6 +369,19 @@ export class TablesReader implements StateReader {
         ...[...(this.tables.bindingRules.members('method', authMethodID(partition, ns, method)) ?? [])].sort((a, b) => byID(a.ID, b.ID)),
       );
     return out;
+  }
+
+  getQuota(id: string): QuotaRecord | undefined {
+    return this.tables.quotas.get(id);
+  }
+
+  listQuotas(): QuotaRecord[] {
+    return [...this.tables.quotas.values()].sort((a, b) => byID(a.Name.toLowerCase(), b.Name.toLowerCase()));
+  }
+
+  quotaUsed(q: QuotaRecord): number {
+    const { kind, name } = quotaScopeOf(q);
+    return this.tables.tokens.memberCount('quota', quotaScopeKey(kind, name, q.Local));
   }
 
   localTokens(): TokenRecord[] {

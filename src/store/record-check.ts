@@ -1,7 +1,7 @@
 import { policyHash, roleHash } from '../domain/hash.js';
-import { AUTH_METHOD_FIELDS, BINDING_RULE_FIELDS, POLICY_FIELDS, ROLE_FIELDS, TOKEN_FIELDS } from '../domain/records.js';
+import { AUTH_METHOD_FIELDS, BINDING_RULE_FIELDS, POLICY_FIELDS, QUOTA_FIELDS, ROLE_FIELDS, TOKEN_FIELDS } from '../domain/records.js';
 import { recordCheck } from '../domain/record-check.js';
-import type { AuthMethodRecord, BindingRuleRecord, PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
+import type { AuthMethodRecord, BindingRuleRecord, PolicyRecord, QuotaRecord, RoleRecord, TokenRecord } from '../domain/types.js';
 import type { TableName } from './schema.js';
 
 /**
@@ -16,6 +16,7 @@ const policyShape = recordCheck(POLICY_FIELDS);
 const roleShape = recordCheck(ROLE_FIELDS);
 export const isAuthMethodRecord: (v: unknown) => v is AuthMethodRecord = recordCheck(AUTH_METHOD_FIELDS);
 export const isBindingRuleRecord: (v: unknown) => v is BindingRuleRecord = recordCheck(BINDING_RULE_FIELDS);
+export const isQuotaRecord: (v: unknown) => v is QuotaRecord = recordCheck(QUOTA_FIELDS);
 
 /**
  * A policy's and a role's Hash are recomputed from the record as it is read (never taken on
@@ -58,4 +59,5 @@ export const RECORD_CHECKS: { [T in TableName]: (v: unknown) => boolean } = {
   roles: isRoleRecord,
   authMethods: isAuthMethodRecord,
   bindingRules: isBindingRuleRecord,
+  quotas: isQuotaRecord,
 };

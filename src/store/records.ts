@@ -1,8 +1,16 @@
 import { Packr } from 'msgpackr';
 import { z } from 'zod';
-import type { AuthMethodRecord, BindingRuleRecord, BootstrapState, PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
+import type {
+  AuthMethodRecord,
+  BindingRuleRecord,
+  BootstrapState,
+  PolicyRecord,
+  QuotaRecord,
+  RoleRecord,
+  TokenRecord,
+} from '../domain/types.js';
 import { WatchwordError } from '../domain/errors.js';
-import { AUTH_METHOD_FIELDS, BINDING_RULE_FIELDS, POLICY_FIELDS, ROLE_FIELDS, TOKEN_FIELDS } from '../domain/records.js';
+import { AUTH_METHOD_FIELDS, BINDING_RULE_FIELDS, POLICY_FIELDS, QUOTA_FIELDS, ROLE_FIELDS, TOKEN_FIELDS } from '../domain/records.js';
 import { recordWireSchema } from '../domain/record-check.js';
 
 /** msgpack with plain maps: no record extension, so data stays readable by any decoder. */
@@ -20,6 +28,7 @@ export const policyRecordSchema: z.ZodType<PolicyRecord> = recordWireSchema(POLI
 export const roleRecordSchema: z.ZodType<RoleRecord> = recordWireSchema(ROLE_FIELDS);
 export const authMethodRecordSchema: z.ZodType<AuthMethodRecord> = recordWireSchema(AUTH_METHOD_FIELDS);
 export const bindingRuleRecordSchema: z.ZodType<BindingRuleRecord> = recordWireSchema(BINDING_RULE_FIELDS);
+export const quotaRecordSchema: z.ZodType<QuotaRecord> = recordWireSchema(QUOTA_FIELDS);
 
 export const bootstrapStateSchema: z.ZodType<BootstrapState> = z.strictObject({
   Bootstrapped: z.boolean(),

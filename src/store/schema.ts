@@ -5,12 +5,20 @@ import {
   BINDING_RULE_FIELDS,
   type FieldTable,
   POLICY_FIELDS,
+  QUOTA_FIELDS,
   ROLE_FIELDS,
   TOKEN_FIELDS,
   laterForms,
 } from '../domain/records.js';
-import type { AuthMethodRecord, BindingRuleRecord, PolicyRecord, RoleRecord, TokenRecord } from '../domain/types.js';
-import { authMethodRecordSchema, bindingRuleRecordSchema, policyRecordSchema, roleRecordSchema, tokenRecordSchema } from './records.js';
+import type { AuthMethodRecord, BindingRuleRecord, PolicyRecord, QuotaRecord, RoleRecord, TokenRecord } from '../domain/types.js';
+import {
+  authMethodRecordSchema,
+  bindingRuleRecordSchema,
+  policyRecordSchema,
+  quotaRecordSchema,
+  roleRecordSchema,
+  tokenRecordSchema,
+} from './records.js';
 
 /**
  * The one declaration of every table: its records' shape, where they live on disk, and
@@ -24,6 +32,7 @@ import { authMethodRecordSchema, bindingRuleRecordSchema, policyRecordSchema, ro
  *   t <accessor> / p <id> / r <id>   records (msgpack)
  *   am <partition,namespace,name>    auth methods
  *   br <id>                          binding rules
+ *   q <id>                           quotas
  *   m <name>                         metadata (format, indexes, bootstrap state, log identity, cursor)
  *   l <index hex>                    change log (primary)
  */
@@ -33,9 +42,19 @@ import { authMethodRecordSchema, bindingRuleRecordSchema, policyRecordSchema, ro
  * The one list: the record types, the change log's changes, the replication frames, the
  * snapshot file and the secondary's diff are all derived from it and from `TABLES` below.
  */
-export const TABLE_NAMES = ['policies', 'roles', 'authMethods', 'bindingRules', 'tokens'] as const;
+export const TABLE_NAMES = ['policies', 'roles', 'authMethods', 'bindingRules', 'tokens', 'quotas'] as const;
 
 export type TableName = (typeof TABLE_NAMES)[number];
+
+/**
+ * The replication version that first carries each table added after the first release (absent:
+ * every version does): a secondary speaking less is sent none of its records, neither in a
+ * snapshot nor in the log (its frames would refuse a table they do not know).
+ */
+export const TABLE_SINCE: Partial<Record<TableName, number>> = { quotas: 5 };
+
+/** The tables a replication version carries. */
+export const tablesSpoken = (version: number): readonly TableName[] => TABLE_NAMES.filter((t) => (TABLE_SINCE[t] ?? 0) <= version);
 
 /** Tables whose changes blocking queries can wait on. */
 export type WatchTable = TableName | 'bootstrap';
@@ -121,12 +140,33 @@ export function createdHour(createTime: string): string {
   return Number.isNaN(ms) ? '' : new Date(ms).toISOString().slice(0, 13);
 }
 
+/** What a quota limits (docs/http-api.md, "Quotas"): the tokens of an auth method, a namespace or a partition. */
+export type QuotaScopeKind = 'AuthMethod' | 'Namespace' | 'Partition';
+
+const QUOTA_SCOPE_TAG: Record<QuotaScopeKind, string> = { AuthMethod: 'm', Namespace: 'n', Partition: 'p' };
+
+/**
+ * A token's key in its table's `quota` index: the scope, and whether only Local tokens are
+ * counted (a Local quota's count, or the Local part of a global one's). The index's member counts
+ * are the quotas' and the inventory's counts, kept by every write that adds or removes a token.
+ */
+export const quotaScopeKey = (kind: QuotaScopeKind, name: string, localOnly: boolean): string =>
+  `${localOnly ? 'L' : 'A'}${QUOTA_SCOPE_TAG[kind]}${SEP}${name}`;
+
+function quotaScopeKeys(t: Pick<TokenRecord, 'AuthMethod' | 'Namespace' | 'Partition' | 'Local'>, emit: (key: string) => void): void {
+  for (const localOnly of t.Local ? [false, true] : [false]) {
+    if (t.AuthMethod) emit(quotaScopeKey('AuthMethod', t.AuthMethod, localOnly));
+    emit(quotaScopeKey('Namespace', t.Namespace, localOnly));
+    emit(quotaScopeKey('Partition', t.Partition, localOnly));
+  }
+}
+
 /** The token indexes by what grants: who can (service/who-can.ts) finds the tokens a policy, role, identity or template reaches. */
 export type TokenGrantIndex = 'policy' | 'role' | 'service' | 'node' | 'template';
 
 export const tokensTable: TableDef<
   TokenRecord,
-  'secret' | 'previousSecret' | 'scope' | TokenGrantIndex | 'authMethod' | 'local' | 'created'
+  'secret' | 'previousSecret' | 'scope' | TokenGrantIndex | 'authMethod' | 'local' | 'created' | 'quota'
 > = {
   name: 'tokens',
   prefix: 't',
@@ -151,6 +191,7 @@ export const tokensTable: TableDef<
     authMethod: { unique: false, reads: ['AuthMethod'], keys: (t, emit) => t.AuthMethod && emit(t.AuthMethod) },
     local: { unique: false, reads: ['Local'], keys: (t, emit) => t.Local && emit('') },
     created: { unique: false, reads: ['CreateTime'], keys: (t, emit) => emit(createdHour(t.CreateTime)) },
+    quota: { unique: false, reads: ['AuthMethod', 'Namespace', 'Partition', 'Local'], keys: quotaScopeKeys },
   },
   orderedBy: { reads: ['ExpirationTime'], time: expiryMillis },
 };
@@ -214,12 +255,41 @@ export const bindingRulesTable: TableDef<BindingRuleRecord, 'scope' | 'method'> 
   },
 };
 
+/** A quota's scope, as its record names it (exactly one of the three is set). */
+export function quotaScopeOf(q: Pick<QuotaRecord, QuotaScopeKind>): { kind: QuotaScopeKind; name: string } {
+  if (q.AuthMethod) return { kind: 'AuthMethod', name: q.AuthMethod };
+  if (q.Namespace) return { kind: 'Namespace', name: q.Namespace };
+  return { kind: 'Partition', name: q.Partition };
+}
+
+export const quotasTable: TableDef<QuotaRecord, 'name' | 'target'> = {
+  name: 'quotas',
+  prefix: 'q',
+  fields: QUOTA_FIELDS,
+  schema: quotaRecordSchema,
+  id: (q) => q.ID,
+  isGlobal: (q) => !q.Local,
+  indexes: {
+    name: { unique: true, reads: ['Name'], keys: (q, emit) => emit(q.Name.toLowerCase()) },
+    /** The quotas of a scope, by the key tokens of that scope are counted under (the global one's). */
+    target: {
+      unique: false,
+      reads: ['AuthMethod', 'Namespace', 'Partition'],
+      keys: (q, emit) => {
+        const { kind, name } = quotaScopeOf(q);
+        emit(quotaScopeKey(kind, name, false));
+      },
+    },
+  },
+};
+
 export const TABLES = {
   tokens: tokensTable,
   policies: policiesTable,
   roles: rolesTable,
   authMethods: authMethodsTable,
   bindingRules: bindingRulesTable,
+  quotas: quotasTable,
 } as const satisfies Record<TableName, unknown>;
 
 /** Each table's record type, as its definition in `TABLES` declares it. */

@@ -1,6 +1,15 @@
 import { withDefaults } from '../domain/records.js';
 import { expiryMillis as expiryOf } from '../domain/expiry.js';
-import type { BootstrapState, AuthMethodRecord, BindingRuleRecord, PolicyRecord, RoleRecord, Scope, TokenRecord } from '../domain/types.js';
+import type {
+  AuthMethodRecord,
+  BindingRuleRecord,
+  BootstrapState,
+  PolicyRecord,
+  QuotaRecord,
+  RoleRecord,
+  Scope,
+  TokenRecord,
+} from '../domain/types.js';
 import { type LayerEntry, type Tables, layerKey } from './memory.js';
 import type { AnyTable } from './table.js';
 import {
@@ -220,6 +229,38 @@ export class StoreTx implements Tx {
       (r) => r.ID,
       (r) => authMethodID(r.Partition, r.Namespace, r.AuthMethod) === methodID,
     );
+  }
+
+  getQuota(id: string): QuotaRecord | undefined {
+    return this.getRecord('quotas', id);
+  }
+
+  getQuotaByName(name: string): QuotaRecord | undefined {
+    return this.byUnique('quotas', 'name', name.toLowerCase());
+  }
+
+  quotasOver(key: string): QuotaRecord[] {
+    // The durable quotas only: a quota judges the tokens written after it (every token write asks, and
+    // a walk of the writes not yet durable for quotas among them would cost each one).
+    return [...(this.store.tables.quotas.members('target', key) ?? [])];
+  }
+
+  tokenCountUnder(key: string): number {
+    const tokens = this.store.tables.tokens;
+    let n = tokens.memberCount('quota', key);
+    // Writes accepted and not yet durable (and this transaction's), each as it will be, against the durable index.
+    const prefix = layerKey.record('tokens', '');
+    const layered = new Map<string, TokenRecord | null>();
+    for (const layer of [this.store.pending, this.layer])
+      for (const [k, e] of layer) if (k.startsWith(prefix)) layered.set(k.slice(prefix.length), e.value as TokenRecord | null);
+    if (layered.size === 0) return n;
+    const quota = TABLE_DEFS.tokens.indexes.quota as IndexDef<TokenRecord>;
+    for (const [id, t] of layered) {
+      const before = tokens.isMember('quota', key, id);
+      const after = t !== null && keysOf(quota, t).includes(key);
+      if (before !== after) n += after ? 1 : -1;
+    }
+    return n;
   }
 
   /** IDs of durable index members, with the writes accepted since (pending and this transaction's) laid over them. */

@@ -1,6 +1,15 @@
 import type { LastUseBook } from './last-use.js';
 import type { AuditActor } from '../domain/types.js';
-import type { AuthMethodRecord, BindingRuleRecord, BootstrapState, PolicyRecord, RoleRecord, Scope, TokenRecord } from '../domain/types.js';
+import type {
+  AuthMethodRecord,
+  BindingRuleRecord,
+  BootstrapState,
+  PolicyRecord,
+  QuotaRecord,
+  RoleRecord,
+  Scope,
+  TokenRecord,
+} from '../domain/types.js';
 import type { StateReader, Tables } from './memory.js';
 import type { StagedStore } from './staging.js';
 import type { RecordList } from './table.js';
@@ -191,6 +200,12 @@ export interface TxReader {
   tokenIDsOfAuthMethod(name: string): string[];
   /** IDs of the binding rules of an auth method (by its table ID), as of this transaction. */
   ruleIDsOfAuthMethod(methodID: string): string[];
+  getQuota(id: string): QuotaRecord | undefined;
+  getQuotaByName(name: string): QuotaRecord | undefined;
+  /** The durable quotas over the tokens counted under a `quota` index key (quotaScopeKey, not Local only): a quota judges the tokens written after it. */
+  quotasOver(key: string): QuotaRecord[];
+  /** The tokens counted under a `quota` index key, as of this transaction: every write accepted before it counts. */
+  tokenCountUnder(key: string): number;
   getRecord<T extends TableName>(table: T, id: string): RecordTypes[T] | undefined;
   getBootstrap(): BootstrapState;
 }

@@ -105,6 +105,7 @@ describe('SecondaryStream (socket-free replication protocol)', () => {
       roles: [],
       authMethods: [],
       bindingRules: [],
+      quotas: [],
       bootstrap: null,
       last: false,
     });
@@ -121,6 +122,7 @@ describe('SecondaryStream (socket-free replication protocol)', () => {
       roles: [],
       authMethods: [],
       bindingRules: [],
+      quotas: [],
       bootstrap: { Bootstrapped: true, ResetIndex: 0 },
       last: true,
     });
@@ -193,6 +195,7 @@ describe('SecondaryStream (socket-free replication protocol)', () => {
       roles: [],
       authMethods: [],
       bindingRules: [],
+      quotas: [],
       bootstrap: null,
       last: true,
     });
@@ -215,6 +218,7 @@ describe('SecondaryStream (socket-free replication protocol)', () => {
       roles: [],
       authMethods: [],
       bindingRules: [],
+      quotas: [],
       bootstrap: null,
       last: true,
     });
@@ -296,6 +300,7 @@ describe('SecondaryStream (socket-free replication protocol)', () => {
       roles: [],
       authMethods: [],
       bindingRules: [],
+      quotas: [],
       bootstrap: null,
       last: false,
     });
@@ -316,6 +321,7 @@ describe('SecondaryStream (socket-free replication protocol)', () => {
       roles: [],
       authMethods: [],
       bindingRules: [],
+      quotas: [],
       bootstrap: null,
       last: true,
     });

@@ -82,6 +82,7 @@ describe('a restore checks grants, times, methods and rules as the API does', ()
           roles: c.roles,
           authMethods: c.authMethods,
           bindingRules: c.bindingRules,
+          quotas: c.quotas,
           bootstrap: c.bootstrap,
         },
         new Date(),

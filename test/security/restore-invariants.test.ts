@@ -45,6 +45,7 @@ describe('restore checks what the API would', () => {
           roles: c.roles,
           authMethods: c.authMethods,
           bindingRules: c.bindingRules,
+          quotas: c.quotas,
           bootstrap: c.bootstrap,
         },
         new Date(),

@@ -132,6 +132,35 @@ const valid: Record<TableName, Array<Record<string, unknown>>> = {
       ModifyIndex: 1,
     },
   ],
+  quotas: [
+    {
+      ID: 'q',
+      Name: 'n',
+      Description: '',
+      AuthMethod: 'm',
+      Namespace: '',
+      Partition: '',
+      MaxTokenTTL: '',
+      MinTokenTTL: '',
+      Local: false,
+      CreateIndex: 1,
+      ModifyIndex: 1,
+    },
+    {
+      ID: 'q',
+      Name: 'n',
+      Description: 'd',
+      AuthMethod: '',
+      Namespace: 'team-a',
+      Partition: '',
+      MaxTokens: 10,
+      MaxTokenTTL: '1h0m0s',
+      MinTokenTTL: '1m0s',
+      Local: true,
+      CreateIndex: 1,
+      ModifyIndex: 1,
+    },
+  ],
 };
 
 /** Every way to break one field of a record: remove it, or give it a value of the wrong kind. */
@@ -149,7 +178,7 @@ function broken(record: Record<string, unknown>): Array<[string, Record<string, 
 }
 
 describe('start-up record checks agree with the record schemas', () => {
-  for (const table of ['tokens', 'policies', 'roles', 'authMethods', 'bindingRules'] as const) {
+  for (const table of ['tokens', 'policies', 'roles', 'authMethods', 'bindingRules', 'quotas'] as const) {
     it(`on valid and broken ${table}`, () => {
       const schema = TABLES[table].schema;
       const check = RECORD_CHECKS[table];

@@ -51,6 +51,20 @@ const SAMPLES: { [T in TableName]: () => RecordTypes[T] } = {
     BindName: 'web',
     ...scope,
   }),
+  quotas: () => ({
+    ID: generateID(),
+    Name: `q-${generateID()}`,
+    Description: '',
+    AuthMethod: '',
+    Namespace: 'team-a',
+    Partition: '',
+    MaxTokens: 10,
+    MaxTokenTTL: '',
+    MinTokenTTL: '',
+    Local: false,
+    CreateIndex: 0,
+    ModifyIndex: 0,
+  }),
 };
 
 function oneOfEach(): RecordsByTable & { bootstrap: null } {

@@ -22,13 +22,14 @@ import {
 } from './lib.js';
 
 /** Pages whose route names an object by its ID (a UUID). */
-const ID_PAGES = ['tokens', 'policies', 'roles', 'binding-rules'];
+const ID_PAGES = ['tokens', 'policies', 'roles', 'binding-rules', 'quotas'];
 import { TokenList, TokenDetail, TokenForm } from './tokens.js';
 import { PolicyList, PolicyEditor, RoleList, RoleEditor, TemplatedPolicies } from './policies.js';
 import { AuthMethodForm, AuthMethods, BindingRuleForm, BindingRules } from './auth.js';
 import { Datacenters, Servers } from './ops.js';
 import { Audit } from './audit.js';
 import { WhoCan } from './insight.js';
+import { QuotaForm, Quotas } from './quotas.js';
 
 function SignIn({ onSignedIn }) {
   const [secret, setSecret] = useState('');
@@ -98,6 +99,7 @@ const PAGES = [
   ['who-can', 'Who can'],
   ['auth-methods', 'Auth methods'],
   ['binding-rules', 'Binding rules'],
+  ['quotas', 'Quotas'],
   ['datacenters', 'Datacenters'],
   ['servers', 'Servers', () => state.canOperate],
   ['audit', 'Audit', () => state.canAudit],
@@ -131,6 +133,8 @@ function Page({ route }) {
   if (page === 'auth-methods') return html`<${AuthMethods} />`;
   if (page === 'binding-rules' && id) return html`<${BindingRuleForm} id=${id} method=${route.query.get('method') ?? undefined} />`;
   if (page === 'binding-rules') return html`<${BindingRules} method=${route.query.get('method') ?? undefined} />`;
+  if (page === 'quotas' && id) return html`<${QuotaForm} id=${id} />`;
+  if (page === 'quotas') return html`<${Quotas} />`;
   if (page === 'datacenters') return html`<${Datacenters} />`;
   if (page === 'servers') return html`<${Servers} />`;
   if (page === 'audit') return html`<${Audit} query=${route.query} />`;

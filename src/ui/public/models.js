@@ -80,6 +80,22 @@ export const MODELS = {
       Partition: { control: 'kept' },
     },
   },
+  quota: {
+    fields: {
+      ID: { control: 'kept' },
+      Name: { control: 'text' },
+      Description: { control: 'text' },
+      AuthMethod: { control: 'scope' },
+      Namespace: { control: 'scope' },
+      Partition: { control: 'scope' },
+      MaxTokens: { control: 'number' },
+      MaxTokenTTL: { control: 'duration' },
+      MinTokenTTL: { control: 'duration' },
+      Local: { control: 'boolean', onEdit: 'fixed' },
+      // A count the server answers with, not a field of the quota: sent back, the API ignores it.
+      Used: { control: 'kept' },
+    },
+  },
 };
 
 /** Fields every record's server sets (and takes back ignored): left out of a body, so it shows only what a write gives. */
