@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import type { TokenInput, WatchwordClient } from '../client/index.js';
 import { unchangedBody } from '../client/edit.js';
 import { authCommands } from './auth.js';
+import { quotaCommands } from './quota.js';
 import { decisionCommands } from './decisions.js';
 import { type CommonOptions, UsageError, common, meta, print, run, upTo } from './common.js';
 import { policyID, roleID, tokenID } from './ids.js';
@@ -484,6 +485,7 @@ export function aclCommand(program: Command): void {
   policyCommands(acl);
   templatedPolicyCommands(acl);
   authCommands(acl);
+  quotaCommands(acl);
   decisionCommands(acl);
   common(acl.command('replication').description('show the replication status of a datacenter')).action(
     run<CommonOptions>(async (o, c) => print(o, await c.replication(), formatReplication)),

@@ -12,7 +12,7 @@ const UUID_LENGTH = 36;
 const ANONYMOUS_TOKEN_ID = '00000000-0000-0000-0000-000000000002';
 const GLOBAL_MANAGEMENT_ID = '00000000-0000-0000-0000-000000000001';
 
-type Kind = 'token' | 'policy' | 'role' | 'binding rule';
+type Kind = 'token' | 'policy' | 'role' | 'binding rule' | 'quota';
 
 async function fromPrefix(kind: Kind, prefix: string, ids: () => Promise<string[]>): Promise<string> {
   if (prefix === '') throw new UsageError(`missing required flag -id`);
@@ -44,4 +44,13 @@ export function roleID(c: WatchwordClient, id: string): Promise<string> {
 
 export function bindingRuleID(c: WatchwordClient, id: string): Promise<string> {
   return fromPrefix('binding rule', id, async () => (await c.bindingRules.list()).value.map((r) => r.ID));
+}
+
+/** A quota's ID from a unique prefix of it, or from its name (quotas are few, and named). */
+export async function quotaID(c: WatchwordClient, id: string): Promise<string> {
+  if (id.length >= UUID_LENGTH) return id;
+  const quotas = (await c.quotas.list()).value;
+  const byName = quotas.find((q) => q.Name.toLowerCase() === id.toLowerCase());
+  if (byName) return byName.ID;
+  return fromPrefix('quota', id, async () => quotas.map((q) => q.ID));
 }

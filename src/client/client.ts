@@ -23,6 +23,8 @@ import type {
   WhoCanResponse,
   authMethodBody,
   bindingRuleBody,
+  quotaBody,
+  QuotaResponse,
   cloneBody,
   rotateBody,
   loginBody,
@@ -47,9 +49,12 @@ export type RoleInput = z.input<typeof roleBody>;
 export type AuthMethodInput = z.input<typeof authMethodBody>;
 export type BindingRuleInput = z.input<typeof bindingRuleBody>;
 export type LoginInput = z.input<typeof loginBody>;
+/** A quota (docs/http-api.md, "Quotas"): `Name`, exactly one of `AuthMethod`, `Namespace`, `Partition`, and its limits. */
+export type QuotaInput = z.input<typeof quotaBody>;
 export type {
   AuthMethodResponse,
   BindingRuleResponse,
+  QuotaResponse,
   AgentSelfResponse,
   BootstrapResponse,
   ExpandedTokenResponse,
@@ -342,6 +347,16 @@ export class WatchwordClient {
     delete: (id: string, o: RequestOptions = {}) => this.value(this.call('DELETE', `/v1/acl/binding-rule/${encodeURIComponent(id)}`, o)),
     list: (filter: { authMethod?: string } = {}, o: QueryOptions = {}) =>
       this.call('GET', '/v1/acl/binding-rules', { ...o, query: { authmethod: filter.authMethod } }),
+  };
+
+  /** Quotas: how many tokens an auth method, a namespace or a partition may hold, and how long they may live. */
+  readonly quotas = {
+    create: (quota: QuotaInput, o: RequestOptions = {}) => this.value(this.call('PUT', '/v1/acl/quota', { ...o, body: quota })),
+    read: (id: string, o: QueryOptions = {}) => this.call('GET', `/v1/acl/quota/${encodeURIComponent(id)}`, o),
+    update: (id: string, quota: QuotaInput, o: RequestOptions = {}) =>
+      this.value(this.call('PUT', `/v1/acl/quota/${encodeURIComponent(id)}`, { ...o, body: quota })),
+    delete: (id: string, o: RequestOptions = {}) => this.value(this.call('DELETE', `/v1/acl/quota/${encodeURIComponent(id)}`, o)),
+    list: (o: QueryOptions = {}) => this.call('GET', '/v1/acl/quotas', o),
   };
 
   /** Exchanges a bearer token from an auth method for a token (no ACL token needed). */
