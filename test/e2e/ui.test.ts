@@ -229,6 +229,18 @@ describe.skipIf(!CHROMIUM)('web UI in chromium', () => {
       });
       await roundTrip('binding-rule', () => api('GET', `/v1/acl/binding-rule/${rule.ID}`), `#/binding-rules/${rule.ID}`, '#br-desc');
     }, 60_000);
+
+    it('a quota with every field set', async () => {
+      const quota = await api('PUT', '/v1/acl/quota', {
+        Name: 'rt-quota',
+        Description: 'every field',
+        AuthMethod: 'rt-jwt',
+        MaxTokens: 50,
+        MaxTokenTTL: '2h',
+        MinTokenTTL: '5m',
+      });
+      await roundTrip('quota', () => api('GET', `/v1/acl/quota/${quota.ID}`), `#/quotas/${quota.ID}`, '#q-desc');
+    }, 60_000);
   });
 
   describe('what is typed and chosen reaches the API whole', () => {
@@ -286,6 +298,36 @@ describe.skipIf(!CHROMIUM)('web UI in chromium', () => {
         BindType: 'role',
         BindName: 'deployers',
       });
+    }, 60_000);
+
+    it('a quota, typed key by key, its scope chosen, and its use shown against its limit', async () => {
+      await open('#/quotas/new', '#q-name');
+      await type('#q-name', 'ui-team');
+      await type('#q-desc', 'typed in the browser');
+      await page.selectOption('#q-scope', 'Namespace');
+      await type('#q-scope-name', 'ui-team');
+      await type('#q-max', '3');
+      await type('#q-max-ttl', '12h');
+      await page.click('form button[type=submit]');
+      await page.waitForSelector('h1:has-text("Quota “ui-team”")');
+      const id = page.url().split('/').pop() as string;
+      expect(await api('GET', `/v1/acl/quota/${id}`)).toMatchObject({
+        Name: 'ui-team',
+        Description: 'typed in the browser',
+        Namespace: 'ui-team',
+        MaxTokens: 3,
+        MaxTokenTTL: '12h0m0s',
+        Local: false,
+        Used: 0,
+      });
+      expect(await api('GET', `/v1/acl/quota/${id}`)).not.toHaveProperty('AuthMethod');
+      await api('PUT', '/v1/acl/token?ns=ui-team', {});
+      await api('PUT', '/v1/acl/token?ns=ui-team', {});
+      await open('#/quotas', '[data-testid=quota-table]');
+      const row = page.locator('[data-testid=quota-table] tr', { hasText: 'ui-team' });
+      expect(await row.textContent()).toContain('2 / 3');
+      expect(await row.textContent()).toContain('namespace ui-team');
+      await shot('quotas');
     }, 60_000);
 
     it('a token with identities, datacenters and a templated policy, typed key by key', async () => {

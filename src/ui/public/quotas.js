@@ -67,11 +67,16 @@ export function QuotaForm({ id }) {
       if (creating) go(`#/quotas/${q.ID}`);
     }
   };
+  // The scope's kind as chosen (a name not typed yet leaves the record no field to tell it by).
+  const [chosen, setChosen] = useState(undefined);
   if (draft === undefined)
     return html`<h1>Quota</h1><${Messages} form=${form} />${form.error ? null : html`<p class="muted">Loading…</p>`}`;
-  const { kind, name } = scopeOf(draft);
-  const setScope = (k, n) =>
+  const kind = chosen ?? scopeOf(draft).kind;
+  const name = draft[kind] ?? '';
+  const setScope = (k, n) => {
+    setChosen(k);
     setDraft((d) => ({ ...d, AuthMethod: undefined, Namespace: undefined, Partition: undefined, [k]: n === '' ? undefined : n }));
+  };
   const number = (v) => (v === '' ? undefined : Number(v));
   return html`<h1>${creating ? 'Create quota' : `Quota “${draft.Name}”`}</h1>
     ${editing ? html`<p data-testid="quota-used">Used: <${UseBar} q=${draft} /></p>` : null}
