@@ -150,8 +150,19 @@ const QUOTA_SCOPE_TAG: Record<QuotaScopeKind, string> = { AuthMethod: 'm', Names
  * counted (a Local quota's count, or the Local part of a global one's). The index's member counts
  * are the quotas' and the inventory's counts, kept by every write that adds or removes a token.
  */
-export const quotaScopeKey = (kind: QuotaScopeKind, name: string, localOnly: boolean): string =>
-  `${localOnly ? 'L' : 'A'}${QUOTA_SCOPE_TAG[kind]}${SEP}${name}`;
+export function quotaScopeKey(kind: QuotaScopeKind, name: string, localOnly: boolean): string {
+  const prefix = `${localOnly ? 'L' : 'A'}${QUOTA_SCOPE_TAG[kind]}${SEP}`;
+  let byName = quotaKeys.get(prefix);
+  if (byName === undefined) quotaKeys.set(prefix, (byName = new Map()));
+  let k = byName.get(name);
+  if (k === undefined) {
+    k = prefix + name;
+    // One string per scope, not one per token (at most 10,000 names kept of each kind).
+    if (byName.size < 10_000) byName.set(name, k);
+  }
+  return k;
+}
+const quotaKeys = new Map<string, Map<string, string>>();
 
 function quotaScopeKeys(t: Pick<TokenRecord, 'AuthMethod' | 'Namespace' | 'Partition' | 'Local'>, emit: (key: string) => void): void {
   for (const localOnly of t.Local ? [false, true] : [false]) {
