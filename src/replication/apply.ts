@@ -18,6 +18,13 @@ export interface Cursor {
    * records have, and their Hash would never say so (hashicorp/consul#9022).
    */
   form?: number;
+  /**
+   * The replication version whose tables the stream that brought this state carried (absent: the
+   * first release's). A secondary that now speaks a version carrying a table its cursor's did not
+   * fetches everything again: changes to that table were withheld from it (a quota made while it
+   * ran the previous release).
+   */
+  tables?: number;
 }
 
 /** The first primary's epoch: what a store or a frame without one means. */

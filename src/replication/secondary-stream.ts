@@ -1,4 +1,5 @@
 import { recordFormOf } from './releases.js';
+import { tablesLevel } from '../store/schema.js';
 import type { Logger } from 'pino';
 import type { Metrics } from '../observability/metrics.js';
 import { META } from '../store/schema.js';
@@ -107,12 +108,19 @@ export class SecondaryStream {
     this.disconnected();
     this.refusing = false;
     this.version = version;
-    // Applied at an earlier record form than this stream speaks: everything is fetched again, whole.
-    const refetch = (this.cursor.form ?? 1) < recordFormOf(version);
-    if (refetch)
+    // Applied at an earlier record form than this stream speaks, or without a table it carries: everything is fetched again, whole.
+    const laterForm = (this.cursor.form ?? 1) < recordFormOf(version);
+    const laterTables = (this.cursor.tables ?? 0) < tablesLevel(version);
+    const refetch = laterForm || laterTables;
+    if (laterForm)
       this.logger.info(
         { from: this.cursor.form ?? 1, to: recordFormOf(version) },
         'replication: a later record form: fetching everything again',
+      );
+    else if (laterTables && this.cursor.index > 0)
+      this.logger.info(
+        { from: this.cursor.tables ?? 0, to: tablesLevel(version) },
+        'replication: a table this datacenter was not sent before: fetching everything again',
       );
     return {
       t: 'hello',
@@ -126,9 +134,10 @@ export class SecondaryStream {
   }
 
   /** The record form this stream speaks, as a cursor keeps it (nothing for the first form: a cursor the previous release reads as its own). */
-  private formMark(): { form?: number } {
+  private formMark(): { form?: number; tables?: number } {
     const form = recordFormOf(this.version);
-    return form > 1 ? { form } : {};
+    const tables = tablesLevel(this.version);
+    return { ...(form > 1 ? { form } : {}), ...(tables > 0 ? { tables } : {}) };
   }
 
   /** The highest primary epoch this secondary has seen (what its cursor on disk says). */

@@ -53,6 +53,10 @@ export type TableName = (typeof TABLE_NAMES)[number];
  */
 export const TABLE_SINCE: Partial<Record<TableName, number>> = { quotas: 5 };
 
+/** The highest replication version, up to `version`, that first carried a table (0: none since the first release's). */
+export const tablesLevel = (version: number): number =>
+  Math.max(0, ...Object.values(TABLE_SINCE).filter((v): v is number => v !== undefined && v <= version));
+
 /** The tables a replication version carries. */
 export const tablesSpoken = (version: number): readonly TableName[] => TABLE_NAMES.filter((t) => (TABLE_SINCE[t] ?? 0) <= version);
 

@@ -73,6 +73,11 @@ describe.skipIf(previous === undefined)(`mixed releases: ${VERSION} beside ${PRE
       const refused = await call(dc1.url, m, 'PUT', '/v1/operator/upgrade?finalize');
       expect(refused.status).toBe(409);
       expect(JSON.stringify(refused.body)).toContain(`(${PREVIOUS_RELEASE.version})`);
+      // A quota (a table the previous release neither reads nor is sent) waits for every server, naming the one behind.
+      const early = await call(dc1.url, m, 'PUT', '/v1/acl/quota', { Name: 'early', Namespace: 'default', MaxTokens: 100 });
+      expect(early.status).toBe(409);
+      expect(early.body).toMatchObject({ code: 'FEATURE_NOT_ENABLED' });
+      expect(JSON.stringify(early.body)).toContain('dc2/');
 
       // Enforcing clients: this release's against the old daemon (its watch), the old one's against the new daemon (over HTTP).
       const Old = await previousAuthorizer();
@@ -102,8 +107,38 @@ describe.skipIf(previous === undefined)(`mixed releases: ${VERSION} beside ${PRE
         async () => ((await call(dc1.url, m, 'GET', '/v1/operator/upgrade')).body as OperatorUpgradeResponse).CanFinalize,
         10_000,
       );
+      // Every server speaks it now: quotas come on before the finalize, and replicate.
+      const quota = await call(dc1.url, m, 'PUT', '/v1/acl/quota', { Name: 'before-finalize', Namespace: 'default', MaxTokens: 100 });
+      expect(quota.status, JSON.stringify(quota.body)).toBe(200);
+      const quotaID = (quota.body as { ID: string }).ID;
+      await cluster.waitForReplication();
+      expect((await call(dc2.url, m, 'GET', `/v1/acl/quota/${quotaID}`)).status).toBe(200);
+      // Not finalized: the secondary can still be rolled back, its data dir holding a quota the previous release passes over.
+      dc2.program = previous;
+      await dc2.restart();
+      expect((await call(dc2.url, local.SecretID, 'GET', '/v1/acl/token/self')).status).toBe(200);
+      expect((await call(dc2.url, after.SecretID, 'GET', '/v1/acl/token/self')).status).toBe(200);
+      // Quota writes wait for it again; a delete does not, and is not sent to it (the old release knows no quotas):
+      // once upgraded again it fetches everything, and holds the quota no more.
+      await cluster.waitForReplication();
+      expect((await call(dc1.url, m, 'PUT', '/v1/acl/quota', { Name: 'while-rolled-back', Partition: 'p1' })).status).toBe(409);
+      expect((await call(dc1.url, m, 'DELETE', `/v1/acl/quota/${quotaID}`)).body).toBe(true);
+      await cluster.waitForReplication();
+      dc2.program = undefined;
+      await dc2.restart();
+      await cluster.waitForReplication();
+      await waitFor(
+        async () => (await call(dc2.url, m, 'GET', `/v1/acl/quota/${quotaID}`)).status === 404,
+        15_000,
+        100,
+        'the deleted quota gone from dc2',
+      );
+      await waitFor(
+        async () => ((await call(dc1.url, m, 'GET', '/v1/operator/upgrade')).body as OperatorUpgradeResponse).CanFinalize,
+        10_000,
+      );
       expect((await call(dc1.url, m, 'PUT', '/v1/operator/upgrade?finalize')).status).toBe(200);
-    }, 90_000);
+    }, 120_000);
   });
 
   describe('the primary on the previous release, the secondary upgraded, then rolled back', () => {
