@@ -48,6 +48,7 @@ export type HttpServices = Pick<
   | 'authMethods'
   | 'bindingRules'
   | 'quotas'
+  | 'inventory'
   | 'login'
   | 'bootstrap'
   | 'snapshots'
@@ -131,6 +132,7 @@ export function buildHttp(
     authMethods: services.authMethods,
     bindingRules: services.bindingRules,
     quotas: services.quotas,
+    inventory: services.inventory,
     login: services.login,
     bootstrap: services.bootstrap,
     snapshots: services.snapshots,

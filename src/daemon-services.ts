@@ -22,6 +22,7 @@ import { TokenService } from './service/tokens.js';
 import { AuthMethodService } from './service/auth-methods.js';
 import { BindingRuleService } from './service/binding-rules.js';
 import { QuotaService } from './service/quotas.js';
+import { InventoryService } from './service/inventory.js';
 import { LoginService } from './service/login.js';
 import { SnapshotService } from './service/snapshots.js';
 import type { LevelStore } from './store/level-store.js';
@@ -91,6 +92,7 @@ export function buildServices(
     recentChecks,
     authMethods: new AuthMethodService(store, resolver, { minTTL: config.token_min_ttl, maxTTL: config.token_max_ttl, urls }),
     bindingRules: new BindingRuleService(store, resolver, selectors),
+    inventory: new InventoryService(store, resolver, clock),
     quotas: new QuotaService(store, resolver, { minTTL: config.token_min_ttl, maxTTL: config.token_max_ttl }, upgrades),
     login: new LoginService(store, clock, { datacenter: config.datacenter, urls }, selectors),
     snapshots: new SnapshotService(store, resolver, clock, {

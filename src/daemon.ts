@@ -128,6 +128,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
   try {
     const services = buildServices(config, { store, clock, cluster, placement, audit, dataDir, logger, upgrades });
     metrics.watchCompiledAuthorizers(() => services.resolver.cachedAuthorizers);
+    metrics.watchInventory(() => services.inventory.counts());
     if (!placement.isPrimary() && config.initial_management_token) {
       logger.warn('initial_management_token is only used by the primary; ignored on this secondary');
     }

@@ -6,6 +6,7 @@ import type {
   BootstrapResponse,
   DryRunResponse,
   ExpandedTokenResponse,
+  InventoryResponse,
   PolicyResponse,
   QuotaResponse,
   RoleResponse,
@@ -97,15 +98,17 @@ type AclAnswer<P extends string> = P extends `/v1/acl/bootstrap${string}`
                           ? SyntheticPolicyResponse
                           : P extends `/v1/acl/templated-policy/${string}`
                             ? TemplatedPolicyResponse
-                            : P extends `/v1/acl/quotas${string}`
-                              ? QuotaResponse[]
-                              : P extends `/v1/acl/quota${string}`
-                                ? QuotaResponse
-                                : P extends `/v1/acl/replication${string}`
-                                  ? ReplicationStatusResponse
-                                  : P extends `/v1/acl/who-can${string}`
-                                    ? WhoCanResponse
-                                    : unknown;
+                            : P extends `/v1/acl/inventory${string}`
+                              ? InventoryResponse
+                              : P extends `/v1/acl/quotas${string}`
+                                ? QuotaResponse[]
+                                : P extends `/v1/acl/quota${string}`
+                                  ? QuotaResponse
+                                  : P extends `/v1/acl/replication${string}`
+                                    ? ReplicationStatusResponse
+                                    : P extends `/v1/acl/who-can${string}`
+                                      ? WhoCanResponse
+                                      : unknown;
 
 type OtherAnswer<M extends string, P extends string> = P extends `/v1/agent/self${string}`
   ? AgentSelfResponse

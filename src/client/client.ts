@@ -25,6 +25,7 @@ import type {
   bindingRuleBody,
   quotaBody,
   QuotaResponse,
+  InventoryResponse,
   cloneBody,
   rotateBody,
   loginBody,
@@ -55,6 +56,7 @@ export type {
   AuthMethodResponse,
   BindingRuleResponse,
   QuotaResponse,
+  InventoryResponse,
   AgentSelfResponse,
   BootstrapResponse,
   ExpandedTokenResponse,
@@ -358,6 +360,11 @@ export class WatchwordClient {
     delete: (id: string, o: RequestOptions = {}) => this.value(this.call('DELETE', `/v1/acl/quota/${encodeURIComponent(id)}`, o)),
     list: (o: QueryOptions = {}) => this.call('GET', '/v1/acl/quotas', o),
   };
+
+  /** The counts of this datacenter's tokens (GET /v1/acl/inventory): by method, role, policy, place; expiring, unused, acl:write holders; quotas' use. */
+  inventory(o: QueryOptions = {}): Promise<InventoryResponse> {
+    return this.value(this.call('GET', '/v1/acl/inventory', o));
+  }
 
   /** Exchanges a bearer token from an auth method for a token (no ACL token needed). */
   login(input: LoginInput, o: RequestOptions = {}): Promise<TokenResponse> {

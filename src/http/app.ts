@@ -15,6 +15,7 @@ import { policyRoutes } from './routes/policies.js';
 import { roleRoutes } from './routes/roles.js';
 import { authMethodRoutes } from './routes/auth-methods.js';
 import { quotaRoutes } from './routes/quotas.js';
+import { inventoryRoutes } from './routes/inventory.js';
 import { templatedPolicyRoutes } from './routes/templated-policies.js';
 import { decisionRoutes } from './routes/decisions.js';
 import { agentRoutes } from './routes/agent.js';
@@ -279,6 +280,7 @@ function registerRoutes(app: FastifyInstance, deps: AppDeps): RouteInfo[] {
   void app.register(decisionRoutes, pick('decisions', 'whoCan', 'metrics', 'reads'));
   void app.register(authMethodRoutes, pick('authMethods', 'bindingRules', 'login', 'cluster', 'loginRate', 'reads', 'store'));
   void app.register(quotaRoutes, pick('quotas', 'reads', 'store'));
+  void app.register(inventoryRoutes, pick('inventory'));
   void app.register(agentRoutes, pick('agent', 'metrics', 'resolver', 'audit', 'cluster'));
   void app.register(snapshotRoutes, pick('snapshots', 'snapshotUploads'));
   void app.register(replicationRoutes, pick('cluster', 'replicationStatus', 'replicationHistory', 'store'));

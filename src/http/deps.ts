@@ -10,6 +10,7 @@ import type { AclResolver } from '../service/acl-resolver.js';
 import type { AuthMethodService } from '../service/auth-methods.js';
 import type { BindingRuleService } from '../service/binding-rules.js';
 import type { QuotaService } from '../service/quotas.js';
+import type { InventoryService } from '../service/inventory.js';
 import type { LoginService } from '../service/login.js';
 import type { BootstrapService } from '../service/bootstrap.js';
 import type { AgentInfo } from '../service/context.js';
@@ -44,6 +45,8 @@ export interface AppDeps {
   bindingRules: BindingRuleService;
   /** Quotas (docs/http-api.md, "Quotas"). */
   quotas: QuotaService;
+  /** The inventory of tokens (docs/http-api.md, "Inventory"). */
+  inventory: InventoryService;
   login: LoginService;
   bootstrap: BootstrapService;
   snapshots: SnapshotService;

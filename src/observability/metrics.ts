@@ -1,6 +1,6 @@
 import { RequestMetrics } from './request-metrics.js';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { OperatorServersResponse } from '../api/schemas.js';
+import type { InventoryResponse, OperatorServersResponse } from '../api/schemas.js';
 import { TABLE_NAMES, type TableName } from '../store/schema.js';
 
 /** What the metrics read from the store at scrape time. */
@@ -117,6 +117,72 @@ export class Metrics implements BlockingGauge {
       registers: [this.registry],
       collect() {
         this.set(refusing() ? 1 : 0);
+      },
+    });
+  }
+
+  /**
+   * The inventory of tokens (docs/http-api.md, "Inventory"), read at scrape time: the totals, the
+   * counts by auth method, role, policy, namespace and partition (at most INVENTORY_LABELS names
+   * each, the largest; the rest summed under `other`), and each quota's use and limit.
+   */
+  watchInventory(counts: () => InventoryResponse): void {
+    let last: { at: number; value: InventoryResponse } | undefined;
+    // One computation per scrape, whichever gauge asks first.
+    const now = () => {
+      const t = Date.now();
+      if (last === undefined || t - last.at > 1000) last = { at: t, value: counts() };
+      return last.value;
+    };
+    new Gauge({
+      name: 'watchword_inventory_tokens',
+      help: 'Live tokens held here: total, local, global, expiring_1h, expiring_24h, never_used, unused_30d, acl_write',
+      labelNames: ['kind'] as const,
+      registers: [this.registry],
+      collect() {
+        const c = now();
+        const kinds: Array<[string, number]> = [
+          ['total', c.Tokens],
+          ['local', c.Local],
+          ['global', c.Global],
+          ['expiring_1h', c.ExpiringWithin1h],
+          ['expiring_24h', c.ExpiringWithin24h],
+          ['never_used', c.NeverUsed],
+          ['unused_30d', c.UnusedFor30d],
+          ['acl_write', c.ACLWriteHolders],
+        ];
+        for (const [kind, n] of kinds) this.set({ kind }, n);
+      },
+    });
+    new Gauge({
+      name: 'watchword_inventory_tokens_by',
+      help: `Live tokens by auth_method, role, policy, namespace or partition (the ${INVENTORY_LABELS} largest of each; the rest as "other")`,
+      labelNames: ['by', 'name'] as const,
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        const c = now();
+        const groups: Array<[string, Record<string, number>]> = [
+          ['auth_method', c.ByAuthMethod],
+          ['role', c.ByRole],
+          ['policy', c.ByPolicy],
+          ['namespace', c.ByNamespace],
+          ['partition', c.ByPartition],
+        ];
+        for (const [by, counts] of groups) for (const [name, n] of boundedLabels(counts)) this.set({ by, name }, n);
+      },
+    });
+    new Gauge({
+      name: 'watchword_quota_tokens',
+      help: 'Live tokens each quota counts here (used) and its MaxTokens (max, when it has one)',
+      labelNames: ['quota', 'kind'] as const,
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const q of now().Quotas.slice(0, INVENTORY_LABELS)) {
+          this.set({ quota: q.Name, kind: 'used' }, q.Used);
+          if (q.MaxTokens !== undefined) this.set({ quota: q.Name, kind: 'max' }, q.MaxTokens);
+        }
       },
     });
   }
@@ -264,4 +330,18 @@ export class Metrics implements BlockingGauge {
     this.answeredCount++;
     this.requests.observe(method, route, status, seconds);
   }
+}
+
+/** Names a metric of the inventory shows at most, of each kind: the rest are summed as `other`. */
+export const INVENTORY_LABELS = 100;
+
+/** The name the tokens made through the token API (auth method "") are shown under: no auth method can be named so. */
+export const TOKEN_API_LABEL = '(token-api)';
+
+/** The largest INVENTORY_LABELS counts by name, and the rest summed as `other` (the empty name as TOKEN_API_LABEL). */
+export function boundedLabels(counts: Record<string, number>): Array<[string, number]> {
+  const all = Object.entries(counts).sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
+  const shown = all.slice(0, INVENTORY_LABELS).map(([k, n]): [string, number] => [k === '' ? TOKEN_API_LABEL : k, n]);
+  const rest = all.slice(INVENTORY_LABELS).reduce((sum, [, n]) => sum + n, 0);
+  return rest > 0 ? [...shown, ['other', rest]] : shown;
 }

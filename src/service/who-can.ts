@@ -73,14 +73,14 @@ function levelAllows(level: AccessLevel | undefined, access: Access): boolean {
  * Whether any rule of these rules, at any level of blocks, could grant the check: a sieve for
  * candidates (never the decision, which explain() makes for each candidate).
  */
-export function couldGrant(rules: ScopeRules, c: Check): boolean {
+export function couldGrant(rules: ScopeRules, c: Pick<Check, 'resource' | 'segment' | 'access'>): boolean {
   if (scopeCouldGrant(rules, c)) return true;
   for (const b of rules.namespaces) if (couldGrant(b.rules, c)) return true;
   for (const b of rules.partitions) if (couldGrant(b.rules, c)) return true;
   return false;
 }
 
-function scopeCouldGrant(rules: ScopeRules, c: Check): boolean {
+function scopeCouldGrant(rules: ScopeRules, c: Pick<Check, 'resource' | 'segment' | 'access'>): boolean {
   switch (c.resource) {
     case 'acl':
       return levelAllows(rules.acl, c.access);

@@ -14,17 +14,44 @@ import { z } from 'zod';
 /** How far past this server's clock a peer's reported use may be (servers' clocks differ a little). */
 export const PEER_SKEW_MS = 60_000;
 
+/** The hour a use falls in (ms since the epoch, whole hours): what the inventory counts uses by. */
+export const HOUR_MS = 3_600_000;
+const hourOf = (ms: number): number => Math.floor(ms / HOUR_MS);
+
 export class LastUseBook {
   /** Accessor → the latest use known (flushed or not). */
   private readonly at = new Map<string, number>();
   /** Uses not yet written to the disk (the leader) or reported to the leader (a follower). */
   private readonly unflushed = new Set<string>();
+  /** How many tokens were last used in each hour (the inventory's "unused for 30 days", counted, not walked). */
+  private readonly byHour = new Map<number, number>();
+
+  /** Sets a token's last use, keeping the count of each hour. */
+  private put(accessor: string, ms: number, prev: number | undefined): void {
+    if (prev !== undefined) this.count(hourOf(prev), -1);
+    this.at.set(accessor, ms);
+    this.count(hourOf(ms), 1);
+  }
+
+  private count(hour: number, by: number): void {
+    const n = (this.byHour.get(hour) ?? 0) + by;
+    if (n === 0) this.byHour.delete(hour);
+    else this.byHour.set(hour, n);
+  }
+
+  /** Tokens last used in the hour of `ms` or later (a walk of the hours, not of the tokens). */
+  usedSince(ms: number): number {
+    const from = hourOf(ms);
+    let n = 0;
+    for (const [hour, count] of this.byHour) if (hour >= from) n += count;
+    return n;
+  }
 
   /** A use of this token at `ms`. Later uses only; one a second is plenty for minute resolution. */
   touch(accessor: string, ms: number): void {
     const prev = this.at.get(accessor);
     if (prev !== undefined && ms < prev + 1000) return;
-    this.at.set(accessor, ms);
+    this.put(accessor, ms, prev);
     this.unflushed.add(accessor);
   }
 
@@ -37,20 +64,28 @@ export class LastUseBook {
     const ms = Math.min(reported, now + PEER_SKEW_MS);
     const prev = this.at.get(accessor);
     if (prev !== undefined && ms <= prev) return;
-    this.at.set(accessor, ms);
+    this.put(accessor, ms, prev);
     this.unflushed.add(accessor);
   }
 
   /** A use read from the disk or from the leader's batch: already durable, nothing to flush. */
   adopt(accessor: string, ms: number): void {
     const prev = this.at.get(accessor);
-    if (prev === undefined || ms > prev) this.at.set(accessor, ms);
+    if (prev === undefined || ms > prev) this.put(accessor, ms, prev);
   }
 
   /** The token is gone. */
   forget(accessor: string): void {
-    this.at.delete(accessor);
     this.unflushed.delete(accessor);
+    const prev = this.at.get(accessor);
+    if (prev === undefined) return;
+    this.count(hourOf(prev), -1);
+    this.at.delete(accessor);
+  }
+
+  /** Whether a use of this token is known. */
+  has(accessor: string): boolean {
+    return this.at.has(accessor);
   }
 
   get(accessor: string): number | undefined {

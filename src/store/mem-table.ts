@@ -226,6 +226,12 @@ export class MemTable<R, I extends string> implements Table<R, I> {
     return out;
   }
 
+  orderedCountBetween(from: number, until: number): number {
+    let n = 0;
+    for (let i = this.orderedPosition(from + 1, ''); i < this.ordered.length && (this.ordered[i] as [number, string])[0] <= until; i++) n++;
+    return n;
+  }
+
   firstOrdered(): number | undefined {
     return this.ordered[0]?.[0];
   }

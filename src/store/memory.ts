@@ -140,6 +140,14 @@ export interface StateReader {
   tokenCountBy(index: TokenGrantIndex, key: string): number;
   /** Every identity or template name some token holds. */
   tokenKeysOf(index: 'service' | 'node' | 'template'): IterableIterator<string>;
+  /** Each key of a token index with the number of tokens under it (a walk of the keys, not of the tokens). */
+  tokenIndexCounts(index: 'authMethod' | 'policy' | 'role' | 'quota' | 'created'): Array<[string, number]>;
+  /** The AccessorIDs of the tokens made in an hour (a `created` index key), nothing decoded. */
+  tokenIDsCreatedIn(hour: string): string[];
+  /** How many tokens there are, and how many of them are Local. */
+  tokenTotals(): { tokens: number; local: number };
+  /** Tokens that expire after `from` and at or before `until` (a walk of the expiry times between, not of the tokens). */
+  tokensExpiringBetween(from: number, until: number): number;
   /** The tokens of one namespace in AccessorID order, from the first after `after` (decoded for a moment, not kept). */
   tokensInScopeAfter(partition: string, namespace: string, after: string | undefined): Iterable<TokenRecord>;
   /** Every policy and every role, of every place (small tables). */
@@ -227,6 +235,23 @@ export class TablesReader implements StateReader {
 
   tokenKeysOf(index: 'service' | 'node' | 'template'): IterableIterator<string> {
     return this.tables.tokens.indexKeys(index);
+  }
+
+  tokenIndexCounts(index: 'authMethod' | 'policy' | 'role' | 'quota' | 'created'): Array<[string, number]> {
+    const t = this.tables.tokens;
+    return Array.from(t.indexKeys(index), (k): [string, number] => [k, t.memberCount(index, k)]);
+  }
+
+  tokenIDsCreatedIn(hour: string): string[] {
+    return this.tables.tokens.memberIDs('created', hour);
+  }
+
+  tokenTotals(): { tokens: number; local: number } {
+    return { tokens: this.tables.tokens.size, local: this.tables.tokens.memberCount('local', '') };
+  }
+
+  tokensExpiringBetween(from: number, until: number): number {
+    return this.tables.tokens.orderedCountBetween(from, until);
   }
 
   tokensInScopeAfter(partition: string, namespace: string, after: string | undefined): Iterable<TokenRecord> {

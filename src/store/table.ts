@@ -73,6 +73,8 @@ export interface Table<R, I extends string> {
   finishLoading(): void;
   /** Entries ordered at or before `until`, after the cursor `after` ([time, id]), at most `limit`. */
   orderedUpTo(until: number, limit: number, after?: [number, string]): Array<[number, string]>;
+  /** How many records are ordered after `from` and at or before `until` (a walk of the times between, not of the records). */
+  orderedCountBetween(from: number, until: number): number;
   firstOrdered(): number | undefined;
 }
 

@@ -771,6 +771,19 @@ describe.skipIf(!CHROMIUM)('web UI in chromium', () => {
     await shot('api-reference');
   }, 60_000);
 
+  it('draws the inventory: the figures and a chart per kind, as the API counts them', async () => {
+    await signIn(cluster.managementToken);
+    const counts = await api('GET', '/v1/acl/inventory');
+    await open('#/inventory', '[data-testid=inv-tokens]');
+    expect(await page.textContent('[data-testid=inv-tokens] .value')).toBe(String(counts.Tokens));
+    expect(await page.textContent('[data-testid=inv-acl-write] .value')).toBe(String(counts.ACLWriteHolders));
+    const methodRows = await page.locator('[data-testid=inv-by-method] tr').count();
+    expect(methodRows).toBe(Math.min(16, Object.keys(counts.ByAuthMethod).length));
+    expect(await page.textContent('[data-testid=inv-by-namespace]')).toContain(String(counts.ByNamespace.default));
+    expect(await page.textContent('[data-testid=inv-quotas]')).toContain('ui-team (of 3)');
+    await shot('inventory');
+  }, 60_000);
+
   it('pages through a token list longer than a page, and back', async () => {
     // More tokens than the list's page of 100; removed again at the end (other tests expect the signed-in token on the first page).
     const made: string[] = [];

@@ -238,6 +238,12 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
     this.loader.finishLoading();
   }
 
+  orderedCountBetween(from: number, until: number): number {
+    let n = 0;
+    for (const [time, at] of this.order.upTo(until, from)) if (time > from) n += at.size;
+    return n;
+  }
+
   orderedUpTo(until: number, limit: number, after?: [number, string]): Array<[number, string]> {
     const out: Array<[number, string]> = [];
     for (const [time, at] of this.order.upTo(until, after?.[0])) {

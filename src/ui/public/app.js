@@ -30,6 +30,7 @@ import { Datacenters, Servers } from './ops.js';
 import { Audit } from './audit.js';
 import { WhoCan } from './insight.js';
 import { QuotaForm, Quotas } from './quotas.js';
+import { Inventory } from './inventory.js';
 
 function SignIn({ onSignedIn }) {
   const [secret, setSecret] = useState('');
@@ -100,6 +101,7 @@ const PAGES = [
   ['auth-methods', 'Auth methods'],
   ['binding-rules', 'Binding rules'],
   ['quotas', 'Quotas'],
+  ['inventory', 'Inventory'],
   ['datacenters', 'Datacenters'],
   ['servers', 'Servers', () => state.canOperate],
   ['audit', 'Audit', () => state.canAudit],
@@ -135,6 +137,7 @@ function Page({ route }) {
   if (page === 'binding-rules') return html`<${BindingRules} method=${route.query.get('method') ?? undefined} />`;
   if (page === 'quotas' && id) return html`<${QuotaForm} id=${id} />`;
   if (page === 'quotas') return html`<${Quotas} />`;
+  if (page === 'inventory') return html`<${Inventory} />`;
   if (page === 'datacenters') return html`<${Datacenters} />`;
   if (page === 'servers') return html`<${Servers} />`;
   if (page === 'audit') return html`<${Audit} query=${route.query} />`;
