@@ -104,9 +104,11 @@ export class InventoryService {
 
   /** Tokens by namespace (whatever their partition) or by partition: the quota index's own counts. */
   private scoped(kind: 'Namespace' | 'Partition'): Record<string, number> {
-    const prefix = quotaScopeKey(kind, '', false);
+    const prefixes = [quotaScopeKey(kind, '', 'global'), quotaScopeKey(kind, '', 'local')];
     const out: Record<string, number> = {};
-    for (const [k, n] of this.reader.tokenIndexCounts('quota')) if (k.startsWith(prefix) && n > 0) out[k.slice(prefix.length)] = n;
+    for (const [k, n] of this.reader.tokenIndexCounts('quota'))
+      for (const prefix of prefixes)
+        if (k.startsWith(prefix) && n > 0) out[k.slice(prefix.length)] = (out[k.slice(prefix.length)] ?? 0) + n;
     return sorted(out);
   }
 

@@ -9,7 +9,7 @@ import type { ExpiryLimits } from '../domain/expiry.js';
 import { DEFAULT_NAMESPACE, DEFAULT_PARTITION, isUUID } from '../domain/ids.js';
 import { QUOTA_FIELDS, givenFields } from '../domain/records.js';
 import type { QuotaRecord, Scope, TokenRecord } from '../domain/types.js';
-import { type QuotaScopeKind, quotaScopeKey, quotaScopeOf } from '../store/schema.js';
+import { type QuotaScopeKind, quotaCountKeys, quotaScopeKey, quotaScopeOf } from '../store/schema.js';
 import type { StateReader, Store, TxReader } from '../store/store.js';
 import type { AclResolver } from './acl-resolver.js';
 import { audited } from './audited.js';
@@ -88,7 +88,8 @@ function quotasOver(tx: Pick<TxReader, 'quotasOver'>, t: TokenDraft): QuotaRecor
     ['Partition', t.Partition],
   ];
   if (t.AuthMethod) scopes.unshift(['AuthMethod', t.AuthMethod]);
-  for (const [kind, name] of scopes) for (const q of tx.quotasOver(quotaScopeKey(kind, name, false))) if (!q.Local || t.Local) out.push(q);
+  for (const [kind, name] of scopes)
+    for (const q of tx.quotasOver(quotaScopeKey(kind, name, 'quota'))) if (!q.Local || t.Local) out.push(q);
   return out.sort((a, b) => (a.Name.toLowerCase() < b.Name.toLowerCase() ? -1 : 1));
 }
 
@@ -125,8 +126,8 @@ export function admitToken(
         `Quota exceeded: ${named(q)} allows tokens of at least ${formatDuration(min)}; this one would live ${formatDuration(Math.max(0, out - now))}`,
       );
     if (q.MaxTokens !== undefined) {
-      const { kind, name } = quotaScopeOf(q);
-      const used = tx.tokenCountUnder(quotaScopeKey(kind, name, q.Local));
+      let used = 0;
+      for (const k of quotaCountKeys(q)) used += tx.tokenCountUnder(k);
       if (used >= q.MaxTokens)
         throw exceeded(`Quota exceeded: ${named(q)} holds ${used} of ${q.MaxTokens} tokens; delete or revoke some, or raise MaxTokens`);
     }

@@ -18,8 +18,7 @@ import {
   type TokenGrantIndex,
   authMethodID,
   nameKey,
-  quotaScopeKey,
-  quotaScopeOf,
+  quotaCountKeys,
   scopeKey,
   SEP,
 } from './schema.js';
@@ -405,8 +404,9 @@ export class TablesReader implements StateReader {
   }
 
   quotaUsed(q: QuotaRecord): number {
-    const { kind, name } = quotaScopeOf(q);
-    return this.tables.tokens.memberCount('quota', quotaScopeKey(kind, name, q.Local));
+    let n = 0;
+    for (const k of quotaCountKeys(q)) n += this.tables.tokens.memberCount('quota', k);
+    return n;
   }
 
   localTokens(): TokenRecord[] {

@@ -147,33 +147,45 @@ export function createdHour(createTime: string): string {
 /** What a quota limits (docs/http-api.md, "Quotas"): the tokens of an auth method, a namespace or a partition. */
 export type QuotaScopeKind = 'AuthMethod' | 'Namespace' | 'Partition';
 
-const QUOTA_SCOPE_TAG: Record<QuotaScopeKind, string> = { AuthMethod: 'm', Namespace: 'n', Partition: 'p' };
-
 /**
- * A token's key in its table's `quota` index: the scope, and whether only Local tokens are
- * counted (a Local quota's count, or the Local part of a global one's). The index's member counts
- * are the quotas' and the inventory's counts, kept by every write that adds or removes a token.
+ * Keys of a scope: the token table's `quota` index holds each token under its scope's key of its
+ * locality (`global` or `local`), so a Local quota counts the `local` key's members and a global
+ * one both keys'; the quotas table's `target` index holds each quota under its scope's `quota` key.
  */
-export function quotaScopeKey(kind: QuotaScopeKind, name: string, localOnly: boolean): string {
-  const prefix = `${localOnly ? 'L' : 'A'}${QUOTA_SCOPE_TAG[kind]}${SEP}`;
+export type QuotaKeyOf = 'global' | 'local' | 'quota';
+
+const QUOTA_KEY_PREFIXES: Record<QuotaKeyOf, Record<QuotaScopeKind, string>> = {
+  global: { AuthMethod: `Gm${SEP}`, Namespace: `Gn${SEP}`, Partition: `Gp${SEP}` },
+  local: { AuthMethod: `Lm${SEP}`, Namespace: `Ln${SEP}`, Partition: `Lp${SEP}` },
+  quota: { AuthMethod: `Qm${SEP}`, Namespace: `Qn${SEP}`, Partition: `Qp${SEP}` },
+};
+const quotaKeys = new Map<string, Map<string, string>>();
+
+/** The key of a scope (`kind`, `name`) of one locality, or of the quotas over it: one string per scope, not one per token. */
+export function quotaScopeKey(kind: QuotaScopeKind, name: string, of: QuotaKeyOf): string {
+  const prefix = QUOTA_KEY_PREFIXES[of][kind];
   let byName = quotaKeys.get(prefix);
   if (byName === undefined) quotaKeys.set(prefix, (byName = new Map()));
   let k = byName.get(name);
   if (k === undefined) {
     k = prefix + name;
-    // One string per scope, not one per token (at most 10,000 names kept of each kind).
+    // At most 10,000 names kept of each kind.
     if (byName.size < 10_000) byName.set(name, k);
   }
   return k;
 }
-const quotaKeys = new Map<string, Map<string, string>>();
+
+/** The index keys of a quota's count here: a Local quota's, its scope's local key; a global one's, both. */
+export const quotaCountKeys = (q: Pick<QuotaRecord, QuotaScopeKind | 'Local'>): string[] => {
+  const { kind, name } = quotaScopeOf(q);
+  return q.Local ? [quotaScopeKey(kind, name, 'local')] : [quotaScopeKey(kind, name, 'global'), quotaScopeKey(kind, name, 'local')];
+};
 
 function quotaScopeKeys(t: Pick<TokenRecord, 'AuthMethod' | 'Namespace' | 'Partition' | 'Local'>, emit: (key: string) => void): void {
-  for (const localOnly of t.Local ? [false, true] : [false]) {
-    if (t.AuthMethod) emit(quotaScopeKey('AuthMethod', t.AuthMethod, localOnly));
-    emit(quotaScopeKey('Namespace', t.Namespace, localOnly));
-    emit(quotaScopeKey('Partition', t.Partition, localOnly));
-  }
+  const of = t.Local ? 'local' : 'global';
+  if (t.AuthMethod) emit(quotaScopeKey('AuthMethod', t.AuthMethod, of));
+  emit(quotaScopeKey('Namespace', t.Namespace, of));
+  emit(quotaScopeKey('Partition', t.Partition, of));
 }
 
 /** The token indexes by what grants: who can (service/who-can.ts) finds the tokens a policy, role, identity or template reaches. */
@@ -292,7 +304,7 @@ export const quotasTable: TableDef<QuotaRecord, 'name' | 'target'> = {
       reads: ['AuthMethod', 'Namespace', 'Partition'],
       keys: (q, emit) => {
         const { kind, name } = quotaScopeOf(q);
-        emit(quotaScopeKey(kind, name, false));
+        emit(quotaScopeKey(kind, name, 'quota'));
       },
     },
   },

@@ -202,7 +202,7 @@ export interface TxReader {
   ruleIDsOfAuthMethod(methodID: string): string[];
   getQuota(id: string): QuotaRecord | undefined;
   getQuotaByName(name: string): QuotaRecord | undefined;
-  /** The durable quotas over the tokens counted under a `quota` index key (quotaScopeKey, not Local only): a quota judges the tokens written after it. */
+  /** The durable quotas over a scope, by its `quota` key (quotaScopeKey): a quota judges the tokens written after it. */
   quotasOver(key: string): QuotaRecord[];
   /** The tokens counted under a `quota` index key, as of this transaction: every write accepted before it counts. */
   tokenCountUnder(key: string): number;
