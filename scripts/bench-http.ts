@@ -99,7 +99,7 @@ const DELETES_TO_WARM_UP = 5_000;
  * and most identity providers sign) and a rule binding a service identity, at the daemon; the
  * body of a login with a JWT it accepts.
  */
-async function loginBody(url: string, headers: Record<string, string>): Promise<string> {
+export async function loginBody(url: string, headers: Record<string, string>): Promise<string> {
   const { publicKey, privateKey } = await generateKeyPair('RS256', { extractable: true });
   const put = async (path: string, body: unknown) => {
     const r = await fetch(`${url}${path}`, { method: 'PUT', headers: { ...headers, 'Content-Type': 'application/json' }, body: JSON.stringify(body) });

@@ -10,7 +10,8 @@
  * rounds (default and at least 3) of BENCH_DURATION seconds (default 6). The daemon runs
  * built (dist/, as `npm start` runs it). Prints every floor beside its figure, writes the
  * figures as JSON to bench-results/, and exits non-zero when a floor is missed.
- * BENCH_ONLY=http|tls|authorize|audit|replication|servers runs one part.
+ * BENCH_ONLY=http|tls|authorize|audit|replication|servers runs one part; BENCH_ONLY=ab BENCH_AB=<commit> compares
+ * the hot paths with another commit's build, interleaved (scripts/bench-ab.ts).
  */
 import type { ChildProcess } from 'node:child_process';
 import { cp, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -22,6 +23,7 @@ import { type TlsBench, tlsBench } from './bench-tls.js';
 import { type AuthorizeBench, authorizeBench } from './bench-authorize.js';
 import { AUDIT_MODES, type AuditBench, type AuditMode, auditBench, auditFloors } from './bench-audit.js';
 import { type FloorRow, type HttpBench, httpBench, httpFloors } from './bench-http.js';
+import { abBench, abTable } from './bench-ab.js';
 import { startDaemonProcess, stopDaemonProcess, useBuiltDaemon } from './daemon-process.js';
 import { histogram, quantile } from './bench-metrics.js';
 import { policyHash, tokenHash } from '../src/domain/hash.js';
@@ -196,6 +198,19 @@ async function main(): Promise<void> {
       const audit = await runAuditBench(dataDir);
       if (!auditOK(audit)) process.exitCode = 1;
       await writeReport({ audit });
+      return;
+    }
+
+    // BENCH_ONLY=ab BENCH_AB=<commit>: the hot paths of this build against that commit's, interleaved, alone.
+    if (only === 'ab') {
+      const rev = process.env.BENCH_AB;
+      if (!rev) throw new Error('BENCH_ONLY=ab needs BENCH_AB=<commit> (the build to compare with)');
+      const scenarios = process.env.BENCH_SCENARIOS ? new Set(process.env.BENCH_SCENARIOS.split(',')) : undefined;
+      const ab = await abBench(dataDir, SECRET, rev, { seconds: DURATION, rounds: ROUNDS, connections: CONNECTIONS, filterPolicies, ...(scenarios ? { only: scenarios } : {}) });
+      process.stdout.write(`A/B against ${ab.commit.slice(0, 12)}: median of ${ab.rounds} interleaved rounds of ${DURATION} s; ${ab.pinned ? 'servers on CPU 1, load generator on CPU 0' : 'not pinned'}\n`);
+      console.table(abTable(ab));
+      if (ab.rows.some((r) => !r.ok)) process.exitCode = 1;
+      await writeReport({ ab });
       return;
     }
 
