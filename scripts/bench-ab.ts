@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { buildCommit, commitOf } from './commit-build.js';
 import { type DaemonProcess, startDaemonProcess, stopDaemonProcess, useBuiltDaemon } from './daemon-process.js';
-import { type HttpRow, loginBody, settle } from './bench-http.js';
+import { type HttpRow, cpuMicros, loginBody, settle } from './bench-http.js';
 import { canPin, medianOf, pinSelf } from './bench-process.js';
 
 /** What each hot path of this build must reach of the other's. */
@@ -75,10 +75,18 @@ async function requestsOf(url: string, secret: string, filterPolicies: string[])
   };
 }
 
-async function measure(opts: autocannon.Options, seconds: number, connections: number): Promise<HttpRow> {
+/** One round of a path at one daemon: its rate, latency and the daemon's CPU per request. */
+async function measure(opts: autocannon.Options, seconds: number, connections: number, pid?: number): Promise<HttpRow> {
+  const before = await cpuMicros(pid);
   const r = await (autocannon({ connections, duration: seconds, ...opts }) as unknown as Promise<autocannon.Result>);
+  const after = await cpuMicros(pid);
   if (r.non2xx > 0 || r.errors > 0 || r.timeouts > 0) throw new Error(`${opts.url}: ${r.non2xx} non-2xx answers, ${r.errors} errors, ${r.timeouts} timeouts`);
-  return { reqPerSec: Math.round(r.requests.average), p50ms: r.latency.p50, p99ms: r.latency.p99 };
+  return {
+    reqPerSec: Math.round(r.requests.average),
+    p50ms: r.latency.p50,
+    p99ms: r.latency.p99,
+    ...(before !== undefined && after !== undefined && r.requests.total > 0 ? { cpuMicros: Math.round((after - before) / r.requests.total) } : {}),
+  };
 }
 
 /** The interleaved comparison on copies of the seeded store in `dataDir` (not in use), whose management token is `secret`. */
@@ -117,7 +125,7 @@ export async function abBench(
         for (const path of group)
           for (const side of order) {
             await settle(sides.map((s) => s.daemon.proc.pid));
-            const row = await measure(side.requests[path], options.seconds, options.connections);
+            const row = await measure(side.requests[path], options.seconds, options.connections, side.daemon.proc.pid);
             const key = `${side.name}:${path}`;
             all.set(key, [...(all.get(key) ?? []), row]);
           }
@@ -125,7 +133,13 @@ export async function abBench(
     }
     const med = (key: string): HttpRow => {
       const xs = all.get(key) ?? [];
-      return { reqPerSec: medianOf(xs.map((x) => x.reqPerSec)), p50ms: medianOf(xs.map((x) => x.p50ms)), p99ms: medianOf(xs.map((x) => x.p99ms)) };
+      const cpu = xs.flatMap((x) => (x.cpuMicros === undefined ? [] : [x.cpuMicros]));
+      return {
+        reqPerSec: medianOf(xs.map((x) => x.reqPerSec)),
+        p50ms: medianOf(xs.map((x) => x.p50ms)),
+        p99ms: medianOf(xs.map((x) => x.p99ms)),
+        ...(cpu.length > 0 ? { cpuMicros: medianOf(cpu) } : {}),
+      };
     };
     const rows = paths.map((path): AbRow => {
       const before = med(`before:${path}`);
@@ -148,6 +162,7 @@ export function abTable(r: AbBench): Array<Record<string, string | number | bool
     'after req/s': row.after.reqPerSec,
     'before p99 ms': row.before.p99ms,
     'after p99 ms': row.after.p99ms,
+    'CPU µs/req before/after': `${row.before.cpuMicros ?? '?'}/${row.after.cpuMicros ?? '?'}`,
     ratio: `${row.ratio.toFixed(3)}x`,
     target: `>= ${AB_FLOOR}x`,
     ok: row.ok,
