@@ -6,7 +6,6 @@ import type {
   BootstrapResponse,
   DryRunResponse,
   ExpandedTokenResponse,
-  InventoryResponse,
   PolicyResponse,
   QuotaResponse,
   RoleResponse,
@@ -21,6 +20,7 @@ import type {
 import type {
   AgentHealthResponse,
   AuditPageResponse,
+  InventoryResponse,
   OperatorPrimaryResponse,
   OperatorServersResponse,
   OperatorUpgradeResponse,

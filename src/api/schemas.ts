@@ -293,10 +293,8 @@ export const authMethodBody = writeBody(AUTH_METHOD_FIELDS, {
 
 export const bindingRuleBody = writeBody(BINDING_RULE_FIELDS);
 
-export const quotaBody = writeBody(QUOTA_FIELDS, {
-  // What a read answers besides the record: a client that sends back what it read has it accepted and ignored.
-  Used: opt(z.number()),
-});
+/** A quota; `Used`, which a read answers besides the record, is accepted back and ignored. */
+export const quotaBody = writeBody(QUOTA_FIELDS, { Used: opt(z.number()) });
 
 export const loginBody = ciObject({
   AuthMethod: opt(str(128)),
@@ -450,38 +448,9 @@ export const authMethodResponse = answerOf(AUTH_METHOD_FIELDS).meta({ id: 'AuthM
 
 export const bindingRuleResponse = answerOf(BINDING_RULE_FIELDS).meta({ id: 'BindingRule' });
 
-export const quotaResponse = answerOf(QUOTA_FIELDS)
-  .extend({
-    Used: z
-      .number()
-      .int()
-      .describe('Live tokens the quota counts in the datacenter that answers (expired ones until reaped): docs/http-api.md, "Quotas"'),
-  })
-  .meta({ id: 'Quota' });
+const quotaUsed = z.number().int().describe('Live tokens the quota counts in the datacenter that answers: docs/http-api.md, "Quotas"');
+export const quotaResponse = answerOf(QUOTA_FIELDS).extend({ Used: quotaUsed }).meta({ id: 'Quota' });
 export type QuotaResponse = z.infer<typeof quotaResponse>;
-
-const counts = (what: string) => z.record(z.string(), z.number().int()).describe(`Live tokens by ${what}`);
-
-/** GET /v1/acl/inventory (docs/http-api.md, "Inventory"). */
-export const inventoryResponse = z
-  .object({
-    Tokens: z.number().int().describe('Live tokens held in this datacenter (expired ones until reaped)'),
-    Local: z.number().int(),
-    Global: z.number().int(),
-    ByAuthMethod: counts('the auth method whose login made them ("": made through the token API)'),
-    ByRole: counts('role they link (namespace/name outside the default namespace)'),
-    ByPolicy: counts('policy they link (namespace/name outside the default namespace)'),
-    ByNamespace: counts('namespace'),
-    ByPartition: counts('admin partition'),
-    ExpiringWithin1h: z.number().int(),
-    ExpiringWithin24h: z.number().int(),
-    NeverUsed: z.number().int().describe('Tokens with no known use'),
-    UnusedFor30d: z.number().int().describe('Tokens neither used nor made since the hour 30 days ago'),
-    ACLWriteHolders: z.number().int().describe('Tokens whose rules grant acl:write somewhere (every token when default_policy is allow)'),
-    Quotas: z.array(z.object({ ID: z.string(), Name: z.string(), Used: z.number().int(), MaxTokens: z.number().int().optional() })),
-  })
-  .meta({ id: 'Inventory' });
-export type InventoryResponse = z.infer<typeof inventoryResponse>;
 
 export const errorResponse = z
   .object({

@@ -260,3 +260,26 @@ export const transferLeaderResponse = z
   })
   .meta({ id: 'TransferLeader' });
 export type TransferLeaderResponse = z.infer<typeof transferLeaderResponse>;
+
+const counts = (what: string) => z.record(z.string(), z.number().int()).describe(`Live tokens by ${what}`);
+
+/** GET /v1/acl/inventory (docs/http-api.md, "Inventory"). */
+export const inventoryResponse = z
+  .object({
+    Tokens: z.number().int().describe('Live tokens held in this datacenter (expired ones until reaped)'),
+    Local: z.number().int(),
+    Global: z.number().int(),
+    ByAuthMethod: counts('the auth method whose login made them ("": made through the token API)'),
+    ByRole: counts('role they link (namespace/name outside the default namespace)'),
+    ByPolicy: counts('policy they link (namespace/name outside the default namespace)'),
+    ByNamespace: counts('namespace'),
+    ByPartition: counts('admin partition'),
+    ExpiringWithin1h: z.number().int(),
+    ExpiringWithin24h: z.number().int(),
+    NeverUsed: z.number().int().describe('Tokens with no known use'),
+    UnusedFor30d: z.number().int().describe('Tokens neither used nor made since the hour 30 days ago'),
+    ACLWriteHolders: z.number().int().describe('Tokens whose rules grant acl:write somewhere (every token when default_policy is allow)'),
+    Quotas: z.array(z.object({ ID: z.string(), Name: z.string(), Used: z.number().int(), MaxTokens: z.number().int().optional() })),
+  })
+  .meta({ id: 'Inventory' });
+export type InventoryResponse = z.infer<typeof inventoryResponse>;

@@ -1,4 +1,74 @@
 // The HTTP client's options, queries and answers (client.ts), apart from the calls themselves.
+import type { z } from 'zod';
+import type {
+  AuthMethodResponse,
+  BindingRuleResponse,
+  AgentSelfResponse,
+  BootstrapResponse,
+  ExpandedTokenResponse,
+  OperatorPrimaryResponse,
+  OperatorUpgradeResponse,
+  TransferLeaderResponse,
+  PromotionResponse,
+  OperatorServersResponse,
+  PolicyResponse,
+  ReplicationStatusResponse,
+  RoleResponse,
+  SnapshotRestoreResponse,
+  SyntheticPolicyResponse,
+  TemplatedPolicyResponse,
+  TokenAuthorizerResponse,
+  TokenResponse,
+  DryRunResponse,
+  WhoCanResponse,
+  authMethodBody,
+  bindingRuleBody,
+  quotaBody,
+  QuotaResponse,
+  cloneBody,
+  rotateBody,
+  loginBody,
+  policyBody,
+  roleBody,
+  tokenBody,
+} from '../api/schemas.js';
+
+export type TokenInput = z.input<typeof tokenBody>;
+export type CloneInput = z.input<typeof cloneBody>;
+/** A rotation: how long the replaced secret keeps working (`"10m"`, or nanoseconds; default 0, at most 24h). */
+export type RotateInput = z.input<typeof rotateBody>;
+export type PolicyInput = z.input<typeof policyBody>;
+export type RoleInput = z.input<typeof roleBody>;
+export type AuthMethodInput = z.input<typeof authMethodBody>;
+export type BindingRuleInput = z.input<typeof bindingRuleBody>;
+export type LoginInput = z.input<typeof loginBody>;
+/** A quota (docs/http-api.md, "Quotas"): `Name`, exactly one of `AuthMethod`, `Namespace`, `Partition`, and its limits. */
+export type QuotaInput = z.input<typeof quotaBody>;
+export type {
+  AuthMethodResponse,
+  BindingRuleResponse,
+  QuotaResponse,
+  InventoryResponse,
+  AgentSelfResponse,
+  BootstrapResponse,
+  ExpandedTokenResponse,
+  OperatorPrimaryResponse,
+  OperatorUpgradeResponse,
+  PromotionResponse,
+  OperatorServersResponse,
+  PolicyResponse,
+  ReplicationStatusResponse,
+  RoleResponse,
+  SnapshotRestoreResponse,
+  SyntheticPolicyResponse,
+  TemplatedPolicyResponse,
+  TokenAuthorizerResponse,
+  TokenResponse,
+  DryRunResponse,
+  TransferLeaderResponse,
+  WhoCanResponse,
+};
+
 import type { Reason } from '../domain/rules/explain-types.js';
 
 /** Filters of GET /v1/operator/audit. */
@@ -16,6 +86,7 @@ export interface AuditQuery {
 
 /** A page of audit events; `Latest` is the newest event's sequence number: `after` it to follow the log. */
 export type { AuditPageResponse as AuditPage } from '../api/status-schemas.js';
+import type { InventoryResponse } from '../api/status-schemas.js';
 
 /** One question for POST /v1/internal/acl/authorize (docs/enforcing-client.md, "Enforcing policies in your service"). */
 export interface AuthorizationCheck {

@@ -1,83 +1,22 @@
 import { readFileSync } from 'node:fs';
-import type { z } from 'zod';
-import type {
-  AuthMethodResponse,
-  BindingRuleResponse,
-  AgentSelfResponse,
-  BootstrapResponse,
-  ExpandedTokenResponse,
-  OperatorPrimaryResponse,
-  OperatorUpgradeResponse,
-  TransferLeaderResponse,
-  PromotionResponse,
-  OperatorServersResponse,
-  PolicyResponse,
-  ReplicationStatusResponse,
-  RoleResponse,
-  SnapshotRestoreResponse,
-  SyntheticPolicyResponse,
-  TemplatedPolicyResponse,
-  TokenAuthorizerResponse,
-  TokenResponse,
-  DryRunResponse,
-  WhoCanResponse,
-  authMethodBody,
-  bindingRuleBody,
-  quotaBody,
-  QuotaResponse,
-  InventoryResponse,
-  cloneBody,
-  rotateBody,
-  loginBody,
-  policyBody,
-  roleBody,
-  tokenBody,
-} from '../api/schemas.js';
 import type { ApiAnswer } from '../api/answers.js';
 import { tokenListQuery } from '../api/token-list-filter.js';
 
-/**
- * A typed client for the watchword HTTP API. Its request and response types are the
- * server's own zod schemas (src/api/schemas.ts), so the two cannot drift apart.
- */
-
-export type TokenInput = z.input<typeof tokenBody>;
-export type CloneInput = z.input<typeof cloneBody>;
-/** A rotation: how long the replaced secret keeps working (`"10m"`, or nanoseconds; default 0, at most 24h). */
-export type RotateInput = z.input<typeof rotateBody>;
-export type PolicyInput = z.input<typeof policyBody>;
-export type RoleInput = z.input<typeof roleBody>;
-export type AuthMethodInput = z.input<typeof authMethodBody>;
-export type BindingRuleInput = z.input<typeof bindingRuleBody>;
-export type LoginInput = z.input<typeof loginBody>;
-/** A quota (docs/http-api.md, "Quotas"): `Name`, exactly one of `AuthMethod`, `Namespace`, `Partition`, and its limits. */
-export type QuotaInput = z.input<typeof quotaBody>;
-export type {
-  AuthMethodResponse,
-  BindingRuleResponse,
-  QuotaResponse,
-  InventoryResponse,
-  AgentSelfResponse,
-  BootstrapResponse,
-  ExpandedTokenResponse,
-  OperatorPrimaryResponse,
-  OperatorUpgradeResponse,
-  PromotionResponse,
-  OperatorServersResponse,
-  PolicyResponse,
-  ReplicationStatusResponse,
-  RoleResponse,
-  SnapshotRestoreResponse,
-  SyntheticPolicyResponse,
-  TemplatedPolicyResponse,
-  TokenAuthorizerResponse,
-  TokenResponse,
-  DryRunResponse,
-  TransferLeaderResponse,
-  WhoCanResponse,
-};
-
 import type {
+  AuthMethodInput,
+  BindingRuleInput,
+  BootstrapResponse,
+  CloneInput,
+  InventoryResponse,
+  LoginInput,
+  PolicyInput,
+  QuotaInput,
+  ReplicationStatusResponse,
+  RoleInput,
+  RotateInput,
+  SnapshotRestoreResponse,
+  TokenInput,
+  TokenResponse,
   AuditQuery,
   AuthorizationCheck,
   ClientOptions,
@@ -89,6 +28,9 @@ import type {
 } from './client-types.js';
 
 export * from './client-types.js';
+
+// A typed client for the watchword HTTP API. Its request and response types are the server's own
+// zod schemas (src/api/schemas.ts, through client-types.ts), so the two cannot drift apart.
 
 /** An answer other than 2xx, with the server's stable code and message. */
 export class WatchwordApiError extends Error {

@@ -1,6 +1,7 @@
 import { RequestMetrics } from './request-metrics.js';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { InventoryResponse, OperatorServersResponse } from '../api/schemas.js';
+import type { OperatorServersResponse } from '../api/schemas.js';
+import type { InventoryResponse } from '../api/status-schemas.js';
 import { TABLE_NAMES, type TableName } from '../store/schema.js';
 
 /** What the metrics read from the store at scrape time. */

@@ -3,7 +3,7 @@
 // and each quota's use. Every count comes from an index's member counts or a walk of its keys
 // (or of the expiry times in a day, or of the tokens made in the last 30 days that were never
 // used), never from a walk of every token.
-import type { InventoryResponse } from '../api/schemas.js';
+import type { InventoryResponse } from '../api/status-schemas.js';
 import type { Clock } from '../domain/clock.js';
 import { DEFAULT_NAMESPACE, DEFAULT_PARTITION } from '../domain/ids.js';
 import { HOUR_MS } from '../store/last-use.js';

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/domain/clock.js';
-import type { InventoryResponse } from '../../src/api/schemas.js';
+import type { InventoryResponse } from '../../src/api/status-schemas.js';
 import type { TokenRecord } from '../../src/domain/types.js';
 import { boundedLabels } from '../../src/observability/metrics.js';
 import { type TestDaemon, apiFor, startTestDaemon } from '../helpers/test-daemon.js';

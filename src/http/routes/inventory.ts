@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { inventoryResponse } from '../../api/schemas.js';
+import { inventoryResponse } from '../../api/status-schemas.js';
 import type { AppDeps } from '../deps.js';
 import { requestContext } from '../pipeline.js';
 import { sendJSON } from '../respond.js';
