@@ -1,35 +1,14 @@
 // The HTTP client's options, queries and answers (client.ts), apart from the calls themselves.
 import type { z } from 'zod';
 import type {
-  AuthMethodResponse,
-  BindingRuleResponse,
-  AgentSelfResponse,
-  BootstrapResponse,
-  ExpandedTokenResponse,
-  OperatorPrimaryResponse,
-  OperatorUpgradeResponse,
-  TransferLeaderResponse,
-  PromotionResponse,
-  OperatorServersResponse,
-  PolicyResponse,
-  ReplicationStatusResponse,
-  RoleResponse,
-  SnapshotRestoreResponse,
-  SyntheticPolicyResponse,
-  TemplatedPolicyResponse,
-  TokenAuthorizerResponse,
-  TokenResponse,
-  DryRunResponse,
-  WhoCanResponse,
   authMethodBody,
   bindingRuleBody,
-  quotaBody,
-  QuotaResponse,
   cloneBody,
-  rotateBody,
   loginBody,
   policyBody,
+  quotaBody,
   roleBody,
+  rotateBody,
   tokenBody,
 } from '../api/schemas.js';
 
@@ -45,18 +24,18 @@ export type LoginInput = z.input<typeof loginBody>;
 /** A quota (docs/http-api.md, "Quotas"): `Name`, exactly one of `AuthMethod`, `Namespace`, `Partition`, and its limits. */
 export type QuotaInput = z.input<typeof quotaBody>;
 export type {
+  AgentSelfResponse,
   AuthMethodResponse,
   BindingRuleResponse,
-  QuotaResponse,
-  InventoryResponse,
-  AgentSelfResponse,
   BootstrapResponse,
+  DryRunResponse,
   ExpandedTokenResponse,
   OperatorPrimaryResponse,
-  OperatorUpgradeResponse,
-  PromotionResponse,
   OperatorServersResponse,
+  OperatorUpgradeResponse,
   PolicyResponse,
+  PromotionResponse,
+  QuotaResponse,
   ReplicationStatusResponse,
   RoleResponse,
   SnapshotRestoreResponse,
@@ -64,10 +43,10 @@ export type {
   TemplatedPolicyResponse,
   TokenAuthorizerResponse,
   TokenResponse,
-  DryRunResponse,
   TransferLeaderResponse,
   WhoCanResponse,
-};
+} from '../api/schemas.js';
+export type { InventoryResponse } from '../api/status-schemas.js';
 
 import type { Reason } from '../domain/rules/explain-types.js';
 
@@ -86,7 +65,6 @@ export interface AuditQuery {
 
 /** A page of audit events; `Latest` is the newest event's sequence number: `after` it to follow the log. */
 export type { AuditPageResponse as AuditPage } from '../api/status-schemas.js';
-import type { InventoryResponse } from '../api/status-schemas.js';
 
 /** One question for POST /v1/internal/acl/authorize (docs/enforcing-client.md, "Enforcing policies in your service"). */
 export interface AuthorizationCheck {
