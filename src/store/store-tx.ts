@@ -239,6 +239,10 @@ export class StoreTx implements Tx {
     return this.byUnique('quotas', 'name', name.toLowerCase());
   }
 
+  hasQuotas(): boolean {
+    return this.store.tables.quotas.size > 0;
+  }
+
   quotasOver(key: string): QuotaRecord[] {
     // The durable quotas only: a quota judges the tokens written after it (every token write asks, and
     // a walk of the writes not yet durable for quotas among them would cost each one).

@@ -202,6 +202,8 @@ export interface TxReader {
   ruleIDsOfAuthMethod(methodID: string): string[];
   getQuota(id: string): QuotaRecord | undefined;
   getQuotaByName(name: string): QuotaRecord | undefined;
+  /** Whether any quota is durable here (a token write with none to judge does nothing more). */
+  hasQuotas(): boolean;
   /** The durable quotas over a scope, by its `quota` key (quotaScopeKey): a quota judges the tokens written after it. */
   quotasOver(key: string): QuotaRecord[];
   /** The tokens counted under a `quota` index key, as of this transaction: every write accepted before it counts. */
