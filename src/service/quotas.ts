@@ -8,13 +8,12 @@ import { WatchwordError, conflict, invalid, missingTarget, notFound } from '../d
 import type { ExpiryLimits } from '../domain/expiry.js';
 import { DEFAULT_NAMESPACE, DEFAULT_PARTITION, isUUID } from '../domain/ids.js';
 import { QUOTA_FIELDS, givenFields } from '../domain/records.js';
-import type { QuotaRecord, Scope, TokenRecord } from '../domain/types.js';
+import type { QuotaRecord, Scope } from '../domain/types.js';
 import { type QuotaScopeKind, quotaCountKeys, quotaScopeKey, quotaScopeOf } from '../store/schema.js';
 import type { StateReader, Store, TxReader } from '../store/store.js';
-import type { AclResolver } from './acl-resolver.js';
+import type { AclResolver, Identity } from './acl-resolver.js';
 import { audited } from './audited.js';
 import type { RequestContext, WriteResult } from './context.js';
-import type { Identity } from './acl-resolver.js';
 import { type AclLevel, requireAcl } from './permissions.js';
 import { freshID } from './uniqueness.js';
 import { viewOf } from './views.js';
@@ -109,36 +108,35 @@ export function admitToken(
 ): number | undefined {
   // Most datacenters have no quota: a create or login then pays one look at the table's size.
   if (!tx.hasQuotas()) return expires;
+  const over = quotasOver(tx, t);
+  // The tightest MaxTokenTTL of them all decides: a token given one quota's would break a shorter one's.
+  let tightest: { q: QuotaRecord; ms: number } | undefined;
+  for (const q of over) {
+    const ms = ttlOf(q.MaxTokenTTL);
+    if (ms !== undefined && (tightest === undefined || ms < tightest.ms)) tightest = { q, ms };
+  }
   let out = expires;
-  for (const q of quotasOver(tx, t)) {
-    const max = ttlOf(q.MaxTokenTTL);
+  if (tightest !== undefined) {
+    if (out === undefined || (how === 'login' && out - now > tightest.ms)) out = now + tightest.ms;
+    else if (out - now > tightest.ms)
+      throw exceeded(
+        `Quota exceeded: ${named(tightest.q)} allows tokens of at most ${formatDuration(tightest.ms)}; this one would live ${formatDuration(out - now)}`,
+      );
+  }
+  for (const q of over) {
     const min = ttlOf(q.MinTokenTTL);
-    if (max !== undefined) {
-      if (out === undefined) out = now + max;
-      else if (out - now > max) {
-        if (how === 'login') out = now + max;
-        else
-          throw exceeded(
-            `Quota exceeded: ${named(q)} allows tokens of at most ${formatDuration(max)}; this one would live ${formatDuration(out - now)}`,
-          );
-      }
-    }
     if (min !== undefined && out !== undefined && out - now < min)
       throw exceeded(
         `Quota exceeded: ${named(q)} allows tokens of at least ${formatDuration(min)}; this one would live ${formatDuration(Math.max(0, out - now))}`,
       );
     if (q.MaxTokens !== undefined) {
-      let used = 0;
-      for (const k of quotaCountKeys(q)) used += tx.tokenCountUnder(k);
+      const used = tx.tokenCountUnder(quotaCountKeys(q));
       if (used >= q.MaxTokens)
         throw exceeded(`Quota exceeded: ${named(q)} holds ${used} of ${q.MaxTokens} tokens; delete or revoke some, or raise MaxTokens`);
     }
   }
   return out;
 }
-
-/** The scope of a token as quotas see it. */
-export const draftOf = (t: Pick<TokenRecord, 'AuthMethod' | 'Namespace' | 'Partition' | 'Local'>): TokenDraft => t;
 
 export class QuotaService {
   constructor(

@@ -6,7 +6,7 @@ import type { Clock } from '../domain/clock.js';
 import { formatDuration, parseDuration } from '../domain/duration.js';
 import { conflict, invalid, missingTarget, notFound, notPermitted } from '../domain/errors.js';
 import { type ExpiryLimits, isExpired, resolveExpiration } from '../domain/expiry.js';
-import { admitToken, draftOf } from './quotas.js';
+import { admitToken } from './quotas.js';
 import { normalizeNodeIdentities, normalizeServiceIdentities, normalizeTemplatedPolicies } from '../domain/grants.js';
 import { tokenHash } from '../domain/hash.js';
 import { type TokenContent, newTokenRecord } from '../domain/token.js';
@@ -398,7 +398,7 @@ export class TokenService {
         if (source.AuthMethod) throw invalid('Cannot clone a token created from an auth method');
         const expires = admitToken(
           tx,
-          draftOf(source),
+          source,
           source.ExpirationTime === undefined
             ? undefined
             : resolveExpiration({ time: Date.parse(source.ExpirationTime) }, now, this.options.limits),

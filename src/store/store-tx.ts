@@ -249,9 +249,10 @@ export class StoreTx implements Tx {
     return [...(this.store.tables.quotas.members('target', key) ?? [])];
   }
 
-  tokenCountUnder(key: string): number {
+  tokenCountUnder(keys: readonly string[]): number {
     const tokens = this.store.tables.tokens;
-    let n = tokens.memberCount('quota', key);
+    let n = 0;
+    for (const k of keys) n += tokens.memberCount('quota', k);
     // Writes accepted and not yet durable (and this transaction's), each as it will be, against the durable index.
     const prefix = layerKey.record('tokens', '');
     const layered = new Map<string, TokenRecord | null>();
@@ -259,9 +260,10 @@ export class StoreTx implements Tx {
       for (const [k, e] of layer) if (k.startsWith(prefix)) layered.set(k.slice(prefix.length), e.value as TokenRecord | null);
     if (layered.size === 0) return n;
     const quota = TABLE_DEFS.tokens.indexes.quota as IndexDef<TokenRecord>;
+    const under = (id: string) => keys.some((k) => tokens.isMember('quota', k, id));
     for (const [id, t] of layered) {
-      const before = tokens.isMember('quota', key, id);
-      const after = t !== null && keysOf(quota, t).includes(key);
+      const before = under(id);
+      const after = t !== null && keysOf(quota, t).some((k) => keys.includes(k));
       if (before !== after) n += after ? 1 : -1;
     }
     return n;

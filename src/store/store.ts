@@ -206,8 +206,8 @@ export interface TxReader {
   hasQuotas(): boolean;
   /** The durable quotas over a scope, by its `quota` key (quotaScopeKey): a quota judges the tokens written after it. */
   quotasOver(key: string): QuotaRecord[];
-  /** The tokens counted under a `quota` index key, as of this transaction: every write accepted before it counts. */
-  tokenCountUnder(key: string): number;
+  /** The tokens counted under any of these `quota` index keys (a token is under one of them at most), as of this transaction: every write accepted before it counts. */
+  tokenCountUnder(keys: readonly string[]): number;
   getRecord<T extends TableName>(table: T, id: string): RecordTypes[T] | undefined;
   getBootstrap(): BootstrapState;
 }

@@ -176,6 +176,19 @@ describe('quotas: the API', () => {
     expect((await d.api('PUT', '/v1/acl/token?partition=ttl-part', { body: { ExpirationTTL: '30m' } })).status).toBe(200);
   });
 
+  it('gives a token under two quotas the shorter MaxTokenTTL, whichever quota comes first by name', async () => {
+    await d.api('PUT', '/v1/acl/quota', { body: { Name: 'a-long', Namespace: 'two-limits', MaxTokenTTL: '2h' } });
+    await d.api('PUT', '/v1/acl/quota', { body: { Name: 'b-short', Partition: 'two-limits-p', MaxTokenTTL: '1h' } });
+    const res = await d.api('PUT', '/v1/acl/token?ns=two-limits&partition=two-limits-p', { body: {} });
+    expect(res.status, res.text).toBe(200);
+    const ends = Date.parse((res.body as Token).ExpirationTime ?? '');
+    expect(ends).toBeLessThanOrEqual(Date.now() + HOUR + 1000);
+    expect(ends).toBeGreaterThan(Date.now() + HOUR - 60_000);
+    const long = await d.api('PUT', '/v1/acl/token?ns=two-limits&partition=two-limits-p', { body: { ExpirationTTL: '90m' } });
+    expect(long.status).toBe(429);
+    expect((long.body as Failure).message).toContain('quota "b-short" (partition "two-limits-p") allows tokens of at most 1h0m0s');
+  });
+
   it('cuts a login token to the MaxTokenTTL of a quota over its auth method', async () => {
     const login = await jwtMethod(d, 'long-lived', { MaxTokenTTL: '24h' });
     await d.api('PUT', '/v1/acl/quota', { body: { Name: 'short-logins', AuthMethod: 'long-lived', MaxTokenTTL: '1h' } });
