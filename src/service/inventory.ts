@@ -24,6 +24,8 @@ export interface InventoryStore {
 const DAY_MS = 24 * HOUR_MS;
 /** How long a token goes unused before the inventory counts it as unused. */
 export const UNUSED_FOR_MS = 30 * DAY_MS;
+/** How long the walk of the never-used tokens made in the last 30 days is kept (UnusedFor30d may be this far behind). */
+const NEW_UNUSED_KEPT_MS = 60_000;
 
 /** A name as the inventory keys it: plain in the default namespace and partition, else qualified by them. */
 const placed = (o: { Name: string; Namespace: string; Partition: string }): string =>
@@ -119,13 +121,26 @@ export class InventoryService {
    */
   private unusedSince(cutoff: number, tokens: number): number {
     const from = hourKey(cutoff);
-    let newUnused = 0;
-    for (const [hour] of this.reader.tokenIndexCounts('created')) {
-      if (hour < from) continue;
-      for (const id of this.reader.tokenIDsCreatedIn(hour)) if (!this.store.lastUse.has(id)) newUnused++;
+    const now = cutoff + UNUSED_FOR_MS;
+    const kept = this.newUnused;
+    let newUnused: number;
+    if (kept !== undefined && kept.from === from && now - kept.at < NEW_UNUSED_KEPT_MS) newUnused = kept.value;
+    else {
+      newUnused = 0;
+      for (const [hour] of this.reader.tokenIndexCounts('created')) {
+        if (hour < from) continue;
+        for (const id of this.reader.tokenIDsCreatedIn(hour)) if (!this.store.lastUse.has(id)) newUnused++;
+      }
+      this.newUnused = { from, at: now, value: newUnused };
     }
     return Math.max(0, tokens - this.store.lastUse.usedSince(cutoff) - newUnused);
   }
+
+  /**
+   * The never-used tokens made since the cutoff hour, kept for NEW_UNUSED_KEPT_MS: its walk is of
+   * every token made in 30 days, which a metrics scrape every few seconds must not repeat.
+   */
+  private newUnused: { from: string; at: number; value: number } | undefined;
 
   /** Kept until a token, policy or role changes. */
   private holders: { at: string; count: number } | undefined;
