@@ -1,10 +1,10 @@
-import { type ReleaseBook, previousRelease, recordFormOf } from './releases.js';
-import { fitsForm, hasLaterForms } from '../store/schema.js';
+import { type ReleaseBook, previousRelease } from './releases.js';
+import { fittedEntries, fittedRecords } from './fitted.js';
 import type { Takeover } from './placement.js';
 import { WebSocket } from 'ws';
 import type { Logger } from 'pino';
-import type { Change, CommitEvent, GlobalSnapshot, Store } from '../store/store.js';
-import { type RecordsByTable, TABLE_NAMES, tablesSpoken } from '../store/schema.js';
+import type { CommitEvent, GlobalSnapshot, Store } from '../store/store.js';
+import { type RecordsByTable, TABLE_NAMES } from '../store/schema.js';
 import { Heartbeat } from '../transport/heartbeat.js';
 import {
   type DatacenterInfo,
@@ -232,7 +232,12 @@ export class Session {
     const current = this.parked && !this.closed && this.sentUpTo >= event.from;
     if (!current || this.channel.buffered > o.highWaterBytes || this.sentUpTo - this.ackedIndex > o.maxUnackedIndexes) return this.notify();
     if (!this.stillAuthorized()) return;
-    const frame: PrimaryFrame = { t: 'entries', entries: this.fitted(event.entries), upTo: event.index, committedAt: event.at };
+    const frame: PrimaryFrame = {
+      t: 'entries',
+      entries: fittedEntries(event.entries, this.version),
+      upTo: event.index,
+      committedAt: event.at,
+    };
     this.sentUpTo = event.index;
     this.channel.send(frame, (err) => {
       if (err) this.close(1011, 'stream failed');
@@ -467,7 +472,7 @@ export class Session {
           t: 'snapshot',
           logID: snap.logID,
           index: snap.index,
-          ...this.fittedRecords(sliceRecords(snap, i, i + chunk)),
+          ...fittedRecords(sliceRecords(snap, i, i + chunk), this.version),
           bootstrap: last ? snap.bootstrap : null,
           last,
         });
@@ -493,44 +498,13 @@ export class Session {
         this.sentUpTo = upTo;
         await this.send({
           t: 'entries',
-          entries: this.fitted(entries),
+          entries: fittedEntries(entries, this.version),
           upTo,
           committedAt: this.primary.committedAt(entries[0]?.Index ?? upTo),
         });
       }
       if (complete && store.currentIndex() <= this.sentUpTo) await this.waitForChange();
     }
-  }
-
-  /**
-   * Entries as this secondary can hold them: a record carrying a field of a later form than the
-   * session speaks is never sent in part; it goes as a delete (the secondary holds none of it
-   * until it speaks that form, and then fetches everything again: secondary-stream.ts).
-   */
-  private fitted<E extends { Changes: Change[] }>(entries: E[]): E[] {
-    const form = recordFormOf(this.version);
-    const spoken = tablesSpoken(this.version);
-    const unspoken = spoken.length < TABLE_NAMES.length;
-    if (!hasLaterForms(form) && !unspoken) return entries;
-    return entries.map((e) => ({
-      ...e,
-      Changes: e.Changes.filter((c) => c.Table === 'bootstrap' || spoken.includes(c.Table)).map((c) =>
-        c.Op === 'set' && c.Table !== 'bootstrap' && !fitsForm(c.Table, c.Value, form)
-          ? { Table: c.Table, Op: 'delete' as const, ID: c.ID }
-          : c,
-      ),
-    }));
-  }
-
-  /** A snapshot chunk as this secondary can hold it: records of a later form left out, tables it does not know not named. */
-  private fittedRecords(records: RecordsByTable): RecordsByTable {
-    const form = recordFormOf(this.version);
-    const spoken = tablesSpoken(this.version);
-    if (!hasLaterForms(form) && spoken.length === TABLE_NAMES.length) return records;
-    // A table left out is not named at all (a frame of that version has no such member; this one reads it as none).
-    return Object.fromEntries(
-      spoken.map((t) => [t, (records[t] as object[]).filter((r) => fitsForm(t, r, form))]),
-    ) as unknown as RecordsByTable;
   }
 
   info(): SecondaryInfo {
