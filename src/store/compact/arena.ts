@@ -170,6 +170,14 @@ export class RecordArena {
     for (let slot = 0; slot < this.top; slot++) if (this.chunkOf[slot] !== NONE) yield slot;
   }
 
+  /** The same in one typed array. */
+  liveSlots(): Uint32Array {
+    const out = new Uint32Array(this.live);
+    let n = 0;
+    for (let slot = 0; slot < this.top; slot++) if (this.chunkOf[slot] !== NONE) out[n++] = slot;
+    return out;
+  }
+
   has(slot: number): boolean {
     return slot >= 0 && slot < this.top && this.chunkOf[slot] !== NONE;
   }

@@ -1,5 +1,6 @@
 import type { TableDef } from '../schema.js';
 import { type CompactLoader, type RecordList, type Table, byID } from '../table.js';
+import { IdOrder, compareSlotKeys } from './id-order.js';
 import type { IdTable } from './id-table.js';
 import { stringAt } from './msgpack-fields.js';
 import { Recent } from './recent.js';
@@ -9,6 +10,14 @@ export type { CompactCodec } from './table-loader.js';
 
 /** Bytes of replaced and deleted records the arena may hold before it is compacted (and at least its live bytes). */
 const GARBAGE_FLOOR = 64 * 1024 * 1024;
+/**
+ * Members of an index key up to which a walk in ID order sorts them (kept until one changes);
+ * above it the walk filters the table's ID order by membership: a page of 1,000 then reads at
+ * most 1,000 x (records / members) slots, never sorting a namespace's ten million.
+ */
+const SORT_AT_MOST = 16_384;
+/** Slots of the ID order a walk reads at a time (it seeks again by key for the next). */
+const WALK_BATCH = 256;
 
 /**
  * A table of records kept as their encoded bytes (a RecordArena) and found through indexes
@@ -33,6 +42,8 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
   private readonly order: TableParts<R>['order'];
   private readonly positional: TableParts<R>['positional'];
   private readonly decoded: Recent<R>;
+  /** The slots in ID order, made on the first walk that needs it and kept as records come and go. */
+  private idOrder: IdOrder | undefined;
   /** Every field of a record, in the positional form's order (the ID first): the table's declaration. */
   readonly fields: readonly string[];
 
@@ -110,41 +121,62 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
     return slot !== undefined && (this.multiIndex(index).map.get(key)?.has(slot) ?? false);
   }
 
-  /** The slots under `key` in ID order, kept until one of them changes. */
-  private sortedSlots(index: I, key: string): Uint32Array | undefined {
-    const m = this.multiIndex(index);
+  /** The slots under `key` in ID order, kept until one of them changes (a key of at most SORT_AT_MOST members). */
+  private sortedSlots(m: Multi, key: string): Uint32Array | undefined {
     let list = m.sorted.get(key);
     if (list === undefined) {
       const set = m.map.get(key);
       if (set === undefined) return undefined;
-      const slots = set.toArray();
-      const ids = Array.from(slots, (slot) => this.idOf(slot));
-      const order = Array.from(slots.keys()).sort((a, b) => byID(ids[a] as string, ids[b] as string));
-      list = Uint32Array.from(order, (i) => slots[i] as number);
+      list = Uint32Array.from(Array.from(set.toArray()).sort((a, b) => compareSlotKeys(this.ids, a, b)));
       m.sorted.set(key, list);
     }
     return list;
   }
 
-  *sortedMembers(index: I, key: string): IterableIterator<R> {
-    for (const slot of this.sortedSlots(index, key) ?? []) if (this.arena.has(slot)) yield this.record(slot);
+  /** The table's slots in ID order, made now if it is not kept yet. */
+  private ordered(): IdOrder {
+    this.idOrder ??= IdOrder.of(this.ids, this.arena.liveSlots());
+    return this.idOrder;
+  }
+
+  sortedMembers(index: I, key: string): IterableIterator<R> {
+    return this.sortedMembersAfter(index, key, undefined);
   }
 
   *sortedMembersAfter(index: I, key: string, after: string | undefined): IterableIterator<R> {
-    const list = this.sortedSlots(index, key);
-    if (list === undefined) return;
-    let lo = 0;
-    let hi = list.length;
-    if (after !== undefined)
-      while (lo < hi) {
-        const mid = (lo + hi) >>> 1;
-        if (this.idOf(list[mid] as number) <= after) lo = mid + 1;
-        else hi = mid;
+    const m = this.multiIndex(index);
+    const size = m.map.get(key)?.size ?? 0;
+    if (size === 0) return;
+    // A walk of many (who can, a list): decoded for a moment, not kept (the tokens in use stay cached).
+    if (size <= SORT_AT_MOST) {
+      const list = this.sortedSlots(m, key) as Uint32Array;
+      let lo = 0;
+      let hi = list.length;
+      if (after !== undefined)
+        while (lo < hi) {
+          const mid = (lo + hi) >>> 1;
+          if (this.idOf(list[mid] as number) <= after) lo = mid + 1;
+          else hi = mid;
+        }
+      for (let i = lo; i < list.length; i++) {
+        const slot = list[i] as number;
+        if (this.arena.has(slot)) yield this.peekSlot(slot);
       }
-    // A walk of many (who can): decoded for a moment, not kept (the tokens in use stay cached).
-    for (let i = lo; i < list.length; i++) {
-      const slot = list[i] as number;
-      if (this.arena.has(slot)) yield this.peekSlot(slot);
+      return;
+    }
+    // Many: the ID order filtered by membership, a batch at a time, each found again by the key
+    // it ended at (the table may change between batches); the members read before any is given.
+    const batch: number[] = [];
+    const found: R[] = [];
+    for (let last = after; ; ) {
+      const order = this.ordered();
+      order.slotsAfter(last, WALK_BATCH, batch);
+      const members = m.map.get(key);
+      if (batch.length === 0 || members === undefined) return;
+      found.length = 0;
+      for (const slot of batch) if (members.has(slot)) found.push(this.peekSlot(slot));
+      last = order.keyOf(batch[batch.length - 1] as number);
+      yield* found;
     }
   }
 
@@ -193,11 +225,13 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
 
   /** This table's ways in at a start besides `loadStored`: a checkpoint, a scan on a second thread. */
   get compact(): CompactLoader {
+    this.idOrder = undefined;
     return this.loader;
   }
 
   /** A record as stored on disk, at start (table-loader.ts): false when it is not a well-formed record of the table. */
   loadStored(bytes: Uint8Array): boolean {
+    this.idOrder = undefined;
     return this.loader.stored(bytes);
   }
 
@@ -206,6 +240,7 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
     if (slot === undefined) return undefined;
     const old = known ?? this.peekSlot(slot);
     this.unindex(old, slot);
+    this.leaveOrder(slot);
     this.ids.delete(id);
     this.arena.delete(slot);
     this.decoded.delete(slot);
@@ -222,10 +257,16 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
     if (slot === undefined) return undefined;
     const fields = this.decoded.get(slot) ?? this.indexedFieldsOf(slot);
     this.unindex(fields, slot);
+    this.leaveOrder(slot);
     this.ids.deleteIf(id, slot);
     this.arena.delete(slot);
     this.decoded.delete(slot);
     return fields;
+  }
+
+  /** Takes `slot` out of the ID order while its key is still held (an order that misses it is dropped, made again when next walked). */
+  private leaveOrder(slot: number): void {
+    if (this.idOrder !== undefined && !this.idOrder.delete(slot)) this.idOrder = undefined;
   }
 
   /** The fields of the record in `slot` its indexes read, from its bytes (the record decoded whole only if they are not positional). */
@@ -235,6 +276,7 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
   }
 
   finishLoading(): void {
+    this.idOrder = undefined;
     this.loader.finishLoading();
   }
 
@@ -275,6 +317,7 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
     if (slot === undefined) {
       at = this.arena.add(kept);
       this.ids.set(id, at);
+      this.idOrder?.add(at);
     } else {
       at = slot;
       old = this.record(slot);
@@ -354,6 +397,7 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
       if (held !== memberships.get(m)) throw new Error(`${this.def.name}: index ${m.name} holds slots no record accounts for`);
     }
     this.order.verify(this.def.name, timed);
+    this.idOrder?.verify(this.def.name, this.arena.size, (slot) => this.arena.has(slot));
   }
 
   /** The ID of the record in `slot`, read from its bytes (nothing decoded). */

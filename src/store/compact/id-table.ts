@@ -256,6 +256,21 @@ export class IdTable {
     return longest;
   }
 
+  /** The keys' words, four per slot (a slot's are stale when no position holds it); replaced when the table widens. */
+  get slotWords(): Uint32Array {
+    return this.keys;
+  }
+
+  /** The key of `slot` when it is kept as a string (not a canonical UUID). */
+  namedKey(slot: number): string | undefined {
+    return this.otherOf.size === 0 ? undefined : this.otherOf.get(slot);
+  }
+
+  /** The slots whose keys are kept as strings. */
+  namedSlots(): IterableIterator<number> {
+    return this.otherOf.keys();
+  }
+
   /** Every slot held, in no particular order. */
   *values(): IterableIterator<number> {
     const entries = this.entries;
