@@ -84,19 +84,27 @@ export function recordCheck<F extends FieldTable>(fields: F): (v: unknown) => v 
     optional: spec.optional === true,
     given: spec.api === 'input',
   }));
-  const names = plan.map((p) => p.name);
   return (v: unknown): v is RecordOf<F> => {
     if (!isObj(v)) return false;
+    let held = 0;
     for (const p of plan) {
       if (v[p.name] === undefined) {
-        if (p.optional) continue;
+        if (p.optional) {
+          // Declared, held as undefined: a key of its own, as absent as none.
+          if (p.name in v) held++;
+          continue;
+        }
         // A field taken as given that a record lacks (written before the field existed): its kind's empty value.
         if (!p.given) return false;
         v[p.name] = EMPTY_OF[p.kind]();
       }
       if (!checkValue(v, p.name, p.kind)) return false;
+      held++;
     }
-    return only(v, names);
+    // No field undeclared: as many keys as the declared fields held.
+    let keys = 0;
+    for (const _ in v) keys++;
+    return keys === held;
   };
 }
 

@@ -152,6 +152,21 @@ export class TokenService {
     return withLastUse(text, this.store.lastUse.get(token.AccessorID));
   }
 
+  /**
+   * A listed token's view: the cached one when there is one, else made and not kept. A list walks
+   * records decoded for a moment (the tokens in use stay decoded and cached): an entry for each of
+   * a page's thousand would only be work for the collector.
+   */
+  private listedText(token: TokenRecord, showSecret: boolean, policies: number, roles: number): JSONText {
+    const cached = this.serialized.get(token);
+    const kept = cached?.policies === policies && cached.roles === roles ? (showSecret ? cached.shown : cached.hidden) : undefined;
+    const last = this.store.lastUse.get(token.AccessorID);
+    if (kept !== undefined) return withLastUse(kept, last);
+    const json = JSON.stringify(this.view(token, showSecret));
+    if (last === undefined) return new JSONText(json);
+    return new JSONText(`${json.slice(0, -1)}${json.length > 2 ? ',' : ''}"LastUsedTime":${JSON.stringify(lastUsedTime(last))}}`);
+  }
+
   /** The cache entry of a token version's serialised views, current for the policy and role tables. */
   private views(token: TokenRecord, policies = this.store.tableIndex('policies'), roles = this.store.tableIndex('roles')): SerializedViews {
     let cached = this.serialized.get(token);
@@ -249,7 +264,7 @@ export class TokenService {
           namespace = t.Namespace;
           showSecret = this.canSeeSecret(identity, t);
         }
-        return this.viewText(t, showSecret, policiesIndex, rolesIndex);
+        return this.listedText(t, showSecret, policiesIndex, rolesIndex);
       },
     });
   }

@@ -46,6 +46,8 @@ export class JSONText {
   /** A JSON array of these values, copied byte for byte. */
   static array(items: readonly JSONText[]): JSONText {
     if (items.length === 0) return new JSONText('[]');
+    // Items made for this answer alone (a list's tokens read for a moment) have no bytes yet: one encoding of their joined text.
+    if (items.every((item) => item.buf === undefined)) return new JSONText(`[${items.map((item) => item.str).join(',')}]`);
     let length = 1 + items.length;
     for (const item of items) length += item.bytes.length;
     const out = Buffer.allocUnsafe(length);
