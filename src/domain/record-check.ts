@@ -13,10 +13,16 @@ const only = (o: Obj, keys: readonly string[]): boolean => {
   for (const k in o) if (!keys.includes(k)) return false;
   return true;
 };
+/** How many keys `o` has (a link is checked by the million: its one key counted, not looked up). */
+const keyCount = (o: Obj): number => {
+  let n = 0;
+  for (const _ in o) n++;
+  return n;
+};
 
 /** Checks (and, for older forms, mends in place) one item of a list kind. */
 const ITEM_CHECKS: Partial<Record<FieldKind, (x: unknown) => boolean>> = {
-  links: (x) => isObj(x) && isStr(x.ID) && only(x, ['ID']),
+  links: (x) => isObj(x) && isStr(x.ID) && keyCount(x) === 1,
   serviceIdentities: (x) =>
     isObj(x) && isStr(x.ServiceName) && (x.Datacenters === undefined || strings(x.Datacenters)) && only(x, ['ServiceName', 'Datacenters']),
   nodeIdentities: (x) => isObj(x) && isStr(x.NodeName) && isStr(x.Datacenter) && only(x, ['NodeName', 'Datacenter']),
@@ -102,9 +108,7 @@ export function recordCheck<F extends FieldTable>(fields: F): (v: unknown) => v 
       held++;
     }
     // No field undeclared: as many keys as the declared fields held.
-    let keys = 0;
-    for (const _ in v) keys++;
-    return keys === held;
+    return keyCount(v) === held;
   };
 }
 

@@ -343,7 +343,8 @@ export class TablesReader implements StateReader {
     const walks = by
       ? [t.sortedMembersAfter(by[0], by[1], after)]
       : q.namespaces.map((ns) => t.sortedMembersAfter('scope', scopeKey(q.partition, ns), after));
-    for (const tok of mergedByID(walks)) if (matchesQuery(q, tok)) yield tok;
+    // One walk (a filter's index, or one namespace) is read as it is: no merge between it and the caller.
+    for (const tok of walks.length === 1 ? (walks[0] as Iterable<TokenRecord>) : mergedByID(walks)) if (matchesQuery(q, tok)) yield tok;
   }
 
   private inNamespaces<R extends { ID: string; Namespace: string }>(
