@@ -6,7 +6,7 @@
 import type { InventoryResponse } from '../api/status-schemas.js';
 import type { Clock } from '../domain/clock.js';
 import { DEFAULT_NAMESPACE, DEFAULT_PARTITION } from '../domain/ids.js';
-import { HOUR_MS } from '../store/last-use.js';
+import { HOUR_MS, type LastUseBook } from '../store/last-use.js';
 import { quotaScopeKey } from '../store/schema.js';
 import type { StateReader } from '../store/store.js';
 import type { AclResolver } from './acl-resolver.js';
@@ -17,15 +17,13 @@ import { couldGrant } from './who-can.js';
 /** What the inventory reads of the store. */
 export interface InventoryStore {
   readonly reader: StateReader;
-  readonly lastUse: { readonly size: number; usedSince(ms: number): number; has(accessor: string): boolean };
+  readonly lastUse: Pick<LastUseBook, 'size' | 'usedSince' | 'usedByHourMade'>;
   tableIndex(table: 'tokens' | 'policies' | 'roles'): number;
 }
 
 const DAY_MS = 24 * HOUR_MS;
 /** How long a token goes unused before the inventory counts it as unused. */
 export const UNUSED_FOR_MS = 30 * DAY_MS;
-/** How long the walk of the never-used tokens made in the last 30 days is kept (UnusedFor30d may be this far behind). */
-const NEW_UNUSED_KEPT_MS = 60_000;
 
 /** A name as the inventory keys it: plain in the default namespace and partition, else qualified by them. */
 const placed = (o: { Name: string; Namespace: string; Partition: string }): string =>
@@ -116,31 +114,24 @@ export class InventoryService {
 
   /**
    * Tokens neither used since the hour of `cutoff` nor made since then: all of them, less those used
-   * since (counted by hour of their last use), less those made since and never used (the tokens of
-   * the `created` index's hours since the cutoff, looked up in the book of last uses).
+   * since (counted by hour of their last use), less those made since and never used (the `created`
+   * index's count of each hour since the cutoff, less the book's count of that hour's tokens used).
+   * Counts kept as tokens and uses change; the book counts its part by walking the hours once, at
+   * the first ask.
    */
   private unusedSince(cutoff: number, tokens: number): number {
     const from = hourKey(cutoff);
-    const now = cutoff + UNUSED_FOR_MS;
-    const kept = this.newUnused;
-    let newUnused: number;
-    if (kept !== undefined && kept.from === from && now - kept.at < NEW_UNUSED_KEPT_MS) newUnused = kept.value;
-    else {
-      newUnused = 0;
-      for (const [hour] of this.reader.tokenIndexCounts('created')) {
-        if (hour < from) continue;
-        for (const id of this.reader.tokenIDsCreatedIn(hour)) if (!this.store.lastUse.has(id)) newUnused++;
-      }
-      this.newUnused = { from, at: now, value: newUnused };
-    }
-    return Math.max(0, tokens - this.store.lastUse.usedSince(cutoff) - newUnused);
+    const uses = this.store.lastUse;
+    const used = uses.usedByHourMade(from, () => this.madeSince(from));
+    let newUnused = 0;
+    for (const [hour, n] of this.reader.tokenIndexCounts('created')) if (hour >= from) newUnused += n - (used.get(hour) ?? 0);
+    return Math.max(0, tokens - uses.usedSince(cutoff) - newUnused);
   }
 
-  /**
-   * The never-used tokens made since the cutoff hour, kept for NEW_UNUSED_KEPT_MS: its walk is of
-   * every token made in 30 days, which a metrics scrape every few seconds must not repeat.
-   */
-  private newUnused: { from: string; at: number; value: number } | undefined;
+  /** The IDs of the tokens made in each hour since `from`. */
+  private *madeSince(from: string): Iterable<readonly [string, Iterable<string>]> {
+    for (const [hour] of this.reader.tokenIndexCounts('created')) if (hour >= from) yield [hour, this.reader.tokenIDsCreatedIn(hour)];
+  }
 
   /** Kept until a token, policy or role changes. */
   private holders: { at: string; count: number } | undefined;

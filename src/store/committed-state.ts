@@ -5,7 +5,7 @@ import { type Tables, newTables } from './memory.js';
 import type { AnyTable } from './table.js';
 import { GoneSecrets } from './gone-secrets.js';
 import { LastUseBook } from './last-use.js';
-import { META } from './schema.js';
+import { META, createdHour } from './schema.js';
 import type { ChangedRecords, LogEntry, WatchTable } from './store.js';
 import type { TableOp } from './store-tx.js';
 
@@ -65,7 +65,14 @@ export class CommittedState {
 
   constructor(logID: string) {
     this.logID = logID;
+    this.lastUse.madeHourOf = this.madeHourOf;
   }
+
+  /** The hour a token held was made, as its `created` index key (the book of uses counts used tokens by it). */
+  private readonly madeHourOf = (accessor: string): string | undefined => {
+    const t = this.tables.tokens.peek(accessor);
+    return t === undefined ? undefined : createdHour(t.CreateTime);
+  };
 
   tableIndex(table: WatchTable): number {
     return this.tableIndexes.get(table) ?? 0;
@@ -95,6 +102,7 @@ export class CommittedState {
     // Uses this server knows of and the disk does not (seen since the last flush, or a store replaced): kept, to be flushed.
     disk.lastUse.keepNewer(this.lastUse);
     this.lastUse = disk.lastUse;
+    this.lastUse.madeHourOf = this.madeHourOf;
   }
 
   /** A durable group of commits, in order. */
@@ -178,6 +186,13 @@ export class CommittedState {
     changed.tokens.push(id);
     const token = record as TokenRecord | null;
     const was = old as Partial<TokenRecord> | undefined;
+    // Before a deleted token's use is forgotten: the book counts the used tokens by the hour they were made.
+    if (was?.CreateTime !== token?.CreateTime)
+      this.lastUse.tokenMade(
+        id,
+        was?.CreateTime === undefined ? undefined : createdHour(was.CreateTime),
+        token === null ? undefined : createdHour(token.CreateTime),
+      );
     if (token === null) this.lastUse.forget(id);
     const before = was?.SecretID;
     const after = token?.SecretID;

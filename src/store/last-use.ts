@@ -25,12 +25,61 @@ export class LastUseBook {
   private readonly unflushed = new Set<string>();
   /** How many tokens were last used in each hour (the inventory's "unused for 30 days", counted, not walked). */
   private readonly byHour = new Map<number, number>();
+  /**
+   * How many tokens both held and used were made in each hour since `madeFrom` (their `created`
+   * index keys): counted once when the inventory first asks (`usedByHourMade`), then kept by every
+   * change of either (a first use, a use forgotten, a token made or deleted: `tokenMade`).
+   */
+  private made: Map<string, number> | undefined;
+  private madeFrom = '';
+  /** The hour a token held was made, as its `created` index key (undefined: not held): set by the state the book belongs to. */
+  madeHourOf: ((accessor: string) => string | undefined) | undefined;
 
   /** Sets a token's last use, keeping the count of each hour. */
   private put(accessor: string, ms: number, prev: number | undefined): void {
     if (prev !== undefined) this.count(hourOf(prev), -1);
+    else if (this.made !== undefined) this.countMade(this.madeHourOf?.(accessor), 1);
     this.at.set(accessor, ms);
     this.count(hourOf(ms), 1);
+  }
+
+  private countMade(hour: string | undefined, by: number): void {
+    const made = this.made;
+    if (made === undefined || hour === undefined || hour < this.madeFrom) return;
+    const n = (made.get(hour) ?? 0) + by;
+    if (n === 0) made.delete(hour);
+    else made.set(hour, n);
+  }
+
+  /**
+   * A token made (`before` undefined), deleted (`after` undefined) or, rarely, given another
+   * CreateTime: its hour made counted again if it has a use. Called when the tables change, before
+   * a deleted token's use is forgotten.
+   */
+  tokenMade(accessor: string, before: string | undefined, after: string | undefined): void {
+    if (this.made === undefined || before === after || !this.at.has(accessor)) return;
+    this.countMade(before, -1);
+    this.countMade(after, 1);
+  }
+
+  /**
+   * The tokens held and used, by the hour they were made, for the hours from `from` (a `created`
+   * key): the first ask counts them in `made` (each hour's token IDs since `from`, looked up here);
+   * from then on they are kept, not walked. `from` may only move forward between asks (a window's start).
+   */
+  usedByHourMade(from: string, made: () => Iterable<readonly [hour: string, ids: Iterable<string>]>): ReadonlyMap<string, number> {
+    if (this.made === undefined || from < this.madeFrom) {
+      const counts = new Map<string, number>();
+      for (const [hour, ids] of made()) {
+        if (hour < from) continue;
+        let n = 0;
+        for (const id of ids) if (this.at.has(id)) n++;
+        if (n > 0) counts.set(hour, n);
+      }
+      this.made = counts;
+    } else for (const hour of this.made.keys()) if (hour < from) this.made.delete(hour);
+    this.madeFrom = from;
+    return this.made;
   }
 
   private count(hour: number, by: number): void {
@@ -80,6 +129,7 @@ export class LastUseBook {
     const prev = this.at.get(accessor);
     if (prev === undefined) return;
     this.count(hourOf(prev), -1);
+    if (this.made !== undefined) this.countMade(this.madeHourOf?.(accessor), -1);
     this.at.delete(accessor);
   }
 
