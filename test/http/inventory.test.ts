@@ -5,6 +5,7 @@ import type { TokenRecord } from '../../src/domain/types.js';
 import { boundedLabels } from '../../src/observability/metrics.js';
 import { type TestDaemon, apiFor, startTestDaemon } from '../helpers/test-daemon.js';
 import { tokenRecord } from '../helpers/records.js';
+import { seeded } from '../helpers/random.js';
 
 /**
  * The inventory (docs/http-api.md, "Inventory") against a brute-force count of the same store:
@@ -16,17 +17,6 @@ import { tokenRecord } from '../helpers/records.js';
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
 const T0 = Date.parse('2026-11-29T10:30:00Z');
-
-/** A small seeded generator (mulberry32): a failing seed can be run again. */
-function random(seed: number): () => number {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const inc = (m: Record<string, number>, k: string) => {
   m[k] = (m[k] ?? 0) + 1;
@@ -41,7 +31,7 @@ describe('the inventory', () => {
 
   for (const seed of [1, 2, 3]) {
     it(`counts what a brute-force count of every token finds (random store ${seed})`, async () => {
-      const rnd = random(seed);
+      const rnd = seeded(seed);
       const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rnd() * xs.length)] as T;
       const clock = new ManualClock(T0);
       const d = await startTestDaemon({ clock, config: { reap_interval: '1h' } });

@@ -7,24 +7,13 @@ import { encode } from '../../../src/store/records.js';
 import { tokensTable } from '../../../src/store/schema.js';
 import type { Table } from '../../../src/store/table.js';
 import { tokenRecord } from '../../helpers/records.js';
+import { seeded } from '../../helpers/random.js';
 
 // The compact table against the object table it stands in for: the same operations on both,
 // every answer compared, with a decoded cache small enough that most reads decode again.
 
 type Tokens = Table<TokenRecord, string>;
 const compact = (cacheSize: number): Tokens => new CompactTable<TokenRecord, string>(tokensTable, tokenCodec(cacheSize)) as Tokens;
-
-/** A small deterministic generator, so a failure repeats. */
-function random(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const POLICIES = ['p1', 'p2', 'p3'];
 const SERVICES = ['web', 'db'];
@@ -112,7 +101,7 @@ function viaDump(t: CompactTable<TokenRecord, string>, cacheSize: number): Compa
 describe('CompactTable', () => {
   for (const seed of [1, 2]) {
     it(`answers as the object table does through puts, replacements, deletes, unread deletes, loads and checkpoints (seed ${seed})`, () => {
-      const rnd = random(seed);
+      const rnd = seeded(seed);
       const objects: Tokens = new MemTable<TokenRecord, string>(tokensTable);
       let bytes = compact(8);
       const ids: string[] = [];

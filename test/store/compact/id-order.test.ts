@@ -8,19 +8,9 @@ import { MemTable, tokenCodec } from '../../../src/store/memory.js';
 import { tokensTable } from '../../../src/store/schema.js';
 import type { Table } from '../../../src/store/table.js';
 import { tokenRecord } from '../../helpers/records.js';
+import { seeded } from '../../helpers/random.js';
 
 // The ID order against the plainest model of it: the keys held, sorted as strings sort.
-
-function random(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** Keys of every kind the order meets: random UUIDs, UUIDs sharing their first word, and keys kept as strings. */
 function keyMaker(rnd: () => number): () => string {
@@ -60,7 +50,7 @@ describe('IdOrder', () => {
 
   for (const seed of [1, 2, 3]) {
     it(`holds the keys in the order strings sort, through adds and deletes that split and join chunks (seed ${seed})`, () => {
-      const rnd = random(seed);
+      const rnd = seeded(seed);
       const makeKey = keyMaker(rnd);
       const ids = new IdTable();
       const slotOf = new Map<string, number>();
@@ -113,7 +103,7 @@ type Tokens = Table<TokenRecord, string>;
 
 describe('a compact table walked in ID order', () => {
   it('pages a key of many members from the ID order, and a walk stays in order while tokens come and go between its batches', () => {
-    const rnd = random(7);
+    const rnd = seeded(7);
     const table = new CompactTable<TokenRecord, string>(tokensTable, tokenCodec(64));
     const compact = table as Tokens;
     const plain = new MemTable<TokenRecord, string>(tokensTable) as Tokens;
