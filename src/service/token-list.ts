@@ -11,7 +11,10 @@ const STREAM_PAGE = 1_000;
 /** How a list shows its tokens: which the caller sees, and each one's JSON. */
 export interface ListedTokens {
   shown(t: TokenRecord): boolean;
+  /** The view of a token of a whole list of few (kept decoded; its view cached with it). */
   view(t: TokenRecord): JSONText;
+  /** The view of a token of a page or a stream, read for a moment: made, not kept. */
+  viewOnce(t: TokenRecord): JSONText;
 }
 
 /**
@@ -27,13 +30,13 @@ export function tokenListAnswer(
   tokens: ListedTokens,
 ): JSONText | JSONStream {
   /** Up to `limit` views of what `walk` holds that the caller sees; `more` when another one follows. */
-  const collect = (walk: Iterable<TokenRecord>, limit: number) => {
+  const collect = (walk: Iterable<TokenRecord>, limit: number, view = tokens.viewOnce) => {
     const parts: JSONText[] = [];
     let last: string | undefined;
     for (const t of walk) {
       if (!tokens.shown(t)) continue;
       if (parts.length === limit) return { parts, last, more: true };
-      parts.push(tokens.view(t));
+      parts.push(view(t));
       last = t.AccessorID;
     }
     return { parts, last, more: false };
@@ -44,7 +47,8 @@ export function tokenListAnswer(
     return pageAnswer('tokens', JSONText.array(parts), more ? last : undefined);
   }
   // A list whose index holds few tokens (a filter's: ten tokens of a policy) is made whole, as it always was.
-  if (reader.tokensWalked(query) <= STREAM_ABOVE) return JSONText.array(collect(reader.listTokens(query), Number.POSITIVE_INFINITY).parts);
+  if (reader.tokensWalked(query) <= STREAM_ABOVE)
+    return JSONText.array(collect(reader.listTokens(query), Number.POSITIVE_INFINITY, tokens.view).parts);
   // Many tokens: the whole list is sent as it is made, a page at a time, never held whole. One walk
   // of the index as it stood when the list was asked for (the order was taken then, not again for each
   // page); a token made since, which may sit in a slot another left, is not in it.

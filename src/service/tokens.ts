@@ -163,8 +163,8 @@ export class TokenService {
     const last = this.store.lastUse.get(token.AccessorID);
     if (kept !== undefined) return withLastUse(kept, last);
     const json = JSON.stringify(this.view(token, showSecret));
-    if (last === undefined) return new JSONText(json);
-    return new JSONText(`${json.slice(0, -1)}${json.length > 2 ? ',' : ''}"LastUsedTime":${JSON.stringify(lastUsedTime(last))}}`);
+    if (last === undefined) return JSONText.passing(json);
+    return JSONText.passing(`${json.slice(0, -1)}${json.length > 2 ? ',' : ''}"LastUsedTime":${JSON.stringify(lastUsedTime(last))}}`);
   }
 
   /** The cache entry of a token version's serialised views, current for the policy and role tables. */
@@ -256,16 +256,18 @@ export class TokenService {
     let partition: string | undefined;
     let namespace: string | undefined;
     let showSecret = false;
+    const secretShown = (t: TokenRecord): boolean => {
+      if (t.Partition !== partition || t.Namespace !== namespace) {
+        partition = t.Partition;
+        namespace = t.Namespace;
+        showSecret = this.canSeeSecret(identity, t);
+      }
+      return showSecret;
+    };
     return tokenListAnswer(this.reader, query, page, this.store.currentIndex(), {
       shown: (t) => !isExpired(t, now) && canSee(t) && !(cutoff !== undefined && (uses.get(t.AccessorID) ?? 0) >= cutoff),
-      view: (t) => {
-        if (t.Partition !== partition || t.Namespace !== namespace) {
-          partition = t.Partition;
-          namespace = t.Namespace;
-          showSecret = this.canSeeSecret(identity, t);
-        }
-        return this.listedText(t, showSecret, policiesIndex, rolesIndex);
-      },
+      view: (t) => this.viewText(t, secretShown(t), policiesIndex, rolesIndex),
+      viewOnce: (t) => this.listedText(t, secretShown(t), policiesIndex, rolesIndex),
     });
   }
 

@@ -14,9 +14,19 @@ export class JSONText {
   /** Response headers the answer carries besides the usual ones (a paged list's next cursor). */
   headers: Readonly<Record<string, string>> | undefined;
 
+  /** Made for one answer (a list's token read for a moment): written into the answer from its text, never encoded on its own. */
+  private passing = false;
+
   constructor(json: string | Buffer) {
     if (typeof json === 'string') this.str = json;
     else this.buf = json;
+  }
+
+  /** JSON text made for one answer alone (see `array`). */
+  static passing(json: string): JSONText {
+    const text = new JSONText(json);
+    text.passing = true;
+    return text;
   }
 
   /** This answer, sent with `headers` as well. */
@@ -45,20 +55,21 @@ export class JSONText {
 
   /**
    * A JSON array of these values, copied byte for byte into one buffer outside the heap. An item
-   * made for this answer alone (a list's token read for a moment) is written from its text, with
-   * no buffer of its own and no joined string: a page's 400 KB in the heap would be old garbage
-   * at once, and a major collection every few seconds under a stream of pages.
+   * made for this answer alone (`passing`: a list's token read for a moment) is written from its
+   * text, with no buffer of its own and no joined string: a page's 400 KB in the heap would be old
+   * garbage at once, and a major collection every few seconds under a stream of pages. Any other
+   * item is encoded once and its bytes kept (a cached view, copied into every answer that has it).
    */
   static array(items: readonly JSONText[]): JSONText {
     if (items.length === 0) return new JSONText('[]');
     let length = 1 + items.length;
-    for (const item of items) length += item.buf !== undefined ? item.buf.length : Buffer.byteLength(item.str as string, 'utf8');
+    for (const item of items) length += item.passing ? Buffer.byteLength(item.str as string, 'utf8') : item.bytes.length;
     const out = Buffer.allocUnsafe(length);
     let at = 0;
     for (let i = 0; i < items.length; i++) {
       const item = items[i] as JSONText;
       out[at++] = i === 0 ? 0x5b /* [ */ : 0x2c; /* , */
-      at += item.buf !== undefined ? item.buf.copy(out, at) : out.write(item.str as string, at, 'utf8');
+      at += item.passing ? out.write(item.str as string, at, 'utf8') : item.bytes.copy(out, at);
     }
     out[at] = 0x5d; /* ] */
     return new JSONText(out);

@@ -139,8 +139,11 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
     return this.idOrder;
   }
 
-  sortedMembers(index: I, key: string): IterableIterator<R> {
-    return this.sortedMembersAfter(index, key, undefined);
+  *sortedMembers(index: I, key: string): IterableIterator<R> {
+    const m = this.multiIndex(index);
+    if ((m.map.get(key)?.size ?? 0) > SORT_AT_MOST) return yield* this.sortedMembersAfter(index, key, undefined);
+    // A whole list of a few (a policy's tokens, asked again and again): kept decoded, as reads keep them.
+    for (const slot of this.sortedSlots(m, key) ?? []) if (this.arena.has(slot)) yield this.record(slot);
   }
 
   *sortedMembersAfter(index: I, key: string, after: string | undefined): IterableIterator<R> {
