@@ -1,8 +1,8 @@
 // The inventory (docs/http-api.md, "Inventory"): what tokens there are, by auth method, role,
 // policy, namespace, partition and locality, how many expire soon, go unused or hold acl:write,
-// and each quota's use. Every count comes from an index's member counts or a walk of its keys
-// (or of the expiry times in a day, or of the tokens made in the last 30 days that were never
-// used), never from a walk of every token.
+// and each quota's use. Every count comes from an index's member counts, a walk of its keys or
+// of the expiry times in a day, or counts the book of last uses keeps (which walks the tokens made
+// in the last 30 days once, at the first ask after a start), never from a walk of every token.
 import type { InventoryResponse } from '../api/status-schemas.js';
 import type { Clock } from '../domain/clock.js';
 import { DEFAULT_NAMESPACE, DEFAULT_PARTITION } from '../domain/ids.js';

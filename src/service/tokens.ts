@@ -160,11 +160,8 @@ export class TokenService {
   private listedText(token: TokenRecord, showSecret: boolean, policies: number, roles: number): JSONText {
     const cached = this.serialized.get(token);
     const kept = cached?.policies === policies && cached.roles === roles ? (showSecret ? cached.shown : cached.hidden) : undefined;
-    const last = this.store.lastUse.get(token.AccessorID);
-    if (kept !== undefined) return withLastUse(kept, last);
-    const json = JSON.stringify(this.view(token, showSecret));
-    if (last === undefined) return JSONText.passing(json);
-    return JSONText.passing(`${json.slice(0, -1)}${json.length > 2 ? ',' : ''}"LastUsedTime":${JSON.stringify(lastUsedTime(last))}}`);
+    if (kept !== undefined) return withLastUse(kept, this.store.lastUse.get(token.AccessorID));
+    return JSONText.passing(JSON.stringify(this.withUse(this.view(token, showSecret))));
   }
 
   /** The cache entry of a token version's serialised views, current for the policy and role tables. */

@@ -187,12 +187,7 @@ export class CommittedState {
     const token = record as TokenRecord | null;
     const was = old as Partial<TokenRecord> | undefined;
     // Before a deleted token's use is forgotten: the book counts the used tokens by the hour they were made.
-    if (was?.CreateTime !== token?.CreateTime)
-      this.lastUse.tokenMade(
-        id,
-        was?.CreateTime === undefined ? undefined : createdHour(was.CreateTime),
-        token === null ? undefined : createdHour(token.CreateTime),
-      );
+    this.lastUse.tokenMade(id, was?.CreateTime, token?.CreateTime);
     if (token === null) this.lastUse.forget(id);
     const before = was?.SecretID;
     const after = token?.SecretID;

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { createdHour } from './schema.js';
 
 /**
  * The last use of each token this server knows of (docs/http-api.md, "Last use"): when its secret last
@@ -52,14 +53,14 @@ export class LastUseBook {
   }
 
   /**
-   * A token made (`before` undefined), deleted (`after` undefined) or, rarely, given another
-   * CreateTime: its hour made counted again if it has a use. Called when the tables change, before
-   * a deleted token's use is forgotten.
+   * A token written, by its CreateTime before and after (undefined: not held before, or deleted):
+   * one made, deleted or given another CreateTime is counted again by its hour made if it has a
+   * use. Called when the tables change, before a deleted token's use is forgotten.
    */
   tokenMade(accessor: string, before: string | undefined, after: string | undefined): void {
     if (this.made === undefined || before === after || !this.at.has(accessor)) return;
-    this.countMade(before, -1);
-    this.countMade(after, 1);
+    this.countMade(before === undefined ? undefined : createdHour(before), -1);
+    this.countMade(after === undefined ? undefined : createdHour(after), 1);
   }
 
   /**

@@ -102,8 +102,12 @@ function matchesQuery(q: TokenQuery, tok: TokenRecord): boolean {
 }
 
 /** Walks each in AccessorID order, merged into one in that order. */
-function* mergedByID(walks: ReadonlyArray<Iterable<TokenRecord>>): IterableIterator<TokenRecord> {
-  if (walks.length === 1) return yield* walks[0] as Iterable<TokenRecord>;
+function mergedByID(walks: ReadonlyArray<Iterable<TokenRecord>>): Iterable<TokenRecord> {
+  // One walk (a filter's index, or one namespace) is read as it is: no generator between it and the caller.
+  return walks.length === 1 ? (walks[0] as Iterable<TokenRecord>) : merged(walks);
+}
+
+function* merged(walks: ReadonlyArray<Iterable<TokenRecord>>): IterableIterator<TokenRecord> {
   const its = walks.map((w) => w[Symbol.iterator]());
   const heads = its.map((it) => it.next());
   for (;;) {
@@ -343,8 +347,7 @@ export class TablesReader implements StateReader {
     const walks = by
       ? [t.sortedMembersAfter(by[0], by[1], after)]
       : q.namespaces.map((ns) => t.sortedMembersAfter('scope', scopeKey(q.partition, ns), after));
-    // One walk (a filter's index, or one namespace) is read as it is: no merge between it and the caller.
-    for (const tok of walks.length === 1 ? (walks[0] as Iterable<TokenRecord>) : mergedByID(walks)) if (matchesQuery(q, tok)) yield tok;
+    for (const tok of mergedByID(walks)) if (matchesQuery(q, tok)) yield tok;
   }
 
   private inNamespaces<R extends { ID: string; Namespace: string }>(
