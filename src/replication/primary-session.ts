@@ -1,11 +1,11 @@
 import { type ReleaseBook, previousRelease } from './releases.js';
 import { fittedEntries, fittedRecords } from './fitted.js';
 import type { Takeover } from './placement.js';
-import { WebSocket } from 'ws';
 import type { Logger } from 'pino';
 import type { CommitEvent, GlobalSnapshot, Store } from '../store/store.js';
 import { type RecordsByTable, TABLE_NAMES } from '../store/schema.js';
 import { Heartbeat } from '../transport/heartbeat.js';
+import type { FrameChannel } from './frame-channel.js';
 import {
   type DatacenterInfo,
   type PrimaryFrame,
@@ -13,9 +13,10 @@ import {
   FrameError,
   PROTOCOL_VERSION,
   decodeFrame,
-  encodeFrame,
   secondaryFrame,
 } from './protocol.js';
+
+export { type FrameChannel, wsChannel } from './frame-channel.js';
 
 /** What the primary reports of each connected secondary. */
 export interface SecondaryInfo {
@@ -81,42 +82,6 @@ export type TokenCheck = { ok: true; expires: number | undefined } | { ok: false
 
 /** WebSocket close code of a session whose token stopped being good enough to replicate. */
 export const CLOSE_TOKEN_REVOKED = 4003;
-
-/**
- * Where a session's frames go: a WebSocket in the daemon (wsChannel), an array in unit
- * tests. The session never touches a socket itself.
- */
-export interface FrameChannel {
-  /** Queues a frame; `done` is told once it is written, or why it could not be. */
-  send(frame: PrimaryFrame, done: (err?: Error) => void): void;
-  /** Bytes queued and not yet written (flow control). */
-  readonly buffered: number;
-  readonly open: boolean;
-  close(code: number, reason: string): void;
-  /** Ends the connection at once. */
-  terminate(): void;
-}
-
-/** A WebSocket as a session's channel: its frames in, the session's frames out. */
-export function wsChannel(ws: WebSocket, session: () => Session | undefined): FrameChannel {
-  ws.on('message', (data) => session()?.receiveRaw(data));
-  ws.on('close', () => session()?.ended());
-  ws.on('error', () => undefined);
-  return {
-    send: (frame, done) => {
-      if (ws.readyState !== WebSocket.OPEN) return done(new Error('socket closed'));
-      ws.send(encodeFrame(frame), (err) => done(err ?? undefined));
-    },
-    get buffered() {
-      return ws.bufferedAmount;
-    },
-    get open() {
-      return ws.readyState === WebSocket.OPEN || ws.readyState === WebSocket.CONNECTING;
-    },
-    close: (code, reason) => ws.close(code, reason),
-    terminate: () => ws.terminate(),
-  };
-}
 
 /**
  * The primary's end of one secondary's stream, without a socket: fed the secondary's
