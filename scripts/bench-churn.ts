@@ -17,11 +17,14 @@
  * then on, naming any part the run was too short to fill; and the login
  * ceiling: closed-loop logins at dc1 against raw LevelDB synced puts, in the same run (median
  * of 3 rounds each).
+ * CHURN_HEAP_DIR=<dir>: heap snapshots of dc1 into that directory, after the first MaxTokenTTL and at the end
+ * (still under the churn), `dc1-first-ttl.heapsnapshot` and `dc1-end.heapsnapshot`, for
+ * `npx tsx scripts/heap-compare.ts` (the largest retainers of each, side by side).
  * The audit log rotates at 8 MiB × 4 files here (audit_log_rotate_bytes, _max_files): a log that
  * grows with every login is flat only once it rotates, as an operator sizes it.
  */
 import { readdirSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, rename, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
@@ -48,6 +51,7 @@ const AUDIT_FILES = 4;
 const LOG_TAIL_FULL = 25_000;
 /** The checks asked in the last hour (recent_checks) are kept in quarter-hour buckets for an hour: full after it. */
 const RECENT_CHECKS_FULL_MS = 60 * 60_000;
+const HEAP_DIR = process.env.CHURN_HEAP_DIR;
 
 const mb = (b: number) => `${(b / 1024 / 1024).toFixed(0)} MB`;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -102,6 +106,28 @@ async function jwtMethod(url: string, name: string, locality: 'global' | 'local'
         .sign(privateKey),
     );
   return jwts;
+}
+
+/**
+ * A heap snapshot of the daemon (started with --heapsnapshot-signal=SIGUSR2 and --diagnostic-dir=HEAP_DIR) into
+ * HEAP_DIR/<name>.heapsnapshot. Node writes it on the daemon's main thread, so the daemon answers again once
+ * the file is whole.
+ */
+async function heapSnapshot(daemon: { proc: { pid?: number }; url: string }, name: string): Promise<void> {
+  if (HEAP_DIR === undefined) return;
+  const taken = (await readdir(HEAP_DIR)).filter((f) => f.endsWith('.heapsnapshot'));
+  const t = performance.now();
+  process.kill(daemon.proc.pid as number, 'SIGUSR2');
+  for (;;) {
+    await sleep(500);
+    const made = (await readdir(HEAP_DIR)).find((f) => f.endsWith('.heapsnapshot') && !taken.includes(f) && f.startsWith('Heap'));
+    if (made !== undefined && (await fetch(`${daemon.url}/v1/agent/self`, { headers: { 'X-Consul-Token': MANAGEMENT } }).then((r) => r.ok, () => false))) {
+      await rename(join(HEAP_DIR, made), join(HEAP_DIR, `${name}.heapsnapshot`));
+      process.stdout.write(`     heap snapshot ${join(HEAP_DIR, `${name}.heapsnapshot`)} (${((performance.now() - t) / 1000).toFixed(1)} s)\n`);
+      return;
+    }
+    if (performance.now() - t > 120_000) throw new Error(`no heap snapshot ${name} within 2 minutes`);
+  }
 }
 
 interface Window {
@@ -231,7 +257,15 @@ async function main(): Promise<void> {
   const pinned = canPin();
   const pin = pinned ? '1' : undefined;
   const common = ['--login-rate', '0', '--audit-log-rotate-bytes', String(AUDIT_ROTATE_BYTES), '--audit-log-rotate-max-files', String(AUDIT_FILES)];
-  const dc1 = await startDaemonProcess(join(dir, 'dc1'), ['--initial-management-token', MANAGEMENT, ...common], undefined, pin, 60_000);
+  if (HEAP_DIR !== undefined) await mkdir(HEAP_DIR, { recursive: true });
+  const dc1 = await startDaemonProcess(
+    join(dir, 'dc1'),
+    ['--initial-management-token', MANAGEMENT, ...common],
+    undefined,
+    pin,
+    60_000,
+    HEAP_DIR !== undefined ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${HEAP_DIR}`] : [],
+  );
   const dc2 = await startDaemonProcess(
     join(dir, 'dc2'),
     ['--datacenter', 'dc2', '--primary-datacenter', 'dc1', '--primary-address', dc1.url, '--replication-token', MANAGEMENT, ...common],
@@ -290,6 +324,7 @@ async function main(): Promise<void> {
       'token garbage dc2': undefined,
     };
     const rows: Array<{ t: number; rss1: number; rss2: number; disk1: number; disk2: number; audit1: number; live1: number; live2: number }> = [];
+    let firstSnapshot = false;
     process.stdout.write('   t | logins/s | login p99 | read p99 (× rest) | live dc1 | live dc2 | RSS dc1 | RSS dc2 | LevelDB dc1 | LevelDB dc2 | audit dc1\n');
     while (Date.now() - started < MINUTES * 60_000) {
       await sleep(SAMPLE_S * 1000);
@@ -329,7 +364,12 @@ async function main(): Promise<void> {
           `${mb(row.rss1).padStart(7)} | ${mb(row.rss2).padStart(7)} | ${mb(row.disk1).padStart(11)} | ${mb(row.disk2).padStart(11)} | ${mb(row.audit1).padStart(9)}` +
           `${w.failed > 0 ? ` (${w.failed} logins failed)` : ''}\n`,
       );
+      if (!firstSnapshot && row.t >= TTL_MS / 1000 + 30) {
+        firstSnapshot = true;
+        await heapSnapshot(dc1, 'dc1-first-ttl');
+      }
     }
+    await heapSnapshot(dc1, 'dc1-end');
     churn.stop();
     for (const s of stopReads.splice(0)) s();
     const lagAfter = await histogram(dc2.url, LAG_METRIC, MANAGEMENT);

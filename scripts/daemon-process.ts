@@ -34,13 +34,22 @@ export function useBuiltDaemon(): void {
  * Starts `watchword agent` on `dataDir` with extra flags; its output goes to our stderr when
  * `logLevel` is set. `pin` runs it on those CPUs only (taskset), so that a load generator
  * pinned elsewhere does not share its core (docs/development.md, "Development"). Ready once it has written its address
- * (after loading its store), within `readyWithinMs`.
+ * (after loading its store), within `readyWithinMs`. `ownNodeFlags` are node's own flags for this
+ * daemon alone.
  */
-export async function startDaemonProcess(dataDir: string, flags: string[], logLevel?: string, pin?: string, readyWithinMs = 20_000): Promise<DaemonProcess> {
+export async function startDaemonProcess(
+  dataDir: string,
+  flags: string[],
+  logLevel?: string,
+  pin?: string,
+  readyWithinMs = 20_000,
+  ownNodeFlags: string[] = [],
+): Promise<DaemonProcess> {
   await rm(join(dataDir, 'http-addr'), { force: true });
   useBuiltDaemon();
-  // BENCH_DAEMON_NODE_FLAGS: node's own flags for the daemon (`--cpu-prof --cpu-prof-dir=…` to profile a run).
-  const nodeFlags = process.env.BENCH_DAEMON_NODE_FLAGS ? process.env.BENCH_DAEMON_NODE_FLAGS.split(' ') : [];
+  // BENCH_DAEMON_NODE_FLAGS: node's own flags for every daemon (`--cpu-prof --cpu-prof-dir=…` to profile a run);
+  // `ownNodeFlags`, this one's.
+  const nodeFlags = [...(process.env.BENCH_DAEMON_NODE_FLAGS ? process.env.BENCH_DAEMON_NODE_FLAGS.split(' ') : []), ...ownNodeFlags];
   const command = [process.execPath, ...nodeFlags, ...watchwordCommand(), 'agent', '--data-dir', dataDir, '--http-addr', '127.0.0.1:0', '--log-level', logLevel ?? 'error', ...flags];
   const pinned = pin !== undefined ? ['taskset', '-c', pin, ...command] : command;
   const proc = spawn(
