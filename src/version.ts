@@ -52,7 +52,7 @@ export const FENCED_ON_STOP = { servers: 3, replication: 5 } as const;
 export const WATCH_PROTOCOL: VersionRange = { min: 2, max: 2 };
 
 /** The store formats this build opens (it writes the highest only once the upgrade is finalized). */
-export const STORE_FORMATS: VersionRange = { min: 1, max: 2 };
+export const STORE_FORMATS: VersionRange = { min: 1, max: 3 };
 
 export const rangeText = (r: VersionRange): string => (r.min === r.max ? `${r.min}` : `${r.min}-${r.max}`);
 

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { POSITIONAL_FORMAT_NEEDS } from '../store/schema.js';
 import {
   PREVIOUS_RELEASE,
   REPLICATION_PROTOCOL,
@@ -206,9 +207,18 @@ export interface Feature {
   BeforeFinalize?: true;
 }
 
-/** This release's features that wait for everyone: quotas (their own table); a test build (TEST_FORM) has its token field too. */
+/**
+ * This release's features that wait for everyone: quotas (their own table), tokens stored in the
+ * form memory keeps (store format 3: each server converts its data dir at its first start after
+ * the finalize, store/disk-format.ts); a test build (TEST_FORM) has its token field too.
+ */
 export const FEATURES: readonly Feature[] = [
   { Name: 'quotas', What: 'A quota', Needs: { replication: 5, servers: 3 }, BeforeFinalize: true },
+  {
+    Name: 'store-format-3',
+    What: 'Tokens stored as memory holds them (each server converts its data dir at its next start)',
+    Needs: POSITIONAL_FORMAT_NEEDS,
+  },
   ...(TEST_FORM
     ? [{ Name: 'record-form-2', What: "records of form 2 (a test build's token Note)", Needs: { replication: TEST_FORM_PROTOCOL } }]
     : []),

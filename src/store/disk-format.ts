@@ -1,6 +1,8 @@
 import type { Level } from 'level';
 import { WatchwordError } from '../domain/errors.js';
+import { fieldNames } from '../domain/records.js';
 import type { Checkpoint } from './checkpoint.js';
+import { Positional } from './compact/positional.js';
 import { type Tables, newTables } from './memory.js';
 import type { AnyTable } from './table.js';
 import { RECORD_CHECKS } from './record-check.js';
@@ -12,6 +14,8 @@ import {
   FORMAT_VERSION,
   LAST_USE_PREFIX,
   META,
+  POSITIONAL_FORMAT,
+  POSITIONAL_FORMAT_NEEDS,
   SEP as SEP_CHAR,
   TABLES,
   TABLE_NAMES,
@@ -40,6 +44,24 @@ const RECORD_PREFIXES = new Map<string, TableName>((Object.keys(TABLES) as Table
 const TABLE_INDEX_KEYS = new Map<string, WatchTable>(WATCH_TABLES.map((t) => [META.tableIndex(t), t]));
 const META_PREFIX = key('m', '');
 
+/** Each table's fields in their positional order (compact/positional.ts): a positional value's names. */
+const POSITIONAL_FIELDS = new Map<TableName, readonly string[]>(TABLE_NAMES.map((t) => [t, fieldNames(TABLES[t].fields)]));
+
+/**
+ * A stored record's value decoded: a msgpack map, or (tokens in a store of format 3) the
+ * positional form, its values named by the table's fields (absent where nil or past its end).
+ * Not checked: what it answers is checked as any record read is.
+ */
+export function decodeStored(table: TableName, v: Uint8Array): unknown {
+  const raw = decodeRaw(v);
+  if (!Array.isArray(raw)) return raw;
+  const fields = POSITIONAL_FIELDS.get(table) as readonly string[];
+  if (raw.length > fields.length) return raw;
+  const record: Record<string, unknown> = {};
+  for (let f = 0; f < raw.length; f++) if (raw[f] !== null && raw[f] !== undefined) record[fields[f] as string] = raw[f];
+  return record;
+}
+
 /** A key/value pair of a leader's batch, decoded and checked as records read from disk are. */
 export function decodePair(k: string, v: Uint8Array | null): DecodedPair {
   const sep = k.indexOf(SEP_CHAR);
@@ -49,7 +71,7 @@ export function decodePair(k: string, v: Uint8Array | null): DecodedPair {
     if (v === null) return { kind: 'record', table, id, record: null };
     let record: unknown;
     try {
-      record = decodeRaw(v);
+      record = decodeStored(table, v);
     } catch (err) {
       throw new WatchwordError('INTERNAL', `a replicated ${table.slice(0, -1)} ${id} cannot be decoded: ${(err as Error).message}`);
     }
@@ -148,7 +170,9 @@ export async function readState(
 function corrupt(name: TableName, before: number, bytes: Uint8Array): WatchwordError {
   let id: unknown;
   try {
-    id = (decodeRaw(bytes) as Record<string, unknown> | null)?.[name === 'tokens' ? 'AccessorID' : name === 'authMethods' ? 'Name' : 'ID'];
+    id = (decodeStored(name, bytes) as Record<string, unknown> | null)?.[
+      name === 'tokens' ? 'AccessorID' : name === 'authMethods' ? 'Name' : 'ID'
+    ];
   } catch {
     id = undefined;
   }
@@ -201,27 +225,79 @@ export async function claimDatacenter(db: Level<string, Uint8Array>, dir: string
 }
 
 /**
- * Brings a data dir to FORMAT_VERSION. Format 1 stored secondary-index keys and counts
- * next to the records; they are rebuilt in memory now, so upgrading deletes them. A
- * data dir written by a newer format is refused.
+ * Brings a data dir to FORMAT_VERSION, and to POSITIONAL_FORMAT once the cluster's upgrade is
+ * finalized at a level whose servers all read it: the format it is in then. Format 1 stored
+ * secondary-index keys and counts next to the records; they are rebuilt in memory now, so
+ * upgrading deletes them. To format 3 the tokens are rewritten in the positional form, a
+ * bounded batch at a time (an interrupted conversion goes on at the next start: a value already
+ * positional is passed over). Until the upgrade is finalized nothing is written that the
+ * previous release cannot read; a data dir written by a newer format is refused.
  */
-export async function upgradeFormat(db: Level<string, Uint8Array>, dir: string, sync: boolean): Promise<void> {
+export async function upgradeFormat(db: Level<string, Uint8Array>, dir: string, sync: boolean): Promise<number> {
   const bytes = await db.get(META.format);
   const format = bytes === undefined ? undefined : Number(decodeRaw(bytes));
-  if (format !== undefined && !(format >= 1 && format <= FORMAT_VERSION)) {
+  if (format !== undefined && !(format >= 1 && format <= POSITIONAL_FORMAT)) {
     throw new WatchwordError(
       'INTERNAL',
-      `the store in ${dir} has format ${format}, newer than this build reads (${FORMAT_VERSION}); run a newer watchword`,
+      `the store in ${dir} has format ${format}, newer than this build reads (${POSITIONAL_FORMAT}); run a newer watchword`,
     );
   }
-  if (format === FORMAT_VERSION) return;
-  for (const prefix of [...FORMAT1_INDEX_PREFIXES, FORMAT1_COUNT_PREFIX]) {
-    for (;;) {
-      const keys: string[] = [];
-      for await (const k of db.keys({ gte: prefix, lt: prefixEnd(prefix), limit: 10_000 })) keys.push(k);
-      if (keys.length === 0) break;
-      await db.batch(keys.map((k) => ({ type: 'del' as const, key: k })));
+  if (format === POSITIONAL_FORMAT) return format;
+  if (format !== FORMAT_VERSION) {
+    for (const prefix of [...FORMAT1_INDEX_PREFIXES, FORMAT1_COUNT_PREFIX]) {
+      for (;;) {
+        const keys: string[] = [];
+        for await (const k of db.keys({ gte: prefix, lt: prefixEnd(prefix), limit: 10_000 })) keys.push(k);
+        if (keys.length === 0) break;
+        await db.batch(keys.map((k) => ({ type: 'del' as const, key: k })));
+      }
     }
+    await db.put(META.format, encode(FORMAT_VERSION), { sync });
   }
-  await db.put(META.format, encode(FORMAT_VERSION), { sync });
+  const finalized = await db.get(META.finalized);
+  if (finalized === undefined || !readsPositional(decodeRaw(finalized))) return FORMAT_VERSION;
+  await storeTokensPositional(db);
+  await db.put(META.format, encode(POSITIONAL_FORMAT), { sync });
+  return POSITIONAL_FORMAT;
+}
+
+/** Whether every server of a cluster finalized at `level` reads format 3. */
+function readsPositional(level: unknown): boolean {
+  const { Replication, Servers } = (level ?? {}) as { Replication?: unknown; Servers?: unknown };
+  return (
+    typeof Replication === 'number' &&
+    typeof Servers === 'number' &&
+    Replication >= POSITIONAL_FORMAT_NEEDS.replication &&
+    Servers >= POSITIONAL_FORMAT_NEEDS.servers
+  );
+}
+
+/** Tokens rewritten a batch of at most 2,000 at a time, which is all a conversion holds in memory. */
+const CONVERT_BATCH = 2_000;
+
+/**
+ * Every token stored as a map rewritten in the positional form. One that has none (not a map of
+ * declared fields: corrupt) is left as it is, for the load to refuse by name.
+ */
+async function storeTokensPositional(db: Level<string, Uint8Array>): Promise<void> {
+  const positional = new Positional(POSITIONAL_FIELDS.get('tokens') as readonly string[]);
+  const prefix = key(TABLES.tokens.prefix, '');
+  const it = db.iterator({ gte: prefix, lt: prefixEnd(prefix), highWaterMarkBytes: 8 * 1024 * 1024 });
+  try {
+    for (let entries = await it.nextv(CONVERT_BATCH); entries.length > 0; entries = await it.nextv(CONVERT_BATCH)) {
+      const batch = db.batch();
+      let n = 0;
+      for (const [k, v] of entries) {
+        if (Positional.is(v)) continue;
+        const kept = positional.fromMap(v);
+        if (kept === undefined) continue;
+        batch.put(k, Buffer.from(kept));
+        n++;
+      }
+      if (n > 0) await batch.write();
+      else await batch.close();
+    }
+  } finally {
+    await it.close();
+  }
 }

@@ -8,7 +8,7 @@ import type { LastUseBook } from './last-use.js';
 import type { LayerEntry, TablesReader } from './memory.js';
 import { type LevelStoreOptions, explainOpenFailure, openDisk } from './open.js';
 import { scanTokensAside } from './scan-aside.js';
-import { LAST_USE_PREFIX, META, TABLES, TABLE_NAMES, type TableName, key, prefixEnd } from './schema.js';
+import { LAST_USE_PREFIX, META, POSITIONAL_FORMAT, TABLES, TABLE_NAMES, type TableName, key, prefixEnd } from './schema.js';
 import type { StagedStore } from './staging.js';
 import type {
   AuditSink,
@@ -57,10 +57,11 @@ export class LevelStore implements Store {
   }
 
   static async open(dir: string, options: LevelStoreOptions): Promise<LevelStore> {
-    const { db, logID, checkpoint } = await openDisk(dir, options);
+    const { db, logID, checkpoint, format } = await openDisk(dir, options);
     try {
       const scanned = checkpoint?.usable ? undefined : await scanTokensAside(db, dir, options.scanAside);
       const store = new LevelStore(db, dir, options, logID);
+      store.core.positionalTokens = format === POSITIONAL_FORMAT;
       const scannedHere = await store.core.reload({ checkpoint, scanned });
       if (options.checkpoint !== false) await removeCheckpoint(dir);
       // A load of the tokens on this thread read every table file, and LevelDB keeps the files it
@@ -100,6 +101,11 @@ export class LevelStore implements Store {
   /** The durable tables (transactions read beneath their own writes and `pending`). */
   get tables() {
     return this.state.tables;
+  }
+
+  /** Whether tokens are written in the positional form (a data dir of format 3). */
+  get positionalTokens(): boolean {
+    return this.core.positionalTokens;
   }
 
   get lastUse(): LastUseBook {

@@ -45,27 +45,28 @@ export function openLevel(dir: string): Level<string, Uint8Array> {
 /**
  * The disk side of an open: a staged store a crash interrupted settled, the checkpoint judged
  * (before LevelDB opens: an open changes the files it was written beside), LevelDB opened (a data
- * dir in use refused in plain words), its format upgraded, its change log's identity made on
- * first use, and the datacenter it belongs to claimed (another's refused).
+ * dir in use refused in plain words), its format upgraded (the format it is in answered), its
+ * change log's identity made on first use, and the datacenter it belongs to claimed (another's
+ * refused).
  */
 export async function openDisk(
   dir: string,
   options: LevelStoreOptions,
-): Promise<{ db: Level<string, Uint8Array>; logID: string; checkpoint: Checkpoint | undefined }> {
+): Promise<{ db: Level<string, Uint8Array>; logID: string; checkpoint: Checkpoint | undefined; format: number }> {
   await settleStagedStore(dir);
   const checkpoint = options.checkpoint === false ? undefined : await findCheckpoint(dir);
   const db = openLevel(dir);
   await openExplained(db, `data dir ${dir} is in use by another process (LevelDB lock held)`, `cannot open the store in ${dir}`);
   try {
     const sync = options.durability === 'fsync';
-    await upgradeFormat(db, dir, sync);
+    const format = await upgradeFormat(db, dir, sync);
     let logIDBytes = await db.get(META.logID);
     if (logIDBytes === undefined) {
       logIDBytes = encode(generateID());
       await db.put(META.logID, logIDBytes, { sync });
     }
     if (options.datacenter !== undefined) await claimDatacenter(db, dir, options.datacenter, sync);
-    return { db, logID: String(decodeRaw(logIDBytes)), checkpoint };
+    return { db, logID: String(decodeRaw(logIDBytes)), checkpoint, format };
   } catch (err) {
     await db.close().catch(() => undefined);
     throw explainOpenFailure(dir, err);

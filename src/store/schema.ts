@@ -344,8 +344,16 @@ export type IndexName<T extends TableName> = keyof (typeof TABLES)[T]['indexes']
 /** A record's key: `key(prefix, id)`, written out (every write and delete makes one). */
 export const recordKey = (table: TableName, id: string): string => `${TABLES[table].prefix}${SEP}${id}`;
 
-/** Version of the on-disk layout. 1: records plus secondary-index keys; 2: records only. */
+/**
+ * Version of the on-disk layout. 1: records plus secondary-index keys; 2: records only, as msgpack
+ * maps; 3: tokens in the positional form a compact table keeps in memory (compact/positional.ts),
+ * the other records as in 2. Every data dir is brought to 2 at open; to 3 once the cluster's
+ * upgrade is finalized at a level whose servers all read it (disk-format.ts, `upgradeFormat`).
+ */
 export const FORMAT_VERSION = 2;
+export const POSITIONAL_FORMAT = 3;
+/** The finalized level whose servers all read format 3: release 0.2.0's protocols (replication 5, servers' stream 3). */
+export const POSITIONAL_FORMAT_NEEDS = { replication: 5, servers: 3 } as const;
 
 export const META = {
   format: key('m', 'format'),

@@ -8,6 +8,8 @@ import { StoreSwitch } from './install.js';
 import { LogTail } from './log-tail.js';
 import { type LayerEntry, TablesReader } from './memory.js';
 import { type LevelStoreOptions, openLevel } from './open.js';
+import { decodeRaw } from './records.js';
+import { META, POSITIONAL_FORMAT } from './schema.js';
 import type { ScannedAside } from './scan-aside.js';
 import { ServerReplica } from './server-replica.js';
 import type { AuditSink, BatchReplicator } from './store.js';
@@ -41,6 +43,11 @@ export class StoreCore {
   auditSink: AuditSink | undefined;
   /** Where the last load read the tokens from: a checkpoint, or a scan (and why); undefined without checkpoints. */
   tokensFrom: string | undefined;
+  /**
+   * Whether tokens are written in the positional form: the data dir is of format 3 (disk-format.ts,
+   * `upgradeFormat`). A staged store swapped in is written as maps until the next start converts it.
+   */
+  positionalTokens = false;
 
   readonly committer: GroupCommitter;
   readonly recovery: WriteRecovery;
@@ -115,6 +122,8 @@ export class StoreCore {
     const db = openLevel(this.dir);
     await db.open();
     this.db = db;
+    const format = await db.get(META.format);
+    this.positionalTokens = format !== undefined && decodeRaw(format) === POSITIONAL_FORMAT;
   }
 
   /** A durable group: into memory, acknowledged, waiters and listeners told (group commit's `durable`). */

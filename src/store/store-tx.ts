@@ -1,4 +1,4 @@
-import { withDefaults } from '../domain/records.js';
+import { fieldNames, withDefaults } from '../domain/records.js';
 import { expiryMillis as expiryOf } from '../domain/expiry.js';
 import type {
   AuthMethodRecord,
@@ -29,6 +29,10 @@ import {
 import { encodeLogEntry } from './log-encoding.js';
 import { encode } from './records.js';
 import type { Change, ExpiredThrough, LogEntry, Tx, Unstamped, WatchTable } from './store.js';
+import { Positional } from './compact/positional.js';
+
+/** A token's positional form, as a store of format 3 writes it (compact/positional.ts). */
+const TOKEN_FORM = new Positional(fieldNames(TABLE_DEFS.tokens.fields));
 
 const uniqueIndexes = new WeakMap<object, Array<[string, IndexDef<unknown>]>>();
 
@@ -71,6 +75,8 @@ export interface TxBase {
   allocateIndex(): number;
   /** Every token's last use held on disk or being written (a delete of one it has none of writes no delete of it). */
   readonly lastUse: { get(accessor: string): number | undefined };
+  /** Whether tokens are written in the positional form (a data dir of format 3). */
+  readonly positionalTokens: boolean;
 }
 
 /**
@@ -124,9 +130,12 @@ export class StoreTx implements Tx {
           ops.push({ type: 'del', key: lastUseKey(op.id) });
       } else {
         const bytes = encode(op.record);
+        // The change log carries the map (its readers include older releases); a store of
+        // format 3 keeps a token positional, the form memory keeps it in too.
         encoded.set(op.record, bytes);
-        op.bytes = bytes;
-        ops.push({ type: 'put', key: k, value: bytes });
+        const stored = op.table === 'tokens' && this.store.positionalTokens ? Buffer.from(TOKEN_FORM.fromMap(bytes) ?? bytes) : bytes;
+        op.bytes = stored;
+        ops.push({ type: 'put', key: k, value: stored });
       }
     }
     for (const [k, v] of this.meta) ops.push({ type: 'put', key: k, value: encode(v) });

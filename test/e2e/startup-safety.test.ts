@@ -64,7 +64,7 @@ describe('start-up refuses a data dir it must not use, in one plain line', () =>
     const { code, output } = await refusal(dir.path);
     expect(code).toBe(1);
     expect(output.trim().split('\n')).toEqual([
-      `watchword: cannot start: the store in ${join(dir.path, 'store')} has format 99, newer than this build reads (2); run a newer watchword`,
+      `watchword: cannot start: the store in ${join(dir.path, 'store')} has format 99, newer than this build reads (3); run a newer watchword`,
     ]);
   });
 

@@ -2,7 +2,7 @@ import { Level } from 'level';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { primaryFrame, decodeFrame, encodeFrame } from '../../src/replication/protocol.js';
 import { LevelStore } from '../../src/store/level-store.js';
-import { encode } from '../../src/store/records.js';
+import { decodeRaw, encode } from '../../src/store/records.js';
 import { LAST_USE_PREFIX, META, key, prefixEnd } from '../../src/store/schema.js';
 import type { CommitEvent } from '../../src/store/store.js';
 import { tokenRecord } from '../helpers/records.js';
@@ -261,6 +261,63 @@ describe('LevelStore data format', () => {
     const db = new Level<string, Uint8Array>(dir.path, { keyEncoding: 'utf8', valueEncoding: 'view' });
     await db.put(META.format, encode(99));
     await db.close();
-    await expect(open(dir.path)).rejects.toThrow(/has format 99, newer than this build reads \(2\)/);
+    await expect(open(dir.path)).rejects.toThrow(/has format 99, newer than this build reads \(3\)/);
+  });
+
+  it('keeps tokens positional once the upgrade is finalized: converted at the next start, read alike by every load', async () => {
+    const raw = async () => {
+      const db = new Level<string, Uint8Array>(dir.path, { keyEncoding: 'utf8', valueEncoding: 'view' });
+      const firsts: number[] = [];
+      for await (const v of db.values({ gte: key('t', ''), lt: prefixEnd(key('t', '')) })) firsts.push(v[0] as number);
+      const format = await db.get(META.format);
+      await db.close();
+      return {
+        positional: firsts.filter((b) => b === 0xdc).length,
+        maps: firsts.filter((b) => b !== 0xdc).length,
+        format: format && decodeRaw(format),
+      };
+    };
+    const tokens = Array.from({ length: 300 }, (_, i) =>
+      tokenRecord({
+        Description: `t${i}`,
+        ...(i % 3 === 0 ? { Policies: [{ ID: `p${i % 7}` }] } : {}),
+        ...(i % 5 === 0 ? { ServiceIdentities: [{ ServiceName: `svc-${i % 4}`, Datacenters: ['dc1'] }] } : {}),
+        ...(i % 4 === 0 ? { Local: true } : {}),
+        ...(i % 6 === 0 ? { ExpirationTime: new Date(Date.now() + 3_600_000 + i).toISOString() } : {}),
+      }),
+    );
+    let store = await open(dir.path);
+    for (let i = 0; i < tokens.length; i += 50) await store.transact((tx) => tokens.slice(i, i + 50).forEach((t) => tx.put('tokens', t)));
+    const held = (s: LevelStore) => tokens.map((t) => s.reader.getTokenBySecret(t.SecretID));
+    const before = held(store);
+    expect(before.every((t) => t !== undefined)).toBe(true);
+    await store.close();
+    // Not finalized: maps, format 2, after a start as before it.
+    store = await open(dir.path);
+    expect(store.positionalTokens).toBe(false);
+    await store.transact((tx) => tx.putMeta(META.finalized, { Release: '0.2.0', Replication: 5, Servers: 3 }));
+    await store.close();
+    expect(await raw()).toEqual({ positional: 0, maps: 300, format: 2 });
+    // Finalized: the next start converts every token and writes positional from then on.
+    store = await LevelStore.open(dir.path, { durability: 'fsync', changeLog: true, checkpoint: false, scanAside: false });
+    expect(store.positionalTokens).toBe(true);
+    expect(held(store)).toEqual(before);
+    const extra = tokenRecord({ Description: 'after', Roles: [{ ID: 'r1' }] });
+    await store.transact((tx) => tx.put('tokens', extra));
+    await store.close();
+    expect(await raw()).toEqual({ positional: 301, maps: 0, format: 3 });
+    // Every way in reads them alike: a scan on a second thread, this thread's scan, the checkpoint (written by the close before).
+    let after: unknown[] | undefined;
+    const withP3 = tokens.filter((t) => t.Policies.some((l) => l.ID === 'p3')).length;
+    tokens.push(extra);
+    for (const options of [{ checkpoint: false, scanAside: true }, { checkpoint: false, scanAside: false }, {}, {}]) {
+      store = await LevelStore.open(dir.path, { durability: 'fsync', changeLog: true, ...options });
+      after ??= held(store);
+      expect(after.slice(0, 300)).toEqual(before);
+      expect((after[300] as { Roles: unknown }).Roles).toEqual([{ ID: 'r1' }]);
+      expect(held(store)).toEqual(after);
+      expect([...(store.tables.tokens.members('policy', 'p3') ?? [])].length).toBe(withP3);
+      await store.close();
+    }
   });
 });

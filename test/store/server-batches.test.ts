@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { WatchwordError } from '../../src/domain/errors.js';
 import { LevelStore } from '../../src/store/level-store.js';
+import { META, recordKey } from '../../src/store/schema.js';
 import type { BatchReplicator, ServerBatch } from '../../src/store/store.js';
 import { tokenRecord } from '../helpers/records.js';
 import { tempDir } from '../helpers/temp-dir.js';
@@ -162,6 +163,35 @@ describe('server batches (a datacenter of several servers)', () => {
     expect(follower.reader.getToken(kept.AccessorID)?.SecretID).toBe(kept.SecretID);
     expect(follower.currentIndex()).toBe(leader.currentIndex());
     expect(follower.serverPosition()).toEqual({ seq: 1, term: 7 });
+  });
+
+  it('a leader of store format 3 sends its tokens positional: a follower takes them in a snapshot and in batches', async () => {
+    await leader.transact((tx) => tx.putMeta(META.finalized, { Release: '0.2.0', Replication: 5, Servers: 3 }));
+    const a = tokenRecord({ Policies: [{ ID: 'p1' }] });
+    await leader.transact((tx) => tx.put('tokens', a));
+    // The next start converts the leader's data dir (the upgrade is finalized).
+    await leader.close();
+    leader = await open(dirs[0]!.path);
+    leader.setReplicator(rec);
+    expect(leader.positionalTokens).toBe(true);
+    const it = leader.serverSnapshot();
+    const chunks: Array<[string, Uint8Array]> = [];
+    let r = await it.next();
+    for (; !r.done; r = await it.next()) chunks.push(...r.value);
+    expect(chunks.find(([k]) => k === recordKey('tokens', a.AccessorID))?.[1][0]).toBe(0xdc);
+    await follower.installServerSnapshot(chunks, r.value);
+    const b = tokenRecord({ ServiceIdentities: [{ ServiceName: 'web' }] });
+    await leader.transact((tx) => tx.put('tokens', b));
+    const sent = rec.batches.at(-1) as ServerBatch;
+    expect(sent.ops.find(([k]) => k === recordKey('tokens', b.AccessorID))?.[1]?.[0]).toBe(0xdc);
+    await follower.applyServerBatches([sent]);
+    follower.commitServerBatches(sent.seq);
+    for (const t of [a, b]) expect(follower.reader.getTokenBySecret(t.SecretID)).toEqual(leader.reader.getTokenBySecret(t.SecretID));
+    // The follower's own data dir is converted at its next start (the finalized level came with the snapshot).
+    await follower.close();
+    follower = await open(dirs[1]!.path);
+    expect(follower.positionalTokens).toBe(true);
+    for (const t of [a, b]) expect(follower.reader.getTokenBySecret(t.SecretID)).toEqual(leader.reader.getTokenBySecret(t.SecretID));
   });
 
   it('a fenced leader writes nothing and stays writable once it may write again', async () => {

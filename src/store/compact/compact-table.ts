@@ -313,7 +313,7 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
     const slot = loading ? undefined : this.ids.get(id);
     let old: R | undefined;
     let at: number;
-    const kept = this.positional.fromMap(bytes);
+    const kept = this.positional.keep(bytes);
     // Records are checked against their declaration before they are written: one that is not a map
     // of declared fields is a fault here, never kept in another form.
     if (kept === undefined) throw new Error(`${this.def.name}: record ${id} has a field its declaration does not list`);

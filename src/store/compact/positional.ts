@@ -6,9 +6,14 @@ const signature = (length: number, first: number, last: number): number => (leng
  * A record's bytes as a compact table keeps them: its stored msgpack map with the keys taken
  * out, the values in a fixed field order (a msgpack array, nil where a field is absent). A
  * token's field names are ~170 of its ~390 stored bytes; in memory they are said once, here.
- * The disk keeps the map (any msgpack reader can read it); the change is made byte by byte as
- * a record enters the table, without decoding it. A map with a key this list does not know has
- * no positional form (`fromMap` answers undefined): the table refuses it.
+ * The change is made byte by byte as a record enters the table, without decoding it. A map with
+ * a key this list does not know has no positional form (`fromMap` answers undefined): the table
+ * refuses it.
+ *
+ * A store of format 3 keeps tokens on disk in this form too (store/disk-format.ts), so a value
+ * read from disk is either: `keep` takes both, copying a positional one as it is. A positional
+ * value of fewer fields than this list (written by a release that knew fewer: fields are only
+ * ever added at the end) has the rest absent; one of more is refused.
  */
 export class Positional {
   private readonly keys: Uint8Array[];
@@ -57,6 +62,56 @@ export class Positional {
     if (size < 0) return -1;
     if (at + size > out.length) return -2;
     return this.write(bytes, out, at);
+  }
+
+  /**
+   * The positional form of `bytes`, a map or already positional: `bytes` themselves when they
+   * are positional of this field list, else a view of a scratch buffer as `fromMap` gives.
+   * `starts` say where each field's value starts in `bytes`, `outStarts` in what is answered.
+   */
+  keep(bytes: Uint8Array): Uint8Array | undefined {
+    if (bytes[0] !== 0xdc) return this.fromMap(bytes);
+    const size = this.readPositional(bytes);
+    if (size < 0) return undefined;
+    if (size === bytes.length) {
+      this.outStarts.set(this.starts);
+      return bytes;
+    }
+    if (size > this.scratch.length) this.scratch = Buffer.allocUnsafeSlow(size * 2);
+    return this.scratch.subarray(0, this.write(bytes, this.scratch, 0));
+  }
+
+  /** `keep` written into `out` at `at`, as `fromMapInto` answers. */
+  keepInto(bytes: Uint8Array, out: Uint8Array, at: number): number {
+    if (bytes[0] !== 0xdc) return this.fromMapInto(bytes, out, at);
+    const size = this.readPositional(bytes);
+    if (size < 0) return -1;
+    if (at + size > out.length) return -2;
+    if (size !== bytes.length) return this.write(bytes, out, at);
+    out.set(bytes, at);
+    this.outStarts.set(this.starts);
+    return at + size;
+  }
+
+  /** Finds each field's value in positional `bytes` (`starts`, `ends`): the size of their form with this field list, or -1. */
+  private readPositional(bytes: Uint8Array): number {
+    const { starts, ends } = this;
+    const n = this.keys.length;
+    const count = bytes.length < 3 ? n + 1 : ((bytes[1] as number) << 8) | (bytes[2] as number);
+    if (count > n) return -1;
+    starts.fill(-1);
+    let pos = 3;
+    for (let f = 0; f < count; f++) {
+      if (pos >= bytes.length) return -1;
+      const end = skip(bytes, pos);
+      if (end > bytes.length) return -1;
+      if (bytes[pos] !== 0xc0) {
+        starts[f] = pos;
+        ends[f] = end;
+      }
+      pos = end;
+    }
+    return pos === bytes.length ? pos + (n - count) : -1;
   }
 
   /** Finds each field's value in the map `bytes` (`starts`, `ends`): the positional form's size, or -1. */

@@ -54,13 +54,13 @@ async function scan(): Promise<void> {
         for (const v of batch) {
           if (n === CHUNK_RECORDS) send();
           // Written in place; a record that does not fit starts the next chunk (one larger than a chunk, alone).
-          let end = positional.fromMapInto(v, bytes, used);
+          let end = positional.keepInto(v, bytes, used);
           if (end === -2) {
             send();
-            end = positional.fromMapInto(v, bytes, used);
+            end = positional.keepInto(v, bytes, used);
             if (end === -2) {
               bytes = new Uint8Array(v.length * 2 + 64);
-              end = positional.fromMapInto(v, bytes, used);
+              end = positional.keepInto(v, bytes, used);
             }
           }
           if (end < 0) {

@@ -144,15 +144,16 @@ export class TableLoader<R> implements CompactLoader {
   }
 
   /**
-   * A record as stored on disk: only the fields it is indexed by are read from its bytes, which
-   * are kept in the positional form. False when it is not a map of declared fields, or those
+   * A record as stored on disk (a map, or positional in a store of format 3): only the fields it
+   * is indexed by are read from its bytes, which are kept in the positional form. False when it
+   * is not a map of declared fields nor their positional form, or those
    * fields are not as the indexes expect (a corrupt record: the start fails, naming it).
    */
   stored(bytes: Uint8Array): boolean {
     const { positional, inFields } = this.parts;
     const at = this.indexAt;
-    // One pass over the map finds every field for the positional form; the indexed ones are read from it.
-    const kept = positional.fromMap(bytes);
+    // One pass over the bytes finds every field for the positional form; the indexed ones are read from it.
+    const kept = positional.keep(bytes);
     if (kept === undefined) return false;
     const starts = positional.starts;
     for (let i = 0; i < at.length; i++) at[i] = starts[inFields[i] as number] as number;

@@ -51,4 +51,31 @@ describe('Positional', () => {
     expect(roundTrip(p, big)).toEqual(big);
     expect(roundTrip(p, { ID: 'small' })).toEqual({ ID: 'small' });
   });
+
+  it('keeps positional bytes as they are, pads those of fewer fields, and refuses those of more or cut short', () => {
+    const p = new Positional(FIELDS);
+    const full = { ID: 'a', Name: 'n', Links: [{ ID: 'x' }], Local: false, Expires: '2030-01-01T00:00:00Z', Index: 7 };
+    const positional = Buffer.from(p.fromMap(encode(full)) as Uint8Array);
+    // A map and its positional form are kept alike; the positional one is not copied.
+    expect(Buffer.from(p.keep(encode(full)) as Uint8Array)).toEqual(positional);
+    expect(p.keep(positional)).toBe(positional);
+    expect([...p.outStarts]).toEqual([...p.starts]);
+    // Fewer fields (a release that knew fewer): the rest absent. More fields or a short value: refused.
+    const older = new Positional(FIELDS.slice(0, 4));
+    const short = Buffer.from(older.fromMap(encode({ ID: 'b', Name: 'm', Local: true })) as Uint8Array);
+    const padded = p.keep(short) as Uint8Array;
+    expect(padded.length).toBe(short.length + 2);
+    expect(p.toRecord(decodeRaw(Buffer.from(padded)) as unknown[])).toEqual({ ID: 'b', Name: 'm', Local: true });
+    expect(older.keep(positional)).toBeUndefined();
+    expect(p.keep(positional.subarray(0, positional.length - 1))).toBeUndefined();
+    expect(p.keep(Buffer.concat([positional, Buffer.of(0xc0)]))).toBeUndefined();
+    // Into a chunk: at an offset, -2 when it does not fit, the starts from that record's start.
+    const chunk = new Uint8Array(positional.length + 10);
+    expect(p.keepInto(positional, chunk, 11)).toBe(-2);
+    expect(p.keepInto(positional, chunk, 10)).toBe(positional.length + 10);
+    expect(Buffer.from(chunk.subarray(10))).toEqual(positional);
+    expect(p.outStarts[1]).toBe(p.starts[1]);
+    expect(p.keepInto(short, chunk, 0)).toBe(padded.length);
+    expect(Buffer.from(chunk.subarray(0, padded.length))).toEqual(Buffer.from(padded));
+  });
 });
