@@ -138,6 +138,27 @@ describe.skipIf(previous === undefined)(`mixed releases: ${VERSION} beside ${PRE
         10_000,
       );
       expect((await call(dc1.url, m, 'PUT', '/v1/operator/upgrade?finalize')).status).toBe(200);
+      // Finalized: at its next start each server keeps its tokens as memory does (store format 3), every one of
+      // them still answered; the previous release refuses such a data dir in one line, and this one opens it again.
+      await waitFor(
+        async () => ((await call(dc2.url, m, 'GET', '/v1/operator/upgrade')).body as OperatorUpgradeResponse).Finalized !== null,
+        15_000,
+        100,
+        'dc2 told of the finalize',
+      );
+      await dc1.restart();
+      await dc2.restart();
+      for (const [d, t] of [
+        [dc1, after],
+        [dc2, after],
+        [dc2, local],
+      ] as const)
+        expect((await call(d.url, t.SecretID, 'GET', '/v1/acl/token/self')).status).toBe(200);
+      dc2.program = previous;
+      await expect(dc2.restart()).rejects.toThrow(/has format 3, newer than this build reads \(2\)/);
+      dc2.program = undefined;
+      await dc2.start();
+      expect((await call(dc2.url, local.SecretID, 'GET', '/v1/acl/token/self')).status).toBe(200);
     }, 120_000);
   });
 
