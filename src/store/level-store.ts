@@ -59,7 +59,7 @@ export class LevelStore implements Store {
   static async open(dir: string, options: LevelStoreOptions): Promise<LevelStore> {
     const { db, logID, checkpoint, format } = await openDisk(dir, options);
     try {
-      const scanned = checkpoint?.usable ? undefined : await scanTokensAside(db, dir, options.scanAside);
+      const scanned = checkpoint?.usable ? undefined : await scanTokensAside(db, dir, options.scanAside, options.scanKeying);
       const store = new LevelStore(db, dir, options, logID);
       store.core.positionalTokens = format === POSITIONAL_FORMAT;
       const scannedHere = await store.core.reload({ checkpoint, scanned });

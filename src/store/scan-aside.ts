@@ -1,5 +1,6 @@
 import type { Level } from 'level';
 import { scanInWorker } from './compact/parallel-scan.js';
+import type { ScanKeying } from './compact/scan-protocol.js';
 import { type Tables, newTables } from './memory.js';
 import { TABLES, key, prefixEnd } from './schema.js';
 
@@ -20,6 +21,7 @@ export async function scanTokensAside(
   db: Level<string, Uint8Array>,
   dir: string,
   wanted: boolean | undefined,
+  keying: ScanKeying = 'auto',
 ): Promise<ScannedAside | undefined> {
   const range = { gte: key(TABLES.tokens.prefix, ''), lt: prefixEnd(key(TABLES.tokens.prefix, '')) };
   if (wanted === false) return undefined;
@@ -33,7 +35,7 @@ export async function scanTokensAside(
   compact.reserve(Math.floor(size / LARGE_TOKEN_BYTES));
   await db.close();
   try {
-    const why = await scanInWorker(dir, range, compact);
+    const why = await scanInWorker(dir, range, compact, keying);
     return why === undefined ? { tokens } : { why };
   } finally {
     await db.open();

@@ -92,7 +92,7 @@ export interface CompactLoader {
   /** Every field of a record, in the positional form's order. */
   readonly fields: readonly string[];
   readonly size: number;
-  /** The positional fields whose value starts `loadPositional` is given, in its order. */
+  /** The positional fields whose value starts `loadKeyed` is given, in its order. */
   readonly loadFieldPositions: Int32Array;
   /** Room in the ID tables for `records` while the table is empty. */
   reserve(records: number): void;
@@ -102,7 +102,22 @@ export interface CompactLoader {
   restore(meta: TableDumpMeta, parts: readonly Buffer[]): void;
   /** Takes records a scan's thread packed (positional) in `buffer`; answers the chunk's number. */
   adoptChunk(buffer: Buffer): number;
-  /** Indexes `length` records of an adopted chunk; false when one fails its check. */
+  /** Indexes a record of an adopted chunk, reading its keys; false when it fails its check. */
   loadPositional(chunk: number, offset: number, length: number, starts: Int32Array, from: number): boolean;
+  /** The members of key `key` of the `index`th non-unique index (in the declaration's order), made when new. */
+  keySet(index: number, key: string): { add(slot: number): void };
+  /**
+   * Takes a record of an adopted chunk that a scan's thread keyed already: its ID and unique keys
+   * from its bytes, its slot added to `sets[keys[k]]` for k in [keyFrom, keyTo), `time` (NaN: none)
+   * in the time order. False when its ID cannot be read.
+   */
+  loadKeyed(
+    chunk: number,
+    offset: number,
+    length: number,
+    starts: Int32Array,
+    from: number,
+    keyed: { keys: Int32Array; keyFrom: number; keyTo: number; sets: ReadonlyArray<{ add(slot: number): void }>; time: number },
+  ): boolean;
   finishLoading(): void;
 }

@@ -1,6 +1,7 @@
 import { Level } from 'level';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { TokenRecord } from '../../src/domain/types.js';
+import type { ScanKeying } from '../../src/store/compact/scan-protocol.js';
 import { LevelStore } from '../../src/store/level-store.js';
 import { encode } from '../../src/store/records.js';
 import { TABLES, key } from '../../src/store/schema.js';
@@ -8,8 +9,8 @@ import { tokenRecord } from '../helpers/records.js';
 import { tempDir } from '../helpers/temp-dir.js';
 import { mixedTokens, tokensView, writeTokens } from '../helpers/tokens-view.js';
 
-const open = (path: string, scanAside: boolean) =>
-  LevelStore.open(path, { durability: 'fsync', changeLog: true, checkpoint: false, scanAside });
+const open = (path: string, scanAside: boolean, scanKeying?: ScanKeying) =>
+  LevelStore.open(path, { durability: 'fsync', changeLog: true, checkpoint: false, scanAside, ...(scanKeying ? { scanKeying } : {}) });
 
 /** A stored token whose Policies value is the single byte `b`. */
 function withPoliciesByte(b: number): Uint8Array {
@@ -53,6 +54,14 @@ describe('tokens read on a second thread at open', () => {
     expect(expected.byID.every((t) => t !== null)).toBe(true);
     expect(expected.role.length).toBe(100);
 
+    // Keyed on that thread or on this one, chunk by chunk as the two keep up, or all one way.
+    for (const keying of ['always', 'never'] as const) {
+      const one = await open(dir.path, true, keying);
+      expect(one.tokensFrom).toBe('a scan on a second thread');
+      expect(tokensView(one, tokens)).toEqual(expected);
+      (one.tables.tokens as unknown as { verify(): void }).verify();
+      await one.close();
+    }
     const aside = await open(dir.path, true);
     expect(aside.tokensFrom).toBe('a scan on a second thread');
     expect(tokensView(aside, tokens)).toEqual(expected);

@@ -2,12 +2,13 @@ import { availableParallelism } from 'node:os';
 import type { Worker } from 'node:worker_threads';
 import { startThread } from '../../threads.js';
 import type { CompactLoader } from '../table.js';
-import { IN_FLIGHT, STOP, type ScanChunk, type ScanMessage, type ScanRequest } from './scan-protocol.js';
+import { IN_FLIGHT, STOP, type ScanChunk, type ScanKeying, type ScanMessage, type ScanRequest } from './scan-protocol.js';
 
 /**
- * A table's records read from LevelDB by a worker thread (scan-worker.ts) and indexed here as
- * they arrive: on two cores, LevelDB's hand-over and the positional form run beside the
- * indexing instead of before it. The LevelDB at `dir` must be closed in this thread meanwhile
+ * A table's records read from LevelDB by a worker thread (scan-worker.ts), put in the positional
+ * form and keyed there, and indexed here as they arrive: on two cores, LevelDB's hand-over, the
+ * positional form and reading each record's index keys run beside the indexing instead of
+ * before it; this thread fills the ID tables and adds slots to the sets the keys name. The LevelDB at `dir` must be closed in this thread meanwhile
  * (the worker opens it; LevelDB allows one open per process), and is closed by the worker
  * before this resolves.
  *
@@ -16,12 +17,17 @@ import { IN_FLIGHT, STOP, type ScanChunk, type ScanMessage, type ScanRequest } f
  * may then hold some records and is to be dropped, and the table scanned as before (which
  * reports a corrupt record as it always has).
  */
-export async function scanInWorker(dir: string, range: { gte: string; lt: string }, table: CompactLoader): Promise<string | undefined> {
+export async function scanInWorker(
+  dir: string,
+  range: { gte: string; lt: string },
+  table: CompactLoader,
+  keying: ScanKeying = 'auto',
+): Promise<string | undefined> {
   if (availableParallelism() < 2) return 'one processor';
   const control = new SharedArrayBuffer(8);
   const counters = new Int32Array(control);
   const wanted = [...table.loadFieldPositions];
-  const worker = startWorker({ dir, ...range, fields: table.fields, wanted, control });
+  const worker = startWorker({ dir, ...range, table: 'tokens', keying, fields: table.fields, wanted, control });
   if (worker === undefined) return 'no scan worker script beside the store';
   const k = wanted.length;
   return new Promise((resolve) => {
@@ -33,13 +39,32 @@ export async function scanInWorker(dir: string, range: { gte: string; lt: string
       Atomics.store(counters, STOP, 1);
       Atomics.notify(counters, IN_FLIGHT);
     };
+    // The members of each key the worker numbered, by its number.
+    const sets: Array<{ add(slot: number): void }> = [];
+    const keyed: { keys: Int32Array; keyFrom: number; keyTo: number; sets: typeof sets; time: number } = {
+      keys: new Int32Array(0),
+      keyFrom: 0,
+      keyTo: 0,
+      sets,
+      time: 0,
+    };
     const load = (m: ScanChunk): void => {
       // The chunk becomes the table's own: its records are not copied again.
       const chunk = table.adoptChunk(Buffer.from(m.bytes.buffer, m.bytes.byteOffset, m.bytes.byteLength));
+      for (let i = 0; i < m.newKeys.length; i += 2) sets.push(table.keySet(m.newKeys[i] as number, m.newKeys[i + 1] as string));
+      keyed.keys = m.keys;
+      keyed.keyTo = 0;
       let start = 0;
       for (let i = 0; i < m.ends.length; i++) {
         const end = m.ends[i] as number;
-        if (!table.loadPositional(chunk, start, end - start, m.starts, i * k)) {
+        keyed.keyFrom = keyed.keyTo;
+        keyed.keyTo = m.keyEnds[i] as number;
+        keyed.time = m.times[i] as number;
+        if (
+          !(m.keyed
+            ? table.loadKeyed(chunk, start, end - start, m.starts, i * k, keyed)
+            : table.loadPositional(chunk, start, end - start, m.starts, i * k))
+        ) {
           stop(`record ${table.size + 1} failed its check`);
           return;
         }

@@ -104,8 +104,8 @@ export class TableParts<R> {
 
 /**
  * Every way into a compact table at a start, in one place: a record as LevelDB stores it
- * (`stored`), records a scan on a second thread put in the positional form (`adoptChunk`,
- * `loadPositional`), a checkpoint's dump (`restore`, and `dump` that writes one). Each reads
+ * (`stored`), records a scan on a second thread put in the positional form, keyed
+ * there or not (`adoptChunk`, `loadPositional`; `keySet`, `loadKeyed`), a checkpoint's dump (`restore`, and `dump` that writes one). Each reads
  * only the fields the indexes need, from the bytes, and stores the bytes as they are; the whole
  * record is checked when it is first decoded. The reaper's unread deletes read those fields
  * the same way (`indexedFields`).
@@ -160,12 +160,12 @@ export class TableLoader<R> implements CompactLoader {
     return this.loadRead(bytes, kept);
   }
 
-  /** The positional fields whose value starts `loadPositional` is given, in its order. */
+  /** The positional fields whose value starts `loadKeyed` is given, in its order. */
   get loadFieldPositions(): Int32Array {
     return this.parts.inFields;
   }
 
-  /** Takes `buffer` (records in the positional form, packed) as a chunk of the table's own: its number, for `loadPositional`. */
+  /** Takes `buffer` (records in the positional form, packed) as a chunk of the table's own: its number, for `loadKeyed`. */
   adoptChunk(buffer: Buffer): number {
     return this.parts.arena.adopt(buffer);
   }
@@ -173,14 +173,50 @@ export class TableLoader<R> implements CompactLoader {
   /**
    * A record already in the positional form (a scan on another thread made it), at `offset` of
    * adopted chunk `chunk`, `length` bytes: `starts[from + i]` is where the value of field
-   * `loadFieldPositions[i]` starts in it (-1: absent). False when the record is not as the
-   * indexes expect.
+   * `loadFieldPositions[i]` starts in it (-1: absent). Its keys are read here. False when the
+   * record is not as the indexes expect.
    */
   loadPositional(chunk: number, offset: number, length: number, starts: Int32Array, from: number): boolean {
     const at = this.indexAt;
     for (let i = 0; i < at.length; i++) at[i] = starts[from + i] as number;
     const bytes = this.parts.arena.chunk(chunk).subarray(offset, offset + length);
     return this.loadRead(bytes, bytes, chunk, offset);
+  }
+
+  /** The members of key `key` of the `index`th non-unique index, made when new (a scan's thread numbers the keys it names). */
+  keySet(index: number, key: string): SlotSet {
+    const m = this.parts.multi[index] as Multi;
+    let set = m.map.get(key);
+    if (set === undefined) m.map.set(key, (set = new SlotSet()));
+    return set;
+  }
+
+  /**
+   * A record a scan on another thread put in the positional form and keyed, at `offset` of
+   * adopted chunk `chunk`, `length` bytes: `starts[from + i]` is where the value of field
+   * `loadFieldPositions[i]` starts in it (-1: absent); its slot goes into `sets[keys[k]]` for k
+   * in [keyFrom, keyTo), and `time` (NaN: none) into the time order. False when its ID or a
+   * unique key cannot be read.
+   */
+  loadKeyed(
+    chunk: number,
+    offset: number,
+    length: number,
+    starts: Int32Array,
+    from: number,
+    keyed: { keys: Int32Array; keyFrom: number; keyTo: number; sets: readonly SlotSet[]; time: number },
+  ): boolean {
+    const { arena, idAt, order } = this.parts;
+    const at = this.indexAt;
+    for (let i = 0; i < at.length; i++) at[i] = starts[from + i] as number;
+    if (at[idAt] === -1) return false;
+    const bytes = arena.chunk(chunk).subarray(offset, offset + length);
+    const slot = arena.addAt(chunk, offset, length);
+    if (!this.setIds(bytes, slot)) return false;
+    const { keys, keyTo, sets, time } = keyed;
+    for (let k = keyed.keyFrom; k < keyTo; k++) (sets[keys[k] as number] as SlotSet).add(slot);
+    if (time === time) order.add(time, slot, true);
+    return true;
   }
 
   /** The fields of the positional record `bytes` its indexes read; undefined when it is not positional or they do not read. */
@@ -205,7 +241,7 @@ export class TableLoader<R> implements CompactLoader {
    * that is -1) under the indexed `fields`, whose values `indexAt` places in `source`.
    */
   private loadFields(source: Uint8Array, kept: Uint8Array, fields: R, chunk = -1, offset = 0): boolean {
-    const { arena, idTables, idFields, multi, def, idAt, order } = this.parts;
+    const { arena, multi, def, idAt, order } = this.parts;
     const at = this.indexAt;
     if (at[idAt] === -1) return false;
     // Keys computed before anything is stored: a field of the wrong shape leaves nothing behind.
@@ -223,7 +259,25 @@ export class TableLoader<R> implements CompactLoader {
       return false;
     }
     const slot = chunk === -1 ? arena.add(kept) : arena.addAt(chunk, offset, kept.length);
-    // The ID and unique keys go from the bytes to their tables (no string made of a UUID).
+    if (!this.setIds(source, slot)) return false;
+    for (let i = 0; i < keys.length; i += 2) {
+      const m = keys[i] as Multi;
+      const k = keys[i + 1] as string;
+      let set = m.map.get(k);
+      if (!set) m.map.set(k, (set = new SlotSet()));
+      set.add(slot);
+    }
+    if (time !== undefined) order.add(time, slot, true);
+    return true;
+  }
+
+  /**
+   * The ID and unique keys of the record at `slot` from `source` (at `indexAt`) into their tables
+   * (no string made of a UUID). False, with the record taken out again, when one is not a string.
+   */
+  private setIds(source: Uint8Array, slot: number): boolean {
+    const { arena, idTables, idFields } = this.parts;
+    const at = this.indexAt;
     for (let t = 0; t < idTables.length; t++) {
       const pos = at[idFields[t] as number] as number;
       if (pos === -1 || (idTables[t] as IdTable).setAt(source, pos, slot)) continue;
@@ -236,14 +290,6 @@ export class TableLoader<R> implements CompactLoader {
       arena.delete(slot);
       return false;
     }
-    for (let i = 0; i < keys.length; i += 2) {
-      const m = keys[i] as Multi;
-      const k = keys[i + 1] as string;
-      let set = m.map.get(k);
-      if (!set) m.map.set(k, (set = new SlotSet()));
-      set.add(slot);
-    }
-    if (time !== undefined) order.add(time, slot, true);
     return true;
   }
 
