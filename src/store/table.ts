@@ -88,6 +88,16 @@ export const byID = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 
  * take a checkpoint's dump whole, or the records a scan on a second thread put in the positional
  * form (checkpoint.ts, parallel-scan.ts). A table that is not compact has none of this.
  */
+/** A record's index keys as a scan's thread numbered them: its slot goes into `sets[keys[k]]` for k in [keyFrom, keyTo). */
+export interface KeyedRecord {
+  keys: Int32Array;
+  keyFrom: number;
+  keyTo: number;
+  sets: ReadonlyArray<{ add(slot: number): void }>;
+  /** Its place in the time order; NaN: none. */
+  time: number;
+}
+
 export interface CompactLoader {
   /** Every field of a record, in the positional form's order. */
   readonly fields: readonly string[];
@@ -108,16 +118,9 @@ export interface CompactLoader {
   keySet(index: number, key: string): { add(slot: number): void };
   /**
    * Takes a record of an adopted chunk that a scan's thread keyed already: its ID and unique keys
-   * from its bytes, its slot added to `sets[keys[k]]` for k in [keyFrom, keyTo), `time` (NaN: none)
-   * in the time order. False when its ID cannot be read.
+   * from its bytes, its slot added to the sets `keyed` names, its time in the time order. False
+   * when its ID cannot be read.
    */
-  loadKeyed(
-    chunk: number,
-    offset: number,
-    length: number,
-    starts: Int32Array,
-    from: number,
-    keyed: { keys: Int32Array; keyFrom: number; keyTo: number; sets: ReadonlyArray<{ add(slot: number): void }>; time: number },
-  ): boolean;
+  loadKeyed(chunk: number, offset: number, length: number, starts: Int32Array, from: number, keyed: KeyedRecord): boolean;
   finishLoading(): void;
 }

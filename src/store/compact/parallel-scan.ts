@@ -1,7 +1,7 @@
 import { availableParallelism } from 'node:os';
 import type { Worker } from 'node:worker_threads';
 import { startThread } from '../../threads.js';
-import type { CompactLoader } from '../table.js';
+import type { CompactLoader, KeyedRecord } from '../table.js';
 import { IN_FLIGHT, STOP, type ScanChunk, type ScanKeying, type ScanMessage, type ScanRequest } from './scan-protocol.js';
 
 /**
@@ -41,13 +41,7 @@ export async function scanInWorker(
     };
     // The members of each key the worker numbered, by its number.
     const sets: Array<{ add(slot: number): void }> = [];
-    const keyed: { keys: Int32Array; keyFrom: number; keyTo: number; sets: typeof sets; time: number } = {
-      keys: new Int32Array(0),
-      keyFrom: 0,
-      keyTo: 0,
-      sets,
-      time: 0,
-    };
+    const keyed: KeyedRecord = { keys: new Int32Array(0), keyFrom: 0, keyTo: 0, sets, time: 0 };
     const load = (m: ScanChunk): void => {
       // The chunk becomes the table's own: its records are not copied again.
       const chunk = table.adoptChunk(Buffer.from(m.bytes.buffer, m.bytes.byteOffset, m.bytes.byteLength));

@@ -1,6 +1,6 @@
 import { fieldNames } from '../../domain/records.js';
 import { type IndexDef, type TableDef, indexedFields } from '../schema.js';
-import type { CompactLoader } from '../table.js';
+import type { CompactLoader, KeyedRecord } from '../table.js';
 import { RecordArena } from './arena.js';
 import { type DumpPart, DumpReader, DumpWriter, type TableDumpMeta } from './dump.js';
 import { IdTable } from './id-table.js';
@@ -198,14 +198,7 @@ export class TableLoader<R> implements CompactLoader {
    * in [keyFrom, keyTo), and `time` (NaN: none) into the time order. False when its ID or a
    * unique key cannot be read.
    */
-  loadKeyed(
-    chunk: number,
-    offset: number,
-    length: number,
-    starts: Int32Array,
-    from: number,
-    keyed: { keys: Int32Array; keyFrom: number; keyTo: number; sets: readonly SlotSet[]; time: number },
-  ): boolean {
+  loadKeyed(chunk: number, offset: number, length: number, starts: Int32Array, from: number, keyed: KeyedRecord): boolean {
     const { arena, idAt, order } = this.parts;
     const at = this.indexAt;
     for (let i = 0; i < at.length; i++) at[i] = starts[from + i] as number;
@@ -214,7 +207,7 @@ export class TableLoader<R> implements CompactLoader {
     const slot = arena.addAt(chunk, offset, length);
     if (!this.setIds(bytes, slot)) return false;
     const { keys, keyTo, sets, time } = keyed;
-    for (let k = keyed.keyFrom; k < keyTo; k++) (sets[keys[k] as number] as SlotSet).add(slot);
+    for (let k = keyed.keyFrom; k < keyTo; k++) (sets[keys[k] as number] as KeyedRecord['sets'][number]).add(slot);
     if (time === time) order.add(time, slot, true);
     return true;
   }
