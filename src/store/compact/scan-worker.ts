@@ -99,106 +99,122 @@ class Keyer {
   }
 }
 
+/**
+ * The chunks being filled and sent: records in the positional form packed end to end, where each
+ * indexed field's value starts, and (when keyed here) their keys and times.
+ */
+class Chunks {
+  private readonly positional = new Positional(request.fields);
+  private readonly keyer = new Keyer();
+  private readonly wanted = Int32Array.from(request.wanted);
+  private bytes = new Uint8Array(CHUNK_BYTES);
+  private used = 0;
+  private ends = new Uint32Array(CHUNK_RECORDS);
+  private starts = new Int32Array(CHUNK_RECORDS * request.wanted.length);
+  private keyEnds = new Uint32Array(CHUNK_RECORDS);
+  private times = new Float64Array(CHUNK_RECORDS);
+  private n = 0;
+  records = 0;
+  /**
+   * Whether this chunk's records are keyed here: while the main thread has chunks waiting (it is
+   * the slower), else it keys them itself (this thread is): the two share the work as they can.
+   */
+  private keying = request.keying === 'always';
+
+  /** Adds a stored record: why not when it is not in a form the table keeps (the scan then falls back). */
+  add(v: Uint8Array): string | undefined {
+    const { positional, keyer, wanted } = this;
+    if (this.n === CHUNK_RECORDS) this.send();
+    // Written in place; a record that does not fit starts the next chunk (one larger than a chunk, alone).
+    let end = positional.keepInto(v, this.bytes, this.used);
+    if (end === -2) {
+      this.send();
+      end = positional.keepInto(v, this.bytes, this.used);
+      if (end === -2) {
+        this.bytes = new Uint8Array(v.length * 2 + 64);
+        end = positional.keepInto(v, this.bytes, this.used);
+      }
+    }
+    if (end < 0) return `record ${this.records + 1} is not in the form a compact table keeps`;
+    const out = positional.outStarts;
+    const n = this.n;
+    if (this.keying) {
+      const time = keyer.record(this.bytes, this.used, out);
+      if (time === undefined) return `record ${this.records + 1} is not as its indexes expect`;
+      this.times[n] = time;
+      this.keyEnds[n] = keyer.used;
+    }
+    const k = wanted.length;
+    // From the record's start (-1: absent).
+    for (let i = 0; i < k; i++) this.starts[n * k + i] = out[wanted[i] as number] as number;
+    this.ends[n] = end;
+    this.n++;
+    this.used = end;
+    this.records++;
+    return undefined;
+  }
+
+  /** Sends the chunk filled so far (its buffers go with it) and starts the next. */
+  send(): void {
+    const { n } = this;
+    if (n === 0) return;
+    // At most 4 chunks the main thread has not taken yet: the rest wait here, not in memory there.
+    while (Atomics.load(control, IN_FLIGHT) >= 4 && Atomics.load(control, STOP) === 0) Atomics.wait(control, IN_FLIGHT, 4, 100);
+    Atomics.add(control, IN_FLIGHT, 1);
+    const { keys, newKeys } = this.keyer.take();
+    const k = this.wanted.length;
+    const chunk: ScanChunk = {
+      kind: 'chunk',
+      keyed: this.keying,
+      bytes: this.bytes,
+      ends: this.ends.subarray(0, n),
+      starts: this.starts.subarray(0, n * k),
+      keys,
+      keyEnds: this.keyEnds.subarray(0, n),
+      newKeys,
+      times: this.times.subarray(0, n),
+    };
+    port.postMessage(
+      chunk,
+      [this.bytes, this.ends, this.starts, keys, this.keyEnds, this.times].map((a) => a.buffer as ArrayBuffer),
+    );
+    this.bytes = new Uint8Array(CHUNK_BYTES);
+    this.ends = new Uint32Array(CHUNK_RECORDS);
+    this.starts = new Int32Array(CHUNK_RECORDS * k);
+    this.keyEnds = new Uint32Array(CHUNK_RECORDS);
+    this.times = new Float64Array(CHUNK_RECORDS);
+    this.used = 0;
+    this.n = 0;
+    this.keying = request.keying === 'auto' ? Atomics.load(control, IN_FLIGHT) > 1 : request.keying === 'always';
+  }
+}
+
 async function scan(): Promise<void> {
   const db = new Level<string, Uint8Array>(request.dir, LEVEL_OPTIONS);
   await db.open();
   try {
-    const positional = new Positional(request.fields);
-    const keyer = new Keyer();
-    const wanted = Int32Array.from(request.wanted);
-    const k = wanted.length;
+    const chunks = new Chunks();
     const values = db.values({ gte: request.gte, lt: request.lt, highWaterMarkBytes: 8 * 1024 * 1024 });
-    let bytes = new Uint8Array(CHUNK_BYTES);
-    let used = 0;
-    let ends = new Uint32Array(CHUNK_RECORDS);
-    let starts = new Int32Array(CHUNK_RECORDS * k);
-    let keyEnds = new Uint32Array(CHUNK_RECORDS);
-    let times = new Float64Array(CHUNK_RECORDS);
-    let n = 0;
-    let records = 0;
-    // Whether this chunk's records are keyed here: while the main thread has chunks waiting (it is
-    // the slower), else it keys them itself (this thread is): the two share the work as they can.
-    let keying = request.keying === 'always';
-    const send = (): void => {
-      if (n === 0) return;
-      // At most 4 chunks the main thread has not taken yet: the rest wait here, not in memory there.
-      while (Atomics.load(control, IN_FLIGHT) >= 4 && Atomics.load(control, STOP) === 0) Atomics.wait(control, IN_FLIGHT, 4, 100);
-      Atomics.add(control, IN_FLIGHT, 1);
-      const { keys, newKeys } = keyer.take();
-      const chunk: ScanChunk = {
-        kind: 'chunk',
-        keyed: keying,
-        bytes,
-        ends: ends.subarray(0, n),
-        starts: starts.subarray(0, n * k),
-        keys,
-        keyEnds: keyEnds.subarray(0, n),
-        newKeys,
-        times: times.subarray(0, n),
-      };
-      port.postMessage(chunk, [
-        bytes.buffer as ArrayBuffer,
-        ends.buffer as ArrayBuffer,
-        starts.buffer as ArrayBuffer,
-        keys.buffer as ArrayBuffer,
-        keyEnds.buffer as ArrayBuffer,
-        times.buffer as ArrayBuffer,
-      ]);
-      bytes = new Uint8Array(CHUNK_BYTES);
-      ends = new Uint32Array(CHUNK_RECORDS);
-      starts = new Int32Array(CHUNK_RECORDS * k);
-      keyEnds = new Uint32Array(CHUNK_RECORDS);
-      times = new Float64Array(CHUNK_RECORDS);
-      used = 0;
-      n = 0;
-      keying = request.keying === 'auto' ? Atomics.load(control, IN_FLIGHT) > 1 : request.keying === 'always';
-    };
     let next: Promise<Uint8Array[]> = values.nextv(10_000);
     try {
       for (let batch = await next; batch.length > 0; batch = await next) {
         next = values.nextv(10_000);
         if (Atomics.load(control, STOP) !== 0) break;
         for (const v of batch) {
-          if (n === CHUNK_RECORDS) send();
-          // Written in place; a record that does not fit starts the next chunk (one larger than a chunk, alone).
-          let end = positional.keepInto(v, bytes, used);
-          if (end === -2) {
-            send();
-            end = positional.keepInto(v, bytes, used);
-            if (end === -2) {
-              bytes = new Uint8Array(v.length * 2 + 64);
-              end = positional.keepInto(v, bytes, used);
-            }
-          }
-          if (end < 0) {
-            port.postMessage({ kind: 'fallback', why: `record ${records + 1} is not in the form a compact table keeps` });
+          const why = chunks.add(v);
+          if (why !== undefined) {
+            port.postMessage({ kind: 'fallback', why });
             return;
           }
-          const out = positional.outStarts;
-          if (keying) {
-            const time = keyer.record(bytes, used, out);
-            if (time === undefined) {
-              port.postMessage({ kind: 'fallback', why: `record ${records + 1} is not as its indexes expect` });
-              return;
-            }
-            times[n] = time;
-            keyEnds[n] = keyer.used;
-          }
-          const base = n * k;
-          // From the record's start (-1: absent).
-          for (let i = 0; i < k; i++) starts[base + i] = out[wanted[i] as number] as number;
-          ends[n++] = end;
-          used = end;
-          records++;
         }
       }
-      send();
+      chunks.send();
     } finally {
       // A read still running (the main thread said stop): let it end before closing.
       await next.catch(() => undefined);
       await values.close();
     }
-    port.postMessage({ kind: 'done', records });
+    port.postMessage({ kind: 'done', records: chunks.records });
   } finally {
     // Closed before the thread ends, always: the main thread opens the same LevelDB next.
     await db.close();
