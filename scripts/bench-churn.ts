@@ -348,7 +348,7 @@ async function main(): Promise<void> {
         'change-log tail': (await retried(() => indexOf(dc1.url))) - startIndex >= LOG_TAIL_FULL,
         'audit log': readdirSync(join(dir, 'dc1', 'audit')).some((f) => f.endsWith(`.log.${AUDIT_FILES}`)),
         'recent checks': Date.now() - started >= RECENT_CHECKS_FULL_MS,
-        // Replaced and deleted tokens' bytes grow until first reclaimed (64 MiB here: docs/operations.md).
+        // Replaced and deleted tokens' bytes grow until first reclaimed (16 MiB here: docs/operations.md).
         'token garbage dc1': (stats1.TokenCompactions ?? 0) > 0,
         'token garbage dc2': (stats2.TokenCompactions ?? 0) > 0,
       };

@@ -8,8 +8,13 @@ import { SlotSet } from './slot-set.js';
 import { type CompactCodec, type Multi, TableLoader, TableParts } from './table-loader.js';
 export type { CompactCodec } from './table-loader.js';
 
-/** Bytes of replaced and deleted records the arena may hold before it is compacted (and at least its live bytes). */
-const GARBAGE_FLOOR = 64 * 1024 * 1024;
+/**
+ * Bytes of replaced and deleted records the arena may hold before it is compacted (and at least its
+ * live bytes, so a compaction's copy is paid for by as many bytes written): one of its 16 MiB
+ * chunks. A small table under churn (a few thousand login tokens) held 64 MiB of garbage for an
+ * hour before this was lowered from that.
+ */
+const GARBAGE_FLOOR = 16 * 1024 * 1024;
 /**
  * Members of an index key up to which a walk in ID order sorts them (kept until one changes);
  * above it the walk filters the table's ID order by membership: a page of 1,000 then reads at
