@@ -208,7 +208,7 @@ export class TableLoader<R> implements CompactLoader {
     if (!this.setIds(bytes, slot)) return false;
     const { keys, keyTo, sets, time } = keyed;
     for (let k = keyed.keyFrom; k < keyTo; k++) (sets[keys[k] as number] as KeyedRecord['sets'][number]).add(slot);
-    if (time === time) order.add(time, slot, true);
+    if (!Number.isNaN(time)) order.add(time, slot, true);
     return true;
   }
 
