@@ -2,7 +2,7 @@ import type { Level } from 'level';
 import { WatchwordError } from '../domain/errors.js';
 import { fieldNames } from '../domain/records.js';
 import type { Checkpoint } from './checkpoint.js';
-import { Positional } from './compact/positional.js';
+import { Positional, namedValues } from './compact/positional.js';
 import { type Tables, newTables } from './memory.js';
 import type { AnyTable } from './table.js';
 import { RECORD_CHECKS } from './record-check.js';
@@ -56,10 +56,7 @@ export function decodeStored(table: TableName, v: Uint8Array): unknown {
   const raw = decodeRaw(v);
   if (!Array.isArray(raw)) return raw;
   const fields = POSITIONAL_FIELDS.get(table) as readonly string[];
-  if (raw.length > fields.length) return raw;
-  const record: Record<string, unknown> = {};
-  for (let f = 0; f < raw.length; f++) if (raw[f] !== null && raw[f] !== undefined) record[fields[f] as string] = raw[f];
-  return record;
+  return raw.length > fields.length ? raw : namedValues(fields, raw);
 }
 
 /** A key/value pair of a leader's batch, decoded and checked as records read from disk are. */

@@ -2,6 +2,16 @@ import { keyAt, mapEntries, sameBytes, skip } from './msgpack-fields.js';
 
 const signature = (length: number, first: number, last: number): number => (length << 16) | (first << 8) | last;
 
+/** A positional record's values (decoded as a list) named by `fields`: nil, or past the list's end, is absent. */
+export function namedValues(fields: readonly string[], values: readonly unknown[]): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (let f = 0; f < fields.length; f++) {
+    const v = values[f];
+    if (v !== null && v !== undefined) out[fields[f] as string] = v;
+  }
+  return out;
+}
+
 /**
  * A record's bytes as a compact table keeps them: its stored msgpack map with the keys taken
  * out, the values in a fixed field order (a msgpack array, nil where a field is absent). A
@@ -216,12 +226,6 @@ export class Positional {
 
   /** The record of positional bytes whose values `unpack` decoded as a list (nil: the field is absent). */
   toRecord(values: readonly unknown[]): Record<string, unknown> {
-    const out: Record<string, unknown> = {};
-    const fields = this.fields;
-    for (let f = 0; f < fields.length; f++) {
-      const v = values[f];
-      if (v !== null && v !== undefined) out[fields[f] as string] = v;
-    }
-    return out;
+    return namedValues(this.fields, values);
   }
 }
