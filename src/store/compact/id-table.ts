@@ -16,10 +16,19 @@ import { stringAt } from './msgpack-fields.js';
  * Slots are small dense numbers (a `RecordArena`'s), and each maps from one key at most: a key
  * set to a slot takes the slot from the key it had, as a record's new ID or secret replaces its
  * old one.
+ *
+ * A table filled from empty (a start's load, a staged store) defers its inserts: each new slot's
+ * words and hash are noted in arrival order, and the first read (or the load's end, `settle`)
+ * places them all in the order of their home positions. Placed one by one as they arrive, each
+ * insert into a table of millions is a cache miss (~1 us at ten million); in home order the
+ * probes walk the table front to back. The order is a stable counting sort by the home's top
+ * bits, so a key noted twice ends at the later slot, as one set after another leaves it.
  */
 
 const EMPTY = 0xffffffff;
 const MIN_CAPACITY = 1024;
+/** Positions of the table one bucket of a settle's sort spans at most (32 KB of entries: a core's cache holds it). */
+const SETTLE_SPAN_BITS = 12;
 
 /** The value of a hex digit's char code, or -1. */
 const HEX = new Int8Array(128).fill(-1);
@@ -137,6 +146,13 @@ export class IdTable {
   private readonly words = new Uint32Array(4);
   /** This table's hash seed (see hashWords). */
   private seed = randomBytes(4).readUInt32LE(0);
+  /**
+   * Inserts deferred while the table fills from empty: slots noted (each above every slot placed
+   * before it), their keys' hashes beside them, `deferred` of them; undefined once a read settled them.
+   */
+  private deferredSlots: Uint32Array | undefined = new Uint32Array(MIN_CAPACITY);
+  private deferredHashes: Uint32Array | undefined = new Uint32Array(MIN_CAPACITY);
+  private deferred = 0;
 
   constructor(expected = 0) {
     let capacity = MIN_CAPACITY;
@@ -146,6 +162,7 @@ export class IdTable {
   }
 
   get size(): number {
+    this.settle();
     return this.used + this.other.size;
   }
 
@@ -154,7 +171,11 @@ export class IdTable {
    * double its way there, placing every key again at each step. A table holding keys is left as it is.
    */
   reserve(expected: number): void {
-    if (this.size !== 0 || this.highest !== -1) return;
+    if (this.used + this.other.size + this.deferred !== 0 || this.highest !== -1) return;
+    if (this.deferredSlots !== undefined && this.deferredSlots.length < expected) {
+      this.deferredSlots = new Uint32Array(expected);
+      this.deferredHashes = new Uint32Array(expected);
+    }
     let capacity = this.mask + 1;
     while (capacity * 0.7 < expected) capacity *= 2;
     if (capacity !== this.mask + 1) {
@@ -168,11 +189,13 @@ export class IdTable {
 
   /** Bytes held by the typed arrays (what a million entries cost, without the Map of other keys). */
   get bytes(): number {
+    this.settle();
     return this.keys.byteLength + this.entries.byteLength;
   }
 
   /** The slot `id` maps to, or undefined. */
   get(id: string): number | undefined {
+    this.settle();
     const w = this.words;
     if (!uuidWords(id, w)) return this.other.get(id);
     const pos = this.find(w[0] as number, w[1] as number, w[2] as number, w[3] as number);
@@ -215,6 +238,7 @@ export class IdTable {
 
   /** Removes `id`; whether it was there. */
   delete(id: string): boolean {
+    this.settle();
     const w = this.words;
     if (!uuidWords(id, w)) {
       const slot = this.other.get(id);
@@ -231,6 +255,7 @@ export class IdTable {
 
   /** Removes `id` when it maps to `slot` (a key another record took over stays): whether it did. One probe. */
   deleteIf(id: string, slot: number): boolean {
+    this.settle();
     const w = this.words;
     if (!uuidWords(id, w)) {
       if (this.other.get(id) !== slot) return false;
@@ -246,6 +271,7 @@ export class IdTable {
 
   /** The longest run of filled positions (what a probe may walk): for tests. */
   longestRun(): number {
+    this.settle();
     let longest = 0;
     let run = 0;
     const positions = this.mask + 1;
@@ -273,6 +299,7 @@ export class IdTable {
 
   /** Every slot held, in no particular order. */
   *values(): IterableIterator<number> {
+    this.settle();
     const entries = this.entries;
     for (let i = 0; i < entries.length; i += 2) if (entries[i] !== EMPTY) yield entries[i] as number;
     yield* this.other.values();
@@ -280,6 +307,7 @@ export class IdTable {
 
   /** What a checkpoint keeps: the typed arrays as they are, and the other keys. */
   dump(): IdTableDump {
+    this.settle();
     return {
       seed: this.seed,
       used: this.used,
@@ -303,6 +331,7 @@ export class IdTable {
       d.used > n
     )
       throw new RangeError('not the arrays of an ID table');
+    this.stopDeferring();
     this.seed = d.seed >>> 0;
     this.keys = d.keys;
     this.entries = d.entries;
@@ -327,13 +356,27 @@ export class IdTable {
     const k = slot * 4;
     if (k + 4 > this.keys.length) this.widen(slot);
     const keys = this.keys;
+    const h = hashWords(a, b, c, d, this.seed);
+    if (this.deferredSlots !== undefined) {
+      // A new slot while the table fills is noted, placed later; any other settles the table first.
+      if (slot > this.highest) {
+        this.releaseNamed(slot);
+        this.highest = slot;
+        keys[k] = a;
+        keys[k + 1] = b;
+        keys[k + 2] = c;
+        keys[k + 3] = d;
+        this.defer(slot, h);
+        return;
+      }
+      this.settle();
+    }
     if (keys[k] === a && keys[k + 1] === b && keys[k + 2] === c && keys[k + 3] === d && this.holds(slot)) return;
     // A slot never given words can have only a key kept as a string: no probe for its old words.
     if (slot > this.highest) {
       this.releaseNamed(slot);
       this.highest = slot;
     } else this.release(slot);
-    const h = hashWords(a, b, c, d, this.seed);
     let found = this.findHashed(a, b, c, d, h);
     keys[k] = a;
     keys[k + 1] = b;
@@ -356,6 +399,76 @@ export class IdTable {
   }
 
   /**
+   * Places the inserts deferred while the table filled (see the class's note), and defers no
+   * more: a load calls it at its end so that its first read does not pay for them.
+   */
+  settle(): void {
+    const slots = this.deferredSlots;
+    const hashes = this.deferredHashes;
+    if (slots === undefined || hashes === undefined) return;
+    this.stopDeferring();
+    const n = this.deferred;
+    this.deferred = 0;
+    if (n === 0) return;
+    // Room for them all at once (the table held none of these: no doubling on the way).
+    let capacity = this.mask + 1;
+    while ((this.used + n) / capacity > 0.7) capacity *= 2;
+    if (capacity !== this.mask + 1) this.growTo(capacity);
+    const bits = 31 - Math.clz32(capacity);
+    const shift = Math.min(bits, SETTLE_SPAN_BITS);
+    // A stable counting sort by the home's top bits: each bucket's homes lie within 2^shift positions.
+    const counts = new Uint32Array((1 << (bits - shift)) + 1);
+    const mask = this.mask;
+    for (let i = 0; i < n; i++) (counts[(((hashes[i] as number) & mask) >>> shift) + 1] as number)++;
+    for (let b = 1; b < counts.length; b++) counts[b] = (counts[b] as number) + (counts[b - 1] as number);
+    const sortedSlots = new Uint32Array(n);
+    const sortedHashes = new Uint32Array(n);
+    for (let i = 0; i < n; i++) {
+      const h = hashes[i] as number;
+      const at = (counts[(h & mask) >>> shift] as number)++;
+      sortedSlots[at] = slots[i] as number;
+      sortedHashes[at] = h;
+    }
+    const { keys, entries } = this;
+    for (let i = 0; i < n; i++) {
+      const slot = sortedSlots[i] as number;
+      const h = sortedHashes[i] as number;
+      const k = slot * 4;
+      const found = this.findHashed(keys[k] as number, keys[k + 1] as number, keys[k + 2] as number, keys[k + 3] as number, h);
+      if (found >= 0) {
+        // Noted twice: the later slot takes the key (a stable sort keeps their order).
+        entries[found * 2] = slot;
+        continue;
+      }
+      entries[~found * 2] = slot;
+      entries[~found * 2 + 1] = h;
+      this.used++;
+    }
+  }
+
+  /** Notes a new slot's insert (its words already kept) for `settle`. */
+  private defer(slot: number, h: number): void {
+    let slots = this.deferredSlots as Uint32Array;
+    let hashes = this.deferredHashes as Uint32Array;
+    if (this.deferred === slots.length) {
+      const wider = new Uint32Array(slots.length * 2);
+      wider.set(slots);
+      this.deferredSlots = slots = wider;
+      const widerHashes = new Uint32Array(hashes.length * 2);
+      widerHashes.set(hashes);
+      this.deferredHashes = hashes = widerHashes;
+    }
+    slots[this.deferred] = slot;
+    hashes[this.deferred] = h;
+    this.deferred++;
+  }
+
+  private stopDeferring(): void {
+    this.deferredSlots = undefined;
+    this.deferredHashes = undefined;
+  }
+
+  /**
    * Walks the table and throws, naming what is wrong, unless every invariant holds (as
    * TigerBeetle's structures have a verify() their fuzzers call after each step): each
    * position's hash is its slot's key's; each key is found from its home by a probe that meets
@@ -363,6 +476,7 @@ export class IdTable {
    * 0.7 of the table; the keys kept as strings map both ways.
    */
   verify(): void {
+    this.settle();
     const { entries, mask, keys } = this;
     let held = 0;
     const seen = new Set<number>();
@@ -466,8 +580,12 @@ export class IdTable {
   }
 
   private grow(): void {
+    this.growTo((this.mask + 1) * 2);
+  }
+
+  /** `capacity` positions (a power of two above the count's 0.7), every key placed again. */
+  private growTo(capacity: number): void {
     const old = this.entries;
-    const capacity = (this.mask + 1) * 2;
     const entries = emptyEntries(capacity);
     const mask = capacity - 1;
     // Each key placed by its stored hash: no key is read.

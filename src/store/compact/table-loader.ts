@@ -343,8 +343,9 @@ export class TableLoader<R> implements CompactLoader {
     order.finishLoading();
   }
 
-  /** The load is over: the time order sorted, the values it decoded forgotten. */
+  /** The load is over: the ID tables' inserts placed, the time order sorted, the values it decoded forgotten. */
   finishLoading(): void {
+    for (const t of this.parts.idTables) t.settle();
     this.parts.order.finishLoading();
     this.memo.clear();
   }
