@@ -60,9 +60,15 @@ export function TokenList() {
   // The cursors of the pages before this one (a new filter starts again from the first).
   const [paging, setPaging] = useState({ query, before: [], cursor: undefined });
   const at = paging.query === query ? paging : { query, before: [], cursor: undefined };
-  const page = useLoad(() => apiPage(`/v1/acl/tokens${query}`, { perPage: PAGE_SIZE, cursor: at.cursor }), [query, at.cursor]);
+  // Each page remembers its own number: while the next one loads, the rows and the label still say which page they are.
+  const number = at.before.length + 1;
+  const page = useLoad(
+    () => apiPage(`/v1/acl/tokens${query}`, { perPage: PAGE_SIZE, cursor: at.cursor }).then((p) => ({ ...p, number })),
+    [query, at.cursor],
+  );
   const tokens = { ...page, data: page.data?.items };
   const next = page.data?.next;
+  const shownNumber = page.data?.number ?? number;
   const nextPage = () => setPaging({ query, before: [...at.before, at.cursor], cursor: next });
   const previousPage = () => setPaging({ query, before: at.before.slice(0, -1), cursor: at.before[at.before.length - 1] });
   const options = { policy: policies.data ?? [], role: roles.data ?? [], authmethod: methods.data ?? [] };
@@ -111,13 +117,13 @@ export function TokenList() {
         </tr>`,
         )}</tbody></table></div>
         <p class="muted">${shown.length} of ${list.length} tokens${
-          at.before.length > 0 || next ? ` on page ${at.before.length + 1} (${PAGE_SIZE} a page; search and scope look at this page)` : ''
+          shownNumber > 1 || next ? ` on page ${shownNumber} (${PAGE_SIZE} a page; search and scope look at this page)` : ''
         }</p>
         ${
-          at.before.length > 0 || next
+          shownNumber > 1 || next
             ? html`<div class="actions" data-testid="token-pages">
-              <button type="button" class="secondary" disabled=${at.before.length === 0} onClick=${previousPage}>Previous page</button>
-              <button type="button" class="secondary" disabled=${!next} onClick=${nextPage}>Next page</button></div>`
+              <button type="button" class="secondary" disabled=${page.loading || at.before.length === 0} onClick=${previousPage}>Previous page</button>
+              <button type="button" class="secondary" disabled=${page.loading || !next} onClick=${nextPage}>Next page</button></div>`
             : null
         }`;
     }}<//>`;
