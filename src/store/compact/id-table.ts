@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { stringAt } from './msgpack-fields.js';
+import { PendingInserts } from './pending-inserts.js';
 
 /**
  * A hash table from IDs to slot numbers that holds no JS object per entry. A slot has one key:
@@ -146,13 +147,8 @@ export class IdTable {
   private readonly words = new Uint32Array(4);
   /** This table's hash seed (see hashWords). */
   private seed = randomBytes(4).readUInt32LE(0);
-  /**
-   * Inserts deferred while the table fills from empty: slots noted (each above every slot placed
-   * before it), their keys' hashes beside them, `deferred` of them; undefined once a read settled them.
-   */
-  private deferredSlots: Uint32Array | undefined = new Uint32Array(MIN_CAPACITY);
-  private deferredHashes: Uint32Array | undefined = new Uint32Array(MIN_CAPACITY);
-  private deferred = 0;
+  /** Inserts deferred while the table fills from empty (each slot above every one before it); undefined once settled. */
+  private pending: PendingInserts | undefined = new PendingInserts(MIN_CAPACITY);
 
   constructor(expected = 0) {
     let capacity = MIN_CAPACITY;
@@ -171,11 +167,8 @@ export class IdTable {
    * double its way there, placing every key again at each step. A table holding keys is left as it is.
    */
   reserve(expected: number): void {
-    if (this.used + this.other.size + this.deferred !== 0 || this.highest !== -1) return;
-    if (this.deferredSlots !== undefined && this.deferredSlots.length < expected) {
-      this.deferredSlots = new Uint32Array(expected);
-      this.deferredHashes = new Uint32Array(expected);
-    }
+    if (this.used + this.other.size !== 0 || this.highest !== -1) return;
+    this.pending?.reserve(expected);
     let capacity = this.mask + 1;
     while (capacity * 0.7 < expected) capacity *= 2;
     if (capacity !== this.mask + 1) {
@@ -331,7 +324,7 @@ export class IdTable {
       d.used > n
     )
       throw new RangeError('not the arrays of an ID table');
-    this.stopDeferring();
+    this.pending = undefined;
     this.seed = d.seed >>> 0;
     this.keys = d.keys;
     this.entries = d.entries;
@@ -357,7 +350,7 @@ export class IdTable {
     if (k + 4 > this.keys.length) this.widen(slot);
     const keys = this.keys;
     const h = hashWords(a, b, c, d, this.seed);
-    if (this.deferredSlots !== undefined) {
+    if (this.pending !== undefined) {
       // A new slot while the table fills is noted, placed later; any other settles the table first.
       if (slot > this.highest) {
         this.releaseNamed(slot);
@@ -366,7 +359,7 @@ export class IdTable {
         keys[k + 1] = b;
         keys[k + 2] = c;
         keys[k + 3] = d;
-        this.defer(slot, h);
+        this.pending.note(slot, h);
         return;
       }
       this.settle();
@@ -403,40 +396,24 @@ export class IdTable {
    * more: a load calls it at its end so that its first read does not pay for them.
    */
   settle(): void {
-    const slots = this.deferredSlots;
-    const hashes = this.deferredHashes;
-    if (slots === undefined || hashes === undefined) return;
-    this.stopDeferring();
-    const n = this.deferred;
-    this.deferred = 0;
+    const pending = this.pending;
+    if (pending === undefined) return;
+    this.pending = undefined;
+    const n = pending.count;
     if (n === 0) return;
     // Room for them all at once (the table held none of these: no doubling on the way).
     let capacity = this.mask + 1;
     while ((this.used + n) / capacity > 0.7) capacity *= 2;
     if (capacity !== this.mask + 1) this.growTo(capacity);
-    const bits = 31 - Math.clz32(capacity);
-    const shift = Math.min(bits, SETTLE_SPAN_BITS);
-    // A stable counting sort by the home's top bits: each bucket's homes lie within 2^shift positions.
-    const counts = new Uint32Array((1 << (bits - shift)) + 1);
-    const mask = this.mask;
-    for (let i = 0; i < n; i++) (counts[(((hashes[i] as number) & mask) >>> shift) + 1] as number)++;
-    for (let b = 1; b < counts.length; b++) counts[b] = (counts[b] as number) + (counts[b - 1] as number);
-    const sortedSlots = new Uint32Array(n);
-    const sortedHashes = new Uint32Array(n);
-    for (let i = 0; i < n; i++) {
-      const h = hashes[i] as number;
-      const at = (counts[(h & mask) >>> shift] as number)++;
-      sortedSlots[at] = slots[i] as number;
-      sortedHashes[at] = h;
-    }
+    const sorted = pending.byHome(this.mask, SETTLE_SPAN_BITS);
     const { keys, entries } = this;
-    for (let i = 0; i < n; i++) {
-      const slot = sortedSlots[i] as number;
-      const h = sortedHashes[i] as number;
+    for (let i = 0; i < n * 2; i += 2) {
+      const slot = sorted[i] as number;
+      const h = sorted[i + 1] as number;
       const k = slot * 4;
       const found = this.findHashed(keys[k] as number, keys[k + 1] as number, keys[k + 2] as number, keys[k + 3] as number, h);
       if (found >= 0) {
-        // Noted twice: the later slot takes the key (a stable sort keeps their order).
+        // Noted twice: the later slot takes the key (the sort keeps their order).
         entries[found * 2] = slot;
         continue;
       }
@@ -444,28 +421,6 @@ export class IdTable {
       entries[~found * 2 + 1] = h;
       this.used++;
     }
-  }
-
-  /** Notes a new slot's insert (its words already kept) for `settle`. */
-  private defer(slot: number, h: number): void {
-    let slots = this.deferredSlots as Uint32Array;
-    let hashes = this.deferredHashes as Uint32Array;
-    if (this.deferred === slots.length) {
-      const wider = new Uint32Array(slots.length * 2);
-      wider.set(slots);
-      this.deferredSlots = slots = wider;
-      const widerHashes = new Uint32Array(hashes.length * 2);
-      widerHashes.set(hashes);
-      this.deferredHashes = hashes = widerHashes;
-    }
-    slots[this.deferred] = slot;
-    hashes[this.deferred] = h;
-    this.deferred++;
-  }
-
-  private stopDeferring(): void {
-    this.deferredSlots = undefined;
-    this.deferredHashes = undefined;
   }
 
   /**

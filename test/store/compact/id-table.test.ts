@@ -211,18 +211,25 @@ describe('IdTable', () => {
     }
   });
 
-  it('settles at its first read, and when a slot already given words is set again', () => {
-    const table = new IdTable();
-    table.reserve(4);
+  it('settles when a slot already given words is set again while it fills, and at its first read', () => {
     const [a, b, c] = [randomUUID(), randomUUID(), randomUUID()];
-    table.set(a, 0);
-    table.set(b, 1);
-    expect(table.get(a)).toBe(0);
-    table.set(c, 2);
-    // Slot 1 given another key: b is no longer held.
-    table.set(a, 1);
-    expect([table.get(a), table.get(b), table.get(c), table.size]).toEqual([1, undefined, 2, 2]);
-    table.verify();
+    const refilled = new IdTable();
+    refilled.reserve(4);
+    refilled.set(a, 0);
+    refilled.set(b, 1);
+    // Slot 1 given another key before any read: b is no longer held, a moves from slot 0.
+    refilled.set(a, 1);
+    expect([refilled.get(a), refilled.get(b), refilled.size]).toEqual([1, undefined, 1]);
+    refilled.verify();
+
+    const read = new IdTable();
+    read.set(a, 0);
+    read.set(b, 1);
+    expect(read.get(a)).toBe(0);
+    // Placed one by one after the read.
+    read.set(c, 2);
+    expect([read.get(a), read.get(b), read.get(c), read.size]).toEqual([0, 1, 2, 3]);
+    read.verify();
   });
 
   it('refuses a slot it cannot hold', () => {
