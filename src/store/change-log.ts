@@ -1,8 +1,9 @@
 import type { Level } from 'level';
 import type { BatchOp, GroupCommitter } from './group-commit.js';
 import type { LogTail } from './log-tail.js';
-import { decodeRaw } from './records.js';
-import { LOG_PREFIX, META, logKey, prefixEnd } from './schema.js';
+import { compactRange } from './level-extras.js';
+import { decodeRaw, encode } from './records.js';
+import { LOG_PREFIX, META, logIndexOf, logKey, prefixEnd } from './schema.js';
 import type { LogEntry } from './store.js';
 
 /**
@@ -34,23 +35,42 @@ export class ChangeLog {
   }
 
   /**
+   * At open: the trimmed mark no lower than the first entry on disk says. A release before the mark
+   * was written to disk kept it in memory only, so after a restart a secondary behind the trimmed
+   * entries would be sent the entries after the gap instead of a snapshot.
+   */
+  async markFromDisk(): Promise<void> {
+    const [first] = await this.store.db.keys({ gt: LOG_PREFIX, lt: prefixEnd(LOG_PREFIX), limit: 1 }).all();
+    if (first !== undefined) this.store.state.trimmedUpTo = Math.max(this.store.state.trimmedUpTo, logIndexOf(first) - 1);
+  }
+
+  /**
    * Removes entries with index <= `upTo`, at most `chunk` per batch so the writer is never held
    * long. Returns how many were removed.
    */
   async trim(upTo: number, chunk: number): Promise<number> {
-    if (upTo <= this.store.state.trimmedUpTo) return 0;
+    const from = this.store.state.trimmedUpTo;
+    if (upTo <= from) return 0;
     let removed = 0;
+    // From the last trim on: the entries before it are deleted, and a read from the prefix would step over each one's tombstone.
+    let after = from > 0 ? logKey(from) : LOG_PREFIX;
     for (;;) {
       const keys: string[] = [];
-      for await (const k of this.store.db.keys({ gt: LOG_PREFIX, lte: logKey(upTo), limit: chunk })) keys.push(k);
+      for await (const k of this.store.db.keys({ gt: after, lte: logKey(upTo), limit: chunk })) keys.push(k);
+      after = keys[keys.length - 1] ?? after;
+      // What the batch leaves trimmed: all up to `upTo` once the range is done, else up to its last entry (a stop
+      // between chunks leaves the mark where the deletions reached, so the next trim starts there).
+      const reached = keys.length < chunk ? upTo : logIndexOf(after);
       // Raw operations queued behind the accepted transactions.
       await new Promise<void>((resolve, reject) => {
         const ops: BatchOp[] = keys.map((k) => ({ type: 'del', key: k }));
+        // The mark on disk too: after a restart a secondary behind it must be sent a snapshot, not the entries after a gap.
+        ops.push({ type: 'put', key: META.logTrimmed, value: encode(reached) });
         this.store.committer.push({
           ops,
           entryBytes: [],
           tableOps: [],
-          meta: [[META.logTrimmed, upTo]],
+          meta: [[META.logTrimmed, reached]],
           layer: [],
           index: 0,
           tables: new Map(),
@@ -64,6 +84,8 @@ export class ChangeLog {
       if (keys.length < chunk) break;
     }
     this.store.state.trimmedUpTo = upTo;
+    // The trimmed range is contiguous and holds nothing else: compacted now, its tombstones leave the disk with it.
+    if (removed > 0) await compactRange(this.store.db, LOG_PREFIX, logKey(upTo + 1));
     return removed;
   }
 }

@@ -8,6 +8,7 @@ import type { LastUseBook } from './last-use.js';
 import type { LayerEntry, TablesReader } from './memory.js';
 import { type LevelStoreOptions, explainOpenFailure, openDisk } from './open.js';
 import { scanTokensAside } from './scan-aside.js';
+import { compactRange } from './level-extras.js';
 import { LAST_USE_PREFIX, META, POSITIONAL_FORMAT, TABLES, TABLE_NAMES, type TableName, key, prefixEnd } from './schema.js';
 import type { StagedStore } from './staging.js';
 import type {
@@ -63,6 +64,7 @@ export class LevelStore implements Store {
       const store = new LevelStore(db, dir, options, logID);
       store.core.positionalTokens = format === POSITIONAL_FORMAT;
       const scannedHere = await store.core.reload({ checkpoint, scanned });
+      if (options.changeLog) await store.core.changeLog.markFromDisk();
       if (options.checkpoint !== false) await removeCheckpoint(dir);
       // A load of the tokens on this thread read every table file, and LevelDB keeps the files it
       // has open mapped: their pages stay in RSS (~120 MB at a million tokens) though nothing reads
@@ -314,9 +316,7 @@ export class LevelStore implements Store {
 
   /** Asks LevelDB to compact the tokens' and last uses' key ranges (after a large reap: deleted keys take room until then). */
   async compactDeleted(): Promise<void> {
-    // Node's LevelDB (classic-level) has compactRange; `level`'s type names only what every backend has.
-    const db = this.core.db as unknown as { compactRange?: (start: string, end: string) => Promise<void> };
-    for (const prefix of [key(TABLES.tokens.prefix, ''), LAST_USE_PREFIX]) await db.compactRange?.(prefix, prefixEnd(prefix));
+    for (const prefix of [key(TABLES.tokens.prefix, ''), LAST_USE_PREFIX]) await compactRange(this.core.db, prefix, prefixEnd(prefix));
   }
 
   async close(): Promise<void> {

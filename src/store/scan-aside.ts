@@ -1,5 +1,6 @@
 import type { Level } from 'level';
 import { scanInWorker } from './compact/parallel-scan.js';
+import { approximateSize } from './level-extras.js';
 import type { ScanKeying } from './compact/scan-protocol.js';
 import { type Tables, newTables } from './memory.js';
 import { TABLES, key, prefixEnd } from './schema.js';
@@ -25,7 +26,7 @@ export async function scanTokensAside(
 ): Promise<ScannedAside | undefined> {
   const range = { gte: key(TABLES.tokens.prefix, ''), lt: prefixEnd(key(TABLES.tokens.prefix, '')) };
   if (wanted === false) return undefined;
-  const size = await approximateSize(db, range);
+  const size = await approximateSize(db, range.gte, range.lt);
   // A thread's start (~30 ms) is more than a small table's whole scan.
   if (wanted === undefined && size < SCAN_ASIDE_BYTES) return undefined;
   const tokens = newTables().tokens;
@@ -40,11 +41,6 @@ export async function scanTokensAside(
   } finally {
     await db.open();
   }
-}
-
-/** LevelDB's estimate of the bytes a key range takes on disk (node's LevelDB is classic-level, which has it). */
-function approximateSize(db: Level<string, Uint8Array>, range: { gte: string; lt: string }): Promise<number> {
-  return (db as unknown as { approximateSize(start: string, end: string): Promise<number> }).approximateSize(range.gte, range.lt);
 }
 
 /** LevelDB's estimate of the tokens' bytes above which they are read on a second thread (~20,000 tokens). */

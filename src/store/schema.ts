@@ -396,6 +396,8 @@ export const LOG_PREFIX = key('l', '');
 export const LAST_USE_PREFIX = key('u', '');
 export const lastUseKey = (accessor: string): string => `u${SEP}${accessor}`;
 export const logKey = (index: number): string => key('l', hex(index));
+/** The index a change-log key names. */
+export const logIndexOf = (logEntryKey: string): number => Number.parseInt(logEntryKey.slice(LOG_PREFIX.length), 16);
 
 /** Key prefixes of the secondary indexes format 1 stored on disk (dropped when upgrading to 2). */
 export const FORMAT1_INDEX_PREFIXES = ['ts', 'tn', 'tp', 'tr', 'tsv', 'tam', 'tx', 'tl', 'pn', 'pl', 'rn', 'rl', 'rp'].map((p) =>

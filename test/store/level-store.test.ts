@@ -96,6 +96,33 @@ describe('LevelStore', () => {
     expect(await store.logEntriesAfter(1, 100)).toHaveLength(1);
   });
 
+  it('trims the change log a chunk at a time, each trim from where the last one reached', async () => {
+    for (let i = 0; i < 25; i++) await store.transact((tx) => tx.put('tokens', tokenRecord()));
+    // Reopened, the recent-entries memory is empty: what is left is what the disk holds.
+    const reopenedIndexes = async () => {
+      await store.close();
+      store = await open(dir.path);
+      return (await store.logEntriesAfter(0, 100)).map((e) => e.Index);
+    };
+    // Three chunks of 4 and a short one: every entry up to 13 gone, the mark at 13.
+    expect(await store.trimLog(13, 4)).toBe(13);
+    expect([store.logTrimmedUpTo(), store.getMeta(META.logTrimmed)]).toEqual([13, 13]);
+    expect(await store.trimLog(13, 4)).toBe(0);
+    expect(await reopenedIndexes()).toEqual(Array.from({ length: 12 }, (_, i) => i + 14));
+    // The next trim starts after the mark, which survives a reopen with the entries after it.
+    expect(store.logTrimmedUpTo()).toBe(13);
+    expect(await store.trimLog(20, 4)).toBe(7);
+    expect(await reopenedIndexes()).toEqual([21, 22, 23, 24, 25]);
+    expect(store.logTrimmedUpTo()).toBe(20);
+    // A store whose mark never reached the disk (an older release's): the first entry left sets it.
+    await store.close();
+    const db = new Level<string, Uint8Array>(dir.path, { keyEncoding: 'utf8', valueEncoding: 'view' });
+    await db.del(META.logTrimmed);
+    await db.close();
+    store = await LevelStore.open(dir.path, { durability: 'fsync', changeLog: true, checkpoint: false });
+    expect([store.getMeta(META.logTrimmed), store.logTrimmedUpTo()]).toEqual([undefined, 20]);
+  });
+
   it('wakes a waiter when the watched table index passes its index, and on abort', async () => {
     const woke = store.waitForTableIndex('tokens', 0);
     await store.transact((tx) => tx.put('tokens', tokenRecord()));
