@@ -24,14 +24,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
-import { Level } from 'level';
 import { removeCheckpoint } from '../src/store/checkpoint.js';
-import { encode } from '../src/store/records.js';
-import { META } from '../src/store/schema.js';
-import { REPLICATION_PROTOCOL, SERVER_PROTOCOL, VERSION } from '../src/version.js';
 import { startDaemonProcess, stopDaemonProcess, useBuiltDaemon } from './daemon-process.js';
 import { canPin, medianOf, pinSelf, unpinSelf } from './bench-process.js';
-import { catchUpLimitS, memoryOf, rssBytes, seedTo } from './bench-seed.js';
+import { catchUpLimitS, finalizeStore, memoryOf, rssBytes, seedTo } from './bench-seed.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const LARGE = Number(process.env.BENCH_SCALE_TOKENS ?? 1_000_000);
@@ -53,13 +49,6 @@ const restartLimitS = (tokens: number): number => (tokens <= 1_000_000 ? 5 : Mat
 /** The goals for a first start of a store of format 3 (tokens stored positional): 5 s at a million, 45 s at ten. */
 const positionalStartGoalS = (tokens: number): number => (tokens <= 1_000_000 ? 5 : Math.ceil((4.5 * tokens) / 1_000_000));
 useBuiltDaemon();
-
-/** The upgrade finalized in a stopped daemon's store, as its primary would record it: its next start converts it to format 3. */
-async function finalizeStore(storeDir: string): Promise<void> {
-  const db = new Level<string, Uint8Array>(storeDir, { keyEncoding: 'utf8', valueEncoding: 'view' });
-  await db.put(META.finalized, encode({ Release: VERSION, Replication: REPLICATION_PROTOCOL.max, Servers: SERVER_PROTOCOL.max }));
-  await db.close();
-}
 
 /** Starts the daemon (as built) and reads a token from it; returns how long from spawn to that answer. */
 async function startAndRead(dataDir: string, accessor: string | undefined) {
