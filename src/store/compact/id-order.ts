@@ -1,4 +1,5 @@
-import { type IdTable, uuidWords } from './id-table.js';
+import type { IdTable } from './id-table.js';
+import { uuidWords } from './uuid-words.js';
 
 /**
  * A table's slots in the order of their IDs, kept as records come and go: what a paged list

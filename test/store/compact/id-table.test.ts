@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { IdTable, uuidWords, uuidWordsAt } from '../../../src/store/compact/id-table.js';
+import { IdTable } from '../../../src/store/compact/id-table.js';
+import { uuidWords, uuidWordsAt } from '../../../src/store/compact/uuid-words.js';
 
 /** A deterministic generator, so a failing sequence can be replayed. */
 function rng(seed: number): () => number {
