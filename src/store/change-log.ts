@@ -6,12 +6,18 @@ import { decodeRaw, encode } from './records.js';
 import { LOG_PREFIX, META, logIndexOf, logKey, prefixEnd } from './schema.js';
 import type { LogEntry } from './store.js';
 
+/** Trimmed entries after which the trimmed range is compacted (a few MB of tombstones). */
+const COMPACT_AFTER = 20_000;
+
 /**
  * The primary's change log on disk, beside the records it describes (written in the same
  * batches, store/group-commit.ts): its entries read back for a secondary that is behind, and
  * trimmed past the retention, a chunk at a time behind the accepted writes.
  */
 export class ChangeLog {
+  /** Entries trimmed since the trimmed range was last compacted. */
+  private uncompacted = 0;
+
   constructor(
     /** The store's core, held by reference. */
     private readonly store: {
@@ -84,8 +90,13 @@ export class ChangeLog {
       if (keys.length < chunk) break;
     }
     this.store.state.trimmedUpTo = upTo;
-    // The trimmed range is contiguous and holds nothing else: compacted now, its tombstones leave the disk with it.
-    if (removed > 0) await compactRange(this.store.db, LOG_PREFIX, logKey(upTo + 1));
+    // The trimmed range is contiguous and holds nothing else: compacted, its tombstones leave the disk with it. Once
+    // enough are trimmed, not at every trim (a primary trims up to once a second).
+    this.uncompacted += removed;
+    if (this.uncompacted >= COMPACT_AFTER) {
+      this.uncompacted = 0;
+      await compactRange(this.store.db, LOG_PREFIX, logKey(upTo + 1));
+    }
     return removed;
   }
 }
