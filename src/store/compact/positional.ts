@@ -31,7 +31,8 @@ export class Positional {
   readonly starts: Int32Array;
   /** After `fromMap` (or `fromMapInto`): where each field's value starts in the positional bytes written, from their start (-1: absent). */
   readonly outStarts: Int32Array;
-  private readonly ends: Int32Array;
+  /** After `fromMap` or `keep`: where each present field's value ends in the bytes given. */
+  readonly ends: Int32Array;
   private readonly cursor = new Int32Array(2);
   private scratch = Buffer.allocUnsafeSlow(64 * 1024);
   /** Fields by their name's length, first and last byte: most keys are told apart by that alone. */

@@ -4,7 +4,10 @@ import type { CompactLoader, KeyedRecord } from '../table.js';
 import { RecordArena } from './arena.js';
 import { type DumpPart, DumpReader, DumpWriter, type TableDumpMeta } from './dump.js';
 import { IdTable } from './id-table.js';
-import { ValueMemo, readFields, stringAt } from './msgpack-fields.js';
+import { KeyMemo, ValueNumbers } from './key-memo.js';
+import { ValueMemo, readFields, skip, stringAt } from './msgpack-fields.js';
+
+type SetsMemo = KeyMemo<SlotSet[]>;
 import { Positional } from './positional.js';
 import { SlotSet } from './slot-set.js';
 import { TimeOrder } from './time-order.js';
@@ -116,7 +119,21 @@ export class TableLoader<R> implements CompactLoader {
   /** Where each field's value starts in a positional record (an unread delete's scratch). */
   private readonly fieldStarts: Int32Array;
   /** A load's non-unique keys, computed before anything is stored: index, key, index, key... */
-  private readonly loadKeys: Array<Multi | string> = [];
+  private readonly loadKeys: Array<Multi | string | number> = [];
+  /** Per non-unique index: the slot sets of the values a load met, by their bytes. */
+  private readonly memos: SetsMemo[];
+  /** Per non-unique index: which of `indexFields` it reads; and the time order's. */
+  private readonly readsOf: Int32Array[];
+  private readonly timeReads: Int32Array;
+  /** The record being loaded: each non-unique index's sets its memo knew, and which values are not decoded. */
+  private readonly found: Array<SlotSet[] | undefined>;
+  private readonly memoKeys: Int32Array | Float64Array;
+  private readonly decodeNot: boolean[];
+  /** The indexed fields non-unique indexes read, numbered by their values' bytes; where each value ends in the record. */
+  private readonly values: ValueNumbers;
+  private readonly numbered: Int32Array;
+  private readonly numbers: Int32Array;
+  private readonly ends: Int32Array;
   /** The values a load decoded, by their bytes (forgotten when the load ends). */
   private readonly memo = new ValueMemo();
   /** The index whose keys `emitKey` adds to `loadKeys` (one function for every record). */
@@ -128,6 +145,18 @@ export class TableLoader<R> implements CompactLoader {
   constructor(private readonly parts: TableParts<R>) {
     this.indexAt = new Int32Array(parts.indexFields.length);
     this.fieldStarts = new Int32Array(parts.fields.length);
+    const { def, indexFields, multi } = parts;
+    const positions = (reads: readonly string[]) => Int32Array.from(reads, (f) => indexFields.indexOf(f));
+    this.readsOf = multi.map((m) => positions((def.indexes[m.name] as IndexDef<R>).reads));
+    this.timeReads = positions(def.orderedBy?.reads ?? []);
+    this.memos = this.readsOf.map((reads) => new KeyMemo<SlotSet[]>(reads));
+    this.found = multi.map(() => undefined);
+    this.memoKeys = new Float64Array(multi.length);
+    this.values = new ValueNumbers(indexFields.length);
+    this.numbered = Int32Array.from(new Set(this.readsOf.flatMap((r) => [...r])));
+    this.numbers = new Int32Array(indexFields.length);
+    this.ends = new Int32Array(indexFields.length);
+    this.decodeNot = indexFields.map(() => true);
   }
 
   get fields(): readonly string[] {
@@ -155,8 +184,11 @@ export class TableLoader<R> implements CompactLoader {
     // One pass over the bytes finds every field for the positional form; the indexed ones are read from it.
     const kept = positional.keep(bytes);
     if (kept === undefined) return false;
-    const starts = positional.starts;
-    for (let i = 0; i < at.length; i++) at[i] = starts[inFields[i] as number] as number;
+    const { starts, ends } = positional;
+    for (let i = 0; i < at.length; i++) {
+      at[i] = starts[inFields[i] as number] as number;
+      this.ends[i] = ends[inFields[i] as number] as number;
+    }
     return this.loadRead(bytes, kept);
   }
 
@@ -178,8 +210,11 @@ export class TableLoader<R> implements CompactLoader {
    */
   loadPositional(chunk: number, offset: number, length: number, starts: Int32Array, from: number): boolean {
     const at = this.indexAt;
-    for (let i = 0; i < at.length; i++) at[i] = starts[from + i] as number;
     const bytes = this.parts.arena.chunk(chunk).subarray(offset, offset + length);
+    for (let i = 0; i < at.length; i++) {
+      at[i] = starts[from + i] as number;
+      this.ends[i] = at[i] === -1 ? -1 : Math.min(skip(bytes, at[i] as number), bytes.length);
+    }
     return this.loadRead(bytes, bytes, chunk, offset);
   }
 
@@ -222,28 +257,39 @@ export class TableLoader<R> implements CompactLoader {
     return readFields(bytes, indexFields, at, codec.decodeValue, undefined, this.memo) as R | undefined;
   }
 
-  /** The indexed fields read from `source` at `indexAt`, then `kept` loaded under them (already at `offset` of `chunk`, unless -1). */
-  private loadRead(source: Uint8Array, kept: Uint8Array, chunk = -1, offset = 0): boolean {
-    const { indexFields, codec, fromBytes } = this.parts;
-    const fields = readFields(source, indexFields, this.indexAt, codec.decodeValue, fromBytes, this.memo);
-    return fields !== undefined && this.loadFields(source, kept, fields as R, chunk, offset);
-  }
-
   /**
-   * Stores `kept` (the bytes the arena holds; already at `offset` of adopted chunk `chunk`, unless
-   * that is -1) under the indexed `fields`, whose values `indexAt` places in `source`.
+   * `kept` loaded under the indexed fields read from `source` at `indexAt` (already at `offset` of
+   * adopted chunk `chunk`, unless that is -1). A non-unique index whose values this load has met
+   * before takes its slot sets from its memo; only the other values are decoded, and their keys
+   * computed, before anything is stored: a field of the wrong shape leaves nothing behind.
    */
-  private loadFields(source: Uint8Array, kept: Uint8Array, fields: R, chunk = -1, offset = 0): boolean {
-    const { arena, multi, def, idAt, order } = this.parts;
+  private loadRead(source: Uint8Array, kept: Uint8Array, chunk = -1, offset = 0): boolean {
+    const { arena, multi, def, idAt, order, indexFields, codec } = this.parts;
     const at = this.indexAt;
     if (at[idAt] === -1) return false;
-    // Keys computed before anything is stored: a field of the wrong shape leaves nothing behind.
+    const { memos, found, memoKeys, decodeNot, readsOf, numbers, numbered, ends } = this;
+    for (let f = 0; f < decodeNot.length; f++) decodeNot[f] = true;
+    for (const f of this.timeReads) decodeNot[f] = false;
+    for (const f of numbered) numbers[f] = this.values.of(f, source, at[f] as number, ends[f] as number);
+    for (let i = 0; i < multi.length; i++) {
+      const memo = memos[i] as SetsMemo;
+      const key = memo.keyOf(numbers);
+      const sets = memo.get(key);
+      memoKeys[i] = key;
+      found[i] = sets;
+      if (sets === undefined) for (const f of readsOf[i] as Int32Array) decodeNot[f] = false;
+    }
+    const fields = readFields(source, indexFields, at, codec.decodeValue, decodeNot, this.memo) as R | undefined;
+    if (fields === undefined) return false;
     const keys = this.loadKeys;
     keys.length = 0;
     let time: number | undefined;
     try {
-      for (const m of multi) {
+      for (let i = 0; i < multi.length; i++) {
+        if (found[i] !== undefined) continue;
+        const m = multi[i] as Multi;
         this.emitting = m;
+        keys.push(i);
         m.keys(fields, this.emitKey);
       }
       time = def.orderedBy?.time(fields);
@@ -253,13 +299,29 @@ export class TableLoader<R> implements CompactLoader {
     }
     const slot = chunk === -1 ? arena.add(kept) : arena.addAt(chunk, offset, kept.length);
     if (!this.setIds(source, slot)) return false;
-    for (let i = 0; i < keys.length; i += 2) {
-      const m = keys[i] as Multi;
-      const k = keys[i + 1] as string;
+    for (let i = 0; i < multi.length; i++) {
+      const sets = found[i];
+      if (sets !== undefined) for (let k = 0; k < sets.length; k++) (sets[k] as SlotSet).add(slot);
+    }
+    // The keys computed, by index: each index's number, then its keys (`emitKey` pushed them).
+    let index = -1;
+    let made: SlotSet[] | undefined;
+    for (let i = 0; i < keys.length; i++) {
+      const item = keys[i] as Multi | string | number;
+      if (typeof item === 'number') {
+        if (made !== undefined) memos[index]?.set(memoKeys[index] as number, made);
+        index = item;
+        made = (memoKeys[index] as number) >= 0 ? [] : undefined;
+        continue;
+      }
+      const m = item as Multi;
+      const k = keys[++i] as string;
       let set = m.map.get(k);
       if (!set) m.map.set(k, (set = new SlotSet()));
       set.add(slot);
+      made?.push(set);
     }
+    if (made !== undefined) memos[index]?.set(memoKeys[index] as number, made);
     if (time !== undefined) order.add(time, slot, true);
     return true;
   }
@@ -348,5 +410,7 @@ export class TableLoader<R> implements CompactLoader {
     for (const t of this.parts.idTables) t.settle();
     this.parts.order.finishLoading();
     this.memo.clear();
+    for (const m of this.memos) m.clear();
+    this.values.clear();
   }
 }
