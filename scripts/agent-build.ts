@@ -57,17 +57,16 @@ export async function buildAgent(): Promise<string> {
 
 /**
  * Bundles the agent into `outdir` (emptied first), which must sit two levels below the checkout:
- * `main.js`, the worker threads' files (`scan-worker.js`, `selector-worker.js`) and their shared chunks.
+ * `main.js`, the worker thread's file (`selector-worker.js`) and their shared chunks.
  */
 export async function bundleAgent(outdir: string): Promise<void> {
   // Chunks are named by their content: a stale one from an earlier build would stay beside the new.
   rmSync(outdir, { recursive: true, force: true });
   await build({
-    // Worker threads are started from a file beside the code that starts them (src/threads.ts): the store's
-    // scan thread (compact/parallel-scan.ts) and the selector thread (auth/selectors.ts).
+    // A worker thread is started from a file beside the code that starts it (src/threads.ts): the
+    // selector thread (auth/selectors.ts).
     entryPoints: {
       main: join(ROOT, 'src/main.ts'),
-      'scan-worker': join(ROOT, 'src/store/compact/scan-worker.ts'),
       'selector-worker': join(ROOT, 'src/auth/selector-worker.ts'),
     },
     outdir,

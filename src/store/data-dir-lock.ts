@@ -5,9 +5,8 @@ import { openExplained } from './level-options.js';
 /**
  * The data dir held by one daemon for its whole life. LevelDB's own lock (its LOCK file, an
  * fcntl lock the kernel drops with the process, even a killed one) guards the store only while
- * LevelDB is open, and a daemon has it closed at times it cannot avoid: while the scan thread
- * reads the tokens at a start (LevelDB opens once per process, so that thread opens it alone),
- * after a load of the tokens on the main thread (reopened to unmap the table files it read),
+ * LevelDB is open, and a daemon has it closed at times it cannot avoid: after a load of the
+ * tokens from LevelDB at a start (reopened to unmap the table files it read),
  * while a staged store is swapped in (the directory itself is replaced), while a write error
  * is recovered from (LevelDB keeps a failed write until reopened), and before the checkpoint
  * is written at a clean stop. A second daemon started on the same data dir in such a moment

@@ -7,6 +7,7 @@ import { type Tables, newTables } from './memory.js';
 import type { AnyTable } from './table.js';
 import { RECORD_CHECKS } from './record-check.js';
 import { LastUseBook } from './last-use.js';
+import { approximateSize } from './level-extras.js';
 import { bootstrapStateSchema, decodeRaw, decodeWith, encode } from './records.js';
 import {
   FORMAT1_COUNT_PREFIX,
@@ -99,7 +100,7 @@ export interface LoadedState {
   tables: Tables;
   /** Each token's last use as last flushed. */
   lastUse: LastUseBook;
-  /** Whether this thread read the tokens from LevelDB (no checkpoint, no scan on a second thread). */
+  /** Whether the tokens were read from LevelDB (not from a checkpoint). */
   tokensScanned?: boolean;
 }
 
@@ -114,13 +115,11 @@ export async function readLastUses(db: Level<string, Uint8Array>): Promise<LastU
 /**
  * Reads metadata and every record into fresh memory tables, validating each. The tokens come
  * from `checkpoint` when one is given and holds (store/checkpoint.ts); `loaded` says how it went.
- * Tables in `scanned` were read already (a scan on another thread, compact/parallel-scan.ts).
  */
 export async function readState(
   db: Level<string, Uint8Array>,
   checkpoint?: Checkpoint,
   loaded?: (from: string) => void,
-  scanned?: Partial<Tables>,
 ): Promise<LoadedState> {
   const meta = new Map<string, unknown>();
   const tables = newTables();
@@ -129,12 +128,6 @@ export async function readState(
     meta.set(k, k === META.bootstrap ? decodeWith(bootstrapStateSchema, v, 'bootstrap state') : decodeRaw(v));
   }
   for (const name of TABLE_NAMES) {
-    const already = scanned?.[name];
-    if (already !== undefined) {
-      (tables as Record<string, AnyTable>)[name] = already as AnyTable;
-      if (name === 'tokens') loaded?.('a scan on a second thread');
-      continue;
-    }
     const table = tables[name] as AnyTable;
     if (table.compact !== undefined && checkpoint !== undefined) {
       // An HA server's store: the checkpoint must say it holds the store's last batch (store/checkpoint.ts, `seq`).
@@ -179,10 +172,20 @@ function corrupt(name: TableName, before: number, bytes: Uint8Array): WatchwordE
   );
 }
 
+/**
+ * A large token's share of LevelDB's estimate of the table's bytes: a seeded token with a
+ * service identity takes ~190, one with several policies and roles more.
+ */
+const LARGE_RECORD_BYTES = 320;
+
 /** Reads every record of table `name` from LevelDB into `table`. */
 async function scanTable(db: Level<string, Uint8Array>, name: TableName, table: AnyTable): Promise<void> {
   const def = TABLES[name];
   const prefix = key(def.prefix, '');
+  // Room in the ID tables for as many records as there would be were each a large one (larger
+  // ones still, rare, leave the tables roomier than needed): no table grows while it is read.
+  if (table.compact !== undefined)
+    table.compact.reserve(Math.floor((await approximateSize(db, prefix, prefixEnd(prefix))) / LARGE_RECORD_BYTES));
   // Values only, in big batches: a few native round trips and no promise per record. The
   // next batch is read from disk (on libuv's pool) while this one is decoded.
   const values = db.values({ gte: prefix, lt: prefixEnd(prefix), highWaterMarkBytes: 8 * 1024 * 1024 });

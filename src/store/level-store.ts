@@ -7,7 +7,6 @@ import { removeCheckpoint, writeCheckpoint } from './checkpoint.js';
 import type { LastUseBook } from './last-use.js';
 import type { LayerEntry, TablesReader } from './memory.js';
 import { type LevelStoreOptions, explainOpenFailure, openDisk } from './open.js';
-import { scanTokensAside } from './scan-aside.js';
 import { compactRange } from './level-extras.js';
 import { LAST_USE_PREFIX, META, POSITIONAL_FORMAT, TABLES, TABLE_NAMES, type TableName, key, prefixEnd } from './schema.js';
 import type { StagedStore } from './staging.js';
@@ -60,16 +59,15 @@ export class LevelStore implements Store {
   static async open(dir: string, options: LevelStoreOptions): Promise<LevelStore> {
     const { db, logID, checkpoint, format } = await openDisk(dir, options);
     try {
-      const scanned = checkpoint?.usable ? undefined : await scanTokensAside(db, dir, options.scanAside, options.scanKeying);
       const store = new LevelStore(db, dir, options, logID);
       store.core.positionalTokens = format === POSITIONAL_FORMAT;
-      const scannedHere = await store.core.reload({ checkpoint, scanned });
+      const scannedHere = await store.core.reload({ checkpoint });
       if (options.changeLog) await store.core.changeLog.markFromDisk();
       if (options.checkpoint !== false) await removeCheckpoint(dir);
       // A load of the tokens on this thread read every table file, and LevelDB keeps the files it
       // has open mapped: their pages stay in RSS (~120 MB at a million tokens) though nothing reads
-      // them again. Reopened, LevelDB maps only what later reads touch. A checkpoint or the scan
-      // thread (its own LevelDB, closed) leaves nothing of the kind here.
+      // them again. Reopened, LevelDB maps only what later reads touch. A checkpoint leaves nothing
+      // of the kind.
       if (scannedHere) {
         await db.close();
         await db.open();

@@ -7,7 +7,6 @@ import { LEVEL_OPTIONS, openExplained } from './level-options.js';
 import { decodeRaw, encode } from './records.js';
 import { META } from './schema.js';
 import { settleStagedStore } from './staging.js';
-import type { ScanKeying } from './compact/scan-protocol.js';
 import type { Durability } from './store.js';
 
 export interface LevelStoreOptions {
@@ -26,17 +25,6 @@ export interface LevelStoreOptions {
    * them from there instead of scanning (store/checkpoint.ts). Default true.
    */
   checkpoint?: boolean;
-  /**
-   * Tokens read by a second thread while this one indexes them, when no checkpoint is read
-   * (compact/parallel-scan.ts): always, never, or (undefined) when LevelDB holds more than a
-   * few megabytes of them and the machine has a second processor.
-   */
-  scanAside?: boolean;
-  /**
-   * Tests only: which chunks the scan thread keys for the indexes itself (compact/scan-worker.ts);
-   * by default (`auto`) those made while this thread has chunks waiting.
-   */
-  scanKeying?: ScanKeying;
   /** Told when a clean close could not write its checkpoint (the next open scans instead). */
   onCheckpointFailed?: (err: unknown) => void;
   /** Tests only: makes disk writes fail on demand (an Error to throw, or undefined). */

@@ -10,7 +10,6 @@ import { type LayerEntry, TablesReader } from './memory.js';
 import { type LevelStoreOptions, openLevel } from './open.js';
 import { decodeRaw } from './records.js';
 import { META, POSITIONAL_FORMAT } from './schema.js';
-import type { ScannedAside } from './scan-aside.js';
 import { ServerReplica } from './server-replica.js';
 import type { AuditSink, BatchReplicator } from './store.js';
 import { Watchers } from './watchers.js';
@@ -108,11 +107,9 @@ export class StoreCore {
    * What the disk holds adopted as the durable state (at open, after a recovery that finds more on
    * disk); whether this thread read the tokens from LevelDB to do so.
    */
-  async reload(options: { indexesMayGoBack?: boolean; checkpoint?: Checkpoint; scanned?: ScannedAside } = {}): Promise<boolean> {
+  async reload(options: { indexesMayGoBack?: boolean; checkpoint?: Checkpoint } = {}): Promise<boolean> {
     const from = (where: string) => void (this.tokensFrom = where);
-    const loaded = await readState(this.db, options.checkpoint, from, options.scanned?.tokens && { tokens: options.scanned.tokens });
-    if (options.scanned?.why !== undefined)
-      this.tokensFrom = `${this.tokensFrom ?? 'a scan'}; not on a second thread: ${options.scanned.why}`;
+    const loaded = await readState(this.db, options.checkpoint, from);
     this.adopt(loaded, options);
     return loaded.tokensScanned === true;
   }

@@ -57,7 +57,7 @@ export interface Table<R, I extends string> {
    * False when it is not a well-formed record of the table (the start fails, naming it).
    */
   loadStored(bytes: Uint8Array): boolean;
-  /** The compact form's other ways in at a start (a checkpoint, a scan on a second thread), when the table keeps it. */
+  /** The compact form's other way in at a start (a checkpoint), when the table keeps it. */
   readonly compact?: CompactLoader;
   /** A table that keeps bytes: those of replaced and deleted records not yet reclaimed, and how often they were. */
   readonly memory?: { garbageBytes: number; compactions: number };
@@ -85,42 +85,17 @@ export const byID = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 
 
 /**
  * What a start may do with a compact table besides reading each stored record (`loadStored`):
- * take a checkpoint's dump whole, or the records a scan on a second thread put in the positional
- * form (checkpoint.ts, parallel-scan.ts). A table that is not compact has none of this.
+ * take a checkpoint's dump whole (checkpoint.ts). A table that is not compact has none of this.
  */
-/** A record's index keys as a scan's thread numbered them: its slot goes into `sets[keys[k]]` for k in [keyFrom, keyTo). */
-export interface KeyedRecord {
-  keys: Int32Array;
-  keyFrom: number;
-  keyTo: number;
-  sets: ReadonlyArray<{ add(slot: number): void }>;
-  /** Its place in the time order; NaN: none. */
-  time: number;
-}
-
 export interface CompactLoader {
   /** Every field of a record, in the positional form's order. */
   readonly fields: readonly string[];
   readonly size: number;
-  /** The positional fields whose value starts `loadKeyed` is given, in its order. */
-  readonly loadFieldPositions: Int32Array;
   /** Room in the ID tables for `records` while the table is empty. */
   reserve(records: number): void;
   /** The table as a checkpoint keeps it. */
   dump(): { meta: TableDumpMeta; parts: DumpPart[] };
   /** Takes a checkpoint's dump, read back. */
   restore(meta: TableDumpMeta, parts: readonly Buffer[]): void;
-  /** Takes records a scan's thread packed (positional) in `buffer`; answers the chunk's number. */
-  adoptChunk(buffer: Buffer): number;
-  /** Indexes a record of an adopted chunk, reading its keys; false when it fails its check. */
-  loadPositional(chunk: number, offset: number, length: number, starts: Int32Array, from: number): boolean;
-  /** The members of key `key` of the `index`th non-unique index (in the declaration's order), made when new. */
-  keySet(index: number, key: string): { add(slot: number): void };
-  /**
-   * Takes a record of an adopted chunk that a scan's thread keyed already: its ID and unique keys
-   * from its bytes, its slot added to the sets `keyed` names, its time in the time order. False
-   * when its ID cannot be read.
-   */
-  loadKeyed(chunk: number, offset: number, length: number, starts: Int32Array, from: number, keyed: KeyedRecord): boolean;
   finishLoading(): void;
 }

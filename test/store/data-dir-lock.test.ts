@@ -9,7 +9,7 @@ const onDir = (dataDir: string) =>
     logger: pino({ level: 'silent' }),
   });
 
-/** The store's LevelDB, which it closes at times (a start's scan on a second thread, a clean stop's checkpoint). */
+/** The store's LevelDB, which it closes at times (a reopen after a start's scan, a clean stop's checkpoint). */
 const levelOf = (t: TestDaemon) =>
   (t.daemon.store as unknown as { core: { db: { open(): Promise<void>; close(): Promise<void> } } }).core.db;
 
@@ -23,7 +23,7 @@ describe('the data dir lock', () => {
   it('refuses a second daemon while the first has its store closed, and lets one start once the first has stopped', async () => {
     first = await startTestDaemon();
     const { dataDir } = first;
-    // As while a start scans on a second thread or a stop writes the checkpoint: LevelDB's own lock is free.
+    // As while a start reopens LevelDB after its scan or a stop writes the checkpoint: LevelDB's own lock is free.
     await levelOf(first).close();
     await expect(onDir(dataDir)).rejects.toThrow(`data dir ${dataDir} is in use by another process (its lock is held)`);
     await levelOf(first).open();

@@ -326,18 +326,18 @@ describe('LevelStore data format', () => {
     await store.close();
     expect(await raw()).toEqual({ positional: 0, maps: 300, format: 2 });
     // Finalized: the next start converts every token and writes positional from then on.
-    store = await LevelStore.open(dir.path, { durability: 'fsync', changeLog: true, checkpoint: false, scanAside: false });
+    store = await LevelStore.open(dir.path, { durability: 'fsync', changeLog: true, checkpoint: false });
     expect(store.positionalTokens).toBe(true);
     expect(held(store)).toEqual(before);
     const extra = tokenRecord({ Description: 'after', Roles: [{ ID: 'r1' }] });
     await store.transact((tx) => tx.put('tokens', extra));
     await store.close();
     expect(await raw()).toEqual({ positional: 301, maps: 0, format: 3 });
-    // Every way in reads them alike: a scan on a second thread, this thread's scan, the checkpoint (written by the close before).
+    // Every way in reads them alike: a scan of LevelDB, the checkpoint (written by the close before).
     let after: unknown[] | undefined;
     const withP3 = tokens.filter((t) => t.Policies.some((l) => l.ID === 'p3')).length;
     tokens.push(extra);
-    for (const options of [{ checkpoint: false, scanAside: true }, { checkpoint: false, scanAside: false }, {}, {}]) {
+    for (const options of [{ checkpoint: false }, {}, {}]) {
       store = await LevelStore.open(dir.path, { durability: 'fsync', changeLog: true, ...options });
       after ??= held(store);
       expect(after.slice(0, 300)).toEqual(before);

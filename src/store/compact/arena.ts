@@ -117,36 +117,6 @@ export class RecordArena {
     return slot;
   }
 
-  /**
-   * Takes `buffer` as a chunk as it is (records packed in it elsewhere, a scan's thread): answers
-   * its number, for `addAt`. Later records go to a new chunk.
-   */
-  adopt(buffer: Buffer): number {
-    this.chunks.push(buffer);
-    this.fill = buffer.length;
-    return this.chunks.length - 1;
-  }
-
-  /** Chunk `chunk` (adopted, or the arena's own). */
-  chunk(chunk: number): Buffer {
-    const c = this.chunks[chunk];
-    if (c === undefined) throw new RangeError(`no chunk ${chunk}`);
-    return c;
-  }
-
-  /** Stores the record already at `offset` of adopted chunk `chunk`, `length` bytes; answers its slot. */
-  addAt(chunk: number, offset: number, length: number): number {
-    const c = this.chunks[chunk];
-    if (c === undefined || offset + length > c.length) throw new RangeError(`no record of ${length} bytes at ${offset} of chunk ${chunk}`);
-    const slot = this.free.length > 0 ? (this.free.pop() as number) : this.newSlot();
-    this.chunkOf[slot] = chunk;
-    this.offsetOf[slot] = offset;
-    this.lengthOf[slot] = length;
-    this.liveBytes += length;
-    this.live++;
-    return slot;
-  }
-
   /** The record in `slot` becomes `bytes` (its old bytes are garbage). */
   replace(slot: number, bytes: Uint8Array): void {
     this.check(slot);

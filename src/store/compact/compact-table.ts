@@ -231,7 +231,7 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
     return { garbageBytes: this.arena.garbageBytes, compactions: this.compactions };
   }
 
-  /** This table's ways in at a start besides `loadStored`: a checkpoint, a scan on a second thread. */
+  /** This table's other way in at a start besides `loadStored`: a checkpoint. */
   get compact(): CompactLoader {
     this.idOrder = undefined;
     return this.loader;

@@ -1,11 +1,11 @@
 import { fieldNames } from '../../domain/records.js';
 import { type IndexDef, type TableDef, indexedFields } from '../schema.js';
-import type { CompactLoader, KeyedRecord } from '../table.js';
+import type { CompactLoader } from '../table.js';
 import { RecordArena } from './arena.js';
 import { type DumpPart, DumpReader, DumpWriter, type TableDumpMeta } from './dump.js';
 import { IdTable } from './id-table.js';
 import { KeyMemo, ValueNumbers } from './key-memo.js';
-import { ValueMemo, readFields, skip, stringAt } from './msgpack-fields.js';
+import { ValueMemo, readFields, stringAt } from './msgpack-fields.js';
 
 type SetsMemo = KeyMemo<SlotSet[]>;
 import { Positional } from './positional.js';
@@ -106,9 +106,8 @@ export class TableParts<R> {
 }
 
 /**
- * Every way into a compact table at a start, in one place: a record as LevelDB stores it
- * (`stored`), records a scan on a second thread put in the positional form, keyed
- * there or not (`adoptChunk`, `loadPositional`; `keySet`, `loadKeyed`), a checkpoint's dump (`restore`, and `dump` that writes one). Each reads
+ * Both ways into a compact table at a start, in one place: a record as LevelDB stores it
+ * (`stored`), and a checkpoint's dump (`restore`, and `dump` that writes one). Each reads
  * only the fields the indexes need, from the bytes, and stores the bytes as they are; the whole
  * record is checked when it is first decoded. The reaper's unread deletes read those fields
  * the same way (`indexedFields`).
@@ -192,61 +191,6 @@ export class TableLoader<R> implements CompactLoader {
     return this.loadRead(bytes, kept);
   }
 
-  /** The positional fields whose value starts `loadKeyed` is given, in its order. */
-  get loadFieldPositions(): Int32Array {
-    return this.parts.inFields;
-  }
-
-  /** Takes `buffer` (records in the positional form, packed) as a chunk of the table's own: its number, for `loadKeyed`. */
-  adoptChunk(buffer: Buffer): number {
-    return this.parts.arena.adopt(buffer);
-  }
-
-  /**
-   * A record already in the positional form (a scan on another thread made it), at `offset` of
-   * adopted chunk `chunk`, `length` bytes: `starts[from + i]` is where the value of field
-   * `loadFieldPositions[i]` starts in it (-1: absent). Its keys are read here. False when the
-   * record is not as the indexes expect.
-   */
-  loadPositional(chunk: number, offset: number, length: number, starts: Int32Array, from: number): boolean {
-    const at = this.indexAt;
-    const bytes = this.parts.arena.chunk(chunk).subarray(offset, offset + length);
-    for (let i = 0; i < at.length; i++) {
-      at[i] = starts[from + i] as number;
-      this.ends[i] = at[i] === -1 ? -1 : Math.min(skip(bytes, at[i] as number), bytes.length);
-    }
-    return this.loadRead(bytes, bytes, chunk, offset);
-  }
-
-  /** The members of key `key` of the `index`th non-unique index, made when new (a scan's thread numbers the keys it names). */
-  keySet(index: number, key: string): SlotSet {
-    const m = this.parts.multi[index] as Multi;
-    let set = m.map.get(key);
-    if (set === undefined) m.map.set(key, (set = new SlotSet()));
-    return set;
-  }
-
-  /**
-   * A record a scan on another thread put in the positional form and keyed, at `offset` of
-   * adopted chunk `chunk`, `length` bytes: `starts[from + i]` is where the value of field
-   * `loadFieldPositions[i]` starts in it (-1: absent); its slot goes into `sets[keys[k]]` for k
-   * in [keyFrom, keyTo), and `time` (NaN: none) into the time order. False when its ID or a
-   * unique key cannot be read.
-   */
-  loadKeyed(chunk: number, offset: number, length: number, starts: Int32Array, from: number, keyed: KeyedRecord): boolean {
-    const { arena, idAt, order } = this.parts;
-    const at = this.indexAt;
-    for (let i = 0; i < at.length; i++) at[i] = starts[from + i] as number;
-    if (at[idAt] === -1) return false;
-    const bytes = arena.chunk(chunk).subarray(offset, offset + length);
-    const slot = arena.addAt(chunk, offset, length);
-    if (!this.setIds(bytes, slot)) return false;
-    const { keys, keyTo, sets, time } = keyed;
-    for (let k = keyed.keyFrom; k < keyTo; k++) (sets[keys[k] as number] as KeyedRecord['sets'][number]).add(slot);
-    if (!Number.isNaN(time)) order.add(time, slot, true);
-    return true;
-  }
-
   /** The fields of the positional record `bytes` its indexes read; undefined when it is not positional or they do not read. */
   indexedFields(bytes: Uint8Array): R | undefined {
     const { positional, inFields, indexFields, codec } = this.parts;
@@ -258,12 +202,11 @@ export class TableLoader<R> implements CompactLoader {
   }
 
   /**
-   * `kept` loaded under the indexed fields read from `source` at `indexAt` (already at `offset` of
-   * adopted chunk `chunk`, unless that is -1). A non-unique index whose values this load has met
+   * `kept` loaded under the indexed fields read from `source` at `indexAt`. A non-unique index whose values this load has met
    * before takes its slot sets from its memo; only the other values are decoded, and their keys
    * computed, before anything is stored: a field of the wrong shape leaves nothing behind.
    */
-  private loadRead(source: Uint8Array, kept: Uint8Array, chunk = -1, offset = 0): boolean {
+  private loadRead(source: Uint8Array, kept: Uint8Array): boolean {
     const { arena, multi, def, idAt, order, indexFields, codec } = this.parts;
     const at = this.indexAt;
     if (at[idAt] === -1) return false;
@@ -297,7 +240,7 @@ export class TableLoader<R> implements CompactLoader {
     } catch {
       return false;
     }
-    const slot = chunk === -1 ? arena.add(kept) : arena.addAt(chunk, offset, kept.length);
+    const slot = arena.add(kept);
     if (!this.setIds(source, slot)) return false;
     for (let i = 0; i < multi.length; i++) {
       const sets = found[i];

@@ -11,10 +11,6 @@ describe('RecordArena', () => {
       seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
       return seed / 2 ** 32;
     };
-    const adopted = (bytes: Buffer): number => {
-      const chunk = Buffer.concat([randomBytes(7), bytes, randomBytes(5)]);
-      return arena.addAt(arena.adopt(chunk), 7, bytes.length);
-    };
     // The slots held, for picking one at random (kept beside the model: listing the model each time is quadratic).
     const slots: number[] = [];
     for (let op = 0; op < 30_000; op++) {
@@ -22,8 +18,7 @@ describe('RecordArena', () => {
       // Mostly small records; now and then one larger than a chunk.
       const bytes = randomBytes(op % 9973 === 0 ? 17 * 1024 * 1024 : 1 + Math.floor(random() * 600));
       if (r < 0.6 || slots.length === 0) {
-        // Now and then records packed elsewhere (a scan's thread) come as a chunk of their own.
-        const slot = op % 97 === 0 ? adopted(bytes) : arena.add(bytes);
+        const slot = arena.add(bytes);
         if (model.has(slot)) throw new Error(`slot ${slot} given out twice`);
         model.set(slot, bytes);
         slots.push(slot);
