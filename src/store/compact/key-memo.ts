@@ -40,10 +40,18 @@ class FieldValues {
   private pool = new Uint8Array(4096);
   private used = 0;
   private full = false;
+  /** The number of each value of one byte met, by that byte (0: not met). */
+  private single = new Int32Array(256);
 
   of(bytes: Uint8Array, start: number, end: number): number {
     if (this.full) return -1;
     const n = end - start;
+    // A value of one byte (false, an empty list or string) by that byte: no hash, no comparison.
+    if (n === 1) {
+      const b = bytes[start] as number;
+      const known = this.single[b] as number;
+      if (known !== 0) return known;
+    }
     let h = 0x811c9dc5 ^ n;
     for (let j = start; j < end; j++) h = Math.imul(h ^ (bytes[j] as number), 0x01000193);
     h >>>= 0;
@@ -73,6 +81,7 @@ class FieldValues {
     this.used += n;
     hashes.push(h);
     slots[at] = hashes.length;
+    if (n === 1) this.single[bytes[start] as number] = hashes.length;
     return hashes.length;
   }
 
@@ -82,6 +91,7 @@ class FieldValues {
     this.starts = [];
     this.used = 0;
     this.full = false;
+    this.single.fill(0);
   }
 }
 
