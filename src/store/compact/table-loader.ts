@@ -76,8 +76,6 @@ export class TableParts<R> {
   readonly idAt: number;
   /** Where each of `indexFields` is among `fields`. */
   readonly inFields: Int32Array;
-  /** Which of `indexFields` a load reads straight into an IdTable (the ID and unique keys). */
-  readonly fromBytes: boolean[];
   /** The ID table and the unique ones, and which of `indexFields` each is keyed by. */
   readonly idTables: IdTable[];
   readonly idFields: number[];
@@ -99,7 +97,6 @@ export class TableParts<R> {
     this.positional = new Positional(this.fields);
     this.idAt = fieldIndex(this.indexFields, codec.idField);
     this.inFields = Int32Array.from(this.indexFields, (f) => this.fields.indexOf(f));
-    this.fromBytes = this.indexFields.map((_, i) => i === this.idAt || this.unique.some((u) => u.field === i));
     this.idTables = [this.ids, ...this.unique.map((u) => u.table)];
     this.idFields = [this.idAt, ...this.unique.map((u) => u.field)];
   }
