@@ -10,6 +10,10 @@ import type { ChangedRecords, LogEntry, WatchTable } from './store.js';
 import type { TableOp } from './store-tx.js';
 
 const ZERO_BOOTSTRAP: BootstrapState = { Bootstrapped: false, ResetIndex: 0 };
+/** The fields of a token deleted unread that `write` reads (`unreadAnswer`). */
+const ANSWER_LIVE: ReadonlyArray<keyof TokenRecord & string> = ['SecretID', 'CreateTime'];
+const ANSWER_USED: ReadonlyArray<keyof TokenRecord & string> = ['CreateTime'];
+const ANSWER_NONE: ReadonlyArray<keyof TokenRecord & string> = [];
 
 /** What a durable commit changes in memory. */
 export interface CommittedChange {
@@ -180,7 +184,7 @@ export class CommittedState {
         ? t.put(record, bytes !== undefined ? { bytes } : undefined)
         : known !== undefined
           ? t.delete(id, known)
-          : t.deleteUnread(id);
+          : t.deleteUnread(id, table !== 'tokens' ? undefined : this.unreadAnswer(id, reaped));
     if (table === 'policies' || table === 'roles') changed[table].push(id);
     if (table !== 'tokens') return;
     changed.tokens.push(id);
@@ -195,6 +199,15 @@ export class CommittedState {
     const ended = token === null && was !== undefined && (reaped || isExpired(was, Date.now()));
     if (before !== undefined && before !== after && before !== token?.PreviousSecretID && !ended) this.goneSecrets.add(before);
     if (after !== undefined) this.goneSecrets.forget(after);
+  }
+
+  /**
+   * What `write` reads of a token deleted unread: its secret, to note it gone, unless it was
+   * reaped for its expiry; its creation time when its use is counted (by the hour it was made).
+   */
+  private unreadAnswer(id: string, reaped: boolean): ReadonlyArray<keyof TokenRecord & string> {
+    if (!reaped) return ANSWER_LIVE;
+    return this.lastUse.get(id) === undefined ? ANSWER_NONE : ANSWER_USED;
   }
 
   /** Every watched table with its index (a batch log replaced: every waiter looks again). */

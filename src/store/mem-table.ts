@@ -72,9 +72,9 @@ export class MemTable<R, I extends string> implements Table<R, I> {
     return this.members(index, key).size;
   }
 
-  isMember(index: I, key: string, id: string): boolean {
+  isMember(index: I, key: string, id: string): boolean | undefined {
     const r = this.rows.get(id);
-    return r !== undefined && this.members(index, key).has(r);
+    return r === undefined ? undefined : this.members(index, key).has(r);
   }
 
   values(): IterableIterator<R> {
@@ -172,7 +172,7 @@ export class MemTable<R, I extends string> implements Table<R, I> {
     return old;
   }
 
-  deleteUnread(id: string): R | undefined {
+  deleteUnread(id: string, _answer?: readonly string[]): R | undefined {
     return this.delete(id);
   }
 

@@ -362,9 +362,9 @@ export class StoreTx implements Tx {
     let deleted = 0;
     let anyGlobal = false;
     for (const id of ids) {
-      if (this.lookup(layerKey.record('tokens', id)) !== undefined || !tokens.has(id)) continue;
+      if (this.lookup(layerKey.record('tokens', id)) !== undefined) continue;
       const local = tokens.isMember('local', '', id);
-      if (!local && !global) continue;
+      if (local === undefined || (!local && !global)) continue;
       this.reapUnread(id);
       deleted++;
       if (!local) anyGlobal = true;

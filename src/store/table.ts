@@ -26,8 +26,8 @@ export interface Table<R, I extends string> {
   byUnique(index: I, key: string): R | undefined;
   /** Records a non-unique index holds under `key`, in no particular order. */
   members(index: I, key: string): Iterable<R>;
-  /** Whether the record of this ID is among those a non-unique index holds under `key` (nothing decoded). */
-  isMember(index: I, key: string, id: string): boolean;
+  /** Whether the record of this ID is among those a non-unique index holds under `key` (nothing decoded); undefined when none of this ID is held. */
+  isMember(index: I, key: string, id: string): boolean | undefined;
   /** How many records a non-unique index holds under `key`. */
   memberCount(index: I, key: string): number;
   /** The same records in ID order (kept until one of them changes: lists of one filter need no sort per request). */
@@ -65,10 +65,10 @@ export interface Table<R, I extends string> {
   delete(id: string, old?: R): R | undefined;
   /**
    * Deletes by ID without decoding the record when the table keeps bytes: its index keys read
-   * from them (the reaper's bulk deletes). Answers at least the fields the indexes read (the ID,
-   * the keys, the expiry), undefined when none of this ID is held.
+   * from them (the reaper's bulk deletes). Answers at least the fields the time order reads and
+   * those of `answer` (indexed fields), undefined when none of this ID is held.
    */
-  deleteUnread(id: string): Partial<R> | undefined;
+  deleteUnread(id: string, answer?: readonly string[]): Partial<R> | undefined;
   /** After loading: puts the ordered index in order. */
   finishLoading(): void;
   /** Entries ordered at or before `until`, after the cursor `after` ([time, id]), at most `limit`. */

@@ -6,6 +6,7 @@ import { stringAt } from './msgpack-fields.js';
 import { Recent } from './recent.js';
 import { SlotSet } from './slot-set.js';
 import { type CompactCodec, type Multi, TableLoader, TableParts } from './table-loader.js';
+import { UnreadDelete } from './unread-delete.js';
 export type { CompactCodec } from './table-loader.js';
 
 /**
@@ -37,8 +38,9 @@ const WALK_BATCH = 256;
  */
 export class CompactTable<R, I extends string> implements Table<R, I> {
   private readonly parts: TableParts<R>;
-  /** Every way in at a start, and the reading of a record's indexed fields from its bytes (table-loader.ts). */
+  /** Every way in at a start (table-loader.ts). */
   private readonly loader: TableLoader<R>;
+  private readonly unread: UnreadDelete<R>;
   private readonly arena: TableParts<R>['arena'];
   private readonly ids: IdTable;
   private readonly unique: TableParts<R>['unique'];
@@ -59,6 +61,7 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
     const parts = new TableParts<R>(def as TableDef<R, string>, codec);
     this.parts = parts;
     this.loader = new TableLoader(parts);
+    this.unread = new UnreadDelete(parts);
     ({
       arena: this.arena,
       ids: this.ids,
@@ -121,9 +124,9 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
     return this.multiIndex(index).map.get(key)?.size ?? 0;
   }
 
-  isMember(index: I, key: string, id: string): boolean {
+  isMember(index: I, key: string, id: string): boolean | undefined {
     const slot = this.ids.get(id);
-    return slot !== undefined && (this.multiIndex(index).map.get(key)?.has(slot) ?? false);
+    return slot === undefined ? undefined : (this.multiIndex(index).map.get(key)?.has(slot) ?? false);
   }
 
   /** The slots under `key` in ID order, kept until one of them changes (a key of at most SORT_AT_MOST members). */
@@ -257,16 +260,21 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
 
   /**
    * Deletes by ID without decoding the record (the reaper's bulk deletes, a follower's deletes):
-   * its index keys come from the fields the indexes read, taken from its bytes as a load takes
-   * them. Answers those fields (the ID, the keys, the expiry), undefined when none is held.
+   * it leaves its indexes by its stored bytes (unread-delete.ts). Answers the fields the time
+   * order reads and those of `answer`, undefined when none is held.
    */
-  deleteUnread(id: string): Partial<R> | undefined {
+  deleteUnread(id: string, answer?: readonly string[]): Partial<R> | undefined {
     const slot = this.ids.get(id);
     if (slot === undefined) return undefined;
-    const fields = this.decoded.get(slot) ?? this.indexedFieldsOf(slot);
-    this.unindex(fields, slot);
+    const cached = this.decoded.get(slot);
+    let fields = cached === undefined ? this.unread.unindex(slot, answer) : undefined;
+    if (fields === undefined) {
+      const record = cached ?? this.decode(this.arena.get(slot));
+      this.unindex(record, slot);
+      fields = record;
+    }
     this.leaveOrder(slot);
-    this.ids.deleteIf(id, slot);
+    this.ids.deleteSlot(slot);
     this.arena.delete(slot);
     this.decoded.delete(slot);
     return fields;
@@ -275,12 +283,6 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
   /** Takes `slot` out of the ID order while its key is still held (an order that misses it is dropped, made again when next walked). */
   private leaveOrder(slot: number): void {
     if (this.idOrder !== undefined && !this.idOrder.delete(slot)) this.idOrder = undefined;
-  }
-
-  /** The fields of the record in `slot` its indexes read, from its bytes (the record decoded whole only if they are not positional). */
-  private indexedFieldsOf(slot: number): R {
-    const bytes = this.arena.get(slot);
-    return this.loader.indexedFields(bytes) ?? this.decode(bytes);
   }
 
   finishLoading(): void {

@@ -194,6 +194,12 @@ export class IdTable {
     return true;
   }
 
+  /** Removes the key `slot` has, if it still maps to `slot` (a key another slot took over stays). */
+  deleteSlot(slot: number): void {
+    this.settle();
+    this.release(slot);
+  }
+
   /** The longest run of filled positions (what a probe may walk): for tests. */
   longestRun(): number {
     this.settle();

@@ -204,9 +204,9 @@ export class Positional {
   /**
    * Where each field's value starts in positional `bytes`, into `out` (-1: absent, as nil is):
    * one walk over the values, nothing decoded. False when the bytes are not a positional record
-   * of this field list.
+   * of this field list. `ends`, when given, gets where each value ends.
    */
-  startsIn(bytes: Uint8Array, out: Int32Array): boolean {
+  startsIn(bytes: Uint8Array, out: Int32Array, ends?: Int32Array): boolean {
     const n = this.keys.length;
     if (bytes[0] !== 0xdc || (((bytes[1] as number) << 8) | (bytes[2] as number)) !== n) return false;
     let pos = 3;
@@ -214,6 +214,7 @@ export class Positional {
       if (pos >= bytes.length) return false;
       out[f] = bytes[pos] === 0xc0 ? -1 : pos;
       pos = skip(bytes, pos);
+      if (ends !== undefined) ends[f] = pos;
     }
     return pos === bytes.length;
   }

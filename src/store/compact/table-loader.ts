@@ -106,14 +106,12 @@ export class TableParts<R> {
  * Both ways into a compact table at a start, in one place: a record as LevelDB stores it
  * (`stored`), and a checkpoint's dump (`restore`, and `dump` that writes one). Each reads
  * only the fields the indexes need, from the bytes, and stores the bytes as they are; the whole
- * record is checked when it is first decoded. The reaper's unread deletes read those fields
- * the same way (`indexedFields`).
+ * record is checked when it is first decoded. The reaper's unread deletes number the values
+ * the same way (unread-delete.ts).
  */
 export class TableLoader<R> implements CompactLoader {
   /** Where each of `indexFields` starts in the record being read (-1: absent). */
   private readonly indexAt: Int32Array;
-  /** Where each field's value starts in a positional record (an unread delete's scratch). */
-  private readonly fieldStarts: Int32Array;
   /** A load's non-unique keys, computed before anything is stored: index, key, index, key... */
   private readonly loadKeys: Array<Multi | string | number> = [];
   /** Per non-unique index: the slot sets of the values a load met, by their bytes. */
@@ -140,7 +138,6 @@ export class TableLoader<R> implements CompactLoader {
 
   constructor(private readonly parts: TableParts<R>) {
     this.indexAt = new Int32Array(parts.indexFields.length);
-    this.fieldStarts = new Int32Array(parts.fields.length);
     const { def, indexFields, multi } = parts;
     const positions = (reads: readonly string[]) => Int32Array.from(reads, (f) => indexFields.indexOf(f));
     this.readsOf = multi.map((m) => positions((def.indexes[m.name] as IndexDef<R>).reads));
@@ -186,16 +183,6 @@ export class TableLoader<R> implements CompactLoader {
       this.ends[i] = ends[inFields[i] as number] as number;
     }
     return this.loadRead(bytes, kept);
-  }
-
-  /** The fields of the positional record `bytes` its indexes read; undefined when it is not positional or they do not read. */
-  indexedFields(bytes: Uint8Array): R | undefined {
-    const { positional, inFields, indexFields, codec } = this.parts;
-    const starts = this.fieldStarts;
-    if (!positional.startsIn(bytes, starts)) return undefined;
-    const at = this.indexAt;
-    for (let i = 0; i < at.length; i++) at[i] = starts[inFields[i] as number] as number;
-    return readFields(bytes, indexFields, at, codec.decodeValue, undefined, this.memo) as R | undefined;
   }
 
   /**
