@@ -115,16 +115,16 @@ export class Reaper {
       const started = performance.now();
       const candidates = this.store.reader.expiredTokens(now, size, after);
       if (candidates.length === 0) break;
-      after = (candidates[candidates.length - 1] as { cursor: ExpiryCursor }).cursor;
-      const ids = candidates.map((c) => c.id);
+      const last = candidates[candidates.length - 1] as ExpiryCursor;
+      after = last;
+      const ids = candidates.map((c) => c[1]);
       const timing = { ms: 0 };
       const written = this.store.transact(
         (tx) => {
           // Deleted as slots, unread: the expiry index says they are expired.
           const reaped = tx.reapExpired(ids, this.options.isPrimary());
           // Not one change-log entry per token: one `expire` change names the batch (secondaries apply it through their own expiry index).
-          const [time, id] = (candidates[candidates.length - 1] as { cursor: ExpiryCursor }).cursor;
-          if (reaped.global) tx.logExpired({ Time: time, AccessorID: id });
+          if (reaped.global) tx.logExpired({ Time: last[0], AccessorID: last[1] });
           return reaped.deleted;
         },
         { audit: { type: 'reap', actor: systemActor('reaper'), details: { reason: 'expired' } }, timing },

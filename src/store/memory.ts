@@ -196,8 +196,8 @@ export interface StateReader {
   listQuotas(): QuotaRecord[];
   /** The live tokens a quota counts here (docs/http-api.md, "Quotas"): an index's member count, nothing scanned. */
   quotaUsed(q: QuotaRecord): number;
-  /** Tokens whose expiry is at or before `until`, in expiry order, after `after`. */
-  expiredTokens(until: number, limit: number, after?: ExpiryCursor): Array<{ id: string; cursor: ExpiryCursor }>;
+  /** Tokens whose expiry is at or before `until`, in expiry order, after `after`: each as its cursor (its expiry and ID). */
+  expiredTokens(until: number, limit: number, after?: ExpiryCursor): ExpiryCursor[];
   /** The earliest expiry time held, if any. */
   nextExpiry(): number | undefined;
   count(table: TableName): number;
@@ -425,8 +425,8 @@ export class TablesReader implements StateReader {
     return out.sort();
   }
 
-  expiredTokens(until: number, limit: number, after?: ExpiryCursor): Array<{ id: string; cursor: ExpiryCursor }> {
-    return this.tables.tokens.orderedUpTo(until, limit, after).map((e) => ({ id: e[1], cursor: e }));
+  expiredTokens(until: number, limit: number, after?: ExpiryCursor): ExpiryCursor[] {
+    return this.tables.tokens.orderedUpTo(until, limit, after);
   }
 
   nextExpiry(): number | undefined {

@@ -15,7 +15,7 @@ export function tokensView(store: LevelStore, tokens: TokenRecord[]) {
     role: r.listTokens({ ...everywhere, role: 'r1' }).map((t) => t.AccessorID),
     service: r.listTokens({ ...everywhere, serviceName: 'web' }).map((t) => t.AccessorID),
     local: r.listTokens({ ...everywhere, localOnly: true }).map((t) => t.AccessorID),
-    expiring: r.expiredTokens(Date.parse('2100-01-01T00:00:00Z'), 1000).map((e) => e.id),
+    expiring: r.expiredTokens(Date.parse('2100-01-01T00:00:00Z'), 1000).map((e) => e[1]),
   };
 }
 

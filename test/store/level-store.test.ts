@@ -161,10 +161,10 @@ describe('LevelStore', () => {
     await store.transact((tx) => tokens.forEach((t) => tx.put('tokens', t)));
     const until = Date.parse(at(3));
     const first = store.reader.expiredTokens(until, 2);
-    const rest = store.reader.expiredTokens(until, 10, first[1]?.cursor);
-    const order = [...first, ...rest].map((e) => e.cursor[0]);
+    const rest = store.reader.expiredTokens(until, 10, first[1]);
+    const order = [...first, ...rest].map((e) => e[0]);
     expect(order).toEqual([1, 1, 2, 3].map((s) => Date.parse(at(s))));
-    expect(new Set([...first, ...rest].map((e) => e.id)).size).toBe(4);
+    expect(new Set([...first, ...rest].map((e) => e[1])).size).toBe(4);
   });
 
   it('reaps expired tokens unread: indexes emptied, no gone-secret note, a token with a write in flight left alone', async () => {
@@ -176,7 +176,7 @@ describe('LevelStore', () => {
     const [a, b, c, d] = tokens as [(typeof tokens)[0], (typeof tokens)[0], (typeof tokens)[0], (typeof tokens)[0]];
     // `b` has a last use on disk: it goes with the token; the others have none to delete.
     await store.transact((tx) => tx.putLastUse(b.AccessorID, Date.parse(at(0))));
-    const ids = store.reader.expiredTokens(Date.parse(at(9)), 10).map((e) => e.id);
+    const ids = store.reader.expiredTokens(Date.parse(at(9)), 10).map((e) => e[1]);
     // `c` has a write accepted and not yet durable: the reap leaves it for a later pass.
     const rewritten = store.transact((tx) => tx.put('tokens', { ...c, Description: 'in flight' }));
     // Not the primary: only the Local ones (a, c) may go, and c is in flight.

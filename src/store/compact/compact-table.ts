@@ -1,5 +1,5 @@
 import type { TableDef } from '../schema.js';
-import { type CompactLoader, type RecordList, type Table, byID } from '../table.js';
+import type { CompactLoader, RecordList, Table } from '../table.js';
 import { IdOrder, compareSlotKeys } from './id-order.js';
 import type { IdTable } from './id-table.js';
 import { stringAt } from './msgpack-fields.js';
@@ -300,7 +300,11 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
     const out: Array<[number, string]> = [];
     for (const [time, at] of this.order.upTo(until, after?.[0])) {
       if (out.length >= limit) break;
-      const ids = Array.from(at.toArray(), (slot) => this.idOf(slot)).sort(byID);
+      const slots = at.toArray();
+      const ids: string[] = new Array(slots.length);
+      for (let i = 0; i < slots.length; i++) ids[i] = this.idOf(slots[i] as number);
+      // Strings sort by their UTF-16 units without a comparator, as `byID` orders them.
+      if (ids.length > 1) ids.sort();
       for (const id of ids) {
         if (out.length >= limit) break;
         if (after && time === after[0] && id <= after[1]) continue;
@@ -410,12 +414,10 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
     this.idOrder?.verify(this.def.name, this.arena.size, (slot) => this.arena.has(slot));
   }
 
-  /** The ID of the record in `slot`, read from its bytes (nothing decoded). */
+  /** The ID of the record in `slot`, read from its bytes (positional: the ID is the first value), nothing decoded. */
   private idOf(slot: number): string {
-    const cached = this.decoded.get(slot);
-    if (cached !== undefined) return this.def.id(cached);
     const bytes = this.arena.get(slot);
-    return stringAt(bytes, 3) ?? this.def.id(this.decode(bytes));
+    return (bytes[0] === 0xdc ? stringAt(bytes, 3) : undefined) ?? this.def.id(this.decoded.get(slot) ?? this.decode(bytes));
   }
 
   /** The record of bytes the arena holds: positional, or a map kept as stored. */
