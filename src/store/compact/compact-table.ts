@@ -5,7 +5,7 @@ import type { IdTable } from './id-table.js';
 import { stringAt } from './msgpack-fields.js';
 import { Recent } from './recent.js';
 import { SlotSet } from './slot-set.js';
-import { type CompactCodec, type Multi, TableLoader, TableParts } from './table-loader.js';
+import { type CompactCodec, type Multi, TableLoader, TableParts, leaveKey } from './table-loader.js';
 import { UnreadDelete } from './unread-delete.js';
 export type { CompactCodec } from './table-loader.js';
 
@@ -452,17 +452,9 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
   }
 
   private unindex(record: R, slot: number): void {
-    // A unique key may already belong to another record (taken over in the same batch).
-    for (const u of this.unique) u.keys(record, (k) => u.table.deleteIf(k, slot));
-    for (const m of this.multi) {
-      m.keys(record, (k) => {
-        const set = m.map.get(k);
-        if (!set) return;
-        set.delete(slot);
-        m.sorted.delete(k);
-        if (set.size === 0) m.map.delete(k);
-      });
-    }
+    // A unique key may already belong to another record (taken over in the same batch): it stays with it.
+    for (const u of this.unique) u.table.deleteSlot(slot);
+    for (const m of this.multi) m.keys(record, (k) => leaveKey(m, k, slot));
     const time = this.def.orderedBy?.time(record);
     if (time !== undefined) this.order.delete(time, slot);
   }

@@ -178,26 +178,11 @@ export class IdTable {
     return true;
   }
 
-  /** Removes `id` when it maps to `slot` (a key another record took over stays): whether it did. One probe. */
-  deleteIf(id: string, slot: number): boolean {
-    this.settle();
-    const w = this.words;
-    if (!uuidWords(id, w)) {
-      if (this.other.get(id) !== slot) return false;
-      this.other.delete(id);
-      this.otherOf.delete(slot);
-      return true;
-    }
-    const pos = this.find(w[0] as number, w[1] as number, w[2] as number, w[3] as number);
-    if (pos < 0 || this.entries[pos * 2] !== slot) return false;
-    this.removeAt(pos);
-    return true;
-  }
-
-  /** Removes the key `slot` has, if it still maps to `slot` (a key another slot took over stays). */
-  deleteSlot(slot: number): void {
-    this.settle();
+  /** Removes the key `slot` has, if it still maps to `slot` (a key another slot took over stays): whether it did. */
+  deleteSlot(slot: number): boolean {
+    const before = this.size;
     this.release(slot);
+    return this.size < before;
   }
 
   /** The longest run of filled positions (what a probe may walk): for tests. */

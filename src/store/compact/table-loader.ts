@@ -40,6 +40,15 @@ export interface Multi {
   sorted: Map<string, Uint32Array>;
 }
 
+/** Takes `slot` out of the set `m` holds under `key`: the key's ID order dropped, the key itself once its set is empty. */
+export function leaveKey(m: Multi, key: string, slot: number): void {
+  const set = m.map.get(key);
+  if (set === undefined) return;
+  set.delete(slot);
+  if (m.sorted.size !== 0) m.sorted.delete(key);
+  if (set.size === 0) m.map.delete(key);
+}
+
 /** A unique index: an IdTable of slots by key, read from one field. */
 export interface Unique<R> {
   name: string;

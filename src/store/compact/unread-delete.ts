@@ -1,7 +1,7 @@
 import type { IndexDef } from '../schema.js';
 import { KeyMemo, ValueNumbers } from './key-memo.js';
 import { ValueMemo, readFields } from './msgpack-fields.js';
-import type { Multi, TableParts } from './table-loader.js';
+import { type Multi, type TableParts, leaveKey } from './table-loader.js';
 
 /** Deletes after which the numbering and the keys found by it start again (a field past its limit is numbered again). */
 const RESTART_EVERY = 65_536;
@@ -90,15 +90,7 @@ export class UnreadDelete<R> {
         memo.set(memo.keyOf(numbers), made);
         keys = made;
       }
-      const m = multi[i] as Multi;
-      for (let k = 0; k < keys.length; k++) {
-        const key = keys[k] as string;
-        const set = m.map.get(key);
-        if (set === undefined) continue;
-        set.delete(slot);
-        if (m.sorted.size !== 0) m.sorted.delete(key);
-        if (set.size === 0) m.map.delete(key);
-      }
+      for (let k = 0; k < keys.length; k++) leaveKey(multi[i] as Multi, keys[k] as string, slot);
     }
     // A unique key another record took over (in the same batch) stays with it.
     for (const u of unique) u.table.deleteSlot(slot);

@@ -82,16 +82,15 @@ describe('IdTable', () => {
           if (was !== undefined) keyOf.delete(was);
           expect(table.delete(id)).toBe(model.delete(id));
         } else {
-          // Removed only when it maps to the slot named: its own, or one it does not hold.
-          const id = keys[Math.floor(random() * keys.length)] as string;
-          const was = model.get(id);
+          // A slot's key removed by the slot: a slot holding one (a key's), or one that may hold none.
+          const was = model.get(keys[Math.floor(random() * keys.length)] as string);
           const named = random() < 0.7 && was !== undefined ? was : slot;
-          const match = was === named;
-          if (match) {
+          const key = keyOf.get(named);
+          if (key !== undefined) {
             keyOf.delete(named);
-            model.delete(id);
+            model.delete(key);
           }
-          expect(table.deleteIf(id, named)).toBe(match);
+          expect(table.deleteSlot(named)).toBe(key !== undefined);
         }
         // Every invariant after each step while the table is small and grows, then now and then.
         if (op < 3000 || op % 997 === 0) table.verify();

@@ -5,7 +5,7 @@ import { KeyMemo, ValueNumbers } from '../../../src/store/compact/key-memo.js';
 import { MemTable, tokenCodec } from '../../../src/store/memory.js';
 import { encode } from '../../../src/store/records.js';
 import { tokensTable } from '../../../src/store/schema.js';
-import { tokenRecord } from '../../helpers/records.js';
+import { variedToken } from '../../helpers/records.js';
 import { seeded } from '../../helpers/random.js';
 
 describe('ValueNumbers', () => {
@@ -55,24 +55,9 @@ describe('a load with remembered index keys', () => {
     const objects = new MemTable<TokenRecord, string>(tokensTable);
     const compact = new CompactTable<TokenRecord, string>(tokensTable, tokenCodec(64));
     const tokens: TokenRecord[] = [];
-    // Past the numbering limit of the policy links (each of 5,000 records links a policy of its own
-    // half the time), with namespaces, roles and services repeating.
-    for (let i = 0; i < 10_000; i++) {
-      const own = rnd() < 0.5;
-      tokens.push(
-        tokenRecord({
-          AccessorID: `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`,
-          SecretID: `secret-${i}`,
-          Policies: own ? [{ ID: `policy-${i}` }] : [{ ID: `shared-${i % 3}` }],
-          Roles: rnd() < 0.3 ? [{ ID: `role-${i % 2}` }] : [],
-          ServiceIdentities: rnd() < 0.3 ? [{ ServiceName: `svc-${i % 5}` }] : [],
-          Namespace: `ns-${i % 4}`,
-          AuthMethod: i % 7 === 0 ? 'minikube' : '',
-          Local: i % 3 === 0,
-          CreateTime: new Date(1_800_000_000_000 + i * 1000).toISOString(),
-        }),
-      );
-    }
+    // Past the numbering limit of the policy links (half the records link a policy of their own),
+    // with namespaces, roles and services repeating.
+    for (let i = 0; i < 10_000; i++) tokens.push(variedToken(i, rnd));
     for (const [i, t] of tokens.entries()) {
       expect(objects.loadStored(encode(t))).toBe(true);
       expect(compact.loadStored(encode(t))).toBe(true);

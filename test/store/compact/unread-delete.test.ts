@@ -4,7 +4,7 @@ import { CompactTable } from '../../../src/store/compact/compact-table.js';
 import { MemTable, tokenCodec } from '../../../src/store/memory.js';
 import { encode } from '../../../src/store/records.js';
 import { tokensTable } from '../../../src/store/schema.js';
-import { tokenRecord } from '../../helpers/records.js';
+import { tokenRecord, variedToken } from '../../helpers/records.js';
 import { seeded } from '../../helpers/random.js';
 
 const TOKENS = 70_000;
@@ -16,20 +16,7 @@ describe('an unread delete', () => {
     const compact = new CompactTable<TokenRecord, string>(tokensTable, tokenCodec(64));
     const tokens: TokenRecord[] = [];
     for (let i = 0; i < TOKENS; i++) {
-      // Links of a token's own half the time (more distinct values than a field is numbered for), the rest repeating.
-      const token = tokenRecord({
-        AccessorID: `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`,
-        SecretID: `10000000-0000-4000-8000-${String(i).padStart(12, '0')}`,
-        ...(i % 11 === 0 ? { PreviousSecretID: `20000000-0000-4000-8000-${String(i).padStart(12, '0')}` } : {}),
-        Policies: rnd() < 0.5 ? [{ ID: `policy-${i}` }] : [{ ID: `shared-${i % 3}` }],
-        Roles: rnd() < 0.3 ? [{ ID: `role-${i % 2}` }] : [],
-        ServiceIdentities: rnd() < 0.3 ? [{ ServiceName: `svc-${i % 5}` }] : [],
-        Namespace: `ns-${i % 4}`,
-        AuthMethod: i % 7 === 0 ? 'minikube' : '',
-        Local: i % 3 === 0,
-        CreateTime: new Date(1_800_000_000_000 + i * 1000).toISOString(),
-        ...(i % 2 === 0 ? { ExpirationTime: new Date(1_800_000_000_000 + (i % 500) * 1000).toISOString() } : {}),
-      });
+      const token = variedToken(i, rnd);
       if (!compact.loadStored(encode(token))) throw new Error(`token ${i} refused`);
       tokens.push(token);
     }
