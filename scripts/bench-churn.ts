@@ -11,7 +11,7 @@
  * Every 20 s: logins a second and their p99, live tokens, RSS and disk (LevelDB and the audit log)
  * of each daemon, read p99. At the end: the replication lag p99 at dc2, tokens that authenticated
  * after expiry (must be 0), when each bounded part was full (the primary's change-log tail,
- * the audit log's rotated files, the hour of recent checks, each daemon's bytes of replaced and
+ * the audit log's rotated files, the window of recent checks, each daemon's bytes of replaced and
  * deleted tokens, full once first reclaimed) and whether RSS and disk stayed flat
  * (within 10%: the peaks of 5-minute windows, the samples' own spread printed beside them) from
  * then on, naming any part the run was too short to fill; and the login
@@ -21,7 +21,8 @@
  * (still under the churn), `dc1-first-ttl.heapsnapshot` and `dc1-end.heapsnapshot`, for
  * `npx tsx scripts/heap-compare.ts` (the largest retainers of each, side by side).
  * The audit log rotates at 8 MiB × 4 files here (audit_log_rotate_bytes, _max_files): a log that
- * grows with every login is flat only once it rotates, as an operator sizes it.
+ * grows with every login is flat only once it rotates, as an operator sizes it. The checks noted for dry
+ * runs reach back 8 minutes (recent_checks_window), so that part fills within a 30-minute run.
  */
 import { readdirSync } from 'node:fs';
 import { mkdir, mkdtemp, readdir, rename, rm } from 'node:fs/promises';
@@ -49,8 +50,12 @@ const AUDIT_ROTATE_BYTES = 8 * 1024 * 1024;
 const AUDIT_FILES = 4;
 /** Change-log entries the primary holds in memory at most (store/level-store.ts: 20,000, trimmed past 25,000). */
 const LOG_TAIL_FULL = 25_000;
-/** The checks asked in the last hour (recent_checks) are kept in quarter-hour buckets for an hour: full after it. */
-const RECENT_CHECKS_FULL_MS = 60 * 60_000;
+/**
+ * The checks noted for dry runs reach back 8 minutes here (recent_checks_window; an hour by default), in four buckets
+ * of a quarter of it: full once the first bucket has been dropped, a window and a quarter in.
+ */
+const RECENT_CHECKS_WINDOW_MS = 8 * 60_000;
+const RECENT_CHECKS_FULL_MS = RECENT_CHECKS_WINDOW_MS * 1.25;
 const HEAP_DIR = process.env.CHURN_HEAP_DIR;
 
 const mb = (b: number) => `${(b / 1024 / 1024).toFixed(0)} MB`;
@@ -256,7 +261,16 @@ async function main(): Promise<void> {
   const dir = await mkdtemp(join(tmpdir(), 'bench-churn-'));
   const pinned = canPin();
   const pin = pinned ? '1' : undefined;
-  const common = ['--login-rate', '0', '--audit-log-rotate-bytes', String(AUDIT_ROTATE_BYTES), '--audit-log-rotate-max-files', String(AUDIT_FILES)];
+  const common = [
+    '--login-rate',
+    '0',
+    '--audit-log-rotate-bytes',
+    String(AUDIT_ROTATE_BYTES),
+    '--audit-log-rotate-max-files',
+    String(AUDIT_FILES),
+    '--recent-checks-window',
+    `${RECENT_CHECKS_WINDOW_MS / 60_000}m`,
+  ];
   if (HEAP_DIR !== undefined) await mkdir(HEAP_DIR, { recursive: true });
   const dc1 = await startDaemonProcess(
     join(dir, 'dc1'),

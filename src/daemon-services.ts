@@ -75,8 +75,8 @@ export function buildServices(
     grants,
   });
   const urls = { allowedHosts: config.auth_method_allowed_hosts };
-  // The checks asked in the last hour (decisions here, enforcing clients' reports): what a dry run judges again.
-  const recentChecks = new RecentChecks(() => clock.now());
+  // The checks asked within recent_checks_window (decisions here, enforcing clients' reports): what a dry run judges again.
+  const recentChecks = new RecentChecks(() => clock.now(), config.recent_checks_window);
   // Binding-rule selectors: regular expressions compiled and run on a thread of their own.
   const selectors = new Selectors();
   return {

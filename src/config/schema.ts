@@ -159,6 +159,21 @@ export const configShape = {
    * (docs/operator-insight.md, "What a change would break").
    */
   recent_checks: setting({ arg: 'BOOL', help: 'note the checks asked in the last hour, for dry runs' }, bool.default(true)),
+  /**
+   * How far back the noted checks reach (kept in four buckets of a quarter of it each); a dry run judges what was asked
+   * within it. Their memory is bounded per bucket, so a shorter window holds less.
+   */
+  recent_checks_window: setting(
+    { arg: 'DURATION', help: 'how far back the checks noted for dry runs reach' },
+    duration
+      .pipe(
+        z
+          .number()
+          .min(60_000, 'must be at least 1m')
+          .max(7 * 24 * 3_600_000, 'must be at most 168h'),
+      )
+      .default(3_600_000),
+  ),
   /** Login tokens unused this long are revoked by the reaper; 0 turns it off (an auth method's TokenIdleTTL overrides). */
   login_token_idle_ttl: setting({ arg: 'DURATION', help: 'revoke login tokens unused this long; 0 off' }, duration.default(72 * 3_600_000)),
   /** fsync: a write is acknowledged once synced to disk. os: once handed to the OS. */

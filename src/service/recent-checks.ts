@@ -2,10 +2,10 @@ import { createHash } from 'node:crypto';
 import { ANONYMOUS_TOKEN_ID } from '../domain/ids.js';
 
 /**
- * The decisions seen in the last hour (docs/operator-insight.md, "What a change would break"): which checks each
- * token was asked about, at this server and as enforcing clients report them, so a dry run of a
- * policy or role change can judge them again before and after. Kept in four buckets of a
- * quarter of an hour each (what was seen within the last hour, give or take a quarter); every
+ * The decisions seen in the last hour, or the window recent_checks_window sets (docs/operator-insight.md, "What a
+ * change would break"): which checks each token was asked about, at this server and as enforcing clients report
+ * them, so a dry run of a policy or role change can judge them again before and after. Kept in four buckets of a
+ * quarter of the window each (what was seen within the window, give or take a quarter); every
  * bucket holds its own checks, so whatever filled one is gone with it.
  *
  * Bounded so that no one caller can blind the record for everyone else: each token may add only
@@ -28,7 +28,6 @@ export interface RecordedCheck {
 }
 
 const BUCKETS = 4;
-const BUCKET_MS = 15 * 60_000;
 
 /** Checks one token may add to a bucket, and the anonymous token (anyone's to use). */
 const PER_TOKEN = 1_000;
@@ -70,16 +69,21 @@ function keyOf(resource: string, segment: string | undefined, access: string, pa
 
 export class RecentChecks {
   private buckets: Bucket[] = [];
+  /** A bucket's span: a quarter of the window (an hour by default, recent_checks_window). */
+  private readonly bucketMs: number;
 
   constructor(
     private readonly now: () => number = Date.now,
+    windowMs = 3_600_000,
     private readonly maxEntries = 500_000,
-  ) {}
+  ) {
+    this.bucketMs = windowMs / BUCKETS;
+  }
 
   private current(): Bucket {
     const now = this.now();
     let b = this.buckets[this.buckets.length - 1];
-    if (b === undefined || now - b.start >= BUCKET_MS) {
+    if (b === undefined || now - b.start >= this.bucketMs) {
       b = {
         start: now,
         byToken: new Map(),
@@ -97,7 +101,7 @@ export class RecentChecks {
   }
 
   /**
-   * Whether this token's request (its body and place, as `text`) was noted in this quarter hour
+   * Whether this token's request (its body and place, as `text`) was noted in this bucket
    * already; if not, it is remembered as noted (the caller then notes its checks). What a
    * service asks over and over costs one look-up per request, not a record per check.
    */
@@ -157,12 +161,12 @@ export class RecentChecks {
     if (reporter !== undefined) b.byReporter.set(reporter, reported + 1);
   }
 
-  /** Every token with a check seen within the last hour, with those checks (each once). */
+  /** Every token with a check seen within the window, with those checks (each once). */
   *seen(): IterableIterator<[string, RecordedCheck[]]> {
-    const since = this.now() - BUCKETS * BUCKET_MS;
+    const since = this.now() - BUCKETS * this.bucketMs;
     const merged = new Map<string, Map<string, RecordedCheck>>();
     for (const b of this.buckets) {
-      if (b.start + BUCKET_MS < since) continue;
+      if (b.start + this.bucketMs < since) continue;
       for (const [accessor, keys] of b.byToken) {
         let checks = merged.get(accessor);
         if (checks === undefined) merged.set(accessor, (checks = new Map()));
@@ -172,7 +176,7 @@ export class RecentChecks {
     for (const [accessor, checks] of merged) yield [accessor, [...checks.values()]];
   }
 
-  /** What was not kept within the last hour: checks past a bucket's bounds or a token's or reporter's share. */
+  /** What was not kept within the window: checks past a bucket's bounds or a token's or reporter's share. */
   get dropped(): number {
     return this.buckets.reduce((n, b) => n + b.dropped, 0);
   }

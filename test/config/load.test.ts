@@ -94,6 +94,9 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ flags: { replication_backoff_min: '1m', replication_backoff_max: '2s' } })).toThrow(
       /replication_backoff_min: must not exceed replication_backoff_max/,
     );
+    expect(() => loadConfig({ flags: { recent_checks_window: '30s' } })).toThrow(/recent_checks_window: must be at least 1m/);
+    expect(loadConfig({}).recent_checks_window).toBe(3_600_000);
+    expect(loadConfig({ flags: { recent_checks_window: '8m' } }).recent_checks_window).toBe(480_000);
     expect(loadConfig({ flags: { replication_backoff_min: '100ms', replication_max_stale: '30s' } })).toMatchObject({
       replication_backoff_min: 100,
       replication_backoff_max: 2000,
