@@ -10,7 +10,7 @@
  * - Steady reads of long-lived tokens at both datacenters, at rest before the churn and during it.
  * Every 20 s: logins a second and their p99, live tokens, RSS and disk (LevelDB and the audit log)
  * of each daemon, read p99. At the end: the replication lag p99 at dc2, tokens that authenticated
- * after expiry (must be 0), when each bounded part was full (the primary's change-log tail,
+ * after expiry (must be 0), when each bounded part was full (the primary's change-log tail and its log on disk,
  * the audit log's rotated files, the window of recent checks, each daemon's bytes of replaced and
  * deleted tokens, full once first reclaimed) and whether RSS and disk stayed flat
  * (within 10%: the peaks of 5-minute windows, the samples' own spread printed beside them) from
@@ -20,9 +20,10 @@
  * CHURN_HEAP_DIR=<dir>: heap snapshots of dc1 into that directory, after the first MaxTokenTTL and at the end
  * (still under the churn), `dc1-first-ttl.heapsnapshot` and `dc1-end.heapsnapshot`, for
  * `npx tsx scripts/heap-compare.ts` (the largest retainers of each, side by side).
- * The audit log rotates at 8 MiB × 4 files here (audit_log_rotate_bytes, _max_files): a log that
+ * The audit log rotates at 2 MiB × 4 files here (audit_log_rotate_bytes, _max_files): a log that
  * grows with every login is flat only once it rotates, as an operator sizes it. The checks noted for dry
- * runs reach back 8 minutes (recent_checks_window), so that part fills within a 30-minute run.
+ * runs reach back 8 minutes (recent_checks_window), and the primary keeps 25,000 change-log entries on disk (log_retention), so those parts fill within
+ * the first ten minutes of a 30-minute run.
  */
 import { readdirSync } from 'node:fs';
 import { mkdir, mkdtemp, readdir, rename, rm } from 'node:fs/promises';
@@ -45,11 +46,17 @@ const SAMPLE_S = 20;
 const ENVELOPE_S = 300;
 const MANAGEMENT = '6b1f7d0e-1111-4222-8333-944444444444';
 const LAG_METRIC = 'watchword_replication_apply_lag_seconds';
-/** The audit log's rotation here: 8 MiB a file, four rotated files of each kind kept. */
-const AUDIT_ROTATE_BYTES = 8 * 1024 * 1024;
+/** The audit log's rotation here: 2 MiB a file, four rotated files of each kind kept (full within ten minutes). */
+const AUDIT_ROTATE_BYTES = 2 * 1024 * 1024;
 const AUDIT_FILES = 4;
 /** Change-log entries the primary holds in memory at most (store/level-store.ts: 20,000, trimmed past 25,000). */
 const LOG_TAIL_FULL = 25_000;
+/**
+ * Change-log entries the primary keeps on disk here (log_retention; 100,000 by default), trimmed in steps of a
+ * tenth past it (replication/primary.ts): full once that many more were written.
+ */
+const LOG_RETENTION = 25_000;
+const LOG_RETENTION_FULL = LOG_RETENTION * 1.1;
 /**
  * The checks noted for dry runs reach back 8 minutes here (recent_checks_window; an hour by default), in four buckets
  * of a quarter of it: full once the first bucket has been dropped, a window and a quarter in.
@@ -270,6 +277,8 @@ async function main(): Promise<void> {
     String(AUDIT_FILES),
     '--recent-checks-window',
     `${RECENT_CHECKS_WINDOW_MS / 60_000}m`,
+    '--log-retention',
+    String(LOG_RETENTION),
   ];
   if (HEAP_DIR !== undefined) await mkdir(HEAP_DIR, { recursive: true });
   const dc1 = await startDaemonProcess(
@@ -332,6 +341,7 @@ async function main(): Promise<void> {
     // When each bounded part is full: its growth is over from then on, and flatness is judged after the last.
     const full: Record<string, number | undefined> = {
       'change-log tail': undefined,
+      'change log on disk': undefined,
       'audit log': undefined,
       'recent checks': undefined,
       'token garbage dc1': undefined,
@@ -358,11 +368,13 @@ async function main(): Promise<void> {
         live2: stats2.Tokens,
       };
       rows.push(row);
+      const written = (await retried(() => indexOf(dc1.url))) - startIndex;
       const nowFull = {
-        'change-log tail': (await retried(() => indexOf(dc1.url))) - startIndex >= LOG_TAIL_FULL,
+        'change-log tail': written >= LOG_TAIL_FULL,
+        'change log on disk': written >= LOG_RETENTION_FULL,
         'audit log': readdirSync(join(dir, 'dc1', 'audit')).some((f) => f.endsWith(`.log.${AUDIT_FILES}`)),
         'recent checks': Date.now() - started >= RECENT_CHECKS_FULL_MS,
-        // Replaced and deleted tokens' bytes grow until first reclaimed (16 MiB here: docs/operations.md).
+        // Replaced and deleted tokens' bytes grow until first reclaimed (4 MiB here: docs/operations.md).
         'token garbage dc1': (stats1.TokenCompactions ?? 0) > 0,
         'token garbage dc2': (stats2.TokenCompactions ?? 0) > 0,
       };

@@ -117,12 +117,11 @@ export class Reaper {
       if (candidates.length === 0) break;
       const last = candidates[candidates.length - 1] as ExpiryCursor;
       after = last;
-      const ids = candidates.map((c) => c[1]);
       const timing = { ms: 0 };
       const written = this.store.transact(
         (tx) => {
           // Deleted as slots, unread: the expiry index says they are expired.
-          const reaped = tx.reapExpired(ids, this.options.isPrimary());
+          const reaped = tx.reapExpired(candidates, this.options.isPrimary());
           // Not one change-log entry per token: one `expire` change names the batch (secondaries apply it through their own expiry index).
           if (reaped.global) tx.logExpired({ Time: last[0], AccessorID: last[1] });
           return reaped.deleted;

@@ -164,7 +164,7 @@ export class CommittedState {
 
   /**
    * One record written (null: deleted); a token's secret that no token holds any more is noted
-   * as gone, unless the token had expired (`reaped`: the reaper deleted it for that): every server
+   * as gone, unless the token had expired (`reaped`, its expiry: the reaper deleted it for that): every server
    * refuses an expired token from its ExpirationTime on, and a reap of millions would push the
    * revocations that matter out of the note.
    */
@@ -175,7 +175,7 @@ export class CommittedState {
     bytes: Uint8Array | undefined,
     known: unknown,
     changed: ChangedRecords,
-    reaped = false,
+    reaped?: number,
   ): void {
     const t = this.tables[table] as AnyTable;
     // A delete whose record the caller did not read: the old version's indexed fields come from its bytes.
@@ -184,7 +184,7 @@ export class CommittedState {
         ? t.put(record, bytes !== undefined ? { bytes } : undefined)
         : known !== undefined
           ? t.delete(id, known)
-          : t.deleteUnread(id, table !== 'tokens' ? undefined : this.unreadAnswer(id, reaped));
+          : t.deleteUnread(id, table !== 'tokens' ? undefined : this.unreadAnswer(id, reaped !== undefined), reaped);
     if (table === 'policies' || table === 'roles') changed[table].push(id);
     if (table !== 'tokens') return;
     changed.tokens.push(id);
@@ -196,7 +196,7 @@ export class CommittedState {
     const before = was?.SecretID;
     const after = token?.SecretID;
     // A rotation's replaced secret still authenticates for its overlap: not gone.
-    const ended = token === null && was !== undefined && (reaped || isExpired(was, Date.now()));
+    const ended = token === null && was !== undefined && (reaped !== undefined || isExpired(was, Date.now()));
     if (before !== undefined && before !== after && before !== token?.PreviousSecretID && !ended) this.goneSecrets.add(before);
     if (after !== undefined) this.goneSecrets.forget(after);
   }

@@ -172,7 +172,7 @@ export class MemTable<R, I extends string> implements Table<R, I> {
     return old;
   }
 
-  deleteUnread(id: string, _answer?: readonly string[]): R | undefined {
+  deleteUnread(id: string, _answer?: readonly string[], _time?: number): R | undefined {
     return this.delete(id);
   }
 

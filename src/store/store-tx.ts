@@ -10,7 +10,7 @@ import type {
   Scope,
   TokenRecord,
 } from '../domain/types.js';
-import { type LayerEntry, type Tables, layerKey } from './memory.js';
+import { type ExpiryCursor, type LayerEntry, type Tables, layerKey } from './memory.js';
 import type { AnyTable } from './table.js';
 import {
   type IndexDef,
@@ -61,8 +61,11 @@ export type TableOp = {
   record: unknown | null;
   bytes?: Uint8Array;
   old?: unknown;
-  /** A token the reaper deleted without reading it (`reapExpired`): taken out of memory by its stored bytes. */
-  reaped?: true;
+  /**
+   * A token the reaper deleted without reading it (`reapExpired`): taken out of memory by its
+   * stored bytes; its expiry (ms), as the expiry index held it.
+   */
+  reaped?: number;
 };
 
 /** What a transaction reads beneath its own writes, and where it takes its indexes. */
@@ -357,23 +360,23 @@ export class StoreTx implements Tx {
    * (logExpired names the batch). A token with a write accepted and not yet durable is left for
    * a later pass; a global one is deleted only when `global` (the primary reaps them).
    */
-  reapExpired(ids: readonly string[], global: boolean): { deleted: number; global: boolean } {
+  reapExpired(expired: readonly ExpiryCursor[], global: boolean): { deleted: number; global: boolean } {
     const tokens = this.store.tables.tokens;
     let deleted = 0;
     let anyGlobal = false;
-    for (const id of ids) {
+    for (const [time, id] of expired) {
       if (this.lookup(layerKey.record('tokens', id)) !== undefined) continue;
       const local = tokens.isMember('local', '', id);
       if (local === undefined || (!local && !global)) continue;
-      this.reapUnread(id);
+      this.reapUnread(id, time);
       deleted++;
       if (!local) anyGlobal = true;
     }
     return { deleted, global: anyGlobal };
   }
 
-  private reapUnread(id: string): void {
-    this.tableOps.push({ table: 'tokens', id, record: null, reaped: true });
+  private reapUnread(id: string, time: number): void {
+    this.tableOps.push({ table: 'tokens', id, record: null, reaped: time });
     this.touched.set('tokens', this.index);
   }
 
@@ -387,7 +390,7 @@ export class StoreTx implements Tx {
       const batch = tokens.orderedUpTo(through.Time, 4096, after);
       for (const [time, id] of batch) {
         if (!upTo(time, id) || this.lookup(prefix + id) !== undefined || tokens.isMember('local', '', id)) continue;
-        this.reapUnread(id);
+        this.reapUnread(id, time);
         out.push(id);
       }
       if (batch.length < 4096) break;

@@ -10,7 +10,7 @@ import type {
   Scope,
   TokenRecord,
 } from '../domain/types.js';
-import type { StateReader, Tables } from './memory.js';
+import type { ExpiryCursor, StateReader, Tables } from './memory.js';
 import type { StagedStore } from './staging.js';
 import type { RecordList } from './table.js';
 import type { RecordTypes, TableName, WatchTable } from './schema.js';
@@ -236,7 +236,7 @@ export interface Tx extends TxReader {
    * reading them (a token with a write in flight is left for a later pass; global ones only when
    * `global`). How many were deleted, and whether a global one was (logExpired names the batch).
    */
-  reapExpired(ids: readonly string[], global: boolean): { deleted: number; global: boolean };
+  reapExpired(expired: readonly ExpiryCursor[], global: boolean): { deleted: number; global: boolean };
   /** A secondary applying `expire`: every global token up to `through` in the expiry order, as this transaction sees them, deleted; their IDs. */
   reapGlobalExpiredThrough(through: ExpiredThrough): string[];
   /** Deletes by the table's ID (the AccessorID; authMethodID for a method); returns whether something was deleted. */

@@ -65,10 +65,11 @@ export interface Table<R, I extends string> {
   delete(id: string, old?: R): R | undefined;
   /**
    * Deletes by ID without decoding the record when the table keeps bytes: its index keys read
-   * from them (the reaper's bulk deletes). Answers at least the fields the time order reads and
-   * those of `answer` (indexed fields), undefined when none of this ID is held.
+   * from them (the reaper's bulk deletes). Answers at least the fields of `answer` (indexed
+   * fields), undefined when none of this ID is held; `time`, where the ordered index holds it
+   * (the reaper found it there), spares reading its time.
    */
-  deleteUnread(id: string, answer?: readonly string[]): Partial<R> | undefined;
+  deleteUnread(id: string, answer?: readonly string[], time?: number): Partial<R> | undefined;
   /** After loading: puts the ordered index in order. */
   finishLoading(): void;
   /** Entries ordered at or before `until`, after the cursor `after` ([time, id]), at most `limit`. */

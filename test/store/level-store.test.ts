@@ -176,7 +176,7 @@ describe('LevelStore', () => {
     const [a, b, c, d] = tokens as [(typeof tokens)[0], (typeof tokens)[0], (typeof tokens)[0], (typeof tokens)[0]];
     // `b` has a last use on disk: it goes with the token; the others have none to delete.
     await store.transact((tx) => tx.putLastUse(b.AccessorID, Date.parse(at(0))));
-    const ids = store.reader.expiredTokens(Date.parse(at(9)), 10).map((e) => e[1]);
+    const ids = store.reader.expiredTokens(Date.parse(at(9)), 10);
     // `c` has a write accepted and not yet durable: the reap leaves it for a later pass.
     const rewritten = store.transact((tx) => tx.put('tokens', { ...c, Description: 'in flight' }));
     // Not the primary: only the Local ones (a, c) may go, and c is in flight.

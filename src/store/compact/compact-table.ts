@@ -11,11 +11,12 @@ export type { CompactCodec } from './table-loader.js';
 
 /**
  * Bytes of replaced and deleted records the arena may hold before it is compacted (and at least its
- * live bytes, so a compaction's copy is paid for by as many bytes written): one of its 16 MiB
- * chunks. A small table under churn (a few thousand login tokens) held 64 MiB of garbage for an
- * hour before this was lowered from that.
+ * live bytes, so a compaction's copy is paid for by as many bytes written): a quarter of one of its
+ * 16 MiB chunks, so a small table under churn (a few thousand login tokens) stays in one chunk. It
+ * held 64 MiB of garbage for an hour, then 16 MiB (a second chunk) for half of one, before this was
+ * lowered from those.
  */
-const GARBAGE_FLOOR = 16 * 1024 * 1024;
+const GARBAGE_FLOOR = 4 * 1024 * 1024;
 /**
  * Members of an index key up to which a walk in ID order sorts them (kept until one changes);
  * above it the walk filters the table's ID order by membership: a page of 1,000 then reads at
@@ -260,14 +261,15 @@ export class CompactTable<R, I extends string> implements Table<R, I> {
 
   /**
    * Deletes by ID without decoding the record (the reaper's bulk deletes, a follower's deletes):
-   * it leaves its indexes by its stored bytes (unread-delete.ts). Answers the fields the time
-   * order reads and those of `answer`, undefined when none is held.
+   * it leaves its indexes by its stored bytes (unread-delete.ts). Answers the fields of `answer`,
+   * and those the time order reads unless `time` is the one it holds the record at; undefined
+   * when none is held.
    */
-  deleteUnread(id: string, answer?: readonly string[]): Partial<R> | undefined {
+  deleteUnread(id: string, answer?: readonly string[], time?: number): Partial<R> | undefined {
     const slot = this.ids.get(id);
     if (slot === undefined) return undefined;
     const cached = this.decoded.get(slot);
-    let fields = cached === undefined ? this.unread.unindex(slot, answer) : undefined;
+    let fields = cached === undefined ? this.unread.unindex(slot, answer, time) : undefined;
     if (fields === undefined) {
       const record = cached ?? this.decode(this.arena.get(slot));
       this.unindex(record, slot);

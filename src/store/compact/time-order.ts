@@ -28,14 +28,17 @@ export class TimeOrder {
     set.add(slot);
   }
 
-  delete(time: number, slot: number): void {
+  /** Takes `slot` out of `time`; false when it was not held there. */
+  delete(time: number, slot: number): boolean {
     const set = this.atTime.get(time);
-    if (!set?.delete(slot) || set.size > 0) return;
+    if (!set?.delete(slot)) return false;
+    if (set.size > 0) return true;
     this.atTime.delete(time);
     if (++this.stale > 1024 && this.stale * 2 > this.times.length) {
       this.times = this.times.filter((t) => this.atTime.has(t));
       this.stale = 0;
     }
+    return true;
   }
 
   has(time: number, slot: number): boolean {

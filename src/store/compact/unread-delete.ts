@@ -53,11 +53,13 @@ export class UnreadDelete<R> {
 
   /**
    * Takes the positional record in `slot` out of the unique and non-unique indexes and the time
-   * order (not out of the ID table or the arena). Answers the fields the time order reads, those
-   * of `answer` (indexed fields) and those it decoded for keys; undefined, with nothing changed,
-   * when the bytes are not a positional record.
+   * order (not out of the ID table or the arena). Answers the fields of `answer` (indexed fields),
+   * those it decoded for keys, and the time order's unless `time` is where the order holds the
+   * slot (the reaper found it there: its time needs no decoding); undefined when the bytes are not
+   * a positional record, with nothing changed but the time order left at `time` (the caller's
+   * decoded delete then leaves the rest).
    */
-  unindex(slot: number, answer = NO_FIELDS): Partial<R> | undefined {
+  unindex(slot: number, answer = NO_FIELDS, time?: number): Partial<R> | undefined {
     const { arena, positional, inFields, indexFields, codec, multi, unique, order, def } = this.parts;
     const bytes = arena.get(slot);
     const { starts, ends, at, to, numbers, keysOf, found, notRead, readsOf } = this;
@@ -70,7 +72,8 @@ export class UnreadDelete<R> {
       to[i] = ends[f] as number;
       notRead[i] = true;
     }
-    for (const f of this.timeReads) notRead[f] = false;
+    const left = time !== undefined && order.delete(time, slot);
+    if (!left) for (const f of this.timeReads) notRead[f] = false;
     for (const f of this.fieldsOf(answer)) notRead[f] = false;
     for (const f of this.numbered) numbers[f] = this.values.of(f, bytes, at[f] as number, to[f] as number);
     for (let i = 0; i < multi.length; i++) {
@@ -94,8 +97,10 @@ export class UnreadDelete<R> {
     }
     // A unique key another record took over (in the same batch) stays with it.
     for (const u of unique) u.table.deleteSlot(slot);
-    const time = def.orderedBy?.time(fields);
-    if (time !== undefined) order.delete(time, slot);
+    if (!left) {
+      const at = def.orderedBy?.time(fields);
+      if (at !== undefined) order.delete(at, slot);
+    }
     return fields;
   }
 
