@@ -9,7 +9,8 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
  */
 const SLOWEST = [
   'test/e2e/etcd-restart.test.ts', // 59: five etcd crashes of 4 s and one of 15 s
-  'test/e2e/ha.test.ts', // 45
+  'test/e2e/ha.test.ts', // 45-53
+  'test/release/mixed-versions.test.ts', // 45: the previous release's daemons beside this one's
   'test/e2e/power-cut.test.ts', // 25-33: five power cuts on LazyFS, one of a whole HA datacenter
   'test/e2e/ui.test.ts', // 35-40
   'test/ha/simulation.test.ts', // 30-40

@@ -13,8 +13,16 @@ const MIN_BATCH = 16;
  * the core is the reaper's, about, and requests keep four fifths.
  */
 const REST_FACTOR = 12;
-/** A pass that deleted this many asks the disk to compact what it deleted. */
+/**
+ * Deletes after which the disk is asked to compact what was deleted: this many, or a quarter of
+ * the tokens held if more, counted over passes. A steady churn of logins deletes a few a second
+ * in every pass, and LevelDB kept their tombstones and old versions until its own compactions
+ * reached them (a small datacenter's store swung between 3 and 37 MB, the peaks a few minutes apart
+ * rising and falling); a full-range compaction's cost grows with the tokens held, so a large store
+ * waits for as large a share of them.
+ */
 const COMPACT_AFTER = 10_000;
+const COMPACT_SHARE = 0.25;
 import type { Clock } from '../domain/clock.js';
 import type { ExpiryCursor, Store } from '../store/store.js';
 import type { AuthMethodRecord } from '../domain/types.js';
@@ -73,6 +81,8 @@ export class Reaper {
   private watchingSince = 0;
   /** When the idle pass last ran. */
   private idleCheckedAt = Number.NEGATIVE_INFINITY;
+  /** Tokens deleted since the disk was last asked to compact. */
+  private sinceCompact = 0;
 
   constructor(
     private readonly store: Store,
@@ -89,7 +99,7 @@ export class Reaper {
   private schedule(): void {
     if (this.stopped) return;
     this.timer = setTimeout(() => {
-      this.running = this.reapOnce().then(async (n) => n + (this.idleDue() ? await this.reapIdle() : 0));
+      this.running = this.pass();
       this.running
         .catch((err: unknown) => this.options.onError?.(err))
         .finally(() => {
@@ -101,7 +111,17 @@ export class Reaper {
   }
 
   /**
-   * One full pass: every token expired now that this daemon may delete. Returns how many. A
+   * What runs every interval: the expired tokens deleted, the idle ones when that is due, then the
+   * disk asked to compact once enough have gone since it last was. Returns how many were deleted.
+   */
+  async pass(): Promise<number> {
+    const n = (await this.reapOnce()) + (this.idleDue() ? await this.reapIdle() : 0);
+    await this.compactDue(n);
+    return n;
+  }
+
+  /**
+   * Every token expired now that this daemon may delete. Returns how many. A
    * batch is bounded in count and in time (it grows or shrinks to about BATCH_WORK_MS of work),
    * and while requests are served the reaper rests REST_FACTOR times as long as each batch took.
    */
@@ -137,8 +157,15 @@ export class Reaper {
       await this.rest(work, performance.now() - started);
     }
     if (total > 0) this.options.onReaped?.(total, 'expired');
-    if (total >= COMPACT_AFTER) await this.options.compact?.().catch((err: unknown) => this.options.onError?.(err));
     return total;
+  }
+
+  /** After a pass that deleted `deleted`: the disk compacts the deleted range once enough have gone since it last did. */
+  private async compactDue(deleted: number): Promise<void> {
+    this.sinceCompact += deleted;
+    if (this.sinceCompact < Math.max(COMPACT_AFTER, this.store.count('tokens') * COMPACT_SHARE)) return;
+    this.sinceCompact = 0;
+    await this.options.compact?.().catch((err: unknown) => this.options.onError?.(err));
   }
 
   /**

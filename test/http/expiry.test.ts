@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { ManualClock } from '../../src/domain/clock.js';
 import { newTokenRecord } from '../../src/domain/token.js';
 import { Reaper } from '../../src/reaper/reaper.js';
+import { tokenRecord } from '../helpers/records.js';
 import { type TestDaemon, apiFor, secondaryConfig, startTestDaemon, waitFor } from '../helpers/test-daemon.js';
 
 describe('token expiry and reaping', () => {
@@ -119,6 +120,26 @@ describe('token expiry and reaping', () => {
     expect(d.daemon.store.currentIndex() - commitsBefore).toBe(3);
     const left = (await d.api('GET', '/v1/acl/tokens')).body.map((t: { AccessorID: string }) => t.AccessorID);
     expect(ids.filter((id) => left.includes(id))).toHaveLength(10);
+  });
+
+  it('asks the disk to compact once 10,000 tokens are deleted since it last did, over passes', async () => {
+    await d.daemon.reaper.stop();
+    const expiring = async (n: number, ttl: number) =>
+      d.daemon.store.transact((tx) => {
+        for (let i = 0; i < n; i++) tx.put('tokens', tokenRecord({ ExpirationTime: new Date(clock.now() + ttl).toISOString() }));
+      });
+    await expiring(6_000, 60_000);
+    await expiring(6_000, 120_000);
+    let compactions = 0;
+    const reaper = new Reaper(d.daemon.store, clock, { interval: 1000, isPrimary: () => true, compact: async () => void compactions++ });
+    clock.advance(61_000);
+    expect(await reaper.pass()).toBe(6_000);
+    expect(compactions).toBe(0);
+    clock.advance(60_000);
+    expect(await reaper.pass()).toBe(6_000);
+    expect(compactions).toBe(1);
+    expect(await reaper.pass()).toBe(0);
+    expect(compactions).toBe(1);
   });
 
   it('paces itself while requests are served: small batches, the event loop free between them', async () => {
