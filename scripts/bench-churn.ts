@@ -21,9 +21,10 @@
  * (still under the churn), `dc1-first-ttl.heapsnapshot` and `dc1-end.heapsnapshot`, for
  * `npx tsx scripts/heap-compare.ts` (the largest retainers of each, side by side).
  * The audit log rotates at 2 MiB × 4 files here (audit_log_rotate_bytes, _max_files): a log that
- * grows with every login is flat only once it rotates, as an operator sizes it. The checks noted for dry
- * runs reach back 8 minutes (recent_checks_window), and the primary keeps 25,000 change-log entries on disk (log_retention), so those parts fill within
- * the first ten minutes of a 30-minute run.
+ * grows with every login is flat only once it rotates, as an operator sizes it. The checks noted
+ * for dry runs reach back 8 minutes (recent_checks_window), and the primary keeps 25,000
+ * change-log entries on disk (log_retention), so those parts fill within the first ten minutes
+ * of a 30-minute run.
  */
 import { readdirSync } from 'node:fs';
 import { mkdir, mkdtemp, readdir, rename, rm } from 'node:fs/promises';
