@@ -14,14 +14,15 @@ const MIN_BATCH = 16;
  */
 const REST_FACTOR = 12;
 /**
- * Deletes after which the disk is asked to compact what was deleted: this many, or a quarter of
- * the tokens held if more, counted over passes. A steady churn of logins deletes a few a second
- * in every pass, and LevelDB kept their tombstones and old versions until its own compactions
- * reached them (a small datacenter's store swung between 3 and 37 MB, the peaks a few minutes apart
- * rising and falling); a full-range compaction's cost grows with the tokens held, so a large store
- * waits for as large a share of them.
+ * Token deletes after which the disk is asked to compact what was deleted: this many, or a quarter
+ * of the tokens held if more. Every delete counts, a reap's, a logout's or a replicated one's: each
+ * leaves a tombstone. LevelDB keeps tombstones and old versions until its own compactions reach
+ * them, and a compaction flushes the write-ahead log (up to 16 MiB): under a steady churn of
+ * logins a small datacenter's store swung between 3 and 37 MB, then, compacted every 10,000
+ * reaps, 3 to 20 MB minutes apart. A full-range compaction's cost grows with the tokens held, so a
+ * large store waits for as large a share of them.
  */
-const COMPACT_AFTER = 10_000;
+const COMPACT_AFTER = 5_000;
 const COMPACT_SHARE = 0.25;
 import type { Clock } from '../domain/clock.js';
 import type { ExpiryCursor, Store } from '../store/store.js';
@@ -81,14 +82,16 @@ export class Reaper {
   private watchingSince = 0;
   /** When the idle pass last ran. */
   private idleCheckedAt = Number.NEGATIVE_INFINITY;
-  /** Tokens deleted since the disk was last asked to compact. */
-  private sinceCompact = 0;
+  /** `store.deletedTokens()` when the disk was last asked to compact (or the reaper was made). */
+  private compactedAt: number;
 
   constructor(
     private readonly store: Store,
     private readonly clock: Clock,
     private readonly options: ReaperOptions,
-  ) {}
+  ) {
+    this.compactedAt = store.deletedTokens();
+  }
 
   start(): void {
     this.stopped = false;
@@ -116,7 +119,7 @@ export class Reaper {
    */
   async pass(): Promise<number> {
     const n = (await this.reapOnce()) + (this.idleDue() ? await this.reapIdle() : 0);
-    await this.compactDue(n);
+    await this.compactDue();
     return n;
   }
 
@@ -160,11 +163,11 @@ export class Reaper {
     return total;
   }
 
-  /** After a pass that deleted `deleted`: the disk compacts the deleted range once enough have gone since it last did. */
-  private async compactDue(deleted: number): Promise<void> {
-    this.sinceCompact += deleted;
-    if (this.sinceCompact < Math.max(COMPACT_AFTER, this.store.count('tokens') * COMPACT_SHARE)) return;
-    this.sinceCompact = 0;
+  /** After a pass: the disk compacts the deleted range once enough tokens have gone, by any path, since it last did. */
+  private async compactDue(): Promise<void> {
+    const deleted = this.store.deletedTokens();
+    if (deleted - this.compactedAt < Math.max(COMPACT_AFTER, this.store.count('tokens') * COMPACT_SHARE)) return;
+    this.compactedAt = deleted;
     await this.options.compact?.().catch((err: unknown) => this.options.onError?.(err));
   }
 

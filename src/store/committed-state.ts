@@ -66,6 +66,8 @@ export class CommittedState {
   readonly goneSecrets = new GoneSecrets();
   /** Each token's last use known here: flushed, and seen since (last-use.ts). */
   lastUse = new LastUseBook();
+  /** Tokens deleted from this state, by any path (a reap, a delete, a logout, a replicated change). */
+  tokensDeleted = 0;
 
   constructor(logID: string) {
     this.logID = logID;
@@ -192,7 +194,10 @@ export class CommittedState {
     const was = old as Partial<TokenRecord> | undefined;
     // Before a deleted token's use is forgotten: the book counts the used tokens by the hour they were made.
     this.lastUse.tokenMade(id, was?.CreateTime, token?.CreateTime);
-    if (token === null) this.lastUse.forget(id);
+    if (token === null) {
+      this.lastUse.forget(id);
+      if (was !== undefined) this.tokensDeleted++;
+    }
     const before = was?.SecretID;
     const after = token?.SecretID;
     // A rotation's replaced secret still authenticates for its overlap: not gone.

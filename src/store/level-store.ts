@@ -137,6 +137,10 @@ export class LevelStore implements Store {
     return this.state.tables[table].size;
   }
 
+  deletedTokens(): number {
+    return this.state.tokensDeleted;
+  }
+
   tableIndex(table: WatchTable): number {
     return this.state.tableIndex(table);
   }

@@ -345,6 +345,8 @@ export interface Store extends CatchUpStore {
   currentIndex(): number;
   tableIndex(table: WatchTable): number;
   count(table: TableName): number;
+  /** Tokens deleted since the store opened, by any path (reaps, deletes, logouts, replicated changes). */
+  deletedTokens(): number;
   /** Each token's last use known here (docs/http-api.md, "Last use"): uses are recorded in it, a flush writes them. */
   readonly lastUse: LastUseBook;
   /** Runs `fn` (synchronous) and resolves with its result once the writes are durable. */
