@@ -17,16 +17,18 @@
  * then on, naming any part the run was too short to fill; and the login
  * ceiling: closed-loop logins at dc1 against raw LevelDB synced puts, in the same run (median
  * of 3 rounds each).
- * CHURN_HEAP_DIR=<dir>: heap snapshots of dc1 into that directory, after the first MaxTokenTTL and at the end
- * (still under the churn), `dc1-first-ttl.heapsnapshot` and `dc1-end.heapsnapshot`, for
+ * CHURN_HEAP_DIR=<dir>: heap snapshots of both daemons into that directory, after the first MaxTokenTTL and at the
+ * end (still under the churn), `dc1-first-ttl.heapsnapshot`, `dc1-end.heapsnapshot` and dc2's likewise, for
  * `npx tsx scripts/heap-compare.ts` (the largest retainers of each, side by side).
+ * CHURN_ROWS=<file>: every sample appended to that file as a JSON line, with each daemon's V8 heap (used, total) and
+ * external memory beside its RSS.
  * The audit log rotates at 2 MiB × 4 files here (audit_log_rotate_bytes, _max_files): a log that
  * grows with every login is flat only once it rotates, as an operator sizes it. The checks noted
  * for dry runs reach back 8 minutes (recent_checks_window), and the primary keeps 25,000
  * change-log entries on disk (log_retention), so those parts fill within the first ten minutes
  * of a 30-minute run.
  */
-import { readdirSync } from 'node:fs';
+import { appendFileSync, readdirSync } from 'node:fs';
 import { mkdir, mkdtemp, readdir, rename, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -34,7 +36,7 @@ import autocannon from 'autocannon';
 import { SignJWT, exportSPKI, generateKeyPair } from 'jose';
 import { canPin, diskUsage, medianOf, pinSelf, startProcess, unpinSelf } from './bench-process.js';
 import { memoryOf } from './bench-seed.js';
-import { histogram, quantile } from './bench-metrics.js';
+import { gauges, histogram, quantile } from './bench-metrics.js';
 import { startDaemonProcess, stopDaemonProcess } from './daemon-process.js';
 
 const MINUTES = Number(process.argv[2] ?? 10);
@@ -65,6 +67,9 @@ const LOG_RETENTION_FULL = LOG_RETENTION * 1.1;
 const RECENT_CHECKS_WINDOW_MS = 8 * 60_000;
 const RECENT_CHECKS_FULL_MS = RECENT_CHECKS_WINDOW_MS * 1.25;
 const HEAP_DIR = process.env.CHURN_HEAP_DIR;
+const ROWS_FILE = process.env.CHURN_ROWS;
+/** What each daemon's memory is made of, written with every sample to CHURN_ROWS (one JSON object a line). */
+const MEMORY_GAUGES = ['nodejs_heap_size_used_bytes', 'nodejs_heap_size_total_bytes', 'nodejs_external_memory_bytes'] as const;
 
 const mb = (b: number) => `${(b / 1024 / 1024).toFixed(0)} MB`;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -128,14 +133,16 @@ async function jwtMethod(url: string, name: string, locality: 'global' | 'local'
  */
 async function heapSnapshot(daemon: { proc: { pid?: number }; url: string }, name: string): Promise<void> {
   if (HEAP_DIR === undefined) return;
-  const taken = (await readdir(HEAP_DIR)).filter((f) => f.endsWith('.heapsnapshot'));
+  // Each daemon writes into a directory of its own (its name's prefix), so a snapshot is never taken for another's.
+  const into = join(HEAP_DIR, name.slice(0, 3));
+  const taken = (await readdir(into)).filter((f) => f.endsWith('.heapsnapshot'));
   const t = performance.now();
   process.kill(daemon.proc.pid as number, 'SIGUSR2');
   for (;;) {
     await sleep(500);
-    const made = (await readdir(HEAP_DIR)).find((f) => f.endsWith('.heapsnapshot') && !taken.includes(f) && f.startsWith('Heap'));
+    const made = (await readdir(into)).find((f) => f.endsWith('.heapsnapshot') && !taken.includes(f) && f.startsWith('Heap'));
     if (made !== undefined && (await fetch(`${daemon.url}/v1/agent/self`, { headers: { 'X-Consul-Token': MANAGEMENT } }).then((r) => r.ok, () => false))) {
-      await rename(join(HEAP_DIR, made), join(HEAP_DIR, `${name}.heapsnapshot`));
+      await rename(join(into, made), join(HEAP_DIR, `${name}.heapsnapshot`));
       process.stdout.write(`     heap snapshot ${join(HEAP_DIR, `${name}.heapsnapshot`)} (${((performance.now() - t) / 1000).toFixed(1)} s)\n`);
       return;
     }
@@ -281,14 +288,15 @@ async function main(): Promise<void> {
     '--log-retention',
     String(LOG_RETENTION),
   ];
-  if (HEAP_DIR !== undefined) await mkdir(HEAP_DIR, { recursive: true });
+  if (HEAP_DIR !== undefined) for (const dc of ['dc1', 'dc2']) await mkdir(join(HEAP_DIR, dc), { recursive: true });
+  const snapshots = (dc: string) => (HEAP_DIR !== undefined ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${join(HEAP_DIR, dc)}`] : []);
   const dc1 = await startDaemonProcess(
     join(dir, 'dc1'),
     ['--initial-management-token', MANAGEMENT, ...common],
     undefined,
     pin,
     60_000,
-    HEAP_DIR !== undefined ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${HEAP_DIR}`] : [],
+    snapshots('dc1'),
   );
   const dc2 = await startDaemonProcess(
     join(dir, 'dc2'),
@@ -296,6 +304,7 @@ async function main(): Promise<void> {
     undefined,
     pin,
     60_000,
+    snapshots('dc2'),
   );
   const stopReads: Array<() => void> = [];
   try {
@@ -369,6 +378,10 @@ async function main(): Promise<void> {
         live2: stats2.Tokens,
       };
       rows.push(row);
+      if (ROWS_FILE !== undefined) {
+        const memory = (url: string) => retried(() => gauges(url, MEMORY_GAUGES, MANAGEMENT));
+        appendFileSync(ROWS_FILE, `${JSON.stringify({ ...row, dc1: await memory(dc1.url), dc2: await memory(dc2.url) })}\n`);
+      }
       const written = (await retried(() => indexOf(dc1.url))) - startIndex;
       const nowFull = {
         'change-log tail': written >= LOG_TAIL_FULL,
@@ -394,9 +407,11 @@ async function main(): Promise<void> {
       if (!firstSnapshot && row.t >= TTL_MS / 1000 + 30) {
         firstSnapshot = true;
         await heapSnapshot(dc1, 'dc1-first-ttl');
+        await heapSnapshot(dc2, 'dc2-first-ttl');
       }
     }
     await heapSnapshot(dc1, 'dc1-end');
+    await heapSnapshot(dc2, 'dc2-end');
     churn.stop();
     for (const s of stopReads.splice(0)) s();
     const lagAfter = await histogram(dc2.url, LAG_METRIC, MANAGEMENT);

@@ -9,6 +9,17 @@ export async function histogram(url: string, name: string, token: string): Promi
   return out;
 }
 
+/** Gauges without labels by name (`watchword_` prefixed), from one scrape of the Prometheus text. */
+export async function gauges(url: string, names: readonly string[], token: string): Promise<Record<string, number>> {
+  const text = await (await fetch(`${url}/v1/agent/metrics?format=prometheus`, { headers: { 'X-Service-Token': token } })).text();
+  const out: Record<string, number> = {};
+  for (const name of names) {
+    const m = new RegExp(`^watchword_${name} (\\S+)$`, 'm').exec(text);
+    if (m) out[name] = Number(m[1]);
+  }
+  return out;
+}
+
 /** A quantile from cumulative bucket counts, interpolating inside the bucket (as Prometheus does). */
 export function quantile(buckets: Array<[number, number]>, q: number): number {
   const total = buckets[buckets.length - 1]?.[1] ?? 0;

@@ -1,4 +1,4 @@
-#!/usr/bin/env -S node --max-semi-space-size=32
+#!/usr/bin/env -S node --max-semi-space-size=32 --heap-growing-percent=50
 import { rmSync } from 'node:fs';
 import { type Command, Option } from 'commander';
 import { ioOfCommand, processIO } from './cli/io.js';

@@ -9,9 +9,12 @@ const fromSource = here.endsWith('.ts');
  * them: a young generation of 32 MB (semi-spaces) rather than 16, so that a burst of creates
  * spends less time in scavenges (4-8% more creates a second measured on two cores). 64 MB
  * gave no more, and cost ~200 MB of RSS at the peak of a fresh secondary's catch-up of a
- * million tokens (806 MB against 592) and ~75 MB after a start on them.
+ * million tokens (806 MB against 592) and ~75 MB after a start on them. And an old generation
+ * let grow to half again its live size before it is collected, not V8's own factor of up to 4:
+ * under a steady churn of logins a secondary's heap swung between 138 and 237 MB (live 60-75 MB),
+ * its RSS by 26% (`npm run bench:churn -- 30`); with the fixed factor by 7%.
  */
-export const DAEMON_NODE_FLAGS = ['--max-semi-space-size=32'];
+export const DAEMON_NODE_FLAGS = ['--max-semi-space-size=32', '--heap-growing-percent=50'];
 
 /**
  * How to run the `watchword` executable as a child process (node's arguments before the
