@@ -131,10 +131,11 @@ async function jwtMethod(url: string, name: string, locality: 'global' | 'local'
  * HEAP_DIR/<name>.heapsnapshot. Node writes it on the daemon's main thread, so the daemon answers again once
  * the file is whole.
  */
-async function heapSnapshot(daemon: { proc: { pid?: number }; url: string }, name: string): Promise<void> {
+async function heapSnapshot(daemon: { proc: { pid?: number }; url: string }, dc: string, when: string): Promise<void> {
   if (HEAP_DIR === undefined) return;
-  // Each daemon writes into a directory of its own (its name's prefix), so a snapshot is never taken for another's.
-  const into = join(HEAP_DIR, name.slice(0, 3));
+  const name = `${dc}-${when}`;
+  // Each daemon writes into a directory of its own, so a snapshot is never taken for another's.
+  const into = join(HEAP_DIR, dc);
   const taken = (await readdir(into)).filter((f) => f.endsWith('.heapsnapshot'));
   const t = performance.now();
   process.kill(daemon.proc.pid as number, 'SIGUSR2');
@@ -406,12 +407,12 @@ async function main(): Promise<void> {
       );
       if (!firstSnapshot && row.t >= TTL_MS / 1000 + 30) {
         firstSnapshot = true;
-        await heapSnapshot(dc1, 'dc1-first-ttl');
-        await heapSnapshot(dc2, 'dc2-first-ttl');
+        await heapSnapshot(dc1, 'dc1', 'first-ttl');
+        await heapSnapshot(dc2, 'dc2', 'first-ttl');
       }
     }
-    await heapSnapshot(dc1, 'dc1-end');
-    await heapSnapshot(dc2, 'dc2-end');
+    await heapSnapshot(dc1, 'dc1', 'end');
+    await heapSnapshot(dc2, 'dc2', 'end');
     churn.stop();
     for (const s of stopReads.splice(0)) s();
     const lagAfter = await histogram(dc2.url, LAG_METRIC, MANAGEMENT);

@@ -1,7 +1,12 @@
 /** A daemon's Prometheus histograms as the benchmarks read them (`/v1/agent/metrics?format=prometheus`). */
 /** Cumulative buckets of a Prometheus histogram, from the text format. */
+/** One scrape of a daemon's metrics as Prometheus text. */
+async function scrape(url: string, token: string): Promise<string> {
+  return (await fetch(`${url}/v1/agent/metrics?format=prometheus`, { headers: { 'X-Service-Token': token } })).text();
+}
+
 export async function histogram(url: string, name: string, token: string): Promise<Array<[number, number]>> {
-  const text = await (await fetch(`${url}/v1/agent/metrics?format=prometheus`, { headers: { 'X-Service-Token': token } })).text();
+  const text = await scrape(url, token);
   const out: Array<[number, number]> = [];
   for (const m of text.matchAll(new RegExp(`^${name}_bucket\\{le="([^"]+)"\\} (\\d+)$`, 'gm'))) {
     out.push([m[1] === '+Inf' ? Infinity : Number(m[1]), Number(m[2])]);
@@ -11,7 +16,7 @@ export async function histogram(url: string, name: string, token: string): Promi
 
 /** Gauges without labels by name (`watchword_` prefixed), from one scrape of the Prometheus text. */
 export async function gauges(url: string, names: readonly string[], token: string): Promise<Record<string, number>> {
-  const text = await (await fetch(`${url}/v1/agent/metrics?format=prometheus`, { headers: { 'X-Service-Token': token } })).text();
+  const text = await scrape(url, token);
   const out: Record<string, number> = {};
   for (const name of names) {
     const m = new RegExp(`^watchword_${name} (\\S+)$`, 'm').exec(text);
