@@ -35,6 +35,9 @@ function hasFusermount(): boolean {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** How long a mount may take (a caller's hook must allow for it). */
+export const MOUNT_WAIT_MS = 60_000;
+
 /**
  * Where LazyFS's configuration is written. LazyFS takes `--config-path P` only when P does not
  * contain "-o" in any letter case (it takes such a P for a FUSE option and falls back to
@@ -96,11 +99,13 @@ export class LazyFS {
     proc.stdout?.on('data', keep);
     proc.stderr?.on('data', keep);
     const fs = new LazyFS(mnt, fifo, proc);
-    const deadline = Date.now() + 10_000;
+    // LazyFS touches its whole cache before it mounts: half a gigabyte took over 10 s on a
+    // loaded two-core machine running the suite beside it.
+    const deadline = Date.now() + MOUNT_WAIT_MS;
     while (!(await fs.mounted())) {
       if (proc.exitCode !== null || Date.now() > deadline) {
         proc.kill('SIGKILL');
-        throw new Error(`LazyFS did not mount at ${mnt}: ${err.trim() || `exit ${proc.exitCode}`}`);
+        throw new Error(`LazyFS did not mount at ${mnt} within ${MOUNT_WAIT_MS / 1000} s: ${err.trim() || `exit ${proc.exitCode}`}`);
       }
       await sleep(50);
     }

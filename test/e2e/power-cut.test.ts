@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { etcdBinary } from '../../src/testing/etcd.js';
 import { startCluster } from '../../src/testing/index.js';
-import { LazyFS, lazyfsUnavailable } from '../../src/testing/lazyfs.js';
+import { LazyFS, lazyfsUnavailable, MOUNT_WAIT_MS } from '../../src/testing/lazyfs.js';
 import { type AgentProcess, spawnAgent } from '../helpers/process.js';
 import { type Api, apiFor } from '../helpers/test-daemon.js';
 
@@ -107,7 +107,7 @@ describe.skipIf(unavailable !== undefined)(`power cuts on LazyFS (seed ${seed})`
   beforeAll(async () => {
     root = await mkdtemp(join(tmpdir(), 'watchword-power-cut-'));
     fs = await LazyFS.mount(root);
-  });
+  }, MOUNT_WAIT_MS + 10_000);
   afterAll(async () => {
     if (agent?.proc.exitCode === null && agent.proc.signalCode === null) await agent.kill();
     await fs?.unmount();
