@@ -1,7 +1,10 @@
 // The ceilings the real routes are compared against, each a process of its own started by
 // bench.ts: a bare route returning a token-sized constant JSON object, through Fastify
 // (`fastify`, the default) or straight on node:http (`node`: the runtime's own ceiling, what
-// any HTTP server in node pays before its first line of logic). Prints its port.
+// any HTTP server in node pays before its first line of logic), or the very bytes of a read
+// of the daemon (`same <file>`: its status, headers and body, captured once by bench-http.ts;
+// the ceiling a read of the daemon is judged against). Prints its port.
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import Fastify from 'fastify';
 
@@ -20,7 +23,17 @@ const TOKEN = {
 };
 
 let port = 0;
-if (process.argv[2] === 'node') {
+if (process.argv[2] === 'same') {
+  // The answer as the daemon gave it; node adds what it adds to every answer (date, keep-alive).
+  const answer = JSON.parse(readFileSync(process.argv[3] as string, 'utf8')) as { status: number; headers: Record<string, string>; body: string };
+  const server = createServer((_req, res) => {
+    res.writeHead(answer.status, answer.headers);
+    res.end(answer.body);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const addr = server.address();
+  port = typeof addr === 'object' && addr ? addr.port : 0;
+} else if (process.argv[2] === 'node') {
   // The same work a JSON route must do per request: serialise the object, send it with its length.
   const server = createServer((req, res) => {
     if (req.url !== '/baseline') {

@@ -10,7 +10,10 @@
  * (user + system, all threads, from /proc), so that where the time goes is told apart from
  * how busy the machine is. Without taskset (or with one core) nothing is pinned, and it says so.
  */
-import { readFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { SignJWT, exportSPKI, generateKeyPair } from 'jose';
 import { medianOf, pinSelf, startDaemonAndBaseline, startProcess, unpinSelf } from './bench-process.js';
@@ -27,6 +30,8 @@ export interface HttpBench {
   bare: HttpRow;
   /** The bare node:http route. */
   node: HttpRow;
+  /** A bare node:http route answering the very bytes of the token read (status, headers, body). */
+  same: HttpRow;
   read: HttpRow;
   self: HttpRow;
   expanded: HttpRow;
@@ -119,18 +124,22 @@ export async function loginBody(url: string, headers: Record<string, string>): P
 export async function httpBench(dataDir: string, secret: string, options: HttpBenchOptions): Promise<HttpBench> {
   // Logins as fast as they come: the per-client login rate limit is not what is measured.
   const { pinned, pin, daemon, bareURL, baselinePid, nodeURL, nodePid, stop } = await startDaemonAndBaseline(dataDir, ['--login-rate', '0']);
+  let stopSame = async (): Promise<void> => undefined;
   try {
     const headers = { 'X-Service-Token': secret };
     const login = await loginBody(daemon.url, headers);
     const self = (await (await fetch(`${daemon.url}/v1/acl/token/self`, { headers })).json()) as { AccessorID: string };
     const check = (await (await fetch(`${daemon.url}/v1/acl/tokens?policy=${options.filterPolicies[7]}`, { headers })).json()) as unknown[];
     if (check.length !== 10) throw new Error(`expected 10 tokens for the policy filter, got ${check.length}`);
+    const same = await sameBytesRoute(`${daemon.url}/v1/acl/token/${self.AccessorID}`, headers, pin);
+    stopSame = same.stop;
     if (pinned) pinSelf('0');
 
     let next = 0;
     const scenarios: Record<string, { pid: number | undefined; opts: autocannon.Options }> = {
       bare: { pid: baselinePid, opts: { url: bareURL } },
       node: { pid: nodePid, opts: { url: nodeURL } },
+      same: { pid: same.pid, opts: { url: same.url } },
       read: { pid: daemon.proc.pid, opts: { url: `${daemon.url}/v1/acl/token/${self.AccessorID}`, headers } },
       self: { pid: daemon.proc.pid, opts: { url: `${daemon.url}/v1/acl/token/self`, headers } },
       expanded: { pid: daemon.proc.pid, opts: { url: `${daemon.url}/v1/acl/token/${self.AccessorID}?expanded`, headers } },
@@ -156,7 +165,7 @@ export async function httpBench(dataDir: string, secret: string, options: HttpBe
       login: { pid: daemon.proc.pid, opts: { url: `${daemon.url}/v1/acl/login`, method: 'POST', headers: { 'Content-Type': 'application/json' }, body: login } },
     };
     let deleted = 0;
-    const wanted = (name: string) => name === 'bare' || name === 'node' || options.only === undefined || options.only.has(name);
+    const wanted = (name: string) => name === 'bare' || name === 'node' || name === 'same' || options.only === undefined || options.only.has(name);
     const run = async (name: string, seconds: number, amount?: number): Promise<HttpRow> => {
       const given = scenarios[name] as (typeof scenarios)[string];
       const s = amount === undefined ? given : { ...given, opts: { ...given.opts, amount } };
@@ -193,7 +202,7 @@ export async function httpBench(dataDir: string, secret: string, options: HttpBe
     };
 
     // Warm up: compiled code on both sides, and the store's compaction after the seeding.
-    const reads = ['bare', 'node', 'read', 'self', 'expanded', 'filter'];
+    const reads = ['bare', 'node', 'same', 'read', 'self', 'expanded', 'filter'];
     for (const name of reads) if (wanted(name)) await run(name, 2);
     const rounds = Math.max(3, options.rounds);
     const deletes = DELETES_TO_WARM_UP + rounds * DELETES_PER_ROUND;
@@ -226,6 +235,7 @@ export async function httpBench(dataDir: string, secret: string, options: HttpBe
     return {
       bare: med('bare'),
       node: med('node'),
+      same: med('same'),
       read: med('read'),
       self: med('self'),
       expanded: med('expanded'),
@@ -240,8 +250,53 @@ export async function httpBench(dataDir: string, secret: string, options: HttpBe
     };
   } finally {
     if (pinned) unpinSelf();
+    await stopSame();
     await stop();
   }
+}
+
+/**
+ * The ceiling of a read: a bare node:http route, pinned as the daemon is, answering the status,
+ * headers and body the daemon answered `url` with (node's own date and keep-alive headers aside,
+ * which it adds to every answer).
+ */
+async function sameBytesRoute(url: string, headers: Record<string, string>, pin: string | undefined): Promise<{ url: string; pid: number | undefined; stop(): Promise<void> }> {
+  const answer = await new Promise<{ status: number; headers: Record<string, string>; body: string }>((resolve, reject) => {
+    const req = request(url, { headers }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        const kept: Record<string, string> = {};
+        const raw = res.rawHeaders;
+        for (let i = 0; i < raw.length; i += 2) {
+          const name = raw[i] as string;
+          if (!/^(date|connection|keep-alive|transfer-encoding)$/i.test(name)) kept[name] = raw[i + 1] as string;
+        }
+        resolve({ status: res.statusCode ?? 0, headers: kept, body: Buffer.concat(chunks).toString('utf8') });
+      });
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end();
+  });
+  if (answer.status !== 200) throw new Error(`the read to copy answered ${answer.status}`);
+  const dir = await mkdtemp(join(tmpdir(), 'bench-same-'));
+  const file = join(dir, 'answer.json');
+  await writeFile(file, JSON.stringify(answer));
+  const { proc, firstLine } = startProcess(['scripts/bench-baseline.ts', 'same', file], pin);
+  const port = await firstLine;
+  return {
+    url: `http://127.0.0.1:${port}/v1/acl/token/same`,
+    pid: proc.pid,
+    stop: async () => {
+      if (proc.exitCode === null) {
+        const exited = new Promise((r) => proc.once('exit', r));
+        proc.kill('SIGTERM');
+        await exited;
+      }
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
 }
 
 /** A floor of docs/development.md, "Development" beside its figure. */
@@ -273,13 +328,25 @@ export function httpFloors(r: HttpBench, tokens: number): FloorRow[] {
   ];
   const ran = (v: HttpRow) => Number.isFinite(v.reqPerSec);
   // Reads against the runtime's ceiling (node:http), and as before against Fastify's.
+  if (ran(r.same)) rows.push(row("bare node:http route, the token read's own bytes", r.same, x(r.same.reqPerSec, r.node.reqPerSec), 'ceiling of reads', ''));
+  // Reads against the runtime's ceiling for their own bytes (node:http answering them), the plain node:http and Fastify routes beside.
   const read = (scenario: string, v: HttpRow, floor: number) =>
-    rows.push(row(scenario, v, `${x(v.reqPerSec, r.node.reqPerSec)} node, ${x(v.reqPerSec, r.bare.reqPerSec)} Fastify`, `>= ${floor.toFixed(2)}x node`, v.reqPerSec >= floor * r.node.reqPerSec));
+    rows.push(
+      row(
+        scenario,
+        v,
+        `${x(v.reqPerSec, r.same.reqPerSec)} same bytes, ${x(v.reqPerSec, r.node.reqPerSec)} node, ${x(v.reqPerSec, r.bare.reqPerSec)} Fastify`,
+        `>= ${floor.toFixed(2)}x same bytes`,
+        v.reqPerSec >= floor * r.same.reqPerSec,
+      ),
+    );
   if (ran(r.read)) {
     read('token read by accessor', r.read, 0.95);
     if (r.read.cpuMicros !== undefined && r.node.cpuMicros !== undefined) {
       rows.push(row('  server CPU per read vs per bare node:http request', r.read, `${(r.read.cpuMicros / r.node.cpuMicros).toFixed(2)}x`, '', ''));
     }
+    if (r.read.cpuMicros !== undefined && r.same.cpuMicros !== undefined)
+      rows.push(row('  server CPU per read vs per same-bytes request', r.read, `${(r.read.cpuMicros / r.same.cpuMicros).toFixed(2)}x`, '', ''));
   }
   if (ran(r.self)) read('token self', r.self, 0.95);
   if (ran(r.expanded)) rows.push(row('token read ?expanded', r.expanded, `${x(r.expanded.reqPerSec, r.node.reqPerSec)} node, ${x(r.expanded.reqPerSec, r.bare.reqPerSec)} Fastify`, '>= 0.30x Fastify', r.expanded.reqPerSec >= 0.3 * r.bare.reqPerSec));
