@@ -41,6 +41,8 @@ export function clientOf(
   req: IncomingMessage,
   vouch: ForwarderCheck | undefined,
 ): { client: string; viaPeer: string | undefined } {
+  // Not forwarded (nearly every request): the socket's address, nothing to judge or keep.
+  if (req.headers[FORWARDED_FOR_HEADER] === undefined) return { client: plainAddress(ip), viaPeer: undefined };
   let who = vouched.get(req);
   if (who === undefined) vouched.set(req, (who = judgeForwarder(ip, req, vouch)));
   return who;
