@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { SignJWT, exportSPKI, generateKeyPair } from 'jose';
-import { medianOf, pinSelf, startDaemonAndBaseline, startProcess, unpinSelf } from './bench-process.js';
+import { medianOf, pinSelf, startDaemonAndBaseline, startProcess, stopProcess, unpinSelf } from './bench-process.js';
 
 export interface HttpRow {
   reqPerSec: number;
@@ -289,11 +289,7 @@ async function sameBytesRoute(url: string, headers: Record<string, string>, pin:
     url: `http://127.0.0.1:${port}/v1/acl/token/same`,
     pid: proc.pid,
     stop: async () => {
-      if (proc.exitCode === null) {
-        const exited = new Promise((r) => proc.once('exit', r));
-        proc.kill('SIGTERM');
-        await exited;
-      }
+      await stopProcess(proc);
       await rm(dir, { recursive: true, force: true });
     },
   };

@@ -411,6 +411,9 @@ class DirectServing {
   }
 }
 
+/** An answer's headers: by name, or prepared as names and values side by side. */
+type AnswerHeaders = Record<string, string | number> | readonly string[];
+
 /**
  * Answers held until the event loop has run every request it read this turn, then written in
  * one burst. Each write to a client that is waiting in its poll wakes it, and on loopback the
@@ -420,9 +423,6 @@ class DirectServing {
  * the server's CPU per read (77 to 42 µs; `perf` put the difference in that wake-up). A
  * request alone in its turn waits for nothing but the turn's end.
  */
-/** An answer's headers: by name, or prepared as names and values side by side. */
-type AnswerHeaders = Record<string, string | number> | readonly string[];
-
 class AnswerBatch {
   private readonly pending: Array<{
     res: ServerResponse;
