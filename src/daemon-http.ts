@@ -11,7 +11,7 @@ import { plainAddress } from './http/request.js';
 import { secretOf } from './transport/credentials.js';
 import { whenRefused } from './transport/refuse.js';
 import { AuthorizerWatches, DEFAULT_WATCH_LIMITS, type WatchCredential } from './service/authorizer-watch.js';
-import { AUTHORIZER_WATCH_PATH, AuthorizerWatchSockets } from './http/authorizer-watch-socket.js';
+import { AUTHORIZER_WATCH_PATH, AuthorizerWatchSockets, lookUpForWatch } from './http/authorizer-watch-socket.js';
 import { forwardProof, previousReleaseProof } from './transport/forward-proof.js';
 import type { AclResolver, Identity } from './service/acl-resolver.js';
 import { WatchwordError } from './domain/errors.js';
@@ -167,25 +167,32 @@ function buildWatches(
 ) {
   const { store, audit, metrics, services } = deps;
   const auditRefusal = refusalAuditor(store, audit);
+  // A secret no token holds, presented on a watch: audited as a request's would be (by its HMAC).
+  const auditUnknown = (secret: string, client: string, message: string): void =>
+    auditRefusal({
+      id: '',
+      method: 'WS',
+      url: AUTHORIZER_WATCH_PATH,
+      remote: client,
+      secret,
+      status: 403,
+      code: 'ACL_NOT_FOUND',
+      message,
+      route: AUTHORIZER_WATCH_PATH,
+    });
   const watches = new AuthorizerWatches(
     {
       onCommit: (listener) => store.onCommit(listener),
       view: (secret) => services.decisions.watchedView(secret),
       known: (secret) => services.resolver.knows(secret),
       unknownSecret: (secret, client) => {
-        auditRefusal({
-          id: '',
-          method: 'WS',
-          url: AUTHORIZER_WATCH_PATH,
-          remote: client,
-          secret,
-          status: 403,
-          code: 'ACL_NOT_FOUND',
-          message: 'ACL not found (a secret a watch presented)',
-          route: AUTHORIZER_WATCH_PATH,
-        });
+        auditUnknown(secret, client, 'ACL not found (a secret a watch presented)');
         return services.resolver.guessed(client);
       },
+      lookUp: (secret, client) =>
+        lookUpForWatch(services.resolver, secret, client, (unknown) =>
+          auditUnknown(unknown, client, 'ACL not found (a secret a watch looked up)'),
+        ),
       credentialHolds: (c) => holdsWatchRight(services.resolver, c),
       recordUse: (accessor, ms) => store.lastUse.touch(accessor, ms),
       stale: () => services.resolver.stale(),

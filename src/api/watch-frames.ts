@@ -19,7 +19,17 @@ import type { TokenAuthorizerResponse } from './schemas.js';
  * - `{"t":"changes","ack":N,"set":[[id,hash,view],...],"gone":[id,...]}`: new views, and tokens
  *   that no longer authenticate; `ack` is the last watch frame whose every answer has been sent;
  * - `{"t":"beat","ack":N}`: everything the client holds up to `ack` is current as of now.
+ *
+ * From version 3 (the upgrade's answer says `X-Service-Watch-Protocol: 3`) an addition is also a
+ * first look-up: a secret this server does not hold is resolved as a request's token would be
+ * (a secondary asks its primary), and an entry that cannot be answered now is named in
+ * `"refused":[[id,status,retryAfterSeconds],...]` of `changes`, with the status a request for it
+ * would have got (429: the address's budget of unknown secrets is spent; 5xx: the server cannot
+ * answer now); it is not watched. Unknown secrets never close a version 3 watch.
  */
+
+/** The first watch protocol version whose additions are first look-ups (version.ts, WATCH_PROTOCOL). */
+export const WATCH_LOOKUPS = 3;
 
 /** Tokens one watch frame may add. */
 export const MAX_ADD = 5_000;
@@ -51,8 +61,11 @@ export type WatchClientFrame =
   | { t: 'used'; ids: number[] }
   | ReportFrame;
 
+/** An entry a version 3 watch could not answer: [id, the HTTP status a request would get, seconds to wait (0: none said)]. */
+export type RefusedEntry = [number, number, number];
+
 export type WatchServerFrame =
-  | { t: 'changes'; ack: number; set: Array<[number, string, TokenAuthorizerResponse]>; gone: number[] }
+  | { t: 'changes'; ack: number; set: Array<[number, string, TokenAuthorizerResponse]>; gone: number[]; refused?: RefusedEntry[] }
   | { t: 'beat'; ack: number };
 
 export const isWatchId = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) >= 0;
@@ -127,5 +140,18 @@ export function parseServerFrame(text: string): WatchServerFrame | undefined {
   const f = v as Record<string, unknown>;
   if (!Number.isSafeInteger(f.ack)) return undefined;
   if (f.t === 'beat') return f as WatchServerFrame;
-  return f.t === 'changes' && Array.isArray(f.set) && Array.isArray(f.gone) ? (f as WatchServerFrame) : undefined;
+  if (f.t !== 'changes' || !Array.isArray(f.set) || !Array.isArray(f.gone)) return undefined;
+  if (f.refused !== undefined && !(Array.isArray(f.refused) && f.refused.every(isRefused))) return undefined;
+  return f as WatchServerFrame;
 }
+
+const isRefused = (e: unknown): e is RefusedEntry =>
+  Array.isArray(e) &&
+  e.length === 3 &&
+  isWatchId(e[0]) &&
+  Number.isSafeInteger(e[1]) &&
+  (e[1] as number) >= 400 &&
+  (e[1] as number) <= 599 &&
+  typeof e[2] === 'number' &&
+  Number.isFinite(e[2]) &&
+  (e[2] as number) >= 0;

@@ -148,6 +148,8 @@ export function checkedOptions(options: AuthorizerOptions) {
     /** The name decisions are reported under; undefined: they are not reported. */
     reportAs: options.reportDecisions === false ? undefined : (options.name ?? `${hostname()}:${process.pid}`),
     ownToken: options.token,
+    /** How long a first look-up waits for its answer (over HTTP or the watch). */
+    timeoutMs,
     blockingReads,
     warn: options.onWarning ?? ((message: string) => process.emitWarning(message, { type: 'WatchwordWarning' })),
   };

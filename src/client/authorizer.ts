@@ -3,10 +3,11 @@ import { type Access, RESOURCES } from '../domain/rules/decisions.js';
 import { type TokenAuthorizerResponse, tokenAuthorizerResponse } from '../api/schemas.js';
 import { EventEmitter } from 'node:events';
 import { WatchwordApiError, type WatchwordClient } from './client.js';
-import { type Failure, WELL_FORMED_SECRET, failureOf, sleep } from './failures.js';
+import { type Failure, WELL_FORMED_SECRET, failureOf, failureOfStatus, sleep } from './failures.js';
 import { ServerSet } from './server-set.js';
 import { ViewCompiler, monotonic } from './compiled-views.js';
 import { TokenWatch, type WatchLoss, type WatchNews } from './token-watch.js';
+import { type LookUpAnswer, WatchLookUps } from './watch-lookups.js';
 import { BlockingReadSet } from './blocking-reads.js';
 import { DecisionReports } from './decision-reports.js';
 import type {
@@ -109,8 +110,10 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
   /** Cached tokens by their number on the watch. */
   private readonly byId = new Map<number, Entry>();
   private nextId = 1;
-  /** The one connection that keeps every cached token current; opened with the first token. */
+  /** The one connection that keeps every cached token current and carries first look-ups; opened with the first question. */
   private watch: TokenWatch | undefined;
+  /** First look-ups under way over the watch. */
+  private readonly lookUps: WatchLookUps;
   /** The last addition the watch acknowledged, and when it last spoke (every token added by then is current as of it). */
   private watchAck = -1;
   private watchSaidAt = 0;
@@ -143,6 +146,7 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
     this.negativeTTL = o.negativeTTL;
     if (o.reportAs !== undefined) this.reports = new DecisionReports(o.reportAs);
     this.ownToken = o.ownToken;
+    this.lookUps = new WatchLookUps(o.timeoutMs);
     if (this.ownToken === undefined) this.watchRefused = 'no token was given for the watch (the option token, which needs acl:read)';
     const { clients, blockingReads } = o;
     this.servers = new ServerSet(clients, {
@@ -246,6 +250,7 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
   close(): void {
     this.closed = true;
     this.reportNow();
+    this.lookUps.close();
     this.watch?.close();
     this.blocking.stop();
     clearInterval(this.sweeper);
@@ -365,7 +370,7 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
     };
     this.entries.set(secret, entry);
     this.loadingCount++;
-    entry.loading = this.fetch(entry).then(
+    entry.loading = this.firstLook(entry).then(
       () => {
         entry.loading = undefined;
         this.loadingCount--;
@@ -379,7 +384,7 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
         this.loadingCount--;
         if (entry.failing === 'unreachable') {
           // Asked again on the next question: the daemon may be back.
-          if (this.entries.get(secret) === entry) this.entries.delete(secret);
+          this.forget(entry);
         } else {
           // Rate-limited or not understood: denied, and not asked again for a moment.
           entry.goneAt = Date.now();
@@ -388,6 +393,42 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
       },
     );
     return entry;
+  }
+
+  /**
+   * The first resolution of a secret: over the watch when it is open (or opening) and takes
+   * look-ups, else over HTTP; answered by the same rules either way (403: gone; 429: limited;
+   * 5xx, a timeout: unreachable). What the watch could not answer is asked over HTTP.
+   */
+  private async firstLook(entry: Entry): Promise<void> {
+    const watch = entry.secret === '' || this.watchRefused !== undefined ? undefined : this.openWatch();
+    // Open and older than look-ups, or lost a while: HTTP at once.
+    if (watch === undefined || (watch.isOpen ? !watch.looksUp : this.watchDownSince > 0)) return this.fetch(entry);
+    this.byId.set(entry.id, entry);
+    const sentSeq = watch.looksUp ? watch.add(entry.id, entry.secret, '') : undefined;
+    if (sentSeq !== undefined) entry.sentSeq = sentSeq;
+    const answer: LookUpAnswer = await this.lookUps.ask(entry.id, sentSeq);
+    if (answer.t === 'found' || entry.stop.signal.aborted) return;
+    entry.sentSeq = undefined;
+    switch (answer.t) {
+      case 'gone':
+        return this.gone(entry);
+      case 'unanswered':
+        return this.fetch(entry);
+      default:
+        entry.failing = answer.t === 'refused' ? failureOfStatus(answer.status) : answer.t === 'timedOut' ? 'unreachable' : 'broken';
+        entry.retryAfter = answer.t === 'refused' && answer.retryAfter > 0 ? answer.retryAfter : undefined;
+        throw new Error(`the first look-up over the watch was not answered (${answer.t})`);
+    }
+  }
+
+  /** The daemon's word: this secret is unknown (deleted, expired or never made). */
+  private gone(entry: Entry): void {
+    entry.authorizer = undefined;
+    entry.hash = undefined;
+    entry.goneAt = Date.now();
+    entry.failing = undefined;
+    entry.stop.abort();
   }
 
   /** The daemon does not know this secret (or cannot answer for it now): remembered apart from real tokens. */
@@ -446,15 +487,7 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
         this.install(entry, view.data, r.contentHash);
     } catch (err) {
       if (signal.aborted) throw err;
-      if (err instanceof WatchwordApiError && err.status === 403) {
-        // The daemon's word: this secret is unknown (deleted, expired or never made).
-        entry.authorizer = undefined;
-        entry.hash = undefined;
-        entry.goneAt = Date.now();
-        entry.failing = undefined;
-        entry.stop.abort();
-        return;
-      }
+      if (err instanceof WatchwordApiError && err.status === 403) return this.gone(entry);
       entry.failing = failureOf(err);
       entry.retryAfter = err instanceof WatchwordApiError ? err.retryAfter : undefined;
       throw err;
@@ -475,24 +508,39 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
   private watched(entry: Entry): void {
     this.byId.set(entry.id, entry);
     this.startTimers();
-    if (entry.secret === '' || this.ownToken === undefined) return this.withoutWatch(entry);
-    if (this.watch === undefined) {
-      this.watch = new TokenWatch({
-        clients: this.servers.clients,
-        token: this.ownToken,
-        // Beats well inside the TTL, so a token stays confirmed through a lost beat or two.
-        beatMs: Math.min(10_000, Math.max(250, Math.floor(this.ttl / 3))),
-        onOpen: () => {
-          this.watchDownSince = 0;
-          this.watchRefused = undefined;
-          for (const e of this.byId.values()) if (e.secret !== '') e.sentSeq = this.watch?.add(e.id, e.secret, e.hash ?? '');
-        },
-        onNews: (news) => this.news(news),
-        onLost: (loss, reason) => this.watchLost(loss, reason),
-      });
-    }
-    entry.sentSeq = this.watch.add(entry.id, entry.secret, entry.hash ?? '');
+    const watch = entry.secret === '' ? undefined : this.openWatch();
+    if (watch === undefined) return this.withoutWatch(entry);
+    // A first look-up over the watch left it there already.
+    entry.sentSeq ??= watch.add(entry.id, entry.secret, entry.hash ?? '');
     if (entry.sentSeq === undefined) this.withoutWatch(entry);
+  }
+
+  /** The watch (opened with the first question; undefined: there is no token for it). */
+  private openWatch(): TokenWatch | undefined {
+    if (this.watch !== undefined || this.ownToken === undefined || this.closed) return this.watch;
+    const watch = new TokenWatch({
+      clients: this.servers.clients,
+      token: this.ownToken,
+      // Beats well inside the TTL, so a token stays confirmed through a lost beat or two.
+      beatMs: Math.min(10_000, Math.max(250, Math.floor(this.ttl / 3))),
+      onOpen: () => {
+        this.watchDownSince = 0;
+        this.watchRefused = undefined;
+        // Tokens resolved are added again; look-ups that waited for the watch are sent (or asked over HTTP).
+        for (const e of this.byId.values())
+          if (e.secret !== '' && e.authorizer !== undefined) e.sentSeq = watch.add(e.id, e.secret, e.hash ?? '');
+        this.lookUps.sendWaiting((id) => {
+          const e = this.byId.get(id);
+          if (e === undefined || !watch.looksUp) return undefined;
+          e.sentSeq = watch.add(id, e.secret, '');
+          return e.sentSeq;
+        });
+      },
+      onNews: (news) => this.news(news),
+      onLost: (loss, reason) => this.watchLost(loss, reason),
+    });
+    this.watch = watch;
+    return watch;
   }
 
   /** The timers of a client holding tokens: uses and idle tokens, reports, blocking reads. */
@@ -552,6 +600,7 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
     this.watchAck = -1;
     this.watchSaidAt = 0;
     for (const e of this.byId.values()) e.sentSeq = undefined;
+    this.lookUps.lost();
     if (loss === 'refused') {
       this.watchRefused = reason;
       for (const e of this.byId.values()) this.withoutWatch(e);
@@ -589,21 +638,29 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
         const [id, hash, view] = change as [unknown, unknown, unknown];
         const entry = typeof id === 'number' ? this.byId.get(id) : undefined;
         if (typeof hash !== 'string') continue;
+        if (entry === undefined) continue;
         const parsed = tokenAuthorizerResponse.safeParse(view);
-        // A view that cannot be read is not installed: the entry goes stale and is read again.
-        if (entry === undefined || !parsed.success) continue;
+        // A view that cannot be read is not installed: the entry goes stale and is read again (a first look-up is denied).
+        if (!parsed.success) {
+          this.lookUps.answer(entry.id, { t: 'broken' });
+          continue;
+        }
+        if (entry.authorizer !== undefined) this.counters.refreshes++;
         this.install(entry, parsed.data, hash);
         entry.confirmedAt = now;
-        this.counters.refreshes++;
+        entry.failing = undefined;
+        this.lookUps.answer(entry.id, { t: 'found' });
       }
       for (const id of news.gone) {
         const entry = typeof id === 'number' ? this.byId.get(id) : undefined;
-        if (entry === undefined) continue;
+        // A first look-up's answer is taken by its own (lookUps.read, below).
+        if (entry === undefined || this.lookUps.has(entry.id)) continue;
         entry.authorizer = undefined;
         entry.goneAt = now;
         this.markGone(entry);
       }
     }
+    this.lookUps.read(news);
     // Every token added by then is current as of now: one mark for all, not a walk over them.
     this.watchAck = Math.max(this.watchAck, news.ack);
     this.watchSaidAt = now;

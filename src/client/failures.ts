@@ -43,8 +43,11 @@ const NETWORK_CODES = new Set([
   'UND_ERR_CLOSED',
 ]);
 
+/** What an HTTP status other than 2xx and 403 means for a token's rules. */
+export const failureOfStatus = (status: number): Failure => (status === 429 ? 'limited' : status >= 500 ? 'unreachable' : 'broken');
+
 export function failureOf(err: unknown): Failure {
-  if (err instanceof WatchwordApiError) return err.status === 429 ? 'limited' : err.status >= 500 ? 'unreachable' : 'broken';
+  if (err instanceof WatchwordApiError) return failureOfStatus(err.status);
   // Our own time limit on the request (AbortSignal.timeout).
   if (err instanceof Error && err.name === 'TimeoutError') return 'unreachable';
   return networkCode(err) !== undefined ? 'unreachable' : 'broken';

@@ -1,5 +1,5 @@
 import WebSocket from 'ws';
-import { type WatchServerFrame, parseServerFrame } from '../api/watch-frames.js';
+import { WATCH_LOOKUPS, type WatchServerFrame, parseServerFrame } from '../api/watch-frames.js';
 import { WATCH_PROTOCOL } from '../version.js';
 import type { WatchwordClient } from './client.js';
 import { sleep } from './failures.js';
@@ -46,6 +46,8 @@ const REFUSED_RETRY_MS = 60_000;
 export class TokenWatch {
   private ws: WebSocket | undefined;
   private open = false;
+  /** The protocol the server answered the open watch with (an older one names none: 2). */
+  private version = 2;
   private seq = 0;
   private at = 0;
   private failures = 0;
@@ -98,6 +100,11 @@ export class TokenWatch {
   /** Whether the watch is open now. */
   get isOpen(): boolean {
     return this.open;
+  }
+
+  /** Whether the open watch takes first look-ups (a daemon of this release; an older one does not). */
+  get looksUp(): boolean {
+    return this.open && this.version >= WATCH_LOOKUPS;
   }
 
   /** Tries to connect at once if the watch is waiting to try again. */
@@ -159,6 +166,10 @@ export class TokenWatch {
       });
       this.ws = ws;
       let refused: string | undefined;
+      ws.on('upgrade', (res) => {
+        const said = Number(res.headers['x-service-watch-protocol']);
+        this.version = Number.isSafeInteger(said) && said >= WATCH_PROTOCOL.min && said <= WATCH_PROTOCOL.max ? said : 2;
+      });
       ws.on('unexpected-response', (_req, res) => {
         // A 4xx is an answer: no watch here for this client. A 5xx is an outage, tried again soon.
         const status = res.statusCode ?? 0;

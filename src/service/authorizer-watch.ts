@@ -8,6 +8,7 @@ import {
   DEFAULT_WATCH_LIMITS,
   type WatchCredential,
   type WatchDeps,
+  type LookUpOutcome,
   type WatchLimits,
   type WatchSocket,
   type WatchedAnswer,
@@ -49,6 +50,9 @@ interface Watched {
   /** The earliest moment scheduled to judge it again (an expiry, the end of a rotation's overlap). */
   wakeAt: number;
 }
+
+/** A look-up that failed in a way no request would name: answered as a request's 503 would be. */
+const CANNOT_ANSWER: LookUpOutcome = { status: 503, retryAfter: 0 };
 
 /** The longest a wake-up timer is set for (a longer one is set again when it fires). */
 const MAX_TIMER_MS = 3_600_000;
@@ -99,9 +103,9 @@ export class AuthorizerWatches implements WatchHub {
   }
 
   /** A new connection from `address` opened with `credential`; `beatMs` as the client asked, within BEAT_RANGE. */
-  open(socket: WatchSocket, beatMs: number, address: string, credential: WatchCredential): WatchConnection {
+  open(socket: WatchSocket, beatMs: number, address: string, credential: WatchCredential, version = 2): WatchConnection {
     const beat = Math.min(BEAT_RANGE.max, Math.max(BEAT_RANGE.min, Number.isFinite(beatMs) ? beatMs : 10_000));
-    const conn = new WatchConnection(this, socket, beat, address, credential);
+    const conn = new WatchConnection(this, socket, beat, address, credential, version);
     this.connections.add(conn);
     let same = this.byCredential.get(credential.accessor);
     if (same === undefined) this.byCredential.set(credential.accessor, (same = new Set()));
@@ -152,8 +156,12 @@ export class AuthorizerWatches implements WatchHub {
     if (same?.delete(conn) && same.size === 0) this.byCredential.delete(conn.credential.accessor);
   }
 
-  /** Adds a token to a connection's watch; answers it at once when the client's hash is not the current one. */
-  add(conn: WatchConnection, id: number, secret: string, hash: string, seq: number): void {
+  /**
+   * Adds a token to a connection's watch; answers it at once when the client's hash is not the
+   * current one. On a version 3 watch a secret this server does not authenticate now is first
+   * looked up as a request's token would be (`looked`: it has been).
+   */
+  add(conn: WatchConnection, id: number, secret: string, hash: string, seq: number, looked = false): void {
     const existing = conn.items.get(id);
     if (existing !== undefined) {
       // Added again: what was sent for it stands (a client cannot make the server repeat a view).
@@ -162,7 +170,8 @@ export class AuthorizerWatches implements WatchHub {
     }
     const answer = this.viewOrNothing(secret);
     if (answer === undefined) {
-      if (!this.deps.known(secret) && !conn.presentedUnknown(secret)) return;
+      if (conn.looksUp && !looked) return this.lookUp(conn, id, secret, hash, seq);
+      if (!looked && !this.deps.known(secret) && !conn.presentedUnknown(secret)) return;
       conn.lost(id);
       return;
     }
@@ -179,6 +188,38 @@ export class AuthorizerWatches implements WatchHub {
     this.count(conn, 1);
     this.index(item, answer);
     if (answer.hash !== hash) conn.owe(item, seq);
+  }
+
+  /**
+   * A first look-up: answered at once when the server can, else the frame that asked waits for it
+   * (its acknowledgement comes after the answer). Dropped if the client unwatched the id meanwhile.
+   */
+  private lookUp(conn: WatchConnection, id: number, secret: string, hash: string, seq: number): void {
+    let outcome: LookUpOutcome | Promise<LookUpOutcome>;
+    try {
+      outcome = this.deps.lookUp(secret, conn.address);
+    } catch {
+      outcome = CANNOT_ANSWER;
+    }
+    if (!(outcome instanceof Promise)) return this.looked(conn, id, secret, hash, seq, outcome);
+    conn.looking.set(id, secret);
+    const release = conn.hold(seq);
+    outcome
+      .catch(() => CANNOT_ANSWER)
+      .then((o) => {
+        if (conn.open && conn.looking.get(id) === secret) {
+          conn.looking.delete(id);
+          this.looked(conn, id, secret, hash, seq, o);
+        }
+        release();
+        conn.flush();
+      });
+  }
+
+  private looked(conn: WatchConnection, id: number, secret: string, hash: string, seq: number, outcome: LookUpOutcome): void {
+    if (outcome === 'found') return this.add(conn, id, secret, hash, seq, true);
+    if (outcome === 'gone') return conn.lost(id);
+    conn.refuse(id, outcome.status, outcome.retryAfter);
   }
 
   remove(conn: WatchConnection, id: number): void {

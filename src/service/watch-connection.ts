@@ -1,4 +1,4 @@
-import { MAX_WATCHED, type ReportFrame, parseClientFrame } from '../api/watch-frames.js';
+import { MAX_WATCHED, type RefusedEntry, type ReportFrame, WATCH_LOOKUPS, parseClientFrame } from '../api/watch-frames.js';
 import { quoteJSON } from '../domain/json-text.js';
 import { type ClientReport, ReportIntake } from './watch-reports.js';
 import type { WatchCredential, WatchDeps, WatchLimits, WatchSocket, WatchedAnswer } from './watch-types.js';
@@ -26,7 +26,7 @@ export interface WatchHub {
   readonly limits: WatchLimits;
   beat(conn: WatchConnection): void;
   room(conn: WatchConnection, more: number): string | undefined;
-  add(conn: WatchConnection, id: number, secret: string, hash: string, seq: number): void;
+  add(conn: WatchConnection, id: number, secret: string, hash: string, seq: number, looked?: boolean): void;
   remove(conn: WatchConnection, id: number): void;
   forget(conn: WatchConnection): void;
   used(conn: WatchConnection, ids: readonly number[]): void;
@@ -46,7 +46,11 @@ export class WatchConnection {
   /** Items whose current view the client is owed, in the order they became owed. */
   private readonly owed = new Set<Item>();
   private gone: number[] = [];
-  /** Watch frames with views still owed, oldest first: [seq, views owed]; none is acknowledged before its views are sent. */
+  /** Entries a first look-up could not answer now (version 3). */
+  private refused: RefusedEntry[] = [];
+  /** First look-ups under way (version 3): the secret each id was added with. */
+  readonly looking = new Map<number, string>();
+  /** Watch frames with answers still owed, oldest first: [seq, answers owed]; none is acknowledged before its answers are sent. */
   private owing: Array<[number, number]> = [];
   private owingHead = 0;
   private timer: NodeJS.Timeout | undefined;
@@ -63,6 +67,8 @@ export class WatchConnection {
     /** The client's address. */
     readonly address: string,
     readonly credential: WatchCredential,
+    /** The watch protocol this connection speaks (version.ts, WATCH_PROTOCOL). */
+    readonly version = 2,
   ) {
     this.timer = setInterval(() => hub.beat(this), beatMs);
     this.timer.unref();
@@ -72,6 +78,11 @@ export class WatchConnection {
     return this.timer !== undefined;
   }
 
+  /** Whether its additions are first look-ups (version 3). */
+  get looksUp(): boolean {
+    return this.version >= WATCH_LOOKUPS;
+  }
+
   /** A frame from the client; a frame that cannot be understood ends the connection with the reason. */
   receive(text: string): void {
     if (!this.open) return;
@@ -79,7 +90,8 @@ export class WatchConnection {
     if (typeof frame === 'string') return this.end(1008, frame);
     switch (frame.t) {
       case 'watch': {
-        if (this.items.size + frame.add.length > MAX_WATCHED) return this.end(1008, `a watch holds at most ${MAX_WATCHED} tokens`);
+        if (this.items.size + this.looking.size + frame.add.length > MAX_WATCHED)
+          return this.end(1008, `a watch holds at most ${MAX_WATCHED} tokens`);
         const refusal = this.hub.room(this, frame.add.length);
         if (refusal !== undefined) return this.end(1008, refusal);
         for (const [id, secret, hash] of frame.add) {
@@ -91,7 +103,10 @@ export class WatchConnection {
         return this.flush();
       }
       case 'unwatch':
-        for (const id of frame.ids) this.hub.remove(this, id);
+        for (const id of frame.ids) {
+          this.looking.delete(id);
+          this.hub.remove(this, id);
+        }
         return this.flush();
       case 'report':
         return this.report(frame);
@@ -126,6 +141,7 @@ export class WatchConnection {
     this.timer = undefined;
     for (const id of [...this.items.keys()]) this.hub.remove(this, id);
     this.owed.clear();
+    this.looking.clear();
     this.hub.forget(this);
   }
 
@@ -135,9 +151,30 @@ export class WatchConnection {
     this.owed.add(item);
     if (seq === undefined) return;
     item.owedBy = seq;
-    const last = this.owing[this.owing.length - 1];
-    if (last !== undefined && last[0] === seq && this.owing.length > this.owingHead) last[1]++;
-    else this.owing.push([seq, 1]);
+    this.owes(seq);
+  }
+
+  /**
+   * A first look-up of watch frame `seq` is under way: the frame is not acknowledged until it is
+   * answered. Call the function returned once its answer is owed (or it is dropped).
+   */
+  hold(seq: number): () => void {
+    this.owes(seq);
+    let held = true;
+    return () => {
+      if (held) this.paid(seq);
+      held = false;
+    };
+  }
+
+  /** Frame `seq` owes one more answer (the entries stay in the order of their frames). */
+  private owes(seq: number): void {
+    for (let i = this.owing.length - 1; i >= this.owingHead; i--) {
+      const entry = this.owing[i] as [number, number];
+      if (entry[0] === seq) return void entry[1]++;
+      if (entry[0] < seq) return void this.owing.splice(i + 1, 0, [seq, 1]);
+    }
+    this.owing.splice(this.owingHead, 0, [seq, 1]);
   }
 
   /** The item is no longer owed (sent, or gone). */
@@ -146,6 +183,11 @@ export class WatchConnection {
     const seq = item.owedBy;
     if (seq === undefined) return;
     item.owedBy = undefined;
+    this.paid(seq);
+  }
+
+  /** One answer frame `seq` owed is given. */
+  private paid(seq: number): void {
     for (let i = this.owingHead; i < this.owing.length; i++) {
       const entry = this.owing[i] as [number, number];
       if (entry[0] !== seq) continue;
@@ -169,6 +211,11 @@ export class WatchConnection {
     this.gone.push(id);
   }
 
+  /** The client is told its first look-up `id` cannot be answered now, as a request would have been (status, Retry-After). */
+  refuse(id: number, status: number, retryAfter: number): void {
+    this.refused.push([id, status, retryAfter]);
+  }
+
   /** The ack the client may be told: the last watch frame whose every view has been sent. */
   private ackToSend(): number {
     const head = this.owing[this.owingHead];
@@ -177,9 +224,11 @@ export class WatchConnection {
 
   /** Sends what the client is owed while it reads, then the ack when it moved. */
   flush(): void {
-    while (this.open && !this.blocked && (this.gone.length > 0 || this.owed.size > 0)) {
+    while (this.open && !this.blocked && (this.gone.length > 0 || this.refused.length > 0 || this.owed.size > 0)) {
       const gone = this.gone;
       this.gone = [];
+      const refused = this.refused;
+      this.refused = [];
       const set: string[] = [];
       let bytes = 0;
       for (const item of this.owed) {
@@ -197,21 +246,22 @@ export class WatchConnection {
         bytes += view.length;
         if (bytes >= FRAME_BYTES) break;
       }
-      if (set.length === 0 && gone.length === 0) continue;
-      this.sendChanges(set, gone);
+      if (set.length === 0 && gone.length === 0 && refused.length === 0) continue;
+      this.sendChanges(set, gone, refused);
     }
-    if (this.open && !this.blocked && this.ackToSend() !== this.sentAck) this.sendChanges([], []);
+    if (this.open && !this.blocked && this.ackToSend() !== this.sentAck) this.sendChanges([], [], []);
   }
 
-  private sendChanges(set: string[], gone: number[]): void {
+  private sendChanges(set: string[], gone: number[], refused: RefusedEntry[]): void {
     const ack = this.ackToSend();
     this.sentAck = ack;
-    this.send(`{"t":"changes","ack":${ack},"set":[${set.join(',')}],"gone":[${gone.join(',')}]}`);
+    const refusals = refused.length > 0 ? `,"refused":${JSON.stringify(refused)}` : '';
+    this.send(`{"t":"changes","ack":${ack},"set":[${set.join(',')}],"gone":[${gone.join(',')}]${refusals}}`);
   }
 
   /** Everything the client holds is current: said only when it is owed nothing. */
   beat(): void {
-    if (!this.open || this.blocked || this.owed.size > 0 || this.gone.length > 0) return;
+    if (!this.open || this.blocked || this.owed.size > 0 || this.gone.length > 0 || this.refused.length > 0) return;
     const ack = this.ackToSend();
     this.sentAck = ack;
     this.send(`{"t":"beat","ack":${ack}}`);

@@ -45,6 +45,13 @@ export interface WatchCredential {
   secret: string;
 }
 
+/**
+ * A first look-up's outcome (a version 3 watch): the secret now authenticates here (`found`), it
+ * does not (`gone`: unknown, expired, deleted, or a global token this secondary cannot confirm),
+ * or it cannot be answered now, with the HTTP status and Retry-After a request would have got.
+ */
+export type LookUpOutcome = 'found' | 'gone' | { status: number; retryAfter: number };
+
 /** What the watches need of the server. */
 export interface WatchDeps {
   onCommit(listener: (event: CommitEvent) => void): () => void;
@@ -57,6 +64,12 @@ export interface WatchDeps {
    * and spent from the client's budget of unknown secrets. False once the budget is spent.
    */
   unknownSecret(secret: string, client: string): boolean;
+  /**
+   * A secret this server does not hold now, resolved as a request's token from `client` would
+   * be: a secondary (or a follower) asks for it where it may have been made a moment ago, and a
+   * secret no token holds is audited and spent from the client's budget of unknown secrets.
+   */
+  lookUp(secret: string, client: string): LookUpOutcome | Promise<LookUpOutcome>;
   /** Whether the watch's own token still authenticates and holds the right a watch needs. */
   credentialHolds(credential: WatchCredential): boolean;
   /** A watched token's use (its last use). */

@@ -24,6 +24,7 @@ const deps: WatchDeps = {
   view: (secret) => view(Number(secret.slice(2))),
   known: () => true,
   unknownSecret: () => true,
+  lookUp: () => 'gone',
   credentialHolds: () => true,
   recordUse: () => undefined,
   stale: () => false,

@@ -75,6 +75,7 @@ function hub(valid: { now: boolean }) {
     },
     known: () => true,
     unknownSecret: () => true,
+    lookUp: () => 'gone',
     credentialHolds: () => true,
     recordUse: (accessor) => uses.push(accessor),
     stale: () => false,
