@@ -32,7 +32,7 @@ const TIMEOUT_SWEEP_MS = 250;
  * First look-ups under way over one watch, by the number each secret has on it: answered as the
  * watch's frames name them, or when the frame that carried one is acknowledged without it, when
  * the watch ends, or after `timeoutMs`. Look-ups asked while the watch is still opening wait for
- * it (they are sent by `sendWaiting` once it is open).
+ * it (they are sent by `sendWaiting` once it is open), a second at most.
  */
 export class WatchLookUps {
   private readonly pending = new Map<number, Pending>();
@@ -102,13 +102,24 @@ export class WatchLookUps {
     this.stopTimer();
   }
 
+  /**
+   * A look-up sent and not answered within the timeout is timed out (an outage, as a request's
+   * timeout); one still waiting for the watch to open after `openWaitMs` is asked over HTTP (a
+   * watch that does not open says nothing of the server: a proxy may hold WebSocket upgrades).
+   */
   private expire(): void {
-    const before = Date.now() - this.timeoutMs;
+    const now = Date.now();
     // Oldest first: the map keeps the order they were asked in.
     for (const [id, p] of this.pending) {
-      if (p.since > before) break;
-      this.answer(id, { t: 'timedOut' });
+      if (p.since > now - this.openWaitMs) break;
+      if (p.seq === undefined) this.answer(id, { t: 'unanswered' });
+      else if (p.since <= now - this.timeoutMs) this.answer(id, { t: 'timedOut' });
     }
+  }
+
+  /** How long a look-up waits for the watch to open before it is asked over HTTP. */
+  private get openWaitMs(): number {
+    return Math.min(1_000, this.timeoutMs / 2);
   }
 
   private stopTimer(): void {

@@ -279,3 +279,28 @@ describe('first look-ups over the watch, answered by a hostile or failing server
     }
   });
 });
+
+describe('first look-ups while the watch cannot open', () => {
+  it('are asked over HTTP when the upgrade is held unanswered (a proxy in the way), not denied as an outage', async () => {
+    const view = { AccessorID: randomUUID(), Namespace: 'default', Partition: 'default', DefaultPolicy: 'allow', Policies: [] };
+    const server = createServer((_req, res) =>
+      res.writeHead(200, { 'Content-Type': 'application/json', 'X-Service-ContentHash': 'abc' }).end(JSON.stringify(view)),
+    );
+    const held: Array<{ destroy(): void }> = [];
+    server.on('upgrade', (_req, socket) => held.push(socket));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const authz = new Authorizer({ client: { address: url }, token: MANAGEMENT_SECRET, downPolicy: 'deny', requestTimeoutMs: 2_000 });
+    try {
+      const started = Date.now();
+      expect(await authz.allowed(randomUUID(), 'service', 'web', 'write')).toBe(true);
+      // Within the wait for the watch (a second) and a request, well before the watch's own handshake gives up.
+      expect(Date.now() - started).toBeLessThan(4_000);
+      expect(authz.stats().watch).toBe('connecting');
+    } finally {
+      authz.close();
+      for (const s of held) s.destroy();
+      await new Promise((r) => server.close(() => r(undefined)));
+    }
+  });
+});
