@@ -11,6 +11,7 @@
  * - `close`: closes every client and exits.
  */
 import { readFileSync } from 'node:fs';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { Authorizer } from '../src/client/authorizer.js';
 
 const [url, secretsFile, count, token, mode = 'watch'] = process.argv.slice(2) as [string, string, string, string, string?];
@@ -55,7 +56,12 @@ async function keepAsking(): Promise<void> {
   }
 }
 
+/** How long this process's event loop was held at most while a revocation was awaited (ms). */
+const delay = monitorEventLoopDelay({ resolution: 5 });
+delay.enable();
+
 async function revoke(secret: string, at: number): Promise<number[]> {
+  delay.reset();
   const seen = new Array<number | undefined>(clients.length).fill(undefined);
   while (seen.some((s) => s === undefined)) {
     if (now() - at > 30_000) throw new Error('a client still allowed a deleted token after 30 s');
@@ -84,7 +90,7 @@ process.on('message', (m: { t: string; secret?: string; at?: number }) => {
     asking = false;
     send({ t: 'quiet' });
   } else if (m.t === 'revoke') {
-    void revoke(m.secret as string, m.at as number).then((times) => send({ t: 'refused', times }));
+    void revoke(m.secret as string, m.at as number).then((times) => send({ t: 'refused', times, lagMs: delay.max / 1e6 }));
   } else if (m.t === 'close') {
     for (const c of clients) c.close();
     process.exit(0);

@@ -32,7 +32,7 @@ const TOKENS = Number(process.argv[3] ?? 10_000);
 const PROCESSES = Number(process.env.BENCH_AUTHZ_PROCESSES ?? 10);
 const HTTP_SHARE = Math.min(1, Math.max(0.01, Number(process.env.BENCH_AUTHZ_HTTP_SHARE ?? 0.1)));
 const DELETES = 50;
-const REST_S = 60;
+const REST_S = Number(process.env.BENCH_AUTHZ_REST_S ?? 60);
 const MANAGEMENT = '6b1f7d0e-1111-4222-8333-944444444444';
 
 const mb = (b: number) => `${(b / 1024 / 1024).toFixed(0)} MB`;
@@ -73,7 +73,7 @@ interface Worker {
 }
 
 function startWorker(url: string, secretsFile: string, clients: number, mode: 'watch' | 'http', cpu: string | undefined): Worker {
-  const args = ['--max-old-space-size=4096', '--import', 'tsx', 'scripts/bench-authorizers-worker.ts', url, secretsFile, String(clients), MANAGEMENT, mode];
+  const args = ['--max-old-space-size=4096', ...(process.env.BENCH_AUTHZ_WORKER_FLAGS?.split(' ') ?? []), '--import', 'tsx', 'scripts/bench-authorizers-worker.ts', url, secretsFile, String(clients), MANAGEMENT, mode];
   const proc =
     cpu === undefined
       ? spawn(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
@@ -98,24 +98,53 @@ function startWorker(url: string, secretsFile: string, clients: number, mode: 'w
  * Deletes tokens one at a time; for each, how long after the delete was sent each client refused
  * it (ms), and how long the delete itself took to be answered (durable).
  */
-async function revocations(url: string, workers: Worker[], tokens: Array<{ accessor: string; secret: string }>): Promise<{ times: number[]; afterAnswer: number[]; deletes: number[] }> {
-  const out = { times: [] as number[], afterAnswer: [] as number[], deletes: [] as number[] };
+/** One delete: when the first and the last client refused it and the delete was answered (ms from sent); the server's and the clients' event loops held at most meanwhile. */
+interface Revocation {
+  first: number;
+  last: number;
+  answered: number;
+  lag: number;
+  clientLag: number;
+}
+
+async function revocations(
+  url: string,
+  workers: Worker[],
+  tokens: Array<{ accessor: string; secret: string }>,
+): Promise<{ times: number[]; afterAnswer: number[]; deletes: number[]; each: Revocation[] }> {
+  const out = { times: [] as number[], afterAnswer: [] as number[], deletes: [] as number[], each: [] as Revocation[] };
+  await serverLagMs(url);
   for (const t of tokens) {
     const at = performance.timeOrigin + performance.now();
-    const answers = workers.map((w) => w.next<{ times: number[] }>('refused'));
+    const answers = workers.map((w) => w.next<{ times: number[]; lagMs: number }>('refused'));
     for (const w of workers) w.proc.send({ t: 'revoke', secret: t.secret, at });
     const res = await fetch(`${url}/v1/acl/token/${t.accessor}`, { method: 'DELETE', headers: { 'X-Consul-Token': MANAGEMENT } });
     const answered = performance.timeOrigin + performance.now() - at;
     if (!res.ok) throw new Error(`the delete of ${t.accessor} failed: ${res.status}`);
     out.deletes.push(answered);
-    for (const a of await Promise.all(answers))
-      for (const ms of a.times) {
-        out.times.push(ms);
-        out.afterAnswer.push(Math.max(0, ms - answered));
-      }
+    const got = await Promise.all(answers);
+    const times = got.flatMap((a) => a.times);
+    for (const ms of times) {
+      out.times.push(ms);
+      out.afterAnswer.push(Math.max(0, ms - answered));
+    }
+    // Whether a slow one was slow at the server (its event loop held) or at some clients only.
+    out.each.push({
+      first: Math.min(...times),
+      last: Math.max(...times),
+      answered,
+      lag: await serverLagMs(url),
+      clientLag: Math.max(...got.map((a) => a.lagMs)),
+    });
     await sleep(100);
   }
   return out;
+}
+
+/** The longest the server's event loop was held since the last time this was asked (ms; its metric resets on each scrape). */
+async function serverLagMs(url: string): Promise<number> {
+  const text = await (await fetch(`${url}/v1/agent/metrics?format=prometheus`, { headers: { 'X-Consul-Token': MANAGEMENT } })).text();
+  return Number(/^watchword_nodejs_eventloop_lag_max_seconds (\S+)/m.exec(text)?.[1] ?? Number.NaN) * 1000;
 }
 
 /** Every worker loads every token; how long it took, how many are cached, and how many first look-ups timed out. */
@@ -227,7 +256,8 @@ async function main(): Promise<void> {
         return quiet;
       }),
     );
-    const { times, afterAnswer, deletes } = await revocations(daemon.url, workers, tokens.slice(0, DELETES));
+    const { times, afterAnswer, deletes, each } = await revocations(daemon.url, workers, tokens.slice(0, DELETES));
+    const slowest = [...each].sort((a, b) => b.last - a.last).slice(0, 3);
     // The clients report uses every 30 s, the server writes them every last_used_flush (60 s).
     const sample = tokens.slice(DELETES, DELETES + 20);
     let used = 0;
@@ -248,6 +278,9 @@ async function main(): Promise<void> {
       `server CPU at rest: ${(cpuAtRest * 100).toFixed(2)}% of a core over ${REST_S} s (the same daemon before any client: ${(cpuIdle * 100).toFixed(2)}%)`,
       `revocation: ${DELETES} tokens deleted one at a time, each refused by all ${CLIENTS} clients: p50 ${quantileOf(times, 0.5).toFixed(1)} ms, p99 ${p99.toFixed(1)} ms, max ${Math.max(...times).toFixed(1)} ms from the delete sent; ` +
         `p50 ${quantileOf(afterAnswer, 0.5).toFixed(1)} ms, p99 ${quantileOf(afterAnswer, 0.99).toFixed(1)} ms after its answer; the delete itself answered in p50 ${quantileOf(deletes, 0.5).toFixed(1)} ms, max ${Math.max(...deletes).toFixed(1)} ms`,
+      `slowest deletes (ms from sent: first client, last client; delete answered; event loop held at most at the server, at a client process): ${slowest
+        .map((e) => `${e.first.toFixed(0)}-${e.last.toFixed(0)}; ${e.answered.toFixed(0)}; ${e.lag.toFixed(0)}, ${e.clientLag.toFixed(0)}`)
+        .join(' | ')}`,
       `last use: ${used} of ${sample.length} sampled tokens show a LastUsedTime`,
     ];
     process.stdout.write(`${lines.join('\n')}\n`);

@@ -44,8 +44,10 @@ interface Entry {
   goneAt?: number;
   /** The first resolution, while it runs. */
   loading?: Promise<void>;
-  /** Stops requests for this entry (it was dropped, or the Authorizer closed). */
-  readonly stop: AbortController;
+  /** Dropped, or the Authorizer closed: no request is made for it any more. */
+  stopped: boolean;
+  /** Aborts its requests in flight; made with its first request (signalOf): a token looked up over the watch may never need one. */
+  stopper?: AbortController;
   /** The watch frame that added it (its acknowledgement and every beat after confirm the entry); undefined: not on the watch. */
   sentSeq?: number;
   /** A re-read while the watch has not confirmed it for a TTL, while it runs. */
@@ -57,6 +59,18 @@ interface Entry {
   /** Re-reads that failed in a row, and when the next may be tried (back-off). */
   failures: number;
   retryAt: number;
+}
+
+function stopEntry(entry: Entry): void {
+  entry.stopped = true;
+  entry.stopper?.abort();
+}
+
+/** The signal that ends the entry's requests (aborted already when the entry is stopped). */
+function signalOf(entry: Entry): AbortSignal {
+  entry.stopper ??= new AbortController();
+  if (entry.stopped) entry.stopper.abort();
+  return entry.stopper.signal;
 }
 
 /** How long a watch may stay lost (failing to open, or to open again) before tokens are kept current by blocking reads meanwhile. */
@@ -256,7 +270,7 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
     clearInterval(this.sweeper);
     clearInterval(this.reporter);
     clearInterval(this.blockingTimer);
-    for (const e of this.entries.values()) e.stop.abort();
+    for (const e of this.entries.values()) stopEntry(e);
     this.entries.clear();
     this.byId.clear();
     this.negative.clear();
@@ -339,7 +353,7 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
    */
   private refresh(entry: Entry): Promise<void> | undefined {
     if (entry.attempt !== undefined) return entry.attempt;
-    if (Date.now() < entry.retryAt || entry.stop.signal.aborted) return undefined;
+    if (Date.now() < entry.retryAt || entry.stopped) return undefined;
     entry.attempt = this.fetch(entry).then(
       () => {
         entry.attempt = undefined;
@@ -364,7 +378,7 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
       expiresAt: Number.POSITIVE_INFINITY,
       confirmedAt: 0,
       usedAt: now,
-      stop: new AbortController(),
+      stopped: false,
       failures: 0,
       retryAt: 0,
     };
@@ -408,7 +422,7 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
     const sentSeq = watch.looksUp ? watch.add(entry.id, entry.secret, '') : undefined;
     if (sentSeq !== undefined) entry.sentSeq = sentSeq;
     const answer: LookUpAnswer = await this.lookUps.ask(entry.id, sentSeq);
-    if (answer.t === 'found' || entry.stop.signal.aborted) return;
+    if (answer.t === 'found' || entry.stopped) return;
     entry.sentSeq = undefined;
     switch (answer.t) {
       case 'gone':
@@ -428,7 +442,7 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
     entry.hash = undefined;
     entry.goneAt = Date.now();
     entry.failing = undefined;
-    entry.stop.abort();
+    stopEntry(entry);
   }
 
   /** The daemon does not know this secret (or cannot answer for it now): remembered apart from real tokens. */
@@ -448,7 +462,7 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
   }
 
   private forget(entry: Entry): void {
-    entry.stop.abort();
+    stopEntry(entry);
     this.blocking.drop(entry);
     if (this.entries.get(entry.secret) === entry) this.entries.delete(entry.secret);
     if (this.byId.get(entry.id) !== entry) return;
@@ -463,7 +477,8 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
    * with its kind in `entry.failing`.
    */
   private async fetch(entry: Entry, blocking?: { signal: AbortSignal; waitMs: number }): Promise<void> {
-    const signal = blocking === undefined ? entry.stop.signal : AbortSignal.any([entry.stop.signal, blocking.signal]);
+    const own = signalOf(entry);
+    const signal = blocking === undefined ? own : AbortSignal.any([own, blocking.signal]);
     try {
       const r = await this.servers.ask(
         signal,
@@ -615,13 +630,13 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
   private async holdBlockingRead(entry: Entry, stop: AbortSignal): Promise<void> {
     const waitMs = Math.max(1_000, Math.floor(this.ttl / 2));
     let failures = 0;
-    while (!stop.aborted && !entry.stop.signal.aborted && this.needsBlockingRead(entry)) {
+    while (!stop.aborted && !entry.stopped && this.needsBlockingRead(entry)) {
       try {
         await this.fetch(entry, { signal: stop, waitMs });
         failures = 0;
         if (entry.goneAt !== undefined) return this.markGone(entry);
       } catch {
-        if (stop.aborted || entry.stop.signal.aborted) return;
+        if (stop.aborted || entry.stopped) return;
         failures++;
         const pause = entry.failing === 'limited' ? Math.max(1_000, (entry.retryAfter ?? 1) * 1_000) : Math.min(250 * 2 ** failures, 5_000);
         await sleep(pause, stop);
