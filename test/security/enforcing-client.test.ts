@@ -255,8 +255,9 @@ describe('enforcing client: a server that garbles the watch', () => {
       expect(await authz.allowed(secret, 'service', 'web', 'write')).toBe(true);
       // The watch is opened, garbled, cut and opened again: the service goes on.
       await waitFor(() => s.watches() >= 2, 5_000, 20, 'the watch opened again');
-      expect(authz.allowed(secret, 'service', 'web', 'write')).toBe(true);
-      expect(authz.allowed(secret, 'service', 'api', 'write')).toBe(false);
+      // Past its 400 ms TTL on a loaded machine no beat has confirmed the token (the watch is cut each time): it is read again.
+      expect(await authz.allowed(secret, 'service', 'web', 'write')).toBe(true);
+      expect(await authz.allowed(secret, 'service', 'api', 'write')).toBe(false);
       // Past several TTLs, the token's rules are still the ones its read gave: no garbled view was installed.
       await new Promise((r) => setTimeout(r, 900));
       expect(await authz.allowed(secret, 'service', 'web', 'write')).toBe(true);
