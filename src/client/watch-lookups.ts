@@ -40,10 +40,6 @@ export class WatchLookUps {
 
   constructor(private readonly timeoutMs: number) {}
 
-  get size(): number {
-    return this.pending.size;
-  }
-
   /** Whether the look-up of `id` is under way. */
   has(id: number): boolean {
     return this.pending.has(id);

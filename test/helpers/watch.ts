@@ -3,11 +3,22 @@ import type { TestDaemon } from './test-daemon.js';
 
 export const WATCH_PATH = '/v1/internal/acl/authorizer/watch';
 
-/** A raw watch connection (opened with `token`, when given): the frames the server sent, and how it ended. */
-export async function rawWatch(url: string, token: string | undefined, beat = 250) {
-  const ws = new WebSocket(`${url.replace(/^http/, 'ws')}${WATCH_PATH}?beat=${beat}`, {
+/**
+ * A raw watch connection (opened with `token`, when given): the frames the server sent, how it
+ * ended, and the protocol version the server answered (`maxVersion`: ask for versions 2 to it, as
+ * a client of this release does; without it the client names none, as a raw client may).
+ */
+export async function rawWatch(url: string, token: string | undefined, beat = 250, maxVersion?: number) {
+  const versions = maxVersion !== undefined ? `&version=2&max=${maxVersion}` : '';
+  const ws = new WebSocket(`${url.replace(/^http/, 'ws')}${WATCH_PATH}?beat=${beat}${versions}`, {
     ...(token !== undefined ? { headers: { 'X-Service-Token': token } } : {}),
   });
+  let version: string | undefined;
+  ws.on('upgrade', (res) => {
+    version = res.headers['x-service-watch-protocol'] as string | undefined;
+  });
+  let closed = false;
+  ws.on('close', () => (closed = true));
   const frames: Array<Record<string, unknown>> = [];
   const ended = new Promise<{ code: number; reason: string }>((resolve) =>
     ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() })),
@@ -19,7 +30,23 @@ export async function rawWatch(url: string, token: string | undefined, beat = 25
     ws.once('open', () => resolve());
     ws.once('error', reject);
   });
-  return { ws, frames, ended, send: (frame: unknown) => ws.send(typeof frame === 'string' ? frame : JSON.stringify(frame)) };
+  return {
+    ws,
+    frames,
+    ended,
+    version: () => version,
+    closed: () => closed,
+    send: (frame: unknown) => ws.send(typeof frame === 'string' ? frame : JSON.stringify(frame)),
+  };
+}
+
+/** Requests the daemon answered on one route, from its own metrics. */
+export async function served(d: Pick<TestDaemon, 'api'>, route: string): Promise<number> {
+  const text = (await d.api('GET', '/v1/agent/metrics?format=prometheus')).text;
+  let n = 0;
+  for (const m of text.matchAll(/^watchword_http_requests_total\{([^}]*)\} (\d+)/gm))
+    if (m[1]?.includes(`route="${route}"`)) n += Number(m[2]);
+  return n;
 }
 
 /** How an upgrade to the watch is answered: 101 (a watch), or the status and text of its refusal. */

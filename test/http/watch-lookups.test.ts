@@ -1,48 +1,18 @@
 import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import WebSocket, { WebSocketServer } from 'ws';
+import { WebSocketServer } from 'ws';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Authorizer, type AuthorizerOptions } from '../../src/client/authorizer.js';
 import { MANAGEMENT_SECRET, type TestDaemon, secondaryConfig, startTestDaemon, waitFor } from '../helpers/test-daemon.js';
-import { WATCH_PATH, watchGauges } from '../helpers/watch.js';
+import { WATCH_PATH, rawWatch, served, watchGauges } from '../helpers/watch.js';
 
 interface Token {
   AccessorID: string;
   SecretID: string;
 }
 
-/** Requests the daemon answered on one route, from its own metrics. */
-async function served(d: TestDaemon, route: string): Promise<number> {
-  const text = (await d.api('GET', '/v1/agent/metrics?format=prometheus')).text;
-  let n = 0;
-  for (const m of text.matchAll(/^watchword_http_requests_total\{([^}]*)\} (\d+)/gm))
-    if (m[1]?.includes(`route="${route}"`)) n += Number(m[2]);
-  return n;
-}
-
 const AUTHORIZER_ROUTE = '/v1/internal/acl/authorizer';
-
-/** A watch that names the versions it speaks, as the client of this release does; with the version the server answered. */
-async function versionedWatch(url: string, token: string, max: number) {
-  const ws = new WebSocket(`${url.replace(/^http/, 'ws')}${WATCH_PATH}?beat=250&version=2&max=${max}`, {
-    headers: { 'X-Service-Token': token },
-  });
-  let version: string | undefined;
-  ws.on('upgrade', (res) => {
-    version = res.headers['x-service-watch-protocol'] as string | undefined;
-  });
-  const frames: Array<Record<string, unknown>> = [];
-  ws.on('message', (data) => frames.push(JSON.parse(data.toString()) as Record<string, unknown>));
-  let closed = false;
-  ws.on('close', () => (closed = true));
-  ws.on('error', () => undefined);
-  await new Promise<void>((resolve, reject) => {
-    ws.once('open', () => resolve());
-    ws.once('error', reject);
-  });
-  return { ws, frames, version: () => version, closed: () => closed };
-}
 
 describe('first look-ups over the watch', () => {
   let d: TestDaemon;
@@ -100,8 +70,8 @@ describe('first look-ups over the watch', () => {
   });
 
   it('names the version it speaks in the upgrade answer: 3 to a client of this release, 2 to an older one', async () => {
-    const newer = await versionedWatch(d.url, d.management, 3);
-    const older = await versionedWatch(d.url, d.management, 2);
+    const newer = await rawWatch(d.url, d.management, 250, 3);
+    const older = await rawWatch(d.url, d.management, 250, 2);
     try {
       expect(newer.version()).toBe('3');
       expect(older.version()).toBe('2');
@@ -118,10 +88,10 @@ describe('first look-ups over the watch past the budget of unknown secrets', () 
     const d = await startTestDaemon({ config: { unknown_secret_rate: 1 } });
     try {
       const [real] = await Promise.all([(await d.api('PUT', '/v1/acl/token', { body: {} })).body as Token]);
-      const w = await versionedWatch(d.url, d.management, 3);
+      const w = await rawWatch(d.url, d.management, 250, 3);
       const add = Array.from({ length: 12 }, (_, i) => [i + 1, randomUUID(), '']);
       add.push([100, (real as Token).SecretID, '']);
-      w.ws.send(JSON.stringify({ t: 'watch', seq: 1, add }));
+      w.send({ t: 'watch', seq: 1, add });
       await waitFor(() => w.frames.some((f) => f.t === 'changes' && f.ack === 1), 5_000, 10, 'the frame acknowledged');
       const changes = w.frames.filter((f) => f.t === 'changes') as Array<{
         set: Array<[number, string, { AccessorID: string }]>;

@@ -8,17 +8,7 @@ import { WatchwordClient } from '../../src/client/index.js';
 import { freePort } from '../../src/testing/etcd.js';
 import { limitingFront } from '../helpers/limiting-front.js';
 import { MANAGEMENT_SECRET, type TestDaemon, startTestDaemon, waitFor } from '../helpers/test-daemon.js';
-
-/** Requests the daemon answered on one route, from its own metrics. */
-async function served(d: TestDaemon, route: string): Promise<number> {
-  const text = await (
-    await fetch(`${d.url}/v1/agent/metrics?format=prometheus`, { headers: { 'X-Service-Token': MANAGEMENT_SECRET } })
-  ).text();
-  let n = 0;
-  for (const m of text.matchAll(/^watchword_http_requests_total\{([^}]*)\} (\d+)/gm))
-    if (m[1]?.includes(`route="${route}"`)) n += Number(m[2]);
-  return n;
-}
+import { served } from '../helpers/watch.js';
 
 const AUTHORIZER_ROUTE = '/v1/internal/acl/authorizer';
 
