@@ -3,12 +3,13 @@ import { type Access, RESOURCES } from '../domain/rules/decisions.js';
 import { type TokenAuthorizerResponse, tokenAuthorizerResponse } from '../api/schemas.js';
 import { EventEmitter } from 'node:events';
 import { WatchwordApiError, type WatchwordClient } from './client.js';
-import { type Failure, WELL_FORMED_SECRET, failureOf, failureOfStatus, sleep } from './failures.js';
+import { WELL_FORMED_SECRET, failureOf, failureOfStatus, sleep } from './failures.js';
 import { ServerSet } from './server-set.js';
 import { ViewCompiler, monotonic } from './compiled-views.js';
 import { TokenWatch, type WatchLoss, type WatchNews } from './token-watch.js';
 import { type LookUpAnswer, WatchLookUps } from './watch-lookups.js';
 import { BlockingReadSet } from './blocking-reads.js';
+import { type Entry, newEntry, signalOf, stopEntry, unknownEntry } from './authorizer-entry.js';
 import { DecisionReports } from './decision-reports.js';
 import type {
   AuthorizerDownEvent,
@@ -27,51 +28,6 @@ export type { AuthorizerDownEvent, AuthorizerOptions, AuthorizerStats, Authorize
 const MAX_LOADING = 1_000;
 /** Secrets remembered as unknown, at most (and never more than maxTokens). */
 const MAX_NEGATIVE = 1_000;
-
-/** One cached token. */
-interface Entry {
-  readonly secret: string;
-  /** Its number on the watch. */
-  readonly id: number;
-  authorizer?: CompiledAuthorizer;
-  hash?: string;
-  /** When the secret stops authenticating (its token's expiry, a rotation's overlap), on this process's monotonic clock (Infinity: never). */
-  expiresAt: number;
-  /** When the daemon last confirmed this entry (ms since the epoch). */
-  confirmedAt: number;
-  usedAt: number;
-  /** Denied without rules since this time: unknown to the daemon (deleted, expired, never made), or not resolvable now. */
-  goneAt?: number;
-  /** The first resolution, while it runs. */
-  loading?: Promise<void>;
-  /** Dropped, or the Authorizer closed: no request is made for it any more. */
-  stopped: boolean;
-  /** Aborts its requests in flight; made with its first request (signalOf): a token looked up over the watch may never need one. */
-  stopper?: AbortController;
-  /** The watch frame that added it (its acknowledgement and every beat after confirm the entry); undefined: not on the watch. */
-  sentSeq?: number;
-  /** A re-read while the watch has not confirmed it for a TTL, while it runs. */
-  attempt?: Promise<void>;
-  /** Why the last request for this token failed (cleared by an answer). */
-  failing?: Failure;
-  /** Seconds the daemon asked us to wait (a 429's Retry-After). */
-  retryAfter?: number;
-  /** Re-reads that failed in a row, and when the next may be tried (back-off). */
-  failures: number;
-  retryAt: number;
-}
-
-function stopEntry(entry: Entry): void {
-  entry.stopped = true;
-  entry.stopper?.abort();
-}
-
-/** The signal that ends the entry's requests (aborted already when the entry is stopped). */
-function signalOf(entry: Entry): AbortSignal {
-  entry.stopper ??= new AbortController();
-  if (entry.stopped) entry.stopper.abort();
-  return entry.stopper.signal;
-}
 
 /** How long a watch may stay lost (failing to open, or to open again) before tokens are kept current by blocking reads meanwhile. */
 const WATCH_GRACE_MS = 10_000;
@@ -372,16 +328,7 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
   }
 
   private add(secret: string, now: number): Entry {
-    const entry: Entry = {
-      secret,
-      id: this.nextId++,
-      expiresAt: Number.POSITIVE_INFINITY,
-      confirmedAt: 0,
-      usedAt: now,
-      stopped: false,
-      failures: 0,
-      retryAt: 0,
-    };
+    const entry = newEntry(secret, this.nextId++, now);
     this.entries.set(secret, entry);
     this.loadingCount++;
     entry.loading = this.firstLook(entry).then(
@@ -426,7 +373,7 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
     entry.sentSeq = undefined;
     switch (answer.t) {
       case 'gone':
-        return this.gone(entry);
+        return unknownEntry(entry);
       case 'unanswered':
         return this.fetch(entry);
       default:
@@ -434,15 +381,6 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
         entry.retryAfter = answer.t === 'refused' && answer.retryAfter > 0 ? answer.retryAfter : undefined;
         throw new Error(`the first look-up over the watch was not answered (${answer.t})`);
     }
-  }
-
-  /** The daemon's word: this secret is unknown (deleted, expired or never made). */
-  private gone(entry: Entry): void {
-    entry.authorizer = undefined;
-    entry.hash = undefined;
-    entry.goneAt = Date.now();
-    entry.failing = undefined;
-    stopEntry(entry);
   }
 
   /** The daemon does not know this secret (or cannot answer for it now): remembered apart from real tokens. */
@@ -502,7 +440,7 @@ export class Authorizer extends EventEmitter<{ down: [AuthorizerDownEvent]; up: 
         this.install(entry, view.data, r.contentHash);
     } catch (err) {
       if (signal.aborted) throw err;
-      if (err instanceof WatchwordApiError && err.status === 403) return this.gone(entry);
+      if (err instanceof WatchwordApiError && err.status === 403) return unknownEntry(entry);
       entry.failing = failureOf(err);
       entry.retryAfter = err instanceof WatchwordApiError ? err.retryAfter : undefined;
       throw err;

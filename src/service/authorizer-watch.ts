@@ -2,6 +2,7 @@ import type { TokenAuthorizerResponse } from '../api/schemas.js';
 import type { CommitEvent } from '../store/store.js';
 import { WakeHeap } from './wake-heap.js';
 import { type Item, WatchConnection, type WatchHub } from './watch-connection.js';
+import { lookUpEntry } from './watch-lookups.js';
 import type { ClientReport } from './watch-reports.js';
 import {
   BEAT_RANGE,
@@ -50,9 +51,6 @@ interface Watched {
   /** The earliest moment scheduled to judge it again (an expiry, the end of a rotation's overlap). */
   wakeAt: number;
 }
-
-/** A look-up that failed in a way no request would name: answered as a request's 503 would be. */
-const CANNOT_ANSWER: LookUpOutcome = { status: 503, retryAfter: 0 };
 
 /** The longest a wake-up timer is set for (a longer one is set again when it fires). */
 const MAX_TIMER_MS = 3_600_000;
@@ -170,7 +168,7 @@ export class AuthorizerWatches implements WatchHub {
     }
     const answer = this.viewOrNothing(secret);
     if (answer === undefined) {
-      if (conn.looksUp && !looked) return this.lookUp(conn, id, secret, hash, seq);
+      if (conn.looksUp && !looked) return lookUpEntry(this.deps, conn, id, secret, seq, (o) => this.looked(conn, id, secret, hash, seq, o));
       if (!looked && !this.deps.known(secret) && !conn.presentedUnknown(secret)) return;
       conn.lost(id);
       return;
@@ -188,32 +186,6 @@ export class AuthorizerWatches implements WatchHub {
     this.count(conn, 1);
     this.index(item, answer);
     if (answer.hash !== hash) conn.owe(item, seq);
-  }
-
-  /**
-   * A first look-up: answered at once when the server can, else the frame that asked waits for it
-   * (its acknowledgement comes after the answer). Dropped if the client unwatched the id meanwhile.
-   */
-  private lookUp(conn: WatchConnection, id: number, secret: string, hash: string, seq: number): void {
-    let outcome: LookUpOutcome | Promise<LookUpOutcome>;
-    try {
-      outcome = this.deps.lookUp(secret, conn.address);
-    } catch {
-      outcome = CANNOT_ANSWER;
-    }
-    if (!(outcome instanceof Promise)) return this.looked(conn, id, secret, hash, seq, outcome);
-    conn.looking.set(id, secret);
-    const release = conn.hold(seq);
-    outcome
-      .catch(() => CANNOT_ANSWER)
-      .then((o) => {
-        if (conn.open && conn.looking.get(id) === secret) {
-          conn.looking.delete(id);
-          this.looked(conn, id, secret, hash, seq, o);
-        }
-        release();
-        conn.flush();
-      });
   }
 
   private looked(conn: WatchConnection, id: number, secret: string, hash: string, seq: number, outcome: LookUpOutcome): void {
